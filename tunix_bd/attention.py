@@ -1,0 +1,357 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Block-diffusion attention masks, as pure functions of positions.
+
+A token's block is `position // block_size`, where positions are the logical
+positions 0..n-1 of a row's real tokens. Every dense mask here is a function
+of logical positions and segment ids only, never of the physical index, so it
+stays correct after left padding or a context-parallel reordering. Segment id
+0 marks a pad; ids 1.. are packed documents.
+
+Pad rule: a pad key is never attended, and a pad query attends nothing (an
+all-False row). Tunix's dense attention fills masked scores with the finite
+`K_MASK = -2.38e38` (`tunix.models.qwen3.model`), so the softmax of an
+all-masked row is uniform over the keys: finite, but meaningless. Callers must
+give pad positions zero loss weight and never read their logits. Tunix's own
+`make_causal_attn_mask` produces the same all-False rows for left-pad queries.
+
+The dense builders return `bool[batch, q_len, kv_len]` masks for the non-flash
+attention path (`use_flash_attention=False`). `BlockCausalSplashMask` is the
+same single-canvas mask for the TPU Splash kernel, for canonical positions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask_lib
+import numpy as np
+
+PAD_SEGMENT_ID = 0
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+  # bool is an int subclass; True as a size is a bug, not 1.
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise ValueError(
+        f"{name} must be a Python int, got {type(value).__name__}: {value!r}."
+    )
+  if value < minimum:
+    raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+  return int(value)
+
+
+def _check_ids(
+    name: str, ids: Any, shape: tuple[int, ...] | None = None
+) -> jax.Array:
+  """Checks an int `[batch, length]` array; `shape` is the one it must have."""
+  ids = jnp.asarray(ids)
+  if ids.ndim != 2:
+    raise ValueError(
+        f"{name} must have rank 2 [batch, length], got shape {ids.shape}."
+    )
+  if not jnp.issubdtype(ids.dtype, jnp.integer):
+    raise ValueError(f"{name} must be an integer array, got {ids.dtype}.")
+  if shape is not None and ids.shape != shape:
+    raise ValueError(
+        f"{name} must have shape {shape} to match its positions, got"
+        f" {ids.shape}."
+    )
+  return ids
+
+
+def _check_segment_pair(
+    q_segment_ids: Any,
+    kv_segment_ids: Any,
+    q_shape: tuple[int, ...],
+    kv_shape: tuple[int, ...],
+) -> tuple[jax.Array, jax.Array]:
+  """Validates segment ids; None on both sides means one segment."""
+  if (q_segment_ids is None) != (kv_segment_ids is None):
+    # Fail closed: a one-sided default would silently merge or split segments.
+    missing = "q_segment_ids" if q_segment_ids is None else "kv_segment_ids"
+    raise ValueError(
+        f"{missing} is None but the other segment ids are given; pass both"
+        " or neither."
+    )
+  if q_segment_ids is None:
+    return jnp.ones(q_shape, jnp.int32), jnp.ones(kv_shape, jnp.int32)
+  return (
+      _check_ids("q_segment_ids", q_segment_ids, q_shape),
+      _check_ids("kv_segment_ids", kv_segment_ids, kv_shape),
+  )
+
+
+# Named sub-masks. Each maps `[batch, q_len]` and `[batch, kv_len]` ids to a
+# `bool[batch, q_len, kv_len]` mask.
+
+
+def _same_block(q_blocks: jax.Array, kv_blocks: jax.Array) -> jax.Array:
+  return q_blocks[:, :, None] == kv_blocks[:, None, :]
+
+
+def _earlier_block(q_blocks: jax.Array, kv_blocks: jax.Array) -> jax.Array:
+  return kv_blocks[:, None, :] < q_blocks[:, :, None]
+
+
+def _block_causal(q_blocks: jax.Array, kv_blocks: jax.Array) -> jax.Array:
+  return kv_blocks[:, None, :] <= q_blocks[:, :, None]
+
+
+def _same_segment(q_segments: jax.Array, kv_segments: jax.Array) -> jax.Array:
+  # Equality with a non-pad key also rules out pad queries.
+  same = q_segments[:, :, None] == kv_segments[:, None, :]
+  return same & (kv_segments != PAD_SEGMENT_ID)[:, None, :]
+
+
+def block_causal_mask(
+    q_positions: jax.Array,
+    kv_positions: jax.Array,
+    block_size: int,
+    *,
+    q_segment_ids: jax.Array | None = None,
+    kv_segment_ids: jax.Array | None = None,
+) -> jax.Array:
+  """The single-canvas block-diffusion mask.
+
+  Query q may attend key k iff `block(k) <= block(q)` and both are in the same
+  non-pad segment: bidirectional inside a block, causal across blocks. With
+  `block_size=1` this is the causal mask. For positions 0..4, block size 2:
+
+      k: 0 1 2 3 4
+    q 0: 1 1 0 0 0
+    q 1: 1 1 0 0 0
+    q 2: 1 1 1 1 0
+    q 3: 1 1 1 1 0
+    q 4: 1 1 1 1 1
+
+  Keys may differ from queries, e.g. queries = the current block and keys =
+  the KV cache slots; slots not yet written need `kv_segment_ids == 0`.
+
+  Args:
+    q_positions: int `[batch, q_len]` logical positions of the queries.
+    kv_positions: int `[batch, kv_len]` logical positions of the keys.
+    block_size: static number of tokens per block, >= 1.
+    q_segment_ids: int `[batch, q_len]`, 0 = pad; None (with
+      `kv_segment_ids` None) puts every position in one segment.
+    kv_segment_ids: int `[batch, kv_len]`, 0 = pad (or unwritten cache slot).
+
+  Returns:
+    `bool[batch, q_len, kv_len]`, True where the query attends the key.
+
+  Raises:
+    ValueError: for a bad `block_size`, ids of the wrong rank, dtype or shape,
+      differing batch sizes, or only one of the two segment ids given.
+  """
+  block_size = _check_int("block_size", block_size, 1)
+  q_positions = _check_ids("q_positions", q_positions)
+  kv_positions = _check_ids("kv_positions", kv_positions)
+  if q_positions.shape[0] != kv_positions.shape[0]:
+    raise ValueError(
+        f"q_positions batch size {q_positions.shape[0]} differs from"
+        f" kv_positions batch size {kv_positions.shape[0]}."
+    )
+  q_segments, kv_segments = _check_segment_pair(
+      q_segment_ids, kv_segment_ids, q_positions.shape, kv_positions.shape
+  )
+  return _block_causal(
+      q_positions // block_size, kv_positions // block_size
+  ) & _same_segment(q_segments, kv_segments)
+
+
+def clean_context_mask(
+    positions: jax.Array,
+    block_size: int,
+    *,
+    segment_ids: jax.Array | None = None,
+) -> jax.Array:
+  """The BD3-LM / Fast-dLLM v2 training mask for `[noisy copy ; clean copy]`.
+
+  Both copies carry the same positions and segment ids (see
+  `clean_context_inputs`). With q and k the blocks of the query and the key:
+  noisy->noisy iff same block; noisy->clean iff block(k) < block(q);
+  clean->clean iff block(k) <= block(q); clean->noisy never; all within one
+  non-pad segment. Each noisy block thus sees what it sees at inference: the
+  clean earlier blocks and its own canvas. For positions 0..2, block size 2
+  (noisy n0..n2, then clean c0..c2):
+
+         n0 n1 n2 c0 c1 c2
+    n0:   1  1  0  0  0  0
+    n1:   1  1  0  0  0  0
+    n2:   0  0  1  1  1  0
+    c0:   0  0  0  1  1  0
+    c1:   0  0  0  1  1  0
+    c2:   0  0  0  1  1  1
+
+  Args:
+    positions: int `[batch, length]` logical positions of one copy.
+    block_size: static number of tokens per block, >= 1.
+    segment_ids: int `[batch, length]` of one copy, 0 = pad; None means one
+      segment.
+
+  Returns:
+    `bool[batch, 2 * length, 2 * length]`; rows and columns are the noisy
+    copy followed by the clean copy.
+
+  Raises:
+    ValueError: for a bad `block_size` or ids of the wrong rank, dtype or
+      shape.
+  """
+  block_size = _check_int("block_size", block_size, 1)
+  positions = _check_ids("positions", positions)
+  if segment_ids is None:
+    segments = jnp.ones(positions.shape, jnp.int32)
+  else:
+    segments = _check_ids("segment_ids", segment_ids, positions.shape)
+  blocks = positions // block_size
+  segment = _same_segment(segments, segments)
+  noisy_to_noisy = _same_block(blocks, blocks) & segment
+  noisy_to_clean = _earlier_block(blocks, blocks) & segment
+  clean_to_clean = _block_causal(blocks, blocks) & segment
+  clean_to_noisy = jnp.zeros_like(segment)
+  return jnp.concatenate(
+      [
+          jnp.concatenate([noisy_to_noisy, noisy_to_clean], axis=2),
+          jnp.concatenate([clean_to_noisy, clean_to_clean], axis=2),
+      ],
+      axis=1,
+  )
+
+
+def clean_context_inputs(
+    positions: jax.Array, segment_ids: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array | None]:
+  """Duplicates positions and segment ids for the `[noisy ; clean]` layout.
+
+  Args:
+    positions: int `[batch, length]` logical positions.
+    segment_ids: int `[batch, length]` segment ids, or None.
+
+  Returns:
+    `(positions, segment_ids)` of shape `[batch, 2 * length]`, each the input
+    concatenated with itself along the length; segment ids stay None if None.
+
+  Raises:
+    ValueError: for ids of the wrong rank, dtype or shape.
+  """
+  positions = _check_ids("positions", positions)
+  doubled_positions = jnp.concatenate([positions, positions], axis=1)
+  if segment_ids is None:
+    return doubled_positions, None
+  segment_ids = _check_ids("segment_ids", segment_ids, positions.shape)
+  return doubled_positions, jnp.concatenate([segment_ids, segment_ids], axis=1)
+
+
+class BlockCausalSplashMask(splash_mask_lib._ComputableMask):  # pylint: disable=protected-access
+  """Lazy single-canvas block-causal mask for the TPU Splash kernel.
+
+  It covers canonical positions only: query i has position `i + offset` and
+  key j has position `j`. Segments go to the kernel separately as splash
+  `SegmentIds`, which match equal ids: pad-to-pad attention is allowed there,
+  and a packed document's blocks line up only if it starts at a multiple of
+  `block_size`. Rows whose logical positions are not canonical (left padding,
+  other packing, context-parallel load balancing) must use the dense
+  `block_causal_mask`. With shape (4, 4) and block size 2:
+
+      1 1 0 0
+      1 1 0 0
+      1 1 1 1
+      1 1 1 1
+
+  Attributes:
+    block_size: number of tokens per block.
+    offset: position of query 0 relative to key 0 (e.g. the cache length when
+      the queries are the current block).
+  """
+
+  block_size: int
+  offset: int
+
+  def __init__(
+      self,
+      shape: tuple[int, int],
+      block_size: int,
+      offset: int = 0,
+      shard_count: int = 1,
+  ):
+    """Builds the mask.
+
+    Args:
+      shape: `(q_len, kv_len)`, both >= 1.
+      block_size: number of tokens per block, >= 1.
+      offset: position of query 0; a non-negative int.
+      shard_count: as for splash's `CausalMask`.
+
+    Raises:
+      ValueError: for a bad `shape`, `block_size` or `offset`.
+    """
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+      raise ValueError(f"shape must be (q_len, kv_len), got {shape!r}.")
+    q_len = _check_int("shape[0] (q_len)", shape[0], 1)
+    kv_len = _check_int("shape[1] (kv_len)", shape[1], 1)
+    self.block_size = block_size = _check_int("block_size", block_size, 1)
+    self.offset = offset = _check_int("offset", offset, 0)
+
+    # Runs on NumPy slices when splash builds its block map, and on int32
+    # iotas inside the kernel.
+    def block_causal_mask_function(q_ids, kv_ids):
+      if offset:
+        q_ids = q_ids + offset
+      return q_ids // block_size >= kv_ids // block_size
+
+    super().__init__(
+        shape=(q_len, kv_len),
+        mask_function=block_causal_mask_function,
+        shard_count=shard_count,
+    )
+
+  def __eq__(self, other: object):
+    if not isinstance(other, type(self)):
+      return NotImplemented
+    return (
+        self.shape == other.shape
+        and self.block_size == other.block_size
+        and self.offset == other.offset
+        and np.array_equal(self.q_sequence, other.q_sequence)
+    )
+
+  def __hash__(self):
+    # Splash caches processed masks by hash across layers.
+    return hash((
+        type(self),
+        self.shape,
+        self.block_size,
+        self.offset,
+        self.q_sequence.tobytes(),
+    ))
+
+
+def make_splash_multi_head_mask(
+    num_heads: int, seq_len: int, block_size: int, *, shard_count: int = 1
+) -> splash_mask_lib.MultiHeadMask:
+  """A `[num_heads, seq_len, seq_len]` block-causal mask for `make_splash_mha`.
+
+  Every head shares one `BlockCausalSplashMask`, so splash computes the mask
+  in the kernel instead of loading it. Canonical positions only (see
+  `BlockCausalSplashMask`).
+
+  Args:
+    num_heads: number of query heads, >= 1.
+    seq_len: query and key length, >= 1.
+    block_size: number of tokens per block, >= 1.
+    shard_count: as for splash's `CausalMask`.
+
+  Returns:
+    The multi-head mask.
+
+  Raises:
+    ValueError: for a bad `num_heads`, `seq_len` or `block_size`.
+  """
+  num_heads = _check_int("num_heads", num_heads, 1)
+  seq_len = _check_int("seq_len", seq_len, 1)
+  mask = BlockCausalSplashMask(
+      (seq_len, seq_len), block_size, shard_count=shard_count
+  )
+  return splash_mask_lib.MultiHeadMask([mask] * num_heads)

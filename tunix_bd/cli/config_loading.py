@@ -1,0 +1,342 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Finds, loads and overrides the `CONFIG[:ARG]` of `tunix run`.
+
+A config is a big_vision-style `.py` file defining `get_config(arg=None)`
+that returns an `ml_collections.ConfigDict`. `CONFIG` is tried first as a
+path (absolute or relative to the working directory, `.py` optional), then
+as a name among the plugin's configs, so `tunix run --plugin P sft` works
+from any directory. The loaded config is locked, and `--config.a.b=value`
+overrides are parsed to the type of the field they replace, so a misspelled
+key or a mistyped value fails before anything runs.
+"""
+
+import ast
+from collections.abc import Sequence
+import difflib
+import importlib.util
+import inspect
+import itertools
+import pathlib
+import re
+import sys
+from typing import Any, NamedTuple
+
+import ml_collections
+
+from tunix_bd.cli import errors
+from tunix_bd.cli import plugin_api
+
+OVERRIDE_PREFIX = "--config."
+_TRUE = frozenset({"true", "1", "yes"})
+_FALSE = frozenset({"false", "0", "no"})
+_module_ids = itertools.count()
+
+
+class Override(NamedTuple):
+  """One `--config.KEY=VALUE` from the command line, as typed."""
+
+  key: str
+  value: str
+
+
+class AppliedOverride(NamedTuple):
+  """An override after parsing: `value` has the field's type."""
+
+  key: str
+  value: Any
+
+
+def split_override_args(
+    argv: Sequence[str],
+) -> tuple[list[Override], list[str]]:
+  """Takes `--config.KEY=VALUE` and `--config.KEY VALUE` out of `argv`.
+
+  Args:
+    argv: command-line arguments.
+
+  Returns:
+    The overrides in order, and the other arguments.
+
+  Raises:
+    errors.UsageError: an override has no key or no value.
+  """
+  overrides, rest = [], []
+  args = iter(argv)
+  for arg in args:
+    if not arg.startswith(OVERRIDE_PREFIX):
+      rest.append(arg)
+      continue
+    key, sep, value = arg[len(OVERRIDE_PREFIX) :].partition("=")
+    if not sep:
+      value = next(args, None)
+      if value is None:
+        raise errors.UsageError(
+            f"{arg} has no value: write {arg}=VALUE or {arg} VALUE"
+        )
+    if not key or any(not part for part in key.split(".")):
+      raise errors.UsageError(f"malformed override {arg!r}: no key")
+    overrides.append(Override(key, value))
+  return overrides, rest
+
+
+def available_configs(config_dir: pathlib.Path) -> dict[str, pathlib.Path]:
+  """Returns the configs in `config_dir`, by file stem (private `_*` skipped)."""
+  if not config_dir.is_dir():
+    return {}
+  return {
+      path.stem: path
+      for path in sorted(config_dir.glob("*.py"))
+      if not path.name.startswith("_")
+  }
+
+
+def config_summary(path: pathlib.Path) -> str:
+  """Returns the first line of a config's module docstring, without importing."""
+  try:
+    docstring = ast.get_docstring(ast.parse(path.read_text()))
+  except (OSError, SyntaxError, ValueError):
+    return ""
+  return docstring.strip().splitlines()[0] if docstring else ""
+
+
+def resolve_config(
+    spec: str, plugin: plugin_api.Plugin
+) -> tuple[pathlib.Path, str | None]:
+  """Resolves `CONFIG[:ARG]` to a config file and its argument.
+
+  Args:
+    spec: `CONFIG` or `CONFIG:ARG`; `CONFIG` is a path (absolute or relative
+      to the working directory) or a config name of `plugin`, `.py` optional.
+    plugin: the plugin whose `config_dir` is searched second.
+
+  Returns:
+    The config file's absolute path, and `ARG` (None when not given).
+
+  Raises:
+    errors.UsageError: no such config, or an empty `ARG`.
+  """
+  name, sep, arg = spec.partition(":")
+  if not name:
+    raise errors.UsageError(f"config {spec!r} has no file name before ':'")
+  if sep and not arg:
+    raise errors.UsageError(
+        f"config {spec!r} has an empty ARG after ':'; drop the ':' or give"
+        " an ARG"
+    )
+  relative = pathlib.Path(name if name.endswith(".py") else name + ".py")
+  as_path = (
+      relative if relative.is_absolute() else pathlib.Path.cwd() / relative
+  )
+  if as_path.is_file():
+    return as_path.resolve(), arg or None
+  if not relative.is_absolute():
+    in_plugin = plugin.config_dir / relative
+    if in_plugin.is_file():
+      return in_plugin.resolve(), arg or None
+  configs = sorted(available_configs(plugin.config_dir))
+  message = (
+      f"config {name!r} not found: no file {str(as_path)!r}, and plugin"
+      f" {plugin.name!r} has no config {relative.stem!r}"
+  )
+  close = difflib.get_close_matches(relative.stem, configs, n=1)
+  if close:
+    message += f"; did you mean {close[0]!r}?"
+  else:
+    message += "."
+  listed = ", ".join(configs) if configs else "none"
+  raise errors.UsageError(f"{message} Its configs: {listed}")
+
+
+def load_config(
+    path: pathlib.Path, arg: str | None = None
+) -> ml_collections.ConfigDict:
+  """Loads a config file and returns its locked `get_config(arg)`.
+
+  Args:
+    path: a `.py` file defining `get_config`.
+    arg: passed as `get_config(arg)` when not None, else `get_config()`.
+
+  Returns:
+    The locked config: assigning a key it lacks raises.
+
+  Raises:
+    errors.UsageError: the file has no `get_config`, `get_config` rejects
+      `arg` (or its absence) or raises ValueError, or returns no ConfigDict.
+  """
+  # A unique module name per load, so two configs named alike never clash.
+  stem = re.sub(r"\W", "_", path.stem)
+  module_name = f"_tunix_config_{next(_module_ids)}_{stem}"
+  module_spec = importlib.util.spec_from_file_location(module_name, path)
+  if module_spec is None or module_spec.loader is None:
+    raise errors.UsageError(f"cannot load config file {str(path)!r}")
+  module = importlib.util.module_from_spec(module_spec)
+  sys.modules[module_name] = module  # Dataclasses in configs look it up.
+  try:
+    module_spec.loader.exec_module(module)
+  except BaseException:
+    del sys.modules[module_name]
+    raise
+  get_config = getattr(module, "get_config", None)
+  if not callable(get_config):
+    raise errors.UsageError(f"config {str(path)!r} defines no get_config()")
+  args = () if arg is None else (arg,)
+  label = path.name if arg is None else f"{path.name}:{arg}"
+  try:
+    inspect.signature(get_config).bind(*args)
+  except TypeError as e:
+    wanted = "no ARG" if arg is not None else "an ARG (CONFIG:ARG)"
+    raise errors.UsageError(f"config {label} takes {wanted}") from e
+  try:
+    config = get_config(*args)
+  except ValueError as e:
+    raise errors.UsageError(f"config {label}: {e}") from e
+  if not isinstance(config, ml_collections.ConfigDict):
+    raise errors.UsageError(
+        f"config {label}: get_config() returned a {type(config).__name__},"
+        " expected an ml_collections.ConfigDict"
+    )
+  config.lock()
+  return config
+
+
+def apply_overrides(
+    config: ml_collections.ConfigDict, overrides: Sequence[Override]
+) -> list[AppliedOverride]:
+  """Applies overrides in order, each parsed to its field's type.
+
+  Args:
+    config: the config to change in place.
+    overrides: from `split_override_args`.
+
+  Returns:
+    The overrides with their parsed values, for logging the launch.
+
+  Raises:
+    errors.UsageError: an unknown key, a section used as a value, or a value
+      that does not parse as the field's type.
+  """
+  applied = []
+  for override in overrides:
+    parent, leaf = _find_field(config, override.key)
+    value = _parse_value(override, parent.get_type(leaf))
+    try:
+      parent[leaf] = value
+    except (TypeError, ValueError) as e:
+      raise errors.UsageError(
+          f"invalid value for --config.{override.key}: {e}"
+      ) from e
+    applied.append(AppliedOverride(override.key, value))
+  return applied
+
+
+def describe_overrides(applied: Sequence[AppliedOverride]) -> str:
+  """Returns the parsed overrides as `key=value` text, or 'none'."""
+  if not applied:
+    return "none"
+  return " ".join(f"{o.key}={o.value!r}" for o in applied)
+
+
+def format_config(config: ml_collections.ConfigDict) -> list[str]:
+  """Returns one `dotted.key = repr(value)` line per leaf, sorted."""
+  lines = []
+  for key, value in config.items():
+    if isinstance(value, ml_collections.ConfigDict):
+      lines.extend(f"{key}.{line}" for line in format_config(value))
+    else:
+      lines.append(f"{key} = {value!r}")
+  return lines
+
+
+def _find_field(
+    config: ml_collections.ConfigDict, key: str
+) -> tuple[ml_collections.ConfigDict, str]:
+  """Returns (the section holding `key`'s leaf, the leaf name)."""
+  parts = key.split(".")
+  node = config
+  for depth, part in enumerate(parts):
+    if part not in node:
+      raise errors.UsageError(_unknown_key_message(node, key, depth))
+    child = node[part]
+    if depth == len(parts) - 1:
+      break
+    if not isinstance(child, ml_collections.ConfigDict):
+      prefix = ".".join(parts[: depth + 1])
+      raise errors.UsageError(
+          f"unknown config key {key!r}: {prefix!r} holds a value of type"
+          f" {type(child).__name__}, not a section"
+      )
+    node = child
+  if isinstance(child, ml_collections.ConfigDict):
+    raise errors.UsageError(
+        f"config key {key!r} is a section, not a value; set one of its"
+        f" keys instead: {', '.join(f'{key}.{k}' for k in child.keys())}"
+    )
+  return node, parts[-1]
+
+
+def _unknown_key_message(
+    node: ml_collections.ConfigDict, key: str, depth: int
+) -> str:
+  """Names the unknown part of `key`, the closest valid key and the rest."""
+  parts = key.split(".")
+  where = ".".join(parts[:depth])
+  message = f"unknown config key {key!r}"
+  close = difflib.get_close_matches(parts[depth], list(node.keys()), n=1)
+  if close:
+    message += f"; did you mean {'.'.join(parts[:depth] + close)!r}?"
+  else:
+    message += "."
+  scope = f"under {where!r}" if where else "at the top level"
+  return f"{message} Valid keys {scope}: {', '.join(node.keys())}"
+
+
+def _parse_value(override: Override, field_type: type[Any]) -> Any:
+  """Parses an override's text as `field_type`, the type of its field."""
+  raw = override.value
+
+  def invalid(expected: str) -> errors.UsageError:
+    return errors.UsageError(
+        f"invalid value for --config.{override.key}: expected {expected},"
+        f" got {raw!r}"
+    )
+
+  if field_type is bool:
+    if raw.lower() in _TRUE:
+      return True
+    if raw.lower() in _FALSE:
+      return False
+    raise invalid("bool (true/false/1/0/yes/no)")
+  if field_type is int:
+    try:
+      return int(raw)
+    except ValueError:
+      raise invalid("int") from None
+  if field_type is float:
+    try:
+      return float(raw)
+    except ValueError:
+      raise invalid("float") from None
+  if field_type is str:
+    return raw
+  literal = _literal(raw)
+  if field_type is type(None):
+    # An untyped None field: a Python literal if it is one, else the text.
+    return raw if literal is _NOT_A_LITERAL else literal
+  if field_type in (tuple, list):
+    if not isinstance(literal, (tuple, list)):
+      raise invalid(f"{field_type.__name__} literal such as '(1, 2)'")
+    return field_type(literal)
+  if literal is _NOT_A_LITERAL or not isinstance(literal, field_type):
+    raise invalid(f"{field_type.__name__} (as a Python literal)")
+  return literal
+
+
+_NOT_A_LITERAL = object()
+
+
+def _literal(raw: str) -> Any:
+  try:
+    return ast.literal_eval(raw)
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    return _NOT_A_LITERAL

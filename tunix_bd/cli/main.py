@@ -1,0 +1,302 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The `tunix` command: runs the recipes of installed Tunix plugins.
+
+    tunix run --plugin NAME CONFIG[:ARG] [--config.KEY=VALUE ...] [--dry_run]
+    tunix plugins
+    tunix --version
+
+The host knows nothing of any one plugin: it finds plugins through the
+`tunix.plugins` entry-point group (see `plugin_api`), loads and overrides the
+config (see `config_loading`), and calls the recipe the config's `recipe` key
+names. Mistakes on the command line print one `tunix: error:` line and exit
+with status 2; a ValueError from the recipe (a config it rejects) exits 1.
+"""
+
+import argparse
+from collections.abc import Callable, Sequence
+import functools
+import importlib
+import importlib.metadata
+import os
+import sys
+import types
+from typing import Any
+
+import ml_collections
+
+import tunix_bd
+from tunix_bd.cli import config_loading
+from tunix_bd.cli import errors
+from tunix_bd.cli import plugin_api
+
+_PROG = "tunix"
+# The extra of the distribution that ships this host and pins pathwaysutils.
+_PATHWAYS_INSTALL = "pip install 'tunix-bd[pathways]'"
+
+_RUN_EPILOG = f"""\
+overrides:
+  --config.KEY=VALUE or --config.KEY VALUE, applied in order. KEY is a
+  dotted path into the config (--config.optimizer.lr=1e-4). VALUE is parsed
+  as the type of the field it replaces: bool (true/false/1/0/yes/no), int,
+  float, str, tuple or list (a Python literal: '(1, 2)'). An unknown key or
+  a value of the wrong type is an error.
+
+CONFIG is a .py file defining get_config(arg=None), given as a path or as
+the name of one of the plugin's configs (`{_PROG} plugins` lists them).
+"""
+
+
+def run() -> None:
+  """The `tunix` console script: takes its arguments from `sys.argv`."""
+  sys.exit(main(sys.argv[1:]))
+
+
+def main(argv: Sequence[str]) -> int:
+  """Runs `tunix` with `argv` (without the program name).
+
+  Args:
+    argv: command-line arguments.
+
+  Returns:
+    The exit status: 0 on success, 2 for a usage error, 1 when the recipe
+    rejects its config with a ValueError.
+  """
+  try:
+    overrides, rest = config_loading.split_override_args(argv)
+  except errors.UsageError as e:
+    return _report(e, status=2)
+  try:
+    args = _parser().parse_args(rest)
+  except SystemExit as e:  # argparse exits for --help, --version and errors.
+    return e.code if isinstance(e.code, int) else 2
+  if overrides and args.command != "run":
+    return _report(
+        errors.UsageError("--config.* overrides apply only to `tunix run`"),
+        status=2,
+    )
+  if args.command == "plugins":
+    return _list_plugins()
+  return _run(args, overrides)
+
+
+def _parser() -> argparse.ArgumentParser:
+  """Builds the parser; `--config.*` overrides are split off before it."""
+  tunix_version = _distribution_version("google-tunix")
+  parser = argparse.ArgumentParser(
+      prog=_PROG,
+      description="Run the recipes of installed Tunix plugins.",
+  )
+  parser.add_argument(
+      "--version",
+      action="version",
+      version=f"{_PROG} {tunix_bd.__version__} (google-tunix {tunix_version})",
+  )
+  commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+  commands.required = True
+  run_parser = commands.add_parser(
+      "run",
+      usage=(
+          f"{_PROG} run [-h] --plugin NAME [--dry_run] [--log_level LEVEL]"
+          " [--traceback]"
+          " CONFIG[:ARG] [--config.KEY=VALUE ...]"
+      ),
+      help="run a plugin's recipe with a config",
+      description="Load CONFIG from a plugin, apply overrides, run its recipe.",
+      epilog=_RUN_EPILOG,
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  run_parser.add_argument(
+      "--plugin",
+      required=True,
+      metavar="NAME",
+      help="name of an installed plugin (see `tunix plugins`)",
+  )
+  run_parser.add_argument(
+      "config", metavar="CONFIG[:ARG]", help="config path or name, and ARG"
+  )
+  run_parser.add_argument(
+      "--dry_run",
+      "--dry-run",
+      action="store_true",
+      help="print the resolved config and exit without running",
+  )
+  run_parser.add_argument(
+      "--log_level",
+      "--log-level",
+      choices=("debug", "info", "warning", "error"),
+      default="warning",
+      help="absl log level of the recipe and its libraries (default: warning)",
+  )
+  run_parser.add_argument(
+      "--traceback",
+      action="store_true",
+      help="show the full traceback of errors instead of one line",
+  )
+  commands.add_parser(
+      "plugins",
+      help="list installed plugins, their configs and recipes",
+      description="List installed plugins, their configs and recipes.",
+  )
+  return parser
+
+
+def _run(
+    args: argparse.Namespace, overrides: Sequence[config_loading.Override]
+) -> int:
+  """`tunix run`: resolves everything, then calls the recipe."""
+  try:
+    plugin = plugin_api.load_plugin(args.plugin)
+    path, arg = config_loading.resolve_config(args.config, plugin)
+    config = config_loading.load_config(path, arg)
+    applied = config_loading.apply_overrides(config, overrides)
+    recipe = _recipe_name(config, plugin)
+    pathways = None if args.dry_run else _pathways_module()
+  except errors.UsageError as e:
+    if args.traceback:
+      raise
+    return _report(e, status=2)
+  described = config_loading.describe_overrides(applied)
+  config_label = str(path) if arg is None else f"{path}:{arg}"
+  print(
+      f"{_PROG}: plugin {plugin.name} {plugin.version} | config"
+      f" {config_label} | recipe {recipe} | overrides: {described}",
+      file=sys.stderr,
+      flush=True,
+  )
+  if args.dry_run:
+    print("overrides:")
+    for override in applied:
+      print(f"  {override.key} = {override.value!r}")
+    if not applied:
+      print("  (none)")
+    print("config:")
+    for line in config_loading.format_config(config):
+      print(f"  {line}")
+    return 0
+  if pathways is not None:
+    # Before the recipe imports JAX; never jax.distributed.initialize() here:
+    # on Pathways one client sees every device in the job.
+    pathways.initialize()
+  recipe_fn = _import_recipe(plugin.recipes[recipe])
+  _configure_logging(args.log_level)
+  try:
+    recipe_fn(config)
+  except ValueError as e:
+    if args.traceback:
+      raise
+    _report(e, status=1)
+    print(
+        f"{_PROG}: run again with --traceback to see the full traceback",
+        file=sys.stderr,
+    )
+    return 1
+  return 0
+
+
+def _recipe_name(
+    config: ml_collections.ConfigDict, plugin: plugin_api.Plugin
+) -> str:
+  """Returns `config.recipe`, checked against the plugin's recipes."""
+  available = ", ".join(sorted(plugin.recipes)) or "none"
+  if "recipe" not in config:
+    raise errors.UsageError(
+        "the config has no 'recipe' key naming what to run; plugin"
+        f" {plugin.name!r} provides recipes: {available}"
+    )
+  recipe = config.recipe
+  if not isinstance(recipe, str) or recipe not in plugin.recipes:
+    raise errors.UsageError(
+        f"unknown recipe {recipe!r} in config.recipe; plugin"
+        f" {plugin.name!r} provides recipes: {available}"
+    )
+  return recipe
+
+
+def _import_recipe(target: str) -> Callable[[ml_collections.ConfigDict], Any]:
+  """Imports `"package.module:function"` (the function may be dotted)."""
+  module_name, _, attribute = target.partition(":")
+  module = importlib.import_module(module_name)
+  return functools.reduce(getattr, attribute.split("."), module)
+
+
+def _pathways_module() -> types.ModuleType | None:
+  """Returns `pathwaysutils` when JAX_PLATFORMS selects Pathways, else None.
+
+  Raises:
+    errors.UsageError: Pathways is selected but pathwaysutils is missing.
+  """
+  platforms = os.environ.get("JAX_PLATFORMS", "")
+  if "proxy" not in platforms:
+    return None
+  try:
+    import pathwaysutils  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise errors.UsageError(
+        f"JAX_PLATFORMS={platforms!r} selects Pathways, but pathwaysutils is"
+        f" not installed: {_PATHWAYS_INSTALL}"
+    ) from e
+  return pathwaysutils
+
+
+def _configure_logging(level: str) -> None:
+  """Routes absl logs at `level` to stderr, as `absl.app.run` would."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from absl import logging  # pylint: disable=g-import-not-at-top
+
+  if not flags.FLAGS.is_parsed():
+    # Defaults only: libraries that read absl flags then find them parsed.
+    flags.FLAGS([_PROG])
+  logging.use_absl_handler()
+  logging.set_verbosity(level)
+
+
+def _list_plugins() -> int:
+  """`tunix plugins`: one block per plugin; load failures are listed too."""
+  installed = plugin_api.discover_plugins()
+  if not installed:
+    print(
+        "no plugins installed (plugins declare an entry point in the"
+        f" {plugin_api.ENTRY_POINT_GROUP!r} group)"
+    )
+    return 0
+  for name, entry_point in installed.items():
+    try:
+      plugin = plugin_api.load_plugin(name)
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      # One broken plugin must not hide the others.
+      print(f"{name} (failed to load {entry_point.value}): {_one_line(e)}")
+      continue
+    header = f"{plugin.name} {plugin.version}"
+    print(f"{header}: {plugin.description}" if plugin.description else header)
+    configs = config_loading.available_configs(plugin.config_dir)
+    print(f"  configs ({plugin.config_dir}):")
+    width = max((len(stem) for stem in configs), default=0)
+    for stem, path in configs.items():
+      summary = config_loading.config_summary(path)
+      print(f"    {stem:<{width}}  {summary}".rstrip())
+    if not configs:
+      print("    (none)")
+    print("  recipes:")
+    width = max(map(len, plugin.recipes), default=0)
+    for recipe, target in sorted(plugin.recipes.items()):
+      print(f"    {recipe:<{width}}  {target}")
+    for kind, names in plugin.registers.items():
+      print(f"  {kind}: {', '.join(names) or '-'}")
+  return 0
+
+
+def _distribution_version(distribution: str) -> str:
+  try:
+    return importlib.metadata.version(distribution)
+  except importlib.metadata.PackageNotFoundError:
+    return "not installed"
+
+
+def _one_line(error: BaseException) -> str:
+  return f"{type(error).__name__}: {error}".replace("\n", " ")
+
+
+def _report(error: BaseException, status: int) -> int:
+  print(f"{_PROG}: error: {error}", file=sys.stderr)
+  return status

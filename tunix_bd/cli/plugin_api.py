@@ -1,0 +1,153 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The contract between the `tunix` host and the plugins it runs.
+
+A plugin is an installed distribution that declares an entry point in the
+`tunix.plugins` group, for example in its `setup.cfg`:
+
+    [options.entry_points]
+    tunix.plugins =
+        my_plugin = my_plugin.plugin:PLUGIN
+
+The entry point names a `Plugin` (or a zero-argument callable returning one).
+Building it must stay cheap: recipes are named as strings and imported only
+when `tunix run` calls them, so `tunix plugins` never imports heavy code.
+"""
+
+from collections.abc import Mapping, Sequence
+import dataclasses
+import difflib
+import importlib.metadata
+import pathlib
+
+from tunix_bd.cli import errors
+
+ENTRY_POINT_GROUP = "tunix.plugins"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plugin:
+  """What a plugin offers to the `tunix` host.
+
+  Attributes:
+    name: the plugin's name; must equal its entry-point name.
+    version: the plugin's version, shown by `tunix plugins` and at launch.
+    config_dir: directory of the plugin's configs: `*.py` files that define
+      `get_config(arg=None)` returning an `ml_collections.ConfigDict`.
+    recipes: recipe name -> `"package.module:function"`. The function takes
+      the resolved `ConfigDict` and returns None; a config selects it with its
+      `recipe` key. Imported lazily, only when run.
+    registers: what the plugin registers, for `tunix plugins`: kind -> names,
+      e.g. `{"loss hooks": ["bd_sft"]}`.
+    description: one line shown by `tunix plugins`.
+  """
+
+  name: str
+  version: str
+  config_dir: pathlib.Path
+  recipes: Mapping[str, str]
+  registers: Mapping[str, Sequence[str]] = dataclasses.field(
+      default_factory=dict
+  )
+  description: str = ""
+
+  def __post_init__(self):
+    if not isinstance(self.name, str) or not self.name:
+      raise ValueError(f"Plugin.name must be a non-empty str: {self.name!r}")
+    if not isinstance(self.version, str) or not self.version:
+      raise ValueError(
+          f"Plugin {self.name!r}: version must be a non-empty str, got"
+          f" {self.version!r}"
+      )
+    if not isinstance(self.config_dir, (str, pathlib.PurePath)):
+      raise ValueError(
+          f"Plugin {self.name!r}: config_dir must be a path, got"
+          f" {self.config_dir!r}"
+      )
+    # Frozen: normalise a str config_dir through object.__setattr__.
+    object.__setattr__(self, "config_dir", pathlib.Path(self.config_dir))
+    if not isinstance(self.recipes, Mapping):
+      raise ValueError(
+          f"Plugin {self.name!r}: recipes must be a mapping, got"
+          f" {type(self.recipes).__name__}"
+      )
+    for recipe, target in self.recipes.items():
+      module, _, function = str(target).partition(":")
+      if not isinstance(recipe, str) or not isinstance(target, str):
+        module = ""
+      if not recipe or not module or not function:
+        raise ValueError(
+            f"Plugin {self.name!r}: recipe {recipe!r} must map to"
+            f" 'package.module:function', got {target!r}"
+        )
+    if not isinstance(self.registers, Mapping):
+      raise ValueError(
+          f"Plugin {self.name!r}: registers must be a mapping, got"
+          f" {type(self.registers).__name__}"
+      )
+    for kind, names in self.registers.items():
+      if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise ValueError(
+            f"Plugin {self.name!r}: registers[{kind!r}] must be a sequence of"
+            f" names, got {names!r}"
+        )
+    if not isinstance(self.description, str):
+      raise ValueError(
+          f"Plugin {self.name!r}: description must be a str, got"
+          f" {self.description!r}"
+      )
+
+
+def discover_plugins() -> dict[str, importlib.metadata.EntryPoint]:
+  """Returns the installed plugins' entry points, by name, without loading."""
+  entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+  return {ep.name: ep for ep in sorted(entry_points, key=lambda e: e.name)}
+
+
+def load_plugin(name: str) -> Plugin:
+  """Loads the installed plugin `name`.
+
+  Args:
+    name: the plugin's entry-point name in the `tunix.plugins` group.
+
+  Returns:
+    The plugin's `Plugin`.
+
+  Raises:
+    errors.UsageError: no plugin of that name is installed, or its entry
+      point does not give a `Plugin` named `name`.
+  """
+  installed = discover_plugins()
+  if name not in installed:
+    raise errors.UsageError(_unknown_plugin_message(name, sorted(installed)))
+  entry_point = installed[name]
+  obj = entry_point.load()
+  if not isinstance(obj, Plugin) and callable(obj):
+    obj = obj()
+  if not isinstance(obj, Plugin):
+    raise errors.UsageError(
+        f"plugin {name!r}: entry point {entry_point.value!r} gave a"
+        f" {type(obj).__name__}, expected a {__name__}.Plugin or a"
+        " zero-argument callable returning one"
+    )
+  if obj.name != name:
+    raise errors.UsageError(
+        f"plugin {name!r}: entry point {entry_point.value!r} gave a Plugin"
+        f" named {obj.name!r}; the names must match"
+    )
+  return obj
+
+
+def _unknown_plugin_message(name: str, installed: Sequence[str]) -> str:
+  if not installed:
+    return (
+        f"unknown plugin {name!r}: no plugins are installed (plugins declare"
+        f" an entry point in the {ENTRY_POINT_GROUP!r} group)"
+    )
+  message = f"unknown plugin {name!r}"
+  close = difflib.get_close_matches(name, installed, n=1)
+  if close:
+    message += f"; did you mean {close[0]!r}?"
+  else:
+    message += "."
+  return message + f" Installed plugins: {', '.join(installed)}"

@@ -1,0 +1,183 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Datasets as fixed-length token rows, and their grain batch pipelines.
+
+Every recipe reads data the same way: conversations (the embedded task or a
+user's JSONL) are encoded once, up front, into right-padded rows. Encoding
+first means a bad record or an over-long one fails before any compute, with
+the record named. Batches are then a deterministic function of
+`(seed, epoch, step)`: grain shuffles example indices, so a resumed run that
+skips already-trained batches sees exactly the data an uninterrupted run
+would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+import grain
+import numpy as np
+import transformers
+
+from tunix_bd.data import chat
+from tunix_bd.data import jsonl
+from tunix_bd.data import tasks as tasks_lib
+
+# Task label of records that come from a user's file.
+JSONL_TASK = "jsonl"
+
+
+@dataclasses.dataclass(frozen=True)
+class Conversation:
+  """A conversation with what scoring needs to know about it."""
+
+  messages: Sequence[Mapping[str, str]]
+  task: str
+  where: str  # How errors name it, e.g. `data.jsonl:12` or `train[7]`.
+
+  @property
+  def answer(self) -> str:
+    return self.messages[-1]["content"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedDataset:
+  """Conversations encoded into right-padded rows.
+
+  Attributes:
+    tokens: `[num_examples, max_length]` int32, padded with the pad id.
+    prompt_lengths: `[num_examples]` int32, tokens before the completion.
+    lengths: `[num_examples]` int32, prompt plus completion (EOS included).
+    conversations: the source conversations, in row order.
+  """
+
+  tokens: np.ndarray
+  prompt_lengths: np.ndarray
+  lengths: np.ndarray
+  conversations: tuple[Conversation, ...]
+
+  def __len__(self) -> int:
+    return self.tokens.shape[0]
+
+  @property
+  def max_length(self) -> int:
+    return self.tokens.shape[1]
+
+  def row(self, index: int) -> dict[str, np.ndarray]:
+    """One example as `{"tokens", "completion_mask", "valid_mask"}` `[L]`."""
+    positions = np.arange(self.max_length)
+    valid = positions < self.lengths[index]
+    completion = valid & (positions >= self.prompt_lengths[index])
+    return {
+        "tokens": self.tokens[index],
+        "completion_mask": completion,
+        "valid_mask": valid,
+    }
+
+
+def embedded_conversations(
+    mix: tasks_lib.TaskMix, split: str, num_examples: int
+) -> list[Conversation]:
+  """The first `num_examples` conversations of an embedded split."""
+  return [
+      Conversation(e.messages(), e.task, f"{split}[{i}]")
+      for i, e in enumerate(mix.examples(split, num_examples))
+  ]
+
+
+def jsonl_conversations(path: str) -> list[Conversation]:
+  """Conversations of a user's chat or prompt/completion JSONL file."""
+  records = jsonl.read_jsonl(path, kind="sft")
+  # read_jsonl skips blank lines, so name records by index, not line.
+  return [
+      Conversation(r["messages"], JSONL_TASK, f"{path} record {i + 1}")
+      for i, r in enumerate(records)
+  ]
+
+
+def tokenize(
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    conversations: Sequence[Conversation],
+    max_length: int,
+) -> TokenizedDataset:
+  """Encodes conversations into rows of `max_length` tokens.
+
+  Raises:
+    ValueError: naming the record, if a conversation is malformed or does not
+      fit in `max_length` (it is rejected, never silently truncated).
+  """
+  if max_length < 2:
+    raise ValueError(f"data.max_length must be >= 2, got {max_length}.")
+  if not conversations:
+    raise ValueError("the dataset has no conversations.")
+  pad_id = tokenizer.pad_token_id
+  tokens = np.full((len(conversations), max_length), pad_id, np.int32)
+  prompt_lengths = np.zeros(len(conversations), np.int32)
+  lengths = np.zeros(len(conversations), np.int32)
+  for i, conversation in enumerate(conversations):
+    encoded = chat.encode_conversation(
+        tokenizer, conversation.messages, conversation.where
+    )
+    if encoded.length > max_length:
+      raise ValueError(
+          f"{conversation.where}: {encoded.length} tokens do not fit in "
+          f"data.max_length={max_length}; raise data.max_length or drop the "
+          "record."
+      )
+    ids = encoded.prompt_ids + encoded.completion_ids
+    tokens[i, : len(ids)] = ids
+    prompt_lengths[i] = len(encoded.prompt_ids)
+    lengths[i] = len(ids)
+  return TokenizedDataset(
+      tokens, prompt_lengths, lengths, tuple(conversations)
+  )
+
+
+class _Rows(grain.sources.RandomAccessDataSource):
+  """Exposes a TokenizedDataset's rows to grain."""
+
+  def __init__(self, dataset: TokenizedDataset):
+    self._dataset = dataset
+
+  def __len__(self) -> int:
+    return len(self._dataset)
+
+  def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+    return self._dataset.row(int(index))
+
+
+def batches(
+    dataset: TokenizedDataset,
+    batch_size: int,
+    *,
+    seed: int,
+    num_epochs: int | None = None,
+    shuffle: bool = True,
+) -> grain.MapDataset:
+  """A deterministic grain pipeline of `[batch_size, max_length]` batches.
+
+  Args:
+    dataset: the encoded rows.
+    batch_size: rows per batch; the last partial batch is dropped.
+    seed: seeds the shuffle; each epoch reshuffles deterministically.
+    num_epochs: epochs to yield; None repeats forever.
+    shuffle: shuffle example order (off for evaluation).
+
+  Returns:
+    A MapDataset whose items are dicts of numpy arrays
+    `{"tokens", "completion_mask", "valid_mask"}`.
+  """
+  if batch_size < 1:
+    raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+  if batch_size > len(dataset):
+    raise ValueError(
+        f"batch_size={batch_size} exceeds the dataset's {len(dataset)} "
+        "examples."
+    )
+  ds = grain.MapDataset.source(_Rows(dataset))
+  if shuffle:
+    ds = ds.seed(seed).shuffle()
+  ds = ds.repeat(num_epochs)
+  return ds.batch(batch_size, drop_remainder=True)
+

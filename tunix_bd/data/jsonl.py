@@ -1,0 +1,104 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Reads users' local JSONL datasets, failing closed on the first bad line.
+
+Accepted records, one JSON object per line (blank lines are skipped):
+
+* chat: `{"messages": [{"role": ..., "content": ...}, ...]}` whose last
+  message is the assistant turn to supervise;
+* completion: `{"prompt": str, "completion": str}`, read as a user turn and
+  an assistant turn;
+* RL prompts (`kind="rl"`): `{"prompt": str | messages, "answer": str}`.
+
+Every error names the file and the 1-based line number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Literal
+
+from tunix_bd.data import chat
+
+Kind = Literal["sft", "rl"]
+
+
+def _sft_messages(record: dict[str, Any], where: str) -> list[dict[str, str]]:
+  if "messages" in record:
+    messages = record["messages"]
+  elif "prompt" in record or "completion" in record:
+    for key in ("prompt", "completion"):
+      if not isinstance(record.get(key), str):
+        raise ValueError(f"{where}: field {key!r} must be a string.")
+    if not record["completion"].strip():
+      raise ValueError(f"{where}: field 'completion' is empty.")
+    messages = [
+        {"role": "user", "content": record["prompt"]},
+        {"role": "assistant", "content": record["completion"]},
+    ]
+  else:
+    raise ValueError(
+        f"{where}: expected a 'messages' list or 'prompt' and 'completion' "
+        f"fields, got keys {sorted(record)}."
+    )
+  chat.validate_messages(messages, where)
+  return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def _rl_record(record: dict[str, Any], where: str) -> dict[str, Any]:
+  for key in ("prompt", "answer"):
+    if key not in record:
+      raise ValueError(f"{where}: missing field {key!r}.")
+  if not isinstance(record["answer"], str):
+    raise ValueError(f"{where}: field 'answer' must be a string.")
+  prompt = record["prompt"]
+  if isinstance(prompt, str):
+    if not prompt.strip():
+      raise ValueError(f"{where}: field 'prompt' is empty.")
+    prompt = [{"role": "user", "content": prompt}]
+  elif not isinstance(prompt, list) or not prompt:
+    raise ValueError(
+        f"{where}: field 'prompt' must be a string or a list of messages."
+    )
+  return {"messages": prompt, "answer": record["answer"]}
+
+
+def read_jsonl(path: str, kind: Kind = "sft") -> list[dict[str, Any]]:
+  """Reads and validates a JSONL dataset.
+
+  Args:
+    path: a local `.jsonl` file.
+    kind: `"sft"` for chat/completion data, `"rl"` for prompt/answer data.
+
+  Returns:
+    For `"sft"`, `[{"messages": [...]}, ...]`; for `"rl"`,
+    `[{"messages": [...prompt turns], "answer": str}, ...]`.
+
+  Raises:
+    ValueError: naming `path:line` for invalid JSON, a non-object line, a
+      missing or mistyped field, an empty completion, or an empty file.
+  """
+  if kind not in ("sft", "rl"):
+    raise ValueError(f"kind must be 'sft' or 'rl', got {kind!r}.")
+  if not os.path.isfile(path):
+    raise ValueError(f"dataset file not found: {path!r}.")
+  records = []
+  with open(path, encoding="utf-8") as f:
+    for line_number, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      where = f"{path}:{line_number}"
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: invalid JSON ({e.msg}).") from None
+      if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object.")
+      if kind == "sft":
+        records.append({"messages": _sft_messages(record, where)})
+      else:
+        records.append(_rl_record(record, where))
+  if not records:
+    raise ValueError(f"{path}: the dataset has no records.")
+  return records

@@ -1,0 +1,172 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The embedded default: a family of verifiable digit-string tasks.
+
+Every recipe runs out of the box on these tasks, with no download. Each
+example is a single-turn chat: the user asks for an operation on digit
+strings, the assistant answers with the exact result, so exact match is a
+faithful score.
+
+Examples are index-addressable and deterministic: example `i` of a split is a
+pure function of `(seed, split, i)`, which is what resumable training and
+reproducible evaluation need. Train and eval are disjoint by construction: an
+example belongs to the split that the hash of its prompt selects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Callable, Sequence
+
+import numpy as np
+
+SPLITS = ("train", "eval")
+# One prompt in `_EVAL_BUCKETS` lands in eval; the rest in train.
+_EVAL_BUCKETS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+  """One task instance, rendered as a single-turn conversation."""
+
+  task: str
+  prompt: str
+  answer: str
+
+  def messages(self) -> list[dict[str, str]]:
+    return [
+        {"role": "user", "content": self.prompt},
+        {"role": "assistant", "content": self.answer},
+    ]
+
+
+def _digits(rng: np.random.Generator, length: int) -> str:
+  return "".join(str(d) for d in rng.integers(0, 10, size=length))
+
+
+def _number(rng: np.random.Generator, num_digits: int) -> int:
+  low = 0 if num_digits == 1 else 10 ** (num_digits - 1)
+  return int(rng.integers(low, 10**num_digits))
+
+
+def _sort(rng, min_len, max_len) -> tuple[str, str]:
+  s = _digits(rng, int(rng.integers(min_len, max_len + 1)))
+  return f"sort {s}", "".join(sorted(s))
+
+
+def _reverse(rng, min_len, max_len) -> tuple[str, str]:
+  s = _digits(rng, int(rng.integers(min_len, max_len + 1)))
+  return f"reverse {s}", s[::-1]
+
+
+def _add(rng, min_len, max_len) -> tuple[str, str]:
+  # Lengths count the digits of each operand.
+  a = _number(rng, int(rng.integers(min_len, max_len + 1)))
+  b = _number(rng, int(rng.integers(min_len, max_len + 1)))
+  return f"add {a}+{b}", str(a + b)
+
+
+_GENERATORS: dict[str, Callable[..., tuple[str, str]]] = {
+    "sort": _sort,
+    "reverse": _reverse,
+    "add": _add,
+}
+TASK_NAMES = tuple(_GENERATORS)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskMix:
+  """Which tasks to draw from and how long their operands are.
+
+  Attributes:
+    tasks: task names, drawn uniformly.
+    min_len: minimum operand length in digits.
+    max_len: maximum operand length in digits.
+    seed: seed of the generator; with `(split, index)` it fixes an example.
+  """
+
+  tasks: Sequence[str] = TASK_NAMES
+  min_len: int = 1
+  max_len: int = 6
+  seed: int = 0
+
+  def __post_init__(self):
+    if not self.tasks:
+      raise ValueError("data.tasks is empty; choose from " f"{TASK_NAMES}.")
+    unknown = [t for t in self.tasks if t not in _GENERATORS]
+    if unknown:
+      raise ValueError(
+          f"data.tasks has unknown task(s) {unknown}; choose from "
+          f"{TASK_NAMES}."
+      )
+    if not 1 <= self.min_len <= self.max_len:
+      raise ValueError(
+          "data.min_len and data.max_len must satisfy 1 <= min_len <= "
+          f"max_len, got min_len={self.min_len}, max_len={self.max_len}."
+      )
+
+  def example(self, split: str, index: int) -> Example:
+    """Returns example `index` of `split`, deterministically."""
+    if split not in SPLITS:
+      raise ValueError(f"split must be one of {SPLITS}, got {split!r}.")
+    if index < 0:
+      raise ValueError(f"index must be >= 0, got {index}.")
+    rng = np.random.default_rng([self.seed, SPLITS.index(split), index])
+    # Rejection sampling keeps the splits disjoint; a draw lands in eval with
+    # probability 1 / _EVAL_BUCKETS, so this loop is short.
+    while True:
+      task = self.tasks[int(rng.integers(len(self.tasks)))]
+      prompt, answer = _GENERATORS[task](rng, self.min_len, self.max_len)
+      if split_of(prompt) == split:
+        return Example(task=task, prompt=prompt, answer=answer)
+
+  def examples(self, split: str, num: int, start: int = 0) -> list[Example]:
+    return [self.example(split, i) for i in range(start, start + num)]
+
+
+def split_of(prompt: str) -> str:
+  """The split a prompt belongs to (a stable hash, not Python's `hash`)."""
+  digest = hashlib.blake2b(prompt.encode(), digest_size=8).digest()
+  bucket = int.from_bytes(digest, "little") % _EVAL_BUCKETS
+  return "eval" if bucket == 0 else "train"
+
+
+def solve(prompt: str) -> str:
+  """Computes the reference answer of a task prompt.
+
+  Raises:
+    ValueError: if the prompt is not one of the embedded tasks.
+  """
+  name, _, arg = prompt.partition(" ")
+  if name in ("sort", "reverse") and arg.isdigit():
+    return "".join(sorted(arg)) if name == "sort" else arg[::-1]
+  if name == "add":
+    a, plus, b = arg.partition("+")
+    if plus and a.isdigit() and b.isdigit():
+      return str(int(a) + int(b))
+  raise ValueError(f"not an embedded task prompt: {prompt!r}")
+
+
+def exact_match(prediction: str, answer: str) -> bool:
+  """Exact match after stripping surrounding whitespace."""
+  return prediction.strip() == answer.strip()
+
+
+def score_by_task(
+    tasks: Sequence[str], predictions: Sequence[str], answers: Sequence[str]
+) -> dict[str, float]:
+  """Exact-match accuracy per task and overall (key `"all"`)."""
+  if not len(tasks) == len(predictions) == len(answers):
+    raise ValueError(
+        "tasks, predictions and answers must have equal lengths, got "
+        f"{len(tasks)}, {len(predictions)}, {len(answers)}."
+    )
+  hits: dict[str, list[bool]] = {}
+  for task, pred, ans in zip(tasks, predictions, answers):
+    ok = exact_match(pred, ans)
+    hits.setdefault(task, []).append(ok)
+    hits.setdefault("all", []).append(ok)
+  # Tasks in name order, then the overall score.
+  order = sorted(hits, key=lambda k: (k == "all", k))
+  return {k: float(np.mean(hits[k])) for k in order}

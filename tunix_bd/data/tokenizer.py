@@ -1,0 +1,106 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The embedded character-level tokenizer, built in code.
+
+It is a real Hugging Face fast tokenizer (`tokenizers` model wrapped in
+`transformers.PreTrainedTokenizerFast`) with a Qwen-style chat template, so
+the embedded default goes through exactly the code path of a user's Qwen3
+tokenizer: saved with `save_pretrained`, loaded with
+`transformers.AutoTokenizer.from_pretrained`.
+
+Special tokens follow Qwen: `<|endoftext|>` pads, `<|im_end|>` ends a turn
+(the EOS of chat generation), `<|im_start|>` opens one. `<|mask|>` is the
+reserved block-diffusion mask token. Unused `<|reserved_k|>` ids pad the
+vocabulary to `VOCAB_SIZE`, as real tokenizers keep spare ids.
+"""
+
+from __future__ import annotations
+
+import string
+
+import tokenizers
+from tokenizers import decoders
+from tokenizers import models
+import transformers
+
+PAD_TOKEN = "<|endoftext|>"
+IM_START_TOKEN = "<|im_start|>"
+EOS_TOKEN = "<|im_end|>"
+MASK_TOKEN = "<|mask|>"
+UNK_TOKEN = "<|unk|>"
+_SPECIAL_TOKENS = (PAD_TOKEN, IM_START_TOKEN, EOS_TOKEN, MASK_TOKEN, UNK_TOKEN)
+# Printable ASCII without the vertical whitespace that `string.printable`
+# adds, plus the newline the chat template needs.
+_CHARACTERS = tuple(
+    sorted(set(string.printable) - set("\t\r\x0b\x0c\n"))
+) + ("\n",)
+VOCAB_SIZE = 128
+
+# Qwen's template without tools or thinking blocks: every message is
+# `<|im_start|>{role}\n{content}<|im_end|>\n`.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def build_char_tokenizer() -> transformers.PreTrainedTokenizerFast:
+  """Builds the embedded character-level chat tokenizer.
+
+  Returns:
+    A fast tokenizer whose ids are: the special tokens, one id per printable
+    ASCII character, then reserved ids up to `VOCAB_SIZE`.
+  """
+  vocab_tokens = list(_SPECIAL_TOKENS) + list(_CHARACTERS)
+  num_reserved = VOCAB_SIZE - len(vocab_tokens)
+  vocab_tokens += [f"<|reserved_{i}|>" for i in range(num_reserved)]
+  vocab = {token: i for i, token in enumerate(vocab_tokens)}
+  # BPE without merges splits text into single characters, and an unknown
+  # character becomes `<|unk|>` instead of silently vanishing.
+  backend = tokenizers.Tokenizer(
+      models.BPE(vocab=vocab, merges=[], unk_token=UNK_TOKEN)
+  )
+  backend.decoder = decoders.Fuse()
+  backend.add_special_tokens(
+      [t for t in vocab_tokens if t.startswith("<|")]
+  )
+  tokenizer = transformers.PreTrainedTokenizerFast(
+      tokenizer_object=backend,
+      pad_token=PAD_TOKEN,
+      eos_token=EOS_TOKEN,
+      unk_token=UNK_TOKEN,
+      additional_special_tokens=[IM_START_TOKEN, MASK_TOKEN],
+      model_max_length=4096,
+      padding_side="right",
+  )
+  tokenizer.chat_template = CHAT_TEMPLATE
+  return tokenizer
+
+
+def load_tokenizer(directory: str) -> transformers.PreTrainedTokenizerBase:
+  """Loads a tokenizer directory exactly as a user's would be loaded.
+
+  Args:
+    directory: a directory written by `save_pretrained`.
+
+  Returns:
+    The tokenizer.
+
+  Raises:
+    ValueError: if the directory has no tokenizer or it has no pad/EOS token
+      or no chat template.
+  """
+  try:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+  except (OSError, ValueError) as e:
+    raise ValueError(f"cannot load a tokenizer from {directory!r}: {e}") from e
+  for attr in ("eos_token_id", "pad_token_id", "chat_template"):
+    if getattr(tokenizer, attr, None) is None:
+      raise ValueError(
+          f"the tokenizer in {directory!r} has no {attr}; tunix_bd needs a "
+          "chat template, an EOS token and a pad token."
+      )
+  return tokenizer

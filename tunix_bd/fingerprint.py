@@ -1,0 +1,117 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Run fingerprints: resuming with different semantics fails closed.
+
+A fingerprint holds every setting that changes what a checkpoint means
+(model, tokenizer, data, block-diffusion settings, seeds of data order...).
+It is stored in each checkpoint's metadata and, authoritatively, in
+`fingerprint.json` beside the checkpoints, written when a run first starts.
+Resuming compares the two field by field and names every field that differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Mapping
+
+import transformers
+
+METADATA_KEY = "tunix_bd_fingerprint"
+FILE_NAME = "fingerprint.json"
+
+
+def _canonical(value: Any) -> Any:
+  """JSON-stable form: tuples become lists, mappings get sorted keys."""
+  if isinstance(value, Mapping):
+    return {str(k): _canonical(v) for k, v in sorted(value.items())}
+  if isinstance(value, (list, tuple)):
+    return [_canonical(v) for v in value]
+  if isinstance(value, (bool, int, float, str)) or value is None:
+    return value
+  return repr(value)
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+  if isinstance(value, dict) and value:
+    flat = {}
+    for key, item in value.items():
+      flat.update(_flatten(item, f"{prefix}{key}."))
+    return flat
+  return {prefix[:-1]: value}
+
+
+def fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
+  """A fingerprint: the canonical fields and their SHA-256 digest."""
+  canonical = _canonical(fields)
+  digest = hashlib.sha256(
+      json.dumps(canonical, sort_keys=True).encode()
+  ).hexdigest()
+  return {"fields": canonical, "digest": digest}
+
+
+def tokenizer_digest(tokenizer: transformers.PreTrainedTokenizerBase) -> str:
+  """A digest of a tokenizer's vocabulary, special tokens and template."""
+  content = {
+      "vocab": sorted(tokenizer.get_vocab().items()),
+      "special": {
+          k: str(v) for k, v in sorted(tokenizer.special_tokens_map.items())
+      },
+      "chat_template": tokenizer.chat_template,
+  }
+  return hashlib.sha256(
+      json.dumps(content, sort_keys=True).encode()
+  ).hexdigest()[:16]
+
+
+def differences(
+    recorded: Mapping[str, Any], current: Mapping[str, Any]
+) -> dict[str, tuple[Any, Any]]:
+  """`{field: (recorded, current)}` for every field that differs."""
+  old, new = _flatten(recorded["fields"]), _flatten(current["fields"])
+  return {
+      key: (old.get(key), new.get(key))
+      for key in sorted(set(old) | set(new))
+      if old.get(key) != new.get(key)
+  }
+
+
+def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
+  """Records the fingerprint of a new run, or checks a resumed one.
+
+  Args:
+    checkpoint_dir: the run's checkpoint root directory.
+    current: the fingerprint of the settings about to run.
+
+  Raises:
+    ValueError: if checkpoints exist under a different fingerprint, naming
+      each differing field with its recorded and current value.
+  """
+  path = os.path.join(checkpoint_dir, FILE_NAME)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      recorded = json.load(f)
+    if recorded.get("digest") != current["digest"]:
+      diff = differences(recorded, current)
+      described = "; ".join(
+          f"{k}: checkpoint has {a!r}, config has {b!r}"
+          for k, (a, b) in diff.items()
+      )
+      raise ValueError(
+          f"cannot resume from {checkpoint_dir}: its fingerprint differs "
+          f"({described}). Use a new workdir or restore those settings."
+      )
+    return
+  if os.path.isdir(checkpoint_dir) and any(
+      name.isdigit() for name in os.listdir(checkpoint_dir)
+  ):
+    raise ValueError(
+        f"{checkpoint_dir} holds checkpoints without a {FILE_NAME}; "
+        "tunix_bd cannot tell what they mean, so it will not resume them."
+    )
+  os.makedirs(checkpoint_dir, exist_ok=True)
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(current, f, indent=1, sort_keys=True)
+  os.replace(tmp, path)

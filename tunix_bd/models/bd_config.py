@@ -1,0 +1,203 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The block-diffusion model settings and their fail-closed validation.
+
+`BlockDiffusionConfig` holds what changes the meaning of a block-diffusion
+model's logits: the block size, the mask token id, the target alignment and
+the training canvas layout. Every stage (SFT, denoising, replay, RL) takes the
+same frozen object, so they cannot disagree about it.
+
+Alignments (see DESIGN.md "Target alignment"):
+  * `same_position`: the logit at logical position i predicts the token at i.
+  * `shifted` (Fast-dLLM v2 token shift): the logit at i - 1 predicts the
+    token at i, which keeps the AR head's meaning; logical position 0 has no
+    predictor, so it must be prompt context.
+
+Layouts (the training forward; inference always uses the KV cache):
+  * `single_canvas`: one forward over the canvas with the block-causal mask.
+  * `clean_context`: one forward over `[noisy copy ; clean copy]` (BD3-LM,
+    Fast-dLLM v2), so each noisy block sees clean earlier blocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+SAME_POSITION = "same_position"
+SHIFTED = "shifted"
+ALIGNMENTS = (SAME_POSITION, SHIFTED)
+
+SINGLE_CANVAS = "single_canvas"
+CLEAN_CONTEXT = "clean_context"
+LAYOUTS = (SINGLE_CANVAS, CLEAN_CONTEXT)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+  # bool is an int subclass; True as a size or an id is a bug, not 1.
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise ValueError(
+        f"{name} must be an int, got {type(value).__name__}: {value!r}."
+    )
+  if value < minimum:
+    raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+  return int(value)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+  if not isinstance(value, str) or value not in choices:
+    raise ValueError(
+        f"{name} must be one of {list(choices)}, got {value!r}."
+    )
+  return value
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockDiffusionConfig:
+  """What a block-diffusion model's logits mean.
+
+  Attributes:
+    block_size: tokens per block, >= 1; a token's block is
+      `logical_position // block_size`.
+    mask_token_id: the id of the mask token; never sampled, its logit is
+      excluded from every softmax.
+    alignment: one of `ALIGNMENTS`.
+    layout: one of `LAYOUTS`, the canvas layout of the training forward.
+  """
+
+  block_size: int
+  mask_token_id: int
+  alignment: str = SHIFTED
+  layout: str = CLEAN_CONTEXT
+
+  def __post_init__(self):
+    # Normalise NumPy ints so equality and hashing of configs are exact.
+    object.__setattr__(
+        self, "block_size", _check_int("block_size", self.block_size, 1)
+    )
+    object.__setattr__(
+        self,
+        "mask_token_id",
+        _check_int("mask_token_id", self.mask_token_id, 0),
+    )
+    _check_choice("alignment", self.alignment, ALIGNMENTS)
+    _check_choice("layout", self.layout, LAYOUTS)
+
+  @classmethod
+  def from_config_dict(cls, cfg: Mapping[str, Any]) -> BlockDiffusionConfig:
+    """Builds the config from an `ml_collections.ConfigDict` section.
+
+    Args:
+      cfg: a ConfigDict (or mapping) with `block_size` and `mask_token_id`,
+        and optionally `alignment` and `layout`; no other keys.
+
+    Returns:
+      The validated config.
+
+    Raises:
+      ValueError: for a missing or unknown key, or an invalid value.
+    """
+    if hasattr(cfg, "to_dict"):
+      cfg = cfg.to_dict()
+    if not isinstance(cfg, Mapping):
+      raise ValueError(
+          f"cfg must be a ConfigDict or mapping, got {type(cfg).__name__}."
+      )
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(cfg) - set(fields))
+    if unknown:
+      # A typo such as `blocksize` must not silently fall back to a default.
+      raise ValueError(
+          f"unknown block-diffusion config keys {unknown}; valid keys are"
+          f" {fields}."
+      )
+    for required in ("block_size", "mask_token_id"):
+      if cfg.get(required) is None:
+        raise ValueError(f"block-diffusion config is missing {required!r}.")
+    return cls(**{k: cfg[k] for k in fields if k in cfg})
+
+  def to_dict(self) -> dict[str, Any]:
+    """Returns the fields as a plain dict (for metadata and fingerprints)."""
+    return dataclasses.asdict(self)
+
+  def validate_for_model(
+      self,
+      model_config: Any,
+      *,
+      pad_id: int | None,
+      eos_id: int | None,
+      stop_ids: Iterable[int] = (),
+  ) -> None:
+    """Checks that this config is usable with a model and tokenizer.
+
+    Args:
+      model_config: the model's config, e.g. a Tunix Qwen3 `ModelConfig`;
+        needs `vocab_size`, and `use_flash_attention` when it has one.
+      pad_id: the tokenizer's pad id, or None if it has none.
+      eos_id: the tokenizer's EOS id, or None if it has none.
+      stop_ids: further ids that end generation.
+
+    Raises:
+      ValueError: if the mask token id is outside the vocabulary or equals
+        the pad, EOS or a stop id, or if the model uses flash attention.
+    """
+    vocab_size = getattr(model_config, "vocab_size", None)
+    vocab_size = _check_int("model_config.vocab_size", vocab_size, 1)
+    if self.mask_token_id >= vocab_size:
+      raise ValueError(
+          f"mask_token_id={self.mask_token_id} is outside the model vocabulary"
+          f" [0, {vocab_size})."
+      )
+    specials = {"pad_id": pad_id, "eos_id": eos_id}
+    specials.update({f"stop_ids[{i}]": s for i, s in enumerate(stop_ids)})
+    for name, special in specials.items():
+      if special is not None and int(special) == self.mask_token_id:
+        raise ValueError(
+            f"mask_token_id={self.mask_token_id} equals {name}; the mask"
+            " token must be an id that is never a real token."
+        )
+    if getattr(model_config, "use_flash_attention", False):
+      # Tunix's Splash path builds its own causal mask and ignores the
+      # attention mask passed in, so block-diffusion attention would be
+      # silently causal.
+      raise ValueError(
+          "model_config.use_flash_attention=True is not supported: the Tunix"
+          " flash (Splash) kernel hard-codes a causal mask and ignores the"
+          " block-diffusion mask. Set use_flash_attention=False."
+      )
+
+  def validate_prompt_lengths(self, prompt_lengths: Any) -> np.ndarray:
+    """Checks per-row prompt lengths against the alignment.
+
+    Under `shifted`, logical position 0 has no predicting logit, so it must
+    be prompt context: every row needs a prompt of at least one token.
+
+    Args:
+      prompt_lengths: concrete int `[batch]` prompt lengths (in tokens).
+
+    Returns:
+      The lengths as an int64 NumPy array.
+
+    Raises:
+      ValueError: for a wrong rank or dtype, a negative length, or (under
+        `shifted`) a row whose prompt is empty.
+    """
+    lengths = np.asarray(prompt_lengths)
+    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
+      raise ValueError(
+          "prompt_lengths must be an int [batch] array, got shape"
+          f" {lengths.shape} and dtype {lengths.dtype}."
+      )
+    if (lengths < 0).any():
+      raise ValueError(
+          f"prompt_lengths must be >= 0, got {lengths.tolist()}."
+      )
+    if self.alignment == SHIFTED and (lengths < 1).any():
+      rows = np.flatnonzero(lengths < 1).tolist()
+      raise ValueError(
+          f"alignment={SHIFTED!r} needs logical position 0 to be prompt"
+          f" context, but rows {rows} have an empty prompt."
+      )
+    return lengths.astype(np.int64)

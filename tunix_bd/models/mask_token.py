@@ -1,0 +1,254 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Provisioning the block-diffusion mask token for a model and tokenizer.
+
+Two ways, both leaving every existing weight bit-identical:
+
+  (a) Reuse a reserved id: the tokenizer's own special `<|mask|>` or
+      `<|reserved_k|>` token, or an embedding row past the tokenizer's last id
+      (Qwen3 checkpoints carry ~270 such rows). `resolve_reserved_mask_id`.
+  (b) Add a token: append it to the tokenizer (`add_mask_token`) and append
+      one embedding row (and lm_head column when untied) to a Tunix Qwen3
+      (`resize_vocab`). `provision_mask_token` picks (a) or (b).
+
+New rows are the mean of the existing rows (as Hugging Face's
+`mean_resizing`): the mask embedding starts inside the distribution of real
+embeddings, and a new output column scores every input with the mean of the
+old logits. The mask logit is excluded anyway (`diffusion_lm.MASKED_LOGIT`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix.models.qwen3 import model as qwen3_lib
+
+DEFAULT_MASK_TOKEN = "<|mask|>"
+
+
+def _check_id_allowed(
+    tokenizer: Any, mask_id: int, vocab_size: int, stop_ids: Iterable[int]
+) -> None:
+  if not 0 <= mask_id < vocab_size:
+    raise ValueError(
+        f"mask token id {mask_id} is outside the model vocabulary"
+        f" [0, {vocab_size})."
+    )
+  specials = {
+      "pad_token_id": tokenizer.pad_token_id,
+      "eos_token_id": tokenizer.eos_token_id,
+      "bos_token_id": getattr(tokenizer, "bos_token_id", None),
+      "unk_token_id": getattr(tokenizer, "unk_token_id", None),
+  }
+  specials.update({f"stop_ids[{i}]": s for i, s in enumerate(stop_ids)})
+  for name, special in specials.items():
+    if special is not None and int(special) == mask_id:
+      raise ValueError(
+          f"mask token id {mask_id} equals the tokenizer's {name}; use an"
+          " unused reserved token."
+      )
+
+
+def resolve_reserved_mask_id(
+    tokenizer: Any,
+    mask_token: str | int,
+    *,
+    vocab_size: int,
+    stop_ids: Iterable[int] = (),
+) -> int:
+  """Checks and returns a reserved, never-generated id for the mask token.
+
+  Args:
+    tokenizer: a Hugging Face tokenizer.
+    mask_token: a special/added token string (e.g. `<|mask|>`,
+      `<|reserved_3|>`) or an id; an id at or past `len(tokenizer)` names an
+      embedding row the tokenizer never produces.
+    vocab_size: the model's vocabulary size (embedding rows).
+    stop_ids: further ids that end generation.
+
+  Returns:
+    The mask token id.
+
+  Raises:
+    ValueError: if the token is unknown, the id is out of range or equals the
+      pad/EOS/BOS/UNK or a stop id, or the id is an ordinary text token.
+  """
+  if isinstance(mask_token, str):
+    added = tokenizer.get_added_vocab()
+    if mask_token not in added:
+      raise ValueError(
+          f"mask token {mask_token!r} is not a special/added token of the"
+          " tokenizer; add it with provision_mask_token."
+      )
+    mask_id = int(added[mask_token])
+  elif isinstance(mask_token, (int, np.integer)) and not isinstance(
+      mask_token, bool
+  ):
+    mask_id = int(mask_token)
+  else:
+    raise ValueError(f"mask_token must be a str or int, got {mask_token!r}.")
+  _check_id_allowed(tokenizer, mask_id, vocab_size, stop_ids)
+  reserved = set(tokenizer.get_added_vocab().values())
+  reserved.update(tokenizer.all_special_ids)
+  if mask_id < len(tokenizer) and mask_id not in reserved:
+    # Plain text tokenizes into it, so real tokens would read as masks.
+    raise ValueError(
+        f"mask token id {mask_id}"
+        f" ({tokenizer.convert_ids_to_tokens(mask_id)!r}) is an ordinary text"
+        " token; use a special/reserved token or an unused row."
+    )
+  return mask_id
+
+
+def add_mask_token(
+    tokenizer: Any, token: str = DEFAULT_MASK_TOKEN, *, expected_id: int
+) -> int:
+  """Adds `token` to the tokenizer as a special token with a known id.
+
+  Args:
+    tokenizer: a Hugging Face tokenizer; modified in place.
+    token: the new token; must not exist yet.
+    expected_id: the embedding row reserved for it; must be
+      `len(tokenizer)`, the id the tokenizer will assign.
+
+  Returns:
+    The new id (== `expected_id`).
+
+  Raises:
+    ValueError: before changing the tokenizer, if the token exists or its id
+      would not be `expected_id`.
+  """
+  if token in tokenizer.get_vocab():
+    raise ValueError(f"token {token!r} is already in the tokenizer.")
+  if len(tokenizer) != expected_id:
+    raise ValueError(
+        f"the tokenizer would give {token!r} id {len(tokenizer)}, but its"
+        f" embedding row is {expected_id}."
+    )
+  tokenizer.add_special_tokens(
+      {"additional_special_tokens": [token]},
+      replace_extra_special_tokens=False,
+  )
+  new_id = tokenizer.convert_tokens_to_ids(token)
+  if new_id != expected_id:
+    raise ValueError(
+        f"the tokenizer gave {token!r} id {new_id}, expected {expected_id}."
+    )
+  return new_id
+
+
+def resize_vocab(
+    model: qwen3_lib.Qwen3, num_new_tokens: int
+) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
+  """Appends embedding rows (and untied lm_head columns) to a Tunix Qwen3.
+
+  Existing rows and every other weight are copied bit-identically; new rows
+  are the mean of the existing ones (in float32, cast back). The new arrays
+  are placed by `jnp.concatenate`; reshard a sharded model afterwards.
+
+  Args:
+    model: a Tunix Qwen3 without LoRA params; left unchanged.
+    num_new_tokens: rows to append, >= 1; their ids are
+      `vocab_size .. vocab_size + num_new_tokens - 1`.
+
+  Returns:
+    `(new_model, new_config)`.
+
+  Raises:
+    ValueError: for a non-Qwen3 model, a bad count, or extra (e.g. LoRA)
+      state that the resized model would not carry.
+  """
+  if not isinstance(model, qwen3_lib.Qwen3):
+    raise ValueError(
+        f"resize_vocab supports Tunix Qwen3, got {type(model).__name__}."
+    )
+  if (
+      isinstance(num_new_tokens, bool)
+      or not isinstance(num_new_tokens, int)
+      or num_new_tokens < 1
+  ):
+    raise ValueError(
+        f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}."
+    )
+  config = dataclasses.replace(
+      model.config, vocab_size=model.config.vocab_size + num_new_tokens
+  )
+  params = nnx.state(model).to_pure_dict()
+
+  def mean_rows(w: jax.Array, axis: int) -> jax.Array:
+    mean = jnp.mean(w.astype(jnp.float32), axis=axis, keepdims=True)
+    new = jnp.repeat(mean.astype(w.dtype), num_new_tokens, axis=axis)
+    return jnp.concatenate([w, new], axis=axis)
+
+  embedding = params["embedder"]["input_embedding"]
+  params["embedder"]["input_embedding"] = mean_rows(embedding, axis=0)
+  if not config.use_tied_embedding:
+    params["lm_head"]["w"] = mean_rows(params["lm_head"]["w"], axis=1)
+
+  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  graphdef, state = nnx.split(abstract)
+  want = jax.tree_util.tree_flatten_with_path(state.to_pure_dict())[0]
+  got = jax.tree_util.tree_flatten_with_path(params)[0]
+  want_shapes = {jax.tree_util.keystr(p): v.shape for p, v in want}
+  got_shapes = {jax.tree_util.keystr(p): v.shape for p, v in got}
+  if want_shapes != got_shapes:
+    diff = sorted(set(want_shapes.items()) ^ set(got_shapes.items()))
+    raise ValueError(
+        "the model's state does not match a plain Qwen3 of the new vocab"
+        f" size (LoRA or other extra state?): differing entries {diff[:5]}."
+    )
+  nnx.replace_by_pure_dict(state, params)
+  return nnx.merge(graphdef, state), config
+
+
+def provision_mask_token(
+    model: qwen3_lib.Qwen3,
+    tokenizer: Any,
+    token: str = DEFAULT_MASK_TOKEN,
+    *,
+    stop_ids: Iterable[int] = (),
+) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig, int]:
+  """Returns a model, config and mask id with `token` as the mask token.
+
+  If the tokenizer has `token` it is reused (a). Otherwise it is added to the
+  tokenizer (in place); its id reuses an unused embedding row when the model
+  has rows past the tokenizer, else the model gains one row (b).
+
+  Args:
+    model: a Tunix Qwen3.
+    tokenizer: its Hugging Face tokenizer.
+    token: the mask token string.
+    stop_ids: further ids that end generation.
+
+  Returns:
+    `(model, model_config, mask_id)`; the model is the input when no row was
+    added.
+
+  Raises:
+    ValueError: if the token is unusable or the tokenizer has more ids than
+      the model has rows.
+  """
+  vocab_size = model.config.vocab_size
+  if token in tokenizer.get_vocab():
+    mask_id = resolve_reserved_mask_id(
+        tokenizer, token, vocab_size=vocab_size, stop_ids=stop_ids
+    )
+    return model, model.config, mask_id
+  new_id = len(tokenizer)
+  if new_id > vocab_size:
+    raise ValueError(
+        f"the tokenizer has {new_id} ids but the model only {vocab_size}"
+        " embedding rows."
+    )
+  if new_id == vocab_size:
+    model, config = resize_vocab(model, 1)
+  else:
+    config = model.config
+  mask_id = add_mask_token(tokenizer, token, expected_id=new_id)
+  _check_id_allowed(tokenizer, mask_id, config.vocab_size, stop_ids)
+  return model, config, mask_id

@@ -1,0 +1,39 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""What tunix_bd hands the `tunix` host: its configs, recipes and plug-ins.
+
+This module is imported by `tunix plugins`, so it stays free of heavy
+imports: recipes are named as strings and loaded only when run.
+"""
+
+import pathlib
+
+import tunix_bd
+from tunix_bd.cli import plugin_api
+
+
+def _config_dir() -> pathlib.Path:
+  # An installed distribution ships configs/ as the `tunix_bd.configs`
+  # package; a source checkout keeps it at the repository's top level.
+  installed = pathlib.Path(tunix_bd.__file__).parent / "configs"
+  if installed.is_dir():
+    return installed
+  return pathlib.Path(tunix_bd.__file__).parent.parent / "configs"
+
+
+PLUGIN = plugin_api.Plugin(
+    name="tunix_bd",
+    version=tunix_bd.__version__,
+    description=(
+        "Block-diffusion post-training: AR teacher, masked-diffusion SFT, "
+        "parallel block denoising."
+    ),
+    config_dir=_config_dir(),
+    recipes={
+        "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
+    },
+    registers={
+        "models": ["tunix.models.qwen3.Qwen3 (HF safetensors in and out)"],
+        "data": ["embedded digit tasks (sort, reverse, add)", "chat JSONL"],
+    },
+)

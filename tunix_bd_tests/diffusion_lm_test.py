@@ -1,0 +1,422 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.models.diffusion_lm on a tiny real Tunix Qwen3."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix.generate import utils as generate_utils
+from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd.models import bd_config
+from tunix_bd.models import diffusion_lm
+
+_VOCAB = 96
+_MASK = 7
+_ALIGNMENTS = (bd_config.SAME_POSITION, bd_config.SHIFTED)
+# One canvas length for every test: each shape compiles the model once.
+_LENGTH = 12
+
+
+def _tiny_qwen3() -> qwen3_lib.Qwen3:
+  """A random 2-layer Qwen3; NumPy draws the weights (eager init is slow)."""
+  config = qwen3_lib.ModelConfig(
+      num_layers=2,
+      vocab_size=_VOCAB,
+      embed_dim=32,
+      hidden_dim=64,
+      num_heads=2,
+      head_dim=16,
+      num_kv_heads=1,
+      rope_theta=1_000_000,
+      norm_eps=1e-6,
+      use_flash_attention=False,
+  )
+  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  graphdef, state = nnx.split(abstract)
+  rng = np.random.default_rng(0)
+
+  def draw(leaf):
+    if leaf.ndim == 1:  # Norm scales.
+      return (1.0 + 0.1 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
+    return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
+
+  return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
+
+
+@jax.jit
+def _forward(graphdef, state, tokens, positions, cache, mask):
+  return nnx.merge(graphdef, state)(tokens, positions, cache, mask)
+
+
+class _JittedQwen3:
+  """A Qwen3 behind one compiled forward per input shape.
+
+  It is called exactly as a Tunix model, so the code under test runs eagerly
+  around a real Qwen3 forward that compiles once per shape, not once per
+  test configuration.
+  """
+
+  def __init__(self, model: qwen3_lib.Qwen3):
+    self.model = model
+    self.config = model.config
+    self._split = nnx.split(model)
+
+  def __call__(self, tokens, positions, cache, mask):
+    return _forward(*self._split, tokens, positions, cache, mask)
+
+  def init_cache(self, batch_size, cache_size, dtype):
+    return self.model.init_cache(batch_size, cache_size, dtype)
+
+
+_QWEN3 = _tiny_qwen3()
+_MODEL = _JittedQwen3(_QWEN3)
+
+
+def _logits(model, tokens, positions, segments, clean, config):
+  return diffusion_lm.diffusion_logits_fn(
+      model, tokens, positions, segments, config=config, clean_tokens=clean
+  )
+
+
+def _block(model, tokens, positions, segments, cache, config):
+  return diffusion_lm.block_logits_with_cache(
+      model, tokens, positions, segments, cache, config=config
+  )
+
+
+def _config(block_size, alignment, layout=bd_config.SINGLE_CANVAS):
+  return bd_config.BlockDiffusionConfig(
+      block_size=block_size,
+      mask_token_id=_MASK,
+      alignment=alignment,
+      layout=layout,
+  )
+
+
+def _causal_mask(pos, seg):
+  """The brute-force AR mask: causal in logical positions, per segment."""
+  mask = (
+      (pos[:, None, :] <= pos[:, :, None])
+      & (seg[:, None, :] == seg[:, :, None])
+      & (seg[:, None, :] > 0)
+  )
+  # Rows without packing: exactly Tunix's own causal mask.
+  tunix = generate_utils.make_causal_attn_mask(
+      jnp.asarray(seg[:2] > 0), pos.shape[1]
+  )
+  np.testing.assert_array_equal(mask[:2], tunix)
+  return mask
+
+
+def _random_tokens(rng, shape):
+  tokens = rng.integers(0, _VOCAB - 1, shape)
+  return np.where(tokens >= _MASK, tokens + 1, tokens)  # Never the mask id.
+
+
+def _canvas(seed: int, layout: str, length: int = _LENGTH):
+  """Positions, segments, clean and noisy tokens for a `[3, length]` batch."""
+  rng = np.random.default_rng(seed)
+  pos = np.zeros((3, length), np.int32)
+  seg = np.ones((3, length), np.int32)
+  pos[0] = np.arange(length)
+  pad = 3  # Row 1: left padding.
+  seg[1, :pad] = 0
+  pos[1, pad:] = np.arange(length - pad)
+  split = 6  # Row 2: two packed documents.
+  pos[2] = np.concatenate([np.arange(split), np.arange(length - split)])
+  seg[2, split:] = 2
+  if layout == "shuffled":
+    for row in range(3):
+      perm = rng.permutation(length)
+      pos[row], seg[row] = pos[row, perm], seg[row, perm]
+  clean = _random_tokens(rng, (3, length))
+  noisy = np.where(rng.random((3, length)) < 0.5, _MASK, clean)
+  return pos, seg, clean, noisy
+
+
+class DiffusionLogitsTest(parameterized.TestCase):
+
+  def test_block_size_one_is_the_ar_model_bit_for_bit(self):
+    pos, seg, clean, _ = _canvas(0, "canonical")
+    got = np.asarray(
+        _logits(
+            _MODEL, clean, pos, seg, None, _config(1, bd_config.SAME_POSITION)
+        )
+    )
+    want = np.asarray(_MODEL(clean, pos, None, _causal_mask(pos, seg))[0])
+    keep = np.arange(_VOCAB) != _MASK
+    np.testing.assert_array_equal(got[..., keep], want[..., keep])
+    np.testing.assert_array_equal(
+        got[..., _MASK], np.float32(diffusion_lm.MASKED_LOGIT)
+    )
+
+  @parameterized.parameters(bd_config.SINGLE_CANVAS, bd_config.CLEAN_CONTEXT)
+  def test_shifted_block_size_one_is_the_ar_model_shifted(self, layout):
+    pos, seg, clean, _ = _canvas(1, "canonical")
+    config = _config(1, bd_config.SHIFTED, layout)
+    clean_arg = clean if layout == bd_config.CLEAN_CONTEXT else None
+    got = np.asarray(_logits(_MODEL, clean, pos, seg, clean_arg, config))
+    ar = np.asarray(_MODEL(clean, pos, None, _causal_mask(pos, seg))[0])
+    keep = np.arange(_VOCAB) != _MASK
+    for row, i in np.ndindex(pos.shape):
+      (j,) = np.flatnonzero(
+          (seg[row] == seg[row, i]) & (pos[row] == pos[row, i] - 1)
+      ) if seg[row, i] and pos[row, i] else (None,)
+      # Logical position 0 and the pads have no predictor: zero logits.
+      want = np.zeros(_VOCAB) if j is None else ar[row, j]
+      np.testing.assert_allclose(
+          got[row, i, keep], want[keep], atol=1e-6, rtol=1e-6
+      )
+
+  @parameterized.product(
+      alignment=_ALIGNMENTS,
+      block_size=(1, 3, 4, 5),
+      layout=("canonical", "shuffled"),
+  )
+  def test_clean_context_equals_single_canvas_with_clean_prefix(
+      self, alignment, block_size, layout
+  ):
+    pos, seg, clean, noisy = _canvas(block_size, layout)
+    got = np.asarray(
+        _logits(
+            _MODEL,
+            noisy,
+            pos,
+            seg,
+            clean,
+            _config(block_size, alignment, bd_config.CLEAN_CONTEXT),
+        )
+    )
+    blocks = pos // block_size
+    real = seg > 0
+    for b in range(blocks.max() + 1):
+      canvas = np.where(blocks < b, clean, noisy)
+      want = np.asarray(
+          _logits(
+              _MODEL, canvas, pos, seg, None, _config(block_size, alignment)
+          )
+      )
+      here = (blocks == b) & real
+      np.testing.assert_allclose(got[here], want[here], atol=1e-5, rtol=1e-5)
+
+  def test_shifted_follows_logical_positions(self):
+    pos, seg, clean, noisy = _canvas(5, "canonical")
+    config = _config(3, bd_config.SHIFTED, bd_config.CLEAN_CONTEXT)
+    want = np.asarray(_logits(_MODEL, noisy, pos, seg, clean, config))
+    perm = np.random.default_rng(5).permutation(pos.shape[1])
+    got = np.asarray(
+        _logits(
+            _MODEL,
+            noisy[:, perm],
+            pos[:, perm],
+            seg[:, perm],
+            clean[:, perm],
+            config,
+        )
+    )
+    np.testing.assert_allclose(got, want[:, perm], atol=1e-5, rtol=1e-5)
+    # Undefined: position 0 of each document and the pads.
+    undefined = (pos == 0) | (seg == 0)
+    keep = np.arange(_VOCAB) != _MASK
+    self.assertTrue((want[undefined][:, keep] == 0).all())
+    self.assertFalse((want[~undefined][:, keep] == 0).all(axis=-1).any())
+
+  def test_mask_token_gets_zero_probability_and_finite_gradients(self):
+    pos, seg, clean, noisy = _canvas(2, "canonical")
+    config = _config(4, bd_config.SHIFTED, bd_config.CLEAN_CONTEXT)
+    targets = np.where(seg > 0, clean, _MASK)  # Also score the mask id.
+    weights = jnp.asarray((seg > 0) & (pos > 0), jnp.float32)
+
+    def loss(bias):
+      # The gradient at the model's raw logits: finite there means finite
+      # for every parameter behind them.
+      def model(tokens, positions, cache, mask):
+        logits, cache = _MODEL(tokens, positions, cache, mask)
+        return logits + bias, cache
+
+      logits = diffusion_lm.diffusion_logits_fn(
+          model, noisy, pos, seg, config=config, clean_tokens=clean
+      )
+      logp = diffusion_lm.log_probs(logits, temperature=0.5)
+      entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+      nll = -diffusion_lm.token_log_probs(logits, targets, temperature=0.5)
+      return jnp.sum((nll + entropy) * weights) / jnp.sum(weights), logits
+
+    grads, logits = jax.grad(loss, has_aux=True)(
+        jnp.zeros((3, 2 * pos.shape[1], _VOCAB))
+    )
+    self.assertTrue(np.isfinite(np.asarray(grads)).all())
+    self.assertGreater(float(jnp.abs(grads).sum()), 0.0)
+    np.testing.assert_array_equal(grads[..., _MASK], 0.0)
+    for temperature in (1.0, 0.01, 7.0):
+      logp = diffusion_lm.log_probs(logits, temperature)
+      self.assertTrue(np.isfinite(np.asarray(logp)).all())
+      np.testing.assert_array_equal(jnp.exp(logp)[..., _MASK], 0.0)
+      np.testing.assert_allclose(
+          jax.nn.logsumexp(logp, axis=-1), 0.0, atol=1e-5
+      )
+      np.testing.assert_allclose(
+          diffusion_lm.token_log_probs(logits, targets, temperature),
+          np.take_along_axis(logp, targets[..., None], -1)[..., 0],
+          atol=1e-5,
+      )
+    np.testing.assert_array_equal(jax.nn.softmax(logits)[..., _MASK], 0.0)
+
+  def test_bad_inputs_name_the_argument(self):
+    pos, seg, clean, noisy = _canvas(3, "canonical")
+    single = _config(2, bd_config.SAME_POSITION)
+    ctx = _config(2, bd_config.SHIFTED, bd_config.CLEAN_CONTEXT)
+    fn = diffusion_lm.diffusion_logits_fn
+    cases = [
+        ("positions", lambda: fn(_MODEL, noisy, pos[:, :5], seg, config=single)),
+        ("segment_ids", lambda: fn(_MODEL, noisy, pos, seg[:2], config=single)),
+        ("tokens", lambda: fn(_MODEL, noisy[0], pos, seg, config=single)),
+        ("positions", lambda: fn(_MODEL, noisy, pos * 1.0, seg, config=single)),
+        ("needs clean_tokens", lambda: fn(_MODEL, noisy, pos, seg, config=ctx)),
+        (
+            "clean_tokens",
+            lambda: fn(
+                _MODEL, noisy, pos, seg, config=ctx, clean_tokens=clean[:, 1:]
+            ),
+        ),
+        (
+            "only used by",
+            lambda: fn(
+                _MODEL, noisy, pos, seg, config=single, clean_tokens=clean
+            ),
+        ),
+        ("BlockDiffusionConfig", lambda: fn(_MODEL, noisy, pos, seg, config={})),
+        (
+            "mask_token_id=500",
+            lambda: fn(
+                _MODEL,
+                noisy,
+                pos,
+                seg,
+                config=bd_config.BlockDiffusionConfig(2, 500),
+                clean_tokens=clean,
+            ),
+        ),
+        ("temperature", lambda: diffusion_lm.log_probs(noisy * 1.0, 0.0)),
+        ("temperature", lambda: diffusion_lm.log_probs(noisy * 1.0, True)),
+    ]
+    for message, call in cases:
+      with self.subTest(message):
+        with self.assertRaisesRegex(ValueError, message):
+          call()
+
+
+def _aligned_batch(prompt_lengths, block_size, gen_blocks, trims, seed):
+  """Rows left-padded by whole blocks so that their blocks line up.
+
+  Row r's first block to denoise is `prompt_r // block_size` (it may start
+  mid-prompt); the rows are padded so that it sits at the same physical block
+  `first` in every row, then `gen_blocks` blocks follow, the last one trimmed
+  by `trims[r]` right pads (a partial final block).
+
+  Returns:
+    `(first, pos, seg, clean, noisy)`: the first denoising physical block and
+    `[batch, (first + gen_blocks) * block_size]` arrays; only completion
+    tokens are masked in `noisy`.
+  """
+  rng = np.random.default_rng(seed)
+  firsts = [p // block_size for p in prompt_lengths]
+  first = max(firsts)
+  length = (first + gen_blocks) * block_size
+  batch = len(prompt_lengths)
+  pos = np.zeros((batch, length), np.int32)
+  seg = np.zeros((batch, length), np.int32)
+  for r, (f, trim) in enumerate(zip(firsts, trims)):
+    start = (first - f) * block_size
+    n = length - start - trim
+    pos[r, start : start + n] = np.arange(n)
+    seg[r, start : start + n] = 1
+  clean = _random_tokens(rng, (batch, length))
+  completion = (pos >= np.asarray(prompt_lengths)[:, None]) & (seg > 0)
+  noisy = np.where(completion & (rng.random(pos.shape) < 0.6), _MASK, clean)
+  return first, pos, seg, clean, noisy
+
+
+class BlockCacheTest(parameterized.TestCase):
+
+  @parameterized.product(
+      alignment=_ALIGNMENTS,
+      setup=(
+          # (prompt lengths, block size, trims of the final block)
+          ((5, 1, 6), 4, (0, 2, 3)),
+          ((4, 7, 2), 3, (1, 0, 2)),
+      ),
+  )
+  def test_cached_equals_cache_free(self, alignment, setup):
+    prompt_lengths, block_size, trims = setup
+    gen_blocks = _LENGTH // block_size - max(prompt_lengths) // block_size
+    first, pos, seg, clean, noisy = _aligned_batch(
+        prompt_lengths, block_size, gen_blocks, trims, seed=block_size
+    )
+    config = _config(block_size, alignment)
+    batch, length = pos.shape
+    cache = diffusion_lm.init_block_cache(_MODEL, batch, length)
+    if first:
+      width = first * block_size
+      cache = diffusion_lm.prefill(
+          _MODEL,
+          clean[:, :width],
+          pos[:, :width],
+          seg[:, :width],
+          cache,
+          config=config,
+      )
+    for k in range(first, first + gen_blocks):
+      here = slice(k * block_size, (k + 1) * block_size)
+      canvas = np.where(np.arange(length) < here.start, clean, noisy)
+      want = np.asarray(_logits(_MODEL, canvas, pos, seg, None, config))[
+          :, here
+      ]
+      got, _ = _block(_MODEL, noisy[:, here], pos[:, here], seg[:, here],
+                      cache, config)
+      real = seg[:, here] > 0
+      np.testing.assert_allclose(
+          np.asarray(got)[real], want[real], atol=1e-5, rtol=1e-5
+      )
+      _, cache = _block(_MODEL, clean[:, here], pos[:, here], seg[:, here],
+                        cache, config)
+    self.assertEqual(int(cache.end_index), length)
+
+  def test_prefill_and_cache_fail_closed(self):
+    config = _config(4, bd_config.SHIFTED)
+    tokens = np.full((3, 6), 9)
+    pos = np.arange(6)[None].repeat(3, 0)
+    cache = diffusion_lm.init_block_cache(_MODEL, 3, _LENGTH)
+    with self.assertRaisesRegex(ValueError, r"rows \[0, 1, 2\] end inside"):
+      diffusion_lm.prefill(_MODEL, tokens, pos, None, cache, config=config)
+    cache = diffusion_lm.prefill(
+        _MODEL, tokens[:, :4], pos[:, :4], None, cache, config=config
+    )
+    self.assertEqual(int(cache.end_index), 4)
+    np.testing.assert_array_equal(cache.boundary_positions, [3, 3, 3])
+    with self.assertRaisesRegex(ValueError, "8 free slots"):
+      diffusion_lm.block_logits_with_cache(
+          _MODEL,
+          np.full((3, 10), 9),
+          np.arange(4, 14)[None].repeat(3, 0),
+          None,
+          cache,
+          config=config,
+      )
+    with self.assertRaisesRegex(ValueError, "batch size"):
+      diffusion_lm.block_logits_with_cache(
+          _MODEL, tokens[:2, :4], pos[:2, :4] + 4, None, cache, config=config
+      )
+    with self.assertRaisesRegex(ValueError, "block_positions|positions"):
+      diffusion_lm.block_logits_with_cache(
+          _MODEL, tokens[:, :4], pos[:, :3] + 4, None, cache, config=config
+      )
+    with self.assertRaisesRegex(ValueError, "cache_size"):
+      diffusion_lm.init_block_cache(_MODEL, 1, 0)
+
+
+if __name__ == "__main__":
+  absltest.main()
