@@ -48,7 +48,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           # (then data.eval must name one too).
           train="",
           eval="",
-          tasks=("sort", "reverse", "add"),
+          tasks=("sort", "reverse", "double"),
           min_len=1,
           max_len=6,
           seed=0,
@@ -60,8 +60,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict(
       dict(
           batch_size=64,
-          max_steps=3000,
-          learning_rate=3e-3,
+          max_steps=2000,
+          learning_rate=2e-3,
           warmup_steps=100,
           weight_decay=0.01,
           max_grad_norm=1.0,
@@ -77,12 +77,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   if variant == "tiny":
     config.model.update(
-        num_layers=1, embed_dim=32, hidden_dim=64, num_heads=2, head_dim=16,
+        num_layers=1,
+        embed_dim=32,
+        hidden_dim=64,
+        num_heads=2,
+        head_dim=16,
         num_kv_heads=1,
     )
     config.data.update(num_train=256, num_eval=32, max_len=3)
     config.train.update(
-        batch_size=8, max_steps=4, warmup_steps=1, eval_every_n_steps=2,
+        batch_size=8,
+        max_steps=4,
+        warmup_steps=1,
+        eval_every_n_steps=2,
         checkpoint_every_n_steps=2,
     )
     config.eval.update(max_new_tokens=6, batch_size=16)

@@ -31,8 +31,14 @@ PLUGIN = plugin_api.Plugin(
     config_dir=_config_dir(),
     recipes={
         "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
+        "sft": "tunix_bd.recipes.sft:run",
+        "bench_sft": "tunix_bd.recipes.bench_sft:run",
     },
     registers={
+        "loss hooks": [
+            "masked-diffusion SFT (PeftTrainer.with_loss_fn:"
+            " tunix_bd.sft.loss.sft_loss)"
+        ],
         "models": ["tunix.models.qwen3.Qwen3 (HF safetensors in and out)"],
         "data": ["embedded digit tasks (sort, reverse, add)", "chat JSONL"],
     },

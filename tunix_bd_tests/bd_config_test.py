@@ -44,7 +44,9 @@ class BlockDiffusionConfigTest(parameterized.TestCase):
         },
     )
     cfg = ml_collections.ConfigDict(config.to_dict())
-    self.assertEqual(bd_config.BlockDiffusionConfig.from_config_dict(cfg), config)
+    self.assertEqual(
+        bd_config.BlockDiffusionConfig.from_config_dict(cfg), config
+    )
     # Frozen and hashable: usable as a static jit argument.
     with self.assertRaises(dataclasses.FrozenInstanceError):
       config.block_size = 8  # pytype: disable=attribute-error

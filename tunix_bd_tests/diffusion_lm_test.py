@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.models.diffusion_lm on a tiny real Tunix Qwen3."""
 
+import dataclasses
+
 from absl.testing import absltest
 from absl.testing import parameterized
 from flax import nnx
@@ -73,17 +75,16 @@ class _JittedQwen3:
 
 _QWEN3 = _tiny_qwen3()
 _MODEL = _JittedQwen3(_QWEN3)
+# Same weights, flash attention on (never run: it must be rejected).
+_FLASH_MODEL = _JittedQwen3(_QWEN3)
+_FLASH_MODEL.config = dataclasses.replace(
+    _QWEN3.config, use_flash_attention=True
+)
 
 
 def _logits(model, tokens, positions, segments, clean, config):
   return diffusion_lm.diffusion_logits_fn(
       model, tokens, positions, segments, config=config, clean_tokens=clean
-  )
-
-
-def _block(model, tokens, positions, segments, cache, config):
-  return diffusion_lm.block_logits_with_cache(
-      model, tokens, positions, segments, cache, config=config
   )
 
 
@@ -162,11 +163,12 @@ class DiffusionLogitsTest(parameterized.TestCase):
     ar = np.asarray(_MODEL(clean, pos, None, _causal_mask(pos, seg))[0])
     keep = np.arange(_VOCAB) != _MASK
     for row, i in np.ndindex(pos.shape):
-      (j,) = np.flatnonzero(
-          (seg[row] == seg[row, i]) & (pos[row] == pos[row, i] - 1)
-      ) if seg[row, i] and pos[row, i] else (None,)
-      # Logical position 0 and the pads have no predictor: zero logits.
-      want = np.zeros(_VOCAB) if j is None else ar[row, j]
+      # A token's predictor is the previous logical position of its segment.
+      match = (seg[row] == seg[row, i]) & (pos[row] == pos[row, i] - 1)
+      if seg[row, i] and match.any():
+        want = ar[row, np.flatnonzero(match)[0]]
+      else:  # Position 0 and the pads have none: zero logits.
+        want = np.zeros(_VOCAB)
       np.testing.assert_allclose(
           got[row, i, keep], want[keep], atol=1e-6, rtol=1e-6
       )
@@ -230,24 +232,37 @@ class DiffusionLogitsTest(parameterized.TestCase):
     targets = np.where(seg > 0, clean, _MASK)  # Also score the mask id.
     weights = jnp.asarray((seg > 0) & (pos > 0), jnp.float32)
 
+    # The Qwen3's raw logits for exactly this canvas and mask, recorded so
+    # that the loss below compiles without the model.
+    recorded = []
+
+    def recording_model(*args):
+      recorded.append(_MODEL(*args))
+      return recorded[-1]
+
+    diffusion_lm.diffusion_logits_fn(
+        recording_model, noisy, pos, seg, config=config, clean_tokens=clean
+    )
+    ((raw, _),) = recorded
+
+    @jax.jit
     def loss(bias):
       # The gradient at the model's raw logits: finite there means finite
       # for every parameter behind them.
-      def model(tokens, positions, cache, mask):
-        logits, cache = _MODEL(tokens, positions, cache, mask)
-        return logits + bias, cache
-
       logits = diffusion_lm.diffusion_logits_fn(
-          model, noisy, pos, seg, config=config, clean_tokens=clean
+          lambda *args: (raw + bias, None),
+          noisy,
+          pos,
+          seg,
+          config=config,
+          clean_tokens=clean,
       )
       logp = diffusion_lm.log_probs(logits, temperature=0.5)
       entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
       nll = -diffusion_lm.token_log_probs(logits, targets, temperature=0.5)
       return jnp.sum((nll + entropy) * weights) / jnp.sum(weights), logits
 
-    grads, logits = jax.grad(loss, has_aux=True)(
-        jnp.zeros((3, 2 * pos.shape[1], _VOCAB))
-    )
+    grads, logits = jax.grad(loss, has_aux=True)(jnp.zeros(raw.shape))
     self.assertTrue(np.isfinite(np.asarray(grads)).all())
     self.assertGreater(float(jnp.abs(grads).sum()), 0.0)
     np.testing.assert_array_equal(grads[..., _MASK], 0.0)
@@ -271,7 +286,10 @@ class DiffusionLogitsTest(parameterized.TestCase):
     ctx = _config(2, bd_config.SHIFTED, bd_config.CLEAN_CONTEXT)
     fn = diffusion_lm.diffusion_logits_fn
     cases = [
-        ("positions", lambda: fn(_MODEL, noisy, pos[:, :5], seg, config=single)),
+        (
+            "positions",
+            lambda: fn(_MODEL, noisy, pos[:, :5], seg, config=single),
+        ),
         ("segment_ids", lambda: fn(_MODEL, noisy, pos, seg[:2], config=single)),
         ("tokens", lambda: fn(_MODEL, noisy[0], pos, seg, config=single)),
         ("positions", lambda: fn(_MODEL, noisy, pos * 1.0, seg, config=single)),
@@ -288,9 +306,12 @@ class DiffusionLogitsTest(parameterized.TestCase):
                 _MODEL, noisy, pos, seg, config=single, clean_tokens=clean
             ),
         ),
-        ("BlockDiffusionConfig", lambda: fn(_MODEL, noisy, pos, seg, config={})),
         (
-            "mask_token_id=500",
+            "BlockDiffusionConfig",
+            lambda: fn(_MODEL, noisy, pos, seg, config={}),
+        ),
+        (
+            "mask_token_id=500 is outside the model vocabulary of size 96",
             lambda: fn(
                 _MODEL,
                 noisy,
@@ -300,6 +321,22 @@ class DiffusionLogitsTest(parameterized.TestCase):
                 clean_tokens=clean,
             ),
         ),
+        (
+            # A model without a config: checked against the logits' width.
+            "logits vocabulary of size 96",
+            lambda: fn(
+                lambda *args: _MODEL(*args),
+                noisy,
+                pos,
+                seg,
+                config=bd_config.BlockDiffusionConfig(2, 500),
+                clean_tokens=clean,
+            ),
+        ),
+        (
+            "use_flash_attention=True",
+            lambda: fn(_FLASH_MODEL, noisy, pos, seg, config=single),
+        ),
         ("temperature", lambda: diffusion_lm.log_probs(noisy * 1.0, 0.0)),
         ("temperature", lambda: diffusion_lm.log_probs(noisy * 1.0, True)),
     ]
@@ -307,115 +344,6 @@ class DiffusionLogitsTest(parameterized.TestCase):
       with self.subTest(message):
         with self.assertRaisesRegex(ValueError, message):
           call()
-
-
-def _aligned_batch(prompt_lengths, block_size, gen_blocks, trims, seed):
-  """Rows left-padded by whole blocks so that their blocks line up.
-
-  Row r's first block to denoise is `prompt_r // block_size` (it may start
-  mid-prompt); the rows are padded so that it sits at the same physical block
-  `first` in every row, then `gen_blocks` blocks follow, the last one trimmed
-  by `trims[r]` right pads (a partial final block).
-
-  Returns:
-    `(first, pos, seg, clean, noisy)`: the first denoising physical block and
-    `[batch, (first + gen_blocks) * block_size]` arrays; only completion
-    tokens are masked in `noisy`.
-  """
-  rng = np.random.default_rng(seed)
-  firsts = [p // block_size for p in prompt_lengths]
-  first = max(firsts)
-  length = (first + gen_blocks) * block_size
-  batch = len(prompt_lengths)
-  pos = np.zeros((batch, length), np.int32)
-  seg = np.zeros((batch, length), np.int32)
-  for r, (f, trim) in enumerate(zip(firsts, trims)):
-    start = (first - f) * block_size
-    n = length - start - trim
-    pos[r, start : start + n] = np.arange(n)
-    seg[r, start : start + n] = 1
-  clean = _random_tokens(rng, (batch, length))
-  completion = (pos >= np.asarray(prompt_lengths)[:, None]) & (seg > 0)
-  noisy = np.where(completion & (rng.random(pos.shape) < 0.6), _MASK, clean)
-  return first, pos, seg, clean, noisy
-
-
-class BlockCacheTest(parameterized.TestCase):
-
-  @parameterized.product(
-      alignment=_ALIGNMENTS,
-      setup=(
-          # (prompt lengths, block size, trims of the final block)
-          ((5, 1, 6), 4, (0, 2, 3)),
-          ((4, 7, 2), 3, (1, 0, 2)),
-      ),
-  )
-  def test_cached_equals_cache_free(self, alignment, setup):
-    prompt_lengths, block_size, trims = setup
-    gen_blocks = _LENGTH // block_size - max(prompt_lengths) // block_size
-    first, pos, seg, clean, noisy = _aligned_batch(
-        prompt_lengths, block_size, gen_blocks, trims, seed=block_size
-    )
-    config = _config(block_size, alignment)
-    batch, length = pos.shape
-    cache = diffusion_lm.init_block_cache(_MODEL, batch, length)
-    if first:
-      width = first * block_size
-      cache = diffusion_lm.prefill(
-          _MODEL,
-          clean[:, :width],
-          pos[:, :width],
-          seg[:, :width],
-          cache,
-          config=config,
-      )
-    for k in range(first, first + gen_blocks):
-      here = slice(k * block_size, (k + 1) * block_size)
-      canvas = np.where(np.arange(length) < here.start, clean, noisy)
-      want = np.asarray(_logits(_MODEL, canvas, pos, seg, None, config))[
-          :, here
-      ]
-      got, _ = _block(_MODEL, noisy[:, here], pos[:, here], seg[:, here],
-                      cache, config)
-      real = seg[:, here] > 0
-      np.testing.assert_allclose(
-          np.asarray(got)[real], want[real], atol=1e-5, rtol=1e-5
-      )
-      _, cache = _block(_MODEL, clean[:, here], pos[:, here], seg[:, here],
-                        cache, config)
-    self.assertEqual(int(cache.end_index), length)
-
-  def test_prefill_and_cache_fail_closed(self):
-    config = _config(4, bd_config.SHIFTED)
-    tokens = np.full((3, 6), 9)
-    pos = np.arange(6)[None].repeat(3, 0)
-    cache = diffusion_lm.init_block_cache(_MODEL, 3, _LENGTH)
-    with self.assertRaisesRegex(ValueError, r"rows \[0, 1, 2\] end inside"):
-      diffusion_lm.prefill(_MODEL, tokens, pos, None, cache, config=config)
-    cache = diffusion_lm.prefill(
-        _MODEL, tokens[:, :4], pos[:, :4], None, cache, config=config
-    )
-    self.assertEqual(int(cache.end_index), 4)
-    np.testing.assert_array_equal(cache.boundary_positions, [3, 3, 3])
-    with self.assertRaisesRegex(ValueError, "8 free slots"):
-      diffusion_lm.block_logits_with_cache(
-          _MODEL,
-          np.full((3, 10), 9),
-          np.arange(4, 14)[None].repeat(3, 0),
-          None,
-          cache,
-          config=config,
-      )
-    with self.assertRaisesRegex(ValueError, "batch size"):
-      diffusion_lm.block_logits_with_cache(
-          _MODEL, tokens[:2, :4], pos[:2, :4] + 4, None, cache, config=config
-      )
-    with self.assertRaisesRegex(ValueError, "block_positions|positions"):
-      diffusion_lm.block_logits_with_cache(
-          _MODEL, tokens[:, :4], pos[:, :3] + 4, None, cache, config=config
-      )
-    with self.assertRaisesRegex(ValueError, "cache_size"):
-      diffusion_lm.init_block_cache(_MODEL, 1, 0)
 
 
 if __name__ == "__main__":

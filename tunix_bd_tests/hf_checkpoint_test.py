@@ -17,6 +17,7 @@ import numpy as np
 import safetensors.numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_config as hf_config_lib
 
 _LAYERS, _VOCAB, _EMBED, _HIDDEN, _HEADS, _HEAD_DIM = 2, 128, 64, 128, 2, 32
 _TOKENS = np.array([[5, 17, 3, 99, 127, 0, 64, 8], [1, 2, 3, 4, 5, 6, 7, 8]])
@@ -432,12 +433,12 @@ class ConfigTest(parameterized.TestCase):
   )
   def test_to_hf_then_from_hf_is_identity(self, overrides):
     config = _tiny_config(**overrides)
-    hf_config = hf_checkpoint.qwen3_config_to_hf(
+    hf_config = hf_config_lib.qwen3_config_to_hf(
         config, extra={"max_position_embeddings": 512}
     )
     self.assertEqual(hf_config["max_position_embeddings"], 512)
     self.assertEqual(
-        hf_checkpoint.qwen3_config_from_hf(
+        hf_config_lib.qwen3_config_from_hf(
             json.loads(json.dumps(hf_config)),
             dtype=config.dtype,
             param_dtype=config.param_dtype,
@@ -450,7 +451,7 @@ class ConfigTest(parameterized.TestCase):
     del hf_config["rope_theta"], hf_config["rope_scaling"]
     hf_config["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6}
     hf_config["num_key_value_heads"] = None
-    config = hf_checkpoint.qwen3_config_from_hf(hf_config)
+    config = hf_config_lib.qwen3_config_from_hf(hf_config)
     self.assertEqual(config.rope_theta, 1_000_000)
     self.assertEqual(config.num_kv_heads, _HEADS)
     self.assertFalse(config.use_flash_attention)
@@ -491,13 +492,13 @@ class ConfigTest(parameterized.TestCase):
     hf_config = _hf_config(tied=False, kv_heads=1)
     hf_config.update(changes)
     with self.assertRaisesRegex(ValueError, message):
-      hf_checkpoint.qwen3_config_from_hf(hf_config)
+      hf_config_lib.qwen3_config_from_hf(hf_config)
 
   def test_to_hf_rejects_unfaithful_configs(self):
     with self.assertRaisesRegex(ValueError, "rope_theta=10000"):
-      hf_checkpoint.qwen3_config_to_hf(_tiny_config(rope_theta=10000))
+      hf_config_lib.qwen3_config_to_hf(_tiny_config(rope_theta=10000))
     with self.assertRaisesRegex(ValueError, "'head_dim'"):
-      hf_checkpoint.qwen3_config_to_hf(_tiny_config(), extra={"head_dim": 64})
+      hf_config_lib.qwen3_config_to_hf(_tiny_config(), extra={"head_dim": 64})
 
 
 class LoadErrorTest(absltest.TestCase):

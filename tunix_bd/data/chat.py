@@ -62,8 +62,7 @@ def validate_messages(messages: Messages, where: str = "conversation") -> None:
       raise ValueError(f"{where}: message {i} has no string 'content'.")
   if messages[-1]["role"] != "assistant":
     raise ValueError(
-        f"{where}: the conversation has no final assistant turn to "
-        "supervise."
+        f"{where}: the conversation has no final assistant turn to supervise."
     )
   if not messages[-1]["content"].strip():
     raise ValueError(f"{where}: the final assistant turn is empty.")
@@ -107,10 +106,21 @@ def encode_conversation(
   prompt_ids = encode_prompt(tokenizer, messages[:-1])
   answer = messages[-1]["content"]
   answer_ids = tokenizer.encode(answer, add_special_tokens=False)
-  unk = tokenizer.unk_token_id
-  if unk is not None and unk in answer_ids:
+  # Special ids inside the answer (a literal `<|im_end|>` or `<|mask|>`, or
+  # characters mapped to unk) would be supervised as ordinary tokens.
+  special = set(tokenizer.all_special_ids)
+  bad = sorted(
+      {tokenizer.convert_ids_to_tokens(i) for i in answer_ids if i in special}
+  )
+  if bad:
     raise ValueError(
-        f"{where}: the assistant turn has characters the tokenizer maps to "
+        f"{where}: the assistant turn contains special tokens {bad} (an "
+        "unknown character becomes the unk token); remove them."
+    )
+  unk = tokenizer.unk_token_id
+  if unk is not None and unk in prompt_ids:
+    raise ValueError(
+        f"{where}: the prompt has characters the tokenizer maps to "
         f"{tokenizer.unk_token!r}."
     )
   completion_ids = tuple(answer_ids) + (tokenizer.eos_token_id,)

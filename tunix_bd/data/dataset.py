@@ -14,7 +14,7 @@ would.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import grain
 import numpy as np
@@ -96,6 +96,35 @@ def jsonl_conversations(path: str) -> list[Conversation]:
   ]
 
 
+def conversations(
+    data: Mapping[str, Any],
+) -> tuple[list[Conversation], list[Conversation]]:
+  """Train and eval conversations of a recipe's `data` config section.
+
+  Args:
+    data: with `train`/`eval` JSONL paths (both empty: the embedded tasks,
+      drawn from `tasks`, `min_len`, `max_len`, `seed`, `num_train` and
+      `num_eval`).
+
+  Returns:
+    `(train, eval)` conversations.
+  """
+  if data["train"]:
+    if not data["eval"]:
+      raise ValueError("data.eval must be set when data.train is a file.")
+    return jsonl_conversations(data["train"]), jsonl_conversations(data["eval"])
+  mix = tasks_lib.TaskMix(
+      tasks=tuple(data["tasks"]),
+      min_len=data["min_len"],
+      max_len=data["max_len"],
+      seed=data["seed"],
+  )
+  return (
+      embedded_conversations(mix, "train", data["num_train"]),
+      embedded_conversations(mix, "eval", data["num_eval"]),
+  )
+
+
 def tokenize(
     tokenizer: transformers.PreTrainedTokenizerBase,
     conversations: Sequence[Conversation],
@@ -129,9 +158,7 @@ def tokenize(
     tokens[i, : len(ids)] = ids
     prompt_lengths[i] = len(encoded.prompt_ids)
     lengths[i] = len(ids)
-  return TokenizedDataset(
-      tokens, prompt_lengths, lengths, tuple(conversations)
-  )
+  return TokenizedDataset(tokens, prompt_lengths, lengths, tuple(conversations))
 
 
 class _Rows(grain.sources.RandomAccessDataSource):
@@ -180,4 +207,3 @@ def batches(
     ds = ds.seed(seed).shuffle()
   ds = ds.repeat(num_epochs)
   return ds.batch(batch_size, drop_remainder=True)
-

@@ -61,6 +61,17 @@ def _rl_record(record: dict[str, Any], where: str) -> dict[str, Any]:
     raise ValueError(
         f"{where}: field 'prompt' must be a string or a list of messages."
     )
+  else:
+    for i, message in enumerate(prompt):
+      if not (
+          isinstance(message, dict)
+          and message.get("role") in ("system", "user", "assistant")
+          and isinstance(message.get("content"), str)
+      ):
+        raise ValueError(
+            f"{where}: prompt message {i} must be an object with a 'role' "
+            "('system', 'user' or 'assistant') and a string 'content'."
+        )
   return {"messages": prompt, "answer": record["answer"]}
 
 

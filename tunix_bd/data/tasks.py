@@ -22,8 +22,14 @@ from typing import Callable, Sequence
 import numpy as np
 
 SPLITS = ("train", "eval")
+# Operands of `add` have at most this many digits: carries make longer sums
+# far harder for a tiny AR model than sorting or reversing the same digits.
+ADD_MAX_DIGITS = 2
 # One prompt in `_EVAL_BUCKETS` lands in eval; the rest in train.
 _EVAL_BUCKETS = 8
+# Draws before `TaskMix.example` gives up: a tiny prompt space (one task,
+# one-digit operands) can have no prompt at all in one of the splits.
+_MAX_DRAWS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,19 +66,27 @@ def _reverse(rng, min_len, max_len) -> tuple[str, str]:
   return f"reverse {s}", s[::-1]
 
 
+def _double(rng, min_len, max_len) -> tuple[str, str]:
+  s = _digits(rng, int(rng.integers(min_len, max_len + 1)))
+  return f"double {s}", "".join(c + c for c in s)
+
+
 def _add(rng, min_len, max_len) -> tuple[str, str]:
-  # Lengths count the digits of each operand.
-  a = _number(rng, int(rng.integers(min_len, max_len + 1)))
-  b = _number(rng, int(rng.integers(min_len, max_len + 1)))
+  low, high = min(min_len, ADD_MAX_DIGITS), min(max_len, ADD_MAX_DIGITS)
+  a = _number(rng, int(rng.integers(low, high + 1)))
+  b = _number(rng, int(rng.integers(low, high + 1)))
   return f"add {a}+{b}", str(a + b)
 
 
 _GENERATORS: dict[str, Callable[..., tuple[str, str]]] = {
     "sort": _sort,
     "reverse": _reverse,
+    "double": _double,
     "add": _add,
 }
 TASK_NAMES = tuple(_GENERATORS)
+# `add` is opt-in: its carries take a tiny AR model far longer to learn.
+DEFAULT_TASKS = ("sort", "reverse", "double")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,23 +96,23 @@ class TaskMix:
   Attributes:
     tasks: task names, drawn uniformly.
     min_len: minimum operand length in digits.
-    max_len: maximum operand length in digits.
+    max_len: maximum operand length in digits (`add` operands are clipped to
+      at most `ADD_MAX_DIGITS` digits).
     seed: seed of the generator; with `(split, index)` it fixes an example.
   """
 
-  tasks: Sequence[str] = TASK_NAMES
+  tasks: Sequence[str] = DEFAULT_TASKS
   min_len: int = 1
   max_len: int = 6
   seed: int = 0
 
   def __post_init__(self):
     if not self.tasks:
-      raise ValueError("data.tasks is empty; choose from " f"{TASK_NAMES}.")
+      raise ValueError(f"data.tasks is empty; choose from {TASK_NAMES}.")
     unknown = [t for t in self.tasks if t not in _GENERATORS]
     if unknown:
       raise ValueError(
-          f"data.tasks has unknown task(s) {unknown}; choose from "
-          f"{TASK_NAMES}."
+          f"data.tasks has unknown task(s) {unknown}; choose from {TASK_NAMES}."
       )
     if not 1 <= self.min_len <= self.max_len:
       raise ValueError(
@@ -115,11 +129,17 @@ class TaskMix:
     rng = np.random.default_rng([self.seed, SPLITS.index(split), index])
     # Rejection sampling keeps the splits disjoint; a draw lands in eval with
     # probability 1 / _EVAL_BUCKETS, so this loop is short.
-    while True:
+    for _ in range(_MAX_DRAWS):
       task = self.tasks[int(rng.integers(len(self.tasks)))]
       prompt, answer = _GENERATORS[task](rng, self.min_len, self.max_len)
       if split_of(prompt) == split:
         return Example(task=task, prompt=prompt, answer=answer)
+    raise ValueError(
+        f"no {split} example in {_MAX_DRAWS} draws: data.tasks="
+        f"{tuple(self.tasks)}, data.min_len={self.min_len} and "
+        f"data.max_len={self.max_len} allow too few distinct prompts; "
+        "raise data.max_len or add tasks."
+    )
 
   def examples(self, split: str, num: int, start: int = 0) -> list[Example]:
     return [self.example(split, i) for i in range(start, start + num)]
@@ -139,8 +159,12 @@ def solve(prompt: str) -> str:
     ValueError: if the prompt is not one of the embedded tasks.
   """
   name, _, arg = prompt.partition(" ")
-  if name in ("sort", "reverse") and arg.isdigit():
-    return "".join(sorted(arg)) if name == "sort" else arg[::-1]
+  if name in ("sort", "reverse", "double") and arg.isdigit():
+    return {
+        "sort": "".join(sorted(arg)),
+        "reverse": arg[::-1],
+        "double": "".join(c + c for c in arg),
+    }[name]
   if name == "add":
     a, plus, b = arg.partition("+")
     if plus and a.isdigit() and b.isdigit():

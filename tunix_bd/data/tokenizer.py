@@ -31,9 +31,9 @@ UNK_TOKEN = "<|unk|>"
 _SPECIAL_TOKENS = (PAD_TOKEN, IM_START_TOKEN, EOS_TOKEN, MASK_TOKEN, UNK_TOKEN)
 # Printable ASCII without the vertical whitespace that `string.printable`
 # adds, plus the newline the chat template needs.
-_CHARACTERS = tuple(
-    sorted(set(string.printable) - set("\t\r\x0b\x0c\n"))
-) + ("\n",)
+_CHARACTERS = tuple(sorted(set(string.printable) - set("\t\r\x0b\x0c\n"))) + (
+    "\n",
+)
 VOCAB_SIZE = 128
 
 # Qwen's template without tools or thinking blocks: every message is
@@ -64,9 +64,7 @@ def build_char_tokenizer() -> transformers.PreTrainedTokenizerFast:
       models.BPE(vocab=vocab, merges=[], unk_token=UNK_TOKEN)
   )
   backend.decoder = decoders.Fuse()
-  backend.add_special_tokens(
-      [t for t in vocab_tokens if t.startswith("<|")]
-  )
+  backend.add_special_tokens([t for t in vocab_tokens if t.startswith("<|")])
   tokenizer = transformers.PreTrainedTokenizerFast(
       tokenizer_object=backend,
       pad_token=PAD_TOKEN,

@@ -22,6 +22,8 @@ Layouts (the training forward; inference always uses the KV cache):
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -48,9 +50,7 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
   if not isinstance(value, str) or value not in choices:
-    raise ValueError(
-        f"{name} must be one of {list(choices)}, got {value!r}."
-    )
+    raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
   return value
 
 
@@ -191,9 +191,7 @@ class BlockDiffusionConfig:
           f" {lengths.shape} and dtype {lengths.dtype}."
       )
     if (lengths < 0).any():
-      raise ValueError(
-          f"prompt_lengths must be >= 0, got {lengths.tolist()}."
-      )
+      raise ValueError(f"prompt_lengths must be >= 0, got {lengths.tolist()}.")
     if self.alignment == SHIFTED and (lengths < 1).any():
       rows = np.flatnonzero(lengths < 1).tolist()
       raise ValueError(
@@ -201,3 +199,38 @@ class BlockDiffusionConfig:
           f" context, but rows {rows} have an empty prompt."
       )
     return lengths.astype(np.int64)
+
+
+# The file, beside `config.json`, that says a checkpoint is block-diffusion.
+SETTINGS_FILE = "block_diffusion.json"
+
+
+def save_settings(
+    config: BlockDiffusionConfig,
+    directory: str,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+  """Writes `config` (plus provenance `extra`) to `directory/SETTINGS_FILE`."""
+  content = {"block_diffusion": config.to_dict(), **dict(extra or {})}
+  path = os.path.join(directory, SETTINGS_FILE)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(content, f, indent=1, sort_keys=True)
+  os.replace(path + ".tmp", path)
+
+
+def load_settings(directory: str) -> BlockDiffusionConfig:
+  """Reads the block-diffusion settings of an exported checkpoint.
+
+  Raises:
+    ValueError: if `directory` holds no block-diffusion settings (e.g. it is
+      a plain AR checkpoint) or they are invalid.
+  """
+  path = os.path.join(directory, SETTINGS_FILE)
+  if not os.path.isfile(path):
+    raise ValueError(
+        f"{directory} has no {SETTINGS_FILE}: it is not a block-diffusion "
+        "checkpoint (convert it with the `sft` recipe first)."
+    )
+  with open(path, encoding="utf-8") as f:
+    content = json.load(f)
+  return BlockDiffusionConfig.from_config_dict(content["block_diffusion"])

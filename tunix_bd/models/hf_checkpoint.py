@@ -22,319 +22,19 @@ from typing import Any
 from flax import nnx
 import jax
 from jax.experimental import multihost_utils
-import jax.numpy as jnp
 import numpy as np
 import safetensors
 from safetensors import numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
+from tunix_bd.models import hf_config
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-
-# Tunix's Qwen3 attention calls `apply_rope` without the config's theta, so
-# the model rotates with this base whatever `ModelConfig.rope_theta` says
-# (google-tunix 0.1.7, and main as of 2026-08). Any other theta is rejected.
-TUNIX_ROPE_THETA = 1_000_000
-
-_ARCHITECTURES = {
-    "qwen3": "Qwen3ForCausalLM",
-    "qwen3_moe": "Qwen3MoeForCausalLM",
-}
-_DTYPES = {
-    "float32": jnp.float32,
-    "bfloat16": jnp.bfloat16,
-    "float16": jnp.float16,
-}
 # Header dtypes Tunix's loader can read (`safetensors_loader.to_np_dtype`).
 _FILE_DTYPES = ("BF16", "F16", "F32", "F64")
-_MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
-
-
-def _field(hf_config: dict[str, Any], key: str) -> Any:
-  if hf_config.get(key) is None:
-    raise ValueError(f"HF config is missing required field {key!r}.")
-  return hf_config[key]
-
-
-def _positive_int(hf_config: dict[str, Any], key: str) -> int:
-  value = _field(hf_config, key)
-  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-    raise ValueError(f"HF config {key}={value!r} must be a positive integer.")
-  return value
-
-
-def _dtype(name: str, value: Any) -> Any:
-  try:
-    key = jnp.dtype(value).name
-  except TypeError as e:
-    raise ValueError(f"{name}={value!r} is not a dtype.") from e
-  if key not in _DTYPES:
-    raise ValueError(f"{name}={value!r} is not one of {sorted(_DTYPES)}.")
-  return _DTYPES[key]
-
-
-def _rope_theta(hf_config: dict[str, Any]) -> int:
-  """Returns the RoPE base after checking that Tunix implements the RoPE."""
-  theta = hf_config.get("rope_theta")
-  # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.
-  for key in ("rope_scaling", "rope_parameters"):
-    rope = hf_config.get(key)
-    if rope is None:
-      continue
-    if not isinstance(rope, dict):
-      raise ValueError(f"HF config {key}={rope!r} must be a dict or null.")
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type != "default":
-      raise ValueError(
-          f"HF config {key} has rope_type {rope_type!r}; Tunix Qwen3 only"
-          " implements the default RoPE."
-      )
-    unknown = sorted(set(rope) - {"rope_type", "type", "rope_theta"})
-    if unknown:
-      raise ValueError(f"HF config {key} has unsupported keys {unknown}.")
-    if "rope_theta" in rope:
-      if theta is not None and rope["rope_theta"] != theta:
-        raise ValueError(
-            f"HF config {key}.rope_theta={rope['rope_theta']!r} conflicts"
-            f" with rope_theta={theta!r}."
-        )
-      theta = rope["rope_theta"]
-  if theta is None:
-    raise ValueError(
-        "HF config is missing required field 'rope_theta' (Hugging Face"
-        " would default it to 10000)."
-    )
-  if theta != TUNIX_ROPE_THETA:
-    raise ValueError(
-        f"HF config rope_theta={theta!r} is not supported: Tunix Qwen3"
-        f" always applies RoPE with theta {TUNIX_ROPE_THETA}."
-    )
-  return TUNIX_ROPE_THETA
-
-
-# Settings that change the math but Tunix's Qwen3 lacks:
-# (field, transformers' default, accepted(value), what Tunix does).
-_FIXED_FIELDS = (
-    ("hidden_act", "silu", lambda v: v == "silu", "it uses silu"),
-    ("attention_bias", False, lambda v: not v, "it has no attention bias"),
-    ("mlp_bias", False, lambda v: not v, "it has no MLP bias"),
-    ("use_sliding_window", False, lambda v: not v, "it has full attention"),
-    (
-        "layer_types",
-        None,
-        lambda v: all(t == "full_attention" for t in v or []),
-        "it has full attention",
-    ),
-    ("attention_dropout", 0.0, lambda v: not v, "it has no dropout"),
-    ("partial_rotary_factor", 1.0, lambda v: v == 1.0, "it rotates all dims"),
-    ("quantization_config", None, lambda v: v is None, "it is unquantized"),
-)
-_FIXED_MOE_FIELDS = (
-    # Hugging Face defaults norm_topk_prob to false.
-    ("norm_topk_prob", False, lambda v: v is True, "it renormalizes top-k"),
-    ("decoder_sparse_step", 1, lambda v: v == 1, "every layer is MoE"),
-    ("mlp_only_layers", None, lambda v: not v, "every layer is MoE"),
-    ("shared_expert_intermediate_size", 0, lambda v: not v, "no shared expert"),
-)
-
-
-def _check_fixed(hf_config: dict[str, Any], fields: tuple[Any, ...]) -> None:
-  for key, default, accepted, reason in fields:
-    value = hf_config.get(key, default)
-    if not accepted(value):
-      raise ValueError(
-          f"HF config {key}={value!r} is not supported by Tunix Qwen3:"
-          f" {reason}."
-      )
-
-
-def qwen3_config_from_hf(
-    hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
-) -> qwen3_lib.ModelConfig:
-  """Builds a Tunix Qwen3 `ModelConfig` from a Hugging Face `config.json`.
-
-  Args:
-    hf_config: The parsed `config.json` of a Qwen3 or Qwen3-MoE model.
-    dtype: Compute dtype (float32, bfloat16 or float16); float32 if None.
-      `torch_dtype` in the file is not used to choose it.
-    param_dtype: Parameter dtype; `dtype` (or float32) if None.
-
-  Returns:
-    The equivalent `ModelConfig`, with `use_flash_attention=False` (the flash
-    path ignores custom attention masks).
-
-  Raises:
-    ValueError: If a field is missing, or a setting (model type, RoPE
-      variant, attention bias, sliding window, MoE routing, ...) is one the
-      Tunix Qwen3 cannot represent. The message names the field.
-  """
-  if not isinstance(hf_config, dict):
-    raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
-  model_type = hf_config.get("model_type")
-  if model_type not in _ARCHITECTURES:
-    raise ValueError(
-        f"HF config model_type={model_type!r} is not supported; expected one"
-        f" of {sorted(_ARCHITECTURES)}."
-    )
-  architectures = hf_config.get("architectures")
-  if architectures is not None and architectures != [
-      _ARCHITECTURES[model_type]
-  ]:
-    raise ValueError(
-        f"HF config architectures={architectures!r} is not supported for"
-        f" model_type {model_type!r}; expected"
-        f" [{_ARCHITECTURES[model_type]!r}]."
-    )
-  _check_fixed(hf_config, _FIXED_FIELDS)
-  rope_theta = _rope_theta(hf_config)
-
-  embed_dim = _positive_int(hf_config, "hidden_size")
-  num_heads = _positive_int(hf_config, "num_attention_heads")
-  if hf_config.get("head_dim") is not None:
-    head_dim = _positive_int(hf_config, "head_dim")
-  else:
-    head_dim = embed_dim // num_heads
-    # transformers' Qwen3Config defaults head_dim to 128, not to this.
-    if head_dim != 128 or embed_dim % num_heads:
-      raise ValueError(
-          "HF config is missing field 'head_dim' and hidden_size //"
-          f" num_attention_heads = {head_dim} differs from Hugging Face's"
-          " Qwen3 default of 128; write head_dim explicitly."
-      )
-  if hf_config.get("num_key_value_heads") is None:
-    # An explicit null means "same as num_attention_heads" in transformers.
-    if "num_key_value_heads" not in hf_config:
-      _field(hf_config, "num_key_value_heads")
-    num_kv_heads = num_heads
-  else:
-    num_kv_heads = _positive_int(hf_config, "num_key_value_heads")
-  if num_heads % num_kv_heads:
-    raise ValueError(
-        f"HF config num_attention_heads={num_heads} is not a multiple of"
-        f" num_key_value_heads={num_kv_heads}."
-    )
-  norm_eps = hf_config.get("rms_norm_eps", 1e-6)
-  if not isinstance(norm_eps, (int, float)) or norm_eps <= 0:
-    raise ValueError(f"HF config rms_norm_eps={norm_eps!r} must be positive.")
-  tied = hf_config.get("tie_word_embeddings", False)
-  if not isinstance(tied, bool):
-    raise ValueError(f"HF config tie_word_embeddings={tied!r} must be a bool.")
-
-  num_experts = num_experts_per_tok = None
-  if model_type == "qwen3_moe":
-    if hf_config.get("num_experts") is None and "num_local_experts" in (
-        hf_config
-    ):
-      # transformers>=5 writes `num_local_experts` for `num_experts`.
-      hf_config = {**hf_config, "num_experts": hf_config["num_local_experts"]}
-    num_experts = _positive_int(hf_config, "num_experts")
-    num_experts_per_tok = _positive_int(hf_config, "num_experts_per_tok")
-    hidden_dim = _positive_int(hf_config, "moe_intermediate_size")
-    if num_experts_per_tok > num_experts:
-      raise ValueError(
-          f"HF config num_experts_per_tok={num_experts_per_tok} exceeds"
-          f" num_experts={num_experts}."
-      )
-    _check_fixed(hf_config, _FIXED_MOE_FIELDS)
-  else:
-    for key in _MOE_FIELDS + ("num_local_experts",):
-      if hf_config.get(key):
-        raise ValueError(
-            f"HF config {key}={hf_config[key]!r} is an MoE field, but"
-            " model_type is 'qwen3'; use model_type 'qwen3_moe'."
-        )
-    hidden_dim = _positive_int(hf_config, "intermediate_size")
-
-  dtype = _dtype("dtype", jnp.float32 if dtype is None else dtype)
-  param_dtype = _dtype(
-      "param_dtype", dtype if param_dtype is None else param_dtype
-  )
-  return qwen3_lib.ModelConfig(
-      num_layers=_positive_int(hf_config, "num_hidden_layers"),
-      vocab_size=_positive_int(hf_config, "vocab_size"),
-      embed_dim=embed_dim,
-      hidden_dim=hidden_dim,
-      num_heads=num_heads,
-      head_dim=head_dim,
-      num_kv_heads=num_kv_heads,
-      rope_theta=rope_theta,
-      norm_eps=float(norm_eps),
-      use_tied_embedding=tied,
-      num_experts=num_experts,
-      num_experts_per_tok=num_experts_per_tok,
-      dtype=dtype,
-      param_dtype=param_dtype,
-      use_flash_attention=False,
-  )
-
-
-def qwen3_config_to_hf(
-    config: qwen3_lib.ModelConfig, *, extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
-  """Builds a Hugging Face `config.json` dict from a Tunix Qwen3 config.
-
-  Args:
-    config: The Tunix model config.
-    extra: Additional keys (e.g. `max_position_embeddings`, `bos_token_id`,
-      `eos_token_id`, `pad_token_id`). They may not override a key derived
-      from `config`.
-
-  Returns:
-    A dict that transformers loads as `Qwen3Config` (or `Qwen3MoeConfig`).
-
-  Raises:
-    ValueError: If `config` cannot be described faithfully (its RoPE theta
-      is not the one Tunix applies, or its dtype is unsupported), or if
-      `extra` overrides a derived key.
-  """
-  if config.rope_theta != TUNIX_ROPE_THETA:
-    raise ValueError(
-        f"ModelConfig.rope_theta={config.rope_theta!r} cannot be exported:"
-        f" Tunix Qwen3 applies RoPE with theta {TUNIX_ROPE_THETA} whatever"
-        " the config says, so config.json would describe another model."
-    )
-  moe = config.num_experts is not None
-  model_type = "qwen3_moe" if moe else "qwen3"
-  hf_config = {
-      "architectures": [_ARCHITECTURES[model_type]],
-      "model_type": model_type,
-      "vocab_size": config.vocab_size,
-      "hidden_size": config.embed_dim,
-      "num_hidden_layers": config.num_layers,
-      "num_attention_heads": config.num_heads,
-      "num_key_value_heads": config.num_kv_heads,
-      "head_dim": config.head_dim,
-      "hidden_act": "silu",
-      "rms_norm_eps": float(config.norm_eps),
-      "rope_theta": config.rope_theta,
-      "rope_scaling": None,
-      "tie_word_embeddings": bool(config.use_tied_embedding),
-      "attention_bias": False,
-      "attention_dropout": 0.0,
-      "use_sliding_window": False,
-      "sliding_window": None,
-      "torch_dtype": jnp.dtype(_dtype("param_dtype", config.param_dtype)).name,
-  }
-  if moe:
-    hf_config.update({
-        "num_experts": config.num_experts,
-        "num_experts_per_tok": config.num_experts_per_tok,
-        "moe_intermediate_size": config.hidden_dim,
-        "norm_topk_prob": True,
-        "decoder_sparse_step": 1,
-        "mlp_only_layers": [],
-    })
-  else:
-    hf_config["intermediate_size"] = config.hidden_dim
-  for key, value in (extra or {}).items():
-    if key in hf_config:
-      raise ValueError(
-          f"extra key {key!r} would override a field derived from ModelConfig."
-      )
-    hf_config[key] = value
-  return hf_config
 
 
 def _expected_shapes(
@@ -523,7 +223,9 @@ def load_qwen3(
       the wrong shape. All checked before the model is built.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
-  config = qwen3_config_from_hf(_read_config(checkpoint_dir), dtype=dtype)
+  config = hf_config.qwen3_config_from_hf(
+      _read_config(checkpoint_dir), dtype=dtype
+  )
   mixed_dtypes = _check_weights(checkpoint_dir, config)
   model = qwen3_params.create_model_from_safe_tensors(
       checkpoint_dir,
@@ -737,11 +439,13 @@ def save_qwen3(
         f"output_dir {output_dir} already exists and is not an empty"
         " directory; refusing to overwrite it."
     )
-  hf_config = qwen3_config_to_hf(model.config, extra=hf_config_extra)
+  config_json = hf_config.qwen3_config_to_hf(
+      model.config, extra=hf_config_extra
+  )
   tensors = _hf_tensors(model)
   dtypes = {v.dtype.name for v in tensors.values()}
   if len(dtypes) == 1:
-    hf_config["torch_dtype"] = dtypes.pop()  # what the files really hold
+    config_json["torch_dtype"] = dtypes.pop()  # what the files really hold
   if jax.process_index() != 0:
     return
 
@@ -753,7 +457,7 @@ def save_qwen3(
     if tokenizer is not None:
       tokenizer.save_pretrained(tmp_dir)
     with open(os.path.join(tmp_dir, CONFIG_FILE), "w") as f:
-      json.dump(hf_config, f, indent=2, sort_keys=True)
+      json.dump(config_json, f, indent=2, sort_keys=True)
     _write_weights(tmp_dir, tensors, max_shard_bytes)
     _fsync_tree(tmp_dir)
     # rename(2) atomically replaces an empty directory and fails otherwise.

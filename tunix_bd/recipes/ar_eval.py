@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from flax import nnx
-from tunix.generate import sampler as sampler_lib
 import transformers
 
+from tunix_bd import compat
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
@@ -43,14 +43,13 @@ def greedy_predictions(
   """Greedy completions (text before the first EOS) of each conversation."""
   prompts = prompt_texts(tokenizer, conversations)
   max_prompt_length = max(
-      len(chat.encode_prompt(tokenizer, c.messages[:-1]))
-      for c in conversations
+      len(chat.encode_prompt(tokenizer, c.messages[:-1])) for c in conversations
   )
   config = model.config
-  sampler = sampler_lib.Sampler(
+  sampler = compat.Sampler(
       model,
       tokenizer,
-      sampler_lib.CacheConfig(
+      compat.CacheConfig(
           cache_size=max_prompt_length + max_new_tokens,
           num_layers=config.num_layers,
           num_kv_heads=config.num_kv_heads,

@@ -22,20 +22,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 from absl import logging
 import jax
 import jax.numpy as jnp
 import ml_collections
-from tunix.sft import peft_trainer
 
 from tunix_bd import attention
+from tunix_bd import compat
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_eval
 from tunix_bd.recipes import common
 
@@ -73,17 +70,9 @@ def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   }
 
 
-def _positive(config: ml_collections.ConfigDict, *keys: str) -> None:
-  for key in keys:
-    section, _, name = key.partition(".")
-    value = config[section][name]
-    if not isinstance(value, int) or value < 1:
-      raise ValueError(f"{key} must be a positive integer, got {value!r}.")
-
-
 def validate(config: ml_collections.ConfigDict) -> None:
   """Fails closed on settings that cannot work, before any compute."""
-  _positive(
+  common.require_positive(
       config,
       "model.num_layers",
       "model.embed_dim",
@@ -115,28 +104,6 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise ValueError("workdir must be set.")
 
 
-def load_conversations(
-    config: ml_collections.ConfigDict,
-) -> tuple[list[dataset_lib.Conversation], list[dataset_lib.Conversation]]:
-  """Train and eval conversations: a user's JSONL files or the embedded task."""
-  data = config.data
-  if data.train:
-    train = dataset_lib.jsonl_conversations(data.train)
-    if not data.eval:
-      raise ValueError("data.eval must be set when data.train is a file.")
-    return train, dataset_lib.jsonl_conversations(data.eval)
-  mix = tasks_lib.TaskMix(
-      tasks=tuple(data.tasks),
-      min_len=data.min_len,
-      max_len=data.max_len,
-      seed=data.seed,
-  )
-  return (
-      dataset_lib.embedded_conversations(mix, "train", data.num_train),
-      dataset_lib.embedded_conversations(mix, "eval", data.num_eval),
-  )
-
-
 def _fingerprint(config: ml_collections.ConfigDict, tokenizer) -> dict:
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
@@ -148,7 +115,7 @@ def _fingerprint(config: ml_collections.ConfigDict, tokenizer) -> dict:
   })
 
 
-class _Trainer(peft_trainer.PeftTrainer):
+class _Trainer(compat.PeftTrainer):
   """PeftTrainer whose checkpoints carry the run's fingerprint."""
 
   fingerprint: dict = {}
@@ -157,29 +124,13 @@ class _Trainer(peft_trainer.PeftTrainer):
     return {fingerprint_lib.METADATA_KEY: self.fingerprint}
 
 
-def export(model, tokenizer, export_dir: str) -> None:
-  """Writes the HF-style directory, replacing a previous export."""
-  previous = export_dir + ".previous"
-  if os.path.exists(export_dir):
-    shutil.rmtree(previous, ignore_errors=True)
-    os.replace(export_dir, previous)
-  hf_checkpoint.save_qwen3(
-      model,
-      export_dir,
-      tokenizer=tokenizer,
-      hf_config_extra={
-          "eos_token_id": tokenizer.eos_token_id,
-          "pad_token_id": tokenizer.pad_token_id,
-      },
-  )
-  shutil.rmtree(previous, ignore_errors=True)
-
-
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Trains, exports and evaluates; returns exact match per task."""
   validate(config)
   tokenizer = tokenizer_lib.build_char_tokenizer()
-  train_conversations, eval_conversations = load_conversations(config)
+  train_conversations, eval_conversations = dataset_lib.conversations(
+      config.data
+  )
   train_data = dataset_lib.tokenize(
       tokenizer, train_conversations, config.data.max_length
   )
@@ -218,7 +169,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     trainer.train(train_batches, eval_batches)
 
   export_dir = os.path.join(workdir, "export")
-  export(model, tokenizer, export_dir)
+  common.export_qwen3(model, tokenizer, export_dir)
   logging.info("ar_pretrain: exported the model to %s", export_dir)
 
   with mesh:
@@ -234,8 +185,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         {
             "exact_match": scores,
             "predictions": [
-                {"prompt": c.messages[-2]["content"], "answer": c.answer,
-                 "prediction": p, "task": c.task}
+                {
+                    "prompt": c.messages[-2]["content"],
+                    "answer": c.answer,
+                    "prediction": p,
+                    "task": c.task,
+                }
                 for c, p in zip(eval_conversations, predictions)
             ],
         },

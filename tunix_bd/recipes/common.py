@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
 from absl import logging
@@ -22,9 +23,10 @@ import optax
 import orbax.checkpoint as ocp
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix.sft import metrics_logger
-from tunix.sft import peft_trainer
 
+from tunix_bd import compat
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_config
 
 MESH_AXES = ("fsdp", "tp")
 
@@ -53,6 +55,16 @@ def make_mesh(mesh_config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
   return jax.sharding.Mesh(devices, MESH_AXES)
 
 
+def require_positive(config: ml_collections.ConfigDict, *keys: str) -> None:
+  """Fails closed unless each dotted `section.name` key is an int >= 1."""
+  for key in keys:
+    value = config
+    for part in key.split("."):
+      value = value[part]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      raise ValueError(f"{key} must be a positive integer, got {value!r}.")
+
+
 def qwen3_config(
     model_config: ml_collections.ConfigDict, vocab_size: int
 ) -> qwen3_lib.ModelConfig:
@@ -67,7 +79,7 @@ def qwen3_config(
       num_kv_heads=model_config.num_kv_heads,
       # Tunix's Qwen3 applies RoPE with a fixed theta of 1e6 whatever this
       # says, so the config states the value that is really used.
-      rope_theta=hf_checkpoint.TUNIX_ROPE_THETA,
+      rope_theta=hf_config.TUNIX_ROPE_THETA,
       norm_eps=model_config.norm_eps,
       use_tied_embedding=model_config.tie_embeddings,
   )
@@ -90,7 +102,9 @@ def init_model(
     return create()
 
 
-def optimizer(train_config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+def optimizer(
+    train_config: ml_collections.ConfigDict,
+) -> optax.GradientTransformation:
   """AdamW with linear warmup and cosine decay to 10% of the peak rate."""
   if train_config.warmup_steps >= train_config.max_steps:
     raise ValueError(
@@ -104,11 +118,23 @@ def optimizer(train_config: ml_collections.ConfigDict) -> optax.GradientTransfor
       decay_steps=train_config.max_steps,
       end_value=0.1 * train_config.learning_rate,
   )
+  # Hyperparameters injected at the top level, where Tunix looks for the
+  # learning rate it logs.
+  return optax.inject_hyperparams(_clipped_adamw, static_args="max_grad_norm")(
+      learning_rate=schedule,
+      weight_decay=train_config.weight_decay,
+      max_grad_norm=train_config.max_grad_norm,
+  )
+
+
+def _clipped_adamw(
+    learning_rate: optax.ScalarOrSchedule,
+    weight_decay: float,
+    max_grad_norm: float,
+) -> optax.GradientTransformation:
   return optax.chain(
-      optax.clip_by_global_norm(train_config.max_grad_norm),
-      optax.inject_hyperparams(optax.adamw)(
-          learning_rate=schedule, weight_decay=train_config.weight_decay
-      ),
+      optax.clip_by_global_norm(max_grad_norm),
+      optax.adamw(learning_rate, weight_decay=weight_decay),
   )
 
 
@@ -160,10 +186,14 @@ def metrics_logging_options(
 
 
 def training_config(
-    train_config: ml_collections.ConfigDict, workdir: str, description: str
-) -> peft_trainer.TrainingConfig:
+    train_config: ml_collections.ConfigDict,
+    workdir: str,
+    description: str,
+    gradient_accumulation_steps: int | None = None,
+) -> compat.TrainingConfig:
   """Tunix's TrainingConfig: checkpoints, metrics and the progress bar."""
-  return peft_trainer.TrainingConfig(
+  return compat.TrainingConfig(
+      gradient_accumulation_steps=gradient_accumulation_steps,
       eval_every_n_steps=train_config.eval_every_n_steps,
       max_steps=train_config.max_steps,
       checkpoint_root_directory=os.path.join(workdir, "checkpoints"),
@@ -175,6 +205,24 @@ def training_config(
       data_sharding_axis=("fsdp",),
       pbar_description=description,
   )
+
+
+def export_qwen3(model, tokenizer, export_dir: str) -> None:
+  """Writes the HF-style directory, replacing a previous export."""
+  previous = export_dir + ".previous"
+  if os.path.exists(export_dir):
+    shutil.rmtree(previous, ignore_errors=True)
+    os.replace(export_dir, previous)
+  hf_checkpoint.save_qwen3(
+      model,
+      export_dir,
+      tokenizer=tokenizer,
+      hf_config_extra={
+          "eos_token_id": tokenizer.eos_token_id,
+          "pad_token_id": tokenizer.pad_token_id,
+      },
+  )
+  shutil.rmtree(previous, ignore_errors=True)
 
 
 def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:

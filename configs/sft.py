@@ -1,0 +1,105 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Convert an AR model into a block-diffusion model with masked-diffusion SFT.
+
+Launch on the embedded default (after `ar_pretrain.py`, whose export it
+converts):
+
+  tunix run --plugin tunix_bd sft.py
+
+On your own Qwen3 checkpoint (an HF directory with its tokenizer) and data:
+
+  tunix run --plugin tunix_bd sft.py \
+      --config.model.checkpoint=/path/to/Qwen3-0.6B \
+      --config.data.train=train.jsonl --config.data.eval=eval.jsonl \
+      --config.data.max_length=1024 --config.bd.block_size=32 \
+      --config.workdir=runs/my_bd
+
+Defaults follow the Fast-dLLM v2 recipe at small scale: shifted alignment
+(the AR head keeps its meaning), the clean-context `[noisy ; clean]` layout,
+per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
+
+Variants (`sft.py:VARIANT`): `default`; `tiny`, a few steps for smoke tests.
+"""
+
+import ml_collections
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """Returns the config of variant `arg` (default: `default`)."""
+  variant = arg or "default"
+  if variant not in ("default", "tiny"):
+    raise ValueError(
+        f"unknown sft variant {variant!r}; use 'default' or 'tiny'."
+    )
+  config = ml_collections.ConfigDict()
+  config.recipe = "sft"
+  config.workdir = "runs/sft"
+  config.seed = 0
+
+  config.model = ml_collections.ConfigDict(
+      dict(
+          # An HF-style directory: config.json, *.safetensors and tokenizer.
+          checkpoint="runs/ar_pretrain/export",
+      )
+  )
+  config.bd = ml_collections.ConfigDict(
+      dict(
+          block_size=8,
+          # A token of the tokenizer, a reserved id, or a new token that is
+          # added (growing the embedding) when the tokenizer lacks it.
+          mask_token="<|mask|>",
+          alignment="shifted",
+          layout="clean_context",
+      )
+  )
+  config.corruption = ml_collections.ConfigDict(
+      dict(
+          min_noise=1e-3,
+          max_noise=1.0,
+          complementary=True,
+          loss_weighting="uniform",
+          seed=0,
+      )
+  )
+  config.data = ml_collections.ConfigDict(
+      dict(
+          train="",
+          eval="",
+          tasks=("sort", "reverse", "double"),
+          min_len=1,
+          max_len=6,
+          seed=0,
+          num_train=20_000,
+          num_eval=256,
+          max_length=56,
+      )
+  )
+  config.train = ml_collections.ConfigDict(
+      dict(
+          batch_size=32,
+          gradient_accumulation_steps=1,
+          max_steps=1500,
+          learning_rate=1e-3,
+          warmup_steps=50,
+          weight_decay=0.01,
+          max_grad_norm=1.0,
+          eval_every_n_steps=250,
+          checkpoint_every_n_steps=250,
+          checkpoints_to_keep=2,
+      )
+  )
+  config.eval = ml_collections.ConfigDict(dict(batch_size=64))
+  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+
+  if variant == "tiny":
+    config.data.update(num_train=128, num_eval=16, max_len=3)
+    config.train.update(
+        batch_size=4,
+        max_steps=4,
+        warmup_steps=1,
+        eval_every_n_steps=2,
+        checkpoint_every_n_steps=2,
+    )
+    config.eval.update(batch_size=8)
+  return config

@@ -1,0 +1,34 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The one place that absorbs Tunix API moves between releases.
+
+tunix_bd pins `google-tunix==0.1.7`. Tunix main has since moved config
+classes to `tunix.common.configs` (re-exported from the old modules) and
+renamed `RLCluster` to `RLEngine` (keeping an alias). Every other tunix_bd
+module imports these names from here, so a Tunix upgrade is a change to this
+file alone.
+"""
+
+# pylint: disable=g-import-not-at-top
+
+from tunix.generate import sampler as _sampler
+from tunix.sft import peft_trainer as _peft_trainer
+
+try:  # Tunix main.
+  from tunix.common import configs as _configs
+
+  TrainingConfig = _configs.TrainingConfig
+  CacheConfig = _configs.CacheConfig
+except ImportError:  # google-tunix 0.1.7.
+  TrainingConfig = _peft_trainer.TrainingConfig
+  CacheConfig = _sampler.CacheConfig
+
+PeftTrainer = _peft_trainer.PeftTrainer
+Sampler = _sampler.Sampler
+
+try:  # Tunix main: token-weighted losses accumulate exactly by themselves.
+  from tunix.sft.utils import LossOutput
+except ImportError:  # google-tunix 0.1.7: micro-batch means are averaged.
+  LossOutput = None
+
+HAS_WEIGHTED_ACCUMULATION = LossOutput is not None

@@ -1,0 +1,96 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The one EOS and padding rule shared by SFT, generation, OPD, RL and eval.
+
+A completion is the answer followed by EOS. Blocks are `block_size` tokens
+on logical positions, so the block holding the first EOS usually has room
+left after it. The rule:
+
+1. **Fill.** The rest of that block is filled with EOS ("EOS fill"). In SFT
+   these fill tokens are ordinary completion tokens: loss-eligible, corrupted
+   like the others. The model therefore learns to finish a block it ended in
+   with EOS, which is exactly what a denoiser asks of it.
+2. **Padding.** Positions after the EOS-filled block are padding: segment id
+   0, never attended, never supervised, never corrupted.
+3. **Stopping.** A row decodes block by block and stops after the block in
+   which it commits its first stop token (any of `stop_ids`, EOS included).
+   Every position of that block is still committed, so traces are complete.
+4. **Returning.** The returned completion is the tokens before the first stop
+   token; nothing after it is returned or scored.
+
+Everything here works on logical positions, not physical indices.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def fill_length(completion_end: int, block_size: int) -> int:
+  """Logical end of the EOS-filled block.
+
+  Args:
+    completion_end: logical position one past the first EOS (prompt length
+      plus completion length, EOS included).
+    block_size: block size in tokens.
+
+  Returns:
+    The smallest multiple of `block_size` that is >= `completion_end`.
+  """
+  if block_size < 1:
+    raise ValueError(f"block_size must be >= 1, got {block_size}.")
+  return -(-completion_end // block_size) * block_size
+
+
+def eos_filled(
+    prompt_ids: Sequence[int],
+    completion_ids: Sequence[int],
+    eos_id: int,
+    block_size: int,
+) -> tuple[list[int], int]:
+  """Appends the EOS fill to a completion that ends with EOS.
+
+  Args:
+    prompt_ids: prompt token ids.
+    completion_ids: answer ids followed by `eos_id`.
+    eos_id: the EOS id.
+    block_size: block size in tokens.
+
+  Returns:
+    `(completion_with_fill, num_fill)`.
+
+  Raises:
+    ValueError: if the completion does not end with EOS.
+  """
+  if not completion_ids or completion_ids[-1] != eos_id:
+    raise ValueError("a completion must end with the EOS token.")
+  end = len(prompt_ids) + len(completion_ids)
+  num_fill = fill_length(end, block_size) - end
+  return list(completion_ids) + [eos_id] * num_fill, num_fill
+
+
+def first_stop_index(tokens: np.ndarray, stop_ids: Sequence[int]) -> np.ndarray:
+  """Index of the first stop token of each row, or the row length.
+
+  Args:
+    tokens: `[batch, length]` completion tokens in logical order.
+    stop_ids: ids that end a completion.
+
+  Returns:
+    `[batch]` int: where each row's returned completion ends.
+  """
+  tokens = np.asarray(tokens)
+  is_stop = np.isin(tokens, np.asarray(list(stop_ids)))
+  has_stop = is_stop.any(axis=-1)
+  return np.where(has_stop, is_stop.argmax(axis=-1), tokens.shape[-1])
+
+
+def truncate_at_stop(
+    tokens: np.ndarray, stop_ids: Sequence[int]
+) -> list[np.ndarray]:
+  """Each row's completion before its first stop token (rule 4)."""
+  tokens = np.asarray(tokens)
+  ends = first_stop_index(tokens, stop_ids)
+  return [row[:end] for row, end in zip(tokens, ends)]

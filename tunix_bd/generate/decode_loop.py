@@ -1,0 +1,301 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The compiled block-denoising loop behind `denoise.generate`.
+
+One `lax.while_loop` runs all of decoding; each iteration is one model
+forward on the current block: a denoising step, or (cached path) the clean
+pass that writes a finished block to the KV cache. Shapes depend only on the
+`Layout` and the batch size, and the commit rule, its parameters and the
+temperature are traced values, so one compiled program serves every setting
+of a given geometry (and number of stop ids).
+
+Physical layout: row r is left-padded by whole blocks so that its first block
+to denoise (logical block `P_r // block_size`) sits at physical block
+`layout.first` in every row; `layout.blocks` blocks follow. Loop index j is
+the j-th block each row denoises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.generate import commit_rules
+from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.models import block_cache
+from tunix_bd.models import diffusion_lm
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  """Static geometry of a batch.
+
+  Attributes:
+    block_size: tokens per block.
+    first: physical block of every row's first block to denoise; the prompt
+      blocks before it are prefilled.
+    blocks: blocks to denoise, the most any row can need.
+    max_new_tokens: completion positions per row.
+  """
+
+  block_size: int
+  first: int
+  blocks: int
+  max_new_tokens: int
+
+  @classmethod
+  def create(
+      cls, block_size: int, max_prompt_length: int, max_new_tokens: int
+  ) -> Layout:
+    # A completion starting at the last offset of a block spans the most.
+    blocks = (max_new_tokens + block_size - 2) // block_size + 1
+    return cls(
+        block_size, max_prompt_length // block_size, blocks, max_new_tokens
+    )
+
+  @property
+  def length(self) -> int:
+    return (self.first + self.blocks) * self.block_size
+
+
+def build_canvas(
+    prompts: np.ndarray, lengths: np.ndarray, layout: Layout, mask_id: int
+) -> dict[str, np.ndarray]:
+  """The initial physical canvas and each row's geometry.
+
+  Args:
+    prompts: int `[batch, width]` right-padded prompts.
+    lengths: int `[batch]` prompt lengths, >= 1 and <= `width`.
+    layout: the static geometry.
+    mask_id: the mask token id.
+
+  Returns:
+    `tokens`, `positions`, `segments` (int32 `[batch, length]`),
+    `completion` (bool `[batch, length]`), `first_block` and `num_blocks`
+    (int32 `[batch]`: the row's first logical block to denoise and how many
+    it has) and `offsets` (int `[batch]`: the physical index of logical
+    position 0).
+  """
+  size, total = layout.block_size, layout.max_new_tokens
+  first_block = lengths // size
+  offsets = (layout.first - first_block) * size
+  logical = np.arange(layout.length)[None, :] - offsets[:, None]
+  real = (logical >= 0) & (logical < (lengths + total)[:, None])
+  completion = real & (logical >= lengths[:, None])
+  prompt_at = np.take_along_axis(
+      prompts, np.clip(logical, 0, prompts.shape[1] - 1), axis=1
+  )
+  tokens = np.where(completion, mask_id, np.where(real, prompt_at, 0))
+  num_blocks = (lengths + total - 1) // size - first_block + 1
+  return dict(
+      tokens=tokens.astype(np.int32),
+      positions=np.where(real, logical, 0).astype(np.int32),
+      segments=real.astype(np.int32),
+      completion=completion,
+      first_block=first_block.astype(np.int32),
+      num_blocks=num_blocks.astype(np.int32),
+      offsets=offsets,
+  )
+
+
+def _scaled_log_probs(logits, temperature):
+  """`diffusion_lm.log_probs` for a traced temperature > 0."""
+  excluded = logits <= jnp.float32(diffusion_lm.MASKED_LOGIT)
+  scaled = jnp.where(excluded, jnp.float32(diffusion_lm.MASKED_LOGIT), logits)
+  scaled = jnp.where(excluded, scaled, logits / temperature)
+  return jax.nn.log_softmax(scaled, axis=-1)
+
+
+def _select_commits(params, confidence, eligible):
+  """The commit mask of the traced rule `params["rule"]` (an index)."""
+  masks = [
+      commit_rules.commit_mask(
+          rule,
+          confidence,
+          eligible,
+          threshold=params["threshold"],
+          top_k=params["top_k"],
+          factor=params["factor"],
+      )
+      for rule in commit_rules.RULES
+  ]
+  return jnp.select(
+      [params["rule"] == i for i in range(len(masks))], masks, False
+  )
+
+
+@functools.partial(jax.jit, static_argnames=("bd", "layout", "use_cache"))
+def decode(
+    graphdef,
+    state,
+    inputs: dict[str, jax.Array],
+    seeds: jax.Array,
+    params: dict[str, jax.Array],
+    stop_ids: jax.Array,
+    *,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    layout: Layout,
+    use_cache: bool,
+) -> dict[str, jax.Array]:
+  """Denoises a batch; see `denoise.generate` for the semantics.
+
+  Args:
+    graphdef: the model's `nnx.split` graph.
+    state: the model's `nnx.split` state.
+    inputs: `build_canvas` output without `offsets`.
+    seeds: uint32 `[batch]` per-row RNG seeds.
+    params: traced scalars `rule` (index into `commit_rules.RULES`),
+      `threshold`, `top_k`, `factor` and `temperature` (0 = greedy).
+    stop_ids: int32 `[num_stop_ids]` ids that stop a row.
+    bd: the block-diffusion settings.
+    layout: the static geometry.
+    use_cache: decode with the block KV cache.
+
+  Returns:
+    Physical `[batch, length]` `canvas`, `steps_at` (-1 if never committed)
+    and `logp_at`; per-row `forwards`, `num_steps` and `nonfinite`.
+  """
+  model = nnx.merge(graphdef, state)
+  size = layout.block_size
+  tokens, positions, segments = (
+      inputs["tokens"],
+      inputs["positions"],
+      inputs["segments"],
+  )
+  completion = inputs["completion"]
+  first_block, num_blocks = inputs["first_block"], inputs["num_blocks"]
+  batch, length = tokens.shape
+  bd = dataclasses.replace(bd, layout=bd_config_lib.SINGLE_CANVAS)
+  greedy = params["temperature"] == 0
+  # Greedy decoding samples nothing; its log-probs are at temperature 1.
+  temperature = jnp.where(greedy, 1.0, params["temperature"])
+  keys = jax.vmap(jax.random.key)(seeds)
+
+  def block_slice(x, j):
+    start = (layout.first + j) * size
+    return jax.lax.dynamic_slice_in_dim(x, start, size, axis=1)
+
+  def put_block(x, j, value):
+    start = (layout.first + j) * size
+    return jax.lax.dynamic_update_slice_in_dim(x, value, start, axis=1)
+
+  def sample(logp, j, s):
+    # One stream per row keyed by (seed, logical block, step): a row's
+    # samples never depend on its batch mates.
+    step_keys = jax.vmap(
+        lambda k, b: jax.random.fold_in(jax.random.fold_in(k, b), s)
+    )(keys, first_block + j)
+    return jax.vmap(jax.random.categorical)(step_keys, logp).astype(jnp.int32)
+
+  def body(carry):
+    j, s, writing = carry["j"], carry["s"], carry["writing"]
+    blk_tokens = block_slice(carry["canvas"], j)
+    blk_steps = block_slice(carry["steps_at"], j)
+    blk_completion = block_slice(completion, j)
+    if use_cache:
+      logits, new_cache = block_cache.block_logits_with_cache(
+          model,
+          blk_tokens,
+          block_slice(positions, j),
+          block_slice(segments, j),
+          carry["cache"],
+          config=bd,
+      )
+    else:
+      logits = block_slice(
+          diffusion_lm.diffusion_logits_fn(
+              model, carry["canvas"], positions, segments, config=bd
+          ),
+          j,
+      )
+
+    active = ~carry["stopped"] & (j < num_blocks)
+    eligible = blk_completion & (blk_steps < 0) & active[:, None] & ~writing
+    logp = _scaled_log_probs(logits, temperature)
+    confidence = jnp.exp(jnp.max(logp, axis=-1))
+    sampled = jax.lax.cond(
+        greedy,
+        lambda: jnp.argmax(logits, axis=-1).astype(jnp.int32),
+        lambda: sample(logp, j, s),
+    )
+    sampled_logp = jnp.take_along_axis(logp, sampled[..., None], axis=-1)
+    commit = _select_commits(params, confidence, eligible)
+    new_tokens = jnp.where(commit, sampled, blk_tokens)
+    new_steps = jnp.where(commit, s, blk_steps)
+    new_logp = jnp.where(
+        commit, sampled_logp[..., 0], block_slice(carry["logp_at"], j)
+    )
+    stepped = eligible.any(axis=-1)
+    nonfinite = (eligible & ~jnp.isfinite(logits).all(axis=-1)).any(axis=-1)
+
+    # Once no active row has a mask left in the block: stop the rows that
+    # committed a stop token in it, then write the cache or move on.
+    left = (blk_completion & (new_steps < 0) & active[:, None]).any()
+    block_done = ~writing & ~left
+    has_stop = (blk_completion & jnp.isin(new_tokens, stop_ids)).any(axis=-1)
+    stopped = carry["stopped"] | (block_done & active & has_stop)
+    continuing = ~stopped & (j + 1 < num_blocks)
+    advance = writing | (block_done & (not use_cache) & continuing.any())
+    out = dict(
+        j=jnp.where(advance, j + 1, j),
+        s=jnp.where(advance, 0, jnp.where(writing, s, s + 1)),
+        writing=use_cache & block_done & continuing.any(),
+        done=block_done & ~continuing.any(),
+        iteration=carry["iteration"] + 1,
+        canvas=put_block(carry["canvas"], j, new_tokens),
+        steps_at=put_block(carry["steps_at"], j, new_steps),
+        logp_at=put_block(carry["logp_at"], j, new_logp),
+        stopped=stopped,
+        forwards=carry["forwards"]
+        + (stepped | (writing & continuing)).astype(jnp.int32),
+        num_steps=carry["num_steps"] + stepped.astype(jnp.int32),
+        nonfinite=carry["nonfinite"] | nonfinite,
+    )
+    if use_cache:
+      out["cache"] = jax.lax.cond(
+          writing, lambda: new_cache, lambda: carry["cache"]
+      )
+    return out
+
+  carry = dict(
+      j=jnp.int32(0),
+      s=jnp.int32(0),
+      writing=jnp.bool_(False),
+      done=jnp.bool_(False),
+      iteration=jnp.int32(0),
+      canvas=tokens,
+      steps_at=jnp.full((batch, length), -1, jnp.int32),
+      logp_at=jnp.zeros((batch, length), jnp.float32),
+      stopped=jnp.zeros((batch,), bool),
+      forwards=jnp.zeros((batch,), jnp.int32),
+      num_steps=jnp.zeros((batch,), jnp.int32),
+      nonfinite=jnp.zeros((batch,), bool),
+  )
+  if use_cache:
+    cache = block_cache.init_block_cache(model, batch, length)
+    if layout.first:
+      width = layout.first * size
+      _, cache = block_cache.block_logits_with_cache(
+          model,
+          tokens[:, :width],
+          positions[:, :width],
+          segments[:, :width],
+          cache,
+          config=bd,
+      )
+      # Rows whose first block to denoise is block 0 have nothing to prefill.
+      carry["forwards"] = (first_block > 0).astype(jnp.int32)
+    carry["cache"] = cache
+
+  # Forced progress: a block takes at most `size` steps and one cache write;
+  # the bound only guards against a bug (left masks fail after the loop).
+  max_iterations = layout.blocks * (size + 1)
+  carry = jax.lax.while_loop(
+      lambda c: ~c["done"] & (c["iteration"] < max_iterations), body, carry
+  )
+  names = ("canvas", "steps_at", "logp_at", "forwards", "num_steps")
+  return {name: carry[name] for name in names + ("nonfinite",)}

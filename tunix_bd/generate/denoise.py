@@ -1,0 +1,410 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Parallel block denoising: generation with a block-diffusion LM.
+
+Each row's completion occupies logical positions `P_r .. P_r + T - 1`
+(`P_r` its prompt length, `T = max_new_tokens`). Blocks follow logical
+positions (`position // block_size`): the first block to denoise may start
+inside the prompt (its prompt tokens are clean and fixed) and the last may be
+partial. Blocks are decoded in order; each denoising step computes the
+target-aligned logits of the current block, scores every masked position by
+its confidence (max probability over the vocabulary without the mask token)
+and commits positions by the configured rule (`commit_rules`). A block with
+no mask left is run once more, clean, to write the KV cache (cached path).
+Rows stop per `tunix_bd.eos`: after the block holding their first stop token.
+
+Layout: every row is left-padded by whole blocks so that its first block to
+denoise sits at the same physical block `F = max_prompt_length // block_size`
+in every row; the canvas is `(F + N) * block_size` long with `N` the most
+blocks any row can need. The layout depends on the settings only, so one
+compiled program serves every batch of a given size, and a row's
+computation does not depend on its batch mates: batch invariance holds by
+construction (attention never crosses rows; sampling uses per-row keys).
+
+All of decoding is one jitted `lax.while_loop` (`decode_loop`) with one
+model forward per iteration (a denoising step or a cache write), so there is
+no per-step Python dispatch. The commit rule, its parameters and the
+temperature are traced, so changing them does not recompile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping, Sequence
+
+from flax import nnx
+import jax
+import numpy as np
+from tunix_bd import eos
+from tunix_bd.generate import commit_rules
+from tunix_bd.generate import decode_loop
+from tunix_bd.generate import trace as trace_lib
+from tunix_bd.models import bd_config as bd_config_lib
+
+# Sampling knobs of AR samplers that block denoising does not implement.
+_UNSUPPORTED_FILTERS = (
+    "top_p",
+    "min_p",
+    "typical_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
+
+def _is_int(value: Any) -> bool:
+  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+  return (
+      isinstance(value, (int, float, np.integer, np.floating))
+      and not isinstance(value, bool)
+      and math.isfinite(value)
+  )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DenoiseConfig:
+  """How to denoise (all fields are static under jit).
+
+  Attributes:
+    max_new_tokens: T, completion positions per row, >= 1.
+    max_prompt_length: the longest prompt accepted, >= 1; fixes the layout.
+    rule: the commit rule, one of `commit_rules.RULES`.
+    threshold: tau of the `threshold` rule, in (0, 1].
+    top_k: k of the `top_k` commit rule (positions per step, not a
+      vocabulary filter), >= 1.
+    factor: f of the `factor` rule, > 0.
+    temperature: sampling temperature >= 0; 0 is greedy (argmax).
+    stop_ids: ids that end a row (EOS included), per `tunix_bd.eos`.
+    pad_id: the id of never-generated completion positions in the output.
+    use_cache: decode with the block KV cache (else one forward over the
+      whole canvas per step; the same tokens, for testing and reference).
+  """
+
+  max_new_tokens: int
+  max_prompt_length: int
+  rule: str = commit_rules.THRESHOLD
+  threshold: float = 0.9
+  top_k: int = 1
+  factor: float = 1.0
+  temperature: float = 0.0
+  stop_ids: tuple[int, ...] = ()
+  pad_id: int = 0
+  use_cache: bool = True
+
+  def __new__(cls, *args, **kwargs):
+    # Unknown keywords (an AR sampler's `top_p`, say) fail as a ValueError
+    # naming them, not as a TypeError about the signature.
+    del args
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+      filters = [k for k in unknown if k in _UNSUPPORTED_FILTERS]
+      what = (
+          f"sampling filters {filters} are not supported by block denoising"
+          if filters
+          else f"unknown denoise settings {unknown}"
+      )
+      raise ValueError(f"{what}; valid settings are {sorted(known)}.")
+    return super().__new__(cls)
+
+  def __post_init__(self):
+    def check(name, ok, want):
+      if not ok:
+        value = getattr(self, name)
+        raise ValueError(f"{name} must be {want}, got {value!r}.")
+
+    check("max_new_tokens", _is_int(self.max_new_tokens), "an int")
+    check("max_new_tokens", self.max_new_tokens >= 1, ">= 1")
+    check("max_prompt_length", _is_int(self.max_prompt_length), "an int")
+    check("max_prompt_length", self.max_prompt_length >= 1, ">= 1")
+    check(
+        "rule", self.rule in commit_rules.RULES, f"one of {commit_rules.RULES}"
+    )
+    check(
+        "threshold",
+        _is_number(self.threshold) and 0.0 < self.threshold <= 1.0,
+        "a number in (0, 1]",
+    )
+    check("top_k", _is_int(self.top_k) and self.top_k >= 1, "an int >= 1")
+    check("factor", _is_number(self.factor) and self.factor > 0, "a number > 0")
+    check(
+        "temperature",
+        _is_number(self.temperature) and self.temperature >= 0,
+        "a finite number >= 0",
+    )
+    check("pad_id", _is_int(self.pad_id) and self.pad_id >= 0, "an int >= 0")
+    check("use_cache", isinstance(self.use_cache, bool), "a bool")
+    stop_ids = self.stop_ids
+    check(
+        "stop_ids",
+        isinstance(stop_ids, Sequence)
+        and not isinstance(stop_ids, str)
+        and all(_is_int(s) and s >= 0 for s in stop_ids),
+        "a sequence of ints >= 0",
+    )
+    # Normalise so that equal settings hash equally (one compile).
+    for name, value in (
+        ("max_new_tokens", int(self.max_new_tokens)),
+        ("max_prompt_length", int(self.max_prompt_length)),
+        ("threshold", float(self.threshold)),
+        ("top_k", int(self.top_k)),
+        ("factor", float(self.factor)),
+        ("temperature", float(self.temperature)),
+        ("pad_id", int(self.pad_id)),
+        ("stop_ids", tuple(int(s) for s in stop_ids)),
+    ):
+      object.__setattr__(self, name, value)
+
+  @property
+  def greedy(self) -> bool:
+    return self.temperature == 0.0
+
+  @classmethod
+  def from_config_dict(cls, cfg: Mapping[str, Any]) -> DenoiseConfig:
+    """Builds the config from a ConfigDict (or mapping); unknown keys fail."""
+    if hasattr(cfg, "to_dict"):
+      cfg = cfg.to_dict()
+    if not isinstance(cfg, Mapping):
+      raise ValueError(
+          f"cfg must be a ConfigDict or mapping, got {type(cfg).__name__}."
+      )
+    return cls(**dict(cfg))
+
+
+@dataclasses.dataclass(frozen=True)
+class DenoiseOutput:
+  """What `generate` returns; arrays are NumPy, rows in input order.
+
+  Attributes:
+    completion_tokens: int32 `[batch, max_new_tokens]` in logical order; the
+      pad id where never generated (after the stop block).
+    completions: each row's tokens before its first stop token.
+    num_forwards: int32 `[batch]` model forwards the row needed: denoising
+      steps plus cache writes (the prompt prefill and every block after
+      which the row continued; none without the cache).
+    num_steps: int32 `[batch]` denoising steps (forwards that committed).
+    tokens_per_forward: float32 `[batch]` `len(completions[r]) /
+      num_forwards[r]`.
+    trace: the rollout's `Trace` (tokens, commit steps, log-probs).
+  """
+
+  completion_tokens: np.ndarray
+  completions: list[np.ndarray]
+  num_forwards: np.ndarray
+  num_steps: np.ndarray
+  tokens_per_forward: np.ndarray
+  trace: trace_lib.Trace
+
+
+def _prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
+  """Validates the prompts; returns right-padded `[batch, W]` and lengths."""
+  if prompt_lengths is None:
+    if isinstance(prompt_tokens, (np.ndarray, jax.Array)):
+      raise ValueError("prompt_lengths is required with a padded array.")
+    rows = [np.asarray(row).reshape(-1) for row in prompt_tokens]
+    lengths = np.asarray([len(row) for row in rows], np.int64)
+  else:
+    padded = np.asarray(prompt_tokens)
+    lengths = np.asarray(prompt_lengths)
+    if padded.ndim != 2 or lengths.shape != padded.shape[:1]:
+      raise ValueError(
+          "prompt_tokens must be [batch, length] with prompt_lengths [batch],"
+          f" got {padded.shape} and {lengths.shape}."
+      )
+    if not np.issubdtype(lengths.dtype, np.integer):
+      raise ValueError(f"prompt_lengths must be integer, got {lengths.dtype}.")
+    if (lengths > padded.shape[1]).any():
+      raise ValueError(
+          f"prompt_lengths {lengths.tolist()} exceed the array width"
+          f" {padded.shape[1]}."
+      )
+    rows = [row[:n] for row, n in zip(padded, np.maximum(lengths, 0))]
+  if not rows:
+    raise ValueError("the batch is empty; pass at least one prompt.")
+  if (lengths < 1).any():
+    raise ValueError(
+        f"prompts of rows {np.flatnonzero(lengths < 1).tolist()} are empty;"
+        " every row needs a prompt of at least one token."
+    )
+  too_long = lengths > config.max_prompt_length
+  if too_long.any():
+    raise ValueError(
+        f"prompts of rows {np.flatnonzero(too_long).tolist()} have"
+        f" {lengths[too_long].tolist()} tokens, more than"
+        f" max_prompt_length={config.max_prompt_length}."
+    )
+  bd.validate_prompt_lengths(lengths)
+  out = np.full((len(rows), config.max_prompt_length), config.pad_id, np.int32)
+  for r, row in enumerate(rows):
+    if not np.issubdtype(row.dtype, np.integer):
+      raise ValueError(
+          f"prompt row {r} must hold integer ids, got {row.dtype}."
+      )
+    if ((row < 0) | (row >= vocab_size)).any():
+      raise ValueError(
+          f"prompt row {r} has ids outside the vocabulary [0, {vocab_size})."
+      )
+    if (row == bd.mask_token_id).any():
+      raise ValueError(
+          f"prompt row {r} contains the mask token {bd.mask_token_id}."
+      )
+    out[r, : len(row)] = row
+  return out, lengths.astype(np.int32)
+
+
+def _seeds(seeds, batch: int, config: DenoiseConfig) -> np.ndarray:
+  if seeds is None:
+    if not config.greedy:
+      # A default such as the row index would tie a row's samples to its
+      # place in the batch.
+      raise ValueError(
+          f"temperature={config.temperature} samples: pass one seed per row."
+      )
+    return np.zeros((batch,), np.uint32)
+  seeds = np.asarray(seeds)
+  if seeds.shape != (batch,) or not np.issubdtype(seeds.dtype, np.integer):
+    raise ValueError(
+        f"seeds must be {batch} ints (one per row), got {seeds.shape}"
+        f" {seeds.dtype}."
+    )
+  if ((seeds < 0) | (seeds >= 2**32)).any():
+    raise ValueError("seeds must be in [0, 2**32).")
+  return seeds.astype(np.uint32)
+
+
+def generate(
+    model: nnx.Module,
+    prompt_tokens: Sequence[Sequence[int]] | np.ndarray | jax.Array,
+    prompt_lengths: np.ndarray | Sequence[int] | None = None,
+    *,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    config: DenoiseConfig,
+    seeds: np.ndarray | Sequence[int] | None = None,
+) -> DenoiseOutput:
+  """Generates completions by parallel block denoising.
+
+  Args:
+    model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
+    prompt_tokens: a list of per-row token lists, or an int `[batch, width]`
+      right-padded array together with `prompt_lengths`.
+    prompt_lengths: int `[batch]` real lengths of a padded array; None for
+      a list of lists.
+    bd: the model's block-diffusion settings.
+    config: the denoising settings.
+    seeds: `[batch]` ints in [0, 2**32), one RNG stream per row; required
+      when `config.temperature > 0`, ignored when greedy.
+
+  Returns:
+    The `DenoiseOutput`, with the trace of every row.
+
+  Raises:
+    ValueError: before any compute, for a bad config, a `bd` that does not
+      fit the model (mask id outside the vocabulary or equal to the pad or a
+      stop id, flash attention), an empty batch, an empty prompt, a prompt
+      longer than `max_prompt_length` or containing the mask token, or bad
+      seeds; after decoding (naming the rows), for non-finite logits or
+      positions left masked.
+  """
+  if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
+    raise ValueError(
+        f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
+    )
+  if not isinstance(config, DenoiseConfig):
+    raise ValueError(
+        f"config must be a DenoiseConfig, got {type(config).__name__}."
+    )
+  if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
+    raise ValueError("model must be a Tunix nnx.Module with a config.")
+  bd.validate_for_model(
+      model.config, pad_id=config.pad_id, eos_id=None, stop_ids=config.stop_ids
+  )
+  prompts, lengths = _prompts(
+      prompt_tokens, prompt_lengths, config, bd, model.config.vocab_size
+  )
+  seeds = _seeds(seeds, len(lengths), config)
+  layout = decode_loop.Layout.create(
+      bd.block_size, config.max_prompt_length, config.max_new_tokens
+  )
+  inputs = decode_loop.build_canvas(prompts, lengths, layout, bd.mask_token_id)
+  offsets = inputs.pop("offsets")
+  params = dict(
+      rule=np.int32(commit_rules.RULES.index(config.rule)),
+      threshold=np.float32(config.threshold),
+      top_k=np.int32(config.top_k),
+      factor=np.float32(config.factor),
+      temperature=np.float32(config.temperature),
+  )
+  graphdef, state = nnx.split(model)
+  out = jax.device_get(
+      decode_loop.decode(
+          graphdef,
+          state,
+          inputs,
+          seeds,
+          params,
+          np.asarray(config.stop_ids, np.int32),
+          bd=bd,
+          layout=layout,
+          use_cache=config.use_cache,
+      )
+  )
+
+  # Completion slot t of row r sits at physical offset_r + P_r + t.
+  total = config.max_new_tokens
+  index = (offsets + lengths)[:, None] + np.arange(total)[None, :]
+  take = lambda x: np.take_along_axis(np.asarray(x), index, axis=1)
+  steps = take(out["steps_at"]).astype(np.int32)
+  generated = steps >= 0
+  tokens = np.where(generated, take(out["canvas"]), config.pad_id)
+  logp = np.where(generated, take(out["logp_at"]), 0.0).astype(np.float32)
+  _check_finished(out["nonfinite"], steps, tokens, lengths, bd, config)
+
+  completions = eos.truncate_at_stop(tokens, config.stop_ids)
+  forwards = np.asarray(out["forwards"], np.int32)
+  returned = np.asarray([len(c) for c in completions], np.float32)
+  return DenoiseOutput(
+      completion_tokens=tokens.astype(np.int32),
+      completions=completions,
+      num_forwards=forwards,
+      num_steps=np.asarray(out["num_steps"], np.int32),
+      tokens_per_forward=returned / np.maximum(forwards, 1),
+      trace=trace_lib.Trace(
+          prompt_tokens=prompts,
+          prompt_lengths=lengths,
+          tokens=tokens.astype(np.int32),
+          action_step=steps,
+          action_logp=logp,
+          temperature=1.0 if config.greedy else config.temperature,
+          bd=bd,
+      ),
+  )
+
+
+def _check_finished(nonfinite, steps, tokens, lengths, bd, config):
+  """Fails closed on non-finite logits or positions left masked."""
+  nonfinite = np.asarray(nonfinite)
+  if nonfinite.any():
+    raise ValueError(
+        "non-finite logits while denoising rows"
+        f" {np.flatnonzero(nonfinite).tolist()}."
+    )
+  # Each row must have generated whole blocks up to its stop block (or all).
+  size = bd.block_size
+  blocks = (lengths[:, None] + np.arange(steps.shape[1])) // size
+  blocks -= blocks[:, :1]
+  is_stop = np.isin(tokens, np.asarray(config.stop_ids, np.int64))
+  stop_block = np.where(
+      (is_stop & (steps >= 0)).any(axis=1),
+      np.where(is_stop & (steps >= 0), blocks, blocks.max() + 1).min(axis=1),
+      blocks.max(axis=1),
+  )
+  unresolved = ((steps < 0) & (blocks <= stop_block[:, None])).any(axis=1)
+  if unresolved.any():
+    raise ValueError(
+        "denoising left masked positions in rows"
+        f" {np.flatnonzero(unresolved).tolist()}."
+    )

@@ -1,0 +1,265 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""An exact block KV cache for block-diffusion decoding.
+
+Under the block-causal mask a block attends only to earlier blocks and to
+itself, so the keys and values of committed (clean) blocks can be cached:
+`block_logits_with_cache` evaluates one block of a canvas against the cache
+and gives the target-aligned logits `diffusion_lm.diffusion_logits_fn` gives
+for those positions on the whole single canvas (to float tolerance).
+
+A decoder `prefill`s the prompt's complete blocks, then for each block runs
+denoising steps with `block_logits_with_cache` (discarding the returned
+cache) and, once the block is clean, runs it once more and keeps the cache.
+Shifted alignment needs the raw logit of the last committed token (the
+predictor of the next block's first token); the cache carries it.
+"""
+
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+from tunix_bd import attention
+from tunix_bd.models import bd_config
+from tunix_bd.models import diffusion_lm
+
+
+@flax.struct.dataclass
+class BlockCache:
+  """A model KV cache of committed blocks plus what masks and shifts need.
+
+  Slots `[0, end_index)` hold committed tokens; a block call writes its own
+  slots `[end_index, end_index + block_len)` before attending.
+
+  Attributes:
+    kv: the model's own cache (`model.init_cache(...)`); Tunix models write
+      at their per-layer `end_index`, which advances in step with ours.
+    positions: int32 `[batch, cache_size]` logical positions of the slots.
+    segment_ids: int32 `[batch, cache_size]`, 0 = pad or not yet written.
+    end_index: int32 scalar, the number of committed slots.
+    boundary_logits: float32 `[batch, vocab]` raw logit at each row's last
+      committed token (the shifted-alignment predictor of the next block's
+      first token); zeros if none.
+    boundary_positions: int32 `[batch]` logical position of that token, -1
+      if none.
+    boundary_segment_ids: int32 `[batch]` its segment id, 0 if none.
+  """
+
+  kv: dict
+  positions: jax.Array
+  segment_ids: jax.Array
+  end_index: jax.Array
+  boundary_logits: jax.Array
+  boundary_positions: jax.Array
+  boundary_segment_ids: jax.Array
+
+
+def init_block_cache(
+    model,
+    batch_size: int,
+    cache_size: int,
+    *,
+    vocab_size: int | None = None,
+    dtype: jnp.dtype = jnp.float32,
+) -> BlockCache:
+  """An empty `BlockCache` over `model.init_cache(batch, cache_size, dtype)`.
+
+  Args:
+    model: a Tunix decoder with `init_cache`.
+    batch_size: rows, >= 1.
+    cache_size: slots, >= 1; at least the total canvas length.
+    vocab_size: logits width; None reads `model.config.vocab_size`.
+    dtype: the KV dtype passed to `init_cache`.
+
+  Returns:
+    The empty cache.
+
+  Raises:
+    ValueError: for a non-positive size.
+  """
+  for name, value in (("batch_size", batch_size), ("cache_size", cache_size)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
+  if vocab_size is None:
+    vocab_size = model.config.vocab_size
+  return BlockCache(
+      kv=model.init_cache(batch_size, cache_size, dtype),
+      positions=jnp.zeros((batch_size, cache_size), jnp.int32),
+      segment_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
+      end_index=jnp.zeros((), jnp.int32),
+      boundary_logits=jnp.zeros((batch_size, vocab_size), jnp.float32),
+      boundary_positions=jnp.full((batch_size,), -1, jnp.int32),
+      boundary_segment_ids=jnp.zeros((batch_size,), jnp.int32),
+  )
+
+
+def _is_concrete(*xs) -> bool:
+  return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def block_logits_with_cache(
+    model,
+    block_tokens: jax.Array,
+    block_positions: jax.Array,
+    block_segment_ids: jax.Array | None,
+    cache: BlockCache,
+    *,
+    config: bd_config.BlockDiffusionConfig,
+) -> tuple[jax.Array, BlockCache]:
+  """Target-aligned logits of one block against the cached earlier blocks.
+
+  Each row's non-pad tokens must be whole logical blocks (or the final
+  partial block), evaluated in order. A denoising step discards the returned
+  cache; committing a block evaluates it once more, clean, and keeps it.
+  `config.layout` does not matter here: the cache holds clean blocks.
+
+  Args:
+    model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
+    block_tokens: int `[batch, block_len]` canvas of the block.
+    block_positions: int `[batch, block_len]` logical positions.
+    block_segment_ids: int `[batch, block_len]`, 0 = pad; None means all 1.
+    cache: the committed earlier blocks.
+    config: the block-diffusion settings (static under jit).
+
+  Returns:
+    `(logits, new_cache)`: float32 `[batch, block_len, vocab]` target-aligned
+    logits as `diffusion_logits_fn` gives them for these positions, and the
+    cache with this block committed.
+
+  Raises:
+    ValueError: for ids of the wrong rank, dtype or shape, a batch size that
+      differs from the cache's, or (when known) a cache without room.
+  """
+  tokens, positions, segments = diffusion_lm.check_inputs(
+      model,
+      block_tokens,
+      block_positions,
+      block_segment_ids,
+      config,
+      prefix="block_",
+  )
+  batch, block_len = tokens.shape
+  cache_batch, cache_size = cache.positions.shape
+  if batch != cache_batch:
+    raise ValueError(
+        f"block_tokens batch size {batch} differs from the cache's"
+        f" {cache_batch}."
+    )
+  end = cache.end_index
+  if _is_concrete(end) and int(end) + block_len > cache_size:
+    # Tunix would wrap around and overwrite the oldest slots.
+    raise ValueError(
+        f"the cache has {cache_size - int(end)} free slots, but the block"
+        f" has {block_len}; use a larger cache_size."
+    )
+  kv_positions = jax.lax.dynamic_update_slice(
+      cache.positions, positions, (0, end)
+  )
+  kv_segments = jax.lax.dynamic_update_slice(
+      cache.segment_ids, segments, (0, end)
+  )
+  mask = attention.block_causal_mask(
+      positions,
+      kv_positions,
+      config.block_size,
+      q_segment_ids=segments,
+      kv_segment_ids=kv_segments,
+  )
+  raw, new_kv = model(tokens, positions, cache.kv, mask)
+  raw = raw.astype(jnp.float32)
+
+  if config.alignment == bd_config.SAME_POSITION:
+    logits = raw
+  else:
+    index, found = diffusion_lm.predecessors(positions, segments)
+    from_boundary = (
+        ~found
+        & (segments != attention.PAD_SEGMENT_ID)
+        & (cache.boundary_segment_ids[:, None] == segments)
+        & (cache.boundary_positions[:, None] == positions - 1)
+    )
+    logits = jnp.where(
+        found[:, :, None],
+        diffusion_lm.gather_rows(raw, index),
+        jnp.where(
+            from_boundary[:, :, None], cache.boundary_logits[:, None, :], 0.0
+        ),
+    )
+
+  # The new boundary is the last token in (segment, position) order; a row
+  # of pads keeps its old boundary.
+  last = diffusion_lm.sorted_order(positions, segments)[:, -1:]
+  last_segment = jnp.take_along_axis(segments, last, axis=1)[:, 0]
+  has_tokens = last_segment != attention.PAD_SEGMENT_ID
+  new_cache = BlockCache(
+      kv=new_kv,
+      positions=kv_positions,
+      segment_ids=kv_segments,
+      end_index=end + block_len,
+      boundary_logits=jnp.where(
+          has_tokens[:, None],
+          diffusion_lm.gather_rows(raw, last)[:, 0],
+          cache.boundary_logits,
+      ),
+      boundary_positions=jnp.where(
+          has_tokens,
+          jnp.take_along_axis(positions, last, axis=1)[:, 0],
+          cache.boundary_positions,
+      ),
+      boundary_segment_ids=jnp.where(
+          has_tokens, last_segment, cache.boundary_segment_ids
+      ),
+  )
+  return (
+      diffusion_lm.exclude_mask_token(logits, config.mask_token_id),
+      new_cache,
+  )
+
+
+def prefill(
+    model,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array | None,
+    cache: BlockCache,
+    *,
+    config: bd_config.BlockDiffusionConfig,
+) -> BlockCache:
+  """Commits the prompt's complete blocks to the cache in one forward.
+
+  A prompt block that is only partly prompt is not prefilled: it is the
+  first block to denoise. Left-pad rows by whole blocks so that every row's
+  blocks occupy the same physical slots.
+
+  Args:
+    model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
+    tokens: int `[batch, prefill_len]` clean prompt tokens.
+    positions: int `[batch, prefill_len]` logical positions.
+    segment_ids: int `[batch, prefill_len]`, 0 = pad; None means all 1.
+    cache: the cache to write into (usually empty).
+    config: the block-diffusion settings.
+
+  Returns:
+    The cache with these blocks committed and their boundary logits.
+
+  Raises:
+    ValueError: as `block_logits_with_cache`, and (for concrete inputs) when
+      a row's last prefilled block is incomplete.
+  """
+  tokens, positions, segment_ids = diffusion_lm.check_inputs(
+      model, tokens, positions, segment_ids, config
+  )
+  if _is_concrete(positions, segment_ids):
+    real = segment_ids != attention.PAD_SEGMENT_ID
+    last = jnp.max(jnp.where(real, positions, -1), axis=1)
+    incomplete = real.any(axis=1) & ((last + 1) % config.block_size != 0)
+    if bool(incomplete.any()):
+      raise ValueError(
+          f"prefill rows {jnp.flatnonzero(incomplete).tolist()} end inside a"
+          f" block of size {config.block_size}; prefill only complete blocks."
+      )
+  _, cache = block_logits_with_cache(
+      model, tokens, positions, segment_ids, cache, config=config
+  )
+  return cache

@@ -1,0 +1,197 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Recipe `sft`: convert an AR checkpoint into a block-diffusion model.
+
+Masked-diffusion SFT with Tunix's `PeftTrainer` and tunix_bd's loss hook
+(`tunix_bd.sft.loss`): the AR weights are reused as they are; the attention
+pattern (block-causal), the objective (recover corrupted completion tokens)
+and, later, the decoder change. The input is an HF-style directory (the
+embedded AR teacher's export, or a user's Qwen3 with its tokenizer); the
+output is the same layout plus `block_diffusion.json`, which generation, OPD
+and RL read.
+
+Outputs under `config.workdir`: `checkpoints/` (orbax; resume is automatic and
+guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import ml_collections
+
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.recipes import common
+from tunix_bd.sft import batching
+from tunix_bd.sft import corruption as corruption_lib
+from tunix_bd.sft import loss as loss_lib
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Fails closed on settings that cannot work, before any compute."""
+  common.require_positive(
+      config,
+      "bd.block_size",
+      "data.num_train",
+      "data.num_eval",
+      "data.max_length",
+      "train.batch_size",
+      "train.gradient_accumulation_steps",
+      "train.max_steps",
+      "train.eval_every_n_steps",
+      "train.checkpoint_every_n_steps",
+      "train.checkpoints_to_keep",
+      "eval.batch_size",
+  )
+  if config.train.batch_size % config.train.gradient_accumulation_steps:
+    raise ValueError(
+        "train.gradient_accumulation_steps="
+        f"{config.train.gradient_accumulation_steps} must divide "
+        f"train.batch_size={config.train.batch_size}."
+    )
+  if config.train.learning_rate <= 0:
+    raise ValueError(
+        f"train.learning_rate must be > 0, got {config.train.learning_rate}."
+    )
+  checkpoint = config.model.checkpoint
+  if not os.path.isdir(checkpoint):
+    raise ValueError(
+        f"model.checkpoint={checkpoint!r} is not a directory. On the embedded "
+        "default, train the AR teacher first (`tunix run --plugin tunix_bd "
+        "ar_pretrain.py`); otherwise point it at an HF Qwen3 directory."
+    )
+  if not config.workdir:
+    raise ValueError("workdir must be set.")
+
+
+def _file_digest(path: str) -> str:
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def run_fingerprint(
+    config: ml_collections.ConfigDict, tokenizer
+) -> dict[str, object]:
+  """Every setting that changes what this run's checkpoints mean."""
+  checkpoint = config.model.checkpoint
+  return fingerprint_lib.fingerprint({
+      "recipe": config.recipe,
+      "model.checkpoint": os.path.abspath(checkpoint),
+      "model.config": _file_digest(
+          os.path.join(checkpoint, hf_checkpoint.CONFIG_FILE)
+      ),
+      "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
+      "bd": config.bd.to_dict(),
+      "corruption": config.corruption.to_dict(),
+      "data": config.data.to_dict(),
+      "train.batch_size": config.train.batch_size,
+      "train.gradient_accumulation_steps": (
+          config.train.gradient_accumulation_steps
+      ),
+      "seed": config.seed,
+  })
+
+
+def run(config: ml_collections.ConfigDict) -> dict[str, float]:
+  """Converts, exports and returns the final train and eval losses."""
+  validate(config)
+  checkpoint = config.model.checkpoint
+  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
+  corruption = corruption_lib.SftCorruptionConfig.from_config_dict(
+      config.corruption
+  )
+  train_conversations, eval_conversations = dataset_lib.conversations(
+      config.data
+  )
+  train_data = dataset_lib.tokenize(
+      tokenizer, train_conversations, config.data.max_length
+  )
+  eval_data = dataset_lib.tokenize(
+      tokenizer, eval_conversations, config.data.max_length
+  )
+  workdir = config.workdir
+  fingerprint = run_fingerprint(config, tokenizer)
+  fingerprint_lib.check_or_record(
+      os.path.join(workdir, "checkpoints"), fingerprint
+  )
+
+  mesh = common.make_mesh(config.mesh)
+  with mesh:
+    model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
+  eos_id = tokenizer.eos_token_id
+  model, model_config, mask_id = mask_token_lib.provision_mask_token(
+      model, tokenizer, config.bd.mask_token, stop_ids=(eos_id,)
+  )
+  bd = bd_config_lib.BlockDiffusionConfig(
+      block_size=config.bd.block_size,
+      mask_token_id=mask_id,
+      alignment=config.bd.alignment,
+      layout=config.bd.layout,
+  )
+  bd.validate_for_model(
+      model_config, pad_id=tokenizer.pad_token_id, eos_id=eos_id
+  )
+  # Batches are built (and every row validated) before any training step.
+  train_batches = batching.sft_batches(
+      train_data,
+      batch_size=config.train.batch_size,
+      corruption=corruption,
+      config=bd,
+      eos_id=eos_id,
+      seed=config.seed,
+      gradient_accumulation_steps=config.train.gradient_accumulation_steps,
+  )
+  eval_batches = batching.eval_batches(
+      eval_data,
+      batch_size=config.eval.batch_size,
+      corruption=corruption,
+      config=bd,
+      eos_id=eos_id,
+  )
+  trainer = loss_lib.DiffusionSftTrainer(
+      model,
+      common.optimizer(config.train),
+      common.training_config(
+          config.train,
+          workdir,
+          "Block-diffusion SFT",
+          gradient_accumulation_steps=config.train.gradient_accumulation_steps,
+      ),
+      config=bd,
+      fingerprint=fingerprint,
+  )
+  with mesh:
+    trainer.train(train_batches, eval_batches)
+
+  export_dir = os.path.join(workdir, "export")
+  common.export_qwen3(model, tokenizer, export_dir)
+  bd_config_lib.save_settings(
+      bd,
+      export_dir,
+      extra={
+          "converted_from": os.path.abspath(checkpoint),
+          "corruption": corruption.to_dict(),
+      },
+  )
+  losses = {
+      "train_loss": _last(workdir, "/train/loss"),
+      "eval_loss": _last(workdir, "/eval/loss"),
+  }
+  print(
+      f"sft: exported the block-diffusion model to {export_dir} "
+      f"(block_size={bd.block_size}, mask id {bd.mask_token_id}, "
+      f"{bd.alignment}, {bd.layout}); final train loss "
+      f"{losses['train_loss']:.4f}, eval loss {losses['eval_loss']:.4f}."
+  )
+  return losses
+
+
+def _last(workdir: str, name: str) -> float:
+  values = common.read_metrics(workdir, name)
+  return values[-1][1] if values else float("nan")

@@ -1,0 +1,335 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""SFT batches: corrupted global batches, split into accumulation micro-batches.
+
+A global batch is `batch_size` examples (two rows each with complementary
+corruption): what one optimizer update sees. It is split into
+`gradient_accumulation_steps` = k micro-batches, the items `PeftTrainer`
+iterates. Each micro-batch carries, broadcast per row so that every leaf is
+batch-major (Tunix shards every leaf on dim 0):
+
+* `global_weight` `[micro_batch]` float32: the total loss weight of its
+  whole global batch, the SFT loss denominator (DESIGN.md "Loss
+  denominators");
+* `accumulation_steps` `[micro_batch]` int32: k, by which the loss is scaled
+  because Tunix 0.1.7 averages the k micro-batch gradients.
+
+Together they make k accumulated micro-batches exactly one big batch.
+
+The stream is a pure function of the index: example order is a permutation
+per epoch drawn from `(seed, epoch)`, each epoch drops its last partial
+global batch, and corruption is `corrupt_example` of `(corruption.seed,
+example id, epoch)`. Item m of the dataset is therefore the same in every
+run, so a resumed `PeftTrainer` that skips its first `iter_steps` items
+trains on exactly the canvases an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import grain
+import numpy as np
+
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.models import bd_config
+from tunix_bd.sft import corruption as corruption_lib
+
+GLOBAL_WEIGHT = "global_weight"
+ACCUMULATION_STEPS = "accumulation_steps"
+# Every field of an SFT micro-batch, each `[micro_batch, ...]`.
+BATCH_FIELDS = corruption_lib.FIELDS + (GLOBAL_WEIGHT, ACCUMULATION_STEPS)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise ValueError(f"{name} must be an int, got {value!r}.")
+  if value < minimum:
+    raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+  return int(value)
+
+
+def _where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:
+  if index < len(dataset.conversations):
+    return dataset.conversations[index].where
+  return f"example {index}"
+
+
+def validate_dataset(
+    dataset: dataset_lib.TokenizedDataset,
+    config: bd_config.BlockDiffusionConfig,
+    eos_id: int,
+) -> None:
+  """Checks every row up front, so bad data fails before any compute.
+
+  Args:
+    dataset: the encoded rows.
+    config: the block-diffusion settings.
+    eos_id: the EOS id.
+
+  Raises:
+    ValueError: naming the first offending example, for a row that does not
+      fit `max_length` after its EOS fill, a completion that does not end
+      with EOS or contains no token, an empty prompt under `shifted`
+      alignment, or a real token equal to the mask id.
+  """
+  lengths = np.asarray(dataset.lengths, np.int64)
+  prompt_lengths = np.asarray(dataset.prompt_lengths, np.int64)
+  block_size = config.block_size
+  ends = -(-lengths // block_size) * block_size
+  checks = [
+      (
+          prompt_lengths >= lengths,
+          lambda i: "the row has no completion to supervise",
+      ),
+      (
+          ends > dataset.max_length,
+          lambda i: (
+              f"{lengths[i]} tokens plus the EOS fill to the end of their"
+              f" block (block_size={block_size}) need {ends[i]} positions,"
+              f" more than max_length={dataset.max_length}; raise"
+              " max_length or drop the example"
+          ),
+      ),
+      (
+          dataset.tokens[np.arange(len(dataset)), np.maximum(lengths - 1, 0)]
+          != eos_id,
+          lambda i: f"the completion does not end with EOS (id {eos_id})",
+      ),
+      (
+          (
+              (dataset.tokens == config.mask_token_id)
+              & (np.arange(dataset.max_length)[None, :] < lengths[:, None])
+          ).any(axis=1),
+          lambda i: (
+              f"a real token equals mask_token_id={config.mask_token_id}"
+          ),
+      ),
+  ]
+  if config.alignment == bd_config.SHIFTED:
+    checks.append((
+        prompt_lengths < 1,
+        lambda i: (
+            f"alignment={bd_config.SHIFTED!r} needs logical position 0 to"
+            " be prompt context, but the prompt is empty"
+        ),
+    ))
+  for bad, describe in checks:
+    if bad.any():
+      first = int(np.flatnonzero(bad)[0])
+      raise ValueError(
+          f"{_where(dataset, first)}: {describe(first)} ({int(bad.sum())}"
+          " examples fail this check)."
+      )
+
+
+class _MicroBatches(grain.sources.RandomAccessDataSource):
+  """Item m: micro-batch m % k of global batch m // k."""
+
+  def __init__(
+      self,
+      dataset: dataset_lib.TokenizedDataset,
+      *,
+      batch_size: int,
+      accumulation_steps: int,
+      corruption: corruption_lib.SftCorruptionConfig,
+      config: bd_config.BlockDiffusionConfig,
+      eos_id: int,
+      seed: int,
+      num_epochs: int | None,
+      shuffle: bool,
+  ):
+    self._dataset = dataset
+    self._batch_size = batch_size
+    self._k = accumulation_steps
+    self._corruption = corruption
+    self._config = config
+    self._eos_id = eos_id
+    self._seed = seed
+    self._num_epochs = num_epochs
+    self._shuffle = shuffle
+    self._batches_per_epoch = len(dataset) // batch_size
+    # One entry each: consecutive items share a global batch and an epoch.
+    self._order_cache = (-1, None)
+    self._batch_cache = (-1, None)
+
+  def __len__(self) -> int:
+    if self._num_epochs is None:
+      return sys.maxsize
+    return self._num_epochs * self._batches_per_epoch * self._k
+
+  def _order(self, epoch: int) -> np.ndarray:
+    cached_epoch, order = self._order_cache
+    if cached_epoch != epoch:
+      if self._shuffle:
+        rng = np.random.default_rng(
+            [self._seed, epoch, corruption_lib.ORDER_STREAM]
+        )
+        order = rng.permutation(len(self._dataset))
+      else:
+        order = np.arange(len(self._dataset))
+      self._order_cache = (epoch, order)
+    return order
+
+  def global_batch(self, index: int) -> dict[str, np.ndarray]:
+    """Global batch `index`: `FIELDS` `[batch_size * rows, L]` + its weight."""
+    cached_index, batch = self._batch_cache
+    if cached_index == index:
+      return batch
+    epoch, within = divmod(index, self._batches_per_epoch)
+    ids = self._order(epoch)[
+        within * self._batch_size : (within + 1) * self._batch_size
+    ]
+    examples = [
+        corruption_lib.corrupt_example(
+            self._dataset.row(int(i)),
+            example_id=int(i),
+            epoch=epoch,
+            corruption=self._corruption,
+            config=self._config,
+            eos_id=self._eos_id,
+            where=_where(self._dataset, int(i)),
+        )
+        for i in ids
+    ]
+    # An example's rows stay adjacent, so its complementary pair always
+    # lands in one micro-batch.
+    batch = {
+        key: np.concatenate([e[key] for e in examples])
+        for key in corruption_lib.FIELDS
+    }
+    batch[GLOBAL_WEIGHT] = np.float32(
+        batch["loss_weights"].sum(dtype=np.float64)
+    )
+    self._batch_cache = (index, batch)
+    return batch
+
+  def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+    index = int(index)
+    if not 0 <= index < len(self):
+      raise IndexError(f"micro-batch {index} is out of range.")
+    global_index, micro = divmod(index, self._k)
+    batch = self.global_batch(global_index)
+    rows = batch["tokens"].shape[0] // self._k
+    part = slice(micro * rows, (micro + 1) * rows)
+    out = {key: batch[key][part] for key in corruption_lib.FIELDS}
+    out[GLOBAL_WEIGHT] = np.full(rows, batch[GLOBAL_WEIGHT], np.float32)
+    out[ACCUMULATION_STEPS] = np.full(rows, self._k, np.int32)
+    return out
+
+
+def sft_batches(
+    dataset: dataset_lib.TokenizedDataset,
+    *,
+    batch_size: int,
+    corruption: corruption_lib.SftCorruptionConfig,
+    config: bd_config.BlockDiffusionConfig,
+    eos_id: int,
+    seed: int,
+    gradient_accumulation_steps: int | None = 1,
+    num_epochs: int | None = None,
+    shuffle: bool = True,
+) -> grain.MapDataset:
+  """The SFT micro-batch stream for `PeftTrainer`.
+
+  Args:
+    dataset: the encoded rows; every row is validated here.
+    batch_size: examples per global batch (one optimizer update).
+    corruption: the corruption settings.
+    config: the block-diffusion settings.
+    eos_id: the EOS id.
+    seed: seeds the example order, an int >= 0.
+    gradient_accumulation_steps: k micro-batches per global batch, as in
+      Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
+    num_epochs: passes over the data; None repeats forever.
+    shuffle: shuffle the example order per epoch (off for evaluation).
+
+  Returns:
+    A MapDataset of micro-batches: `BATCH_FIELDS`, each with
+    `batch_size * corruption.rows_per_example // k` rows.
+
+  Raises:
+    ValueError: for invalid sizes, k not dividing `batch_size`, a batch
+      larger than the dataset, or an invalid row (see `validate_dataset`).
+  """
+  batch_size = _check_int("batch_size", batch_size, 1)
+  k = _check_int(
+      "gradient_accumulation_steps",
+      1 if gradient_accumulation_steps is None else gradient_accumulation_steps,
+      1,
+  )
+  seed = _check_int("seed", seed, 0)
+  if num_epochs is not None:
+    num_epochs = _check_int("num_epochs", num_epochs, 1)
+  if batch_size % k:
+    raise ValueError(
+        f"gradient_accumulation_steps={k} must divide batch_size={batch_size}"
+        " (the examples of one optimizer update)."
+    )
+  if batch_size > len(dataset):
+    raise ValueError(
+        f"batch_size={batch_size} exceeds the dataset's {len(dataset)}"
+        " examples."
+    )
+  if not isinstance(corruption, corruption_lib.SftCorruptionConfig):
+    raise ValueError(
+        "corruption must be an SftCorruptionConfig, got"
+        f" {type(corruption).__name__}."
+    )
+  if not isinstance(config, bd_config.BlockDiffusionConfig):
+    raise ValueError(
+        f"config must be a BlockDiffusionConfig, got {type(config).__name__}."
+    )
+  validate_dataset(dataset, config, eos_id)
+  return grain.MapDataset.source(
+      _MicroBatches(
+          dataset,
+          batch_size=batch_size,
+          accumulation_steps=k,
+          corruption=corruption,
+          config=config,
+          eos_id=eos_id,
+          seed=seed,
+          num_epochs=num_epochs,
+          shuffle=shuffle,
+      )
+  )
+
+
+def eval_batches(
+    dataset: dataset_lib.TokenizedDataset,
+    *,
+    batch_size: int,
+    corruption: corruption_lib.SftCorruptionConfig,
+    config: bd_config.BlockDiffusionConfig,
+    eos_id: int,
+) -> grain.MapDataset:
+  """One unshuffled pass of held-out batches (k = 1, epoch 0 canvases).
+
+  Each batch is its own global batch (`accumulation_steps` 1,
+  `global_weight` its own total), so the same loss gives its weighted mean.
+  The canvases are the same at every evaluation. A last partial batch is
+  dropped, as in training.
+
+  Args:
+    dataset: the encoded held-out rows.
+    batch_size: examples per batch.
+    corruption: the corruption settings.
+    config: the block-diffusion settings.
+    eos_id: the EOS id.
+
+  Returns:
+    A MapDataset of batches with `BATCH_FIELDS`.
+  """
+  return sft_batches(
+      dataset,
+      batch_size=batch_size,
+      corruption=corruption,
+      config=config,
+      eos_id=eos_id,
+      seed=0,
+      gradient_accumulation_steps=1,
+      num_epochs=1,
+      shuffle=False,
+  )

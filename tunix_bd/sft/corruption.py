@@ -1,0 +1,349 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Masked-diffusion SFT corruption: a pure NumPy function of one example.
+
+`corrupt_example` turns one `TokenizedDataset` row into the canvases the SFT
+loss trains on (DESIGN.md "Corruption (SFT)"):
+
+* The completion gets its EOS fill (`tunix_bd.eos`): EOS up to the end of the
+  block holding the first EOS. Fill tokens are ordinary completion tokens;
+  positions after the filled block are padding (segment 0).
+* Per block of `block_size` logical positions (the last may be partial), a
+  noise level t ~ U[min_noise, max_noise]; each loss-eligible token (the
+  completion, EOS fill included) becomes the mask token with probability t.
+  A block with eligible tokens always gets at least one: if the draws
+  corrupt none, its eligible token with the smallest draw is corrupted (the
+  one that a slightly larger t would have taken first). Prompt tokens and
+  padding are never corrupted.
+* Loss weights are 0 off the corrupted positions and 1 (`uniform`) or 1/t
+  (`inverse_t`) on them.
+* `complementary` adds a second row whose corruption is the complement over
+  the eligible tokens, with noise level 1 - t (weight 1/(1 - t)). Every
+  eligible token is then supervised exactly once per example. A block whose
+  first row corrupted all its eligible tokens has no corruption at all in
+  the complementary row; it simply contributes no loss.
+
+Everything is a function of `(seed, example id, epoch)` only, drawn from
+`np.random.default_rng([seed, example_id, epoch, stream])`, so a resumed run,
+another worker, or a re-iteration sees exactly the same canvases.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import grain
+import numpy as np
+
+from tunix_bd import eos as eos_lib
+from tunix_bd.models import bd_config
+
+UNIFORM = "uniform"
+INVERSE_T = "inverse_t"
+LOSS_WEIGHTINGS = (UNIFORM, INVERSE_T)
+
+# The last word of the RNG entropy names the stream. NumPy's SeedSequence
+# ignores trailing zeros ([s, i] and [s, i, 0] give the same stream), so the
+# streams end with distinct non-zero words.
+CORRUPTION_STREAM = 1
+ORDER_STREAM = 2
+
+# Every field of a corrupted example (and of an SFT batch), `[rows, length]`.
+FIELDS = (
+    "tokens",
+    "noisy_tokens",
+    "positions",
+    "segment_ids",
+    "completion_mask",
+    "corruption_mask",
+    "loss_weights",
+    "noise_level",
+)
+
+
+def _check_noise(name: str, value: Any) -> float:
+  if isinstance(value, bool) or not isinstance(
+      value, (int, float, np.integer, np.floating)
+  ):
+    raise ValueError(
+        f"{name} must be a number in (0, 1], got {type(value).__name__}:"
+        f" {value!r}."
+    )
+  if not math.isfinite(value) or not 0.0 < value <= 1.0:
+    raise ValueError(f"{name} must be in (0, 1], got {value!r}.")
+  return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class SftCorruptionConfig:
+  """How SFT corrupts completions (part of the run's fingerprint).
+
+  Attributes:
+    min_noise: lower end of the per-block noise level, in (0, 1].
+    max_noise: upper end, in [min_noise, 1].
+    complementary: add the complementary row of each example.
+    loss_weighting: one of `LOSS_WEIGHTINGS`; `inverse_t` weights a
+      corrupted token by 1/t (the masked-diffusion ELBO weight).
+    seed: seeds the corruption draws, an int >= 0.
+  """
+
+  min_noise: float = 0.1
+  max_noise: float = 1.0
+  complementary: bool = False
+  loss_weighting: str = UNIFORM
+  seed: int = 0
+
+  def __post_init__(self):
+    min_noise = _check_noise("min_noise", self.min_noise)
+    max_noise = _check_noise("max_noise", self.max_noise)
+    if min_noise > max_noise:
+      raise ValueError(
+          f"min_noise={min_noise} must be <= max_noise={max_noise}."
+      )
+    if not isinstance(self.complementary, (bool, np.bool_)):
+      raise ValueError(
+          f"complementary must be a bool, got {self.complementary!r}."
+      )
+    if (
+        not isinstance(self.loss_weighting, str)
+        or self.loss_weighting not in LOSS_WEIGHTINGS
+    ):
+      raise ValueError(
+          f"loss_weighting must be one of {list(LOSS_WEIGHTINGS)}, got"
+          f" {self.loss_weighting!r}."
+      )
+    if (
+        self.complementary
+        and self.loss_weighting == INVERSE_T
+        and max_noise == 1.0
+    ):
+      # The complementary row's noise level 1 - t reaches 0: its 1/(1 - t)
+      # weights would be unbounded.
+      raise ValueError(
+          "complementary=True with loss_weighting='inverse_t' needs"
+          " max_noise < 1 (the complementary row's noise level is 1 - t),"
+          f" got max_noise={max_noise}."
+      )
+    if (
+        isinstance(self.seed, bool)
+        or not isinstance(self.seed, (int, np.integer))
+        or self.seed < 0
+    ):
+      raise ValueError(f"seed must be an int >= 0, got {self.seed!r}.")
+    object.__setattr__(self, "min_noise", min_noise)
+    object.__setattr__(self, "max_noise", max_noise)
+    object.__setattr__(self, "complementary", bool(self.complementary))
+    object.__setattr__(self, "seed", int(self.seed))
+
+  @property
+  def rows_per_example(self) -> int:
+    return 2 if self.complementary else 1
+
+  @classmethod
+  def from_config_dict(cls, cfg: Mapping[str, Any]) -> SftCorruptionConfig:
+    """Builds the config from a ConfigDict section; unknown keys fail."""
+    if hasattr(cfg, "to_dict"):
+      cfg = cfg.to_dict()
+    if not isinstance(cfg, Mapping):
+      raise ValueError(
+          f"cfg must be a ConfigDict or mapping, got {type(cfg).__name__}."
+      )
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(cfg) - set(fields))
+    if unknown:
+      raise ValueError(
+          f"unknown corruption config keys {unknown}; valid keys are {fields}."
+      )
+    return cls(**cfg)
+
+  def to_dict(self) -> dict[str, Any]:
+    """The fields as a plain dict (for fingerprints)."""
+    return dataclasses.asdict(self)
+
+
+def _row_spans(
+    row: Mapping[str, Any], name: str
+) -> tuple[np.ndarray, int, int]:
+  """Checks a right-padded row; returns `(tokens, prompt_length, length)`."""
+  for key in ("tokens", "completion_mask", "valid_mask"):
+    if key not in row:
+      raise ValueError(f"{name}: the row has no {key!r}.")
+  tokens = np.asarray(row["tokens"])
+  if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+    raise ValueError(
+        f"{name}: tokens must be an int [length] array, got shape"
+        f" {tokens.shape} and dtype {tokens.dtype}."
+    )
+  valid = np.asarray(row["valid_mask"], bool)
+  completion = np.asarray(row["completion_mask"], bool)
+  if valid.shape != tokens.shape or completion.shape != tokens.shape:
+    raise ValueError(f"{name}: masks must have the tokens' shape.")
+  index = np.arange(tokens.shape[0])
+  length = int(valid.sum())
+  prompt_length = length - int(completion.sum())
+  if not (valid == (index < length)).all():
+    raise ValueError(f"{name}: valid_mask must be a prefix (right padding).")
+  if not (completion == (valid & (index >= prompt_length))).all():
+    raise ValueError(
+        f"{name}: completion_mask must be the valid tokens after the prompt."
+    )
+  if prompt_length == length:
+    raise ValueError(f"{name}: the row has no completion to supervise.")
+  return tokens, prompt_length, length
+
+
+def corrupt_example(
+    row: Mapping[str, Any],
+    *,
+    example_id: int,
+    epoch: int,
+    corruption: SftCorruptionConfig,
+    config: bd_config.BlockDiffusionConfig,
+    eos_id: int,
+    where: str | None = None,
+) -> dict[str, np.ndarray]:
+  """Corrupts one example, deterministically in `(seed, example_id, epoch)`.
+
+  Args:
+    row: a `TokenizedDataset.row()`: `tokens`, `completion_mask` and
+      `valid_mask`, each `[length]`, right-padded, the completion ending with
+      EOS.
+    example_id: the example's index in its dataset, >= 0.
+    epoch: the pass over the data, >= 0.
+    corruption: the noise schedule, weighting and seed.
+    config: the block-diffusion settings (block size, mask id, alignment).
+    eos_id: the EOS id, which also fills the completion's last block.
+    where: how errors name the example; default `example {example_id}`.
+
+  Returns:
+    `FIELDS`, each `[rows, length]` with rows = `corruption.rows_per_example`
+    (row 1, if any, is the complementary row): int32 `tokens` (clean, EOS
+    fill applied), `noisy_tokens`, `positions` (logical), `segment_ids`
+    (1 real, 0 pad); bool `completion_mask` (completion incl. EOS fill) and
+    `corruption_mask`; float32 `loss_weights` and `noise_level` (the t of
+    each position's block).
+
+  Raises:
+    ValueError: naming the example, for a malformed row, a completion that
+      does not end with EOS, a real token equal to the mask id, an empty
+      prompt under `shifted` alignment, or a row that does not fit its
+      length after the EOS fill.
+  """
+  name = where or f"example {example_id}"
+  for key, value in (("example_id", example_id), ("epoch", epoch)):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+      raise ValueError(f"{name}: {key} must be an int, got {value!r}.")
+    if value < 0:
+      raise ValueError(f"{name}: {key} must be >= 0, got {value}.")
+  tokens, prompt_length, length = _row_spans(row, name)
+  max_length = tokens.shape[0]
+  block_size, mask_id = config.block_size, config.mask_token_id
+  if tokens[length - 1] != eos_id:
+    raise ValueError(
+        f"{name}: the completion must end with EOS (id {eos_id}), got id"
+        f" {int(tokens[length - 1])}."
+    )
+  if config.alignment == bd_config.SHIFTED and prompt_length < 1:
+    raise ValueError(
+        f"{name}: alignment={bd_config.SHIFTED!r} needs logical position 0"
+        " to be prompt context, but the prompt is empty."
+    )
+  if (tokens[:length] == mask_id).any():
+    raise ValueError(
+        f"{name}: a real token equals mask_token_id={mask_id}; the mask id"
+        " must never be a real token."
+    )
+  end = eos_lib.fill_length(length, block_size)
+  if end > max_length:
+    raise ValueError(
+        f"{name}: {length} tokens plus the EOS fill to the end of their"
+        f" block (block_size={block_size}) need {end} positions, more than"
+        f" max_length={max_length}; raise max_length or drop the example."
+    )
+
+  positions = np.arange(max_length, dtype=np.int32)
+  clean = tokens.astype(np.int32)
+  clean[length:end] = eos_id
+  segment_ids = (positions < end).astype(np.int32)
+  eligible = (positions >= prompt_length) & (positions < end)
+
+  rng = np.random.default_rng(
+      [corruption.seed, int(example_id), int(epoch), CORRUPTION_STREAM]
+  )
+  block = positions // block_size
+  num_blocks = -(-max_length // block_size)
+  t = rng.uniform(corruption.min_noise, corruption.max_noise, num_blocks)
+  t = t.astype(np.float32)[block]
+  draws = rng.random(max_length)
+  eligible_draws = np.where(eligible, draws, np.inf)
+  smallest = np.full(num_blocks, np.inf)
+  np.minimum.at(smallest, block, eligible_draws)
+  forced = eligible & (eligible_draws == smallest[block])
+  corrupted = (eligible & (draws < t)) | forced
+
+  rows = [(corrupted, t)]
+  if corruption.complementary:
+    rows.append((eligible & ~corrupted, (1.0 - t).astype(np.float32)))
+  out = {key: [] for key in FIELDS}
+  for row_corrupted, noise_level in rows:
+    if corruption.loss_weighting == UNIFORM:
+      weights = row_corrupted.astype(np.float32)
+    else:
+      weights = np.zeros(max_length, np.float32)
+      np.divide(1.0, noise_level, out=weights, where=row_corrupted)
+    out["tokens"].append(clean)
+    out["noisy_tokens"].append(np.where(row_corrupted, mask_id, clean))
+    out["positions"].append(positions)
+    out["segment_ids"].append(segment_ids)
+    out["completion_mask"].append(eligible)
+    out["corruption_mask"].append(row_corrupted)
+    out["loss_weights"].append(weights)
+    out["noise_level"].append(noise_level)
+  return {
+      key: np.stack(values).astype(_DTYPES[key]) for key, values in out.items()
+  }
+
+
+_DTYPES = {
+    "tokens": np.int32,
+    "noisy_tokens": np.int32,
+    "positions": np.int32,
+    "segment_ids": np.int32,
+    "completion_mask": np.bool_,
+    "corruption_mask": np.bool_,
+    "loss_weights": np.float32,
+    "noise_level": np.float32,
+}
+
+
+class CorruptExample(grain.transforms.Map):
+  """`corrupt_example` as a grain map transform.
+
+  Elements are `TokenizedDataset.row()` dicts plus int `example_id` and
+  `epoch`; outputs are `corrupt_example`'s `[rows, length]` dicts.
+  """
+
+  def __init__(
+      self,
+      corruption: SftCorruptionConfig,
+      config: bd_config.BlockDiffusionConfig,
+      eos_id: int,
+  ):
+    self._corruption = corruption
+    self._config = config
+    self._eos_id = eos_id
+
+  def map(self, element: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    for key in ("example_id", "epoch"):
+      if key not in element:
+        raise ValueError(f"the element has no {key!r}.")
+    return corrupt_example(
+        element,
+        example_id=int(element["example_id"]),
+        epoch=int(element["epoch"]),
+        corruption=self._corruption,
+        config=self._config,
+        eos_id=self._eos_id,
+    )

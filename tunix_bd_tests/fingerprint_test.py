@@ -1,0 +1,210 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.fingerprint: resuming fails closed on changed settings."""
+
+import hashlib
+import json
+import os
+import re
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tunix_bd import fingerprint
+from tunix_bd.data import tokenizer as tokenizer_lib
+
+_FIELDS = {
+    "model": {"num_layers": 2, "embed_dim": 64, "name": "qwen3"},
+    "block_size": 4,
+    "stop_ids": (2, 0),
+    "temperature": 0.5,
+    "mask_token_id": 3,
+    "seed": None,
+    "shifted": True,
+}
+
+
+class DigestTest(parameterized.TestCase):
+
+  def test_digest_matches_canonical_json_reference(self):
+    result = fingerprint.fingerprint(_FIELDS)
+    canonical = {
+        "block_size": 4,
+        "mask_token_id": 3,
+        "model": {"embed_dim": 64, "name": "qwen3", "num_layers": 2},
+        "seed": None,
+        "shifted": True,
+        "stop_ids": [2, 0],
+        "temperature": 0.5,
+    }
+    self.assertEqual(result["fields"], canonical)
+    self.assertEqual(list(result["fields"]), sorted(canonical))
+    expected = hashlib.sha256(
+        json.dumps(canonical, sort_keys=True).encode()
+    ).hexdigest()
+    self.assertEqual(result["digest"], expected)
+    self.assertRegex(result["digest"], r"^[0-9a-f]{64}$")
+    # What check_or_record writes must survive a JSON round trip unchanged.
+    self.assertEqual(json.loads(json.dumps(result)), result)
+
+  def test_digest_is_stable_under_key_order_and_tuple_vs_list(self):
+    reordered = {
+        "shifted": True,
+        "seed": None,
+        "temperature": 0.5,
+        "stop_ids": [2, 0],
+        "mask_token_id": 3,
+        "block_size": 4,
+        "model": {"name": "qwen3", "embed_dim": 64, "num_layers": 2},
+    }
+    self.assertEqual(
+        fingerprint.fingerprint(reordered), fingerprint.fingerprint(_FIELDS)
+    )
+
+  @parameterized.named_parameters(
+      ("value", {"block_size": 8}),
+      ("nested_value", {"model": {**_FIELDS["model"], "num_layers": 3}}),
+      ("list_order", {"stop_ids": (0, 2)}),
+      ("int_vs_string", {"block_size": "4"}),
+      ("bool_vs_int", {"shifted": 1}),
+      ("none_vs_zero", {"seed": 0}),
+      ("new_field", {"canvas": "single"}),
+  )
+  def test_digest_changes_with_any_field(self, change):
+    changed = {**_FIELDS, **change}
+    self.assertNotEqual(
+        fingerprint.fingerprint(changed)["digest"],
+        fingerprint.fingerprint(_FIELDS)["digest"],
+    )
+
+  def test_non_json_values_are_canonicalized_by_repr(self):
+    result = fingerprint.fingerprint({"dtype": complex(1, 2), "ids": {3: "x"}})
+    self.assertEqual(result["fields"], {"dtype": "(1+2j)", "ids": {"3": "x"}})
+
+  def test_differences_flattens_nested_fields(self):
+    old = fingerprint.fingerprint(_FIELDS)
+    new = fingerprint.fingerprint({
+        **_FIELDS,
+        "model": {**_FIELDS["model"], "num_layers": 4},
+        "temperature": 1.0,
+        "canvas": "single",
+    })
+    self.assertEqual(
+        fingerprint.differences(old, new),
+        {
+            "canvas": (None, "single"),
+            "model.num_layers": (2, 4),
+            "temperature": (0.5, 1.0),
+        },
+    )
+    self.assertEqual(fingerprint.differences(old, old), {})
+
+
+class CheckOrRecordTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.current = fingerprint.fingerprint(_FIELDS)
+
+  def test_records_new_run_then_accepts_the_same_fingerprint(self):
+    checkpoints = os.path.join(self.root, "run", "checkpoints")
+    fingerprint.check_or_record(checkpoints, self.current)
+    path = os.path.join(checkpoints, fingerprint.FILE_NAME)
+    with open(path, encoding="utf-8") as f:
+      self.assertEqual(json.load(f), self.current)
+    self.assertEqual(os.listdir(checkpoints), [fingerprint.FILE_NAME])
+    os.mkdir(os.path.join(checkpoints, "100"))
+    # Resuming with the same settings, in any key order, is accepted.
+    fingerprint.check_or_record(checkpoints, self.current)
+    reordered = fingerprint.fingerprint(dict(reversed(list(_FIELDS.items()))))
+    fingerprint.check_or_record(checkpoints, reordered)
+
+  def test_rejects_different_fingerprint_naming_each_field(self):
+    fingerprint.check_or_record(self.root, self.current)
+    path = os.path.join(self.root, fingerprint.FILE_NAME)
+    with open(path, encoding="utf-8") as f:
+      recorded_text = f.read()
+    changed = fingerprint.fingerprint({
+        **_FIELDS,
+        "model": {**_FIELDS["model"], "num_layers": 4},
+        "block_size": 8,
+        "canvas": "clean_context",
+    })
+    with self.assertRaises(ValueError) as raised:
+      fingerprint.check_or_record(self.root, changed)
+    message = str(raised.exception)
+    self.assertIn(f"cannot resume from {self.root}", message)
+    for expected in (
+        "model.num_layers: checkpoint has 2, config has 4",
+        "block_size: checkpoint has 4, config has 8",
+        "canvas: checkpoint has None, config has 'clean_context'",
+    ):
+      self.assertIn(expected, message)
+    # Unchanged fields are not reported.
+    for unchanged in ("temperature", "stop_ids", "model.name", "seed"):
+      self.assertNotRegex(message, re.escape(unchanged) + ": checkpoint")
+    # The recorded fingerprint is kept, so the refusal repeats.
+    with open(path, encoding="utf-8") as f:
+      self.assertEqual(f.read(), recorded_text)
+    with self.assertRaisesRegex(ValueError, "fingerprint differs"):
+      fingerprint.check_or_record(self.root, changed)
+
+  def test_refuses_checkpoints_without_fingerprint(self):
+    os.mkdir(os.path.join(self.root, "2000"))
+    with self.assertRaisesRegex(
+        ValueError,
+        re.escape(f"{self.root} holds checkpoints without a fingerprint.json"),
+    ):
+      fingerprint.check_or_record(self.root, self.current)
+    self.assertFalse(
+        os.path.exists(os.path.join(self.root, fingerprint.FILE_NAME))
+    )
+
+  def test_non_step_entries_do_not_block_a_new_run(self):
+    os.mkdir(os.path.join(self.root, "logs"))
+    os.mkdir(os.path.join(self.root, "step_1"))
+    fingerprint.check_or_record(self.root, self.current)
+    self.assertCountEqual(
+        os.listdir(self.root), ["logs", "step_1", fingerprint.FILE_NAME]
+    )
+
+
+class TokenizerDigestTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.tokenizer = tokenizer_lib.build_char_tokenizer()
+    self.digest = fingerprint.tokenizer_digest(self.tokenizer)
+
+  def test_stable_across_builds_and_save_load(self):
+    self.assertRegex(self.digest, r"^[0-9a-f]{16}$")
+    rebuilt = tokenizer_lib.build_char_tokenizer()
+    self.assertEqual(fingerprint.tokenizer_digest(rebuilt), self.digest)
+    directory = self.create_tempdir().full_path
+    self.tokenizer.save_pretrained(directory)
+    loaded = tokenizer_lib.load_tokenizer(directory)
+    self.assertEqual(fingerprint.tokenizer_digest(loaded), self.digest)
+
+  def test_changes_when_vocab_changes(self):
+    self.tokenizer.add_tokens(["<|tool|>"])
+    self.assertNotEqual(
+        fingerprint.tokenizer_digest(self.tokenizer), self.digest
+    )
+
+  def test_changes_when_chat_template_changes(self):
+    self.tokenizer.chat_template = self.tokenizer.chat_template.replace(
+        "<|im_start|>assistant\n", "<|im_start|>assistant\n<think>\n"
+    )
+    self.assertNotEqual(
+        fingerprint.tokenizer_digest(self.tokenizer), self.digest
+    )
+
+  def test_changes_when_a_special_token_changes(self):
+    self.tokenizer.pad_token = tokenizer_lib.UNK_TOKEN
+    self.assertNotEqual(
+        fingerprint.tokenizer_digest(self.tokenizer), self.digest
+    )
+
+
+if __name__ == "__main__":
+  absltest.main()

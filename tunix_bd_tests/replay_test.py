@@ -1,0 +1,349 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.generate.replay on a tiny real Tunix Qwen3.
+
+Traces come from a plain-Python denoiser over the cache-free single-canvas
+forward (`_simulate`), independent of replay's clean-context layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.generate import denoise
+from tunix_bd.generate import replay
+from tunix_bd.generate import trace as trace_lib
+from tunix_bd.models import bd_config
+from tunix_bd.models import diffusion_lm
+from tunix_bd_tests import test_common
+
+_VOCAB = 128
+_MASK = 5  # A reserved id: never a prompt token, never sampled.
+_PAD = 1
+_BLOCK = 4
+# Prompt lengths: aligned (8), inside a block (3, 6), a single token (1).
+_PROMPT_LENGTHS = (8, 3, 6, 1)
+_COMPLETION_LEN = 11  # Every row but the first ends in a partial block.
+# Completion blocks generated per row (None: all); rows 1, 3 stop early.
+_STOP_BLOCKS = (None, 1, 2, 2)
+_ALIGNMENTS = (bd_config.SAME_POSITION, bd_config.SHIFTED)
+
+_QWEN3 = test_common.tiny_qwen3(vocab_size=_VOCAB, embed_dim=32)
+_MODEL = test_common.JittedModel(_QWEN3)
+
+
+def _config(alignment, block_size=_BLOCK):
+  return bd_config.BlockDiffusionConfig(
+      block_size=block_size, mask_token_id=_MASK, alignment=alignment
+  )
+
+
+def _prompts(rng, lengths):
+  prompts = np.full((len(lengths), max(lengths)), _PAD, np.int32)
+  for row, n in enumerate(lengths):
+    ids = rng.integers(_MASK + 1, _VOCAB, n)
+    prompts[row, :n] = ids
+  return prompts
+
+
+def _simulate(
+    model,
+    bd,
+    *,
+    temperature=1.0,
+    greedy=False,
+    rule="random",
+    prompt_lengths=_PROMPT_LENGTHS,
+    completion_len=_COMPLETION_LEN,
+    stop_blocks=_STOP_BLOCKS,
+    seed=0,
+):
+  """Records a trace by denoising block by block, cache-free.
+
+  Each step runs one single-canvas forward over every row's logical
+  sequence up to the end of the current block, then commits per row a
+  random non-empty subset (`rule="random"`) or the positions with
+  confidence >= 0.2, else the most confident one (`rule="confidence"`).
+
+  Returns:
+    A `Trace`; never-generated positions hold random garbage tokens.
+  """
+  rng = np.random.default_rng(seed)
+  config = dataclasses.replace(bd, layout=bd_config.SINGLE_CANVAS)
+  size = bd.block_size
+  batch, length = len(prompt_lengths), max(prompt_lengths) + completion_len
+  prompts = _prompts(rng, prompt_lengths)
+  canvas = np.full((batch, length), _MASK, np.int32)
+  ends = np.array(prompt_lengths) + completion_len
+  tokens = rng.integers(0, _VOCAB, (batch, completion_len)).astype(np.int32)
+  steps = np.full((batch, completion_len), -1, np.int32)
+  logps = np.zeros((batch, completion_len), np.float32)
+  last_block = np.zeros(batch, int)
+  for row, start in enumerate(prompt_lengths):
+    canvas[row, :start] = prompts[row, :start]
+    blocks = range(start // size, -(-ends[row] // size))
+    stop = stop_blocks[row]
+    last_block[row] = blocks[-1] if stop is None else blocks[stop - 1]
+  positions = np.broadcast_to(np.arange(length), (batch, length))
+  sample_temperature = 1.0 if greedy else temperature
+  for block in range(min(prompt_lengths) // size, last_block.max() + 1):
+    here = (positions // size == block) & (positions < ends[:, None])
+    here &= positions >= np.array(prompt_lengths)[:, None]
+    here &= (block <= last_block)[:, None]
+    visible = (positions < (block + 1) * size) & (positions < ends[:, None])
+    for step in range(size):
+      todo = here & (canvas == _MASK)
+      if not todo.any():
+        break
+      logits = diffusion_lm.diffusion_logits_fn(
+          model, canvas, positions, visible.astype(np.int32), config=config
+      )
+      logp = np.asarray(diffusion_lm.log_probs(logits, sample_temperature))
+      for row in np.flatnonzero(todo.any(axis=1)):
+        open_ = np.flatnonzero(todo[row])
+        if rule == "random":
+          commit = open_[rng.random(len(open_)) < 0.5]
+          if not commit.size:
+            commit = rng.choice(open_, 1)
+        else:
+          confidence = np.exp(logp[row, open_].max(axis=-1))
+          commit = open_[confidence >= 0.2]
+          if not commit.size:
+            commit = open_[[np.argmax(confidence)]]
+        for i in commit:
+          if greedy:
+            token = int(np.argmax(logp[row, i]))
+          else:
+            p = np.exp(logp[row, i].astype(np.float64))
+            token = int(rng.choice(_VOCAB, p=p / p.sum()))
+          j = i - prompt_lengths[row]
+          canvas[row, i] = tokens[row, j] = token
+          steps[row, j] = step
+          logps[row, j] = logp[row, i, token]
+  return trace_lib.Trace(
+      prompt_tokens=prompts,
+      prompt_lengths=np.array(prompt_lengths, np.int32),
+      tokens=tokens,
+      action_step=steps,
+      action_logp=logps,
+      temperature=sample_temperature,
+      bd=bd,
+  ).validate()
+
+
+_CALLS = []
+
+
+class _CountingModel(nnx.Module):
+  """A Qwen3 that counts executed forwards (also in `lax.scan` / `cond`)."""
+
+  def __init__(self, model):
+    self.model = model
+    self.config = model.config
+
+  def __call__(self, tokens, positions, cache, mask):
+    jax.debug.callback(lambda: _CALLS.append(1))
+    return self.model(tokens, positions, cache, mask)
+
+
+# Compiled replay counts its forwards: every test shares its compiles.
+_COUNTED = _CountingModel(_QWEN3)
+
+
+def _replay(trace, bd, **kwargs):
+  """Compiled replay; returns NumPy log-probs (and counts the forwards)."""
+  _CALLS.clear()
+  got = replay.compiled_replay_log_probs(_COUNTED, trace, bd=bd, **kwargs)
+  got = np.asarray(got)
+  jax.effects_barrier()
+  return got
+
+
+class ReplayTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("same_position_t07_random", bd_config.SAME_POSITION, 0.7, False),
+      ("shifted_t07_random", bd_config.SHIFTED, 0.7, False),
+      ("shifted_t1_confidence", bd_config.SHIFTED, 1.0, False),
+      ("same_position_greedy", bd_config.SAME_POSITION, 0.7, True),
+      ("shifted_greedy", bd_config.SHIFTED, 1.0, True),
+  )
+  def test_replay_reproduces_recorded_log_probs(
+      self, alignment, temperature, greedy
+  ):
+    bd = _config(alignment)
+    rule = "random" if temperature != 1.0 else "confidence"
+    trace = _simulate(
+        _MODEL, bd, temperature=temperature, greedy=greedy, rule=rule, seed=1
+    )
+    steps = trace.action_step
+    # The setup covers what it claims: early stops, several steps a block.
+    self.assertTrue((steps[1] == -1).any() and (steps[3] == -1).any())
+    self.assertTrue((steps[0] >= 0).all())
+    self.assertGreater(steps.max(), 0)
+    self.assertEqual(trace.temperature, 1.0 if greedy else temperature)
+
+    got = np.asarray(_replay(trace, bd))
+    generated = steps >= 0
+    np.testing.assert_allclose(
+        got[generated], trace.action_logp[generated], atol=1e-5, rtol=0
+    )
+    np.testing.assert_array_equal(got[~generated], 0.0)
+    reference = replay.replay_log_probs_reference(_MODEL, trace, bd=bd)
+    np.testing.assert_allclose(got, reference, atol=1e-5, rtol=0)
+
+  def test_reference_reproduces_recorded_log_probs(self):
+    bd = _config(bd_config.SHIFTED, block_size=3)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=3)
+    got = replay.replay_log_probs_reference(_MODEL, trace, bd=bd)
+    np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+
+  def test_scoring_at_another_temperature(self):
+    bd = _config(bd_config.SHIFTED)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=4)
+    at_one = np.asarray(_replay(trace, bd, temperature=1.0))
+    want = replay.replay_log_probs_reference(
+        _MODEL, trace, bd=bd, temperature=1.0
+    )
+    np.testing.assert_allclose(at_one, want, atol=1e-5, rtol=0)
+    generated = trace.action_step >= 0
+    error = np.abs(at_one - trace.action_logp)[generated]
+    self.assertGreater(error.max(), 1e-3)
+
+  def test_forwards_are_steps_per_block_not_blocks_times_steps(self):
+    bd = _config(bd_config.SHIFTED)
+    one_block = _simulate(
+        _MODEL, bd, rule="confidence", stop_blocks=(1, 1, 1, 1), seed=5
+    )
+    every_block = _simulate(
+        _MODEL, bd, rule="confidence", stop_blocks=(None,) * 4, seed=5
+    )
+    for trace in (one_block, every_block):
+      # `block_size` scan steps; those no block reached are skipped.
+      got = _replay(trace, bd)
+      self.assertEqual(len(_CALLS), int(trace.action_step.max()) + 1)
+      np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+    # The full trace has far more (row, block, step)s than forwards.
+    blocks = every_block.blocks()
+    block_steps = sum(
+        len(np.unique(every_block.action_step[r][blocks[r] == b]))
+        for r in range(len(blocks))
+        for b in np.unique(blocks[r])
+    )
+    self.assertGreater(block_steps, 3 * len(_CALLS))
+
+  def test_gradients_are_finite_and_non_zero(self):
+    bd = _config(bd_config.SHIFTED)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=7)
+    weights = np.random.default_rng(0).standard_normal(trace.tokens.shape)
+
+    num_steps = int(trace.action_step.max()) + 1
+
+    # As in an RL step: compiled, the trace's arrays traced.
+    @nnx.jit
+    def loss_and_grad(model, trace):
+      def loss(model):
+        logp = replay.replay_log_probs(model, trace, bd=bd, num_steps=num_steps)
+        return jnp.sum(weights * logp), logp
+
+      return nnx.value_and_grad(loss, has_aux=True)(model)
+
+    (value, logp), grads = loss_and_grad(_QWEN3, trace)
+    np.testing.assert_allclose(logp, trace.action_logp, atol=1e-5, rtol=0)
+    self.assertTrue(np.isfinite(float(value)))
+    flat = nnx.to_flat_state(nnx.state(grads, nnx.Param))
+    self.assertNotEmpty(flat)
+    for path, leaf in flat:
+      leaf = np.asarray(leaf.get_value())
+      self.assertTrue(np.isfinite(leaf).all(), path)
+      self.assertGreater(np.abs(leaf).max(), 0.0, path)
+
+  def test_replays_the_cached_denoiser_stochastic_trace(self):
+    bd = _config(bd_config.SHIFTED)
+    config = denoise.DenoiseConfig(
+        max_new_tokens=_COMPLETION_LEN,
+        max_prompt_length=max(_PROMPT_LENGTHS),
+        rule="threshold",
+        threshold=0.3,
+        temperature=0.7,
+        stop_ids=(27,),
+        pad_id=_PAD,
+        use_cache=True,
+    )
+    prompts = _prompts(np.random.default_rng(0), _PROMPT_LENGTHS)
+    out = denoise.generate(
+        _QWEN3,
+        prompts,
+        np.array(_PROMPT_LENGTHS),
+        bd=bd,
+        config=config,
+        seeds=np.arange(4),
+    )
+    trace = out.trace
+    steps = trace.action_step
+    # Some rows stopped early, others ran to the end; blocks took steps.
+    self.assertTrue((steps == -1).any(axis=1).any())
+    self.assertTrue((steps >= 0).all(axis=1).any())
+    self.assertGreater(steps.max(), 0)
+
+    self.assertLessEqual(replay.max_replay_error(_COUNTED, trace, bd=bd), 1e-5)
+    got = _replay(trace, bd)
+    np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+    logp = trace.action_logp.copy()
+    logp[np.nonzero(steps >= 0)[0][0], 0] -= 0.25
+    error = replay.max_replay_error(
+        _COUNTED, trace.replace(action_logp=logp), bd=bd
+    )
+    self.assertAlmostEqual(error, 0.25, delta=1e-5)
+
+  def test_invalid_traces_fail_closed(self):
+    bd = _config(bd_config.SHIFTED)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=9)
+
+    def check(regex, score_bd=bd, **changes):
+      bad = trace.replace(**changes)
+      with self.assertRaisesRegex(ValueError, regex):
+        replay.replay_log_probs(_MODEL, bad, bd=score_bd)
+
+    steps = trace.action_step
+    check(r"action_step must have shape", action_step=steps[:, :-1])
+    check(r"action_logp must have shape", action_logp=trace.action_logp[:2])
+    check(r"action_logp must be a float", action_logp=steps)
+    check(r"prompt_lengths must have shape", prompt_lengths=np.array([3, 4]))
+    check(r"tokens must have shape", tokens=trace.tokens[:3])
+    check(r"prompt_tokens is empty", prompt_tokens=trace.prompt_tokens[:, :0])
+    check(
+        r"prompt_lengths must be in \[1, 8\]",
+        prompt_lengths=np.array([9, 3, 6, 1]),
+    )
+    lengths = np.array([8, 0, 6, 1], np.int32)
+    check(r"prompt_lengths.*shifted.*empty prompt", prompt_lengths=lengths)
+    same = _config(bd_config.SAME_POSITION)
+    check(r"prompt_lengths must be in", same, prompt_lengths=lengths, bd=same)
+    check(r"action_step must be in \[-1, block_size=4\)", action_step=steps + 4)
+    middle = steps.copy()
+    middle[0, 1] = -1  # Row 0's first completion block is positions 0..3.
+    check(r"action_step of row 0 has -1 in the middle", action_step=middle)
+    resumed = steps.copy()
+    resumed[0, :4] = -1
+    check(r"row 0 generates completion block 1 after", action_step=resumed)
+    masked = trace.tokens.copy()
+    masked[0, 0] = _MASK
+    check(r"tokens commits the mask token", tokens=masked)
+    check(r"temperature must be a finite number", temperature=0.0)
+    check(r"bd must be a BlockDiffusionConfig", bd.to_dict())
+    check(r"differs from trace.bd in \['block_size'\]", _config("shifted", 3))
+    with self.assertRaisesRegex(ValueError, r"num_steps=1 is too small"):
+      replay.replay_log_probs(_MODEL, trace, bd=bd, num_steps=1)
+    with self.assertRaisesRegex(ValueError, r"no field 'prompt_tokens'"):
+      replay.replay_log_probs(_MODEL, object(), bd=bd)
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -1,0 +1,217 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.data.tasks: the embedded verifiable digit tasks."""
+
+import collections
+import re
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tunix_bd.data import tasks
+
+_UNARY = re.compile(r"(sort|reverse|double) ([0-9]+)")
+_ADD = re.compile(r"add ([0-9]+)\+([0-9]+)")
+
+
+def _reference(prompt: str) -> tuple[str, str, list[str]]:
+  """Re-derives (task, answer, operands) from a prompt, independently."""
+  match = _UNARY.fullmatch(prompt)
+  if match:
+    name, digits = match.groups()
+    if name == "sort":
+      answer = "".join(sorted(digits))
+    elif name == "reverse":
+      answer = digits[::-1]
+    else:
+      answer = "".join(2 * d for d in digits)
+    return name, answer, [digits]
+  match = _ADD.fullmatch(prompt)
+  if match:
+    a, b = match.groups()
+    return "add", str(int(a) + int(b)), [a, b]
+  raise AssertionError(f"unexpected prompt {prompt!r}")
+
+
+class TaskMixTest(parameterized.TestCase):
+
+  def test_same_seed_split_index_gives_same_example(self):
+    first = tasks.TaskMix(seed=3).examples("train", 200)
+    again = tasks.TaskMix(seed=3).examples("train", 200)
+    self.assertEqual(first, again)
+    # An example does not depend on which other examples were drawn.
+    self.assertEqual(
+        tasks.TaskMix(seed=3).examples("train", 20, start=150), first[150:170]
+    )
+    self.assertEqual(tasks.TaskMix(seed=3).example("train", 199), first[199])
+
+  def test_different_seeds_and_splits_differ(self):
+    seed0 = tasks.TaskMix(seed=0).examples("train", 100)
+    seed1 = tasks.TaskMix(seed=1).examples("train", 100)
+    same = sum(a == b for a, b in zip(seed0, seed1))
+    self.assertLess(same, 20)
+    eval0 = tasks.TaskMix(seed=0).examples("eval", 100)
+    self.assertLess(sum(a == b for a, b in zip(seed0, eval0)), 20)
+
+  def test_train_and_eval_are_disjoint(self):
+    mix = tasks.TaskMix(min_len=1, max_len=3)
+    train = mix.examples("train", 3000)
+    evals = mix.examples("eval", 1000)
+    self.assertTrue(all(tasks.split_of(e.prompt) == "train" for e in train))
+    self.assertTrue(all(tasks.split_of(e.prompt) == "eval" for e in evals))
+    train_prompts = {e.prompt for e in train}
+    eval_prompts = {e.prompt for e in evals}
+    self.assertEmpty(train_prompts & eval_prompts)
+    # Short operands repeat prompts, so the check above is not vacuous.
+    self.assertLess(len(train_prompts), len(train))
+
+  @parameterized.parameters("train", "eval")
+  def test_answers_equal_independent_reference(self, split):
+    mix = tasks.TaskMix(tasks=tasks.TASK_NAMES, seed=5, max_len=8)
+    for example in mix.examples(split, 600):
+      with self.subTest(prompt=example.prompt):
+        name, answer, _ = _reference(example.prompt)
+        self.assertEqual(example.task, name)
+        self.assertEqual(example.answer, answer)
+        self.assertEqual(tasks.solve(example.prompt), answer)
+        self.assertEqual(
+            example.messages(),
+            [
+                {"role": "user", "content": example.prompt},
+                {"role": "assistant", "content": answer},
+            ],
+        )
+
+  @parameterized.parameters((1, 1), (2, 4), (6, 6), (1, 9))
+  def test_operand_lengths_respect_min_and_max(self, min_len, max_len):
+    mix = tasks.TaskMix(
+        tasks=tasks.TASK_NAMES, min_len=min_len, max_len=max_len, seed=11
+    )
+    seen = collections.Counter()
+    for example in mix.examples("train", 400):
+      _, _, operands = _reference(example.prompt)
+      low, high = min_len, max_len
+      if example.task == "add":  # Operands are clipped to ADD_MAX_DIGITS.
+        low = min(min_len, tasks.ADD_MAX_DIGITS)
+        high = min(max_len, tasks.ADD_MAX_DIGITS)
+      for operand in operands:
+        self.assertBetween(len(operand), low, high)
+        if example.task == "add" and len(operand) > 1:
+          # Operand lengths count digits, so no leading zero.
+          self.assertNotEqual(operand[0], "0", example.prompt)
+        if example.task != "add":
+          seen[len(operand)] += 1
+    self.assertCountEqual(seen, range(min_len, max_len + 1))
+
+  def test_all_tasks_appear(self):
+    self.assertCountEqual(
+        tasks.TASK_NAMES, ("sort", "reverse", "double", "add")
+    )
+    self.assertCountEqual(tasks.DEFAULT_TASKS, ("sort", "reverse", "double"))
+    for mix in (tasks.TaskMix(), tasks.TaskMix(tasks=tasks.TASK_NAMES)):
+      counts = collections.Counter(e.task for e in mix.examples("train", 400))
+      self.assertCountEqual(counts, mix.tasks)
+      for name in mix.tasks:
+        self.assertGreater(counts[name], 50, counts)
+
+  def test_task_subset_draws_only_those_tasks(self):
+    mix = tasks.TaskMix(tasks=("add",))
+    self.assertEqual({e.task for e in mix.examples("eval", 50)}, {"add"})
+
+  @parameterized.named_parameters(
+      ("unknown_task", {"tasks": ("sort", "mul")}, r"data\.tasks.*'mul'"),
+      ("empty_tasks", {"tasks": ()}, r"data\.tasks is empty"),
+      ("zero_min_len", {"min_len": 0}, r"data\.min_len.*min_len=0"),
+      (
+          "min_above_max",
+          {"min_len": 5, "max_len": 4},
+          r"data\.min_len and data\.max_len.*min_len=5, max_len=4",
+      ),
+  )
+  def test_invalid_mix_raises_naming_setting(self, kwargs, regex):
+    with self.assertRaisesRegex(ValueError, regex):
+      tasks.TaskMix(**kwargs)
+
+  def test_invalid_split_or_index_raises(self):
+    mix = tasks.TaskMix()
+    with self.assertRaisesRegex(ValueError, "split must be one of"):
+      mix.example("test", 0)
+    with self.assertRaisesRegex(ValueError, "index must be >= 0, got -1"):
+      mix.example("train", -1)
+
+  def test_split_without_any_prompt_raises_instead_of_hanging(self):
+    # None of the ten prompts "sort 0".."sort 9" hashes into eval.
+    self.assertEqual(
+        {tasks.split_of(f"sort {d}") for d in range(10)}, {"train"}
+    )
+    mix = tasks.TaskMix(tasks=("sort",), min_len=1, max_len=1)
+    self.assertEqual(mix.example("train", 0).task, "sort")
+    with self.assertRaisesRegex(
+        ValueError, r"no eval example.*data\.tasks=\('sort',\)"
+    ):
+      mix.example("eval", 0)
+
+  @parameterized.parameters(
+      "",
+      "sort",
+      "sort ",
+      "sort 12a",
+      "mul 2+3",
+      "add 1+",
+      "add 1+2+3",
+      "add +2",
+      "reverse -12",
+  )
+  def test_solve_rejects_non_task_prompts(self, prompt):
+    with self.assertRaisesRegex(ValueError, "not an embedded task prompt"):
+      tasks.solve(prompt)
+
+  def test_solve_examples(self):
+    self.assertEqual(tasks.solve("sort 30210"), "00123")
+    self.assertEqual(tasks.solve("reverse 0012"), "2100")
+    self.assertEqual(tasks.solve("add 999+1"), "1000")
+    self.assertEqual(tasks.solve("add 0+0"), "0")
+
+
+class ScoringTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      ("123", "123", True),
+      (" 123\n", "123", True),
+      ("123", " 123 ", True),
+      ("0123", "123", False),
+      ("1 23", "123", False),
+      ("", "123", False),
+  )
+  def test_exact_match(self, prediction, answer, expected):
+    self.assertEqual(tasks.exact_match(prediction, answer), expected)
+
+  def test_score_by_task(self):
+    scores = tasks.score_by_task(
+        ["sort", "add", "sort", "reverse", "add", "add"],
+        ["12", "5", "x", "21 ", "7", "10"],
+        ["12", "5", "34", "21", "8", "9"],
+    )
+    self.assertEqual(
+        scores, {"add": 1 / 3, "reverse": 1.0, "sort": 0.5, "all": 0.5}
+    )
+    self.assertEqual(list(scores), ["add", "reverse", "sort", "all"])
+
+  def test_score_by_task_puts_all_last_after_late_names(self):
+    scores = tasks.score_by_task(["zeta", "alpha"], ["1", "2"], ["1", "0"])
+    self.assertEqual(list(scores), ["alpha", "zeta", "all"])
+    self.assertEqual(scores["all"], 0.5)
+
+  @parameterized.parameters(
+      (["sort"], ["1", "2"], ["1", "2"]),
+      (["sort", "add"], ["1"], ["1", "2"]),
+      (["sort", "add"], ["1", "2"], ["1"]),
+  )
+  def test_score_by_task_rejects_mismatched_lengths(
+      self, task_names, predictions, answers
+  ):
+    with self.assertRaisesRegex(ValueError, "must have equal lengths"):
+      tasks.score_by_task(task_names, predictions, answers)
+
+
+if __name__ == "__main__":
+  absltest.main()

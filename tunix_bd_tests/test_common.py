@@ -1,0 +1,123 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Shared test helpers: tiny real Tunix Qwen3 models and wrappers.
+
+Only add to this module; other test modules import it.
+"""
+
+from __future__ import annotations
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix.models.qwen3 import model as qwen3_lib
+
+
+def tiny_qwen3_config(
+    vocab_size: int = 128, embed_dim: int = 32, num_layers: int = 2
+) -> qwen3_lib.ModelConfig:
+  """A tiny Qwen3 config (dense attention, so block masks are honoured)."""
+  return qwen3_lib.ModelConfig(
+      num_layers=num_layers,
+      vocab_size=vocab_size,
+      embed_dim=embed_dim,
+      hidden_dim=2 * embed_dim,
+      num_heads=2,
+      head_dim=16,
+      num_kv_heads=1,
+      rope_theta=1_000_000,
+      norm_eps=1e-6,
+      use_flash_attention=False,
+  )
+
+
+def tiny_qwen3(
+    vocab_size: int = 128,
+    embed_dim: int = 32,
+    num_layers: int = 2,
+    seed: int = 0,
+) -> qwen3_lib.Qwen3:
+  """A random tiny Qwen3; NumPy draws the weights (eager init is slow).
+
+  Args:
+    vocab_size: vocabulary size.
+    embed_dim: model width.
+    num_layers: decoder layers.
+    seed: NumPy seed of the weights.
+
+  Returns:
+    The model, float32, with weights of scale ~0.3 (so logits are peaked
+    enough for confidence-based decoding to be non-trivial).
+  """
+  config = tiny_qwen3_config(vocab_size, embed_dim, num_layers)
+  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  graphdef, state = nnx.split(abstract)
+  rng = np.random.default_rng(seed)
+
+  def draw(leaf):
+    if leaf.ndim == 1:  # Norm scales.
+      value = 1.0 + 0.1 * rng.standard_normal(leaf.shape)
+    else:
+      value = 0.3 * rng.standard_normal(leaf.shape)
+    # JAX arrays, so the model also works when closed over by a transform.
+    return jnp.asarray(value, leaf.dtype)
+
+  return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
+
+
+@jax.jit
+def _forward(graphdef, state, tokens, positions, cache, mask):
+  return nnx.merge(graphdef, state)(tokens, positions, cache, mask)
+
+
+class JittedModel:
+  """A Tunix model behind one compiled forward per input shape.
+
+  Called exactly as a Tunix model (`model(tokens, positions, cache, mask)`),
+  so eager code under test runs around a real forward that compiles once per
+  shape. Not an `nnx.Module`: differentiate through `model` itself.
+
+  Attributes:
+    model: the wrapped Tunix model.
+    config: its config.
+  """
+
+  def __init__(self, model):
+    self.model = model
+    self.config = model.config
+    self._split = nnx.split(model)
+
+  def __call__(self, tokens, positions, cache, mask):
+    return _forward(*self._split, tokens, positions, cache, mask)
+
+  def init_cache(self, batch_size, cache_size, dtype):
+    return self.model.init_cache(batch_size, cache_size, dtype)
+
+
+def init_qwen3(
+    config: qwen3_lib.ModelConfig, seed: int = 0, scale: float = 0.3
+) -> qwen3_lib.Qwen3:
+  """A Qwen3 of any config, its weights drawn by NumPy as in `tiny_qwen3`.
+
+  Args:
+    config: the model config.
+    seed: NumPy seed of the weights.
+    scale: standard deviation of the matrices (norm scales stay near 1); a
+      small scale (e.g. 0.05) trains stably.
+
+  Returns:
+    The model, its weights float32 JAX arrays (trainable by Tunix).
+  """
+  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  graphdef, state = nnx.split(abstract)
+  rng = np.random.default_rng(seed)
+
+  def draw(leaf):
+    if leaf.ndim == 1:  # Norm scales.
+      value = 1.0 + 0.1 * rng.standard_normal(leaf.shape)
+    else:
+      value = scale * rng.standard_normal(leaf.shape)
+    return jax.numpy.asarray(value, leaf.dtype)
+
+  return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
