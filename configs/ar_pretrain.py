@@ -60,7 +60,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict(
       dict(
           batch_size=64,
-          max_steps=2000,
+          max_steps=1500,
           learning_rate=2e-3,
           warmup_steps=100,
           weight_decay=0.01,

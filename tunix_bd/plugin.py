@@ -33,6 +33,9 @@ PLUGIN = plugin_api.Plugin(
         "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
         "sft": "tunix_bd.recipes.sft:run",
         "bench_sft": "tunix_bd.recipes.bench_sft:run",
+        "generate": "tunix_bd.recipes.generate:run",
+        "bench_decode": "tunix_bd.recipes.bench_decode:run",
+        "quickstart": "tunix_bd.recipes.quickstart:run",
     },
     registers={
         "loss hooks": [

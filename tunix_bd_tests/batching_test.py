@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.sft.batching: global and micro-batches, order, resume."""
 
+import pickle
 import re
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import grain
 import numpy as np
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
@@ -95,9 +97,7 @@ class SftBatchesTest(parameterized.TestCase):
       seen.append(ids)
     self.assertNotEqual(seen[0], seen[1])
     other_seed = _batches(data, seed=1, num_epochs=1)
-    self.assertFalse(
-        np.array_equal(other_seed[0]["tokens"], ds[0]["tokens"])
-    )
+    self.assertFalse(np.array_equal(other_seed[0]["tokens"], ds[0]["tokens"]))
     unshuffled = _batches(data, num_epochs=1, shuffle=False)
     np.testing.assert_array_equal(
         unshuffled[1]["tokens"][:, :20], data.tokens[4:8, :20]
@@ -116,6 +116,13 @@ class SftBatchesTest(parameterized.TestCase):
     fresh = _batches(k=k)
     _assert_equal(fresh[7], uninterrupted[7])
     self.assertGreater(len(fresh), 10**9)
+    # So do a pickled copy (grain worker processes) and a threaded reader.
+    _assert_equal(pickle.loads(pickle.dumps(fresh))[9], uninterrupted[9])
+    threaded = fresh.to_iter_dataset(
+        grain.ReadOptions(num_threads=8, prefetch_buffer_size=16)
+    )
+    for want, got in zip(uninterrupted, threaded):
+      _assert_equal(got, want)
 
   def test_eval_batches_are_their_own_global_batch(self):
     ds = batching.eval_batches(

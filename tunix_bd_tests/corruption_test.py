@@ -30,9 +30,7 @@ def _embedded(num_examples=24, max_length=48):
   mix = tasks_lib.TaskMix(
       tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=3
   )
-  conversations = dataset_lib.embedded_conversations(
-      mix, "train", num_examples
-  )
+  conversations = dataset_lib.embedded_conversations(mix, "train", num_examples)
   return dataset_lib.tokenize(_TOKENIZER, conversations, max_length)
 
 
@@ -262,10 +260,14 @@ class CorruptExampleTest(parameterized.TestCase):
   def test_bad_rows(self):
     cc = corruption.SftCorruptionConfig()
     row = _row(3, 10, 16)
-    no_eos = dict(row, tokens=np.where(row["tokens"] == _EOS, 50, row["tokens"]))
+    no_eos = dict(
+        row, tokens=np.where(row["tokens"] == _EOS, 50, row["tokens"])
+    )
     with self.assertRaisesRegex(ValueError, "must end with EOS"):
       _corrupt(no_eos, cc)
-    with_mask = dict(row, tokens=np.where(np.arange(16) == 1, _MASK, row["tokens"]))
+    with_mask = dict(
+        row, tokens=np.where(np.arange(16) == 1, _MASK, row["tokens"])
+    )
     with self.assertRaisesRegex(ValueError, "equals mask_token_id"):
       _corrupt(with_mask, cc)
     with self.assertRaisesRegex(ValueError, "no completion"):

@@ -9,6 +9,7 @@ forward (`_simulate`), independent of replay's clean-context layout.
 from __future__ import annotations
 
 import dataclasses
+import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -29,10 +30,11 @@ _PAD = 1
 _BLOCK = 4
 # Prompt lengths: aligned (8), inside a block (3, 6), a single token (1).
 _PROMPT_LENGTHS = (8, 3, 6, 1)
-_COMPLETION_LEN = 11  # Every row but the first ends in a partial block.
-# Completion blocks generated per row (None: all); rows 1, 3 stop early.
+# Rows end at logical 19, 14, 17, 12: rows 0-2 end in a partial block.
+_COMPLETION_LEN = 11
+# Completion blocks generated per row (None: all); rows 1-3 stop early, row
+# 0 generates its partial final block.
 _STOP_BLOCKS = (None, 1, 2, 2)
-_ALIGNMENTS = (bd_config.SAME_POSITION, bd_config.SHIFTED)
 
 _QWEN3 = test_common.tiny_qwen3(vocab_size=_VOCAB, embed_dim=32)
 _MODEL = test_common.JittedModel(_QWEN3)
@@ -167,18 +169,29 @@ def _replay(trace, bd, **kwargs):
 
 class ReplayTest(parameterized.TestCase):
 
+  # Two (alignment, temperature) pairs: each compiles replay once.
   @parameterized.named_parameters(
-      ("same_position_t07_random", bd_config.SAME_POSITION, 0.7, False),
-      ("shifted_t07_random", bd_config.SHIFTED, 0.7, False),
-      ("shifted_t1_confidence", bd_config.SHIFTED, 1.0, False),
-      ("same_position_greedy", bd_config.SAME_POSITION, 0.7, True),
-      ("shifted_greedy", bd_config.SHIFTED, 1.0, True),
+      ("shifted_t07_random", bd_config.SHIFTED, 0.7, False, "random"),
+      ("shifted_t07_confidence", bd_config.SHIFTED, 0.7, False, "confidence"),
+      (
+          "same_position_t1_random",
+          bd_config.SAME_POSITION,
+          1.0,
+          False,
+          "random",
+      ),
+      (
+          "same_position_greedy",
+          bd_config.SAME_POSITION,
+          1.0,
+          True,
+          "confidence",
+      ),
   )
   def test_replay_reproduces_recorded_log_probs(
-      self, alignment, temperature, greedy
+      self, alignment, temperature, greedy, rule
   ):
     bd = _config(alignment)
-    rule = "random" if temperature != 1.0 else "confidence"
     trace = _simulate(
         _MODEL, bd, temperature=temperature, greedy=greedy, rule=rule, seed=1
     )
@@ -187,7 +200,7 @@ class ReplayTest(parameterized.TestCase):
     self.assertTrue((steps[1] == -1).any() and (steps[3] == -1).any())
     self.assertTrue((steps[0] >= 0).all())
     self.assertGreater(steps.max(), 0)
-    self.assertEqual(trace.temperature, 1.0 if greedy else temperature)
+    self.assertEqual(trace.temperature, temperature)
 
     got = np.asarray(_replay(trace, bd))
     generated = steps >= 0
@@ -206,24 +219,21 @@ class ReplayTest(parameterized.TestCase):
 
   def test_scoring_at_another_temperature(self):
     bd = _config(bd_config.SHIFTED)
-    trace = _simulate(_MODEL, bd, temperature=0.7, seed=4)
-    at_one = np.asarray(_replay(trace, bd, temperature=1.0))
+    trace = _simulate(_MODEL, bd, temperature=1.0, seed=4)
+    got = _replay(trace, bd, temperature=0.7)
     want = replay.replay_log_probs_reference(
-        _MODEL, trace, bd=bd, temperature=1.0
+        _MODEL, trace, bd=bd, temperature=0.7
     )
-    np.testing.assert_allclose(at_one, want, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
     generated = trace.action_step >= 0
-    error = np.abs(at_one - trace.action_logp)[generated]
+    error = np.abs(got - trace.action_logp)[generated]
     self.assertGreater(error.max(), 1e-3)
 
   def test_forwards_are_steps_per_block_not_blocks_times_steps(self):
     bd = _config(bd_config.SHIFTED)
-    one_block = _simulate(
-        _MODEL, bd, rule="confidence", stop_blocks=(1, 1, 1, 1), seed=5
-    )
-    every_block = _simulate(
-        _MODEL, bd, rule="confidence", stop_blocks=(None,) * 4, seed=5
-    )
+    kwargs = dict(temperature=0.7, rule="confidence", seed=5)
+    one_block = _simulate(_MODEL, bd, stop_blocks=(1, 1, 1, 1), **kwargs)
+    every_block = _simulate(_MODEL, bd, stop_blocks=(None,) * 4, **kwargs)
     for trace in (one_block, every_block):
       # `block_size` scan steps; those no block reached are skipped.
       got = _replay(trace, bd)
@@ -296,11 +306,22 @@ class ReplayTest(parameterized.TestCase):
     got = _replay(trace, bd)
     np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
     logp = trace.action_logp.copy()
-    logp[np.nonzero(steps >= 0)[0][0], 0] -= 0.25
+    logp[0, 0] -= 0.25
     error = replay.max_replay_error(
         _COUNTED, trace.replace(action_logp=logp), bd=bd
     )
     self.assertAlmostEqual(error, 0.25, delta=1e-5)
+
+  def test_accepts_any_object_with_the_trace_fields(self):
+    bd = _config(bd_config.SHIFTED)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=6)
+    fields = ("prompt_tokens", "prompt_lengths", "tokens", "action_step")
+    plain = types.SimpleNamespace(
+        **{f: getattr(trace, f).tolist() for f in fields},
+        action_logp=trace.action_logp,
+        temperature=0.7,
+    )
+    np.testing.assert_array_equal(_replay(plain, bd), _replay(trace, bd))
 
   def test_invalid_traces_fail_closed(self):
     bd = _config(bd_config.SHIFTED)
@@ -328,7 +349,7 @@ class ReplayTest(parameterized.TestCase):
     check(r"prompt_lengths must be in", same, prompt_lengths=lengths, bd=same)
     check(r"action_step must be in \[-1, block_size=4\)", action_step=steps + 4)
     middle = steps.copy()
-    middle[0, 1] = -1  # Row 0's first completion block is positions 0..3.
+    middle[0, 1] = -1  # Row 0's first completion block is slots 0..3.
     check(r"action_step of row 0 has -1 in the middle", action_step=middle)
     resumed = steps.copy()
     resumed[0, :4] = -1

@@ -104,9 +104,8 @@ def build_canvas(
 
 def _scaled_log_probs(logits, temperature):
   """`diffusion_lm.log_probs` for a traced temperature > 0."""
-  excluded = logits <= jnp.float32(diffusion_lm.MASKED_LOGIT)
-  scaled = jnp.where(excluded, jnp.float32(diffusion_lm.MASKED_LOGIT), logits)
-  scaled = jnp.where(excluded, scaled, logits / temperature)
+  masked_logit = jnp.float32(diffusion_lm.MASKED_LOGIT)
+  scaled = jnp.where(logits <= masked_logit, masked_logit, logits / temperature)
   return jax.nn.log_softmax(scaled, axis=-1)
 
 

@@ -67,7 +67,10 @@ def _is_number(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DenoiseConfig:
-  """How to denoise (all fields are static under jit).
+  """How to denoise. Frozen and hashable.
+
+  Only `max_new_tokens`, `max_prompt_length`, `use_cache` and the number of
+  stop ids shape the compiled program; the rest are runtime values.
 
   Attributes:
     max_new_tokens: T, completion positions per row, >= 1.
@@ -146,7 +149,7 @@ class DenoiseConfig:
         and all(_is_int(s) and s >= 0 for s in stop_ids),
         "a sequence of ints >= 0",
     )
-    # Normalise so that equal settings hash equally (one compile).
+    # Normalise NumPy scalars and lists so that equal settings are equal.
     for name, value in (
         ("max_new_tokens", int(self.max_new_tokens)),
         ("max_prompt_length", int(self.max_prompt_length)),
@@ -322,8 +325,15 @@ def generate(
   bd.validate_for_model(
       model.config, pad_id=config.pad_id, eos_id=None, stop_ids=config.stop_ids
   )
+  vocab_size = model.config.vocab_size
+  outside = [i for i in config.stop_ids + (config.pad_id,) if i >= vocab_size]
+  if outside:
+    raise ValueError(
+        f"stop_ids / pad_id {outside} are outside the model vocabulary"
+        f" [0, {vocab_size})."
+    )
   prompts, lengths = _prompts(
-      prompt_tokens, prompt_lengths, config, bd, model.config.vocab_size
+      prompt_tokens, prompt_lengths, config, bd, vocab_size
   )
   seeds = _seeds(seeds, len(lengths), config)
   layout = decode_loop.Layout.create(

@@ -26,6 +26,7 @@ generated are padding too.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Protocol
 
 from flax import nnx
@@ -257,22 +258,25 @@ def _replay(model, prompt, lengths, tokens, steps, *, bd, temperature, steps_n):
       [jnp.where(in_prompt, jnp.asarray(prompt, jnp.int32), 0), targets],
       axis=1,
   )
-  # The commit step of every slot; prompt slots are never masked.
-  slot_steps = jnp.concatenate(
-      [jnp.full((batch, prompt_len), -1, jnp.int32), steps], axis=1
-  )
-  unmasked_from = jnp.where(
-      jnp.arange(prompt_len + completion_len) < prompt_len,
-      -1,
-      jnp.where(slot_steps >= 0, slot_steps, jnp.iinfo(jnp.int32).max),
+  # The step after which each slot is on the canvas: prompt slots always,
+  # completion slots once committed, never-generated slots (pads) never.
+  committed_at = jnp.concatenate(
+      [
+          jnp.full((batch, prompt_len), -1, jnp.int32),
+          jnp.where(generated, steps, jnp.iinfo(jnp.int32).max),
+      ],
+      axis=1,
   )
   config = dataclasses.replace(bd, layout=bd_config.CLEAN_CONTEXT)
 
-  @jax.checkpoint
+  # Rematerialized in the backward pass: gradient memory of one forward
+  # (and a much smaller program than saving every step's residuals). Inside
+  # `scan`, CSE prevention is not needed.
+  @functools.partial(jax.checkpoint, prevent_cse=False)
   def score_step(step):
     # Every block's canvas before its step `step`: a completion token is
     # there iff committed at an earlier step.
-    noisy = jnp.where(unmasked_from < step, clean, config.mask_token_id)
+    noisy = jnp.where(committed_at < step, clean, config.mask_token_id)
     logits = diffusion_lm.diffusion_logits_fn(
         model, noisy, positions, segments, config=config, clean_tokens=clean
     )

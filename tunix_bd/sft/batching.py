@@ -26,8 +26,10 @@ trains on exactly the canvases an uninterrupted run would.
 
 from __future__ import annotations
 
+import collections
 import sys
-from typing import Any
+import threading
+from typing import Any, Callable
 
 import grain
 import numpy as np
@@ -124,6 +126,50 @@ def validate_dataset(
       )
 
 
+class _ComputeOnce:
+  """A small thread-safe cache that computes each key once.
+
+  grain reads items from several threads: the k micro-batches of a global
+  batch are requested about together and must not corrupt it k times.
+  Pickling (for grain worker processes) drops the lock and the entries.
+  """
+
+  def __init__(self, compute: Callable[[int], Any], max_entries: int):
+    self._compute = compute
+    self._max_entries = max_entries
+    self._lock = threading.Lock()
+    self._entries = collections.OrderedDict()
+
+  def __getstate__(self):
+    return {"compute": self._compute, "max_entries": self._max_entries}
+
+  def __setstate__(self, state):
+    self.__init__(state["compute"], state["max_entries"])
+
+  def __call__(self, key: int) -> Any:
+    with self._lock:
+      entry = self._entries.get(key)
+      owner = entry is None
+      if owner:
+        entry = {"ready": threading.Event(), "value": None, "error": None}
+        self._entries[key] = entry
+        while len(self._entries) > self._max_entries:
+          self._entries.popitem(last=False)
+    if owner:
+      try:
+        entry["value"] = self._compute(key)
+      except Exception as e:  # pylint: disable=broad-exception-caught
+        entry["error"] = e
+        with self._lock:
+          self._entries.pop(key, None)
+      entry["ready"].set()
+    else:
+      entry["ready"].wait()
+    if entry["error"] is not None:
+      raise entry["error"]
+    return entry["value"]
+
+
 class _MicroBatches(grain.sources.RandomAccessDataSource):
   """Item m: micro-batch m % k of global batch m // k."""
 
@@ -150,9 +196,8 @@ class _MicroBatches(grain.sources.RandomAccessDataSource):
     self._num_epochs = num_epochs
     self._shuffle = shuffle
     self._batches_per_epoch = len(dataset) // batch_size
-    # One entry each: consecutive items share a global batch and an epoch.
-    self._order_cache = (-1, None)
-    self._batch_cache = (-1, None)
+    self._orders = _ComputeOnce(self._order, max_entries=2)
+    self._global_batches = _ComputeOnce(self._global_batch, max_entries=8)
 
   def __len__(self) -> int:
     if self._num_epochs is None:
@@ -160,25 +205,17 @@ class _MicroBatches(grain.sources.RandomAccessDataSource):
     return self._num_epochs * self._batches_per_epoch * self._k
 
   def _order(self, epoch: int) -> np.ndarray:
-    cached_epoch, order = self._order_cache
-    if cached_epoch != epoch:
-      if self._shuffle:
-        rng = np.random.default_rng(
-            [self._seed, epoch, corruption_lib.ORDER_STREAM]
-        )
-        order = rng.permutation(len(self._dataset))
-      else:
-        order = np.arange(len(self._dataset))
-      self._order_cache = (epoch, order)
-    return order
+    if not self._shuffle:
+      return np.arange(len(self._dataset))
+    rng = np.random.default_rng(
+        [self._seed, epoch, corruption_lib.ORDER_STREAM]
+    )
+    return rng.permutation(len(self._dataset))
 
-  def global_batch(self, index: int) -> dict[str, np.ndarray]:
+  def _global_batch(self, index: int) -> dict[str, np.ndarray]:
     """Global batch `index`: `FIELDS` `[batch_size * rows, L]` + its weight."""
-    cached_index, batch = self._batch_cache
-    if cached_index == index:
-      return batch
     epoch, within = divmod(index, self._batches_per_epoch)
-    ids = self._order(epoch)[
+    ids = self._orders(epoch)[
         within * self._batch_size : (within + 1) * self._batch_size
     ]
     examples = [
@@ -202,7 +239,6 @@ class _MicroBatches(grain.sources.RandomAccessDataSource):
     batch[GLOBAL_WEIGHT] = np.float32(
         batch["loss_weights"].sum(dtype=np.float64)
     )
-    self._batch_cache = (index, batch)
     return batch
 
   def __getitem__(self, index: int) -> dict[str, np.ndarray]:
@@ -210,7 +246,7 @@ class _MicroBatches(grain.sources.RandomAccessDataSource):
     if not 0 <= index < len(self):
       raise IndexError(f"micro-batch {index} is out of range.")
     global_index, micro = divmod(index, self._k)
-    batch = self.global_batch(global_index)
+    batch = self._global_batches(global_index)
     rows = batch["tokens"].shape[0] // self._k
     part = slice(micro * rows, (micro + 1) * rows)
     out = {key: batch[key][part] for key in corruption_lib.FIELDS}
@@ -247,7 +283,10 @@ def sft_batches(
 
   Returns:
     A MapDataset of micro-batches: `BATCH_FIELDS`, each with
-    `batch_size * corruption.rows_per_example // k` rows.
+    `batch_size * corruption.rows_per_example // k` rows. Iterating it uses
+    grain's default read options (16 threads, 500 items prefetched); for
+    large batches, hand the trainer
+    `ds.to_iter_dataset(grain.ReadOptions(...))` with a smaller buffer.
 
   Raises:
     ValueError: for invalid sizes, k not dividing `batch_size`, a batch

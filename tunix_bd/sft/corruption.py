@@ -139,6 +139,7 @@ class SftCorruptionConfig:
 
   @property
   def rows_per_example(self) -> int:
+    """Canvases per example: 2 with the complementary row, else 1."""
     return 2 if self.complementary else 1
 
   @classmethod

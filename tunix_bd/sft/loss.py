@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The masked-diffusion SFT loss hook for Tunix's `PeftTrainer`.
 
-`configure` plugs the loss into any `PeftTrainer` through its public seams
-(`with_gen_model_input_fn` and `with_loss_fn(..., has_aux=True)`);
-`DiffusionSftTrainer` does the same and also logs the aux metrics, which
-Tunix 0.1.7's `PeftTrainer` drops, and stores the run's fingerprint in every
-checkpoint.
+`configure` plugs the loss (`sft_loss_fn`) into any `PeftTrainer` through
+its public seams, `with_gen_model_input_fn` and `with_loss_fn(...,
+has_aux=True)`. `DiffusionSftTrainer` does the same, logs the aux metrics
+(which Tunix 0.1.7's `PeftTrainer` drops) and stores the run's fingerprint
+in every checkpoint.
 
 The loss of a micro-batch is
 
@@ -184,24 +184,23 @@ def sft_loss(
   return loss, jax.tree.map(jax.lax.stop_gradient, aux)
 
 
-def configure(
-    trainer: compat.PeftTrainer,
-    config: bd_config.BlockDiffusionConfig,
-    *,
-    num_noise_buckets: int = 4,
-) -> compat.PeftTrainer:
-  """Makes a `PeftTrainer` train (and evaluate) with the SFT loss.
+def sft_loss_fn(
+    config: bd_config.BlockDiffusionConfig, *, num_noise_buckets: int = 4
+):
+  """`sft_loss` bound to its settings, ready for `PeftTrainer.with_loss_fn`.
 
-  A plain `PeftTrainer` does not log the aux metrics; `DiffusionSftTrainer`
-  does.
+  Use this rather than `functools.partial(sft_loss, config=...)`:
+  `nnx.value_and_grad` binds the loss kwargs to positions through the
+  function's signature, which a partial hides ("keyword arguments could not
+  be resolved to positions").
 
   Args:
-    trainer: the trainer to configure.
     config: the block-diffusion settings.
     num_noise_buckets: see `sft_loss`.
 
   Returns:
-    The trainer.
+    `loss_fn(model, tokens, ..., accumulation_steps) -> (loss, aux)` taking
+    the `LOSS_INPUTS` fields.
 
   Raises:
     ValueError: for a config of the wrong type or a bucket count < 1.
@@ -219,8 +218,6 @@ def configure(
         f"num_noise_buckets must be an int >= 1, got {num_noise_buckets!r}."
     )
 
-  # nnx.value_and_grad binds the loss kwargs to positions through the
-  # signature, which a functools.partial hides: spell it out.
   def loss_fn(
       model,
       tokens,
@@ -248,6 +245,32 @@ def configure(
         num_noise_buckets=num_noise_buckets,
     )
 
+  return loss_fn
+
+
+def configure(
+    trainer: compat.PeftTrainer,
+    config: bd_config.BlockDiffusionConfig,
+    *,
+    num_noise_buckets: int = 4,
+) -> compat.PeftTrainer:
+  """Makes a `PeftTrainer` train (and evaluate) with the SFT loss.
+
+  A plain `PeftTrainer` does not log the aux metrics; `DiffusionSftTrainer`
+  does.
+
+  Args:
+    trainer: the trainer to configure.
+    config: the block-diffusion settings.
+    num_noise_buckets: see `sft_loss`.
+
+  Returns:
+    The trainer.
+
+  Raises:
+    ValueError: for a config of the wrong type or a bucket count < 1.
+  """
+  loss_fn = sft_loss_fn(config, num_noise_buckets=num_noise_buckets)
   trainer.with_gen_model_input_fn(sft_model_inputs)
   trainer.with_loss_fn(loss_fn, has_aux=True)
   return trainer

@@ -1,0 +1,40 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Quickstart: AR teacher -> block-diffusion SFT -> AR vs BD evaluation.
+
+  tunix run --plugin tunix_bd quickstart.py
+
+Trains the embedded AR teacher (`ar_pretrain.py`), converts it
+(`sft.py`), then decodes the eval split with the teacher (Tunix's Sampler)
+and with the converted model at several commit thresholds, ending with a
+side-by-side table and `report.png` under `workdir`. The stages use their
+own configs (of the same variant); tune a stage by running it directly.
+Variants: `default`; `tiny` for smoke tests (seconds of training).
+"""
+
+import ml_collections
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """Returns the config of variant `arg` (default: `default`)."""
+  variant = arg or "default"
+  if variant not in ("default", "tiny"):
+    raise ValueError(
+        f"unknown quickstart variant {variant!r}; use 'default' or 'tiny'."
+    )
+  config = ml_collections.ConfigDict()
+  config.recipe = "quickstart"
+  config.variant = variant
+  config.workdir = "runs/quickstart"
+  config.tasks = ("sort", "reverse", "double")
+  config.num_prompts = 256
+  config.batch_size = 64
+  config.max_new_tokens = 16
+  config.thresholds = (0.5, 0.7, 0.9, 0.99)
+  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+  if variant == "tiny":
+    config.num_prompts = 8
+    config.batch_size = 4
+    config.max_new_tokens = 8
+    config.thresholds = (0.9,)
+  return config

@@ -1,0 +1,149 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end: quickstart, SFT resume, generate and benchmarks via the CLI.
+
+One tiny quickstart (AR teacher -> SFT -> evaluation) runs through the real
+`tunix` host; the other recipes then run on its exports. A persistent XLA
+cache lets the repeated runs reuse compiled programs.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest
+
+from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.recipes import common
+
+
+class QuickstartTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = absltest.get_default_test_tmpdir()
+    cls.env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=os.path.join(cls.root, "xla_cache"),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
+    cls.workdir = os.path.join(cls.root, "quickstart")
+    cls.quickstart = cls.tunix(
+        "quickstart.py:tiny", f"--config.workdir={cls.workdir}"
+    )
+    cls.ar_dir = os.path.join(cls.workdir, "ar_pretrain", "export")
+    cls.bd_dir = os.path.join(cls.workdir, "sft", "export")
+
+  @classmethod
+  def tunix(cls, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "tunix_bd", "run", "--plugin", "tunix_bd",
+         *args],
+        cwd=cls.root,
+        env=cls.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+  def assertSucceeded(self, proc):
+    self.assertEqual(proc.returncode, 0, proc.stderr[-4000:])
+
+  def test_quickstart_writes_the_report(self):
+    self.assertSucceeded(self.quickstart)
+    with open(os.path.join(self.workdir, "report.json")) as f:
+      rows = json.load(f)
+    self.assertEqual(
+        [r["method"] for r in rows], ["AR", "BD threshold 0.9"]
+    )
+    for row in rows:
+      self.assertBetween(row["exact_match"], 0.0, 1.0)
+      self.assertGreater(row["tokens_per_s"], 0.0)
+    self.assertAlmostEqual(rows[0]["speedup_vs_ar"], 1.0)
+    self.assertTrue(os.path.exists(os.path.join(self.workdir, "report.png")))
+    self.assertIn("BD threshold 0.9", self.quickstart.stdout)
+
+  def test_sft_export_carries_the_block_diffusion_settings(self):
+    self.assertSucceeded(self.quickstart)
+    bd = bd_config_lib.load_settings(self.bd_dir)
+    self.assertEqual(bd.block_size, 8)
+    self.assertEqual(bd.alignment, "shifted")
+    with self.assertRaisesRegex(ValueError, "not a block-diffusion"):
+      bd_config_lib.load_settings(self.ar_dir)
+
+  def test_sft_resume_matches_and_changed_settings_fail(self):
+    self.assertSucceeded(self.quickstart)
+    common_args = ["sft.py:tiny", f"--config.model.checkpoint={self.ar_dir}"]
+    resumed = os.path.join(self.root, "sft_resumed")
+    first = self.tunix(
+        *common_args, f"--config.workdir={resumed}",
+        "--config.train.max_steps=2",
+    )
+    self.assertSucceeded(first)
+    second = self.tunix(*common_args, f"--config.workdir={resumed}")
+    self.assertSucceeded(second)
+    straight = dict(
+        common.read_metrics(
+            os.path.join(self.workdir, "sft"), "/train/loss"
+        )
+    )
+    again = dict(common.read_metrics(resumed, "/train/loss"))
+    self.assertEqual(sorted(again), [1, 2, 3, 4])
+    for step in (1, 2, 3, 4):
+      self.assertAlmostEqual(again[step], straight[step], places=5)
+
+    changed = self.tunix(
+        *common_args, f"--config.workdir={resumed}",
+        "--config.bd.block_size=4",
+    )
+    self.assertEqual(changed.returncode, 1)
+    self.assertIn("bd.block_size", changed.stderr)
+    self.assertNotIn("Traceback", changed.stderr)
+
+  def test_generate_writes_completions_and_verifies_replay(self):
+    self.assertSucceeded(self.quickstart)
+    workdir = os.path.join(self.root, "generate")
+    proc = self.tunix(
+        "generate.py:tiny", f"--config.model.checkpoint={self.bd_dir}",
+        f"--config.workdir={workdir}", "--config.verify_replay=True",
+        "--config.decode.temperature=0.7",
+    )
+    self.assertSucceeded(proc)
+    with open(os.path.join(workdir, "completions.jsonl")) as f:
+      rows = [json.loads(line) for line in f]
+    self.assertLen(rows, 8)
+    for row in rows:
+      self.assertGreater(row["num_forwards"], 0)
+      self.assertGreaterEqual(row["tokens_per_forward"], 0.0)
+    error = float(proc.stdout.split("log-prob")[-1].split()[0])
+    self.assertLess(error, 1e-5)
+
+  def test_generate_rejects_settings_the_model_was_not_trained_with(self):
+    self.assertSucceeded(self.quickstart)
+    proc = self.tunix(
+        "generate.py:tiny", f"--config.model.checkpoint={self.bd_dir}",
+        "--config.bd.block_size=4",
+    )
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn("bd.block_size=4 disagrees with the checkpoint", proc.stderr)
+
+  def test_benchmarks_print_side_by_side_ratios(self):
+    self.assertSucceeded(self.quickstart)
+    sft_bench = self.tunix("bench_sft.py:tiny")
+    self.assertSucceeded(sft_bench)
+    for variant in ("ar", "bd_single_canvas", "bd_clean_context"):
+      self.assertIn(variant, sft_bench.stdout)
+    decode_bench = self.tunix(
+        "bench_decode.py:tiny", f"--config.ar_checkpoint={self.ar_dir}",
+        f"--config.bd_checkpoint={self.bd_dir}",
+    )
+    self.assertSucceeded(decode_bench)
+    for method in ("ar", "bd_cache_free", "bd_cached", "replay"):
+      self.assertIn(method, decode_bench.stdout)
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -1,0 +1,184 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The SFT loss on a 4-device CPU mesh equals the single-device loss.
+
+Meshes `(fsdp, tp)` = (4, 1) and (2, 2) shard the batch on `fsdp` (as
+Tunix's `shard_input` does, every leaf on dim 0) and the tiny Qwen3 by its
+own sharding annotations. The device count is fixed when JAX starts: run
+alone, this module asks for 4 CPU devices before importing JAX; under a
+pytest session that started JAX earlier, it reruns itself in a subprocess.
+"""
+
+import os
+
+os.environ["XLA_FLAGS"] = " ".join([
+    os.environ.get("XLA_FLAGS", ""),
+    "--xla_force_host_platform_device_count=4",
+]).strip()
+
+# pylint: disable=g-import-not-at-top,g-bad-import-order
+import dataclasses
+import subprocess
+import sys
+
+from absl.testing import absltest
+from flax import nnx
+import jax
+import numpy as np
+import optax
+from tunix.sft import peft_trainer
+from tunix.sft import sharding_utils
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import bd_config
+from tunix_bd.sft import batching
+from tunix_bd.sft import corruption
+from tunix_bd.sft import loss as loss_lib
+from tunix_bd_tests import test_common
+
+_NUM_DEVICES = 4
+_CHILD_MARKER = "TUNIX_BD_SFT_MESH_TEST_CHILD"
+_TOKENIZER = tokenizer_lib.build_char_tokenizer()
+_EOS = _TOKENIZER.eos_token_id
+_MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
+_CONFIG = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
+
+
+def _batches(k: int):
+  mix = tasks_lib.TaskMix(
+      tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=2
+  )
+  conversations = dataset_lib.embedded_conversations(mix, "train", 8)
+  return batching.sft_batches(
+      dataset_lib.tokenize(_TOKENIZER, conversations, 48),
+      batch_size=8,
+      corruption=corruption.SftCorruptionConfig(
+          min_noise=0.1,
+          max_noise=0.9,
+          complementary=True,
+          loss_weighting=corruption.INVERSE_T,
+      ),
+      config=_CONFIG,
+      eos_id=_EOS,
+      seed=0,
+      gradient_accumulation_steps=k,
+  )
+
+
+def _model():
+  # Two KV heads, so that tp = 2 really splits them.
+  config = dataclasses.replace(
+      test_common.tiny_qwen3_config(len(_TOKENIZER)), num_kv_heads=2
+  )
+  return test_common.init_qwen3(config, seed=3, scale=0.1)
+
+
+def _sharded(model, mesh):
+  state = nnx.state(model)
+  shardings = nnx.get_named_sharding(state, mesh)
+  nnx.update(model, jax.device_put(state, shardings))
+  return model
+
+
+@jax.jit
+def _loss(graphdef, state, batch):
+  return loss_lib.sft_loss(
+      nnx.merge(graphdef, state),
+      **loss_lib.sft_model_inputs(batch),
+      config=_CONFIG,
+  )
+
+
+def _run_in_subprocess(test: absltest.TestCase) -> None:
+  if os.environ.get(_CHILD_MARKER):
+    test.fail(f"the subprocess has {jax.device_count()} devices, not 4.")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(
+      os.environ,
+      **{_CHILD_MARKER: "1"},
+      # Unoptimised LLVM codegen compiles ~3x faster; sharding semantics
+      # (the SPMD partitioner works on HLO) are unchanged.
+      XLA_FLAGS=(
+          f"--xla_force_host_platform_device_count={_NUM_DEVICES}"
+          " --xla_backend_optimization_level=0"
+      ),
+      JAX_PLATFORMS="cpu",
+      PYTHONPATH=os.pathsep.join(
+          [root] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+      ),
+  )
+  result = subprocess.run(
+      [sys.executable, os.path.abspath(__file__)],
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=600,
+      check=False,
+  )
+  test.assertEqual(
+      result.returncode, 0, result.stdout[-4000:] + result.stderr[-8000:]
+  )
+  test.assertIn("OK", result.stderr)
+
+
+class SftMeshTest(absltest.TestCase):
+
+  def test_mesh_losses_equal_single_device(self):
+    if jax.device_count() < _NUM_DEVICES:
+      _run_in_subprocess(self)
+      return
+    batch = _batches(1)[0]
+    model = _model()
+    want_loss, want_aux = _loss(*nnx.split(model), batch)
+    for fsdp, tp in ((4, 1), (2, 2)):
+      devices = np.asarray(jax.devices()[:_NUM_DEVICES]).reshape(fsdp, tp)
+      mesh = jax.sharding.Mesh(devices, ("fsdp", "tp"))
+      with mesh:
+        sharded = _sharded(_model(), mesh)
+        inputs = sharding_utils.shard_input(batch, ("fsdp",))
+        # The inputs and the weights really are split.
+        self.assertLen(inputs["tokens"].sharding.device_set, _NUM_DEVICES)
+        self.assertEqual(
+            inputs["global_weight"].addressable_shards[0].data.shape,
+            (16 // fsdp,),
+        )
+        kernel = sharded.layers[0].mlp.gate_proj.kernel[...]
+        self.assertEqual(
+            kernel.addressable_shards[0].data.shape,
+            (32 // fsdp, 64 // tp),
+        )
+        got_loss, got_aux = _loss(*nnx.split(sharded), inputs)
+      np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
+      for name, value in want_aux.items():
+        np.testing.assert_allclose(
+            got_aux[name], value, rtol=1e-5, atol=1e-5, err_msg=name
+        )
+
+  def test_trainer_step_on_a_mesh_logs_the_global_batch_loss(self):
+    if jax.device_count() < _NUM_DEVICES:
+      return  # Run by the subprocess of the test above.
+    # One update of 2 micro-batches of 8 rows each, on a (2, 2) mesh.
+    batches = _batches(2)
+    global_batch = _batches(1)[0]
+    want, _ = _loss(*nnx.split(_model()), global_batch)
+    mesh = jax.sharding.Mesh(
+        np.asarray(jax.devices()[:_NUM_DEVICES]).reshape(2, 2), ("fsdp", "tp")
+    )
+    with mesh:
+      trainer = loss_lib.DiffusionSftTrainer(
+          _sharded(_model(), mesh),
+          optax.sgd(0.1),
+          peft_trainer.TrainingConfig(
+              eval_every_n_steps=100, max_steps=1, gradient_accumulation_steps=2
+          ),
+          config=_CONFIG,
+      )
+      trainer.train(batches)
+    self.assertEqual(trainer.train_steps, 1)
+    logged = trainer.metrics_logger.get_metric_history("", "loss", "train")
+    np.testing.assert_allclose(logged, [want], rtol=1e-5)
+
+
+if __name__ == "__main__":
+  absltest.main()
