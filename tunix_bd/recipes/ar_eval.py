@@ -32,6 +32,25 @@ def prompt_texts(
   ]
 
 
+def make_sampler(
+    model: nnx.Module,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    cache_size: int,
+) -> compat.Sampler:
+  """Tunix's KV-cached AR Sampler for `model`, with `cache_size` slots."""
+  config = model.config
+  return compat.Sampler(
+      model,
+      tokenizer,
+      compat.CacheConfig(
+          cache_size=cache_size,
+          num_layers=config.num_layers,
+          num_kv_heads=config.num_kv_heads,
+          head_dim=config.head_dim,
+      ),
+  )
+
+
 def greedy_predictions(
     model: nnx.Module,
     tokenizer: transformers.PreTrainedTokenizerBase,
@@ -45,17 +64,7 @@ def greedy_predictions(
   max_prompt_length = max(
       len(chat.encode_prompt(tokenizer, c.messages[:-1])) for c in conversations
   )
-  config = model.config
-  sampler = compat.Sampler(
-      model,
-      tokenizer,
-      compat.CacheConfig(
-          cache_size=max_prompt_length + max_new_tokens,
-          num_layers=config.num_layers,
-          num_kv_heads=config.num_kv_heads,
-          head_dim=config.head_dim,
-      ),
-  )
+  sampler = make_sampler(model, tokenizer, max_prompt_length + max_new_tokens)
   predictions = []
   for start in range(0, len(prompts), batch_size):
     chunk = prompts[start : start + batch_size]

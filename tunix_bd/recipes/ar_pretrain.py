@@ -20,7 +20,6 @@ Outputs under `config.workdir`:
 
 from __future__ import annotations
 
-import json
 import os
 
 from absl import logging
@@ -180,23 +179,21 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         max_new_tokens=config.eval.max_new_tokens,
         batch_size=config.eval.batch_size,
     )
-  with open(os.path.join(workdir, "eval.json"), "w", encoding="utf-8") as f:
-    json.dump(
-        {
-            "exact_match": scores,
-            "predictions": [
-                {
-                    "prompt": c.messages[-2]["content"],
-                    "answer": c.answer,
-                    "prediction": p,
-                    "task": c.task,
-                }
-                for c, p in zip(eval_conversations, predictions)
-            ],
-        },
-        f,
-        indent=1,
-    )
+  common.write_json(
+      os.path.join(workdir, "eval.json"),
+      {
+          "exact_match": scores,
+          "predictions": [
+              {
+                  "prompt": c.messages[-2]["content"],
+                  "answer": c.answer,
+                  "prediction": p,
+                  "task": c.task,
+              }
+              for c, p in zip(eval_conversations, predictions)
+          ],
+      },
+  )
   print(
       common.log_summary(
           f"AR teacher greedy exact match on {len(eval_conversations)} eval "

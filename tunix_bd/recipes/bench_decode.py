@@ -16,7 +16,6 @@ shared, noisy machine slows all of them alike.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -24,7 +23,6 @@ import jax
 import ml_collections
 import numpy as np
 
-from tunix_bd import compat
 from tunix_bd.data import chat
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -32,6 +30,7 @@ from tunix_bd.generate import denoise
 from tunix_bd.generate import replay
 from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.recipes import ar_eval
 from tunix_bd.recipes import common
 
 METHODS = ("ar", "bd_cache_free", "bd_cached")
@@ -40,17 +39,7 @@ METHODS = ("ar", "bd_cache_free", "bd_cached")
 def _ar_decoder(model, tokenizer, prompts, max_new_tokens):
   """A function decoding a batch of prompt strings with Tunix's Sampler."""
   width = max(len(tokenizer.encode(p)) for p in prompts)
-  config = model.config
-  sampler = compat.Sampler(
-      model,
-      tokenizer,
-      compat.CacheConfig(
-          cache_size=width + max_new_tokens,
-          num_layers=config.num_layers,
-          num_kv_heads=config.num_kv_heads,
-          head_dim=config.head_dim,
-      ),
-  )
+  sampler = ar_eval.make_sampler(model, tokenizer, width + max_new_tokens)
 
   def decode(batch):
     out = sampler(
@@ -231,7 +220,5 @@ def run(config: ml_collections.ConfigDict) -> dict:
   )
   print("\n".join(lines))
   if config.output:
-    os.makedirs(os.path.dirname(config.output) or ".", exist_ok=True)
-    with open(config.output, "w", encoding="utf-8") as f:
-      json.dump(results, f, indent=1)
+    common.write_json(config.output, results)
   return results

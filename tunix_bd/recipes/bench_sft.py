@@ -18,8 +18,6 @@ three, so the ratios compare the cost of learning from the same data.
 from __future__ import annotations
 
 import functools
-import json
-import os
 import time
 from typing import Any, Callable
 
@@ -174,7 +172,5 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
     )
   print("\n".join(lines))
   if config.output:
-    os.makedirs(os.path.dirname(config.output) or ".", exist_ok=True)
-    with open(config.output, "w", encoding="utf-8") as f:
-      json.dump(report, f, indent=1)
+    common.write_json(config.output, report)
   return report

@@ -225,6 +225,14 @@ def export_qwen3(model, tokenizer, export_dir: str) -> None:
   shutil.rmtree(previous, ignore_errors=True)
 
 
+def write_json(path: str, content: Any) -> None:
+  """Writes `content` as JSON, atomically (a crash leaves no half file)."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(content, f, indent=1)
+  os.replace(path + ".tmp", path)
+
+
 def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:
   """`(step, value)` pairs of one metric from `workdir/metrics.jsonl`."""
   path = os.path.join(workdir, "metrics.jsonl")

@@ -12,7 +12,6 @@ its checkpoints, so an interrupted quickstart picks up where it stopped.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -186,8 +185,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   table = _format(rows)
   with open(os.path.join(workdir, "report.txt"), "w", encoding="utf-8") as f:
     f.write(table + "\n")
-  with open(os.path.join(workdir, "report.json"), "w", encoding="utf-8") as f:
-    json.dump(rows, f, indent=1)
+  common.write_json(os.path.join(workdir, "report.json"), rows)
   _plot(rows, os.path.join(workdir, "report.png"))
   print(table)
   print(f"report: {os.path.join(workdir, 'report.txt')} and report.png")

@@ -61,6 +61,16 @@ FIELDS = (
     "loss_weights",
     "noise_level",
 )
+_DTYPES = {
+    "tokens": np.int32,
+    "noisy_tokens": np.int32,
+    "positions": np.int32,
+    "segment_ids": np.int32,
+    "completion_mask": np.bool_,
+    "corruption_mask": np.bool_,
+    "loss_weights": np.float32,
+    "noise_level": np.float32,
+}
 
 
 def _check_noise(name: str, value: Any) -> float:
@@ -279,8 +289,10 @@ def corrupt_example(
   t = t.astype(np.float32)[block]
   draws = rng.random(max_length)
   eligible_draws = np.where(eligible, draws, np.inf)
-  smallest = np.full(num_blocks, np.inf)
-  np.minimum.at(smallest, block, eligible_draws)
+  # Blocks are contiguous runs of positions.
+  smallest = np.minimum.reduceat(
+      eligible_draws, np.arange(0, max_length, block_size)
+  )
   forced = eligible & (eligible_draws == smallest[block])
   corrupted = (eligible & (draws < t)) | forced
 
@@ -305,18 +317,6 @@ def corrupt_example(
   return {
       key: np.stack(values).astype(_DTYPES[key]) for key, values in out.items()
   }
-
-
-_DTYPES = {
-    "tokens": np.int32,
-    "noisy_tokens": np.int32,
-    "positions": np.int32,
-    "segment_ids": np.int32,
-    "completion_mask": np.bool_,
-    "corruption_mask": np.bool_,
-    "loss_weights": np.float32,
-    "noise_level": np.float32,
-}
 
 
 class CorruptExample(grain.transforms.Map):
