@@ -19,6 +19,8 @@ Defaults follow the Fast-dLLM v2 recipe at small scale: shifted alignment
 (the AR head keeps its meaning), the clean-context `[noisy ; clean]` layout,
 per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
 
+LoRA instead of a full fine-tune: `--config.lora.rank=16`.
+
 Variants (`sft.py:VARIANT`): `default`; `tiny`, a few steps for smoke tests.
 """
 
@@ -77,16 +79,27 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   )
   config.train = ml_collections.ConfigDict(
       dict(
-          batch_size=32,
+          batch_size=16,
           gradient_accumulation_steps=1,
-          max_steps=1500,
+          max_steps=1000,
           learning_rate=1e-3,
           warmup_steps=50,
           weight_decay=0.01,
           max_grad_norm=1.0,
-          eval_every_n_steps=250,
-          checkpoint_every_n_steps=250,
+          eval_every_n_steps=200,
+          checkpoint_every_n_steps=200,
           checkpoints_to_keep=2,
+      )
+  )
+  # rank 0: full fine-tune; rank > 0: LoRA adapters (Tunix trains and
+  # checkpoints only the nnx.LoRAParams; the export merges them).
+  config.lora = ml_collections.ConfigDict(
+      dict(
+          rank=0,
+          alpha=16.0,
+          module_path=(
+              ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+          ),
       )
   )
   config.eval = ml_collections.ConfigDict(dict(batch_size=64))

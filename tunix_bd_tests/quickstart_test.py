@@ -13,8 +13,10 @@ import subprocess
 import sys
 
 from absl.testing import absltest
+from flax import nnx
 
 from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import common
 
 
@@ -40,8 +42,15 @@ class QuickstartTest(absltest.TestCase):
   @classmethod
   def tunix(cls, *args):
     return subprocess.run(
-        [sys.executable, "-m", "tunix_bd", "run", "--plugin", "tunix_bd",
-         *args],
+        [
+            sys.executable,
+            "-m",
+            "tunix_bd",
+            "run",
+            "--plugin",
+            "tunix_bd",
+            *args,
+        ],
         cwd=cls.root,
         env=cls.env,
         capture_output=True,
@@ -56,9 +65,7 @@ class QuickstartTest(absltest.TestCase):
     self.assertSucceeded(self.quickstart)
     with open(os.path.join(self.workdir, "report.json")) as f:
       rows = json.load(f)
-    self.assertEqual(
-        [r["method"] for r in rows], ["AR", "BD threshold 0.9"]
-    )
+    self.assertEqual([r["method"] for r in rows], ["AR", "BD threshold 0.9"])
     for row in rows:
       self.assertBetween(row["exact_match"], 0.0, 1.0)
       self.assertGreater(row["tokens_per_s"], 0.0)
@@ -79,16 +86,15 @@ class QuickstartTest(absltest.TestCase):
     common_args = ["sft.py:tiny", f"--config.model.checkpoint={self.ar_dir}"]
     resumed = os.path.join(self.root, "sft_resumed")
     first = self.tunix(
-        *common_args, f"--config.workdir={resumed}",
+        *common_args,
+        f"--config.workdir={resumed}",
         "--config.train.max_steps=2",
     )
     self.assertSucceeded(first)
     second = self.tunix(*common_args, f"--config.workdir={resumed}")
     self.assertSucceeded(second)
     straight = dict(
-        common.read_metrics(
-            os.path.join(self.workdir, "sft"), "/train/loss"
-        )
+        common.read_metrics(os.path.join(self.workdir, "sft"), "/train/loss")
     )
     again = dict(common.read_metrics(resumed, "/train/loss"))
     self.assertEqual(sorted(again), [1, 2, 3, 4])
@@ -96,19 +102,39 @@ class QuickstartTest(absltest.TestCase):
       self.assertAlmostEqual(again[step], straight[step], places=5)
 
     changed = self.tunix(
-        *common_args, f"--config.workdir={resumed}",
+        *common_args,
+        f"--config.workdir={resumed}",
         "--config.bd.block_size=4",
     )
     self.assertEqual(changed.returncode, 1)
     self.assertIn("bd.block_size", changed.stderr)
     self.assertNotIn("Traceback", changed.stderr)
 
+  def test_lora_sft_exports_a_merged_model(self):
+    self.assertSucceeded(self.quickstart)
+    workdir = os.path.join(self.root, "sft_lora")
+    proc = self.tunix(
+        "sft.py:tiny",
+        f"--config.model.checkpoint={self.ar_dir}",
+        f"--config.workdir={workdir}",
+        "--config.lora.rank=4",
+    )
+    self.assertSucceeded(proc)
+    model, _ = hf_checkpoint.load_qwen3(os.path.join(workdir, "export"))
+    self.assertEmpty(nnx.state(model, nnx.LoRAParam))
+    self.assertEqual(
+        bd_config_lib.load_settings(os.path.join(workdir, "export")),
+        bd_config_lib.load_settings(self.bd_dir),
+    )
+
   def test_generate_writes_completions_and_verifies_replay(self):
     self.assertSucceeded(self.quickstart)
     workdir = os.path.join(self.root, "generate")
     proc = self.tunix(
-        "generate.py:tiny", f"--config.model.checkpoint={self.bd_dir}",
-        f"--config.workdir={workdir}", "--config.verify_replay=True",
+        "generate.py:tiny",
+        f"--config.model.checkpoint={self.bd_dir}",
+        f"--config.workdir={workdir}",
+        "--config.verify_replay=True",
         "--config.decode.temperature=0.7",
     )
     self.assertSucceeded(proc)
@@ -124,7 +150,8 @@ class QuickstartTest(absltest.TestCase):
   def test_generate_rejects_settings_the_model_was_not_trained_with(self):
     self.assertSucceeded(self.quickstart)
     proc = self.tunix(
-        "generate.py:tiny", f"--config.model.checkpoint={self.bd_dir}",
+        "generate.py:tiny",
+        f"--config.model.checkpoint={self.bd_dir}",
         "--config.bd.block_size=4",
     )
     self.assertEqual(proc.returncode, 1)
@@ -137,7 +164,8 @@ class QuickstartTest(absltest.TestCase):
     for variant in ("ar", "bd_single_canvas", "bd_clean_context"):
       self.assertIn(variant, sft_bench.stdout)
     decode_bench = self.tunix(
-        "bench_decode.py:tiny", f"--config.ar_checkpoint={self.ar_dir}",
+        "bench_decode.py:tiny",
+        f"--config.ar_checkpoint={self.ar_dir}",
         f"--config.bd_checkpoint={self.bd_dir}",
     )
     self.assertSucceeded(decode_bench)

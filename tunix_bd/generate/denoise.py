@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 from flax import nnx
 import jax
 import numpy as np
+from tunix_bd import config_utils
 from tunix_bd import eos
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
@@ -169,13 +170,7 @@ class DenoiseConfig:
   @classmethod
   def from_config_dict(cls, cfg: Mapping[str, Any]) -> DenoiseConfig:
     """Builds the config from a ConfigDict (or mapping); unknown keys fail."""
-    if hasattr(cfg, "to_dict"):
-      cfg = cfg.to_dict()
-    if not isinstance(cfg, Mapping):
-      raise ValueError(
-          f"cfg must be a ConfigDict or mapping, got {type(cfg).__name__}."
-      )
-    return cls(**dict(cfg))
+    return cls(**config_utils.section_dict(cfg, "decode"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -394,12 +394,38 @@ def compiled_replay_log_probs(
         " replay_log_probs instead."
     )
   arrays, temperature = _validate(model, trace, bd, temperature)
+  prompt, lengths, tokens, steps = arrays
+  width = _replay_width(np.asarray(steps), bd.block_size)
   graphdef, state = nnx.split(model)
   # The layout does not matter to replay: one compile for both.
   bd = dataclasses.replace(bd, layout=bd_config.CLEAN_CONTEXT)
-  return _replay_graph_jit(
-      graphdef, state, *arrays, bd=bd, temperature=temperature
+  scores = _replay_graph_jit(
+      graphdef,
+      state,
+      prompt,
+      lengths,
+      tokens[:, :width],
+      steps[:, :width],
+      bd=bd,
+      temperature=temperature,
   )
+  return jnp.pad(scores, ((0, 0), (0, tokens.shape[1] - width)))
+
+
+def _replay_width(steps: np.ndarray, block_size: int) -> int:
+  """Completion columns worth scoring: up to the last generated position.
+
+  Rows stop early, so a rollout with a long budget often generates a small
+  prefix of it; replaying the rest would score nothing at full cost. The
+  width is rounded up to block_size times a power of two, so rollouts of
+  similar lengths share one compiled program.
+  """
+  generated = np.flatnonzero((steps >= 0).any(axis=0))
+  needed = int(generated[-1]) + 1 if generated.size else 1
+  width = block_size
+  while width < needed:
+    width *= 2
+  return min(width, steps.shape[1])
 
 
 def max_replay_error(

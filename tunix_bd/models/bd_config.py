@@ -28,6 +28,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from tunix_bd import config_utils
+
 SAME_POSITION = "same_position"
 SHIFTED = "shifted"
 ALIGNMENTS = (SAME_POSITION, SHIFTED)
@@ -99,24 +101,11 @@ class BlockDiffusionConfig:
     Raises:
       ValueError: for a missing or unknown key, or an invalid value.
     """
-    if hasattr(cfg, "to_dict"):
-      cfg = cfg.to_dict()
-    if not isinstance(cfg, Mapping):
-      raise ValueError(
-          f"cfg must be a ConfigDict or mapping, got {type(cfg).__name__}."
-      )
-    fields = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(cfg) - set(fields))
-    if unknown:
-      # A typo such as `blocksize` must not silently fall back to a default.
-      raise ValueError(
-          f"unknown block-diffusion config keys {unknown}; valid keys are"
-          f" {fields}."
-      )
+    values = config_utils.section_dict(cfg, "block-diffusion")
     for required in ("block_size", "mask_token_id"):
-      if cfg.get(required) is None:
+      if values.get(required) is None:
         raise ValueError(f"block-diffusion config is missing {required!r}.")
-    return cls(**{k: cfg[k] for k in fields if k in cfg})
+    return config_utils.from_section(cls, values, "block-diffusion")
 
   def to_dict(self) -> dict[str, Any]:
     """Returns the fields as a plain dict (for metadata and fingerprints)."""

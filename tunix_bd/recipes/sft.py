@@ -26,6 +26,7 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.recipes import common
 from tunix_bd.sft import batching
@@ -66,6 +67,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
         "default, train the AR teacher first (`tunix run --plugin tunix_bd "
         "ar_pretrain.py`); otherwise point it at an HF Qwen3 directory."
     )
+  if config.lora.rank < 0:
+    raise ValueError(f"lora.rank must be >= 0, got {config.lora.rank}.")
   if not config.workdir:
     raise ValueError("workdir must be set.")
 
@@ -90,6 +93,7 @@ def run_fingerprint(
       "bd": config.bd.to_dict(),
       "corruption": config.corruption.to_dict(),
       "data": config.data.to_dict(),
+      "lora": config.lora.to_dict() if config.lora.rank else None,
       "train.batch_size": config.train.batch_size,
       "train.gradient_accumulation_steps": (
           config.train.gradient_accumulation_steps
@@ -137,6 +141,16 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   bd.validate_for_model(
       model_config, pad_id=tokenizer.pad_token_id, eos_id=eos_id
   )
+  if config.lora.rank:
+    with mesh:
+      model = lora_lib.apply_lora(
+          model,
+          rank=config.lora.rank,
+          alpha=config.lora.alpha,
+          module_path=config.lora.module_path,
+          seed=config.seed,
+          mesh=mesh,
+      )
   # Batches are built (and every row validated) before any training step.
   train_batches = batching.sft_batches(
       train_data,
@@ -170,6 +184,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     trainer.train(train_batches, eval_batches)
 
   export_dir = os.path.join(workdir, "export")
+  if config.lora.rank:
+    model = lora_lib.merge_lora(model, model_config, alpha=config.lora.alpha)
   common.export_qwen3(model, tokenizer, export_dir)
   bd_config_lib.save_settings(
       bd,

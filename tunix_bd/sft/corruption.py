@@ -38,6 +38,7 @@ import grain
 import numpy as np
 
 from tunix_bd import eos as eos_lib
+from tunix_bd import config_utils
 from tunix_bd.models import bd_config
 
 UNIFORM = "uniform"
@@ -155,19 +156,7 @@ class SftCorruptionConfig:
   @classmethod
   def from_config_dict(cls, cfg: Mapping[str, Any]) -> SftCorruptionConfig:
     """Builds the config from a ConfigDict section; unknown keys fail."""
-    if hasattr(cfg, "to_dict"):
-      cfg = cfg.to_dict()
-    if not isinstance(cfg, Mapping):
-      raise ValueError(
-          f"cfg must be a ConfigDict or mapping, got {type(cfg).__name__}."
-      )
-    fields = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(cfg) - set(fields))
-    if unknown:
-      raise ValueError(
-          f"unknown corruption config keys {unknown}; valid keys are {fields}."
-      )
-    return cls(**cfg)
+    return config_utils.from_section(cls, cfg, "corruption")
 
   def to_dict(self) -> dict[str, Any]:
     """The fields as a plain dict (for fingerprints)."""

@@ -1,0 +1,44 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Building tunix_bd's frozen setting dataclasses from config sections."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, TypeVar
+
+T = TypeVar("T")
+
+
+def section_dict(cfg: Any, what: str) -> dict[str, Any]:
+  """A ConfigDict section (or mapping) as a plain dict."""
+  if hasattr(cfg, "to_dict"):
+    cfg = cfg.to_dict()
+  if not isinstance(cfg, Mapping):
+    raise ValueError(
+        f"the {what} config must be a ConfigDict or mapping, got "
+        f"{type(cfg).__name__}."
+    )
+  return dict(cfg)
+
+
+def from_section(cls: type[T], cfg: Any, what: str) -> T:
+  """Builds dataclass `cls` from a config section; unknown keys fail.
+
+  Args:
+    cls: a dataclass whose fields are the section's keys.
+    cfg: a ConfigDict section or a mapping.
+    what: how errors name the section (e.g. "corruption").
+
+  Raises:
+    ValueError: for a key that is not a field (a typo must never fall back
+      silently to a default), or an invalid value.
+  """
+  values = section_dict(cfg, what)
+  fields = [f.name for f in dataclasses.fields(cls)]
+  unknown = sorted(set(values) - set(fields))
+  if unknown:
+    raise ValueError(
+        f"unknown {what} config keys {unknown}; valid keys are {fields}."
+    )
+  return cls(**values)

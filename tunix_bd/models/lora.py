@@ -1,0 +1,105 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""LoRA through Tunix's `nnx.LoRAParam` path (qwix), and merging for export.
+
+`apply_lora` wraps a Tunix decoder's projections with qwix LoRA adapters;
+Tunix's `PeftTrainer` then trains only the `nnx.LoRAParam`s and checkpoints
+only them. `merge_lora` folds the adapters back into a plain model
+(`W + A @ B * alpha / rank`), so a LoRA run exports the same HF layout as a
+full fine-tune.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flax import nnx
+import jax
+import numpy as np
+import qwix
+from tunix.models.qwen3 import model as qwen3_lib
+
+# Every attention and MLP projection of a Tunix Qwen3 layer.
+DEFAULT_MODULE_PATH = (
+    ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+)
+_SUFFIX_A, _SUFFIX_B = "_lora_a", "_lora_b"
+
+
+def apply_lora(
+    model: nnx.Module,
+    *,
+    rank: int,
+    alpha: float,
+    module_path: str = DEFAULT_MODULE_PATH,
+    seed: int = 0,
+    mesh: jax.sharding.Mesh | None = None,
+) -> nnx.Module:
+  """Returns `model` with LoRA adapters on the modules matching `module_path`.
+
+  Raises:
+    ValueError: for a rank < 1, an alpha <= 0, or a path matching nothing.
+  """
+  if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+    raise ValueError(f"lora.rank must be an int >= 1, got {rank!r}.")
+  if not alpha > 0:
+    raise ValueError(f"lora.alpha must be > 0, got {alpha!r}.")
+  provider = qwix.LoraProvider(
+      module_path=module_path, rank=rank, alpha=float(alpha)
+  )
+  lora_model = qwix.apply_lora_to_model(
+      model, provider, rngs=nnx.Rngs(seed), **model.get_model_input()
+  )
+  if not nnx.state(lora_model, nnx.LoRAParam):
+    raise ValueError(
+        f"lora.module_path={module_path!r} matches no module of the model."
+    )
+  if mesh is not None:
+    state = nnx.state(lora_model)
+    nnx.update(
+        lora_model,
+        jax.device_put(state, nnx.get_named_sharding(state, mesh)),
+    )
+  return lora_model
+
+
+def _node(root: Any, path: tuple[Any, ...]) -> Any:
+  for key in path:
+    root = root[key] if isinstance(key, int) else getattr(root, key)
+  return root
+
+
+def merge_lora(
+    lora_model: nnx.Module, config: qwen3_lib.ModelConfig, *, alpha: float
+) -> qwen3_lib.Qwen3:
+  """A plain Qwen3 whose weights are the LoRA model's, adapters folded in.
+
+  Args:
+    lora_model: a model returned by `apply_lora` (trained or not).
+    config: its `ModelConfig`.
+    alpha: the LoRA alpha it was built with (the rank is read from A).
+
+  Returns:
+    A new `Qwen3` without LoRA parameters.
+  """
+  merged = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  for path, param in nnx.iter_graph(merged):
+    if not isinstance(param, nnx.Param):
+      continue
+    owner, name = _node(lora_model, path[:-1]), path[-1]
+    value = np.asarray(jax.device_get(getattr(owner, name)[...]))
+    lora_a = getattr(owner, name + _SUFFIX_A, None)
+    if lora_a is not None:
+      a = np.asarray(jax.device_get(lora_a[...]), np.float32)
+      b = np.asarray(
+          jax.device_get(getattr(owner, name + _SUFFIX_B)[...]), np.float32
+      )
+      rank = a.shape[-1]
+      # qwix's A holds the input dims then the rank; B the rank, then the
+      # output dims, so their product flattens to the weight's shape.
+      delta = (a.reshape(-1, rank) @ b.reshape(rank, -1)) * (alpha / rank)
+      value = (value.astype(np.float32) + delta.reshape(value.shape)).astype(
+          value.dtype
+      )
+    param.set_value(jax.numpy.asarray(value))
+  return merged
