@@ -348,7 +348,8 @@ class CliTest(parameterized.TestCase):
           "unknown_plugin",
           ["--plugin", "fakeplugg", "fakeconf"],
           r"unknown plugin 'fakeplugg'; did you mean 'fakeplug'\? Installed"
-          r" plugins: brokenplug, callableplug, fakeplug, wrongtype",
+          r" plugins: brokenplug, callableplug, fakeplug, (tunix_bd,"
+          r" )?wrongtype",
       ),
       (
           "wrong_plugin_type",
@@ -604,7 +605,7 @@ class CliTest(parameterized.TestCase):
   def test_version_and_help(self):
     status, stdout, _ = self._main("--version")
     self.assertEqual(status, 0)
-    self.assertRegex(stdout, r"^tunix \d+\.\d+\.\d+")
+    self.assertRegex(stdout, r"^tunix \d+\.\d+\.\d+\S* ")
     status, stdout, _ = self._main("run", "--help")
     self.assertEqual(status, 0)
     self.assertIn("--config.KEY=VALUE", stdout)
@@ -662,7 +663,7 @@ class CliTest(parameterized.TestCase):
   def test_subprocess_version(self):
     result = self._subprocess("--version")
     self.assertEqual(result.returncode, 0, msg=result.stderr)
-    self.assertRegex(result.stdout, r"^tunix \d+\.\d+\.\d+ \(google-tunix ")
+    self.assertRegex(result.stdout, r"^tunix \d+\.\d+\.\d+\S* \(google-tunix ")
 
   def test_host_import_is_light(self):
     code = (

@@ -8,6 +8,7 @@ it uses Tunix's stock KV-cached `Sampler`, not tunix_bd code.
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 from flax import nnx
@@ -60,14 +61,37 @@ def greedy_predictions(
     batch_size: int,
 ) -> list[str]:
   """Greedy completions (text before the first EOS) of each conversation."""
+  return timed_greedy_predictions(
+      model,
+      tokenizer,
+      conversations,
+      max_new_tokens=max_new_tokens,
+      batch_size=batch_size,
+      warmup=False,
+  )[0]
+
+
+def timed_greedy_predictions(
+    model: nnx.Module,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    conversations: Sequence[dataset_lib.Conversation],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    warmup: bool = True,
+) -> tuple[list[str], float]:
+  """Greedy completions and the seconds spent decoding them.
+
+  With `warmup`, the first batch is decoded once before the clock starts,
+  so the time excludes compilation (every batch reuses one program).
+  """
   prompts = prompt_texts(tokenizer, conversations)
   max_prompt_length = max(
       len(chat.encode_prompt(tokenizer, c.messages[:-1])) for c in conversations
   )
   sampler = make_sampler(model, tokenizer, max_prompt_length + max_new_tokens)
-  predictions = []
-  for start in range(0, len(prompts), batch_size):
-    chunk = prompts[start : start + batch_size]
+
+  def decode(chunk: list[str]) -> list[str]:
     # Pad the last chunk so every call reuses one compiled program.
     padded = chunk + [chunk[-1]] * (batch_size - len(chunk))
     output = sampler(
@@ -77,8 +101,15 @@ def greedy_predictions(
         temperature=0.0,
         eos_tokens=[tokenizer.eos_token_id],
     )
-    predictions.extend(output.text[: len(chunk)])
-  return predictions
+    return output.text[: len(chunk)]
+
+  if warmup:
+    decode(prompts[:batch_size])
+  start = time.perf_counter()
+  predictions = []
+  for i in range(0, len(prompts), batch_size):
+    predictions.extend(decode(prompts[i : i + batch_size]))
+  return predictions, time.perf_counter() - start
 
 
 def exact_match(

@@ -13,7 +13,6 @@ its checkpoints, so an interrupted quickstart picks up where it stopped.
 from __future__ import annotations
 
 import os
-import time
 
 import ml_collections
 import numpy as np
@@ -102,15 +101,13 @@ def evaluate(config, ar_dir: str, bd_dir: str) -> list[dict]:
         dataset_lib.Conversation(e.messages(), e.task, str(i))
         for i, e in enumerate(examples)
     ]
-    kwargs = dict(
-        max_new_tokens=config.max_new_tokens, batch_size=config.batch_size
+    texts, seconds = ar_eval.timed_greedy_predictions(
+        ar_model,
+        tokenizer,
+        conversations,
+        max_new_tokens=config.max_new_tokens,
+        batch_size=config.batch_size,
     )
-    ar_eval.greedy_predictions(ar_model, tokenizer, conversations[:1], **kwargs)
-    start = time.perf_counter()
-    texts = ar_eval.greedy_predictions(
-        ar_model, tokenizer, conversations, **kwargs
-    )
-    seconds = time.perf_counter() - start
     lengths = [len(tokenizer.encode(t)) for t in texts]
     rows.append({
         "method": "AR",
