@@ -50,15 +50,28 @@ class ArPretrainTest(absltest.TestCase):
     cls.resumed = os.path.join(root, "resumed")
     cls.straight = os.path.join(root, "straight")
     cls.first = _tunix(
-        cls.cwd, "run", "--plugin", "tunix_bd", "ar_pretrain:tiny",
-        f"--config.workdir={cls.resumed}", "--config.train.max_steps=2",
+        cls.cwd,
+        "run",
+        "--plugin",
+        "tunix_bd",
+        "ar_pretrain:tiny",
+        f"--config.workdir={cls.resumed}",
+        "--config.train.max_steps=2",
     )
     cls.second = _tunix(
-        cls.cwd, "run", "--plugin", "tunix_bd", "ar_pretrain.py:tiny",
+        cls.cwd,
+        "run",
+        "--plugin",
+        "tunix_bd",
+        "ar_pretrain.py:tiny",
         f"--config.workdir={cls.resumed}",
     )
     cls.uninterrupted = _tunix(
-        cls.cwd, "run", "--plugin", "tunix_bd", "ar_pretrain.py:tiny",
+        cls.cwd,
+        "run",
+        "--plugin",
+        "tunix_bd",
+        "ar_pretrain.py:tiny",
         f"--config.workdir={cls.straight}",
     )
 
@@ -103,8 +116,13 @@ class ArPretrainTest(absltest.TestCase):
 
   def test_changed_settings_on_resume_fail_naming_the_field(self):
     proc = _tunix(
-        self.cwd, "run", "--plugin", "tunix_bd", "ar_pretrain.py:tiny",
-        f"--config.workdir={self.straight}", "--config.model.embed_dim=48",
+        self.cwd,
+        "run",
+        "--plugin",
+        "tunix_bd",
+        "ar_pretrain.py:tiny",
+        f"--config.workdir={self.straight}",
+        "--config.model.embed_dim=48",
     )
     self.assertEqual(proc.returncode, 1)
     self.assertIn("model.embed_dim", proc.stderr)

@@ -68,7 +68,9 @@ class QuickstartTest(absltest.TestCase):
     self.assertEqual([r["method"] for r in rows], ["AR", "BD threshold 0.9"])
     for row in rows:
       self.assertBetween(row["exact_match"], 0.0, 1.0)
-      self.assertGreater(row["tokens_per_s"], 0.0)
+      # A 4-step model may answer with EOS alone: zero tokens is possible.
+      self.assertGreaterEqual(row["tokens_per_s"], 0.0)
+      self.assertGreaterEqual(row["tokens_per_forward"], 0.0)
     self.assertAlmostEqual(rows[0]["speedup_vs_ar"], 1.0)
     self.assertTrue(os.path.exists(os.path.join(self.workdir, "report.png")))
     self.assertIn("BD threshold 0.9", self.quickstart.stdout)

@@ -81,7 +81,7 @@ def split_override_args(
 
 
 def available_configs(config_dir: pathlib.Path) -> dict[str, pathlib.Path]:
-  """Returns the configs in `config_dir`, by file stem (private `_*` skipped)."""
+  """Returns the configs in `config_dir` by file stem, skipping `_*` files."""
   if not config_dir.is_dir():
     return {}
   return {
@@ -92,7 +92,7 @@ def available_configs(config_dir: pathlib.Path) -> dict[str, pathlib.Path]:
 
 
 def config_summary(path: pathlib.Path) -> str:
-  """Returns the first line of a config's module docstring, without importing."""
+  """The first line of a config's module docstring, read without importing."""
   try:
     docstring = ast.get_docstring(ast.parse(path.read_text()))
   except (OSError, SyntaxError, ValueError):

@@ -110,7 +110,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   sft_inputs = {k: jnp.asarray(v) for k, v in sft_batch.items()}
   sft_inputs = loss_lib.sft_model_inputs(sft_inputs)
   variants = {
-      "ar": (peft_trainer._default_loss_fn, ar_batch),  # pylint: disable=protected-access
+      # Tunix's own AR SFT loss, the one `PeftTrainer` uses by default.
+      "ar": (
+          peft_trainer._default_loss_fn,  # pylint: disable=protected-access
+          ar_batch,
+      ),
       "bd_single_canvas": (
           functools.partial(
               loss_lib.sft_loss, config=bd(bd_config_lib.SINGLE_CANVAS)
