@@ -14,6 +14,7 @@ from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import attention
+from tunix_bd_tests import test_common
 
 _LAYOUTS = ("canonical", "shuffled", "left_padded", "packed", "packed_shuffled")
 _BLOCK_SIZES = (1, 2, 3, 5, 8, 16)
@@ -108,29 +109,7 @@ def _forward(model, tokens, positions, cache, mask):
 
 
 def _tiny_qwen3() -> qwen3_lib.Qwen3:
-  """A random 2-layer Qwen3; NumPy draws the weights (eager init is slow)."""
-  config = qwen3_lib.ModelConfig(
-      num_layers=2,
-      vocab_size=64,
-      embed_dim=32,
-      hidden_dim=64,
-      num_heads=2,
-      head_dim=16,
-      num_kv_heads=1,
-      rope_theta=10_000,
-      norm_eps=1e-6,
-      use_flash_attention=False,
-  )
-  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
-  graphdef, state = nnx.split(abstract)
-  rng = np.random.default_rng(0)
-
-  def draw(leaf):
-    if leaf.ndim == 1:  # Norm scales.
-      return (1.0 + 0.1 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-    return (0.2 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-
-  return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
+  return test_common.tiny_qwen3(vocab_size=64)
 
 
 class BlockCausalMaskTest(parameterized.TestCase):

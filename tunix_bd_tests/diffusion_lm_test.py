@@ -14,6 +14,7 @@ from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.models import bd_config
 from tunix_bd.models import diffusion_lm
+from tunix_bd_tests import test_common
 
 _VOCAB = 96
 _MASK = 7
@@ -23,29 +24,7 @@ _LENGTH = 12
 
 
 def _tiny_qwen3() -> qwen3_lib.Qwen3:
-  """A random 2-layer Qwen3; NumPy draws the weights (eager init is slow)."""
-  config = qwen3_lib.ModelConfig(
-      num_layers=2,
-      vocab_size=_VOCAB,
-      embed_dim=32,
-      hidden_dim=64,
-      num_heads=2,
-      head_dim=16,
-      num_kv_heads=1,
-      rope_theta=1_000_000,
-      norm_eps=1e-6,
-      use_flash_attention=False,
-  )
-  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
-  graphdef, state = nnx.split(abstract)
-  rng = np.random.default_rng(0)
-
-  def draw(leaf):
-    if leaf.ndim == 1:  # Norm scales.
-      return (1.0 + 0.1 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-    return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-
-  return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
+  return test_common.tiny_qwen3(vocab_size=_VOCAB)
 
 
 @jax.jit

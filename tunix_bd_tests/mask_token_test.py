@@ -12,35 +12,16 @@ from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_config
 from tunix_bd.models import mask_token
+from tunix_bd_tests import test_common
 
 _TOKENIZER_SIZE = tokenizer_lib.VOCAB_SIZE  # 128 ids.
 _NEW_TOKEN = "<|bd_mask|>"
 
 
 def _tiny_qwen3(vocab_size: int, tied: bool = False) -> qwen3_lib.Qwen3:
-  """A random 2-layer Qwen3; NumPy draws the weights (eager init is slow)."""
-  config = qwen3_lib.ModelConfig(
-      num_layers=2,
-      vocab_size=vocab_size,
-      embed_dim=32,
-      hidden_dim=64,
-      num_heads=2,
-      head_dim=16,
-      num_kv_heads=1,
-      rope_theta=1_000_000,
-      norm_eps=1e-6,
-      use_tied_embedding=tied,
+  return test_common.tiny_qwen3(
+      vocab_size=vocab_size, seed=vocab_size + tied, tied=tied
   )
-  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
-  graphdef, state = nnx.split(abstract)
-  rng = np.random.default_rng(vocab_size + tied)
-
-  def draw(leaf):
-    if leaf.ndim == 1:  # Norm scales.
-      return (1.0 + 0.1 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-    return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-
-  return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
 
 
 def _params(model: qwen3_lib.Qwen3) -> dict[str, np.ndarray]:

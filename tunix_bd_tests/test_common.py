@@ -15,7 +15,10 @@ from tunix.models.qwen3 import model as qwen3_lib
 
 
 def tiny_qwen3_config(
-    vocab_size: int = 128, embed_dim: int = 32, num_layers: int = 2
+    vocab_size: int = 128,
+    embed_dim: int = 32,
+    num_layers: int = 2,
+    tied: bool = False,
 ) -> qwen3_lib.ModelConfig:
   """A tiny Qwen3 config (dense attention, so block masks are honoured)."""
   return qwen3_lib.ModelConfig(
@@ -28,6 +31,7 @@ def tiny_qwen3_config(
       num_kv_heads=1,
       rope_theta=1_000_000,
       norm_eps=1e-6,
+      use_tied_embedding=tied,
       use_flash_attention=False,
   )
 
@@ -37,6 +41,7 @@ def tiny_qwen3(
     embed_dim: int = 32,
     num_layers: int = 2,
     seed: int = 0,
+    tied: bool = False,
 ) -> qwen3_lib.Qwen3:
   """A random tiny Qwen3; NumPy draws the weights (eager init is slow).
 
@@ -45,12 +50,13 @@ def tiny_qwen3(
     embed_dim: model width.
     num_layers: decoder layers.
     seed: NumPy seed of the weights.
+    tied: tie the embedding and the output head.
 
   Returns:
     The model, float32, with weights of scale ~0.3 (so logits are peaked
     enough for confidence-based decoding to be non-trivial).
   """
-  config = tiny_qwen3_config(vocab_size, embed_dim, num_layers)
+  config = tiny_qwen3_config(vocab_size, embed_dim, num_layers, tied)
   abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
   graphdef, state = nnx.split(abstract)
   rng = np.random.default_rng(seed)
