@@ -17,6 +17,8 @@ character tokenizer is used):
 
 import ml_collections
 
+from tunix_bd import config_sections
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
@@ -30,33 +32,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.workdir = "runs/ar_pretrain"
   config.seed = 0
 
-  config.model = ml_collections.ConfigDict(
-      dict(
-          num_layers=2,
-          embed_dim=64,
-          hidden_dim=256,
-          num_heads=4,
-          head_dim=16,
-          num_kv_heads=2,
-          norm_eps=1e-6,
-          tie_embeddings=True,
-      )
-  )
-  config.data = ml_collections.ConfigDict(
-      dict(
-          # Empty: the embedded tasks. A path: a chat/prompt-completion JSONL
-          # (then data.eval must name one too).
-          train="",
-          eval="",
-          tasks=("sort", "reverse", "double"),
-          min_len=1,
-          max_len=6,
-          seed=0,
-          num_train=20_000,
-          num_eval=512,
-          max_length=48,
-      )
-  )
+  config.model = config_sections.embedded_model()
+  # data.train / data.eval: JSONL paths; empty means the embedded tasks.
+  config.data = config_sections.embedded_data()
   config.train = ml_collections.ConfigDict(
       dict(
           batch_size=64,
@@ -73,7 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval = ml_collections.ConfigDict(
       dict(max_new_tokens=16, batch_size=128)
   )
-  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+  config.mesh = config_sections.mesh()
 
   if variant == "tiny":
     config.model.update(

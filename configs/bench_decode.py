@@ -15,6 +15,8 @@ Variants: `default`; `tiny` for smoke tests.
 
 import ml_collections
 
+from tunix_bd import config_sections
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
@@ -32,7 +34,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.batch_sizes = (1, 32)
   config.max_new_tokens = (16, 256)
   config.output = ""  # A path to also write the report as JSON.
-  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+  config.mesh = config_sections.mesh()
   if variant == "tiny":
     config.num_prompts = 4
     config.batch_sizes = (1, 2)

@@ -11,6 +11,8 @@ model and task. Variants: `default`; `tiny` for smoke tests.
 
 import ml_collections
 
+from tunix_bd import config_sections
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
@@ -27,33 +29,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Two: the first update changes the optimizer state's types and recompiles.
   config.warmup_steps = 2
   config.output = ""  # A path to also write the report as JSON.
-  config.model = ml_collections.ConfigDict(
-      dict(
-          num_layers=2,
-          embed_dim=64,
-          hidden_dim=256,
-          num_heads=4,
-          head_dim=16,
-          num_kv_heads=2,
-          norm_eps=1e-6,
-          tie_embeddings=True,
-      )
-  )
+  config.model = config_sections.embedded_model()
   config.bd = ml_collections.ConfigDict(dict(block_size=8))
-  config.data = ml_collections.ConfigDict(
-      dict(
-          train="",
-          eval="",
-          tasks=("sort", "reverse", "double"),
-          min_len=1,
-          max_len=6,
-          seed=0,
-          num_train=256,
-          num_eval=8,
-          max_length=56,
-      )
+  config.data = config_sections.embedded_data(
+      num_train=256, num_eval=8, max_length=56
   )
-  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+  config.mesh = config_sections.mesh()
   if variant == "tiny":
     config.batch_size = 4
     config.num_steps = 2

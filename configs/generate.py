@@ -20,6 +20,8 @@ forward and tokens/s. Variants: `default`; `tiny` for smoke tests.
 """
 
 import ml_collections
+
+from tunix_bd import config_sections
 from ml_collections import config_dict
 
 
@@ -69,7 +71,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           seed=0,
       )
   )
-  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+  config.mesh = config_sections.mesh()
   if variant == "tiny":
     config.data.num_prompts = 8
     config.decode.update(max_new_tokens=8, batch_size=4)

@@ -14,6 +14,8 @@ Variants: `default`; `tiny` for smoke tests (seconds of training).
 
 import ml_collections
 
+from tunix_bd import config_sections
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
@@ -31,7 +33,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.batch_size = 64
   config.max_new_tokens = 16
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
-  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+  config.mesh = config_sections.mesh()
   if variant == "tiny":
     config.num_prompts = 8
     config.batch_size = 4

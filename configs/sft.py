@@ -26,6 +26,8 @@ Variants (`sft.py:VARIANT`): `default`; `tiny`, a few steps for smoke tests.
 
 import ml_collections
 
+from tunix_bd import config_sections
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
@@ -64,19 +66,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           seed=0,
       )
   )
-  config.data = ml_collections.ConfigDict(
-      dict(
-          train="",
-          eval="",
-          tasks=("sort", "reverse", "double"),
-          min_len=1,
-          max_len=6,
-          seed=0,
-          num_train=20_000,
-          num_eval=256,
-          max_length=56,
-      )
-  )
+  config.data = config_sections.embedded_data(num_eval=256, max_length=56)
   config.train = ml_collections.ConfigDict(
       dict(
           batch_size=16,
@@ -103,7 +93,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       )
   )
   config.eval = ml_collections.ConfigDict(dict(batch_size=64))
-  config.mesh = ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
+  config.mesh = config_sections.mesh()
 
   if variant == "tiny":
     config.data.update(num_train=128, num_eval=16, max_len=3)

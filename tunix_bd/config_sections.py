@@ -1,0 +1,59 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Config sections that several recipes' configs share.
+
+Imported by `configs/*.py`, so it depends on `ml_collections` alone.
+"""
+
+import ml_collections
+
+
+def embedded_data(**overrides) -> ml_collections.ConfigDict:
+  """The `data` section: the embedded tasks, or a user's JSONL files.
+
+  Args:
+    **overrides: fields to change (e.g. `num_eval=256, max_length=56`).
+
+  Returns:
+    A section with `train`/`eval` (JSONL paths; empty means the embedded
+    tasks, and a `train` file needs an `eval` file), `tasks`, `min_len`,
+    `max_len` and `seed` of the embedded generator, `num_train`/`num_eval`
+    examples drawn from it, and `max_length` tokens per row.
+  """
+  section = dict(
+      train="",
+      eval="",
+      tasks=("sort", "reverse", "double"),
+      min_len=1,
+      max_len=6,
+      seed=0,
+      num_train=20_000,
+      num_eval=512,
+      max_length=48,
+  )
+  unknown = sorted(set(overrides) - set(section))
+  if unknown:
+    raise ValueError(f"unknown data fields {unknown}.")
+  section.update(overrides)
+  return ml_collections.ConfigDict(section)
+
+
+def embedded_model() -> ml_collections.ConfigDict:
+  """The `model` section of the embedded from-scratch Qwen3 (the AR teacher)."""
+  return ml_collections.ConfigDict(
+      dict(
+          num_layers=2,
+          embed_dim=64,
+          hidden_dim=256,
+          num_heads=4,
+          head_dim=16,
+          num_kv_heads=2,
+          norm_eps=1e-6,
+          tie_embeddings=True,
+      )
+  )
+
+
+def mesh() -> ml_collections.ConfigDict:
+  """The `mesh` section: `(fsdp, tp)` axes; `fsdp=-1` takes every device."""
+  return ml_collections.ConfigDict(dict(fsdp=-1, tp=1))
