@@ -39,10 +39,21 @@ PLUGIN = plugin_api.Plugin(
     },
     registers={
         "loss hooks": [
-            "masked-diffusion SFT (PeftTrainer.with_loss_fn:"
-            " tunix_bd.sft.loss.sft_loss)"
+            "masked-diffusion SFT: PeftTrainer.with_loss_fn("
+            "tunix_bd.sft.loss.sft_loss), DiffusionSftTrainer"
         ],
-        "models": ["tunix.models.qwen3.Qwen3 (HF safetensors in and out)"],
-        "data": ["embedded digit tasks (sort, reverse, add)", "chat JSONL"],
+        "model contract": [
+            "diffusion_logits_fn over Tunix decoders (Qwen3 first)",
+            "block KV cache",
+        ],
+        "decoding": [
+            "parallel block denoising (threshold, top_k, factor)",
+            "trace replay (tunix_bd.generate.replay)",
+        ],
+        "models": ["tunix.models.qwen3.Qwen3: HF safetensors in and out, LoRA"],
+        "data": [
+            "embedded digit tasks (sort, reverse, double, add)",
+            "chat and prompt/completion JSONL",
+        ],
     },
 )
