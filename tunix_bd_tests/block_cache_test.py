@@ -120,6 +120,94 @@ class BlockCacheTest(parameterized.TestCase):
       )
     self.assertEqual(int(cache.end_index), length)
 
+  @parameterized.product(
+      alignment=_ALIGNMENTS,
+      setup=(((5, 1, 6), 4, (0, 2, 3)), ((4, 2, 5), 3, (1, 0, 2))),
+  )
+  def test_fused_write_equals_separate_write(self, alignment, setup):
+    # Each block's first step runs over [earlier clean blocks; its canvas],
+    # committing only the clean part: its logits, and every later step's,
+    # are those of the cache-free canvas, and the kept cache is the one a
+    # separate clean write gives.
+    prompt_lengths, block_size, trims = setup
+    gen_blocks = _LENGTH // block_size - max(prompt_lengths) // block_size
+    first, pos, seg, clean, noisy = _aligned_batch(
+        prompt_lengths, block_size, gen_blocks, trims, seed=block_size
+    )
+    self.assertGreater(first, 0)
+    config = _config(block_size, alignment)
+    batch, length = pos.shape
+    empty = block_cache.init_block_cache(_MODEL, batch, length)
+    fused, separate = empty, empty
+    rng = np.random.default_rng(0)
+    for k in range(first, first + gen_blocks):
+      here = slice(k * block_size, (k + 1) * block_size)
+      real = seg[:, here] > 0
+      # The prompt prefill rides on the first block's first step.
+      start = 0 if k == first else (k - 1) * block_size
+      chunk = slice(start, here.stop)
+      canvas = np.where(np.arange(length) < here.start, clean, noisy)
+      want = np.asarray(_logits(_MODEL, canvas, pos, seg, config))[:, here]
+      got, fused = block_cache.block_logits_with_cache(
+          _MODEL,
+          canvas[:, chunk],
+          pos[:, chunk],
+          seg[:, chunk],
+          fused,
+          config=config,
+          commit_length=here.start - start,
+      )
+      np.testing.assert_allclose(
+          np.asarray(got)[:, -block_size:][real],
+          want[real],
+          atol=1e-5,
+          rtol=1e-5,
+      )
+      committed = slice(start, here.start)
+      _, separate = _block(
+          _MODEL,
+          clean[:, committed],
+          pos[:, committed],
+          seg[:, committed],
+          separate,
+          config,
+      )
+      end = here.start
+      self.assertEqual(int(fused.end_index), end)
+      for name in ("positions", "segment_ids", "boundary_positions"):
+        np.testing.assert_array_equal(
+            getattr(fused, name), getattr(separate, name), err_msg=name
+        )
+      np.testing.assert_array_equal(fused.segment_ids[:, end:], 0)
+      np.testing.assert_allclose(
+          fused.boundary_logits, separate.boundary_logits, atol=1e-5
+      )
+      for layer, kv in fused.kv.items():
+        np.testing.assert_array_equal(
+            kv["end_index"], separate.kv[layer]["end_index"]
+        )
+        # Pad slots are never read (segment 0), so only real slots count.
+        written = separate.segment_ids > 0
+        for part in ("k", "v"):
+          np.testing.assert_allclose(
+              kv[part][written],
+              separate.kv[layer][part][written],
+              atol=1e-5,
+              rtol=1e-5,
+          )
+      # A later step of block k against the kept cache: the fused pass's
+      # uncommitted slots of block k are overwritten, never read.
+      later = np.where(
+          real & (rng.random(real.shape) < 0.5), _MASK, clean[:, here]
+      )
+      canvas = np.where(np.arange(length) < here.start, clean, noisy)
+      canvas[:, here] = later
+      want = np.asarray(_logits(_MODEL, canvas, pos, seg, config))[:, here]
+      got, _ = _block(_MODEL, later, pos[:, here], seg[:, here], fused, config)
+      np.testing.assert_allclose(
+          np.asarray(got)[real], want[real], atol=1e-5, rtol=1e-5
+      )
+
   def test_prefill_and_cache_fail_closed(self):
     config = _config(4, bd_config.SHIFTED)
     tokens = np.full((3, 6), 9)
@@ -149,6 +237,17 @@ class BlockCacheTest(parameterized.TestCase):
       block_cache.block_logits_with_cache(
           _MODEL, tokens[:, :4], pos[:, :3] + 4, None, cache, config=config
       )
+    for bad in (0, 5, 2.0, True):
+      with self.assertRaisesRegex(ValueError, "commit_length must be"):
+        block_cache.block_logits_with_cache(
+            _MODEL,
+            tokens[:, :4],
+            pos[:, :4] + 4,
+            None,
+            cache,
+            config=config,
+            commit_length=bad,
+        )
     with self.assertRaisesRegex(ValueError, "cache_size"):
       block_cache.init_block_cache(_MODEL, 1, 0)
 

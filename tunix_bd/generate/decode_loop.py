@@ -3,8 +3,11 @@
 """The compiled block-denoising loop behind `denoise.generate`.
 
 One `lax.while_loop` runs all of decoding; each iteration is one model
-forward on the current block: a denoising step, or (cached path) the clean
-pass that writes a finished block to the KV cache. Shapes depend only on the
+forward and one denoising step of the current block. On the cached path the
+first step of a block is fused with the cache write of the clean block
+before it (or with the prompt prefill): one forward over both, the earlier
+one committed to the cache (`block_cache`, `commit_length`), so writing the
+cache costs no forward of its own. Shapes depend only on the
 `Layout` and the batch size, and the commit rule, its parameters and the
 temperature are traced values, so one compiled program serves every setting
 of a given geometry (and number of stop ids).
@@ -190,30 +193,66 @@ def decode(
     )(keys, first_block + j)
     return jax.vmap(jax.random.categorical)(step_keys, logp).astype(jnp.int32)
 
+  def canvas_logits(canvas, j):
+    return block_slice(
+        diffusion_lm.diffusion_logits_fn(
+            model, canvas, positions, segments, config=bd
+        ),
+        j,
+    )
+
+  def cached_logits(canvas, cache, j, fuse):
+    """Block j's logits and the cache, written up to block j if `fuse`."""
+
+    def chunk_logits(start, width):
+      # Physical blocks [start, first + j]: the clean blocks to commit, then
+      # block j's canvas.
+      def chunk(x):
+        return jax.lax.dynamic_slice_in_dim(
+            x, start * size, width * size, axis=1
+        )
+
+      logits, kept = block_cache.block_logits_with_cache(
+          model,
+          chunk(canvas),
+          chunk(positions),
+          chunk(segments),
+          cache,
+          config=bd,
+          commit_length=(width - 1) * size,
+      )
+      return logits[:, -size:], kept
+
+    def step():
+      logits, _ = block_cache.block_logits_with_cache(
+          model,
+          block_slice(canvas, j),
+          block_slice(positions, j),
+          block_slice(segments, j),
+          cache,
+          config=bd,
+      )
+      return logits, cache
+
+    branches = [step, lambda: chunk_logits(layout.first + j - 1, 2)]
+    if layout.first:
+      branches.append(lambda: chunk_logits(0, layout.first + 1))
+    # 0: a plain step; 1: also write block j - 1; 2: also prefill the prompt.
+    branch = jnp.where(fuse, jnp.where(j == 0, 2, 1), 0)
+    return jax.lax.switch(branch, branches)
+
   def body(carry):
-    j, s, writing = carry["j"], carry["s"], carry["writing"]
+    j, s, fuse = carry["j"], carry["s"], carry["fuse"]
     blk_tokens = block_slice(carry["canvas"], j)
     blk_steps = block_slice(carry["steps_at"], j)
     blk_completion = block_slice(completion, j)
     if use_cache:
-      logits, new_cache = block_cache.block_logits_with_cache(
-          model,
-          blk_tokens,
-          block_slice(positions, j),
-          block_slice(segments, j),
-          carry["cache"],
-          config=bd,
-      )
+      logits, cache = cached_logits(carry["canvas"], carry["cache"], j, fuse)
     else:
-      logits = block_slice(
-          diffusion_lm.diffusion_logits_fn(
-              model, carry["canvas"], positions, segments, config=bd
-          ),
-          j,
-      )
+      logits = canvas_logits(carry["canvas"], j)
 
     active = ~carry["stopped"] & (j < num_blocks)
-    eligible = blk_completion & (blk_steps < 0) & active[:, None] & ~writing
+    eligible = blk_completion & (blk_steps < 0) & active[:, None]
     logp = _scaled_log_probs(logits, temperature)
     confidence = jnp.exp(jnp.max(logp, axis=-1))
     sampled = jax.lax.cond(
@@ -232,38 +271,39 @@ def decode(
     nonfinite = (eligible & ~jnp.isfinite(logits).all(axis=-1)).any(axis=-1)
 
     # Once no active row has a mask left in the block: stop the rows that
-    # committed a stop token in it, then write the cache or move on.
+    # committed a stop token in it, then move on; the cached path writes the
+    # finished block in the next block's first forward.
     left = (blk_completion & (new_steps < 0) & active[:, None]).any()
-    block_done = ~writing & ~left
+    block_done = ~left
     has_stop = (blk_completion & jnp.isin(new_tokens, stop_ids)).any(axis=-1)
     stopped = carry["stopped"] | (block_done & active & has_stop)
     continuing = ~stopped & (j + 1 < num_blocks)
-    advance = writing | (block_done & (not use_cache) & continuing.any())
+    advance = block_done & continuing.any()
     out = dict(
         j=jnp.where(advance, j + 1, j),
-        s=jnp.where(advance, 0, jnp.where(writing, s, s + 1)),
-        writing=use_cache & block_done & continuing.any(),
+        s=jnp.where(advance, 0, s + 1),
+        fuse=use_cache & advance,
         done=block_done & ~continuing.any(),
         iteration=carry["iteration"] + 1,
         canvas=put_block(carry["canvas"], j, new_tokens),
         steps_at=put_block(carry["steps_at"], j, new_steps),
         logp_at=put_block(carry["logp_at"], j, new_logp),
         stopped=stopped,
-        forwards=carry["forwards"]
-        + (stepped | (writing & continuing)).astype(jnp.int32),
+        # A row needs this forward if it steps; a fused write is only ever
+        # for a row that steps in the same forward.
+        forwards=carry["forwards"] + stepped.astype(jnp.int32),
         num_steps=carry["num_steps"] + stepped.astype(jnp.int32),
         nonfinite=carry["nonfinite"] | nonfinite,
     )
     if use_cache:
-      out["cache"] = jax.lax.cond(
-          writing, lambda: new_cache, lambda: carry["cache"]
-      )
+      out["cache"] = cache
     return out
 
   carry = dict(
       j=jnp.int32(0),
       s=jnp.int32(0),
-      writing=jnp.bool_(False),
+      # The first forward also prefills the prompt's complete blocks.
+      fuse=jnp.bool_(use_cache and layout.first > 0),
       done=jnp.bool_(False),
       iteration=jnp.int32(0),
       canvas=tokens,
@@ -275,24 +315,11 @@ def decode(
       nonfinite=jnp.zeros((batch,), bool),
   )
   if use_cache:
-    cache = block_cache.init_block_cache(model, batch, length)
-    if layout.first:
-      width = layout.first * size
-      _, cache = block_cache.block_logits_with_cache(
-          model,
-          tokens[:, :width],
-          positions[:, :width],
-          segments[:, :width],
-          cache,
-          config=bd,
-      )
-      # Rows whose first block to denoise is block 0 have nothing to prefill.
-      carry["forwards"] = (first_block > 0).astype(jnp.int32)
-    carry["cache"] = cache
+    carry["cache"] = block_cache.init_block_cache(model, batch, length)
 
-  # Forced progress: a block takes at most `size` steps and one cache write;
-  # the bound only guards against a bug (left masks fail after the loop).
-  max_iterations = layout.blocks * (size + 1)
+  # Forced progress: a block takes at most `size` steps; the bound only
+  # guards against a bug (left masks fail after the loop).
+  max_iterations = layout.blocks * size
   carry = jax.lax.while_loop(
       lambda c: ~c["done"] & (c["iteration"] < max_iterations), body, carry
   )

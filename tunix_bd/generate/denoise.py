@@ -9,8 +9,10 @@ inside the prompt (its prompt tokens are clean and fixed) and the last may be
 partial. Blocks are decoded in order; each denoising step computes the
 target-aligned logits of the current block, scores every masked position by
 its confidence (max probability over the vocabulary without the mask token)
-and commits positions by the configured rule (`commit_rules`). A block with
-no mask left is run once more, clean, to write the KV cache (cached path).
+and commits positions by the configured rule (`commit_rules`). On the cached
+path a block with no mask left is written to the KV cache by the next
+block's first step: one forward over the clean block and the next block's
+canvas (the prompt prefill likewise rides on the first step).
 Rows stop per `tunix_bd.eos`: after the block holding their first stop token.
 
 Layout: every row is left-padded by whole blocks so that its first block to
@@ -22,9 +24,10 @@ computation does not depend on its batch mates: batch invariance holds by
 construction (attention never crosses rows; sampling uses per-row keys).
 
 All of decoding is one jitted `lax.while_loop` (`decode_loop`) with one
-model forward per iteration (a denoising step or a cache write), so there is
-no per-step Python dispatch. The commit rule, its parameters and the
-temperature are traced, so changing them does not recompile.
+model forward per iteration (a denoising step, maybe fused with a cache
+write), so there is no per-step Python dispatch. The commit rule, its
+parameters and the temperature are traced, so changing them does not
+recompile.
 """
 
 from __future__ import annotations
@@ -181,9 +184,10 @@ class DenoiseOutput:
     completion_tokens: int32 `[batch, max_new_tokens]` in logical order; the
       pad id where never generated (after the stop block).
     completions: each row's tokens before its first stop token.
-    num_forwards: int32 `[batch]` model forwards the row needed: denoising
-      steps plus cache writes (the prompt prefill and every block after
-      which the row continued; none without the cache).
+    num_forwards: int32 `[batch]` model forwards the row needed. Each is a
+      denoising step of the row; cache writes (the prompt prefill and every
+      block after which the row continued) share the forward of the next
+      block's first step, so this equals `num_steps` on both paths.
     num_steps: int32 `[batch]` denoising steps (forwards that committed).
     tokens_per_forward: float32 `[batch]` `len(completions[r]) /
       num_forwards[r]`.

@@ -10,9 +10,12 @@ for those positions on the whole single canvas (to float tolerance).
 
 A decoder `prefill`s the prompt's complete blocks, then for each block runs
 denoising steps with `block_logits_with_cache` (discarding the returned
-cache) and, once the block is clean, runs it once more and keeps the cache.
-Shifted alignment needs the raw logit of the last committed token (the
-predictor of the next block's first token); the cache carries it.
+cache). A clean block is written by a forward over it and the next block's
+canvas together (`commit_length`): the block-causal mask keeps the clean
+block blind to the next one, so its keys and values are exactly those of a
+forward of its own, and the next block's logits are those of its first
+denoising step. Shifted alignment needs the raw logit of the last committed
+token (the predictor of the next block's first token); the cache carries it.
 """
 
 from __future__ import annotations
@@ -98,6 +101,29 @@ def _is_concrete(*xs) -> bool:
   return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
+def _rewind(new_kv: dict, old_kv: dict, commit_length: int) -> dict:
+  """`new_kv` with every `end_index` leaf `commit_length` past `old_kv`'s.
+
+  Raises:
+    ValueError: if the model cache has no `end_index` (not a Tunix cache).
+  """
+  found = []
+
+  def leaf(path, new, old):
+    if getattr(path[-1], "key", None) == "end_index":
+      found.append(path)
+      return old + commit_length
+    return new
+
+  rewound = jax.tree_util.tree_map_with_path(leaf, new_kv, old_kv)
+  if not found:
+    raise ValueError(
+        "commit_length needs a model cache with `end_index` entries (Tunix"
+        " layout) to rewind; this cache has none."
+    )
+  return rewound
+
+
 def block_logits_with_cache(
     model,
     block_tokens: jax.Array,
@@ -106,12 +132,14 @@ def block_logits_with_cache(
     cache: BlockCache,
     *,
     config: bd_config.BlockDiffusionConfig,
+    commit_length: int | None = None,
 ) -> tuple[jax.Array, BlockCache]:
   """Target-aligned logits of one block against the cached earlier blocks.
 
   Each row's non-pad tokens must be whole logical blocks (or the final
   partial block), evaluated in order. A denoising step discards the returned
-  cache; committing a block evaluates it once more, clean, and keeps it.
+  cache; committing a block evaluates it clean and keeps the cache, alone or
+  followed by the next block's canvas with `commit_length` set.
   `config.layout` does not matter here: the cache holds clean blocks.
 
   Args:
@@ -121,15 +149,21 @@ def block_logits_with_cache(
     block_segment_ids: int `[batch, block_len]`, 0 = pad; None means all 1.
     cache: the committed earlier blocks.
     config: the block-diffusion settings (static under jit).
+    commit_length: commit only the first `commit_length` columns (whole
+      blocks, clean); the rest are evaluated but stay unwritten in the new
+      cache (segment id 0, `end_index` after the committed columns), so the
+      next call overwrites them. None commits all `block_len`.
 
   Returns:
     `(logits, new_cache)`: float32 `[batch, block_len, vocab]` target-aligned
     logits as `diffusion_logits_fn` gives them for these positions, and the
-    cache with this block committed.
+    cache with the committed columns written; its boundary is the last
+    committed token.
 
   Raises:
     ValueError: for ids of the wrong rank, dtype or shape, a batch size that
-      differs from the cache's, or (when known) a cache without room.
+      differs from the cache's, a `commit_length` outside `[1, block_len]`,
+      or (when known) a cache without room.
   """
   tokens, positions, segments = diffusion_lm.check_inputs(
       model,
@@ -140,6 +174,17 @@ def block_logits_with_cache(
       prefix="block_",
   )
   batch, block_len = tokens.shape
+  if commit_length is None:
+    commit_length = block_len
+  if (
+      isinstance(commit_length, bool)
+      or not isinstance(commit_length, int)
+      or not 1 <= commit_length <= block_len
+  ):
+    raise ValueError(
+        f"commit_length must be an int in [1, {block_len}] (the block"
+        f" length), got {commit_length!r}."
+    )
   cache_batch, cache_size = cache.positions.shape
   if batch != cache_batch:
     raise ValueError(
@@ -187,16 +232,27 @@ def block_logits_with_cache(
         ),
     )
 
-  # The new boundary is the last token in (segment, position) order; a row
-  # of pads keeps its old boundary.
-  last = diffusion_lm.sorted_order(positions, segments)[:, -1:]
+  new_end = end + commit_length
+  if commit_length < block_len:
+    # Uncommitted slots read as unwritten: masked out, and overwritten by the
+    # next call, which writes at the rewound `end_index`.
+    written = jnp.arange(cache_size) < new_end
+    kv_positions = jnp.where(written, kv_positions, 0)
+    kv_segments = jnp.where(written, kv_segments, attention.PAD_SEGMENT_ID)
+    new_kv = _rewind(new_kv, cache.kv, commit_length)
+  # The new boundary is the last committed token in (segment, position)
+  # order; a row without one keeps its old boundary.
+  committed = slice(0, commit_length)
+  last = diffusion_lm.sorted_order(
+      positions[:, committed], segments[:, committed]
+  )[:, -1:]
   last_segment = jnp.take_along_axis(segments, last, axis=1)[:, 0]
   has_tokens = last_segment != attention.PAD_SEGMENT_ID
   new_cache = BlockCache(
       kv=new_kv,
       positions=kv_positions,
       segment_ids=kv_segments,
-      end_index=end + block_len,
+      end_index=new_end,
       boundary_logits=jnp.where(
           has_tokens[:, None],
           diffusion_lm.gather_rows(raw, last)[:, 0],
