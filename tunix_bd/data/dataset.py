@@ -161,6 +161,20 @@ def tokenize(
   return TokenizedDataset(tokens, prompt_lengths, lengths, tuple(conversations))
 
 
+def tokenized_splits(
+    tokenizer: transformers.PreTrainedTokenizerBase, data: Mapping[str, Any]
+) -> tuple[TokenizedDataset, TokenizedDataset]:
+  """Train and eval rows of a `data` section, `data.max_length` wide.
+
+  See `conversations` for the section's fields.
+  """
+  train, held_out = conversations(data)
+  return (
+      tokenize(tokenizer, train, data["max_length"]),
+      tokenize(tokenizer, held_out, data["max_length"]),
+  )
+
+
 class _Rows(grain.sources.RandomAccessDataSource):
   """Exposes a TokenizedDataset's rows to grain."""
 

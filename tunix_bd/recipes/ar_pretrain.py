@@ -127,15 +127,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Trains, exports and evaluates; returns exact match per task."""
   validate(config)
   tokenizer = tokenizer_lib.build_char_tokenizer()
-  train_conversations, eval_conversations = dataset_lib.conversations(
-      config.data
-  )
-  train_data = dataset_lib.tokenize(
-      tokenizer, train_conversations, config.data.max_length
-  )
-  eval_data = dataset_lib.tokenize(
-      tokenizer, eval_conversations, config.data.max_length
-  )
+  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
   fingerprint = _fingerprint(config, tokenizer)
   checkpoint_dir = os.path.join(workdir, "checkpoints")
@@ -175,7 +167,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     scores, predictions = ar_eval.exact_match(
         model,
         tokenizer,
-        eval_conversations,
+        eval_data.conversations,
         max_new_tokens=config.eval.max_new_tokens,
         batch_size=config.eval.batch_size,
     )
@@ -190,14 +182,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
                   "prediction": p,
                   "task": c.task,
               }
-              for c, p in zip(eval_conversations, predictions)
+              for c, p in zip(eval_data.conversations, predictions)
           ],
       },
   )
   print(
       common.log_summary(
-          f"AR teacher greedy exact match on {len(eval_conversations)} eval "
-          "examples (Tunix Sampler):",
+          f"AR teacher greedy exact match on {len(eval_data.conversations)}"
+          " eval examples (Tunix Sampler):",
           scores,
       )
   )

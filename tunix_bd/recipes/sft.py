@@ -110,15 +110,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   corruption = corruption_lib.SftCorruptionConfig.from_config_dict(
       config.corruption
   )
-  train_conversations, eval_conversations = dataset_lib.conversations(
-      config.data
-  )
-  train_data = dataset_lib.tokenize(
-      tokenizer, train_conversations, config.data.max_length
-  )
-  eval_data = dataset_lib.tokenize(
-      tokenizer, eval_conversations, config.data.max_length
-  )
+  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
   fingerprint = run_fingerprint(config, tokenizer)
   fingerprint_lib.check_or_record(
