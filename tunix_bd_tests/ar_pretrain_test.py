@@ -47,7 +47,8 @@ class ArPretrainTest(absltest.TestCase):
     cls.cwd = os.path.join(root, "elsewhere")
     os.makedirs(cls.cwd, exist_ok=True)
     # Interrupted after 2 of 4 steps, then resumed; and uninterrupted.
-    cls.resumed = os.path.join(root, "resumed")
+    # A relative workdir, as users write it (orbax itself needs absolute).
+    cls.resumed = os.path.join(cls.cwd, "resumed")
     cls.straight = os.path.join(root, "straight")
     cls.first = _tunix(
         cls.cwd,
@@ -55,7 +56,7 @@ class ArPretrainTest(absltest.TestCase):
         "--plugin",
         "tunix_bd",
         "ar_pretrain:tiny",
-        f"--config.workdir={cls.resumed}",
+        "--config.workdir=resumed",
         "--config.train.max_steps=2",
     )
     cls.second = _tunix(
@@ -64,7 +65,7 @@ class ArPretrainTest(absltest.TestCase):
         "--plugin",
         "tunix_bd",
         "ar_pretrain.py:tiny",
-        f"--config.workdir={cls.resumed}",
+        "--config.workdir=resumed",
     )
     cls.uninterrupted = _tunix(
         cls.cwd,

@@ -192,6 +192,8 @@ def training_config(
     gradient_accumulation_steps: int | None = None,
 ) -> compat.TrainingConfig:
   """Tunix's TrainingConfig: checkpoints, metrics and the progress bar."""
+  # Orbax only accepts absolute checkpoint paths; users give relative ones.
+  workdir = os.path.abspath(workdir)
   return compat.TrainingConfig(
       gradient_accumulation_steps=gradient_accumulation_steps,
       eval_every_n_steps=train_config.eval_every_n_steps,
