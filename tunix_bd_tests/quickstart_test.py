@@ -33,8 +33,9 @@ class QuickstartTest(absltest.TestCase):
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
     )
     cls.workdir = os.path.join(cls.root, "quickstart")
+    # Relative, as in the README's main job (runs from `cls.root`).
     cls.quickstart = cls.tunix(
-        "quickstart.py:tiny", f"--config.workdir={cls.workdir}"
+        "quickstart.py:tiny", "--config.workdir=quickstart"
     )
     cls.ar_dir = os.path.join(cls.workdir, "ar_pretrain", "export")
     cls.bd_dir = os.path.join(cls.workdir, "sft", "export")
