@@ -6,8 +6,9 @@ Launch (a few minutes on a 2-core CPU, >= 95% greedy exact match):
 
   tunix run --plugin tunix_bd ar_pretrain.py
 
-Variants (`ar_pretrain.py:VARIANT`): `default`; `tiny`, a few steps of a
-smaller model for smoke tests. On your own chat data (the embedded
+Variants (`ar_pretrain.py:VARIANT`): `default`; `long`, the `count` task
+(answers of 199 to 254 characters) for long-generation benchmarks; `tiny`, a
+few steps of a smaller model for smoke tests. On your own chat data (the embedded
 character tokenizer is used):
 
   tunix run --plugin tunix_bd ar_pretrain.py \
@@ -23,9 +24,10 @@ from tunix_bd import config_sections
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "tiny"):
+  if variant not in ("default", "long", "tiny"):
     raise ValueError(
-        f"unknown ar_pretrain variant {variant!r}; use 'default' or 'tiny'."
+        f"unknown ar_pretrain variant {variant!r}; use 'default', 'long' or"
+        " 'tiny'."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "ar_pretrain"
@@ -53,6 +55,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   )
   config.mesh = config_sections.mesh()
 
+  if variant == "long":
+    config.workdir = "runs/ar_pretrain_long"
+    config.data.update(tasks=("count",), max_length=288, num_eval=64)
+    # Each row supervises ~250 tokens: fewer, smaller steps suffice.
+    config.train.update(
+        batch_size=16,
+        max_steps=800,
+        eval_every_n_steps=400,
+        checkpoint_every_n_steps=400,
+    )
+    config.eval.update(max_new_tokens=256, batch_size=64)
   if variant == "tiny":
     config.model.update(
         num_layers=1,

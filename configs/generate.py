@@ -16,7 +16,8 @@ replaying each trace reproduces its recorded log-probs:
 
 Writes `completions.jsonl` (per-row completion, correctness, forwards,
 tokens per forward) under `workdir` and prints exact match, tokens per
-forward and tokens/s. Variants: `default`; `tiny` for smoke tests.
+forward and tokens/s. Variants: `default`; `long`, the `count` task with a
+256-token budget on the `quickstart.py:long` model; `tiny` for smoke tests.
 """
 
 import ml_collections
@@ -28,9 +29,10 @@ from ml_collections import config_dict
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "tiny"):
+  if variant not in ("default", "long", "tiny"):
     raise ValueError(
-        f"unknown generate variant {variant!r}; use 'default' or 'tiny'."
+        f"unknown generate variant {variant!r}; use 'default', 'long' or"
+        " 'tiny'."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "generate"
@@ -72,6 +74,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       )
   )
   config.mesh = config_sections.mesh()
+  if variant == "long":
+    config.workdir = "runs/generate_long"
+    config.model.checkpoint = "runs/quickstart_long/sft/export"
+    config.data.update(tasks=("count",), num_prompts=64)
+    config.decode.update(max_new_tokens=256, batch_size=32)
   if variant == "tiny":
     config.data.num_prompts = 8
     config.decode.update(max_new_tokens=8, batch_size=4)

@@ -9,7 +9,10 @@ Trains the embedded AR teacher (`ar_pretrain.py`), converts it
 and with the converted model at several commit thresholds, ending with a
 side-by-side table and `report.png` under `workdir`. The stages use their
 own configs (of the same variant); tune a stage by running it directly.
-Variants: `default`; `tiny` for smoke tests (seconds of training).
+Variants: `default`; `long`, the `count` task whose answers run to 254
+characters, decoded with a 256-token budget (`runs/quickstart_long`, the
+long workload of `bench_decode.py`); `tiny` for smoke tests (seconds of
+training).
 """
 
 import ml_collections
@@ -20,9 +23,10 @@ from tunix_bd import config_sections
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "tiny"):
+  if variant not in ("default", "long", "tiny"):
     raise ValueError(
-        f"unknown quickstart variant {variant!r}; use 'default' or 'tiny'."
+        f"unknown quickstart variant {variant!r}; use 'default', 'long' or"
+        " 'tiny'."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "quickstart"
@@ -34,6 +38,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.max_new_tokens = 16
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
   config.mesh = config_sections.mesh()
+  if variant == "long":
+    config.workdir = "runs/quickstart_long"
+    config.tasks = ("count",)
+    config.num_prompts = 64
+    config.batch_size = 32
+    config.max_new_tokens = 256
   if variant == "tiny":
     config.num_prompts = 8
     config.batch_size = 4

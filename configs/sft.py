@@ -21,7 +21,8 @@ per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
 
 LoRA instead of a full fine-tune: `--config.lora.rank=16`.
 
-Variants (`sft.py:VARIANT`): `default`; `tiny`, a few steps for smoke tests.
+Variants (`sft.py:VARIANT`): `default`; `long`, the `count` task (long
+answers; converts `ar_pretrain.py:long`); `tiny`, a few steps for smoke tests.
 """
 
 import ml_collections
@@ -32,9 +33,9 @@ from tunix_bd import config_sections
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "tiny"):
+  if variant not in ("default", "long", "tiny"):
     raise ValueError(
-        f"unknown sft variant {variant!r}; use 'default' or 'tiny'."
+        f"unknown sft variant {variant!r}; use 'default', 'long' or 'tiny'."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "sft"
@@ -95,6 +96,23 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval = ml_collections.ConfigDict(dict(batch_size=64))
   config.mesh = config_sections.mesh()
 
+  if variant == "long":
+    config.workdir = "runs/sft_long"
+    config.model.checkpoint = "runs/ar_pretrain_long/export"
+    config.data.update(tasks=("count",), max_length=288, num_eval=64)
+    # Blocks shorter than a `count` term (5 characters) keep the digits a
+    # masked one depends on (the previous number's) in clean context: with
+    # 4-token blocks and learning rate 2e-3 this reaches 99.96 % masked
+    # accuracy and 98.4 % greedy exact match; 8-token blocks at 1e-3 reached
+    # 96.7 % and 9 % in the same 800 steps.
+    config.bd.block_size = 4
+    config.train.update(
+        learning_rate=2e-3,
+        max_steps=800,
+        eval_every_n_steps=400,
+        checkpoint_every_n_steps=400,
+    )
+    config.eval.update(batch_size=16)
   if variant == "tiny":
     config.data.update(num_train=128, num_eval=16, max_len=3)
     config.train.update(

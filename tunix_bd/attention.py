@@ -28,25 +28,19 @@ import jax
 import jax.numpy as jnp
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask_lib
 import numpy as np
+from tunix_bd import config_utils
 
 PAD_SEGMENT_ID = 0
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-  # bool is an int subclass; True as a size is a bug, not 1.
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(
-        f"{name} must be a Python int, got {type(value).__name__}: {value!r}."
-    )
-  if value < minimum:
-    raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-  return int(value)
-
-
-def _check_ids(
+def check_ids(
     name: str, ids: Any, shape: tuple[int, ...] | None = None
 ) -> jax.Array:
-  """Checks an int `[batch, length]` array; `shape` is the one it must have."""
+  """An int `[batch, length]` array as int32; `shape` is one it must have.
+
+  Raises:
+    ValueError: naming `name`, for another rank, dtype or shape.
+  """
   ids = jnp.asarray(ids)
   if ids.ndim != 2:
     raise ValueError(
@@ -54,12 +48,12 @@ def _check_ids(
     )
   if not jnp.issubdtype(ids.dtype, jnp.integer):
     raise ValueError(f"{name} must be an integer array, got {ids.dtype}.")
-  if shape is not None and ids.shape != shape:
+  if shape is not None and ids.shape != tuple(shape):
     raise ValueError(
-        f"{name} must have shape {shape} to match its positions, got"
-        f" {ids.shape}."
+        f"{name} must have shape {tuple(shape)} (that of the tokens or"
+        f" positions it goes with), got {ids.shape}."
     )
-  return ids
+  return ids.astype(jnp.int32)
 
 
 def _check_segment_pair(
@@ -79,8 +73,8 @@ def _check_segment_pair(
   if q_segment_ids is None:
     return jnp.ones(q_shape, jnp.int32), jnp.ones(kv_shape, jnp.int32)
   return (
-      _check_ids("q_segment_ids", q_segment_ids, q_shape),
-      _check_ids("kv_segment_ids", kv_segment_ids, kv_shape),
+      check_ids("q_segment_ids", q_segment_ids, q_shape),
+      check_ids("kv_segment_ids", kv_segment_ids, kv_shape),
   )
 
 
@@ -145,9 +139,9 @@ def block_causal_mask(
     ValueError: for a bad `block_size`, ids of the wrong rank, dtype or shape,
       differing batch sizes, or only one of the two segment ids given.
   """
-  block_size = _check_int("block_size", block_size, 1)
-  q_positions = _check_ids("q_positions", q_positions)
-  kv_positions = _check_ids("kv_positions", kv_positions)
+  block_size = config_utils.check_int("block_size", block_size, 1)
+  q_positions = check_ids("q_positions", q_positions)
+  kv_positions = check_ids("kv_positions", kv_positions)
   if q_positions.shape[0] != kv_positions.shape[0]:
     raise ValueError(
         f"q_positions batch size {q_positions.shape[0]} differs from"
@@ -199,12 +193,12 @@ def clean_context_mask(
     ValueError: for a bad `block_size` or ids of the wrong rank, dtype or
       shape.
   """
-  block_size = _check_int("block_size", block_size, 1)
-  positions = _check_ids("positions", positions)
+  block_size = config_utils.check_int("block_size", block_size, 1)
+  positions = check_ids("positions", positions)
   if segment_ids is None:
     segments = jnp.ones(positions.shape, jnp.int32)
   else:
-    segments = _check_ids("segment_ids", segment_ids, positions.shape)
+    segments = check_ids("segment_ids", segment_ids, positions.shape)
   blocks = positions // block_size
   segment = _same_segment(segments, segments)
   noisy_to_noisy = _same_block(blocks, blocks) & segment
@@ -236,11 +230,11 @@ def clean_context_inputs(
   Raises:
     ValueError: for ids of the wrong rank, dtype or shape.
   """
-  positions = _check_ids("positions", positions)
+  positions = check_ids("positions", positions)
   doubled_positions = jnp.concatenate([positions, positions], axis=1)
   if segment_ids is None:
     return doubled_positions, None
-  segment_ids = _check_ids("segment_ids", segment_ids, positions.shape)
+  segment_ids = check_ids("segment_ids", segment_ids, positions.shape)
   return doubled_positions, jnp.concatenate([segment_ids, segment_ids], axis=1)
 
 
@@ -289,10 +283,12 @@ class BlockCausalSplashMask(splash_mask_lib._ComputableMask):  # pylint: disable
     """
     if not isinstance(shape, (tuple, list)) or len(shape) != 2:
       raise ValueError(f"shape must be (q_len, kv_len), got {shape!r}.")
-    q_len = _check_int("shape[0] (q_len)", shape[0], 1)
-    kv_len = _check_int("shape[1] (kv_len)", shape[1], 1)
-    self.block_size = block_size = _check_int("block_size", block_size, 1)
-    self.offset = offset = _check_int("offset", offset, 0)
+    q_len = config_utils.check_int("shape[0] (q_len)", shape[0], 1)
+    kv_len = config_utils.check_int("shape[1] (kv_len)", shape[1], 1)
+    self.block_size = block_size = config_utils.check_int(
+        "block_size", block_size, 1
+    )
+    self.offset = offset = config_utils.check_int("offset", offset, 0)
 
     # Runs on NumPy slices when splash builds its block map, and on int32
     # iotas inside the kernel.
@@ -349,8 +345,8 @@ def make_splash_multi_head_mask(
   Raises:
     ValueError: for a bad `num_heads`, `seq_len` or `block_size`.
   """
-  num_heads = _check_int("num_heads", num_heads, 1)
-  seq_len = _check_int("seq_len", seq_len, 1)
+  num_heads = config_utils.check_int("num_heads", num_heads, 1)
+  seq_len = config_utils.check_int("seq_len", seq_len, 1)
   mask = BlockCausalSplashMask(
       (seq_len, seq_len), block_size, shard_count=shard_count
   )

@@ -1,11 +1,16 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Building tunix_bd's frozen setting dataclasses from config sections."""
+"""Building tunix_bd's frozen setting dataclasses from config sections.
+
+Also the checks of single setting values that those dataclasses share.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping, TypeVar
+
+import numpy as np
 
 T = TypeVar("T")
 
@@ -42,3 +47,15 @@ def from_section(cls: type[T], cfg: Any, what: str) -> T:
         f"unknown {what} config keys {unknown}; valid keys are {fields}."
     )
   return cls(**values)
+
+
+def check_int(name: str, value: Any, minimum: int) -> int:
+  """`value` as a Python int; a ValueError naming `name` unless >= minimum."""
+  # bool is an int subclass; True as a size or an id is a bug, not 1.
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise ValueError(
+        f"{name} must be an int, got {type(value).__name__}: {value!r}."
+    )
+  if value < minimum:
+    raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+  return int(value)

@@ -129,6 +129,7 @@ _FAKECONF = textwrap.dedent('''\
       config.name = "tiny"
       config.shape = (2, 3)
       config.layers = [1, 2]
+      config.tasks = ("sort", "count")
       config.max_steps = config_dict.placeholder(int)
       config.extra = None
       config.optimizer = ml_collections.ConfigDict({"b1": 0.9, "warmup": 10})
@@ -383,7 +384,8 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "fakeconf", "--config.sed=1"],
           r"unknown config key 'sed'; did you mean 'seed'\? Valid keys at the"
           r" top level: extra, layers, lr, max_steps, name, optimizer, output,"
-          r" recipe, seed, shape, source, use_ema, variant$",
+          r" recipe, seed, shape, source, tasks, use_ema,"
+          r" variant$",
       ),
       (
           "unknown_nested_key",
@@ -502,6 +504,9 @@ class CliTest(parameterized.TestCase):
       ("tuple", "shape", "(4, 5)", [4, 5], "tuple"),
       ("tuple_from_list", "shape", "[6]", [6], "tuple"),
       ("list_from_tuple", "layers", "(3, 4)", [3, 4], "list"),
+      ("words", "tasks", "reverse, add", ["reverse", "add"], "tuple"),
+      ("one_word", "tasks", "count", ["count"], "tuple"),
+      ("words_literal", "tasks", "('a',)", ["a"], "tuple"),
       ("placeholder_int", "max_steps", "100", 100, "int"),
       ("none_literal", "extra", "1.5", 1.5, "float"),
       ("none_list", "extra", "[1, 2]", [1, 2], "list"),

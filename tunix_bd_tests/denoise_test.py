@@ -357,6 +357,62 @@ class GenerateTest(parameterized.TestCase):
     np.testing.assert_array_equal(got.completion_tokens, want.completion_tokens)
     np.testing.assert_array_equal(got.trace.action_logp, want.trace.action_logp)
 
+  def test_one_token_blocks_are_greedy_ar_decoding(self):
+    # The shifted alignment with blocks of one token is next-token
+    # prediction: decoding must equal a brute-force greedy AR loop (full
+    # causal forward per token, mask token excluded).
+    bd = bd_config.BlockDiffusionConfig.autoregressive(_MASK)
+    config = _config(stop_id=1)
+    out = denoise.generate(_QWEN3, _PROMPTS, bd=bd, config=config)
+    model = test_common.JittedModel(_QWEN3)
+    for row, prompt in enumerate(_PROMPTS):
+      tokens = list(prompt)
+      while len(tokens) < len(prompt) + config.max_new_tokens:
+        ids = np.asarray([tokens], np.int32)
+        length = ids.shape[1]
+        causal = np.tril(np.ones((1, length, length), bool))
+        logits, _ = model(ids, np.arange(length)[None], None, causal)
+        logits = np.array(logits[0, -1], np.float32)
+        logits[_MASK] = -np.inf
+        tokens.append(int(np.argmax(logits)))
+        if tokens[-1] == 1:
+          break
+      want = tokens[len(prompt) :]
+      self.assertEqual(
+          out.completions[row].tolist(), [t for t in want if t != 1]
+      )
+      np.testing.assert_array_equal(out.num_forwards[row], len(want))
+
+  def test_denoiser_reuse_equals_generate_and_sees_weight_updates(self):
+    config = _config(temperature=0.7)
+    model = _with_weights(lambda pure: None)  # A copy we may update.
+    denoiser = denoise.Denoiser(model, bd=_BD, config=config)
+    for _ in range(2):  # Repeated calls are independent.
+      got = denoiser(_PROMPTS, seeds=_SEEDS)
+      want = _generate(config)
+      np.testing.assert_array_equal(
+          got.completion_tokens, want.completion_tokens
+      )
+      np.testing.assert_array_equal(
+          got.trace.action_logp, want.trace.action_logp
+      )
+
+    # An in-place update (as an optimizer step or a weight sync makes) is
+    # seen by the next call, with no new Denoiser.
+    def scale_head(pure):
+      pure["lm_head"]["w"] = 3.0 * np.asarray(pure["lm_head"]["w"])
+
+    updated = _with_weights(scale_head)
+    nnx.update(model, nnx.state(updated))
+    got = denoiser(_PROMPTS, seeds=_SEEDS)
+    want = _generate(config, model=updated)
+    np.testing.assert_array_equal(got.trace.action_logp, want.trace.action_logp)
+    self.assertFalse(
+        np.array_equal(
+            got.trace.action_logp, _generate(config).trace.action_logp
+        )
+    )
+
 
 class ValidationTest(parameterized.TestCase):
 

@@ -66,7 +66,10 @@ class QuickstartTest(absltest.TestCase):
     self.assertSucceeded(self.quickstart)
     with open(os.path.join(self.workdir, "report.json")) as f:
       rows = json.load(f)
-    self.assertEqual([r["method"] for r in rows], ["AR", "BD threshold 0.9"])
+    self.assertEqual(
+        [r["method"] for r in rows],
+        ["AR (Tunix Sampler)", "AR, one-token blocks", "BD threshold 0.9"],
+    )
     for row in rows:
       self.assertBetween(row["exact_match"], 0.0, 1.0)
       # A 4-step model may answer with EOS alone: zero tokens is possible.
@@ -166,14 +169,49 @@ class QuickstartTest(absltest.TestCase):
     self.assertSucceeded(sft_bench)
     for variant in ("ar", "bd_single_canvas", "bd_clean_context"):
       self.assertIn(variant, sft_bench.stdout)
+    # Two workloads (budgets 8 and 12) on the tiny quickstart's models.
+    checkpoints = []
+    for name in ("short", "long"):
+      checkpoints += [
+          f"--config.workload_settings.{name}.ar_checkpoint={self.ar_dir}",
+          f"--config.workload_settings.{name}.bd_checkpoint={self.bd_dir}",
+      ]
+    output = os.path.join(self.root, "bench_decode.json")
     decode_bench = self.tunix(
         "bench_decode.py:tiny",
-        f"--config.ar_checkpoint={self.ar_dir}",
-        f"--config.bd_checkpoint={self.bd_dir}",
+        *checkpoints,
+        "--config.workloads=('short', 'long')",
+        "--config.workload_settings.long.max_new_tokens=12",
+        f"--config.output={output}",
     )
     self.assertSucceeded(decode_bench)
-    for method in ("ar", "bd_cache_free", "bd_cached", "replay"):
+    for method in ("ar", "ar_loop", "bd_cache_free", "bd_cached", "replay"):
       self.assertIn(method, decode_bench.stdout)
+    with open(output) as f:
+      report = json.load(f)
+    self.assertEqual(list(report["workloads"]), ["short", "long"])
+    long = report["workloads"]["long"]
+    self.assertEqual(long["max_new_tokens"], 12)
+    self.assertEqual(list(long["cells"]), ["batch=1", "batch=2"])
+    for cells in long["cells"].values():
+      # The same model and greedy rule: cached and cache-free agree.
+      self.assertEqual(
+          cells["bd_cached"]["exact_match"],
+          cells["bd_cache_free"]["exact_match"],
+      )
+      self.assertEqual(
+          cells["bd_cached"]["new_tokens"], cells["bd_cache_free"]["new_tokens"]
+      )
+      self.assertAlmostEqual(cells["ar"]["speedup_vs_ar"], 1.0)
+
+  def test_bench_decode_fails_before_compute_on_a_missing_checkpoint(self):
+    proc = self.tunix(
+        "bench_decode.py:tiny",
+        "--config.workloads=('short', 'long')",
+        "--config.workload_settings.long.bd_checkpoint=no/such/dir",
+    )
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn("workload_settings", proc.stderr)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from tunix_bd.data import tasks
 
 _UNARY = re.compile(r"(sort|reverse|double) ([0-9]+)")
 _ADD = re.compile(r"add ([0-9]+)\+([0-9]+)")
+_COUNT = re.compile(r"count ([0-9]{4})")
 
 
 def _reference(prompt: str) -> tuple[str, str, list[str]]:
@@ -29,6 +30,15 @@ def _reference(prompt: str) -> tuple[str, str, list[str]]:
   if match:
     a, b = match.groups()
     return "add", str(int(a) + int(b)), [a, b]
+  match = _COUNT.fullmatch(prompt)
+  if match:
+    start = int(match.group(1))
+    numbers = []
+    while True:  # Up to the last number of the hundred.
+      numbers.append(str(start))
+      if start % 100 == 99:
+        return "count", ",".join(numbers), []
+      start += 1
   raise AssertionError(f"unexpected prompt {prompt!r}")
 
 
@@ -104,7 +114,7 @@ class TaskMixTest(parameterized.TestCase):
 
   def test_all_tasks_appear(self):
     self.assertCountEqual(
-        tasks.TASK_NAMES, ("sort", "reverse", "double", "add")
+        tasks.TASK_NAMES, ("sort", "reverse", "double", "add", "count")
     )
     self.assertCountEqual(tasks.DEFAULT_TASKS, ("sort", "reverse", "double"))
     for mix in (tasks.TaskMix(), tasks.TaskMix(tasks=tasks.TASK_NAMES)):
@@ -112,6 +122,20 @@ class TaskMixTest(parameterized.TestCase):
       self.assertCountEqual(counts, mix.tasks)
       for name in mix.tasks:
         self.assertGreater(counts[name], 50, counts)
+
+  def test_count_answers_are_long_and_span_the_term_range(self):
+    mix = tasks.TaskMix(tasks=("count",), min_len=1, max_len=1)
+    examples = mix.examples("train", 400) + mix.examples("eval", 100)
+    terms = collections.Counter(e.answer.count(",") + 1 for e in examples)
+    self.assertCountEqual(
+        terms, range(tasks.COUNT_MIN_TERMS, tasks.COUNT_MAX_TERMS + 1)
+    )
+    lengths = [len(e.answer) for e in examples]
+    self.assertEqual(min(lengths), 5 * tasks.COUNT_MIN_TERMS - 1)
+    self.assertEqual(max(lengths), 5 * tasks.COUNT_MAX_TERMS - 1)
+    self.assertLess(max(lengths), 256)  # Answer and EOS fit 256 tokens.
+    # Hundreds vary, so answers are not a handful of memorisable strings.
+    self.assertGreater(len({e.prompt[:8] for e in examples}), 60)
 
   def test_task_subset_draws_only_those_tasks(self):
     mix = tasks.TaskMix(tasks=("add",))
@@ -160,6 +184,8 @@ class TaskMixTest(parameterized.TestCase):
       "add 1+2+3",
       "add +2",
       "reverse -12",
+      "count",
+      "count -5",
   )
   def test_solve_rejects_non_task_prompts(self, prompt):
     with self.assertRaisesRegex(ValueError, "not an embedded task prompt"):
@@ -170,6 +196,7 @@ class TaskMixTest(parameterized.TestCase):
     self.assertEqual(tasks.solve("reverse 0012"), "2100")
     self.assertEqual(tasks.solve("add 999+1"), "1000")
     self.assertEqual(tasks.solve("add 0+0"), "0")
+    self.assertEqual(tasks.solve("count 4797"), "4797,4798,4799")
 
 
 class ScoringTest(parameterized.TestCase):

@@ -219,7 +219,7 @@ def apply_overrides(
   applied = []
   for override in overrides:
     parent, leaf = _find_field(config, override.key)
-    value = _parse_value(override, parent.get_type(leaf))
+    value = _parse_value(override, parent.get_type(leaf), parent[leaf])
     try:
       parent[leaf] = value
     except (TypeError, ValueError) as e:
@@ -291,8 +291,14 @@ def _unknown_key_message(
   return f"{message} Valid keys {scope}: {', '.join(node.keys())}"
 
 
-def _parse_value(override: Override, field_type: type[Any]) -> Any:
-  """Parses an override's text as `field_type`, the type of its field."""
+def _parse_value(
+    override: Override, field_type: type[Any], current: Any
+) -> Any:
+  """Parses an override's text as `field_type`, the type of its field.
+
+  A tuple or list of strings (by its `current` value) also takes bare
+  comma-separated words: `--config.tasks=sort,count`.
+  """
   raw = override.value
 
   def invalid(expected: str) -> errors.UsageError:
@@ -324,6 +330,9 @@ def _parse_value(override: Override, field_type: type[Any]) -> Any:
     # An untyped None field: a Python literal if it is one, else the text.
     return raw if literal is _NOT_A_LITERAL else literal
   if field_type in (tuple, list):
+    words = current and all(isinstance(v, str) for v in current)
+    if literal is _NOT_A_LITERAL and words:
+      return field_type(word.strip() for word in raw.split(","))
     if not isinstance(literal, (tuple, list)):
       raise invalid(f"{field_type.__name__} literal such as '(1, 2)'")
     return field_type(literal)

@@ -25,6 +25,10 @@ SPLITS = ("train", "eval")
 # Operands of `add` have at most this many digits: carries make longer sums
 # far harder for a tiny AR model than sorting or reversing the same digits.
 ADD_MAX_DIGITS = 2
+# `count` answers hold this many numbers, at least and at most: 199 to 254
+# characters, so that a long generation (256 tokens) is real decoding.
+COUNT_MIN_TERMS = 40
+COUNT_MAX_TERMS = 51
 # One prompt in `_EVAL_BUCKETS` lands in eval; the rest in train.
 _EVAL_BUCKETS = 8
 # Draws before `TaskMix.example` gives up: a tiny prompt space (one task,
@@ -78,14 +82,30 @@ def _add(rng, min_len, max_len) -> tuple[str, str]:
   return f"add {a}+{b}", str(a + b)
 
 
+def _count_answer(start: int) -> str:
+  """Numbers from `start` to the last of its hundred, comma-separated."""
+  return ",".join(str(n) for n in range(start, start // 100 * 100 + 100))
+
+
+def _count(rng, min_len, max_len) -> tuple[str, str]:
+  # Operand lengths do not apply: the answer's length is the point.
+  del min_len, max_len
+  terms = int(rng.integers(COUNT_MIN_TERMS, COUNT_MAX_TERMS + 1))
+  start = int(rng.integers(10, 100)) * 100 + 100 - terms
+  return f"count {start}", _count_answer(start)
+
+
 _GENERATORS: dict[str, Callable[..., tuple[str, str]]] = {
     "sort": _sort,
     "reverse": _reverse,
     "double": _double,
     "add": _add,
+    "count": _count,
 }
 TASK_NAMES = tuple(_GENERATORS)
 # `add` is opt-in: its carries take a tiny AR model far longer to learn.
+# `count` is opt-in: its long answers (up to 254 characters) exist to
+# benchmark long generation, and would make every training row that long.
 DEFAULT_TASKS = ("sort", "reverse", "double")
 
 
@@ -169,6 +189,8 @@ def solve(prompt: str) -> str:
     a, plus, b = arg.partition("+")
     if plus and a.isdigit() and b.isdigit():
       return str(int(a) + int(b))
+  if name == "count" and arg.isdigit():
+    return _count_answer(int(arg))
   raise ValueError(f"not an embedded task prompt: {prompt!r}")
 
 

@@ -114,20 +114,18 @@ def _scaled_log_probs(logits, temperature):
 
 def _select_commits(params, confidence, eligible):
   """The commit mask of the traced rule `params["rule"]` (an index)."""
-  masks = [
-      commit_rules.commit_mask(
+  # A switch runs only the selected rule's computation.
+  branches = [
+      functools.partial(
+          commit_rules.commit_mask,
           rule,
-          confidence,
-          eligible,
           threshold=params["threshold"],
           top_k=params["top_k"],
           factor=params["factor"],
       )
       for rule in commit_rules.RULES
   ]
-  return jnp.select(
-      [params["rule"] == i for i in range(len(masks))], masks, False
-  )
+  return jax.lax.switch(params["rule"], branches, confidence, eligible)
 
 
 @functools.partial(jax.jit, static_argnames=("bd", "layout", "use_cache"))

@@ -27,7 +27,8 @@ All of decoding is one jitted `lax.while_loop` (`decode_loop`) with one
 model forward per iteration (a denoising step, maybe fused with a cache
 write), so there is no per-step Python dispatch. The commit rule, its
 parameters and the temperature are traced, so changing them does not
-recompile.
+recompile. A `Denoiser` holds what calls share (checked settings, the split
+model); `generate` is a one-off call.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tunix_bd import config_utils
 from tunix_bd import eos
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
+from tunix_bd.generate import inputs as inputs_lib
 from tunix_bd.generate import trace as trace_lib
 from tunix_bd.models import bd_config as bd_config_lib
 
@@ -202,80 +204,136 @@ class DenoiseOutput:
   trace: trace_lib.Trace
 
 
-def _prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
-  """Validates the prompts; returns right-padded `[batch, W]` and lengths."""
-  if prompt_lengths is None:
-    if isinstance(prompt_tokens, (np.ndarray, jax.Array)):
-      raise ValueError("prompt_lengths is required with a padded array.")
-    rows = [np.asarray(row).reshape(-1) for row in prompt_tokens]
-    lengths = np.asarray([len(row) for row in rows], np.int64)
-  else:
-    padded = np.asarray(prompt_tokens)
-    lengths = np.asarray(prompt_lengths)
-    if padded.ndim != 2 or lengths.shape != padded.shape[:1]:
-      raise ValueError(
-          "prompt_tokens must be [batch, length] with prompt_lengths [batch],"
-          f" got {padded.shape} and {lengths.shape}."
-      )
-    if not np.issubdtype(lengths.dtype, np.integer):
-      raise ValueError(f"prompt_lengths must be integer, got {lengths.dtype}.")
-    if (lengths > padded.shape[1]).any():
-      raise ValueError(
-          f"prompt_lengths {lengths.tolist()} exceed the array width"
-          f" {padded.shape[1]}."
-      )
-    rows = [row[:n] for row, n in zip(padded, np.maximum(lengths, 0))]
-  if not rows:
-    raise ValueError("the batch is empty; pass at least one prompt.")
-  if (lengths < 1).any():
-    raise ValueError(
-        f"prompts of rows {np.flatnonzero(lengths < 1).tolist()} are empty;"
-        " every row needs a prompt of at least one token."
-    )
-  too_long = lengths > config.max_prompt_length
-  if too_long.any():
-    raise ValueError(
-        f"prompts of rows {np.flatnonzero(too_long).tolist()} have"
-        f" {lengths[too_long].tolist()} tokens, more than"
-        f" max_prompt_length={config.max_prompt_length}."
-    )
-  bd.validate_prompt_lengths(lengths)
-  out = np.full((len(rows), config.max_prompt_length), config.pad_id, np.int32)
-  for r, row in enumerate(rows):
-    if not np.issubdtype(row.dtype, np.integer):
-      raise ValueError(
-          f"prompt row {r} must hold integer ids, got {row.dtype}."
-      )
-    if ((row < 0) | (row >= vocab_size)).any():
-      raise ValueError(
-          f"prompt row {r} has ids outside the vocabulary [0, {vocab_size})."
-      )
-    if (row == bd.mask_token_id).any():
-      raise ValueError(
-          f"prompt row {r} contains the mask token {bd.mask_token_id}."
-      )
-    out[r, : len(row)] = row
-  return out, lengths.astype(np.int32)
+class Denoiser:
+  """Parallel block denoising of one model with fixed settings, reusable.
 
+  Checks the model and settings once and splits the model once, as Tunix's
+  `Sampler` does, so repeated calls (serving, RL rollouts) pay for neither.
+  The split state holds the model's own `nnx.Variable`s, so in-place weight
+  updates (optimizer steps, `nnx.update`) are seen by the next call; build a
+  new `Denoiser` after changing the model's structure (adding LoRA, say).
+  """
 
-def _seeds(seeds, batch: int, config: DenoiseConfig) -> np.ndarray:
-  if seeds is None:
-    if not config.greedy:
-      # A default such as the row index would tie a row's samples to its
-      # place in the batch.
+  def __init__(
+      self,
+      model: nnx.Module,
+      *,
+      bd: bd_config_lib.BlockDiffusionConfig,
+      config: DenoiseConfig,
+  ):
+    """Checks and captures what every call shares.
+
+    Args:
+      model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
+      bd: the model's block-diffusion settings.
+      config: the denoising settings.
+
+    Raises:
+      ValueError: for a bad config, or a `bd` that does not fit the model
+        (mask id outside the vocabulary or equal to the pad or a stop id,
+        flash attention).
+    """
+    if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
       raise ValueError(
-          f"temperature={config.temperature} samples: pass one seed per row."
+          f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
       )
-    return np.zeros((batch,), np.uint32)
-  seeds = np.asarray(seeds)
-  if seeds.shape != (batch,) or not np.issubdtype(seeds.dtype, np.integer):
-    raise ValueError(
-        f"seeds must be {batch} ints (one per row), got {seeds.shape}"
-        f" {seeds.dtype}."
+    if not isinstance(config, DenoiseConfig):
+      raise ValueError(
+          f"config must be a DenoiseConfig, got {type(config).__name__}."
+      )
+    if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
+      raise ValueError("model must be a Tunix nnx.Module with a config.")
+    bd.validate_for_model(
+        model.config,
+        pad_id=config.pad_id,
+        eos_id=None,
+        stop_ids=config.stop_ids,
     )
-  if ((seeds < 0) | (seeds >= 2**32)).any():
-    raise ValueError("seeds must be in [0, 2**32).")
-  return seeds.astype(np.uint32)
+    vocab_size = model.config.vocab_size
+    ids = config.stop_ids + (config.pad_id,)
+    outside = [i for i in ids if i >= vocab_size]
+    if outside:
+      raise ValueError(
+          f"stop_ids / pad_id {outside} are outside the model vocabulary"
+          f" [0, {vocab_size})."
+      )
+    self.bd, self.config = bd, config
+    self._vocab_size = vocab_size
+    self._graphdef, self._state = nnx.split(model)
+    self._layout = decode_loop.Layout.create(
+        bd.block_size, config.max_prompt_length, config.max_new_tokens
+    )
+    self._params = dict(
+        rule=np.int32(commit_rules.RULES.index(config.rule)),
+        threshold=np.float32(config.threshold),
+        top_k=np.int32(config.top_k),
+        factor=np.float32(config.factor),
+        temperature=np.float32(config.temperature),
+    )
+    self._stop_ids = np.asarray(config.stop_ids, np.int32)
+
+  def __call__(
+      self,
+      prompt_tokens: Sequence[Sequence[int]] | np.ndarray | jax.Array,
+      prompt_lengths: np.ndarray | Sequence[int] | None = None,
+      *,
+      seeds: np.ndarray | Sequence[int] | None = None,
+  ) -> DenoiseOutput:
+    """Generates completions of a batch; see `generate`."""
+    config, bd = self.config, self.bd
+    prompts, lengths = inputs_lib.prompts(
+        prompt_tokens, prompt_lengths, config, bd, self._vocab_size
+    )
+    seeds = inputs_lib.seeds(seeds, len(lengths), config)
+    canvas = decode_loop.build_canvas(
+        prompts, lengths, self._layout, bd.mask_token_id
+    )
+    offsets = canvas.pop("offsets")
+    out = jax.device_get(
+        decode_loop.decode(
+            self._graphdef,
+            self._state,
+            canvas,
+            seeds,
+            self._params,
+            self._stop_ids,
+            bd=bd,
+            layout=self._layout,
+            use_cache=config.use_cache,
+        )
+    )
+
+    # Completion slot t of row r sits at physical offset_r + P_r + t.
+    total = config.max_new_tokens
+    index = (offsets + lengths)[:, None] + np.arange(total)[None, :]
+    take = lambda x: np.take_along_axis(np.asarray(x), index, axis=1)
+    steps = take(out["steps_at"]).astype(np.int32)
+    generated = steps >= 0
+    tokens = np.where(generated, take(out["canvas"]), config.pad_id)
+    logp = np.where(generated, take(out["logp_at"]), 0.0).astype(np.float32)
+    inputs_lib.check_finished(
+        out["nonfinite"], steps, tokens, lengths, bd, config
+    )
+
+    completions = eos.truncate_at_stop(tokens, config.stop_ids)
+    forwards = np.asarray(out["forwards"], np.int32)
+    returned = np.asarray([len(c) for c in completions], np.float32)
+    return DenoiseOutput(
+        completion_tokens=tokens.astype(np.int32),
+        completions=completions,
+        num_forwards=forwards,
+        num_steps=np.asarray(out["num_steps"], np.int32),
+        tokens_per_forward=returned / np.maximum(forwards, 1),
+        trace=trace_lib.Trace(
+            prompt_tokens=prompts,
+            prompt_lengths=lengths,
+            tokens=tokens.astype(np.int32),
+            action_step=steps,
+            action_logp=logp,
+            temperature=1.0 if config.greedy else config.temperature,
+            bd=bd,
+        ),
+    )
 
 
 def generate(
@@ -288,6 +346,9 @@ def generate(
     seeds: np.ndarray | Sequence[int] | None = None,
 ) -> DenoiseOutput:
   """Generates completions by parallel block denoising.
+
+  A one-off `Denoiser(model, bd=bd, config=config)(...)`; build a `Denoiser`
+  to decode many batches.
 
   Args:
     model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
@@ -311,109 +372,6 @@ def generate(
       seeds; after decoding (naming the rows), for non-finite logits or
       positions left masked.
   """
-  if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
-    raise ValueError(
-        f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
-    )
-  if not isinstance(config, DenoiseConfig):
-    raise ValueError(
-        f"config must be a DenoiseConfig, got {type(config).__name__}."
-    )
-  if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
-    raise ValueError("model must be a Tunix nnx.Module with a config.")
-  bd.validate_for_model(
-      model.config, pad_id=config.pad_id, eos_id=None, stop_ids=config.stop_ids
+  return Denoiser(model, bd=bd, config=config)(
+      prompt_tokens, prompt_lengths, seeds=seeds
   )
-  vocab_size = model.config.vocab_size
-  outside = [i for i in config.stop_ids + (config.pad_id,) if i >= vocab_size]
-  if outside:
-    raise ValueError(
-        f"stop_ids / pad_id {outside} are outside the model vocabulary"
-        f" [0, {vocab_size})."
-    )
-  prompts, lengths = _prompts(
-      prompt_tokens, prompt_lengths, config, bd, vocab_size
-  )
-  seeds = _seeds(seeds, len(lengths), config)
-  layout = decode_loop.Layout.create(
-      bd.block_size, config.max_prompt_length, config.max_new_tokens
-  )
-  inputs = decode_loop.build_canvas(prompts, lengths, layout, bd.mask_token_id)
-  offsets = inputs.pop("offsets")
-  params = dict(
-      rule=np.int32(commit_rules.RULES.index(config.rule)),
-      threshold=np.float32(config.threshold),
-      top_k=np.int32(config.top_k),
-      factor=np.float32(config.factor),
-      temperature=np.float32(config.temperature),
-  )
-  graphdef, state = nnx.split(model)
-  out = jax.device_get(
-      decode_loop.decode(
-          graphdef,
-          state,
-          inputs,
-          seeds,
-          params,
-          np.asarray(config.stop_ids, np.int32),
-          bd=bd,
-          layout=layout,
-          use_cache=config.use_cache,
-      )
-  )
-
-  # Completion slot t of row r sits at physical offset_r + P_r + t.
-  total = config.max_new_tokens
-  index = (offsets + lengths)[:, None] + np.arange(total)[None, :]
-  take = lambda x: np.take_along_axis(np.asarray(x), index, axis=1)
-  steps = take(out["steps_at"]).astype(np.int32)
-  generated = steps >= 0
-  tokens = np.where(generated, take(out["canvas"]), config.pad_id)
-  logp = np.where(generated, take(out["logp_at"]), 0.0).astype(np.float32)
-  _check_finished(out["nonfinite"], steps, tokens, lengths, bd, config)
-
-  completions = eos.truncate_at_stop(tokens, config.stop_ids)
-  forwards = np.asarray(out["forwards"], np.int32)
-  returned = np.asarray([len(c) for c in completions], np.float32)
-  return DenoiseOutput(
-      completion_tokens=tokens.astype(np.int32),
-      completions=completions,
-      num_forwards=forwards,
-      num_steps=np.asarray(out["num_steps"], np.int32),
-      tokens_per_forward=returned / np.maximum(forwards, 1),
-      trace=trace_lib.Trace(
-          prompt_tokens=prompts,
-          prompt_lengths=lengths,
-          tokens=tokens.astype(np.int32),
-          action_step=steps,
-          action_logp=logp,
-          temperature=1.0 if config.greedy else config.temperature,
-          bd=bd,
-      ),
-  )
-
-
-def _check_finished(nonfinite, steps, tokens, lengths, bd, config):
-  """Fails closed on non-finite logits or positions left masked."""
-  nonfinite = np.asarray(nonfinite)
-  if nonfinite.any():
-    raise ValueError(
-        "non-finite logits while denoising rows"
-        f" {np.flatnonzero(nonfinite).tolist()}."
-    )
-  # Each row must have generated whole blocks up to its stop block (or all).
-  size = bd.block_size
-  blocks = (lengths[:, None] + np.arange(steps.shape[1])) // size
-  blocks -= blocks[:, :1]
-  is_stop = np.isin(tokens, np.asarray(config.stop_ids, np.int64))
-  stop_block = np.where(
-      (is_stop & (steps >= 0)).any(axis=1),
-      np.where(is_stop & (steps >= 0), blocks, blocks.max() + 1).min(axis=1),
-      blocks.max(axis=1),
-  )
-  unresolved = ((steps < 0) & (blocks <= stop_block[:, None])).any(axis=1)
-  if unresolved.any():
-    raise ValueError(
-        "denoising left masked positions in rows"
-        f" {np.flatnonzero(unresolved).tolist()}."
-    )

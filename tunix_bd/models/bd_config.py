@@ -39,17 +39,6 @@ CLEAN_CONTEXT = "clean_context"
 LAYOUTS = (SINGLE_CANVAS, CLEAN_CONTEXT)
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-  # bool is an int subclass; True as a size or an id is a bug, not 1.
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(
-        f"{name} must be an int, got {type(value).__name__}: {value!r}."
-    )
-  if value < minimum:
-    raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-  return int(value)
-
-
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
   if not isinstance(value, str) or value not in choices:
     raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
@@ -77,12 +66,14 @@ class BlockDiffusionConfig:
   def __post_init__(self):
     # Normalise NumPy ints so equality and hashing of configs are exact.
     object.__setattr__(
-        self, "block_size", _check_int("block_size", self.block_size, 1)
+        self,
+        "block_size",
+        config_utils.check_int("block_size", self.block_size, 1),
     )
     object.__setattr__(
         self,
         "mask_token_id",
-        _check_int("mask_token_id", self.mask_token_id, 0),
+        config_utils.check_int("mask_token_id", self.mask_token_id, 0),
     )
     _check_choice("alignment", self.alignment, ALIGNMENTS)
     _check_choice("layout", self.layout, LAYOUTS)
@@ -106,6 +97,20 @@ class BlockDiffusionConfig:
       if values.get(required) is None:
         raise ValueError(f"block-diffusion config is missing {required!r}.")
     return config_utils.from_section(cls, values, "block-diffusion")
+
+  @classmethod
+  def autoregressive(cls, mask_token_id: int) -> BlockDiffusionConfig:
+    """One-token blocks with the shifted alignment: exactly AR decoding.
+
+    Denoising an AR model with these settings is greedy (or sampled)
+    next-token decoding through the same compiled loop, the baseline that
+    isolates what parallel denoising saves.
+
+    Args:
+      mask_token_id: an id the model never needs to predict (its logit is
+        excluded); with one-token blocks no logit that is used sees it.
+    """
+    return cls(block_size=1, mask_token_id=mask_token_id, alignment=SHIFTED)
 
   def to_dict(self) -> dict[str, Any]:
     """Returns the fields as a plain dict (for metadata and fingerprints)."""
@@ -133,7 +138,9 @@ class BlockDiffusionConfig:
         the pad, EOS or a stop id, or if the model uses flash attention.
     """
     vocab_size = getattr(model_config, "vocab_size", None)
-    vocab_size = _check_int("model_config.vocab_size", vocab_size, 1)
+    vocab_size = config_utils.check_int(
+        "model_config.vocab_size", vocab_size, 1
+    )
     if self.mask_token_id >= vocab_size:
       raise ValueError(
           f"mask_token_id={self.mask_token_id} is outside the model vocabulary"

@@ -39,22 +39,6 @@ from tunix_bd.models import bd_config
 MASKED_LOGIT = -1e30
 
 
-def _check_ids(name: str, ids: jax.Array, shape=None) -> jax.Array:
-  ids = jnp.asarray(ids)
-  if ids.ndim != 2:
-    raise ValueError(
-        f"{name} must have rank 2 [batch, length], got shape {ids.shape}."
-    )
-  if not jnp.issubdtype(ids.dtype, jnp.integer):
-    raise ValueError(f"{name} must be an integer array, got {ids.dtype}.")
-  if shape is not None and ids.shape != tuple(shape):
-    raise ValueError(
-        f"{name} must have shape {tuple(shape)} (that of the tokens), got"
-        f" {ids.shape}."
-    )
-  return ids.astype(jnp.int32)
-
-
 def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
   """Validates the common inputs (shared); `prefix` names the argument.
 
@@ -93,11 +77,13 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
         f"mask_token_id={config.mask_token_id} is outside the model"
         f" vocabulary of size {vocab_size}."
     )
-  tokens = _check_ids(f"{prefix}tokens", tokens)
-  positions = _check_ids(f"{prefix}positions", positions, tokens.shape)
+  tokens = attention.check_ids(f"{prefix}tokens", tokens)
+  positions = attention.check_ids(f"{prefix}positions", positions, tokens.shape)
   if segment_ids is None:
     segment_ids = jnp.ones(tokens.shape, jnp.int32)
-  segment_ids = _check_ids(f"{prefix}segment_ids", segment_ids, tokens.shape)
+  segment_ids = attention.check_ids(
+      f"{prefix}segment_ids", segment_ids, tokens.shape
+  )
   return tokens, positions, segment_ids
 
 
@@ -195,7 +181,9 @@ def diffusion_logits_fn(
     )
 
   if clean_context:
-    clean_tokens = _check_ids("clean_tokens", clean_tokens, tokens.shape)
+    clean_tokens = attention.check_ids(
+        "clean_tokens", clean_tokens, tokens.shape
+    )
     # Both copies share positions; the mask carries the segments.
     both_positions, _ = attention.clean_context_inputs(positions)
     mask = attention.clean_context_mask(
@@ -263,7 +251,7 @@ def token_log_probs(
   Raises:
     ValueError: for a bad temperature or targets of the wrong shape.
   """
-  targets = _check_ids("targets", targets, logits.shape[:-1])
+  targets = attention.check_ids("targets", targets, logits.shape[:-1])
   scaled = _scale(logits, temperature)
   picked = jnp.take_along_axis(scaled, targets[..., None], axis=-1)[..., 0]
   return picked - jax.nn.logsumexp(scaled, axis=-1)

@@ -2,16 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `bench_decode`: AR vs block-diffusion decoding, side by side.
 
-One run measures, on the same prompts: Tunix's stock KV-cached AR `Sampler`
-on the AR teacher, and parallel block denoising of the converted model,
-cache-free and with the exact block KV cache, at every (batch size,
-generation budget) pair. Each cell reports tokens/s (returned tokens over
-decoding time, compilation excluded), its ratio to AR, tokens per forward and
-greedy exact match. It then times a stochastic rollout and the vectorized
-replay of its traces.
+One run measures, on the same prompts of each workload (tasks and
+generation budget): Tunix's stock KV-cached AR `Sampler` on the AR teacher;
+the teacher again in our decoding loop with one-token blocks (exactly AR
+decoding, so the gap to it is what parallel denoising saves); and parallel
+block denoising of the converted model, cache-free and with the exact block
+KV cache; at every batch size. Each cell reports tokens/s (returned tokens
+over decoding time, compilation excluded), its ratio to Tunix's AR, tokens
+per forward and greedy exact match. It then times a stochastic rollout and
+the vectorized replay of its traces.
 
-The methods alternate batch by batch (AR, cache-free, cached, AR, ...), so a
-shared, noisy machine slows all of them alike.
+The methods alternate batch by batch (AR, AR loop, cache-free, cached, AR,
+...), so a shared, noisy machine slows all of them alike.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_eval
 from tunix_bd.recipes import common
 
-METHODS = ("ar", "bd_cache_free", "bd_cached")
+# `ar`: Tunix's Sampler on the AR teacher. `ar_loop`: the same teacher
+# decoded by our loop with blocks of one token (exactly AR decoding), which
+# separates what parallel denoising saves from what the implementation does.
+METHODS = ("ar", "ar_loop", "bd_cache_free", "bd_cached")
 
 
 def _ar_decoder(model, tokenizer, prompts, max_new_tokens):
@@ -56,17 +61,21 @@ def _ar_decoder(model, tokenizer, prompts, max_new_tokens):
   return decode
 
 
-def _bd_decoder(model, tokenizer, bd, max_new_tokens, width, use_cache):
+def _bd_decoder(model, tokenizer, bd, max_new_tokens, width, threshold, cache):
   config = denoise.DenoiseConfig(
       max_new_tokens=max_new_tokens,
       max_prompt_length=width,
+      threshold=threshold,
       stop_ids=(tokenizer.eos_token_id,),
       pad_id=tokenizer.pad_token_id,
-      use_cache=use_cache,
+      use_cache=cache,
   )
 
+  # Built once, as the AR `Sampler` is: calls pay for decoding alone.
+  denoiser = denoise.Denoiser(model, bd=bd, config=config)
+
   def decode(batch):
-    out = denoise.generate(model, batch, bd=bd, config=config)
+    out = denoiser(batch)
     texts = [tokenizer.decode(c.tolist()) for c in out.completions]
     lengths = np.asarray([len(c) for c in out.completions])
     return texts, lengths, out.num_forwards
@@ -105,8 +114,10 @@ def _measure(decoders, inputs, answers, batch_size):
         "new_tokens": cell["tokens"],
     }
   ar_rate = report["ar"]["tokens_per_s"]
+  loop_rate = report["ar_loop"]["tokens_per_s"]
   for cell in report.values():
     cell["speedup_vs_ar"] = cell["tokens_per_s"] / max(ar_rate, 1e-9)
+    cell["speedup_vs_ar_loop"] = cell["tokens_per_s"] / max(loop_rate, 1e-9)
   return report
 
 
@@ -121,12 +132,13 @@ def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
   )
   batch = prompts[:batch_size]
   seeds = np.arange(batch_size)
-  out = denoise.generate(model, batch, bd=bd, config=config, seeds=seeds)
+  denoiser = denoise.Denoiser(model, bd=bd, config=config)
+  out = denoiser(batch, seeds=seeds)
   jax.block_until_ready(
       replay.compiled_replay_log_probs(model, out.trace, bd=bd)
   )
   start = time.perf_counter()
-  out = denoise.generate(model, batch, bd=bd, config=config, seeds=seeds)
+  out = denoiser(batch, seeds=seeds)
   rollout = time.perf_counter() - start
   start = time.perf_counter()
   jax.block_until_ready(
@@ -140,18 +152,12 @@ def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
   }
 
 
-def run(config: ml_collections.ConfigDict) -> dict:
-  """Prints the side-by-side table and returns it as a dict."""
-  common.require_positive(config, "num_prompts")
-  for path in (config.ar_checkpoint, config.bd_checkpoint):
-    if not os.path.isdir(path):
-      raise ValueError(
-          f"{path!r} is not a checkpoint directory; run `ar_pretrain.py` and "
-          "`sft.py` (or `quickstart.py`) first."
-      )
-  bd = bd_config_lib.load_settings(config.bd_checkpoint)
-  tokenizer = tokenizer_lib.load_tokenizer(config.bd_checkpoint)
-  mix = tasks_lib.TaskMix(tasks=tuple(config.tasks), seed=0)
+def _workload(config, name, models):
+  """Measures one workload (tasks and budget) at every batch size."""
+  settings = config.workload_settings[name]
+  bd = bd_config_lib.load_settings(settings.bd_checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(settings.bd_checkpoint)
+  mix = tasks_lib.TaskMix(tasks=tuple(settings.tasks), seed=0)
   examples = mix.examples("eval", config.num_prompts)
   answers = [e.answer for e in examples]
   prompt_ids = [
@@ -159,66 +165,115 @@ def run(config: ml_collections.ConfigDict) -> dict:
   ]
   prompt_texts = [tokenizer.decode(p) for p in prompt_ids]
   width = max(len(p) for p in prompt_ids)
-  mesh = common.make_mesh(config.mesh)
-  results = {"cells": {}}
-  with mesh:
-    ar_model, _ = hf_checkpoint.load_qwen3(config.ar_checkpoint, mesh=mesh)
-    bd_model, _ = hf_checkpoint.load_qwen3(config.bd_checkpoint, mesh=mesh)
-    for new_tokens in config.max_new_tokens:
-      for batch_size in config.batch_sizes:
-        if batch_size > len(examples):
-          raise ValueError(
-              f"batch size {batch_size} exceeds num_prompts={len(examples)}."
-          )
-        decoders = {
-            "ar": _ar_decoder(ar_model, tokenizer, prompt_texts, new_tokens),
-            "bd_cache_free": _bd_decoder(
-                bd_model, tokenizer, bd, new_tokens, width, use_cache=False
-            ),
-            "bd_cached": _bd_decoder(
-                bd_model, tokenizer, bd, new_tokens, width, use_cache=True
-            ),
-        }
-        inputs = {
-            "ar": prompt_texts,
-            "bd_cache_free": prompt_ids,
-            "bd_cached": prompt_ids,
-        }
-        key = f"new_tokens={new_tokens},batch={batch_size}"
-        results["cells"][key] = _measure(decoders, inputs, answers, batch_size)
-    results["replay"] = _replay_ratio(
-        bd_model,
-        tokenizer,
-        bd,
-        prompt_ids,
-        max(config.batch_sizes),
-        max(config.max_new_tokens),
+  ar_model, bd_model = (
+      models(settings.ar_checkpoint),
+      models(settings.bd_checkpoint),
+  )
+  new_tokens = settings.max_new_tokens
+  ar_as_bd = bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id)
+  result = {"block_size": bd.block_size, "max_new_tokens": new_tokens}
+  result["cells"] = {}
+  for batch_size in config.batch_sizes:
+    decoders = {
+        "ar": _ar_decoder(ar_model, tokenizer, prompt_texts, new_tokens),
+        "ar_loop": _bd_decoder(
+            ar_model, tokenizer, ar_as_bd, new_tokens, width, 1.0, True
+        ),
+    }
+    for method, cache in (("bd_cache_free", False), ("bd_cached", True)):
+      decoders[method] = _bd_decoder(
+          bd_model, tokenizer, bd, new_tokens, width, config.threshold, cache
+      )
+    inputs = {m: prompt_ids for m in METHODS}
+    inputs["ar"] = prompt_texts
+    result["cells"][f"batch={batch_size}"] = _measure(
+        decoders, inputs, answers, batch_size
     )
+  result["replay"] = _replay_ratio(
+      bd_model, tokenizer, bd, prompt_ids, max(config.batch_sizes), new_tokens
+  )
+  return result
+
+
+def _format(config, results) -> str:
   lines = [
       (
-          f"Decode benchmark: {len(examples)} eval prompts, block size "
-          f"{bd.block_size}, threshold 0.9, {jax.device_count()} "
-          f"{jax.devices()[0].platform} device(s)"
+          f"Decode benchmark: {config.num_prompts} eval prompts per workload,"
+          f" threshold {config.threshold}, {jax.device_count()}"
+          f" {jax.devices()[0].platform} device(s)"
       ),
       (
-          f"  {'budget':>7}{'batch':>6}  {'method':<14}{'tokens/s':>10}"
-          f"{'vs AR':>7}{'tok/fwd':>9}{'exact':>8}{'tokens':>8}"
+          f"  {'workload':<9}{'budget':>7}{'batch':>6}  {'method':<14}"
+          f"{'tokens/s':>10}{'vs AR':>7}{'vs loop':>8}{'tok/fwd':>9}"
+          f"{'exact':>8}"
+          f"{'tokens':>8}"
       ),
   ]
-  for key, cells in results["cells"].items():
-    budget, batch = (part.split("=")[1] for part in key.split(","))
-    for method, c in cells.items():
-      lines.append(
-          f"  {budget:>7}{batch:>6}  {method:<14}{c['tokens_per_s']:>10.1f}"
-          f"{c['speedup_vs_ar']:>7.2f}{c['tokens_per_forward']:>9.2f}"
-          f"{c['exact_match']:>8.1%}{c['new_tokens']:>8}"
-      )
-  r = results["replay"]
-  lines.append(
-      f"  replay of a temperature-0.7 rollout: {r['replay_s']:.3f} s vs "
-      f"rollout {r['rollout_s']:.3f} s (ratio {r['replay_over_rollout']:.2f})"
-  )
-  print("\n".join(lines))
+  for name, result in results["workloads"].items():
+    for key, cells in result["cells"].items():
+      batch = key.split("=")[1]
+      for method, c in cells.items():
+        lines.append(
+            f"  {name:<9}{result['max_new_tokens']:>7}{batch:>6}  "
+            f"{method:<14}{c['tokens_per_s']:>10.1f}"
+            f"{c['speedup_vs_ar']:>7.2f}{c['speedup_vs_ar_loop']:>8.2f}"
+            f"{c['tokens_per_forward']:>9.2f}"
+            f"{c['exact_match']:>8.1%}{c['new_tokens']:>8}"
+        )
+  for name, result in results["workloads"].items():
+    r = result["replay"]
+    lines.append(
+        f"  {name}: replay of a temperature-0.7 rollout {r['replay_s']:.3f} s"
+        f" vs rollout {r['rollout_s']:.3f} s (ratio"
+        f" {r['replay_over_rollout']:.2f})"
+    )
+  return "\n".join(lines)
+
+
+def run(config: ml_collections.ConfigDict) -> dict:
+  """Prints the side-by-side table and returns it as a dict."""
+  common.require_positive(config, "num_prompts")
+  sizes = config.batch_sizes
+  if not sizes or not all(isinstance(b, int) and b >= 1 for b in sizes):
+    raise ValueError(
+        f"batch_sizes must be ints >= 1, got {config.batch_sizes}."
+    )
+  if max(config.batch_sizes) > config.num_prompts:
+    raise ValueError(
+        f"batch size {max(config.batch_sizes)} exceeds"
+        f" num_prompts={config.num_prompts}."
+    )
+  if not 0 < config.threshold <= 1:
+    raise ValueError(f"threshold must be in (0, 1], got {config.threshold}.")
+  unknown = [w for w in config.workloads if w not in config.workload_settings]
+  if not config.workloads or unknown:
+    raise ValueError(
+        "workloads must name entries of workload_settings"
+        f" {sorted(config.workload_settings)}, got {config.workloads}."
+    )
+  for name in config.workloads:  # Every workload, before any compute.
+    settings = config.workload_settings[name]
+    common.require_positive(config, f"workload_settings.{name}.max_new_tokens")
+    for path in (settings.ar_checkpoint, settings.bd_checkpoint):
+      if not os.path.isdir(path):
+        raise ValueError(
+            f"workload_settings.{name}: {path!r} is not a checkpoint"
+            " directory; run `quickstart.py` (short) or `quickstart.py:long`"
+            " (long) first, or point it at your exports."
+        )
+  mesh = common.make_mesh(config.mesh)
+  loaded = {}
+
+  def models(path):
+    if path not in loaded:
+      loaded[path] = hf_checkpoint.load_qwen3(path, mesh=mesh)[0]
+    return loaded[path]
+
+  results = {"threshold": config.threshold, "workloads": {}}
+  with mesh:
+    for name in config.workloads:
+      results["workloads"][name] = _workload(config, name, models)
+  print(_format(config, results))
   if config.output:
     common.write_json(config.output, results)
   return results

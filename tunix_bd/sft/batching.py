@@ -34,6 +34,7 @@ from typing import Any, Callable
 import grain
 import numpy as np
 
+from tunix_bd import config_utils
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.models import bd_config
 from tunix_bd.sft import corruption as corruption_lib
@@ -42,14 +43,6 @@ GLOBAL_WEIGHT = "global_weight"
 ACCUMULATION_STEPS = "accumulation_steps"
 # Every field of an SFT micro-batch, each `[micro_batch, ...]`.
 BATCH_FIELDS = corruption_lib.FIELDS + (GLOBAL_WEIGHT, ACCUMULATION_STEPS)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(f"{name} must be an int, got {value!r}.")
-  if value < minimum:
-    raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-  return int(value)
 
 
 def _where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:
@@ -292,15 +285,15 @@ def sft_batches(
     ValueError: for invalid sizes, k not dividing `batch_size`, a batch
       larger than the dataset, or an invalid row (see `validate_dataset`).
   """
-  batch_size = _check_int("batch_size", batch_size, 1)
-  k = _check_int(
+  batch_size = config_utils.check_int("batch_size", batch_size, 1)
+  k = config_utils.check_int(
       "gradient_accumulation_steps",
       1 if gradient_accumulation_steps is None else gradient_accumulation_steps,
       1,
   )
-  seed = _check_int("seed", seed, 0)
+  seed = config_utils.check_int("seed", seed, 0)
   if num_epochs is not None:
-    num_epochs = _check_int("num_epochs", num_epochs, 1)
+    num_epochs = config_utils.check_int("num_epochs", num_epochs, 1)
   if batch_size % k:
     raise ValueError(
         f"gradient_accumulation_steps={k} must divide batch_size={batch_size}"

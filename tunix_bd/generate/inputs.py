@@ -1,0 +1,130 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Fail-closed checks of what block denoising is given and what it returns.
+
+Prompts and seeds are checked before any compute, with errors that name the
+rows; a finished decode is checked for non-finite logits and for positions
+left masked.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+
+def prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
+  """Validates the prompts of a batch, before any compute.
+
+  Returns:
+    int32 `[batch, config.max_prompt_length]` prompts right-padded with
+    `config.pad_id`, and their int32 `[batch]` lengths.
+  """
+  if prompt_lengths is None:
+    if isinstance(prompt_tokens, (np.ndarray, jax.Array)):
+      raise ValueError("prompt_lengths is required with a padded array.")
+    rows = [np.asarray(row).reshape(-1) for row in prompt_tokens]
+    lengths = np.asarray([len(row) for row in rows], np.int64)
+  else:
+    padded = np.asarray(prompt_tokens)
+    lengths = np.asarray(prompt_lengths)
+    if padded.ndim != 2 or lengths.shape != padded.shape[:1]:
+      raise ValueError(
+          "prompt_tokens must be [batch, length] with prompt_lengths [batch],"
+          f" got {padded.shape} and {lengths.shape}."
+      )
+    if not np.issubdtype(lengths.dtype, np.integer):
+      raise ValueError(f"prompt_lengths must be integer, got {lengths.dtype}.")
+    if (lengths > padded.shape[1]).any():
+      raise ValueError(
+          f"prompt_lengths {lengths.tolist()} exceed the array width"
+          f" {padded.shape[1]}."
+      )
+    rows = [row[:n] for row, n in zip(padded, np.maximum(lengths, 0))]
+  if not rows:
+    raise ValueError("the batch is empty; pass at least one prompt.")
+  if (lengths < 1).any():
+    raise ValueError(
+        f"prompts of rows {np.flatnonzero(lengths < 1).tolist()} are empty;"
+        " every row needs a prompt of at least one token."
+    )
+  too_long = lengths > config.max_prompt_length
+  if too_long.any():
+    raise ValueError(
+        f"prompts of rows {np.flatnonzero(too_long).tolist()} have"
+        f" {lengths[too_long].tolist()} tokens, more than"
+        f" max_prompt_length={config.max_prompt_length}."
+    )
+  bd.validate_prompt_lengths(lengths)
+  out = np.full((len(rows), config.max_prompt_length), config.pad_id, np.int32)
+  for r, row in enumerate(rows):
+    if not np.issubdtype(row.dtype, np.integer):
+      raise ValueError(
+          f"prompt row {r} must hold integer ids, got {row.dtype}."
+      )
+    if ((row < 0) | (row >= vocab_size)).any():
+      raise ValueError(
+          f"prompt row {r} has ids outside the vocabulary [0, {vocab_size})."
+      )
+    if (row == bd.mask_token_id).any():
+      raise ValueError(
+          f"prompt row {r} contains the mask token {bd.mask_token_id}."
+      )
+    out[r, : len(row)] = row
+  return out, lengths.astype(np.int32)
+
+
+def seeds(values, batch: int, config) -> np.ndarray:
+  """Validated uint32 `[batch]` per-row seeds (zeros when greedy and None)."""
+  if values is None:
+    if not config.greedy:
+      # A default such as the row index would tie a row's samples to its
+      # place in the batch.
+      raise ValueError(
+          f"temperature={config.temperature} samples: pass one seed per row."
+      )
+    return np.zeros((batch,), np.uint32)
+  values = np.asarray(values)
+  if values.shape != (batch,) or not np.issubdtype(values.dtype, np.integer):
+    raise ValueError(
+        f"seeds must be {batch} ints (one per row), got {values.shape}"
+        f" {values.dtype}."
+    )
+  if ((values < 0) | (values >= 2**32)).any():
+    raise ValueError("seeds must be in [0, 2**32).")
+  return values.astype(np.uint32)
+
+
+def check_finished(nonfinite, steps, tokens, lengths, bd, config):
+  """Fails closed on non-finite logits or positions left masked.
+
+  Args:
+    nonfinite: bool `[batch]`, rows that met a non-finite logit.
+    steps: int `[batch, max_new_tokens]` commit step per slot, -1 if none.
+    tokens: int `[batch, max_new_tokens]` completion slots.
+    lengths: int `[batch]` prompt lengths.
+    bd: the block-diffusion settings.
+    config: the `DenoiseConfig`.
+  """
+  nonfinite = np.asarray(nonfinite)
+  if nonfinite.any():
+    raise ValueError(
+        "non-finite logits while denoising rows"
+        f" {np.flatnonzero(nonfinite).tolist()}."
+    )
+  # Each row must have generated whole blocks up to its stop block (or all).
+  size = bd.block_size
+  blocks = (lengths[:, None] + np.arange(steps.shape[1])) // size
+  blocks -= blocks[:, :1]
+  is_stop = np.isin(tokens, np.asarray(config.stop_ids, np.int64))
+  stop_block = np.where(
+      (is_stop & (steps >= 0)).any(axis=1),
+      np.where(is_stop & (steps >= 0), blocks, blocks.max() + 1).min(axis=1),
+      blocks.max(axis=1),
+  )
+  unresolved = ((steps < 0) & (blocks <= stop_block[:, None])).any(axis=1)
+  if unresolved.any():
+    raise ValueError(
+        "denoising left masked positions in rows"
+        f" {np.flatnonzero(unresolved).tolist()}."
+    )

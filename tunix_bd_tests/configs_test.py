@@ -1,0 +1,98 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for configs/*.py: every variant loads and the stages fit together."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tunix_bd import plugin
+from tunix_bd.cli import config_loading
+from tunix_bd.data import dataset
+from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+
+_CONFIG_NAMES = sorted(
+    p.stem
+    for p in plugin.PLUGIN.config_dir.glob("*.py")
+    if not p.stem.startswith("_")
+)
+# Configs with a `long` variant: the count task and a 256-token budget.
+_LONG = ("ar_pretrain", "generate", "quickstart", "sft")
+
+
+def _load(name, variant=None):
+  return config_loading.load_config(
+      plugin.PLUGIN.config_dir / f"{name}.py", variant
+  )
+
+
+class ConfigsTest(parameterized.TestCase):
+
+  @parameterized.parameters(*_CONFIG_NAMES)
+  def test_default_and_tiny_load_and_name_their_launch(self, name):
+    for variant in (None, "tiny"):
+      config = _load(name, variant)
+      self.assertIn(config.recipe, plugin.PLUGIN.recipes)
+    source = (plugin.PLUGIN.config_dir / f"{name}.py").read_text()
+    self.assertIn(f"tunix run --plugin tunix_bd {name}.py", source)
+
+  @parameterized.parameters(*_CONFIG_NAMES)
+  def test_unknown_variant_fails_naming_it(self, name):
+    with self.assertRaisesRegex(ValueError, "'nope'"):
+      _load(name, "nope")
+
+  @parameterized.parameters(*_LONG)
+  def test_long_variants_use_the_count_task(self, name):
+    config = _load(name, "long")
+    tasks = config.tasks if name == "quickstart" else config.data.tasks
+    self.assertEqual(tuple(tasks), ("count",))
+    budget = {
+        "quickstart": lambda c: c.max_new_tokens,
+        "generate": lambda c: c.decode.max_new_tokens,
+        "ar_pretrain": lambda c: c.eval.max_new_tokens,
+    }
+    if name in budget:  # A real long generation.
+      self.assertGreaterEqual(budget[name](config), 256)
+
+  @parameterized.parameters("ar_pretrain", "sft")
+  def test_long_rows_fit_the_longest_count_answers(self, name):
+    config = _load(name, "long")
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    mix = tasks_lib.TaskMix(tasks=("count",))
+    longest = max(
+        mix.examples("train", 300) + mix.examples("eval", 100),
+        key=lambda e: len(e.answer),
+    )
+    self.assertEqual(longest.answer.count(",") + 1, tasks_lib.COUNT_MAX_TERMS)
+    conversation = dataset.Conversation(longest.messages(), "count", "x")
+    # Fails closed (a ValueError) if the row does not fit.
+    rows = dataset.tokenize(tokenizer, [conversation], config.data.max_length)
+    self.assertLen(rows, 1)
+
+  def test_long_sft_converts_the_long_teacher(self):
+    teacher = _load("ar_pretrain", "long")
+    sft = _load("sft", "long")
+    self.assertEqual(sft.model.checkpoint, f"{teacher.workdir}/export")
+    # Shorter than a count term ("4749,"), so each masked digit's inputs
+    # (the previous number's digits) are clean context.
+    self.assertLess(sft.bd.block_size, len("4749,"))
+
+  def test_bench_decode_reads_the_quickstart_exports(self):
+    bench = _load("bench_decode")
+    self.assertEqual(tuple(bench.workloads), ("short", "long"))
+    for name, variant in (("short", None), ("long", "long")):
+      settings = bench.workload_settings[name]
+      quickstart = _load("quickstart", variant)
+      self.assertEqual(
+          settings.ar_checkpoint, f"{quickstart.workdir}/ar_pretrain/export"
+      )
+      self.assertEqual(
+          settings.bd_checkpoint, f"{quickstart.workdir}/sft/export"
+      )
+      self.assertEqual(tuple(settings.tasks), tuple(quickstart.tasks))
+      self.assertEqual(settings.max_new_tokens, quickstart.max_new_tokens)
+    # The long workload is a real long generation.
+    self.assertGreaterEqual(bench.workload_settings.long.max_new_tokens, 256)
+
+
+if __name__ == "__main__":
+  absltest.main()
