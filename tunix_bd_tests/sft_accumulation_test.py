@@ -13,17 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from tunix.sft import peft_trainer
-from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_config
-from tunix_bd.sft import batching
-from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
-_EOS = _TOKENIZER.eos_token_id
 _MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
 # The cheapest forward to compile; exactness does not depend on it.
 _CONFIG = bd_config.BlockDiffusionConfig(
@@ -36,24 +31,8 @@ _CONFIG = bd_config.BlockDiffusionConfig(
 
 def _micro_batches(k: int) -> list[dict[str, np.ndarray]]:
   """The k micro-batches of the first global batch (8 examples, 16 rows)."""
-  mix = tasks_lib.TaskMix(
-      tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=11
-  )
-  conversations = dataset_lib.embedded_conversations(mix, "train", 8)
-  data = dataset_lib.tokenize(_TOKENIZER, conversations, 48)
-  batches = batching.sft_batches(
-      data,
-      batch_size=8,
-      corruption=corruption.SftCorruptionConfig(
-          min_noise=0.1,
-          max_noise=0.9,
-          complementary=True,
-          loss_weighting=corruption.INVERSE_T,
-      ),
-      config=_CONFIG,
-      eos_id=_EOS,
-      seed=0,
-      gradient_accumulation_steps=k,
+  batches = test_common.digit_task_sft_batches(
+      _TOKENIZER, _CONFIG, mix_seed=11, gradient_accumulation_steps=k
   )
   return [batches[i] for i in range(k)]
 

@@ -28,41 +28,21 @@ import numpy as np
 import optax
 from tunix.sft import peft_trainer
 from tunix.sft import sharding_utils
-from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_config
-from tunix_bd.sft import batching
-from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd_tests import test_common
 
 _NUM_DEVICES = 4
 _CHILD_MARKER = "TUNIX_BD_SFT_MESH_TEST_CHILD"
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
-_EOS = _TOKENIZER.eos_token_id
 _MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
 _CONFIG = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
 
 
 def _batches(k: int):
-  mix = tasks_lib.TaskMix(
-      tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=2
-  )
-  conversations = dataset_lib.embedded_conversations(mix, "train", 8)
-  return batching.sft_batches(
-      dataset_lib.tokenize(_TOKENIZER, conversations, 48),
-      batch_size=8,
-      corruption=corruption.SftCorruptionConfig(
-          min_noise=0.1,
-          max_noise=0.9,
-          complementary=True,
-          loss_weighting=corruption.INVERSE_T,
-      ),
-      config=_CONFIG,
-      eos_id=_EOS,
-      seed=0,
-      gradient_accumulation_steps=k,
+  return test_common.digit_task_sft_batches(
+      _TOKENIZER, _CONFIG, mix_seed=2, gradient_accumulation_steps=k
   )
 
 

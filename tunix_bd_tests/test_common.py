@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Shared test helpers: tiny real Tunix Qwen3 models and wrappers.
+"""Shared test helpers: tiny real Tunix Qwen3 models, wrappers and SFT data.
 
 Only add to this module; other test modules import it.
 """
@@ -12,6 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.sft import batching
+from tunix_bd.sft import corruption
 
 
 def tiny_qwen3_config(
@@ -127,3 +132,35 @@ def init_qwen3(
     return jax.numpy.asarray(value, leaf.dtype)
 
   return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
+
+
+def digit_task_sft_batches(
+    tokenizer,
+    config: bd_config_lib.BlockDiffusionConfig,
+    *,
+    mix_seed: int,
+    gradient_accumulation_steps: int,
+):
+  """SFT batches of 8 embedded digit-task examples, 48 tokens wide.
+
+  Global batches of 8 examples (16 rows with complementary masking), each
+  split into `gradient_accumulation_steps` micro-batches.
+  """
+  mix = tasks_lib.TaskMix(
+      tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=mix_seed
+  )
+  conversations = dataset_lib.embedded_conversations(mix, "train", 8)
+  return batching.sft_batches(
+      dataset_lib.tokenize(tokenizer, conversations, 48),
+      batch_size=8,
+      corruption=corruption.SftCorruptionConfig(
+          min_noise=0.1,
+          max_noise=0.9,
+          complementary=True,
+          loss_weighting=corruption.INVERSE_T,
+      ),
+      config=config,
+      eos_id=tokenizer.eos_token_id,
+      seed=0,
+      gradient_accumulation_steps=gradient_accumulation_steps,
+  )
