@@ -8,8 +8,8 @@ Launch (a few minutes on a 2-core CPU, >= 95% greedy exact match):
 
 Variants (`ar_pretrain.py:VARIANT`): `default`; `long`, the `count` task
 (answers of 199 to 254 characters) for long-generation benchmarks; `tiny`, a
-few steps of a smaller model for smoke tests. On your own chat data (the embedded
-character tokenizer is used):
+few steps of a smaller model for smoke tests. On your own chat data (the
+embedded character tokenizer is used):
 
   tunix run --plugin tunix_bd ar_pretrain.py \
       --config.data.train=train.jsonl --config.data.eval=eval.jsonl \
