@@ -34,6 +34,7 @@ from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_eval
 from tunix_bd.recipes import common
+from tunix_bd.recipes import generate
 
 # `ar`: Tunix's Sampler on the AR teacher. `ar_loop`: the same teacher
 # decoded by our loop with blocks of one token (exactly AR decoding), which
@@ -62,12 +63,11 @@ def _ar_decoder(model, tokenizer, prompts, max_new_tokens):
 
 
 def _bd_decoder(model, tokenizer, bd, max_new_tokens, width, threshold, cache):
-  config = denoise.DenoiseConfig(
+  config = generate.denoise_config(
+      tokenizer,
+      width,
       max_new_tokens=max_new_tokens,
-      max_prompt_length=width,
       threshold=threshold,
-      stop_ids=(tokenizer.eos_token_id,),
-      pad_id=tokenizer.pad_token_id,
       use_cache=cache,
   )
 
@@ -123,12 +123,11 @@ def _measure(decoders, inputs, answers, batch_size):
 
 def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
   """Seconds of vectorized replay over seconds of the rollout it replays."""
-  config = denoise.DenoiseConfig(
+  config = generate.denoise_config(
+      tokenizer,
+      max(len(p) for p in prompts),
       max_new_tokens=max_new_tokens,
-      max_prompt_length=max(len(p) for p in prompts),
       temperature=0.7,
-      stop_ids=(tokenizer.eos_token_id,),
-      pad_id=tokenizer.pad_token_id,
   )
   batch = prompts[:batch_size]
   seeds = np.arange(batch_size)

@@ -66,20 +66,31 @@ def check_bd_overrides(
       )
 
 
+def denoise_config(
+    tokenizer, max_prompt_length: int, **settings
+) -> denoise.DenoiseConfig:
+  """`DenoiseConfig(**settings)` stopping at the tokenizer's EOS, its pad."""
+  return denoise.DenoiseConfig(
+      max_prompt_length=max_prompt_length,
+      stop_ids=(tokenizer.eos_token_id,),
+      pad_id=tokenizer.pad_token_id,
+      **settings,
+  )
+
+
 def decode_config(
     decode: ml_collections.ConfigDict, tokenizer, max_prompt_length: int
 ) -> denoise.DenoiseConfig:
   """The denoiser settings of a recipe's `decode` section."""
-  return denoise.DenoiseConfig(
+  return denoise_config(
+      tokenizer,
+      max_prompt_length,
       max_new_tokens=decode.max_new_tokens,
-      max_prompt_length=max_prompt_length,
       rule=decode.rule,
       threshold=decode.threshold,
       top_k=decode.top_k,
       factor=decode.factor,
       temperature=decode.temperature,
-      stop_ids=(tokenizer.eos_token_id,),
-      pad_id=tokenizer.pad_token_id,
       use_cache=decode.use_cache,
   )
 

@@ -124,24 +124,17 @@ def evaluate(config, ar_dir: str, bd_dir: str) -> list[dict]:
     ]
 
     def denoised(method, model, bd, threshold):
-      decode = ml_collections.ConfigDict(
-          dict(
-              max_new_tokens=config.max_new_tokens,
-              rule="threshold",
-              threshold=threshold,
-              top_k=1,
-              factor=1.0,
-              temperature=0.0,
-              use_cache=True,
-          )
-      )
+      # Greedy, cached, the `threshold` rule.
       result = generate.decode_prompts(
           model,
           tokenizer,
           prompts,
           bd=bd,
-          config=generate.decode_config(
-              decode, tokenizer, max(len(p) for p in prompts)
+          config=generate.denoise_config(
+              tokenizer,
+              max(len(p) for p in prompts),
+              max_new_tokens=config.max_new_tokens,
+              threshold=threshold,
           ),
           batch_size=config.batch_size,
       )
