@@ -52,7 +52,7 @@ PLUGIN = plugin_api.Plugin(
         ],
         "models": ["tunix.models.qwen3.Qwen3: HF safetensors in and out, LoRA"],
         "data": [
-            "embedded digit tasks (sort, reverse, double, add)",
+            "embedded digit tasks (sort, reverse, double; opt-in add, count)",
             "chat and prompt/completion JSONL",
         ],
     },
