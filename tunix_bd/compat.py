@@ -11,7 +11,10 @@ file alone.
 
 # pylint: disable=g-import-not-at-top
 
+import sys
+
 from tunix.generate import sampler as _sampler
+from tunix.sft import progress_bar as _progress_bar
 from tunix.sft import peft_trainer as _peft_trainer
 
 try:  # Tunix main.
@@ -32,3 +35,9 @@ except ImportError:  # google-tunix 0.1.7: micro-batch means are averaged.
   LossOutput = None
 
 HAS_WEIGHTED_ACCUMULATION = LossOutput is not None
+
+
+def tunix_progress_bar_visible() -> bool:
+  """Whether `PeftTrainer`'s tqdm bar draws (its own test, in 0.1.7)."""
+  in_ipython = getattr(_progress_bar, "_is_in_ipython", lambda: False)
+  return in_ipython() or sys.stderr.isatty()

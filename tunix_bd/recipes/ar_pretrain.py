@@ -34,6 +34,7 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.recipes import ar_eval
 from tunix_bd.recipes import common
+from tunix_bd.training import progress
 
 
 def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -148,6 +149,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       common.training_config(config.train, workdir, "AR pretraining"),
   )
   trainer.fingerprint = fingerprint
+  trainer.with_training_hooks(progress.ProgressLines("AR pretraining"))
   trainer.with_gen_model_input_fn(ar_model_inputs)
   train_batches = dataset_lib.batches(
       train_data, config.train.batch_size, seed=config.seed

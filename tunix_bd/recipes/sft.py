@@ -30,6 +30,7 @@ from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.recipes import common
 from tunix_bd.sft import batching
+from tunix_bd.training import progress
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import loss as loss_lib
 
@@ -172,6 +173,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       config=bd,
       fingerprint=fingerprint,
   )
+  trainer.with_training_hooks(progress.ProgressLines("Block-diffusion SFT"))
   with mesh:
     trainer.train(train_batches, eval_batches)
 
