@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Decode prompts with a converted block-diffusion model.
 
-On the embedded default (after `sft.py`):
+On the embedded default, after the quickstart (whose converted model,
+`runs/quickstart/sft/export`, is the default checkpoint):
 
   tunix run --plugin tunix_bd generate.py
 
@@ -39,7 +40,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.workdir = "runs/generate"
   config.output = ""  # Default: workdir/completions.jsonl.
   config.verify_replay = False
-  config.model = ml_collections.ConfigDict(dict(checkpoint="runs/sft/export"))
+  # After `sft.py` alone: --config.model.checkpoint=runs/sft/export.
+  config.model = ml_collections.ConfigDict(
+      dict(checkpoint="runs/quickstart/sft/export")
+  )
   # Settings of the checkpoint (block_diffusion.json); set one to assert it:
   # a value that disagrees with the checkpoint is an error.
   config.bd = ml_collections.ConfigDict(

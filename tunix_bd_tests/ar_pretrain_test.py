@@ -18,7 +18,7 @@ from tunix_bd import plugin
 from tunix_bd.cli import config_loading
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_pretrain
-from tunix_bd.recipes import common
+from tunix_bd.training import metrics
 
 
 def _tunix(cwd, *args):
@@ -35,7 +35,7 @@ def _tunix(cwd, *args):
 
 
 def _losses(workdir):
-  return dict(common.read_metrics(workdir, "/train/loss"))
+  return dict(metrics.read_metrics(workdir, "/train/loss"))
 
 
 class ArPretrainTest(absltest.TestCase):
@@ -128,22 +128,6 @@ class ArPretrainTest(absltest.TestCase):
     self.assertEqual(proc.returncode, 1)
     self.assertIn("model.embed_dim", proc.stderr)
     self.assertNotIn("Traceback", proc.stderr)
-
-  def test_model_inputs_are_causal_and_keep_pads_out(self):
-    batch = {
-        "tokens": jnp.array([[5, 6, 7, 0]]),
-        "completion_mask": jnp.array([[False, True, True, False]]),
-        "valid_mask": jnp.array([[True, True, True, False]]),
-    }
-    inputs = ar_pretrain.ar_model_inputs(batch)
-    expected = np.tril(np.ones((4, 4), bool))
-    expected[:, 3] = False
-    expected[3, :] = False
-    np.testing.assert_array_equal(inputs["attention_mask"][0], expected)
-    np.testing.assert_array_equal(inputs["positions"][0], [0, 1, 2, 3])
-    np.testing.assert_array_equal(
-        inputs["input_mask"], batch["completion_mask"]
-    )
 
 
 class ValidateTest(absltest.TestCase):

@@ -17,7 +17,7 @@ from flax import nnx
 
 from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.recipes import common
+from tunix_bd.training import metrics
 
 
 class QuickstartTest(absltest.TestCase):
@@ -100,9 +100,9 @@ class QuickstartTest(absltest.TestCase):
     second = self.tunix(*common_args, f"--config.workdir={resumed}")
     self.assertSucceeded(second)
     straight = dict(
-        common.read_metrics(os.path.join(self.workdir, "sft"), "/train/loss")
+        metrics.read_metrics(os.path.join(self.workdir, "sft"), "/train/loss")
     )
-    again = dict(common.read_metrics(resumed, "/train/loss"))
+    again = dict(metrics.read_metrics(resumed, "/train/loss"))
     self.assertEqual(sorted(again), [1, 2, 3, 4])
     for step in (1, 2, 3, 4):
       self.assertAlmostEqual(again[step], straight[step], places=5)

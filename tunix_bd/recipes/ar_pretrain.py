@@ -23,85 +23,43 @@ from __future__ import annotations
 import os
 
 from absl import logging
-import jax
-import jax.numpy as jnp
 import ml_collections
 
-from tunix_bd import attention
 from tunix_bd import compat
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.recipes import ar_eval
-from tunix_bd.recipes import common
+from tunix_bd.evaluation import ar_sampler
+from tunix_bd.evaluation import report
+from tunix_bd.models import export
+from tunix_bd.models import from_scratch
+from tunix_bd.training import ar
+from tunix_bd.training import options
 from tunix_bd.training import progress
 
 
-def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
-  """Maps a right-padded batch to the inputs of Tunix's default AR loss.
-
-  Args:
-    batch: `{"tokens", "completion_mask", "valid_mask"}`, each
-      `[batch, length]`.
+def validate(
+    config: ml_collections.ConfigDict,
+) -> tuple[from_scratch.ScratchModelSettings, options.TrainSettings]:
+  """Fails closed on settings that cannot work, before any compute.
 
   Returns:
-    `input_tokens`, `input_mask` (the completion: Tunix's loss supervises
-    `input_mask[:, 1:]`), `positions` and a causal `attention_mask`
-    `[batch, length, length]` that keeps pads out.
+    The `model` and `train` sections as settings.
   """
-  tokens = batch["tokens"]
-  positions = jnp.broadcast_to(
-      jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape
-  )
-  segment_ids = batch["valid_mask"].astype(jnp.int32)
-  # A block size of 1 is exactly the causal mask.
-  mask = attention.block_causal_mask(
-      positions,
-      positions,
-      1,
-      q_segment_ids=segment_ids,
-      kv_segment_ids=segment_ids,
-  )
-  return {
-      "input_tokens": tokens,
-      "input_mask": batch["completion_mask"],
-      "positions": positions,
-      "attention_mask": mask,
-  }
-
-
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Fails closed on settings that cannot work, before any compute."""
-  common.require_positive(
-      config,
-      "model.num_layers",
-      "model.embed_dim",
-      "model.hidden_dim",
-      "model.num_heads",
-      "model.head_dim",
-      "model.num_kv_heads",
-      "data.num_train",
-      "data.num_eval",
-      "data.max_length",
-      "train.batch_size",
-      "train.max_steps",
-      "train.eval_every_n_steps",
-      "train.checkpoint_every_n_steps",
-      "train.checkpoints_to_keep",
-      "eval.max_new_tokens",
-      "eval.batch_size",
-  )
-  if config.model.num_heads % config.model.num_kv_heads:
-    raise ValueError(
-        f"model.num_heads={config.model.num_heads} must be a multiple of "
-        f"model.num_kv_heads={config.model.num_kv_heads}."
-    )
-  if config.train.learning_rate <= 0:
-    raise ValueError(
-        f"train.learning_rate must be > 0, got {config.train.learning_rate}."
-    )
   if not config.workdir:
     raise ValueError("workdir must be set.")
+  for key in ("num_train", "num_eval", "max_length"):
+    config_utils.check_int(f"data.{key}", config.data[key], 1)
+  for key in ("max_new_tokens", "batch_size"):
+    config_utils.check_int(f"eval.{key}", config.eval[key], 1)
+  model = config_utils.from_section(
+      from_scratch.ScratchModelSettings, config.model, "model"
+  )
+  return model, config_utils.from_section(
+      options.TrainSettings, config.train, "train"
+  )
 
 
 def _fingerprint(config: ml_collections.ConfigDict, tokenizer) -> dict:
@@ -126,7 +84,7 @@ class _Trainer(compat.PeftTrainer):
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Trains, exports and evaluates; returns exact match per task."""
-  validate(config)
+  model_settings, train = validate(config)
   tokenizer = tokenizer_lib.build_char_tokenizer()
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
@@ -140,19 +98,19 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       config.data.max_length,
   )
 
-  mesh = common.make_mesh(config.mesh)
-  model_config = common.qwen3_config(config.model, len(tokenizer))
-  model = common.init_model(model_config, config.seed, mesh)
+  mesh = mesh_lib.from_section(config.mesh)
+  model_config = from_scratch.qwen3_config(model_settings, len(tokenizer))
+  model = from_scratch.init_model(model_config, config.seed, mesh)
   trainer = _Trainer(
       model,
-      common.optimizer(config.train),
-      common.training_config(config.train, workdir, "AR pretraining"),
+      options.optimizer(train),
+      options.training_config(train, workdir, "AR pretraining"),
   )
   trainer.fingerprint = fingerprint
   trainer.with_training_hooks(progress.ProgressLines("AR pretraining"))
-  trainer.with_gen_model_input_fn(ar_model_inputs)
+  trainer.with_gen_model_input_fn(ar.ar_model_inputs)
   train_batches = dataset_lib.batches(
-      train_data, config.train.batch_size, seed=config.seed
+      train_data, train.batch_size, seed=config.seed
   )
   eval_batches = dataset_lib.batches(
       eval_data, config.eval.batch_size, seed=0, num_epochs=1, shuffle=False
@@ -162,18 +120,23 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     trainer.train(train_batches, eval_batches)
 
   export_dir = os.path.join(workdir, "export")
-  common.export_qwen3(model, tokenizer, export_dir)
+  export.export_qwen3(model, tokenizer, export_dir)
   logging.info("ar_pretrain: exported the model to %s", export_dir)
 
+  print(
+      f"ar_pretrain: greedy decoding of {len(eval_data.conversations)} eval"
+      " prompts with Tunix's Sampler",
+      flush=True,
+  )
   with mesh:
-    scores, predictions = ar_eval.exact_match(
+    scores, predictions = ar_sampler.exact_match(
         model,
         tokenizer,
         eval_data.conversations,
         max_new_tokens=config.eval.max_new_tokens,
         batch_size=config.eval.batch_size,
     )
-  common.write_json(
+  report.write_json(
       os.path.join(workdir, "eval.json"),
       {
           "exact_match": scores,
@@ -189,7 +152,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       },
   )
   print(
-      common.log_summary(
+      report.percent_table(
           f"AR teacher greedy exact match on {len(eval_data.conversations)}"
           " eval examples (Tunix Sampler):",
           scores,

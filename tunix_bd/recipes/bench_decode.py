@@ -25,16 +25,20 @@ import jax
 import ml_collections
 import numpy as np
 
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import chat
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.evaluation import ar_sampler
+from tunix_bd.evaluation import block_diffusion
+from tunix_bd.evaluation import report
+from tunix_bd.evaluation import speed
 from tunix_bd.generate import denoise
 from tunix_bd.generate import replay
+from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.recipes import ar_eval
-from tunix_bd.recipes import common
-from tunix_bd.recipes import generate
 
 # `ar`: Tunix's Sampler on the AR teacher. `ar_loop`: the same teacher
 # decoded by our loop with blocks of one token (exactly AR decoding), which
@@ -42,76 +46,19 @@ from tunix_bd.recipes import generate
 METHODS = ("ar", "ar_loop", "bd_cache_free", "bd_cached")
 
 
-def _ar_decoder(model, tokenizer, prompts, max_new_tokens):
-  """A function decoding a batch of prompt strings with Tunix's Sampler."""
-  width = max(len(tokenizer.encode(p)) for p in prompts)
-  sampler = ar_eval.make_sampler(model, tokenizer, width + max_new_tokens)
-
-  def decode(batch):
-    out = sampler(
-        batch,
-        max_generation_steps=max_new_tokens,
-        max_prompt_length=width,
-        temperature=0.0,
-        eos_tokens=[tokenizer.eos_token_id],
-    )
-    lengths = [len(t) for t in out.tokens]
-    # One forward per generated position, the prefill included.
-    return out.text, np.asarray(lengths), np.asarray(lengths) + 1
-
-  return decode
-
-
-def _bd_decoder(model, tokenizer, bd, max_new_tokens, width, threshold, cache):
-  config = generate.denoise_config(
-      tokenizer,
-      width,
-      max_new_tokens=max_new_tokens,
-      threshold=threshold,
-      use_cache=cache,
-  )
-
-  # Built once, as the AR `Sampler` is: calls pay for decoding alone.
-  denoiser = denoise.Denoiser(model, bd=bd, config=config)
-
-  def decode(batch):
-    out = denoiser(batch)
-    texts = [tokenizer.decode(c.tolist()) for c in out.completions]
-    lengths = np.asarray([len(c) for c in out.completions])
-    return texts, lengths, out.num_forwards
-
-  return decode
-
-
-def _measure(decoders, inputs, answers, batch_size):
-  """Decodes every batch with each method in turn; returns per-method cells."""
-  num_batches = len(inputs["ar"]) // batch_size
-  cells = {
-      m: {"seconds": 0.0, "tokens": 0, "tpf": [], "texts": []} for m in decoders
-  }
-  for method, decode in decoders.items():  # Compile outside the clock.
-    decode(inputs[method][:batch_size])
-  for b in range(num_batches):
-    for method, decode in decoders.items():
-      batch = inputs[method][b * batch_size : (b + 1) * batch_size]
-      start = time.perf_counter()
-      texts, lengths, forwards = decode(batch)
-      cells[method]["seconds"] += time.perf_counter() - start
-      cells[method]["tokens"] += int(lengths.sum())
-      cells[method]["tpf"] += list(lengths / np.maximum(forwards, 1))
-      cells[method]["texts"] += texts
+def _cells(timings, answers) -> dict[str, dict[str, float]]:
+  """Per-method figures, with ratios to Tunix's AR and to our AR loop."""
   report = {}
-  for method, cell in cells.items():
-    n = len(cell["texts"])
+  for method, timing in timings.items():
     correct = [
-        tasks_lib.exact_match(t, a) for t, a in zip(cell["texts"], answers[:n])
+        tasks_lib.exact_match(t, a) for t, a in zip(timing.texts, answers)
     ]
     report[method] = {
-        "tokens_per_s": cell["tokens"] / max(cell["seconds"], 1e-9),
+        "tokens_per_s": timing.tokens_per_s,
         # Per row: returned tokens over the model forwards it needed.
-        "tokens_per_forward": float(np.mean(cell["tpf"])),
+        "tokens_per_forward": timing.tokens_per_forward,
         "exact_match": float(np.mean(correct)),
-        "new_tokens": cell["tokens"],
+        "new_tokens": int(timing.num_tokens.sum()),
     }
   ar_rate = report["ar"]["tokens_per_s"]
   loop_rate = report["ar_loop"]["tokens_per_s"]
@@ -123,7 +70,7 @@ def _measure(decoders, inputs, answers, batch_size):
 
 def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
   """Seconds of vectorized replay over seconds of the rollout it replays."""
-  config = generate.denoise_config(
+  config = settings_lib.denoise_config(
       tokenizer,
       max(len(p) for p in prompts),
       max_new_tokens=max_new_tokens,
@@ -172,22 +119,35 @@ def _workload(config, name, models):
   ar_as_bd = bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id)
   result = {"block_size": bd.block_size, "max_new_tokens": new_tokens}
   result["cells"] = {}
-  for batch_size in config.batch_sizes:
-    decoders = {
-        "ar": _ar_decoder(ar_model, tokenizer, prompt_texts, new_tokens),
-        "ar_loop": _bd_decoder(
-            ar_model, tokenizer, ar_as_bd, new_tokens, width, 1.0, True
-        ),
-    }
-    for method, cache in (("bd_cache_free", False), ("bd_cached", True)):
-      decoders[method] = _bd_decoder(
-          bd_model, tokenizer, bd, new_tokens, width, config.threshold, cache
-      )
-    inputs = {m: prompt_ids for m in METHODS}
-    inputs["ar"] = prompt_texts
-    result["cells"][f"batch={batch_size}"] = _measure(
-        decoders, inputs, answers, batch_size
+
+  def denoiser(model, model_bd, threshold, cache):
+    config = settings_lib.denoise_config(
+        tokenizer,
+        width,
+        max_new_tokens=new_tokens,
+        threshold=threshold,
+        use_cache=cache,
     )
+    return block_diffusion.denoiser_decoder(
+        model, tokenizer, bd=model_bd, config=config
+    )
+
+  decoders = {
+      "ar": ar_sampler.greedy_decoder(
+          ar_model,
+          tokenizer,
+          max_prompt_length=width,
+          max_new_tokens=new_tokens,
+      ),
+      "ar_loop": denoiser(ar_model, ar_as_bd, 1.0, True),
+      "bd_cache_free": denoiser(bd_model, bd, config.threshold, False),
+      "bd_cached": denoiser(bd_model, bd, config.threshold, True),
+  }
+  inputs = {m: prompt_ids for m in METHODS}
+  inputs["ar"] = prompt_texts
+  for batch_size in config.batch_sizes:
+    timings = speed.measure(decoders, inputs, batch_size=batch_size)
+    result["cells"][f"batch={batch_size}"] = _cells(timings, answers)
   result["replay"] = _replay_ratio(
       bd_model, tokenizer, bd, prompt_ids, max(config.batch_sizes), new_tokens
   )
@@ -231,7 +191,7 @@ def _format(config, results) -> str:
 
 def run(config: ml_collections.ConfigDict) -> dict:
   """Prints the side-by-side table and returns it as a dict."""
-  common.require_positive(config, "num_prompts")
+  config_utils.check_int("num_prompts", config.num_prompts, 1)
   sizes = config.batch_sizes
   if not sizes or not all(isinstance(b, int) and b >= 1 for b in sizes):
     raise ValueError(
@@ -252,7 +212,9 @@ def run(config: ml_collections.ConfigDict) -> dict:
     )
   for name in config.workloads:  # Every workload, before any compute.
     settings = config.workload_settings[name]
-    common.require_positive(config, f"workload_settings.{name}.max_new_tokens")
+    config_utils.check_int(
+        f"workload_settings.{name}.max_new_tokens", settings.max_new_tokens, 1
+    )
     for path in (settings.ar_checkpoint, settings.bd_checkpoint):
       if not os.path.isdir(path):
         raise ValueError(
@@ -260,7 +222,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
             " directory; run `quickstart.py` (short) or `quickstart.py:long`"
             " (long) first, or point it at your exports."
         )
-  mesh = common.make_mesh(config.mesh)
+  mesh = mesh_lib.from_section(config.mesh)
   loaded = {}
 
   def models(path):
@@ -274,5 +236,5 @@ def run(config: ml_collections.ConfigDict) -> dict:
       results["workloads"][name] = _workload(config, name, models)
   print(_format(config, results))
   if config.output:
-    common.write_json(config.output, results)
+    report.write_json(config.output, results)
   return results

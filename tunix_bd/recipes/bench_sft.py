@@ -29,14 +29,17 @@ import numpy as np
 import optax
 from tunix.sft import peft_trainer
 
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.evaluation import report as report_lib
 from tunix_bd.models import bd_config as bd_config_lib
-from tunix_bd.recipes import ar_pretrain
-from tunix_bd.recipes import common
+from tunix_bd.models import from_scratch
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import loss as loss_lib
+from tunix_bd.training import ar
 
 
 def _train_step(loss_fn: Callable[..., Any]):
@@ -69,8 +72,11 @@ def _peak_bytes(step, model, optimizer, batch) -> int:
 
 def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   """Prints and returns tokens/s, ratios and peak bytes of each variant."""
-  common.require_positive(
-      config, "batch_size", "num_steps", "warmup_steps", "bd.block_size"
+  for key in ("batch_size", "num_steps", "warmup_steps"):
+    config_utils.check_int(key, config[key], 1)
+  config_utils.check_int("bd.block_size", config.bd.block_size, 1)
+  model_settings = config_utils.from_section(
+      from_scratch.ScratchModelSettings, config.model, "model"
   )
   tokenizer = tokenizer_lib.build_char_tokenizer()
   train, _ = dataset_lib.conversations(config.data)
@@ -79,8 +85,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   corruption = corruption_lib.SftCorruptionConfig(
       min_noise=1e-3, max_noise=1.0, complementary=False
   )
-  mesh = common.make_mesh(config.mesh)
-  model_config = common.qwen3_config(config.model, len(tokenizer))
+  mesh = mesh_lib.from_section(config.mesh)
+  model_config = from_scratch.qwen3_config(model_settings, len(tokenizer))
 
   def bd(layout):
     return bd_config_lib.BlockDiffusionConfig(
@@ -102,7 +108,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
           )
       )
   )
-  ar_batch = ar_pretrain.ar_model_inputs({
+  ar_batch = ar.ar_model_inputs({
       "tokens": jnp.asarray(sft_batch["tokens"]),
       "completion_mask": jnp.asarray(sft_batch["completion_mask"]),
       "valid_mask": jnp.asarray(sft_batch["segment_ids"] > 0),
@@ -132,7 +138,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   states, times, peaks = {}, {name: [] for name in variants}, {}
   with mesh:
     for name, (loss_fn, batch) in variants.items():
-      model = common.init_model(model_config, config.seed, mesh)
+      model = from_scratch.init_model(model_config, config.seed, mesh)
       optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
       step = _train_step(loss_fn)
       peaks[name] = _peak_bytes(step, model, optimizer, batch)
@@ -176,5 +182,5 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
     )
   print("\n".join(lines))
   if config.output:
-    common.write_json(config.output, report)
+    report_lib.write_json(config.output, report)
   return report

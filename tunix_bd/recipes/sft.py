@@ -21,46 +21,40 @@ import os
 
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
-from tunix_bd.recipes import common
 from tunix_bd.sft import batching
+from tunix_bd.training import metrics
+from tunix_bd.training import options
 from tunix_bd.training import progress
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import loss as loss_lib
 
 
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Fails closed on settings that cannot work, before any compute."""
-  common.require_positive(
-      config,
-      "bd.block_size",
-      "data.num_train",
-      "data.num_eval",
-      "data.max_length",
-      "train.batch_size",
-      "train.gradient_accumulation_steps",
-      "train.max_steps",
-      "train.eval_every_n_steps",
-      "train.checkpoint_every_n_steps",
-      "train.checkpoints_to_keep",
-      "eval.batch_size",
+def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
+  """Fails closed on settings that cannot work, before any compute.
+
+  Returns:
+    The `train` section as settings.
+  """
+  if not config.workdir:
+    raise ValueError("workdir must be set.")
+  config_utils.check_int("bd.block_size", config.bd.block_size, 1)
+  for key in ("num_train", "num_eval", "max_length"):
+    config_utils.check_int(f"data.{key}", config.data[key], 1)
+  config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
+  config_utils.check_int("lora.rank", config.lora.rank, 0)
+  train = config_utils.from_section(
+      options.TrainSettings, config.train, "train"
   )
-  if config.train.batch_size % config.train.gradient_accumulation_steps:
-    raise ValueError(
-        "train.gradient_accumulation_steps="
-        f"{config.train.gradient_accumulation_steps} must divide "
-        f"train.batch_size={config.train.batch_size}."
-    )
-  if config.train.learning_rate <= 0:
-    raise ValueError(
-        f"train.learning_rate must be > 0, got {config.train.learning_rate}."
-    )
   checkpoint = config.model.checkpoint
   if not os.path.isdir(checkpoint):
     raise ValueError(
@@ -68,10 +62,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
         "default, train the AR teacher first (`tunix run --plugin tunix_bd "
         "ar_pretrain.py`); otherwise point it at an HF Qwen3 directory."
     )
-  if config.lora.rank < 0:
-    raise ValueError(f"lora.rank must be >= 0, got {config.lora.rank}.")
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  return train
 
 
 def _file_digest(path: str) -> str:
@@ -105,7 +96,7 @@ def run_fingerprint(
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
-  validate(config)
+  train = validate(config)
   checkpoint = config.model.checkpoint
   tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
   corruption = corruption_lib.SftCorruptionConfig.from_config_dict(
@@ -118,7 +109,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       os.path.join(workdir, "checkpoints"), fingerprint
   )
 
-  mesh = common.make_mesh(config.mesh)
+  mesh = mesh_lib.from_section(config.mesh)
   with mesh:
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
   eos_id = tokenizer.eos_token_id
@@ -147,12 +138,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   # Batches are built (and every row validated) before any training step.
   train_batches = batching.sft_batches(
       train_data,
-      batch_size=config.train.batch_size,
+      batch_size=train.batch_size,
       corruption=corruption,
       config=bd,
       eos_id=eos_id,
       seed=config.seed,
-      gradient_accumulation_steps=config.train.gradient_accumulation_steps,
+      gradient_accumulation_steps=train.gradient_accumulation_steps,
   )
   eval_batches = batching.eval_batches(
       eval_data,
@@ -163,13 +154,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   trainer = loss_lib.DiffusionSftTrainer(
       model,
-      common.optimizer(config.train),
-      common.training_config(
-          config.train,
-          workdir,
-          "Block-diffusion SFT",
-          gradient_accumulation_steps=config.train.gradient_accumulation_steps,
-      ),
+      options.optimizer(train),
+      options.training_config(train, workdir, "Block-diffusion SFT"),
       config=bd,
       fingerprint=fingerprint,
   )
@@ -180,7 +166,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   export_dir = os.path.join(workdir, "export")
   if config.lora.rank:
     model = lora_lib.merge_lora(model, model_config, alpha=config.lora.alpha)
-  common.export_qwen3(model, tokenizer, export_dir)
+  export.export_qwen3(model, tokenizer, export_dir)
   bd_config_lib.save_settings(
       bd,
       export_dir,
@@ -190,8 +176,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       },
   )
   losses = {
-      "train_loss": _last(workdir, "/train/loss"),
-      "eval_loss": _last(workdir, "/eval/loss"),
+      "train_loss": metrics.last_metric(workdir, "/train/loss"),
+      "eval_loss": metrics.last_metric(workdir, "/eval/loss"),
   }
   print(
       f"sft: exported the block-diffusion model to {export_dir} "
@@ -201,7 +187,3 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   return losses
 
-
-def _last(workdir: str, name: str) -> float:
-  values = common.read_metrics(workdir, name)
-  return values[-1][1] if values else float("nan")

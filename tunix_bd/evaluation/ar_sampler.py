@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Greedy exact-match evaluation of an AR model with Tunix's own Sampler.
+"""Greedy decoding and exact match of an AR model with Tunix's own Sampler.
 
 This is the AR reference every block-diffusion number is compared with, so
 it uses Tunix's stock KV-cached `Sampler`, not tunix_bd code.
@@ -8,16 +8,17 @@ it uses Tunix's stock KV-cached `Sampler`, not tunix_bd code.
 
 from __future__ import annotations
 
-import time
 from typing import Sequence
 
 from flax import nnx
+import numpy as np
 import transformers
 
 from tunix_bd import compat
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.evaluation import speed
 
 
 def prompt_texts(
@@ -52,6 +53,34 @@ def make_sampler(
   )
 
 
+def greedy_decoder(
+    model: nnx.Module,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    *,
+    max_prompt_length: int,
+    max_new_tokens: int,
+) -> speed.Decoder:
+  """A `speed.Decoder` of prompt strings: greedy, stopping at EOS.
+
+  Built once, so calls pay for decoding alone. Forwards count one per
+  generated position plus the prefill.
+  """
+  sampler = make_sampler(model, tokenizer, max_prompt_length + max_new_tokens)
+
+  def decode(batch: Sequence[str]) -> speed.BatchOutput:
+    out = sampler(
+        list(batch),
+        max_generation_steps=max_new_tokens,
+        max_prompt_length=max_prompt_length,
+        temperature=0.0,
+        eos_tokens=[tokenizer.eos_token_id],
+    )
+    lengths = np.asarray([len(t) for t in out.tokens])
+    return speed.BatchOutput(out.text, lengths, lengths + 1)
+
+  return decode
+
+
 def greedy_predictions(
     model: nnx.Module,
     tokenizer: transformers.PreTrainedTokenizerBase,
@@ -61,55 +90,22 @@ def greedy_predictions(
     batch_size: int,
 ) -> list[str]:
   """Greedy completions (text before the first EOS) of each conversation."""
-  return timed_greedy_predictions(
+  decode = greedy_decoder(
       model,
       tokenizer,
-      conversations,
+      max_prompt_length=max(
+          len(chat.encode_prompt(tokenizer, c.messages[:-1]))
+          for c in conversations
+      ),
       max_new_tokens=max_new_tokens,
-      batch_size=batch_size,
-      warmup=False,
-  )[0]
-
-
-def timed_greedy_predictions(
-    model: nnx.Module,
-    tokenizer: transformers.PreTrainedTokenizerBase,
-    conversations: Sequence[dataset_lib.Conversation],
-    *,
-    max_new_tokens: int,
-    batch_size: int,
-    warmup: bool = True,
-) -> tuple[list[str], float]:
-  """Greedy completions and the seconds spent decoding them.
-
-  With `warmup`, the first batch is decoded once before the clock starts,
-  so the time excludes compilation (every batch reuses one program).
-  """
-  prompts = prompt_texts(tokenizer, conversations)
-  max_prompt_length = max(
-      len(chat.encode_prompt(tokenizer, c.messages[:-1])) for c in conversations
   )
-  sampler = make_sampler(model, tokenizer, max_prompt_length + max_new_tokens)
-
-  def decode(chunk: list[str]) -> list[str]:
-    # Pad the last chunk so every call reuses one compiled program.
-    padded = chunk + [chunk[-1]] * (batch_size - len(chunk))
-    output = sampler(
-        padded,
-        max_generation_steps=max_new_tokens,
-        max_prompt_length=max_prompt_length,
-        temperature=0.0,
-        eos_tokens=[tokenizer.eos_token_id],
-    )
-    return output.text[: len(chunk)]
-
-  if warmup:
-    decode(prompts[:batch_size])
-  start = time.perf_counter()
-  predictions = []
-  for i in range(0, len(prompts), batch_size):
-    predictions.extend(decode(prompts[i : i + batch_size]))
-  return predictions, time.perf_counter() - start
+  prompts = prompt_texts(tokenizer, conversations)
+  # Pad the last batch so every call reuses one compiled program.
+  padded = prompts + [prompts[-1]] * (-len(prompts) % batch_size)
+  texts = []
+  for i in range(0, len(padded), batch_size):
+    texts += decode(padded[i : i + batch_size]).texts
+  return texts[: len(prompts)]
 
 
 def exact_match(

@@ -1,0 +1,128 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Timing decoders side by side: interleaved batches, best of repeats.
+
+On a shared, noisy machine a method timed alone can be slowed by whatever
+else runs at that moment. Here every method decodes the same batch in turn
+(A, B, C on batch 0, then on batch 1, ...), each method's time of a repeat
+is the sum over its batches, and the reported time is its best repeat: a
+ratio between two methods then compares their undisturbed speeds, which is
+what reproduces from run to run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchOutput:
+  """What a decoder returns for one batch.
+
+  Attributes:
+    texts: the completion of each row.
+    num_tokens: `[batch]` completion tokens of each row.
+    num_forwards: `[batch]` model forwards each row needed.
+  """
+
+  texts: list[str]
+  num_tokens: np.ndarray
+  num_forwards: np.ndarray
+
+
+# Decodes one batch of `batch_size` prompts (every call has that size, so
+# one compiled program serves them all).
+Decoder = Callable[[Sequence], BatchOutput]
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+  """One method's outputs (of the first repeat) and its times.
+
+  Attributes:
+    texts: completions of the rows, in order.
+    num_tokens: `[rows]` completion tokens.
+    num_forwards: `[rows]` model forwards.
+    seconds: the best repeat's decoding time over all rows.
+    repeat_seconds: every repeat's time.
+  """
+
+  texts: list[str]
+  num_tokens: np.ndarray
+  num_forwards: np.ndarray
+  seconds: float
+  repeat_seconds: list[float]
+
+  @property
+  def tokens_per_s(self) -> float:
+    return float(self.num_tokens.sum()) / max(self.seconds, 1e-9)
+
+  @property
+  def seconds_per_row(self) -> float:
+    return self.seconds / len(self.texts)
+
+  @property
+  def tokens_per_forward(self) -> float:
+    """The mean over rows of tokens / forwards."""
+    return float(np.mean(self.num_tokens / np.maximum(self.num_forwards, 1)))
+
+
+def measure(
+    decoders: Mapping[str, Decoder],
+    inputs: Mapping[str, Sequence],
+    *,
+    batch_size: int,
+    repeats: int = 1,
+) -> dict[str, Timing]:
+  """Decodes every method's inputs batch by batch, methods interleaved.
+
+  Args:
+    decoders: method name -> a `Decoder`.
+    inputs: method name -> its prompts (the same prompts, in the form its
+      decoder takes); all of one length.
+    batch_size: rows per call; the last batch is padded with copies of the
+      last prompt and the copies' outputs dropped.
+    repeats: how many times all batches are decoded; times are the best.
+
+  Returns:
+    Method name -> its `Timing`. Each method first decodes one batch
+    untimed, so compilation is excluded.
+  """
+  lengths = {len(inputs[m]) for m in decoders}
+  if len(lengths) != 1 or not lengths.pop():
+    raise ValueError("every method needs the same, non-zero number of rows.")
+  if batch_size < 1 or repeats < 1:
+    raise ValueError(f"batch_size={batch_size}, repeats={repeats} must be >= 1.")
+  num_rows = len(inputs[next(iter(decoders))])
+  padded = {
+      m: list(inputs[m]) + [inputs[m][-1]] * (-num_rows % batch_size)
+      for m in decoders
+  }
+  starts = range(0, num_rows, batch_size)
+  for method, decode in decoders.items():  # Compile outside the clock.
+    decode(padded[method][:batch_size])
+  seconds = {m: [0.0] * repeats for m in decoders}
+  outputs = {m: [] for m in decoders}
+  for repeat in range(repeats):
+    for start in starts:
+      for method, decode in decoders.items():
+        batch = padded[method][start : start + batch_size]
+        begin = time.perf_counter()
+        out = decode(batch)
+        seconds[method][repeat] += time.perf_counter() - begin
+        if repeat == 0:
+          outputs[method].append(out)
+  timings = {}
+  for method, outs in outputs.items():
+    timings[method] = Timing(
+        texts=[t for o in outs for t in o.texts][:num_rows],
+        num_tokens=np.concatenate([o.num_tokens for o in outs])[:num_rows],
+        num_forwards=np.concatenate([o.num_forwards for o in outs])[:num_rows],
+        seconds=min(seconds[method]),
+        repeat_seconds=seconds[method],
+    )
+  return timings

@@ -1,0 +1,85 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A randomly initialised Tunix Qwen3 (the embedded AR teacher, benchmarks).
+
+`ScratchModelSettings` is the `model` config section of the embedded
+from-scratch model (`config_sections.embedded_model`), field for field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flax import nnx
+import jax
+from tunix.models.qwen3 import model as qwen3_lib
+
+from tunix_bd import config_utils
+from tunix_bd.models import hf_config
+
+
+@dataclasses.dataclass(frozen=True)
+class ScratchModelSettings:
+  """The shape of a from-scratch Qwen3 (its vocabulary is the tokenizer's)."""
+
+  num_layers: int
+  embed_dim: int
+  hidden_dim: int
+  num_heads: int
+  head_dim: int
+  num_kv_heads: int
+  norm_eps: float
+  tie_embeddings: bool
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      if field.type == "int":
+        config_utils.check_int(
+            f"model.{field.name}", getattr(self, field.name), 1
+        )
+    if self.num_heads % self.num_kv_heads:
+      raise ValueError(
+          f"model.num_heads={self.num_heads} must be a multiple of "
+          f"model.num_kv_heads={self.num_kv_heads}."
+      )
+    if not isinstance(self.tie_embeddings, bool):
+      raise ValueError(
+          f"model.tie_embeddings must be a bool, got {self.tie_embeddings!r}."
+      )
+
+
+def qwen3_config(
+    settings: ScratchModelSettings, vocab_size: int
+) -> qwen3_lib.ModelConfig:
+  """The Tunix Qwen3 config of `settings` over a `vocab_size` vocabulary."""
+  return qwen3_lib.ModelConfig(
+      num_layers=settings.num_layers,
+      vocab_size=vocab_size,
+      embed_dim=settings.embed_dim,
+      hidden_dim=settings.hidden_dim,
+      num_heads=settings.num_heads,
+      head_dim=settings.head_dim,
+      num_kv_heads=settings.num_kv_heads,
+      # Tunix's Qwen3 applies RoPE with a fixed theta of 1e6 whatever this
+      # says, so the config states the value that is really used.
+      rope_theta=hf_config.TUNIX_ROPE_THETA,
+      norm_eps=settings.norm_eps,
+      use_tied_embedding=settings.tie_embeddings,
+  )
+
+
+def init_model(
+    config: qwen3_lib.ModelConfig, seed: int, mesh: jax.sharding.Mesh
+) -> qwen3_lib.Qwen3:
+  """A randomly initialised Qwen3, sharded over `mesh`."""
+
+  @nnx.jit
+  def create():
+    model = qwen3_lib.Qwen3(config, rngs=nnx.Rngs(seed))
+    state = nnx.state(model)
+    shardings = nnx.get_named_sharding(state, mesh)
+    nnx.update(model, jax.lax.with_sharding_constraint(state, shardings))
+    return model
+
+  with mesh:
+    return create()

@@ -1,0 +1,48 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Plain AR SFT with Tunix's stock next-token loss: the model inputs.
+
+`PeftTrainer`'s default loss takes `input_tokens`, `input_mask`, `positions`
+and `attention_mask`; `ar_model_inputs` builds them from tunix_bd's
+right-padded batches (`tunix_bd.data.dataset.batches`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from tunix_bd import attention
+
+
+def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+  """Maps a right-padded batch to the inputs of Tunix's default AR loss.
+
+  Args:
+    batch: `{"tokens", "completion_mask", "valid_mask"}`, each
+      `[batch, length]`.
+
+  Returns:
+    `input_tokens`, `input_mask` (the completion: Tunix's loss supervises
+    `input_mask[:, 1:]`), `positions` and a causal `attention_mask`
+    `[batch, length, length]` that keeps pads out.
+  """
+  tokens = batch["tokens"]
+  positions = jnp.broadcast_to(
+      jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape
+  )
+  segment_ids = batch["valid_mask"].astype(jnp.int32)
+  # A block size of 1 is exactly the causal mask.
+  mask = attention.block_causal_mask(
+      positions,
+      positions,
+      1,
+      q_segment_ids=segment_ids,
+      kv_segment_ids=segment_ids,
+  )
+  return {
+      "input_tokens": tokens,
+      "input_mask": batch["completion_mask"],
+      "positions": positions,
+      "attention_mask": mask,
+  }

@@ -1,0 +1,74 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Where training metrics go (TensorBoard and `metrics.jsonl`) and reading them.
+
+TensorBoard files need TensorBoard to read; `metrics.jsonl` holds the same
+scalars, one `{"name", "step", "value"}` object per line, for people and
+scripts that would rather `grep` or `json.loads` a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+from tunix.sft import metrics_logger
+
+METRICS_FILE = "metrics.jsonl"
+
+
+class JsonlMetricsBackend:
+  """A Tunix metrics backend that appends scalars to a JSONL file."""
+
+  def __init__(self, path: str):
+    self._path = path
+    self._closed = False
+
+  def log_scalar(self, event: str, value: Any, **kwargs):
+    # jax.monitoring also reports JAX's own events, and may still call a
+    # listener that Tunix failed to clear after closing.
+    if self._closed or event.startswith("/jax/"):
+      return
+    step = kwargs.get("step")
+    record = {"name": event, "step": None if step is None else int(step)}
+    record["value"] = float(np.asarray(value))
+    with open(self._path, "a", encoding="utf-8") as f:
+      f.write(json.dumps(record) + "\n")
+
+  def close(self):
+    self._closed = True
+
+
+def logging_options(workdir: str) -> metrics_logger.MetricsLoggerOptions:
+  """TensorBoard under `workdir/tensorboard` plus `workdir/metrics.jsonl`."""
+  log_dir = os.path.join(workdir, "tensorboard")
+  return metrics_logger.MetricsLoggerOptions(
+      log_dir=log_dir,
+      flush_every_n_steps=10,
+      backend_kwargs={
+          "custom_backend": [
+              lambda: metrics_logger.TensorboardBackend(
+                  log_dir=log_dir, flush_every_n_steps=10
+              ),
+              lambda: JsonlMetricsBackend(os.path.join(workdir, METRICS_FILE)),
+          ]
+      },
+  )
+
+
+def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:
+  """`(step, value)` pairs of one metric from `workdir/metrics.jsonl`."""
+  path = os.path.join(workdir, METRICS_FILE)
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    records = [json.loads(line) for line in f if line.strip()]
+  return [(r["step"], r["value"]) for r in records if r["name"] == name]
+
+
+def last_metric(workdir: str, name: str) -> float:
+  """The last logged value of `name`; NaN if it was never logged."""
+  values = read_metrics(workdir, name)
+  return values[-1][1] if values else float("nan")

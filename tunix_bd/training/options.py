@@ -1,0 +1,144 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A recipe's `train` section as Tunix's optimizer and `TrainingConfig`.
+
+`TrainSettings` is the `train` config section field for field (build it with
+`config_utils.from_section(TrainSettings, config.train, "train")`), checked
+as a whole when built, before any compute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import optax
+import orbax.checkpoint as ocp
+
+from tunix_bd import compat
+from tunix_bd import config_utils
+from tunix_bd.training import metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+  """How to train: batch, schedule, AdamW, evaluation and checkpoints.
+
+  Attributes:
+    batch_size: examples per optimizer update (the global batch).
+    max_steps: optimizer updates in the whole run.
+    learning_rate: the peak rate, reached after `warmup_steps`, then cosine
+      decay to 10 % of it at `max_steps`.
+    warmup_steps: linear warmup updates, < `max_steps`.
+    weight_decay: AdamW's decoupled weight decay.
+    max_grad_norm: gradients are clipped to this global norm.
+    eval_every_n_steps: updates between evaluations.
+    checkpoint_every_n_steps: updates between orbax checkpoints.
+    checkpoints_to_keep: the newest checkpoints kept.
+    gradient_accumulation_steps: micro-batches per update; divides
+      `batch_size`. None (a section without the key) gives Tunix no
+      accumulation setting; 1 wraps the optimizer in `optax.MultiSteps`
+      with k=1, whose state checkpoints differ.
+  """
+
+  batch_size: int
+  max_steps: int
+  learning_rate: float
+  warmup_steps: int
+  weight_decay: float
+  max_grad_norm: float
+  eval_every_n_steps: int
+  checkpoint_every_n_steps: int
+  checkpoints_to_keep: int
+  gradient_accumulation_steps: int | None = None
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      if field.type == "int":
+        minimum = 0 if field.name == "warmup_steps" else 1
+        config_utils.check_int(
+            f"train.{field.name}", getattr(self, field.name), minimum
+        )
+    for name in ("learning_rate", "weight_decay", "max_grad_norm"):
+      value = getattr(self, name)
+      if (
+          isinstance(value, bool)
+          or not isinstance(value, (int, float))
+          or not math.isfinite(value)
+          or value < 0
+          or (value == 0 and name != "weight_decay")
+      ):
+        want = ">= 0" if name == "weight_decay" else "> 0"
+        raise ValueError(
+            f"train.{name} must be a finite number {want}, got {value!r}."
+        )
+    if self.warmup_steps >= self.max_steps:
+      raise ValueError(
+          f"train.warmup_steps={self.warmup_steps} must be smaller than "
+          f"train.max_steps={self.max_steps}."
+      )
+    accumulation = self.gradient_accumulation_steps
+    if accumulation is None:
+      return
+    config_utils.check_int("train.gradient_accumulation_steps", accumulation, 1)
+    if self.batch_size % accumulation:
+      raise ValueError(
+          "train.gradient_accumulation_steps="
+          f"{self.gradient_accumulation_steps} must divide "
+          f"train.batch_size={self.batch_size}."
+      )
+
+
+def optimizer(settings: TrainSettings) -> optax.GradientTransformation:
+  """AdamW with linear warmup and cosine decay to 10% of the peak rate."""
+  schedule = optax.warmup_cosine_decay_schedule(
+      init_value=0.0,
+      peak_value=settings.learning_rate,
+      warmup_steps=settings.warmup_steps,
+      decay_steps=settings.max_steps,
+      end_value=0.1 * settings.learning_rate,
+  )
+  # Hyperparameters injected at the top level, where Tunix looks for the
+  # learning rate it logs.
+  return optax.inject_hyperparams(_clipped_adamw, static_args="max_grad_norm")(
+      learning_rate=schedule,
+      weight_decay=settings.weight_decay,
+      max_grad_norm=settings.max_grad_norm,
+  )
+
+
+def _clipped_adamw(
+    learning_rate: optax.ScalarOrSchedule,
+    weight_decay: float,
+    max_grad_norm: float,
+) -> optax.GradientTransformation:
+  return optax.chain(
+      optax.clip_by_global_norm(max_grad_norm),
+      optax.adamw(learning_rate, weight_decay=weight_decay),
+  )
+
+
+def training_config(
+    settings: TrainSettings, workdir: str, description: str
+) -> compat.TrainingConfig:
+  """Tunix's TrainingConfig: checkpoints, metrics and the progress bar.
+
+  Checkpoints go to `workdir/checkpoints`, metrics to
+  `workdir/tensorboard` and `workdir/metrics.jsonl`.
+  """
+  # Orbax only accepts absolute checkpoint paths; users give relative ones.
+  workdir = os.path.abspath(workdir)
+  return compat.TrainingConfig(
+      gradient_accumulation_steps=settings.gradient_accumulation_steps,
+      eval_every_n_steps=settings.eval_every_n_steps,
+      max_steps=settings.max_steps,
+      checkpoint_root_directory=os.path.join(workdir, "checkpoints"),
+      checkpointing_options=ocp.CheckpointManagerOptions(
+          save_interval_steps=settings.checkpoint_every_n_steps,
+          max_to_keep=settings.checkpoints_to_keep,
+      ),
+      metrics_logging_options=metrics.logging_options(workdir),
+      data_sharding_axis=("fsdp",),
+      pbar_description=description,
+  )
