@@ -9,6 +9,7 @@ cache lets the repeated runs reuse compiled programs.
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -32,11 +33,9 @@ class QuickstartTest(absltest.TestCase):
         JAX_COMPILATION_CACHE_DIR=os.path.join(cls.root, "xla_cache"),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
     )
-    cls.workdir = os.path.join(cls.root, "quickstart")
-    # Relative, as in the README's main job (runs from `cls.root`).
-    cls.quickstart = cls.tunix(
-        "quickstart.py:tiny", "--config.workdir=quickstart"
-    )
+    # The default, relative workdir of the README's main job.
+    cls.workdir = os.path.join(cls.root, "runs", "quickstart")
+    cls.quickstart = cls.tunix("quickstart.py:tiny")
     cls.ar_dir = os.path.join(cls.workdir, "ar_pretrain", "export")
     cls.bd_dir = os.path.join(cls.workdir, "sft", "export")
 
@@ -65,7 +64,7 @@ class QuickstartTest(absltest.TestCase):
   def test_quickstart_writes_the_report(self):
     self.assertSucceeded(self.quickstart)
     with open(os.path.join(self.workdir, "report.json")) as f:
-      rows = json.load(f)
+      rows = json.load(f)["rows"]
     self.assertEqual(
         [r["method"] for r in rows],
         ["AR (Tunix Sampler)", "AR, one-token blocks", "BD threshold 0.9"],
@@ -75,7 +74,9 @@ class QuickstartTest(absltest.TestCase):
       # A 4-step model may answer with EOS alone: zero tokens is possible.
       self.assertGreaterEqual(row["tokens_per_s"], 0.0)
       self.assertGreaterEqual(row["tokens_per_forward"], 0.0)
-    self.assertAlmostEqual(rows[0]["speedup_vs_ar"], 1.0)
+      self.assertGreater(row["batch1_ms"], 0.0)
+    self.assertAlmostEqual(rows[0]["batch1_speedup_vs_ar"], 1.0)
+    self.assertAlmostEqual(rows[0]["throughput_vs_ar"], 1.0)
     self.assertTrue(os.path.exists(os.path.join(self.workdir, "report.png")))
     self.assertIn("BD threshold 0.9", self.quickstart.stdout)
 
@@ -152,6 +153,58 @@ class QuickstartTest(absltest.TestCase):
       self.assertGreaterEqual(row["tokens_per_forward"], 0.0)
     error = float(proc.stdout.split("log-prob")[-1].split()[0])
     self.assertLess(error, 1e-5)
+
+  def test_generate_after_quickstart_needs_no_arguments(self):
+    self.assertSucceeded(self.quickstart)
+    self.assertIn(
+        "tunix run --plugin tunix_bd generate.py", self.quickstart.stdout
+    )
+    proc = self.tunix("generate.py:tiny")
+    self.assertSucceeded(proc)
+    self.assertIn("generate: 8 prompts", proc.stdout)
+
+  def test_generate_names_the_converted_models_that_exist(self):
+    self.assertSucceeded(self.quickstart)
+    proc = self.tunix(
+        "generate.py:tiny", "--config.model.checkpoint=runs/sft/export"
+    )
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn(
+        "model.checkpoint='runs/sft/export' is not a directory", proc.stderr
+    )
+    self.assertIn("runs/quickstart/sft/export", proc.stderr)
+
+  def test_generate_checks_decode_settings_before_the_checkpoint(self):
+    # The checkpoint does not exist: the decode error must come first.
+    proc = self.tunix(
+        "generate.py:tiny",
+        "--config.model.checkpoint=no/such/dir",
+        "--config.decode.threshold=2",
+    )
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn("decode.threshold", proc.stderr)
+    self.assertNotIn("no/such/dir", proc.stderr)
+
+  def test_generate_prompt_length_error_lists_the_users_rows(self):
+    self.assertSucceeded(self.quickstart)
+    prompts = os.path.join(self.root, "three_prompts.jsonl")
+    with open(prompts, "w") as f:
+      for prompt, answer in (
+          ("sort 31", "13"),
+          ("reverse 12", "21"),
+          ("sort 2", "2"),
+      ):
+        f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
+    proc = self.tunix(
+        "generate.py:tiny",
+        f"--config.data.prompts={prompts}",
+        "--config.decode.max_prompt_length=5",
+    )
+    self.assertEqual(proc.returncode, 1)
+    error = proc.stderr.split("error:")[-1]
+    self.assertIn("decode.max_prompt_length=5", error)
+    rows = [int(r) for r in re.findall(r"(\d+) \(\d+ tokens\)", error)]
+    self.assertEqual(rows, [0, 1, 2])  # The file's rows, not a padded batch's.
 
   def test_generate_rejects_settings_the_model_was_not_trained_with(self):
     self.assertSucceeded(self.quickstart)

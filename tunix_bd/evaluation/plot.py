@@ -31,6 +31,7 @@ def plot_comparison(
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
+  from matplotlib import lines  # pylint: disable=g-import-not-at-top
   from matplotlib import patches  # pylint: disable=g-import-not-at-top
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 
@@ -56,19 +57,27 @@ def plot_comparison(
     ax.set_xlabel("ratio to Tunix's AR Sampler (higher is faster)")
     ax.grid(axis="x", alpha=0.3)
   axes[0].set_yticks(positions, labels, fontsize=9)
-  axes[1].legend(
+  fig.suptitle(title, fontsize=12)
+  # Above the panels, under the title: never over a bar.
+  fig.legend(
       handles=[
           patches.Patch(color=_AR_COLOR, label="autoregressive"),
           patches.Patch(color=_BD_COLOR, label="block diffusion"),
+          lines.Line2D([], [], color="black", linestyle="--", label="1x = AR"),
       ],
-      loc="lower right",
+      loc="upper center",
+      bbox_to_anchor=(0.5, 0.935),
+      ncol=3,
       fontsize=9,
+      frameon=False,
   )
-  fig.suptitle(title, fontsize=12)
   fig.text(
-      0.01, 0.01, "\n".join(textwrap.wrap(caption, 150)), fontsize=8,
+      0.01,
+      0.01,
+      "\n".join(textwrap.wrap(caption, 150)),
+      fontsize=8,
       va="bottom",
   )
-  fig.tight_layout(rect=(0, 0.08, 1, 1))
+  fig.tight_layout(rect=(0, 0.08, 1, 0.9))
   fig.savefig(path, dpi=150)
   plt.close(fig)

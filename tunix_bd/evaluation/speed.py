@@ -96,7 +96,9 @@ def measure(
   if len(lengths) != 1 or not lengths.pop():
     raise ValueError("every method needs the same, non-zero number of rows.")
   if batch_size < 1 or repeats < 1:
-    raise ValueError(f"batch_size={batch_size}, repeats={repeats} must be >= 1.")
+    raise ValueError(
+        f"batch_size={batch_size}, repeats={repeats} must be >= 1."
+    )
   num_rows = len(inputs[next(iter(decoders))])
   padded = {
       m: list(inputs[m]) + [inputs[m][-1]] * (-num_rows % batch_size)

@@ -57,7 +57,9 @@ class DecodeSettings:
   seed: int = 0
 
   def __post_init__(self):
-    config_utils.check_int("decode.max_prompt_length", self.max_prompt_length, 0)
+    config_utils.check_int(
+        "decode.max_prompt_length", self.max_prompt_length, 0
+    )
     config_utils.check_int("decode.batch_size", self.batch_size, 1)
     config_utils.check_int("decode.seed", self.seed, 0)
     for name in _DENOISER_FIELDS:

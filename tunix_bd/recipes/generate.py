@@ -43,8 +43,10 @@ def _check_checkpoint(checkpoint: str) -> None:
       + ", ".join(found)
       + "; pass one with --config.model.checkpoint=DIR"
       if found
-      else "no converted model under runs/; make one with `tunix run "
-      "--plugin tunix_bd quickstart.py` (or sft.py on your own AR model)"
+      else (
+          "no converted model under runs/; make one with `tunix run "
+          "--plugin tunix_bd quickstart.py` (or sft.py on your own AR model)"
+      )
   )
   raise ValueError(
       f"model.checkpoint={checkpoint!r} is not a directory; {hint}."
@@ -134,7 +136,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   summary = {
       "exact_match": scores["all"],
       "tokens_per_forward": float(np.mean(result.tokens_per_forward)),
-      "tokens_per_s": float(result.num_tokens.sum() / max(result.seconds, 1e-9)),
+      "tokens_per_s": float(
+          result.num_tokens.sum() / max(result.seconds, 1e-9)
+      ),
   }
   lines = [
       f"generate: {len(records)} prompts, block size {bd.block_size}, rule "

@@ -63,10 +63,9 @@ def _validate(config: ml_collections.ConfigDict) -> None:
 
 def _machine() -> str:
   device = jax.devices()[0]
-  return (
-      f"{jax.device_count()} x {device.device_kind} ({device.platform}),"
-      f" {os.cpu_count()} CPU cores"
-  )
+  if device.platform == "cpu":
+    return f"CPU, {os.cpu_count()} cores"
+  return f"{jax.device_count()} x {device.device_kind}"
 
 
 def evaluate(config, ar_dir: str, bd_dir: str) -> list[dict]:
@@ -144,8 +143,11 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       f"report: {os.path.join(workdir, 'report.txt')} and report.png "
       f"({time.monotonic() - start:.0f} s in all). Next: decode with the "
       "converted model, `tunix run --plugin tunix_bd generate.py`"
-      + ("" if workdir == "runs/quickstart" else
-         f" --config.model.checkpoint={bd_dir}")
+      + (
+          ""
+          if workdir == "runs/quickstart"
+          else f" --config.model.checkpoint={bd_dir}"
+      )
       + "."
   )
   return rows

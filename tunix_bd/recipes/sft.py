@@ -186,4 +186,3 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       f"{losses['train_loss']:.4f}, eval loss {losses['eval_loss']:.4f}."
   )
   return losses
-
