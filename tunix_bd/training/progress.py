@@ -72,6 +72,10 @@ class ProgressLines(hooks.TrainingHooks):
     self._first: tuple[int, float] | None = None
     self._eval: dict[str, float] = {}
 
+  @property
+  def enabled(self) -> bool:
+    return self._enabled
+
   def on_train_start(self, train_ctx: Any):
     self._start = self._clock()
     self._last_line = -float("inf")

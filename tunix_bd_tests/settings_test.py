@@ -1,0 +1,78 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests of `tunix_bd.generate.settings`: the `decode` section, checked early."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from tunix_bd import config_utils
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.generate import denoise
+from tunix_bd.generate import settings
+from tunix_bd.models import bd_config
+
+_TOKENIZER = tokenizer_lib.build_char_tokenizer()
+
+
+class DecodeSettingsTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      ("threshold", 2.0),
+      ("threshold", 0.0),
+      ("rule", "best"),
+      ("top_k", 0),
+      ("factor", -1.0),
+      ("temperature", -0.5),
+      ("use_cache", 1),
+      ("max_new_tokens", 0),
+      ("max_prompt_length", -1),
+      ("batch_size", 0),
+      ("seed", -1),
+  )
+  def test_a_bad_value_names_its_config_key(self, key, value):
+    with self.assertRaisesRegex(ValueError, rf"^decode\.{key}\b"):
+      config_utils.from_section(settings.DecodeSettings, {key: value}, "decode")
+
+  def test_unknown_key_fails(self):
+    with self.assertRaisesRegex(ValueError, "unknown decode config keys"):
+      config_utils.from_section(
+          settings.DecodeSettings, {"top_p": 0.9}, "decode"
+      )
+
+  def test_denoise_config_binds_the_tokenizer_and_prompt_length(self):
+    decode = settings.DecodeSettings(threshold=0.7, max_new_tokens=12)
+    self.assertEqual(
+        decode.denoise_config(_TOKENIZER, 30),
+        denoise.DenoiseConfig(
+            max_new_tokens=12,
+            max_prompt_length=30,
+            threshold=0.7,
+            stop_ids=(_TOKENIZER.eos_token_id,),
+            pad_id=_TOKENIZER.pad_token_id,
+        ),
+    )
+    # A set max_prompt_length wins over the prompts' longest.
+    fixed = settings.DecodeSettings(max_prompt_length=64)
+    self.assertEqual(fixed.denoise_config(_TOKENIZER, 30).max_prompt_length, 64)
+
+  def test_prompt_length_error_lists_exactly_the_long_rows(self):
+    prompts = [[1] * 4, [1] * 9, [1] * 5, [1] * 12]
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^decode\.max_prompt_length=5 is shorter than rows 1 \(9 tokens\), "
+        r"3 \(12 tokens\) of p\.jsonl",
+    ):
+      settings.check_prompt_lengths(
+          prompts, 5, key="decode.max_prompt_length", where="p.jsonl"
+      )
+    settings.check_prompt_lengths(prompts, 12, key="k", where="w")
+
+  def test_checkpoint_settings_must_agree(self):
+    bd = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=3)
+    settings.check_checkpoint_settings(bd, {"block_size": 8, "alignment": None})
+    with self.assertRaisesRegex(ValueError, "bd.block_size=4 disagrees"):
+      settings.check_checkpoint_settings(bd, {"block_size": 4})
+
+
+if __name__ == "__main__":
+  absltest.main()
