@@ -9,19 +9,11 @@ from absl.testing import parameterized
 import numpy as np
 
 from tunix_bd import config_utils
+from tunix_bd.configs import sft as sft_config
 from tunix_bd.training import options
 
-_TRAIN = dict(
-    batch_size=16,
-    max_steps=100,
-    learning_rate=1e-3,
-    warmup_steps=10,
-    weight_decay=0.01,
-    max_grad_norm=1.0,
-    eval_every_n_steps=50,
-    checkpoint_every_n_steps=50,
-    checkpoints_to_keep=2,
-)
+# The `train` section of the `sft` recipe (it sets gradient accumulation).
+_TRAIN = sft_config.get_config().train.to_dict()
 
 
 def _settings(**changes) -> options.TrainSettings:
@@ -47,8 +39,8 @@ class TrainSettingsTest(parameterized.TestCase):
       _settings(**{key: value})
 
   def test_cross_field_rules(self):
-    with self.assertRaisesRegex(ValueError, "train.warmup_steps=100"):
-      _settings(warmup_steps=100)
+    with self.assertRaisesRegex(ValueError, "train.warmup_steps=1000 must"):
+      _settings(warmup_steps=1000, max_steps=1000)
     with self.assertRaisesRegex(ValueError, "must divide train.batch_size"):
       _settings(gradient_accumulation_steps=3)
     with self.assertRaisesRegex(ValueError, "unknown train config keys"):
@@ -59,14 +51,19 @@ class TrainSettingsTest(parameterized.TestCase):
     # Top-level hyperparameters (where Tunix reads the rate it logs); the
     # warmup starts from 0.
     self.assertEqual(float(state.hyperparams["learning_rate"]), 0.0)
-    self.assertAlmostEqual(float(state.hyperparams["weight_decay"]), 0.01)
+    self.assertAlmostEqual(
+        float(state.hyperparams["weight_decay"]), _TRAIN["weight_decay"]
+    )
 
   def test_training_config(self):
-    settings = _settings()
+    # A section without the key (ar_pretrain's) gives Tunix no accumulation.
+    no_key = dict(_TRAIN)
+    del no_key["gradient_accumulation_steps"]
+    settings = config_utils.from_section(options.TrainSettings, no_key, "t")
     self.assertIsNone(settings.gradient_accumulation_steps)
     config = options.training_config(settings, "rel/dir", "SFT")
     self.assertTrue(os.path.isabs(config.checkpoint_root_directory))
-    self.assertEqual(config.max_steps, 100)
+    self.assertEqual(config.max_steps, _TRAIN["max_steps"])
     self.assertIsNone(config.gradient_accumulation_steps)
     k2 = options.training_config(
         _settings(gradient_accumulation_steps=2), "rel/dir", "SFT"

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of `tunix_bd.generate.settings`: the `decode` section, checked early."""
+"""Tests of `tunix_bd.generate.settings`: decode settings, checked first."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
