@@ -22,6 +22,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.configs import ar_pretrain as ar_pretrain_config
+from tunix_bd.configs import generate as generate_config
 from tunix_bd.configs import sft as sft_config_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -133,21 +134,25 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
 
   print(f"quickstart 1/3: AR teacher -> {ar_config.workdir}", flush=True)
   ar_pretrain.run(ar_config)
-  print(f"quickstart 2/3: block-diffusion SFT -> {sft_config.workdir}")
+  print(
+      f"quickstart 2/3: block-diffusion SFT -> {sft_config.workdir}",
+      flush=True,
+  )
   sft.run(sft_config)
   bd_dir = os.path.join(sft_config.workdir, "export")
-  print("quickstart 3/3: decoding the eval split, AR vs block diffusion")
+  print(
+      "quickstart 3/3: decoding the eval split, AR vs block diffusion",
+      flush=True,
+  )
   rows = evaluate(config, ar_dir, bd_dir)
   print(_write_report(config, rows, time.monotonic() - start))
+  next_command = "tunix run --plugin tunix_bd generate.py"
+  default_model = generate_config.get_config().model.checkpoint
+  if os.path.abspath(bd_dir) != os.path.abspath(default_model):
+    next_command += f" --config.model.checkpoint={bd_dir}"
   print(
       f"report: {os.path.join(workdir, 'report.txt')} and report.png "
-      f"({time.monotonic() - start:.0f} s in all). Next: decode with the "
-      "converted model, `tunix run --plugin tunix_bd generate.py`"
-      + (
-          ""
-          if workdir == "runs/quickstart"
-          else f" --config.model.checkpoint={bd_dir}"
-      )
-      + "."
+      f"({time.monotonic() - start:.0f} s in all). Next, decode with the "
+      f"converted model: {next_command}"
   )
   return rows
