@@ -7,8 +7,11 @@
 Trains the embedded AR teacher (`ar_pretrain.py`), converts it
 (`sft.py`), then decodes the eval split with the teacher (Tunix's Sampler)
 and with the converted model at several commit thresholds, ending with a
-side-by-side table and `report.png` under `workdir`. The stages use their
-own configs (of the same variant); tune a stage by running it directly.
+side-by-side table (exact match, batch-1 latency and batch-64 throughput,
+each as a ratio to the Sampler) and `report.png` under `workdir`. Next:
+`tunix run --plugin tunix_bd generate.py` decodes with the converted model.
+The stages use their own configs (of the same variant); tune a stage by
+running it directly.
 Variants: `default`; `long`, the `count` task whose answers run to 254
 characters, decoded with a 256-token budget (`runs/quickstart_long`, the
 long workload of `bench_decode.py`); `tiny` for smoke tests (seconds of

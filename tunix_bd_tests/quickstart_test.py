@@ -185,8 +185,9 @@ class QuickstartTest(absltest.TestCase):
         "--config.decode.threshold=2",
     )
     self.assertEqual(proc.returncode, 1)
-    self.assertIn("decode.threshold", proc.stderr)
-    self.assertNotIn("no/such/dir", proc.stderr)
+    error = proc.stderr.split("error:")[-1]
+    self.assertIn("decode.threshold: threshold must be", error)
+    self.assertNotIn("no/such/dir", error)
 
   def test_generate_prompt_length_error_lists_the_users_rows(self):
     self.assertSucceeded(self.quickstart)
