@@ -134,7 +134,7 @@ def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   for r in rows:
     lines.append(
         f"{r['method']:<22}{r['exact_match']:>7.1%}"
-        f"{r['tokens_per_forward']:>8.2f}{r['batch1_ms']:>8.1f}"
+        f"{r['tokens_per_forward']:>8.2f}{r['batch1_ms']:>8.2f}"
         f"{r['batch1_speedup_vs_ar']:>7.2f}{r['tokens_per_s']:>12.0f}"
         f"{r['throughput_vs_ar']:>7.2f}"
     )
