@@ -55,17 +55,17 @@ class MeasureTest(absltest.TestCase):
     self.assertEqual(timings["b"].texts, ["b:10", "b:20", "b:30"])
     np.testing.assert_array_equal(timings["b"].num_tokens, [2, 2, 2])
 
-  def test_time_is_the_best_repeat_of_summed_batches(self):
+  def test_time_sums_each_batchs_fastest_repeat(self):
     calls = []
-    # Compile 9 s (ignored); repeat 1: 1 + 2 s; repeat 2: 0.5 + 1 s.
-    decoders = {"a": _decoder("a", calls, [9.0, 1.0, 2.0, 0.5, 1.0])}
+    # Compile 9 s (ignored); repeat 1: 1 + 2 s; repeat 2: 0.5 + 3 s.
+    decoders = {"a": _decoder("a", calls, [9.0, 1.0, 2.0, 0.5, 3.0])}
     timing = speed.measure(
         decoders, {"a": [1, 2, 3, 4]}, batch_size=2, repeats=2
     )["a"]
-    self.assertEqual(timing.repeat_seconds, [3.0, 1.5])
-    self.assertEqual(timing.seconds, 1.5)
-    self.assertEqual(timing.tokens_per_s, 4 / 1.5)
-    self.assertEqual(timing.seconds_per_row, 1.5 / 4)
+    self.assertEqual(timing.repeat_seconds, [3.0, 3.5])
+    self.assertEqual(timing.seconds, 0.5 + 2.0)
+    self.assertEqual(timing.tokens_per_s, 4 / 2.5)
+    self.assertEqual(timing.seconds_per_row, 2.5 / 4)
 
   def test_mismatched_inputs_fail(self):
     decoders = {"a": _decoder("a", [], []), "b": _decoder("b", [], [])}

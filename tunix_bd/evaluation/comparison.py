@@ -7,8 +7,8 @@ tunix_bd's decoding loop with one-token blocks (exactly AR decoding, which
 separates what parallel denoising saves from what the implementation does);
 and the converted model at each commit threshold. All greedy and cached.
 
-Two speeds, each measured with the methods interleaved, best of `repeats`
-(`speed.measure`): batch-1 latency (seconds per prompt over the first
+Two speeds, each measured with the methods interleaved, each batch's
+fastest of `repeats` passes (`speed.measure`): batch-1 latency (seconds per prompt over the first
 `latency_prompts` prompts) and batch-`batch_size` throughput (tokens/s over
 all prompts, which also gives the exact match).
 """

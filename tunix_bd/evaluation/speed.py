@@ -1,13 +1,14 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Timing decoders side by side: interleaved batches, best of repeats.
+"""Timing decoders side by side: interleaved batches, fastest of repeats.
 
 On a shared, noisy machine a method timed alone can be slowed by whatever
 else runs at that moment. Here every method decodes the same batch in turn
-(A, B, C on batch 0, then on batch 1, ...), each method's time of a repeat
-is the sum over its batches, and the reported time is its best repeat: a
-ratio between two methods then compares their undisturbed speeds, which is
-what reproduces from run to run.
+(A, B, C on batch 0, then on batch 1, ...), the whole set `repeats` times,
+and a method's time is the sum over batches of its fastest repeat of each
+batch. Interference only ever adds time, so the fastest of several tries is
+the undisturbed speed, and a ratio between two methods then reproduces from
+run to run.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class Timing:
     texts: completions of the rows, in order.
     num_tokens: `[rows]` completion tokens.
     num_forwards: `[rows]` model forwards.
-    seconds: the best repeat's decoding time over all rows.
-    repeat_seconds: every repeat's time.
+    seconds: decoding time over all rows: per batch, its fastest repeat.
+    repeat_seconds: every repeat's total time (for the spread).
   """
 
   texts: list[str]
@@ -86,7 +87,8 @@ def measure(
       decoder takes); all of one length.
     batch_size: rows per call; the last batch is padded with copies of the
       last prompt and the copies' outputs dropped.
-    repeats: how many times all batches are decoded; times are the best.
+    repeats: how many times all batches are decoded; each batch counts its
+      fastest.
 
   Returns:
     Method name -> its `Timing`. Each method first decodes one batch
@@ -107,15 +109,16 @@ def measure(
   starts = range(0, num_rows, batch_size)
   for method, decode in decoders.items():  # Compile outside the clock.
     decode(padded[method][:batch_size])
-  seconds = {m: [0.0] * repeats for m in decoders}
+  # seconds[method][repeat, batch]
+  seconds = {m: np.zeros((repeats, len(starts))) for m in decoders}
   outputs = {m: [] for m in decoders}
   for repeat in range(repeats):
-    for start in starts:
+    for b, start in enumerate(starts):
       for method, decode in decoders.items():
         batch = padded[method][start : start + batch_size]
         begin = time.perf_counter()
         out = decode(batch)
-        seconds[method][repeat] += time.perf_counter() - begin
+        seconds[method][repeat, b] = time.perf_counter() - begin
         if repeat == 0:
           outputs[method].append(out)
   timings = {}
@@ -124,7 +127,7 @@ def measure(
         texts=[t for o in outs for t in o.texts][:num_rows],
         num_tokens=np.concatenate([o.num_tokens for o in outs])[:num_rows],
         num_forwards=np.concatenate([o.num_forwards for o in outs])[:num_rows],
-        seconds=min(seconds[method]),
-        repeat_seconds=seconds[method],
+        seconds=float(seconds[method].min(axis=0).sum()),
+        repeat_seconds=seconds[method].sum(axis=1).tolist(),
     )
   return timings

@@ -101,7 +101,8 @@ def _write_report(config, rows: list[dict], seconds: float) -> str:
       f" greedy, {config.max_new_tokens}-token budget, cached. Batch 1:"
       f" ms per prompt over {config.latency_prompts} prompts; batch"
       f" {config.batch_size}: tokens/s over all prompts; methods"
-      f" interleaved, best of {config.repeats} repeats. {_machine()}."
+      f" interleaved, each batch's fastest of {config.repeats} passes."
+      f" {_machine()}."
   )
   with open(os.path.join(workdir, "report.txt"), "w", encoding="utf-8") as f:
     f.write(f"{table}\n{caption}\n")
