@@ -18,13 +18,15 @@ before any compute, and records it in two places:
 
 For example, a distillation recipe would fingerprint
 `{"teacher.checkpoint": identify(config.teacher.checkpoint)
-.fingerprint_field(), ...}`.
+.fingerprint_field(), ...}`. Data files enter fingerprints the same way, by
+content (`data_fields`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any, Mapping
 
 from tunix_bd.models import checkpoint_digest
 
@@ -67,6 +69,21 @@ def identify(path: str | os.PathLike[str]) -> SourceCheckpoint:
   """
   path = os.fspath(path)
   return SourceCheckpoint(path, checkpoint_digest.digest_checkpoint(path))
+
+
+def data_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+  """A `data` section (`config_sections.embedded_data`) for a fingerprint.
+
+  Its JSONL files (`train`, `eval`; empty for the embedded tasks) enter as
+  `"sha256:<digest>"` of their bytes: a moved file resumes, an edited one is
+  refused.
+  """
+  fields = dict(data)
+  for split in ("train", "eval"):
+    if fields.get(split):
+      digest = checkpoint_digest.digest_file(fields[split])
+      fields[split] = f"sha256:{digest}"
+  return fields
 
 
 def portable_path(

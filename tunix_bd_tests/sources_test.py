@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.sources: runs name source checkpoints by content."""
 
+import hashlib
 import json
 import os
 import re
@@ -40,6 +41,37 @@ class PortablePathTest(parameterized.TestCase):
   def test_relative_to_another_start(self):
     self.assertEqual(sources.portable_path("/a/b/c", start="/a"), "b/c")
     self.assertIsNone(sources.portable_path("/a/b/c", start="/a/d"))
+
+
+class DataFieldsTest(absltest.TestCase):
+
+  def test_files_enter_by_content(self):
+    root = self.create_tempdir().full_path
+    lines = '{"prompt": "1+1=", "completion": "2"}\n'
+    paths = []
+    for name in ("a.jsonl", "b.jsonl"):
+      paths.append(os.path.join(root, name))
+      with open(paths[-1], "w") as f:
+        f.write(lines)
+    section = {"train": paths[0], "eval": "", "max_length": 8}
+    fields = sources.data_fields(section)
+    digest = hashlib.sha256(lines.encode()).hexdigest()
+    self.assertEqual(
+        fields, {"train": f"sha256:{digest}", "eval": "", "max_length": 8}
+    )
+    self.assertEqual(section["train"], paths[0])  # Not modified in place.
+    # The same bytes elsewhere are the same data; other bytes are not.
+    self.assertEqual(
+        sources.data_fields({**section, "train": paths[1]}), fields
+    )
+    with open(paths[1], "a") as f:
+      f.write(lines)
+    self.assertNotEqual(
+        sources.data_fields({**section, "train": paths[1]})["train"],
+        fields["train"],
+    )
+    with self.assertRaisesRegex(ValueError, "nope.jsonl is not a file"):
+      sources.data_fields({"eval": os.path.join(root, "nope.jsonl")})
 
 
 class SourceCheckpointTest(absltest.TestCase):

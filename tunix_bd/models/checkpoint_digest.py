@@ -75,11 +75,8 @@ class CheckpointDigest:
   @property
   def digest(self) -> str:
     """One SHA-256 hex digest of all parts: the checkpoint's identity."""
-    return _sha256(json.dumps(self.parts(), sort_keys=True).encode())
-
-
-def _sha256(data: bytes) -> str:
-  return hashlib.sha256(data).hexdigest()
+    parts = json.dumps(self.parts(), sort_keys=True).encode()
+    return hashlib.sha256(parts).hexdigest()
 
 
 class _Streamer:
@@ -124,7 +121,9 @@ def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
   try:
     header = json.loads(f.read(header_bytes))
   except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise ValueError(f"{path} has a safetensors header that is not JSON: {e}")
+    raise ValueError(
+        f"{path} has a safetensors header that is not JSON: {e}"
+    ) from e
   if not isinstance(header, dict):
     raise ValueError(f"{path} has a safetensors header that is not a dict.")
   header.pop("__metadata__", None)
@@ -187,6 +186,17 @@ def _files_digest(
         _frame(digest, name, size)
       streamer.update(digest, f, 0, size, name)
   return digest.hexdigest()
+
+
+def digest_file(
+    path: str | os.PathLike[str], *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> str:
+  """The SHA-256 hex digest of a file's bytes, streamed in chunks."""
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise ValueError(f"{path} is not a file.")
+  directory, name = os.path.split(path)
+  return _files_digest(directory, (name,), _Streamer(chunk_bytes))
 
 
 def digest_checkpoint(

@@ -89,7 +89,7 @@ def run_fingerprint(
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "bd": config.bd.to_dict(),
       "corruption": config.corruption.to_dict(),
-      "data": config.data.to_dict(),
+      "data": sources.data_fields(config.data.to_dict()),
       "lora": config.lora.to_dict() if config.lora.rank else None,
       "train.batch_size": config.train.batch_size,
       "train.gradient_accumulation_steps": (
