@@ -22,9 +22,10 @@ import transformers
 
 METADATA_KEY = "tunix_bd_fingerprint"
 FILE_NAME = "fingerprint.json"
-# Fields that earlier versions recorded as a checkpoint's path; runs now
-# record the checkpoint's content digests (`tunix_bd.sources`) instead.
-_FIELDS_ONCE_PATHS = ("model.checkpoint",)
+# Fields that earlier versions recorded as paths; runs now record the
+# content digests of checkpoints and data files (`tunix_bd.sources`).
+_FIELDS_ONCE_PATHS = ("model.checkpoint", "data.train", "data.eval")
+DIGEST_PREFIX = "sha256:"
 
 
 def _canonical(value: Any) -> Any:
@@ -87,19 +88,20 @@ def _refuse_path_identified(
 ) -> None:
   """Fails closed on a record that names a checkpoint by its path.
 
-  A path says nothing about the model it held when the run started, so such
-  a record cannot be upgraded to a content digest (nor compared with one).
+  A path says nothing about what it held when the run started, so such a
+  record cannot be upgraded to a content digest (nor compared with one).
   """
   old = _flatten(recorded["fields"])
   for key in _FIELDS_ONCE_PATHS:
-    if isinstance(old.get(key), str):
+    value = old.get(key)
+    if isinstance(value, str) and value and not value.startswith(DIGEST_PREFIX):
       raise ValueError(
-          f"cannot resume from {checkpoint_dir}: its {FILE_NAME} was written"
-          f" by an earlier tunix_bd that identified {key} by its path"
-          f" ({old[key]!r}). Runs now identify checkpoints by a digest of"
-          " their contents, which a path cannot be turned into after the"
-          " fact. Finish this run with the tunix_bd version that started it,"
-          " or start it again in a new workdir."
+          f"cannot resume from {checkpoint_dir}: its {FILE_NAME} was written by"
+          f" an earlier tunix_bd that identified {key} by its path ({value!r})."
+          " Runs now identify checkpoints and data files by a digest of their"
+          " contents, which a path cannot be turned into after the fact."
+          " Finish this run with the tunix_bd version that started it, or"
+          " start it again in a new workdir."
       )
 
 

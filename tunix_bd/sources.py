@@ -16,10 +16,19 @@ before any compute, and records it in two places:
     wrote it when it lies inside the working directory; never an absolute
     path.
 
-For example, a distillation recipe would fingerprint
-`{"teacher.checkpoint": identify(config.teacher.checkpoint)
-.fingerprint_field(), ...}`. Data files enter fingerprints the same way, by
-content (`data_fields`).
+For example, a distillation recipe would write
+
+  teacher = sources.identify(config.teacher.checkpoint)
+  student = sources.identify(config.student.checkpoint)
+  fingerprint_lib.fingerprint({
+      "teacher.checkpoint": teacher.fingerprint_field(),
+      "student.checkpoint": student.fingerprint_field(),
+      "data": sources.data_fields(config.data.to_dict()),
+      ...
+  })
+
+and record `{"teacher": teacher.provenance(), ...}` in its export. Data files
+enter fingerprints by content too (`data_fields`).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import dataclasses
 import os
 from typing import Any, Mapping
 
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.models import checkpoint_digest
 
 
@@ -82,7 +92,7 @@ def data_fields(data: Mapping[str, Any]) -> dict[str, Any]:
   for split in ("train", "eval"):
     if fields.get(split):
       digest = checkpoint_digest.digest_file(fields[split])
-      fields[split] = f"sha256:{digest}"
+      fields[split] = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
   return fields
 
 
