@@ -122,6 +122,13 @@ class ExportDigestTest(parameterized.TestCase):
         checkpoint_digest.digest_checkpoint(self.sharded), self.digest
     )
 
+  def test_symlinked_files_are_their_targets(self):
+    # The Hugging Face hub cache links a snapshot's files to shared blobs.
+    snapshot = self.create_tempdir().full_path
+    for name in os.listdir(self.sharded):
+      os.symlink(os.path.join(self.sharded, name), os.path.join(snapshot, name))
+    self.assertEqual(checkpoint_digest.digest_checkpoint(snapshot), self.digest)
+
   def test_header_layout_and_metadata_are_not_content(self):
     directory = self.copy()
     path = os.path.join(directory, hf_checkpoint.WEIGHTS_FILE)
