@@ -156,8 +156,9 @@ class QuickstartTest(absltest.TestCase):
 
   def test_sft_resume_follows_the_model_not_its_path(self):
     self.assertSucceeded(self.quickstart)
-    resumed = os.path.join(self.root, "sft_resumed")
-    source = os.path.join(self.root, "moved", "a")
+    fresh = self.create_tempdir().full_path  # The class's root persists.
+    resumed = os.path.join(fresh, "sft_resumed")
+    source = os.path.join(fresh, "a")
     shutil.copytree(self.ar_dir, source)
 
     def sft_run(checkpoint, *overrides):
@@ -170,7 +171,7 @@ class QuickstartTest(absltest.TestCase):
 
     self.assertSucceeded(sft_run(source, "--config.train.max_steps=2"))
     # The same model under another path resumes.
-    moved = os.path.join(self.root, "moved", "b")
+    moved = os.path.join(fresh, "b")
     os.rename(source, moved)
     self.assertSucceeded(sft_run(moved))
     straight = dict(
