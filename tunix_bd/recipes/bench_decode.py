@@ -146,7 +146,9 @@ def _workload(config, name, models):
   inputs = {m: prompt_ids for m in METHODS}
   inputs["ar"] = prompt_texts
   for batch_size in config.batch_sizes:
-    timings = speed.measure(decoders, inputs, batch_size=batch_size)
+    timings = speed.measure(
+        decoders, inputs, batch_size=batch_size, repeats=config.repeats
+    )
     result["cells"][f"batch={batch_size}"] = _cells(timings, answers)
   result["replay"] = _replay_ratio(
       bd_model, tokenizer, bd, prompt_ids, max(config.batch_sizes), new_tokens
@@ -192,6 +194,7 @@ def _format(config, results) -> str:
 def run(config: ml_collections.ConfigDict) -> dict:
   """Prints the side-by-side table and returns it as a dict."""
   config_utils.check_int("num_prompts", config.num_prompts, 1)
+  config_utils.check_int("repeats", config.repeats, 1)
   sizes = config.batch_sizes
   if not sizes or not all(isinstance(b, int) and b >= 1 for b in sizes):
     raise ValueError(
