@@ -95,6 +95,9 @@ class QuickstartTest(absltest.TestCase):
     self.assertAlmostEqual(rows[0]["throughput_vs_ar"], 1.0)
     self.assertTrue(os.path.exists(os.path.join(self.workdir, "report.png")))
     self.assertIn("BD threshold 0.9", self.quickstart.stdout)
+    # Output is a pipe, not a terminal: progress lines instead of the bar.
+    for stage in ("AR pretraining", "Block-diffusion SFT"):
+      self.assertIn(f"[{stage}] step 4/4 (100%)", self.quickstart.stdout)
 
   def test_sft_export_carries_the_block_diffusion_settings(self):
     self.assertSucceeded(self.quickstart)
