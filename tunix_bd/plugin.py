@@ -48,7 +48,7 @@ PLUGIN = plugin_api.Plugin(
         ],
         "decoding": [
             "parallel block denoising (threshold, top_k, factor)",
-            "trace replay (tunix_bd.generate.replay)",
+            "trace replay (tunix_bd.core.replay)",
         ],
         "models": ["tunix.models.qwen3.Qwen3: HF safetensors in and out, LoRA"],
         "data": [

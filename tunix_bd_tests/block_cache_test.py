@@ -1,13 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.models.block_cache on a tiny real Tunix Qwen3."""
+"""Tests for tunix_bd.core.block_cache on a tiny real Tunix Qwen3."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
-from tunix_bd.models import bd_config
-from tunix_bd.models import block_cache
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import bd_config
+from tunix_bd.core import block_cache
+from tunix_bd.core import diffusion_lm
 from tunix_bd_tests import test_common
 
 _VOCAB = 96

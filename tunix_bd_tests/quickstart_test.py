@@ -15,7 +15,7 @@ import sys
 from absl.testing import absltest
 from flax import nnx
 
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import common
 

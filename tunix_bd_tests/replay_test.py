@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.generate.replay on a tiny real Tunix Qwen3.
+"""Tests for tunix_bd.core.replay on a tiny real Tunix Qwen3.
 
 Traces come from a plain-Python denoiser over the cache-free single-canvas
 forward (`_simulate`), independent of replay's clean-context layout.
@@ -18,10 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.generate import denoise
-from tunix_bd.generate import replay
-from tunix_bd.generate import trace as trace_lib
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import replay
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
 from tunix_bd_tests import test_common
 
 _VOCAB = 128

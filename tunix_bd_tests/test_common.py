@@ -14,7 +14,7 @@ import numpy as np
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 

@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.generate import commit_rules
-from tunix_bd.models import bd_config as bd_config_lib
-from tunix_bd.models import block_cache
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import block_cache
+from tunix_bd.core import diffusion_lm
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,8 +45,8 @@ from tunix_bd import eos
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import inputs as inputs_lib
-from tunix_bd.generate import trace as trace_lib
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.core import bd_config as bd_config_lib
 
 # Sampling knobs of AR samplers that block denoising does not implement.
 _UNSUPPORTED_FILTERS = (

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from tunix_bd import attention
+from tunix_bd.core import masks
 from tunix_bd import compat
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import dataset as dataset_lib
@@ -54,7 +54,7 @@ def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   )
   segment_ids = batch["valid_mask"].astype(jnp.int32)
   # A block size of 1 is exactly the causal mask.
-  mask = attention.block_causal_mask(
+  mask = masks.block_causal_mask(
       positions,
       positions,
       1,

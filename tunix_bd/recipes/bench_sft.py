@@ -31,7 +31,7 @@ from tunix.sft import peft_trainer
 
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import common
 from tunix_bd.sft import batching

@@ -27,8 +27,8 @@ from tunix_bd.data import jsonl
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
-from tunix_bd.generate import replay
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import replay
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import common
 

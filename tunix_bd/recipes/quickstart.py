@@ -23,7 +23,7 @@ from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_eval
 from tunix_bd.recipes import ar_pretrain

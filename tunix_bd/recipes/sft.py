@@ -24,7 +24,7 @@ import ml_collections
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib

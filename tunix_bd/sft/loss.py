@@ -31,8 +31,8 @@ import numpy as np
 
 from tunix_bd import compat
 from tunix_bd import fingerprint as fingerprint_lib
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
 from tunix_bd.sft import batching
 
 # The batch fields the loss reads.

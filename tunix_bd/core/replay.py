@@ -33,8 +33,8 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
 
 _FIELDS = (
     "prompt_tokens",
@@ -46,7 +46,7 @@ _FIELDS = (
 
 
 class ReplayTrace(Protocol):
-  """What replay reads from a trace (e.g. `tunix_bd.generate.trace.Trace`).
+  """What replay reads from a trace (e.g. `tunix_bd.core.trace.Trace`).
 
   Attributes:
     prompt_tokens: int `[batch, prompt_len]` right-padded prompts.

@@ -23,9 +23,9 @@ from __future__ import annotations
 import flax
 import jax
 import jax.numpy as jnp
-from tunix_bd import attention
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import masks
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
 
 
 @flax.struct.dataclass
@@ -204,7 +204,7 @@ def block_logits_with_cache(
   kv_segments = jax.lax.dynamic_update_slice(
       cache.segment_ids, segments, (0, end)
   )
-  mask = attention.block_causal_mask(
+  mask = masks.block_causal_mask(
       positions,
       kv_positions,
       config.block_size,
@@ -220,7 +220,7 @@ def block_logits_with_cache(
     index, found = diffusion_lm.predecessors(positions, segments)
     from_boundary = (
         ~found
-        & (segments != attention.PAD_SEGMENT_ID)
+        & (segments != masks.PAD_SEGMENT_ID)
         & (cache.boundary_segment_ids[:, None] == segments)
         & (cache.boundary_positions[:, None] == positions - 1)
     )
@@ -238,7 +238,7 @@ def block_logits_with_cache(
     # next call, which writes at the rewound `end_index`.
     written = jnp.arange(cache_size) < new_end
     kv_positions = jnp.where(written, kv_positions, 0)
-    kv_segments = jnp.where(written, kv_segments, attention.PAD_SEGMENT_ID)
+    kv_segments = jnp.where(written, kv_segments, masks.PAD_SEGMENT_ID)
     new_kv = _rewind(new_kv, cache.kv, commit_length)
   # The new boundary is the last committed token in (segment, position)
   # order; a row without one keeps its old boundary.
@@ -247,7 +247,7 @@ def block_logits_with_cache(
       positions[:, committed], segments[:, committed]
   )[:, -1:]
   last_segment = jnp.take_along_axis(segments, last, axis=1)[:, 0]
-  has_tokens = last_segment != attention.PAD_SEGMENT_ID
+  has_tokens = last_segment != masks.PAD_SEGMENT_ID
   new_cache = BlockCache(
       kv=new_kv,
       positions=kv_positions,
@@ -307,7 +307,7 @@ def prefill(
       model, tokens, positions, segment_ids, config
   )
   if _is_concrete(positions, segment_ids):
-    real = segment_ids != attention.PAD_SEGMENT_ID
+    real = segment_ids != masks.PAD_SEGMENT_ID
     last = jnp.max(jnp.where(real, positions, -1), axis=1)
     incomplete = real.any(axis=1) & ((last + 1) % config.block_size != 0)
     if bool(incomplete.any()):

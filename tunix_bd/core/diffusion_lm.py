@@ -19,7 +19,7 @@ stay finite, but they must get zero loss weight and never be sampled.
 The mask token's logit is always `MASKED_LOGIT`, so every softmax over these
 logits gives it probability exactly 0.
 
-The KV-cache path (`tunix_bd.models.block_cache`) evaluates one block at a
+The KV-cache path (`tunix_bd.core.block_cache`) evaluates one block at a
 time against cached clean blocks with the helpers marked "shared" here, so
 both paths align logits in exactly one way.
 """
@@ -29,8 +29,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix_bd import attention
-from tunix_bd.models import bd_config
+from tunix_bd.core import masks
+from tunix_bd.core import bd_config
 
 # The mask token's logit. Finite on purpose: -inf would make `0 * log p` and
 # `inf - inf` NaN in losses and their gradients. In float32,
@@ -77,11 +77,11 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
         f"mask_token_id={config.mask_token_id} is outside the model"
         f" vocabulary of size {vocab_size}."
     )
-  tokens = attention.check_ids(f"{prefix}tokens", tokens)
-  positions = attention.check_ids(f"{prefix}positions", positions, tokens.shape)
+  tokens = masks.check_ids(f"{prefix}tokens", tokens)
+  positions = masks.check_ids(f"{prefix}positions", positions, tokens.shape)
   if segment_ids is None:
     segment_ids = jnp.ones(tokens.shape, jnp.int32)
-  segment_ids = attention.check_ids(
+  segment_ids = masks.check_ids(
       f"{prefix}segment_ids", segment_ids, tokens.shape
   )
   return tokens, positions, segment_ids
@@ -125,7 +125,7 @@ def predecessors(positions, segment_ids) -> tuple[jax.Array, jax.Array]:
   prev = lambda x: jnp.concatenate([x[:, :1], x[:, :-1]], axis=1)
   found_sorted = (
       (jnp.arange(order.shape[1]) > 0)[None, :]
-      & (sorted_seg != attention.PAD_SEGMENT_ID)
+      & (sorted_seg != masks.PAD_SEGMENT_ID)
       & (prev(sorted_seg) == sorted_seg)
       & (prev(sorted_pos) == sorted_pos - 1)
   )
@@ -181,18 +181,18 @@ def diffusion_logits_fn(
     )
 
   if clean_context:
-    clean_tokens = attention.check_ids(
+    clean_tokens = masks.check_ids(
         "clean_tokens", clean_tokens, tokens.shape
     )
     # Both copies share positions; the mask carries the segments.
-    both_positions, _ = attention.clean_context_inputs(positions)
-    mask = attention.clean_context_mask(
+    both_positions, _ = masks.clean_context_inputs(positions)
+    mask = masks.clean_context_mask(
         positions, config.block_size, segment_ids=segment_ids
     )
     both_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
     raw, _ = model(both_tokens, both_positions, None, mask)
   else:
-    mask = attention.block_causal_mask(
+    mask = masks.block_causal_mask(
         positions,
         positions,
         config.block_size,
@@ -251,7 +251,7 @@ def token_log_probs(
   Raises:
     ValueError: for a bad temperature or targets of the wrong shape.
   """
-  targets = attention.check_ids("targets", targets, logits.shape[:-1])
+  targets = masks.check_ids("targets", targets, logits.shape[:-1])
   scaled = _scale(logits, temperature)
   picked = jnp.take_along_axis(scaled, targets[..., None], axis=-1)[..., 0]
   return picked - jax.nn.logsumexp(scaled, axis=-1)

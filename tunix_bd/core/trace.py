@@ -22,7 +22,7 @@ from typing import Any
 
 import flax
 import numpy as np
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 
 
 def _array(name: str, value: Any, ndim: int, kind: str) -> np.ndarray:
