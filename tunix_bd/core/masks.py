@@ -154,6 +154,73 @@ def block_causal_mask(
   ) & _same_segment(q_segments, kv_segments)
 
 
+CLEAN_CANVAS_ID = 0
+
+
+def canvas_mask(
+    q_positions: jax.Array,
+    kv_positions: jax.Array,
+    block_size: int,
+    *,
+    q_canvas_ids: jax.Array,
+    kv_canvas_ids: jax.Array,
+    q_segment_ids: jax.Array | None = None,
+    kv_segment_ids: jax.Array | None = None,
+) -> jax.Array:
+  """The mask of noisy canvases scored against a clean context.
+
+  Canvas id `CLEAN_CANVAS_ID` (0) marks clean tokens; ids 1.. are noisy
+  canvases, each the canvas of one block (at one denoising step). With q and
+  k the blocks of the query and the key, all within one non-pad segment:
+  clean->clean iff block(k) <= block(q); noisy->clean iff block(k) <
+  block(q); noisy->noisy iff the same canvas (and block); clean->noisy
+  never. Each canvas thus sees what its block saw at inference: the clean
+  earlier blocks and itself. The clean-context training layout is the case
+  of one canvas per block (`clean_context_mask`); packed replay scores many
+  canvases of the same block side by side.
+
+  Args:
+    q_positions: int `[batch, q_len]` logical positions of the queries.
+    kv_positions: int `[batch, kv_len]` logical positions of the keys.
+    block_size: static number of tokens per block, >= 1.
+    q_canvas_ids: int `[batch, q_len]`, 0 = clean, 1.. = a noisy canvas.
+    kv_canvas_ids: int `[batch, kv_len]`, as `q_canvas_ids`.
+    q_segment_ids: int `[batch, q_len]`, 0 = pad; None (with
+      `kv_segment_ids` None) puts every position in one segment.
+    kv_segment_ids: int `[batch, kv_len]`, 0 = pad.
+
+  Returns:
+    `bool[batch, q_len, kv_len]`, True where the query attends the key.
+
+  Raises:
+    ValueError: as `block_causal_mask`, and for canvas ids of the wrong rank,
+      dtype or shape.
+  """
+  block_size = config_utils.check_int("block_size", block_size, 1)
+  q_positions = check_ids("q_positions", q_positions)
+  kv_positions = check_ids("kv_positions", kv_positions)
+  q_canvas = check_ids("q_canvas_ids", q_canvas_ids, q_positions.shape)
+  kv_canvas = check_ids("kv_canvas_ids", kv_canvas_ids, kv_positions.shape)
+  q_segments, kv_segments = _check_segment_pair(
+      q_segment_ids, kv_segment_ids, q_positions.shape, kv_positions.shape
+  )
+  q_blocks, kv_blocks = q_positions // block_size, kv_positions // block_size
+  q_clean = (q_canvas == CLEAN_CANVAS_ID)[:, :, None]
+  kv_clean = (kv_canvas == CLEAN_CANVAS_ID)[:, None, :]
+  to_clean = jnp.where(
+      q_clean,
+      _block_causal(q_blocks, kv_blocks),
+      _earlier_block(q_blocks, kv_blocks),
+  )
+  same_canvas = (q_canvas[:, :, None] == kv_canvas[:, None, :]) & _same_block(
+      q_blocks, kv_blocks
+  )
+  to_noisy = ~q_clean & same_canvas
+  return jnp.where(kv_clean, to_clean, to_noisy) & _same_segment(
+      q_segments, kv_segments
+  )
+
+
 def clean_context_mask(
     positions: jax.Array,
     block_size: int,
@@ -163,7 +230,8 @@ def clean_context_mask(
   """The BD3-LM / Fast-dLLM v2 training mask for `[noisy copy ; clean copy]`.
 
   Both copies carry the same positions and segment ids (see
-  `clean_context_inputs`). With q and k the blocks of the query and the key:
+  `clean_context_inputs`); the noisy copy is one canvas per block
+  (`canvas_mask`). With q and k the blocks of the query and the key:
   noisy->noisy iff same block; noisy->clean iff block(k) < block(q);
   clean->clean iff block(k) <= block(q); clean->noisy never; all within one
   non-pad segment. Each noisy block thus sees what it sees at inference: the
@@ -195,21 +263,20 @@ def clean_context_mask(
   block_size = config_utils.check_int("block_size", block_size, 1)
   positions = check_ids("positions", positions)
   if segment_ids is None:
-    segments = jnp.ones(positions.shape, jnp.int32)
-  else:
-    segments = check_ids("segment_ids", segment_ids, positions.shape)
-  blocks = positions // block_size
-  segment = _same_segment(segments, segments)
-  noisy_to_noisy = _same_block(blocks, blocks) & segment
-  noisy_to_clean = _earlier_block(blocks, blocks) & segment
-  clean_to_clean = _block_causal(blocks, blocks) & segment
-  clean_to_noisy = jnp.zeros_like(segment)
-  return jnp.concatenate(
-      [
-          jnp.concatenate([noisy_to_noisy, noisy_to_clean], axis=2),
-          jnp.concatenate([clean_to_noisy, clean_to_clean], axis=2),
-      ],
-      axis=1,
+    segment_ids = jnp.ones(positions.shape, jnp.int32)
+  segment_ids = check_ids("segment_ids", segment_ids, positions.shape)
+  both_positions, both_segments = clean_context_inputs(positions, segment_ids)
+  canvas_ids = jnp.concatenate(
+      [positions // block_size + 1, jnp.zeros_like(positions)], axis=1
+  )
+  return canvas_mask(
+      both_positions,
+      both_positions,
+      block_size,
+      q_canvas_ids=canvas_ids,
+      kv_canvas_ids=canvas_ids,
+      q_segment_ids=both_segments,
+      kv_segment_ids=both_segments,
   )
 
 

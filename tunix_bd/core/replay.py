@@ -1,385 +1,158 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Replay scoring: the log-probs of a recorded denoising trace under a model.
+"""Replay scoring: the log-probs of a recorded trace under a model.
 
-A trace (see DESIGN.md "Trace") records, for every completion position, the
-token, the step of its block at which it was committed (`action_step`, -1 if
-the row stopped before its block) and its log-prob at that step. Replay
-rebuilds the canvas each block had before each of its steps and scores the
-recorded token there, so the live, reference and old policies of RL all
-score the very actions the rollout took.
+Replay scores each recorded token on the canvas it was committed from
+(DESIGN.md "Replay"), so the live, reference and old policies of RL, and
+OPD's student, all score the very actions the rollout took. Under the
+rollout's parameters it reproduces `trace.action_logp` (DESIGN invariant
+6): both go through `diffusion_lm.log_probs` at `trace.temperature`.
 
-`replay_log_probs` is the vectorized scorer RL differentiates through: one
-forward per step index s, with the clean-context layout `[noisy ; clean]`.
-The noisy copy holds every block's canvas before its step s at once, the
-clean copy the final tokens; under the clean-context mask each noisy block
-sees exactly the clean earlier blocks and its own canvas, as the denoiser
-did. The number of forwards is the number of steps per block, not the number
-of blocks times that.
-
-Layout of one row (length `prompt_len + completion_len`): the right-padded
-prompt, then the completion; positions are logical, so the prompt's padding
-(segment 0) is a gap the masks and the shift skip, and positions never
-generated are padding too.
+Packed layout, at the rollout's cost: one forward over `[canvases ; clean
+sequence]` per batch. The canvases are only those that occurred, one per
+(block, step) of each row (`canvases.packed_canvases`), each a block long;
+the clean sequence is the row's prompt and completion. Under
+`masks.canvas_mask` each canvas sees exactly the clean earlier blocks and
+itself, as the denoiser did, so the model processes about as many tokens as
+the rollout's denoising forwards did, in one call instead of one per step.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Any, Protocol
 
 from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
+from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import diffusion_lm
-
-_FIELDS = (
-    "prompt_tokens",
-    "prompt_lengths",
-    "tokens",
-    "action_step",
-    "action_logp",
-)
+from tunix_bd.core import trace as trace_lib
 
 
-class ReplayTrace(Protocol):
-  """What replay reads from a trace (e.g. `tunix_bd.core.trace.Trace`).
-
-  Attributes:
-    prompt_tokens: int `[batch, prompt_len]` right-padded prompts.
-    prompt_lengths: int `[batch]` real prompt lengths.
-    tokens: int `[batch, completion_len]` completion tokens; position j of
-      row r has logical position `prompt_lengths[r] + j`.
-    action_step: int `[batch, completion_len]` step within its block at
-      which each token was committed; -1 where never generated.
-    action_logp: float `[batch, completion_len]` recorded log-probs.
-    temperature: the sampling temperature (1.0 for greedy traces).
-  """
-
-  prompt_tokens: Any
-  prompt_lengths: Any
-  tokens: Any
-  action_step: Any
-  action_logp: Any
-  temperature: Any
-
-
-def _is_concrete(*xs) -> bool:
-  return not any(isinstance(x, jax.core.Tracer) for x in xs)
-
-
-def _field(trace: Any, name: str) -> Any:
-  if not hasattr(trace, name):
-    raise ValueError(f"trace has no field {name!r}.")
-  value = getattr(trace, name)
-  return value if isinstance(value, jax.Array) else np.asarray(value)
-
-
-def _check_array(name, value, ndim, integer, shape=None):
-  if value.ndim != ndim:
+def _validate(model, trace) -> trace_lib.Trace:
+  if not isinstance(trace, trace_lib.Trace):
     raise ValueError(
-        f"trace.{name} must have rank {ndim}, got shape {value.shape}."
+        f"trace must be a tunix_bd.core.trace.Trace, got {type(trace).__name__}."
     )
-  if integer != jnp.issubdtype(value.dtype, jnp.integer):
-    kind = "an integer" if integer else "a float"
-    raise ValueError(f"trace.{name} must be {kind} array, got {value.dtype}.")
-  if shape is not None and tuple(value.shape) != tuple(shape):
+  vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+  return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
+
+
+def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
+  """Static canvases per row: given, counted, or the most possible."""
+  size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
+  most = canvases_lib.num_completion_blocks(size, width) * size
+  concrete = not isinstance(trace.action_step, jax.core.Tracer)
+  if num_canvases is None:
+    return canvases_lib.count_canvases(trace) if concrete else most
+  if isinstance(num_canvases, bool) or not isinstance(num_canvases, int):
+    raise ValueError(f"num_canvases must be an int, got {num_canvases!r}.")
+  if not 1 <= num_canvases <= most:
+    raise ValueError(f"num_canvases must be in [1, {most}], got {num_canvases}.")
+  if concrete and canvases_lib.count_canvases(trace) > num_canvases:
     raise ValueError(
-        f"trace.{name} must have shape {tuple(shape)}, got {value.shape}."
+        f"num_canvases={num_canvases} is too small: a row of the trace has"
+        f" {canvases_lib.count_canvases(trace)} (block, step) canvases."
     )
+  return num_canvases
 
 
-def _temperature(trace: Any, temperature: Any) -> float:
-  if temperature is None:
-    if not hasattr(trace, "temperature"):
-      raise ValueError("trace has no field 'temperature'.")
-    temperature = trace.temperature
-  if isinstance(temperature, jax.core.Tracer):
-    raise ValueError(
-        "temperature must be a static number, got a traced value; keep it"
-        " out of jit arguments."
-    )
-  if isinstance(temperature, (np.ndarray, jax.Array)) and temperature.ndim:
-    raise ValueError(f"temperature must be a scalar, got {temperature!r}.")
-  try:
-    value = float(temperature)
-  except (TypeError, ValueError):
-    value = float("nan")
-  if isinstance(temperature, bool) or not 0.0 < value < float("inf"):
-    raise ValueError(
-        f"temperature must be a finite number > 0, got {temperature!r}."
-    )
-  return value
-
-
-def _check_steps(steps, prompt_lengths, block_size, mask_id, tokens):
-  """Concrete checks of `action_step` and the generated tokens."""
-  if ((steps < -1) | (steps >= block_size)).any():
-    bad = steps[(steps < -1) | (steps >= block_size)]
-    raise ValueError(
-        f"trace.action_step must be in [-1, block_size={block_size}), got"
-        f" {sorted(set(bad.tolist()))}."
-    )
-  batch, length = steps.shape
-  blocks = (prompt_lengths[:, None] + np.arange(length)) // block_size
-  blocks -= blocks[:, :1]  # Block index relative to the first one.
-  rows = np.broadcast_to(np.arange(batch)[:, None], steps.shape)
-  size = np.zeros((batch, int(blocks.max()) + 1), np.int64)
-  done = np.zeros_like(size)
-  np.add.at(size, (rows, blocks), 1)
-  np.add.at(done, (rows, blocks), steps >= 0)
-  mixed = (done > 0) & (done < size)
-  if mixed.any():
-    row, block = np.argwhere(mixed)[0]
-    raise ValueError(
-        f"trace.action_step of row {row} has -1 in the middle of generated"
-        f" completion block {block}; a row commits whole blocks."
-    )
-  generated = done > 0
-  resumed = generated[:, 1:] & ~generated[:, :-1]
-  if resumed.any():
-    row, block = np.argwhere(resumed)[0]
-    raise ValueError(
-        f"trace.action_step of row {row} generates completion block"
-        f" {block + 1} after an ungenerated block; -1 must be a tail."
-    )
-  if ((tokens == mask_id) & (steps >= 0)).any():
-    raise ValueError(
-        f"trace.tokens commits the mask token {mask_id}, which is never"
-        " sampled."
-    )
-
-
-def _validate(model, trace, bd, temperature):
-  """Checks a trace (fail closed); returns its arrays and the temperature.
-
-  Static checks (ranks, dtypes, shapes) always run; value checks only on
-  concrete arrays, i.e. not under `jit`.
-  """
-  if not isinstance(bd, bd_config.BlockDiffusionConfig):
-    raise ValueError(
-        f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
-    )
-  trace_bd = getattr(trace, "bd", None)
-  if trace_bd is not None:
-    fields = ("block_size", "mask_token_id", "alignment")
-    differ = [f for f in fields if getattr(trace_bd, f) != getattr(bd, f)]
-    if differ:
-      raise ValueError(
-          f"bd differs from trace.bd in {differ}: a trace is scored with the"
-          " settings it was generated with."
-      )
-  prompt, lengths, tokens, steps, logp = (_field(trace, f) for f in _FIELDS)
-  _check_array("prompt_tokens", prompt, 2, True)
-  batch, prompt_len = prompt.shape
-  if prompt_len == 0:
-    raise ValueError("trace.prompt_tokens is empty; a trace needs a prompt.")
-  _check_array("prompt_lengths", lengths, 1, True, (batch,))
-  _check_array("tokens", tokens, 2, True)
-  if tokens.shape[0] != batch or tokens.shape[1] == 0:
-    raise ValueError(
-        f"trace.tokens must have shape [{batch}, completion_len >= 1], got"
-        f" {tokens.shape}."
-    )
-  _check_array("action_step", steps, 2, True, tokens.shape)
-  _check_array("action_logp", logp, 2, False, tokens.shape)
-  temperature = _temperature(trace, temperature)
-
-  if _is_concrete(lengths):
-    np_lengths = np.asarray(lengths)
-    try:
-      bd.validate_prompt_lengths(np_lengths)
-    except ValueError as e:
-      raise ValueError(f"trace.prompt_lengths: {e}") from e
-    if ((np_lengths < 1) | (np_lengths > prompt_len)).any():
-      raise ValueError(
-          f"trace.prompt_lengths must be in [1, {prompt_len}] (no empty"
-          " prompt, at most the width of prompt_tokens), got"
-          f" {np_lengths.tolist()}."
-      )
-    if _is_concrete(steps, tokens):
-      np_steps, np_tokens = np.asarray(steps), np.asarray(tokens)
-      _check_steps(
-          np_steps, np_lengths, bd.block_size, bd.mask_token_id, np_tokens
-      )
-      vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-      if isinstance(vocab, int):
-        out = (np_steps >= 0) & ((np_tokens < 0) | (np_tokens >= vocab))
-        if out.any():
-          raise ValueError(
-              "trace.tokens has ids outside the model vocabulary [0,"
-              f" {vocab}): {sorted(set(np_tokens[out].tolist()))}."
-          )
-  return (prompt, lengths, tokens, steps), temperature
-
-
-def _num_steps(num_steps: int | None, steps: Any, block_size: int) -> int:
-  """The static number of step forwards: given, read, or `block_size`."""
-  concrete = _is_concrete(steps)
-  if num_steps is None:
-    return int(np.max(steps)) + 1 if concrete else block_size
-  if isinstance(num_steps, bool) or not isinstance(num_steps, int):
-    raise ValueError(f"num_steps must be an int, got {num_steps!r}.")
-  if not 1 <= num_steps <= block_size:
-    raise ValueError(
-        f"num_steps must be in [1, block_size={block_size}], got {num_steps}."
-    )
-  if concrete and int(np.max(steps)) >= num_steps:
-    raise ValueError(
-        f"num_steps={num_steps} is too small: trace.action_step reaches"
-        f" {int(np.max(steps))}."
-    )
-  return num_steps
-
-
-def _replay(model, prompt, lengths, tokens, steps, *, bd, temperature, steps_n):
-  """The vectorized replay of validated arrays; see `replay_log_probs`."""
-  batch, prompt_len = prompt.shape
-  completion_len = tokens.shape[1]
-  lengths = jnp.asarray(lengths, jnp.int32)
-  steps = jnp.asarray(steps, jnp.int32)
-  generated = steps >= 0
-  # Never-generated slots may hold anything (the pad id): they become pads.
-  targets = jnp.where(generated, jnp.asarray(tokens, jnp.int32), 0)
-  prompt_index = jnp.arange(prompt_len, dtype=jnp.int32)
-  in_prompt = prompt_index[None, :] < lengths[:, None]
-  positions = jnp.concatenate(
-      [
-          jnp.broadcast_to(prompt_index, (batch, prompt_len)),
-          lengths[:, None] + jnp.arange(completion_len, dtype=jnp.int32),
-      ],
-      axis=1,
+def _replay(model, trace, num_canvases, logits_fn):
+  """The packed replay of a validated trace; see `replay_log_probs`."""
+  rows = canvases_lib.sequence(trace)
+  packed = canvases_lib.packed_canvases(trace, num_canvases)
+  config = dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT)
+  logits = logits_fn(
+      model,
+      packed.tokens,
+      packed.positions,
+      packed.segment_ids,
+      config=config,
+      clean_tokens=rows.tokens,
+      clean_positions=rows.positions,
+      clean_segment_ids=rows.segment_ids,
+      canvas_ids=packed.canvas_ids,
   )
-  segments = jnp.concatenate([in_prompt, generated], axis=1).astype(jnp.int32)
-  clean = jnp.concatenate(
-      [jnp.where(in_prompt, jnp.asarray(prompt, jnp.int32), 0), targets],
-      axis=1,
-  )
-  # The step after which each slot is on the canvas: prompt slots always,
-  # completion slots once committed, never-generated slots (pads) never.
-  committed_at = jnp.concatenate(
-      [
-          jnp.full((batch, prompt_len), -1, jnp.int32),
-          jnp.where(generated, steps, jnp.iinfo(jnp.int32).max),
-      ],
-      axis=1,
-  )
-  config = dataclasses.replace(bd, layout=bd_config.CLEAN_CONTEXT)
-
-  # Rematerialized in the backward pass: gradient memory of one forward
-  # (and a much smaller program than saving every step's residuals). Inside
-  # `scan`, CSE prevention is not needed.
-  @functools.partial(jax.checkpoint, prevent_cse=False)
-  def score_step(step):
-    # Every block's canvas before its step `step`: a completion token is
-    # there iff committed at an earlier step.
-    noisy = jnp.where(committed_at < step, clean, config.mask_token_id)
-    logits = diffusion_lm.diffusion_logits_fn(
-        model, noisy, positions, segments, config=config, clean_tokens=clean
-    )
-    logp = diffusion_lm.token_log_probs(
-        logits[:, prompt_len:], targets, temperature
-    )
-    return jnp.where(steps == step, logp, 0.0)
-
-  zeros = jnp.zeros((batch, completion_len), jnp.float32)
-  last_step = jnp.max(steps)
-
-  def body(total, step):
-    # Under jit `steps_n` is `block_size`; steps no block reached are
-    # skipped at run time.
-    logp = jax.lax.cond(step <= last_step, score_step, lambda _: zeros, step)
-    return total + logp, None
-
-  total, _ = jax.lax.scan(body, zeros, jnp.arange(steps_n, dtype=jnp.int32))
-  return total
+  logp = diffusion_lm.token_log_probs(logits, packed.targets, trace.temperature)
+  batch = logp.shape[0]
+  out = jnp.zeros(np.shape(trace.tokens), jnp.float32)
+  row = jnp.broadcast_to(jnp.arange(batch)[:, None], logp.shape)
+  # Each completion slot is scored in exactly one canvas.
+  return out.at[row, packed.slot].add(jnp.where(packed.scored, logp, 0.0))
 
 
 def replay_log_probs(
     model,
-    trace: ReplayTrace,
+    trace: trace_lib.Trace,
     *,
-    bd: bd_config.BlockDiffusionConfig,
-    temperature: float | None = None,
-    num_steps: int | None = None,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    num_canvases: int | None = None,
 ) -> jax.Array:
-  """Log-probs of a trace's actions under `model`, one forward per step.
+  """Log-probs of a trace's actions under `model`, in one packed forward.
 
   Differentiable in the model's parameters and usable under `jax.jit` /
-  `nnx.jit` (with the trace's arrays traced) and `jax.grad` /
-  `nnx.value_and_grad`. The steps run in a `lax.scan`; each step is
-  rematerialized in the backward pass (gradient memory of one forward), and
-  a step that no block reached is skipped at run time.
+  `nnx.jit` (the trace's arrays traced; `bd` and `temperature` are static
+  fields) and `jax.grad` / `nnx.value_and_grad`.
 
   Args:
-    model: a Tunix decoder called as `model(tokens, positions, None, mask)`.
-    trace: the recorded rollout (see `ReplayTrace`).
-    bd: the block-diffusion settings the trace was generated with (those of
-      `trace.bd` if it has them); `layout` is ignored: replay always uses
-      the clean-context layout.
-    temperature: the temperature to score at; None uses `trace.temperature`.
-      Static (a Python number).
-    num_steps: the static number of step forwards, more than the largest
-      `action_step`; None reads it from a concrete trace and uses
-      `bd.block_size` under jit.
+    model: the model `logits_fn` calls (a Tunix decoder by default).
+    trace: the recorded rollout; scored at `trace.temperature` with
+      `trace.bd` (any `layout`: replay always packs canvases against a clean
+      context).
+    logits_fn: the cache-free model call.
+    num_canvases: static (block, step) canvases per row, at least the most
+      any row has; None counts them on a concrete trace and takes the most
+      possible under jit.
 
   Returns:
     float32 `[batch, completion_len]` log-probs of `trace.tokens` at their
     commit steps; 0 where `action_step == -1`.
 
   Raises:
-    ValueError: naming the field, for a malformed trace (shapes that
-      disagree, an empty prompt, an `action_step` outside [-1, block_size)
-      or with -1 inside a generated block or before a generated block, a
-      committed mask token, ids outside the vocabulary), a `bd` that differs
-      from `trace.bd`, a bad temperature or `num_steps`.
+    ValueError: as `Trace.validate` (and for ids outside the model
+      vocabulary), or for a bad `num_canvases`.
   """
-  arrays, temperature = _validate(model, trace, bd, temperature)
-  return _replay(
-      model,
-      *arrays,
-      bd=bd,
-      temperature=temperature,
-      steps_n=_num_steps(num_steps, arrays[3], bd.block_size),
-  )
+  trace = _validate(model, trace)
+  return _replay(model, trace, _num_canvases(trace, num_canvases), logits_fn)
 
 
-def _replay_graph(graphdef, state, *arrays, bd, temperature):
-  model = nnx.merge(graphdef, state)
-  return _replay(
-      model, *arrays, bd=bd, temperature=temperature, steps_n=bd.block_size
-  )
+def _replay_graph(graphdef, state, trace, *, num_canvases, logits_fn):
+  return _replay(nnx.merge(graphdef, state), trace, num_canvases, logits_fn)
 
 
-# `block_size` scan steps (unreached ones skipped at run time), so traces
-# with different numbers of steps share one compile.
 _replay_graph_jit = jax.jit(
-    _replay_graph, static_argnames=("bd", "temperature")
+    _replay_graph, static_argnames=("num_canvases", "logits_fn")
 )
+
+
+def _round_up(value: int, unit: int, most: int) -> int:
+  """`unit` times a power of two >= value, at most `most`."""
+  width = unit
+  while width < value:
+    width *= 2
+  return min(width, most)
 
 
 def compiled_replay_log_probs(
     model: nnx.Module,
-    trace: ReplayTrace,
+    trace: trace_lib.Trace,
     *,
-    bd: bd_config.BlockDiffusionConfig,
-    temperature: float | None = None,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ) -> jax.Array:
   """`replay_log_probs` for eager callers, through a cached compiled program.
 
-  Validates the concrete trace, then runs one program compiled per model
-  graph, array shapes, settings and temperature (not per trace). For
-  verification and evaluation outside a jitted step; inside one, call
-  `replay_log_probs`.
+  Validates the concrete trace, trims completion columns never generated
+  and rounds the canvas count and the width up to powers of two, so
+  rollouts of similar lengths share one program (per model graph, batch,
+  settings and temperature). For verification and evaluation outside a
+  jitted step; inside one, call `replay_log_probs`.
 
   Args:
     model: a Tunix decoder `nnx.Module`.
     trace: the recorded rollout, with concrete arrays.
-    bd: as for `replay_log_probs`.
-    temperature: as for `replay_log_probs`.
+    logits_fn: as for `replay_log_probs`.
 
   Returns:
     float32 `[batch, completion_len]`, as `replay_log_probs`.
@@ -393,54 +166,38 @@ def compiled_replay_log_probs(
         f"model must be an nnx.Module, got {type(model).__name__}; call"
         " replay_log_probs instead."
     )
-  arrays, temperature = _validate(model, trace, bd, temperature)
-  prompt, lengths, tokens, steps = arrays
-  width = _replay_width(np.asarray(steps), bd.block_size)
-  graphdef, state = nnx.split(model)
-  # The layout does not matter to replay: one compile for both.
-  bd = dataclasses.replace(bd, layout=bd_config.CLEAN_CONTEXT)
-  scores = _replay_graph_jit(
-      graphdef,
-      state,
-      prompt,
-      lengths,
-      tokens[:, :width],
-      steps[:, :width],
-      bd=bd,
-      temperature=temperature,
-  )
-  return jnp.pad(scores, ((0, 0), (0, tokens.shape[1] - width)))
-
-
-def _replay_width(steps: np.ndarray, block_size: int) -> int:
-  """Completion columns worth scoring: up to the last generated position.
-
-  Rows stop early, so a rollout with a long budget often generates a small
-  prefix of it; replaying the rest would score nothing at full cost. The
-  width is rounded up to block_size times a power of two, so rollouts of
-  similar lengths share one compiled program.
-  """
+  trace = _validate(model, trace)
+  size = trace.bd.block_size
+  steps = np.asarray(trace.action_step)
   generated = np.flatnonzero((steps >= 0).any(axis=0))
   needed = int(generated[-1]) + 1 if generated.size else 1
-  width = block_size
-  while width < needed:
-    width *= 2
-  return min(width, steps.shape[1])
+  width = _round_up(needed, size, steps.shape[1])
+  trimmed = trace.replace(
+      tokens=np.asarray(trace.tokens)[:, :width],
+      action_step=steps[:, :width],
+      action_logp=np.asarray(trace.action_logp)[:, :width],
+      bd=dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT),
+  )
+  most = canvases_lib.num_completion_blocks(size, width) * size
+  count = _round_up(canvases_lib.count_canvases(trimmed), 1, most)
+  graphdef, state = nnx.split(model)
+  scores = _replay_graph_jit(
+      graphdef, state, trimmed, num_canvases=count, logits_fn=logits_fn
+  )
+  return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))
 
 
 def max_replay_error(
-    model, trace: ReplayTrace, *, bd: bd_config.BlockDiffusionConfig
+    model,
+    trace: trace_lib.Trace,
+    *,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ) -> float:
   """Max |replayed - recorded| log-prob over the generated positions.
 
   Replay under the rollout's own parameters must give ~0 (DESIGN.md
   invariant 6); `generate.py --config.verify_replay=True` reports this. An
   `nnx.Module` is replayed by `compiled_replay_log_probs`.
-
-  Args:
-    model: the model that generated the trace.
-    trace: the recorded rollout, with concrete arrays.
-    bd: the block-diffusion settings it was generated with.
 
   Returns:
     The max absolute difference, 0.0 if no position was generated.
@@ -449,70 +206,10 @@ def max_replay_error(
     ValueError: as `replay_log_probs`.
   """
   if isinstance(model, nnx.Module):
-    replayed = compiled_replay_log_probs(model, trace, bd=bd)
+    replayed = compiled_replay_log_probs(model, trace, logits_fn=logits_fn)
   else:
-    replayed = replay_log_probs(model, trace, bd=bd)
-  steps = np.asarray(_field(trace, "action_step"))
-  recorded = np.asarray(_field(trace, "action_logp"), np.float64)
+    replayed = replay_log_probs(model, trace, logits_fn=logits_fn)
+  steps = np.asarray(trace.action_step)
+  recorded = np.asarray(trace.action_logp, np.float64)
   error = np.abs(np.asarray(replayed, np.float64) - recorded)[steps >= 0]
   return float(error.max()) if error.size else 0.0
-
-
-def replay_log_probs_reference(
-    model,
-    trace: ReplayTrace,
-    *,
-    bd: bd_config.BlockDiffusionConfig,
-    temperature: float | None = None,
-) -> np.ndarray:
-  """Brute-force replay: one single-canvas forward per row, block and step.
-
-  For tests. Each forward sees row r's logical sequence (one fixed length,
-  so one compile) with the positions after the block padded out and the
-  block's not-yet-committed completion positions masked.
-
-  Args:
-    model: a Tunix decoder called as `model(tokens, positions, None, mask)`.
-    trace: the recorded rollout.
-    bd: the block-diffusion settings (`layout` ignored).
-    temperature: as for `replay_log_probs`.
-
-  Returns:
-    float32 `[batch, completion_len]`, as `replay_log_probs`.
-
-  Raises:
-    ValueError: as `replay_log_probs`.
-  """
-  arrays, temperature = _validate(model, trace, bd, temperature)
-  prompt, lengths, tokens, steps = (np.asarray(a) for a in arrays)
-  config = dataclasses.replace(bd, layout=bd_config.SINGLE_CANVAS)
-  size = bd.block_size
-  length = prompt.shape[1] + tokens.shape[1]
-  out = np.zeros(steps.shape, np.float32)
-  for row in range(steps.shape[0]):
-    start = int(lengths[row])
-    sequence = np.zeros(length, np.int64)
-    sequence[:start] = prompt[row, :start]
-    sequence[start : start + tokens.shape[1]] = tokens[row]
-    commit_step = np.full(length, -1)
-    commit_step[start : start + tokens.shape[1]] = steps[row]
-    for block in np.unique(np.flatnonzero(commit_step >= 0) // size):
-      end = (block + 1) * size
-      here = np.flatnonzero(
-          (np.arange(length) // size == block) & (commit_step >= 0)
-      )
-      for step in range(commit_step[here].max() + 1):
-        canvas = sequence.copy()
-        canvas[here[commit_step[here] >= step]] = bd.mask_token_id
-        segments = np.arange(length) < min(end, start + tokens.shape[1])
-        logits = diffusion_lm.diffusion_logits_fn(
-            model,
-            canvas[None],
-            np.arange(length)[None],
-            segments[None].astype(np.int32),
-            config=config,
-        )
-        logp = np.asarray(diffusion_lm.log_probs(logits, temperature))[0]
-        for i in here[commit_step[here] == step]:
-          out[row, i - start] = logp[i, sequence[i]]
-  return out

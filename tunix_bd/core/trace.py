@@ -1,44 +1,87 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The trace of a denoising rollout: what replay needs to rescore it.
+"""The trace of a denoising rollout: the data contract of replay, RL and OPD.
 
 For every completion position the trace records the committed token, the
-step of its block at which it was committed and its log-probability at that
-step. Block b of row r holds the logical positions `[b * S, (b + 1) * S)`
-(S = `bd.block_size`); completion position j of row r has logical position
-`prompt_lengths[r] + j`. Steps are numbered within each block from 0, and
-a block containing prompt positions counts only its completion positions.
+step of its block at which it was committed (`action_step`) and its
+log-probability at that step (`action_logp`). It carries the settings that
+give those numbers their meaning, `bd` and `temperature`, once: consumers
+read them from the trace and never take them again beside it.
 
-Canvas rule: before step s, block b's canvas holds its prompt positions and
-exactly its completion positions with `0 <= action_step < s`; the others
-are the mask token. Earlier blocks are clean (all committed). Positions of
-blocks after the row's stop block were never generated: `action_step == -1`,
-`action_logp == 0`, and `tokens` holds the pad id there.
+Logical layout (DESIGN.md "Logical positions", "Trace"). Row r's prompt has
+logical positions `0 .. P_r - 1`, its completion slot j has logical
+position `P_r + j`, and block b holds positions `[b * S, (b + 1) * S)`
+(S = `bd.block_size`); the first completion block may start inside the
+prompt and the last may be partial. Steps are numbered from 0 within each
+block. A row generates whole blocks, in order, up to the block holding its
+first stop token (or to its last block): slots of later blocks are never
+generated (`action_step == -1`, `action_logp == 0`, `tokens` the pad id).
+
+Step canvases (DESIGN.md "Step canvases"): before step s, block b holds its
+prompt positions and exactly its completion slots with `0 <= action_step <
+s`; the others are the mask token; earlier blocks are clean. The builders
+are in `tunix_bd.core.canvases`.
+
+Physical layouts. In a `Trace`, prompts are right-padded (`prompt_tokens`
+`[batch, P]` with `prompt_lengths`), completions start at column 0. Tunix's
+RL `TrainExample` layout, which `to_tunix_layout` / `from_tunix_layout`
+convert to and from without loss, is:
+
+  * `prompt_ids` int32 `[batch, P]`, LEFT-padded, `prompt_mask` bool
+    `[batch, P]` True on the real prompt tokens (the last `P_r` columns);
+  * `completion_ids` int32 `[batch, T]`, right-padded: completion slot j in
+    column j, the pad id where never generated; `completion_mask` bool
+    `[batch, T]` True on every generated slot, i.e. every action (after the
+    first stop token too, up to the end of its block: those are actions of
+    the decision process and score like any other);
+  * `action_step` int32 and `action_logp` float32 `[batch, T]`, the trace's
+    own, riding beside them (e.g. in a `TrainExample` subclass).
+
+So an RL step carries the trace through Tunix unchanged: the prompt and
+completion fields Tunix already shards and slices, plus two per-token
+fields, with `bd` and `temperature` static.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import flax
+import jax
+import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import diffusion_lm
 
 
-def _array(name: str, value: Any, ndim: int, kind: str) -> np.ndarray:
-  value = np.asarray(value)
+
+def _is_concrete(*xs) -> bool:
+  return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def _array(name: str, value: Any, ndim: int, integer: bool) -> Any:
+  if not isinstance(value, jax.Array):
+    value = np.asarray(value)
   if value.ndim != ndim:
-    raise ValueError(f"trace.{name} must have rank {ndim}, got {value.shape}.")
-  if kind == "int" and not np.issubdtype(value.dtype, np.integer):
-    raise ValueError(f"trace.{name} must be integer, got {value.dtype}.")
-  if kind == "float" and not np.issubdtype(value.dtype, np.floating):
-    raise ValueError(f"trace.{name} must be float, got {value.dtype}.")
+    raise ValueError(
+        f"trace.{name} must have rank {ndim}, got shape {value.shape}."
+    )
+  if integer != bool(jnp.issubdtype(value.dtype, jnp.integer)):
+    kind = "an integer" if integer else "a float"
+    raise ValueError(f"trace.{name} must be {kind} array, got {value.dtype}.")
   return value
+
+
+def completion_blocks(prompt_lengths: Any, width: int, block_size: int) -> Any:
+  """int `[batch, width]` completion block of each slot, from the row's first."""
+  xp = jnp if isinstance(prompt_lengths, jax.Array) else np
+  blocks = (prompt_lengths[:, None] + xp.arange(width)) // block_size
+  return blocks - blocks[:, :1]
 
 
 @flax.struct.dataclass
 class Trace:
-  """A recorded denoising rollout (see the module docstring for the rule).
+  """A recorded denoising rollout (see the module docstring for the rules).
 
   Attributes:
     prompt_tokens: int32 `[batch, prompt_len]` prompts in logical order,
@@ -49,9 +92,8 @@ class Trace:
     action_step: int32 `[batch, max_new_tokens]` the step within its block
       (from 0) at which each position was committed; -1 if never generated.
     action_logp: float32 `[batch, max_new_tokens]` log-prob of the committed
-      token under the step's distribution: the temperature-scaled
-      log-softmax over the vocabulary without the mask token; 0 where never
-      generated.
+      token under the step's distribution, `diffusion_lm.log_probs` at
+      `temperature`; 0 where never generated.
     temperature: the temperature of that distribution: the sampling
       temperature, or 1.0 for greedy decoding (which samples nothing).
     bd: the block-diffusion settings the rollout used.
@@ -73,99 +115,268 @@ class Trace:
     width = np.asarray(self.tokens).shape[1]
     return (lengths + np.arange(width)) // self.bd.block_size
 
-  def validate(self) -> Trace:
-    """Checks the trace's shapes and its step rules (fail closed).
+  def validate(
+      self, *, vocab_size: int | None = None, stop_ids: Sequence[int] = ()
+  ) -> Trace:
+    """Checks the trace against its rules (fail closed); the one validator.
+
+    Static checks (types, ranks, dtypes, shapes, `bd`, `temperature`)
+    always run; value checks only on concrete arrays (not under `jit`).
+
+    Args:
+      vocab_size: if given, generated tokens must be ids in [0, vocab_size).
+      stop_ids: if given, every row must have generated exactly up to the
+        block holding its first generated stop token, or every block (the
+        stopping rule of `tunix_bd.eos`).
 
     Returns:
       The trace itself.
 
     Raises:
-      ValueError: naming the field, for wrong ranks, dtypes or shapes, a
-        prompt length outside [1, prompt_len], a bad temperature or `bd`,
-        an `action_step` outside [-1, block_size), never-generated positions
-        that are not whole trailing blocks, a block whose steps are not
-        0..k-1 each committing at least one position, a committed mask
-        token, or a log-prob that is not finite and <= 0.
+      ValueError: naming the field, for a `bd` or temperature that is not
+        valid, wrong ranks, dtypes or shapes, an empty prompt or completion,
+        a prompt length outside [1, prompt_len] (or rejected by the
+        alignment), an `action_step` outside [-1, block_size), -1 inside a
+        generated block or before a generated block, steps of a block that
+        are not 0..k-1, a committed mask token or an id outside the
+        vocabulary, a log-prob that is not finite and <= 0, or a row that
+        stopped before (or continued past) its stop block.
     """
-    if not isinstance(self.bd, bd_config_lib.BlockDiffusionConfig):
+    bd = self.bd
+    if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
       raise ValueError(
-          f"trace.bd must be a BlockDiffusionConfig, got {self.bd!r}."
+          f"trace.bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
       )
-    temperature = self.temperature
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float, np.integer, np.floating))
-        or not 0.0 < temperature < float("inf")
-    ):
-      raise ValueError(
-          f"trace.temperature must be a finite number > 0, got {temperature!r}."
-      )
-    prompt = _array("prompt_tokens", self.prompt_tokens, 2, "int")
-    lengths = _array("prompt_lengths", self.prompt_lengths, 1, "int")
-    tokens = _array("tokens", self.tokens, 2, "int")
-    steps = _array("action_step", self.action_step, 2, "int")
-    logp = _array("action_logp", self.action_logp, 2, "float")
+    diffusion_lm.check_temperature(self.temperature, "trace.temperature")
+    prompt = _array("prompt_tokens", self.prompt_tokens, 2, True)
+    lengths = _array("prompt_lengths", self.prompt_lengths, 1, True)
+    tokens = _array("tokens", self.tokens, 2, True)
+    steps = _array("action_step", self.action_step, 2, True)
+    logp = _array("action_logp", self.action_logp, 2, False)
     batch, prompt_len = prompt.shape
-    if lengths.shape != (batch,) or tokens.shape[0] != batch:
+    if prompt_len == 0:
+      raise ValueError("trace.prompt_tokens is empty; a trace needs a prompt.")
+    if lengths.shape != (batch,):
       raise ValueError(
-          f"trace batch sizes differ: prompt_tokens {prompt.shape},"
-          f" prompt_lengths {lengths.shape}, tokens {tokens.shape}."
+          f"trace.prompt_lengths must have shape ({batch},), got"
+          f" {lengths.shape}."
+      )
+    if tokens.shape[0] != batch or tokens.shape[1] == 0:
+      raise ValueError(
+          f"trace.tokens must have shape [{batch}, completion_len >= 1], got"
+          f" {tokens.shape}."
       )
     for name, value in (("action_step", steps), ("action_logp", logp)):
       if value.shape != tokens.shape:
         raise ValueError(
-            f"trace.{name} must have the shape of tokens {tokens.shape}, got"
-            f" {value.shape}."
+            f"trace.{name} must have shape {tokens.shape} (that of tokens),"
+            f" got {value.shape}."
         )
+    if not _is_concrete(lengths, tokens, steps, logp):
+      return self
+    lengths, tokens, steps, logp = (
+        np.asarray(x) for x in (lengths, tokens, steps, logp)
+    )
+    try:
+      bd.validate_prompt_lengths(lengths)
+    except ValueError as e:
+      raise ValueError(f"trace.prompt_lengths: {e}") from e
     if ((lengths < 1) | (lengths > prompt_len)).any():
       raise ValueError(
-          f"trace.prompt_lengths must be in [1, {prompt_len}], got"
+          f"trace.prompt_lengths must be in [1, {prompt_len}] (no empty"
+          " prompt, at most the width of prompt_tokens), got"
           f" {lengths.tolist()}."
       )
-    size = self.bd.block_size
-    if ((steps < -1) | (steps >= size)).any():
-      raise ValueError(
-          f"trace.action_step must be in [-1, {size}), got values"
-          f" {sorted(set(steps[(steps < -1) | (steps >= size)].tolist()))}."
-      )
+    _check_steps(steps, lengths, bd.block_size)
     generated = steps >= 0
-    if (tokens[generated] == self.bd.mask_token_id).any():
-      raise ValueError("trace.tokens commits the mask token.")
+    if (tokens[generated] == bd.mask_token_id).any():
+      raise ValueError(
+          f"trace.tokens commits the mask token {bd.mask_token_id}, which is"
+          " never sampled."
+      )
+    if vocab_size is not None:
+      out = generated & ((tokens < 0) | (tokens >= vocab_size))
+      if out.any():
+        raise ValueError(
+            f"trace.tokens has ids outside the model vocabulary [0,"
+            f" {vocab_size}): {sorted(set(tokens[out].tolist()))}."
+        )
     gen_logp = logp[generated]
     if not (np.isfinite(gen_logp) & (gen_logp <= 0.0)).all():
       raise ValueError("trace.action_logp must be finite and <= 0.")
-    # Per (row, block relative to the row's first): how many positions,
-    # how many generated, and which steps were used.
-    blocks = self.blocks()
-    blocks = blocks - blocks[:, :1]
-    rows = np.broadcast_to(np.arange(batch)[:, None], blocks.shape)
-    num_blocks = int(blocks.max()) + 1
-    total = np.zeros((batch, num_blocks), np.int64)
-    done = np.zeros_like(total)
-    np.add.at(total, (rows, blocks), 1)
-    np.add.at(done, (rows, blocks), generated)
-    if ((done > 0) & (done < total)).any():
-      row, block = np.argwhere((done > 0) & (done < total))[0]
-      raise ValueError(
-          f"trace.action_step of row {row}: completion block {block} is"
-          " partly generated; a row commits whole blocks."
-      )
-    whole = done > 0
-    if (whole[:, 1:] & ~whole[:, :-1]).any():
-      row, block = np.argwhere(whole[:, 1:] & ~whole[:, :-1])[0]
-      raise ValueError(
-          f"trace.action_step of row {row}: completion block {block + 1} is"
-          " generated after a block that was not; -1 must be a tail."
-      )
-    used = np.zeros((batch, num_blocks, size), bool)
-    used[rows[generated], blocks[generated], steps[generated]] = True
-    # Steps 0..k-1 each commit at least one position: the used steps form a
-    # prefix of 0, 1, 2, ...
-    if (used[:, :, 1:] & ~used[:, :, :-1]).any():
-      row, block, _ = np.argwhere(used[:, :, 1:] & ~used[:, :, :-1])[0]
-      raise ValueError(
-          f"trace.action_step of row {row}, completion block {block}: steps"
-          f" {np.flatnonzero(used[row, block]).tolist()} are not 0..k-1"
-          " (every step commits at least one position)."
-      )
+    if stop_ids:
+      _check_stops(tokens, steps, lengths, bd.block_size, stop_ids)
     return self
+
+
+def _check_steps(steps, lengths, block_size) -> None:
+  """Whole blocks, generated as a prefix, each with steps 0..k-1."""
+  if ((steps < -1) | (steps >= block_size)).any():
+    bad = steps[(steps < -1) | (steps >= block_size)]
+    raise ValueError(
+        f"trace.action_step must be in [-1, block_size={block_size}), got"
+        f" {sorted(set(bad.tolist()))}."
+    )
+  batch = steps.shape[0]
+  blocks = completion_blocks(lengths, steps.shape[1], block_size)
+  rows = np.broadcast_to(np.arange(batch)[:, None], steps.shape)
+  size = np.zeros((batch, int(blocks.max()) + 1), np.int64)
+  done = np.zeros_like(size)
+  np.add.at(size, (rows, blocks), 1)
+  np.add.at(done, (rows, blocks), steps >= 0)
+  mixed = (done > 0) & (done < size)
+  if mixed.any():
+    row, block = np.argwhere(mixed)[0]
+    raise ValueError(
+        f"trace.action_step of row {row} has -1 in the middle of generated"
+        f" completion block {block}; a row commits whole blocks."
+    )
+  whole = done > 0
+  resumed = whole[:, 1:] & ~whole[:, :-1]
+  if resumed.any():
+    row, block = np.argwhere(resumed)[0]
+    raise ValueError(
+        f"trace.action_step of row {row} generates completion block"
+        f" {block + 1} after an ungenerated block; -1 must be a tail."
+    )
+  generated = steps >= 0
+  used = np.zeros(size.shape + (block_size,), bool)
+  used[rows[generated], blocks[generated], steps[generated]] = True
+  # Every step commits at least one position: the used steps are 0..k-1.
+  gap = used[:, :, 1:] & ~used[:, :, :-1]
+  if gap.any():
+    row, block, _ = np.argwhere(gap)[0]
+    raise ValueError(
+        f"trace.action_step of row {row}, completion block {block}: steps"
+        f" {np.flatnonzero(used[row, block]).tolist()} are not 0..k-1"
+        " (every step commits at least one position)."
+    )
+
+
+def _check_stops(tokens, steps, lengths, block_size, stop_ids) -> None:
+  """A row generates up to its first stop block, or every block."""
+  blocks = completion_blocks(lengths, steps.shape[1], block_size)
+  stops = np.isin(tokens, np.asarray(stop_ids, np.int64)) & (steps >= 0)
+  last = blocks.max(axis=1)
+  stop_block = np.where(stops, blocks, last[:, None] + 1).min(axis=1)
+  stop_block = np.minimum(stop_block, last)
+  generated_to = np.where(steps >= 0, blocks, -1).max(axis=1)
+  bad = generated_to != stop_block
+  if bad.any():
+    raise ValueError(
+        "trace rows"
+        f" {np.flatnonzero(bad).tolist()} end at completion blocks"
+        f" {generated_to[bad].tolist()}, but their stop blocks are"
+        f" {stop_block[bad].tolist()}: denoising left masked positions (or"
+        " ran past a stop token)."
+    )
+
+
+def to_tunix_layout(trace: Trace, *, pad_id: int) -> dict[str, np.ndarray]:
+  """The trace in Tunix's `TrainExample` layout (see the module docstring).
+
+  Args:
+    trace: a trace with concrete arrays.
+    pad_id: the id of left-padding prompt slots and never-generated slots.
+
+  Returns:
+    `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`,
+    `action_step` and `action_logp`, NumPy arrays.
+
+  Raises:
+    ValueError: as `Trace.validate`.
+  """
+  trace.validate()
+  prompt = np.asarray(trace.prompt_tokens)
+  lengths = np.asarray(trace.prompt_lengths)
+  width = prompt.shape[1]
+  # Left padding: real token i of row r goes to column width - P_r + i.
+  shift = width - lengths[:, None]
+  source = np.arange(width)[None, :] - shift
+  prompt_mask = source >= 0
+  gathered = np.take_along_axis(prompt, np.clip(source, 0, width - 1), axis=1)
+  steps = np.asarray(trace.action_step, np.int32)
+  completion_mask = steps >= 0
+  return dict(
+      prompt_ids=np.where(prompt_mask, gathered, pad_id).astype(np.int32),
+      prompt_mask=prompt_mask,
+      completion_ids=np.where(
+          completion_mask, np.asarray(trace.tokens), pad_id
+      ).astype(np.int32),
+      completion_mask=completion_mask,
+      action_step=steps,
+      action_logp=np.where(
+          completion_mask, np.asarray(trace.action_logp), 0.0
+      ).astype(np.float32),
+  )
+
+
+def from_tunix_layout(
+    *,
+    prompt_ids: Any,
+    prompt_mask: Any,
+    completion_ids: Any,
+    completion_mask: Any,
+    action_step: Any,
+    action_logp: Any,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    temperature: float,
+) -> Trace:
+  """The `Trace` of fields in Tunix's `TrainExample` layout; validated.
+
+  Args:
+    prompt_ids: int `[batch, P]` left-padded prompts.
+    prompt_mask: bool `[batch, P]`, True on real prompt tokens, which must
+      be the last columns of each row.
+    completion_ids: int `[batch, T]` right-padded completions.
+    completion_mask: bool `[batch, T]`, True exactly where `action_step >=
+      0`.
+    action_step: int `[batch, T]` the trace's commit steps.
+    action_logp: float `[batch, T]` the trace's log-probs.
+    bd: the rollout's block-diffusion settings.
+    temperature: the rollout's temperature (1.0 if greedy).
+
+  Returns:
+    The trace.
+
+  Raises:
+    ValueError: for a prompt mask that is not a left padding, a completion
+      mask that disagrees with `action_step`, or as `Trace.validate`.
+  """
+  prompt_ids = np.asarray(prompt_ids)
+  prompt_mask = np.asarray(prompt_mask, bool)
+  if prompt_mask.shape != prompt_ids.shape or prompt_ids.ndim != 2:
+    raise ValueError(
+        f"prompt_mask {prompt_mask.shape} must have the [batch, P] shape of"
+        f" prompt_ids {prompt_ids.shape}."
+    )
+  lengths = prompt_mask.sum(axis=1)
+  width = prompt_ids.shape[1]
+  left_padded = np.arange(width)[None, :] >= (width - lengths)[:, None]
+  if (left_padded != prompt_mask).any():
+    rows = np.flatnonzero((left_padded != prompt_mask).any(axis=1)).tolist()
+    raise ValueError(
+        f"prompt_mask of rows {rows} is not a left padding (real tokens"
+        " must be the last columns)."
+    )
+  steps = np.asarray(action_step)
+  if np.asarray(completion_mask, bool).shape != steps.shape or (
+      np.asarray(completion_mask, bool) != (steps >= 0)
+  ).any():
+    raise ValueError(
+        "completion_mask must be True exactly where action_step >= 0 (the"
+        " generated slots)."
+    )
+  source = np.arange(width)[None, :] + (width - lengths)[:, None]
+  prompt = np.take_along_axis(prompt_ids, np.clip(source, 0, width - 1), axis=1)
+  # Right padding with 0: columns past a prompt's length are never read.
+  prompt = np.where(source < width, prompt, 0)
+  return Trace(
+      prompt_tokens=prompt.astype(np.int32),
+      prompt_lengths=lengths.astype(np.int32),
+      tokens=np.asarray(completion_ids).astype(np.int32),
+      action_step=steps.astype(np.int32),
+      action_logp=np.asarray(action_logp, np.float32),
+      temperature=temperature,
+      bd=bd,
+  ).validate()
