@@ -23,9 +23,10 @@ from __future__ import annotations
 import flax
 import jax
 import jax.numpy as jnp
-from tunix_bd.core import masks
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import families
+from tunix_bd.core import masks
 
 
 @flax.struct.dataclass
@@ -66,10 +67,10 @@ def init_block_cache(
     vocab_size: int | None = None,
     dtype: jnp.dtype = jnp.float32,
 ) -> BlockCache:
-  """An empty `BlockCache` over `model.init_cache(batch, cache_size, dtype)`.
+  """An empty `BlockCache` over the model's empty KV cache.
 
   Args:
-    model: a Tunix decoder with `init_cache`.
+    model: a Tunix decoder of a supported family (`families`).
     batch_size: rows, >= 1.
     cache_size: slots, >= 1; at least the total canvas length.
     vocab_size: logits width; None reads `model.config.vocab_size`.
@@ -79,7 +80,7 @@ def init_block_cache(
     The empty cache.
 
   Raises:
-    ValueError: for a non-positive size.
+    ValueError: for a non-positive size or an unsupported model.
   """
   for name, value in (("batch_size", batch_size), ("cache_size", cache_size)):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -87,7 +88,7 @@ def init_block_cache(
   if vocab_size is None:
     vocab_size = model.config.vocab_size
   return BlockCache(
-      kv=model.init_cache(batch_size, cache_size, dtype),
+      kv=families.init_kv_cache(model, batch_size, cache_size, dtype),
       positions=jnp.zeros((batch_size, cache_size), jnp.int32),
       segment_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
       end_index=jnp.zeros((), jnp.int32),

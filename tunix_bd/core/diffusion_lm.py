@@ -36,8 +36,9 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix_bd.core import masks
 from tunix_bd.core import bd_config
+from tunix_bd.core import families
+from tunix_bd.core import masks
 
 # The mask token's logit. Finite on purpose: -inf would make `0 * log p` and
 # `inf - inf` NaN in losses and their gradients. In float32,
@@ -116,8 +117,9 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
   """Validates the common inputs (shared); `prefix` names the argument.
 
   Args:
-    model: the decoder; its `config` (if any) is checked for flash attention
-      and a mask id outside the vocabulary.
+    model: the decoder; its `config` (if any) is checked for a supported
+      family (`families`), flash attention and a mask id outside the
+      vocabulary.
     tokens: int `[batch, length]` ids.
     positions: int `[batch, length]` logical positions.
     segment_ids: int `[batch, length]`, 0 = pad; None means one segment.
@@ -128,14 +130,17 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
     `(tokens, positions, segment_ids)` as int32 arrays.
 
   Raises:
-    ValueError: for a wrong config type, flash attention, a mask id outside
-      the model vocabulary, or ids of the wrong rank, dtype or shape.
+    ValueError: for a wrong config type, an unsupported model family, flash
+      attention, a mask id outside the model vocabulary, or ids of the wrong
+      rank, dtype or shape.
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
         f"config must be a BlockDiffusionConfig, got {type(config).__name__}."
     )
   model_config = getattr(model, "config", None)
+  if model_config is not None:
+    families.family(model_config)  # Fails closed outside the families.
   if getattr(model_config, "use_flash_attention", False):
     # Tunix's Splash path ignores the mask passed in: it would be causal.
     raise ValueError(

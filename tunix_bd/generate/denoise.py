@@ -42,11 +42,14 @@ import jax
 import numpy as np
 from tunix_bd import config_utils
 from tunix_bd import eos
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import block_cache
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import inputs as inputs_lib
-from tunix_bd.core import trace as trace_lib
-from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.generate import step as step_lib
 
 # Sampling knobs of AR samplers that block denoising does not implement.
 _UNSUPPORTED_FILTERS = (
@@ -220,6 +223,10 @@ class Denoiser:
       *,
       bd: bd_config_lib.BlockDiffusionConfig,
       config: DenoiseConfig,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+          block_cache.block_logits_with_cache
+      ),
   ):
     """Checks and captures what every call shares.
 
@@ -227,6 +234,8 @@ class Denoiser:
       model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
       bd: the model's block-diffusion settings.
       config: the denoising settings.
+      logits_fn: the cache-free model call (`use_cache=False`).
+      cached_logits_fn: the cached model call (`use_cache=True`).
 
     Raises:
       ValueError: for a bad config, or a `bd` that does not fit the model
@@ -263,12 +272,15 @@ class Denoiser:
     self._layout = decode_loop.Layout.create(
         bd.block_size, config.max_prompt_length, config.max_new_tokens
     )
-    self._params = dict(
-        rule=np.int32(commit_rules.RULES.index(config.rule)),
-        threshold=np.float32(config.threshold),
-        top_k=np.int32(config.top_k),
-        factor=np.float32(config.factor),
-        temperature=np.float32(config.temperature),
+    self._params = step_lib.CommitParams.create(
+        rule=config.rule,
+        threshold=config.threshold,
+        top_k=config.top_k,
+        factor=config.factor,
+        temperature=config.temperature,
+    )
+    self._logits_fns = dict(
+        logits_fn=logits_fn, cached_logits_fn=cached_logits_fn
     )
     self._stop_ids = np.asarray(config.stop_ids, np.int32)
 
@@ -300,6 +312,7 @@ class Denoiser:
             bd=bd,
             layout=self._layout,
             use_cache=config.use_cache,
+            **self._logits_fns,
         )
     )
 
@@ -311,28 +324,29 @@ class Denoiser:
     generated = steps >= 0
     tokens = np.where(generated, take(out["canvas"]), config.pad_id)
     logp = np.where(generated, take(out["logp_at"]), 0.0).astype(np.float32)
-    inputs_lib.check_finished(
-        out["nonfinite"], steps, tokens, lengths, bd, config
+    trace = trace_lib.Trace(
+        prompt_tokens=prompts,
+        prompt_lengths=lengths,
+        tokens=tokens.astype(np.int32),
+        action_step=steps,
+        action_logp=logp,
+        temperature=1.0 if config.greedy else config.temperature,
+        bd=bd,
     )
+    inputs_lib.check_finished(out["nonfinite"], trace, config.stop_ids)
 
     completions = eos.truncate_at_stop(tokens, config.stop_ids)
-    forwards = np.asarray(out["forwards"], np.int32)
+    # Every forward is a denoising step of each row it serves: cache writes
+    # ride on the next block's first step.
+    forwards = np.asarray(out["num_steps"], np.int32)
     returned = np.asarray([len(c) for c in completions], np.float32)
     return DenoiseOutput(
         completion_tokens=tokens.astype(np.int32),
         completions=completions,
         num_forwards=forwards,
-        num_steps=np.asarray(out["num_steps"], np.int32),
+        num_steps=forwards.copy(),
         tokens_per_forward=returned / np.maximum(forwards, 1),
-        trace=trace_lib.Trace(
-            prompt_tokens=prompts,
-            prompt_lengths=lengths,
-            tokens=tokens.astype(np.int32),
-            action_step=steps,
-            action_logp=logp,
-            temperature=1.0 if config.greedy else config.temperature,
-            bd=bd,
-        ),
+        trace=trace,
     )
 
 

@@ -3,14 +3,17 @@
 """Fail-closed checks of what block denoising is given and what it returns.
 
 Prompts and seeds are checked before any compute, with errors that name the
-rows; a finished decode is checked for non-finite logits and for positions
-left masked.
+rows; a finished decode is checked for non-finite logits and against the
+trace rules (`Trace.validate`), e.g. for positions left masked.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import jax
 import numpy as np
+from tunix_bd.core import trace as trace_lib
 
 
 def prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
@@ -95,16 +98,20 @@ def seeds(values, batch: int, config) -> np.ndarray:
   return values.astype(np.uint32)
 
 
-def check_finished(nonfinite, steps, tokens, lengths, bd, config):
-  """Fails closed on non-finite logits or positions left masked.
+def check_finished(
+    nonfinite: np.ndarray, trace: trace_lib.Trace, stop_ids: Sequence[int]
+) -> None:
+  """Fails closed on non-finite logits or a trace that breaks its rules.
 
   Args:
     nonfinite: bool `[batch]`, rows that met a non-finite logit.
-    steps: int `[batch, max_new_tokens]` commit step per slot, -1 if none.
-    tokens: int `[batch, max_new_tokens]` completion slots.
-    lengths: int `[batch]` prompt lengths.
-    bd: the block-diffusion settings.
-    config: the `DenoiseConfig`.
+    trace: the decoded batch's trace, checked by `Trace.validate` with the
+      stop ids (rows must have generated whole blocks up to their stop
+      block, or all of them).
+    stop_ids: the ids that stop a row.
+
+  Raises:
+    ValueError: naming the rows.
   """
   nonfinite = np.asarray(nonfinite)
   if nonfinite.any():
@@ -112,19 +119,4 @@ def check_finished(nonfinite, steps, tokens, lengths, bd, config):
         "non-finite logits while denoising rows"
         f" {np.flatnonzero(nonfinite).tolist()}."
     )
-  # Each row must have generated whole blocks up to its stop block (or all).
-  size = bd.block_size
-  blocks = (lengths[:, None] + np.arange(steps.shape[1])) // size
-  blocks -= blocks[:, :1]
-  is_stop = np.isin(tokens, np.asarray(config.stop_ids, np.int64))
-  stop_block = np.where(
-      (is_stop & (steps >= 0)).any(axis=1),
-      np.where(is_stop & (steps >= 0), blocks, blocks.max() + 1).min(axis=1),
-      blocks.max(axis=1),
-  )
-  unresolved = ((steps < 0) & (blocks <= stop_block[:, None])).any(axis=1)
-  if unresolved.any():
-    raise ValueError(
-        "denoising left masked positions in rows"
-        f" {np.flatnonzero(unresolved).tolist()}."
-    )
+  trace.validate(stop_ids=stop_ids)

@@ -31,7 +31,7 @@ from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.recipes import common
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
-from tunix_bd.sft import loss as loss_lib
+from tunix_bd.sft import trainer as trainer_lib
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -160,7 +160,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       config=bd,
       eos_id=eos_id,
   )
-  trainer = loss_lib.DiffusionSftTrainer(
+  trainer = trainer_lib.DiffusionSftTrainer(
       model,
       common.optimizer(config.train),
       common.training_config(
