@@ -193,6 +193,9 @@ class QuickstartTest(absltest.TestCase):
     long = report["workloads"]["long"]
     self.assertEqual(long["max_new_tokens"], 12)
     self.assertEqual(list(long["cells"]), ["batch=1", "batch=2"])
+    self.assertEqual(list(long["replay"]), ["batch=1", "batch=2"])
+    for r in long["replay"].values():
+      self.assertGreater(r["replay_over_rollout"], 0.0)
     for cells in long["cells"].values():
       # The same model and greedy rule: cached and cache-free agree.
       self.assertEqual(

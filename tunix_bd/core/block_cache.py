@@ -48,6 +48,11 @@ class BlockCache:
     boundary_positions: int32 `[batch]` logical position of that token, -1
       if none.
     boundary_segment_ids: int32 `[batch]` its segment id, 0 if none.
+    canvas_ids: int32 `[batch, cache_size]` canvas ids of the slots (0 =
+      clean; see `masks.canvas_mask`).
+    committed_logits: float32 `[batch, cache_size, vocab]` raw logits of the
+      committed slots, kept only by a cache made with `keep_logits=True`
+      (packed canvases read their blocks' predictors there); else None.
   """
 
   kv: dict
@@ -57,6 +62,8 @@ class BlockCache:
   boundary_logits: jax.Array
   boundary_positions: jax.Array
   boundary_segment_ids: jax.Array
+  canvas_ids: jax.Array
+  committed_logits: jax.Array | None
 
 
 def init_block_cache(
@@ -66,6 +73,7 @@ def init_block_cache(
     *,
     vocab_size: int | None = None,
     dtype: jnp.dtype = jnp.float32,
+    keep_logits: bool = False,
 ) -> BlockCache:
   """An empty `BlockCache` over the model's empty KV cache.
 
@@ -75,6 +83,8 @@ def init_block_cache(
     cache_size: slots, >= 1; at least the total canvas length.
     vocab_size: logits width; None reads `model.config.vocab_size`.
     dtype: the KV dtype passed to `init_cache`.
+    keep_logits: also keep the raw logits of committed slots (memory
+      `[batch, cache_size, vocab]`), for `canvas_ids` calls.
 
   Returns:
     The empty cache.
@@ -95,6 +105,12 @@ def init_block_cache(
       boundary_logits=jnp.zeros((batch_size, vocab_size), jnp.float32),
       boundary_positions=jnp.full((batch_size,), -1, jnp.int32),
       boundary_segment_ids=jnp.zeros((batch_size,), jnp.int32),
+      canvas_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
+      committed_logits=(
+          jnp.zeros((batch_size, cache_size, vocab_size), jnp.float32)
+          if keep_logits
+          else None
+      ),
   )
 
 
@@ -134,6 +150,7 @@ def block_logits_with_cache(
     *,
     config: bd_config.BlockDiffusionConfig,
     commit_length: int | None = None,
+    canvas_ids: jax.Array | None = None,
 ) -> tuple[jax.Array, BlockCache]:
   """Target-aligned logits of one block against the cached earlier blocks.
 
@@ -142,6 +159,13 @@ def block_logits_with_cache(
   cache; committing a block evaluates it clean and keeps the cache, alone or
   followed by the next block's canvas with `commit_length` set.
   `config.layout` does not matter here: the cache holds clean blocks.
+
+  With `canvas_ids`, the columns are noisy canvases (packed replay), each
+  one block at one step, scored against a cache that may hold every block
+  clean: under `masks.canvas_mask` a canvas sees the cached blocks before
+  its own and itself, and under `shifted` alignment its block's first token
+  is predicted by the cached raw logit of the token before (the cache must
+  keep logits). Nothing is committed: the cache comes back unchanged.
 
   Args:
     model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
@@ -154,6 +178,8 @@ def block_logits_with_cache(
       blocks, clean); the rest are evaluated but stay unwritten in the new
       cache (segment id 0, `end_index` after the committed columns), so the
       next call overwrites them. None commits all `block_len`.
+    canvas_ids: int `[batch, block_len]` ids >= 1 of noisy canvases, or
+      None (a clean block or one denoising canvas).
 
   Returns:
     `(logits, new_cache)`: float32 `[batch, block_len, vocab]` target-aligned
@@ -163,8 +189,9 @@ def block_logits_with_cache(
 
   Raises:
     ValueError: for ids of the wrong rank, dtype or shape, a batch size that
-      differs from the cache's, a `commit_length` outside `[1, block_len]`,
-      or (when known) a cache without room.
+      differs from the cache's, a `commit_length` outside `[1, block_len]`
+      (or any with `canvas_ids`), canvas ids against a cache without
+      logits, or (when known) a cache without room.
   """
   tokens, positions, segments = diffusion_lm.check_inputs(
       model,
@@ -175,6 +202,19 @@ def block_logits_with_cache(
       prefix="block_",
   )
   batch, block_len = tokens.shape
+  if canvas_ids is not None:
+    if commit_length is not None:
+      raise ValueError("canvas_ids columns are never committed.")
+    if cache.committed_logits is None and (
+        config.alignment == bd_config.SHIFTED
+    ):
+      raise ValueError(
+          "canvas_ids under shifted alignment need a cache made with"
+          " keep_logits=True."
+      )
+    return _canvas_logits(
+        model, tokens, positions, segments, cache, config, canvas_ids
+    )
   if commit_length is None:
     commit_length = block_len
   if (
@@ -234,6 +274,11 @@ def block_logits_with_cache(
     )
 
   new_end = end + commit_length
+  committed_logits = cache.committed_logits
+  if committed_logits is not None:
+    committed_logits = jax.lax.dynamic_update_slice(
+        committed_logits, raw, (0, end, 0)
+    )
   if commit_length < block_len:
     # Uncommitted slots read as unwritten: masked out, and overwritten by the
     # next call, which writes at the rewound `end_index`.
@@ -267,11 +312,48 @@ def block_logits_with_cache(
       boundary_segment_ids=jnp.where(
           has_tokens, last_segment, cache.boundary_segment_ids
       ),
+      canvas_ids=cache.canvas_ids,
+      committed_logits=committed_logits,
   )
   return (
       diffusion_lm.exclude_mask_token(logits, config.mask_token_id),
       new_cache,
   )
+
+
+def _canvas_logits(model, tokens, positions, segments, cache, config, ids):
+  """`block_logits_with_cache` of noisy canvases (`canvas_ids`)."""
+  ids = masks.check_ids("canvas_ids", ids, tokens.shape)
+  end = cache.end_index
+  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, end))
+  mask = masks.canvas_mask(
+      positions,
+      put(cache.positions, positions),
+      config.block_size,
+      q_canvas_ids=ids,
+      kv_canvas_ids=put(cache.canvas_ids, ids),
+      q_segment_ids=segments,
+      kv_segment_ids=put(cache.segment_ids, segments),
+  )
+  raw, _ = model(tokens, positions, cache.kv, mask)
+  raw = raw.astype(jnp.float32)
+  if config.alignment == bd_config.SAME_POSITION:
+    return diffusion_lm.exclude_mask_token(raw, config.mask_token_id), cache
+  index, found = diffusion_lm.predecessors(positions, segments, ids)
+  # A block's first token: the clean token before it, in the cache.
+  cached, in_cache = diffusion_lm.locate(
+      positions - 1, segments, cache.positions, cache.segment_ids
+  )
+  logits = jnp.where(
+      found[:, :, None],
+      diffusion_lm.gather_rows(raw, index),
+      jnp.where(
+          in_cache[:, :, None],
+          diffusion_lm.gather_rows(cache.committed_logits, cached),
+          0.0,
+      ),
+  )
+  return diffusion_lm.exclude_mask_token(logits, config.mask_token_id), cache
 
 
 def prefill(

@@ -112,7 +112,14 @@ def block_steps(trace: trace_lib.Trace) -> jax.Array:
 
 def count_canvases(trace: trace_lib.Trace) -> int:
   """The most (block, step) canvases of any row (concrete traces only)."""
-  return max(int(np.max(np.sum(np.asarray(block_steps(trace)), axis=1))), 1)
+  steps = np.asarray(trace.action_step)
+  blocks = trace_lib.completion_blocks(
+      np.asarray(trace.prompt_lengths), steps.shape[1], trace.bd.block_size
+  )
+  rows = np.broadcast_to(np.arange(steps.shape[0])[:, None], steps.shape)
+  counts = np.zeros((steps.shape[0], int(blocks.max()) + 1), np.int64)
+  np.maximum.at(counts, (rows, blocks), steps + 1)
+  return max(int(counts.sum(axis=1).max()), 1)
 
 
 @flax.struct.dataclass

@@ -91,6 +91,7 @@ class CachedLogitsFn(Protocol):
       *,
       config: bd_config.BlockDiffusionConfig,
       commit_length: int | None = None,
+      canvas_ids: jax.Array | None = None,
   ) -> tuple[jax.Array, Any]:
     ...
 

@@ -127,7 +127,7 @@ def decode_prompts(
     forwards.append(out.num_forwards)
     tpf.append(out.tokens_per_forward)
     if verify_replay:
-      error = max(error, replay.max_replay_error(model, out.trace, bd=bd))
+      error = max(error, replay.max_replay_error(model, out.trace))
   n = len(prompts)
   return DecodeResult(
       texts=texts[:n],
