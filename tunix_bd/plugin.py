@@ -43,7 +43,7 @@ PLUGIN = plugin_api.Plugin(
             "tunix_bd.sft.loss.sft_loss), DiffusionSftTrainer"
         ],
         "model contract": [
-            "diffusion_logits_fn over Tunix decoders (Qwen3 first)",
+            "diffusion_logits_fn over Tunix decoders (Qwen3, Qwen2, Llama 3)",
             "block KV cache",
         ],
         "decoding": [

@@ -96,7 +96,8 @@ class BlockCacheTest(parameterized.TestCase):
     cache = block_cache.init_block_cache(_MODEL, batch, length)
     if first:
       width = first * block_size
-      cache = block_cache.prefill(
+      # The prompt's complete blocks, committed in one forward.
+      _, cache = block_cache.block_logits_with_cache(
           _MODEL,
           clean[:, :width],
           pos[:, :width],
@@ -208,14 +209,12 @@ class BlockCacheTest(parameterized.TestCase):
           np.asarray(got)[real], want[real], atol=1e-5, rtol=1e-5
       )
 
-  def test_prefill_and_cache_fail_closed(self):
+  def test_cache_fails_closed(self):
     config = _config(4, bd_config.SHIFTED)
     tokens = np.full((3, 6), 9)
     pos = np.arange(6)[None].repeat(3, 0)
     cache = block_cache.init_block_cache(_MODEL, 3, _LENGTH)
-    with self.assertRaisesRegex(ValueError, r"rows \[0, 1, 2\] end inside"):
-      block_cache.prefill(_MODEL, tokens, pos, None, cache, config=config)
-    cache = block_cache.prefill(
+    _, cache = block_cache.block_logits_with_cache(
         _MODEL, tokens[:, :4], pos[:, :4], None, cache, config=config
     )
     self.assertEqual(int(cache.end_index), 4)

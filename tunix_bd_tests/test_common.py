@@ -69,17 +69,22 @@ def tiny_qwen3(
 
 def tiny_family_model(family: str, vocab_size: int = 128, seed: int = 0):
   """A random tiny Qwen3, Qwen2 or Llama 3 (dense attention, 2 layers)."""
-  sizes = dict(
-      num_layers=2,
-      vocab_size=vocab_size,
-      embed_dim=32,
-      hidden_dim=64,
-      num_heads=2,
-      head_dim=16,
-      num_kv_heads=1,
-      rope_theta=1_000_000,
-      norm_eps=1e-6,
-  )
+  qwen3 = tiny_qwen3_config(vocab_size)
+  # The sizes every family shares, those of the tiny Qwen3.
+  sizes = {
+      name: getattr(qwen3, name)
+      for name in (
+          "num_layers",
+          "vocab_size",
+          "embed_dim",
+          "hidden_dim",
+          "num_heads",
+          "head_dim",
+          "num_kv_heads",
+          "rope_theta",
+          "norm_eps",
+      )
+  }
   if family == "qwen3":
     return tiny_qwen3(vocab_size, seed=seed)
   if family == "qwen2":

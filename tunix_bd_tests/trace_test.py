@@ -11,6 +11,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import trace as trace_lib
+from tunix_bd.core import tunix_layout
 from tunix_bd.generate import denoise
 from tunix_bd_tests import test_common
 
@@ -48,13 +49,17 @@ class TunixLayoutTest(absltest.TestCase):
     prompts = _prompts((9, 3, 6, 1, 4, 8))
     trace = _rollout(prompts).trace
     self.assertTrue((trace.action_step < 0).any())  # Some rows stopped.
-    fields = trace_lib.to_tunix_layout(trace, pad_id=_PAD)
+    fields = tunix_layout.to_tunix_layout(trace, pad_id=_PAD)
     width = fields["prompt_ids"].shape[1]
     for row, prompt in enumerate(prompts):
       n = len(prompt)
       # Left-padded prompts, right-padded completions.
-      np.testing.assert_array_equal(fields["prompt_ids"][row, width - n :], prompt)
-      np.testing.assert_array_equal(fields["prompt_ids"][row, : width - n], _PAD)
+      np.testing.assert_array_equal(
+          fields["prompt_ids"][row, width - n :], prompt
+      )
+      np.testing.assert_array_equal(
+          fields["prompt_ids"][row, : width - n], _PAD
+      )
       np.testing.assert_array_equal(
           fields["prompt_mask"][row], np.arange(width) >= width - n
       )
@@ -64,7 +69,7 @@ class TunixLayoutTest(absltest.TestCase):
     np.testing.assert_array_equal(
         fields["completion_ids"][~fields["completion_mask"]], _PAD
     )
-    back = trace_lib.from_tunix_layout(
+    back = tunix_layout.from_tunix_layout(
         **fields, bd=trace.bd, temperature=trace.temperature
     )
     self.assertEqual((back.bd, back.temperature), (trace.bd, trace.temperature))
@@ -81,14 +86,14 @@ class TunixLayoutTest(absltest.TestCase):
 
   def test_bad_tunix_fields_fail_closed(self):
     trace = _rollout(_prompts((5, 2))).trace
-    fields = trace_lib.to_tunix_layout(trace, pad_id=_PAD)
+    fields = tunix_layout.to_tunix_layout(trace, pad_id=_PAD)
     right = dict(fields, prompt_mask=fields["prompt_mask"][:, ::-1])
     with self.assertRaisesRegex(ValueError, "not a left padding"):
-      trace_lib.from_tunix_layout(**right, bd=_BD, temperature=0.9)
+      tunix_layout.from_tunix_layout(**right, bd=_BD, temperature=0.9)
     mask = fields["completion_mask"].copy()
     mask[0, 0] = ~mask[0, 0]
     with self.assertRaisesRegex(ValueError, "completion_mask must be True"):
-      trace_lib.from_tunix_layout(
+      tunix_layout.from_tunix_layout(
           **dict(fields, completion_mask=mask), bd=_BD, temperature=0.9
       )
 

@@ -8,7 +8,7 @@ itself, so the keys and values of committed (clean) blocks can be cached:
 and gives the target-aligned logits `diffusion_lm.diffusion_logits_fn` gives
 for those positions on the whole single canvas (to float tolerance).
 
-A decoder `prefill`s the prompt's complete blocks, then for each block runs
+A decoder commits the prompt's complete blocks, then for each block runs
 denoising steps with `block_logits_with_cache` (discarding the returned
 cache). A clean block is written by a forward over it and the next block's
 canvas together (`commit_length`): the block-causal mask keeps the clean
@@ -23,6 +23,7 @@ from __future__ import annotations
 import flax
 import jax
 import jax.numpy as jnp
+from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
@@ -258,7 +259,7 @@ def block_logits_with_cache(
   if config.alignment == bd_config.SAME_POSITION:
     logits = raw
   else:
-    index, found = diffusion_lm.predecessors(positions, segments)
+    index, found = alignment.predecessors(positions, segments)
     from_boundary = (
         ~found
         & (segments != masks.PAD_SEGMENT_ID)
@@ -267,7 +268,7 @@ def block_logits_with_cache(
     )
     logits = jnp.where(
         found[:, :, None],
-        diffusion_lm.gather_rows(raw, index),
+        alignment.gather_rows(raw, index),
         jnp.where(
             from_boundary[:, :, None], cache.boundary_logits[:, None, :], 0.0
         ),
@@ -289,7 +290,7 @@ def block_logits_with_cache(
   # The new boundary is the last committed token in (segment, position)
   # order; a row without one keeps its old boundary.
   committed = slice(0, commit_length)
-  last = diffusion_lm.sorted_order(
+  last = alignment.sorted_order(
       positions[:, committed], segments[:, committed]
   )[:, -1:]
   last_segment = jnp.take_along_axis(segments, last, axis=1)[:, 0]
@@ -301,7 +302,7 @@ def block_logits_with_cache(
       end_index=new_end,
       boundary_logits=jnp.where(
           has_tokens[:, None],
-          diffusion_lm.gather_rows(raw, last)[:, 0],
+          alignment.gather_rows(raw, last)[:, 0],
           cache.boundary_logits,
       ),
       boundary_positions=jnp.where(
@@ -339,66 +340,18 @@ def _canvas_logits(model, tokens, positions, segments, cache, config, ids):
   raw = raw.astype(jnp.float32)
   if config.alignment == bd_config.SAME_POSITION:
     return diffusion_lm.exclude_mask_token(raw, config.mask_token_id), cache
-  index, found = diffusion_lm.predecessors(positions, segments, ids)
+  index, found = alignment.predecessors(positions, segments, ids)
   # A block's first token: the clean token before it, in the cache.
-  cached, in_cache = diffusion_lm.locate(
+  cached, in_cache = alignment.locate(
       positions - 1, segments, cache.positions, cache.segment_ids
   )
   logits = jnp.where(
       found[:, :, None],
-      diffusion_lm.gather_rows(raw, index),
+      alignment.gather_rows(raw, index),
       jnp.where(
           in_cache[:, :, None],
-          diffusion_lm.gather_rows(cache.committed_logits, cached),
+          alignment.gather_rows(cache.committed_logits, cached),
           0.0,
       ),
   )
   return diffusion_lm.exclude_mask_token(logits, config.mask_token_id), cache
-
-
-def prefill(
-    model,
-    tokens: jax.Array,
-    positions: jax.Array,
-    segment_ids: jax.Array | None,
-    cache: BlockCache,
-    *,
-    config: bd_config.BlockDiffusionConfig,
-) -> BlockCache:
-  """Commits the prompt's complete blocks to the cache in one forward.
-
-  A prompt block that is only partly prompt is not prefilled: it is the
-  first block to denoise. Left-pad rows by whole blocks so that every row's
-  blocks occupy the same physical slots.
-
-  Args:
-    model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
-    tokens: int `[batch, prefill_len]` clean prompt tokens.
-    positions: int `[batch, prefill_len]` logical positions.
-    segment_ids: int `[batch, prefill_len]`, 0 = pad; None means all 1.
-    cache: the cache to write into (usually empty).
-    config: the block-diffusion settings.
-
-  Returns:
-    The cache with these blocks committed and their boundary logits.
-
-  Raises:
-    ValueError: as `block_logits_with_cache`, and (for concrete inputs) when
-      a row's last prefilled block is incomplete.
-  """
-  tokens, positions, segment_ids = diffusion_lm.check_inputs(
-      model, tokens, positions, segment_ids, config
-  )
-  if _is_concrete(positions, segment_ids):
-    real = segment_ids != masks.PAD_SEGMENT_ID
-    last = jnp.max(jnp.where(real, positions, -1), axis=1)
-    incomplete = real.any(axis=1) & ((last + 1) % config.block_size != 0)
-    if bool(incomplete.any()):
-      raise ValueError(
-          f"prefill rows {jnp.flatnonzero(incomplete).tolist()} end inside a"
-          f" block of size {config.block_size}; prefill only complete blocks."
-      )
-  _, cache = block_logits_with_cache(
-      model, tokens, positions, segment_ids, cache, config=config
-  )
-  return cache

@@ -48,7 +48,8 @@ def _round_up(value: int, unit: int) -> int:
 def _validate(model, trace) -> trace_lib.Trace:
   if not isinstance(trace, trace_lib.Trace):
     raise ValueError(
-        f"trace must be a tunix_bd.core.trace.Trace, got {type(trace).__name__}."
+        "trace must be a tunix_bd.core.trace.Trace, got"
+        f" {type(trace).__name__}."
     )
   vocab = getattr(getattr(model, "config", None), "vocab_size", None)
   return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
@@ -65,7 +66,9 @@ def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
   if isinstance(num_canvases, bool) or not isinstance(num_canvases, int):
     raise ValueError(f"num_canvases must be an int, got {num_canvases!r}.")
   if not 1 <= num_canvases <= most:
-    raise ValueError(f"num_canvases must be in [1, {most}], got {num_canvases}.")
+    raise ValueError(
+        f"num_canvases must be in [1, {most}], got {num_canvases}."
+    )
   if concrete and canvases_lib.count_canvases(trace) > num_canvases:
     raise ValueError(
         f"num_canvases={num_canvases} is too small: a row of the trace has"
@@ -186,8 +189,6 @@ _replay_graph_jit = jax.jit(
 )
 
 
-
-
 class Replayer:
   """Compiled replay of one model for eager callers, reusable.
 
@@ -207,8 +208,8 @@ class Replayer:
       model: nnx.Module,
       *,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        block_cache.block_logits_with_cache
-    ),
+          block_cache.block_logits_with_cache
+      ),
   ):
     """Splits the model.
 
@@ -299,9 +300,7 @@ def max_replay_error(
         model, trace, cached_logits_fn=cached_logits_fn
     )
   else:
-    replayed = replay_log_probs(
-        model, trace, cached_logits_fn=cached_logits_fn
-    )
+    replayed = replay_log_probs(model, trace, cached_logits_fn=cached_logits_fn)
   steps = np.asarray(trace.action_step)
   recorded = np.asarray(trace.action_logp, np.float64)
   error = np.abs(np.asarray(replayed, np.float64) - recorded)[steps >= 0]

@@ -22,24 +22,9 @@ prompt positions and exactly its completion slots with `0 <= action_step <
 s`; the others are the mask token; earlier blocks are clean. The builders
 are in `tunix_bd.core.canvases`.
 
-Physical layouts. In a `Trace`, prompts are right-padded (`prompt_tokens`
-`[batch, P]` with `prompt_lengths`), completions start at column 0. Tunix's
-RL `TrainExample` layout, which `to_tunix_layout` / `from_tunix_layout`
-convert to and from without loss, is:
-
-  * `prompt_ids` int32 `[batch, P]`, LEFT-padded, `prompt_mask` bool
-    `[batch, P]` True on the real prompt tokens (the last `P_r` columns);
-  * `completion_ids` int32 `[batch, T]`, right-padded: completion slot j in
-    column j, the pad id where never generated; `completion_mask` bool
-    `[batch, T]` True on every generated slot, i.e. every action (after the
-    first stop token too, up to the end of its block: those are actions of
-    the decision process and score like any other);
-  * `action_step` int32 and `action_logp` float32 `[batch, T]`, the trace's
-    own, riding beside them (e.g. in a `TrainExample` subclass).
-
-So an RL step carries the trace through Tunix unchanged: the prompt and
-completion fields Tunix already shards and slices, plus two per-token
-fields, with `bd` and `temperature` static.
+Physical layout: prompts are right-padded (`prompt_tokens` `[batch, P]` with
+`prompt_lengths`), completion slot j sits in column j. `tunix_layout`
+converts to and from Tunix's RL `TrainExample` layout without loss.
 """
 
 from __future__ import annotations
@@ -52,7 +37,6 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import diffusion_lm
-
 
 
 def _is_concrete(*xs) -> bool:
@@ -73,7 +57,7 @@ def _array(name: str, value: Any, ndim: int, integer: bool) -> Any:
 
 
 def completion_blocks(prompt_lengths: Any, width: int, block_size: int) -> Any:
-  """int `[batch, width]` completion block of each slot, from the row's first."""
+  """int `[batch, width]` completion block of each slot (row's first = 0)."""
   xp = jnp if isinstance(prompt_lengths, jax.Array) else np
   blocks = (prompt_lengths[:, None] + xp.arange(width)) // block_size
   return blocks - blocks[:, :1]
@@ -198,7 +182,7 @@ class Trace:
       out = generated & ((tokens < 0) | (tokens >= vocab_size))
       if out.any():
         raise ValueError(
-            f"trace.tokens has ids outside the model vocabulary [0,"
+            "trace.tokens has ids outside the model vocabulary [0,"
             f" {vocab_size}): {sorted(set(tokens[out].tolist()))}."
         )
     gen_logp = logp[generated]
@@ -270,113 +254,3 @@ def _check_stops(tokens, steps, lengths, block_size, stop_ids) -> None:
         f" {stop_block[bad].tolist()}: denoising left masked positions (or"
         " ran past a stop token)."
     )
-
-
-def to_tunix_layout(trace: Trace, *, pad_id: int) -> dict[str, np.ndarray]:
-  """The trace in Tunix's `TrainExample` layout (see the module docstring).
-
-  Args:
-    trace: a trace with concrete arrays.
-    pad_id: the id of left-padding prompt slots and never-generated slots.
-
-  Returns:
-    `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`,
-    `action_step` and `action_logp`, NumPy arrays.
-
-  Raises:
-    ValueError: as `Trace.validate`.
-  """
-  trace.validate()
-  prompt = np.asarray(trace.prompt_tokens)
-  lengths = np.asarray(trace.prompt_lengths)
-  width = prompt.shape[1]
-  # Left padding: real token i of row r goes to column width - P_r + i.
-  shift = width - lengths[:, None]
-  source = np.arange(width)[None, :] - shift
-  prompt_mask = source >= 0
-  gathered = np.take_along_axis(prompt, np.clip(source, 0, width - 1), axis=1)
-  steps = np.asarray(trace.action_step, np.int32)
-  completion_mask = steps >= 0
-  return dict(
-      prompt_ids=np.where(prompt_mask, gathered, pad_id).astype(np.int32),
-      prompt_mask=prompt_mask,
-      completion_ids=np.where(
-          completion_mask, np.asarray(trace.tokens), pad_id
-      ).astype(np.int32),
-      completion_mask=completion_mask,
-      action_step=steps,
-      action_logp=np.where(
-          completion_mask, np.asarray(trace.action_logp), 0.0
-      ).astype(np.float32),
-  )
-
-
-def from_tunix_layout(
-    *,
-    prompt_ids: Any,
-    prompt_mask: Any,
-    completion_ids: Any,
-    completion_mask: Any,
-    action_step: Any,
-    action_logp: Any,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    temperature: float,
-) -> Trace:
-  """The `Trace` of fields in Tunix's `TrainExample` layout; validated.
-
-  Args:
-    prompt_ids: int `[batch, P]` left-padded prompts.
-    prompt_mask: bool `[batch, P]`, True on real prompt tokens, which must
-      be the last columns of each row.
-    completion_ids: int `[batch, T]` right-padded completions.
-    completion_mask: bool `[batch, T]`, True exactly where `action_step >=
-      0`.
-    action_step: int `[batch, T]` the trace's commit steps.
-    action_logp: float `[batch, T]` the trace's log-probs.
-    bd: the rollout's block-diffusion settings.
-    temperature: the rollout's temperature (1.0 if greedy).
-
-  Returns:
-    The trace.
-
-  Raises:
-    ValueError: for a prompt mask that is not a left padding, a completion
-      mask that disagrees with `action_step`, or as `Trace.validate`.
-  """
-  prompt_ids = np.asarray(prompt_ids)
-  prompt_mask = np.asarray(prompt_mask, bool)
-  if prompt_mask.shape != prompt_ids.shape or prompt_ids.ndim != 2:
-    raise ValueError(
-        f"prompt_mask {prompt_mask.shape} must have the [batch, P] shape of"
-        f" prompt_ids {prompt_ids.shape}."
-    )
-  lengths = prompt_mask.sum(axis=1)
-  width = prompt_ids.shape[1]
-  left_padded = np.arange(width)[None, :] >= (width - lengths)[:, None]
-  if (left_padded != prompt_mask).any():
-    rows = np.flatnonzero((left_padded != prompt_mask).any(axis=1)).tolist()
-    raise ValueError(
-        f"prompt_mask of rows {rows} is not a left padding (real tokens"
-        " must be the last columns)."
-    )
-  steps = np.asarray(action_step)
-  if np.asarray(completion_mask, bool).shape != steps.shape or (
-      np.asarray(completion_mask, bool) != (steps >= 0)
-  ).any():
-    raise ValueError(
-        "completion_mask must be True exactly where action_step >= 0 (the"
-        " generated slots)."
-    )
-  source = np.arange(width)[None, :] + (width - lengths)[:, None]
-  prompt = np.take_along_axis(prompt_ids, np.clip(source, 0, width - 1), axis=1)
-  # Right padding with 0: columns past a prompt's length are never read.
-  prompt = np.where(source < width, prompt, 0)
-  return Trace(
-      prompt_tokens=prompt.astype(np.int32),
-      prompt_lengths=lengths.astype(np.int32),
-      tokens=np.asarray(completion_ids).astype(np.int32),
-      action_step=steps.astype(np.int32),
-      action_logp=np.asarray(action_logp, np.float32),
-      temperature=temperature,
-      bd=bd,
-  ).validate()

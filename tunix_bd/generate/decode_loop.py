@@ -4,9 +4,9 @@
 
 One `lax.while_loop` runs all of decoding; each iteration is one model
 forward (`block_logits`, through the injected cache-free or cached logits
-function) and one `step.denoise_step` of the current block. On the cached path the
-first step of a block is fused with the cache write of the clean block
-before it (or with the prompt prefill): one forward over both, the earlier
+function) and one `step.denoise_step` of the current block. On the cached
+path the first step of a block is fused with the cache write of the clean
+block before it (or with the prompt prefill): one forward over both, the earlier
 one committed to the cache (`block_cache`, `commit_length`), so writing the
 cache costs no forward of its own. Shapes depend only on the
 `Layout` and the batch size, and the commit rule, its parameters and the
@@ -206,7 +206,13 @@ def block_logits(model, carry: Carry, inputs, *, bd, layout, fns):
 
 @functools.partial(
     jax.jit,
-    static_argnames=("bd", "layout", "use_cache", "logits_fn", "cached_logits_fn"),
+    static_argnames=(
+        "bd",
+        "layout",
+        "use_cache",
+        "logits_fn",
+        "cached_logits_fn",
+    ),
 )
 def decode(
     graphdef,

@@ -239,33 +239,13 @@ class Denoiser:
 
     Raises:
       ValueError: for a bad config, or a `bd` that does not fit the model
-        (mask id outside the vocabulary or equal to the pad or a stop id,
-        flash attention).
+        (see `inputs.check_model`).
     """
-    if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
-      raise ValueError(
-          f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
-      )
     if not isinstance(config, DenoiseConfig):
       raise ValueError(
           f"config must be a DenoiseConfig, got {type(config).__name__}."
       )
-    if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
-      raise ValueError("model must be a Tunix nnx.Module with a config.")
-    bd.validate_for_model(
-        model.config,
-        pad_id=config.pad_id,
-        eos_id=None,
-        stop_ids=config.stop_ids,
-    )
-    vocab_size = model.config.vocab_size
-    ids = config.stop_ids + (config.pad_id,)
-    outside = [i for i in ids if i >= vocab_size]
-    if outside:
-      raise ValueError(
-          f"stop_ids / pad_id {outside} are outside the model vocabulary"
-          f" [0, {vocab_size})."
-      )
+    vocab_size = inputs_lib.check_model(model, bd, config)
     self.bd, self.config = bd, config
     self._vocab_size = vocab_size
     self._graphdef, self._state = nnx.split(model)
@@ -358,11 +338,15 @@ def generate(
     bd: bd_config_lib.BlockDiffusionConfig,
     config: DenoiseConfig,
     seeds: np.ndarray | Sequence[int] | None = None,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        block_cache.block_logits_with_cache
+    ),
 ) -> DenoiseOutput:
   """Generates completions by parallel block denoising.
 
-  A one-off `Denoiser(model, bd=bd, config=config)(...)`; build a `Denoiser`
-  to decode many batches.
+  A one-off `Denoiser(model, bd=bd, config=config, ...)(...)`; build a
+  `Denoiser` to decode many batches.
 
   Args:
     model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
@@ -374,6 +358,8 @@ def generate(
     config: the denoising settings.
     seeds: `[batch]` ints in [0, 2**32), one RNG stream per row; required
       when `config.temperature > 0`, ignored when greedy.
+    logits_fn: as for `Denoiser`.
+    cached_logits_fn: as for `Denoiser`.
 
   Returns:
     The `DenoiseOutput`, with the trace of every row.
@@ -386,6 +372,11 @@ def generate(
       seeds; after decoding (naming the rows), for non-finite logits or
       positions left masked.
   """
-  return Denoiser(model, bd=bd, config=config)(
-      prompt_tokens, prompt_lengths, seeds=seeds
+  denoiser = Denoiser(
+      model,
+      bd=bd,
+      config=config,
+      logits_fn=logits_fn,
+      cached_logits_fn=cached_logits_fn,
   )
+  return denoiser(prompt_tokens, prompt_lengths, seeds=seeds)

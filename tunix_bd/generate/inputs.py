@@ -11,9 +11,44 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from flax import nnx
 import jax
 import numpy as np
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import families
 from tunix_bd.core import trace as trace_lib
+
+
+def check_model(model, bd, config) -> int:
+  """Checks a model and its settings for denoising; returns the vocab size.
+
+  Raises:
+    ValueError: for a `bd` that is not a `BlockDiffusionConfig`, a model
+      that is not a Tunix `nnx.Module` of a supported family, or a `bd` that
+      does not fit it (mask id outside the vocabulary or equal to the pad or
+      a stop id, flash attention), or stop / pad ids outside the vocabulary.
+  """
+  if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
+    raise ValueError(
+        f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
+    )
+  if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
+    raise ValueError("model must be a Tunix nnx.Module with a config.")
+  families.family(model.config)
+  bd.validate_for_model(
+      model.config,
+      pad_id=config.pad_id,
+      eos_id=None,
+      stop_ids=config.stop_ids,
+  )
+  vocab_size = model.config.vocab_size
+  outside = [i for i in config.stop_ids + (config.pad_id,) if i >= vocab_size]
+  if outside:
+    raise ValueError(
+        f"stop_ids / pad_id {outside} are outside the model vocabulary"
+        f" [0, {vocab_size})."
+    )
+  return vocab_size
 
 
 def prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
