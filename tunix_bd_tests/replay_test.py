@@ -3,7 +3,7 @@
 """Tests for tunix_bd.core.replay on a tiny real Tunix Qwen3.
 
 Traces come from a plain-Python denoiser over the cache-free single-canvas
-forward (`_simulate`), independent of replay's clean-context layout.
+forward (`_simulate`), independent of replay's packed cached layout.
 """
 
 from __future__ import annotations
