@@ -7,6 +7,7 @@ from absl.testing import parameterized
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd_tests import test_common
 
@@ -25,7 +26,7 @@ def _logits(model, tokens, positions, segments, config):
 
 
 def _block(model, tokens, positions, segments, cache, config):
-  return block_cache.block_logits_with_cache(
+  return cached_logits.block_logits_with_cache(
       model, tokens, positions, segments, cache, config=config
   )
 
@@ -97,7 +98,7 @@ class BlockCacheTest(parameterized.TestCase):
     if first:
       width = first * block_size
       # The prompt's complete blocks, committed in one forward.
-      _, cache = block_cache.block_logits_with_cache(
+      _, cache = cached_logits.block_logits_with_cache(
           _MODEL,
           clean[:, :width],
           pos[:, :width],
@@ -149,7 +150,7 @@ class BlockCacheTest(parameterized.TestCase):
       chunk = slice(start, here.stop)
       canvas = np.where(np.arange(length) < here.start, clean, noisy)
       want = np.asarray(_logits(_MODEL, canvas, pos, seg, config))[:, here]
-      got, fused = block_cache.block_logits_with_cache(
+      got, fused = cached_logits.block_logits_with_cache(
           _MODEL,
           canvas[:, chunk],
           pos[:, chunk],
@@ -214,13 +215,13 @@ class BlockCacheTest(parameterized.TestCase):
     tokens = np.full((3, 6), 9)
     pos = np.arange(6)[None].repeat(3, 0)
     cache = block_cache.init_block_cache(_MODEL, 3, _LENGTH)
-    _, cache = block_cache.block_logits_with_cache(
+    _, cache = cached_logits.block_logits_with_cache(
         _MODEL, tokens[:, :4], pos[:, :4], None, cache, config=config
     )
     self.assertEqual(int(cache.end_index), 4)
     np.testing.assert_array_equal(cache.boundary_positions, [3, 3, 3])
     with self.assertRaisesRegex(ValueError, "8 free slots"):
-      block_cache.block_logits_with_cache(
+      cached_logits.block_logits_with_cache(
           _MODEL,
           np.full((3, 10), 9),
           np.arange(4, 14)[None].repeat(3, 0),
@@ -229,16 +230,16 @@ class BlockCacheTest(parameterized.TestCase):
           config=config,
       )
     with self.assertRaisesRegex(ValueError, "batch size"):
-      block_cache.block_logits_with_cache(
+      cached_logits.block_logits_with_cache(
           _MODEL, tokens[:2, :4], pos[:2, :4] + 4, None, cache, config=config
       )
     with self.assertRaisesRegex(ValueError, "block_positions must have shape"):
-      block_cache.block_logits_with_cache(
+      cached_logits.block_logits_with_cache(
           _MODEL, tokens[:, :4], pos[:, :3] + 4, None, cache, config=config
       )
     for bad in (0, 5, 2.0, True):
       with self.assertRaisesRegex(ValueError, "commit_length must be"):
-        block_cache.block_logits_with_cache(
+        cached_logits.block_logits_with_cache(
             _MODEL,
             tokens[:, :4],
             pos[:, :4] + 4,

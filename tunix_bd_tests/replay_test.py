@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
-from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
@@ -253,7 +253,7 @@ class ReplayTest(parameterized.TestCase):
     bias = 3.0
 
     def biased(model, tokens, positions, segment_ids, cache, **kwargs):
-      logits, cache = block_cache.block_logits_with_cache(
+      logits, cache = cached_logits.block_logits_with_cache(
           model, tokens, positions, segment_ids, cache, **kwargs
       )
       here = (positions == position) & (jnp.arange(len(tokens)) == row)[:, None]

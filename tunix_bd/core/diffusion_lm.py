@@ -7,7 +7,7 @@ returning `(logits, cache)` (Qwen3, Qwen2, Llama 3; see `models.families`)
 plugs in: this module only builds masks, calls the model and re-aligns its
 logits. SFT, denoising, replay and RL all read target-aligned logits through
 a `LogitsFn` (cache-free) or a `CachedLogitsFn` (block KV cache), defaulting
-to `diffusion_logits_fn` and `block_cache.block_logits_with_cache`; each
+to `diffusion_logits_fn` and `cached_logits.block_logits_with_cache`; each
 consumer takes them as parameters, so another model call (a biased one in a
 test, a teacher, a served model) plugs in without touching the consumers.
 `log_probs` is the one temperature-scaled log-softmax: rollout commits,
@@ -24,7 +24,7 @@ stay finite, but they must get zero loss weight and never be sampled.
 The mask token's logit is always `MASKED_LOGIT`, so every softmax over these
 logits gives it probability exactly 0.
 
-The KV-cache path (`tunix_bd.core.block_cache`) evaluates one block at a
+The KV-cache path (`tunix_bd.core.cached_logits`) evaluates one block at a
 time against cached clean blocks with the same `alignment` helpers, so both
 paths align logits in exactly one way.
 """
@@ -72,7 +72,7 @@ class LogitsFn(Protocol):
 class CachedLogitsFn(Protocol):
   """A model call on one block against a block KV cache.
 
-  `block_cache.block_logits_with_cache` is the implementation over Tunix
+  `cached_logits.block_logits_with_cache` is the implementation over Tunix
   decoders; see it for the arguments. Returns `(logits, new_cache)`:
   float32 `[batch, block_len, vocab]` target-aligned logits, equal to the
   cache-free ones for these positions, and the cache with the first

@@ -5,7 +5,7 @@
 A family fits when its forward is `model(tokens, positions, kv_cache,
 attention_mask) -> (logits, kv_cache)` with a dense attention path that
 honours the mask, and its KV cache is a dict of per-layer `{k, v,
-end_index}` written at `end_index` (what `block_cache` rewinds). Qwen3,
+end_index}` written at `end_index` (what `cached_logits` rewinds). Qwen3,
 Qwen2 and Llama 3 of google-tunix 0.1.7 do; any other model with a Tunix
 `config` fails closed, naming these.
 """

@@ -9,7 +9,8 @@ rollout's parameters it reproduces `trace.action_logp` (DESIGN invariant
 6): both go through `diffusion_lm.log_probs` at `trace.temperature`.
 
 Packed layout, at the rollout's cost. One forward writes the clean rows
-(prompt and completion, with their raw logits) to a block KV cache. The
+(prompt and completion, with the raw logits at block ends) to a block KV
+cache. The
 canvases are only those that occurred, one per (block, step) of each row
 (`canvases.packed_canvases`), each a block long; groups of them are scored
 against the cache, about `GROUP_TOKENS` query tokens per forward, through
@@ -31,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import trace as trace_lib
@@ -85,9 +87,13 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group):
   batch, clean_len = rows.tokens.shape
   width = group * config.block_size
   cache = block_cache.init_block_cache(
-      model, batch, clean_len + width, keep_logits=True
+      model,
+      batch,
+      clean_len + width,
+      block_end_logits_of=config.block_size,
   )
-  # One forward writes the clean rows (and their raw logits) to the cache.
+  # One forward writes the clean rows (and their block ends' raw logits,
+  # the predictors of the next blocks' first tokens) to the cache.
   _, cache = cached_logits_fn(
       model, rows.tokens, rows.positions, rows.segment_ids, cache, config=config
   )
@@ -138,7 +144,7 @@ def replay_log_probs(
     trace: trace_lib.Trace,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        block_cache.block_logits_with_cache
+        cached_logits.block_logits_with_cache
     ),
     num_canvases: int | None = None,
 ) -> jax.Array:
@@ -208,7 +214,7 @@ class Replayer:
       model: nnx.Module,
       *,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          block_cache.block_logits_with_cache
+          cached_logits.block_logits_with_cache
       ),
   ):
     """Splits the model.
@@ -264,7 +270,7 @@ def compiled_replay_log_probs(
     trace: trace_lib.Trace,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        block_cache.block_logits_with_cache
+        cached_logits.block_logits_with_cache
     ),
 ) -> jax.Array:
   """A one-off `Replayer(model, cached_logits_fn=...)(trace)`.
@@ -280,7 +286,7 @@ def max_replay_error(
     trace: trace_lib.Trace,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        block_cache.block_logits_with_cache
+        cached_logits.block_logits_with_cache
     ),
 ) -> float:
   """Max |replayed - recorded| log-prob over the generated positions.

@@ -7,7 +7,7 @@ forward (`block_logits`, through the injected cache-free or cached logits
 function) and one `step.denoise_step` of the current block. On the cached
 path the first step of a block is fused with the cache write of the clean
 block before it (or with the prompt prefill): one forward over both, the earlier
-one committed to the cache (`block_cache`, `commit_length`), so writing the
+one committed to the cache (`cached_logits`, `commit_length`), so writing the
 cache costs no forward of its own. Shapes depend only on the
 `Layout` and the batch size, and the commit rule, its parameters and the
 temperature are traced values, so one compiled program serves every setting
@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.generate import step as step_lib
 
@@ -227,7 +228,7 @@ def decode(
     use_cache: bool,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        block_cache.block_logits_with_cache
+        cached_logits.block_logits_with_cache
     ),
 ) -> dict[str, jax.Array]:
   """Denoises a batch; see `denoise.generate` for the semantics.

@@ -43,7 +43,7 @@ import numpy as np
 from tunix_bd import config_utils
 from tunix_bd import eos
 from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
@@ -225,7 +225,7 @@ class Denoiser:
       config: DenoiseConfig,
       logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          block_cache.block_logits_with_cache
+          cached_logits.block_logits_with_cache
       ),
   ):
     """Checks and captures what every call shares.
@@ -340,7 +340,7 @@ def generate(
     seeds: np.ndarray | Sequence[int] | None = None,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        block_cache.block_logits_with_cache
+        cached_logits.block_logits_with_cache
     ),
 ) -> DenoiseOutput:
   """Generates completions by parallel block denoising.
