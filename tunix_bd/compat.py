@@ -5,8 +5,9 @@
 tunix_bd pins `google-tunix==0.1.7`. Tunix main has since moved config
 classes to `tunix.common.configs` (re-exported from the old modules) and
 renamed `RLCluster` to `RLEngine` (keeping an alias). Every other tunix_bd
-module imports these names from here, so a Tunix upgrade is a change to this
-file alone.
+module imports these names from here, and the Tunix behaviours tunix_bd
+relies on are stated here, so a Tunix upgrade is a change to this file
+alone.
 """
 
 # pylint: disable=g-import-not-at-top
@@ -29,12 +30,14 @@ except ImportError:  # google-tunix 0.1.7.
 PeftTrainer = _peft_trainer.PeftTrainer
 Sampler = _sampler.Sampler
 
-try:  # Tunix main: token-weighted losses accumulate exactly by themselves.
-  from tunix.sft.utils import LossOutput
-except ImportError:  # google-tunix 0.1.7: micro-batch means are averaged.
-  LossOutput = None
-
-HAS_WEIGHTED_ACCUMULATION = LossOutput is not None
+# Gradient accumulation. google-tunix 0.1.7's `PeftTrainer` wraps the
+# optimizer in `optax.MultiSteps(optimizer, gradient_accumulation_steps)`
+# (`tunix/sft/peft_trainer.py`), which applies the MEAN of the k micro-batch
+# gradients. `tunix_bd.denominators` relies on this: it scales each
+# micro-batch loss by k so that the mean is the global batch's gradient.
+# A Tunix that sums instead must set this to False (and
+# `sft_accumulation_test` checks the update either way).
+ACCUMULATION_AVERAGES_GRADIENTS = True
 
 
 def tunix_progress_bar_visible() -> bool:

@@ -43,12 +43,12 @@ PLUGIN = plugin_api.Plugin(
             "tunix_bd.sft.loss.sft_loss), DiffusionSftTrainer"
         ],
         "model contract": [
-            "diffusion_logits_fn over Tunix decoders (Qwen3 first)",
+            "diffusion_logits_fn over Tunix decoders (Qwen3, Qwen2, Llama 3)",
             "block KV cache",
         ],
         "decoding": [
             "parallel block denoising (threshold, top_k, factor)",
-            "trace replay (tunix_bd.generate.replay)",
+            "trace replay (tunix_bd.core.replay)",
         ],
         "models": ["tunix.models.qwen3.Qwen3: HF safetensors in and out, LoRA"],
         "data": [

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.models.bd_config."""
+"""Tests for tunix_bd.core.bd_config."""
 
 import dataclasses
 
@@ -9,7 +9,7 @@ from absl.testing import parameterized
 import ml_collections
 import numpy as np
 from tunix.models.qwen3 import model as qwen3_lib
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 
 
 def _model_config(**overrides) -> qwen3_lib.ModelConfig:

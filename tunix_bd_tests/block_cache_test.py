@@ -1,13 +1,14 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.models.block_cache on a tiny real Tunix Qwen3."""
+"""Tests for tunix_bd.core.block_cache on a tiny real Tunix Qwen3."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
-from tunix_bd.models import bd_config
-from tunix_bd.models import block_cache
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import bd_config
+from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
+from tunix_bd.core import diffusion_lm
 from tunix_bd_tests import test_common
 
 _VOCAB = 96
@@ -25,7 +26,7 @@ def _logits(model, tokens, positions, segments, config):
 
 
 def _block(model, tokens, positions, segments, cache, config):
-  return block_cache.block_logits_with_cache(
+  return cached_logits.block_logits_with_cache(
       model, tokens, positions, segments, cache, config=config
   )
 
@@ -96,7 +97,8 @@ class BlockCacheTest(parameterized.TestCase):
     cache = block_cache.init_block_cache(_MODEL, batch, length)
     if first:
       width = first * block_size
-      cache = block_cache.prefill(
+      # The prompt's complete blocks, committed in one forward.
+      _, cache = cached_logits.block_logits_with_cache(
           _MODEL,
           clean[:, :width],
           pos[:, :width],
@@ -148,7 +150,7 @@ class BlockCacheTest(parameterized.TestCase):
       chunk = slice(start, here.stop)
       canvas = np.where(np.arange(length) < here.start, clean, noisy)
       want = np.asarray(_logits(_MODEL, canvas, pos, seg, config))[:, here]
-      got, fused = block_cache.block_logits_with_cache(
+      got, fused = cached_logits.block_logits_with_cache(
           _MODEL,
           canvas[:, chunk],
           pos[:, chunk],
@@ -208,20 +210,18 @@ class BlockCacheTest(parameterized.TestCase):
           np.asarray(got)[real], want[real], atol=1e-5, rtol=1e-5
       )
 
-  def test_prefill_and_cache_fail_closed(self):
+  def test_cache_fails_closed(self):
     config = _config(4, bd_config.SHIFTED)
     tokens = np.full((3, 6), 9)
     pos = np.arange(6)[None].repeat(3, 0)
     cache = block_cache.init_block_cache(_MODEL, 3, _LENGTH)
-    with self.assertRaisesRegex(ValueError, r"rows \[0, 1, 2\] end inside"):
-      block_cache.prefill(_MODEL, tokens, pos, None, cache, config=config)
-    cache = block_cache.prefill(
+    _, cache = cached_logits.block_logits_with_cache(
         _MODEL, tokens[:, :4], pos[:, :4], None, cache, config=config
     )
     self.assertEqual(int(cache.end_index), 4)
     np.testing.assert_array_equal(cache.boundary_positions, [3, 3, 3])
     with self.assertRaisesRegex(ValueError, "8 free slots"):
-      block_cache.block_logits_with_cache(
+      cached_logits.block_logits_with_cache(
           _MODEL,
           np.full((3, 10), 9),
           np.arange(4, 14)[None].repeat(3, 0),
@@ -230,16 +230,16 @@ class BlockCacheTest(parameterized.TestCase):
           config=config,
       )
     with self.assertRaisesRegex(ValueError, "batch size"):
-      block_cache.block_logits_with_cache(
+      cached_logits.block_logits_with_cache(
           _MODEL, tokens[:2, :4], pos[:2, :4] + 4, None, cache, config=config
       )
     with self.assertRaisesRegex(ValueError, "block_positions must have shape"):
-      block_cache.block_logits_with_cache(
+      cached_logits.block_logits_with_cache(
           _MODEL, tokens[:, :4], pos[:, :3] + 4, None, cache, config=config
       )
     for bad in (0, 5, 2.0, True):
       with self.assertRaisesRegex(ValueError, "commit_length must be"):
-        block_cache.block_logits_with_cache(
+        cached_logits.block_logits_with_cache(
             _MODEL,
             tokens[:, :4],
             pos[:, :4] + 4,

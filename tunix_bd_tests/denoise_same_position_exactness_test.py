@@ -7,7 +7,7 @@ tokens; batch invariance runs on the cache-free path here.
 """
 
 from absl.testing import absltest
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 from tunix_bd_tests import denoise_test_common
 
 

@@ -7,7 +7,7 @@ tokens; the rows' first blocks hold 3, 2 and 0 prompt tokens.
 """
 
 from absl.testing import absltest
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 from tunix_bd_tests import denoise_test_common
 
 

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.models.diffusion_lm on a tiny real Tunix Qwen3."""
+"""Tests for tunix_bd.core.diffusion_lm on a tiny real Tunix Qwen3."""
 
 import dataclasses
 
@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
 from tunix_bd_tests import test_common
 
 _VOCAB = 96

@@ -18,7 +18,6 @@ from absl.testing import absltest
 from flax import nnx
 from safetensors import numpy as safetensors_np
 
-from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.training import metrics
@@ -340,6 +339,9 @@ class QuickstartTest(absltest.TestCase):
     long = report["workloads"]["long"]
     self.assertEqual(long["max_new_tokens"], 12)
     self.assertEqual(list(long["cells"]), ["batch=1", "batch=2"])
+    self.assertEqual(list(long["replay"]), ["batch=1", "batch=2"])
+    for r in long["replay"].values():
+      self.assertGreater(r["replay_over_rollout"], 0.0)
     for cells in long["cells"].values():
       # The same model and greedy rule: cached and cache-free agree.
       self.assertEqual(

@@ -1,15 +1,14 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.generate.replay on a tiny real Tunix Qwen3.
+"""Tests for tunix_bd.core.replay on a tiny real Tunix Qwen3.
 
 Traces come from a plain-Python denoiser over the cache-free single-canvas
-forward (`_simulate`), independent of replay's clean-context layout.
+forward (`_simulate`), independent of replay's packed cached layout.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -17,11 +16,14 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.core import cached_logits
+from tunix_bd.core import canvases
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import replay
+from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import denoise
-from tunix_bd.generate import replay
-from tunix_bd.generate import trace as trace_lib
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
+from tunix_bd_tests import replay_reference
 from tunix_bd_tests import test_common
 
 _VOCAB = 128
@@ -158,10 +160,10 @@ class _CountingModel(nnx.Module):
 _COUNTED = _CountingModel(_QWEN3)
 
 
-def _replay(trace, bd, **kwargs):
+def _replay(trace, **kwargs):
   """Compiled replay; returns NumPy log-probs (and counts the forwards)."""
   _CALLS.clear()
-  got = replay.compiled_replay_log_probs(_COUNTED, trace, bd=bd, **kwargs)
+  got = replay.compiled_replay_log_probs(_COUNTED, trace, **kwargs)
   got = np.asarray(got)
   jax.effects_barrier()
   return got
@@ -202,64 +204,84 @@ class ReplayTest(parameterized.TestCase):
     self.assertGreater(steps.max(), 0)
     self.assertEqual(trace.temperature, temperature)
 
-    got = np.asarray(_replay(trace, bd))
+    got = np.asarray(_replay(trace))
     generated = steps >= 0
     np.testing.assert_allclose(
         got[generated], trace.action_logp[generated], atol=1e-5, rtol=0
     )
     np.testing.assert_array_equal(got[~generated], 0.0)
-    reference = replay.replay_log_probs_reference(_MODEL, trace, bd=bd)
+    reference = replay_reference.brute_force_log_probs(_MODEL, trace)
     np.testing.assert_allclose(got, reference, atol=1e-5, rtol=0)
 
   def test_reference_reproduces_recorded_log_probs(self):
     bd = _config(bd_config.SHIFTED, block_size=3)
     trace = _simulate(_MODEL, bd, temperature=0.7, seed=3)
-    got = replay.replay_log_probs_reference(_MODEL, trace, bd=bd)
+    got = replay_reference.brute_force_log_probs(_MODEL, trace)
     np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
 
   def test_scoring_at_another_temperature(self):
     bd = _config(bd_config.SHIFTED)
     trace = _simulate(_MODEL, bd, temperature=1.0, seed=4)
-    got = _replay(trace, bd, temperature=0.7)
-    want = replay.replay_log_probs_reference(
-        _MODEL, trace, bd=bd, temperature=0.7
-    )
+    hotter = trace.replace(temperature=0.7)
+    got = _replay(hotter)
+    want = replay_reference.brute_force_log_probs(_MODEL, hotter)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
     generated = trace.action_step >= 0
     error = np.abs(got - trace.action_logp)[generated]
     self.assertGreater(error.max(), 1e-3)
 
-  def test_forwards_are_steps_per_block_not_blocks_times_steps(self):
-    bd = _config(bd_config.SHIFTED)
-    kwargs = dict(temperature=0.7, rule="confidence", seed=5)
-    one_block = _simulate(_MODEL, bd, stop_blocks=(1, 1, 1, 1), **kwargs)
-    every_block = _simulate(_MODEL, bd, stop_blocks=(None,) * 4, **kwargs)
-    for trace in (one_block, every_block):
-      # `block_size` scan steps; those no block reached are skipped.
-      got = _replay(trace, bd)
-      self.assertEqual(len(_CALLS), int(trace.action_step.max()) + 1)
+  @parameterized.parameters(bd_config.SHIFTED, bd_config.SAME_POSITION)
+  def test_packed_equals_unpacked_in_few_forwards(self, alignment):
+    bd = _config(alignment)
+    kwargs = dict(temperature=0.7, rule="random", seed=5)
+    for stops in ((1, 1, 1, 1), (None,) * 4, _STOP_BLOCKS):
+      trace = _simulate(_MODEL, bd, stop_blocks=stops, **kwargs)
+      got = _replay(trace)
+      # A clean forward, then one per group of canvases.
+      groups = -(-canvases.count_canvases(trace) // replay.group_size(4))
+      self.assertLen(_CALLS, 1 + groups)
+      want = np.asarray(replay_reference.unpacked_log_probs(_MODEL, trace))
+      np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
       np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
-    # The full trace has far more (row, block, step)s than forwards.
-    blocks = every_block.blocks()
-    block_steps = sum(
-        len(np.unique(every_block.action_step[r][blocks[r] == b]))
-        for r in range(len(blocks))
-        for b in np.unique(blocks[r])
-    )
-    self.assertGreater(block_steps, 3 * len(_CALLS))
+
+  def test_an_injected_logits_fn_changes_exactly_its_scores(self):
+    bd = _config(bd_config.SHIFTED)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=8)
+    row, slot = 0, 5  # Bias the predictor of row 0's completion slot 5.
+    position = int(trace.prompt_lengths[row]) + slot
+    token = int(trace.tokens[row, slot])
+    bias = 3.0
+
+    def biased(model, tokens, positions, segment_ids, cache, **kwargs):
+      logits, cache = cached_logits.block_logits_with_cache(
+          model, tokens, positions, segment_ids, cache, **kwargs
+      )
+      here = (positions == position) & (jnp.arange(len(tokens)) == row)[:, None]
+      return logits.at[..., token].add(jnp.where(here, bias, 0.0)), cache
+
+    plain = _replay(trace)
+    got = _replay(trace, cached_logits_fn=biased)
+    changed = np.abs(got - plain) > 1e-6
+    want = np.zeros_like(changed)
+    want[row, slot] = True
+    np.testing.assert_array_equal(changed, want)
+    # log p' = log p + b/T - log(1 - p + p e^{b/T}) at the biased token.
+    scale = bias / trace.temperature
+    p = np.exp(plain[row, slot])
+    expected = plain[row, slot] + scale - np.log1p(p * np.expm1(scale))
+    self.assertAlmostEqual(got[row, slot], expected, delta=1e-5)
 
   def test_gradients_are_finite_and_non_zero(self):
     bd = _config(bd_config.SHIFTED)
     trace = _simulate(_MODEL, bd, temperature=0.7, seed=7)
     weights = np.random.default_rng(0).standard_normal(trace.tokens.shape)
 
-    num_steps = int(trace.action_step.max()) + 1
-
-    # As in an RL step: compiled, the trace's arrays traced.
+    # As in an RL step: compiled, the trace's arrays traced (the static
+    # canvas count taken as its worst case).
     @nnx.jit
     def loss_and_grad(model, trace):
       def loss(model):
-        logp = replay.replay_log_probs(model, trace, bd=bd, num_steps=num_steps)
+        logp = replay.replay_log_probs(model, trace)
         return jnp.sum(weights * logp), logp
 
       return nnx.value_and_grad(loss, has_aux=True)(model)
@@ -302,35 +324,22 @@ class ReplayTest(parameterized.TestCase):
     self.assertTrue((steps >= 0).all(axis=1).any())
     self.assertGreater(steps.max(), 0)
 
-    self.assertLessEqual(replay.max_replay_error(_COUNTED, trace, bd=bd), 1e-5)
-    got = _replay(trace, bd)
+    self.assertLessEqual(replay.max_replay_error(_COUNTED, trace), 1e-5)
+    got = _replay(trace)
     np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
     logp = trace.action_logp.copy()
     logp[0, 0] -= 0.25
-    error = replay.max_replay_error(
-        _COUNTED, trace.replace(action_logp=logp), bd=bd
-    )
+    error = replay.max_replay_error(_COUNTED, trace.replace(action_logp=logp))
     self.assertAlmostEqual(error, 0.25, delta=1e-5)
-
-  def test_accepts_any_object_with_the_trace_fields(self):
-    bd = _config(bd_config.SHIFTED)
-    trace = _simulate(_MODEL, bd, temperature=0.7, seed=6)
-    fields = ("prompt_tokens", "prompt_lengths", "tokens", "action_step")
-    plain = types.SimpleNamespace(
-        **{f: getattr(trace, f).tolist() for f in fields},
-        action_logp=trace.action_logp,
-        temperature=0.7,
-    )
-    np.testing.assert_array_equal(_replay(plain, bd), _replay(trace, bd))
 
   def test_invalid_traces_fail_closed(self):
     bd = _config(bd_config.SHIFTED)
     trace = _simulate(_MODEL, bd, temperature=0.7, seed=9)
 
-    def check(regex, score_bd=bd, **changes):
+    def check(regex, **changes):
       bad = trace.replace(**changes)
       with self.assertRaisesRegex(ValueError, regex):
-        replay.replay_log_probs(_MODEL, bad, bd=score_bd)
+        replay.replay_log_probs(_MODEL, bad)
 
     steps = trace.action_step
     check(r"action_step must have shape", action_step=steps[:, :-1])
@@ -346,7 +355,7 @@ class ReplayTest(parameterized.TestCase):
     lengths = np.array([8, 0, 6, 1], np.int32)
     check(r"prompt_lengths.*shifted.*empty prompt", prompt_lengths=lengths)
     same = _config(bd_config.SAME_POSITION)
-    check(r"prompt_lengths must be in", same, prompt_lengths=lengths, bd=same)
+    check(r"prompt_lengths must be in", prompt_lengths=lengths, bd=same)
     check(r"action_step must be in \[-1, block_size=4\)", action_step=steps + 4)
     middle = steps.copy()
     middle[0, 1] = -1  # Row 0's first completion block is slots 0..3.
@@ -357,13 +366,15 @@ class ReplayTest(parameterized.TestCase):
     masked = trace.tokens.copy()
     masked[0, 0] = _MASK
     check(r"tokens commits the mask token", tokens=masked)
+    outside = trace.tokens.copy()
+    outside[0, 0] = _VOCAB
+    check(r"ids outside the model vocabulary", tokens=outside)
     check(r"temperature must be a finite number", temperature=0.0)
-    check(r"bd must be a BlockDiffusionConfig", bd.to_dict())
-    check(r"differs from trace.bd in \['block_size'\]", _config("shifted", 3))
-    with self.assertRaisesRegex(ValueError, r"num_steps=1 is too small"):
-      replay.replay_log_probs(_MODEL, trace, bd=bd, num_steps=1)
-    with self.assertRaisesRegex(ValueError, r"no field 'prompt_tokens'"):
-      replay.replay_log_probs(_MODEL, object(), bd=bd)
+    check(r"bd must be a BlockDiffusionConfig", bd=bd.to_dict())
+    with self.assertRaisesRegex(ValueError, r"num_canvases=1 is too small"):
+      replay.replay_log_probs(_MODEL, trace, num_canvases=1)
+    with self.assertRaisesRegex(ValueError, r"trace must be a tunix_bd"):
+      replay.replay_log_probs(_MODEL, object())
 
 
 if __name__ == "__main__":

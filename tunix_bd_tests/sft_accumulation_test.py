@@ -14,8 +14,8 @@ import numpy as np
 import optax
 from tunix.sft import peft_trainer
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config
-from tunix_bd.sft import loss as loss_lib
+from tunix_bd.core import bd_config
+from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
@@ -76,7 +76,7 @@ class GradientAccumulationTest(absltest.TestCase):
     updated, naive = {}, None
     for k in (1, 2, 4):
       model = new_model()
-      trainer = loss_lib.DiffusionSftTrainer(
+      trainer = trainer_lib.DiffusionSftTrainer(
           model,
           optax.sgd(1.0),
           peft_trainer.TrainingConfig(

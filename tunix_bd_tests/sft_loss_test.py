@@ -15,10 +15,11 @@ from tunix.sft import peft_trainer
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
+from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
@@ -163,7 +164,7 @@ class SftLossTest(parameterized.TestCase):
 class SftTrainerInputTest(absltest.TestCase):
 
   def test_batches_split_for_another_k_are_rejected(self):
-    trainer = loss_lib.DiffusionSftTrainer(
+    trainer = trainer_lib.DiffusionSftTrainer(
         test_common.tiny_qwen3(_VOCAB),
         optax.sgd(0.1),
         peft_trainer.TrainingConfig(eval_every_n_steps=100, max_steps=1),

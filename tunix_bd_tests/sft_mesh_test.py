@@ -29,8 +29,9 @@ import optax
 from tunix.sft import peft_trainer
 from tunix.sft import sharding_utils
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 from tunix_bd.sft import loss as loss_lib
+from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
 _NUM_DEVICES = 4
@@ -146,7 +147,7 @@ class SftMeshTest(absltest.TestCase):
         np.asarray(jax.devices()[:_NUM_DEVICES]).reshape(2, 2), ("fsdp", "tp")
     )
     with mesh:
-      trainer = loss_lib.DiffusionSftTrainer(
+      trainer = trainer_lib.DiffusionSftTrainer(
           _sharded(_model(), mesh),
           optax.sgd(0.1),
           peft_trainer.TrainingConfig(

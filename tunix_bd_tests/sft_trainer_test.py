@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.sft.loss.DiffusionSftTrainer: a short real SFT run.
+"""Tests for tunix_bd.sft.trainer.DiffusionSftTrainer: a short real SFT run.
 
 A tiny Qwen3 trains on the embedded task through Tunix's `PeftTrainer` loop
 with gradient accumulation, held-out evaluation and orbax checkpoints.
@@ -15,10 +15,11 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
+from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
@@ -58,7 +59,7 @@ class DiffusionSftTrainerTest(absltest.TestCase):
         ),
     )
     model = test_common.init_qwen3(model_config, seed=0, scale=0.05)
-    trainer = loss_lib.DiffusionSftTrainer(
+    trainer = trainer_lib.DiffusionSftTrainer(
         model,
         optax.adam(1e-2),
         training_config,
@@ -108,7 +109,7 @@ class DiffusionSftTrainerTest(absltest.TestCase):
       self.assertTrue(np.isfinite(bucket_losses).all())
 
     # A new trainer on the same directory resumes the run and its metadata.
-    restored = loss_lib.DiffusionSftTrainer(
+    restored = trainer_lib.DiffusionSftTrainer(
         test_common.init_qwen3(model_config, seed=5, scale=0.05),
         optax.adam(1e-2),
         training_config,

@@ -11,10 +11,12 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tunix.models.llama3 import model as llama3_lib
+from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 
@@ -62,19 +64,37 @@ def tiny_qwen3(
     enough for confidence-based decoding to be non-trivial).
   """
   config = tiny_qwen3_config(vocab_size, embed_dim, num_layers, tied)
-  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
-  graphdef, state = nnx.split(abstract)
-  rng = np.random.default_rng(seed)
+  return init_qwen3(config, seed)
 
-  def draw(leaf):
-    if leaf.ndim == 1:  # Norm scales.
-      value = 1.0 + 0.1 * rng.standard_normal(leaf.shape)
-    else:
-      value = 0.3 * rng.standard_normal(leaf.shape)
-    # JAX arrays, so the model also works when closed over by a transform.
-    return jnp.asarray(value, leaf.dtype)
 
-  return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
+def tiny_family_model(family: str, vocab_size: int = 128, seed: int = 0):
+  """A random tiny Qwen3, Qwen2 or Llama 3 (dense attention, 2 layers)."""
+  qwen3 = tiny_qwen3_config(vocab_size)
+  # The sizes every family shares, those of the tiny Qwen3.
+  sizes = {
+      name: getattr(qwen3, name)
+      for name in (
+          "num_layers",
+          "vocab_size",
+          "embed_dim",
+          "hidden_dim",
+          "num_heads",
+          "head_dim",
+          "num_kv_heads",
+          "rope_theta",
+          "norm_eps",
+      )
+  }
+  if family == "qwen3":
+    return tiny_qwen3(vocab_size, seed=seed)
+  if family == "qwen2":
+    config = qwen2_lib.ModelConfig(**sizes, use_flash_attention=False)
+    return init_tunix_model(qwen2_lib.Qwen2, config, seed)
+  if family == "llama3":
+    return init_tunix_model(
+        llama3_lib.Llama3, llama3_lib.ModelConfig(**sizes), seed
+    )
+  raise ValueError(f"unknown family {family!r}.")
 
 
 @jax.jit
@@ -106,12 +126,11 @@ class JittedModel:
     return self.model.init_cache(batch_size, cache_size, dtype)
 
 
-def init_qwen3(
-    config: qwen3_lib.ModelConfig, seed: int = 0, scale: float = 0.3
-) -> qwen3_lib.Qwen3:
-  """A Qwen3 of any config, its weights drawn by NumPy as in `tiny_qwen3`.
+def init_tunix_model(model_cls, config, seed: int = 0, scale: float = 0.3):
+  """A Tunix model of any class and config, its weights drawn by NumPy.
 
   Args:
+    model_cls: e.g. `qwen3_lib.Qwen3`, built as `model_cls(config, rngs=)`.
     config: the model config.
     seed: NumPy seed of the weights.
     scale: standard deviation of the matrices (norm scales stay near 1); a
@@ -120,7 +139,7 @@ def init_qwen3(
   Returns:
     The model, its weights float32 JAX arrays (trainable by Tunix).
   """
-  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  abstract = nnx.eval_shape(lambda: model_cls(config, rngs=nnx.Rngs(0)))
   graphdef, state = nnx.split(abstract)
   rng = np.random.default_rng(seed)
 
@@ -129,9 +148,17 @@ def init_qwen3(
       value = 1.0 + 0.1 * rng.standard_normal(leaf.shape)
     else:
       value = scale * rng.standard_normal(leaf.shape)
-    return jax.numpy.asarray(value, leaf.dtype)
+    # JAX arrays, so the model also works when closed over by a transform.
+    return jnp.asarray(value, leaf.dtype)
 
   return nnx.merge(graphdef, jax.tree.map(draw, state.to_pure_dict()))
+
+
+def init_qwen3(
+    config: qwen3_lib.ModelConfig, seed: int = 0, scale: float = 0.3
+) -> qwen3_lib.Qwen3:
+  """A Qwen3 of any config (`init_tunix_model`)."""
+  return init_tunix_model(qwen3_lib.Qwen3, config, seed, scale)
 
 
 def digit_task_sft_batches(

@@ -23,7 +23,7 @@ from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import block_diffusion
 from tunix_bd.evaluation import speed
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 
 AR_SAMPLER = "AR (Tunix Sampler)"
 AR_LOOP = "AR, one-token blocks"

@@ -3,10 +3,11 @@
 """The compiled block-denoising loop behind `denoise.generate`.
 
 One `lax.while_loop` runs all of decoding; each iteration is one model
-forward and one denoising step of the current block. On the cached path the
-first step of a block is fused with the cache write of the clean block
-before it (or with the prompt prefill): one forward over both, the earlier
-one committed to the cache (`block_cache`, `commit_length`), so writing the
+forward (`block_logits`, through the injected cache-free or cached logits
+function) and one `step.denoise_step` of the current block. On the cached
+path the first step of a block is fused with the cache write of the clean
+block before it (or with the prompt prefill): one forward over both, the earlier
+one committed to the cache (`cached_logits`, `commit_length`), so writing the
 cache costs no forward of its own. Shapes depend only on the
 `Layout` and the batch size, and the commit rule, its parameters and the
 temperature are traced values, so one compiled program serves every setting
@@ -22,15 +23,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
+import flax
 from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix_bd.generate import commit_rules
-from tunix_bd.models import bd_config as bd_config_lib
-from tunix_bd.models import block_cache
-from tunix_bd.models import diffusion_lm
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
+from tunix_bd.core import diffusion_lm
+from tunix_bd.generate import step as step_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,41 +109,127 @@ def build_canvas(
   )
 
 
-def _scaled_log_probs(logits, temperature):
-  """`diffusion_lm.log_probs` for a traced temperature > 0."""
-  masked_logit = jnp.float32(diffusion_lm.MASKED_LOGIT)
-  scaled = jnp.where(logits <= masked_logit, masked_logit, logits / temperature)
-  return jax.nn.log_softmax(scaled, axis=-1)
+@flax.struct.dataclass
+class Carry:
+  """The while-loop state.
+
+  Attributes:
+    j: int32 loop block (the j-th block each row denoises).
+    s: int32 step within it.
+    fuse: bool, this forward also writes the previous block (or the prompt)
+      to the cache.
+    done: bool, decoding is over.
+    iteration: int32 forwards so far.
+    canvas: int32 `[batch, length]` physical canvas.
+    steps_at: int32 `[batch, length]` commit steps, -1 if never.
+    logp_at: float32 `[batch, length]` recorded log-probs.
+    stopped: bool `[batch]` rows past their stop block.
+    num_steps: int32 `[batch]` steps (= forwards) each row needed.
+    nonfinite: bool `[batch]` rows that met a non-finite logit.
+    cache: the `BlockCache` (None cache-free).
+  """
+
+  j: jax.Array
+  s: jax.Array
+  fuse: jax.Array
+  done: jax.Array
+  iteration: jax.Array
+  canvas: jax.Array
+  steps_at: jax.Array
+  logp_at: jax.Array
+  stopped: jax.Array
+  num_steps: jax.Array
+  nonfinite: jax.Array
+  cache: Any
 
 
-def _select_commits(params, confidence, eligible):
-  """The commit mask of the traced rule `params["rule"]` (an index)."""
-  # A switch runs only the selected rule's computation.
-  branches = [
-      functools.partial(
-          commit_rules.commit_mask,
-          rule,
-          threshold=params["threshold"],
-          top_k=params["top_k"],
-          factor=params["factor"],
-      )
-      for rule in commit_rules.RULES
-  ]
-  return jax.lax.switch(params["rule"], branches, confidence, eligible)
+def block_slice(x: jax.Array, layout: Layout, j: jax.Array) -> jax.Array:
+  """Columns of loop block j of a physical `[batch, length]` array."""
+  start = (layout.first + j) * layout.block_size
+  return jax.lax.dynamic_slice_in_dim(x, start, layout.block_size, axis=1)
 
 
-@functools.partial(jax.jit, static_argnames=("bd", "layout", "use_cache"))
+def put_block(x, layout: Layout, j, value) -> jax.Array:
+  start = (layout.first + j) * layout.block_size
+  return jax.lax.dynamic_update_slice_in_dim(x, value, start, axis=1)
+
+
+def block_logits(model, carry: Carry, inputs, *, bd, layout, fns):
+  """Loop block j's logits `[batch, block, vocab]` and the cache.
+
+  Cache-free: one forward over the whole canvas. Cached: a plain step, or
+  (`carry.fuse`) one forward over the clean block before (or the prompt's
+  complete blocks) and block j's canvas, committing the clean part.
+  """
+  logits_fn, cached_logits_fn = fns
+  j, size = carry.j, layout.block_size
+  positions, segments = inputs["positions"], inputs["segments"]
+  if carry.cache is None:
+    logits = logits_fn(model, carry.canvas, positions, segments, config=bd)
+    return block_slice(logits, layout, j), None
+
+  def chunk_logits(start, width):
+    # Physical blocks [start, first + j]: the clean blocks to commit, then
+    # block j's canvas.
+    chunk = lambda x: jax.lax.dynamic_slice_in_dim(
+        x, start * size, width * size, axis=1
+    )
+    logits, kept = cached_logits_fn(
+        model,
+        chunk(carry.canvas),
+        chunk(positions),
+        chunk(segments),
+        carry.cache,
+        config=bd,
+        commit_length=(width - 1) * size,
+    )
+    return logits[:, -size:], kept
+
+  def plain_step():
+    here = lambda x: block_slice(x, layout, j)
+    logits, _ = cached_logits_fn(
+        model,
+        here(carry.canvas),
+        here(positions),
+        here(segments),
+        carry.cache,
+        config=bd,
+    )
+    return logits, carry.cache
+
+  branches = [plain_step, lambda: chunk_logits(layout.first + j - 1, 2)]
+  if layout.first:
+    branches.append(lambda: chunk_logits(0, layout.first + 1))
+  # 0: a plain step; 1: also write block j - 1; 2: also prefill the prompt.
+  branch = jnp.where(carry.fuse, jnp.where(j == 0, 2, 1), 0)
+  return jax.lax.switch(branch, branches)
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=(
+        "bd",
+        "layout",
+        "use_cache",
+        "logits_fn",
+        "cached_logits_fn",
+    ),
+)
 def decode(
     graphdef,
     state,
     inputs: dict[str, jax.Array],
     seeds: jax.Array,
-    params: dict[str, jax.Array],
+    params: step_lib.CommitParams,
     stop_ids: jax.Array,
     *,
     bd: bd_config_lib.BlockDiffusionConfig,
     layout: Layout,
     use_cache: bool,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
 ) -> dict[str, jax.Array]:
   """Denoises a batch; see `denoise.generate` for the semantics.
 
@@ -148,178 +238,97 @@ def decode(
     state: the model's `nnx.split` state.
     inputs: `build_canvas` output without `offsets`.
     seeds: uint32 `[batch]` per-row RNG seeds.
-    params: traced scalars `rule` (index into `commit_rules.RULES`),
-      `threshold`, `top_k`, `factor` and `temperature` (0 = greedy).
+    params: the commit rule, its parameters and the temperature (traced).
     stop_ids: int32 `[num_stop_ids]` ids that stop a row.
     bd: the block-diffusion settings.
     layout: the static geometry.
     use_cache: decode with the block KV cache.
+    logits_fn: the cache-free model call.
+    cached_logits_fn: the cached model call.
 
   Returns:
     Physical `[batch, length]` `canvas`, `steps_at` (-1 if never committed)
-    and `logp_at`; per-row `forwards`, `num_steps` and `nonfinite`.
+    and `logp_at`; per-row `num_steps` and `nonfinite`.
   """
   model = nnx.merge(graphdef, state)
-  size = layout.block_size
-  tokens, positions, segments = (
-      inputs["tokens"],
-      inputs["positions"],
-      inputs["segments"],
-  )
   completion = inputs["completion"]
   first_block, num_blocks = inputs["first_block"], inputs["num_blocks"]
-  batch, length = tokens.shape
+  batch, length = inputs["tokens"].shape
   bd = dataclasses.replace(bd, layout=bd_config_lib.SINGLE_CANVAS)
-  greedy = params["temperature"] == 0
-  # Greedy decoding samples nothing; its log-probs are at temperature 1.
-  temperature = jnp.where(greedy, 1.0, params["temperature"])
   keys = jax.vmap(jax.random.key)(seeds)
+  fns = (logits_fn, cached_logits_fn)
 
-  def block_slice(x, j):
-    start = (layout.first + j) * size
-    return jax.lax.dynamic_slice_in_dim(x, start, size, axis=1)
-
-  def put_block(x, j, value):
-    start = (layout.first + j) * size
-    return jax.lax.dynamic_update_slice_in_dim(x, value, start, axis=1)
-
-  def sample(logp, j, s):
-    # One stream per row keyed by (seed, logical block, step): a row's
-    # samples never depend on its batch mates.
-    step_keys = jax.vmap(
-        lambda k, b: jax.random.fold_in(jax.random.fold_in(k, b), s)
-    )(keys, first_block + j)
-    return jax.vmap(jax.random.categorical)(step_keys, logp).astype(jnp.int32)
-
-  def canvas_logits(canvas, j):
-    return block_slice(
-        diffusion_lm.diffusion_logits_fn(
-            model, canvas, positions, segments, config=bd
-        ),
-        j,
+  def body(carry: Carry) -> Carry:
+    j, s = carry.j, carry.s
+    logits, cache = block_logits(
+        model, carry, inputs, bd=bd, layout=layout, fns=fns
     )
-
-  def cached_logits(canvas, cache, j, fuse):
-    """Block j's logits and the cache, written up to block j if `fuse`."""
-
-    def chunk_logits(start, width):
-      # Physical blocks [start, first + j]: the clean blocks to commit, then
-      # block j's canvas.
-      def chunk(x):
-        return jax.lax.dynamic_slice_in_dim(
-            x, start * size, width * size, axis=1
-        )
-
-      logits, kept = block_cache.block_logits_with_cache(
-          model,
-          chunk(canvas),
-          chunk(positions),
-          chunk(segments),
-          cache,
-          config=bd,
-          commit_length=(width - 1) * size,
-      )
-      return logits[:, -size:], kept
-
-    def step():
-      logits, _ = block_cache.block_logits_with_cache(
-          model,
-          block_slice(canvas, j),
-          block_slice(positions, j),
-          block_slice(segments, j),
-          cache,
-          config=bd,
-      )
-      return logits, cache
-
-    branches = [step, lambda: chunk_logits(layout.first + j - 1, 2)]
-    if layout.first:
-      branches.append(lambda: chunk_logits(0, layout.first + 1))
-    # 0: a plain step; 1: also write block j - 1; 2: also prefill the prompt.
-    branch = jnp.where(fuse, jnp.where(j == 0, 2, 1), 0)
-    return jax.lax.switch(branch, branches)
-
-  def body(carry):
-    j, s, fuse = carry["j"], carry["s"], carry["fuse"]
-    blk_tokens = block_slice(carry["canvas"], j)
-    blk_steps = block_slice(carry["steps_at"], j)
-    blk_completion = block_slice(completion, j)
-    if use_cache:
-      logits, cache = cached_logits(carry["canvas"], carry["cache"], j, fuse)
-    else:
-      logits = canvas_logits(carry["canvas"], j)
-
-    active = ~carry["stopped"] & (j < num_blocks)
-    eligible = blk_completion & (blk_steps < 0) & active[:, None]
-    logp = _scaled_log_probs(logits, temperature)
-    confidence = jnp.exp(jnp.max(logp, axis=-1))
-    sampled = jax.lax.cond(
-        greedy,
-        lambda: jnp.argmax(logits, axis=-1).astype(jnp.int32),
-        lambda: sample(logp, j, s),
-    )
-    sampled_logp = jnp.take_along_axis(logp, sampled[..., None], axis=-1)
-    commit = _select_commits(params, confidence, eligible)
-    new_tokens = jnp.where(commit, sampled, blk_tokens)
-    new_steps = jnp.where(commit, s, blk_steps)
-    new_logp = jnp.where(
-        commit, sampled_logp[..., 0], block_slice(carry["logp_at"], j)
+    here = lambda x: block_slice(x, layout, j)
+    blk_completion = here(completion)
+    active = ~carry.stopped & (j < num_blocks)
+    eligible = blk_completion & (here(carry.steps_at) < 0) & active[:, None]
+    out = step_lib.denoise_step(
+        logits,
+        here(carry.canvas),
+        here(carry.steps_at),
+        here(carry.logp_at),
+        eligible,
+        params,
+        step_lib.step_keys(keys, first_block + j, s),
+        s,
     )
     stepped = eligible.any(axis=-1)
     nonfinite = (eligible & ~jnp.isfinite(logits).all(axis=-1)).any(axis=-1)
-
     # Once no active row has a mask left in the block: stop the rows that
-    # committed a stop token in it, then move on; the cached path writes the
-    # finished block in the next block's first forward.
-    left = (blk_completion & (new_steps < 0) & active[:, None]).any()
-    block_done = ~left
-    has_stop = (blk_completion & jnp.isin(new_tokens, stop_ids)).any(axis=-1)
-    stopped = carry["stopped"] | (block_done & active & has_stop)
-    continuing = ~stopped & (j + 1 < num_blocks)
-    advance = block_done & continuing.any()
-    out = dict(
+    # committed a stop token in it (`tunix_bd.eos`), then move on; the
+    # cached path writes the finished block in the next block's first
+    # forward.
+    left = (blk_completion & (out.steps < 0) & active[:, None]).any()
+    has_stop = (blk_completion & jnp.isin(out.tokens, stop_ids)).any(axis=-1)
+    stopped = carry.stopped | (~left & active & has_stop)
+    continuing = (~stopped & (j + 1 < num_blocks)).any()
+    advance = ~left & continuing
+    return Carry(
         j=jnp.where(advance, j + 1, j),
         s=jnp.where(advance, 0, s + 1),
         fuse=use_cache & advance,
-        done=block_done & ~continuing.any(),
-        iteration=carry["iteration"] + 1,
-        canvas=put_block(carry["canvas"], j, new_tokens),
-        steps_at=put_block(carry["steps_at"], j, new_steps),
-        logp_at=put_block(carry["logp_at"], j, new_logp),
+        done=~left & ~continuing,
+        iteration=carry.iteration + 1,
+        canvas=put_block(carry.canvas, layout, j, out.tokens),
+        steps_at=put_block(carry.steps_at, layout, j, out.steps),
+        logp_at=put_block(carry.logp_at, layout, j, out.logp),
         stopped=stopped,
-        # A row needs this forward if it steps; a fused write is only ever
-        # for a row that steps in the same forward.
-        forwards=carry["forwards"] + stepped.astype(jnp.int32),
-        num_steps=carry["num_steps"] + stepped.astype(jnp.int32),
-        nonfinite=carry["nonfinite"] | nonfinite,
+        # A row needs this forward iff it steps; a fused cache write only
+        # ever rides on a forward of a row that steps.
+        num_steps=carry.num_steps + stepped.astype(jnp.int32),
+        nonfinite=carry.nonfinite | nonfinite,
+        cache=cache,
     )
-    if use_cache:
-      out["cache"] = cache
-    return out
 
-  carry = dict(
+  carry = Carry(
       j=jnp.int32(0),
       s=jnp.int32(0),
       # The first forward also prefills the prompt's complete blocks.
       fuse=jnp.bool_(use_cache and layout.first > 0),
       done=jnp.bool_(False),
       iteration=jnp.int32(0),
-      canvas=tokens,
+      canvas=inputs["tokens"],
       steps_at=jnp.full((batch, length), -1, jnp.int32),
       logp_at=jnp.zeros((batch, length), jnp.float32),
       stopped=jnp.zeros((batch,), bool),
-      forwards=jnp.zeros((batch,), jnp.int32),
       num_steps=jnp.zeros((batch,), jnp.int32),
       nonfinite=jnp.zeros((batch,), bool),
+      cache=(
+          block_cache.init_block_cache(model, batch, length)
+          if use_cache
+          else None
+      ),
   )
-  if use_cache:
-    carry["cache"] = block_cache.init_block_cache(model, batch, length)
-
   # Forced progress: a block takes at most `size` steps; the bound only
   # guards against a bug (left masks fail after the loop).
-  max_iterations = layout.blocks * size
+  max_iterations = layout.blocks * layout.block_size
   carry = jax.lax.while_loop(
-      lambda c: ~c["done"] & (c["iteration"] < max_iterations), body, carry
+      lambda c: ~c.done & (c.iteration < max_iterations), body, carry
   )
-  names = ("canvas", "steps_at", "logp_at", "forwards", "num_steps")
-  return {name: carry[name] for name in names + ("nonfinite",)}
+  names = ("canvas", "steps_at", "logp_at", "num_steps", "nonfinite")
+  return {name: getattr(carry, name) for name in names}

@@ -42,11 +42,14 @@ import jax
 import numpy as np
 from tunix_bd import config_utils
 from tunix_bd import eos
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import cached_logits
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import inputs as inputs_lib
-from tunix_bd.generate import trace as trace_lib
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.generate import step as step_lib
 
 # Sampling knobs of AR samplers that block denoising does not implement.
 _UNSUPPORTED_FILTERS = (
@@ -220,6 +223,10 @@ class Denoiser:
       *,
       bd: bd_config_lib.BlockDiffusionConfig,
       config: DenoiseConfig,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+          cached_logits.block_logits_with_cache
+      ),
   ):
     """Checks and captures what every call shares.
 
@@ -227,48 +234,33 @@ class Denoiser:
       model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
       bd: the model's block-diffusion settings.
       config: the denoising settings.
+      logits_fn: the cache-free model call (`use_cache=False`).
+      cached_logits_fn: the cached model call (`use_cache=True`).
 
     Raises:
       ValueError: for a bad config, or a `bd` that does not fit the model
-        (mask id outside the vocabulary or equal to the pad or a stop id,
-        flash attention).
+        (see `inputs.check_model`).
     """
-    if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
-      raise ValueError(
-          f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
-      )
     if not isinstance(config, DenoiseConfig):
       raise ValueError(
           f"config must be a DenoiseConfig, got {type(config).__name__}."
       )
-    if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
-      raise ValueError("model must be a Tunix nnx.Module with a config.")
-    bd.validate_for_model(
-        model.config,
-        pad_id=config.pad_id,
-        eos_id=None,
-        stop_ids=config.stop_ids,
-    )
-    vocab_size = model.config.vocab_size
-    ids = config.stop_ids + (config.pad_id,)
-    outside = [i for i in ids if i >= vocab_size]
-    if outside:
-      raise ValueError(
-          f"stop_ids / pad_id {outside} are outside the model vocabulary"
-          f" [0, {vocab_size})."
-      )
+    vocab_size = inputs_lib.check_model(model, bd, config)
     self.bd, self.config = bd, config
     self._vocab_size = vocab_size
     self._graphdef, self._state = nnx.split(model)
     self._layout = decode_loop.Layout.create(
         bd.block_size, config.max_prompt_length, config.max_new_tokens
     )
-    self._params = dict(
-        rule=np.int32(commit_rules.RULES.index(config.rule)),
-        threshold=np.float32(config.threshold),
-        top_k=np.int32(config.top_k),
-        factor=np.float32(config.factor),
-        temperature=np.float32(config.temperature),
+    self._params = step_lib.CommitParams.create(
+        rule=config.rule,
+        threshold=config.threshold,
+        top_k=config.top_k,
+        factor=config.factor,
+        temperature=config.temperature,
+    )
+    self._logits_fns = dict(
+        logits_fn=logits_fn, cached_logits_fn=cached_logits_fn
     )
     self._stop_ids = np.asarray(config.stop_ids, np.int32)
 
@@ -300,6 +292,7 @@ class Denoiser:
             bd=bd,
             layout=self._layout,
             use_cache=config.use_cache,
+            **self._logits_fns,
         )
     )
 
@@ -311,28 +304,29 @@ class Denoiser:
     generated = steps >= 0
     tokens = np.where(generated, take(out["canvas"]), config.pad_id)
     logp = np.where(generated, take(out["logp_at"]), 0.0).astype(np.float32)
-    inputs_lib.check_finished(
-        out["nonfinite"], steps, tokens, lengths, bd, config
+    trace = trace_lib.Trace(
+        prompt_tokens=prompts,
+        prompt_lengths=lengths,
+        tokens=tokens.astype(np.int32),
+        action_step=steps,
+        action_logp=logp,
+        temperature=1.0 if config.greedy else config.temperature,
+        bd=bd,
     )
+    inputs_lib.check_finished(out["nonfinite"], trace, config.stop_ids)
 
     completions = eos.truncate_at_stop(tokens, config.stop_ids)
-    forwards = np.asarray(out["forwards"], np.int32)
+    # Every forward is a denoising step of each row it serves: cache writes
+    # ride on the next block's first step.
+    forwards = np.asarray(out["num_steps"], np.int32)
     returned = np.asarray([len(c) for c in completions], np.float32)
     return DenoiseOutput(
         completion_tokens=tokens.astype(np.int32),
         completions=completions,
         num_forwards=forwards,
-        num_steps=np.asarray(out["num_steps"], np.int32),
+        num_steps=forwards.copy(),
         tokens_per_forward=returned / np.maximum(forwards, 1),
-        trace=trace_lib.Trace(
-            prompt_tokens=prompts,
-            prompt_lengths=lengths,
-            tokens=tokens.astype(np.int32),
-            action_step=steps,
-            action_logp=logp,
-            temperature=1.0 if config.greedy else config.temperature,
-            bd=bd,
-        ),
+        trace=trace,
     )
 
 
@@ -344,11 +338,15 @@ def generate(
     bd: bd_config_lib.BlockDiffusionConfig,
     config: DenoiseConfig,
     seeds: np.ndarray | Sequence[int] | None = None,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
 ) -> DenoiseOutput:
   """Generates completions by parallel block denoising.
 
-  A one-off `Denoiser(model, bd=bd, config=config)(...)`; build a `Denoiser`
-  to decode many batches.
+  A one-off `Denoiser(model, bd=bd, config=config, ...)(...)`; build a
+  `Denoiser` to decode many batches.
 
   Args:
     model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
@@ -360,6 +358,8 @@ def generate(
     config: the denoising settings.
     seeds: `[batch]` ints in [0, 2**32), one RNG stream per row; required
       when `config.temperature > 0`, ignored when greedy.
+    logits_fn: as for `Denoiser`.
+    cached_logits_fn: as for `Denoiser`.
 
   Returns:
     The `DenoiseOutput`, with the trace of every row.
@@ -372,6 +372,11 @@ def generate(
       seeds; after decoding (naming the rows), for non-finite logits or
       positions left masked.
   """
-  return Denoiser(model, bd=bd, config=config)(
-      prompt_tokens, prompt_lengths, seeds=seeds
+  denoiser = Denoiser(
+      model,
+      bd=bd,
+      config=config,
+      logits_fn=logits_fn,
+      cached_logits_fn=cached_logits_fn,
   )
+  return denoiser(prompt_tokens, prompt_lengths, seeds=seeds)

@@ -3,14 +3,52 @@
 """Fail-closed checks of what block denoising is given and what it returns.
 
 Prompts and seeds are checked before any compute, with errors that name the
-rows; a finished decode is checked for non-finite logits and for positions
-left masked.
+rows; a finished decode is checked for non-finite logits and against the
+trace rules (`Trace.validate`), e.g. for positions left masked.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from flax import nnx
 import jax
 import numpy as np
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import families
+from tunix_bd.core import trace as trace_lib
+
+
+def check_model(model, bd, config) -> int:
+  """Checks a model and its settings for denoising; returns the vocab size.
+
+  Raises:
+    ValueError: for a `bd` that is not a `BlockDiffusionConfig`, a model
+      that is not a Tunix `nnx.Module` of a supported family, or a `bd` that
+      does not fit it (mask id outside the vocabulary or equal to the pad or
+      a stop id, flash attention), or stop / pad ids outside the vocabulary.
+  """
+  if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
+    raise ValueError(
+        f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
+    )
+  if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
+    raise ValueError("model must be a Tunix nnx.Module with a config.")
+  families.family(model.config)
+  bd.validate_for_model(
+      model.config,
+      pad_id=config.pad_id,
+      eos_id=None,
+      stop_ids=config.stop_ids,
+  )
+  vocab_size = model.config.vocab_size
+  outside = [i for i in config.stop_ids + (config.pad_id,) if i >= vocab_size]
+  if outside:
+    raise ValueError(
+        f"stop_ids / pad_id {outside} are outside the model vocabulary"
+        f" [0, {vocab_size})."
+    )
+  return vocab_size
 
 
 def prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
@@ -95,16 +133,20 @@ def seeds(values, batch: int, config) -> np.ndarray:
   return values.astype(np.uint32)
 
 
-def check_finished(nonfinite, steps, tokens, lengths, bd, config):
-  """Fails closed on non-finite logits or positions left masked.
+def check_finished(
+    nonfinite: np.ndarray, trace: trace_lib.Trace, stop_ids: Sequence[int]
+) -> None:
+  """Fails closed on non-finite logits or a trace that breaks its rules.
 
   Args:
     nonfinite: bool `[batch]`, rows that met a non-finite logit.
-    steps: int `[batch, max_new_tokens]` commit step per slot, -1 if none.
-    tokens: int `[batch, max_new_tokens]` completion slots.
-    lengths: int `[batch]` prompt lengths.
-    bd: the block-diffusion settings.
-    config: the `DenoiseConfig`.
+    trace: the decoded batch's trace, checked by `Trace.validate` with the
+      stop ids (rows must have generated whole blocks up to their stop
+      block, or all of them).
+    stop_ids: the ids that stop a row.
+
+  Raises:
+    ValueError: naming the rows.
   """
   nonfinite = np.asarray(nonfinite)
   if nonfinite.any():
@@ -112,19 +154,4 @@ def check_finished(nonfinite, steps, tokens, lengths, bd, config):
         "non-finite logits while denoising rows"
         f" {np.flatnonzero(nonfinite).tolist()}."
     )
-  # Each row must have generated whole blocks up to its stop block (or all).
-  size = bd.block_size
-  blocks = (lengths[:, None] + np.arange(steps.shape[1])) // size
-  blocks -= blocks[:, :1]
-  is_stop = np.isin(tokens, np.asarray(config.stop_ids, np.int64))
-  stop_block = np.where(
-      (is_stop & (steps >= 0)).any(axis=1),
-      np.where(is_stop & (steps >= 0), blocks, blocks.max() + 1).min(axis=1),
-      blocks.max(axis=1),
-  )
-  unresolved = ((steps < 0) & (blocks <= stop_block[:, None])).any(axis=1)
-  if unresolved.any():
-    raise ValueError(
-        "denoising left masked positions in rows"
-        f" {np.flatnonzero(unresolved).tolist()}."
-    )
+  trace.validate(stop_ids=stop_ids)

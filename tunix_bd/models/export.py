@@ -12,7 +12,7 @@ import glob
 import os
 import shutil
 
-from tunix_bd.models import bd_config as bd_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 
 

@@ -28,7 +28,6 @@ from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 

@@ -29,7 +29,6 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import comparison
 from tunix_bd.evaluation import plot
 from tunix_bd.evaluation import report
-from tunix_bd.models import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft

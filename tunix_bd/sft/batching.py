@@ -5,16 +5,10 @@
 A global batch is `batch_size` examples (two rows each with complementary
 corruption): what one optimizer update sees. It is split into
 `gradient_accumulation_steps` = k micro-batches, the items `PeftTrainer`
-iterates. Each micro-batch carries, broadcast per row so that every leaf is
-batch-major (Tunix shards every leaf on dim 0):
-
-* `global_weight` `[micro_batch]` float32: the total loss weight of its
-  whole global batch, the SFT loss denominator (DESIGN.md "Loss
-  denominators");
-* `accumulation_steps` `[micro_batch]` int32: k, by which the loss is scaled
-  because Tunix 0.1.7 averages the k micro-batch gradients.
-
-Together they make k accumulated micro-batches exactly one big batch.
+iterates. Each micro-batch carries the per-row fields of
+`tunix_bd.denominators`: `global_weight` (the total loss weight of its whole
+global batch) and `accumulation_steps` (k). Together they make k accumulated
+micro-batches exactly one big batch.
 
 The stream is a pure function of the index: example order is a permutation
 per epoch drawn from `(seed, epoch)`, each epoch drops its last partial
@@ -35,14 +29,15 @@ import grain
 import numpy as np
 
 from tunix_bd import config_utils
+from tunix_bd import denominators
 from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 from tunix_bd.sft import corruption as corruption_lib
 
-GLOBAL_WEIGHT = "global_weight"
-ACCUMULATION_STEPS = "accumulation_steps"
+GLOBAL_WEIGHT = denominators.GLOBAL_WEIGHT
+ACCUMULATION_STEPS = denominators.ACCUMULATION_STEPS
 # Every field of an SFT micro-batch, each `[micro_batch, ...]`.
-BATCH_FIELDS = corruption_lib.FIELDS + (GLOBAL_WEIGHT, ACCUMULATION_STEPS)
+BATCH_FIELDS = corruption_lib.FIELDS + denominators.FIELDS
 
 
 def _where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:
@@ -243,8 +238,7 @@ class _MicroBatches(grain.sources.RandomAccessDataSource):
     rows = batch["tokens"].shape[0] // self._k
     part = slice(micro * rows, (micro + 1) * rows)
     out = {key: batch[key][part] for key in corruption_lib.FIELDS}
-    out[GLOBAL_WEIGHT] = np.full(rows, batch[GLOBAL_WEIGHT], np.float32)
-    out[ACCUMULATION_STEPS] = np.full(rows, self._k, np.int32)
+    out.update(denominators.batch_fields(batch[GLOBAL_WEIGHT], self._k, rows))
     return out
 
 

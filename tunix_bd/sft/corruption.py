@@ -39,7 +39,7 @@ import numpy as np
 
 from tunix_bd import eos as eos_lib
 from tunix_bd import config_utils
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 
 UNIFORM = "uniform"
 INVERSE_T = "inverse_t"

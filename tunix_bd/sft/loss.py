@@ -4,35 +4,33 @@
 
 `configure` plugs the loss (`sft_loss_fn`) into any `PeftTrainer` through
 its public seams, `with_gen_model_input_fn` and `with_loss_fn(...,
-has_aux=True)`. `DiffusionSftTrainer` does the same, logs the aux metrics
-(which Tunix 0.1.7's `PeftTrainer` drops) and stores the run's fingerprint
-in every checkpoint.
+has_aux=True)`; `tunix_bd.sft.trainer.DiffusionSftTrainer` also logs its
+aux metrics.
 
 The loss of a micro-batch is
 
-    k * sum(w * -log p(token)) / global_weight
+    sum(w * -log p(token)) * denominators.loss_scale(...)
 
-over its corrupted positions, with float32 target-aligned logits from
-`diffusion_logits_fn`, `w` the loss weights, `global_weight` the total
-weight of the whole global batch and k its number of micro-batches. Tunix
-0.1.7's `optax.MultiSteps` averages the k micro-batch gradients, so the
-update is exactly that of one big batch (DESIGN.md "Loss denominators").
-Eval batches carry k = 1 and their own total, so the same function gives
-their weighted mean.
+over its corrupted positions, with float32 target-aligned logits from the
+injected `logits_fn` (`diffusion_logits_fn` by default) and `w` the loss
+weights; the scale (`k / global_weight`, `tunix_bd.denominators`) makes k
+accumulated micro-batches exactly one big batch (DESIGN.md "Loss
+denominators"). Eval batches carry k = 1 and their own total, so the same
+function gives their weighted mean.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from tunix_bd import compat
-from tunix_bd import fingerprint as fingerprint_lib
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
+from tunix_bd import denominators
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
 from tunix_bd.sft import batching
 
 # The batch fields the loss reads.
@@ -78,13 +76,14 @@ def sft_logits(
     positions: jax.Array,
     segment_ids: jax.Array,
     config: bd_config.BlockDiffusionConfig,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ) -> jax.Array:
   """float32 `[batch, length, vocab]` target-aligned logits of the canvases.
 
   The clean-context layout sees the clean `tokens` as its context copy.
   """
   clean = tokens if config.layout == bd_config.CLEAN_CONTEXT else None
-  return diffusion_lm.diffusion_logits_fn(
+  return logits_fn(
       model,
       noisy_tokens,
       positions,
@@ -113,6 +112,7 @@ def sft_loss(
     accumulation_steps: jax.Array,
     config: bd_config.BlockDiffusionConfig,
     num_noise_buckets: int = 4,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Weighted masked-token cross-entropy of one micro-batch.
 
@@ -129,6 +129,7 @@ def sft_loss(
     accumulation_steps: int `[batch]` micro-batches per global batch.
     config: the block-diffusion settings (static).
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
+    logits_fn: the cache-free model call.
 
   Returns:
     `(loss, aux)`. `aux` values are scalars, totals that add up over the
@@ -145,6 +146,7 @@ def sft_loss(
       positions=positions,
       segment_ids=segment_ids,
       config=config,
+      logits_fn=logits_fn,
   )
   # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
   log_probs = diffusion_lm.token_log_probs(logits, tokens)
@@ -153,11 +155,9 @@ def sft_loss(
   weights = jnp.where(supervised, loss_weights.astype(jnp.float32), 0.0)
   weighted_sum = jnp.sum(weights * nll)
 
-  # Every row of a micro-batch carries the same values; max is exact.
-  denominator = jnp.max(global_weight).astype(jnp.float32)
-  k = jnp.max(accumulation_steps).astype(jnp.float32)
-  scale = jnp.where(denominator > 0, k / jnp.maximum(denominator, 1e-30), 0.0)
-  loss = weighted_sum * scale
+  loss = weighted_sum * denominators.loss_scale(
+      global_weight, accumulation_steps
+  )
 
   count = jnp.sum(supervised, dtype=jnp.float32)
   local_weight = jnp.sum(weights)
@@ -185,7 +185,10 @@ def sft_loss(
 
 
 def sft_loss_fn(
-    config: bd_config.BlockDiffusionConfig, *, num_noise_buckets: int = 4
+    config: bd_config.BlockDiffusionConfig,
+    *,
+    num_noise_buckets: int = 4,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ):
   """`sft_loss` bound to its settings, ready for `PeftTrainer.with_loss_fn`.
 
@@ -197,6 +200,7 @@ def sft_loss_fn(
   Args:
     config: the block-diffusion settings.
     num_noise_buckets: see `sft_loss`.
+    logits_fn: see `sft_loss`.
 
   Returns:
     `loss_fn(model, tokens, ..., accumulation_steps) -> (loss, aux)` taking
@@ -243,6 +247,7 @@ def sft_loss_fn(
         accumulation_steps,
         config=config,
         num_noise_buckets=num_noise_buckets,
+        logits_fn=logits_fn,
     )
 
   return loss_fn
@@ -253,16 +258,18 @@ def configure(
     config: bd_config.BlockDiffusionConfig,
     *,
     num_noise_buckets: int = 4,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ) -> compat.PeftTrainer:
   """Makes a `PeftTrainer` train (and evaluate) with the SFT loss.
 
-  A plain `PeftTrainer` does not log the aux metrics; `DiffusionSftTrainer`
-  does.
+  A plain `PeftTrainer` does not log the aux metrics;
+  `trainer.DiffusionSftTrainer` does.
 
   Args:
     trainer: the trainer to configure.
     config: the block-diffusion settings.
     num_noise_buckets: see `sft_loss`.
+    logits_fn: see `sft_loss`.
 
   Returns:
     The trainer.
@@ -270,105 +277,9 @@ def configure(
   Raises:
     ValueError: for a config of the wrong type or a bucket count < 1.
   """
-  loss_fn = sft_loss_fn(config, num_noise_buckets=num_noise_buckets)
+  loss_fn = sft_loss_fn(
+      config, num_noise_buckets=num_noise_buckets, logits_fn=logits_fn
+  )
   trainer.with_gen_model_input_fn(sft_model_inputs)
   trainer.with_loss_fn(loss_fn, has_aux=True)
   return trainer
-
-
-def _total(values: list[np.ndarray]) -> float:
-  return float(np.sum(values, dtype=np.float64))
-
-
-def _ratio(values: list[np.ndarray]) -> float | None:
-  numerator, denominator = np.sum(np.stack(values), axis=0, dtype=np.float64)
-  # An empty bucket has no value this step; None is not logged.
-  return None if denominator == 0 else float(numerator / denominator)
-
-
-class DiffusionSftTrainer(compat.PeftTrainer):
-  """A `PeftTrainer` configured with the SFT loss that logs its aux metrics.
-
-  Aux metrics are reduced over the micro-batches of each update step (and
-  over the whole eval set at each evaluation): totals are summed, ratios
-  are sum(numerator) / sum(denominator), so they describe the global batch
-  exactly. They are logged through `metrics_logger` under the trainer's
-  metrics prefix, like `loss`.
-  """
-
-  def __init__(
-      self,
-      model,
-      optimizer,
-      training_config: compat.TrainingConfig,
-      *,
-      config: bd_config.BlockDiffusionConfig,
-      fingerprint: Mapping[str, Any] | None = None,
-      num_noise_buckets: int = 4,
-      metrics_logger=None,
-  ):
-    """Builds the trainer.
-
-    Args:
-      model: the model to train.
-      optimizer: an optax optimizer (Tunix wraps it in `MultiSteps` when
-        `training_config.gradient_accumulation_steps` is set).
-      training_config: Tunix's training config.
-      config: the block-diffusion settings.
-      fingerprint: a `tunix_bd.fingerprint.fingerprint(...)` dict stored in
-        every checkpoint's metadata; None stores nothing.
-      num_noise_buckets: see `sft_loss`.
-      metrics_logger: Tunix's metrics logger; None builds one from
-        `training_config.metrics_logging_options`.
-    """
-    self._fingerprint = None if fingerprint is None else dict(fingerprint)
-    super().__init__(model, optimizer, training_config, metrics_logger)
-    configure(self, config, num_noise_buckets=num_noise_buckets)
-
-  def custom_checkpoint_metadata(self) -> dict[str, Any]:
-    if self._fingerprint is None:
-      return {}
-    return {fingerprint_lib.METADATA_KEY: self._fingerprint}
-
-  def _prepare_inputs(self, input_data: Any) -> Any:
-    if not isinstance(input_data, Mapping):
-      raise ValueError(
-          "DiffusionSftTrainer expects dict batches from"
-          f" tunix_bd.sft.batching, got {type(input_data).__name__}."
-      )
-    sft_model_inputs(input_data)  # Fails closed on missing fields.
-    if self._mode == "train":
-      # A batch split for another k would scale every gradient wrongly.
-      expected = self.config.get_with_default("gradient_accumulation_steps", 1)
-      steps = np.asarray(input_data[batching.ACCUMULATION_STEPS])
-      if (steps != expected).any():
-        raise ValueError(
-            f"the training batch was split into {np.unique(steps).tolist()}"
-            " micro-batches per update, but the trainer has"
-            f" gradient_accumulation_steps={expected}; build the batches"
-            " with the same gradient_accumulation_steps."
-        )
-    return input_data
-
-  def _buffer_aux(self, buffer, aux: Mapping[str, jax.Array] | None) -> None:
-    if buffer is None or not aux:
-      return
-    for name, value in aux.items():
-      entry = buffer.additional_metrics.get(name)
-      if entry is None:
-        op = _total if jnp.ndim(value) == 0 else _ratio
-        buffer.additional_metrics[name] = ([value], op)
-      else:
-        entry[0].append(value)
-
-  def _post_process_train_step(self, aux: Any) -> None:
-    self._buffer_aux(self._buffered_train_metrics, aux)
-
-  def _post_process_eval_step(self, aux: Any) -> None:
-    self._buffer_aux(self._buffered_eval_metrics, aux)
-
-  def _log_metrics(self, loss, step=None, additional_metrics=None):
-    additional_metrics = {
-        k: v for k, v in (additional_metrics or {}).items() if v is not None
-    }
-    super()._log_metrics(loss, step, additional_metrics)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from tunix_bd import attention
+from tunix_bd.core import masks
 
 
 def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -33,7 +33,7 @@ def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   )
   segment_ids = batch["valid_mask"].astype(jnp.int32)
   # A block size of 1 is exactly the causal mask.
-  mask = attention.block_causal_mask(
+  mask = masks.block_causal_mask(
       positions,
       positions,
       1,

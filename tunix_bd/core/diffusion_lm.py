@@ -3,10 +3,15 @@
 """`diffusion_logits_fn`: the one model contract of every tunix_bd stage.
 
 Any Tunix decoder called as `model(tokens, positions, cache, attention_mask)`
-returning `(logits, cache)` (Qwen3, Gemma, Llama, ...) plugs in: this module
-only builds masks, calls the model and re-aligns its logits. SFT, denoising,
-replay and RL all read target-aligned logits from here, so they do not depend
-on the alignment or the canvas layout.
+returning `(logits, cache)` (Qwen3, Qwen2, Llama 3; see `models.families`)
+plugs in: this module only builds masks, calls the model and re-aligns its
+logits. SFT, denoising, replay and RL all read target-aligned logits through
+a `LogitsFn` (cache-free) or a `CachedLogitsFn` (block KV cache), defaulting
+to `diffusion_logits_fn` and `cached_logits.block_logits_with_cache`; each
+consumer takes them as parameters, so another model call (a biased one in a
+test, a teacher, a served model) plugs in without touching the consumers.
+`log_probs` is the one temperature-scaled log-softmax: rollout commits,
+recorded log-probs and replay all use it.
 
 Target-aligned logits: the logit at physical index i predicts the token at i.
 Under `shifted` alignment it is the model's raw logit at the token whose
@@ -19,18 +24,22 @@ stay finite, but they must get zero loss weight and never be sampled.
 The mask token's logit is always `MASKED_LOGIT`, so every softmax over these
 logits gives it probability exactly 0.
 
-The KV-cache path (`tunix_bd.models.block_cache`) evaluates one block at a
-time against cached clean blocks with the helpers marked "shared" here, so
-both paths align logits in exactly one way.
+The KV-cache path (`tunix_bd.core.cached_logits`) evaluates one block at a
+time against cached clean blocks with the same `alignment` helpers, so both
+paths align logits in exactly one way.
 """
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix_bd import attention
-from tunix_bd.models import bd_config
+from tunix_bd.core import alignment
+from tunix_bd.core import bd_config
+from tunix_bd.core import families
+from tunix_bd.core import masks
 
 # The mask token's logit. Finite on purpose: -inf would make `0 * log p` and
 # `inf - inf` NaN in losses and their gradients. In float32,
@@ -39,12 +48,79 @@ from tunix_bd.models import bd_config
 MASKED_LOGIT = -1e30
 
 
+class LogitsFn(Protocol):
+  """A cache-free model call: target-aligned logits of canvases.
+
+  `diffusion_logits_fn` is the implementation over Tunix decoders; see it
+  for the arguments. Returns float32 `[batch, length, vocab]`, the mask
+  column at `MASKED_LOGIT`.
+  """
+
+  def __call__(
+      self,
+      model: Any,
+      tokens: jax.Array,
+      positions: jax.Array,
+      segment_ids: jax.Array | None,
+      *,
+      config: bd_config.BlockDiffusionConfig,
+      clean_tokens: jax.Array | None = None,
+  ) -> jax.Array:
+    ...
+
+
+class CachedLogitsFn(Protocol):
+  """A model call on one block against a block KV cache.
+
+  `cached_logits.block_logits_with_cache` is the implementation over Tunix
+  decoders; see it for the arguments. Returns `(logits, new_cache)`:
+  float32 `[batch, block_len, vocab]` target-aligned logits, equal to the
+  cache-free ones for these positions, and the cache with the first
+  `commit_length` columns committed.
+  """
+
+  def __call__(
+      self,
+      model: Any,
+      block_tokens: jax.Array,
+      block_positions: jax.Array,
+      block_segment_ids: jax.Array | None,
+      cache: Any,
+      *,
+      config: bd_config.BlockDiffusionConfig,
+      commit_length: int | None = None,
+      canvas_ids: jax.Array | None = None,
+  ) -> tuple[jax.Array, Any]:
+    ...
+
+
+def check_temperature(temperature: Any, name: str = "temperature") -> float:
+  """A static temperature as a float; fails closed unless finite and > 0."""
+  if isinstance(temperature, jax.core.Tracer):
+    raise ValueError(
+        f"{name} must be a static number, got a traced value; keep it out of"
+        " jit arguments."
+    )
+  if isinstance(temperature, (np.ndarray, jax.Array)) and temperature.ndim:
+    raise ValueError(f"{name} must be a scalar, got {temperature!r}.")
+  try:
+    value = float(temperature)
+  except (TypeError, ValueError):
+    value = float("nan")
+  if isinstance(temperature, bool) or not 0.0 < value < float("inf"):
+    raise ValueError(
+        f"{name} must be a finite number > 0, got {temperature!r}."
+    )
+  return value
+
+
 def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
-  """Validates the common inputs (shared); `prefix` names the argument.
+  """Validates the inputs of a logits call; `prefix` names the argument.
 
   Args:
-    model: the decoder; its `config` (if any) is checked for flash attention
-      and a mask id outside the vocabulary.
+    model: the decoder; its `config` (if any) is checked for a supported
+      family (`families`), flash attention and a mask id outside the
+      vocabulary.
     tokens: int `[batch, length]` ids.
     positions: int `[batch, length]` logical positions.
     segment_ids: int `[batch, length]`, 0 = pad; None means one segment.
@@ -55,14 +131,17 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
     `(tokens, positions, segment_ids)` as int32 arrays.
 
   Raises:
-    ValueError: for a wrong config type, flash attention, a mask id outside
-      the model vocabulary, or ids of the wrong rank, dtype or shape.
+    ValueError: for a wrong config type, an unsupported model family, flash
+      attention, a mask id outside the model vocabulary, or ids of the wrong
+      rank, dtype or shape.
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
         f"config must be a BlockDiffusionConfig, got {type(config).__name__}."
     )
   model_config = getattr(model, "config", None)
+  if model_config is not None:
+    families.family(model_config)  # Fails closed outside the families.
   if getattr(model_config, "use_flash_attention", False):
     # Tunix's Splash path ignores the mask passed in: it would be causal.
     raise ValueError(
@@ -77,63 +156,24 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
         f"mask_token_id={config.mask_token_id} is outside the model"
         f" vocabulary of size {vocab_size}."
     )
-  tokens = attention.check_ids(f"{prefix}tokens", tokens)
-  positions = attention.check_ids(f"{prefix}positions", positions, tokens.shape)
+  tokens = masks.check_ids(f"{prefix}tokens", tokens)
+  positions = masks.check_ids(f"{prefix}positions", positions, tokens.shape)
   if segment_ids is None:
     segment_ids = jnp.ones(tokens.shape, jnp.int32)
-  segment_ids = attention.check_ids(
+  segment_ids = masks.check_ids(
       f"{prefix}segment_ids", segment_ids, tokens.shape
   )
   return tokens, positions, segment_ids
 
 
 def exclude_mask_token(logits: jax.Array, mask_token_id: int) -> jax.Array:
-  """Sets the mask column to `MASKED_LOGIT` (shared); checks it exists."""
+  """Sets the mask column to `MASKED_LOGIT`; checks that it exists."""
   if mask_token_id >= logits.shape[-1]:
     raise ValueError(
         f"mask_token_id={mask_token_id} is outside the model's logits"
         f" vocabulary of size {logits.shape[-1]}."
     )
   return logits.at[..., mask_token_id].set(MASKED_LOGIT)
-
-
-def gather_rows(values: jax.Array, index: jax.Array) -> jax.Array:
-  """`values[b, index[b, i]]` for `[batch, n, vocab]` values (shared)."""
-  return jnp.take_along_axis(values, index[:, :, None], axis=1)
-
-
-def sorted_order(positions, segment_ids) -> jax.Array:
-  """Per-row order (shared): pads first, then by (segment, position)."""
-  return jnp.lexsort((positions, segment_ids), axis=-1)
-
-
-def predecessors(positions, segment_ids) -> tuple[jax.Array, jax.Array]:
-  """Finds each token's logical predecessor by sorting (shared), O(L log L).
-
-  Args:
-    positions: int `[batch, length]` logical positions, unique per segment.
-    segment_ids: int `[batch, length]`, 0 = pad.
-
-  Returns:
-    `(index, found)`, each `[batch, length]`: `index[b, i]` is the physical
-    index of the token at logical position `positions[b, i] - 1` in the same
-    non-pad segment, valid where `found` is True.
-  """
-  order = sorted_order(positions, segment_ids)
-  sorted_pos = jnp.take_along_axis(positions, order, axis=1)
-  sorted_seg = jnp.take_along_axis(segment_ids, order, axis=1)
-  prev = lambda x: jnp.concatenate([x[:, :1], x[:, :-1]], axis=1)
-  found_sorted = (
-      (jnp.arange(order.shape[1]) > 0)[None, :]
-      & (sorted_seg != attention.PAD_SEGMENT_ID)
-      & (prev(sorted_seg) == sorted_seg)
-      & (prev(sorted_pos) == sorted_pos - 1)
-  )
-  # The inverse permutation takes sorted-order results back to physical order.
-  rank = jnp.argsort(order, axis=1)
-  index = jnp.take_along_axis(prev(order), rank, axis=1)
-  found = jnp.take_along_axis(found_sorted, rank, axis=1)
-  return index, found
 
 
 def diffusion_logits_fn(
@@ -181,18 +221,16 @@ def diffusion_logits_fn(
     )
 
   if clean_context:
-    clean_tokens = attention.check_ids(
-        "clean_tokens", clean_tokens, tokens.shape
-    )
+    clean_tokens = masks.check_ids("clean_tokens", clean_tokens, tokens.shape)
     # Both copies share positions; the mask carries the segments.
-    both_positions, _ = attention.clean_context_inputs(positions)
-    mask = attention.clean_context_mask(
+    both_positions, _ = masks.clean_context_inputs(positions)
+    mask = masks.clean_context_mask(
         positions, config.block_size, segment_ids=segment_ids
     )
     both_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
     raw, _ = model(both_tokens, both_positions, None, mask)
   else:
-    mask = attention.block_causal_mask(
+    mask = masks.block_causal_mask(
         positions,
         positions,
         config.block_size,
@@ -205,18 +243,20 @@ def diffusion_logits_fn(
   if config.alignment == bd_config.SAME_POSITION:
     logits = raw[:, :length]
   else:
-    index, found = predecessors(positions, segment_ids)
+    index, found = alignment.predecessors(positions, segment_ids)
     if clean_context:
       # A block's first token is predicted from the end of the previous
       # block, which is clean when this block is denoised at inference.
       first_of_block = positions % config.block_size == 0
       index = jnp.where(first_of_block, index + length, index)
-    logits = jnp.where(found[:, :, None], gather_rows(raw, index), 0.0)
+    logits = jnp.where(
+        found[:, :, None], alignment.gather_rows(raw, index), 0.0
+    )
   return exclude_mask_token(logits, config.mask_token_id)
 
 
-def log_probs(logits: jax.Array, temperature: float = 1.0) -> jax.Array:
-  """Temperature-scaled log-softmax that keeps excluded entries excluded.
+def scale_logits(logits: jax.Array, temperature: Any) -> jax.Array:
+  """float32 logits divided by the temperature, excluded entries kept.
 
   Entries at or below `MASKED_LOGIT` (the mask token) stay at
   `MASKED_LOGIT` at any temperature, so their probability is exactly 0 and
@@ -224,26 +264,48 @@ def log_probs(logits: jax.Array, temperature: float = 1.0) -> jax.Array:
 
   Args:
     logits: `[..., vocab]` target-aligned logits.
-    temperature: a finite number > 0.
-
-  Returns:
-    float32 `[..., vocab]` log-probabilities.
+    temperature: a finite number > 0, static (checked) or a traced scalar
+      (the compiled denoising loop's; checked by its config).
 
   Raises:
-    ValueError: for a temperature that is not a finite positive number.
+    ValueError: for a static temperature that is not a finite number > 0.
   """
-  return jax.nn.log_softmax(_scale(logits, temperature), axis=-1)
+  if not isinstance(temperature, jax.Array):
+    temperature = check_temperature(temperature)
+  logits = logits.astype(jnp.float32)
+  excluded = logits <= jnp.float32(MASKED_LOGIT)
+  return jnp.where(excluded, jnp.float32(MASKED_LOGIT), logits / temperature)
+
+
+def log_probs(logits: jax.Array, temperature: Any = 1.0) -> jax.Array:
+  """The temperature-scaled log-softmax of every sampler and scorer.
+
+  Rollout commits and recorded log-probs, replay and OPD all call this, so
+  replay reproduces the rollout's log-probs by construction.
+
+  Args:
+    logits: `[..., vocab]` target-aligned logits.
+    temperature: as for `scale_logits`.
+
+  Returns:
+    float32 `[..., vocab]` log-probabilities; the mask token's is
+    `MASKED_LOGIT`-small (probability exactly 0).
+
+  Raises:
+    ValueError: for a static temperature that is not a finite number > 0.
+  """
+  return jax.nn.log_softmax(scale_logits(logits, temperature), axis=-1)
 
 
 def token_log_probs(
-    logits: jax.Array, targets: jax.Array, temperature: float = 1.0
+    logits: jax.Array, targets: jax.Array, temperature: Any = 1.0
 ) -> jax.Array:
   """`log_probs(logits, temperature)` at `targets`, without `[..., vocab]` out.
 
   Args:
     logits: `[batch, length, vocab]` target-aligned logits.
     targets: int `[batch, length]` token ids.
-    temperature: a finite number > 0.
+    temperature: as for `scale_logits`.
 
   Returns:
     float32 `[batch, length]` log-probabilities of the targets.
@@ -251,23 +313,7 @@ def token_log_probs(
   Raises:
     ValueError: for a bad temperature or targets of the wrong shape.
   """
-  targets = attention.check_ids("targets", targets, logits.shape[:-1])
-  scaled = _scale(logits, temperature)
+  targets = masks.check_ids("targets", targets, logits.shape[:-1])
+  scaled = scale_logits(logits, temperature)
   picked = jnp.take_along_axis(scaled, targets[..., None], axis=-1)[..., 0]
   return picked - jax.nn.logsumexp(scaled, axis=-1)
-
-
-def _scale(logits: jax.Array, temperature: float) -> jax.Array:
-  if (
-      isinstance(temperature, bool)
-      or not isinstance(temperature, (int, float, np.integer, np.floating))
-      or not 0.0 < temperature < float("inf")
-  ):
-    raise ValueError(
-        f"temperature must be a finite number > 0, got {temperature!r}."
-    )
-  logits = logits.astype(jnp.float32)
-  excluded = logits <= jnp.float32(MASKED_LOGIT)
-  if temperature != 1.0:
-    logits = logits / temperature
-  return jnp.where(excluded, jnp.float32(MASKED_LOGIT), logits)

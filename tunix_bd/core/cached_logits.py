@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""An exact block KV cache for block-diffusion decoding.
+"""Logits of blocks against a block KV cache: the default `CachedLogitsFn`.
 
 Under the block-causal mask a block attends only to earlier blocks and to
 itself, so the keys and values of committed (clean) blocks can be cached:
@@ -8,7 +8,7 @@ itself, so the keys and values of committed (clean) blocks can be cached:
 and gives the target-aligned logits `diffusion_lm.diffusion_logits_fn` gives
 for those positions on the whole single canvas (to float tolerance).
 
-A decoder `prefill`s the prompt's complete blocks, then for each block runs
+A decoder commits the prompt's complete blocks, then for each block runs
 denoising steps with `block_logits_with_cache` (discarding the returned
 cache). A clean block is written by a forward over it and the next block's
 canvas together (`commit_length`): the block-causal mask keeps the clean
@@ -20,81 +20,13 @@ token (the predictor of the next block's first token); the cache carries it.
 
 from __future__ import annotations
 
-import flax
 import jax
 import jax.numpy as jnp
-from tunix_bd import attention
-from tunix_bd.models import bd_config
-from tunix_bd.models import diffusion_lm
-
-
-@flax.struct.dataclass
-class BlockCache:
-  """A model KV cache of committed blocks plus what masks and shifts need.
-
-  Slots `[0, end_index)` hold committed tokens; a block call writes its own
-  slots `[end_index, end_index + block_len)` before attending.
-
-  Attributes:
-    kv: the model's own cache (`model.init_cache(...)`); Tunix models write
-      at their per-layer `end_index`, which advances in step with ours.
-    positions: int32 `[batch, cache_size]` logical positions of the slots.
-    segment_ids: int32 `[batch, cache_size]`, 0 = pad or not yet written.
-    end_index: int32 scalar, the number of committed slots.
-    boundary_logits: float32 `[batch, vocab]` raw logit at each row's last
-      committed token (the shifted-alignment predictor of the next block's
-      first token); zeros if none.
-    boundary_positions: int32 `[batch]` logical position of that token, -1
-      if none.
-    boundary_segment_ids: int32 `[batch]` its segment id, 0 if none.
-  """
-
-  kv: dict
-  positions: jax.Array
-  segment_ids: jax.Array
-  end_index: jax.Array
-  boundary_logits: jax.Array
-  boundary_positions: jax.Array
-  boundary_segment_ids: jax.Array
-
-
-def init_block_cache(
-    model,
-    batch_size: int,
-    cache_size: int,
-    *,
-    vocab_size: int | None = None,
-    dtype: jnp.dtype = jnp.float32,
-) -> BlockCache:
-  """An empty `BlockCache` over `model.init_cache(batch, cache_size, dtype)`.
-
-  Args:
-    model: a Tunix decoder with `init_cache`.
-    batch_size: rows, >= 1.
-    cache_size: slots, >= 1; at least the total canvas length.
-    vocab_size: logits width; None reads `model.config.vocab_size`.
-    dtype: the KV dtype passed to `init_cache`.
-
-  Returns:
-    The empty cache.
-
-  Raises:
-    ValueError: for a non-positive size.
-  """
-  for name, value in (("batch_size", batch_size), ("cache_size", cache_size)):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
-  if vocab_size is None:
-    vocab_size = model.config.vocab_size
-  return BlockCache(
-      kv=model.init_cache(batch_size, cache_size, dtype),
-      positions=jnp.zeros((batch_size, cache_size), jnp.int32),
-      segment_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
-      end_index=jnp.zeros((), jnp.int32),
-      boundary_logits=jnp.zeros((batch_size, vocab_size), jnp.float32),
-      boundary_positions=jnp.full((batch_size,), -1, jnp.int32),
-      boundary_segment_ids=jnp.zeros((batch_size,), jnp.int32),
-  )
+from tunix_bd.core import alignment
+from tunix_bd.core import bd_config
+from tunix_bd.core import block_cache
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import masks
 
 
 def _is_concrete(*xs) -> bool:
@@ -129,11 +61,12 @@ def block_logits_with_cache(
     block_tokens: jax.Array,
     block_positions: jax.Array,
     block_segment_ids: jax.Array | None,
-    cache: BlockCache,
+    cache: block_cache.BlockCache,
     *,
     config: bd_config.BlockDiffusionConfig,
     commit_length: int | None = None,
-) -> tuple[jax.Array, BlockCache]:
+    canvas_ids: jax.Array | None = None,
+) -> tuple[jax.Array, block_cache.BlockCache]:
   """Target-aligned logits of one block against the cached earlier blocks.
 
   Each row's non-pad tokens must be whole logical blocks (or the final
@@ -141,6 +74,14 @@ def block_logits_with_cache(
   cache; committing a block evaluates it clean and keeps the cache, alone or
   followed by the next block's canvas with `commit_length` set.
   `config.layout` does not matter here: the cache holds clean blocks.
+
+  With `canvas_ids`, the columns are noisy canvases (packed replay), each
+  one block at one step, scored against a cache that may hold every block
+  clean: under `masks.canvas_mask` a canvas sees the cached blocks before
+  its own and itself, and under `shifted` alignment its block's first token
+  is predicted by the cached raw logit at the end of the block before (the
+  cache must keep block ends; one document per row, as in a trace).
+  Nothing is committed: the cache comes back unchanged.
 
   Args:
     model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
@@ -153,6 +94,8 @@ def block_logits_with_cache(
       blocks, clean); the rest are evaluated but stay unwritten in the new
       cache (segment id 0, `end_index` after the committed columns), so the
       next call overwrites them. None commits all `block_len`.
+    canvas_ids: int `[batch, block_len]` ids >= 1 of noisy canvases, or
+      None (a clean block or one denoising canvas).
 
   Returns:
     `(logits, new_cache)`: float32 `[batch, block_len, vocab]` target-aligned
@@ -162,8 +105,9 @@ def block_logits_with_cache(
 
   Raises:
     ValueError: for ids of the wrong rank, dtype or shape, a batch size that
-      differs from the cache's, a `commit_length` outside `[1, block_len]`,
-      or (when known) a cache without room.
+      differs from the cache's, a `commit_length` outside `[1, block_len]`
+      (or any with `canvas_ids`), canvas ids against a cache without
+      logits, or (when known) a cache without room.
   """
   tokens, positions, segments = diffusion_lm.check_inputs(
       model,
@@ -174,6 +118,19 @@ def block_logits_with_cache(
       prefix="block_",
   )
   batch, block_len = tokens.shape
+  if canvas_ids is not None:
+    if commit_length is not None:
+      raise ValueError("canvas_ids columns are never committed.")
+    if cache.block_end_logits is None and (
+        config.alignment == bd_config.SHIFTED
+    ):
+      raise ValueError(
+          "canvas_ids under shifted alignment need a cache made with"
+          " block_end_logits_of=block_size."
+      )
+    return _canvas_logits(
+        model, tokens, positions, segments, cache, config, canvas_ids
+    )
   if commit_length is None:
     commit_length = block_len
   if (
@@ -204,7 +161,7 @@ def block_logits_with_cache(
   kv_segments = jax.lax.dynamic_update_slice(
       cache.segment_ids, segments, (0, end)
   )
-  mask = attention.block_causal_mask(
+  mask = masks.block_causal_mask(
       positions,
       kv_positions,
       config.block_size,
@@ -217,45 +174,48 @@ def block_logits_with_cache(
   if config.alignment == bd_config.SAME_POSITION:
     logits = raw
   else:
-    index, found = diffusion_lm.predecessors(positions, segments)
+    index, found = alignment.predecessors(positions, segments)
     from_boundary = (
         ~found
-        & (segments != attention.PAD_SEGMENT_ID)
+        & (segments != masks.PAD_SEGMENT_ID)
         & (cache.boundary_segment_ids[:, None] == segments)
         & (cache.boundary_positions[:, None] == positions - 1)
     )
     logits = jnp.where(
         found[:, :, None],
-        diffusion_lm.gather_rows(raw, index),
+        alignment.gather_rows(raw, index),
         jnp.where(
             from_boundary[:, :, None], cache.boundary_logits[:, None, :], 0.0
         ),
     )
 
   new_end = end + commit_length
+  block_ends = _keep_block_ends(
+      cache, raw, positions, segments, commit_length, config.block_size
+  )
   if commit_length < block_len:
     # Uncommitted slots read as unwritten: masked out, and overwritten by the
     # next call, which writes at the rewound `end_index`.
     written = jnp.arange(cache_size) < new_end
     kv_positions = jnp.where(written, kv_positions, 0)
-    kv_segments = jnp.where(written, kv_segments, attention.PAD_SEGMENT_ID)
+    kv_segments = jnp.where(written, kv_segments, masks.PAD_SEGMENT_ID)
     new_kv = _rewind(new_kv, cache.kv, commit_length)
   # The new boundary is the last committed token in (segment, position)
   # order; a row without one keeps its old boundary.
   committed = slice(0, commit_length)
-  last = diffusion_lm.sorted_order(
+  last = alignment.sorted_order(
       positions[:, committed], segments[:, committed]
   )[:, -1:]
   last_segment = jnp.take_along_axis(segments, last, axis=1)[:, 0]
-  has_tokens = last_segment != attention.PAD_SEGMENT_ID
-  new_cache = BlockCache(
+  has_tokens = last_segment != masks.PAD_SEGMENT_ID
+  new_cache = block_cache.BlockCache(
       kv=new_kv,
       positions=kv_positions,
       segment_ids=kv_segments,
       end_index=new_end,
       boundary_logits=jnp.where(
           has_tokens[:, None],
-          diffusion_lm.gather_rows(raw, last)[:, 0],
+          alignment.gather_rows(raw, last)[:, 0],
           cache.boundary_logits,
       ),
       boundary_positions=jnp.where(
@@ -266,6 +226,9 @@ def block_logits_with_cache(
       boundary_segment_ids=jnp.where(
           has_tokens, last_segment, cache.boundary_segment_ids
       ),
+      canvas_ids=cache.canvas_ids,
+      block_end_logits=block_ends[0],
+      block_end_segments=block_ends[1],
   )
   return (
       diffusion_lm.exclude_mask_token(logits, config.mask_token_id),
@@ -273,49 +236,59 @@ def block_logits_with_cache(
   )
 
 
-def prefill(
-    model,
-    tokens: jax.Array,
-    positions: jax.Array,
-    segment_ids: jax.Array | None,
-    cache: BlockCache,
-    *,
-    config: bd_config.BlockDiffusionConfig,
-) -> BlockCache:
-  """Commits the prompt's complete blocks to the cache in one forward.
-
-  A prompt block that is only partly prompt is not prefilled: it is the
-  first block to denoise. Left-pad rows by whole blocks so that every row's
-  blocks occupy the same physical slots.
-
-  Args:
-    model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
-    tokens: int `[batch, prefill_len]` clean prompt tokens.
-    positions: int `[batch, prefill_len]` logical positions.
-    segment_ids: int `[batch, prefill_len]`, 0 = pad; None means all 1.
-    cache: the cache to write into (usually empty).
-    config: the block-diffusion settings.
-
-  Returns:
-    The cache with these blocks committed and their boundary logits.
-
-  Raises:
-    ValueError: as `block_logits_with_cache`, and (for concrete inputs) when
-      a row's last prefilled block is incomplete.
-  """
-  tokens, positions, segment_ids = diffusion_lm.check_inputs(
-      model, tokens, positions, segment_ids, config
+def _keep_block_ends(cache, raw, positions, segments, commit_length, size):
+  """The cache's block-end logits with the committed block ends added."""
+  if cache.block_end_logits is None:
+    return None, None
+  num_blocks = cache.block_end_segments.shape[1]
+  committed = jnp.arange(positions.shape[1]) < commit_length
+  is_end = committed & (segments != masks.PAD_SEGMENT_ID)
+  is_end &= (positions + 1) % size == 0
+  # Columns that end no block scatter out of range, and are dropped.
+  block = jnp.where(is_end, positions // size, num_blocks)
+  rows = jnp.broadcast_to(jnp.arange(raw.shape[0])[:, None], block.shape)
+  return (
+      cache.block_end_logits.at[rows, block].set(raw, mode="drop"),
+      cache.block_end_segments.at[rows, block].set(segments, mode="drop"),
   )
-  if _is_concrete(positions, segment_ids):
-    real = segment_ids != attention.PAD_SEGMENT_ID
-    last = jnp.max(jnp.where(real, positions, -1), axis=1)
-    incomplete = real.any(axis=1) & ((last + 1) % config.block_size != 0)
-    if bool(incomplete.any()):
-      raise ValueError(
-          f"prefill rows {jnp.flatnonzero(incomplete).tolist()} end inside a"
-          f" block of size {config.block_size}; prefill only complete blocks."
-      )
-  _, cache = block_logits_with_cache(
-      model, tokens, positions, segment_ids, cache, config=config
+
+
+def _canvas_logits(model, tokens, positions, segments, cache, config, ids):
+  """`block_logits_with_cache` of noisy canvases (`canvas_ids`)."""
+  ids = masks.check_ids("canvas_ids", ids, tokens.shape)
+  end = cache.end_index
+  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, end))
+  mask = masks.canvas_mask(
+      positions,
+      put(cache.positions, positions),
+      config.block_size,
+      q_canvas_ids=ids,
+      kv_canvas_ids=put(cache.canvas_ids, ids),
+      q_segment_ids=segments,
+      kv_segment_ids=put(cache.segment_ids, segments),
   )
-  return cache
+  raw, _ = model(tokens, positions, cache.kv, mask)
+  raw = raw.astype(jnp.float32)
+  if config.alignment == bd_config.SAME_POSITION:
+    return diffusion_lm.exclude_mask_token(raw, config.mask_token_id), cache
+  index, found = alignment.predecessors(positions, segments, ids)
+  # A block's first token: the end of the clean block before it, cached.
+  previous = positions // config.block_size - 1
+  previous = jnp.clip(previous, 0, cache.block_end_segments.shape[1] - 1)
+  from_cache = (
+      ~found
+      & (positions % config.block_size == 0)
+      & (positions >= config.block_size)
+      & (segments != masks.PAD_SEGMENT_ID)
+      & (jnp.take_along_axis(cache.block_end_segments, previous, 1) == segments)
+  )
+  logits = jnp.where(
+      found[:, :, None],
+      alignment.gather_rows(raw, index),
+      jnp.where(
+          from_cache[:, :, None],
+          alignment.gather_rows(cache.block_end_logits, previous),
+          0.0,
+      ),
+  )
+  return diffusion_lm.exclude_mask_token(logits, config.mask_token_id), cache

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for the block-diffusion attention masks in `tunix_bd.attention`."""
+"""Tests for the block-diffusion attention masks in `tunix_bd.core.masks`."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -13,7 +13,8 @@ import numpy as np
 from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
 
-from tunix_bd import attention
+from tunix_bd.core import masks
+from tunix_bd_tests import splash_mask
 from tunix_bd_tests import test_common
 
 _LAYOUTS = ("canonical", "shuffled", "left_padded", "packed", "packed_shuffled")
@@ -117,7 +118,7 @@ class BlockCausalMaskTest(parameterized.TestCase):
   @parameterized.product(layout=_LAYOUTS, block_size=_BLOCK_SIZES)
   def test_matches_brute_force(self, layout, block_size):
     pos, seg = _random_batch(block_size, 3, _LENGTH, layout)
-    got = attention.block_causal_mask(
+    got = masks.block_causal_mask(
         pos, pos, block_size, q_segment_ids=seg, kv_segment_ids=seg
     )
     np.testing.assert_array_equal(
@@ -128,7 +129,7 @@ class BlockCausalMaskTest(parameterized.TestCase):
   def test_matches_brute_force_with_other_keys(self, layout, block_size):
     q_pos, q_seg = _random_batch(1, 2, 5, layout)
     kv_pos, kv_seg = _random_batch(2, 2, 23, layout)
-    got = attention.block_causal_mask(
+    got = masks.block_causal_mask(
         q_pos, kv_pos, block_size, q_segment_ids=q_seg, kv_segment_ids=kv_seg
     )
     self.assertEqual(got.shape, (2, 5, 23))
@@ -140,7 +141,7 @@ class BlockCausalMaskTest(parameterized.TestCase):
     pos, _ = _random_batch(0, 2, _LENGTH, "shuffled")
     ones = np.ones_like(pos)
     np.testing.assert_array_equal(
-        attention.block_causal_mask(pos, pos, 4),
+        masks.block_causal_mask(pos, pos, 4),
         _reference_block_causal(pos, pos, 4, ones, ones),
     )
 
@@ -148,7 +149,7 @@ class BlockCausalMaskTest(parameterized.TestCase):
     pos = np.array([[5, 0, 1, 2]])
     seg = np.array([[0, 1, 1, 1]])
     got = np.asarray(
-        attention.block_causal_mask(
+        masks.block_causal_mask(
             pos, pos, 2, q_segment_ids=seg, kv_segment_ids=seg
         )
     )
@@ -161,7 +162,7 @@ class BlockCausalMaskTest(parameterized.TestCase):
   @parameterized.parameters("canonical", "shuffled")
   def test_block_size_one_is_causal(self, layout):
     pos, _ = _random_batch(3, 2, _LENGTH, layout)
-    got = attention.block_causal_mask(pos, pos, 1)
+    got = masks.block_causal_mask(pos, pos, 1)
     causal = pos[:, None, :] <= pos[:, :, None]
     np.testing.assert_array_equal(got, causal)
     if layout == "canonical":
@@ -170,7 +171,7 @@ class BlockCausalMaskTest(parameterized.TestCase):
 
   def test_block_size_one_matches_tunix_causal_mask_with_left_padding(self):
     pos, seg = _random_batch(4, 3, _LENGTH, "left_padded")
-    got = attention.block_causal_mask(
+    got = masks.block_causal_mask(
         pos, pos, 1, q_segment_ids=seg, kv_segment_ids=seg
     )
     want = generate_utils.make_causal_attn_mask(jnp.asarray(seg > 0), _LENGTH)
@@ -178,10 +179,10 @@ class BlockCausalMaskTest(parameterized.TestCase):
 
   def test_jit_matches_eager(self):
     pos, seg = _random_batch(5, 2, _LENGTH, "packed_shuffled")
-    fn = jax.jit(attention.block_causal_mask, static_argnums=2)
+    fn = jax.jit(masks.block_causal_mask, static_argnums=2)
     np.testing.assert_array_equal(
         fn(pos, pos, 3, q_segment_ids=seg, kv_segment_ids=seg),
-        attention.block_causal_mask(
+        masks.block_causal_mask(
             pos, pos, 3, q_segment_ids=seg, kv_segment_ids=seg
         ),
     )
@@ -192,14 +193,14 @@ class CleanContextMaskTest(parameterized.TestCase):
   @parameterized.product(layout=_LAYOUTS, block_size=_BLOCK_SIZES)
   def test_matches_brute_force(self, layout, block_size):
     pos, seg = _random_batch(10 + block_size, 2, _LENGTH, layout)
-    got = attention.clean_context_mask(pos, block_size, segment_ids=seg)
+    got = masks.clean_context_mask(pos, block_size, segment_ids=seg)
     self.assertEqual(got.shape, (2, 2 * _LENGTH, 2 * _LENGTH))
     np.testing.assert_array_equal(
         got, _reference_clean_context(pos, block_size, seg)
     )
 
   def test_docstring_example(self):
-    got = attention.clean_context_mask(np.arange(3)[None], 2)
+    got = masks.clean_context_mask(np.arange(3)[None], 2)
     np.testing.assert_array_equal(
         got[0].astype(int),
         [
@@ -214,20 +215,20 @@ class CleanContextMaskTest(parameterized.TestCase):
 
   def test_clean_copy_is_the_single_canvas_mask(self):
     pos, seg = _random_batch(7, 2, _LENGTH, "packed_shuffled")
-    got = attention.clean_context_mask(pos, 4, segment_ids=seg)
+    got = masks.clean_context_mask(pos, 4, segment_ids=seg)
     np.testing.assert_array_equal(
         got[:, _LENGTH:, _LENGTH:],
-        attention.block_causal_mask(
+        masks.block_causal_mask(
             pos, pos, 4, q_segment_ids=seg, kv_segment_ids=seg
         ),
     )
 
   def test_inputs_are_duplicated(self):
     pos, seg = _random_batch(8, 2, 5, "packed")
-    got_pos, got_seg = attention.clean_context_inputs(pos, seg)
+    got_pos, got_seg = masks.clean_context_inputs(pos, seg)
     np.testing.assert_array_equal(got_pos, np.concatenate([pos, pos], 1))
     np.testing.assert_array_equal(got_seg, np.concatenate([seg, seg], 1))
-    got_pos, got_seg = attention.clean_context_inputs(pos)
+    got_pos, got_seg = masks.clean_context_inputs(pos)
     np.testing.assert_array_equal(got_pos, np.concatenate([pos, pos], 1))
     self.assertIsNone(got_seg)
 
@@ -245,12 +246,12 @@ class SplashMaskTest(parameterized.TestCase):
   def test_matches_dense_block_by_block(
       self, q_len, kv_len, block_size, offset
   ):
-    mask = attention.BlockCausalSplashMask(
+    mask = splash_mask.BlockCausalSplashMask(
         (q_len, kv_len), block_size, offset=offset
     )
     self.assertEqual(mask.shape, (q_len, kv_len))
     dense = np.asarray(
-        attention.block_causal_mask(
+        masks.block_causal_mask(
             offset + np.arange(q_len)[None], np.arange(kv_len)[None], block_size
         )[0]
     )
@@ -266,16 +267,16 @@ class SplashMaskTest(parameterized.TestCase):
         )
 
   def test_equality_and_hash(self):
-    a = attention.BlockCausalSplashMask((16, 16), 4)
-    self.assertEqual(a, attention.BlockCausalSplashMask((16, 16), 4))
+    a = splash_mask.BlockCausalSplashMask((16, 16), 4)
+    self.assertEqual(a, splash_mask.BlockCausalSplashMask((16, 16), 4))
     self.assertEqual(
-        hash(a), hash(attention.BlockCausalSplashMask((16, 16), 4))
+        hash(a), hash(splash_mask.BlockCausalSplashMask((16, 16), 4))
     )
-    self.assertNotEqual(a, attention.BlockCausalSplashMask((16, 16), 2))
-    self.assertNotEqual(a, attention.BlockCausalSplashMask((16, 16), 4, 4))
+    self.assertNotEqual(a, splash_mask.BlockCausalSplashMask((16, 16), 2))
+    self.assertNotEqual(a, splash_mask.BlockCausalSplashMask((16, 16), 4, 4))
 
   def test_multi_head_mask_is_processed_with_its_mask_function(self):
-    mask = attention.make_splash_multi_head_mask(3, 256, 48)
+    mask = splash_mask.make_splash_multi_head_mask(3, 256, 48)
     self.assertEqual(mask.shape, (3, 256, 256))
     _, mask_function = splash_info.process_mask(mask, (128, 128))
     self.assertIsNotNone(mask_function)
@@ -290,7 +291,7 @@ class SplashMaskTest(parameterized.TestCase):
     ).astype(np.int32)
     positions = np.concatenate([np.arange(n) for n in doc_lengths])
     kernel = splash.make_splash_mha(
-        attention.make_splash_multi_head_mask(heads, length, block_size),
+        splash_mask.make_splash_multi_head_mask(heads, length, block_size),
         block_sizes=splash.BlockSizes(
             block_q=128, block_kv=128, block_kv_compute=128
         ),
@@ -303,7 +304,7 @@ class SplashMaskTest(parameterized.TestCase):
     got = kernel(
         q, k, v, segment_ids=splash.SegmentIds(q=segments, kv=segments)
     )
-    dense = attention.block_causal_mask(
+    dense = masks.block_causal_mask(
         positions[None],
         positions[None],
         block_size,
@@ -337,7 +338,7 @@ class Qwen3AttentionTest(absltest.TestCase):
         jnp.asarray(input_mask), length
     )
     want, _ = _forward(self.model, tokens, positions, None, causal)
-    block_mask = attention.block_causal_mask(
+    block_mask = masks.block_causal_mask(
         positions,
         positions,
         1,
@@ -354,7 +355,7 @@ class Qwen3AttentionTest(absltest.TestCase):
         tokens,
         positions,
         None,
-        attention.block_causal_mask(
+        masks.block_causal_mask(
             positions,
             positions,
             4,
@@ -375,7 +376,7 @@ class Qwen3AttentionTest(absltest.TestCase):
         tokens,
         positions,
         None,
-        attention.block_causal_mask(positions, positions, block_size),
+        masks.block_causal_mask(positions, positions, block_size),
     )
 
     slots = np.tile(np.arange(cache_size, dtype=np.int32), (batch, 1))
@@ -384,7 +385,7 @@ class Qwen3AttentionTest(absltest.TestCase):
     for start in range(0, length, block_size):
       stop = start + block_size
       q_positions = positions[:, start:stop]
-      mask = attention.block_causal_mask(
+      mask = masks.block_causal_mask(
           q_positions,
           slots,
           block_size,
@@ -407,11 +408,11 @@ class ValidationTest(parameterized.TestCase):
   @parameterized.parameters(0, -2, 2.0, True, "4", None)
   def test_bad_block_size(self, block_size):
     with self.assertRaisesRegex(ValueError, "block_size"):
-      attention.block_causal_mask(self._POS, self._POS, block_size)
+      masks.block_causal_mask(self._POS, self._POS, block_size)
     with self.assertRaisesRegex(ValueError, "block_size"):
-      attention.clean_context_mask(self._POS, block_size)
+      masks.clean_context_mask(self._POS, block_size)
     with self.assertRaisesRegex(ValueError, "block_size"):
-      attention.BlockCausalSplashMask((6, 6), block_size)
+      splash_mask.BlockCausalSplashMask((6, 6), block_size)
 
   @parameterized.named_parameters(
       dict(
@@ -465,31 +466,31 @@ class ValidationTest(parameterized.TestCase):
     args = dict(q_positions=self._POS, kv_positions=self._POS, block_size=2)
     args.update(kwargs)
     with self.assertRaisesRegex(ValueError, name):
-      attention.block_causal_mask(**args)
+      masks.block_causal_mask(**args)
 
   def test_bad_clean_context_inputs(self):
     with self.assertRaisesRegex(ValueError, "positions"):
-      attention.clean_context_mask(np.arange(6), 2)
+      masks.clean_context_mask(np.arange(6), 2)
     with self.assertRaisesRegex(ValueError, "segment_ids"):
-      attention.clean_context_mask(
+      masks.clean_context_mask(
           self._POS, 2, segment_ids=np.ones((1, 5), np.int32)
       )
     with self.assertRaisesRegex(ValueError, "positions"):
-      attention.clean_context_inputs(np.zeros((1, 6), np.float32))
+      masks.clean_context_inputs(np.zeros((1, 6), np.float32))
     with self.assertRaisesRegex(ValueError, "segment_ids"):
-      attention.clean_context_inputs(self._POS, np.ones((6,), np.int32))
+      masks.clean_context_inputs(self._POS, np.ones((6,), np.int32))
 
   def test_bad_splash_arguments(self):
     with self.assertRaisesRegex(ValueError, "shape"):
-      attention.BlockCausalSplashMask((6,), 2)
+      splash_mask.BlockCausalSplashMask((6,), 2)
     with self.assertRaisesRegex(ValueError, "kv_len"):
-      attention.BlockCausalSplashMask((6, 0), 2)
+      splash_mask.BlockCausalSplashMask((6, 0), 2)
     with self.assertRaisesRegex(ValueError, "offset"):
-      attention.BlockCausalSplashMask((6, 6), 2, offset=-1)
+      splash_mask.BlockCausalSplashMask((6, 6), 2, offset=-1)
     with self.assertRaisesRegex(ValueError, "num_heads"):
-      attention.make_splash_multi_head_mask(0, 6, 2)
+      splash_mask.make_splash_multi_head_mask(0, 6, 2)
     with self.assertRaisesRegex(ValueError, "seq_len"):
-      attention.make_splash_multi_head_mask(2, 6.0, 2)
+      splash_mask.make_splash_multi_head_mask(2, 6.0, 2)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ all-masked row is uniform over the keys: finite, but meaningless. Callers must
 give pad positions zero loss weight and never read their logits. Tunix's own
 `make_causal_attn_mask` produces the same all-False rows for left-pad queries.
 
-The dense builders return `bool[batch, q_len, kv_len]` masks for the non-flash
-attention path (`use_flash_attention=False`). `BlockCausalSplashMask` is the
-same single-canvas mask for the TPU Splash kernel, for canonical positions.
+The builders return `bool[batch, q_len, kv_len]` masks for the non-flash
+attention path (`use_flash_attention=False`); flash attention is refused
+(`BlockDiffusionConfig.validate_for_model`), so no product path needs a
+Splash mask object (the tests keep one, checked against these).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask_lib
-import numpy as np
 from tunix_bd import config_utils
 
 PAD_SEGMENT_ID = 0
@@ -155,6 +154,73 @@ def block_causal_mask(
   ) & _same_segment(q_segments, kv_segments)
 
 
+CLEAN_CANVAS_ID = 0
+
+
+def canvas_mask(
+    q_positions: jax.Array,
+    kv_positions: jax.Array,
+    block_size: int,
+    *,
+    q_canvas_ids: jax.Array,
+    kv_canvas_ids: jax.Array,
+    q_segment_ids: jax.Array | None = None,
+    kv_segment_ids: jax.Array | None = None,
+) -> jax.Array:
+  """The mask of noisy canvases scored against a clean context.
+
+  Canvas id `CLEAN_CANVAS_ID` (0) marks clean tokens; ids 1.. are noisy
+  canvases, each the canvas of one block (at one denoising step). With q and
+  k the blocks of the query and the key, all within one non-pad segment:
+  clean->clean iff block(k) <= block(q); noisy->clean iff block(k) <
+  block(q); noisy->noisy iff the same canvas (and block); clean->noisy
+  never. Each canvas thus sees what its block saw at inference: the clean
+  earlier blocks and itself. The clean-context training layout is the case
+  of one canvas per block (`clean_context_mask`); packed replay scores many
+  canvases of the same block side by side.
+
+  Args:
+    q_positions: int `[batch, q_len]` logical positions of the queries.
+    kv_positions: int `[batch, kv_len]` logical positions of the keys.
+    block_size: static number of tokens per block, >= 1.
+    q_canvas_ids: int `[batch, q_len]`, 0 = clean, 1.. = a noisy canvas.
+    kv_canvas_ids: int `[batch, kv_len]`, as `q_canvas_ids`.
+    q_segment_ids: int `[batch, q_len]`, 0 = pad; None (with
+      `kv_segment_ids` None) puts every position in one segment.
+    kv_segment_ids: int `[batch, kv_len]`, 0 = pad.
+
+  Returns:
+    `bool[batch, q_len, kv_len]`, True where the query attends the key.
+
+  Raises:
+    ValueError: as `block_causal_mask`, and for canvas ids of the wrong rank,
+      dtype or shape.
+  """
+  block_size = config_utils.check_int("block_size", block_size, 1)
+  q_positions = check_ids("q_positions", q_positions)
+  kv_positions = check_ids("kv_positions", kv_positions)
+  q_canvas = check_ids("q_canvas_ids", q_canvas_ids, q_positions.shape)
+  kv_canvas = check_ids("kv_canvas_ids", kv_canvas_ids, kv_positions.shape)
+  q_segments, kv_segments = _check_segment_pair(
+      q_segment_ids, kv_segment_ids, q_positions.shape, kv_positions.shape
+  )
+  q_blocks, kv_blocks = q_positions // block_size, kv_positions // block_size
+  q_clean = (q_canvas == CLEAN_CANVAS_ID)[:, :, None]
+  kv_clean = (kv_canvas == CLEAN_CANVAS_ID)[:, None, :]
+  to_clean = jnp.where(
+      q_clean,
+      _block_causal(q_blocks, kv_blocks),
+      _earlier_block(q_blocks, kv_blocks),
+  )
+  same_canvas = (q_canvas[:, :, None] == kv_canvas[:, None, :]) & _same_block(
+      q_blocks, kv_blocks
+  )
+  to_noisy = ~q_clean & same_canvas
+  return jnp.where(kv_clean, to_clean, to_noisy) & _same_segment(
+      q_segments, kv_segments
+  )
+
+
 def clean_context_mask(
     positions: jax.Array,
     block_size: int,
@@ -164,7 +230,8 @@ def clean_context_mask(
   """The BD3-LM / Fast-dLLM v2 training mask for `[noisy copy ; clean copy]`.
 
   Both copies carry the same positions and segment ids (see
-  `clean_context_inputs`). With q and k the blocks of the query and the key:
+  `clean_context_inputs`); the noisy copy is one canvas per block
+  (`canvas_mask`). With q and k the blocks of the query and the key:
   noisy->noisy iff same block; noisy->clean iff block(k) < block(q);
   clean->clean iff block(k) <= block(q); clean->noisy never; all within one
   non-pad segment. Each noisy block thus sees what it sees at inference: the
@@ -196,21 +263,20 @@ def clean_context_mask(
   block_size = config_utils.check_int("block_size", block_size, 1)
   positions = check_ids("positions", positions)
   if segment_ids is None:
-    segments = jnp.ones(positions.shape, jnp.int32)
-  else:
-    segments = check_ids("segment_ids", segment_ids, positions.shape)
-  blocks = positions // block_size
-  segment = _same_segment(segments, segments)
-  noisy_to_noisy = _same_block(blocks, blocks) & segment
-  noisy_to_clean = _earlier_block(blocks, blocks) & segment
-  clean_to_clean = _block_causal(blocks, blocks) & segment
-  clean_to_noisy = jnp.zeros_like(segment)
-  return jnp.concatenate(
-      [
-          jnp.concatenate([noisy_to_noisy, noisy_to_clean], axis=2),
-          jnp.concatenate([clean_to_noisy, clean_to_clean], axis=2),
-      ],
-      axis=1,
+    segment_ids = jnp.ones(positions.shape, jnp.int32)
+  segment_ids = check_ids("segment_ids", segment_ids, positions.shape)
+  both_positions, both_segments = clean_context_inputs(positions, segment_ids)
+  canvas_ids = jnp.concatenate(
+      [positions // block_size + 1, jnp.zeros_like(positions)], axis=1
+  )
+  return canvas_mask(
+      both_positions,
+      both_positions,
+      block_size,
+      q_canvas_ids=canvas_ids,
+      kv_canvas_ids=canvas_ids,
+      q_segment_ids=both_segments,
+      kv_segment_ids=both_segments,
   )
 
 
@@ -236,118 +302,3 @@ def clean_context_inputs(
     return doubled_positions, None
   segment_ids = check_ids("segment_ids", segment_ids, positions.shape)
   return doubled_positions, jnp.concatenate([segment_ids, segment_ids], axis=1)
-
-
-class BlockCausalSplashMask(splash_mask_lib._ComputableMask):  # pylint: disable=protected-access
-  """Lazy single-canvas block-causal mask for the TPU Splash kernel.
-
-  It covers canonical positions only: query i has position `i + offset` and
-  key j has position `j`. Segments go to the kernel separately as splash
-  `SegmentIds`, which match equal ids: pad-to-pad attention is allowed there,
-  and a packed document's blocks line up only if it starts at a multiple of
-  `block_size`. Rows whose logical positions are not canonical (left padding,
-  other packing, context-parallel load balancing) must use the dense
-  `block_causal_mask`. With shape (4, 4) and block size 2:
-
-      1 1 0 0
-      1 1 0 0
-      1 1 1 1
-      1 1 1 1
-
-  Attributes:
-    block_size: number of tokens per block.
-    offset: position of query 0 relative to key 0 (e.g. the cache length when
-      the queries are the current block).
-  """
-
-  block_size: int
-  offset: int
-
-  def __init__(
-      self,
-      shape: tuple[int, int],
-      block_size: int,
-      offset: int = 0,
-      shard_count: int = 1,
-  ):
-    """Builds the mask.
-
-    Args:
-      shape: `(q_len, kv_len)`, both >= 1.
-      block_size: number of tokens per block, >= 1.
-      offset: position of query 0; a non-negative int.
-      shard_count: as for splash's `CausalMask`.
-
-    Raises:
-      ValueError: for a bad `shape`, `block_size` or `offset`.
-    """
-    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
-      raise ValueError(f"shape must be (q_len, kv_len), got {shape!r}.")
-    q_len = config_utils.check_int("shape[0] (q_len)", shape[0], 1)
-    kv_len = config_utils.check_int("shape[1] (kv_len)", shape[1], 1)
-    self.block_size = block_size = config_utils.check_int(
-        "block_size", block_size, 1
-    )
-    self.offset = offset = config_utils.check_int("offset", offset, 0)
-
-    # Runs on NumPy slices when splash builds its block map, and on int32
-    # iotas inside the kernel.
-    def block_causal_mask_function(q_ids, kv_ids):
-      if offset:
-        q_ids = q_ids + offset
-      return q_ids // block_size >= kv_ids // block_size
-
-    super().__init__(
-        shape=(q_len, kv_len),
-        mask_function=block_causal_mask_function,
-        shard_count=shard_count,
-    )
-
-  def __eq__(self, other: object):
-    if not isinstance(other, type(self)):
-      return NotImplemented
-    return (
-        self.shape == other.shape
-        and self.block_size == other.block_size
-        and self.offset == other.offset
-        and np.array_equal(self.q_sequence, other.q_sequence)
-    )
-
-  def __hash__(self):
-    # Splash caches processed masks by hash across layers.
-    return hash((
-        type(self),
-        self.shape,
-        self.block_size,
-        self.offset,
-        self.q_sequence.tobytes(),
-    ))
-
-
-def make_splash_multi_head_mask(
-    num_heads: int, seq_len: int, block_size: int, *, shard_count: int = 1
-) -> splash_mask_lib.MultiHeadMask:
-  """A `[num_heads, seq_len, seq_len]` block-causal mask for `make_splash_mha`.
-
-  Every head shares one `BlockCausalSplashMask`, so splash computes the mask
-  in the kernel instead of loading it. Canonical positions only (see
-  `BlockCausalSplashMask`).
-
-  Args:
-    num_heads: number of query heads, >= 1.
-    seq_len: query and key length, >= 1.
-    block_size: number of tokens per block, >= 1.
-    shard_count: as for splash's `CausalMask`.
-
-  Returns:
-    The multi-head mask.
-
-  Raises:
-    ValueError: for a bad `num_heads`, `seq_len` or `block_size`.
-  """
-  num_heads = config_utils.check_int("num_heads", num_heads, 1)
-  seq_len = config_utils.check_int("seq_len", seq_len, 1)
-  mask = BlockCausalSplashMask(
-      (seq_len, seq_len), block_size, shard_count=shard_count
-  )
-  return splash_mask_lib.MultiHeadMask([mask] * num_heads)

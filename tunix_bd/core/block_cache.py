@@ -1,0 +1,112 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The state of an exact block KV cache for block-diffusion decoding.
+
+Under the block-causal mask a block attends only to earlier blocks and to
+itself, so the keys and values of committed (clean) blocks can be cached.
+`BlockCache` holds the model's KV cache plus what masks and the shifted
+alignment need; `cached_logits.block_logits_with_cache` (the default
+`CachedLogitsFn`) evaluates blocks against it and commits them.
+"""
+
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+from tunix_bd import config_utils
+from tunix_bd.core import families
+
+
+@flax.struct.dataclass
+class BlockCache:
+  """A model KV cache of committed blocks plus what masks and shifts need.
+
+  Slots `[0, end_index)` hold committed tokens; a block call writes its own
+  slots `[end_index, end_index + block_len)` before attending.
+
+  Attributes:
+    kv: the model's own cache (`model.init_cache(...)`); Tunix models write
+      at their per-layer `end_index`, which advances in step with ours.
+    positions: int32 `[batch, cache_size]` logical positions of the slots.
+    segment_ids: int32 `[batch, cache_size]`, 0 = pad or not yet written.
+    end_index: int32 scalar, the number of committed slots.
+    boundary_logits: float32 `[batch, vocab]` raw logit at each row's last
+      committed token (the shifted-alignment predictor of the next block's
+      first token); zeros if none.
+    boundary_positions: int32 `[batch]` logical position of that token, -1
+      if none.
+    boundary_segment_ids: int32 `[batch]` its segment id, 0 if none.
+    canvas_ids: int32 `[batch, cache_size]` canvas ids of the slots (0 =
+      clean; see `masks.canvas_mask`).
+    block_end_logits: float32 `[batch, cache_size // S + 1, vocab]` raw
+      logit at the last token of each committed logical block (S the block
+      size), the predictor of the next block's first token, kept only by a
+      cache made with `block_end_logits_of=S` (packed canvases read it);
+      else None.
+    block_end_segments: int32 `[batch, cache_size // S + 1]` the segment id
+      of each kept block end, 0 if none; None with `block_end_logits`.
+  """
+
+  kv: dict
+  positions: jax.Array
+  segment_ids: jax.Array
+  end_index: jax.Array
+  boundary_logits: jax.Array
+  boundary_positions: jax.Array
+  boundary_segment_ids: jax.Array
+  canvas_ids: jax.Array
+  block_end_logits: jax.Array | None
+  block_end_segments: jax.Array | None
+
+
+def init_block_cache(
+    model,
+    batch_size: int,
+    cache_size: int,
+    *,
+    vocab_size: int | None = None,
+    dtype: jnp.dtype = jnp.float32,
+    block_end_logits_of: int | None = None,
+) -> BlockCache:
+  """An empty `BlockCache` over the model's empty KV cache.
+
+  Args:
+    model: a Tunix decoder of a supported family (`families`).
+    batch_size: rows, >= 1.
+    cache_size: slots, >= 1; at least the total canvas length.
+    vocab_size: logits width; None reads `model.config.vocab_size`.
+    dtype: the KV dtype passed to `init_cache`.
+    block_end_logits_of: a block size S: also keep the raw logit at the end
+      of every committed block (memory `[batch, cache_size // S + 1,
+      vocab]`), for `canvas_ids` calls; None keeps none.
+
+  Returns:
+    The empty cache.
+
+  Raises:
+    ValueError: for a non-positive size or an unsupported model.
+  """
+  for name, value in (("batch_size", batch_size), ("cache_size", cache_size)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
+  if vocab_size is None:
+    vocab_size = model.config.vocab_size
+  ends = None
+  if block_end_logits_of is not None:
+    size = config_utils.check_int("block_end_logits_of", block_end_logits_of, 1)
+    ends = (batch_size, cache_size // size + 1)
+  return BlockCache(
+      kv=families.init_kv_cache(model, batch_size, cache_size, dtype),
+      positions=jnp.zeros((batch_size, cache_size), jnp.int32),
+      segment_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
+      end_index=jnp.zeros((), jnp.int32),
+      boundary_logits=jnp.zeros((batch_size, vocab_size), jnp.float32),
+      boundary_positions=jnp.full((batch_size,), -1, jnp.int32),
+      boundary_segment_ids=jnp.zeros((batch_size,), jnp.int32),
+      canvas_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
+      block_end_logits=(
+          None if ends is None else jnp.zeros(ends + (vocab_size,))
+      ),
+      block_end_segments=(None if ends is None else jnp.zeros(ends, jnp.int32)),
+  )

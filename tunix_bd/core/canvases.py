@@ -1,0 +1,206 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The canvases of a trace: what each block looked like before each step.
+
+DESIGN.md "Step canvases": before step s, block b holds its prompt
+positions and exactly its completion slots committed at steps < s; the
+others are the mask token; earlier blocks are clean. Two builders serve
+every consumer (replay, OPD on the student's own canvases, decoding
+checks), with the trace's arrays concrete or traced (under `jit`):
+
+  * `sequence` and `step_canvas`: the whole row in the trace's sequence
+    layout, `[prompt (right-padded) ; completion]` with logical positions,
+    clean, or with every block at its canvas before step s;
+  * `packed_canvases`: only the (block, step) canvases that occurred, one
+    block-long canvas each, packed side by side. Scored against the clean
+    sequence with `masks.canvas_mask`, they cost what the rollout's
+    denoising forwards cost.
+
+In both, never-generated slots and the prompt's right padding are pads
+(segment 0), so masks and the shifted alignment skip them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.core import trace as trace_lib
+
+# `committed_at` of slots that are never on a canvas (pads).
+NEVER = np.iinfo(np.int32).max
+
+
+@flax.struct.dataclass
+class Sequence:
+  """A trace's rows in the sequence layout, `[batch, prompt_len + T]`.
+
+  Attributes:
+    tokens: int32 clean tokens; 0 at pads.
+    positions: int32 logical positions (prompt then completion, gapless).
+    segment_ids: int32, 1 on real tokens, 0 at pads.
+    committed_at: int32 the step after which a slot is on its block's
+      canvas: -1 for prompt tokens, `action_step` for completion slots,
+      `NEVER` for pads.
+  """
+
+  tokens: jax.Array
+  positions: jax.Array
+  segment_ids: jax.Array
+  committed_at: jax.Array
+
+
+def sequence(trace: trace_lib.Trace) -> Sequence:
+  """The clean rows of a trace in the sequence layout."""
+  prompt = jnp.asarray(trace.prompt_tokens, jnp.int32)
+  lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
+  steps = jnp.asarray(trace.action_step, jnp.int32)
+  batch, prompt_len = prompt.shape
+  generated = steps >= 0
+  column = jnp.arange(prompt_len, dtype=jnp.int32)
+  in_prompt = column[None, :] < lengths[:, None]
+  both = lambda a, b: jnp.concatenate([a, b], axis=1)
+  return Sequence(
+      tokens=both(
+          jnp.where(in_prompt, prompt, 0),
+          jnp.where(generated, jnp.asarray(trace.tokens, jnp.int32), 0),
+      ),
+      positions=both(
+          jnp.broadcast_to(column, (batch, prompt_len)),
+          lengths[:, None] + jnp.arange(steps.shape[1], dtype=jnp.int32),
+      ),
+      segment_ids=both(in_prompt, generated).astype(jnp.int32),
+      committed_at=both(
+          jnp.where(in_prompt, -1, NEVER), jnp.where(generated, steps, NEVER)
+      ),
+  )
+
+
+def step_canvas(trace: trace_lib.Trace, step: Any) -> jax.Array:
+  """int32 `[batch, prompt_len + T]`: every block's canvas before `step`.
+
+  In the sequence layout: each block holds its prompt tokens and its slots
+  committed before `step`, the mask token elsewhere (pads are 0). Block b's
+  part is what the denoiser saw at block b's step `step`.
+  """
+  rows = sequence(trace)
+  canvas = jnp.where(
+      rows.committed_at < step, rows.tokens, trace.bd.mask_token_id
+  )
+  return jnp.where(rows.segment_ids > 0, canvas, 0)
+
+
+def num_completion_blocks(block_size: int, completion_len: int) -> int:
+  """The most blocks a completion of `completion_len` slots can touch."""
+  return (completion_len + block_size - 2) // block_size + 1
+
+
+def block_steps(trace: trace_lib.Trace) -> jax.Array:
+  """int32 `[batch, blocks]` denoising steps of each completion block."""
+  lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
+  steps = jnp.asarray(trace.action_step, jnp.int32)
+  size = trace.bd.block_size
+  blocks = trace_lib.completion_blocks(lengths, steps.shape[1], size)
+  rows = jnp.broadcast_to(jnp.arange(steps.shape[0])[:, None], steps.shape)
+  num_blocks = num_completion_blocks(size, steps.shape[1])
+  counts = jnp.zeros((steps.shape[0], num_blocks), jnp.int32)
+  return counts.at[rows, blocks].max(steps + 1)
+
+
+def count_canvases(trace: trace_lib.Trace) -> int:
+  """The most (block, step) canvases of any row (concrete traces only)."""
+  steps = np.asarray(trace.action_step)
+  blocks = trace_lib.completion_blocks(
+      np.asarray(trace.prompt_lengths), steps.shape[1], trace.bd.block_size
+  )
+  rows = np.broadcast_to(np.arange(steps.shape[0])[:, None], steps.shape)
+  counts = np.zeros((steps.shape[0], int(blocks.max()) + 1), np.int64)
+  np.maximum.at(counts, (rows, blocks), steps + 1)
+  return max(int(counts.sum(axis=1).max()), 1)
+
+
+@flax.struct.dataclass
+class PackedCanvases:
+  """The occurring canvases of a trace, `[batch, num_canvases * block_size]`.
+
+  Canvas c of a row occupies columns `[c * S, (c + 1) * S)`: a row's
+  (block, step) pairs in order, then empty canvases (all pads).
+
+  Attributes:
+    tokens: int32 canvas tokens (mask ids where not yet committed).
+    positions: int32 logical positions.
+    segment_ids: int32, 1 on real tokens, 0 at pads.
+    canvas_ids: int32 `c + 1`, ids for `masks.canvas_mask`.
+    targets: int32 the committed token of scored slots, 0 elsewhere.
+    scored: bool, the slots committed at their canvas's step.
+    slot: int32 the completion column of each canvas column, 0 if none.
+  """
+
+  tokens: jax.Array
+  positions: jax.Array
+  segment_ids: jax.Array
+  canvas_ids: jax.Array
+  targets: jax.Array
+  scored: jax.Array
+  slot: jax.Array
+
+
+def packed_canvases(
+    trace: trace_lib.Trace, num_canvases: int
+) -> PackedCanvases:
+  """Packs every row's occurring (block, step) canvases, in order.
+
+  Args:
+    trace: the rollout; arrays concrete or traced.
+    num_canvases: static canvases per row, at least `count_canvases`; rows
+      with fewer get empty canvases.
+
+  Returns:
+    The packed canvases; each completion slot is scored in exactly one.
+  """
+  size, mask_id = trace.bd.block_size, trace.bd.mask_token_id
+  prompt = jnp.asarray(trace.prompt_tokens, jnp.int32)
+  lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
+  tokens = jnp.asarray(trace.tokens, jnp.int32)
+  steps = jnp.asarray(trace.action_step, jnp.int32)
+  batch, width = tokens.shape
+  counts = block_steps(trace)  # [batch, blocks]
+  ends = jnp.cumsum(counts, axis=1)
+  canvas = jnp.arange(num_canvases, dtype=jnp.int32)
+  # Canvas c shows block k at step s, with k the first block ending after c.
+  block = jnp.sum(ends[:, None, :] <= canvas[None, :, None], axis=2)
+  valid = canvas[None, :] < ends[:, -1:]
+  block = jnp.minimum(block, counts.shape[1] - 1)
+  step = canvas[None, :] - jnp.take_along_axis(ends - counts, block, axis=1)
+  # Logical position of each column: `[batch, num_canvases, size]`.
+  first = (lengths // size)[:, None, None] + block[:, :, None]
+  position = first * size + jnp.arange(size, dtype=jnp.int32)
+  slot = position - lengths[:, None, None]
+  in_prompt = slot < 0
+  in_budget = (slot >= 0) & (slot < width)
+  take = lambda x, i: jnp.take_along_axis(
+      x, jnp.clip(i, 0, x.shape[1] - 1).reshape(batch, -1), axis=1
+  ).reshape(i.shape)
+  slot_step = jnp.where(in_budget, take(steps, slot), -1)
+  slot_token = take(tokens, slot)
+  real = valid[:, :, None] & (in_prompt | (slot_step >= 0))
+  committed = slot_step < step[:, :, None]
+  canvas_tokens = jnp.where(
+      in_prompt,
+      take(prompt, position),
+      jnp.where(committed, slot_token, mask_id),
+  )
+  scored = real & (slot_step == step[:, :, None])
+  flat = lambda x: x.reshape(batch, num_canvases * size)
+  return PackedCanvases(
+      tokens=flat(jnp.where(real, canvas_tokens, 0)),
+      positions=flat(jnp.where(real, position, 0)),
+      segment_ids=flat(real.astype(jnp.int32)),
+      canvas_ids=flat(jnp.broadcast_to(canvas[None, :, None] + 1, real.shape)),
+      targets=flat(jnp.where(scored, slot_token, 0)),
+      scored=flat(scored),
+      slot=flat(jnp.where(scored, slot, 0)),
+  )

@@ -1,0 +1,72 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The Tunix decoder families the block-diffusion contract runs on.
+
+A family fits when its forward is `model(tokens, positions, kv_cache,
+attention_mask) -> (logits, kv_cache)` with a dense attention path that
+honours the mask, and its KV cache is a dict of per-layer `{k, v,
+end_index}` written at `end_index` (what `cached_logits` rewinds). Qwen3,
+Qwen2 and Llama 3 of google-tunix 0.1.7 do; any other model with a Tunix
+`config` fails closed, naming these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from tunix.models.llama3 import model as llama3_lib
+from tunix.models.qwen2 import model as qwen2_lib
+from tunix.models.qwen3 import model as qwen3_lib
+
+# Family name -> the Tunix model config class that identifies it.
+FAMILIES = {
+    "qwen3": qwen3_lib.ModelConfig,
+    "qwen2": qwen2_lib.ModelConfig,
+    "llama3": llama3_lib.ModelConfig,
+}
+
+
+def family(model_config: Any) -> str:
+  """The family of a Tunix model config.
+
+  Raises:
+    ValueError: for a config of any other model, naming the supported
+      families.
+  """
+  for name, config_type in FAMILIES.items():
+    if isinstance(model_config, config_type):
+      return name
+  raise ValueError(
+      f"model config {type(model_config).__module__}."
+      f"{type(model_config).__name__} is not a supported Tunix decoder; the"
+      f" block-diffusion contract supports the families {sorted(FAMILIES)}"
+      " (tunix.models.qwen3, qwen2, llama3)."
+  )
+
+
+def init_kv_cache(
+    model: Any, batch_size: int, cache_size: int, dtype: jnp.dtype
+) -> dict[str, dict[str, jnp.ndarray]]:
+  """An empty KV cache of a supported model, in Tunix's per-layer layout.
+
+  Qwen3 builds its own (`init_cache`); Qwen2 and Llama 3 read the same
+  layout in their attention but do not build it, so it is built here from
+  their config.
+
+  Raises:
+    ValueError: for a model outside `FAMILIES`.
+  """
+  config = model.config
+  family(config)
+  if hasattr(model, "init_cache"):
+    return model.init_cache(batch_size, cache_size, dtype)
+  shape = (batch_size, cache_size, config.num_kv_heads, config.head_dim)
+  return {
+      f"layer_{i}": {
+          "k": jnp.zeros(shape, dtype),
+          "v": jnp.zeros(shape, dtype),
+          "end_index": jnp.zeros((batch_size,), jnp.int32),
+      }
+      for i in range(config.num_layers)
+  }

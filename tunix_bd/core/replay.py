@@ -1,0 +1,313 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Replay scoring: the log-probs of a recorded trace under a model.
+
+Replay scores each recorded token on the canvas it was committed from
+(DESIGN.md "Replay"), so the live, reference and old policies of RL, and
+OPD's student, all score the very actions the rollout took. Under the
+rollout's parameters it reproduces `trace.action_logp` (DESIGN invariant
+6): both go through `diffusion_lm.log_probs` at `trace.temperature`.
+
+Packed layout, at the rollout's cost. One forward writes the clean rows
+(prompt and completion, with the raw logits at block ends) to a block KV
+cache. The
+canvases are only those that occurred, one per (block, step) of each row
+(`canvases.packed_canvases`), each a block long; groups of them are scored
+against the cache, about `GROUP_TOKENS` query tokens per forward, through
+the cached logits function with canvas ids. Under `masks.canvas_mask` each
+canvas sees exactly the clean earlier blocks and itself, as the denoiser
+did, so the model processes about as many tokens as the rollout did, in a
+few forwards instead of one per step, and attention stays linear in the
+number of canvases.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.core import block_cache
+from tunix_bd.core import cached_logits
+from tunix_bd.core import canvases as canvases_lib
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import trace as trace_lib
+
+# Query tokens per forward: enough canvases to amortize a forward, few enough
+# that attention stays linear in the number of canvases.
+GROUP_TOKENS = 64
+
+
+def _round_up(value: int, unit: int) -> int:
+  """`value` rounded up to a multiple of `unit`."""
+  return -(-value // unit) * unit
+
+
+def _validate(model, trace) -> trace_lib.Trace:
+  if not isinstance(trace, trace_lib.Trace):
+    raise ValueError(
+        "trace must be a tunix_bd.core.trace.Trace, got"
+        f" {type(trace).__name__}."
+    )
+  vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+  return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
+
+
+def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
+  """Static canvases per row: given, counted, or the most possible."""
+  size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
+  most = canvases_lib.num_completion_blocks(size, width) * size
+  concrete = not isinstance(trace.action_step, jax.core.Tracer)
+  if num_canvases is None:
+    count = canvases_lib.count_canvases(trace) if concrete else most
+    return _round_up(count, group_size(size))
+  if isinstance(num_canvases, bool) or not isinstance(num_canvases, int):
+    raise ValueError(f"num_canvases must be an int, got {num_canvases!r}.")
+  if not 1 <= num_canvases <= most:
+    raise ValueError(
+        f"num_canvases must be in [1, {most}], got {num_canvases}."
+    )
+  if concrete and canvases_lib.count_canvases(trace) > num_canvases:
+    raise ValueError(
+        f"num_canvases={num_canvases} is too small: a row of the trace has"
+        f" {canvases_lib.count_canvases(trace)} (block, step) canvases."
+    )
+  return _round_up(num_canvases, group_size(size))
+
+
+def _replay(model, trace, num_canvases, cached_logits_fn, group):
+  """The packed replay of a validated trace; see `replay_log_probs`."""
+  rows = canvases_lib.sequence(trace)
+  packed = canvases_lib.packed_canvases(trace, num_canvases)
+  config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
+  batch, clean_len = rows.tokens.shape
+  width = group * config.block_size
+  cache = block_cache.init_block_cache(
+      model,
+      batch,
+      clean_len + width,
+      block_end_logits_of=config.block_size,
+  )
+  # One forward writes the clean rows (and their block ends' raw logits,
+  # the predictors of the next blocks' first tokens) to the cache.
+  _, cache = cached_logits_fn(
+      model, rows.tokens, rows.positions, rows.segment_ids, cache, config=config
+  )
+  row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
+
+  # Rematerialized in the backward pass: gradient memory of one group.
+  @functools.partial(jax.checkpoint, prevent_cse=False)
+  def score(fields):
+    tokens, positions, segments, ids, targets, scored, slot = fields
+    logits, _ = cached_logits_fn(
+        model, tokens, positions, segments, cache, config=config, canvas_ids=ids
+    )
+    logp = diffusion_lm.token_log_probs(logits, targets, trace.temperature)
+    out = jnp.zeros(np.shape(trace.tokens), jnp.float32)
+    # Each completion slot is scored in exactly one canvas.
+    return out.at[row, slot].add(jnp.where(scored, logp, 0.0))
+
+  def body(total, fields):
+    # Groups past every row's last canvas are skipped at run time.
+    occupied = fields[2].any()
+    zeros = jnp.zeros_like(total)
+    return total + jax.lax.cond(occupied, score, lambda _: zeros, fields), None
+
+  groups = tuple(
+      jnp.moveaxis(x.reshape(batch, -1, width), 1, 0)
+      for x in (
+          packed.tokens,
+          packed.positions,
+          packed.segment_ids,
+          packed.canvas_ids,
+          packed.targets,
+          packed.scored,
+          packed.slot,
+      )
+  )
+  zeros = jnp.zeros(np.shape(trace.tokens), jnp.float32)
+  total, _ = jax.lax.scan(body, zeros, groups)
+  return total
+
+
+def group_size(block_size: int) -> int:
+  """Canvases scored per forward: about `GROUP_TOKENS` query tokens."""
+  return max(1, GROUP_TOKENS // block_size)
+
+
+def replay_log_probs(
+    model,
+    trace: trace_lib.Trace,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+    num_canvases: int | None = None,
+) -> jax.Array:
+  """Log-probs of a trace's actions under `model`, in one packed forward.
+
+  Differentiable in the model's parameters and usable under `jax.jit` /
+  `nnx.jit` (the trace's arrays traced; `bd` and `temperature` are static
+  fields) and `jax.grad` / `nnx.value_and_grad`.
+
+  Args:
+    model: the model `cached_logits_fn` calls (a Tunix decoder by default).
+    trace: the recorded rollout; scored at `trace.temperature` with
+      `trace.bd` (any `layout`: replay always packs canvases against a clean
+      context).
+    cached_logits_fn: the cached model call, given a cache of the clean
+      rows (with their logits) and the canvases with `canvas_ids`.
+    num_canvases: static (block, step) canvases per row, at least the most
+      any row has; None counts them on a concrete trace and takes the most
+      possible under jit.
+
+  Returns:
+    float32 `[batch, completion_len]` log-probs of `trace.tokens` at their
+    commit steps; 0 where `action_step == -1`.
+
+  Raises:
+    ValueError: as `Trace.validate` (and for ids outside the model
+      vocabulary), or for a bad `num_canvases`.
+  """
+  trace = _validate(model, trace)
+  count = _num_canvases(trace, num_canvases)
+  return _replay(
+      model, trace, count, cached_logits_fn, group_size(trace.bd.block_size)
+  )
+
+
+def _replay_graph(graphdef, state, trace, *, num_canvases, cached_logits_fn):
+  return _replay(
+      nnx.merge(graphdef, state),
+      trace,
+      num_canvases,
+      cached_logits_fn,
+      group_size(trace.bd.block_size),
+  )
+
+
+_replay_graph_jit = jax.jit(
+    _replay_graph, static_argnames=("num_canvases", "cached_logits_fn")
+)
+
+
+class Replayer:
+  """Compiled replay of one model for eager callers, reusable.
+
+  Splits the model once, as `Denoiser` does: the split state holds the
+  model's own `nnx.Variable`s, so in-place weight updates (optimizer steps,
+  `nnx.update`) are seen by the next call; build a new `Replayer` after
+  changing the model's structure. Each call validates the concrete trace,
+  trims completion columns never generated and rounds the width (to whole
+  blocks) and the canvas count (to whole groups) up, so rollouts of similar
+  lengths share one program (per batch, settings and temperature).
+  For verification, evaluation and RL's old and reference policies; inside
+  a jitted step, call `replay_log_probs`.
+  """
+
+  def __init__(
+      self,
+      model: nnx.Module,
+      *,
+      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+          cached_logits.block_logits_with_cache
+      ),
+  ):
+    """Splits the model.
+
+    Args:
+      model: a Tunix decoder `nnx.Module`.
+      cached_logits_fn: as for `replay_log_probs`.
+
+    Raises:
+      ValueError: for a model that is not an `nnx.Module`.
+    """
+    if not isinstance(model, nnx.Module):
+      raise ValueError(
+          f"model must be an nnx.Module, got {type(model).__name__}; call"
+          " replay_log_probs instead."
+      )
+    self._model = model
+    self._cached_logits_fn = cached_logits_fn
+    self._graphdef, self._state = nnx.split(model)
+
+  def __call__(self, trace: trace_lib.Trace) -> jax.Array:
+    """float32 `[batch, completion_len]`, as `replay_log_probs`.
+
+    Raises:
+      ValueError: as `replay_log_probs`.
+    """
+    trace = _validate(self._model, trace)
+    size = trace.bd.block_size
+    steps = np.asarray(trace.action_step)
+    generated = np.flatnonzero((steps >= 0).any(axis=0))
+    needed = int(generated[-1]) + 1 if generated.size else 1
+    width = min(_round_up(needed, size), steps.shape[1])
+    trimmed = trace.replace(
+        tokens=np.asarray(trace.tokens)[:, :width],
+        action_step=steps[:, :width],
+        action_logp=np.asarray(trace.action_logp)[:, :width],
+        # The layout does not matter to replay: one compile for both.
+        bd=dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT),
+    )
+    count = _num_canvases(trimmed, None)
+    scores = _replay_graph_jit(
+        self._graphdef,
+        self._state,
+        trimmed,
+        num_canvases=count,
+        cached_logits_fn=self._cached_logits_fn,
+    )
+    return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))
+
+
+def compiled_replay_log_probs(
+    model: nnx.Module,
+    trace: trace_lib.Trace,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+) -> jax.Array:
+  """A one-off `Replayer(model, cached_logits_fn=...)(trace)`.
+
+  Raises:
+    ValueError: as `Replayer`.
+  """
+  return Replayer(model, cached_logits_fn=cached_logits_fn)(trace)
+
+
+def max_replay_error(
+    model,
+    trace: trace_lib.Trace,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+) -> float:
+  """Max |replayed - recorded| log-prob over the generated positions.
+
+  Replay under the rollout's own parameters must give ~0 (DESIGN.md
+  invariant 6); `generate.py --config.verify_replay=True` reports this. An
+  `nnx.Module` is replayed by `compiled_replay_log_probs`.
+
+  Returns:
+    The max absolute difference, 0.0 if no position was generated.
+
+  Raises:
+    ValueError: as `replay_log_probs`.
+  """
+  if isinstance(model, nnx.Module):
+    replayed = compiled_replay_log_probs(
+        model, trace, cached_logits_fn=cached_logits_fn
+    )
+  else:
+    replayed = replay_log_probs(model, trace, cached_logits_fn=cached_logits_fn)
+  steps = np.asarray(trace.action_step)
+  recorded = np.asarray(trace.action_logp, np.float64)
+  error = np.abs(np.asarray(replayed, np.float64) - recorded)[steps >= 0]
+  return float(error.max()) if error.size else 0.0

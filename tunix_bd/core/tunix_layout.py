@@ -1,0 +1,149 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A trace in Tunix's RL `TrainExample` layout, and back, without loss.
+
+Tunix's GRPO learner carries a rollout as `prompt_ids` / `prompt_mask`
+(left-padded: `RolloutOutput.left_padded_prompt_tokens`) and
+`completion_ids` / `completion_mask` (right-padded). A denoising trace maps
+onto that layout as follows (DESIGN.md "Trace"):
+
+  * `prompt_ids` int32 `[batch, P]`, LEFT-padded with the pad id;
+    `prompt_mask` bool `[batch, P]`, True on the real prompt tokens (the
+    last `P_r` columns of row r). Logical position 0 is the first True.
+  * `completion_ids` int32 `[batch, T]`, RIGHT-padded: completion slot j
+    (logical position `P_r + j`) in column j, the pad id where never
+    generated; `completion_mask` bool `[batch, T]`, True on every generated
+    slot (`action_step >= 0`), i.e. every action of the rollout, including
+    the slots after the first stop token up to the end of its block. (The
+    user-visible completion stops at the first stop token; the loss covers
+    every action.)
+  * `action_step` int32 and `action_logp` float32 `[batch, T]`: the trace's
+    own per-slot fields, riding beside the others (e.g. in a `TrainExample`
+    subclass); `bd` and `temperature` stay static.
+
+So an RL step carries the trace through Tunix unchanged: Tunix shards and
+slices the four fields it knows, the two per-slot fields follow the
+completion's layout, and `from_tunix_layout` rebuilds the exact `Trace`
+(hence the exact step canvases and replay).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import trace as trace_lib
+
+
+def to_tunix_layout(
+    trace: trace_lib.Trace, *, pad_id: int
+) -> dict[str, np.ndarray]:
+  """A trace's fields in Tunix's `TrainExample` layout (module docstring).
+
+  Args:
+    trace: a trace with concrete arrays.
+    pad_id: the id of left-padding prompt slots and never-generated slots.
+
+  Returns:
+    `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`,
+    `action_step` and `action_logp`, NumPy arrays.
+
+  Raises:
+    ValueError: as `Trace.validate`.
+  """
+  trace.validate()
+  prompt = np.asarray(trace.prompt_tokens)
+  lengths = np.asarray(trace.prompt_lengths)
+  width = prompt.shape[1]
+  # Left padding: real token i of row r goes to column width - P_r + i.
+  shift = width - lengths[:, None]
+  source = np.arange(width)[None, :] - shift
+  prompt_mask = source >= 0
+  gathered = np.take_along_axis(prompt, np.clip(source, 0, width - 1), axis=1)
+  steps = np.asarray(trace.action_step, np.int32)
+  completion_mask = steps >= 0
+  return dict(
+      prompt_ids=np.where(prompt_mask, gathered, pad_id).astype(np.int32),
+      prompt_mask=prompt_mask,
+      completion_ids=np.where(
+          completion_mask, np.asarray(trace.tokens), pad_id
+      ).astype(np.int32),
+      completion_mask=completion_mask,
+      action_step=steps,
+      action_logp=np.where(
+          completion_mask, np.asarray(trace.action_logp), 0.0
+      ).astype(np.float32),
+  )
+
+
+def from_tunix_layout(
+    *,
+    prompt_ids: Any,
+    prompt_mask: Any,
+    completion_ids: Any,
+    completion_mask: Any,
+    action_step: Any,
+    action_logp: Any,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    temperature: float,
+) -> trace_lib.Trace:
+  """The `Trace` of fields in Tunix's `TrainExample` layout; validated.
+
+  Args:
+    prompt_ids: int `[batch, P]` left-padded prompts.
+    prompt_mask: bool `[batch, P]`, True on real prompt tokens, which must
+      be the last columns of each row.
+    completion_ids: int `[batch, T]` right-padded completions.
+    completion_mask: bool `[batch, T]`, True exactly where `action_step >=
+      0`.
+    action_step: int `[batch, T]` the trace's commit steps.
+    action_logp: float `[batch, T]` the trace's log-probs.
+    bd: the rollout's block-diffusion settings.
+    temperature: the rollout's temperature (1.0 if greedy).
+
+  Returns:
+    The trace.
+
+  Raises:
+    ValueError: for a prompt mask that is not a left padding, a completion
+      mask that disagrees with `action_step`, or as `Trace.validate`.
+  """
+  prompt_ids = np.asarray(prompt_ids)
+  prompt_mask = np.asarray(prompt_mask, bool)
+  if prompt_mask.shape != prompt_ids.shape or prompt_ids.ndim != 2:
+    raise ValueError(
+        f"prompt_mask {prompt_mask.shape} must have the [batch, P] shape of"
+        f" prompt_ids {prompt_ids.shape}."
+    )
+  lengths = prompt_mask.sum(axis=1)
+  width = prompt_ids.shape[1]
+  left_padded = np.arange(width)[None, :] >= (width - lengths)[:, None]
+  if (left_padded != prompt_mask).any():
+    rows = np.flatnonzero((left_padded != prompt_mask).any(axis=1)).tolist()
+    raise ValueError(
+        f"prompt_mask of rows {rows} is not a left padding (real tokens"
+        " must be the last columns)."
+    )
+  steps = np.asarray(action_step)
+  if (
+      np.asarray(completion_mask, bool).shape != steps.shape
+      or (np.asarray(completion_mask, bool) != (steps >= 0)).any()
+  ):
+    raise ValueError(
+        "completion_mask must be True exactly where action_step >= 0 (the"
+        " generated slots)."
+    )
+  source = np.arange(width)[None, :] + (width - lengths)[:, None]
+  prompt = np.take_along_axis(prompt_ids, np.clip(source, 0, width - 1), axis=1)
+  # Right padding with 0: columns past a prompt's length are never read.
+  prompt = np.where(source < width, prompt, 0)
+  return trace_lib.Trace(
+      prompt_tokens=prompt.astype(np.int32),
+      prompt_lengths=lengths.astype(np.int32),
+      tokens=np.asarray(completion_ids).astype(np.int32),
+      action_step=steps.astype(np.int32),
+      action_logp=np.asarray(action_logp, np.float32),
+      temperature=temperature,
+      bd=bd,
+  ).validate()

@@ -1,0 +1,60 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Global loss denominators under gradient accumulation (DESIGN.md).
+
+A token-weighted loss over a global batch of k micro-batches is
+`sum(w * loss) / global_weight`, with `global_weight` the total weight of
+all k micro-batches. Tunix accumulates by averaging the k micro-batch
+gradients (`compat.ACCUMULATION_AVERAGES_GRADIENTS`), so each micro-batch
+loss is its weighted sum times `k / global_weight`: the average of k such
+gradients is exactly the global batch's gradient. SFT uses this today; OPD
+and RL losses use the same two per-row batch fields and the same scale.
+
+Both fields are broadcast per row so that every batch leaf is batch-major
+(Tunix shards every leaf on dim 0); every row of a micro-batch carries the
+same values.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd import compat
+
+# float32 `[rows]`: the total loss weight of the whole global batch.
+GLOBAL_WEIGHT = "global_weight"
+# int32 `[rows]`: k, the micro-batches per global batch.
+ACCUMULATION_STEPS = "accumulation_steps"
+FIELDS = (GLOBAL_WEIGHT, ACCUMULATION_STEPS)
+
+
+def batch_fields(
+    global_weight: float, accumulation_steps: int, rows: int
+) -> dict[str, np.ndarray]:
+  """The two per-row fields of a micro-batch of `rows` rows."""
+  return {
+      GLOBAL_WEIGHT: np.full(rows, global_weight, np.float32),
+      ACCUMULATION_STEPS: np.full(rows, accumulation_steps, np.int32),
+  }
+
+
+def loss_scale(
+    global_weight: jax.Array, accumulation_steps: jax.Array
+) -> jax.Array:
+  """float32 scalar multiplying a micro-batch's weighted loss sum.
+
+  Args:
+    global_weight: float `[rows]` (`GLOBAL_WEIGHT`).
+    accumulation_steps: int `[rows]` (`ACCUMULATION_STEPS`).
+
+  Returns:
+    `k / global_weight` when Tunix averages micro-batch gradients (else
+    `1 / global_weight`); 0 for a global batch without weight.
+  """
+  # Every row of a micro-batch carries the same values; max is exact.
+  denominator = jnp.max(global_weight).astype(jnp.float32)
+  k = jnp.max(accumulation_steps).astype(jnp.float32)
+  if not compat.ACCUMULATION_AVERAGES_GRADIENTS:
+    k = jnp.float32(1.0)
+  return jnp.where(denominator > 0, k / jnp.maximum(denominator, 1e-30), 0.0)

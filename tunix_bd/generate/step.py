@@ -1,0 +1,168 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""One denoising step of one block, as a unit (DESIGN.md "Denoising step").
+
+Given the block's target-aligned logits, its canvas state, which positions
+may commit, the commit-rule parameters and per-row sampling keys, a step
+picks a token for every position (argmax, or a sample at the temperature),
+scores the positions by confidence (max probability over the vocabulary
+without the mask token), commits by the rule and records each committed
+token's log-probability under `diffusion_lm.log_probs` (the distribution
+replay scores). The compiled loop (`decode_loop`) only fetches logits and
+moves from block to block.
+
+`CommitParams` holds the rule and its parameters as traced scalars, so one
+compiled program serves every rule and threshold.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.core import diffusion_lm
+from tunix_bd.generate import commit_rules
+
+
+class CommitParams(NamedTuple):
+  """The commit rule and sampling temperature, as traced scalars.
+
+  Attributes:
+    rule: int32 index into `commit_rules.RULES`.
+    threshold: float32 tau of the `threshold` rule.
+    top_k: int32 k of the `top_k` rule.
+    factor: float32 f of the `factor` rule.
+    temperature: float32 sampling temperature; 0 is greedy.
+  """
+
+  rule: jax.Array
+  threshold: jax.Array
+  top_k: jax.Array
+  factor: jax.Array
+  temperature: jax.Array
+
+  @classmethod
+  def create(
+      cls,
+      *,
+      rule: str,
+      threshold: float,
+      top_k: int,
+      factor: float,
+      temperature: float,
+  ) -> CommitParams:
+    """NumPy scalars of validated settings (e.g. a `DenoiseConfig`'s)."""
+    if rule not in commit_rules.RULES:
+      raise ValueError(
+          f"rule must be one of {list(commit_rules.RULES)}, got {rule!r}."
+      )
+    return cls(
+        rule=np.int32(commit_rules.RULES.index(rule)),
+        threshold=np.float32(threshold),
+        top_k=np.int32(top_k),
+        factor=np.float32(factor),
+        temperature=np.float32(temperature),
+    )
+
+
+class StepOutput(NamedTuple):
+  """A block after one step; each `[batch, block]`.
+
+  Attributes:
+    tokens: int32 the block's tokens, committed ones written.
+    steps: int32 commit step per position, -1 if not yet committed.
+    logp: float32 log-prob of each committed token at its step.
+    commit: bool the positions this step committed.
+  """
+
+  tokens: jax.Array
+  steps: jax.Array
+  logp: jax.Array
+  commit: jax.Array
+
+
+def select_commits(
+    params: CommitParams, confidence: jax.Array, eligible: jax.Array
+) -> jax.Array:
+  """bool `[batch, block]` commits of the traced rule `params.rule`."""
+  # A switch runs only the selected rule's computation.
+  branches = [
+      functools.partial(
+          commit_rules.commit_mask,
+          rule,
+          threshold=params.threshold,
+          top_k=params.top_k,
+          factor=params.factor,
+      )
+      for rule in commit_rules.RULES
+  ]
+  return jax.lax.switch(params.rule, branches, confidence, eligible)
+
+
+def step_keys(keys: jax.Array, logical_block: jax.Array, step: jax.Array):
+  """Per-row sampling keys of (seed, logical block, step).
+
+  A row's stream depends on nothing else, so its samples never depend on
+  which rows share its batch.
+
+  Args:
+    keys: `[batch]` typed keys, one per row seed.
+    logical_block: int `[batch]` each row's logical block.
+    step: int scalar, the step within the block.
+  """
+  return jax.vmap(
+      lambda k, b: jax.random.fold_in(jax.random.fold_in(k, b), step)
+  )(keys, logical_block)
+
+
+def denoise_step(
+    logits: jax.Array,
+    tokens: jax.Array,
+    steps: jax.Array,
+    logp: jax.Array,
+    eligible: jax.Array,
+    params: CommitParams,
+    keys: jax.Array,
+    step: jax.Array,
+) -> StepOutput:
+  """One denoising step of a block.
+
+  Args:
+    logits: float32 `[batch, block, vocab]` target-aligned logits of the
+      block's canvas (mask column at `MASKED_LOGIT`).
+    tokens: int32 `[batch, block]` the canvas.
+    steps: int32 `[batch, block]` commit step per position, -1 if open.
+    logp: float32 `[batch, block]` recorded log-probs.
+    eligible: bool `[batch, block]` positions that may commit (open
+      completion positions of rows still decoding).
+    params: the commit rule and temperature.
+    keys: `[batch]` this step's per-row keys (`step_keys`).
+    step: int32 scalar, the step within the block.
+
+  Returns:
+    The block after the step; a row with an eligible position commits at
+    least one.
+  """
+  greedy = params.temperature == 0
+  # Greedy decoding samples nothing; its log-probs are at temperature 1.
+  temperature = jnp.where(greedy, 1.0, params.temperature)
+  log_probs = diffusion_lm.log_probs(logits, temperature)
+  confidence = jnp.exp(jnp.max(log_probs, axis=-1))
+  sampled = jax.lax.cond(
+      greedy,
+      lambda: jnp.argmax(logits, axis=-1).astype(jnp.int32),
+      lambda: jax.vmap(jax.random.categorical)(keys, log_probs).astype(
+          jnp.int32
+      ),
+  )
+  sampled_logp = jnp.take_along_axis(log_probs, sampled[..., None], axis=-1)
+  commit = select_commits(params, confidence, eligible)
+  return StepOutput(
+      tokens=jnp.where(commit, sampled, tokens),
+      steps=jnp.where(commit, step, steps),
+      logp=jnp.where(commit, sampled_logp[..., 0], logp),
+      commit=commit,
+  )

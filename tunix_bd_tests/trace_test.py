@@ -1,0 +1,196 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.core.trace and tunix_bd.core.canvases on real rollouts."""
+
+from __future__ import annotations
+
+from absl.testing import absltest
+import jax
+import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.core import canvases
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.core import tunix_layout
+from tunix_bd.generate import denoise
+from tunix_bd_tests import test_common
+
+_VOCAB = 96
+_MASK = 2
+_PAD = 0
+_STOP = 11
+_MODEL = test_common.tiny_qwen3(vocab_size=_VOCAB, seed=3)
+_BD = bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=_MASK)
+
+
+def _rollout(prompts, use_cache=True, logits_fn=None):
+  config = denoise.DenoiseConfig(
+      max_new_tokens=13,
+      max_prompt_length=9,
+      threshold=0.35,
+      temperature=0.9,
+      stop_ids=(_STOP,),
+      pad_id=_PAD,
+      use_cache=use_cache,
+  )
+  kwargs = {} if logits_fn is None else dict(logits_fn=logits_fn)
+  denoiser = denoise.Denoiser(_MODEL, bd=_BD, config=config, **kwargs)
+  return denoiser(prompts, seeds=np.arange(len(prompts)) + 7)
+
+
+def _prompts(lengths, seed=0):
+  rng = np.random.default_rng(seed)
+  return [rng.integers(_STOP + 1, _VOCAB, n).tolist() for n in lengths]
+
+
+class TunixLayoutTest(absltest.TestCase):
+
+  def test_a_rollout_round_trips_through_the_tunix_layout(self):
+    prompts = _prompts((9, 3, 6, 1, 4, 8))
+    trace = _rollout(prompts).trace
+    self.assertTrue((trace.action_step < 0).any())  # Some rows stopped.
+    fields = tunix_layout.to_tunix_layout(trace, pad_id=_PAD)
+    width = fields["prompt_ids"].shape[1]
+    for row, prompt in enumerate(prompts):
+      n = len(prompt)
+      # Left-padded prompts, right-padded completions.
+      np.testing.assert_array_equal(
+          fields["prompt_ids"][row, width - n :], prompt
+      )
+      np.testing.assert_array_equal(
+          fields["prompt_ids"][row, : width - n], _PAD
+      )
+      np.testing.assert_array_equal(
+          fields["prompt_mask"][row], np.arange(width) >= width - n
+      )
+    np.testing.assert_array_equal(
+        fields["completion_mask"], trace.action_step >= 0
+    )
+    np.testing.assert_array_equal(
+        fields["completion_ids"][~fields["completion_mask"]], _PAD
+    )
+    back = tunix_layout.from_tunix_layout(
+        **fields, bd=trace.bd, temperature=trace.temperature
+    )
+    self.assertEqual((back.bd, back.temperature), (trace.bd, trace.temperature))
+    for name in ("prompt_lengths", "tokens", "action_step", "action_logp"):
+      np.testing.assert_array_equal(getattr(back, name), getattr(trace, name))
+    real = np.arange(width)[None, :] < trace.prompt_lengths[:, None]
+    np.testing.assert_array_equal(
+        back.prompt_tokens[real], trace.prompt_tokens[real]
+    )
+    # The round trip is exact: the same canvases, hence the same replay.
+    np.testing.assert_array_equal(
+        canvases.step_canvas(back, 1), canvases.step_canvas(trace, 1)
+    )
+
+  def test_bad_tunix_fields_fail_closed(self):
+    trace = _rollout(_prompts((5, 2))).trace
+    fields = tunix_layout.to_tunix_layout(trace, pad_id=_PAD)
+    right = dict(fields, prompt_mask=fields["prompt_mask"][:, ::-1])
+    with self.assertRaisesRegex(ValueError, "not a left padding"):
+      tunix_layout.from_tunix_layout(**right, bd=_BD, temperature=0.9)
+    mask = fields["completion_mask"].copy()
+    mask[0, 0] = ~mask[0, 0]
+    with self.assertRaisesRegex(ValueError, "completion_mask must be True"):
+      tunix_layout.from_tunix_layout(
+          **dict(fields, completion_mask=mask), bd=_BD, temperature=0.9
+      )
+
+
+class ValidateTest(absltest.TestCase):
+
+  def test_the_stop_rule(self):
+    trace = _rollout(_prompts((9, 3, 6, 1))).trace
+    trace.validate(stop_ids=(_STOP,))
+    steps = trace.action_step
+    stopped = np.flatnonzero((steps < 0).any(axis=1))
+    self.assertNotEmpty(stopped)
+    # A row that generated every block cannot lose its last one...
+    full = np.flatnonzero((steps >= 0).all(axis=1))[0]
+    blocks = trace_lib.completion_blocks(
+        trace.prompt_lengths, steps.shape[1], _BD.block_size
+    )
+    cut = steps.copy()
+    cut[full, blocks[full] == blocks[full].max()] = -1
+    with self.assertRaisesRegex(ValueError, "left masked positions"):
+      trace.replace(action_step=cut).validate(stop_ids=(_STOP,))
+    # ... and without its stop token, a stopped row has stopped too early.
+    tokens = trace.tokens.copy()
+    tokens[tokens == _STOP] = _STOP + 1
+    with self.assertRaisesRegex(ValueError, f"rows \\[{stopped[0]}"):
+      trace.replace(tokens=tokens).validate(stop_ids=(_STOP,))
+
+  def test_static_checks_run_under_jit(self):
+    trace = _rollout(_prompts((4,))).trace
+
+    @jax.jit
+    def check(trace):
+      trace.validate()
+      return trace.action_logp.sum()
+
+    check(trace)
+    with self.assertRaisesRegex(ValueError, "action_step must have shape"):
+      check(trace.replace(action_step=trace.action_step[:, 1:]))
+
+
+class StepCanvasTest(absltest.TestCase):
+
+  def test_step_canvases_equal_the_denoisers_at_every_step(self):
+    for length in (9, 3, 1):  # One row per rollout: forwards are in order.
+      seen = []
+
+      def recording(model, tokens, positions, segment_ids, **kwargs):
+        jax.debug.callback(
+            lambda *a: seen.append([np.asarray(x)[0] for x in a]),
+            tokens,
+            positions,
+            segment_ids,
+            ordered=True,
+        )
+        return diffusion_lm.diffusion_logits_fn(
+            model, tokens, positions, segment_ids, **kwargs
+        )
+
+      out = _rollout(_prompts((length,), seed=length), False, recording)
+      jax.effects_barrier()
+      trace = out.trace
+      rows = canvases.sequence(trace)
+      seq_position = np.asarray(rows.positions)[0]
+      clean = np.asarray(rows.tokens)[0]
+      blocks = seq_position // _BD.block_size
+      generated = trace.action_step[0] >= 0
+      order = [
+          (b, s)
+          for b in np.unique(trace.blocks()[0][generated])
+          for s in range(trace.action_step[0][trace.blocks()[0] == b].max() + 1)
+      ]
+      self.assertLen(seen, len(order))
+      self.assertGreater(len(order), len(np.unique(blocks)))
+      for (block, step), (tokens, positions, segments) in zip(order, seen):
+        # The denoiser's physical canvas, read in logical order.
+        logical = dict(zip(positions[segments > 0], tokens[segments > 0]))
+        real = np.asarray(rows.segment_ids)[0] > 0
+        want = np.asarray(canvases.step_canvas(trace, step))[0]
+        for i in np.flatnonzero(real & (blocks <= block)):
+          expected = want[i] if blocks[i] == block else clean[i]
+          self.assertEqual(logical[seq_position[i]], expected, (block, step))
+
+  def test_packed_canvases_score_each_slot_once(self):
+    trace = _rollout(_prompts((9, 3, 6, 1))).trace
+    count = canvases.count_canvases(trace)
+    packed = canvases.packed_canvases(trace, count + 2)
+    scored = np.asarray(packed.scored)
+    slots = np.asarray(packed.slot)
+    for row in range(len(scored)):
+      np.testing.assert_array_equal(
+          np.sort(slots[row][scored[row]]),
+          np.flatnonzero(trace.action_step[row] >= 0),
+      )
+    self.assertEqual(
+        count, int(np.asarray(canvases.block_steps(trace)).sum(axis=1).max())
+    )
+
+
+if __name__ == "__main__":
+  absltest.main()
