@@ -4,12 +4,23 @@
 
 absltest parses flags in `absltest.main()`, which pytest never calls; without
 this, `self.create_tempdir()` and other flag readers fail.
+
+Each pytest run also gets its own absltest temporary root: absltest's default
+(`/tmp/absl_testing`) outlives the run and is shared by every checkout on a
+machine, so a test that resumes from a workdir could meet another run's
+checkpoints there.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 from absl import flags
 
 os.environ.setdefault("WANDB_MODE", "disabled")
+if "TEST_TMPDIR" not in os.environ:
+  os.environ["TEST_TMPDIR"] = tempfile.mkdtemp(prefix="tunix_bd_tests_")
+  atexit.register(shutil.rmtree, os.environ["TEST_TMPDIR"], True)
 if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()
