@@ -141,6 +141,10 @@ class DiffusionLogitsTest(parameterized.TestCase):
     got = np.asarray(_logits(_MODEL, clean, pos, seg, clean_arg, config))
     ar = np.asarray(_MODEL(clean, pos, None, _causal_mask(pos, seg))[0])
     keep = np.arange(_VOCAB) != _MASK
+    # The clean-context forward runs over [noisy ; clean], twice the length
+    # of the AR forward, so XLA may reduce its matmuls in another order: equal
+    # to float32 rounding, not bit for bit (the same-position test is).
+    tol = 1e-5 if layout == bd_config.CLEAN_CONTEXT else 1e-6
     for row, i in np.ndindex(pos.shape):
       # A token's predictor is the previous logical position of its segment.
       match = (seg[row] == seg[row, i]) & (pos[row] == pos[row, i] - 1)
@@ -149,7 +153,7 @@ class DiffusionLogitsTest(parameterized.TestCase):
       else:  # Position 0 and the pads have none: zero logits.
         want = np.zeros(_VOCAB)
       np.testing.assert_allclose(
-          got[row, i, keep], want[keep], atol=1e-6, rtol=1e-6
+          got[row, i, keep], want[keep], atol=tol, rtol=tol
       )
 
   @parameterized.product(
