@@ -19,6 +19,7 @@ from safetensors import numpy as safetensors_np
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.core import bd_config
 from tunix_bd.models import checkpoint_digest
+from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd_tests import test_common
 
@@ -66,7 +67,7 @@ class ExportDigestTest(parameterized.TestCase):
     cls.sharded = os.path.join(cls.root, "sharded")
     for directory, max_shard_bytes in ((cls.whole, None), (cls.sharded, 9000)):
       shutil.rmtree(directory, ignore_errors=True)
-      hf_checkpoint.save_qwen3(
+      export.save_qwen3(
           cls.model,
           directory,
           tokenizer=cls.tokenizer,

@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import safetensors.numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config as hf_config_lib
 
@@ -237,7 +238,7 @@ class LoadTest(parameterized.TestCase):
     model, _ = hf_checkpoint.load_qwen3(path)
     out = os.path.join(_tempdir(self), "export")
 
-    hf_checkpoint.save_qwen3(model, out)
+    export.save_qwen3(model, out)
 
     saved = _read_dir_tensors(out)
     self.assertEqual(sorted(saved), sorted(tensors))
@@ -296,7 +297,7 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 3)
     out = os.path.join(_tempdir(self), "export")
 
-    hf_checkpoint.save_qwen3(
+    export.save_qwen3(
         model,
         out,
         max_shard_bytes=max_shard_bytes,
@@ -331,7 +332,7 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 4)
     out = _tempdir(self)  # An existing empty dir is replaced.
 
-    hf_checkpoint.save_qwen3(model, out)
+    export.save_qwen3(model, out)
     loaded, loaded_config = hf_checkpoint.load_qwen3(out, dtype=jnp.bfloat16)
 
     with open(os.path.join(out, "config.json")) as f:
@@ -347,7 +348,7 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 5)
     out = os.path.join(_tempdir(self), "export")
 
-    hf_checkpoint.save_qwen3(model, out)
+    export.save_qwen3(model, out)
     loaded, loaded_config = hf_checkpoint.load_qwen3(out)
 
     saved = _read_dir_tensors(out)
@@ -379,7 +380,7 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(_tiny_config(), 6)
     out = os.path.join(_tempdir(self), "export")
 
-    hf_checkpoint.save_qwen3(model, out, tokenizer=tokenizer)
+    export.save_qwen3(model, out, tokenizer=tokenizer)
 
     reloaded = transformers.AutoTokenizer.from_pretrained(out)
     self.assertEqual(reloaded("a b a")["input_ids"], [2, 3, 2])
@@ -396,10 +397,10 @@ class RoundTripTest(parameterized.TestCase):
     out = os.path.join(parent, "export")
 
     with mock.patch.object(
-        hf_checkpoint, "_fsync_tree", side_effect=OSError("disk full")
+        export, "_fsync_tree", side_effect=OSError("disk full")
     ):
       with self.assertRaisesRegex(OSError, "disk full"):
-        hf_checkpoint.save_qwen3(model, out)
+        export.save_qwen3(model, out)
 
     self.assertEqual(os.listdir(parent), [])
 
@@ -409,12 +410,12 @@ class RoundTripTest(parameterized.TestCase):
     with open(os.path.join(out, "keep.txt"), "w") as f:
       f.write("old")
     with self.assertRaisesRegex(ValueError, "not an empty directory"):
-      hf_checkpoint.save_qwen3(model, out)
+      export.save_qwen3(model, out)
     self.assertEqual(os.listdir(out), ["keep.txt"])
 
     model.layers[0].attn.q_proj.lora_a = nnx.LoRAParam(jnp.zeros((64, 4)))
     with self.assertRaisesRegex(ValueError, "LoRA"):
-      hf_checkpoint.save_qwen3(model, os.path.join(out, "x"))
+      export.save_qwen3(model, os.path.join(out, "x"))
 
 
 class ConfigTest(parameterized.TestCase):
@@ -569,7 +570,7 @@ class LoadErrorTest(absltest.TestCase):
   def test_stray_shard_not_in_index(self):
     model = _random_model(_tiny_config(), 9)
     out = os.path.join(_tempdir(self), "export")
-    hf_checkpoint.save_qwen3(model, out, max_shard_bytes=40_000)
+    export.save_qwen3(model, out, max_shard_bytes=40_000)
     safetensors_np.save_file(
         {"x": np.zeros(2, np.float32)}, os.path.join(out, "old.safetensors")
     )

@@ -17,6 +17,7 @@ from tunix_bd import plugin
 from tunix_bd import sources
 from tunix_bd.cli import config_loading
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import sft
 from tunix_bd_tests import test_common
@@ -83,7 +84,7 @@ class SourceCheckpointTest(absltest.TestCase):
     cls.tokenizer = tokenizer_lib.build_char_tokenizer()
     cls.export = os.path.join(absltest.get_default_test_tmpdir(), "ar_export")
     shutil.rmtree(cls.export, ignore_errors=True)
-    hf_checkpoint.save_qwen3(
+    export.save_qwen3(
         test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
         cls.export,
         tokenizer=cls.tokenizer,

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Hugging Face Qwen3 checkpoint directories to and from Tunix Qwen3 models.
+"""Reading Hugging Face Qwen3 checkpoint directories into Tunix Qwen3 models.
 
 A checkpoint directory holds `config.json` plus `model.safetensors` (or shards
 `model-0000i-of-0000n.safetensors` and `model.safetensors.index.json`) in the
@@ -9,22 +9,16 @@ read by one code path. Tunix parses no `config.json` and its safetensors
 loader does not check what it reads (a missing tensor stays abstract, an extra
 one is skipped, a file with mixed dtypes is misread by the "optimized" mode),
 so everything is validated here from the safetensors headers before Tunix
-builds the model.
+builds the model. `tunix_bd.models.export` writes the same layout.
 """
 
 import json
 import os
-import re
-import shutil
-import uuid
 from typing import Any
 
-from flax import nnx
 import jax
-from jax.experimental import multihost_utils
 import numpy as np
 import safetensors
-from safetensors import numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
@@ -37,7 +31,7 @@ INDEX_FILE = "model.safetensors.index.json"
 _FILE_DTYPES = ("BF16", "F16", "F32", "F64")
 
 
-def _expected_shapes(
+def expected_shapes(
     config: qwen3_lib.ModelConfig,
 ) -> dict[str, tuple[int, ...]]:
   """Returns every HF tensor name of `config`, in file order, with its shape."""
@@ -146,7 +140,7 @@ def _check_weights(checkpoint_dir: str, config: qwen3_lib.ModelConfig) -> bool:
         file_dtypes.add(header.get_dtype())
       mixed_dtypes |= len(file_dtypes) > 1
 
-  expected = _expected_shapes(config)
+  expected = expected_shapes(config)
   if config.use_tied_embedding and "lm_head.weight" in found:
     _check_tied_lm_head(checkpoint_dir, found)
     del found["lm_head.weight"]
@@ -235,234 +229,3 @@ def load_qwen3(
       mode="original" if mixed_dtypes else "auto",
   )
   return model, config
-
-
-def _to_host(value: Any) -> np.ndarray:
-  if isinstance(value, jax.Array) and not value.is_fully_addressable:
-    return np.asarray(multihost_utils.process_allgather(value, tiled=True))
-  return np.asarray(jax.device_get(value))
-
-
-def _merge_in_heads(w: np.ndarray) -> np.ndarray:
-  return w.reshape(w.shape[0], -1).T  # [D, N, H] -> [N * H, D]
-
-
-def _merge_out_heads(w: np.ndarray) -> np.ndarray:
-  return w.reshape(-1, w.shape[-1]).T  # [N, H, D] -> [D, N * H]
-
-
-# Inverse of `qwen3_params._get_key_and_transform_mapping`: Tunix parameter
-# path -> (HF key, Tunix layout -> HF [out, in] layout). A key with "{e}"
-# names one expert of a stacked [experts, in, out] parameter.
-_EXPORT_RULES = (
-    (r"embedder\.input_embedding", "model.embed_tokens.weight", None),
-    (r"final_norm\.w", "model.norm.weight", None),
-    (r"lm_head\.w", "lm_head.weight", np.transpose),
-    (
-        r"layers\.(\d+)\.attn\.([qkv])_proj\.w",
-        r"model.layers.\1.self_attn.\2_proj.weight",
-        _merge_in_heads,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.o_proj\.w",
-        r"model.layers.\1.self_attn.o_proj.weight",
-        _merge_out_heads,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.([qk])_norm\.w",
-        r"model.layers.\1.self_attn.\2_norm.weight",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.(input_layernorm|post_attention_layernorm)\.w",
-        r"model.layers.\1.\2.weight",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.(gate|up|down)_proj\.kernel",
-        r"model.layers.\1.mlp.\2_proj.weight",
-        np.transpose,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.router\.kernel",
-        r"model.layers.\1.mlp.gate.weight",
-        np.transpose,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.(gate|up|down)_proj",
-        r"model.layers.\1.mlp.experts.{e}.\2_proj.weight",
-        np.transpose,
-    ),
-)
-
-
-def _hf_tensors(model: qwen3_lib.Qwen3) -> dict[str, np.ndarray]:
-  """Gathers the model's parameters to host, in the HF layout and order."""
-  tensors = {}
-  for path, variable in nnx.state(model, nnx.Param).flat_state():
-    name = ".".join(str(p) for p in path)
-    value = _to_host(variable.get_value())
-    for pattern, hf_key, transform in _EXPORT_RULES:
-      if re.fullmatch(pattern, name):
-        hf_key = re.sub(pattern, hf_key, name)
-        if "{e}" in hf_key:
-          parts = {hf_key.format(e=e): w for e, w in enumerate(value)}
-        else:
-          parts = {hf_key: value}
-        for key, w in parts.items():
-          tensors[key] = np.ascontiguousarray(transform(w) if transform else w)
-        break
-    else:
-      raise ValueError(f"Parameter {name!r} has no Hugging Face Qwen3 key.")
-  expected = _expected_shapes(model.config)
-  for key, shape in expected.items():
-    if key not in tensors or tensors[key].shape != shape:
-      got = list(tensors[key].shape) if key in tensors else None
-      raise ValueError(
-          f"Model parameter for {key!r} has shape {got}, but its config"
-          f" implies {list(shape)}."
-      )
-  return {key: tensors[key] for key in expected}
-
-
-def _fsync_tree(directory: str) -> None:
-  for root, _, names in os.walk(directory):
-    for name in names:
-      fd = os.open(os.path.join(root, name), os.O_RDONLY)
-      try:
-        os.fsync(fd)
-      finally:
-        os.close(fd)
-  _fsync_dir(directory)
-
-
-def _fsync_dir(directory: str) -> None:
-  fd = os.open(directory, os.O_RDONLY)
-  try:
-    os.fsync(fd)
-  finally:
-    os.close(fd)
-
-
-def _write_weights(
-    directory: str, tensors: dict[str, np.ndarray], max_shard_bytes: int | None
-) -> None:
-  """Writes one file, or greedy shards of at most max_shard_bytes + index."""
-  shards = [[]]
-  size = 0
-  for key, value in tensors.items():
-    # A tensor larger than the limit gets a shard of its own, as in HF.
-    if max_shard_bytes and shards[-1] and size + value.nbytes > max_shard_bytes:
-      shards.append([])
-      size = 0
-    shards[-1].append(key)
-    size += value.nbytes
-  metadata = {"format": "pt"}  # transformers refuses other formats.
-  if len(shards) == 1:
-    safetensors_np.save_file(
-        tensors, os.path.join(directory, WEIGHTS_FILE), metadata=metadata
-    )
-    return
-  weight_map = {}
-  for i, keys in enumerate(shards):
-    name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-    safetensors_np.save_file(
-        {k: tensors[k] for k in keys},
-        os.path.join(directory, name),
-        metadata=metadata,
-    )
-    weight_map.update(dict.fromkeys(keys, name))
-  index = {
-      "metadata": {"total_size": sum(v.nbytes for v in tensors.values())},
-      "weight_map": weight_map,
-  }
-  with open(os.path.join(directory, INDEX_FILE), "w") as f:
-    json.dump(index, f, indent=2, sort_keys=True)
-
-
-def save_qwen3(
-    model: qwen3_lib.Qwen3,
-    output_dir: str | os.PathLike[str],
-    *,
-    tokenizer: Any = None,
-    hf_config_extra: dict[str, Any] | None = None,
-    max_shard_bytes: int | None = None,
-) -> None:
-  """Exports a Tunix Qwen3 as a Hugging Face checkpoint directory.
-
-  Everything is written into a temporary sibling directory that is renamed
-  to `output_dir` only when complete, so a crash never leaves a partial
-  export. On multi-host runs every process gathers the parameters and
-  process 0 writes.
-
-  Args:
-    model: The model; LoRA models are refused (merge the adapters first).
-    output_dir: The directory to create; it must not exist or be empty.
-    tokenizer: Optional `transformers.PreTrainedTokenizerBase`, saved with
-      `save_pretrained` into the same directory.
-    hf_config_extra: Extra `config.json` keys (see `qwen3_config_to_hf`).
-    max_shard_bytes: If set, weights are split into shards of at most this
-      many bytes (a larger tensor gets its own shard) with an index file.
-
-  Raises:
-    ValueError: On a non-Qwen3 or LoRA model, a non-empty `output_dir`, an
-      invalid tokenizer, `hf_config_extra` or `max_shard_bytes`.
-  """
-  if not isinstance(model, qwen3_lib.Qwen3):
-    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
-  if any(isinstance(v, nnx.LoRAParam) for _, v in nnx.iter_graph(model)):
-    raise ValueError(
-        "model has LoRA parameters (nnx.LoRAParam); merge them into the base"
-        " weights before exporting a Hugging Face checkpoint."
-    )
-  if max_shard_bytes is not None and (
-      isinstance(max_shard_bytes, bool)
-      or not isinstance(max_shard_bytes, int)
-      or max_shard_bytes <= 0
-  ):
-    raise ValueError(
-        f"max_shard_bytes={max_shard_bytes!r} must be a positive integer."
-    )
-  if tokenizer is not None:
-    import transformers  # pylint: disable=g-import-not-at-top
-
-    if not isinstance(tokenizer, transformers.PreTrainedTokenizerBase):
-      raise ValueError(
-          "tokenizer must be a transformers PreTrainedTokenizerBase, got"
-          f" {type(tokenizer)}."
-      )
-  output_dir = os.path.abspath(os.fspath(output_dir))
-  if os.path.lexists(output_dir) and (
-      not os.path.isdir(output_dir) or os.listdir(output_dir)
-  ):
-    raise ValueError(
-        f"output_dir {output_dir} already exists and is not an empty"
-        " directory; refusing to overwrite it."
-    )
-  config_json = hf_config.qwen3_config_to_hf(
-      model.config, extra=hf_config_extra
-  )
-  tensors = _hf_tensors(model)
-  dtypes = {v.dtype.name for v in tensors.values()}
-  if len(dtypes) == 1:
-    config_json["torch_dtype"] = dtypes.pop()  # what the files really hold
-  if jax.process_index() != 0:
-    return
-
-  parent, base = os.path.split(output_dir)
-  os.makedirs(parent, exist_ok=True)
-  tmp_dir = os.path.join(parent, f".{base}.tmp-{uuid.uuid4().hex}")
-  os.mkdir(tmp_dir)
-  try:
-    if tokenizer is not None:
-      tokenizer.save_pretrained(tmp_dir)
-    with open(os.path.join(tmp_dir, CONFIG_FILE), "w") as f:
-      json.dump(config_json, f, indent=2, sort_keys=True)
-    _write_weights(tmp_dir, tensors, max_shard_bytes)
-    _fsync_tree(tmp_dir)
-    # rename(2) atomically replaces an empty directory and fails otherwise.
-    os.replace(tmp_dir, output_dir)
-  except BaseException:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-    raise
-  _fsync_dir(parent)
