@@ -9,10 +9,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import grain
 import numpy as np
+from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.core import bd_config
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 

@@ -16,8 +16,8 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 from safetensors import numpy as safetensors_np
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.core import bd_config
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint

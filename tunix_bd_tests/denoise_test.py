@@ -15,10 +15,10 @@ from flax import nnx
 import jax
 import numpy as np
 from tunix_bd import eos
-from tunix_bd.generate import commit_rules
-from tunix_bd.generate import denoise
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.generate import commit_rules
+from tunix_bd.generate import denoise
 from tunix_bd_tests import test_common
 
 _VOCAB = 128

@@ -13,9 +13,9 @@ one solo batch size) and stays fast.
 """
 
 import numpy as np
+from tunix_bd.core import bd_config
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
-from tunix_bd.core import bd_config
 from tunix_bd_tests import test_common
 
 MASK = 127

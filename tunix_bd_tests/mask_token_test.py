@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen3 import model as qwen3_lib
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.core import bd_config
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import mask_token
 from tunix_bd_tests import test_common
 

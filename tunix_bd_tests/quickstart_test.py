@@ -18,6 +18,7 @@ from absl.testing import absltest
 from flax import nnx
 from safetensors import numpy as safetensors_np
 
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.training import metrics

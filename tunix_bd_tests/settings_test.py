@@ -6,10 +6,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from tunix_bd import config_utils
+from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings
-from tunix_bd.core import bd_config
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 

@@ -12,10 +12,10 @@ from absl.testing import parameterized
 import numpy as np
 import optax
 from tunix.sft import peft_trainer
+from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.core import bd_config
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib

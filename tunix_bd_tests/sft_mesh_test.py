@@ -28,8 +28,8 @@ import numpy as np
 import optax
 from tunix.sft import peft_trainer
 from tunix.sft import sharding_utils
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.core import bd_config
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common

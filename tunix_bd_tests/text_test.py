@@ -5,11 +5,11 @@
 from absl.testing import absltest
 import numpy as np
 
+from tunix_bd.core import bd_config
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import text
-from tunix_bd.core import bd_config
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()

@@ -15,8 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tunix_bd.generate import denoise
 from tunix_bd.core import replay
+from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 
 

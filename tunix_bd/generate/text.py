@@ -26,11 +26,11 @@ from typing import Any, Mapping, Sequence, Union
 import jax
 import numpy as np
 
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 
 Prompt = Union[str, Sequence[Mapping[str, str]], Sequence[int], Mapping]

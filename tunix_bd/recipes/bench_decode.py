@@ -27,6 +27,8 @@ import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import replay
 from tunix_bd.data import chat
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib

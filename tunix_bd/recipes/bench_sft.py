@@ -31,9 +31,9 @@ from tunix.sft import peft_trainer
 
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.models import from_scratch
 from tunix_bd.sft import batching

@@ -21,6 +21,7 @@ import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import jsonl

@@ -24,6 +24,7 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.configs import ar_pretrain as ar_pretrain_config
 from tunix_bd.configs import generate as generate_config
 from tunix_bd.configs import sft as sft_config_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import comparison

@@ -24,16 +24,15 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import sources
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
-from tunix_bd.sft import loss as loss_lib
 from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd.training import metrics
 from tunix_bd.training import options

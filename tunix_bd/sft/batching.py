@@ -30,8 +30,8 @@ import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import denominators
-from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.core import bd_config
+from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.sft import corruption as corruption_lib
 
 GLOBAL_WEIGHT = denominators.GLOBAL_WEIGHT

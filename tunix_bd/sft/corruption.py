@@ -37,8 +37,8 @@ from typing import Any, Mapping
 import grain
 import numpy as np
 
-from tunix_bd import eos as eos_lib
 from tunix_bd import config_utils
+from tunix_bd import eos as eos_lib
 from tunix_bd.core import bd_config
 
 UNIFORM = "uniform"
