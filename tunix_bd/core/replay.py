@@ -10,10 +10,9 @@ rollout's parameters it reproduces `trace.action_logp` (DESIGN invariant
 
 Packed layout, at the rollout's cost. One forward writes the clean rows
 (prompt and completion, with the raw logits at block ends) to a block KV
-cache. The
-canvases are only those that occurred, one per (block, step) of each row
-(`canvases.packed_canvases`), each a block long; groups of them are scored
-against the cache, about `GROUP_TOKENS` query tokens per forward, through
+cache. The canvases are only those that occurred, one per (block, step) of
+each row (`canvases.packed_canvases`), each a block long; groups of them are
+scored against the cache, about `GROUP_TOKENS` query tokens per forward, through
 the cached logits function with canvas ids. Under `masks.canvas_mask` each
 canvas sees exactly the clean earlier blocks and itself, as the denoiser
 did, so the model processes about as many tokens as the rollout did, in a
