@@ -7,6 +7,8 @@ A fingerprint holds every setting that changes what a checkpoint means
 It is stored in each checkpoint's metadata and, authoritatively, in
 `fingerprint.json` beside the checkpoints, written when a run first starts.
 Resuming compares the two field by field and names every field that differs.
+Checkpoints a run reads are recorded by content (`tunix_bd.sources`), so a
+moved model resumes and a replaced one is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import transformers
 
 METADATA_KEY = "tunix_bd_fingerprint"
 FILE_NAME = "fingerprint.json"
+# Fields that earlier versions recorded as paths; runs now record the
+# content digests of checkpoints and data files (`tunix_bd.sources`).
+_FIELDS_ONCE_PATHS = ("model.checkpoint", "data.train", "data.eval")
+DIGEST_PREFIX = "sha256:"
 
 
 def _canonical(value: Any) -> Any:
@@ -77,6 +83,28 @@ def differences(
   }
 
 
+def _refuse_path_identified(
+    checkpoint_dir: str, recorded: Mapping[str, Any]
+) -> None:
+  """Fails closed on a record that names a checkpoint by its path.
+
+  A path says nothing about what it held when the run started, so such a
+  record cannot be upgraded to a content digest (nor compared with one).
+  """
+  old = _flatten(recorded["fields"])
+  for key in _FIELDS_ONCE_PATHS:
+    value = old.get(key)
+    if isinstance(value, str) and value and not value.startswith(DIGEST_PREFIX):
+      raise ValueError(
+          f"cannot resume from {checkpoint_dir}: its {FILE_NAME} was written by"
+          f" an earlier tunix_bd that identified {key} by its path ({value!r})."
+          " Runs now identify checkpoints and data files by a digest of their"
+          " contents, which a path cannot be turned into after the fact."
+          " Finish this run with the tunix_bd version that started it, or"
+          " start it again in a new workdir."
+      )
+
+
 def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
   """Records the fingerprint of a new run, or checks a resumed one.
 
@@ -93,6 +121,7 @@ def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
     with open(path, encoding="utf-8") as f:
       recorded = json.load(f)
     if recorded.get("digest") != current["digest"]:
+      _refuse_path_identified(checkpoint_dir, recorded)
       diff = differences(recorded, current)
       described = "; ".join(
           f"{k}: checkpoint has {a!r}, config has {b!r}"

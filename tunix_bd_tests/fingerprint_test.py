@@ -149,6 +149,37 @@ class CheckOrRecordTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "fingerprint differs"):
       fingerprint.check_or_record(self.root, changed)
 
+  def test_refuses_a_record_that_names_files_by_path(self):
+    # The fields earlier versions recorded as paths, now content digests.
+    digest = fingerprint.DIGEST_PREFIX + "0" * 64
+    for key, old, new in (
+        ("model.checkpoint", "/models/qwen3", {"weights": "0" * 64}),
+        ("data.train", "train.jsonl", digest),
+        ("data.eval", "/data/eval.jsonl", digest),
+    ):
+      section, _, name = key.rpartition(".")
+      root = os.path.join(self.root, key)
+      fingerprint.check_or_record(
+          root, fingerprint.fingerprint({**_FIELDS, section: {name: old}})
+      )
+      with self.assertRaises(ValueError) as raised:
+        fingerprint.check_or_record(
+            root, fingerprint.fingerprint({**_FIELDS, section: {name: new}})
+        )
+      self.assertIn(
+          f"identified {key} by its path ({old!r})", str(raised.exception)
+      )
+    # A digest, or an empty field (the embedded data), is not a path: the
+    # usual field-by-field refusal.
+    fingerprint.check_or_record(
+        self.root, fingerprint.fingerprint({**_FIELDS, "data": {"train": ""}})
+    )
+    with self.assertRaisesRegex(ValueError, "data.train: checkpoint has ''"):
+      fingerprint.check_or_record(
+          self.root,
+          fingerprint.fingerprint({**_FIELDS, "data": {"train": digest}}),
+      )
+
   def test_refuses_checkpoints_without_fingerprint(self):
     os.mkdir(os.path.join(self.root, "2000"))
     with self.assertRaisesRegex(

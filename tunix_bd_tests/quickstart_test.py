@@ -9,15 +9,31 @@ cache lets the repeated runs reuse compiled programs.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 from absl.testing import absltest
 from flax import nnx
+from safetensors import numpy as safetensors_np
 
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import common
+
+
+def _strings(value):
+  """Every string in a JSON value, keys included."""
+  if isinstance(value, dict):
+    for key, item in value.items():
+      yield key
+      yield from _strings(item)
+  elif isinstance(value, list):
+    for item in value:
+      yield from _strings(item)
+  elif isinstance(value, str):
+    yield value
 
 
 class QuickstartTest(absltest.TestCase):
@@ -87,18 +103,77 @@ class QuickstartTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "not a block-diffusion"):
       bd_config_lib.load_settings(self.ar_dir)
 
-  def test_sft_resume_matches_and_changed_settings_fail(self):
+  def test_sft_export_records_its_source_by_content_and_no_path(self):
     self.assertSucceeded(self.quickstart)
-    common_args = ["sft.py:tiny", f"--config.model.checkpoint={self.ar_dir}"]
-    resumed = os.path.join(self.root, "sft_resumed")
-    first = self.tunix(
-        *common_args,
-        f"--config.workdir={resumed}",
-        "--config.train.max_steps=2",
+    with open(os.path.join(self.bd_dir, bd_config_lib.SETTINGS_FILE)) as f:
+      settings = json.load(f)
+    self.assertEqual(
+        settings["converted_from"],
+        {
+            "digest": checkpoint_digest.digest_checkpoint(self.ar_dir).digest,
+            # As the quickstart wrote it: relative to the working directory.
+            "path": os.path.join("quickstart", "ar_pretrain", "export"),
+        },
     )
-    self.assertSucceeded(first)
-    second = self.tunix(*common_args, f"--config.workdir={resumed}")
-    self.assertSucceeded(second)
+    # Every JSON the run wrote (exports, fingerprints, metrics, reports).
+    written = []
+    for directory, _, names in os.walk(self.workdir):
+      written += [
+          os.path.join(directory, n)
+          for n in names
+          if n.endswith((".json", ".jsonl"))
+      ]
+    for export in (self.ar_dir, self.bd_dir):
+      self.assertContainsSubset(
+          [
+              os.path.join(export, n)
+              for n in os.listdir(export)
+              if n.endswith(".json")
+          ],
+          written,
+      )
+    for name in (
+        "report.json",
+        "sft/metrics.jsonl",
+        "sft/checkpoints/fingerprint.json",
+        "ar_pretrain/eval.json",
+    ):
+      self.assertIn(os.path.join(self.workdir, name), written)
+    for path in written:
+      self.assertNoMachinePath(path)
+
+  def assertNoMachinePath(self, path):
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+    for root in {self.root, os.path.realpath(self.root), os.getcwd()}:
+      self.assertNotIn(root, text, path)
+    lines = text.splitlines() if path.endswith(".jsonl") else [text]
+    for line in lines:
+      for value in _strings(json.loads(line)):
+        # A vocabulary holds "/" as a token; a path names something real.
+        if os.path.isabs(value) and value != os.sep:
+          self.assertFalse(os.path.exists(value), f"{path}: {value}")
+
+  def test_sft_resume_follows_the_model_not_its_path(self):
+    self.assertSucceeded(self.quickstart)
+    fresh = self.create_tempdir().full_path  # The class's root persists.
+    resumed = os.path.join(fresh, "sft_resumed")
+    source = os.path.join(fresh, "a")
+    shutil.copytree(self.ar_dir, source)
+
+    def sft_run(checkpoint, *overrides):
+      return self.tunix(
+          "sft.py:tiny",
+          f"--config.model.checkpoint={checkpoint}",
+          f"--config.workdir={resumed}",
+          *overrides,
+      )
+
+    self.assertSucceeded(sft_run(source, "--config.train.max_steps=2"))
+    # The same model under another path resumes.
+    moved = os.path.join(fresh, "b")
+    os.rename(source, moved)
+    self.assertSucceeded(sft_run(moved))
     straight = dict(
         common.read_metrics(os.path.join(self.workdir, "sft"), "/train/loss")
     )
@@ -107,14 +182,24 @@ class QuickstartTest(absltest.TestCase):
     for step in (1, 2, 3, 4):
       self.assertAlmostEqual(again[step], straight[step], places=5)
 
-    changed = self.tunix(
-        *common_args,
-        f"--config.workdir={resumed}",
-        "--config.bd.block_size=4",
-    )
+    changed = sft_run(moved, "--config.bd.block_size=4")
     self.assertEqual(changed.returncode, 1)
     self.assertIn("bd.block_size", changed.stderr)
     self.assertNotIn("Traceback", changed.stderr)
+
+    # Another model under the same path is refused, naming what differs.
+    weights = os.path.join(moved, hf_checkpoint.WEIGHTS_FILE)
+    tensors = safetensors_np.load_file(weights)
+    tensors["model.norm.weight"][0] += 1.0
+    safetensors_np.save_file(tensors, weights, metadata={"format": "pt"})
+    swapped = sft_run(moved, "--config.train.max_steps=6")
+    self.assertEqual(swapped.returncode, 1)
+    self.assertIn("model.checkpoint.weights: checkpoint has", swapped.stderr)
+    self.assertNotIn("model.checkpoint.config", swapped.stderr)
+    self.assertNotIn("Traceback", swapped.stderr)
+    self.assertEqual(
+        sorted(dict(common.read_metrics(resumed, "/train/loss"))), [1, 2, 3, 4]
+    )
 
   def test_lora_sft_exports_a_merged_model(self):
     self.assertSucceeded(self.quickstart)
@@ -144,7 +229,9 @@ class QuickstartTest(absltest.TestCase):
         "--config.decode.temperature=0.7",
     )
     self.assertSucceeded(proc)
-    with open(os.path.join(workdir, "completions.jsonl")) as f:
+    completions = os.path.join(workdir, "completions.jsonl")
+    self.assertNoMachinePath(completions)
+    with open(completions) as f:
       rows = [json.loads(line) for line in f]
     self.assertLen(rows, 8)
     for row in rows:

@@ -30,6 +30,7 @@ import ml_collections
 from tunix_bd.core import masks
 from tunix_bd import compat
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import sources
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.recipes import ar_eval
@@ -107,7 +108,7 @@ def _fingerprint(config: ml_collections.ConfigDict, tokenizer) -> dict:
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       "model": config.model.to_dict(),
-      "data": config.data.to_dict(),
+      "data": sources.data_fields(config.data.to_dict()),
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "train.batch_size": config.train.batch_size,
       "seed": config.seed,

@@ -16,12 +16,12 @@ guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import ml_collections
 
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import sources
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.core import bd_config as bd_config_lib
@@ -73,26 +73,23 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise ValueError("workdir must be set.")
 
 
-def _file_digest(path: str) -> str:
-  with open(path, "rb") as f:
-    return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
 def run_fingerprint(
-    config: ml_collections.ConfigDict, tokenizer
+    config: ml_collections.ConfigDict,
+    tokenizer,
+    source: sources.SourceCheckpoint,
 ) -> dict[str, object]:
-  """Every setting that changes what this run's checkpoints mean."""
-  checkpoint = config.model.checkpoint
+  """Every setting that changes what this run's checkpoints mean.
+
+  The source checkpoint enters by content, so the run resumes wherever the
+  AR model is moved to, and refuses another model put in its place.
+  """
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
-      "model.checkpoint": os.path.abspath(checkpoint),
-      "model.config": _file_digest(
-          os.path.join(checkpoint, hf_checkpoint.CONFIG_FILE)
-      ),
+      "model.checkpoint": source.fingerprint_field(),
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "bd": config.bd.to_dict(),
       "corruption": config.corruption.to_dict(),
-      "data": config.data.to_dict(),
+      "data": sources.data_fields(config.data.to_dict()),
       "lora": config.lora.to_dict() if config.lora.rank else None,
       "train.batch_size": config.train.batch_size,
       "train.gradient_accumulation_steps": (
@@ -112,7 +109,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
-  fingerprint = run_fingerprint(config, tokenizer)
+  source = sources.identify(checkpoint)
+  fingerprint = run_fingerprint(config, tokenizer, source)
   fingerprint_lib.check_or_record(
       os.path.join(workdir, "checkpoints"), fingerprint
   )
@@ -183,7 +181,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       bd,
       export_dir,
       extra={
-          "converted_from": os.path.abspath(checkpoint),
+          "converted_from": source.provenance(),
           "corruption": corruption.to_dict(),
       },
   )

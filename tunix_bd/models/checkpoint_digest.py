@@ -1,0 +1,242 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Content digests of Hugging Face checkpoint directories.
+
+Runs identify the checkpoints they read by what those hold, not by where
+they lie: the same model under another path gets the same digest, and a
+different model under the same path gets another. A digest is SHA-256 over
+four parts, each a SHA-256 itself:
+
+  config     the bytes of `config.json`.
+  weights    every tensor of every `*.safetensors` file of the directory (the
+             files Tunix's loader reads), in tensor-name order: its name,
+             dtype, shape and byte length, then its data bytes. How tensors
+             are split into shards, the order and padding of a file's header
+             and its free-form `__metadata__` are layout, not content: the
+             same tensors saved whole or sharded give one digest, so the
+             shard index file is not hashed.
+  tokenizer  the name, length and bytes of each tokenizer file present
+             (`TOKENIZER_FILES`), by name; None if there is none.
+  settings   the bytes of `block_diffusion.json`, which makes a directory a
+             block-diffusion model (block size, mask id...); None for an AR
+             checkpoint.
+
+Nothing is loaded as an array, and this module imports the standard library
+only: safetensors headers are parsed as JSON and tensor bytes stream through
+`hashlib` in chunks of `chunk_bytes` read into one reused buffer, so a
+multi-GB shard costs one pass of disk reads in constant memory.
+
+  python -m tunix_bd.models.checkpoint_digest DIRECTORY  # prints the digest
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+import sys
+from typing import BinaryIO
+
+CONFIG_FILE = "config.json"
+SETTINGS_FILE = "block_diffusion.json"
+TOKENIZER_FILES = (
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "merges.txt",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer.model",
+    "tokenizer_config.json",
+    "vocab.json",
+)
+DEFAULT_CHUNK_BYTES = 8 << 20
+# The safetensors format caps headers at 100 MB; a larger length means the
+# file is not safetensors, and reading it would allocate that much.
+_MAX_HEADER_BYTES = 100_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointDigest:
+  """The SHA-256 hex digests of a checkpoint's parts (see the module doc)."""
+
+  config: str
+  weights: str
+  tokenizer: str | None
+  settings: str | None
+
+  def parts(self) -> dict[str, str | None]:
+    """`{part: digest}`: what a run fingerprint records, part by part."""
+    return dataclasses.asdict(self)
+
+  @property
+  def digest(self) -> str:
+    """One SHA-256 hex digest of all parts: the checkpoint's identity."""
+    parts = json.dumps(self.parts(), sort_keys=True).encode()
+    return hashlib.sha256(parts).hexdigest()
+
+
+class _Streamer:
+  """Feeds byte ranges of files to a hash through one reused buffer."""
+
+  def __init__(self, chunk_bytes: int):
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int):
+      raise ValueError(f"chunk_bytes must be an int, got {chunk_bytes!r}.")
+    if chunk_bytes < 1:
+      raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}.")
+    self._buffer = memoryview(bytearray(chunk_bytes))
+
+  def update(
+      self, digest, f: BinaryIO, offset: int, length: int, name: str
+  ) -> None:
+    f.seek(offset)
+    while length:
+      read = f.readinto(self._buffer[: min(length, len(self._buffer))])
+      if not read:
+        raise ValueError(f"{name} ended {length} bytes early.")
+      digest.update(self._buffer[:read])
+      length -= read
+
+
+def _frame(digest, *fields) -> None:
+  """Hashes a record's fields unambiguously (one JSON line)."""
+  digest.update(json.dumps(fields).encode() + b"\n")
+
+
+def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
+  """`({tensor: header entry}, data start)` of one safetensors file.
+
+  Raises:
+    ValueError: if the file is not safetensors or an entry points outside
+      its data section.
+  """
+  size = os.fstat(f.fileno()).st_size
+  prefix = f.read(8)
+  header_bytes = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else 0
+  if not 0 < header_bytes <= min(_MAX_HEADER_BYTES, size - 8):
+    raise ValueError(f"{path} is not a safetensors file (bad header length).")
+  try:
+    header = json.loads(f.read(header_bytes))
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise ValueError(
+        f"{path} has a safetensors header that is not JSON: {e}"
+    ) from e
+  if not isinstance(header, dict):
+    raise ValueError(f"{path} has a safetensors header that is not a dict.")
+  header.pop("__metadata__", None)
+  data_start = 8 + header_bytes
+  for name, entry in header.items():
+    offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+    if not (
+        isinstance(offsets, list)
+        and len(offsets) == 2
+        and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        and 0 <= offsets[0] <= offsets[1] <= size - data_start
+        and isinstance(entry.get("dtype"), str)
+        and isinstance(entry.get("shape"), list)
+    ):
+      raise ValueError(
+          f"{path}: tensor {name!r} has an invalid header entry {entry!r}"
+          f" (its data section holds {size - data_start} bytes)."
+      )
+  return header, data_start
+
+
+def _weights_digest(directory: str, streamer: _Streamer) -> str:
+  names = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
+  if not names:
+    raise ValueError(f"No *.safetensors weight files in {directory}.")
+  with contextlib.ExitStack() as stack:
+    tensors = {}  # tensor name -> (file name, open file, data start, entry)
+    for name in names:
+      path = os.path.join(directory, name)
+      f = stack.enter_context(open(path, "rb"))
+      header, data_start = _read_header(path, f)
+      for key, entry in header.items():
+        if key in tensors:
+          raise ValueError(
+              f"Tensor {key!r} is in both {tensors[key][0]} and {name}."
+          )
+        tensors[key] = (name, f, data_start, entry)
+    digest = hashlib.sha256()
+    for key in sorted(tensors):
+      name, f, data_start, entry = tensors[key]
+      begin, end = entry["data_offsets"]
+      _frame(digest, key, entry["dtype"], entry["shape"], end - begin)
+      streamer.update(digest, f, data_start + begin, end - begin, name)
+  return digest.hexdigest()
+
+
+def _files_digest(
+    directory: str, names: tuple[str, ...], streamer: _Streamer
+) -> str | None:
+  """The digest of the files of `names` present, or None if none is."""
+  paths = {n: os.path.join(directory, n) for n in sorted(names)}
+  present = [n for n, path in paths.items() if os.path.isfile(path)]
+  if not present:
+    return None
+  digest = hashlib.sha256()
+  for name in present:
+    with open(paths[name], "rb") as f:
+      size = os.fstat(f.fileno()).st_size
+      if len(names) > 1:  # A part of one file is just its bytes.
+        _frame(digest, name, size)
+      streamer.update(digest, f, 0, size, name)
+  return digest.hexdigest()
+
+
+def digest_file(
+    path: str | os.PathLike[str], *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> str:
+  """The SHA-256 hex digest of a file's bytes, streamed in chunks."""
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise ValueError(f"{path} is not a file.")
+  directory, name = os.path.split(path)
+  return _files_digest(directory, (name,), _Streamer(chunk_bytes))
+
+
+def digest_checkpoint(
+    directory: str | os.PathLike[str],
+    *,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> CheckpointDigest:
+  """Digests a checkpoint directory without loading it (see the module doc).
+
+  Args:
+    directory: an HF-style directory: `config.json`, `*.safetensors` and,
+      optionally, tokenizer files and `block_diffusion.json`.
+    chunk_bytes: the most bytes read from disk at a time.
+
+  Returns:
+    The digests of its parts; `.digest` combines them.
+
+  Raises:
+    ValueError: if `directory` or its `config.json` is missing, it holds no
+      `*.safetensors` file, a weight file is not safetensors (or is
+      truncated), or a tensor is in two files.
+  """
+  directory = os.fspath(directory)
+  if not os.path.isdir(directory):
+    raise ValueError(f"Checkpoint directory {directory} does not exist.")
+  streamer = _Streamer(chunk_bytes)
+  config = _files_digest(directory, (CONFIG_FILE,), streamer)
+  if config is None:
+    raise ValueError(
+        f"{directory} is not a Hugging Face checkpoint directory:"
+        f" {CONFIG_FILE} not found."
+    )
+  return CheckpointDigest(
+      config=config,
+      weights=_weights_digest(directory, streamer),
+      tokenizer=_files_digest(directory, TOKENIZER_FILES, streamer),
+      settings=_files_digest(directory, (SETTINGS_FILE,), streamer),
+  )
+
+
+if __name__ == "__main__":
+  for argument in sys.argv[1:]:
+    print(f"{digest_checkpoint(argument).digest}  {argument}")

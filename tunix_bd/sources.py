@@ -1,0 +1,112 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Source checkpoints of a run, named by content and never by machine path.
+
+A recipe that reads a model (SFT's AR checkpoint; OPD's teacher and student
+and GRPO's policy and reference when they land) identifies each one once,
+before any compute, and records it in two places:
+
+  - its run fingerprint, as `SourceCheckpoint.fingerprint_field()`: the
+    digests of the checkpoint's parts (`tunix_bd.models.checkpoint_digest`),
+    so a resume with the same model under any path is accepted and one with
+    other content under the same path is refused, naming the part
+    (`model.checkpoint.weights`, ...);
+  - what it writes for people to share (exports, reports), as
+    `SourceCheckpoint.provenance()`: the digest, plus the path as the user
+    wrote it when it lies inside the working directory; never an absolute
+    path.
+
+For example, a distillation recipe would write
+
+  teacher = sources.identify(config.teacher.checkpoint)
+  student = sources.identify(config.student.checkpoint)
+  fingerprint_lib.fingerprint({
+      "teacher.checkpoint": teacher.fingerprint_field(),
+      "student.checkpoint": student.fingerprint_field(),
+      "data": sources.data_fields(config.data.to_dict()),
+      ...
+  })
+
+and record `{"teacher": teacher.provenance(), ...}` in its export. Data files
+enter fingerprints by content too (`data_fields`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping
+
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.models import checkpoint_digest
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceCheckpoint:
+  """A checkpoint a run reads.
+
+  Attributes:
+    path: the directory, as configured.
+    digest: the digests of its contents.
+  """
+
+  path: str
+  digest: checkpoint_digest.CheckpointDigest
+
+  def fingerprint_field(self) -> dict[str, str | None]:
+    """The run-fingerprint value: `{part: digest}`, no path."""
+    return self.digest.parts()
+
+  def provenance(self) -> dict[str, str]:
+    """`{"digest": ..., "path": ...}` for exports and reports.
+
+    `path` is relative to the working directory, and left out when the
+    checkpoint lies outside it (its absolute path would name the machine).
+    """
+    record = {"digest": self.digest.digest}
+    path = portable_path(self.path)
+    if path is not None:
+      record["path"] = path
+    return record
+
+
+def identify(path: str | os.PathLike[str]) -> SourceCheckpoint:
+  """Digests the checkpoint directory `path` (streamed, nothing loaded).
+
+  Raises:
+    ValueError: if `path` is not a checkpoint directory (see
+      `checkpoint_digest.digest_checkpoint`).
+  """
+  path = os.fspath(path)
+  return SourceCheckpoint(path, checkpoint_digest.digest_checkpoint(path))
+
+
+def data_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+  """A `data` section (`config_sections.embedded_data`) for a fingerprint.
+
+  Its JSONL files (`train`, `eval`; empty for the embedded tasks) enter as
+  `"sha256:<digest>"` of their bytes: a moved file resumes, an edited one is
+  refused.
+  """
+  fields = dict(data)
+  for split in ("train", "eval"):
+    if fields.get(split):
+      digest = checkpoint_digest.digest_file(fields[split])
+      fields[split] = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
+  return fields
+
+
+def portable_path(
+    path: str | os.PathLike[str], start: str | None = None
+) -> str | None:
+  """`path` relative to `start` (the working directory) if inside it.
+
+  Returns:
+    The normalized relative path (`.` for `start` itself), or None when
+    `path` lies outside `start`.
+  """
+  start = os.path.abspath(os.getcwd() if start is None else start)
+  relative = os.path.relpath(os.path.abspath(path), start)
+  if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+    return None
+  return relative

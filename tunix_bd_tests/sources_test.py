@@ -1,0 +1,186 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.sources: runs name source checkpoints by content."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from unittest import mock
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from safetensors import numpy as safetensors_np
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import plugin
+from tunix_bd import sources
+from tunix_bd.cli import config_loading
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import hf_checkpoint
+from tunix_bd.recipes import sft
+from tunix_bd_tests import test_common
+
+
+class PortablePathTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("relative", "runs/ar/export", "runs/ar/export"),
+      ("normalized", "./runs//ar/../ar/export/", "runs/ar/export"),
+      ("absolute_inside", "{cwd}/runs/ar", "runs/ar"),
+      ("start_itself", "{cwd}", "."),
+      ("absolute_outside", "/data/models/Qwen3", None),
+      ("relative_outside", "../models/Qwen3", None),
+      ("parent", "..", None),
+      ("sibling_with_common_prefix", "{cwd}x/export", None),
+  )
+  def test_inside_the_working_directory_or_none(self, path, expected):
+    path = path.format(cwd=os.getcwd())
+    self.assertEqual(sources.portable_path(path), expected)
+
+  def test_relative_to_another_start(self):
+    self.assertEqual(sources.portable_path("/a/b/c", start="/a"), "b/c")
+    self.assertIsNone(sources.portable_path("/a/b/c", start="/a/d"))
+
+
+class DataFieldsTest(absltest.TestCase):
+
+  def test_files_enter_by_content(self):
+    root = self.create_tempdir().full_path
+    lines = '{"prompt": "1+1=", "completion": "2"}\n'
+    paths = []
+    for name in ("a.jsonl", "b.jsonl"):
+      paths.append(os.path.join(root, name))
+      with open(paths[-1], "w") as f:
+        f.write(lines)
+    section = {"train": paths[0], "eval": "", "max_length": 8}
+    fields = sources.data_fields(section)
+    digest = hashlib.sha256(lines.encode()).hexdigest()
+    self.assertEqual(
+        fields, {"train": f"sha256:{digest}", "eval": "", "max_length": 8}
+    )
+    self.assertEqual(section["train"], paths[0])  # Not modified in place.
+    # The same bytes elsewhere are the same data; other bytes are not.
+    self.assertEqual(
+        sources.data_fields({**section, "train": paths[1]}), fields
+    )
+    with open(paths[1], "a") as f:
+      f.write(lines)
+    self.assertNotEqual(
+        sources.data_fields({**section, "train": paths[1]})["train"],
+        fields["train"],
+    )
+    with self.assertRaisesRegex(ValueError, "nope.jsonl is not a file"):
+      sources.data_fields({"eval": os.path.join(root, "nope.jsonl")})
+
+
+class SourceCheckpointTest(absltest.TestCase):
+  """The SFT recipe's fingerprint and export record, on a tiny real export."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tokenizer = tokenizer_lib.build_char_tokenizer()
+    cls.export = os.path.join(absltest.get_default_test_tmpdir(), "ar_export")
+    shutil.rmtree(cls.export, ignore_errors=True)
+    hf_checkpoint.save_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
+        cls.export,
+        tokenizer=cls.tokenizer,
+    )
+    cls.config = config_loading.load_config(
+        plugin.PLUGIN.config_dir / "sft.py", "tiny"
+    )
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.checkpoints = os.path.join(self.root, "run", "checkpoints")
+
+  def place(self, name: str) -> str:
+    """A copy of the export at `root/name`."""
+    path = os.path.join(self.root, name)
+    shutil.copytree(self.export, path)
+    return path
+
+  def run_fingerprint(self, path: str) -> dict:
+    return sft.run_fingerprint(
+        self.config, self.tokenizer, sources.identify(path)
+    )
+
+  def test_fingerprint_and_provenance_hold_no_path(self):
+    source = sources.identify(self.place("a"))
+    fingerprint = self.run_fingerprint(source.path)
+    self.assertEqual(
+        fingerprint["fields"]["model.checkpoint"], source.digest.parts()
+    )
+    # Outside the working directory: the digest alone.
+    self.assertEqual(source.provenance(), {"digest": source.digest.digest})
+    for record in (fingerprint, source.provenance()):
+      self.assertNotIn(self.root, json.dumps(record))
+    # Inside it: also the path relative to it.
+    with mock.patch.object(os, "getcwd", return_value=self.root):
+      self.assertEqual(
+          source.provenance(), {"digest": source.digest.digest, "path": "a"}
+      )
+
+  def test_moved_checkpoint_resumes(self):
+    first = self.place("a")
+    fingerprint_lib.check_or_record(
+        self.checkpoints, self.run_fingerprint(first)
+    )
+    os.mkdir(os.path.join(self.checkpoints, "2"))
+    moved = os.path.join(self.root, "elsewhere", "export")
+    os.renames(first, moved)
+    fingerprint_lib.check_or_record(
+        self.checkpoints, self.run_fingerprint(moved)
+    )
+
+  def test_other_weights_under_the_same_path_are_refused(self):
+    path = self.place("a")
+    recorded = self.run_fingerprint(path)
+    fingerprint_lib.check_or_record(self.checkpoints, recorded)
+    weights = os.path.join(path, hf_checkpoint.WEIGHTS_FILE)
+    tensors = safetensors_np.load_file(weights)
+    tensors["model.norm.weight"][0] += 1.0
+    safetensors_np.save_file(tensors, weights, metadata={"format": "pt"})
+
+    with self.assertRaises(ValueError) as raised:
+      fingerprint_lib.check_or_record(
+          self.checkpoints, self.run_fingerprint(path)
+      )
+    message = str(raised.exception)
+    old = recorded["fields"]["model.checkpoint"]["weights"]
+    self.assertIn(f"model.checkpoint.weights: checkpoint has '{old}'", message)
+    # Only the weights changed, and the message says so.
+    self.assertEqual(
+        re.findall(r"([\w.]+): checkpoint has", message),
+        ["model.checkpoint.weights"],
+    )
+
+  def test_a_record_that_names_the_checkpoint_by_path_fails_closed(self):
+    path = self.place("a")
+    fields = self.run_fingerprint(path)["fields"]
+    # What tunix_bd wrote before checkpoints were identified by content.
+    fields["model.checkpoint"] = os.path.abspath(path)
+    fields["model.config"] = "0123456789abcdef"
+    fingerprint_lib.check_or_record(
+        self.checkpoints, fingerprint_lib.fingerprint(fields)
+    )
+    os.mkdir(os.path.join(self.checkpoints, "2"))
+
+    with self.assertRaises(ValueError) as raised:
+      fingerprint_lib.check_or_record(
+          self.checkpoints, self.run_fingerprint(path)
+      )
+    message = str(raised.exception)
+    self.assertIn(
+        "written by an earlier tunix_bd that identified model.checkpoint by"
+        f" its path ({os.path.abspath(path)!r})",
+        message,
+    )
+    self.assertIn("start it again in a new workdir", message)
+
+
+if __name__ == "__main__":
+  absltest.main()
