@@ -17,7 +17,7 @@ from absl.testing import parameterized
 import numpy as np
 from safetensors import numpy as safetensors_np
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_config
+from tunix_bd.core import bd_config
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
 from tunix_bd_tests import test_common
