@@ -104,9 +104,15 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
         .fingerprint_field()
         for key in ("student", "teacher")
     }
+  # A run may be extended (max_steps, time budget) as SFT runs are.
   train = config.train.to_dict()
-  for informational in ("checkpoint_every_n_steps", "checkpoints_to_keep"):
-    train.pop(informational)
+  for extendable in (
+      "max_steps",
+      "time_budget_s",
+      "checkpoint_every_n_steps",
+      "checkpoints_to_keep",
+  ):
+    train.pop(extendable)
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       **models,
