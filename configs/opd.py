@@ -23,8 +23,8 @@ Your own models (same tokenizer; the student converted by `sft.py`):
       --config.model.teacher=/path/to/Qwen3-0.6B \
       --config.data.train=train.jsonl --config.data.eval=eval.jsonl
 
-Variants (`opd.py:VARIANT`): `default`; `smoke`, a random tiny student and
-teacher and a few steps, needing no earlier run.
+Variants (`opd.py:VARIANT`): `default`; `smoke` (alias `tiny`), a random
+tiny student and teacher and a few steps, needing no earlier run.
 """
 
 import ml_collections
@@ -35,9 +35,9 @@ from tunix_bd import config_sections
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "smoke"):
+  if variant not in ("default", "smoke", "tiny"):
     raise ValueError(
-        f"unknown opd variant {variant!r}; use 'default' or 'smoke'."
+        f"unknown opd variant {variant!r}; use 'default' or 'smoke' ('tiny')."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "opd"
@@ -101,7 +101,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   )
   config.mesh = config_sections.mesh()
 
-  if variant == "smoke":
+  if variant in ("smoke", "tiny"):
     config.workdir = "runs/opd_smoke"
     config.model.random_init = True
     config.model.scratch.update(
