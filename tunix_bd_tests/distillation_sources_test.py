@@ -15,6 +15,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib
@@ -22,7 +23,9 @@ from tunix_bd_tests import test_common
 
 _MASK, _STOP, _PAD = 2, 7, 0
 _BD = bd_config.BlockDiffusionConfig(block_size=2, mask_token_id=_MASK)
-_NOISE = corruption_lib.SftCorruptionConfig(min_noise=0.3, max_noise=0.8, seed=4)
+_NOISE = corruption_lib.SftCorruptionConfig(
+    min_noise=0.3, max_noise=0.8, seed=4
+)
 
 
 def _trace(prompts, lengths, tokens, steps, bd=_BD):
@@ -137,24 +140,24 @@ class PromptsTest(absltest.TestCase):
         {"role": "assistant", "content": "d"},
         {"role": "user", "content": "a later turn"},
     ]
-    prompt, answer = sources.prompt_messages(messages, "row 1")
+    prompt, answer = prompts_lib.prompt_messages(messages, "row 1")
     self.assertEqual(prompt, messages[:3])
     self.assertEqual(answer, "d")
 
   def test_rows_without_completion_or_prompt_fail_naming_the_row(self):
     with self.assertRaisesRegex(ValueError, "row 7: .*no completion span"):
-      sources.prompt_messages([{"role": "user", "content": "x"}], "row 7")
+      prompts_lib.prompt_messages([{"role": "user", "content": "x"}], "row 7")
     with self.assertRaisesRegex(ValueError, "row 8: .*no prompt"):
-      sources.prompt_messages(
+      prompts_lib.prompt_messages(
           [{"role": "assistant", "content": "x"}], "row 8"
       )
 
   def test_stop_id_equal_to_mask_or_pad_fails(self):
     with self.assertRaisesRegex(ValueError, "mask id"):
-      sources.check_stop_ids((1, _MASK), _MASK, _PAD)
+      prompts_lib.check_stop_ids((1, _MASK), _MASK, _PAD)
     with self.assertRaisesRegex(ValueError, "pad id"):
-      sources.check_stop_ids((_PAD,), _MASK, _PAD)
-    sources.check_stop_ids((_STOP,), _MASK, _PAD)
+      prompts_lib.check_stop_ids((_PAD,), _MASK, _PAD)
+    prompts_lib.check_stop_ids((_STOP,), _MASK, _PAD)
 
 
 class SourceTest(absltest.TestCase):
@@ -162,7 +165,7 @@ class SourceTest(absltest.TestCase):
   def _source(self, **overrides):
     tokenizer = tokenizer_lib.build_char_tokenizer()
     mix = dataset_lib.tasks_lib.TaskMix(max_len=3)
-    prompts = sources.encode_prompts(
+    prompts = prompts_lib.encode_prompts(
         tokenizer, dataset_lib.embedded_conversations(mix, "train", 10), 32
     )
     settings = dict(
@@ -196,9 +199,8 @@ class SourceTest(absltest.TestCase):
     # Every prompt is used once per epoch, in a seed-dependent order.
     order = np.concatenate([first.prompt_indices(s) for s in range(5)])
     self.assertCountEqual(order[:10], range(10))
-    self.assertFalse(
-        (first.prompt_indices(0) == self._source(seed=6).prompt_indices(0)).all()
-    )
+    reseeded = self._source(seed=6).prompt_indices(0)
+    self.assertFalse((first.prompt_indices(0) == reseeded).all())
     ctx.train_steps, ctx.iter_steps = 2, 4
     self.assertIsNone(first.load_next_train_batch(ctx))  # max_steps.
 

@@ -132,10 +132,8 @@ def _brute_loss(student_logits, teacher_logp, weights, tau, hard=0.0):
   teacher = teacher_logp[scored]
   student = _np_log_softmax(np.where(excluded, -np.inf, student_logits), tau)
   p = np.exp(teacher)
-  kl = np.sum(
-      np.where(excluded, 0.0, p * (teacher - np.where(excluded, 0, student[scored]))),
-      axis=-1,
-  )
+  student_logp = np.where(excluded, 0.0, student[scored])
+  kl = np.sum(np.where(excluded, 0.0, p * (teacher - student_logp)), axis=-1)
   w = weights[scored]
   loss = tau**2 * np.sum(w * kl) / np.sum(w)
   plain = _np_log_softmax(np.where(excluded, -np.inf, student_logits), 1.0)

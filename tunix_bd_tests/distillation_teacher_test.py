@@ -22,8 +22,10 @@ _VOCAB = 64
 def _raw_causal(model, tokens):
   """The model's own causal logits, `[batch, length, vocab]`."""
   positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
-  mask = jnp.tril(jnp.ones((tokens.shape[1],) * 2, bool))[None]
-  raw, _ = model(tokens, positions, None, jnp.broadcast_to(mask, (tokens.shape[0],) + mask.shape[1:]))
+  length = tokens.shape[1]
+  mask = jnp.tril(jnp.ones((length, length), bool))
+  batch_mask = jnp.broadcast_to(mask, (tokens.shape[0], length, length))
+  raw, _ = model(tokens, positions, None, batch_mask)
   return np.asarray(raw, np.float32)
 
 
@@ -99,8 +101,12 @@ class TeacherCompatibilityTest(absltest.TestCase):
   def test_same_tokenizer_and_one_added_mask_token_pass(self):
     teacher_tok = tokenizer_lib.build_char_tokenizer()
     student_tok = tokenizer_lib.build_char_tokenizer()
-    student_tok.add_special_tokens({"additional_special_tokens": ["<|new_mask|>"]})
-    teacher_lib.check_compatible(self.create_tempdir().full_path, teacher_tok, student_tok)
+    student_tok.add_special_tokens(
+        {"additional_special_tokens": ["<|new_mask|>"]}
+    )
+    teacher_lib.check_compatible(
+        self.create_tempdir().full_path, teacher_tok, student_tok
+    )
 
   def test_different_tokenizer_fails(self):
     teacher_tok = tokenizer_lib.build_char_tokenizer()

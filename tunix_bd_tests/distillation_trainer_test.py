@@ -20,6 +20,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.distillation import trainer as trainer_lib
@@ -29,7 +30,7 @@ from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 _BD = bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=3)
-_PROMPTS = sources.encode_prompts(
+_PROMPTS = prompts_lib.encode_prompts(
     _TOKENIZER,
     dataset_lib.embedded_conversations(
         tasks_lib.TaskMix(max_len=3), "train", 16

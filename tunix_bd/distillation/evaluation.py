@@ -25,6 +25,7 @@ from tunix.sft import hooks
 
 from tunix_bd.core import diffusion_lm
 from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.generate import denoise
@@ -59,7 +60,7 @@ class DecodeEvaluation(hooks.TrainingHooks):
     history: `(step, metrics)` of every evaluation so far.
   """
 
-  prompts: sources.PromptSet
+  prompts: prompts_lib.PromptSet
   teacher: Any
   strategy: strategy_lib.DiffusionOpdStrategy
   decode: denoise.DenoiseConfig
@@ -149,7 +150,8 @@ class DecodeEvaluation(hooks.TrainingHooks):
     del train_step, train_loss  # The model is at `train_ctx.train_steps`.
     step = train_ctx.train_steps
     done = {s for s, _ in self.history}
-    if self.every_n_steps and step % self.every_n_steps == 0 and step not in done:
+    due = self.every_n_steps and step % self.every_n_steps == 0
+    if due and step not in done:
       self.run(train_ctx, step)
 
   def on_eval_step_start(self, train_ctx):

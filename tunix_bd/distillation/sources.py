@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import flax
 import numpy as np
@@ -41,7 +41,7 @@ from tunix_bd import denominators
 from tunix_bd import eos as eos_lib
 from tunix_bd.core import canvases
 from tunix_bd.core import trace as trace_lib
-from tunix_bd.data import chat
+from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib
 
@@ -52,95 +52,6 @@ CANVASES = (CORRUPTED, TRACE)
 # Streams of `default_rng([seed, ..., stream])` (distinct trailing words).
 ORDER_STREAM = 1
 CORRUPTION_STREAM = 2
-
-
-def prompt_messages(
-    messages: Sequence[Mapping[str, str]], where: str
-) -> tuple[list[Mapping[str, str]], str]:
-  """The rollout prompt of a conversation: turns before its last answer.
-
-  The last assistant turn is the completion the student re-generates;
-  earlier turns are context and later (user) turns are dropped, so the
-  student never sees a future turn.
-
-  Returns:
-    `(prompt_messages, reference_answer)`.
-
-  Raises:
-    ValueError: naming `where`, for a conversation without an assistant
-      turn (no completion span) or without a turn before it (empty prompt).
-  """
-  roles = [m.get("role") if isinstance(m, Mapping) else None for m in messages]
-  if "assistant" not in roles:
-    raise ValueError(f"{where}: the conversation has no completion span (no"
-                     " assistant turn).")
-  last = len(roles) - 1 - roles[::-1].index("assistant")
-  kept = list(messages[: last + 1])
-  chat.validate_messages(kept, where)  # Empty prompt, malformed turns.
-  return kept[:-1], kept[-1]["content"]
-
-
-def check_stop_ids(
-    stop_ids: Sequence[int], mask_token_id: int, pad_id: int
-) -> None:
-  """Fails closed on a stop id that is the mask or the pad id.
-
-  The mask id is never committed and the pad id marks never-generated
-  slots, so either as a stop id would break the stop weights.
-  """
-  for name, special in (("mask", mask_token_id), ("pad", pad_id)):
-    if special in tuple(stop_ids):
-      raise ValueError(
-          f"stop id {special} equals the {name} id; a stop id must be a"
-          " token the student generates (e.g. EOS)."
-      )
-
-
-@dataclasses.dataclass(frozen=True)
-class PromptSet:
-  """Encoded prompts, right-padded.
-
-  Attributes:
-    tokens: int32 `[num_prompts, max_prompt_length]`.
-    lengths: int32 `[num_prompts]`, each >= 1.
-    answers: the reference answers, or None.
-  """
-
-  tokens: np.ndarray
-  lengths: np.ndarray
-  answers: tuple[str, ...] | None = None
-
-  def __len__(self) -> int:
-    return self.tokens.shape[0]
-
-
-def encode_prompts(tokenizer, conversations, max_prompt_length: int):
-  """A `PromptSet` of `dataset.Conversation`s (see `prompt_messages`).
-
-  Raises:
-    ValueError: naming the conversation, for one without a completion span
-      or prompt, or a prompt longer than `max_prompt_length`.
-  """
-  rows, answers = [], []
-  for conversation in conversations:
-    messages, answer = prompt_messages(
-        conversation.messages, conversation.where
-    )
-    ids = chat.encode_prompt(tokenizer, messages)
-    if len(ids) > max_prompt_length:
-      raise ValueError(
-          f"{conversation.where}: the prompt has {len(ids)} tokens, more than"
-          f" rollout.max_prompt_length={max_prompt_length}."
-      )
-    rows.append(ids)
-    answers.append(answer)
-  if not rows:
-    raise ValueError("the prompt set is empty.")
-  tokens = np.full((len(rows), max_prompt_length), tokenizer.pad_token_id)
-  for i, ids in enumerate(rows):
-    tokens[i, : len(ids)] = ids
-  lengths = np.asarray([len(ids) for ids in rows], np.int32)
-  return PromptSet(tokens.astype(np.int32), lengths, tuple(answers))
 
 
 @flax.struct.dataclass(frozen=True)
@@ -219,7 +130,9 @@ def corrupt_rollout(
     rng = np.random.default_rng(
         [corruption.seed, int(step), int(index), CORRUPTION_STREAM]
     )
-    t = rng.uniform(corruption.min_noise, corruption.max_noise, blocks.max() + 1)
+    t = rng.uniform(
+        corruption.min_noise, corruption.max_noise, blocks.max() + 1
+    )
     draws = rng.random(completion.shape[1])
     eligible = generated[r]
     hit = eligible & (draws < t[blocks[r]])
@@ -305,7 +218,7 @@ class StudentRolloutSource(hooks.DataHooks):
 
   def __init__(
       self,
-      prompts: PromptSet,
+      prompts: prompts_lib.PromptSet,
       *,
       bd,
       decode: denoise.DenoiseConfig,

@@ -142,7 +142,8 @@ def _check_batch(batch: Any, bd, canvas: str) -> None:
     raise ValueError("OPD weights must be finite and >= 0.")
   if (weights[np.asarray(batch.action_step) < 0] != 0).any():
     raise ValueError("OPD weights must be 0 on slots never generated.")
-  if canvas == sources.CORRUPTED and bd.alignment == bd_config_lib.SAME_POSITION:
+  same_position = bd.alignment == bd_config_lib.SAME_POSITION
+  if canvas == sources.CORRUPTED and same_position:
     width = np.shape(batch.prompt_tokens)[1]
     visible = np.asarray(batch.noisy_tokens)[:, width:] != bd.mask_token_id
     if ((weights > 0) & visible).any():
@@ -285,7 +286,9 @@ class DiffusionOpdStrategy(base_strategy.BaseStrategy):
         "teacher_nll_of_student_tokens": jnp.stack(
             [jnp.sum(jnp.where(scored, teacher_nll, 0.0)), count]
         ),
-        "argmax_agreement": jnp.stack([jnp.sum(agree, dtype=jnp.float32), count]),
+        "argmax_agreement": jnp.stack(
+            [jnp.sum(agree, dtype=jnp.float32), count]
+        ),
         "weighted_tokens": total,
     }
     return loss, jax.tree.map(jax.lax.stop_gradient, aux)

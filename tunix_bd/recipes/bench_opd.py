@@ -23,6 +23,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
+from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.models import hf_checkpoint
@@ -113,7 +114,7 @@ def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
   stage.data.num_eval = config.num_eval
   _, eval_set = dataset_lib.conversations(stage.data)
   length = stage.rollout.max_prompt_length
-  prompts = sources.encode_prompts(tokenizer, eval_set, length)
+  prompts = prompts_lib.encode_prompts(tokenizer, eval_set, length)
   with mesh:
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
     teacher, _ = hf_checkpoint.load_qwen3(config.teacher, mesh=mesh)

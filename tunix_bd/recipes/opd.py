@@ -25,6 +25,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
+from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.distillation import teacher as teacher_lib
@@ -147,15 +148,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   validate(config)
   student_tok, teacher_tok, bd = _tokenizers_and_bd(config)
   stop_ids = (student_tok.eos_token_id, *config.rollout.extra_stop_ids)
-  sources.check_stop_ids(stop_ids, bd.mask_token_id, student_tok.pad_token_id)
+  prompts_lib.check_stop_ids(
+      stop_ids, bd.mask_token_id, student_tok.pad_token_id
+  )
   train_set, eval_set = dataset_lib.conversations(config.data)
   max_prompt = config.rollout.max_prompt_length
-  train_prompts = sources.encode_prompts(student_tok, train_set, max_prompt)
-  eval_prompts = sources.encode_prompts(student_tok, eval_set, max_prompt)
+  train_prompts = prompts_lib.encode_prompts(student_tok, train_set, max_prompt)
+  eval_prompts = prompts_lib.encode_prompts(student_tok, eval_set, max_prompt)
   fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
-  fingerprint_lib.check_or_record(
-      os.path.join(config.workdir, "checkpoints"), fingerprint
-  )
 
   mesh = common.make_mesh(config.mesh)
   vocab_size = tokenizer_lib.VOCAB_SIZE if config.model.random_init else None
@@ -173,6 +173,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   decode = dataclasses.replace(decode, stop_ids=stop_ids)
   bd.validate_for_model(
       student.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
+  )
+  # Recorded once every input is known to be usable: a failed launch
+  # leaves nothing behind.
+  fingerprint_lib.check_or_record(
+      os.path.join(config.workdir, "checkpoints"), fingerprint
   )
   strategy = strategy_lib.DiffusionOpdStrategy(
       bd=bd,
@@ -209,7 +214,10 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   # Tunix's loss evaluation needs a teacher it does not run; OPD evaluates
   # by decoding (`evaluation`), so Tunix's never comes.
   train = ml_collections.ConfigDict(
-      dict(config.train.to_dict(), eval_every_n_steps=config.train.max_steps + 1)
+      dict(
+          config.train.to_dict(),
+          eval_every_n_steps=config.train.max_steps + 1,
+      )
   )
   training_config = common.training_config(
       train,
@@ -246,7 +254,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       }
   )
   bd_config_lib.save_settings(
-      bd, export_dir, extra={"distilled": provenance, "opd": config.opd.to_dict()}
+      bd,
+      export_dir,
+      extra={"distilled": provenance, "opd": config.opd.to_dict()},
   )
   report = {"steps": trainer.train_steps, "before": before, "after": after}
   common.write_json(os.path.join(config.workdir, "report.json"), report)
