@@ -35,6 +35,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.learning_rate = 3e-4
   config.warmup_steps = 10
   config.batch_size = 16
+  # The OPD arms' rollout commit threshold and hard-label weight.
+  config.rollout_threshold = 0.9
+  config.hard_loss_weight = 0.0
   config.num_eval = 256
   config.thresholds = (0.5, 0.9)
   config.mesh = config_sections.mesh()

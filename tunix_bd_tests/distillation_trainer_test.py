@@ -111,6 +111,25 @@ class OpdTrainerTest(absltest.TestCase):
     )
     self.assertNotIsInstance(RecordingStrategy.seen[0][0], sources.OpdBatch)
 
+  def test_rollouts_use_the_live_weights(self):
+    trainer = _train(max_steps=2)
+    source = trainer.data_hooks
+    live = source.rollout(trainer.model, step=5)
+    fresh = denoise.Denoiser(trainer.model, bd=_BD, config=source.decode)
+    index = source.prompt_indices(5)
+    want = fresh(_PROMPTS.tokens[index], _PROMPTS.lengths[index],
+                 seeds=source.rollout_seeds(5))
+    np.testing.assert_array_equal(live.trace.action_logp,
+                                  want.trace.action_logp)
+    start = test_common.tiny_qwen3(256, seed=0, embed_dim=32)
+    stale = denoise.Denoiser(start, bd=_BD, config=source.decode)(
+        _PROMPTS.tokens[index], _PROMPTS.lengths[index],
+        seeds=source.rollout_seeds(5),
+    )
+    self.assertFalse(
+        np.allclose(live.trace.action_logp, stale.trace.action_logp)
+    )
+
   def test_accumulation_2_equals_1(self):
     one = _params(_train(sources.CORRUPTED, batch_size=4).model)
     two = _params(_train(sources.CORRUPTED, batch_size=2, accumulation=2).model)

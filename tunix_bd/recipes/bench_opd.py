@@ -52,7 +52,8 @@ def _opd_arm(config, canvas: str) -> dict:
   stage = _stage_config(config, "opd")
   stage.workdir = os.path.join(config.workdir, f"opd_{canvas}")
   stage.model.update(student=config.student, teacher=config.teacher)
-  stage.opd.canvas = canvas
+  stage.opd.update(canvas=canvas, hard_loss_weight=config.hard_loss_weight)
+  stage.rollout.threshold = config.rollout_threshold
   stage.train.time_budget_s = config.time_budget_s
   stage.data.num_eval = config.num_eval
   stage.eval.update(thresholds=tuple(config.thresholds), every_n_steps=0)
@@ -160,7 +161,9 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   lines = [
       f"bench_opd: {config.time_budget_s:.0f} s per arm, lr"
       f" {config.learning_rate}, batch {config.batch_size}, {config.num_eval}"
-      " held-out prompts, greedy",
+      f" held-out prompts, greedy; OPD rollouts at threshold"
+      f" {config.rollout_threshold}, hard_loss_weight"
+      f" {config.hard_loss_weight}",
       header,
   ]
   for row in rows:
