@@ -95,7 +95,7 @@ def _train(
 
 class OpdTrainerTest(absltest.TestCase):
 
-  def test_prepared_inputs_ride_in_teacher_output(self):
+  def test_fields_ride_in_teacher_output_and_rollouts_use_live_weights(self):
     # Tunix 0.1.7 rebuilds batches as a plain TrainingInput: a regression
     # test that our fields arrive through `teacher_output`, not the batch.
     self.assertEqual(
@@ -103,31 +103,26 @@ class OpdTrainerTest(absltest.TestCase):
         ["input_tokens", "input_mask", "images", "teacher_output"],
     )
     RecordingStrategy.seen.clear()
-    trainer = _train(strategy_cls=RecordingStrategy)
-    self.assertEqual(trainer.train_steps, 1)
+    trainer = _train(max_steps=2, strategy_cls=RecordingStrategy)
+    self.assertEqual(trainer.train_steps, 2)
     self.assertEqual(
-        RecordingStrategy.seen,
-        [(distillation_trainer.TrainingInput, strategy_lib.OpdTargets)],
+        RecordingStrategy.seen[0],
+        (distillation_trainer.TrainingInput, strategy_lib.OpdTargets),
     )
-    self.assertNotIsInstance(RecordingStrategy.seen[0][0], sources.OpdBatch)
 
-  def test_rollouts_use_the_live_weights(self):
-    trainer = _train(max_steps=2)
+    # The source's denoiser reads the trained weights, not the initial ones.
     source = trainer.data_hooks
-    live = source.rollout(trainer.model, step=5)
+    index, seeds = source.prompt_indices(5), source.rollout_seeds(5)
+    prompts = (_PROMPTS.tokens[index], _PROMPTS.lengths[index])
+    live = source.rollout(trainer.model, step=5).trace.action_logp
     fresh = denoise.Denoiser(trainer.model, bd=_BD, config=source.decode)
-    index = source.prompt_indices(5)
-    want = fresh(_PROMPTS.tokens[index], _PROMPTS.lengths[index],
-                 seeds=source.rollout_seeds(5))
-    np.testing.assert_array_equal(live.trace.action_logp,
-                                  want.trace.action_logp)
-    start = test_common.tiny_qwen3(256, seed=0, embed_dim=32)
-    stale = denoise.Denoiser(start, bd=_BD, config=source.decode)(
-        _PROMPTS.tokens[index], _PROMPTS.lengths[index],
-        seeds=source.rollout_seeds(5),
+    np.testing.assert_array_equal(
+        live, fresh(*prompts, seeds=seeds).trace.action_logp
     )
+    start = test_common.tiny_qwen3(256, seed=0, embed_dim=32)
+    stale = denoise.Denoiser(start, bd=_BD, config=source.decode)
     self.assertFalse(
-        np.allclose(live.trace.action_logp, stale.trace.action_logp)
+        np.allclose(live, stale(*prompts, seeds=seeds).trace.action_logp)
     )
 
   def test_accumulation_2_equals_1(self):
