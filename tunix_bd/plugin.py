@@ -26,12 +26,14 @@ PLUGIN = plugin_api.Plugin(
     version=tunix_bd.__version__,
     description=(
         "Block-diffusion post-training: AR teacher, masked-diffusion SFT, "
-        "parallel block denoising."
+        "parallel block denoising, on-policy distillation."
     ),
     config_dir=_config_dir(),
     recipes={
         "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
         "sft": "tunix_bd.recipes.sft:run",
+        "opd": "tunix_bd.recipes.opd:run",
+        "bench_opd": "tunix_bd.recipes.bench_opd:run",
         "bench_sft": "tunix_bd.recipes.bench_sft:run",
         "generate": "tunix_bd.recipes.generate:run",
         "bench_decode": "tunix_bd.recipes.bench_decode:run",
@@ -41,6 +43,12 @@ PLUGIN = plugin_api.Plugin(
         "loss hooks": [
             "masked-diffusion SFT: PeftTrainer.with_loss_fn("
             "tunix_bd.sft.loss.sft_loss), DiffusionSftTrainer"
+        ],
+        "distillation": [
+            "strategy: DiffusionOpdStrategy (forward KL on student rollouts,"
+            " corrupted | trace canvases)",
+            "data hooks: StudentRolloutSource (on-policy block denoising)",
+            "trainer: OpdTrainer(DistillationTrainer), decode evaluation",
         ],
         "model contract": [
             "diffusion_logits_fn over Tunix decoders (Qwen3, Qwen2, Llama 3)",

@@ -76,6 +76,14 @@ class ConfigsTest(parameterized.TestCase):
     # (the previous number's digits) are clean context.
     self.assertLess(sft.bd.block_size, len("4749,"))
 
+  def test_opd_distills_the_teacher_into_its_sft_student(self):
+    opd = _load("opd")
+    self.assertEqual(opd.model.student, f"{_load('sft').workdir}/export")
+    self.assertEqual(
+        opd.model.teacher, f"{_load('ar_pretrain').workdir}/export"
+    )
+    self.assertTrue(_load("opd", "smoke").model.random_init)
+
   def test_bench_decode_reads_the_quickstart_exports(self):
     bench = _load("bench_decode")
     self.assertEqual(tuple(bench.workloads), ("short", "long"))

@@ -1,0 +1,161 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Decode evaluation of an OPD student: exact match, tokens per forward, KL.
+
+Tunix evaluates distillation by a loss without a teacher, which says nothing
+about decoding, so OPD evaluates by decoding held-out prompts greedily at
+each commit threshold, scoring exact match against the reference answers
+and tokens per forward, and measuring the mean forward KL(teacher ||
+student) on those rollouts, each slot on the canvas it was committed from
+(`strategy.trace_canvas_logits`). `DecodeEvaluation` runs it every N update
+steps as a Tunix `TrainingHooks` and logs `decode/...` metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from absl import logging
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix.sft import hooks
+
+from tunix_bd.core import diffusion_lm
+from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.distillation import prompts as prompts_lib
+from tunix_bd.distillation import sources
+from tunix_bd.distillation import strategy as strategy_lib
+from tunix_bd.generate import denoise
+
+
+def _kl_sums(model, targets, *, bd, temperature, logits_fn):
+  logits = strategy_lib.trace_canvas_logits(model, targets, bd, logits_fn)
+  kl = strategy_lib.forward_kl(
+      targets.teacher_logp, diffusion_lm.log_probs(logits, temperature)
+  )
+  return jnp.sum(targets.weights * kl), jnp.sum(targets.weights)
+
+
+_kl_sums_jit = nnx.jit(
+    _kl_sums, static_argnames=("bd", "temperature", "logits_fn")
+)
+
+
+@dataclasses.dataclass
+class DecodeEvaluation(hooks.TrainingHooks):
+  """Greedy decode evaluation at several thresholds, every N update steps.
+
+  Attributes:
+    prompts: held-out prompts with their answers.
+    teacher: the causal teacher (for the KL).
+    strategy: the OPD strategy (teacher alignment and temperature).
+    decode: the denoising settings; `threshold` is replaced per threshold.
+    thresholds: commit thresholds to report; KL uses the first.
+    tokenizer: decodes completions for exact match.
+    batch_size: prompts per decoding call.
+    every_n_steps: evaluate when the update step is a multiple (0: never).
+    history: `(step, metrics)` of every evaluation so far.
+  """
+
+  prompts: prompts_lib.PromptSet
+  teacher: Any
+  strategy: strategy_lib.DiffusionOpdStrategy
+  decode: denoise.DenoiseConfig
+  thresholds: Sequence[float]
+  tokenizer: Any
+  batch_size: int
+  every_n_steps: int = 0
+  history: list[tuple[int, dict[str, float]]] = dataclasses.field(
+      default_factory=list
+  )
+
+  def evaluate(self, model) -> dict[str, float]:
+    """Metrics of `model` on the prompts (see the module docstring)."""
+    metrics = {}
+    num = len(self.prompts)
+    index = np.arange(-(-num // self.batch_size) * self.batch_size) % num
+    for i, threshold in enumerate(self.thresholds):
+      config = dataclasses.replace(
+          self.decode, threshold=float(threshold), temperature=0.0
+      )
+      denoiser = denoise.Denoiser(model, bd=self.strategy.bd, config=config)
+      texts, tpf, kl = [], [], [0.0, 0.0]
+      for start in range(0, len(index), self.batch_size):
+        rows = index[start : start + self.batch_size]
+        out = denoiser(self.prompts.tokens[rows], self.prompts.lengths[rows])
+        texts += [self.tokenizer.decode(c.tolist()) for c in out.completions]
+        tpf.append(out.tokens_per_forward)
+        if i == 0:
+          kl = np.add(kl, self._kl(model, out))
+      answers = self.prompts.answers
+      correct = [
+          tasks_lib.exact_match(t, a) for t, a in zip(texts[:num], answers)
+      ]
+      metrics[f"exact_match@{threshold}"] = float(np.mean(correct))
+      metrics[f"tokens_per_forward@{threshold}"] = float(
+          np.mean(np.concatenate(tpf)[:num])
+      )
+      if i == 0:
+        metrics[f"kl@{threshold}"] = float(kl[0] / max(kl[1], 1e-30))
+    return metrics
+
+  def _kl(self, model, out: denoise.DenoiseOutput) -> tuple[float, float]:
+    (batch,) = sources.rollout_batches(
+        out.trace,
+        step=0,
+        canvas=sources.TRACE,
+        stop_ids=self.decode.stop_ids,
+        eos_id=self.tokenizer.eos_token_id,
+        corruption=None,
+    )
+    targets = self.strategy.get_teacher_outputs(self.teacher, {"batch": batch})
+    targets = jax.tree.map(jnp.asarray, targets)
+    total, weight = _kl_sums_jit(
+        model,
+        targets,
+        bd=self.strategy.bd,
+        temperature=self.strategy.temperature,
+        logits_fn=self.strategy.logits_fn,
+    )
+    return float(total), float(weight)
+
+  def run(self, trainer, step: int) -> dict[str, float]:
+    """Evaluates `trainer.model`, logs the metrics and a progress line."""
+    metrics = self.evaluate(trainer.model)
+    self.history.append((step, metrics))
+    for name, value in metrics.items():
+      trainer.metrics_logger.log(
+          trainer.metrics_prefix, f"decode/{name}", value, "eval", step
+      )
+    line = f"opd step {step}: " + ", ".join(
+        f"{k} {v:.3f}" for k, v in metrics.items()
+    )
+    logging.info("%s", line)
+    print(line, flush=True)
+    return metrics
+
+  def on_train_start(self, train_ctx):
+    pass
+
+  def on_train_end(self, train_ctx):
+    pass
+
+  def on_train_step_start(self, train_ctx):
+    pass
+
+  def on_train_step_end(self, train_ctx, train_step, train_loss):
+    del train_step, train_loss  # The model is at `train_ctx.train_steps`.
+    step = train_ctx.train_steps
+    done = {s for s, _ in self.history}
+    due = self.every_n_steps and step % self.every_n_steps == 0
+    if due and step not in done:
+      self.run(train_ctx, step)
+
+  def on_eval_step_start(self, train_ctx):
+    pass
+
+  def on_eval_step_end(self, train_ctx, eval_loss):
+    pass

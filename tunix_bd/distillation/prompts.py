@@ -1,0 +1,107 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The prompts of on-policy distillation, checked before any compute.
+
+OPD data is prompts: each conversation's last assistant turn is the span the
+student re-generates; earlier turns are its context and later turns are
+dropped (the student never sees a future turn). Conversations without an
+assistant turn or without a prompt, prompts too long for the rollout, and
+stop ids that are the mask or pad id fail here, naming the row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+import numpy as np
+from tunix_bd.data import chat
+
+
+def prompt_messages(
+    messages: Sequence[Mapping[str, str]], where: str
+) -> tuple[list[Mapping[str, str]], str]:
+  """The rollout prompt of a conversation: turns before its last answer.
+
+  The last assistant turn is the completion the student re-generates;
+  earlier turns are context and later (user) turns are dropped, so the
+  student never sees a future turn.
+
+  Returns:
+    `(prompt_messages, reference_answer)`.
+
+  Raises:
+    ValueError: naming `where`, for a conversation without an assistant
+      turn (no completion span) or without a turn before it (empty prompt).
+  """
+  roles = [m.get("role") if isinstance(m, Mapping) else None for m in messages]
+  if "assistant" not in roles:
+    raise ValueError(f"{where}: the conversation has no completion span (no"
+                     " assistant turn).")
+  last = len(roles) - 1 - roles[::-1].index("assistant")
+  kept = list(messages[: last + 1])
+  chat.validate_messages(kept, where)  # Empty prompt, malformed turns.
+  return kept[:-1], kept[-1]["content"]
+
+
+def check_stop_ids(
+    stop_ids: Sequence[int], mask_token_id: int, pad_id: int
+) -> None:
+  """Fails closed on a stop id that is the mask or the pad id.
+
+  The mask id is never committed and the pad id marks never-generated
+  slots, so either as a stop id would break the stop weights.
+  """
+  for name, special in (("mask", mask_token_id), ("pad", pad_id)):
+    if special in tuple(stop_ids):
+      raise ValueError(
+          f"stop id {special} equals the {name} id; a stop id must be a"
+          " token the student generates (e.g. EOS)."
+      )
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptSet:
+  """Encoded prompts, right-padded.
+
+  Attributes:
+    tokens: int32 `[num_prompts, max_prompt_length]`.
+    lengths: int32 `[num_prompts]`, each >= 1.
+    answers: the reference answers, or None.
+  """
+
+  tokens: np.ndarray
+  lengths: np.ndarray
+  answers: tuple[str, ...] | None = None
+
+  def __len__(self) -> int:
+    return self.tokens.shape[0]
+
+
+def encode_prompts(tokenizer, conversations, max_prompt_length: int):
+  """A `PromptSet` of `dataset.Conversation`s (see `prompt_messages`).
+
+  Raises:
+    ValueError: naming the conversation, for one without a completion span
+      or prompt, or a prompt longer than `max_prompt_length`.
+  """
+  rows, answers = [], []
+  for conversation in conversations:
+    messages, answer = prompt_messages(
+        conversation.messages, conversation.where
+    )
+    ids = chat.encode_prompt(tokenizer, messages)
+    if len(ids) > max_prompt_length:
+      raise ValueError(
+          f"{conversation.where}: the prompt has {len(ids)} tokens, more than"
+          f" rollout.max_prompt_length={max_prompt_length}."
+      )
+    rows.append(ids)
+    answers.append(answer)
+  if not rows:
+    raise ValueError("the prompt set is empty.")
+  tokens = np.full((len(rows), max_prompt_length), tokenizer.pad_token_id)
+  for i, ids in enumerate(rows):
+    tokens[i, : len(ids)] = ids
+  lengths = np.asarray([len(ids) for ids in rows], np.int32)
+  return PromptSet(tokens.astype(np.int32), lengths, tuple(answers))

@@ -1,0 +1,342 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The student-rollout source of on-policy distillation (a Tunix `DataHooks`).
+
+Per update step k the source takes the next `GA * B` prompts of a
+deterministic stream, rolls all of them out with the student's denoiser at
+its live weights (the `Denoiser` reads the trainer's model's variables), and
+serves the step's GA micro-batches. Everything is a function of (seed, k),
+so a resumed run sees exactly the rollouts of an uninterrupted one without
+replaying anything, and rolling the whole global batch out at its first
+micro-batch is on-policy (no update happens inside a step). Rollouts run in
+the trainer's loop thread, never in grain workers, and are NumPy constants
+to the loss: generation is outside any gradient by construction.
+
+Each batch row is the rollout in the `canvases.sequence` layout `[prompt
+(right-padded to P) ; completion (T)]` with:
+
+  * `weights` `[B, T]`: 1 on generated slots up to and including the first
+    stop token (the student learns when to stop), 0 after it and on slots
+    never generated; rows that never stop weight every generated slot;
+  * in `corrupted` mode, `noisy_tokens`: the clean rollout re-corrupted
+    like SFT (per-block noise t ~ U[min_noise, max_noise], each generated
+    slot masked with probability t, at least one per block; prompt tokens
+    never), with the slots after the first stop of the stop block EOS-filled
+    as in SFT (`tunix_bd.eos`); only corrupted weighted slots are scored;
+  * `global_weight` and `accumulation_steps` (`tunix_bd.denominators`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Sequence
+
+import flax
+import numpy as np
+from tunix.distillation import distillation_trainer
+from tunix.sft import hooks
+
+from tunix_bd import denominators
+from tunix_bd import eos as eos_lib
+from tunix_bd.core import canvases
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.distillation import prompts as prompts_lib
+from tunix_bd.generate import denoise
+from tunix_bd.sft import corruption as corruption_lib
+
+CORRUPTED = "corrupted"
+TRACE = "trace"
+CANVASES = (CORRUPTED, TRACE)
+
+# Streams of `default_rng([seed, ..., stream])` (distinct trailing words).
+ORDER_STREAM = 1
+CORRUPTION_STREAM = 2
+
+
+@flax.struct.dataclass(frozen=True)
+class OpdBatch(distillation_trainer.TrainingInput):
+  """A micro-batch of rollouts; every field batch-major, NumPy.
+
+  `input_tokens` are the clean `[batch, P + T]` sequences and `input_mask`
+  their real tokens; `positions`, `segment_ids` and `noisy_tokens` share
+  that layout; `prompt_tokens` `[batch, P]`, `prompt_lengths` `[batch]`,
+  `completion` and `action_step` `[batch, T]` are the trace; `weights`
+  `[batch, T]`; `global_weight` and `accumulation_steps` `[batch]`.
+  """
+
+  positions: Any = None
+  segment_ids: Any = None
+  noisy_tokens: Any = None
+  prompt_tokens: Any = None
+  prompt_lengths: Any = None
+  completion: Any = None
+  action_step: Any = None
+  weights: Any = None
+  global_weight: Any = None
+  accumulation_steps: Any = None
+
+
+def stop_weights(
+    tokens: np.ndarray, action_step: np.ndarray, stop_ids: Sequence[int]
+) -> np.ndarray:
+  """float32 `[batch, T]`: 1 on generated slots up to the first stop."""
+  first = eos_lib.first_stop_index(tokens, stop_ids)
+  upto = np.arange(tokens.shape[1])[None, :] <= first[:, None]
+  return ((np.asarray(action_step) >= 0) & upto).astype(np.float32)
+
+
+def corrupt_rollout(
+    rows: canvases.Sequence,
+    weights: np.ndarray,
+    *,
+    prompt_width: int,
+    block_size: int,
+    mask_token_id: int,
+    eos_id: int,
+    stop_ids: Sequence[int],
+    corruption: corruption_lib.SftCorruptionConfig,
+    row_keys: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Re-corrupts clean rollouts like SFT (see the module docstring).
+
+  Args:
+    rows: the rollouts in the sequence layout (NumPy arrays).
+    weights: `[batch, T]` stop weights.
+    prompt_width: P.
+    block_size: S.
+    mask_token_id: the mask id.
+    eos_id: the EOS id of the fill.
+    stop_ids: the stop ids.
+    corruption: noise range and seed (uniform, not complementary).
+    row_keys: int `[batch, 2]` (step, global row index) of each row.
+
+  Returns:
+    `(clean, noisy, weights)`: int32 `[batch, P + T]` EOS-filled clean
+    and corrupted sequences, and float32 `[batch, T]` weights of the
+    corrupted weighted slots.
+  """
+  clean = np.array(rows.tokens, np.int32)
+  completion = clean[:, prompt_width:]
+  generated = np.asarray(rows.segment_ids)[:, prompt_width:] > 0
+  after_stop = (
+      np.arange(completion.shape[1])[None, :]
+      > eos_lib.first_stop_index(completion, stop_ids)[:, None]
+  )
+  completion[:] = np.where(generated & after_stop, eos_id, completion)
+  blocks = np.asarray(rows.positions)[:, prompt_width:] // block_size
+  corrupted = np.zeros(completion.shape, bool)
+  for r, (step, index) in enumerate(row_keys):
+    rng = np.random.default_rng(
+        [corruption.seed, int(step), int(index), CORRUPTION_STREAM]
+    )
+    t = rng.uniform(
+        corruption.min_noise, corruption.max_noise, blocks.max() + 1
+    )
+    draws = rng.random(completion.shape[1])
+    eligible = generated[r]
+    hit = eligible & (draws < t[blocks[r]])
+    for block in np.unique(blocks[r][eligible]):
+      in_block = eligible & (blocks[r] == block)
+      hit[np.flatnonzero(in_block)[np.argmin(draws[in_block])]] = True
+    corrupted[r] = hit
+  noisy = clean.copy()
+  noisy[:, prompt_width:] = np.where(corrupted, mask_token_id, completion)
+  return clean, noisy, np.where(corrupted, weights, 0.0).astype(np.float32)
+
+
+def rollout_batches(
+    trace: trace_lib.Trace,
+    *,
+    step: int,
+    canvas: str,
+    stop_ids: Sequence[int],
+    eos_id: int,
+    corruption: corruption_lib.SftCorruptionConfig | None,
+    num_micro_batches: int = 1,
+) -> list[OpdBatch]:
+  """The micro-batches of one rolled-out global batch of update `step`.
+
+  Args:
+    trace: the global batch's rollout (concrete arrays).
+    step: the update step (with the row index it keys the corruption).
+    canvas: one of `CANVASES`.
+    stop_ids: the ids that end a completion.
+    eos_id: the EOS id of the `corrupted` canvas's fill.
+    corruption: the `corrupted` canvas's noise.
+    num_micro_batches: k, equal splits of the rows (GA).
+
+  Returns:
+    k `OpdBatch`es carrying the global batch's total weight.
+  """
+  bd = trace.bd
+  rows = canvases.sequence(trace)
+  rows = canvases.Sequence(
+      *(np.asarray(x) for x in dataclasses.astuple(rows))
+  )
+  width = np.shape(trace.prompt_tokens)[1]
+  weights = stop_weights(trace.tokens, trace.action_step, stop_ids)
+  count = len(weights)
+  clean = noisy = rows.tokens
+  if canvas == CORRUPTED:
+    index = step * count + np.arange(count)
+    clean, noisy, weights = corrupt_rollout(
+        rows,
+        weights,
+        prompt_width=width,
+        block_size=bd.block_size,
+        mask_token_id=bd.mask_token_id,
+        eos_id=eos_id,
+        stop_ids=stop_ids,
+        corruption=corruption,
+        row_keys=np.stack([np.full(count, step), index], axis=1),
+    )
+  total = float(weights.sum(dtype=np.float64))
+  fields = dict(
+      input_tokens=clean,
+      input_mask=rows.segment_ids > 0,
+      positions=rows.positions,
+      segment_ids=rows.segment_ids,
+      noisy_tokens=noisy,
+      prompt_tokens=np.asarray(trace.prompt_tokens, np.int32),
+      prompt_lengths=np.asarray(trace.prompt_lengths, np.int32),
+      completion=np.asarray(trace.tokens, np.int32),
+      action_step=np.asarray(trace.action_step, np.int32),
+      weights=weights,
+  )
+  size = count // num_micro_batches
+  batches = []
+  for micro in range(num_micro_batches):
+    part = {k: v[micro * size : (micro + 1) * size] for k, v in fields.items()}
+    part.update(denominators.batch_fields(total, num_micro_batches, size))
+    batches.append(OpdBatch(teacher_output=None, **part))
+  return batches
+
+
+class StudentRolloutSource(hooks.DataHooks):
+  """Serves OPD micro-batches rolled out at the student's live weights."""
+
+  def __init__(
+      self,
+      prompts: prompts_lib.PromptSet,
+      *,
+      bd,
+      decode: denoise.DenoiseConfig,
+      canvas: str,
+      batch_size: int,
+      gradient_accumulation_steps: int,
+      max_steps: int,
+      seed: int,
+      eos_id: int,
+      corruption: corruption_lib.SftCorruptionConfig | None = None,
+      time_budget_s: float | None = None,
+  ):
+    """Builds the source (the denoiser is built at the first batch).
+
+    Args:
+      prompts: the prompt stream, cycled in a per-epoch shuffled order.
+      bd: the student's block-diffusion settings.
+      decode: the rollout's denoising settings (temperature > 0 samples).
+      canvas: one of `CANVASES`.
+      batch_size: rows per micro-batch.
+      gradient_accumulation_steps: micro-batches per update.
+      max_steps: updates to serve; then None ends training.
+      seed: seeds prompt order, rollout sampling and corruption.
+      eos_id: the EOS id (the fill of `corrupted` canvases).
+      corruption: the `corrupted` canvas's noise (uniform weights, not
+        complementary).
+      time_budget_s: stop at the first update boundary after this many
+        seconds of training (for equal-time comparisons); None: no limit.
+
+    Raises:
+      ValueError: for an unknown canvas or corruption it does not support.
+    """
+    if canvas not in CANVASES:
+      raise ValueError(f"opd.canvas must be one of {CANVASES}, got {canvas!r}.")
+    if canvas == CORRUPTED:
+      if corruption is None:
+        raise ValueError("opd.canvas='corrupted' needs a corruption config.")
+      if (
+          corruption.complementary
+          or corruption.loss_weighting != corruption_lib.UNIFORM
+      ):
+        raise ValueError(
+            "OPD corrupts with uniform weights and no complementary rows; set"
+            " corruption.complementary=False, loss_weighting='uniform'."
+        )
+    self.prompts, self.bd, self.decode = prompts, bd, decode
+    self.canvas, self.corruption = canvas, corruption
+    self.batch_size, self.accumulation = batch_size, gradient_accumulation_steps
+    self.max_steps, self.seed, self.eos_id = max_steps, seed, eos_id
+    self.time_budget_s = time_budget_s
+    self._denoiser = None
+    self._started = None
+    self._step_batches: tuple[int, list[OpdBatch]] | None = None
+    self.last_rollout: denoise.DenoiseOutput | None = None
+
+  def prompt_indices(self, step: int) -> np.ndarray:
+    """int `[GA * B]` prompt indices of update `step` (epoch-shuffled)."""
+    count = self.accumulation * self.batch_size
+    stream = np.arange(step * count, (step + 1) * count)
+    num = len(self.prompts)
+    out = np.empty(count, np.int64)
+    for epoch in np.unique(stream // num):
+      order = np.random.default_rng([self.seed, int(epoch), ORDER_STREAM])
+      permutation = order.permutation(num)
+      here = stream // num == epoch
+      out[here] = permutation[stream[here] % num]
+    return out
+
+  def rollout_seeds(self, step: int) -> np.ndarray:
+    """uint32 `[GA * B]` per-row sampling seeds of update `step`."""
+    count = self.accumulation * self.batch_size
+    return np.random.SeedSequence([self.seed, step]).generate_state(count)
+
+  def rollout(self, model, step: int) -> denoise.DenoiseOutput:
+    """The global batch of update `step`, rolled out at `model`'s weights."""
+    if self._denoiser is None:
+      self._denoiser = denoise.Denoiser(model, bd=self.bd, config=self.decode)
+    index = self.prompt_indices(step)
+    return self._denoiser(
+        self.prompts.tokens[index],
+        self.prompts.lengths[index],
+        seeds=self.rollout_seeds(step),
+    )
+
+  def global_batches(self, out: denoise.DenoiseOutput, step: int):
+    """The GA micro-batches (`OpdBatch`) of one rolled-out global batch."""
+    return rollout_batches(
+        out.trace,
+        step=step,
+        canvas=self.canvas,
+        stop_ids=self.decode.stop_ids,
+        eos_id=self.eos_id,
+        corruption=self.corruption,
+        num_micro_batches=self.accumulation,
+    )
+
+  def load_next_train_batch(self, train_ctx) -> OpdBatch | None:
+    step, micro = divmod(train_ctx.iter_steps, self.accumulation)
+    if step != train_ctx.train_steps:
+      raise ValueError(
+          f"the trainer is at micro-batch {train_ctx.iter_steps} but update"
+          f" {train_ctx.train_steps}; OPD needs gradient_accumulation_steps="
+          f"{self.accumulation} in the trainer too."
+      )
+    if micro == 0:
+      if self._started is None:
+        self._started = time.perf_counter()
+      elapsed = time.perf_counter() - self._started
+      if step >= self.max_steps or (
+          self.time_budget_s is not None and elapsed > self.time_budget_s
+      ):
+        return None
+      self.last_rollout = self.rollout(train_ctx.model, step)
+      self._step_batches = (step, self.global_batches(self.last_rollout, step))
+    if self._step_batches is None or self._step_batches[0] != step:
+      raise ValueError(f"no rollout of update {step}; resume mid-step?")
+    return self._step_batches[1][micro]
+
+  def load_next_eval_batch(self, train_ctx) -> None:
+    del train_ctx  # OPD evaluates by decoding (`evaluation`), not by loss.
+    return None

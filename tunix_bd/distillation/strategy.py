@@ -1,0 +1,308 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`DiffusionOpdStrategy`: forward KL from a causal teacher on student rollouts.
+
+A Tunix distillation `BaseStrategy` for `DistillationTrainer`. Tunix 0.1.7
+rebuilds every batch as a plain `TrainingInput(input_tokens, input_mask,
+teacher_output)` before the jitted step, dropping other fields, so
+`get_teacher_outputs` (eager, outside the gradient) returns an `OpdTargets`
+holding the teacher's log-probs AND the prepared student inputs; the loss
+reads only `teacher_output` (the trainer's `gen_model_input_fn` is `lambda
+batch: {"batch": batch}`).
+
+The loss of a micro-batch, over completion slots j with weights w:
+
+    sum_j w_j * tau^2 * KL(p_teacher^tau || p_student^tau)_j * k / W
+    + hard_loss_weight * sum_j w_j * -log p_student(argmax p_teacher)_j * k / W
+
+with `k / W` the exact global denominator (`tunix_bd.denominators`). The
+student's distribution at slot j comes from its canvas (`opd.canvas`):
+`corrupted`, the re-corrupted rollout scored like SFT; or `trace`, the
+student's own canvas before the step that committed j (the packed step
+canvases of `core.canvases`, scored against the clean sequence as replay
+does), so each slot is trained where the student actually decided it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix.distillation.strategies import base_strategy
+
+from tunix_bd import denominators
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import canvases as canvases_lib
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.distillation import sources
+from tunix_bd.distillation import teacher as teacher_lib
+from tunix_bd.sft import loss as sft_loss
+
+
+@flax.struct.dataclass(frozen=True)
+class OpdTargets:
+  """What the jitted step sees of a micro-batch (all batch-major).
+
+  Attributes:
+    teacher_logp: float32 `[batch, T, vocab]` teacher log-probs at `tau`.
+    clean: int32 `[batch, P + T]` clean sequences (EOS-filled).
+    noisy: int32 `[batch, P + T]` corrupted sequences (`corrupted` mode).
+    positions: int32 `[batch, P + T]` logical positions.
+    segment_ids: int32 `[batch, P + T]`, 0 = pad.
+    prompt_tokens: int32 `[batch, P]`; prompt_lengths int32 `[batch]`;
+      completion and action_step int32 `[batch, T]`: the rollout trace.
+    weights: float32 `[batch, T]` loss weights.
+    global_weight: float32 `[batch]`; accumulation_steps int32 `[batch]`.
+  """
+
+  teacher_logp: Any
+  clean: Any
+  noisy: Any
+  positions: Any
+  segment_ids: Any
+  prompt_tokens: Any
+  prompt_lengths: Any
+  completion: Any
+  action_step: Any
+  weights: Any
+  global_weight: Any
+  accumulation_steps: Any
+
+
+def trace_canvas_logits(
+    model,
+    targets: OpdTargets,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+) -> jax.Array:
+  """float32 `[batch, T, vocab]`: each slot's logits on its commit canvas.
+
+  One packed forward over every (block, step) canvas that can occur against
+  the clean sequence (`canvases.packed_canvases`, as `core.replay`), then
+  each scored column is moved to its completion slot. Slots never
+  generated get 0 logits (and must carry weight 0).
+  """
+  trace = trace_lib.Trace(
+      prompt_tokens=targets.prompt_tokens,
+      prompt_lengths=targets.prompt_lengths,
+      tokens=targets.completion,
+      action_step=targets.action_step,
+      action_logp=jnp.zeros(targets.completion.shape, jnp.float32),
+      bd=bd,
+  )
+  size, width = bd.block_size, targets.completion.shape[1]
+  num_canvases = canvases_lib.num_completion_blocks(size, width) * size
+  rows = canvases_lib.sequence(trace)
+  packed = canvases_lib.packed_canvases(trace, num_canvases)
+  logits = logits_fn(
+      model,
+      packed.tokens,
+      packed.positions,
+      packed.segment_ids,
+      config=dataclasses.replace(bd, layout=bd_config_lib.CLEAN_CONTEXT),
+      clean_tokens=rows.tokens,
+      clean_positions=rows.positions,
+      clean_segment_ids=rows.segment_ids,
+      canvas_ids=packed.canvas_ids,
+  )
+  batch = logits.shape[0]
+  row = jnp.broadcast_to(jnp.arange(batch)[:, None], packed.slot.shape)
+  out = jnp.zeros((batch, width, logits.shape[-1]), jnp.float32)
+  # Each generated slot is scored in exactly one canvas.
+  scored = jnp.where(packed.scored[..., None], logits, 0.0)
+  return out.at[row, packed.slot].add(scored)
+
+
+def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
+  """float32 `[...]` KL(teacher || student) over the last axis.
+
+  Entries where the teacher has probability 0 (excluded ids) add 0.
+  """
+  p = jnp.exp(teacher_logp)
+  terms = jnp.where(p > 0, p * (teacher_logp - student_logp), 0.0)
+  return jnp.sum(terms, axis=-1)
+
+
+def _check_batch(batch: Any, bd, canvas: str) -> None:
+  """Fails closed on a batch the loss would misread (eager, no compute)."""
+  if not isinstance(batch, sources.OpdBatch):
+    raise ValueError(
+        "DiffusionOpdStrategy needs OpdBatch micro-batches from"
+        f" StudentRolloutSource, got {type(batch).__name__}; set the trainer's"
+        " gen_model_input_fn to `lambda batch: {'batch': batch}`."
+    )
+  weights = np.asarray(batch.weights)
+  if (weights < 0).any() or not np.isfinite(weights).all():
+    raise ValueError("OPD weights must be finite and >= 0.")
+  if (weights[np.asarray(batch.action_step) < 0] != 0).any():
+    raise ValueError("OPD weights must be 0 on slots never generated.")
+  same_position = bd.alignment == bd_config_lib.SAME_POSITION
+  if canvas == sources.CORRUPTED and same_position:
+    width = np.shape(batch.prompt_tokens)[1]
+    visible = np.asarray(batch.noisy_tokens)[:, width:] != bd.mask_token_id
+    if ((weights > 0) & visible).any():
+      raise ValueError(
+          "alignment='same_position' scores a slot from its own canvas"
+          " position, but weighted slots are uncorrupted (the student would"
+          " see its target); weight only corrupted slots."
+      )
+
+
+class DiffusionOpdStrategy(base_strategy.BaseStrategy):
+  """On-policy distillation of a causal teacher into a block-diffusion LM."""
+
+  def __init__(
+      self,
+      *,
+      bd: bd_config_lib.BlockDiffusionConfig,
+      vocab_size: int,
+      canvas: str = sources.CORRUPTED,
+      temperature: float = 1.0,
+      hard_loss_weight: float = 0.0,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+  ):
+    """Builds the strategy.
+
+    Args:
+      bd: the student's block-diffusion settings.
+      vocab_size: the student's vocabulary size.
+      canvas: one of `sources.CANVASES`.
+      temperature: tau, the distillation temperature (> 0).
+      hard_loss_weight: weight of the CE on the teacher's argmax (>= 0).
+      logits_fn: the student's cache-free model call.
+
+    Raises:
+      ValueError: for an unknown canvas, a bad temperature or weight.
+    """
+    if canvas not in sources.CANVASES:
+      raise ValueError(
+          f"opd.canvas must be one of {sources.CANVASES}, got {canvas!r}."
+      )
+    self.temperature = diffusion_lm.check_temperature(
+        temperature, "opd.temperature"
+    )
+    if isinstance(hard_loss_weight, bool) or not hard_loss_weight >= 0:
+      raise ValueError(
+          f"opd.hard_loss_weight must be >= 0, got {hard_loss_weight!r}."
+      )
+    self.bd, self.canvas, self.vocab_size = bd, canvas, vocab_size
+    self.hard_loss_weight = float(hard_loss_weight)
+    self.logits_fn = logits_fn
+    super().__init__(
+        student_forward_fn=self.student_logits,
+        teacher_forward_fn=self._teacher_log_probs,
+        labels_fn=lambda **_: None,
+    )
+
+  def _teacher_log_probs(
+      self, teacher, tokens, positions, segment_ids, completion
+  ):
+    return teacher_lib.completion_log_probs(
+        teacher,
+        tokens,
+        positions,
+        segment_ids,
+        prompt_width=tokens.shape[1] - completion.shape[1],
+        vocab_size=self.vocab_size,
+        mask_token_id=self.bd.mask_token_id,
+        temperature=self.temperature,
+    )
+
+  def get_teacher_outputs(self, teacher_model, inputs) -> OpdTargets:
+    """Teacher log-probs of the clean rollouts, plus the student's inputs."""
+    batch = inputs["batch"]
+    _check_batch(batch, self.bd, self.canvas)
+    teacher_logp = self._teacher_forward_fn(
+        teacher_model,
+        jnp.asarray(batch.input_tokens),
+        jnp.asarray(batch.positions),
+        jnp.asarray(batch.segment_ids),
+        jnp.asarray(batch.completion),
+    )
+    targets = OpdTargets(
+        teacher_logp=teacher_logp,
+        clean=batch.input_tokens,
+        noisy=batch.noisy_tokens,
+        positions=batch.positions,
+        segment_ids=batch.segment_ids,
+        prompt_tokens=batch.prompt_tokens,
+        prompt_lengths=batch.prompt_lengths,
+        completion=batch.completion,
+        action_step=batch.action_step,
+        weights=batch.weights,
+        global_weight=batch.global_weight,
+        accumulation_steps=batch.accumulation_steps,
+    )
+    return jax.tree.map(jax.lax.stop_gradient, targets)
+
+  def student_logits(self, model, targets: OpdTargets) -> jax.Array:
+    """float32 `[batch, T, vocab]` student logits at the completion slots."""
+    if self.canvas == sources.TRACE:
+      return trace_canvas_logits(model, targets, self.bd, self.logits_fn)
+    logits = sft_loss.sft_logits(
+        model,
+        tokens=targets.clean,
+        noisy_tokens=targets.noisy,
+        positions=targets.positions,
+        segment_ids=targets.segment_ids,
+        config=self.bd,
+        logits_fn=self.logits_fn,
+    )
+    return logits[:, targets.prompt_tokens.shape[1] :]
+
+  def compute_loss(self, student_output, teacher_output, labels):
+    """`(loss, aux)` of student logits `[batch, T, vocab]` (see module)."""
+    del labels
+    targets, tau = teacher_output, self.temperature
+    weights = targets.weights.astype(jnp.float32)
+    student_logp = diffusion_lm.log_probs(student_output, tau)
+    kl = forward_kl(targets.teacher_logp, student_logp)
+    scale = denominators.loss_scale(
+        targets.global_weight, targets.accumulation_steps
+    )
+    kl_sum = jnp.sum(weights * kl)
+    loss = tau**2 * kl_sum * scale
+    teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)
+    hard = -diffusion_lm.token_log_probs(student_output, teacher_argmax)
+    hard_sum = jnp.sum(weights * hard)
+    if self.hard_loss_weight:
+      loss = loss + self.hard_loss_weight * hard_sum * scale
+    scored = weights > 0
+    teacher_nll = -jnp.take_along_axis(
+        targets.teacher_logp, targets.completion[..., None], axis=-1
+    )[..., 0]
+    agree = scored & (jnp.argmax(student_logp, axis=-1) == teacher_argmax)
+    total = jnp.sum(weights)
+    count = jnp.sum(scored, dtype=jnp.float32)
+    aux = {
+        "kl": jnp.stack([kl_sum, total]),
+        "hard_ce": jnp.stack([hard_sum, total]),
+        "teacher_nll_of_student_tokens": jnp.stack(
+            [jnp.sum(jnp.where(scored, teacher_nll, 0.0)), count]
+        ),
+        "argmax_agreement": jnp.stack(
+            [jnp.sum(agree, dtype=jnp.float32), count]
+        ),
+        "weighted_tokens": total,
+    }
+    return loss, jax.tree.map(jax.lax.stop_gradient, aux)
+
+  def get_train_loss(self, student_model, teacher_output, inputs):
+    del inputs  # Dropped by Tunix; everything rides in `teacher_output`.
+    logits = self.student_logits(student_model, teacher_output)
+    return self.compute_loss(logits, teacher_output, None)
+
+  def compute_eval_loss(self, student_output, labels):
+    raise ValueError(
+        "OPD has no loss evaluation (Tunix evaluates without a teacher); it"
+        " evaluates by decoding (`tunix_bd.distillation.evaluation`)."
+    )
+
+  def get_eval_loss(self, student_model, inputs):
+    return self.compute_eval_loss(None, None)

@@ -1,0 +1,203 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The causal teacher of on-policy distillation, on the student's vocabulary.
+
+The teacher is any AR model of a supported family called through the one
+logits contract (`diffusion_lm.diffusion_logits_fn`) at block size 1 with
+the shifted alignment (`BlockDiffusionConfig.autoregressive`): the
+block-causal mask of one-token blocks is the causal mask, so its
+target-aligned logit at a slot is exactly the raw causal logit of the slot
+before it (DESIGN invariant 2). It scores the clean rollout only.
+
+Vocabularies. The student may have one more row than the teacher: the mask
+token that SFT added when the tokenizer lacked one. The teacher's logits
+are padded to the student's width with `MASKED_LOGIT`, so the extra ids get
+probability exactly 0, and the mask column is excluded on both sides (also
+when the mask id is a reserved id inside the teacher's vocabulary), so both
+distributions have one support. A larger teacher vocabulary or a different
+tokenizer fails closed (`check_compatible`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import families
+
+
+class PaddedVocab:
+  """A decoder whose raw logits are padded to `vocab_size` columns.
+
+  Called like a Tunix decoder; the padded columns are `MASKED_LOGIT`. It
+  has no `config`, so `diffusion_logits_fn` checks the mask id against the
+  padded width (the model itself is checked by `check_teacher_model`).
+  """
+
+  def __init__(self, model: Any, vocab_size: int):
+    self.model = model
+    self.vocab_size = vocab_size
+
+  def __call__(self, tokens, positions, cache, attention_mask):
+    raw, cache = self.model(tokens, positions, cache, attention_mask)
+    extra = self.vocab_size - raw.shape[-1]
+    raw = jnp.pad(
+        raw.astype(jnp.float32),
+        ((0, 0), (0, 0), (0, extra)),
+        constant_values=diffusion_lm.MASKED_LOGIT,
+    )
+    return raw, cache
+
+
+def ar_config(mask_token_id: int) -> bd_config_lib.BlockDiffusionConfig:
+  """The teacher's logits contract: one-token blocks, one causal forward."""
+  return dataclasses.replace(
+      bd_config_lib.BlockDiffusionConfig.autoregressive(mask_token_id),
+      layout=bd_config_lib.SINGLE_CANVAS,
+  )
+
+
+def check_teacher_model(teacher_config: Any, student_vocab_size: int) -> None:
+  """Fails closed on a teacher that cannot score for this student.
+
+  Args:
+    teacher_config: the teacher's Tunix model config.
+    student_vocab_size: the student's vocabulary size.
+
+  Raises:
+    ValueError: for an unsupported family, flash attention, or a teacher
+      vocabulary larger than the student's.
+  """
+  families.family(teacher_config)
+  if getattr(teacher_config, "use_flash_attention", False):
+    raise ValueError(
+        "the teacher has use_flash_attention=True, whose kernel ignores the"
+        " attention mask passed in; set use_flash_attention=False."
+    )
+  if teacher_config.vocab_size > student_vocab_size:
+    raise ValueError(
+        f"the teacher's vocabulary ({teacher_config.vocab_size} ids) is larger"
+        f" than the student's ({student_vocab_size}); on-policy distillation"
+        " needs the student's tokenizer (the teacher's plus at most a mask"
+        " token)."
+    )
+
+
+def check_compatible(
+    teacher_dir: str, teacher_tokenizer: Any, student_tokenizer: Any
+) -> None:
+  """Fails closed on a block-diffusion teacher or a different tokenizer.
+
+  The student's tokenizer may hold one token the teacher's lacks: the mask
+  token SFT added; it is compared without it.
+
+  Args:
+    teacher_dir: the teacher checkpoint directory.
+    teacher_tokenizer: its tokenizer.
+    student_tokenizer: the student's tokenizer.
+
+  Raises:
+    ValueError: if `teacher_dir` holds block-diffusion settings, or the
+      tokenizers differ (other than by the mask token).
+  """
+  if os.path.isfile(os.path.join(teacher_dir, bd_config_lib.SETTINGS_FILE)):
+    raise ValueError(
+        f"model.teacher={teacher_dir!r} is a block-diffusion checkpoint (it"
+        f" has {bd_config_lib.SETTINGS_FILE}); the teacher must be a causal"
+        " AR model, e.g. the one the student was converted from."
+    )
+  teacher_vocab = teacher_tokenizer.get_vocab()
+  student_vocab = student_tokenizer.get_vocab()
+  extra = sorted(set(student_vocab) - set(teacher_vocab))
+  same_ids = all(student_vocab.get(k) == v for k, v in teacher_vocab.items())
+  same = (
+      same_ids
+      and len(extra) <= 1
+      and teacher_tokenizer.chat_template == student_tokenizer.chat_template
+      and teacher_tokenizer.eos_token_id == student_tokenizer.eos_token_id
+      and teacher_tokenizer.pad_token_id == student_tokenizer.pad_token_id
+  )
+  if not same:
+    raise ValueError(
+        "the teacher's and the student's tokenizers differ (teacher"
+        f" {fingerprint_lib.tokenizer_digest(teacher_tokenizer)}, student"
+        f" {fingerprint_lib.tokenizer_digest(student_tokenizer)}); on-policy"
+        " distillation needs an identical tokenizer (the student may only"
+        " add its mask token)."
+    )
+
+
+def aligned_logits(
+    teacher: Any,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array,
+    *,
+    vocab_size: int,
+    mask_token_id: int,
+) -> jax.Array:
+  """Target-aligned causal logits on the student's vocabulary.
+
+  Args:
+    teacher: a Tunix AR decoder.
+    tokens: int `[batch, length]` clean sequences.
+    positions: int `[batch, length]` logical positions.
+    segment_ids: int `[batch, length]`, 0 = pad.
+    vocab_size: the student's vocabulary size, >= the teacher's.
+    mask_token_id: the student's mask id; its column is `MASKED_LOGIT`.
+
+  Returns:
+    float32 `[batch, length, vocab_size]`: index i holds the teacher's raw
+    logits at the token before i in its segment (0 where there is none);
+    columns past the teacher's vocabulary and the mask column are
+    `MASKED_LOGIT`.
+  """
+  return diffusion_lm.diffusion_logits_fn(
+      PaddedVocab(teacher, vocab_size),
+      tokens,
+      positions,
+      segment_ids,
+      config=ar_config(mask_token_id),
+  )
+
+
+def completion_log_probs(
+    teacher: Any,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array,
+    *,
+    prompt_width: int,
+    vocab_size: int,
+    mask_token_id: int,
+    temperature: float,
+) -> jax.Array:
+  """The teacher's log-probs at the completion slots of sequence rows.
+
+  Only the completion columns are normalized, so the `[batch, T, vocab]`
+  output (not `[batch, length, vocab]`) is what the step holds.
+
+  Args:
+    teacher, tokens, positions, segment_ids, vocab_size, mask_token_id: as
+      for `aligned_logits`; rows in `canvases.sequence` layout.
+    prompt_width: P, the column where completions start.
+    temperature: the distillation temperature.
+
+  Returns:
+    float32 `[batch, length - P, vocab_size]` log-probabilities.
+  """
+  logits = aligned_logits(
+      teacher,
+      tokens,
+      positions,
+      segment_ids,
+      vocab_size=vocab_size,
+      mask_token_id=mask_token_id,
+  )
+  return diffusion_lm.log_probs(logits[:, prompt_width:], temperature)

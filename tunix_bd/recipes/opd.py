@@ -1,0 +1,270 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Recipe `opd`: on-policy distillation of an AR teacher into the student.
+
+Tunix's `DistillationTrainer` with tunix_bd's student-rollout source,
+strategy and decode evaluation (`tunix_bd.distillation`). Every input is
+checked before any compute: both checkpoints, their tokenizers, the stop
+ids, every prompt, the fingerprint of a run being resumed.
+
+Outputs under `config.workdir`: `checkpoints/` (orbax; resume is automatic
+and guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`,
+`report.json` (decode metrics before and after) and `export/`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import ml_collections
+
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import sources as sources_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import evaluation as evaluation_lib
+from tunix_bd.distillation import prompts as prompts_lib
+from tunix_bd.distillation import sources
+from tunix_bd.distillation import strategy as strategy_lib
+from tunix_bd.distillation import teacher as teacher_lib
+from tunix_bd.distillation import trainer as trainer_lib
+from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.recipes import common
+from tunix_bd.recipes import generate
+from tunix_bd.sft import corruption as corruption_lib
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Fails closed on settings that cannot work, before any compute."""
+  common.require_positive(
+      config,
+      "rollout.max_new_tokens",
+      "rollout.max_prompt_length",
+      "train.batch_size",
+      "train.gradient_accumulation_steps",
+      "train.max_steps",
+      "train.checkpoint_every_n_steps",
+      "train.checkpoints_to_keep",
+      "eval.batch_size",
+  )
+  if config.opd.canvas not in sources.CANVASES:
+    raise ValueError(
+        f"opd.canvas must be one of {sources.CANVASES}, got"
+        f" {config.opd.canvas!r}."
+    )
+  if not config.eval.thresholds or not all(
+      0 < t <= 1 for t in config.eval.thresholds
+  ):
+    raise ValueError(
+        f"eval.thresholds must be numbers in (0, 1], got"
+        f" {config.eval.thresholds!r}."
+    )
+  if config.train.learning_rate <= 0:
+    raise ValueError("train.learning_rate must be > 0.")
+  if not config.model.random_init:
+    for key in ("student", "teacher"):
+      if not os.path.isdir(config.model[key]):
+        raise ValueError(
+            f"model.{key}={config.model[key]!r} is not a directory; on the"
+            " embedded default run `ar_pretrain.py` and `sft.py` first."
+        )
+  if not config.workdir:
+    raise ValueError("workdir must be set.")
+
+
+def _tokenizers_and_bd(config):
+  """`(student_tokenizer, teacher_tokenizer, bd)`, checked."""
+  if config.model.random_init:
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    mask_id = mask_token_lib.resolve_reserved_mask_id(
+        tokenizer, tokenizer_lib.MASK_TOKEN,
+        vocab_size=tokenizer_lib.VOCAB_SIZE,
+    )
+    bd = bd_config_lib.BlockDiffusionConfig(
+        mask_token_id=mask_id, **config.model.scratch_bd.to_dict()
+    )
+    return tokenizer, tokenizer, bd
+  student_tok = tokenizer_lib.load_tokenizer(config.model.student)
+  teacher_tok = tokenizer_lib.load_tokenizer(config.model.teacher)
+  teacher_lib.check_compatible(config.model.teacher, teacher_tok, student_tok)
+  return student_tok, teacher_tok, bd_config_lib.load_settings(
+      config.model.student
+  )
+
+
+def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
+  """Every setting that changes what this run's checkpoints mean."""
+  if config.model.random_init:
+    models = {"random_init": config.model.scratch.to_dict()}
+  else:
+    models = {
+        f"model.{key}": sources_lib.identify(config.model[key])
+        .fingerprint_field()
+        for key in ("student", "teacher")
+    }
+  # A run may be extended (max_steps, time budget) as SFT runs are.
+  train = config.train.to_dict()
+  for extendable in (
+      "max_steps",
+      "time_budget_s",
+      "checkpoint_every_n_steps",
+      "checkpoints_to_keep",
+  ):
+    train.pop(extendable)
+  return fingerprint_lib.fingerprint({
+      "recipe": config.recipe,
+      **models,
+      "tokenizer.student": fingerprint_lib.tokenizer_digest(student_tok),
+      "tokenizer.teacher": fingerprint_lib.tokenizer_digest(teacher_tok),
+      "bd": bd.to_dict(),
+      "rollout": config.rollout.to_dict(),
+      "stop_ids": list(stop_ids),
+      "opd": config.opd.to_dict(),
+      "corruption": config.corruption.to_dict(),
+      "data": sources_lib.data_fields(config.data.to_dict()),
+      "train": train,
+      "seed": config.seed,
+  })
+
+
+def _models(config, mesh, vocab_size):
+  if config.model.random_init:
+    model_config = common.qwen3_config(config.model.scratch, vocab_size)
+    return (
+        common.init_model(model_config, config.seed + 1, mesh),
+        common.init_model(model_config, config.seed, mesh),
+    )
+  with mesh:
+    student, _ = hf_checkpoint.load_qwen3(config.model.student, mesh=mesh)
+    teacher, _ = hf_checkpoint.load_qwen3(config.model.teacher, mesh=mesh)
+  return student, teacher
+
+
+def run(config: ml_collections.ConfigDict) -> dict[str, float]:
+  """Distills, exports and returns the final decode metrics."""
+  validate(config)
+  student_tok, teacher_tok, bd = _tokenizers_and_bd(config)
+  stop_ids = (student_tok.eos_token_id, *config.rollout.extra_stop_ids)
+  prompts_lib.check_stop_ids(
+      stop_ids, bd.mask_token_id, student_tok.pad_token_id
+  )
+  train_set, eval_set = dataset_lib.conversations(config.data)
+  max_prompt = config.rollout.max_prompt_length
+  train_prompts = prompts_lib.encode_prompts(student_tok, train_set, max_prompt)
+  eval_prompts = prompts_lib.encode_prompts(student_tok, eval_set, max_prompt)
+  fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
+
+  mesh = common.make_mesh(config.mesh)
+  vocab_size = tokenizer_lib.VOCAB_SIZE if config.model.random_init else None
+  student, teacher = _models(config, mesh, vocab_size)
+  teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
+  decode = generate.denoise_config(
+      student_tok,
+      max_prompt,
+      max_new_tokens=config.rollout.max_new_tokens,
+      rule=config.rollout.rule,
+      threshold=config.rollout.threshold,
+      temperature=config.rollout.temperature,
+      use_cache=config.rollout.use_cache,
+  )
+  decode = dataclasses.replace(decode, stop_ids=stop_ids)
+  bd.validate_for_model(
+      student.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
+  )
+  # Recorded once every input is known to be usable: a failed launch
+  # leaves nothing behind.
+  fingerprint_lib.check_or_record(
+      os.path.join(config.workdir, "checkpoints"), fingerprint
+  )
+  strategy = strategy_lib.DiffusionOpdStrategy(
+      bd=bd,
+      vocab_size=student.config.vocab_size,
+      canvas=config.opd.canvas,
+      temperature=config.opd.temperature,
+      hard_loss_weight=config.opd.hard_loss_weight,
+  )
+  source = sources.StudentRolloutSource(
+      train_prompts,
+      bd=bd,
+      decode=decode,
+      canvas=config.opd.canvas,
+      batch_size=config.train.batch_size,
+      gradient_accumulation_steps=config.train.gradient_accumulation_steps,
+      max_steps=config.train.max_steps,
+      seed=config.seed,
+      eos_id=student_tok.eos_token_id,
+      corruption=corruption_lib.SftCorruptionConfig(
+          **config.corruption.to_dict()
+      ),
+      time_budget_s=config.train.time_budget_s or None,
+  )
+  evaluation = evaluation_lib.DecodeEvaluation(
+      prompts=eval_prompts,
+      teacher=teacher,
+      strategy=strategy,
+      decode=decode,
+      thresholds=tuple(config.eval.thresholds),
+      tokenizer=student_tok,
+      batch_size=config.eval.batch_size,
+      every_n_steps=config.eval.every_n_steps,
+  )
+  # Tunix's loss evaluation needs a teacher it does not run; OPD evaluates
+  # by decoding (`evaluation`), so Tunix's never comes.
+  train = ml_collections.ConfigDict(
+      dict(
+          config.train.to_dict(),
+          eval_every_n_steps=config.train.max_steps + 1,
+      )
+  )
+  training_config = common.training_config(
+      train,
+      config.workdir,
+      f"On-policy distillation ({config.opd.canvas})",
+      gradient_accumulation_steps=config.train.gradient_accumulation_steps,
+  )
+  training_config.max_inflight_computations = 1
+  with mesh:
+    trainer = trainer_lib.OpdTrainer(
+        student,
+        teacher,
+        strategy,
+        common.optimizer(config.train),
+        training_config,
+        source=source,
+        fingerprint=fingerprint,
+        training_hooks=evaluation,
+    )
+    before = evaluation.run(trainer, trainer.train_steps)
+    trainer.run()
+    after = evaluation.history[-1][1]
+    if evaluation.history[-1][0] != trainer.train_steps:
+      after = evaluation.run(trainer, trainer.train_steps)
+
+  export_dir = os.path.join(config.workdir, "export")
+  common.export_qwen3(trainer.model, student_tok, export_dir)
+  provenance = (
+      {"random_init": True}
+      if config.model.random_init
+      else {
+          key: sources_lib.identify(config.model[key]).provenance()
+          for key in ("student", "teacher")
+      }
+  )
+  bd_config_lib.save_settings(
+      bd,
+      export_dir,
+      extra={"distilled": provenance, "opd": config.opd.to_dict()},
+  )
+  report = {"steps": trainer.train_steps, "before": before, "after": after}
+  common.write_json(os.path.join(config.workdir, "report.json"), report)
+  lines = [f"opd ({config.opd.canvas}): {trainer.train_steps} steps"]
+  lines += [
+      f"  {name:<28} {before[name]:8.3f} -> {after[name]:8.3f}"
+      for name in before
+  ]
+  lines.append(f"  student exported to {export_dir}")
+  print("\n".join(lines))
+  return after

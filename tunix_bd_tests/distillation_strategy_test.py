@@ -1,0 +1,280 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The OPD loss against brute force, on real rollouts of tiny Qwen3 models.
+
+rl_opd_design §8.2: KL properties and the NumPy brute force (18), trace
+canvases equal a single-canvas forward on each slot's commit canvas (19),
+generation is stop-gradient (17), and same-position alignment refuses
+weighted clean targets.
+"""
+
+import dataclasses
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.core import canvases
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.distillation import sources
+from tunix_bd.distillation import strategy as strategy_lib
+from tunix_bd.generate import denoise
+from tunix_bd.sft import corruption as corruption_lib
+from tunix_bd_tests import test_common
+
+_VOCAB, _MASK, _STOP, _PAD = 64, 2, 5, 0
+_CORRUPTION = corruption_lib.SftCorruptionConfig(min_noise=0.2, max_noise=0.9)
+
+
+def _bd(block_size=4, alignment=bd_config.SHIFTED):
+  return bd_config.BlockDiffusionConfig(
+      block_size=block_size, mask_token_id=_MASK, alignment=alignment
+  )
+
+
+def _rollout(model, bd, batch=4, new_tokens=8):
+  rng = np.random.default_rng(1)
+  lengths = np.asarray([3, 5, 4, 6][:batch], np.int32)
+  prompts = rng.integers(6, _VOCAB, (batch, 6)).astype(np.int32)
+  config = denoise.DenoiseConfig(
+      max_new_tokens=new_tokens,
+      max_prompt_length=6,
+      threshold=0.3,
+      temperature=1.0,
+      stop_ids=(_STOP,),
+      pad_id=_PAD,
+  )
+  out = denoise.Denoiser(model, bd=bd, config=config)(
+      prompts, lengths, seeds=np.arange(batch)
+  )
+  return out.trace
+
+
+def _batch(trace, canvas, step=0):
+  (batch,) = sources.rollout_batches(
+      trace, step=step, canvas=canvas, stop_ids=(_STOP,), eos_id=_STOP,
+      corruption=_CORRUPTION,
+  )
+  return batch
+
+
+def _np_log_softmax(x, tau):
+  x = np.asarray(x, np.float64) / tau
+  x = x - x.max(-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _brute_student_logits(model, batch, bd, canvas):
+  """`[batch, T, vocab]` student logits: one plain forward per canvas."""
+  width = batch.prompt_tokens.shape[1]
+  if canvas == sources.CORRUPTED:
+    logits = diffusion_lm.diffusion_logits_fn(
+        model, batch.noisy_tokens, batch.positions, batch.segment_ids,
+        config=bd, clean_tokens=batch.input_tokens,
+    )
+    return np.asarray(logits)[:, width:]
+  full = _trace_of(batch, bd)
+  rows = canvases.sequence(full)
+  out = np.zeros(batch.completion.shape + (_VOCAB,), np.float32)
+  for step in range(bd.block_size):
+    logits = np.asarray(
+        diffusion_lm.diffusion_logits_fn(
+            model, canvases.step_canvas(full, step), rows.positions,
+            rows.segment_ids, config=bd, clean_tokens=rows.tokens,
+        )
+    )[:, width:]
+    here = batch.action_step == step
+    out[here] = logits[here]
+  return out
+
+
+def _trace_of(batch, bd):
+  return trace_lib.Trace(
+      prompt_tokens=batch.prompt_tokens, prompt_lengths=batch.prompt_lengths,
+      tokens=batch.completion, action_step=batch.action_step,
+      action_logp=np.zeros(batch.completion.shape, np.float32), bd=bd,
+  )
+
+
+def _brute_teacher_logp(teacher, batch, tau):
+  """Causal logits of the clean rows, shifted by hand, mask excluded."""
+  width = batch.prompt_tokens.shape[1]
+  positions, segments = batch.positions, batch.segment_ids
+  causal = (
+      (segments[:, :, None] > 0)
+      & (segments[:, None, :] > 0)
+      & (positions[:, None, :] <= positions[:, :, None])
+  )
+  raw = np.asarray(
+      teacher(jnp.asarray(batch.input_tokens), jnp.asarray(positions), None,
+              jnp.asarray(causal))[0],
+      np.float64,
+  )
+  out = np.zeros(batch.completion.shape + (_VOCAB,))
+  for r, c in zip(*np.nonzero(segments[:, width:])):
+    (before,) = np.flatnonzero(
+        (positions[r] == positions[r, width + c] - 1) & (segments[r] > 0)
+    )
+    logits = raw[r, before].copy()
+    logits[_MASK] = -np.inf
+    out[r, c] = _np_log_softmax(logits, tau)
+  return out
+
+
+def _brute_loss(student_logits, teacher_logp, weights, tau, hard=0.0):
+  """Sum w tau^2 KL / sum w (+ hard * sum w CE / sum w), and KL per slot."""
+  excluded = np.arange(_VOCAB) == _MASK
+  scored = weights > 0
+  teacher = teacher_logp[scored]
+  student = _np_log_softmax(np.where(excluded, -np.inf, student_logits), tau)
+  p = np.exp(teacher)
+  student_logp = np.where(excluded, 0.0, student[scored])
+  kl = np.sum(np.where(excluded, 0.0, p * (teacher - student_logp)), axis=-1)
+  w = weights[scored]
+  loss = tau**2 * np.sum(w * kl) / np.sum(w)
+  plain = _np_log_softmax(np.where(excluded, -np.inf, student_logits), 1.0)
+  ce = -np.take_along_axis(plain[scored], teacher.argmax(-1)[:, None], -1)
+  return loss + hard * np.sum(w * ce[:, 0]) / np.sum(w), kl
+
+
+class StrategyTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.student = test_common.tiny_qwen3(_VOCAB, seed=1)
+    cls.teacher = test_common.tiny_qwen3(_VOCAB, seed=2)
+    cls.trace = _rollout(cls.student, _bd())
+
+  def _loss(self, canvas, tau=1.0, hard=0.0, bd=None, student=None,
+            teacher=None, trace=None):
+    bd = bd or _bd()
+    strategy = strategy_lib.DiffusionOpdStrategy(
+        bd=bd, vocab_size=_VOCAB, canvas=canvas, temperature=tau,
+        hard_loss_weight=hard,
+    )
+    batch = _batch(trace or self.trace, canvas)
+    targets = strategy.get_teacher_outputs(
+        teacher or self.teacher, {"batch": batch}
+    )
+    loss, aux = strategy.get_train_loss(student or self.student, targets, None)
+    return float(loss), aux, batch, targets
+
+  @parameterized.product(
+      canvas=sources.CANVASES, tau_hard=((1.0, 0.0), (2.0, 0.5))
+  )
+  def test_loss_equals_numpy_brute_force(self, canvas, tau_hard):
+    tau, hard = tau_hard
+    loss, aux, batch, _ = self._loss(canvas, tau, hard)
+    self.assertGreater(batch.weights.sum(), 0)
+    student_logits = _brute_student_logits(self.student, batch, _bd(), canvas)
+    teacher_logp = _brute_teacher_logp(self.teacher, batch, tau)
+    expected, kl = _brute_loss(
+        student_logits, teacher_logp, batch.weights, tau, hard
+    )
+    self.assertAlmostEqual(loss, expected, delta=2e-4 * max(1, expected))
+    self.assertTrue((kl >= 0).all())
+    w = batch.weights[batch.weights > 0]
+    np.testing.assert_allclose(
+        aux["kl"][0] / aux["kl"][1], np.sum(w * kl) / np.sum(w), rtol=2e-4
+    )
+
+  def test_trace_canvas_logits_equal_each_slots_commit_canvas(self):
+    bd = _bd()
+    batch = _batch(self.trace, sources.TRACE)
+    self.assertGreater(batch.action_step.max(), 0)  # Several steps a block.
+    targets = strategy_lib.DiffusionOpdStrategy(
+        bd=bd, vocab_size=_VOCAB, canvas=sources.TRACE
+    ).get_teacher_outputs(self.teacher, {"batch": batch})
+    got = np.asarray(
+        strategy_lib.trace_canvas_logits(self.student, targets, bd)
+    )
+    want = _brute_student_logits(self.student, batch, bd, sources.TRACE)
+    generated = batch.action_step >= 0
+    np.testing.assert_allclose(got[generated], want[generated], atol=2e-4)
+    np.testing.assert_array_equal(got[~generated], 0.0)
+
+  def test_kl_is_zero_when_the_student_is_the_teacher(self):
+    # One-token blocks: the student's logits are exactly causal (DESIGN 2).
+    bd = _bd(block_size=1)
+    trace = _rollout(self.teacher, bd)
+    for canvas in sources.CANVASES:
+      loss, aux, _, _ = self._loss(
+          canvas, bd=bd, student=self.teacher, trace=trace
+      )
+      self.assertLess(abs(loss), 1e-5)
+      self.assertLess(float(aux["kl"][0]), 1e-4)
+
+  def test_generation_is_stop_gradient(self):
+    canvas = sources.TRACE
+    strategy = strategy_lib.DiffusionOpdStrategy(
+        bd=_bd(), vocab_size=_VOCAB, canvas=canvas
+    )
+    batch = _batch(self.trace, canvas)
+    # The source hands the loss NumPy constants, never a traced value.
+    for leaf in jax.tree.leaves(batch):
+      self.assertIsInstance(leaf, np.ndarray)
+    targets = strategy.get_teacher_outputs(self.teacher, {"batch": batch})
+    grads = nnx.grad(lambda m: strategy.get_train_loss(m, targets, None)[0])(
+        self.student
+    )
+    teacher_logp = jnp.asarray(_brute_teacher_logp(self.teacher, batch, 1.0))
+    weights = jnp.asarray(batch.weights)
+    full = _trace_of(batch, _bd())
+    rows = canvases.sequence(full)
+    width = batch.prompt_tokens.shape[1]
+
+    def brute(model):
+      total = 0.0
+      for step in range(_bd().block_size):
+        logits = diffusion_lm.diffusion_logits_fn(
+            model, canvases.step_canvas(full, step), rows.positions,
+            rows.segment_ids, config=_bd(), clean_tokens=rows.tokens,
+        )[:, width:]
+        kl = strategy_lib.forward_kl(
+            teacher_logp.astype(jnp.float32), diffusion_lm.log_probs(logits)
+        )
+        here = jnp.asarray(batch.action_step == step)
+        total += jnp.sum(jnp.where(here, weights * kl, 0.0))
+      return total / jnp.sum(weights)
+
+    want = nnx.grad(brute)(self.student)
+    for got_leaf, want_leaf in zip(jax.tree.leaves(grads),
+                                   jax.tree.leaves(want)):
+      np.testing.assert_allclose(got_leaf, want_leaf, atol=2e-5, rtol=2e-3)
+    self.assertGreater(
+        max(float(jnp.abs(g).max()) for g in jax.tree.leaves(grads)), 0
+    )
+
+  def test_same_position_rejects_weighted_clean_targets(self):
+    bd = _bd(alignment=bd_config.SAME_POSITION)
+    trace = dataclasses.replace(self.trace, bd=bd)
+    batch = _batch(trace, sources.CORRUPTED)
+    strategy = strategy_lib.DiffusionOpdStrategy(
+        bd=bd, vocab_size=_VOCAB, canvas=sources.CORRUPTED
+    )
+    strategy.get_teacher_outputs(self.teacher, {"batch": batch})  # Valid.
+    clean = (batch.action_step >= 0) & (batch.weights == 0)
+    bad = batch.replace(weights=np.where(clean, 1.0, batch.weights))
+    with self.assertRaisesRegex(ValueError, "same_position"):
+      strategy.get_teacher_outputs(self.teacher, {"batch": bad})
+
+  def test_bad_settings_fail(self):
+    with self.assertRaisesRegex(ValueError, "opd.canvas"):
+      strategy_lib.DiffusionOpdStrategy(bd=_bd(), vocab_size=_VOCAB,
+                                        canvas="clean")
+    with self.assertRaisesRegex(ValueError, "opd.temperature"):
+      strategy_lib.DiffusionOpdStrategy(bd=_bd(), vocab_size=_VOCAB,
+                                        temperature=0.0)
+    with self.assertRaisesRegex(ValueError, "OpdBatch"):
+      strategy_lib.DiffusionOpdStrategy(
+          bd=_bd(), vocab_size=_VOCAB
+      ).get_teacher_outputs(self.teacher, {"batch": {"tokens": 1}})
+
+
+if __name__ == "__main__":
+  absltest.main()

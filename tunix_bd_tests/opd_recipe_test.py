@@ -1,0 +1,97 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The `opd` recipe end to end: smoke run, resume, fingerprint, bad inputs."""
+
+import json
+import os
+
+from absl.testing import absltest
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import plugin
+from tunix_bd.cli import config_loading
+from tunix_bd.core import bd_config
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.recipes import opd
+
+
+def _smoke(workdir: str, **train):
+  config = config_loading.load_config(
+      plugin.PLUGIN.config_dir / "opd.py", "smoke"
+  )
+  config.workdir = workdir
+  config.train.update({"max_steps": 2, **train})
+  config.eval.every_n_steps = 0
+  return config
+
+
+def _names(workdir: str) -> set[str]:
+  with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+    return {json.loads(line)["name"] for line in f}
+
+
+class OpdRecipeTest(absltest.TestCase):
+
+  def test_smoke_run_resumes_and_refuses_other_settings(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "opd")
+    metrics = opd.run(_smoke(workdir))
+    self.assertIn("exact_match@0.9", metrics)
+    with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["steps"], 2)
+    self.assertTrue(
+        os.path.isfile(
+            os.path.join(workdir, "export", bd_config.SETTINGS_FILE)
+        )
+    )
+    names = _names(workdir)
+    for name in ("/train/kl", "/train/loss", "/eval/decode/kl@0.5",
+                 "/eval/decode/tokens_per_forward@0.9"):
+      self.assertIn(name, names)
+
+    opd.run(_smoke(workdir, max_steps=3))  # Resumes at step 2.
+    with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["steps"], 3)
+
+    other = _smoke(workdir, max_steps=3)
+    other.opd.canvas = "trace"
+    with self.assertRaisesRegex(ValueError, r"opd\.canvas: checkpoint has"):
+      opd.run(other)
+
+  def _checkpoint_dirs(self):
+    """Student and teacher directories holding tokenizers only."""
+    root = self.create_tempdir().full_path
+    dirs = []
+    for name in ("student", "teacher"):
+      path = os.path.join(root, name)
+      tokenizer_lib.build_char_tokenizer().save_pretrained(path)
+      bd_config.save_settings(
+          bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=3), path
+      )
+      dirs.append(path)
+    return dirs
+
+  def test_bad_inputs_fail_before_anything_is_written(self):
+    student, teacher = self._checkpoint_dirs()
+    workdir = os.path.join(self.create_tempdir().full_path, "opd")
+    config = _smoke(workdir)
+    config.model.update(random_init=False, student=student, teacher=teacher)
+    with self.assertRaisesRegex(ValueError, "block-diffusion checkpoint"):
+      opd.run(config)
+    os.remove(os.path.join(teacher, bd_config.SETTINGS_FILE))
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    tokenizer.chat_template = "{{ messages }}"
+    tokenizer.save_pretrained(teacher)
+    with self.assertRaisesRegex(ValueError, "tokenizers differ"):
+      opd.run(config)
+    smoke = _smoke(workdir)
+    smoke.rollout.extra_stop_ids = (tokenizer.pad_token_id,)
+    with self.assertRaisesRegex(ValueError, "pad id"):
+      opd.run(smoke)
+    self.assertFalse(os.path.exists(workdir))
+    self.assertFalse(
+        os.path.exists(os.path.join(workdir, "checkpoints",
+                                    fingerprint_lib.FILE_NAME))
+    )
+
+
+if __name__ == "__main__":
+  absltest.main()
