@@ -12,7 +12,7 @@ Workloads: `short`, the default digit tasks with a 16-token budget, on the
 characters) with a 256-token budget, on the `quickstart.py:long` models.
 For each workload and batch size (1 and 32) it prints tokens/s and its ratio
 to AR, tokens per forward and greedy exact match of each method, measured in
-one run with the methods interleaved; then the time of a vectorized trace
+one run with the methods interleaved; then the time of a packed trace
 replay over the time of the rollout it replays. One workload:
 `--config.workloads=long`.
 
