@@ -82,8 +82,13 @@ class TeacherAlignmentTest(absltest.TestCase):
   def test_a_reserved_mask_id_is_excluded_and_renormalized(self):
     logp = np.asarray(
         teacher_lib.completion_log_probs(
-            self.model, self.tokens, self.positions, self.segments,
-            prompt_width=3, vocab_size=_VOCAB, mask_token_id=7,
+            self.model,
+            self.tokens,
+            self.positions,
+            self.segments,
+            prompt_width=3,
+            vocab_size=_VOCAB,
+            mask_token_id=7,
             temperature=2.0,
         )
     )
