@@ -244,6 +244,20 @@ class ReplayTest(parameterized.TestCase):
       np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
       np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
 
+  def test_replay_logits_are_the_distributions_of_replay_log_probs(self):
+    bd = _config(bd_config.SAME_POSITION)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=6)
+    logits = np.asarray(replay.replay_logits(_QWEN3, trace))
+    self.assertEqual(logits.shape, trace.tokens.shape + (_VOCAB,))
+    generated = trace.action_step >= 0
+    np.testing.assert_array_equal(logits[~generated], 0.0)
+    logp = diffusion_lm.token_log_probs(logits, trace.tokens, trace.temperature)
+    logp = np.where(generated, logp, 0.0)
+    np.testing.assert_allclose(logp, _replay(trace), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        logp[generated], trace.action_logp[generated], atol=1e-5, rtol=0
+    )
+
   def test_an_injected_logits_fn_changes_exactly_its_scores(self):
     bd = _config(bd_config.SHIFTED)
     trace = _simulate(_MODEL, bd, temperature=0.7, seed=8)

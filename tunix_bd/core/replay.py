@@ -1,10 +1,12 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Replay scoring: the log-probs of a recorded trace under a model.
+"""Replay scoring: a recorded trace's logits and log-probs under a model.
 
 Replay scores each recorded token on the canvas it was committed from
 (DESIGN.md "Replay"), so the live, reference and old policies of RL, and
-OPD's student, all score the very actions the rollout took. Under the
+OPD's student, all score the very actions the rollout took: RL through
+`replay_log_probs`, OPD (which needs whole distributions) through
+`replay_logits`. Under the
 rollout's parameters it reproduces `trace.action_logp` (DESIGN invariant
 6): both go through `diffusion_lm.log_probs` at `trace.temperature`.
 
@@ -78,8 +80,19 @@ def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
   return _round_up(num_canvases, group_size(size))
 
 
-def _replay(model, trace, num_canvases, cached_logits_fn, group):
-  """The packed replay of a validated trace; see `replay_log_probs`."""
+def _replay(model, trace, num_canvases, cached_logits_fn, group, per_slot):
+  """The packed replay of a validated trace.
+
+  Args:
+    model, trace, num_canvases, cached_logits_fn: as `replay_log_probs`.
+    group: canvases per forward.
+    per_slot: `(logits [batch, width, vocab], targets [batch, width]) ->
+      [batch, width, ...]`, what each scored canvas column contributes.
+
+  Returns:
+    float32 `[batch, completion_len, ...]`: `per_slot` of each generated
+    slot on its commit canvas; 0 where `action_step == -1`.
+  """
   rows = canvases_lib.sequence(trace)
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
@@ -93,10 +106,19 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group):
   )
   # One forward writes the clean rows (and their block ends' raw logits,
   # the predictors of the next blocks' first tokens) to the cache.
-  _, cache = cached_logits_fn(
+  clean_logits, cache = cached_logits_fn(
       model, rows.tokens, rows.positions, rows.segment_ids, cache, config=config
   )
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
+  # What `per_slot` makes of a group's `[batch, width, vocab]` logits.
+  group_out = jax.eval_shape(
+      per_slot,
+      jax.ShapeDtypeStruct(
+          (batch, width) + clean_logits.shape[2:], jnp.float32
+      ),
+      jax.ShapeDtypeStruct((batch, width), jnp.int32),
+  )
+  zeros = jnp.zeros(np.shape(trace.tokens) + group_out.shape[2:], jnp.float32)
 
   # Rematerialized in the backward pass: gradient memory of one group.
   @functools.partial(jax.checkpoint, prevent_cse=False)
@@ -105,15 +127,14 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group):
     logits, _ = cached_logits_fn(
         model, tokens, positions, segments, cache, config=config, canvas_ids=ids
     )
-    logp = diffusion_lm.token_log_probs(logits, targets, trace.temperature)
-    out = jnp.zeros(np.shape(trace.tokens), jnp.float32)
+    values = per_slot(logits, targets)
+    scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
     # Each completion slot is scored in exactly one canvas.
-    return out.at[row, slot].add(jnp.where(scored, logp, 0.0))
+    return zeros.at[row, slot].add(jnp.where(scored, values, 0.0))
 
   def body(total, fields):
     # Groups past every row's last canvas are skipped at run time.
     occupied = fields[2].any()
-    zeros = jnp.zeros_like(total)
     return total + jax.lax.cond(occupied, score, lambda _: zeros, fields), None
 
   groups = tuple(
@@ -128,9 +149,21 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group):
           packed.slot,
       )
   )
-  zeros = jnp.zeros(np.shape(trace.tokens), jnp.float32)
   total, _ = jax.lax.scan(body, zeros, groups)
   return total
+
+
+def _token_log_probs(temperature):
+  """`per_slot` of `replay_log_probs`: the targets' log-probs."""
+  return functools.partial(
+      diffusion_lm.token_log_probs, temperature=temperature
+  )
+
+
+def _logits(logits, targets):
+  """`per_slot` of `replay_logits`: the logits themselves."""
+  del targets
+  return logits
 
 
 def group_size(block_size: int) -> int:
@@ -173,9 +206,52 @@ def replay_log_probs(
       vocabulary), or for a bad `num_canvases`.
   """
   trace = _validate(model, trace)
-  count = _num_canvases(trace, num_canvases)
   return _replay(
-      model, trace, count, cached_logits_fn, group_size(trace.bd.block_size)
+      model,
+      trace,
+      _num_canvases(trace, num_canvases),
+      cached_logits_fn,
+      group_size(trace.bd.block_size),
+      _token_log_probs(trace.temperature),
+  )
+
+
+def replay_logits(
+    model,
+    trace: trace_lib.Trace,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+    num_canvases: int | None = None,
+) -> jax.Array:
+  """Each generated slot's target-aligned logits on its commit canvas.
+
+  The packed forward of `replay_log_probs` (the same canvases against the
+  same cached clean context), keeping whole logits: `diffusion_lm.log_probs`
+  of them at `trace.temperature`, taken at `trace.tokens`, is
+  `replay_log_probs`. For consumers of whole distributions (OPD's KL);
+  `trace.action_logp` and `trace.temperature` are not read. Usable under
+  jit and grad like `replay_log_probs`.
+
+  Args:
+    model, trace, cached_logits_fn, num_canvases: as `replay_log_probs`.
+
+  Returns:
+    float32 `[batch, completion_len, vocab]` logits; 0 where
+    `action_step == -1`.
+
+  Raises:
+    ValueError: as `replay_log_probs`.
+  """
+  trace = _validate(model, trace)
+  return _replay(
+      model,
+      trace,
+      _num_canvases(trace, num_canvases),
+      cached_logits_fn,
+      group_size(trace.bd.block_size),
+      _logits,
   )
 
 
@@ -186,6 +262,7 @@ def _replay_graph(graphdef, state, trace, *, num_canvases, cached_logits_fn):
       num_canvases,
       cached_logits_fn,
       group_size(trace.bd.block_size),
+      _token_log_probs(trace.temperature),
   )
 
 
