@@ -22,7 +22,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd import sources as sources_lib
+from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -115,7 +115,7 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
   else:
     models = {
         f"model.{key}": (
-            sources_lib.identify(config.model[key]).fingerprint_field()
+            provenance.identify(config.model[key]).fingerprint_field()
         )
         for key in ("student", "teacher")
     }
@@ -139,7 +139,7 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
       "stop_ids": list(stop_ids),
       "opd": config.opd.to_dict(),
       "corruption": config.corruption.to_dict(),
-      "data": sources_lib.data_fields(config.data.to_dict()),
+      "data": provenance.data_fields(config.data.to_dict()),
       "train": train,
       "seed": config.seed,
   })
@@ -259,7 +259,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       {"random_init": True}
       if config.model.random_init
       else {
-          key: sources_lib.identify(config.model[key]).provenance()
+          key: provenance.identify(config.model[key]).provenance()
           for key in ("student", "teacher")
       }
   )
