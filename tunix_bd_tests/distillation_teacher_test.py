@@ -2,16 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The OPD teacher: exact causal alignment, vocabulary alignment, refusals."""
 
-import json
-import os
-import tempfile
-
 from absl.testing import absltest
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
-from tunix_bd.core import masks
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd_tests import test_common
