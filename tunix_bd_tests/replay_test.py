@@ -21,6 +21,7 @@ from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
+from tunix_bd.core import replayer
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import denoise
 from tunix_bd_tests import replay_reference
@@ -163,7 +164,7 @@ _COUNTED = _CountingModel(_QWEN3)
 def _replay(trace, **kwargs):
   """Compiled replay; returns NumPy log-probs (and counts the forwards)."""
   _CALLS.clear()
-  got = replay.compiled_replay_log_probs(_COUNTED, trace, **kwargs)
+  got = replayer.compiled_replay_log_probs(_COUNTED, trace, **kwargs)
   got = np.asarray(got)
   jax.effects_barrier()
   return got
@@ -338,12 +339,12 @@ class ReplayTest(parameterized.TestCase):
     self.assertTrue((steps >= 0).all(axis=1).any())
     self.assertGreater(steps.max(), 0)
 
-    self.assertLessEqual(replay.max_replay_error(_COUNTED, trace), 1e-5)
+    self.assertLessEqual(replayer.max_replay_error(_COUNTED, trace), 1e-5)
     got = _replay(trace)
     np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
     logp = trace.action_logp.copy()
     logp[0, 0] -= 0.25
-    error = replay.max_replay_error(_COUNTED, trace.replace(action_logp=logp))
+    error = replayer.max_replay_error(_COUNTED, trace.replace(action_logp=logp))
     self.assertAlmostEqual(error, 0.25, delta=1e-5)
 
   def test_invalid_traces_fail_closed(self):

@@ -6,9 +6,10 @@ Replay scores each recorded token on the canvas it was committed from
 (DESIGN.md "Replay"), so the live, reference and old policies of RL, and
 OPD's student, all score the very actions the rollout took: RL through
 `replay_log_probs`, OPD (which needs whole distributions) through
-`replay_logits`. Under the
-rollout's parameters it reproduces `trace.action_logp` (DESIGN invariant
-6): both go through `diffusion_lm.log_probs` at `trace.temperature`.
+`replay_logits`. Under the rollout's parameters it reproduces
+`trace.action_logp` (DESIGN invariant 6): both go through
+`diffusion_lm.log_probs` at `trace.temperature`. For eager callers,
+`core.replayer` compiles it once per model.
 
 Packed layout, at the rollout's cost. One forward writes the clean rows
 (prompt and completion, with the raw logits at block ends) to a block KV
@@ -27,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,7 +48,12 @@ def _round_up(value: int, unit: int) -> int:
   return -(-value // unit) * unit
 
 
-def _validate(model, trace) -> trace_lib.Trace:
+def check_trace(model, trace) -> trace_lib.Trace:
+  """`trace.validate()`, with the ids checked against `model`'s vocabulary.
+
+  Raises:
+    ValueError: as `Trace.validate`, or for a `trace` that is not a `Trace`.
+  """
   if not isinstance(trace, trace_lib.Trace):
     raise ValueError(
         "trace must be a tunix_bd.core.trace.Trace, got"
@@ -58,10 +63,22 @@ def _validate(model, trace) -> trace_lib.Trace:
   return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
 
 
-def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
-  """Static canvases per row: given, counted, or the most possible."""
+def static_num_canvases(
+    trace: trace_lib.Trace, num_canvases: int | None = None
+) -> int:
+  """Static canvases per row: given, counted, or the most possible.
+
+  Rounded up to whole groups (`group_size`), so traces of similar lengths
+  share one program (and a count so rounded is accepted again).
+
+  Raises:
+    ValueError: for a `num_canvases` outside [1, most possible rounded up
+      to whole groups], or fewer than a row of a concrete trace has.
+  """
   size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
-  most = canvases_lib.num_completion_blocks(size, width) * size
+  most = _round_up(
+      canvases_lib.num_completion_blocks(size, width) * size, group_size(size)
+  )
   concrete = not isinstance(trace.action_step, jax.core.Tracer)
   if num_canvases is None:
     count = canvases_lib.count_canvases(trace) if concrete else most
@@ -80,12 +97,11 @@ def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
   return _round_up(num_canvases, group_size(size))
 
 
-def _replay(model, trace, num_canvases, cached_logits_fn, group, per_slot):
+def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
   """The packed replay of a validated trace.
 
   Args:
     model, trace, num_canvases, cached_logits_fn: as `replay_log_probs`.
-    group: canvases per forward.
     per_slot: `(logits [batch, width, vocab], targets [batch, width]) ->
       [batch, width, ...]`, what each scored canvas column contributes.
 
@@ -97,7 +113,7 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group, per_slot):
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
   batch, clean_len = rows.tokens.shape
-  width = group * config.block_size
+  width = group_size(config.block_size) * config.block_size
   cache = block_cache.init_block_cache(
       model,
       batch,
@@ -205,13 +221,12 @@ def replay_log_probs(
     ValueError: as `Trace.validate` (and for ids outside the model
       vocabulary), or for a bad `num_canvases`.
   """
-  trace = _validate(model, trace)
+  trace = check_trace(model, trace)
   return _replay(
       model,
       trace,
-      _num_canvases(trace, num_canvases),
+      static_num_canvases(trace, num_canvases),
       cached_logits_fn,
-      group_size(trace.bd.block_size),
       _token_log_probs(trace.temperature),
   )
 
@@ -244,146 +259,11 @@ def replay_logits(
   Raises:
     ValueError: as `replay_log_probs`.
   """
-  trace = _validate(model, trace)
+  trace = check_trace(model, trace)
   return _replay(
       model,
       trace,
-      _num_canvases(trace, num_canvases),
+      static_num_canvases(trace, num_canvases),
       cached_logits_fn,
-      group_size(trace.bd.block_size),
       _logits,
   )
-
-
-def _replay_graph(graphdef, state, trace, *, num_canvases, cached_logits_fn):
-  return _replay(
-      nnx.merge(graphdef, state),
-      trace,
-      num_canvases,
-      cached_logits_fn,
-      group_size(trace.bd.block_size),
-      _token_log_probs(trace.temperature),
-  )
-
-
-_replay_graph_jit = jax.jit(
-    _replay_graph, static_argnames=("num_canvases", "cached_logits_fn")
-)
-
-
-class Replayer:
-  """Compiled replay of one model for eager callers, reusable.
-
-  Splits the model once, as `Denoiser` does: the split state holds the
-  model's own `nnx.Variable`s, so in-place weight updates (optimizer steps,
-  `nnx.update`) are seen by the next call; build a new `Replayer` after
-  changing the model's structure. Each call validates the concrete trace,
-  trims completion columns never generated and rounds the width (to whole
-  blocks) and the canvas count (to whole groups) up, so rollouts of similar
-  lengths share one program (per batch, settings and temperature).
-  For verification, evaluation and RL's old and reference policies; inside
-  a jitted step, call `replay_log_probs`.
-  """
-
-  def __init__(
-      self,
-      model: nnx.Module,
-      *,
-      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          cached_logits.block_logits_with_cache
-      ),
-  ):
-    """Splits the model.
-
-    Args:
-      model: a Tunix decoder `nnx.Module`.
-      cached_logits_fn: as for `replay_log_probs`.
-
-    Raises:
-      ValueError: for a model that is not an `nnx.Module`.
-    """
-    if not isinstance(model, nnx.Module):
-      raise ValueError(
-          f"model must be an nnx.Module, got {type(model).__name__}; call"
-          " replay_log_probs instead."
-      )
-    self._model = model
-    self._cached_logits_fn = cached_logits_fn
-    self._graphdef, self._state = nnx.split(model)
-
-  def __call__(self, trace: trace_lib.Trace) -> jax.Array:
-    """float32 `[batch, completion_len]`, as `replay_log_probs`.
-
-    Raises:
-      ValueError: as `replay_log_probs`.
-    """
-    trace = _validate(self._model, trace)
-    size = trace.bd.block_size
-    steps = np.asarray(trace.action_step)
-    generated = np.flatnonzero((steps >= 0).any(axis=0))
-    needed = int(generated[-1]) + 1 if generated.size else 1
-    width = min(_round_up(needed, size), steps.shape[1])
-    trimmed = trace.replace(
-        tokens=np.asarray(trace.tokens)[:, :width],
-        action_step=steps[:, :width],
-        action_logp=np.asarray(trace.action_logp)[:, :width],
-        # The layout does not matter to replay: one compile for both.
-        bd=dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT),
-    )
-    count = _num_canvases(trimmed, None)
-    scores = _replay_graph_jit(
-        self._graphdef,
-        self._state,
-        trimmed,
-        num_canvases=count,
-        cached_logits_fn=self._cached_logits_fn,
-    )
-    return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))
-
-
-def compiled_replay_log_probs(
-    model: nnx.Module,
-    trace: trace_lib.Trace,
-    *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-) -> jax.Array:
-  """A one-off `Replayer(model, cached_logits_fn=...)(trace)`.
-
-  Raises:
-    ValueError: as `Replayer`.
-  """
-  return Replayer(model, cached_logits_fn=cached_logits_fn)(trace)
-
-
-def max_replay_error(
-    model,
-    trace: trace_lib.Trace,
-    *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-) -> float:
-  """Max |replayed - recorded| log-prob over the generated positions.
-
-  Replay under the rollout's own parameters must give ~0 (DESIGN.md
-  invariant 6); `generate.py --config.verify_replay=True` reports this. An
-  `nnx.Module` is replayed by `compiled_replay_log_probs`.
-
-  Returns:
-    The max absolute difference, 0.0 if no position was generated.
-
-  Raises:
-    ValueError: as `replay_log_probs`.
-  """
-  if isinstance(model, nnx.Module):
-    replayed = compiled_replay_log_probs(
-        model, trace, cached_logits_fn=cached_logits_fn
-    )
-  else:
-    replayed = replay_log_probs(model, trace, cached_logits_fn=cached_logits_fn)
-  steps = np.asarray(trace.action_step)
-  recorded = np.asarray(trace.action_logp, np.float64)
-  error = np.abs(np.asarray(replayed, np.float64) - recorded)[steps >= 0]
-  return float(error.max()) if error.size else 0.0
