@@ -98,17 +98,21 @@ def static_num_canvases(
 
 
 def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
-  """The packed replay of a validated trace.
+  """The packed replay of a trace, checked here.
 
   Args:
     model, trace, num_canvases, cached_logits_fn: as `replay_log_probs`.
-    per_slot: `(logits [batch, width, vocab], targets [batch, width]) ->
-      [batch, width, ...]`, what each scored canvas column contributes.
+    per_slot: `(logits [batch, width, vocab], targets [batch, width],
+      temperature) -> [batch, width, ...]`, what each scored canvas column
+      contributes.
 
   Returns:
     float32 `[batch, completion_len, ...]`: `per_slot` of each generated
     slot on its commit canvas; 0 where `action_step == -1`.
   """
+  trace = check_trace(model, trace)
+  num_canvases = static_num_canvases(trace, num_canvases)
+  per_slot = functools.partial(per_slot, temperature=trace.temperature)
   rows = canvases_lib.sequence(trace)
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
@@ -169,16 +173,9 @@ def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
   return total
 
 
-def _token_log_probs(temperature):
-  """`per_slot` of `replay_log_probs`: the targets' log-probs."""
-  return functools.partial(
-      diffusion_lm.token_log_probs, temperature=temperature
-  )
-
-
-def _logits(logits, targets):
+def _logits(logits, targets, temperature):
   """`per_slot` of `replay_logits`: the logits themselves."""
-  del targets
+  del targets, temperature
   return logits
 
 
@@ -221,13 +218,12 @@ def replay_log_probs(
     ValueError: as `Trace.validate` (and for ids outside the model
       vocabulary), or for a bad `num_canvases`.
   """
-  trace = check_trace(model, trace)
   return _replay(
       model,
       trace,
-      static_num_canvases(trace, num_canvases),
+      num_canvases,
       cached_logits_fn,
-      _token_log_probs(trace.temperature),
+      diffusion_lm.token_log_probs,
   )
 
 
@@ -259,11 +255,4 @@ def replay_logits(
   Raises:
     ValueError: as `replay_log_probs`.
   """
-  trace = check_trace(model, trace)
-  return _replay(
-      model,
-      trace,
-      static_num_canvases(trace, num_canvases),
-      cached_logits_fn,
-      _logits,
-  )
+  return _replay(model, trace, num_canvases, cached_logits_fn, _logits)
