@@ -243,8 +243,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         training_config,
         source=source,
         fingerprint=fingerprint,
+        # A step's progress line, then the evaluation due after it.
         training_hooks=hook_chain.HookChain(
-            evaluation, progress.ProgressLines(description)
+            progress.ProgressLines(description), evaluation
         ),
     )
     before = evaluation.run(trainer, trainer.train_steps)
