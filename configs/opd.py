@@ -90,6 +90,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           warmup_steps=10,
           weight_decay=0.01,
           max_grad_norm=1.0,
+          # Updates between decode evaluations (OPD evaluates by decoding
+          # the held-out prompts; the last update is always evaluated).
+          eval_every_n_steps=50,
           checkpoint_every_n_steps=50,
           checkpoints_to_keep=2,
           # > 0: also stop at the first step after this many seconds.
@@ -97,7 +100,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       )
   )
   config.eval = ml_collections.ConfigDict(
-      dict(batch_size=64, thresholds=(0.5, 0.9), every_n_steps=50)
+      dict(batch_size=64, thresholds=(0.5, 0.9))
   )
   config.mesh = config_sections.mesh()
 
@@ -105,13 +108,21 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.workdir = "runs/opd_smoke"
     config.model.random_init = True
     config.model.scratch.update(
-        num_layers=1, embed_dim=32, hidden_dim=64, num_heads=2, head_dim=16,
+        num_layers=1,
+        embed_dim=32,
+        hidden_dim=64,
+        num_heads=2,
+        head_dim=16,
         num_kv_heads=1,
     )
     config.data.update(num_train=64, num_eval=8, max_len=3)
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)
     config.train.update(
-        batch_size=4, max_steps=4, warmup_steps=1, checkpoint_every_n_steps=2
+        batch_size=4,
+        max_steps=4,
+        warmup_steps=1,
+        eval_every_n_steps=2,
+        checkpoint_every_n_steps=2,
     )
-    config.eval.update(batch_size=8, every_n_steps=2)
+    config.eval.update(batch_size=8)
   return config

@@ -7,7 +7,7 @@ A fingerprint holds every setting that changes what a checkpoint means
 It is stored in each checkpoint's metadata and, authoritatively, in
 `fingerprint.json` beside the checkpoints, written when a run first starts.
 Resuming compares the two field by field and names every field that differs.
-Checkpoints a run reads are recorded by content (`tunix_bd.sources`), so a
+Checkpoints a run reads are recorded by content (`tunix_bd.provenance`), so a
 moved model resumes and a replaced one is refused.
 """
 
@@ -23,7 +23,7 @@ import transformers
 METADATA_KEY = "tunix_bd_fingerprint"
 FILE_NAME = "fingerprint.json"
 # Fields that earlier versions recorded as paths; runs now record the
-# content digests of checkpoints and data files (`tunix_bd.sources`).
+# content digests of checkpoints and data files (`tunix_bd.provenance`).
 _FIELDS_ONCE_PATHS = ("model.checkpoint", "data.train", "data.eval")
 DIGEST_PREFIX = "sha256:"
 

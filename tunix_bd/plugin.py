@@ -45,8 +45,10 @@ PLUGIN = plugin_api.Plugin(
             "tunix_bd.sft.loss.sft_loss), DiffusionSftTrainer"
         ],
         "distillation": [
-            "strategy: DiffusionOpdStrategy (forward KL on student rollouts,"
-            " corrupted | trace canvases)",
+            (
+                "strategy: DiffusionOpdStrategy (forward KL on student"
+                " rollouts, corrupted | trace canvases)"
+            ),
             "data hooks: StudentRolloutSource (on-policy block denoising)",
             "trainer: OpdTrainer(DistillationTrainer), decode evaluation",
         ],

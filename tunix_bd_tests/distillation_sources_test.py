@@ -44,8 +44,13 @@ def _trace(prompts, lengths, tokens, steps, bd=_BD):
 
 def _batch(trace, canvas=sources.TRACE, step=0, k=1):
   return sources.rollout_batches(
-      trace, step=step, canvas=canvas, stop_ids=(_STOP,), eos_id=_STOP,
-      corruption=_NOISE, num_micro_batches=k,
+      trace,
+      step=step,
+      canvas=canvas,
+      stop_ids=(_STOP,),
+      eos_id=_STOP,
+      corruption=_NOISE,
+      num_micro_batches=k,
   )
 
 
@@ -121,9 +126,16 @@ class CorruptedCanvasTest(absltest.TestCase):
     masked = noisy[:, width:] == _MASK
     self.assertTrue(masked.any())
     self.assertFalse((masked & ~generated).any())
-    np.testing.assert_array_equal(batch.weights > 0, masked & (
-        sources.stop_weights(self.trace.tokens, self.trace.action_step,
-                             (_STOP,)) > 0))
+    np.testing.assert_array_equal(
+        batch.weights > 0,
+        masked
+        & (
+            sources.stop_weights(
+                self.trace.tokens, self.trace.action_step, (_STOP,)
+            )
+            > 0
+        ),
+    )
     (again,) = _batch(self.trace, sources.CORRUPTED, step=3)
     np.testing.assert_array_equal(again.noisy_tokens, noisy)
     (other,) = _batch(self.trace, sources.CORRUPTED, step=4)
@@ -171,8 +183,11 @@ class SourceTest(absltest.TestCase):
     settings = dict(
         bd=bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=3),
         decode=denoise.DenoiseConfig(
-            max_new_tokens=8, max_prompt_length=32, temperature=1.0,
-            stop_ids=(tokenizer.eos_token_id,), pad_id=tokenizer.pad_token_id,
+            max_new_tokens=8,
+            max_prompt_length=32,
+            temperature=1.0,
+            stop_ids=(tokenizer.eos_token_id,),
+            pad_id=tokenizer.pad_token_id,
         ),
         canvas=sources.CORRUPTED,
         batch_size=3,

@@ -56,7 +56,11 @@ def _rollout(model, bd, batch=4, new_tokens=8):
 
 def _batch(trace, canvas, step=0):
   (batch,) = sources.rollout_batches(
-      trace, step=step, canvas=canvas, stop_ids=(_STOP,), eos_id=_STOP,
+      trace,
+      step=step,
+      canvas=canvas,
+      stop_ids=(_STOP,),
+      eos_id=_STOP,
       corruption=_CORRUPTION,
   )
   return batch
@@ -73,8 +77,12 @@ def _brute_student_logits(model, batch, bd, canvas):
   width = batch.prompt_tokens.shape[1]
   if canvas == sources.CORRUPTED:
     logits = diffusion_lm.diffusion_logits_fn(
-        model, batch.noisy_tokens, batch.positions, batch.segment_ids,
-        config=bd, clean_tokens=batch.input_tokens,
+        model,
+        batch.noisy_tokens,
+        batch.positions,
+        batch.segment_ids,
+        config=bd,
+        clean_tokens=batch.input_tokens,
     )
     return np.asarray(logits)[:, width:]
   full = _trace_of(batch, bd)
@@ -83,8 +91,12 @@ def _brute_student_logits(model, batch, bd, canvas):
   for step in range(bd.block_size):
     logits = np.asarray(
         diffusion_lm.diffusion_logits_fn(
-            model, canvases.step_canvas(full, step), rows.positions,
-            rows.segment_ids, config=bd, clean_tokens=rows.tokens,
+            model,
+            canvases.step_canvas(full, step),
+            rows.positions,
+            rows.segment_ids,
+            config=bd,
+            clean_tokens=rows.tokens,
         )
     )[:, width:]
     here = batch.action_step == step
@@ -94,9 +106,12 @@ def _brute_student_logits(model, batch, bd, canvas):
 
 def _trace_of(batch, bd):
   return trace_lib.Trace(
-      prompt_tokens=batch.prompt_tokens, prompt_lengths=batch.prompt_lengths,
-      tokens=batch.completion, action_step=batch.action_step,
-      action_logp=np.zeros(batch.completion.shape, np.float32), bd=bd,
+      prompt_tokens=batch.prompt_tokens,
+      prompt_lengths=batch.prompt_lengths,
+      tokens=batch.completion,
+      action_step=batch.action_step,
+      action_logp=np.zeros(batch.completion.shape, np.float32),
+      bd=bd,
   )
 
 
@@ -110,8 +125,12 @@ def _brute_teacher_logp(teacher, batch, tau):
       & (positions[:, None, :] <= positions[:, :, None])
   )
   raw = np.asarray(
-      teacher(jnp.asarray(batch.input_tokens), jnp.asarray(positions), None,
-              jnp.asarray(causal))[0],
+      teacher(
+          jnp.asarray(batch.input_tokens),
+          jnp.asarray(positions),
+          None,
+          jnp.asarray(causal),
+      )[0],
       np.float64,
   )
   out = np.zeros(batch.completion.shape + (_VOCAB,))
@@ -150,11 +169,22 @@ class StrategyTest(parameterized.TestCase):
     cls.teacher = test_common.tiny_qwen3(_VOCAB, seed=2)
     cls.trace = _rollout(cls.student, _bd())
 
-  def _loss(self, canvas, tau=1.0, hard=0.0, bd=None, student=None,
-            teacher=None, trace=None):
+  def _loss(
+      self,
+      canvas,
+      tau=1.0,
+      hard=0.0,
+      bd=None,
+      student=None,
+      teacher=None,
+      trace=None,
+  ):
     bd = bd or _bd()
     strategy = strategy_lib.DiffusionOpdStrategy(
-        bd=bd, vocab_size=_VOCAB, canvas=canvas, temperature=tau,
+        bd=bd,
+        vocab_size=_VOCAB,
+        canvas=canvas,
+        temperature=tau,
         hard_loss_weight=hard,
     )
     batch = _batch(trace or self.trace, canvas)
@@ -232,8 +262,12 @@ class StrategyTest(parameterized.TestCase):
       total = 0.0
       for step in range(_bd().block_size):
         logits = diffusion_lm.diffusion_logits_fn(
-            model, canvases.step_canvas(full, step), rows.positions,
-            rows.segment_ids, config=_bd(), clean_tokens=rows.tokens,
+            model,
+            canvases.step_canvas(full, step),
+            rows.positions,
+            rows.segment_ids,
+            config=_bd(),
+            clean_tokens=rows.tokens,
         )[:, width:]
         kl = strategy_lib.forward_kl(
             teacher_logp.astype(jnp.float32), diffusion_lm.log_probs(logits)
@@ -243,8 +277,9 @@ class StrategyTest(parameterized.TestCase):
       return total / jnp.sum(weights)
 
     want = nnx.grad(brute)(self.student)
-    for got_leaf, want_leaf in zip(jax.tree.leaves(grads),
-                                   jax.tree.leaves(want)):
+    for got_leaf, want_leaf in zip(
+        jax.tree.leaves(grads), jax.tree.leaves(want)
+    ):
       np.testing.assert_allclose(got_leaf, want_leaf, atol=2e-5, rtol=2e-3)
     self.assertGreater(
         max(float(jnp.abs(g).max()) for g in jax.tree.leaves(grads)), 0
@@ -265,11 +300,13 @@ class StrategyTest(parameterized.TestCase):
 
   def test_bad_settings_fail(self):
     with self.assertRaisesRegex(ValueError, "opd.canvas"):
-      strategy_lib.DiffusionOpdStrategy(bd=_bd(), vocab_size=_VOCAB,
-                                        canvas="clean")
+      strategy_lib.DiffusionOpdStrategy(
+          bd=_bd(), vocab_size=_VOCAB, canvas="clean"
+      )
     with self.assertRaisesRegex(ValueError, "opd.temperature"):
-      strategy_lib.DiffusionOpdStrategy(bd=_bd(), vocab_size=_VOCAB,
-                                        temperature=0.0)
+      strategy_lib.DiffusionOpdStrategy(
+          bd=_bd(), vocab_size=_VOCAB, temperature=0.0
+      )
     with self.assertRaisesRegex(ValueError, "OpdBatch"):
       strategy_lib.DiffusionOpdStrategy(
           bd=_bd(), vocab_size=_VOCAB

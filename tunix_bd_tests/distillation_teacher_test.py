@@ -2,16 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The OPD teacher: exact causal alignment, vocabulary alignment, refusals."""
 
-import json
-import os
-import tempfile
-
 from absl.testing import absltest
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
-from tunix_bd.core import masks
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd_tests import test_common
@@ -82,8 +77,13 @@ class TeacherAlignmentTest(absltest.TestCase):
   def test_a_reserved_mask_id_is_excluded_and_renormalized(self):
     logp = np.asarray(
         teacher_lib.completion_log_probs(
-            self.model, self.tokens, self.positions, self.segments,
-            prompt_width=3, vocab_size=_VOCAB, mask_token_id=7,
+            self.model,
+            self.tokens,
+            self.positions,
+            self.segments,
+            prompt_width=3,
+            vocab_size=_VOCAB,
+            mask_token_id=7,
             temperature=2.0,
         )
     )

@@ -65,12 +65,22 @@ def _train(
   student = test_common.tiny_qwen3(256, seed=0, embed_dim=32)
   teacher = test_common.tiny_qwen3(256, seed=1, embed_dim=32)
   decode = denoise.DenoiseConfig(
-      max_new_tokens=8, max_prompt_length=32, threshold=0.5, temperature=1.0,
-      stop_ids=(_TOKENIZER.eos_token_id,), pad_id=_TOKENIZER.pad_token_id,
+      max_new_tokens=8,
+      max_prompt_length=32,
+      threshold=0.5,
+      temperature=1.0,
+      stop_ids=(_TOKENIZER.eos_token_id,),
+      pad_id=_TOKENIZER.pad_token_id,
   )
   source = sources.StudentRolloutSource(
-      _PROMPTS, bd=_BD, decode=decode, canvas=canvas, batch_size=batch_size,
-      gradient_accumulation_steps=accumulation, max_steps=max_steps, seed=0,
+      _PROMPTS,
+      bd=_BD,
+      decode=decode,
+      canvas=canvas,
+      batch_size=batch_size,
+      gradient_accumulation_steps=accumulation,
+      max_steps=max_steps,
+      seed=0,
       eos_id=_TOKENIZER.eos_token_id,
       corruption=corruption_lib.SftCorruptionConfig(),
   )
@@ -80,14 +90,15 @@ def _train(
       gradient_accumulation_steps=accumulation if accumulation > 1 else None,
       max_inflight_computations=1,
       checkpoint_root_directory=checkpoint_dir,
-      checkpointing_options=ocp.CheckpointManagerOptions(
-          save_interval_steps=1
-      ),
+      checkpointing_options=ocp.CheckpointManagerOptions(save_interval_steps=1),
   )
   trainer = trainer_lib.OpdTrainer(
-      student, teacher,
+      student,
+      teacher,
       strategy_cls(bd=_BD, vocab_size=256, canvas=canvas),
-      optax.sgd(0.5), config, source=source,
+      optax.sgd(0.5),
+      config,
+      source=source,
   )
   trainer.run()
   return trainer
@@ -147,13 +158,19 @@ class OpdTrainerTest(absltest.TestCase):
   def test_mismatched_accumulation_fails_before_training(self):
     with self.assertRaisesRegex(ValueError, "gradient_accumulation_steps"):
       source = sources.StudentRolloutSource(
-          _PROMPTS, bd=_BD,
+          _PROMPTS,
+          bd=_BD,
           decode=denoise.DenoiseConfig(max_new_tokens=8, max_prompt_length=32),
-          canvas=sources.TRACE, batch_size=2, gradient_accumulation_steps=2,
-          max_steps=1, seed=0, eos_id=_TOKENIZER.eos_token_id,
+          canvas=sources.TRACE,
+          batch_size=2,
+          gradient_accumulation_steps=2,
+          max_steps=1,
+          seed=0,
+          eos_id=_TOKENIZER.eos_token_id,
       )
       trainer_lib.OpdTrainer(
-          test_common.tiny_qwen3(256), test_common.tiny_qwen3(256, seed=1),
+          test_common.tiny_qwen3(256),
+          test_common.tiny_qwen3(256, seed=1),
           strategy_lib.DiffusionOpdStrategy(bd=_BD, vocab_size=256),
           optax.sgd(0.1),
           peft_trainer.TrainingConfig(

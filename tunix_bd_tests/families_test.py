@@ -22,7 +22,7 @@ from tunix.generate import utils as generate_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
-from tunix_bd.core import replay
+from tunix_bd.core import replayer
 from tunix_bd.generate import denoise
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd_tests import test_common
@@ -92,7 +92,7 @@ class FamiliesTest(parameterized.TestCase):
     np.testing.assert_allclose(
         cached.trace.action_logp, cache_free.trace.action_logp, atol=1e-5
     )
-    self.assertLessEqual(replay.max_replay_error(model, cached.trace), 1e-5)
+    self.assertLessEqual(replayer.max_replay_error(model, cached.trace), 1e-5)
 
   @parameterized.parameters(*_FAMILIES)
   def test_sft_loss_decreases(self, family):

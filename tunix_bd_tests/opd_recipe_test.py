@@ -19,8 +19,7 @@ def _smoke(workdir: str, **train):
       plugin.PLUGIN.config_dir / "opd.py", "smoke"
   )
   config.workdir = workdir
-  config.train.update({"max_steps": 2, **train})
-  config.eval.every_n_steps = 0
+  config.train.update({"max_steps": 2, "eval_every_n_steps": 2, **train})
   return config
 
 
@@ -38,13 +37,15 @@ class OpdRecipeTest(absltest.TestCase):
     with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["steps"], 2)
     self.assertTrue(
-        os.path.isfile(
-            os.path.join(workdir, "export", bd_config.SETTINGS_FILE)
-        )
+        os.path.isfile(os.path.join(workdir, "export", bd_config.SETTINGS_FILE))
     )
     names = _names(workdir)
-    for name in ("/train/kl", "/train/loss", "/eval/decode/kl@0.5",
-                 "/eval/decode/tokens_per_forward@0.9"):
+    for name in (
+        "/train/kl",
+        "/train/loss",
+        "/eval/decode/kl@0.5",
+        "/eval/decode/tokens_per_forward@0.9",
+    ):
       self.assertIn(name, names)
 
     opd.run(_smoke(workdir, max_steps=3))  # Resumes at step 2.
@@ -88,8 +89,9 @@ class OpdRecipeTest(absltest.TestCase):
       opd.run(smoke)
     self.assertFalse(os.path.exists(workdir))
     self.assertFalse(
-        os.path.exists(os.path.join(workdir, "checkpoints",
-                                    fingerprint_lib.FILE_NAME))
+        os.path.exists(
+            os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
+        )
     )
 
 

@@ -21,6 +21,7 @@ from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
+from tunix_bd.core import replayer
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import denoise
 from tunix_bd_tests import replay_reference
@@ -163,7 +164,7 @@ _COUNTED = _CountingModel(_QWEN3)
 def _replay(trace, **kwargs):
   """Compiled replay; returns NumPy log-probs (and counts the forwards)."""
   _CALLS.clear()
-  got = replay.compiled_replay_log_probs(_COUNTED, trace, **kwargs)
+  got = replayer.compiled_replay_log_probs(_COUNTED, trace, **kwargs)
   got = np.asarray(got)
   jax.effects_barrier()
   return got
@@ -243,6 +244,20 @@ class ReplayTest(parameterized.TestCase):
       want = np.asarray(replay_reference.unpacked_log_probs(_MODEL, trace))
       np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
       np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+
+  def test_replay_logits_are_the_distributions_of_replay_log_probs(self):
+    bd = _config(bd_config.SAME_POSITION)
+    trace = _simulate(_MODEL, bd, temperature=0.7, seed=6)
+    logits = np.asarray(replay.replay_logits(_QWEN3, trace))
+    self.assertEqual(logits.shape, trace.tokens.shape + (_VOCAB,))
+    generated = trace.action_step >= 0
+    np.testing.assert_array_equal(logits[~generated], 0.0)
+    logp = diffusion_lm.token_log_probs(logits, trace.tokens, trace.temperature)
+    logp = np.where(generated, logp, 0.0)
+    np.testing.assert_allclose(logp, _replay(trace), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        logp[generated], trace.action_logp[generated], atol=1e-5, rtol=0
+    )
 
   def test_an_injected_logits_fn_changes_exactly_its_scores(self):
     bd = _config(bd_config.SHIFTED)
@@ -324,12 +339,12 @@ class ReplayTest(parameterized.TestCase):
     self.assertTrue((steps >= 0).all(axis=1).any())
     self.assertGreater(steps.max(), 0)
 
-    self.assertLessEqual(replay.max_replay_error(_COUNTED, trace), 1e-5)
+    self.assertLessEqual(replayer.max_replay_error(_COUNTED, trace), 1e-5)
     got = _replay(trace)
     np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
     logp = trace.action_logp.copy()
     logp[0, 0] -= 0.25
-    error = replay.max_replay_error(_COUNTED, trace.replace(action_logp=logp))
+    error = replayer.max_replay_error(_COUNTED, trace.replace(action_logp=logp))
     self.assertAlmostEqual(error, 0.25, delta=1e-5)
 
   def test_invalid_traces_fail_closed(self):

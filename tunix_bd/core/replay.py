@@ -1,12 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Replay scoring: the log-probs of a recorded trace under a model.
+"""Replay scoring: a recorded trace's logits and log-probs under a model.
 
 Replay scores each recorded token on the canvas it was committed from
 (DESIGN.md "Replay"), so the live, reference and old policies of RL, and
-OPD's student, all score the very actions the rollout took. Under the
-rollout's parameters it reproduces `trace.action_logp` (DESIGN invariant
-6): both go through `diffusion_lm.log_probs` at `trace.temperature`.
+OPD's student, all score the very actions the rollout took: RL through
+`replay_log_probs`, OPD (which needs whole distributions) through
+`replay_logits`. Under the rollout's parameters it reproduces
+`trace.action_logp` (DESIGN invariant 6): both go through
+`diffusion_lm.log_probs` at `trace.temperature`. For eager callers,
+`core.replayer` compiles it once per model.
 
 Packed layout, at the rollout's cost. One forward writes the clean rows
 (prompt and completion, with the raw logits at block ends) to a block KV
@@ -25,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,7 +48,12 @@ def _round_up(value: int, unit: int) -> int:
   return -(-value // unit) * unit
 
 
-def _validate(model, trace) -> trace_lib.Trace:
+def check_trace(model, trace) -> trace_lib.Trace:
+  """`trace.validate()`, with the ids checked against `model`'s vocabulary.
+
+  Raises:
+    ValueError: as `Trace.validate`, or for a `trace` that is not a `Trace`.
+  """
   if not isinstance(trace, trace_lib.Trace):
     raise ValueError(
         "trace must be a tunix_bd.core.trace.Trace, got"
@@ -56,10 +63,22 @@ def _validate(model, trace) -> trace_lib.Trace:
   return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
 
 
-def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
-  """Static canvases per row: given, counted, or the most possible."""
+def static_num_canvases(
+    trace: trace_lib.Trace, num_canvases: int | None = None
+) -> int:
+  """Static canvases per row: given, counted, or the most possible.
+
+  Rounded up to whole groups (`group_size`), so traces of similar lengths
+  share one program (and a count so rounded is accepted again).
+
+  Raises:
+    ValueError: for a `num_canvases` outside [1, most possible rounded up
+      to whole groups], or fewer than a row of a concrete trace has.
+  """
   size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
-  most = canvases_lib.num_completion_blocks(size, width) * size
+  most = _round_up(
+      canvases_lib.num_completion_blocks(size, width) * size, group_size(size)
+  )
   concrete = not isinstance(trace.action_step, jax.core.Tracer)
   if num_canvases is None:
     count = canvases_lib.count_canvases(trace) if concrete else most
@@ -78,13 +97,27 @@ def _num_canvases(trace: trace_lib.Trace, num_canvases: int | None) -> int:
   return _round_up(num_canvases, group_size(size))
 
 
-def _replay(model, trace, num_canvases, cached_logits_fn, group):
-  """The packed replay of a validated trace; see `replay_log_probs`."""
+def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
+  """The packed replay of a trace, checked here.
+
+  Args:
+    model, trace, num_canvases, cached_logits_fn: as `replay_log_probs`.
+    per_slot: `(logits [batch, width, vocab], targets [batch, width],
+      temperature) -> [batch, width, ...]`, what each scored canvas column
+      contributes.
+
+  Returns:
+    float32 `[batch, completion_len, ...]`: `per_slot` of each generated
+    slot on its commit canvas; 0 where `action_step == -1`.
+  """
+  trace = check_trace(model, trace)
+  num_canvases = static_num_canvases(trace, num_canvases)
+  per_slot = functools.partial(per_slot, temperature=trace.temperature)
   rows = canvases_lib.sequence(trace)
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
   batch, clean_len = rows.tokens.shape
-  width = group * config.block_size
+  width = group_size(config.block_size) * config.block_size
   cache = block_cache.init_block_cache(
       model,
       batch,
@@ -93,10 +126,19 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group):
   )
   # One forward writes the clean rows (and their block ends' raw logits,
   # the predictors of the next blocks' first tokens) to the cache.
-  _, cache = cached_logits_fn(
+  clean_logits, cache = cached_logits_fn(
       model, rows.tokens, rows.positions, rows.segment_ids, cache, config=config
   )
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
+  # What `per_slot` makes of a group's `[batch, width, vocab]` logits.
+  group_out = jax.eval_shape(
+      per_slot,
+      jax.ShapeDtypeStruct(
+          (batch, width) + clean_logits.shape[2:], jnp.float32
+      ),
+      jax.ShapeDtypeStruct((batch, width), jnp.int32),
+  )
+  zeros = jnp.zeros(np.shape(trace.tokens) + group_out.shape[2:], jnp.float32)
 
   # Rematerialized in the backward pass: gradient memory of one group.
   @functools.partial(jax.checkpoint, prevent_cse=False)
@@ -105,15 +147,14 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group):
     logits, _ = cached_logits_fn(
         model, tokens, positions, segments, cache, config=config, canvas_ids=ids
     )
-    logp = diffusion_lm.token_log_probs(logits, targets, trace.temperature)
-    out = jnp.zeros(np.shape(trace.tokens), jnp.float32)
+    values = per_slot(logits, targets)
+    scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
     # Each completion slot is scored in exactly one canvas.
-    return out.at[row, slot].add(jnp.where(scored, logp, 0.0))
+    return zeros.at[row, slot].add(jnp.where(scored, values, 0.0))
 
   def body(total, fields):
     # Groups past every row's last canvas are skipped at run time.
     occupied = fields[2].any()
-    zeros = jnp.zeros_like(total)
     return total + jax.lax.cond(occupied, score, lambda _: zeros, fields), None
 
   groups = tuple(
@@ -128,9 +169,14 @@ def _replay(model, trace, num_canvases, cached_logits_fn, group):
           packed.slot,
       )
   )
-  zeros = jnp.zeros(np.shape(trace.tokens), jnp.float32)
   total, _ = jax.lax.scan(body, zeros, groups)
   return total
+
+
+def _logits(logits, targets, temperature):
+  """`per_slot` of `replay_logits`: the logits themselves."""
+  del targets, temperature
+  return logits
 
 
 def group_size(block_size: int) -> int:
@@ -172,141 +218,41 @@ def replay_log_probs(
     ValueError: as `Trace.validate` (and for ids outside the model
       vocabulary), or for a bad `num_canvases`.
   """
-  trace = _validate(model, trace)
-  count = _num_canvases(trace, num_canvases)
   return _replay(
-      model, trace, count, cached_logits_fn, group_size(trace.bd.block_size)
-  )
-
-
-def _replay_graph(graphdef, state, trace, *, num_canvases, cached_logits_fn):
-  return _replay(
-      nnx.merge(graphdef, state),
+      model,
       trace,
       num_canvases,
       cached_logits_fn,
-      group_size(trace.bd.block_size),
+      diffusion_lm.token_log_probs,
   )
 
 
-_replay_graph_jit = jax.jit(
-    _replay_graph, static_argnames=("num_canvases", "cached_logits_fn")
-)
-
-
-class Replayer:
-  """Compiled replay of one model for eager callers, reusable.
-
-  Splits the model once, as `Denoiser` does: the split state holds the
-  model's own `nnx.Variable`s, so in-place weight updates (optimizer steps,
-  `nnx.update`) are seen by the next call; build a new `Replayer` after
-  changing the model's structure. Each call validates the concrete trace,
-  trims completion columns never generated and rounds the width (to whole
-  blocks) and the canvas count (to whole groups) up, so rollouts of similar
-  lengths share one program (per batch, settings and temperature).
-  For verification, evaluation and RL's old and reference policies; inside
-  a jitted step, call `replay_log_probs`.
-  """
-
-  def __init__(
-      self,
-      model: nnx.Module,
-      *,
-      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          cached_logits.block_logits_with_cache
-      ),
-  ):
-    """Splits the model.
-
-    Args:
-      model: a Tunix decoder `nnx.Module`.
-      cached_logits_fn: as for `replay_log_probs`.
-
-    Raises:
-      ValueError: for a model that is not an `nnx.Module`.
-    """
-    if not isinstance(model, nnx.Module):
-      raise ValueError(
-          f"model must be an nnx.Module, got {type(model).__name__}; call"
-          " replay_log_probs instead."
-      )
-    self._model = model
-    self._cached_logits_fn = cached_logits_fn
-    self._graphdef, self._state = nnx.split(model)
-
-  def __call__(self, trace: trace_lib.Trace) -> jax.Array:
-    """float32 `[batch, completion_len]`, as `replay_log_probs`.
-
-    Raises:
-      ValueError: as `replay_log_probs`.
-    """
-    trace = _validate(self._model, trace)
-    size = trace.bd.block_size
-    steps = np.asarray(trace.action_step)
-    generated = np.flatnonzero((steps >= 0).any(axis=0))
-    needed = int(generated[-1]) + 1 if generated.size else 1
-    width = min(_round_up(needed, size), steps.shape[1])
-    trimmed = trace.replace(
-        tokens=np.asarray(trace.tokens)[:, :width],
-        action_step=steps[:, :width],
-        action_logp=np.asarray(trace.action_logp)[:, :width],
-        # The layout does not matter to replay: one compile for both.
-        bd=dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT),
-    )
-    count = _num_canvases(trimmed, None)
-    scores = _replay_graph_jit(
-        self._graphdef,
-        self._state,
-        trimmed,
-        num_canvases=count,
-        cached_logits_fn=self._cached_logits_fn,
-    )
-    return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))
-
-
-def compiled_replay_log_probs(
-    model: nnx.Module,
-    trace: trace_lib.Trace,
-    *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-) -> jax.Array:
-  """A one-off `Replayer(model, cached_logits_fn=...)(trace)`.
-
-  Raises:
-    ValueError: as `Replayer`.
-  """
-  return Replayer(model, cached_logits_fn=cached_logits_fn)(trace)
-
-
-def max_replay_error(
+def replay_logits(
     model,
     trace: trace_lib.Trace,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
         cached_logits.block_logits_with_cache
     ),
-) -> float:
-  """Max |replayed - recorded| log-prob over the generated positions.
+    num_canvases: int | None = None,
+) -> jax.Array:
+  """Each generated slot's target-aligned logits on its commit canvas.
 
-  Replay under the rollout's own parameters must give ~0 (DESIGN.md
-  invariant 6); `generate.py --config.verify_replay=True` reports this. An
-  `nnx.Module` is replayed by `compiled_replay_log_probs`.
+  The packed forward of `replay_log_probs` (the same canvases against the
+  same cached clean context), keeping whole logits: `diffusion_lm.log_probs`
+  of them at `trace.temperature`, taken at `trace.tokens`, is
+  `replay_log_probs`. For consumers of whole distributions (OPD's KL);
+  `trace.action_logp` and `trace.temperature` are not read. Usable under
+  jit and grad like `replay_log_probs`.
+
+  Args:
+    model, trace, cached_logits_fn, num_canvases: as `replay_log_probs`.
 
   Returns:
-    The max absolute difference, 0.0 if no position was generated.
+    float32 `[batch, completion_len, vocab]` logits; 0 where
+    `action_step == -1`.
 
   Raises:
     ValueError: as `replay_log_probs`.
   """
-  if isinstance(model, nnx.Module):
-    replayed = compiled_replay_log_probs(
-        model, trace, cached_logits_fn=cached_logits_fn
-    )
-  else:
-    replayed = replay_log_probs(model, trace, cached_logits_fn=cached_logits_fn)
-  steps = np.asarray(trace.action_step)
-  recorded = np.asarray(trace.action_logp, np.float64)
-  error = np.abs(np.asarray(replayed, np.float64) - recorded)[steps >= 0]
-  return float(error.max()) if error.size else 0.0
+  return _replay(model, trace, num_canvases, cached_logits_fn, _logits)

@@ -7,7 +7,7 @@ about decoding, so OPD evaluates by decoding held-out prompts greedily at
 each commit threshold, scoring exact match against the reference answers
 and tokens per forward, and measuring the mean forward KL(teacher ||
 student) on those rollouts, each slot on the canvas it was committed from
-(`strategy.trace_canvas_logits`). `DecodeEvaluation` runs it every N update
+(`core.replay.replay_logits`). `DecodeEvaluation` runs it every N update
 steps as a Tunix `TrainingHooks` and logs `decode/...` metrics.
 """
 
@@ -31,8 +31,10 @@ from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.generate import denoise
 
 
-def _kl_sums(model, targets, *, bd, temperature, logits_fn):
-  logits = strategy_lib.trace_canvas_logits(model, targets, bd, logits_fn)
+def _kl_sums(model, targets, *, bd, temperature, cached_logits_fn):
+  logits = strategy_lib.trace_canvas_logits(
+      model, targets, bd, cached_logits_fn
+  )
   kl = strategy_lib.forward_kl(
       targets.teacher_logp, diffusion_lm.log_probs(logits, temperature)
   )
@@ -40,7 +42,7 @@ def _kl_sums(model, targets, *, bd, temperature, logits_fn):
 
 
 _kl_sums_jit = nnx.jit(
-    _kl_sums, static_argnames=("bd", "temperature", "logits_fn")
+    _kl_sums, static_argnames=("bd", "temperature", "cached_logits_fn")
 )
 
 
@@ -118,7 +120,7 @@ class DecodeEvaluation(hooks.TrainingHooks):
         targets,
         bd=self.strategy.bd,
         temperature=self.strategy.temperature,
-        logits_fn=self.strategy.logits_fn,
+        cached_logits_fn=self.strategy.cached_logits_fn,
     )
     return float(total), float(weight)
 

@@ -36,8 +36,9 @@ def prompt_messages(
   """
   roles = [m.get("role") if isinstance(m, Mapping) else None for m in messages]
   if "assistant" not in roles:
-    raise ValueError(f"{where}: the conversation has no completion span (no"
-                     " assistant turn).")
+    raise ValueError(
+        f"{where}: the conversation has no completion span (no assistant turn)."
+    )
   last = len(roles) - 1 - roles[::-1].index("assistant")
   kept = list(messages[: last + 1])
   chat.validate_messages(kept, where)  # Empty prompt, malformed turns.

@@ -171,9 +171,7 @@ def rollout_batches(
   """
   bd = trace.bd
   rows = canvases.sequence(trace)
-  rows = canvases.Sequence(
-      *(np.asarray(x) for x in dataclasses.astuple(rows))
-  )
+  rows = canvases.Sequence(*(np.asarray(x) for x in dataclasses.astuple(rows)))
   width = np.shape(trace.prompt_tokens)[1]
   weights = stop_weights(trace.tokens, trace.action_step, stop_ids)
   count = len(weights)

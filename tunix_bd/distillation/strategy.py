@@ -25,11 +25,9 @@ does), so each slot is trained where the student actually decided it.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import flax
-from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,8 +35,9 @@ from tunix.distillation.strategies import base_strategy
 
 from tunix_bd import denominators
 from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.core import canvases as canvases_lib
+from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import teacher as teacher_lib
@@ -79,13 +78,13 @@ def trace_canvas_logits(
     model,
     targets: OpdTargets,
     bd: bd_config_lib.BlockDiffusionConfig,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
 ) -> jax.Array:
   """float32 `[batch, T, vocab]`: each slot's logits on its commit canvas.
 
-  One packed forward over every (block, step) canvas that can occur against
-  the clean sequence (`canvases.packed_canvases`, as `core.replay`), then
-  each scored column is moved to its completion slot. Slots never
+  `core.replay.replay_logits` of the rollout the targets hold. Slots never
   generated get 0 logits (and must carry weight 0).
   """
   trace = trace_lib.Trace(
@@ -96,27 +95,7 @@ def trace_canvas_logits(
       action_logp=jnp.zeros(targets.completion.shape, jnp.float32),
       bd=bd,
   )
-  size, width = bd.block_size, targets.completion.shape[1]
-  num_canvases = canvases_lib.num_completion_blocks(size, width) * size
-  rows = canvases_lib.sequence(trace)
-  packed = canvases_lib.packed_canvases(trace, num_canvases)
-  logits = logits_fn(
-      model,
-      packed.tokens,
-      packed.positions,
-      packed.segment_ids,
-      config=dataclasses.replace(bd, layout=bd_config_lib.CLEAN_CONTEXT),
-      clean_tokens=rows.tokens,
-      clean_positions=rows.positions,
-      clean_segment_ids=rows.segment_ids,
-      canvas_ids=packed.canvas_ids,
-  )
-  batch = logits.shape[0]
-  row = jnp.broadcast_to(jnp.arange(batch)[:, None], packed.slot.shape)
-  out = jnp.zeros((batch, width, logits.shape[-1]), jnp.float32)
-  # Each generated slot is scored in exactly one canvas.
-  scored = jnp.where(packed.scored[..., None], logits, 0.0)
-  return out.at[row, packed.slot].add(scored)
+  return replay.replay_logits(model, trace, cached_logits_fn=cached_logits_fn)
 
 
 def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
@@ -166,6 +145,9 @@ class DiffusionOpdStrategy(base_strategy.BaseStrategy):
       temperature: float = 1.0,
       hard_loss_weight: float = 0.0,
       logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+          cached_logits.block_logits_with_cache
+      ),
   ):
     """Builds the strategy.
 
@@ -175,7 +157,9 @@ class DiffusionOpdStrategy(base_strategy.BaseStrategy):
       canvas: one of `sources.CANVASES`.
       temperature: tau, the distillation temperature (> 0).
       hard_loss_weight: weight of the CE on the teacher's argmax (>= 0).
-      logits_fn: the student's cache-free model call.
+      logits_fn: the student's cache-free model call (`corrupted` canvas).
+      cached_logits_fn: the student's cached model call (`trace` canvas,
+        replayed by `core.replay.replay_logits`).
 
     Raises:
       ValueError: for an unknown canvas, a bad temperature or weight.
@@ -194,6 +178,7 @@ class DiffusionOpdStrategy(base_strategy.BaseStrategy):
     self.bd, self.canvas, self.vocab_size = bd, canvas, vocab_size
     self.hard_loss_weight = float(hard_loss_weight)
     self.logits_fn = logits_fn
+    self.cached_logits_fn = cached_logits_fn
     super().__init__(
         student_forward_fn=self.student_logits,
         teacher_forward_fn=self._teacher_log_probs,
@@ -244,7 +229,7 @@ class DiffusionOpdStrategy(base_strategy.BaseStrategy):
   def student_logits(self, model, targets: OpdTargets) -> jax.Array:
     """float32 `[batch, T, vocab]` student logits at the completion slots."""
     if self.canvas == sources.TRACE:
-      return trace_canvas_logits(model, targets, self.bd, self.logits_fn)
+      return trace_canvas_logits(model, targets, self.bd, self.cached_logits_fn)
     logits = sft_loss.sft_logits(
         model,
         tokens=targets.clean,

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tunix_bd.core import replay
+from tunix_bd.core import replayer
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 
@@ -85,7 +85,7 @@ def decode_prompts(
     lengths += [len(c) for c in out.completions]
     forwards.append(out.num_forwards)
     if verify_replay:
-      error = max(error, replay.max_replay_error(model, out.trace))
+      error = max(error, replayer.max_replay_error(model, out.trace))
   n = len(prompts)
   num_tokens = np.asarray(lengths[:n], np.int32)
   num_forwards = np.concatenate(forwards)[:n]

@@ -29,7 +29,7 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd import sources
+from tunix_bd import provenance
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import ar_sampler
@@ -67,7 +67,7 @@ def _fingerprint(config: ml_collections.ConfigDict, tokenizer) -> dict:
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       "model": config.model.to_dict(),
-      "data": sources.data_fields(config.data.to_dict()),
+      "data": provenance.data_fields(config.data.to_dict()),
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "train.batch_size": config.train.batch_size,
       "seed": config.seed,

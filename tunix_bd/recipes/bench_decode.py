@@ -28,7 +28,7 @@ import numpy as np
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.core import replay
+from tunix_bd.core import replayer
 from tunix_bd.data import chat
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -82,16 +82,16 @@ def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
   batch = prompts[:batch_size]
   seeds = np.arange(batch_size)
   denoiser = denoise.Denoiser(model, bd=bd, config=config)
-  replayer = replay.Replayer(model)
+  compiled = replayer.Replayer(model)
   trace = denoiser(batch, seeds=seeds).trace
-  jax.block_until_ready(replayer(trace))
+  jax.block_until_ready(compiled(trace))
   rollout, replayed = [], []
   for _ in range(3):
     start = time.perf_counter()
     trace = denoiser(batch, seeds=seeds).trace
     rollout.append(time.perf_counter() - start)
     start = time.perf_counter()
-    jax.block_until_ready(replayer(trace))
+    jax.block_until_ready(compiled(trace))
     replayed.append(time.perf_counter() - start)
   rollout_s, replay_s = float(np.median(rollout)), float(np.median(replayed))
   return {

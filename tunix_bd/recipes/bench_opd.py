@@ -17,6 +17,8 @@ import time
 
 import ml_collections
 
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
 from tunix_bd.core import bd_config as bd_config_lib
@@ -26,13 +28,16 @@ from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
+from tunix_bd.evaluation import report as report_lib
+from tunix_bd.generate import settings as decode_settings
+from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.recipes import common
-from tunix_bd.recipes import generate
 from tunix_bd.recipes import opd
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import trainer as sft_trainer
+from tunix_bd.training import options
+from tunix_bd.training import progress
 
 
 def _stage_config(config, name: str) -> ml_collections.ConfigDict:
@@ -43,6 +48,7 @@ def _stage_config(config, name: str) -> ml_collections.ConfigDict:
       learning_rate=config.learning_rate,
       warmup_steps=config.warmup_steps,
       batch_size=config.batch_size,
+      eval_every_n_steps=config.max_steps,
       checkpoint_every_n_steps=config.max_steps,
   )
   return stage
@@ -56,7 +62,7 @@ def _opd_arm(config, canvas: str) -> dict:
   stage.rollout.threshold = config.rollout_threshold
   stage.train.time_budget_s = config.time_budget_s
   stage.data.num_eval = config.num_eval
-  stage.eval.update(thresholds=tuple(config.thresholds), every_n_steps=0)
+  stage.eval.thresholds = tuple(config.thresholds)
   after = opd.run(stage)
   with open(os.path.join(stage.workdir, "report.json"), encoding="utf-8") as f:
     report = json.load(f)
@@ -93,16 +99,18 @@ def _sft_arm(config, mesh) -> tuple[str, int]:
       seed=config.seed,
       gradient_accumulation_steps=1,
   )
+  train = config_utils.from_section(options.TrainSettings, stage.train, "train")
   trainer = sft_trainer.DiffusionSftTrainer(
       model,
-      common.optimizer(stage.train),
-      common.training_config(stage.train, workdir, "Continued SFT"),
+      options.optimizer(train),
+      options.training_config(train, workdir, "Continued SFT"),
       config=bd,
   )
+  trainer.with_training_hooks(progress.ProgressLines("Continued SFT"))
   with mesh:
     trainer.train(_until(config.time_budget_s, batches), None)
   export_dir = os.path.join(workdir, "export")
-  common.export_qwen3(model, tokenizer, export_dir)
+  export.export_qwen3(model, tokenizer, export_dir)
   bd_config_lib.save_settings(bd, export_dir)
   return export_dir, trainer.train_steps
 
@@ -119,7 +127,7 @@ def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
   with mesh:
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
     teacher, _ = hf_checkpoint.load_qwen3(config.teacher, mesh=mesh)
-  decode = generate.denoise_config(
+  decode = decode_settings.denoise_config(
       tokenizer, length, max_new_tokens=stage.rollout.max_new_tokens
   )
   evaluation = evaluation_lib.DecodeEvaluation(
@@ -144,26 +152,37 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       raise ValueError(f"{key}={config[key]!r} is not a directory.")
   if config.time_budget_s <= 0:
     raise ValueError("time_budget_s must be > 0.")
-  mesh = common.make_mesh(config.mesh)
+  mesh = mesh_lib.from_section(config.mesh)
   rows = []
   corrupted = _opd_arm(config, sources.CORRUPTED)
   rows.append(dict(arm="start (SFT student)", steps=0, **corrupted["before"]))
-  rows.append(dict(arm="OPD corrupted", steps=corrupted["steps"],
-                   **corrupted["after"]))
+  rows.append(
+      dict(arm="OPD corrupted", steps=corrupted["steps"], **corrupted["after"])
+  )
   trace = _opd_arm(config, sources.TRACE)
   rows.append(dict(arm="OPD trace", steps=trace["steps"], **trace["after"]))
   sft_dir, sft_steps = _sft_arm(config, mesh)
-  rows.append(dict(arm="continued SFT", steps=sft_steps,
-                   **_evaluate(config, sft_dir, mesh)))
-  names = [f"{m}@{t}" for t in config.thresholds
-           for m in ("exact_match", "tokens_per_forward")]
+  rows.append(
+      dict(
+          arm="continued SFT",
+          steps=sft_steps,
+          **_evaluate(config, sft_dir, mesh),
+      )
+  )
+  names = [
+      f"{m}@{t}"
+      for t in config.thresholds
+      for m in ("exact_match", "tokens_per_forward")
+  ]
   header = f"{'arm':<20} {'steps':>5} " + " ".join(f"{n:>24}" for n in names)
   lines = [
-      f"bench_opd: {config.time_budget_s:.0f} s per arm, lr"
-      f" {config.learning_rate}, batch {config.batch_size}, {config.num_eval}"
-      f" held-out prompts, greedy; OPD rollouts at threshold"
-      f" {config.rollout_threshold}, hard_loss_weight"
-      f" {config.hard_loss_weight}",
+      (
+          f"bench_opd: {config.time_budget_s:.0f} s per arm, lr"
+          f" {config.learning_rate}, batch {config.batch_size},"
+          f" {config.num_eval} held-out prompts, greedy; OPD rollouts at"
+          f" threshold {config.rollout_threshold}, hard_loss_weight"
+          f" {config.hard_loss_weight}"
+      ),
       header,
   ]
   for row in rows:
@@ -172,5 +191,5 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
         + " ".join(f"{row[n]:>24.3f}" for n in names)
     )
   print("\n".join(lines))
-  common.write_json(os.path.join(config.workdir, "bench_opd.json"), rows)
+  report_lib.write_json(os.path.join(config.workdir, "bench_opd.json"), rows)
   return rows

@@ -19,37 +19,46 @@ import os
 
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
-from tunix_bd import sources as sources_lib
+from tunix_bd import mesh as mesh_lib
+from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import prompts as prompts_lib
+from tunix_bd.distillation import settings as settings_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.distillation import trainer as trainer_lib
+from tunix_bd.evaluation import report as report_lib
+from tunix_bd.generate import settings as decode_settings
+from tunix_bd.models import export
+from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token as mask_token_lib
-from tunix_bd.recipes import common
-from tunix_bd.recipes import generate
 from tunix_bd.sft import corruption as corruption_lib
+from tunix_bd.training import hook_chain
+from tunix_bd.training import options
+from tunix_bd.training import progress
 
 
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Fails closed on settings that cannot work, before any compute."""
-  common.require_positive(
-      config,
-      "rollout.max_new_tokens",
-      "rollout.max_prompt_length",
-      "train.batch_size",
-      "train.gradient_accumulation_steps",
-      "train.max_steps",
-      "train.checkpoint_every_n_steps",
-      "train.checkpoints_to_keep",
-      "eval.batch_size",
-  )
+def validate(
+    config: ml_collections.ConfigDict,
+) -> tuple[options.TrainSettings, settings_lib.TimeBudget]:
+  """Fails closed on settings that cannot work, before any compute.
+
+  Returns:
+    The `train` section as settings: `TrainSettings` and the time budget
+    (`distillation.settings.train_settings`).
+  """
+  if not config.workdir:
+    raise ValueError("workdir must be set.")
+  for key in ("max_new_tokens", "max_prompt_length"):
+    config_utils.check_int(f"rollout.{key}", config.rollout[key], 1)
+  config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
   if config.opd.canvas not in sources.CANVASES:
     raise ValueError(
         f"opd.canvas must be one of {sources.CANVASES}, got"
@@ -59,20 +68,21 @@ def validate(config: ml_collections.ConfigDict) -> None:
       0 < t <= 1 for t in config.eval.thresholds
   ):
     raise ValueError(
-        f"eval.thresholds must be numbers in (0, 1], got"
+        "eval.thresholds must be numbers in (0, 1], got"
         f" {config.eval.thresholds!r}."
     )
-  if config.train.learning_rate <= 0:
-    raise ValueError("train.learning_rate must be > 0.")
-  if not config.model.random_init:
+  if config.model.random_init:
+    config_utils.from_section(
+        from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
+    )
+  else:
     for key in ("student", "teacher"):
       if not os.path.isdir(config.model[key]):
         raise ValueError(
             f"model.{key}={config.model[key]!r} is not a directory; on the"
             " embedded default run `ar_pretrain.py` and `sft.py` first."
         )
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  return settings_lib.train_settings(config.train)
 
 
 def _tokenizers_and_bd(config):
@@ -80,7 +90,8 @@ def _tokenizers_and_bd(config):
   if config.model.random_init:
     tokenizer = tokenizer_lib.build_char_tokenizer()
     mask_id = mask_token_lib.resolve_reserved_mask_id(
-        tokenizer, tokenizer_lib.MASK_TOKEN,
+        tokenizer,
+        tokenizer_lib.MASK_TOKEN,
         vocab_size=tokenizer_lib.VOCAB_SIZE,
     )
     bd = bd_config_lib.BlockDiffusionConfig(
@@ -90,8 +101,10 @@ def _tokenizers_and_bd(config):
   student_tok = tokenizer_lib.load_tokenizer(config.model.student)
   teacher_tok = tokenizer_lib.load_tokenizer(config.model.teacher)
   teacher_lib.check_compatible(config.model.teacher, teacher_tok, student_tok)
-  return student_tok, teacher_tok, bd_config_lib.load_settings(
-      config.model.student
+  return (
+      student_tok,
+      teacher_tok,
+      bd_config_lib.load_settings(config.model.student),
   )
 
 
@@ -101,8 +114,9 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
     models = {"random_init": config.model.scratch.to_dict()}
   else:
     models = {
-        f"model.{key}": sources_lib.identify(config.model[key])
-        .fingerprint_field()
+        f"model.{key}": (
+            provenance.identify(config.model[key]).fingerprint_field()
+        )
         for key in ("student", "teacher")
     }
   # A run may be extended (max_steps, time budget) as SFT runs are.
@@ -110,6 +124,7 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
   for extendable in (
       "max_steps",
       "time_budget_s",
+      "eval_every_n_steps",
       "checkpoint_every_n_steps",
       "checkpoints_to_keep",
   ):
@@ -124,7 +139,7 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
       "stop_ids": list(stop_ids),
       "opd": config.opd.to_dict(),
       "corruption": config.corruption.to_dict(),
-      "data": sources_lib.data_fields(config.data.to_dict()),
+      "data": provenance.data_fields(config.data.to_dict()),
       "train": train,
       "seed": config.seed,
   })
@@ -132,10 +147,13 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
 
 def _models(config, mesh, vocab_size):
   if config.model.random_init:
-    model_config = common.qwen3_config(config.model.scratch, vocab_size)
+    scratch = config_utils.from_section(
+        from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
+    )
+    model_config = from_scratch.qwen3_config(scratch, vocab_size)
     return (
-        common.init_model(model_config, config.seed + 1, mesh),
-        common.init_model(model_config, config.seed, mesh),
+        from_scratch.init_model(model_config, config.seed + 1, mesh),
+        from_scratch.init_model(model_config, config.seed, mesh),
     )
   with mesh:
     student, _ = hf_checkpoint.load_qwen3(config.model.student, mesh=mesh)
@@ -145,7 +163,7 @@ def _models(config, mesh, vocab_size):
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Distills, exports and returns the final decode metrics."""
-  validate(config)
+  train, budget = validate(config)
   student_tok, teacher_tok, bd = _tokenizers_and_bd(config)
   stop_ids = (student_tok.eos_token_id, *config.rollout.extra_stop_ids)
   prompts_lib.check_stop_ids(
@@ -157,11 +175,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   eval_prompts = prompts_lib.encode_prompts(student_tok, eval_set, max_prompt)
   fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
 
-  mesh = common.make_mesh(config.mesh)
+  mesh = mesh_lib.from_section(config.mesh)
   vocab_size = tokenizer_lib.VOCAB_SIZE if config.model.random_init else None
   student, teacher = _models(config, mesh, vocab_size)
   teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
-  decode = generate.denoise_config(
+  decode = decode_settings.denoise_config(
       student_tok,
       max_prompt,
       max_new_tokens=config.rollout.max_new_tokens,
@@ -191,15 +209,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       bd=bd,
       decode=decode,
       canvas=config.opd.canvas,
-      batch_size=config.train.batch_size,
-      gradient_accumulation_steps=config.train.gradient_accumulation_steps,
-      max_steps=config.train.max_steps,
+      batch_size=train.batch_size,
+      gradient_accumulation_steps=train.gradient_accumulation_steps or 1,
+      max_steps=train.max_steps,
       seed=config.seed,
       eos_id=student_tok.eos_token_id,
       corruption=corruption_lib.SftCorruptionConfig(
           **config.corruption.to_dict()
       ),
-      time_budget_s=config.train.time_budget_s or None,
+      time_budget_s=budget.seconds,
   )
   evaluation = evaluation_lib.DecodeEvaluation(
       prompts=eval_prompts,
@@ -209,33 +227,26 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       thresholds=tuple(config.eval.thresholds),
       tokenizer=student_tok,
       batch_size=config.eval.batch_size,
-      every_n_steps=config.eval.every_n_steps,
+      every_n_steps=train.eval_every_n_steps,
   )
-  # Tunix's loss evaluation needs a teacher it does not run; OPD evaluates
-  # by decoding (`evaluation`), so Tunix's never comes.
-  train = ml_collections.ConfigDict(
-      dict(
-          config.train.to_dict(),
-          eval_every_n_steps=config.train.max_steps + 1,
-      )
-  )
-  training_config = common.training_config(
-      train,
-      config.workdir,
-      f"On-policy distillation ({config.opd.canvas})",
-      gradient_accumulation_steps=config.train.gradient_accumulation_steps,
-  )
+  # The source serves no eval batches, so Tunix runs no loss evaluation;
+  # `train.eval_every_n_steps` paces the decode evaluation instead.
+  description = f"On-policy distillation ({config.opd.canvas})"
+  training_config = options.training_config(train, config.workdir, description)
   training_config.max_inflight_computations = 1
   with mesh:
     trainer = trainer_lib.OpdTrainer(
         student,
         teacher,
         strategy,
-        common.optimizer(config.train),
+        options.optimizer(train),
         training_config,
         source=source,
         fingerprint=fingerprint,
-        training_hooks=evaluation,
+        # A step's progress line, then the evaluation due after it.
+        training_hooks=hook_chain.HookChain(
+            progress.ProgressLines(description), evaluation
+        ),
     )
     before = evaluation.run(trainer, trainer.train_steps)
     trainer.run()
@@ -244,22 +255,22 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       after = evaluation.run(trainer, trainer.train_steps)
 
   export_dir = os.path.join(config.workdir, "export")
-  common.export_qwen3(trainer.model, student_tok, export_dir)
-  provenance = (
+  export.export_qwen3(trainer.model, student_tok, export_dir)
+  distilled_from = (
       {"random_init": True}
       if config.model.random_init
       else {
-          key: sources_lib.identify(config.model[key]).provenance()
+          key: provenance.identify(config.model[key]).provenance()
           for key in ("student", "teacher")
       }
   )
   bd_config_lib.save_settings(
       bd,
       export_dir,
-      extra={"distilled": provenance, "opd": config.opd.to_dict()},
+      extra={"distilled": distilled_from, "opd": config.opd.to_dict()},
   )
   report = {"steps": trainer.train_steps, "before": before, "after": after}
-  common.write_json(os.path.join(config.workdir, "report.json"), report)
+  report_lib.write_json(os.path.join(config.workdir, "report.json"), report)
   lines = [f"opd ({config.opd.canvas}): {trainer.train_steps} steps"]
   lines += [
       f"  {name:<28} {before[name]:8.3f} -> {after[name]:8.3f}"

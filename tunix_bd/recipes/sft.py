@@ -23,7 +23,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd import sources
+from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -68,7 +68,7 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
 def run_fingerprint(
     config: ml_collections.ConfigDict,
     tokenizer,
-    source: sources.SourceCheckpoint,
+    source: provenance.SourceCheckpoint,
 ) -> dict[str, object]:
   """Every setting that changes what this run's checkpoints mean.
 
@@ -81,7 +81,7 @@ def run_fingerprint(
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "bd": config.bd.to_dict(),
       "corruption": config.corruption.to_dict(),
-      "data": sources.data_fields(config.data.to_dict()),
+      "data": provenance.data_fields(config.data.to_dict()),
       "lora": config.lora.to_dict() if config.lora.rank else None,
       "train.batch_size": config.train.batch_size,
       "train.gradient_accumulation_steps": (
@@ -101,7 +101,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
-  source = sources.identify(checkpoint)
+  source = provenance.identify(checkpoint)
   fingerprint = run_fingerprint(config, tokenizer, source)
   fingerprint_lib.check_or_record(
       os.path.join(workdir, "checkpoints"), fingerprint

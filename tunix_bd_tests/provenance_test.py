@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.sources: runs name source checkpoints by content."""
+"""Tests for tunix_bd.provenance: runs name source checkpoints by content."""
 
 import hashlib
 import json
@@ -14,7 +14,7 @@ from absl.testing import parameterized
 from safetensors import numpy as safetensors_np
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
-from tunix_bd import sources
+from tunix_bd import provenance
 from tunix_bd.cli import config_loading
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
@@ -37,11 +37,11 @@ class PortablePathTest(parameterized.TestCase):
   )
   def test_inside_the_working_directory_or_none(self, path, expected):
     path = path.format(cwd=os.getcwd())
-    self.assertEqual(sources.portable_path(path), expected)
+    self.assertEqual(provenance.portable_path(path), expected)
 
   def test_relative_to_another_start(self):
-    self.assertEqual(sources.portable_path("/a/b/c", start="/a"), "b/c")
-    self.assertIsNone(sources.portable_path("/a/b/c", start="/a/d"))
+    self.assertEqual(provenance.portable_path("/a/b/c", start="/a"), "b/c")
+    self.assertIsNone(provenance.portable_path("/a/b/c", start="/a/d"))
 
 
 class DataFieldsTest(absltest.TestCase):
@@ -55,7 +55,7 @@ class DataFieldsTest(absltest.TestCase):
       with open(paths[-1], "w") as f:
         f.write(lines)
     section = {"train": paths[0], "eval": "", "max_length": 8}
-    fields = sources.data_fields(section)
+    fields = provenance.data_fields(section)
     digest = hashlib.sha256(lines.encode()).hexdigest()
     self.assertEqual(
         fields, {"train": f"sha256:{digest}", "eval": "", "max_length": 8}
@@ -63,16 +63,16 @@ class DataFieldsTest(absltest.TestCase):
     self.assertEqual(section["train"], paths[0])  # Not modified in place.
     # The same bytes elsewhere are the same data; other bytes are not.
     self.assertEqual(
-        sources.data_fields({**section, "train": paths[1]}), fields
+        provenance.data_fields({**section, "train": paths[1]}), fields
     )
     with open(paths[1], "a") as f:
       f.write(lines)
     self.assertNotEqual(
-        sources.data_fields({**section, "train": paths[1]})["train"],
+        provenance.data_fields({**section, "train": paths[1]})["train"],
         fields["train"],
     )
     with self.assertRaisesRegex(ValueError, "nope.jsonl is not a file"):
-      sources.data_fields({"eval": os.path.join(root, "nope.jsonl")})
+      provenance.data_fields({"eval": os.path.join(root, "nope.jsonl")})
 
 
 class SourceCheckpointTest(absltest.TestCase):
@@ -106,11 +106,11 @@ class SourceCheckpointTest(absltest.TestCase):
 
   def run_fingerprint(self, path: str) -> dict:
     return sft.run_fingerprint(
-        self.config, self.tokenizer, sources.identify(path)
+        self.config, self.tokenizer, provenance.identify(path)
     )
 
   def test_fingerprint_and_provenance_hold_no_path(self):
-    source = sources.identify(self.place("a"))
+    source = provenance.identify(self.place("a"))
     fingerprint = self.run_fingerprint(source.path)
     self.assertEqual(
         fingerprint["fields"]["model.checkpoint"], source.digest.parts()

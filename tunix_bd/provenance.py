@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Source checkpoints of a run, named by content and never by machine path.
+"""Provenance: the checkpoints and data files a run reads, named by content.
 
 A recipe that reads a model (SFT's AR checkpoint; OPD's teacher and student
 and GRPO's policy and reference when they land) identifies each one once,
@@ -18,12 +18,12 @@ before any compute, and records it in two places:
 
 For example, a distillation recipe would write
 
-  teacher = sources.identify(config.teacher.checkpoint)
-  student = sources.identify(config.student.checkpoint)
+  teacher = provenance.identify(config.teacher.checkpoint)
+  student = provenance.identify(config.student.checkpoint)
   fingerprint_lib.fingerprint({
       "teacher.checkpoint": teacher.fingerprint_field(),
       "student.checkpoint": student.fingerprint_field(),
-      "data": sources.data_fields(config.data.to_dict()),
+      "data": provenance.data_fields(config.data.to_dict()),
       ...
   })
 

@@ -1,0 +1,157 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Compiled replay for eager callers: `Replayer` and the replay check.
+
+`core.replay` is the differentiable packed replay, for use inside a jitted
+step; this module compiles it once per model for callers holding concrete
+traces (verification, evaluation, RL's old and reference policies), and
+measures DESIGN.md invariant 6 (`max_replay_error`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.core import cached_logits
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import replay
+from tunix_bd.core import trace as trace_lib
+
+
+def _replay_graph(graphdef, state, trace, *, num_canvases, cached_logits_fn):
+  return replay.replay_log_probs(
+      nnx.merge(graphdef, state),
+      trace,
+      cached_logits_fn=cached_logits_fn,
+      num_canvases=num_canvases,
+  )
+
+
+_replay_graph_jit = jax.jit(
+    _replay_graph, static_argnames=("num_canvases", "cached_logits_fn")
+)
+
+
+class Replayer:
+  """Compiled replay of one model for eager callers, reusable.
+
+  Splits the model once, as `Denoiser` does: the split state holds the
+  model's own `nnx.Variable`s, so in-place weight updates (optimizer steps,
+  `nnx.update`) are seen by the next call; build a new `Replayer` after
+  changing the model's structure. Each call validates the concrete trace,
+  trims completion columns never generated and rounds the width (to whole
+  blocks) and the canvas count (to whole groups) up, so rollouts of similar
+  lengths share one program (per batch, settings and temperature).
+  For verification, evaluation and RL's old and reference policies; inside
+  a jitted step, call `replay.replay_log_probs`.
+  """
+
+  def __init__(
+      self,
+      model: nnx.Module,
+      *,
+      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+          cached_logits.block_logits_with_cache
+      ),
+  ):
+    """Splits the model.
+
+    Args:
+      model: a Tunix decoder `nnx.Module`.
+      cached_logits_fn: as for `replay.replay_log_probs`.
+
+    Raises:
+      ValueError: for a model that is not an `nnx.Module`.
+    """
+    if not isinstance(model, nnx.Module):
+      raise ValueError(
+          f"model must be an nnx.Module, got {type(model).__name__}; call"
+          " replay.replay_log_probs instead."
+      )
+    self._model = model
+    self._cached_logits_fn = cached_logits_fn
+    self._graphdef, self._state = nnx.split(model)
+
+  def __call__(self, trace: trace_lib.Trace) -> jax.Array:
+    """float32 `[batch, completion_len]`, as `replay.replay_log_probs`.
+
+    Raises:
+      ValueError: as `replay.replay_log_probs`.
+    """
+    trace = replay.check_trace(self._model, trace)
+    size = trace.bd.block_size
+    steps = np.asarray(trace.action_step)
+    generated = np.flatnonzero((steps >= 0).any(axis=0))
+    needed = int(generated[-1]) + 1 if generated.size else 1
+    width = min(-(-needed // size) * size, steps.shape[1])
+    trimmed = trace.replace(
+        tokens=np.asarray(trace.tokens)[:, :width],
+        action_step=steps[:, :width],
+        action_logp=np.asarray(trace.action_logp)[:, :width],
+        # The layout does not matter to replay: one compile for both.
+        bd=dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT),
+    )
+    count = replay.static_num_canvases(trimmed)
+    scores = _replay_graph_jit(
+        self._graphdef,
+        self._state,
+        trimmed,
+        num_canvases=count,
+        cached_logits_fn=self._cached_logits_fn,
+    )
+    return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))
+
+
+def compiled_replay_log_probs(
+    model: nnx.Module,
+    trace: trace_lib.Trace,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+) -> jax.Array:
+  """A one-off `Replayer(model, cached_logits_fn=...)(trace)`.
+
+  Raises:
+    ValueError: as `Replayer`.
+  """
+  return Replayer(model, cached_logits_fn=cached_logits_fn)(trace)
+
+
+def max_replay_error(
+    model,
+    trace: trace_lib.Trace,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+) -> float:
+  """Max |replayed - recorded| log-prob over the generated positions.
+
+  Replay under the rollout's own parameters must give ~0 (DESIGN.md
+  invariant 6); `generate.py --config.verify_replay=True` reports this. An
+  `nnx.Module` is replayed by `compiled_replay_log_probs`.
+
+  Returns:
+    The max absolute difference, 0.0 if no position was generated.
+
+  Raises:
+    ValueError: as `replay.replay_log_probs`.
+  """
+  if isinstance(model, nnx.Module):
+    replayed = compiled_replay_log_probs(
+        model, trace, cached_logits_fn=cached_logits_fn
+    )
+  else:
+    replayed = replay.replay_log_probs(
+        model, trace, cached_logits_fn=cached_logits_fn
+    )
+  steps = np.asarray(trace.action_step)
+  recorded = np.asarray(trace.action_logp, np.float64)
+  error = np.abs(np.asarray(replayed, np.float64) - recorded)[steps >= 0]
+  return float(error.max()) if error.size else 0.0

@@ -1,0 +1,62 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""OPD's `train` section: `TrainSettings` plus a wall-time budget.
+
+The section holds every `training.options.TrainSettings` key (its
+`eval_every_n_steps` paces the decode evaluation, OPD's only evaluation)
+and `time_budget_s`, which `TimeBudget` holds; `train_settings` splits the
+section between the two, so each dataclass maps its keys one to one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tunix_bd import config_utils
+from tunix_bd.training import options
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeBudget:
+  """OPD's `train` keys beyond `TrainSettings`.
+
+  Attributes:
+    time_budget_s: > 0 also stops training at the first update boundary
+      after this many seconds (equal-time comparisons); 0: no limit.
+  """
+
+  time_budget_s: float = 0.0
+
+  def __post_init__(self):
+    value = self.time_budget_s
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+      raise ValueError(
+          f"train.time_budget_s must be a finite number >= 0, got {value!r}."
+      )
+
+  @property
+  def seconds(self) -> float | None:
+    """The budget in seconds; None when there is none."""
+    return float(self.time_budget_s) or None
+
+
+def train_settings(section) -> tuple[options.TrainSettings, TimeBudget]:
+  """Splits OPD's `train` section into its two dataclasses, checked.
+
+  Raises:
+    ValueError: naming the key, for an unknown key or a bad value.
+  """
+  values = config_utils.section_dict(section, "train")
+  budget = {
+      field.name: values.pop(field.name)
+      for field in dataclasses.fields(TimeBudget)
+      if field.name in values
+  }
+  train = config_utils.from_section(options.TrainSettings, values, "train")
+  return train, TimeBudget(**budget)

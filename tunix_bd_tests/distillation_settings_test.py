@@ -1,0 +1,56 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests of `tunix_bd.distillation.settings`: OPD's `train` section split."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import ml_collections
+
+from tunix_bd.distillation import settings
+from tunix_bd.training import options
+
+_TRAIN = dict(
+    batch_size=4,
+    gradient_accumulation_steps=2,
+    max_steps=10,
+    learning_rate=1e-4,
+    warmup_steps=1,
+    weight_decay=0.0,
+    max_grad_norm=1.0,
+    eval_every_n_steps=5,
+    checkpoint_every_n_steps=5,
+    checkpoints_to_keep=1,
+)
+
+
+class TrainSettingsTest(parameterized.TestCase):
+
+  def test_splits_train_settings_from_the_time_budget(self):
+    section = ml_collections.ConfigDict(dict(_TRAIN, time_budget_s=30))
+    train, budget = settings.train_settings(section)
+    self.assertEqual(train, options.TrainSettings(**_TRAIN))
+    self.assertEqual(budget.seconds, 30.0)
+    _, none = settings.train_settings(dict(_TRAIN, time_budget_s=0.0))
+    self.assertIsNone(none.seconds)
+    _, absent = settings.train_settings(_TRAIN)
+    self.assertIsNone(absent.seconds)
+
+  @parameterized.named_parameters(
+      ("negative", -1.0),
+      ("infinite", float("inf")),
+      ("bool", True),
+      ("string", "60"),
+  )
+  def test_a_bad_budget_names_its_key(self, value):
+    with self.assertRaisesRegex(ValueError, r"train\.time_budget_s"):
+      settings.train_settings(dict(_TRAIN, time_budget_s=value))
+
+  def test_other_keys_are_checked_by_train_settings(self):
+    with self.assertRaisesRegex(ValueError, r"unknown train config keys"):
+      settings.train_settings(dict(_TRAIN, max_step=3))
+    with self.assertRaisesRegex(ValueError, r"train\.warmup_steps"):
+      settings.train_settings(dict(_TRAIN, warmup_steps=10))
+
+
+if __name__ == "__main__":
+  absltest.main()
