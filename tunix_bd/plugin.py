@@ -6,20 +6,9 @@ This module is imported by `tunix plugins`, so it stays free of heavy
 imports: recipes are named as strings and loaded only when run.
 """
 
-import pathlib
-
 import tunix_bd
+from tunix_bd import config_files
 from tunix_bd.cli import plugin_api
-
-
-def _config_dir() -> pathlib.Path:
-  # An installed distribution ships configs/ as the `tunix_bd.configs`
-  # package; a source checkout keeps it at the repository's top level.
-  installed = pathlib.Path(tunix_bd.__file__).parent / "configs"
-  if installed.is_dir():
-    return installed
-  return pathlib.Path(tunix_bd.__file__).parent.parent / "configs"
-
 
 PLUGIN = plugin_api.Plugin(
     name="tunix_bd",
@@ -28,7 +17,7 @@ PLUGIN = plugin_api.Plugin(
         "Block-diffusion post-training: AR teacher, masked-diffusion SFT, "
         "parallel block denoising, on-policy distillation."
     ),
-    config_dir=_config_dir(),
+    config_dir=config_files.config_dir(),
     recipes={
         "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
         "sft": "tunix_bd.recipes.sft:run",

@@ -8,12 +8,12 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from tunix_bd import config_files
 from tunix_bd import config_utils
-from tunix_bd.configs import sft as sft_config
 from tunix_bd.training import options
 
 # The `train` section of the `sft` recipe (it sets gradient accumulation).
-_TRAIN = sft_config.get_config().train.to_dict()
+_TRAIN = config_files.get_config("sft").train.to_dict()
 
 
 def _settings(**changes) -> options.TrainSettings:

@@ -14,23 +14,19 @@ key or a mistyped value fails before anything runs.
 import ast
 from collections.abc import Sequence
 import difflib
-import importlib.util
 import inspect
-import itertools
 import pathlib
-import re
-import sys
 from typing import Any, NamedTuple
 
 import ml_collections
 
+from tunix_bd import config_files
 from tunix_bd.cli import errors
 from tunix_bd.cli import plugin_api
 
 OVERRIDE_PREFIX = "--config."
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
-_module_ids = itertools.count()
 
 
 class Override(NamedTuple):
@@ -164,19 +160,10 @@ def load_config(
     errors.UsageError: the file has no `get_config`, `get_config` rejects
       `arg` (or its absence) or raises ValueError, or returns no ConfigDict.
   """
-  # A unique module name per load, so two configs named alike never clash.
-  stem = re.sub(r"\W", "_", path.stem)
-  module_name = f"_tunix_config_{next(_module_ids)}_{stem}"
-  module_spec = importlib.util.spec_from_file_location(module_name, path)
-  if module_spec is None or module_spec.loader is None:
-    raise errors.UsageError(f"cannot load config file {str(path)!r}")
-  module = importlib.util.module_from_spec(module_spec)
-  sys.modules[module_name] = module  # Dataclasses in configs look it up.
   try:
-    module_spec.loader.exec_module(module)
-  except BaseException:
-    del sys.modules[module_name]
-    raise
+    module = config_files.import_file(path)
+  except ValueError as e:
+    raise errors.UsageError(str(e)) from e
   get_config = getattr(module, "get_config", None)
   if not callable(get_config):
     raise errors.UsageError(f"config {str(path)!r} defines no get_config()")

@@ -19,11 +19,9 @@ import time
 import jax
 import ml_collections
 
+from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.configs import ar_pretrain as ar_pretrain_config
-from tunix_bd.configs import generate as generate_config
-from tunix_bd.configs import sft as sft_config_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -35,8 +33,8 @@ from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft
 
 
-def _stage_config(config_module, variant: str, workdir: str, name: str):
-  config = config_module.get_config(variant)
+def _stage_config(variant: str, workdir: str, name: str):
+  config = config_files.get_config(name, variant)
   config.workdir = os.path.join(workdir, name)
   config.lock()
   return config
@@ -125,11 +123,9 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   _validate(config)
   start = time.monotonic()
   workdir = config.workdir
-  ar_config = _stage_config(
-      ar_pretrain_config, config.variant, workdir, "ar_pretrain"
-  )
+  ar_config = _stage_config(config.variant, workdir, "ar_pretrain")
   ar_dir = os.path.join(ar_config.workdir, "export")
-  sft_config = _stage_config(sft_config_lib, config.variant, workdir, "sft")
+  sft_config = _stage_config(config.variant, workdir, "sft")
   sft_config.model.checkpoint = ar_dir
   ar_pretrain.validate(ar_config)
 
@@ -148,7 +144,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   rows = evaluate(config, ar_dir, bd_dir)
   print(_write_report(config, rows, time.monotonic() - start))
   next_command = "tunix run --plugin tunix_bd generate.py"
-  default_model = generate_config.get_config().model.checkpoint
+  default_model = config_files.get_config("generate").model.checkpoint
   if os.path.abspath(bd_dir) != os.path.abspath(default_model):
     next_command += f" --config.model.checkpoint={bd_dir}"
   print(
