@@ -17,10 +17,9 @@ from typing import Any, Mapping
 
 from tunix.distillation import distillation_trainer
 
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.sft import trainer as sft_trainer
+from tunix_bd.training import aux_metrics
 
 
 def model_inputs(batch: Any) -> dict[str, Any]:
@@ -28,12 +27,10 @@ def model_inputs(batch: Any) -> dict[str, Any]:
   return {"batch": batch}
 
 
-class OpdTrainer(distillation_trainer.DistillationTrainer):
+class OpdTrainer(
+    aux_metrics.AuxMetricsMixin, distillation_trainer.DistillationTrainer
+):
   """A `DistillationTrainer` over a `StudentRolloutSource`."""
-
-  # Totals are summed and (numerator, denominator) pairs reduced as
-  # sum / sum over a step's micro-batches, exactly as for SFT.
-  _buffer_aux = sft_trainer.DiffusionSftTrainer._buffer_aux
 
   def __init__(
       self,
@@ -74,7 +71,7 @@ class OpdTrainer(distillation_trainer.DistillationTrainer):
           "OPD holds dense teacher log-probs per step; set"
           " max_inflight_computations=1."
       )
-    self._fingerprint = None if fingerprint is None else dict(fingerprint)
+    self._set_fingerprint(fingerprint)
     super().__init__(
         student_model, teacher_model, strategy, optimizer, training_config
     )
@@ -82,20 +79,6 @@ class OpdTrainer(distillation_trainer.DistillationTrainer):
     self.with_data_hooks(source)
     if training_hooks is not None:
       self.with_training_hooks(training_hooks)
-
-  def custom_checkpoint_metadata(self) -> dict[str, Any]:
-    if self._fingerprint is None:
-      return {}
-    return {fingerprint_lib.METADATA_KEY: self._fingerprint}
-
-  def _post_process_train_step(self, aux: Any) -> None:
-    self._buffer_aux(self._buffered_train_metrics, aux)
-
-  def _log_metrics(self, loss, step=None, additional_metrics=None):
-    additional_metrics = {
-        k: v for k, v in (additional_metrics or {}).items() if v is not None
-    }
-    super()._log_metrics(loss, step, additional_metrics)
 
   def run(self) -> None:
     """Trains until the source ends (max steps or time budget)."""

@@ -11,36 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from tunix_bd import compat
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.sft import batching
 from tunix_bd.sft import loss as loss_lib
+from tunix_bd.training import aux_metrics
 
 
-def _total(values: list[np.ndarray]) -> float:
-  return float(np.sum(values, dtype=np.float64))
-
-
-def _ratio(values: list[np.ndarray]) -> float | None:
-  numerator, denominator = np.sum(np.stack(values), axis=0, dtype=np.float64)
-  # An empty bucket has no value this step; None is not logged.
-  return None if denominator == 0 else float(numerator / denominator)
-
-
-class DiffusionSftTrainer(compat.PeftTrainer):
+class DiffusionSftTrainer(aux_metrics.AuxMetricsMixin, compat.PeftTrainer):
   """A `PeftTrainer` configured with the SFT loss that logs its aux metrics.
 
-  Aux metrics are reduced over the micro-batches of each update step (and
-  over the whole eval set at each evaluation): totals are summed, ratios
-  are sum(numerator) / sum(denominator), so they describe the global batch
-  exactly. They are logged through `metrics_logger` under the trainer's
-  metrics prefix, like `loss`.
+  Aux metrics are reduced over each update step's micro-batches and logged
+  like `loss` (`tunix_bd.training.aux_metrics`).
   """
 
   def __init__(
@@ -70,16 +55,11 @@ class DiffusionSftTrainer(compat.PeftTrainer):
         `training_config.metrics_logging_options`.
       logits_fn: see `loss.sft_loss`.
     """
-    self._fingerprint = None if fingerprint is None else dict(fingerprint)
+    self._set_fingerprint(fingerprint)
     super().__init__(model, optimizer, training_config, metrics_logger)
     loss_lib.configure(
         self, config, num_noise_buckets=num_noise_buckets, logits_fn=logits_fn
     )
-
-  def custom_checkpoint_metadata(self) -> dict[str, Any]:
-    if self._fingerprint is None:
-      return {}
-    return {fingerprint_lib.METADATA_KEY: self._fingerprint}
 
   def _prepare_inputs(self, input_data: Any) -> Any:
     if not isinstance(input_data, Mapping):
@@ -100,26 +80,3 @@ class DiffusionSftTrainer(compat.PeftTrainer):
             " with the same gradient_accumulation_steps."
         )
     return input_data
-
-  def _buffer_aux(self, buffer, aux: Mapping[str, jax.Array] | None) -> None:
-    if buffer is None or not aux:
-      return
-    for name, value in aux.items():
-      entry = buffer.additional_metrics.get(name)
-      if entry is None:
-        op = _total if jnp.ndim(value) == 0 else _ratio
-        buffer.additional_metrics[name] = ([value], op)
-      else:
-        entry[0].append(value)
-
-  def _post_process_train_step(self, aux: Any) -> None:
-    self._buffer_aux(self._buffered_train_metrics, aux)
-
-  def _post_process_eval_step(self, aux: Any) -> None:
-    self._buffer_aux(self._buffered_eval_metrics, aux)
-
-  def _log_metrics(self, loss, step=None, additional_metrics=None):
-    additional_metrics = {
-        k: v for k, v in (additional_metrics or {}).items() if v is not None
-    }
-    super()._log_metrics(loss, step, additional_metrics)
