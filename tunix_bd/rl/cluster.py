@@ -1,0 +1,208 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`DiffusionRLCluster`: Tunix's `RLCluster` that keeps the rollout's trace.
+
+Tunix's `RLCluster.generate` rebuilds a plain `RolloutOutput` from the
+rollout's chunks and drops any extra field, and its reference and old
+log-probs score tokens autoregressively. This subclass adds what a
+block-diffusion policy needs and changes nothing else (offload, perf spans,
+chat templates and micro-batching stay Tunix's):
+
+  * `generate` tells the rollout the global step and mode (its row seeds),
+    collects each chunk's `Trace` on the calling thread and returns them in
+    a `DiffusionRolloutOutput`, checking that every visible completion is
+    the trace's tokens cut at the first stop token.
+  * `reference_replay_logps` scores a trace under the reference model, on
+    the REFERENCE role's mesh.
+  * `anchor_replay_logps` scores a trace under the start-of-step actor
+    snapshot (Tunix's anchor policy state), on the ACTOR role's mesh: the
+    old policy stays on the actor role, not a new role.
+  * With a fingerprint, the actor's checkpoint metadata carries it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from flax import nnx
+import jax
+import numpy as np
+from tunix.rl import rl_cluster as rl_cluster_lib
+from tunix.rl import utils as rl_utils
+from tunix.rl.rollout import base_rollout
+from tunix.sft import utils as sft_utils
+
+from tunix_bd.core import replayer as replayer_lib
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.rl import rollout as rollout_lib
+
+Role = rl_cluster_lib.Role
+Mode = rl_cluster_lib.Mode
+FINGERPRINT_KEY = "tunix_bd_fingerprint"
+
+
+@dataclasses.dataclass
+class DiffusionRolloutOutput(base_rollout.RolloutOutput):
+  """Tunix's `RolloutOutput` plus the rollout's own record.
+
+  Attributes:
+    trace: the rollout's `Trace`, rows in prompt order.
+    num_forwards: int32 `[batch]` model forwards each row needed.
+  """
+
+  trace: trace_lib.Trace | None = None
+  num_forwards: np.ndarray | None = None
+
+
+def concatenate_traces(traces) -> trace_lib.Trace:
+  """One trace of chunks decoded with the same settings, rows in order."""
+  return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *traces)
+
+
+def _row_chunks(rows: int, size: int | None):
+  size = size or rows
+  return [slice(s, min(s + size, rows)) for s in range(0, rows, size)]
+
+
+class DiffusionRLCluster(rl_cluster_lib.RLCluster):
+  """An `RLCluster` for a `DiffusionRollout` (see the module docstring)."""
+
+  def __init__(self, *, fingerprint: Mapping[str, Any] | None = None, **kwargs):
+    """Builds Tunix's cluster, then checks the rollout and adds metadata.
+
+    Args:
+      fingerprint: the run's fingerprint (`tunix_bd.fingerprint`), stored in
+        every actor checkpoint's metadata; None stores nothing extra.
+      **kwargs: `RLCluster`'s arguments.
+
+    Raises:
+      ValueError: for a rollout engine that is not a `DiffusionRollout`, or
+        `offload_to_cpu` (Tunix's offload path syncs unfiltered state into
+        the rollout, untested with a denoising rollout).
+    """
+    config = kwargs["cluster_config"]
+    engine = config.rollout_engine
+    func = getattr(engine, "func", engine)
+    if not (
+        isinstance(func, type)
+        and issubclass(func, rollout_lib.DiffusionRollout)
+    ):
+      raise ValueError(
+          "cluster_config.rollout_engine must be a DiffusionRollout (or a"
+          f" functools.partial of it), got {engine!r}."
+      )
+    if config.offload_to_cpu:
+      raise ValueError(
+          "cluster_config.offload_to_cpu is not supported with a diffusion"
+          " rollout; set it False."
+      )
+    super().__init__(**kwargs)
+    self._reference_replayer: replayer_lib.Replayer | None = None
+    # Tunix builds the rollout before the actor trainer restores a
+    # checkpoint: a resumed run must roll out with the restored weights
+    # (the anchor snapshot is already taken from them).
+    actor = self.actor_trainer.model
+    filter_types = (
+        nnx.LoRAParam if sft_utils.is_lora_enabled(actor) else nnx.Param,
+    )
+    self.rollout.update_params(nnx.state(actor, filter_types), filter_types)
+    if fingerprint is not None:
+      tunix_metadata = self.actor_trainer.custom_checkpoint_metadata_fn
+      fields = dict(fingerprint)
+      # Tunix reads `global_step` back on resume: keep its fields.
+      self.actor_trainer.custom_checkpoint_metadata_fn = lambda: {
+          **tunix_metadata(),
+          FINGERPRINT_KEY: fields,
+      }
+
+  def generate(
+      self,
+      prompts,
+      apply_chat_template: bool = False,
+      mode: Mode = Mode.TRAIN,
+      micro_batch_size: int | None = None,
+      trace_tags: Mapping[str, Any] | None = None,
+      max_generation_steps: int | None = None,
+  ) -> DiffusionRolloutOutput:
+    """`RLCluster.generate`, returning the trace as well.
+
+    Raises:
+      ValueError: if a visible completion is not its trace's tokens cut at
+        the first stop token (a rollout that broke the contract).
+    """
+    rollout = self.rollout
+    rollout.set_generation_context(global_step=self.global_steps, mode=mode)
+    with rollout.collect_traces() as collected:
+      out = super().generate(
+          prompts,
+          apply_chat_template=apply_chat_template,
+          mode=mode,
+          micro_batch_size=micro_batch_size,
+          trace_tags=trace_tags,
+          max_generation_steps=max_generation_steps,
+      )
+    trace = concatenate_traces([t for t, _ in collected])
+    forwards = np.concatenate([f for _, f in collected]).astype(np.int32)
+    visible = rollout_lib.visible_completions(trace, rollout.stop_ids)
+    bad = [
+        r
+        for r, (tokens, expected) in enumerate(zip(out.tokens, visible))
+        if not np.array_equal(np.asarray(tokens), expected)
+    ]
+    if len(visible) != len(out.tokens) or bad:
+      raise ValueError(
+          f"rollout tokens of rows {bad[:8]} are not their traces' tokens"
+          " cut at the first stop token."
+      )
+    return DiffusionRolloutOutput(
+        **{f.name: getattr(out, f.name) for f in dataclasses.fields(out)},
+        trace=trace,
+        num_forwards=forwards,
+    )
+
+  def _replay(self, replay, trace, micro_batch_size) -> np.ndarray:
+    rows = np.asarray(trace.prompt_lengths).shape[0]
+    parts = [
+        np.asarray(replay(jax.tree.map(lambda x, s=s: x[s], trace)))
+        for s in _row_chunks(rows, micro_batch_size)
+    ]
+    return np.concatenate(parts, axis=0)
+
+  def reference_replay_logps(
+      self, trace: trace_lib.Trace, micro_batch_size: int | None = None
+  ) -> np.ndarray:
+    """float32 `[batch, T]` log-probs of the trace's actions, reference model.
+
+    Raises:
+      ValueError: without a reference model.
+    """
+    worker = self.inference_worker
+    if "reference" not in getattr(worker, "_models", {}):
+      raise ValueError("the cluster has no reference model (grpo.beta > 0).")
+    with self._get_mesh_and_logical_axis_rules_cm(Role.REFERENCE):
+      if self._reference_replayer is None:
+        # The reference never changes: split it and compile once.
+        self._reference_replayer = replayer_lib.Replayer(
+            worker.get_model("reference")
+        )
+      return self._replay(self._reference_replayer, trace, micro_batch_size)
+
+  def anchor_replay_logps(
+      self, trace: trace_lib.Trace, micro_batch_size: int | None = None
+  ) -> np.ndarray:
+    """float32 `[batch, T]` log-probs under the start-of-step actor snapshot.
+
+    The snapshot is Tunix's anchor policy state (taken at every weight sync,
+    when the rollout's weights are set to the actor's), so it is the policy
+    that sampled the trace.
+    """
+    with self._get_mesh_and_logical_axis_rules_cm(Role.ACTOR):
+      graphdef, _ = nnx.split(self.actor_trainer.model)
+      state = rl_utils.put_params_on_memory_kind(
+          self._anchor_policy_state, self._default_memory_kind
+      )
+      anchor = nnx.merge(graphdef, state)
+      return self._replay(
+          replayer_lib.Replayer(anchor), trace, micro_batch_size
+      )

@@ -1,0 +1,274 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`DiffusionGRPOLearner`: Tunix's GRPO learner on block-diffusion traces.
+
+Tunix's `GRPOLearner` owns the loop, the advantages, the optimizer,
+checkpoints and metrics; this subclass replaces only the step that turns
+prompts into a `TrainExample`, so that every policy scores the rollout's
+own trace with one function (rl_opd_design.md §3.5):
+
+  * rollout: the sampler's copy, synced to the actor at each global step;
+  * old: replay under the start-of-step actor snapshot (the anchor, on the
+    actor role), computed whenever more than one optimizer update uses a
+    rollout (`num_iterations > 1`, or mini-batches); otherwise None, so the
+    importance ratio is exactly 1;
+  * reference: replay under the reference model when `beta != 0`;
+  * live: replay inside the registered `diffusion_grpo` loss.
+
+The completion mask covers every committed action, including slots after
+the first stop token inside its block; rewards see the visible completion
+(cut at the first stop token) plus `num_forwards` and
+`num_completion_tokens` for speed terms. The dataset boundary is checked
+(`prompts` an `np.ndarray` of str, other fields 1-D of equal length), since
+Tunix's `np.repeat` silently mangles list prompts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, Mapping
+
+import jax
+import numpy as np
+from tunix.rl import function_registry
+from tunix.rl import rl_cluster as rl_cluster_lib
+from tunix.rl.grpo import grpo_learner
+
+from tunix_bd.rl import cluster as cluster_lib
+from tunix_bd.rl import policy_loss
+from tunix_bd.rl import rollout as rollout_lib
+
+Mode = rl_cluster_lib.Mode
+PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
+
+
+def check_dataset_item(item: Mapping[str, Any], where: str) -> None:
+  """Fails closed on a dataset item Tunix would silently mangle.
+
+  Raises:
+    ValueError: naming the item and key, unless `prompts` is a non-empty
+      1-D `np.ndarray` of str and every other value is a 1-D array of the
+      same length.
+  """
+  if not isinstance(item, Mapping) or "prompts" not in item:
+    raise ValueError(f"{where}: an item must be a dict with 'prompts'.")
+  prompts = item["prompts"]
+  if (
+      not isinstance(prompts, np.ndarray)
+      or prompts.ndim != 1
+      or not prompts.size
+      or not all(isinstance(p, str) for p in prompts.tolist())
+  ):
+    raise ValueError(
+        f"{where}: 'prompts' must be a non-empty 1-D np.ndarray of str (a"
+        " list would be repeated element-wise by Tunix), got"
+        f" {type(prompts).__name__}."
+    )
+  for key, value in item.items():
+    shape = np.shape(value)
+    if not isinstance(value, np.ndarray) or shape != prompts.shape:
+      raise ValueError(
+          f"{where}: field {key!r} must be a 1-D np.ndarray of"
+          f" {len(prompts)} values like 'prompts', got"
+          f" {type(value).__name__} of shape {shape}."
+      )
+
+
+def _checked(dataset: Iterable[Mapping[str, Any]], name: str) -> Iterator:
+  for index, item in enumerate(dataset):
+    check_dataset_item(item, f"{name} item {index}")
+    yield item
+
+
+class DiffusionGRPOLearner(grpo_learner.GRPOLearner):
+  """GRPO / token-level GSPO whose policies all score the rollout's trace."""
+
+  def __init__(
+      self,
+      rl_cluster: cluster_lib.DiffusionRLCluster,
+      algo_config: grpo_learner.GRPOConfig,
+      reward_fns,
+      metric_fns=None,
+      data_shuffle_seed: int | None = None,
+      verify_replay_every_n_steps: int = 0,
+  ):
+    """Checks the wiring, then builds Tunix's learner.
+
+    Args:
+      rl_cluster: a `DiffusionRLCluster`.
+      algo_config: a `GRPOConfig` with `policy_loss_fn="diffusion_grpo"`.
+      reward_fns: Tunix reward functions (they also receive `num_forwards`
+        and `num_completion_tokens`).
+      metric_fns: as `GRPOLearner`.
+      data_shuffle_seed: as `GRPOLearner`.
+      verify_replay_every_n_steps: > 0 also replays the anchor on steps
+        where old log-probs are not needed, every this many global steps,
+        to log the replay-parity metric; 0 only when they are computed.
+
+    Raises:
+      ValueError: naming the setting, before any compute, for a cluster or
+        rollout that is not a diffusion one, another policy loss, packing,
+        `beta > 0` without a reference model, or several JAX processes.
+    """
+    if not isinstance(rl_cluster, cluster_lib.DiffusionRLCluster):
+      raise ValueError(
+          "DiffusionGRPOLearner needs a DiffusionRLCluster, got"
+          f" {type(rl_cluster).__name__}."
+      )
+    if algo_config.policy_loss_fn != policy_loss.POLICY_LOSS_NAME:
+      raise ValueError(
+          f"grpo.policy_loss_fn={algo_config.policy_loss_fn!r} would score a"
+          " diffusion trace autoregressively; use"
+          f" {policy_loss.POLICY_LOSS_NAME!r}."
+      )
+    training = rl_cluster.cluster_config.training_config
+    if training.max_seq_token_per_tpu is not None:
+      raise ValueError(
+          "training_config.max_seq_token_per_tpu (sequence packing) is not"
+          " supported: a packed row would mix traces."
+      )
+    if algo_config.beta != 0.0 and "reference" not in getattr(
+        rl_cluster.inference_worker, "_models", {}
+    ):
+      raise ValueError(
+          f"grpo.beta={algo_config.beta} needs a reference model; pass one"
+          " to the cluster or set beta=0."
+      )
+    if jax.process_count() > 1:
+      raise ValueError(
+          "diffusion GRPO runs single-controller (one JAX process, as on"
+          f" Pathways); got {jax.process_count()} processes."
+      )
+    if verify_replay_every_n_steps < 0:
+      raise ValueError("verify_replay_every_n_steps must be >= 0.")
+    super().__init__(
+        rl_cluster=rl_cluster,
+        algo_config=algo_config,
+        reward_fns=reward_fns,
+        metric_fns=metric_fns,
+        data_shuffle_seed=data_shuffle_seed,
+    )
+    self._verify_every = verify_replay_every_n_steps
+    self._updates_per_rollout = self.algo_config.num_iterations
+    self.rl_cluster.actor_trainer.with_rl_metrics_to_log({
+        "kl": np.mean,
+        "pg_clipfrac": np.mean,
+        "ppo_kl": np.mean,
+        "is_ratio/mean": np.mean,
+        "is_ratio/min": np.min,
+        "is_ratio/max": np.max,
+    })
+
+  @property
+  def rollout(self) -> rollout_lib.DiffusionRollout:
+    return self.rl_cluster.rollout
+
+  def train(self, train_ds, eval_ds=None, skip_jit: bool = False) -> None:
+    """Tunix's loop over checked datasets; old log-probs when needed."""
+    train_ds = _checked(train_ds, "train dataset")
+    first = next(train_ds)
+    full_batch = len(first["prompts"])
+    mini_batch = self._training_config.mini_batch_size or full_batch
+    # Every update after the first of a rollout runs on moved weights.
+    self._updates_per_rollout = self.algo_config.num_iterations * max(
+        1, full_batch // mini_batch
+    )
+
+    def chained():
+      yield first
+      yield from train_ds
+
+    eval_ds = None if eval_ds is None else list(_checked(eval_ds, "eval"))
+    super().train(chained(), eval_ds, skip_jit)
+
+  def _needs_old(self, mode: Mode) -> bool:
+    return mode == Mode.TRAIN and self._updates_per_rollout > 1
+
+  def _verify_now(self, mode: Mode) -> bool:
+    step = self.rl_cluster.global_steps
+    return (
+        mode == Mode.TRAIN
+        and self._verify_every > 0
+        and step % self._verify_every == 0
+    )
+
+  def _generate_and_compute_advantage(
+      self, training_input: dict[str, Any], mode: Mode = Mode.TRAIN
+  ) -> policy_loss.DiffusionTrainExample:
+    """Rolls out, scores ref and old by replay, and computes advantages."""
+    prompts = list(training_input["prompts"])
+    num_generations = self.algo_config.num_generations
+    cluster = self.rl_cluster
+    out = cluster.generate(
+        prompts=prompts,
+        mode=mode,
+        micro_batch_size=self._rollout_micro_batch_size * num_generations,
+        trace_tags={"step": cluster.global_steps},
+    )
+    trace = out.trace
+    logps_batch = self._compute_logps_micro_batch_size * num_generations
+
+    ref = None
+    if self.algo_config.beta != 0.0:
+      ref = cluster.reference_replay_logps(trace, logps_batch)
+    old = None
+    if self._needs_old(mode) or self._verify_now(mode):
+      anchor = cluster.anchor_replay_logps(trace, logps_batch)
+      generated = np.asarray(trace.action_step) >= 0
+      error = np.abs(anchor - np.asarray(trace.action_logp))[generated]
+      cluster.buffer_metrics(
+          {PARITY_METRIC: (float(error.max(initial=0.0)), np.max)}, mode=mode
+      )
+      if self._needs_old(mode):
+        old = anchor
+
+    visible = np.asarray([len(t) for t in out.tokens], np.int32)
+    rewards = self._compute_rewards(
+        prompts=prompts,
+        completions=out.text,
+        mode=mode,
+        num_forwards=out.num_forwards,
+        num_completion_tokens=visible,
+        **{k: v for k, v in training_input.items() if k != "prompts"},
+    )
+    estimator = function_registry.get_advantage_estimator(
+        self.algo_config.advantage_estimator
+    )
+    advantages = estimator(rewards=rewards, num_generations=num_generations)
+    self._buffer_rollout_metrics(rewards, visible, out.num_forwards, mode)
+    for metric_fn in self.metric_fns:
+      cluster.buffer_metrics(
+          metric_fn(
+              prompts=prompts,
+              completions=out.text,
+              advantages=advantages,
+              rewards=rewards,
+              **{k: v for k, v in training_input.items() if k != "prompts"},
+          ),
+          mode=mode,
+      )
+    return policy_loss.DiffusionTrainExample.from_trace(
+        trace,
+        pad_id=self.rollout.pad_id(),
+        advantages=np.asarray(advantages, np.float32),
+        ref_per_token_logps=ref,
+        old_per_token_logps=old,
+    )
+
+  def _buffer_rollout_metrics(self, rewards, visible, forwards, mode) -> None:
+    """Tunix's reward and length metrics, plus tokens per forward."""
+    self.rl_cluster.buffer_metrics(
+        {
+            "rewards/score/mean": (np.mean(rewards), np.mean),
+            "rewards/score/max": (np.max(rewards), np.max),
+            "rewards/score/min": (np.min(rewards), np.min),
+            "completions/mean_length": (np.mean(visible), np.mean),
+            "completions/max_length": (np.max(visible), np.max),
+            "completions/min_length": (np.min(visible), np.min),
+            "diffusion/tokens_per_forward": (
+                float(visible.sum() / max(int(forwards.sum()), 1)),
+                np.mean,
+            ),
+            "diffusion/forwards_per_row": (np.mean(forwards), np.mean),
+        },
+        mode=mode,
+    )

@@ -1,0 +1,340 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`DiffusionRollout`: Tunix's rollout engine for a block-diffusion policy.
+
+Tunix builds its rollout engine from `ClusterConfig.rollout_engine`; a
+`functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)` is
+accepted there, and Tunix adds `rollout_actor`, `tokenizer`, `mesh` and the
+TRAIN `rollout_config`. Each `generate` call decodes a batch of rendered
+prompt strings by parallel block denoising (`generate.denoise.Denoiser`,
+exact block KV cache) and returns what Tunix's `RolloutOutput` holds; the
+rollout's `Trace` (every committed action, its step and log-prob) goes to
+the collector that `DiffusionRLCluster.generate` opens, because Tunix's
+own `RLCluster.generate` would drop any extra output field.
+
+Why each rule (rl_opd_design.md §2.7, §3.2, §3.6):
+  * The rollout owns its parameter buffers. Tunix syncs weights only when
+    the rollout's leaves are not the actor's (`rl_utils.is_sharing_weights`),
+    and an `nnx.clone` shares arrays, so a shared copy would never be
+    synced and would go stale after the first optimizer step.
+  * `update_params` copies device to device: on CPU Tunix syncs under
+    transfer guards that forbid host round trips.
+  * Row seeds derive from (seed, mode, global step, call index within that
+    step and mode), set by `set_generation_context`, so train and eval
+    streams are independent and a resumed run draws the same rollouts.
+  * Generation context and trace collection are thread-local: Tunix
+    prepares training data on a producer thread and evaluation data on the
+    main thread, which can overlap when the meshes are disjoint. Call
+    indices count per (step, mode), so evaluation never shifts training's.
+  * `RolloutConfig.top_k` / `top_p` are vocabulary filters; the commit
+    rule's k is `commit["top_k"]`. Filters are rejected, never forwarded.
+  * `get_per_token_logps` fails closed: a denoising policy is scored from
+    its trace (which canvas each action was committed from), never from
+    tokens alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Mapping, Sequence
+
+from absl import logging
+from flax import nnx
+import jax
+import numpy as np
+from tunix.rl import reshard
+from tunix.rl.rollout import base_rollout
+
+from tunix_bd import eos
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import tunix_layout
+from tunix_bd.generate import denoise
+from tunix_bd.rl import role_shim
+
+# Row-seed streams: the mode is part of the seed, so evaluation never draws
+# from (or advances) the training stream.
+MODE_IDS = {"train": 0, "eval": 1}
+COMMIT_KEYS = ("rule", "threshold", "top_k", "factor")
+
+
+def mode_name(mode: Any) -> str:
+  """'train' or 'eval' for a Tunix `Mode` (an enum or its string value)."""
+  name = str(getattr(mode, "value", mode)).lower()
+  if name not in MODE_IDS:
+    raise ValueError(f"unknown rollout mode {mode!r}; want train or eval.")
+  return name
+
+
+def row_seeds(
+    seed: int, mode: str, global_step: int, call_index: int, rows: int
+) -> np.ndarray:
+  """uint32 `[rows]` sampling seeds of one `generate` call (§3.6)."""
+  entropy = [int(seed), MODE_IDS[mode], int(global_step), int(call_index)]
+  return np.random.SeedSequence(entropy).generate_state(rows)
+
+
+def check_rollout_config(
+    config: base_rollout.RolloutConfig, *, training: bool, model_dtype: Any
+) -> None:
+  """Fails closed on `RolloutConfig` fields a denoising rollout cannot honor.
+
+  Raises:
+    ValueError: naming the field, for a vocabulary filter (`top_k`, `top_p`
+      below 1), a training temperature that is not > 0, or a `data_type`
+      other than the model's (replay parity needs the rollout's dtype).
+  """
+  if config.top_k is not None:
+    raise ValueError(
+        f"rollout_config.top_k={config.top_k} is a vocabulary filter, which"
+        " block denoising does not support (its k is the commit rule's"
+        " rollout.top_k); leave it None."
+    )
+  if config.top_p not in (None, 1.0):
+    raise ValueError(
+        f"rollout_config.top_p={config.top_p} is a vocabulary filter, which"
+        " block denoising does not support; use None or 1.0."
+    )
+  if training and not config.temperature > 0:
+    raise ValueError(
+        "rollout_config.temperature must be > 0 for training rollouts (GRPO"
+        f" needs samples), got {config.temperature}."
+    )
+  if config.data_type is not None and np.dtype(config.data_type) != np.dtype(
+      model_dtype
+  ):
+    raise ValueError(
+        f"rollout_config.data_type={config.data_type} differs from the"
+        f" model's {np.dtype(model_dtype)}; the rollout must run in the"
+        " trained dtype for exact replay."
+    )
+
+
+class _ThreadState(threading.local):
+  """This thread's generation context and open trace collectors."""
+
+  def __init__(self):
+    super().__init__()
+    self.context: tuple[int, str] | None = None
+    self.collectors: list[list[Any]] = []
+
+
+class DiffusionRollout(base_rollout.BaseRollout):
+  """A Tunix rollout engine that decodes by parallel block denoising."""
+
+  def __init__(
+      self,
+      *,
+      rollout_actor: nnx.Module,
+      tokenizer: Any,
+      mesh: jax.sharding.Mesh | None,
+      rollout_config: base_rollout.RolloutConfig,
+      bd: bd_config_lib.BlockDiffusionConfig,
+      stop_ids: Sequence[int],
+      commit: Mapping[str, Any],
+      use_cache: bool = True,
+      seed: int = 0,
+  ):
+    """Checks the settings and places the rollout's own copy of the model.
+
+    Args:
+      rollout_actor: the actor Tunix hands over (on the actor mesh); the
+        rollout copies its buffers, never shares them.
+      tokenizer: Tunix's `TokenizerAdapter` (prompts arrive rendered).
+      mesh: the ROLLOUT role's mesh; None or empty keeps the actor's.
+      rollout_config: the TRAIN rollout config.
+      bd: the policy's block-diffusion settings.
+      stop_ids: ids that end a row (the EOS included); unique, and neither
+        the mask nor the pad id.
+      commit: the commit rule: `rule`, `threshold`, `top_k` (positions per
+        step) and `factor`, as `denoise.DenoiseConfig` takes them.
+      use_cache: decode with the exact block KV cache.
+      seed: the base of every row seed.
+
+    Raises:
+      ValueError: for any setting above that is not valid (before any
+        compute), as `check_rollout_config` or `denoise.Denoiser`.
+    """
+    unknown = sorted(set(commit) - set(COMMIT_KEYS))
+    if unknown:
+      raise ValueError(f"unknown commit settings {unknown}; use {COMMIT_KEYS}.")
+    stop_ids = tuple(int(s) for s in stop_ids)
+    if not stop_ids or len(set(stop_ids)) != len(stop_ids):
+      raise ValueError(f"stop_ids must be unique and non-empty: {stop_ids}.")
+    pad_id = int(tokenizer.pad_id())
+    if pad_id in stop_ids:
+      raise ValueError(f"the pad id {pad_id} cannot be a stop id {stop_ids}.")
+    dtype = jax.tree.leaves(nnx.state(rollout_actor, nnx.Param))[0].dtype
+    check_rollout_config(rollout_config, training=True, model_dtype=dtype)
+    self._dtype = dtype
+    self._tokenizer = tokenizer
+    self.bd, self.stop_ids, self.pad = bd, stop_ids, pad_id
+    self.commit = {k: commit[k] for k in COMMIT_KEYS if k in commit}
+    self.use_cache, self.seed = bool(use_cache), int(seed)
+    mesh = None if mesh is None or mesh.empty else mesh
+    self._model = role_shim.place_on_mesh(rollout_actor, mesh, copy=True)
+    self.mesh = mesh
+    # Denoisers are built lazily per (lengths, temperature), after the
+    # placement above has rebound every mesh the model holds (they capture
+    # the graph at construction).
+    self._denoisers: dict[denoise.DenoiseConfig, denoise.Denoiser] = {}
+    self._lock = threading.Lock()
+    self._local = _ThreadState()
+    self._calls: dict[tuple[int, str], int] = {}
+    # Checks the model against `bd` and the settings now, not mid-run.
+    self._denoiser(self.denoise_config(rollout_config))
+
+  # --- Generation context and trace collection (thread-local). ---
+
+  def set_generation_context(self, *, global_step: int, mode: Any) -> None:
+    """Sets this thread's (global step, mode) for the next `generate` calls.
+
+    The name and meaning of Tunix PR 1749's hook: calls within one (step,
+    mode) are numbered 0, 1, ... in order, and each number seeds its rows.
+    """
+    self._local.context = (int(global_step), mode_name(mode))
+
+  @contextlib.contextmanager
+  def collect_traces(self) -> Iterator[list[tuple[Any, np.ndarray]]]:
+    """Collects `(trace, num_forwards)` of this thread's `generate` calls."""
+    collected: list[tuple[Any, np.ndarray]] = []
+    self._local.collectors.append(collected)
+    try:
+      yield collected
+    finally:
+      self._local.collectors.pop()
+
+  # --- Decoding. ---
+
+  def denoise_config(
+      self, rollout_config: base_rollout.RolloutConfig
+  ) -> denoise.DenoiseConfig:
+    """The `DenoiseConfig` of one mode's `RolloutConfig` (checked)."""
+    if rollout_config.eos_tokens is not None and set(
+        rollout_config.eos_tokens
+    ) != set(self.stop_ids):
+      raise ValueError(
+          f"rollout_config.eos_tokens={rollout_config.eos_tokens} differs"
+          f" from the rollout's stop_ids {self.stop_ids}; set one of them."
+      )
+    return denoise.DenoiseConfig(
+        max_new_tokens=rollout_config.max_tokens_to_generate,
+        max_prompt_length=rollout_config.max_prompt_length,
+        temperature=rollout_config.temperature,
+        stop_ids=self.stop_ids,
+        pad_id=self.pad,
+        use_cache=self.use_cache,
+        **self.commit,
+    )
+
+  def _denoiser(self, config: denoise.DenoiseConfig) -> denoise.Denoiser:
+    with self._lock:
+      if config not in self._denoisers:
+        self._denoisers[config] = denoise.Denoiser(
+            self._model, bd=self.bd, config=config
+        )
+      return self._denoisers[config]
+
+  def _encode(self, prompts: Sequence[str], max_length: int) -> list[list]:
+    rows = []
+    for i, prompt in enumerate(prompts):
+      if not isinstance(prompt, str):
+        raise ValueError(
+            f"prompt {i} is a {type(prompt).__name__}, not a rendered string;"
+            " the dataset's prompts must be an np.ndarray of str."
+        )
+      ids = list(self._tokenizer.encode(prompt, add_special_tokens=False))
+      if not 1 <= len(ids) <= max_length:
+        raise ValueError(
+            f"prompt {i} has {len(ids)} tokens; rollout.max_prompt_length"
+            f" is {max_length} (and a prompt needs at least one token)."
+        )
+      rows.append(ids)
+    return rows
+
+  def generate(
+      self,
+      prompts: list[str],
+      rollout_config: base_rollout.RolloutConfig,
+      **kwargs,
+  ) -> base_rollout.RolloutOutput:
+    """Decodes rendered prompts; the trace goes to the open collector.
+
+    Returns:
+      Tunix's `RolloutOutput`: `text` and `tokens` (each row's completion
+      before its first stop token), `left_padded_prompt_tokens` int32
+      `[batch, max_prompt_length]`; no logits or log-probs (the trace has
+      the log-prob of every action).
+
+    Raises:
+      ValueError: without a generation context (use `DiffusionRLCluster`),
+        for a bad config, a prompt that is not a string or is too long, and
+        as `Denoiser` (non-finite logits, unresolved masks).
+    """
+    del kwargs
+    if self._local.context is None:
+      raise ValueError(
+          "DiffusionRollout.generate needs a generation context: drive it"
+          " with DiffusionRLCluster (RLCluster would drop the trace)."
+      )
+    context = self._local.context
+    global_step, mode = context
+    check_rollout_config(
+        rollout_config, training=mode == "train", model_dtype=self._dtype
+    )
+    config = self.denoise_config(rollout_config)
+    rows = self._encode(prompts, config.max_prompt_length)
+    with self._lock:
+      call_index = self._calls.get(context, 0)
+      self._calls[context] = call_index + 1
+    seeds = row_seeds(self.seed, mode, global_step, call_index, len(rows))
+    out = self._denoiser(config)(rows, seeds=seeds)
+    if self._local.collectors:
+      self._local.collectors[-1].append((out.trace, out.num_forwards))
+    layout = tunix_layout.to_tunix_layout(out.trace, pad_id=self.pad)
+    return base_rollout.RolloutOutput(
+        text=[self._tokenizer.decode(c.tolist()) for c in out.completions],
+        logits=None,
+        tokens=[np.asarray(c, np.int32) for c in out.completions],
+        left_padded_prompt_tokens=layout["prompt_ids"],
+        logprobs=None,
+    )
+
+  def get_per_token_logps(self, prompt_tokens, completion_tokens):
+    raise ValueError(
+        "a denoising rollout is scored from its trace (the canvas of each"
+        " action), not from tokens; use DiffusionGRPOLearner, whose old and"
+        " reference log-probs are trace replays (PPO is not supported)."
+    )
+
+  def update_params(self, params, filter_types=None) -> None:
+    """Copies synced parameters into the rollout's own buffers, on device.
+
+    Args:
+      params: the actor's filtered state (still on the actor mesh).
+      filter_types: the `nnx.Variable` types `params` holds (`nnx.Param`,
+        or `nnx.LoRAParam` with LoRA).
+    """
+    target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
+    placed = reshard.reshard_pytree(params, target)
+    # On one mesh the reshard is a no-op returning the actor's own arrays;
+    # copy those, so the rollout never shares (or loses, to donation) them.
+    placed = jax.tree.map(
+        lambda new, src: new.copy() if new is src else new, placed, params
+    )
+    nnx.update(self._model, placed)
+    logging.log_first_n(logging.INFO, "rollout weights synced.", 1)
+
+  def pad_id(self) -> int:
+    return self.pad
+
+  def eos_id(self) -> int:
+    return int(self._tokenizer.eos_id())
+
+  def model(self) -> nnx.Module:
+    return self._model
+
+
+def visible_completions(trace, stop_ids: Sequence[int]) -> list[np.ndarray]:
+  """Each row's completion tokens before its first stop token."""
+  return eos.truncate_at_stop(np.asarray(trace.tokens), stop_ids)
