@@ -1,0 +1,120 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""GRPO's training prompts: rendered, checked, served as Tunix dataset items.
+
+Tunix's RL learner takes an iterable of dicts, one per batch of prompts:
+`prompts` (rendered chat strings, which the rollout encodes) and any other
+per-prompt field, here `answer` (passed to the reward functions). Items are
+`np.ndarray`s, since Tunix repeats each field G times with `np.repeat`.
+
+The stream is a deterministic function of the seed: epochs in a seeded
+shuffled order. Tunix resumes by skipping the items already consumed, so a
+resumed run sees the same prompts as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from tunix_bd.data import chat
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import jsonl
+from tunix_bd.data import prompts as prompts_lib
+
+_ORDER_STREAM = 0x5EED
+
+
+@dataclasses.dataclass(frozen=True)
+class RlPrompts:
+  """Rendered prompts and their reference answers.
+
+  Attributes:
+    prompts: str `[num]` generation prompts rendered by the chat template.
+    answers: str `[num]` reference answers.
+  """
+
+  prompts: np.ndarray
+  answers: np.ndarray
+
+  def __len__(self) -> int:
+    return len(self.prompts)
+
+
+def jsonl_conversations(path: str) -> list[dataset_lib.Conversation]:
+  """Conversations of an RL JSONL file (`{"prompt", "answer"}` per line)."""
+  records = jsonl.read_jsonl(path, kind="rl")
+  return [
+      dataset_lib.Conversation(
+          [*r["messages"], {"role": "assistant", "content": r["answer"]}],
+          dataset_lib.JSONL_TASK,
+          f"{path} record {i + 1}",
+      )
+      for i, r in enumerate(records)
+  ]
+
+
+def render(
+    tokenizer,
+    conversations: Sequence[dataset_lib.Conversation],
+    max_prompt_length: int,
+) -> RlPrompts:
+  """The generation prompts of conversations, as the rollout will see them.
+
+  Raises:
+    ValueError: naming the conversation, for one without a prompt or an
+      answer, a prompt longer than `rollout.max_prompt_length`, or a chat
+      template whose rendered text does not re-encode to its own tokens
+      (the rollout encodes text, SFT encoded the messages).
+  """
+  if not conversations:
+    raise ValueError("the GRPO prompt set is empty.")
+  prompts, answers = [], []
+  for conversation in conversations:
+    where = conversation.where
+    messages, answer = prompts_lib.prompt_messages(
+        conversation.messages, where
+    )
+    text = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if tuple(ids) != chat.encode_prompt(tokenizer, messages):
+      raise ValueError(
+          f"{where}: the rendered prompt does not re-encode to the chat"
+          " template's tokens; tunix_bd needs a template of the"
+          " Qwen/ChatML form."
+      )
+    if len(ids) > max_prompt_length:
+      raise ValueError(
+          f"{where}: the prompt has {len(ids)} tokens, more than"
+          f" rollout.max_prompt_length={max_prompt_length}."
+      )
+    prompts.append(text)
+    answers.append(answer)
+  return RlPrompts(np.asarray(prompts), np.asarray(answers))
+
+
+def batch_indices(num: int, batch_size: int, seed: int, index: int):
+  """int `[batch_size]` prompt indices of item `index` (epoch-shuffled)."""
+  stream = np.arange(index * batch_size, (index + 1) * batch_size)
+  out = np.empty(batch_size, np.int64)
+  for epoch in np.unique(stream // num):
+    order = np.random.default_rng([seed, int(epoch), _ORDER_STREAM])
+    permutation = order.permutation(num)
+    here = stream // num == epoch
+    out[here] = permutation[stream[here] % num]
+  return out
+
+
+def items(
+    prompts: RlPrompts, *, batch_size: int, seed: int
+) -> Iterator[dict[str, np.ndarray]]:
+  """Tunix dataset items of `batch_size` prompts each, without end."""
+  index = 0
+  while True:
+    rows = batch_indices(len(prompts), batch_size, seed, index)
+    yield dict(prompts=prompts.prompts[rows], answer=prompts.answers[rows])
+    index += 1
