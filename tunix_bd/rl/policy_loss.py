@@ -1,0 +1,355 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The `"diffusion_grpo"` policy loss: GRPO / token-level GSPO on traces.
+
+Tunix's `GRPOLearner` looks its policy loss up by name
+(`algo_config.policy_loss_fn`) and calls it as `loss(model, train_example,
+algo_config=, pad_id=, eos_id=)`. Its own `"grpo"` loss scores the
+completion autoregressively, which is meaningless for a block-diffusion
+policy. This module registers `"diffusion_grpo"` (on import), whose live
+log-probs are the replay of the rollout's own trace
+(`core.replay.replay_log_probs`: each action scored on the canvas it was
+committed from) and whose remaining math is Tunix's `grpo_loss_fn`
+(`tunix/rl/algo_core.py`), ported in `grpo_objective` and pinned to it by
+`policy_loss_test`.
+
+The trace rides in `DiffusionTrainExample.trace` through Tunix's slicing,
+queue and sharding (every array leaf is batch-major; `bd` and `temperature`
+are static). `completion_mask` is `trace.action_step >= 0`: every committed
+action, including the post-stop slots of the stop block. Under `gspo-token`
+the "sequence" is that set of actions, so the sequence ratio is the
+geometric mean of the per-action ratios.
+
+Not ported: Tunix's `aux["entropy"]`, the entropy of the AR logits. Replay
+would need every commit canvas's full-vocabulary logits (`[batch,
+completion_len, vocab]`) beside the log-probs, a diagnostic that the
+learner does not log and no loss term uses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix.rl import algo_core
+from tunix.rl import common
+from tunix.rl import function_registry
+from tunix.rl.grpo import grpo_learner
+from tunix_bd.core import cached_logits
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import replay
+from tunix_bd.core import trace as trace_lib
+from tunix_bd.core import tunix_layout
+
+POLICY_LOSS_NAME = "diffusion_grpo"
+
+# Tunix's bounds on the (per-token, resp. GSPO sequence) log-ratio.
+_LOG_RATIO_BOUND = 20.0
+_GSPO_LOG_RATIO_MAX = 10.0
+
+_masked_mean = algo_core.masked_mean
+
+
+@flax.struct.dataclass(frozen=True)
+class DiffusionTrainExample(grpo_learner.TrainExample):
+  """Tunix's GRPO `TrainExample` plus the rollout's trace.
+
+  The inherited fields are in Tunix's layout (`core.tunix_layout`):
+  `prompt_ids` / `prompt_mask` `[batch, P]` left-padded, `completion_ids` /
+  `completion_mask` `[batch, T]` with `completion_ids = trace.tokens` and
+  `completion_mask = trace.action_step >= 0`, `advantages` `[batch]`, and
+  the `[batch, T]` float32 per-token log-probs of the reference and old
+  policies (replays of the same trace, or None).
+
+  Attributes:
+    trace: the rollout's `Trace` (batch-major arrays, so Tunix slices and
+      shards it with the rest), or None, which the diffusion loss rejects.
+  """
+
+  trace: trace_lib.Trace | None = None
+
+  @classmethod
+  def from_trace(
+      cls,
+      trace: trace_lib.Trace,
+      *,
+      pad_id: int,
+      advantages: Any,
+      ref_per_token_logps: Any = None,
+      old_per_token_logps: Any = None,
+      sampler_is_weights: Any = None,
+  ) -> DiffusionTrainExample:
+    """The example of a concrete trace (`core.tunix_layout`).
+
+    Args:
+      trace: the rollout's trace, `[batch, ...]`.
+      pad_id: the id of left-padding and never-generated slots.
+      advantages: float `[batch]`.
+      ref_per_token_logps, old_per_token_logps, sampler_is_weights: float
+        `[batch, T]`, or None.
+
+    Raises:
+      ValueError: as `Trace.validate`.
+    """
+    layout = tunix_layout.to_tunix_layout(trace, pad_id=pad_id)
+    return cls(
+        prompt_ids=layout["prompt_ids"],
+        prompt_mask=layout["prompt_mask"],
+        completion_ids=layout["completion_ids"],
+        completion_mask=layout["completion_mask"],
+        advantages=advantages,
+        ref_per_token_logps=ref_per_token_logps,
+        old_per_token_logps=old_per_token_logps,
+        sampler_is_weights=sampler_is_weights,
+        trace=trace,
+    )
+
+
+def _check_shapes(per_token_logps, train_example) -> None:
+  """Every per-token input has the `[batch, T]` shape of the mask."""
+  want = np.shape(train_example.completion_mask)
+  for name, value in (
+      ("per_token_logps", per_token_logps),
+      ("train_example.old_per_token_logps", train_example.old_per_token_logps),
+      ("train_example.ref_per_token_logps", train_example.ref_per_token_logps),
+      ("train_example.sampler_is_weights", train_example.sampler_is_weights),
+  ):
+    if value is not None and np.shape(value) != want:
+      raise ValueError(
+          f"{name} has shape {np.shape(value)}, but completion_mask has {want}."
+      )
+
+
+def _clipped_log_ratio(per_token_logps, old_per_token_logps, mask, loss_algo):
+  """Tunix's clipped log importance ratio `[batch, T]`, and `ppo_kl`."""
+  log_ratio = per_token_logps - old_per_token_logps
+  # Recorded before clipping, as Tunix does.
+  ppo_kl = _masked_mean(-log_ratio, mask)
+  log_ratio = jnp.clip(log_ratio, -_LOG_RATIO_BOUND, _LOG_RATIO_BOUND)
+  if loss_algo == "gspo-token":
+    sequence = (log_ratio * mask).sum(axis=-1) / jnp.clip(mask.sum(-1), min=1)
+    # The sequence ratio's value with each token's own gradient.
+    log_ratio = (
+        per_token_logps
+        - jax.lax.stop_gradient(per_token_logps)
+        + jax.lax.stop_gradient(sequence)[:, None]
+    )
+    log_ratio = jnp.clip(log_ratio, max=_GSPO_LOG_RATIO_MAX)
+  return log_ratio, ppo_kl
+
+
+def _diagnostics(loss, log_ratio, is_ratio, pg_losses, adv, mask, weights):
+  """Tunix's aux entries (without KL and entropy), masked to the actions."""
+  pg_loss_1, pg_loss_2, clipfrac, clipfrac_lower = pg_losses
+  adv_all = jnp.broadcast_to(adv, mask.shape)
+  aux = {
+      "kl": 0.0,
+      "kl_loss": 0.0,
+      "pg_loss": loss,
+      "pg_clipfrac": clipfrac,
+      "pg_clipfrac_lower": clipfrac_lower,
+      "is_ratio/mean": _masked_mean(is_ratio, mask),
+      "is_ratio/max": jnp.max(jnp.where(mask > 0, is_ratio, 0.0)),
+      "is_ratio/min": jnp.min(jnp.where(mask > 0, is_ratio, jnp.inf)),
+      "log_ratio/abs_mean": _masked_mean(jnp.abs(log_ratio), mask),
+      "pg_loss/unclipped_mean": _masked_mean(pg_loss_1, mask),
+      "pg_loss/clipped_mean": _masked_mean(pg_loss_2, mask),
+      "advantage/abs_mean": _masked_mean(jnp.abs(adv_all), mask),
+      "advantage/max": jnp.max(jnp.where(mask > 0, adv_all, -jnp.inf)),
+      "advantage/min": jnp.min(jnp.where(mask > 0, adv_all, jnp.inf)),
+      "advantage/nonzero_frac": _masked_mean(
+          (jnp.abs(adv_all) > 1e-8).astype(jnp.float32), mask
+      ),
+  }
+  if weights is None:
+    aux["sampler_is/weight_mean"] = jnp.float32(1.0)
+    aux["sampler_is/weight_min"] = jnp.float32(1.0)
+  else:
+    aux["sampler_is/weight_mean"] = _masked_mean(weights, mask)
+    aux["sampler_is/weight_min"] = jnp.min(
+        jnp.where(mask > 0, weights, jnp.inf)
+    )
+  return aux
+
+
+def grpo_objective(
+    per_token_logps: jax.Array,
+    train_example: common.TrainExample,
+    algo_config: Any,
+) -> tuple[jax.Array, dict[str, Any]]:
+  """Tunix's GRPO / `gspo-token` loss, given the live per-token log-probs.
+
+  The math of `tunix.rl.algo_core.grpo_loss_fn` after its forward: the
+  importance ratio against `old_per_token_logps` (None: the live log-probs
+  under `stop_gradient`, ratio 1), the PPO clip `[1 - epsilon, 1 +
+  epsilon_high]` (`epsilon_high` if the config has it), the dual clip
+  `epsilon_c`, `sampler_is_weights`, `aggregate_loss(loss_agg_mode)`, and
+  `beta` times the KL to `ref_per_token_logps` (`kl_loss_mode`,
+  `kl_clamp_value`).
+
+  Args:
+    per_token_logps: float `[batch, T]` live log-probs of the actions.
+    train_example: the example; its `completion_mask` `[batch, T]` selects
+      the actions, its `advantages` are `[batch]` (or `[batch, T]`).
+    algo_config: a Tunix `GRPOConfig` (or anything with its fields).
+
+  Returns:
+    The scalar loss and Tunix's aux dict (`kl`, `pg_clipfrac`, `ppo_kl`,
+    `is_ratio/{mean,min,max}`, ...) without `entropy`.
+
+  Raises:
+    ValueError: for a per-token input whose shape is not the mask's.
+  """
+  _check_shapes(per_token_logps, train_example)
+  epsilon = algo_config.epsilon
+  epsilon_high = (
+      algo_config.epsilon_high
+      if hasattr(algo_config, "epsilon_high")
+      else epsilon
+  )
+  epsilon_c = getattr(algo_config, "epsilon_c", None)
+  agg_mode = algo_config.loss_agg_mode
+  mask = train_example.completion_mask
+  per_token_logps = jnp.astype(per_token_logps, jnp.float32)
+  advantages = jnp.astype(train_example.advantages, jnp.float32)
+  if train_example.old_per_token_logps is None:
+    old_per_token_logps = jax.lax.stop_gradient(per_token_logps)
+  else:
+    old_per_token_logps = jnp.astype(
+        train_example.old_per_token_logps, jnp.float32
+    )
+  log_ratio, ppo_kl = _clipped_log_ratio(
+      per_token_logps, old_per_token_logps, mask, algo_config.loss_algo
+  )
+  is_ratio = jnp.exp(log_ratio)
+  adv = advantages if advantages.ndim == 2 else advantages[:, None]
+
+  pg_loss_1 = -adv * is_ratio
+  pg_loss_2 = -adv * jnp.clip(is_ratio, 1 - epsilon, 1 + epsilon_high)
+  per_token_loss = jnp.maximum(pg_loss_1, pg_loss_2).astype(jnp.float32)
+  clipfrac = _masked_mean(jnp.greater(pg_loss_2, pg_loss_1), mask)
+  # Dual clip: for negative advantages, the loss is at most -epsilon_c * adv.
+  pg_loss_3 = per_token_loss if epsilon_c is None else -epsilon_c * adv
+  clipfrac_lower = common.aggregate_loss(
+      ((per_token_loss > pg_loss_3) & (adv < 0.0)).astype(jnp.float32),
+      mask,
+      agg_mode,
+  )
+  per_token_loss = jnp.where(
+      adv < 0.0, jnp.minimum(pg_loss_3, per_token_loss), per_token_loss
+  )
+  weights = train_example.sampler_is_weights
+  if weights is not None:
+    weights = weights.astype(jnp.float32)
+    per_token_loss = per_token_loss * weights
+  loss = common.aggregate_loss(per_token_loss, mask, agg_mode)
+
+  aux = _diagnostics(
+      loss,
+      log_ratio,
+      is_ratio,
+      (pg_loss_1, pg_loss_2, clipfrac, clipfrac_lower),
+      adv,
+      mask,
+      weights,
+  )
+  aux["ppo_kl"] = ppo_kl
+  if train_example.ref_per_token_logps is not None:
+    kl = common.compute_kl_divergence(
+        per_token_logps,
+        train_example.ref_per_token_logps,
+        algo_config.kl_loss_mode,
+        clamp_value=algo_config.kl_clamp_value,
+    )
+    aux["kl"] = jnp.astype(
+        (kl * mask).sum() / jnp.clip(mask.sum(), min=1), jnp.float32
+    )
+    aux["kl_loss"] = common.aggregate_loss(kl, mask, agg_mode)
+    if algo_config.beta is not None and algo_config.beta != 0.0:
+      loss = loss + algo_config.beta * aux["kl_loss"]
+  return loss, aux
+
+
+def _checked_trace(train_example, algo_config) -> trace_lib.Trace:
+  """The example's trace, checked against the example and the config."""
+  trace = getattr(train_example, "trace", None)
+  if trace is None:
+    raise ValueError(
+        f"train_example.trace is None: the {POLICY_LOSS_NAME!r} policy loss"
+        " scores the rollout's trace by replay, so it needs a learner that"
+        " passes a DiffusionTrainExample with its trace (the diffusion GRPO"
+        " learner), not Tunix's stock GRPOLearner."
+    )
+  if not isinstance(trace, trace_lib.Trace):
+    raise ValueError(
+        "train_example.trace must be a tunix_bd.core.trace.Trace, got"
+        f" {type(trace).__name__}."
+    )
+  if getattr(train_example, "segment_ids", None) is not None:
+    raise ValueError(
+        "train_example.segment_ids is set: packed sequences are not"
+        f" supported by the {POLICY_LOSS_NAME!r} loss."
+    )
+  tokens = np.shape(trace.tokens)
+  completion = np.shape(train_example.completion_ids)
+  if tokens != completion:
+    raise ValueError(
+        f"train_example.trace.tokens has shape {tokens}, but completion_ids"
+        f" has {completion}: the trace must span the completion width."
+    )
+  temperature = getattr(algo_config, "temperature", None)
+  # Tunix reads temperature 0 (greedy) as 1, as a greedy trace records.
+  if temperature is not None and not math.isclose(
+      temperature or 1.0, trace.temperature, rel_tol=1e-6
+  ):
+    raise ValueError(
+        f"algo_config.temperature={temperature} differs from the rollout"
+        f" trace's temperature {trace.temperature}."
+    )
+  return trace
+
+
+@function_registry.register_policy_loss_fn(POLICY_LOSS_NAME)
+def diffusion_grpo_loss(
+    model,
+    train_example: DiffusionTrainExample,
+    algo_config: Any,
+    pad_id: int,
+    eos_id: int,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+    **kwargs,
+) -> tuple[jax.Array, dict[str, Any]]:
+  """GRPO loss of a diffusion rollout, with live log-probs by trace replay.
+
+  Tunix's policy-loss signature; differentiable in `model` and jit-able
+  (the trace's arrays may be traced).
+
+  Args:
+    model: the live policy, a Tunix decoder `nnx.Module`.
+    train_example: a `DiffusionTrainExample` with its trace `[batch, ...]`.
+    algo_config: a Tunix `GRPOConfig`.
+    pad_id, eos_id: unused: the trace holds the actions.
+    cached_logits_fn: the cached model call of replay (as the rollout's).
+    **kwargs: ignored, as by Tunix's `grpo_loss_fn`.
+
+  Returns:
+    `grpo_objective` of `replay_log_probs(model, train_example.trace)`.
+
+  Raises:
+    ValueError: for a missing trace, packed sequences, a trace whose shape
+      is not `completion_ids`'s, a config temperature that is not the
+      trace's, or as `replay.replay_log_probs` and `grpo_objective`.
+  """
+  del pad_id, eos_id, kwargs
+  trace = _checked_trace(train_example, algo_config)
+  per_token_logps = replay.replay_log_probs(
+      model, trace, cached_logits_fn=cached_logits_fn
+  )
+  return grpo_objective(per_token_logps, train_example, algo_config)
