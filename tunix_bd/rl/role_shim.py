@@ -32,6 +32,7 @@ from jax.sharding import Mesh
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec
 from tunix.rl import reshard
+from tunix_bd import mesh as mesh_lib
 
 # NNX's own bookkeeping in every `nnx.Pytree` (flax 0.12.8). Every other
 # attribute is inspected, underscore-named ones included: models keep their
@@ -99,7 +100,7 @@ class _Rebinder:
   def _sharding(self, sharding: NamedSharding, path: str) -> NamedSharding:
     if not isinstance(sharding.mesh, Mesh) or sharding.mesh == self.mesh:
       return sharding  # An abstract mesh names no devices.
-    missing = _spec_axes(sharding.spec) - set(self.mesh.axis_names)
+    missing = mesh_lib.spec_axes(sharding.spec) - set(self.mesh.axis_names)
     if missing:
       raise ValueError(
           f"{path} is a NamedSharding with spec {sharding.spec} naming axes"
@@ -125,15 +126,6 @@ class _Rebinder:
           f"The model holds {len(self.foreign)} different meshes (first met"
           f" at {paths}); the shim rebinds a model built on one mesh only."
       )
-
-
-def _spec_axes(spec: PartitionSpec) -> set[str]:
-  axes = set()
-  for entry in spec:
-    if entry is None or entry is PartitionSpec.UNCONSTRAINED:
-      continue
-    axes.update(entry if isinstance(entry, tuple) else (entry,))
-  return axes
 
 
 def _path_name(path: tuple[Any, ...]) -> str:
