@@ -20,6 +20,8 @@ from typing import Any, Mapping
 
 import transformers
 
+from tunix_bd import files
+
 METADATA_KEY = "tunix_bd_fingerprint"
 FILE_NAME = "fingerprint.json"
 # Fields that earlier versions recorded as paths; runs now record the
@@ -117,9 +119,8 @@ def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
       each differing field with its recorded and current value.
   """
   path = os.path.join(checkpoint_dir, FILE_NAME)
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      recorded = json.load(f)
+  if files.exists(path):
+    recorded = json.loads(files.read_text(path))
     if recorded.get("digest") != current["digest"]:
       _refuse_path_identified(checkpoint_dir, recorded)
       diff = differences(recorded, current)
@@ -132,15 +133,9 @@ def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
           f"({described}). Use a new workdir or restore those settings."
       )
     return
-  if os.path.isdir(checkpoint_dir) and any(
-      name.isdigit() for name in os.listdir(checkpoint_dir)
-  ):
+  if any(name.isdigit() for name in files.list_dir(checkpoint_dir)):
     raise ValueError(
         f"{checkpoint_dir} holds checkpoints without a {FILE_NAME}; "
         "tunix_bd cannot tell what they mean, so it will not resume them."
     )
-  os.makedirs(checkpoint_dir, exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(current, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
+  files.write_text(path, json.dumps(current, indent=1, sort_keys=True))

@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 import jax
-import numpy as np
+from jax.experimental import mesh_utils
 
 from tunix_bd import config_utils
 
@@ -31,23 +32,58 @@ class MeshSettings:
       raise ValueError("mesh.fsdp must be >= 1 or -1, got 0.")
 
 
-def make_mesh(settings: MeshSettings) -> jax.sharding.Mesh:
-  """Builds the `(fsdp, tp)` mesh over all devices.
+def make_mesh(
+    settings: MeshSettings,
+    devices: Sequence[jax.Device] | None = None,
+    *,
+    what: str = "mesh",
+) -> jax.sharding.Mesh:
+  """Builds the `(fsdp, tp)` mesh over `devices` (default: all devices).
+
+  `jax.make_mesh` orders the devices by the physical topology (rings on
+  TPU); the axes stay `Auto`, as Tunix's sharding annotations expect.
+
+  Args:
+    settings: the axis sizes.
+    devices: the devices, all of them used; every device by default.
+    what: how errors name the section (e.g. "mesh.rollout").
 
   Raises:
     ValueError: if the axis sizes do not multiply to the device count.
   """
-  num_devices = jax.device_count()
+  devices = list(jax.devices() if devices is None else devices)
   fsdp, tp = settings.fsdp, settings.tp
   if fsdp == -1:
-    fsdp = num_devices // tp
-  if fsdp * tp != num_devices:
+    fsdp = len(devices) // tp
+  if fsdp < 1 or fsdp * tp != len(devices):
     raise ValueError(
-        f"mesh.fsdp * mesh.tp = {fsdp} * {tp} must equal the {num_devices} "
-        "available devices."
+        f"{what}.fsdp * {what}.tp = {fsdp} * {tp} must equal the"
+        f" {len(devices)} devices of {what}."
     )
-  devices = np.asarray(jax.devices()).reshape(fsdp, tp)
-  return jax.sharding.Mesh(devices, MESH_AXES)
+  axis_types = (jax.sharding.AxisType.Auto,) * len(MESH_AXES)
+  num_slices = len({getattr(d, "slice_index", 0) for d in devices})
+  if num_slices == 1:
+    return jax.make_mesh((fsdp, tp), MESH_AXES, axis_types, devices=devices)
+  # Across slices (DCN) only data parallelism: `fsdp` spans the slices.
+  if fsdp % num_slices:
+    raise ValueError(
+        f"{what}.fsdp = {fsdp} must be a multiple of the {num_slices} slices"
+        f" the devices of {what} span."
+    )
+  grid = mesh_utils.create_hybrid_device_mesh(
+      (fsdp // num_slices, tp), (num_slices, 1), devices
+  )
+  return jax.sharding.Mesh(grid, MESH_AXES, axis_types=axis_types)
+
+
+def spec_axes(spec: jax.sharding.PartitionSpec) -> set[str]:
+  """The mesh axis names a partition spec shards over."""
+  axes = set()
+  for entry in spec:
+    if entry is None or entry is jax.sharding.PartitionSpec.UNCONSTRAINED:
+      continue
+    axes.update(entry if isinstance(entry, tuple) else (entry,))
+  return axes
 
 
 def from_section(section) -> jax.sharding.Mesh:

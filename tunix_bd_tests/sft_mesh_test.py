@@ -9,17 +9,12 @@ alone, this module asks for 4 CPU devices before importing JAX; under a
 pytest session that started JAX earlier, it reruns itself in a subprocess.
 """
 
-import os
+from tunix_bd_tests import multi_device
 
-os.environ["XLA_FLAGS"] = " ".join([
-    os.environ.get("XLA_FLAGS", ""),
-    "--xla_force_host_platform_device_count=4",
-]).strip()
+multi_device.request(4)
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
 import dataclasses
-import subprocess
-import sys
 
 from absl.testing import absltest
 from flax import nnx
@@ -35,7 +30,6 @@ from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
 _NUM_DEVICES = 4
-_CHILD_MARKER = "TUNIX_BD_SFT_MESH_TEST_CHILD"
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 _MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
 _CONFIG = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
@@ -71,43 +65,11 @@ def _loss(graphdef, state, batch):
   )
 
 
-def _run_in_subprocess(test: absltest.TestCase) -> None:
-  if os.environ.get(_CHILD_MARKER):
-    test.fail(f"the subprocess has {jax.device_count()} devices, not 4.")
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(
-      os.environ,
-      **{_CHILD_MARKER: "1"},
-      # Unoptimised LLVM codegen compiles ~3x faster; sharding semantics
-      # (the SPMD partitioner works on HLO) are unchanged.
-      XLA_FLAGS=(
-          f"--xla_force_host_platform_device_count={_NUM_DEVICES}"
-          " --xla_backend_optimization_level=0"
-      ),
-      JAX_PLATFORMS="cpu",
-      PYTHONPATH=os.pathsep.join(
-          [root] + [p for p in [os.environ.get("PYTHONPATH")] if p]
-      ),
-  )
-  result = subprocess.run(
-      [sys.executable, os.path.abspath(__file__)],
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=600,
-      check=False,
-  )
-  test.assertEqual(
-      result.returncode, 0, result.stdout[-4000:] + result.stderr[-8000:]
-  )
-  test.assertIn("OK", result.stderr)
-
-
 class SftMeshTest(absltest.TestCase):
 
   def test_mesh_losses_equal_single_device(self):
     if jax.device_count() < _NUM_DEVICES:
-      _run_in_subprocess(self)
+      multi_device.rerun_in_subprocess(self, __file__, _NUM_DEVICES)
       return
     batch = _batches(1)[0]
     model = _model()

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from tunix_bd import config_utils
+from tunix_bd import files
 
 SAME_POSITION = "same_position"
 SHIFTED = "shifted"
@@ -208,10 +209,10 @@ def save_settings(
 ) -> None:
   """Writes `config` (plus provenance `extra`) to `directory/SETTINGS_FILE`."""
   content = {"block_diffusion": config.to_dict(), **dict(extra or {})}
-  path = os.path.join(directory, SETTINGS_FILE)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(content, f, indent=1, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  files.write_text(
+      os.path.join(directory, SETTINGS_FILE),
+      json.dumps(content, indent=1, sort_keys=True),
+  )
 
 
 def load_settings(directory: str) -> BlockDiffusionConfig:
@@ -222,11 +223,10 @@ def load_settings(directory: str) -> BlockDiffusionConfig:
       a plain AR checkpoint) or they are invalid.
   """
   path = os.path.join(directory, SETTINGS_FILE)
-  if not os.path.isfile(path):
+  if not files.exists(path):
     raise ValueError(
         f"{directory} has no {SETTINGS_FILE}: it is not a block-diffusion "
         "checkpoint (convert it with the `sft` recipe first)."
     )
-  with open(path, encoding="utf-8") as f:
-    content = json.load(f)
+  content = json.loads(files.read_text(path))
   return BlockDiffusionConfig.from_config_dict(content["block_diffusion"])

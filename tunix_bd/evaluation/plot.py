@@ -12,8 +12,11 @@ on which machine.
 
 from __future__ import annotations
 
+import io
 import textwrap
 from typing import Any, Sequence
+
+from tunix_bd import files
 
 _AR_COLOR = "#7f7f7f"
 _BD_COLOR = "#1f77b4"
@@ -86,5 +89,7 @@ def plot_comparison(
       va="bottom",
   )
   fig.tight_layout(rect=(0, 0.08, 1, 0.92))
-  fig.savefig(path, dpi=150)
+  png = io.BytesIO()
+  fig.savefig(png, format="png", dpi=150)
+  files.write_bytes(path, png.getvalue())
   plt.close(fig)

@@ -5,18 +5,16 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from absl import logging
 
+from tunix_bd import files
+
 
 def write_json(path: str, content: Any) -> None:
-  """Writes `content` as JSON, atomically (a crash leaves no half file)."""
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(content, f, indent=1)
-  os.replace(path + ".tmp", path)
+  """Writes `content` as JSON, whole (a crash leaves no half file)."""
+  files.write_text(path, json.dumps(content, indent=1))
 
 
 def percent_table(title: str, rows: dict[str, float]) -> str:

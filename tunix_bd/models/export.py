@@ -12,6 +12,7 @@ block-diffusion exports that exist under a directory.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -27,6 +28,7 @@ import numpy as np
 from safetensors import numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
 
+from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config
@@ -266,20 +268,32 @@ def save_qwen3(
 
 
 def export_qwen3(model, tokenizer, export_dir: str) -> None:
-  """Writes the HF-style directory, replacing a previous export."""
-  previous = export_dir + ".previous"
-  if os.path.exists(export_dir):
-    shutil.rmtree(previous, ignore_errors=True)
-    os.replace(export_dir, previous)
-  save_qwen3(
+  """Writes the HF-style directory, replacing a previous export.
+
+  `export_dir` may be a URL (`gs://...`): the export is then written to a
+  local staging directory and copied there (object by object, so a crash
+  can leave a partial copy, which the next export replaces).
+  """
+  save = functools.partial(
+      save_qwen3,
       model,
-      export_dir,
       tokenizer=tokenizer,
       hf_config_extra={
           "eos_token_id": tokenizer.eos_token_id,
           "pad_token_id": tokenizer.pad_token_id,
       },
   )
+  if files.is_url(export_dir):
+    if files.is_writer():
+      files.remove_tree(export_dir)
+    with files.local_staging(export_dir) as staged:
+      save(staged)
+    return
+  previous = export_dir + ".previous"
+  if os.path.exists(export_dir):
+    shutil.rmtree(previous, ignore_errors=True)
+    os.replace(export_dir, previous)
+  save(export_dir)
   shutil.rmtree(previous, ignore_errors=True)
 
 

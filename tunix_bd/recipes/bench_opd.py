@@ -18,6 +18,7 @@ import time
 import ml_collections
 
 from tunix_bd import config_utils
+from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
@@ -64,8 +65,9 @@ def _opd_arm(config, canvas: str) -> dict:
   stage.data.num_eval = config.num_eval
   stage.eval.thresholds = tuple(config.thresholds)
   after = opd.run(stage)
-  with open(os.path.join(stage.workdir, "report.json"), encoding="utf-8") as f:
-    report = json.load(f)
+  report = json.loads(
+      files.read_text(os.path.join(stage.workdir, "report.json"))
+  )
   return {"before": report["before"], "after": after, "steps": report["steps"]}
 
 

@@ -20,6 +20,7 @@ import ml_collections
 import numpy as np
 
 from tunix_bd import config_utils
+from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
@@ -74,22 +75,21 @@ def _prompt_set(config) -> tuple[list[dict[str, Any]], str]:
 
 
 def _write_completions(path: str, records, result) -> None:
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    for r, completion, n, tpf in zip(
-        records, result.texts, result.num_forwards, result.tokens_per_forward
-    ):
-      row = {
-          "prompt": r["messages"][-1]["content"],
-          "answer": r["answer"],
-          "completion": completion,
-          "correct": tasks_lib.exact_match(completion, r["answer"]),
-          "task": r["task"],
-          "num_forwards": int(n),
-          "tokens_per_forward": round(float(tpf), 4),
-      }
-      f.write(json.dumps(row) + "\n")
-  os.replace(path + ".tmp", path)
+  lines = []
+  for r, completion, n, tpf in zip(
+      records, result.texts, result.num_forwards, result.tokens_per_forward
+  ):
+    row = {
+        "prompt": r["messages"][-1]["content"],
+        "answer": r["answer"],
+        "completion": completion,
+        "correct": tasks_lib.exact_match(completion, r["answer"]),
+        "task": r["task"],
+        "num_forwards": int(n),
+        "tokens_per_forward": round(float(tpf), 4),
+    }
+    lines.append(json.dumps(row) + "\n")
+  files.write_text(path, "".join(lines))
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:

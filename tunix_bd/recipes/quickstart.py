@@ -21,6 +21,7 @@ import ml_collections
 
 from tunix_bd import config_files
 from tunix_bd import config_utils
+from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tasks as tasks_lib
@@ -102,8 +103,7 @@ def _write_report(config, rows: list[dict], seconds: float) -> str:
       f" interleaved, each batch's fastest of {config.repeats} passes."
       f" {_machine()}."
   )
-  with open(os.path.join(workdir, "report.txt"), "w", encoding="utf-8") as f:
-    f.write(f"{table}\n{caption}\n")
+  files.write_text(os.path.join(workdir, "report.txt"), f"{table}\n{caption}\n")
   report.write_json(
       os.path.join(workdir, "report.json"),
       {"rows": rows, "machine": _machine(), "seconds": seconds},

@@ -16,15 +16,26 @@ from typing import Any
 import numpy as np
 from tunix.sft import metrics_logger
 
+from tunix_bd import files
+
 METRICS_FILE = "metrics.jsonl"
 
 
 class JsonlMetricsBackend:
-  """A Tunix metrics backend that appends scalars to a JSONL file."""
+  """A Tunix metrics backend that appends scalars to a JSONL file.
+
+  A local file gets each line as it is logged. An object store cannot
+  append, so under a URL the lines are written in batches of
+  `URL_BATCH_LINES` and at `close()`.
+  """
+
+  URL_BATCH_LINES = 64
 
   def __init__(self, path: str):
     self._path = path
     self._closed = False
+    self._pending = []
+    self._batch = self.URL_BATCH_LINES if files.is_url(path) else 1
 
   def log_scalar(self, event: str, value: Any, **kwargs):
     # jax.monitoring also reports JAX's own events, and may still call a
@@ -34,10 +45,17 @@ class JsonlMetricsBackend:
     step = kwargs.get("step")
     record = {"name": event, "step": None if step is None else int(step)}
     record["value"] = float(np.asarray(value))
-    with open(self._path, "a", encoding="utf-8") as f:
-      f.write(json.dumps(record) + "\n")
+    self._pending.append(json.dumps(record))
+    if len(self._pending) >= self._batch:
+      self._flush()
+
+  def _flush(self):
+    files.append_lines(self._path, self._pending)
+    self._pending = []
 
   def close(self):
+    if not self._closed:
+      self._flush()
     self._closed = True
 
 
@@ -61,10 +79,10 @@ def logging_options(workdir: str) -> metrics_logger.MetricsLoggerOptions:
 def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:
   """`(step, value)` pairs of one metric from `workdir/metrics.jsonl`."""
   path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return []
-  with open(path, encoding="utf-8") as f:
-    records = [json.loads(line) for line in f if line.strip()]
+  lines = files.read_text(path).splitlines()
+  records = [json.loads(line) for line in lines if line.strip()]
   return [(r["step"], r["value"]) for r in records if r["name"] == name]
 
 

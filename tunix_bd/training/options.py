@@ -18,6 +18,7 @@ import orbax.checkpoint as ocp
 
 from tunix_bd import compat
 from tunix_bd import config_utils
+from tunix_bd import files
 from tunix_bd.training import metrics
 
 
@@ -128,7 +129,7 @@ def training_config(
   `workdir/tensorboard` and `workdir/metrics.jsonl`.
   """
   # Orbax only accepts absolute checkpoint paths; users give relative ones.
-  workdir = os.path.abspath(workdir)
+  workdir = files.absolute(workdir)
   return compat.TrainingConfig(
       gradient_accumulation_steps=settings.gradient_accumulation_steps,
       eval_every_n_steps=settings.eval_every_n_steps,

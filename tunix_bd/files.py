@@ -1,0 +1,142 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Files a run writes, where the workdir may be a URL (`gs://bucket/run`).
+
+Every file the recipes write under a workdir (the fingerprint, JSON reports,
+metrics, exports) goes through here, and so through `etils.epath`, which
+Orbax already uses for the checkpoints themselves. A local path keeps atomic
+writes (a temporary file, then `os.replace`); an object store's object
+writes are atomic already. Only process 0 writes, so a multi-process run
+writes each file once. URLs are never made absolute (`os.path.abspath`
+would turn `gs://b/run` into `<cwd>/gs:/b/run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from typing import Iterator
+
+from etils import epath
+
+
+def is_url(path: str | os.PathLike[str]) -> bool:
+  """Whether `path` names an object store location (`scheme://...`)."""
+  return "://" in os.fspath(path)
+
+
+def absolute(path: str) -> str:
+  """`path` made absolute, unless it is a URL (returned unchanged)."""
+  return path if is_url(path) else os.path.abspath(path)
+
+
+def is_writer() -> bool:
+  """Whether this process writes the run's files (process 0 only)."""
+  # Imported here: the config and CLI modules that use this one run before
+  # JAX may be imported (Pathways initialises first).
+  import jax  # pylint: disable=g-import-not-at-top
+
+  return jax.process_index() == 0
+
+
+def exists(path: str) -> bool:
+  return epath.Path(path).exists()
+
+
+def is_dir(path: str) -> bool:
+  return epath.Path(path).is_dir()
+
+
+def list_dir(path: str) -> list[str]:
+  """The names in directory `path` (sorted); empty if it does not exist."""
+  directory = epath.Path(path)
+  if not directory.is_dir():
+    return []
+  return sorted(child.name for child in directory.iterdir())
+
+
+def read_text(path: str) -> str:
+  return epath.Path(path).read_text(encoding="utf-8")
+
+
+def write_bytes(path: str, data: bytes) -> None:
+  """Writes `data` to `path` whole (never half a file), on process 0."""
+  if not is_writer():
+    return
+  target = epath.Path(path)
+  target.parent.mkdir(parents=True, exist_ok=True)
+  if is_url(path):
+    target.write_bytes(data)
+    return
+  tmp = f"{path}.tmp"
+  with open(tmp, "wb") as f:
+    f.write(data)
+  os.replace(tmp, path)
+
+
+def write_text(path: str, text: str) -> None:
+  """Writes `text` (UTF-8) to `path` whole, on process 0."""
+  write_bytes(path, text.encode("utf-8"))
+
+
+def append_lines(path: str, lines: list[str]) -> None:
+  """Appends `lines` to the text file `path`, on process 0.
+
+  Object stores cannot append, so for a URL the object is read and written
+  again whole; callers batch their lines.
+  """
+  if not is_writer() or not lines:
+    return
+  text = "".join(line + "\n" for line in lines)
+  if is_url(path):
+    target = epath.Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.read_text(encoding="utf-8") if target.exists() else ""
+    target.write_text(old + text, encoding="utf-8")
+    return
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path, "a", encoding="utf-8") as f:
+    f.write(text)
+
+
+def remove_tree(path: str) -> None:
+  """Deletes directory `path` and everything under it, if it exists."""
+  directory = epath.Path(path)
+  if directory.exists():
+    directory.rmtree()
+
+
+@contextlib.contextmanager
+def local_staging(path: str) -> Iterator[str]:
+  """A local directory standing in for `path` while a writer fills it.
+
+  For a local `path`, yields `path` itself. For a URL, yields an empty
+  temporary directory and, when the block ends without error, copies what
+  was written there to `path` (on process 0); the temporary directory is
+  deleted either way. For writers that need a local file system
+  (safetensors, `save_pretrained`).
+  """
+  if not is_url(path):
+    yield path
+    return
+  local = tempfile.mkdtemp(prefix="tunix_bd_stage_")
+  try:
+    staged = os.path.join(local, "out")
+    yield staged
+    if is_writer():
+      _copy_tree(staged, epath.Path(path))
+  finally:
+    shutil.rmtree(local, ignore_errors=True)
+
+
+def _copy_tree(source: str, target: epath.Path) -> None:
+  for root, _, names in os.walk(source):
+    relative = os.path.relpath(root, source)
+    directory = target if relative == "." else target / relative
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+      with open(os.path.join(root, name), "rb") as src:
+        with (directory / name).open("wb") as dst:
+          shutil.copyfileobj(src, dst)

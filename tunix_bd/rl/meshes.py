@@ -1,0 +1,283 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The actor, reference and rollout meshes of an RL run, from config.
+
+The `mesh` section (`config_sections.role_mesh()`) says which devices each
+role gets:
+
+    mesh.rollout.devices=4      # the last 4 devices sample
+    mesh.rollout.devices=0.25   # the last quarter of the devices
+    mesh.rollout.slices=1       # the last slice (devices with slice_index)
+
+Devices are ordered by `slice_index` when they have one. The actor takes the
+first devices, a reference given its own devices the ones after the actor's,
+and the rollout the last ones; the actor's default is every device the other
+two leave. A role given no devices shares the actor's mesh, so a section
+without role keys (`config_sections.mesh()`) means one shared mesh. Each
+role's mesh is `(fsdp, tp)` over its devices (`mesh_lib.make_mesh`,
+topology-aware). With `mesh.disjoint` (the default) explicit sets must not
+overlap.
+
+Only single-controller JAX is supported (`jax.process_count() == 1`: one
+host, or Pathways, where one client sees every device of the job).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from flax import nnx
+import jax
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
+
+ROLES = ("actor", "reference", "rollout")
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleSettings:
+  """One role's `mesh.<role>` subsection.
+
+  `devices` is a count (int >= 1) or a fraction of all devices (float in
+  (0, 1]); `slices` a number of whole slices. Neither: the actor takes the
+  devices left over, the other roles share the actor's mesh. `fsdp`/`tp`
+  default to `mesh.fsdp`/`mesh.tp`.
+  """
+
+  devices: int | float | None = None
+  slices: int | None = None
+  fsdp: int | None = None
+  tp: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleMeshSettings:
+  """The `mesh` section, with or without the role subsections."""
+
+  fsdp: int = -1
+  tp: int = 1
+  data_sharding_axes: tuple[str, ...] = ("fsdp",)
+  disjoint: bool = True
+  actor: RoleSettings = RoleSettings()
+  reference: RoleSettings = RoleSettings()
+  rollout: RoleSettings = RoleSettings()
+
+  def __post_init__(self):
+    mesh_lib.MeshSettings(self.fsdp, self.tp)  # Checks mesh.fsdp, mesh.tp.
+    axes = tuple(self.data_sharding_axes)
+    if not axes or len(set(axes)) != len(axes):
+      raise ValueError(
+          "mesh.data_sharding_axes must name distinct mesh axes, got"
+          f" {self.data_sharding_axes!r}."
+      )
+    unknown = sorted(set(axes) - set(mesh_lib.MESH_AXES))
+    if unknown:
+      raise ValueError(
+          f"mesh.data_sharding_axes names {unknown}, which are not mesh axes"
+          f" {mesh_lib.MESH_AXES}."
+      )
+    if not isinstance(self.disjoint, bool):
+      raise ValueError(f"mesh.disjoint must be a bool, got {self.disjoint!r}.")
+
+  @classmethod
+  def from_section(cls, section: Any) -> RoleMeshSettings:
+    """Parses a `mesh` section; unknown keys fail, naming the section."""
+    values = config_utils.section_dict(section, "mesh")
+    for role in ROLES:
+      if role in values:
+        values[role] = config_utils.from_section(
+            RoleSettings, values[role], f"mesh.{role}"
+        )
+    return config_utils.from_section(cls, values, "mesh")
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleMeshes:
+  """Each role's mesh (one object when roles share) and the batch axes."""
+
+  actor: Mesh
+  reference: Mesh
+  rollout: Mesh
+  data_sharding_axes: tuple[str, ...]
+
+  def role_to_mesh(self) -> dict[Any, Mesh]:
+    """The `ClusterConfig.role_to_mesh` of Tunix's `RLCluster`."""
+    from tunix.rl import rl_cluster  # pylint: disable=g-import-not-at-top
+
+    return {
+        rl_cluster.Role.ACTOR: self.actor,
+        rl_cluster.Role.REFERENCE: self.reference,
+        rl_cluster.Role.ROLLOUT: self.rollout,
+    }
+
+
+def _slice_groups(devices: Sequence[Any]) -> list[list[Any]] | None:
+  """The devices grouped by `slice_index` (ascending); None without one."""
+  if not all(hasattr(d, "slice_index") for d in devices):
+    return None
+  groups = {}
+  for device in devices:
+    groups.setdefault(device.slice_index, []).append(device)
+  return [groups[k] for k in sorted(groups)]
+
+
+def _role_size(
+    role: str, settings: RoleSettings, devices: Sequence[Any]
+) -> int | None:
+  """How many devices `role` asks for; None when it names none."""
+  name = f"mesh.{role}"
+  total = len(devices)
+  if settings.devices is not None and settings.slices is not None:
+    raise ValueError(f"set {name}.devices or {name}.slices, not both.")
+  if settings.slices is not None:
+    slices = config_utils.check_int(f"{name}.slices", settings.slices, 1)
+    groups = _slice_groups(devices)
+    if groups is None:
+      raise ValueError(
+          f"{name}.slices needs devices with a slice_index (TPU slices);"
+          f" these {total} devices have none: use {name}.devices."
+      )
+    if slices > len(groups):
+      raise ValueError(
+          f"{name}.slices = {slices} is more than the {len(groups)} slices."
+      )
+    if len({len(g) for g in groups}) > 1:
+      raise ValueError(f"{name}.slices needs slices of equal sizes.")
+    return slices * len(groups[0])
+  count = settings.devices
+  if count is None:
+    return None
+  if isinstance(count, float):
+    if not 0 < count <= 1:
+      raise ValueError(
+          f"{name}.devices = {count} must be a count or a fraction in (0, 1]."
+      )
+    count_of_total = int(count * total)
+    if count_of_total == 0:
+      raise ValueError(
+          f"{name}.devices = {count} of {total} devices leaves {name} no"
+          " devices."
+      )
+    return count_of_total
+  count = config_utils.check_int(f"{name}.devices", count, 1)
+  if count > total:
+    raise ValueError(
+        f"{name}.devices = {count} is more than the {total} devices."
+    )
+  return count
+
+
+def assign_devices(
+    settings: RoleMeshSettings, devices: Sequence[Any]
+) -> dict[str, list[Any]]:
+  """Each role's devices; a role sharing the actor's mesh is left out.
+
+  Args:
+    settings: the `mesh` section.
+    devices: every device (anything with `id`, and `slice_index` if sliced).
+
+  Raises:
+    ValueError: naming the config key, for a role asking for more devices
+      than there are or ending with none, or (with `mesh.disjoint`)
+      overlapping sets.
+  """
+  groups = _slice_groups(devices)
+  ordered = list(devices) if groups is None else sum(groups, [])
+  total = len(ordered)
+  sizes = {r: _role_size(r, getattr(settings, r), ordered) for r in ROLES}
+  others = (sizes["reference"] or 0) + (sizes["rollout"] or 0)
+  actor = sizes["actor"] if sizes["actor"] is not None else total - others
+  if actor < 1:
+    raise ValueError(
+        "mesh.actor gets no devices: mesh.reference and mesh.rollout take"
+        f" {others} of the {total} devices."
+    )
+  ranges = {"actor": range(0, actor)}
+  if sizes["reference"] is not None:
+    ranges["reference"] = range(actor, actor + sizes["reference"])
+    if ranges["reference"].stop > total:
+      raise ValueError(
+          f"mesh.actor and mesh.reference take {ranges['reference'].stop} of"
+          f" the {total} devices."
+      )
+  if sizes["rollout"] is not None:
+    ranges["rollout"] = range(total - sizes["rollout"], total)
+  if settings.disjoint:
+    named = list(ranges)
+    for i, first in enumerate(named):
+      for second in named[i + 1 :]:
+        shared = sorted(set(ranges[first]) & set(ranges[second]))
+        if shared:
+          raise ValueError(
+              f"mesh.{first} and mesh.{second} share devices"
+              f" {[ordered[k].id for k in shared]} but mesh.disjoint is"
+              " True; give them fewer devices or set mesh.disjoint=False."
+          )
+  return {role: [ordered[k] for k in ranges[role]] for role in ranges}
+
+
+def _axis_sizes(settings: RoleMeshSettings, role: str) -> mesh_lib.MeshSettings:
+  """`mesh.<role>.fsdp`/`tp`, defaulting to `mesh.fsdp`/`mesh.tp`."""
+  role_settings = getattr(settings, role)
+  fsdp, tp = role_settings.fsdp, role_settings.tp
+  if tp is not None:
+    config_utils.check_int(f"mesh.{role}.tp", tp, 1)
+  if fsdp is not None and fsdp != -1:
+    config_utils.check_int(f"mesh.{role}.fsdp", fsdp, 1)
+  return mesh_lib.MeshSettings(
+      fsdp=settings.fsdp if fsdp is None else fsdp,
+      tp=settings.tp if tp is None else tp,
+  )
+
+
+def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
+  """The role meshes of a `mesh` section, over `devices` (default: all).
+
+  Raises:
+    ValueError: naming the config key, for a bad section or device split,
+      or when JAX runs more than one controller process.
+  """
+  settings = RoleMeshSettings.from_section(section)
+  if jax.process_count() > 1:
+    raise ValueError(
+        "role meshes need a single controller (jax.process_count() == 1: one"
+        f" host, or Pathways); this run has {jax.process_count()} processes."
+    )
+  assigned = assign_devices(
+      settings, jax.devices() if devices is None else devices
+  )
+  meshes = {}
+  for role, role_devices in assigned.items():
+    meshes[role] = mesh_lib.make_mesh(
+        _axis_sizes(settings, role), role_devices, what=f"mesh.{role}"
+    )
+  return RoleMeshes(
+      actor=meshes["actor"],
+      reference=meshes.get("reference", meshes["actor"]),
+      rollout=meshes.get("rollout", meshes["actor"]),
+      data_sharding_axes=tuple(settings.data_sharding_axes),
+  )
+
+
+def check_model_axes(model: nnx.Module, meshes: RoleMeshes) -> None:
+  """Fails when the model's partition specs name an axis a role mesh lacks.
+
+  Raises:
+    ValueError: naming the role's mesh section and the missing axes.
+  """
+  specs = jax.tree.leaves(
+      nnx.get_partition_spec(nnx.state(model)),
+      is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
+  axes = set().union(*(mesh_lib.spec_axes(s) for s in specs))
+  for role in ROLES:
+    mesh = getattr(meshes, role)
+    missing = sorted(axes - set(mesh.axis_names))
+    if missing:
+      raise ValueError(
+          f"the model's partition specs name axes {missing} that mesh.{role}"
+          f" (axes {tuple(mesh.axis_names)}) does not have."
+      )

@@ -1,0 +1,253 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Moves a model, static mesh references included, onto another role's mesh.
+
+Tunix reshards only a model's `nnx.Variable` values when it gives a role its
+own mesh (`RLCluster._load_model`, `tunix.rl.reshard.reshard_model_to_mesh`).
+A module may also hold the mesh as static graph data: a `Mesh` attribute, a
+precomputed `NamedSharding`, or a
+`functools.partial(jax.lax.with_sharding_constraint, shardings=...)`. Those
+keep naming the actor's devices, and the first jitted forward on the sampler
+mesh fails with JAX's "incompatible devices" error. `rebind_meshes` walks
+every module (and every `Variable`'s metadata) and rebinds each such value,
+however deeply it sits in tuples, lists, dicts and partials, to the new mesh.
+It never touches parameter values or partition specs, and it fails closed
+before changing anything.
+
+Tunix's own Qwen3 holds no static mesh (it reads the ambient mesh at trace
+time), so on it the shim rebinds 0 values. Only the diffusion rollout calls
+this module; the autoregressive paths never do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Mapping
+
+from absl import logging
+from flax import nnx
+import jax
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec
+from tunix.rl import reshard
+from tunix_bd import mesh as mesh_lib
+
+# NNX's own bookkeeping in every `nnx.Pytree` (flax 0.12.8). Every other
+# attribute is inspected, underscore-named ones included: models keep their
+# sharding partials under private names (`self._shard`).
+_NNX_BOOKKEEPING = frozenset({"_pytree__state", "_pytree__nodes"})
+
+
+@dataclasses.dataclass
+class _Rebinder:
+  """Rebinds the concrete meshes inside one value tree to `mesh`.
+
+  `count` is the number of `Mesh` and `NamedSharding` leaves replaced;
+  `foreign` maps each distinct mesh met (other than `mesh`) to the path of
+  its first occurrence.
+  """
+
+  mesh: Mesh
+  count: int = 0
+  foreign: dict[Mesh, str] = dataclasses.field(default_factory=dict)
+
+  def __call__(self, value: Any, path: str) -> Any:
+    """Returns `value` rebound, or `value` itself when nothing changed."""
+    if isinstance(value, Mesh):
+      return self._mesh(value, path)
+    if isinstance(value, NamedSharding):
+      return self._sharding(value, path)
+    if isinstance(value, functools.partial):
+      func = self(value.func, f"{path}.func")
+      args = self(value.args, f"{path}.args")
+      keywords = self(value.keywords, f"{path}.keywords")
+      if (
+          func is value.func
+          and args is value.args
+          and (keywords is value.keywords)
+      ):
+        return value
+      return functools.partial(func, *args, **keywords)
+    if isinstance(value, (tuple, list)):
+      items = [self(v, f"{path}[{i}]") for i, v in enumerate(value)]
+      if all(new is old for new, old in zip(items, value)):
+        return value
+      if hasattr(value, "_fields"):  # A namedtuple.
+        return type(value)(*items)
+      return type(value)(items)
+    if isinstance(value, dict):
+      items = {k: self(v, f"{path}[{k!r}]") for k, v in value.items()}
+      if all(items[k] is v for k, v in value.items()):
+        return value
+      return type(value)(items)
+    return value
+
+  def _mesh(self, mesh: Mesh, path: str) -> Mesh:
+    if mesh == self.mesh:
+      return mesh
+    if tuple(mesh.axis_names) != tuple(self.mesh.axis_names):
+      raise ValueError(
+          f"{path} holds a mesh with axes {tuple(mesh.axis_names)}, but the"
+          f" target mesh has axes {tuple(self.mesh.axis_names)}; the shim"
+          " rebinds meshes only between identical axis names."
+      )
+    self.foreign.setdefault(mesh, path)
+    self.count += 1
+    return self.mesh
+
+  def _sharding(self, sharding: NamedSharding, path: str) -> NamedSharding:
+    if not isinstance(sharding.mesh, Mesh) or sharding.mesh == self.mesh:
+      return sharding  # An abstract mesh names no devices.
+    missing = mesh_lib.spec_axes(sharding.spec) - set(self.mesh.axis_names)
+    if missing:
+      raise ValueError(
+          f"{path} is a NamedSharding with spec {sharding.spec} naming axes"
+          f" {sorted(missing)} that the target mesh (axes"
+          f" {tuple(self.mesh.axis_names)}) does not have."
+      )
+    self.foreign.setdefault(sharding.mesh, path)
+    self.count += 1
+    return NamedSharding(
+        self.mesh, sharding.spec, memory_kind=sharding.memory_kind
+    )
+
+  def check_single_source(self) -> None:
+    """Fails when the values came from two different meshes.
+
+    After resharding, the target is the model's only valid mesh, so every
+    other mesh is rebound, whichever it is; two of them mean the model holds
+    meshes on purpose, which the shim cannot map.
+    """
+    if len(self.foreign) > 1:
+      paths = ", ".join(self.foreign.values())
+      raise ValueError(
+          f"The model holds {len(self.foreign)} different meshes (first met"
+          f" at {paths}); the shim rebinds a model built on one mesh only."
+      )
+
+
+def _path_name(path: tuple[Any, ...]) -> str:
+  return ".".join(str(key) for key in path) or "<root>"
+
+
+def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
+  """Rebinds every static mesh reference of `model` to `mesh`, in place.
+
+  Visits every graph node of `model` (modules, `nnx.List`/`nnx.Dict`, and
+  the metadata of every `nnx.Variable`) and replaces each concrete `Mesh`
+  with `mesh` and each `NamedSharding` with one on `mesh` (same spec and
+  memory kind), also inside `functools.partial` functions, arguments and
+  keywords and inside tuples, lists and dicts. Values already on `mesh` are
+  left alone, so a second call returns 0.
+
+  Args:
+    model: the model, whose `Variable`s already live on `mesh`.
+    mesh: the mesh the model now runs on.
+
+  Returns:
+    How many `Mesh` and `NamedSharding` values were replaced.
+
+  Raises:
+    ValueError: naming the attribute path, for a mesh whose axis names differ
+      from `mesh`'s, a `NamedSharding` whose spec names an axis `mesh` lacks,
+      or meshes from two different sources. Nothing is changed then.
+  """
+  rebinder = _Rebinder(mesh)
+  updates = []  # (node, name, new value) or (variable, metadata key, new).
+  for path, node in nnx.graph.iter_graph(model):
+    if isinstance(node, nnx.Variable):
+      for key, value in node.get_metadata().items():
+        where = f"{_path_name(path)}.metadata[{key!r}]"
+        new = rebinder(value, where)
+        if new is not value:
+          updates.append((node.set_metadata, key, new))
+    elif isinstance(node, nnx.Pytree):
+      for name, value in vars(node).items():
+        if name in _NNX_BOOKKEEPING or nnx.graph.is_graph_node(value):
+          continue
+        new = rebinder(value, _path_name(path + (name,)))
+        if new is not value:
+          updates.append((functools.partial(setattr, node), name, new))
+  rebinder.check_single_source()
+  for setter, name, new in updates:
+    setter(name, new)
+  logging.info(
+      "Rebound %d static mesh references onto the mesh over devices %s.",
+      rebinder.count,
+      [d.id for d in mesh.devices.flat],
+  )
+  return rebinder.count
+
+
+def rebind_keywords(
+    keywords: Mapping[str, Any], mesh: Mesh
+) -> tuple[dict[str, Any], int]:
+  """`keywords` (e.g. those bound in the rollout partial) rebound to `mesh`.
+
+  The same rules and errors as `rebind_meshes`; errors name the keyword.
+
+  Returns:
+    A new dict of the keywords and the number of values replaced.
+  """
+  rebinder = _Rebinder(mesh)
+  rebound = {
+      name: rebinder(value, f"keyword {name!r}")
+      for name, value in keywords.items()
+  }
+  rebinder.check_single_source()
+  return rebound, rebinder.count
+
+
+def place_on_mesh(
+    model: nnx.Module, mesh: Mesh, *, copy: bool = True
+) -> nnx.Module:
+  """`model` on `mesh`: its state resharded by spec, its meshes rebound.
+
+  Every `Variable` moves to `NamedSharding(mesh, its partition spec)` in the
+  mesh's default memory, device to device (Tunix's `reshard_pytree`, which
+  uses Pathways' resharding under the proxy backend), then `rebind_meshes`
+  runs on the result. Call it before anything jits the model.
+
+  Args:
+    model: the source model; it is left as it was.
+    mesh: the target mesh.
+    copy: give the result its own buffers even where a leaf already sits on
+      its target sharding (where a reshard would return the same array). The
+      sampler role needs this: Tunix syncs weights only when the rollout
+      shares no leaf with the actor. Leaves that move are fresh buffers
+      anyway, so the copy never doubles memory on the source devices.
+
+  Returns:
+    A new model on `mesh`; with `copy=False` it may share arrays with
+    `model`.
+  """
+  graphdef, state = nnx.split(model)
+  memory_kind = mesh.devices.flat[0].default_memory().kind
+  shardings = jax.tree.map(
+      lambda spec: NamedSharding(
+          mesh,
+          spec if spec is not None else PartitionSpec(),
+          memory_kind=memory_kind,
+      ),
+      nnx.get_partition_spec(state),
+  )
+  moved = reshard.reshard_pytree(state, shardings)
+  if copy:
+    moved = jax.tree.map(
+        lambda new, old: new.copy() if new is old else new, moved, state
+    )
+  placed = nnx.merge(graphdef, moved)
+  rebind_meshes(placed, mesh)
+  return placed
+
+
+def device_ids(tree: Any) -> list[int]:
+  """The sorted ids of every device holding a shard of `tree`'s arrays."""
+  return sorted({
+      device.id
+      for leaf in jax.tree.leaves(tree)
+      if isinstance(leaf, jax.Array)
+      for device in leaf.sharding.device_set
+  })
