@@ -127,7 +127,7 @@ class DiffusionRollout(base_rollout.BaseRollout):
       *,
       rollout_actor: nnx.Module,
       tokenizer: Any,
-      mesh: jax.sharding.Mesh | None,
+      mesh: jax.sharding.Mesh,
       rollout_config: base_rollout.RolloutConfig,
       bd: bd_config_lib.BlockDiffusionConfig,
       stop_ids: Sequence[int],
@@ -141,7 +141,7 @@ class DiffusionRollout(base_rollout.BaseRollout):
       rollout_actor: the actor Tunix hands over (on the actor mesh); the
         rollout copies its buffers, never shares them.
       tokenizer: Tunix's `TokenizerAdapter` (prompts arrive rendered).
-      mesh: the ROLLOUT role's mesh; None or empty keeps the actor's.
+      mesh: the ROLLOUT role's mesh.
       rollout_config: the TRAIN rollout config.
       bd: the policy's block-diffusion settings.
       stop_ids: ids that end a row (the EOS included); unique, and neither
@@ -171,7 +171,11 @@ class DiffusionRollout(base_rollout.BaseRollout):
     self.bd, self.stop_ids, self.pad = bd, stop_ids, pad_id
     self.commit = {k: commit[k] for k in COMMIT_KEYS if k in commit}
     self.use_cache, self.seed = bool(use_cache), int(seed)
-    mesh = None if mesh is None or mesh.empty else mesh
+    if mesh is None or mesh.empty:
+      raise ValueError(
+          "DiffusionRollout needs the ROLLOUT role's mesh (Tunix passes"
+          " role_to_mesh[Role.ROLLOUT]); got none."
+      )
     self._model = role_shim.place_on_mesh(rollout_actor, mesh, copy=True)
     self.mesh = mesh
     # Denoisers are built lazily per (lengths, temperature), after the
