@@ -15,6 +15,9 @@ alone.
 import sys
 
 from tunix.generate import sampler as _sampler
+from tunix.rl import rl_cluster as _rl_cluster
+from tunix.rl.grpo import grpo_learner as _grpo_learner
+from tunix.rl.rollout import base_rollout as _base_rollout
 from tunix.sft import progress_bar as _progress_bar
 from tunix.sft import peft_trainer as _peft_trainer
 
@@ -29,6 +32,19 @@ except ImportError:  # google-tunix 0.1.7.
 
 PeftTrainer = _peft_trainer.PeftTrainer
 Sampler = _sampler.Sampler
+
+# RL. Tunix main renamed `RLCluster` to `RLEngine` and keeps the old name as
+# an alias; the plug points below exist in 0.1.7 and main alike.
+RLCluster = getattr(_rl_cluster, "RLCluster", None) or _rl_cluster.RLEngine
+ClusterConfig = _rl_cluster.ClusterConfig
+RLTrainingConfig = _rl_cluster.RLTrainingConfig
+Role = _rl_cluster.Role
+Mode = _rl_cluster.Mode
+GRPOConfig = _grpo_learner.GRPOConfig
+GRPOLearner = _grpo_learner.GRPOLearner
+BaseRollout = _base_rollout.BaseRollout
+RolloutConfig = _base_rollout.RolloutConfig
+RolloutOutput = _base_rollout.RolloutOutput
 
 # Gradient accumulation. google-tunix 0.1.7's `PeftTrainer` wraps the
 # optimizer in `optax.MultiSteps(optimizer, gradient_accumulation_steps)`

@@ -18,6 +18,7 @@ import numpy as np
 from orbax import checkpoint as ocp
 from tunix.rl import rl_cluster as rl_cluster_lib
 
+from tunix_bd import compat
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import rollout as rollout_lib
@@ -187,7 +188,7 @@ class FailClosedTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "autoregressively"):
       learner_lib.DiffusionGRPOLearner(
           cluster,
-          wiring.grpo_learner.GRPOConfig(num_generations=2, beta=0.0),
+          compat.GRPOConfig(num_generations=2, beta=0.0),
           [common.char_reward],
       )
 

@@ -28,22 +28,21 @@ from typing import Any, Mapping
 from flax import nnx
 import jax
 import numpy as np
-from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl import utils as rl_utils
-from tunix.rl.rollout import base_rollout
 from tunix.sft import utils as sft_utils
 
+from tunix_bd import compat
 from tunix_bd.core import replayer as replayer_lib
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.rl import rollout as rollout_lib
 
-Role = rl_cluster_lib.Role
-Mode = rl_cluster_lib.Mode
+Role = compat.Role
+Mode = compat.Mode
 FINGERPRINT_KEY = "tunix_bd_fingerprint"
 
 
 @dataclasses.dataclass
-class DiffusionRolloutOutput(base_rollout.RolloutOutput):
+class DiffusionRolloutOutput(compat.RolloutOutput):
   """Tunix's `RolloutOutput` plus the rollout's own record.
 
   Attributes:
@@ -65,7 +64,7 @@ def _row_chunks(rows: int, size: int | None):
   return [slice(s, min(s + size, rows)) for s in range(0, rows, size)]
 
 
-class DiffusionRLCluster(rl_cluster_lib.RLCluster):
+class DiffusionRLCluster(compat.RLCluster):
   """An `RLCluster` for a `DiffusionRollout` (see the module docstring)."""
 
   def __init__(self, *, fingerprint: Mapping[str, Any] | None = None, **kwargs):

@@ -30,14 +30,13 @@ from typing import Any, Iterable, Iterator, Mapping
 import jax
 import numpy as np
 from tunix.rl import function_registry
-from tunix.rl import rl_cluster as rl_cluster_lib
-from tunix.rl.grpo import grpo_learner
 
+from tunix_bd import compat
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import policy_loss
 from tunix_bd.rl import rollout as rollout_lib
 
-Mode = rl_cluster_lib.Mode
+Mode = compat.Mode
 PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
 
 
@@ -79,13 +78,13 @@ def _checked(dataset: Iterable[Mapping[str, Any]], name: str) -> Iterator:
     yield item
 
 
-class DiffusionGRPOLearner(grpo_learner.GRPOLearner):
+class DiffusionGRPOLearner(compat.GRPOLearner):
   """GRPO / token-level GSPO whose policies all score the rollout's trace."""
 
   def __init__(
       self,
       rl_cluster: cluster_lib.DiffusionRLCluster,
-      algo_config: grpo_learner.GRPOConfig,
+      algo_config: compat.GRPOConfig,
       reward_fns,
       metric_fns=None,
       data_shuffle_seed: int | None = None,

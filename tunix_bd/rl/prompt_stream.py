@@ -74,9 +74,7 @@ def render(
   prompts, answers = [], []
   for conversation in conversations:
     where = conversation.where
-    messages, answer = prompts_lib.prompt_messages(
-        conversation.messages, where
-    )
+    messages, answer = prompts_lib.prompt_messages(conversation.messages, where)
     text = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=False
     )

@@ -44,8 +44,8 @@ from flax import nnx
 import jax
 import numpy as np
 from tunix.rl import reshard
-from tunix.rl.rollout import base_rollout
 
+from tunix_bd import compat
 from tunix_bd import eos
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import tunix_layout
@@ -75,7 +75,7 @@ def row_seeds(
 
 
 def check_rollout_config(
-    config: base_rollout.RolloutConfig, *, training: bool, model_dtype: Any
+    config: compat.RolloutConfig, *, training: bool, model_dtype: Any
 ) -> None:
   """Fails closed on `RolloutConfig` fields a denoising rollout cannot honor.
 
@@ -119,7 +119,7 @@ class _ThreadState(threading.local):
     self.collectors: list[list[Any]] = []
 
 
-class DiffusionRollout(base_rollout.BaseRollout):
+class DiffusionRollout(compat.BaseRollout):
   """A Tunix rollout engine that decodes by parallel block denoising."""
 
   def __init__(
@@ -128,7 +128,7 @@ class DiffusionRollout(base_rollout.BaseRollout):
       rollout_actor: nnx.Module,
       tokenizer: Any,
       mesh: jax.sharding.Mesh,
-      rollout_config: base_rollout.RolloutConfig,
+      rollout_config: compat.RolloutConfig,
       bd: bd_config_lib.BlockDiffusionConfig,
       stop_ids: Sequence[int],
       commit: Mapping[str, Any],
@@ -211,7 +211,7 @@ class DiffusionRollout(base_rollout.BaseRollout):
   # --- Decoding. ---
 
   def denoise_config(
-      self, rollout_config: base_rollout.RolloutConfig
+      self, rollout_config: compat.RolloutConfig
   ) -> denoise.DenoiseConfig:
     """The `DenoiseConfig` of one mode's `RolloutConfig` (checked)."""
     if rollout_config.eos_tokens is not None and set(
@@ -259,9 +259,9 @@ class DiffusionRollout(base_rollout.BaseRollout):
   def generate(
       self,
       prompts: list[str],
-      rollout_config: base_rollout.RolloutConfig,
+      rollout_config: compat.RolloutConfig,
       **kwargs,
-  ) -> base_rollout.RolloutOutput:
+  ) -> compat.RolloutOutput:
     """Decodes rendered prompts; the trace goes to the open collector.
 
     Returns:
@@ -296,7 +296,7 @@ class DiffusionRollout(base_rollout.BaseRollout):
     if self._local.collectors:
       self._local.collectors[-1].append((out.trace, out.num_forwards))
     layout = tunix_layout.to_tunix_layout(out.trace, pad_id=self.pad)
-    return base_rollout.RolloutOutput(
+    return compat.RolloutOutput(
         text=[self._tokenizer.decode(c.tolist()) for c in out.completions],
         logits=None,
         tokens=[np.asarray(c, np.int32) for c in out.completions],

@@ -14,18 +14,17 @@ import functools
 from typing import Any, Mapping, Sequence
 
 import jax
-from tunix.rl import rl_cluster as rl_cluster_lib
-from tunix.rl.grpo import grpo_learner
-from tunix.rl.rollout import base_rollout
 
+
+from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import policy_loss
 from tunix_bd.rl import rollout as rollout_lib
 
-Mode = rl_cluster_lib.Mode
-Role = rl_cluster_lib.Role
+Mode = compat.Mode
+Role = compat.Role
 _OPTIONAL_ALGO_FIELDS = ("epsilon_high", "epsilon_c")
 
 
@@ -35,11 +34,11 @@ def rollout_configs(
     max_prompt_length: int,
     temperature: float,
     eval_temperature: float,
-) -> dict[Mode, base_rollout.RolloutConfig]:
+) -> dict[Mode, compat.RolloutConfig]:
   """Tunix's per-mode rollout configs; no vocabulary filter is set."""
 
   def config(temp):
-    return base_rollout.RolloutConfig(
+    return compat.RolloutConfig(
         max_tokens_to_generate=max_new_tokens,
         max_prompt_length=max_prompt_length,
         temperature=temp,
@@ -63,8 +62,8 @@ def build_cluster(
     bd: bd_config_lib.BlockDiffusionConfig,
     stop_ids: Sequence[int],
     commit: Mapping[str, Any],
-    training_config: rl_cluster_lib.RLTrainingConfig,
-    rollout_config: Mapping[Mode, base_rollout.RolloutConfig],
+    training_config: compat.RLTrainingConfig,
+    rollout_config: Mapping[Mode, compat.RolloutConfig],
     role_to_mesh: Mapping[Role, jax.sharding.Mesh],
     use_cache: bool = True,
     seed: int = 0,
@@ -93,7 +92,7 @@ def build_cluster(
       use_cache=use_cache,
       seed=seed,
   )
-  cluster_config = rl_cluster_lib.ClusterConfig(
+  cluster_config = compat.ClusterConfig(
       role_to_mesh=dict(role_to_mesh),
       rollout_engine=engine,
       offload_to_cpu=False,
@@ -133,7 +132,7 @@ def build_learner(
   """
   # Tunix's loss reads these by `getattr`; `GRPOConfig` has no such fields.
   optional = {k: algo.pop(k) for k in _OPTIONAL_ALGO_FIELDS if k in algo}
-  config = grpo_learner.GRPOConfig(
+  config = compat.GRPOConfig(
       policy_loss_fn=policy_loss.POLICY_LOSS_NAME,
       num_generations=num_generations,
       **algo,
