@@ -81,7 +81,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # or, when empty, the embedded tasks' train split; held-out prompts: the
   # embedded eval split, or `eval` (a chat JSONL whose last assistant turn
   # is the answer) when set.
-  config.data = config_sections.embedded_data(num_eval=256)
+  config.data = config_sections.embedded_data()
   config.data.prompts = ""
   config.rollout = ml_collections.ConfigDict(
       dict(
@@ -148,6 +148,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           seed=0,
       )
   )
+  # The held-out split is as long as the evaluation needs.
+  config.data.num_eval = config.eval.get_ref("num_prompts")
   config.mesh = config_sections.mesh()
 
   if variant == "weak":
@@ -161,7 +163,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         checkpoint="runs/quickstart_long/sft/export",
         reference="runs/quickstart_long/sft/export",
     )
-    config.data.update(tasks=("count",), num_eval=64)
+    config.data.tasks = ("count",)
     config.rollout.update(max_new_tokens=256)
     config.train.update(batch_size=4)
     config.grpo.update(num_generations=4)
@@ -178,7 +180,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         num_kv_heads=1,
     )
     config.model.scratch_bd.block_size = 4
-    config.data.update(num_train=64, num_eval=8, max_len=3)
+    config.data.update(num_train=64, max_len=3)
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)
     config.grpo.update(num_generations=4)
     config.train.update(

@@ -95,6 +95,11 @@ class GrpoConfigTest(parameterized.TestCase):
     long_qs = config_files.get_config("quickstart", "long")
     self.assertEqual(config.model.checkpoint, f"{long_qs.workdir}/sft/export")
 
+  def test_the_held_out_split_follows_eval_num_prompts(self):
+    config = _config()
+    config.eval.num_prompts = 512
+    self.assertEqual(config.data.num_eval, 512)
+
   def test_smoke_needs_no_earlier_run(self):
     config = _config("smoke")
     self.assertTrue(config.model.random_init)
