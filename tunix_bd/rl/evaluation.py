@@ -50,11 +50,13 @@ class HeldOutResult:
     greedy: threshold -> that threshold's greedy `held_out.Decoded`.
     sampled_correct: bool `[num_prompts, sampled_samples]`.
     sampled_tokens_per_forward: float `[num_prompts, sampled_samples]`.
+    sampled_setting: how the samples were drawn, for reports.
   """
 
   greedy: dict[float, held_out.Decoded]
   sampled_correct: np.ndarray
   sampled_tokens_per_forward: np.ndarray
+  sampled_setting: str = ""
 
   def metrics(self) -> dict[str, float]:
     """`exact_match@T`, `tokens_per_forward@T` and `sampled_exact_match`."""
@@ -137,6 +139,10 @@ def evaluate(
       )
       if samples
       else np.zeros(shape),
+      sampled_setting=(
+          f"T={settings.sampled_temperature:g}, threshold"
+          f" {settings.sampled_threshold:g}, {len(samples)} per prompt"
+      ),
   )
 
 
