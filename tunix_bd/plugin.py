@@ -22,6 +22,7 @@ PLUGIN = plugin_api.Plugin(
         "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
         "sft": "tunix_bd.recipes.sft:run",
         "opd": "tunix_bd.recipes.opd:run",
+        "grpo": "tunix_bd.recipes.grpo:run",
         "bench_opd": "tunix_bd.recipes.bench_opd:run",
         "bench_sft": "tunix_bd.recipes.bench_sft:run",
         "generate": "tunix_bd.recipes.generate:run",

@@ -14,8 +14,8 @@ import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib

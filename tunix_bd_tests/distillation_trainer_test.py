@@ -18,9 +18,9 @@ from tunix.distillation import distillation_trainer
 from tunix.sft import peft_trainer
 from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.distillation import trainer as trainer_lib

@@ -24,10 +24,10 @@ import numpy as np
 from tunix.sft import hooks
 
 from tunix_bd.core import diffusion_lm
-from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.distillation import prompts as prompts_lib
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
+from tunix_bd.evaluation import held_out
 from tunix_bd.generate import denoise
 
 
@@ -76,32 +76,23 @@ class DecodeEvaluation(hooks.TrainingHooks):
 
   def evaluate(self, model) -> dict[str, float]:
     """Metrics of `model` on the prompts (see the module docstring)."""
-    metrics = {}
-    num = len(self.prompts)
-    index = np.arange(-(-num // self.batch_size) * self.batch_size) % num
-    for i, threshold in enumerate(self.thresholds):
-      config = dataclasses.replace(
-          self.decode, threshold=float(threshold), temperature=0.0
-      )
-      denoiser = denoise.Denoiser(model, bd=self.strategy.bd, config=config)
-      texts, tpf, kl = [], [], [0.0, 0.0]
-      for start in range(0, len(index), self.batch_size):
-        rows = index[start : start + self.batch_size]
-        out = denoiser(self.prompts.tokens[rows], self.prompts.lengths[rows])
-        texts += [self.tokenizer.decode(c.tolist()) for c in out.completions]
-        tpf.append(out.tokens_per_forward)
-        if i == 0:
-          kl = np.add(kl, self._kl(model, out))
-      answers = self.prompts.answers
-      correct = [
-          tasks_lib.exact_match(t, a) for t, a in zip(texts[:num], answers)
-      ]
-      metrics[f"exact_match@{threshold}"] = float(np.mean(correct))
-      metrics[f"tokens_per_forward@{threshold}"] = float(
-          np.mean(np.concatenate(tpf)[:num])
-      )
-      if i == 0:
-        metrics[f"kl@{threshold}"] = float(kl[0] / max(kl[1], 1e-30))
+    kl = np.zeros(2)  # Weighted KL sum and weight, over the first threshold.
+
+    def add_kl(out: denoise.DenoiseOutput) -> None:
+      kl[:] += self._kl(model, out)
+
+    results = held_out.greedy(
+        model,
+        self.prompts,
+        bd=self.strategy.bd,
+        decode=self.decode,
+        thresholds=self.thresholds,
+        tokenizer=self.tokenizer,
+        batch_size=self.batch_size,
+        on_first_batch=add_kl,
+    )
+    metrics = held_out.greedy_metrics(results)
+    metrics[f"kl@{next(iter(results))}"] = float(kl[0] / max(kl[1], 1e-30))
     return metrics
 
   def _kl(self, model, out: denoise.DenoiseOutput) -> tuple[float, float]:

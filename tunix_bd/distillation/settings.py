@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from tunix_bd import config_utils
 from tunix_bd.training import options
 
 
@@ -52,11 +51,4 @@ def train_settings(section) -> tuple[options.TrainSettings, TimeBudget]:
   Raises:
     ValueError: naming the key, for an unknown key or a bad value.
   """
-  values = config_utils.section_dict(section, "train")
-  budget = {
-      field.name: values.pop(field.name)
-      for field in dataclasses.fields(TimeBudget)
-      if field.name in values
-  }
-  train = config_utils.from_section(options.TrainSettings, values, "train")
-  return train, TimeBudget(**budget)
+  return options.split_train_section(section, TimeBudget)

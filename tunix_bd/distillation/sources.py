@@ -41,7 +41,7 @@ from tunix_bd import denominators
 from tunix_bd import eos as eos_lib
 from tunix_bd.core import canvases
 from tunix_bd.core import trace as trace_lib
-from tunix_bd.distillation import prompts as prompts_lib
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib
 

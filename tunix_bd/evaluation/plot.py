@@ -81,14 +81,26 @@ def plot_comparison(
       fontsize=9,
       frameon=False,
   )
-  fig.text(
-      0.01,
-      0.01,
-      "\n".join(textwrap.wrap(caption, 150)),
-      fontsize=8,
-      va="bottom",
-  )
-  fig.tight_layout(rect=(0, 0.08, 1, 0.92))
+  save_with_caption(fig, path, caption, rect=(0, 0.08, 1, 0.92))
+
+
+def save_with_caption(
+    fig, path: str, caption: str, *, rect: tuple[float, float, float, float]
+) -> None:
+  """Lays `fig` out above a wrapped caption, writes it to `path` and closes it.
+
+  Args:
+    fig: a matplotlib figure.
+    path: the PNG to write (a local path or a URL, through `tunix_bd.files`).
+    caption: what was measured and how, under the panels.
+    rect: `(left, bottom, right, top)` figure fractions the panels fill;
+      the caption sits below `bottom`, titles and legends above `top`.
+  """
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  caption = "\n".join(textwrap.wrap(caption, 150))
+  fig.text(0.01, 0.01, caption, fontsize=8, va="bottom")
+  fig.tight_layout(rect=rect)
   png = io.BytesIO()
   fig.savefig(png, format="png", dpi=150)
   files.write_bytes(path, png.getvalue())

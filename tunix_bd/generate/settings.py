@@ -63,14 +63,7 @@ class DecodeSettings:
     config_utils.check_int("decode.batch_size", self.batch_size, 1)
     config_utils.check_int("decode.seed", self.seed, 0)
     for name in _DENOISER_FIELDS:
-      # One setting at a time, the others at valid values, so the error
-      # names the key at fault.
-      one = dict(max_new_tokens=1, max_prompt_length=1)
-      one[name] = getattr(self, name)
-      try:
-        denoise.DenoiseConfig(**one)
-      except ValueError as e:
-        raise ValueError(f"decode.{name}: {e}") from None
+      check_denoise_setting(f"decode.{name}", name, getattr(self, name))
 
   def denoise_config(
       self, tokenizer: Any, max_prompt_length: int
@@ -84,6 +77,23 @@ class DecodeSettings:
         self.max_prompt_length or max_prompt_length,
         **{name: getattr(self, name) for name in _DENOISER_FIELDS},
     )
+
+
+def check_denoise_setting(key: str, field: str, value: Any) -> None:
+  """Checks one `DenoiseConfig` setting alone, failing closed naming `key`.
+
+  Args:
+    key: the config key (e.g. "rollout.eval_temperature").
+    field: the `DenoiseConfig` field it sets (e.g. "temperature").
+    value: its value; the other fields are held at valid values, so the
+      error names the key at fault.
+  """
+  one = dict(max_new_tokens=1, max_prompt_length=1)
+  one[field] = value
+  try:
+    denoise.DenoiseConfig(**one)
+  except ValueError as e:
+    raise ValueError(f"{key}: {e}") from None
 
 
 def denoise_config(

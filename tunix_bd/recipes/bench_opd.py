@@ -24,9 +24,9 @@ from tunix_bd import plugin
 from tunix_bd.cli import config_loading
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
-from tunix_bd.distillation import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.evaluation import report as report_lib

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from typing import Any, TypeVar
 
 import optax
 import orbax.checkpoint as ocp
@@ -20,6 +21,8 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd.training import metrics
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +92,27 @@ class TrainSettings:
           f"{self.gradient_accumulation_steps} must divide "
           f"train.batch_size={self.batch_size}."
       )
+
+
+def split_train_section(
+    section: Any, extra: type[T]
+) -> tuple[TrainSettings, T]:
+  """A `train` section holding `TrainSettings` keys and dataclass `extra`'s.
+
+  Recipes that add keys to `train` (OPD's time budget, RL's mini-batches)
+  keep one dataclass per concern, each mapping its keys one to one.
+
+  Raises:
+    ValueError: naming the key, for an unknown key or a bad value.
+  """
+  values = config_utils.section_dict(section, "train")
+  own = {
+      field.name: values.pop(field.name)
+      for field in dataclasses.fields(extra)
+      if field.name in values
+  }
+  train = config_utils.from_section(TrainSettings, values, "train")
+  return train, extra(**own)
 
 
 def optimizer(settings: TrainSettings) -> optax.GradientTransformation:

@@ -1,10 +1,10 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The prompts of on-policy distillation, checked before any compute.
+"""Prompts to decode (OPD rollouts, RL evaluation), checked before compute.
 
-OPD data is prompts: each conversation's last assistant turn is the span the
-student re-generates; earlier turns are its context and later turns are
-dropped (the student never sees a future turn). Conversations without an
+Each conversation's last assistant turn is the span the model re-generates
+and the reference answer; earlier turns are its context and later turns are
+dropped (the model never sees a future turn). Conversations without an
 assistant turn or without a prompt, prompts too long for the rollout, and
 stop ids that are the mask or pad id fail here, naming the row.
 """
@@ -23,9 +23,9 @@ def prompt_messages(
 ) -> tuple[list[Mapping[str, str]], str]:
   """The rollout prompt of a conversation: turns before its last answer.
 
-  The last assistant turn is the completion the student re-generates;
+  The last assistant turn is the completion the model re-generates;
   earlier turns are context and later (user) turns are dropped, so the
-  student never sees a future turn.
+  model never sees a future turn.
 
   Returns:
     `(prompt_messages, reference_answer)`.

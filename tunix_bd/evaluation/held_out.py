@@ -1,0 +1,157 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Decoding held-out prompts and scoring them: exact match, tokens/forward.
+
+A training loss says little about decoding, so OPD and GRPO evaluate a
+block-diffusion model by decoding held-out prompts and scoring each
+completion against its reference answer. `decode_prompts` decodes a
+`PromptSet` once, in calls of one size (the last batch is filled with
+wrapped rows whose outputs are dropped, so one compiled program serves
+every call); `greedy` does so at several commit thresholds, and sampled
+decoding takes explicit per-row seeds, so two models decoded with the same
+seeds are compared sample for sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.generate import denoise
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+  """Every prompt's completion, scored.
+
+  Attributes:
+    texts: `[num_prompts]` completions (before the first stop token).
+    correct: bool `[num_prompts]` exact match against the answers.
+    tokens_per_forward: float `[num_prompts]` completion tokens over the
+      forwards the row needed.
+  """
+
+  texts: list[str]
+  correct: np.ndarray
+  tokens_per_forward: np.ndarray
+
+  @property
+  def exact_match(self) -> float:
+    return float(np.mean(self.correct))
+
+  @property
+  def mean_tokens_per_forward(self) -> float:
+    return float(np.mean(self.tokens_per_forward))
+
+
+def decode_prompts(
+    model: Any,
+    prompts: prompts_lib.PromptSet,
+    *,
+    bd: Any,
+    config: denoise.DenoiseConfig,
+    tokenizer: Any,
+    batch_size: int,
+    seeds: np.ndarray | None = None,
+    on_batch: Callable[[denoise.DenoiseOutput], None] | None = None,
+) -> Decoded:
+  """Decodes every prompt once with `config` and scores it.
+
+  Args:
+    model: the block-diffusion model.
+    prompts: the prompts, with their answers.
+    bd: the model's block-diffusion settings.
+    config: the denoising settings (greedy or sampled).
+    tokenizer: decodes completions to text.
+    batch_size: rows per decoding call.
+    seeds: int `[num_prompts]` per-row seeds; required when sampling.
+    on_batch: called with each call's `DenoiseOutput` (its rows include
+      the wrapped filler of the last batch), e.g. to score the rollouts.
+
+  Returns:
+    The completions, exact match and tokens per forward of every prompt.
+
+  Raises:
+    ValueError: if `prompts` has no answers, or the seeds do not fit.
+  """
+  if prompts.answers is None:
+    raise ValueError("held-out prompts need reference answers.")
+  num = len(prompts)
+  if seeds is not None and np.shape(seeds) != (num,):
+    raise ValueError(f"seeds must have shape ({num},), got {np.shape(seeds)}.")
+  index = np.arange(-(-num // batch_size) * batch_size) % num
+  denoiser = denoise.Denoiser(model, bd=bd, config=config)
+  texts, tokens_per_forward = [], []
+  for start in range(0, len(index), batch_size):
+    rows = index[start : start + batch_size]
+    out = denoiser(
+        prompts.tokens[rows],
+        prompts.lengths[rows],
+        seeds=None if seeds is None else np.asarray(seeds)[rows],
+    )
+    texts += [tokenizer.decode(c.tolist()) for c in out.completions]
+    tokens_per_forward.append(out.tokens_per_forward)
+    if on_batch is not None:
+      on_batch(out)
+  texts = texts[:num]
+  correct = [
+      tasks_lib.exact_match(t, a) for t, a in zip(texts, prompts.answers)
+  ]
+  return Decoded(
+      texts=texts,
+      correct=np.asarray(correct),
+      tokens_per_forward=np.concatenate(tokens_per_forward)[:num],
+  )
+
+
+def greedy(
+    model: Any,
+    prompts: prompts_lib.PromptSet,
+    *,
+    bd: Any,
+    decode: denoise.DenoiseConfig,
+    thresholds: Sequence[float],
+    tokenizer: Any,
+    batch_size: int,
+    on_first_batch: Callable[[denoise.DenoiseOutput], None] | None = None,
+) -> dict[float, Decoded]:
+  """Greedy decoding of the prompts at each commit threshold.
+
+  Args:
+    model, prompts, bd, tokenizer, batch_size: as for `decode_prompts`.
+    decode: the denoising settings; the threshold is replaced by each of
+      `thresholds` and the temperature by 0.
+    thresholds: commit thresholds.
+    on_first_batch: `decode_prompts`' `on_batch` at the first threshold.
+
+  Returns:
+    Threshold -> its `Decoded`, in `thresholds` order.
+  """
+  results = {}
+  for i, threshold in enumerate(thresholds):
+    config = dataclasses.replace(
+        decode, threshold=float(threshold), temperature=0.0
+    )
+    results[float(threshold)] = decode_prompts(
+        model,
+        prompts,
+        bd=bd,
+        config=config,
+        tokenizer=tokenizer,
+        batch_size=batch_size,
+        on_batch=on_first_batch if i == 0 else None,
+    )
+  return results
+
+
+def greedy_metrics(results: dict[float, Decoded]) -> dict[str, float]:
+  """`exact_match@T` and `tokens_per_forward@T` of each threshold T."""
+  metrics = {}
+  for threshold, decoded in results.items():
+    metrics[f"exact_match@{threshold}"] = decoded.exact_match
+    metrics[f"tokens_per_forward@{threshold}"] = decoded.mean_tokens_per_forward
+  return metrics

@@ -1,0 +1,232 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Held-out evaluation of a block-diffusion policy, paired before and after.
+
+Two measurements on the same held-out prompts (`evaluation.held_out`):
+
+- greedy exact match and tokens per forward at each `eval.thresholds`;
+- sampled exact match at `eval.sampled_temperature` and
+  `eval.sampled_threshold`, `eval.sampled_samples` samples per prompt.
+  Sample `s` of prompt `i` uses seed `eval.seed + s * num_prompts + i`, the
+  same seeds whichever weights are evaluated, so the evaluations before and
+  after training differ only by the weights.
+
+Per-prompt results are kept, so a change is reported with its paired
+standard error clustered by prompt (`paired_difference`): a prompt's
+samples share its difficulty, so they are not independent draws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.evaluation import held_out
+from tunix_bd.generate import denoise
+from tunix_bd.rl import settings as settings_lib
+
+SAMPLED = "sampled_exact_match"
+
+
+def sample_seeds(num_prompts: int, num_samples: int, seed: int) -> np.ndarray:
+  """int64 `[num_samples, num_prompts]`: `seed + s * num_prompts + i`."""
+  seeds = seed + np.arange(num_samples * num_prompts, dtype=np.int64)
+  if seeds.size and seeds[-1] >= 2**32:
+    raise ValueError(
+        f"eval.seed={seed} is too large: sample seeds must stay below 2**32."
+    )
+  return seeds.reshape(num_samples, num_prompts)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOutResult:
+  """One model's held-out evaluation.
+
+  Attributes:
+    greedy: threshold -> that threshold's greedy `held_out.Decoded`.
+    sampled_correct: bool `[num_prompts, sampled_samples]`.
+    sampled_tokens_per_forward: float `[num_prompts, sampled_samples]`.
+    sampled_setting: how the samples were drawn, for reports.
+  """
+
+  greedy: dict[float, held_out.Decoded]
+  sampled_correct: np.ndarray
+  sampled_tokens_per_forward: np.ndarray
+  sampled_setting: str = ""
+
+  def metrics(self) -> dict[str, float]:
+    """`exact_match@T`, `tokens_per_forward@T` and `sampled_exact_match`."""
+    metrics = held_out.greedy_metrics(self.greedy)
+    if self.sampled_correct.size:
+      metrics[SAMPLED] = float(np.mean(self.sampled_correct))
+    return metrics
+
+  def to_json(self) -> dict[str, Any]:
+    """The metrics and the per-prompt results (to pair later runs with)."""
+    return {
+        "metrics": self.metrics(),
+        "greedy_correct": {
+            str(t): d.correct.astype(int).tolist()
+            for t, d in self.greedy.items()
+        },
+        "sampled_correct": self.sampled_correct.astype(int).tolist(),
+    }
+
+
+def evaluate(
+    model: Any,
+    prompts: prompts_lib.PromptSet,
+    *,
+    bd: Any,
+    decode: denoise.DenoiseConfig,
+    settings: settings_lib.EvalSettings,
+    tokenizer: Any,
+) -> HeldOutResult:
+  """Greedy and sampled held-out evaluation (see the module docstring).
+
+  Args:
+    model: the policy.
+    prompts: held-out prompts with answers; the first `settings.num_prompts`
+      are used.
+    bd: the model's block-diffusion settings.
+    decode: the rollout's denoising settings (budget, stop ids, commit
+      rule); the threshold and temperature are set per measurement.
+    settings: the `eval` section.
+    tokenizer: decodes completions to text.
+
+  Raises:
+    ValueError: if there are fewer prompts than `eval.num_prompts`.
+  """
+  num = settings.num_prompts
+  if len(prompts) < num:
+    raise ValueError(
+        f"eval.num_prompts={num} but only {len(prompts)} held-out prompts"
+        " are given."
+    )
+  prompts = dataclasses.replace(
+      prompts,
+      tokens=prompts.tokens[:num],
+      lengths=prompts.lengths[:num],
+      answers=prompts.answers[:num] if prompts.answers else None,
+  )
+  common = dict(bd=bd, tokenizer=tokenizer, batch_size=settings.batch_size)
+  greedy = held_out.greedy(
+      model, prompts, decode=decode, thresholds=settings.thresholds, **common
+  )
+  sampled_config = dataclasses.replace(
+      decode,
+      threshold=settings.sampled_threshold,
+      temperature=settings.sampled_temperature,
+  )
+  samples = [
+      held_out.decode_prompts(
+          model, prompts, config=sampled_config, seeds=seeds, **common
+      )
+      for seeds in sample_seeds(num, settings.sampled_samples, settings.seed)
+  ]
+  shape = (num, len(samples))
+  return HeldOutResult(
+      greedy=greedy,
+      sampled_correct=np.stack([s.correct for s in samples], axis=1)
+      if samples
+      else np.zeros(shape, bool),
+      sampled_tokens_per_forward=np.stack(
+          [s.tokens_per_forward for s in samples], axis=1
+      )
+      if samples
+      else np.zeros(shape),
+      sampled_setting=(
+          f"T={settings.sampled_temperature:g}, threshold"
+          f" {settings.sampled_threshold:g}, {len(samples)} per prompt"
+      ),
+  )
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedDifference:
+  """A before -> after change on the same prompts.
+
+  Attributes:
+    before: the mean before.
+    after: the mean after.
+    delta: `after - before`.
+    se: the standard error of `delta`, clustered by prompt.
+  """
+
+  before: float
+  after: float
+  delta: float
+  se: float
+
+
+def paired_difference(
+    before: np.ndarray, after: np.ndarray
+) -> PairedDifference:
+  """The change of a per-sample score, with its SE clustered by prompt.
+
+  Args:
+    before: `[num_prompts]` or `[num_prompts, samples]` scores (e.g. 0/1
+      correctness) of one model; sample `s` of prompt `i` must be paired
+      with `after[i, s]` (same prompt and seed).
+    after: the same shape, of the other model.
+
+  Returns:
+    The means, their difference and its standard error: with `d_i` the
+    mean over prompt `i`'s samples of `after - before`, `se = std(d, ddof=1)
+    / sqrt(num_prompts)`, the cluster-robust SE for equal-size clusters.
+
+  Raises:
+    ValueError: for shapes that differ or fewer than two prompts.
+  """
+  before = np.asarray(before, np.float64)
+  after = np.asarray(after, np.float64)
+  if before.shape != after.shape or before.ndim not in (1, 2):
+    raise ValueError(
+        "before and after must have one shape, [num_prompts] or"
+        f" [num_prompts, samples]; got {before.shape} and {after.shape}."
+    )
+  if before.shape[0] < 2 or not before.size:
+    raise ValueError(
+        f"a paired SE needs >= 2 prompts with samples, got {before.shape}."
+    )
+  per_prompt = (after - before).reshape(before.shape[0], -1).mean(axis=1)
+  return PairedDifference(
+      before=float(before.mean()),
+      after=float(after.mean()),
+      delta=float(per_prompt.mean()),
+      se=float(per_prompt.std(ddof=1) / math.sqrt(per_prompt.size)),
+  )
+
+
+def compare(
+    before: HeldOutResult, after: HeldOutResult
+) -> dict[str, PairedDifference]:
+  """Every metric's paired change: greedy exact match and tokens per forward
+  per threshold, and sampled exact match; keys as in `metrics()`.
+
+  Raises:
+    ValueError: if the two were not evaluated alike (thresholds, prompts or
+      samples differ).
+  """
+  if list(before.greedy) != list(after.greedy):
+    raise ValueError(
+        f"thresholds differ: {list(before.greedy)} vs {list(after.greedy)}."
+    )
+  changes = {}
+  for threshold, b in before.greedy.items():
+    a = after.greedy[threshold]
+    changes[f"exact_match@{threshold}"] = paired_difference(
+        b.correct, a.correct
+    )
+    changes[f"tokens_per_forward@{threshold}"] = paired_difference(
+        b.tokens_per_forward, a.tokens_per_forward
+    )
+  if before.sampled_correct.size or after.sampled_correct.size:
+    changes[SAMPLED] = paired_difference(
+        before.sampled_correct, after.sampled_correct
+    )
+  return changes

@@ -1,0 +1,239 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Reward functions for GRPO, in Tunix's signature.
+
+Tunix calls each reward function as `fn(prompts=..., completions=...,
+**kwargs)` with the `B * G` rendered prompts and visible completions (cut at
+the first stop token), `mode`, every other dataset key repeated per
+generation (`answer`, ...), and, from tunix_bd's learner, `num_forwards` and
+`num_completion_tokens` per row. It sums the functions' lists per row and
+logs each function's mean as `rewards/<fn.__name__>`, so every function here
+carries a readable name.
+
+- `exact_match`: `reward.exact` if the completion is the `answer`.
+- `partial_credit`: `reward.partial` times the fraction of answer characters
+  right, position by position, over the longer of the two, so a truncated
+  or over-long completion loses credit.
+- `speed`: `-reward.speed_weight * min(forwards / tokens, reward.speed_cap)`;
+  the cap keeps an empty completion (tokens 0) from dominating a group.
+- user functions named by import path in `reward.functions`.
+
+Both answer rewards read the `answer` key, which the embedded tasks and RL
+JSONL (`{"prompt", "answer"}`) datasets both carry.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import math
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+  from tunix_bd.rl import settings as settings_lib
+
+RewardFn = Callable[..., list[float]]
+
+
+def _column(kwargs: dict[str, Any], key: str, num: int, who: str) -> list:
+  """Dataset key `key` of the rows, checked to hold one value per row."""
+  if key not in kwargs:
+    raise ValueError(
+        f"reward {who!r} needs the {key!r} key (got keys {sorted(kwargs)});"
+        f" its data must provide {key!r} for every prompt."
+    )
+  values = list(np.asarray(kwargs[key]).reshape(-1))
+  if len(values) != num:
+    raise ValueError(
+        f"reward {who!r}: {len(values)} {key!r} values for {num} completions."
+    )
+  return values
+
+
+def char_accuracy(prediction: str, answer: str) -> float:
+  """Characters equal position by position over the longer string, in [0, 1].
+
+  Surrounding whitespace is stripped first (as `tasks.exact_match` does);
+  two empty strings score 1.
+  """
+  prediction, answer = prediction.strip(), answer.strip()
+  longer = max(len(prediction), len(answer))
+  if not longer:
+    return 1.0
+  return sum(p == a for p, a in zip(prediction, answer)) / longer
+
+
+def exact_match(prompts, completions, **kwargs) -> list[float]:
+  """1.0 where the completion equals the row's `answer` (stripped), else 0."""
+  del prompts
+  answers = _column(kwargs, "answer", len(completions), "exact_match")
+  return [
+      float(c.strip() == str(a).strip()) for c, a in zip(completions, answers)
+  ]
+
+
+def partial_credit(prompts, completions, **kwargs) -> list[float]:
+  """`char_accuracy` of each completion against the row's `answer`."""
+  del prompts
+  answers = _column(kwargs, "answer", len(completions), "partial_credit")
+  return [char_accuracy(c, str(a)) for c, a in zip(completions, answers)]
+
+
+def forwards_per_token(
+    completions, *, speed_cap: float, **kwargs
+) -> list[float]:
+  """`min(num_forwards / max(num_completion_tokens, 1), speed_cap)` per row."""
+  num = len(completions)
+  forwards = _column(kwargs, "num_forwards", num, "speed")
+  tokens = _column(kwargs, "num_completion_tokens", num, "speed")
+  return [
+      min(float(f) / max(int(t), 1), speed_cap)
+      for f, t in zip(forwards, tokens)
+  ]
+
+
+def _named(name: str, fn: RewardFn, weight: float) -> RewardFn:
+  """`weight * fn(...)` as a reward function called `name`."""
+
+  def reward(prompts, completions, **kwargs) -> list[float]:
+    return [weight * r for r in fn(prompts, completions, **kwargs)]
+
+  reward.__name__ = reward.__qualname__ = name
+  return reward
+
+
+def _speed(weight: float, cap: float) -> RewardFn:
+  def speed(prompts, completions, **kwargs) -> list[float]:
+    del prompts
+    per_row = forwards_per_token(completions, speed_cap=cap, **kwargs)
+    return [-weight * r for r in per_row]
+
+  return speed
+
+
+def resolve_function(path: str, key: str) -> RewardFn:
+  """The reward function at `package.module:function` or dotted path.
+
+  Args:
+    path: `"package.module:function"` (the part after the colon may be
+      dotted, e.g. `module:Class.method`) or `"package.module.function"`.
+    key: how errors name the setting (e.g. "reward.functions[0]").
+
+  Raises:
+    ValueError: naming `key`, if the module cannot be imported, the name is
+      missing, it is not callable, or it cannot take Tunix's call
+      `fn(prompts=..., completions=..., **kwargs)`.
+  """
+  if not isinstance(path, str) or not path.strip():
+    raise ValueError(f"{key} must be a non-empty import path, got {path!r}.")
+  if ":" in path:
+    module_name, _, attribute = path.partition(":")
+  else:
+    module_name, _, attribute = path.rpartition(".")
+  if not module_name or not attribute:
+    raise ValueError(
+        f"{key}={path!r} must be 'package.module:function' or"
+        " 'package.module.function'."
+    )
+  try:
+    target = importlib.import_module(module_name)
+  except ImportError as e:
+    raise ValueError(
+        f"{key}={path!r}: cannot import module {module_name!r} ({e})."
+    ) from None
+  for part in attribute.split("."):
+    if not hasattr(target, part):
+      raise ValueError(f"{key}={path!r}: {module_name!r} has no {attribute!r}.")
+    target = getattr(target, part)
+  if not callable(target):
+    raise ValueError(f"{key}={path!r} is not callable.")
+  _check_signature(target, f"{key}={path!r}")
+  return target
+
+
+def _check_signature(fn: Callable[..., Any], where: str) -> None:
+  try:
+    signature = inspect.signature(fn)
+  except (TypeError, ValueError):
+    return  # Not introspectable (a builtin): the first call will tell.
+  parameters = signature.parameters.values()
+  if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+    raise ValueError(
+        f"{where} must accept **kwargs: Tunix passes every dataset key and"
+        " `mode` by keyword."
+    )
+  try:
+    signature.bind(prompts=[], completions=[])
+  except TypeError as e:
+    raise ValueError(
+        f"{where} cannot be called as fn(prompts=..., completions=...,"
+        f" **kwargs): {e}."
+    ) from None
+
+
+def _checked(fn: RewardFn, key: str) -> RewardFn:
+  """`fn` failing closed, naming `key`, unless it returns one finite per row.
+
+  Tunix sums rewards with `nansum`, so a NaN would silently count as 0.
+  """
+
+  @functools.wraps(fn)
+  def reward(prompts, completions, **kwargs) -> list[float]:
+    values = fn(prompts=prompts, completions=completions, **kwargs)
+    try:
+      values = [float(v) for v in values]
+    except (TypeError, ValueError):
+      raise ValueError(
+          f"{key} ({fn.__name__}) must return numbers, got {values!r}."
+      ) from None
+    if len(values) != len(completions) or not all(map(math.isfinite, values)):
+      raise ValueError(
+          f"{key} ({fn.__name__}) must return {len(completions)} finite"
+          f" numbers, one per completion, got {values!r}."
+      )
+    return values
+
+  return reward
+
+
+def reward_fns(settings: settings_lib.RewardSettings) -> list[RewardFn]:
+  """The reward functions handed to Tunix, in `reward` section order.
+
+  Terms with weight 0 are left out (so their keys need not exist); user
+  functions follow, each checked on every call.
+
+  Raises:
+    ValueError: if two functions share a `__name__` (Tunix would log one
+      under the other's name), or none is left.
+  """
+  fns = []
+  if settings.exact:
+    fns.append(_named("exact_match", exact_match, settings.exact))
+  if settings.partial:
+    fns.append(_named("partial_credit", partial_credit, settings.partial))
+  if settings.speed_weight:
+    fns.append(_speed(settings.speed_weight, settings.speed_cap))
+  for i, path in enumerate(settings.functions):
+    key = f"reward.functions[{i}]"
+    fns.append(_checked(resolve_function(path, key), key))
+  check_names(fns)
+  return fns
+
+
+def check_names(fns: Sequence[RewardFn]) -> None:
+  """Fails closed on no functions or on two sharing a `__name__`."""
+  if not fns:
+    raise ValueError(
+        "the reward is empty: set reward.exact, reward.partial or"
+        " reward.speed_weight to a non-zero weight, or list reward.functions."
+    )
+  names = [fn.__name__ for fn in fns]
+  repeated = sorted({n for n in names if names.count(n) > 1})
+  if repeated:
+    raise ValueError(
+        f"reward functions {repeated} share a name; Tunix logs each"
+        " function's reward by name (`rewards/<name>`), so names must differ."
+    )

@@ -1,0 +1,352 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The GRPO recipe's config sections as frozen, checked dataclasses.
+
+One dataclass per section (`rollout`, `grpo`, `reward`, `eval`, and the RL
+keys of `train`), field for field, each built with
+`config_utils.from_section`, so a typo or a bad value fails as a
+`ValueError` naming `section.key` before any model is loaded.
+`from_config` builds them all and checks what spans sections.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from tunix_bd import config_utils
+from tunix_bd.generate import commit_rules
+from tunix_bd.generate import denoise
+from tunix_bd.generate import settings as decode_settings
+from tunix_bd.rl import rewards
+from tunix_bd.training import options
+
+# Tunix 0.1.7's names: `GRPOConfig.loss_algo`, the `loss_agg_mode`s of
+# `rl.common.aggregate_loss` and the `kl_loss_mode`s of
+# `rl.common.compute_kl_divergence` (settings_test pins them to Tunix).
+LOSS_ALGOS = ("grpo", "gspo-token")
+LOSS_AGG_MODES = (
+    "token-mean",
+    "sequence-mean-token-mean",
+    "sequence-mean-token-scale",
+    "seq-mean-token-sum",
+    "sequence-mean-token-sum-norm",
+)
+KL_LOSS_MODES = ("kl", "mse_kl", "low_var_kl")
+
+# `RolloutSettings` fields that are `DenoiseConfig` fields of the same name.
+_DENOISER_FIELDS = (
+    "max_new_tokens",
+    "max_prompt_length",
+    "rule",
+    "threshold",
+    "top_k",
+    "factor",
+    "temperature",
+    "use_cache",
+)
+
+
+def _check_number(key: str, value: Any, *, minimum: float, strict: bool):
+  """A finite number >= minimum (> minimum when `strict`), else ValueError."""
+  if (
+      isinstance(value, bool)
+      or not isinstance(value, (int, float, np.integer, np.floating))
+      or not math.isfinite(value)
+      or value < minimum
+      or (strict and value == minimum)
+  ):
+    want = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    raise ValueError(f"{key} must be a finite number {want}, got {value!r}.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RolloutSettings:
+  """How the policy decodes its rollouts (see `denoise.DenoiseConfig`).
+
+  Attributes:
+    max_new_tokens: completion positions per row (the trace width T).
+    max_prompt_length: the longest prompt accepted (fixes the layout).
+    rule, threshold, factor, use_cache: as in `DenoiseConfig`.
+    top_k: k of the `top_k` COMMIT rule (positions per step); never a
+      vocabulary filter, which block denoising does not implement.
+    temperature: training rollouts' sampling temperature, > 0 (GRPO needs
+      groups that differ).
+    eval_temperature: Tunix's eval rollouts' temperature; 0 is greedy.
+    seed: the root of every rollout's per-row seeds.
+    extra_stop_ids: stop ids besides the tokenizer's EOS.
+  """
+
+  max_new_tokens: int = 16
+  max_prompt_length: int = 40
+  rule: str = commit_rules.THRESHOLD
+  threshold: float = 0.5
+  top_k: int = 1
+  factor: float = 1.0
+  temperature: float = 1.0
+  eval_temperature: float = 0.0
+  use_cache: bool = True
+  seed: int = 0
+  extra_stop_ids: tuple[int, ...] = ()
+
+  def __post_init__(self):
+    for name in _DENOISER_FIELDS:
+      decode_settings.check_denoise_setting(
+          f"rollout.{name}", name, getattr(self, name)
+      )
+    if self.temperature == 0:
+      raise ValueError(
+          "rollout.temperature must be > 0 for training: greedy rollouts"
+          " make every sample of a group alike, so GRPO has no signal."
+      )
+    decode_settings.check_denoise_setting(
+        "rollout.eval_temperature", "temperature", self.eval_temperature
+    )
+    config_utils.check_int("rollout.seed", self.seed, 0)
+    extra = self.extra_stop_ids
+    decode_settings.check_denoise_setting(
+        "rollout.extra_stop_ids", "stop_ids", extra
+    )
+    if len(set(extra)) != len(extra):
+      raise ValueError(f"rollout.extra_stop_ids has duplicates: {extra!r}.")
+    object.__setattr__(self, "extra_stop_ids", tuple(int(s) for s in extra))
+
+  def stop_ids(self, tokenizer: Any) -> tuple[int, ...]:
+    """The tokenizer's EOS, then `extra_stop_ids`; a repeat fails closed."""
+    eos = tokenizer.eos_token_id
+    if eos in self.extra_stop_ids:
+      raise ValueError(
+          f"rollout.extra_stop_ids={self.extra_stop_ids!r} repeats the"
+          f" tokenizer's EOS id {eos}, which is always a stop id."
+      )
+    return (eos, *self.extra_stop_ids)
+
+  def denoise_config(
+      self, tokenizer: Any, *, evaluation: bool = False
+  ) -> denoise.DenoiseConfig:
+    """The denoiser's config: training's, or Tunix eval's (`evaluation`)."""
+    values = {name: getattr(self, name) for name in _DENOISER_FIELDS}
+    if evaluation:
+      values["temperature"] = self.eval_temperature
+    config = decode_settings.denoise_config(
+        tokenizer, values.pop("max_prompt_length"), **values
+    )
+    return dataclasses.replace(config, stop_ids=self.stop_ids(tokenizer))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GrpoSettings:
+  """The GRPO algorithm (Tunix's `GRPOConfig` fields of the same names).
+
+  Attributes:
+    num_generations: G, samples per prompt, >= 2.
+    num_iterations: optimizer passes over each batch of rollouts, >= 1.
+    beta: weight of the KL penalty against the reference, >= 0.
+    epsilon: the ratio clip (1 - epsilon, 1 + epsilon_high), in (0, 1).
+    epsilon_high: the upper clip, >= epsilon; None: `epsilon`.
+    loss_algo: `grpo` or `gspo-token` (token-level GSPO).
+    loss_agg_mode: one of `LOSS_AGG_MODES`.
+    kl_loss_mode: the KL estimator, one of `KL_LOSS_MODES`.
+  """
+
+  num_generations: int = 8
+  num_iterations: int = 1
+  beta: float = 0.0
+  epsilon: float = 0.2
+  epsilon_high: float | None = None
+  loss_algo: str = "grpo"
+  loss_agg_mode: str = "sequence-mean-token-mean"
+  kl_loss_mode: str = "kl"
+
+  def __post_init__(self):
+    config_utils.check_int("grpo.num_generations", self.num_generations, 2)
+    config_utils.check_int("grpo.num_iterations", self.num_iterations, 1)
+    _check_number("grpo.beta", self.beta, minimum=0, strict=False)
+    _check_number("grpo.epsilon", self.epsilon, minimum=0, strict=True)
+    if self.epsilon >= 1:
+      raise ValueError(
+          "grpo.epsilon must be < 1 (the lower clip is 1 - epsilon), got"
+          f" {self.epsilon!r}."
+      )
+    if self.epsilon_high is not None:
+      _check_number(
+          "grpo.epsilon_high", self.epsilon_high, minimum=0, strict=True
+      )
+      if self.epsilon_high < self.epsilon:
+        raise ValueError(
+            f"grpo.epsilon_high={self.epsilon_high!r} must be >="
+            f" grpo.epsilon={self.epsilon!r}."
+        )
+    for key, allowed in (
+        ("loss_algo", LOSS_ALGOS),
+        ("loss_agg_mode", LOSS_AGG_MODES),
+        ("kl_loss_mode", KL_LOSS_MODES),
+    ):
+      if getattr(self, key) not in allowed:
+        raise ValueError(
+            f"grpo.{key} must be one of {allowed}, got {getattr(self, key)!r}."
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RewardSettings:
+  """The reward: the sum of the terms below (see `rewards`).
+
+  Attributes:
+    exact: weight of exact match against the data's `answer`.
+    partial: weight of the answer's fraction of characters right.
+    speed_weight: weight of the forwards-per-token penalty; 0: off.
+    speed_cap: forwards per token are clipped to this before weighting.
+    functions: user reward functions, `"package.module:function"` or
+      dotted paths, resolved here.
+  """
+
+  exact: float = 1.0
+  partial: float = 0.5
+  speed_weight: float = 0.0
+  speed_cap: float = 2.0
+  functions: tuple[str, ...] = ()
+
+  def __post_init__(self):
+    for key in ("exact", "partial", "speed_weight"):
+      _check_number(
+          f"reward.{key}", getattr(self, key), minimum=0, strict=False
+      )
+    _check_number("reward.speed_cap", self.speed_cap, minimum=0, strict=True)
+    if isinstance(self.functions, str):
+      raise ValueError(
+          "reward.functions must be a list of import paths, got the string"
+          f" {self.functions!r}."
+      )
+    object.__setattr__(self, "functions", tuple(self.functions))
+    rewards.reward_fns(self)  # Resolves every function; names must differ.
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalSettings:
+  """Held-out evaluation before and after training (`rl.evaluation`).
+
+  Attributes:
+    num_prompts: held-out prompts (the data's eval split).
+    thresholds: commit thresholds of the greedy evaluation.
+    sampled_samples: samples per prompt of the sampled evaluation; 0: none.
+    sampled_threshold: its commit threshold.
+    sampled_temperature: its temperature, > 0.
+    batch_size: prompts per decoding call.
+    seed: sample `s` of prompt `i` uses seed `seed + s * num_prompts + i`,
+      the same before and after training, so the two are paired.
+  """
+
+  num_prompts: int = 256
+  thresholds: tuple[float, ...] = (0.5, 0.9)
+  sampled_samples: int = 4
+  sampled_threshold: float = 0.5
+  sampled_temperature: float = 1.0
+  batch_size: int = 64
+  seed: int = 0
+
+  def __post_init__(self):
+    config_utils.check_int("eval.num_prompts", self.num_prompts, 1)
+    config_utils.check_int("eval.sampled_samples", self.sampled_samples, 0)
+    config_utils.check_int("eval.batch_size", self.batch_size, 1)
+    config_utils.check_int("eval.seed", self.seed, 0)
+    thresholds = self.thresholds
+    if isinstance(thresholds, (str, bytes)) or not thresholds:
+      raise ValueError(
+          f"eval.thresholds must be a non-empty list, got {thresholds!r}."
+      )
+    for threshold in thresholds:
+      decode_settings.check_denoise_setting(
+          "eval.thresholds", "threshold", threshold
+      )
+    object.__setattr__(self, "thresholds", tuple(map(float, thresholds)))
+    decode_settings.check_denoise_setting(
+        "eval.sampled_threshold", "threshold", self.sampled_threshold
+    )
+    _check_number(
+        "eval.sampled_temperature",
+        self.sampled_temperature,
+        minimum=0,
+        strict=True,
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RlBatchSettings:
+  """The `train` keys of Tunix's `RLTrainingConfig`, in prompts.
+
+  Attributes:
+    mini_batch_size: prompts per optimizer update; divides
+      `train.batch_size`. None: the whole batch.
+    train_micro_batch_size: prompts per forward/backward; divides
+      `mini_batch_size`. None: the mini-batch.
+  """
+
+  mini_batch_size: int | None = None
+  train_micro_batch_size: int | None = None
+
+  def __post_init__(self):
+    for key in ("mini_batch_size", "train_micro_batch_size"):
+      if getattr(self, key) is not None:
+        config_utils.check_int(f"train.{key}", getattr(self, key), 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class GrpoRunSettings:
+  """Every checked section of a GRPO config."""
+
+  rollout: RolloutSettings
+  grpo: GrpoSettings
+  reward: RewardSettings
+  train: options.TrainSettings
+  batches: RlBatchSettings
+  eval: EvalSettings
+
+
+def from_config(config: Any) -> GrpoRunSettings:
+  """All sections of a GRPO config, checked alone and together.
+
+  Raises:
+    ValueError: naming the key, for an unknown key or a bad value in any
+      section; `train.gradient_accumulation_steps` (Tunix derives it from
+      the mini- and micro-batch sizes); sizes that do not divide; `grpo.beta
+      > 0` with no reference model.
+  """
+  section = lambda cls, name: config_utils.from_section(cls, config[name], name)
+  train, batches = options.split_train_section(config.train, RlBatchSettings)
+  if train.gradient_accumulation_steps is not None:
+    raise ValueError(
+        "train.gradient_accumulation_steps is not an RL setting: Tunix"
+        " accumulates train.mini_batch_size // train.train_micro_batch_size"
+        " micro-batches; set those instead."
+    )
+  mini = batches.mini_batch_size or train.batch_size
+  micro = batches.train_micro_batch_size or mini
+  if train.batch_size % mini:
+    raise ValueError(
+        f"train.mini_batch_size={mini} must divide"
+        f" train.batch_size={train.batch_size}."
+    )
+  if mini % micro:
+    raise ValueError(
+        f"train.train_micro_batch_size={micro} must divide"
+        f" train.mini_batch_size={mini}."
+    )
+  run = GrpoRunSettings(
+      rollout=section(RolloutSettings, "rollout"),
+      grpo=section(GrpoSettings, "grpo"),
+      reward=section(RewardSettings, "reward"),
+      train=train,
+      batches=batches,
+      eval=section(EvalSettings, "eval"),
+  )
+  has_reference = config.model.random_init or bool(config.model.reference)
+  if run.grpo.beta and not has_reference:
+    raise ValueError(
+        f"grpo.beta={run.grpo.beta} needs a reference model: set"
+        " model.reference (e.g. to model.checkpoint) or grpo.beta=0."
+    )
+  return run

@@ -1,0 +1,125 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.rl.report: metrics logged as Tunix's RL cluster does."""
+
+import json
+import os
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+from tunix.sft import metrics_logger
+from tunix_bd.evaluation import held_out
+from tunix_bd.rl import evaluation
+from tunix_bd.rl import report
+from tunix_bd.training import metrics as metrics_lib
+
+_NUM = 40
+
+
+def _result(rng, greedy_p, sampled_p, tpf):
+  greedy = {
+      t: held_out.Decoded(
+          texts=[""] * _NUM,
+          correct=rng.random(_NUM) < p,
+          tokens_per_forward=tpf + 0.1 * rng.random(_NUM),
+      )
+      for t, p in zip((0.5, 0.9), greedy_p)
+  }
+  return evaluation.HeldOutResult(
+      greedy=greedy,
+      sampled_correct=rng.random((_NUM, 4)) < sampled_p,
+      sampled_tokens_per_forward=np.full((_NUM, 4), tpf),
+  )
+
+
+def _log_like_tunix(workdir, steps):
+  """Rewards logged through Tunix's MetricsLogger as `RLCluster` does.
+
+  `RLCluster._log_metrics` splits `rewards/sum` into prefix `rewards` and
+  name `sum` and logs them in mode `train`; both the actor trainer's and the
+  cluster's loggers may write one JSONL, so step 1 is logged twice.
+  """
+  logger = metrics_logger.MetricsLogger(metrics_lib.logging_options(workdir))
+  rng = np.random.default_rng(1)
+  for step in steps:
+    exact = min(1.0, 0.5 + step / 100) * rng.uniform(0.9, 1.0)
+    partial = 0.5 * min(1.0, 0.7 + step / 200)
+    for name, value in (
+        ("sum", exact + partial),
+        ("mean", (exact + partial) / 2),
+        ("max", 1.5),
+        ("exact_match", exact),
+        ("partial_credit", partial),
+        ("score/mean", exact + partial),
+    ):
+      logger.log("rewards", name, value, "train", step)
+  logger.log("rewards", "sum", 99.0, "eval", 1)
+  logger.close()
+
+
+class ReportTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.workdir = tempfile.mkdtemp()
+    rng = np.random.default_rng(0)
+    self.before = _result(rng, (0.7, 0.85), 0.6, 2.0)
+    self.after = _result(rng, (0.8, 0.9), 0.75, 2.3)
+    self.sft = _result(rng, (0.9, 0.95), 0.8, 2.1)
+
+  def test_reward_curves_read_tunix_names(self):
+    _log_like_tunix(self.workdir, [1, 1, 2, 3])
+    curves = report.reward_curves(self.workdir)
+    self.assertEqual(list(curves), ["sum", "exact_match", "partial_credit"])
+    self.assertEqual([s for s, _ in curves["sum"]], [1, 2, 3])
+    for (_, total), (_, e), (_, p) in zip(
+        curves["sum"], curves["exact_match"], curves["partial_credit"]
+    ):
+      self.assertAlmostEqual(total, e + p, places=5)
+
+  def test_writes_the_three_files_with_paired_changes(self):
+    _log_like_tunix(self.workdir, range(1, 61))
+    content = report.write_report(
+        self.workdir,
+        before=self.before,
+        after=self.after,
+        continued_sft=self.sft,
+        caption="60 steps of a test run; numbers are synthetic.",
+        extra={"steps": 60},
+    )
+    for name in ("report.txt", "report.json", "report.png"):
+      self.assertTrue(os.path.getsize(os.path.join(self.workdir, name)))
+    with open(os.path.join(self.workdir, "report.json")) as f:
+      self.assertEqual(json.load(f), json.loads(json.dumps(content)))
+    self.assertEqual(content["steps"], 60)
+    rows = {r["metric"]: r for r in content["held_out"]}
+    sampled = rows[evaluation.SAMPLED]
+    expected = evaluation.paired_difference(
+        self.before.sampled_correct, self.after.sampled_correct
+    )
+    self.assertAlmostEqual(sampled["change"], expected.delta)
+    self.assertAlmostEqual(sampled["change_se"], expected.se)
+    self.assertAlmostEqual(
+        sampled["continued_sft"], self.sft.sampled_correct.mean()
+    )
+    with open(os.path.join(self.workdir, "report.txt")) as f:
+      text = f.read()
+    self.assertIn("over 60 steps", text)
+    self.assertIn("cont. SFT", text)
+    self.assertIn(
+        f"{100 * expected.delta:+.1f} pts ± {100 * expected.se:.1f}", text
+    )
+
+  def test_without_metrics_or_sft(self):
+    content = report.write_report(
+        self.workdir, before=self.before, after=self.after
+    )
+    self.assertEqual(content["reward_curves"], {})
+    self.assertNotIn("continued_sft", content["held_out"][0])
+    with open(os.path.join(self.workdir, "report.txt")) as f:
+      self.assertIn("no rewards/train/sum", f.read())
+
+
+if __name__ == "__main__":
+  absltest.main()
