@@ -68,6 +68,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           checkpoint="runs/quickstart/sft/export",
           # The frozen KL reference; empty: none (then grpo.beta must be 0).
           reference="runs/quickstart/sft/export",
+          # Optional: another converted model evaluated beside the policy
+          # before and after, e.g. the same start trained with more SFT for
+          # the same compute (the report prints it as `continued SFT`).
+          continued_sft="",
           # True: a random policy of the `scratch` shape with the embedded
           # tokenizer and the `scratch_bd` settings; the reference is a copy.
           random_init=False,

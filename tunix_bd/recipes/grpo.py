@@ -1,0 +1,303 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Recipe `grpo`: GRPO / token-level GSPO of a block-diffusion model.
+
+Tunix's `RLCluster` and `GRPOLearner` loop with tunix_bd's rollout, cluster,
+learner and registered loss (`tunix_bd.rl`): rollouts are parallel block
+denoising, and the live, old and reference policies score each rollout's
+own trace. Every input is checked before any compute: the config, the
+checkpoints and tokenizer, the stop ids, every prompt, the fingerprint of a
+run being resumed.
+
+Outputs under `config.workdir`: `checkpoints/` (orbax, the actor; resume is
+automatic and guarded by the run fingerprint), `tensorboard/`,
+`metrics.jsonl`, `report.{txt,json,png}` (reward curve; held-out exact
+match and tokens per forward before and after) and `export/`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import jax
+import ml_collections
+
+from tunix_bd import compat
+from tunix_bd import config_utils
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import mesh as mesh_lib
+from tunix_bd import provenance
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.generate import settings as decode_settings
+from tunix_bd.models import export
+from tunix_bd.models import from_scratch
+from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.rl import evaluation as evaluation_lib
+from tunix_bd.rl import prompt_stream
+from tunix_bd.rl import report as report_lib
+from tunix_bd.rl import rewards as rewards_lib
+from tunix_bd.rl import settings as settings_lib
+from tunix_bd.rl import wiring
+from tunix_bd.training import options
+from tunix_bd.training import progress
+
+_CHECKPOINT_KEYS = ("checkpoint", "reference", "continued_sft")
+
+
+def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
+  """Fails closed on settings that cannot work, before any compute."""
+  if not config.workdir:
+    raise ValueError("workdir must be set.")
+  run = settings_lib.from_config(config)
+  if run.grpo.beta > 0 and not (
+      config.model.reference or config.model.random_init
+  ):
+    raise ValueError(
+        f"grpo.beta={run.grpo.beta} needs model.reference (or beta=0)."
+    )
+  if config.model.random_init:
+    config_utils.from_section(
+        from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
+    )
+  for key in _CHECKPOINT_KEYS:
+    path = config.model.get(key, "")
+    if config.model.random_init and key != "continued_sft":
+      continue
+    if (path or key == "checkpoint") and not os.path.isdir(path):
+      hint = (
+          " on the embedded default run the quickstart first"
+          " (`tunix run --plugin tunix_bd quickstart.py`)"
+          if key == "checkpoint"
+          else ""
+      )
+      raise ValueError(
+          f"model.{key}={path!r} is not a converted model directory;{hint}."
+      )
+  return run
+
+
+def _tokenizer_and_bd(config):
+  if config.model.random_init:
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    mask_id = mask_token_lib.resolve_reserved_mask_id(
+        tokenizer,
+        tokenizer_lib.MASK_TOKEN,
+        vocab_size=tokenizer_lib.VOCAB_SIZE,
+    )
+    bd = bd_config_lib.BlockDiffusionConfig(
+        mask_token_id=mask_id, **config.model.scratch_bd.to_dict()
+    )
+    return tokenizer, bd
+  checkpoint = config.model.checkpoint
+  return (
+      tokenizer_lib.load_tokenizer(checkpoint),
+      bd_config_lib.load_settings(checkpoint),
+  )
+
+
+def _models(config, mesh, beta):
+  """`(actor, reference or None)`, on `mesh`."""
+  if config.model.random_init:
+    scratch = config_utils.from_section(
+        from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
+    )
+    model_config = from_scratch.qwen3_config(scratch, tokenizer_lib.VOCAB_SIZE)
+    make = lambda: from_scratch.init_model(model_config, config.seed, mesh)
+    return make(), (make() if beta > 0 else None)
+  with mesh:
+    actor, _ = hf_checkpoint.load_qwen3(config.model.checkpoint, mesh=mesh)
+    reference = None
+    if beta > 0:
+      reference, _ = hf_checkpoint.load_qwen3(config.model.reference, mesh=mesh)
+  return actor, reference
+
+
+def run_fingerprint(config, tokenizer, bd, stop_ids, run) -> dict:
+  """Every setting that changes what this run's checkpoints mean (§3.8)."""
+  if config.model.random_init:
+    models = {"random_init": config.model.scratch.to_dict()}
+  else:
+    models = {
+        f"model.{key}": (
+            provenance.identify(config.model[key]).fingerprint_field()
+        )
+        for key in ("checkpoint", "reference")
+        if config.model[key]
+    }
+  train = dataclasses.asdict(run.train)
+  for extendable in (
+      "max_steps",
+      "eval_every_n_steps",
+      "checkpoint_every_n_steps",
+      "checkpoints_to_keep",
+  ):
+    train.pop(extendable)
+  return fingerprint_lib.fingerprint({
+      "recipe": config.recipe,
+      **models,
+      "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
+      "pad_id": tokenizer.pad_token_id,
+      "bd": bd.to_dict(),
+      "rollout": dataclasses.asdict(run.rollout),
+      "stop_ids": list(stop_ids),
+      "trace": "stop-block",
+      "grpo": dataclasses.asdict(run.grpo),
+      "reward": dataclasses.asdict(run.reward),
+      "data": provenance.data_fields(config.data.to_dict()),
+      "train": train,
+      "batches": dataclasses.asdict(run.batches),
+      "seed": config.seed,
+  })
+
+
+def _training_config(run, workdir):
+  base = options.training_config(run.train, workdir, "GRPO")
+  # Tunix's RL config extends its training config with the RL batch sizes
+  # and derives gradient accumulation from them.
+  fields = {
+      f.name: getattr(base, f.name)
+      for f in dataclasses.fields(base)
+      if f.init and f.name != "gradient_accumulation_steps"
+  }
+  return compat.RLTrainingConfig(
+      **fields,
+      actor_optimizer=options.optimizer(run.train),
+      mini_batch_size=run.batches.mini_batch_size,
+      train_micro_batch_size=run.batches.train_micro_batch_size,
+  )
+
+
+def run(config: ml_collections.ConfigDict) -> dict:
+  """Trains, evaluates, exports, reports; returns the report's content."""
+  settings = validate(config)
+  rollout, grpo = settings.rollout, settings.grpo
+  tokenizer, bd = _tokenizer_and_bd(config)
+  stop_ids = (tokenizer.eos_token_id, *rollout.extra_stop_ids)
+  prompts_lib.check_stop_ids(stop_ids, bd.mask_token_id, tokenizer.pad_token_id)
+  reward_fns = rewards_lib.reward_fns(settings.reward)
+  train_set, eval_set = dataset_lib.conversations(config.data)
+  if config.data.prompts:
+    train_set = prompt_stream.jsonl_conversations(config.data.prompts)
+  max_prompt = rollout.max_prompt_length
+  train_prompts = prompt_stream.render(tokenizer, train_set, max_prompt)
+  eval_prompts = prompts_lib.encode_prompts(tokenizer, eval_set, max_prompt)
+  decode = dataclasses.replace(
+      decode_settings.denoise_config(
+          tokenizer,
+          max_prompt,
+          max_new_tokens=rollout.max_new_tokens,
+          rule=rollout.rule,
+          threshold=rollout.threshold,
+          top_k=rollout.top_k,
+          factor=rollout.factor,
+          use_cache=rollout.use_cache,
+      ),
+      stop_ids=stop_ids,
+  )
+  fingerprint = run_fingerprint(config, tokenizer, bd, stop_ids, settings)
+
+  mesh = mesh_lib.from_section(config.mesh)
+  actor, reference = _models(config, mesh, grpo.beta)
+  bd.validate_for_model(
+      actor.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
+  )
+  # Recorded once every input is known to be usable: a failed launch
+  # leaves nothing behind.
+  checkpoints = os.path.join(os.path.abspath(config.workdir), "checkpoints")
+  fingerprint_lib.check_or_record(checkpoints, fingerprint)
+
+  evaluate = lambda model: evaluation_lib.evaluate(
+      model,
+      eval_prompts,
+      bd=bd,
+      decode=decode,
+      settings=settings.eval,
+      tokenizer=tokenizer,
+  )
+  with mesh:
+    before = evaluate(actor)
+    cluster = wiring.build_cluster(
+        actor=actor,
+        reference=reference,
+        tokenizer=tokenizer,
+        bd=bd,
+        stop_ids=stop_ids,
+        commit=dict(
+            rule=rollout.rule,
+            threshold=rollout.threshold,
+            top_k=rollout.top_k,
+            factor=rollout.factor,
+        ),
+        use_cache=rollout.use_cache,
+        seed=rollout.seed,
+        training_config=_training_config(settings, config.workdir),
+        rollout_config=wiring.rollout_configs(
+            max_new_tokens=rollout.max_new_tokens,
+            max_prompt_length=max_prompt,
+            temperature=rollout.temperature,
+            eval_temperature=rollout.eval_temperature,
+        ),
+        role_to_mesh=wiring.shared_meshes(mesh),
+        fingerprint=fingerprint,
+    )
+    description = f"GRPO ({grpo.loss_algo})"
+    cluster.actor_trainer.with_training_hooks(
+        progress.ProgressLines(description)
+    )
+    learner = wiring.build_learner(
+        cluster,
+        reward_fns=reward_fns,
+        **dataclasses.asdict(grpo),
+    )
+    started = time.perf_counter()
+    learner.train(
+        prompt_stream.items(
+            train_prompts,
+            batch_size=settings.train.batch_size,
+            seed=config.seed,
+        )
+    )
+    train_seconds = time.perf_counter() - started
+    policy = cluster.actor_trainer.model
+    after = evaluate(policy)
+    continued = None
+    if config.model.get("continued_sft"):
+      other, _ = hf_checkpoint.load_qwen3(config.model.continued_sft, mesh=mesh)
+      continued = evaluate(other)
+
+  export_dir = os.path.join(config.workdir, "export")
+  export.export_qwen3(policy, tokenizer, export_dir)
+  trained_from = (
+      {"random_init": True}
+      if config.model.random_init
+      else provenance.identify(config.model.checkpoint).provenance()
+  )
+  bd_config_lib.save_settings(
+      bd,
+      export_dir,
+      extra={"grpo": {"from": trained_from, **dataclasses.asdict(grpo)}},
+  )
+  steps = cluster.actor_trainer.train_steps
+  caption = (
+      f"{steps} steps x {settings.train.batch_size} prompts x"
+      f" G={grpo.num_generations}, threshold {rollout.threshold:g},"
+      f" T={rollout.temperature:g}, {train_seconds:.0f} s on"
+      f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
+  )
+  content = report_lib.write_report(
+      config.workdir,
+      before=before,
+      after=after,
+      continued_sft=continued,
+      title=f"{description} on block-diffusion rollouts",
+      caption=caption,
+      extra={"steps": steps, "train_seconds": train_seconds},
+  )
+  print(f"policy exported to {export_dir}")
+  return content
