@@ -14,12 +14,12 @@ when given, the same for an equal-compute continued-SFT model.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from typing import Any, Sequence
 
 import numpy as np
 
+from tunix_bd import files
 from tunix_bd.evaluation import plot as plot_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.rl import evaluation as evaluation_lib
@@ -40,20 +40,15 @@ def reward_curves(workdir: str) -> dict[str, list[tuple[int, float]]]:
     Name (`sum` or a function's `__name__`) -> `(step, value)` pairs sorted
     by step; a step logged twice keeps its last value.
   """
-  path = os.path.join(workdir, metrics_lib.METRICS_FILE)
-  if not os.path.exists(path):
-    return {}
   curves: dict[str, dict[int, float]] = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      record = json.loads(line) if line.strip() else {}
-      name = record.get("name", "")
-      if not name.startswith(REWARD_PREFIX) or record["step"] is None:
-        continue
-      key = name[len(REWARD_PREFIX) :]
-      if "/" in key or (key in _SUM_STATISTICS and key != "sum"):
-        continue  # Tunix's `score/*` and the sum's min, max and mean.
-      curves.setdefault(key, {})[int(record["step"])] = float(record["value"])
+  for record in metrics_lib.read_records(workdir):
+    name = record["name"]
+    if not name.startswith(REWARD_PREFIX) or record["step"] is None:
+      continue
+    key = name[len(REWARD_PREFIX) :]
+    if "/" in key or (key in _SUM_STATISTICS and key != "sum"):
+      continue  # Tunix's `score/*` and the sum's min, max and mean.
+    curves.setdefault(key, {})[int(record["step"])] = float(record["value"])
   order = sorted(curves, key=lambda k: (k != "sum", k))
   return {k: sorted(curves[k].items()) for k in order}
 
@@ -309,10 +304,8 @@ def write_report(
   }
   if continued_sft is not None:
     content["continued_sft"] = continued_sft.to_json()
-  os.makedirs(workdir, exist_ok=True)
   report_lib.write_json(os.path.join(workdir, "report.json"), content)
-  with open(os.path.join(workdir, "report.txt"), "w", encoding="utf-8") as f:
-    f.write(text + "\n")
+  files.write_text(os.path.join(workdir, "report.txt"), text + "\n")
   plot_report(
       curves,
       rows,

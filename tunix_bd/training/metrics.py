@@ -76,14 +76,22 @@ def logging_options(workdir: str) -> metrics_logger.MetricsLoggerOptions:
   )
 
 
-def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:
-  """`(step, value)` pairs of one metric from `workdir/metrics.jsonl`."""
+def read_records(workdir: str) -> list[dict[str, Any]]:
+  """Every `{"name", "step", "value"}` record of `workdir/metrics.jsonl`."""
   path = os.path.join(workdir, METRICS_FILE)
   if not files.exists(path):
     return []
   lines = files.read_text(path).splitlines()
-  records = [json.loads(line) for line in lines if line.strip()]
-  return [(r["step"], r["value"]) for r in records if r["name"] == name]
+  return [json.loads(line) for line in lines if line.strip()]
+
+
+def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:
+  """`(step, value)` pairs of one metric from `workdir/metrics.jsonl`."""
+  return [
+      (r["step"], r["value"])
+      for r in read_records(workdir)
+      if r["name"] == name
+  ]
 
 
 def last_metric(workdir: str, name: str) -> float:

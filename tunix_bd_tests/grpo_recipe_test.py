@@ -1,0 +1,86 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The `grpo` recipe end to end: smoke, resume, fingerprint, bad inputs."""
+
+import json
+import os
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tunix_bd import config_files
+from tunix_bd.core import bd_config
+from tunix_bd.recipes import grpo
+from tunix_bd.training import metrics
+
+
+def _smoke(workdir: str, **train):
+  config = config_files.get_config("grpo", "smoke")
+  config.workdir = workdir
+  config.train.update({"max_steps": 2, **train})
+  return config
+
+
+class GrpoRecipeTest(absltest.TestCase):
+
+  def test_smoke_run_reports_resumes_and_refuses_other_settings(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir)
+    config.grpo.beta = 0.04  # A reference model (a copy of the start).
+    content = grpo.run(config)
+    self.assertEqual(content["steps"], 2)
+    for name in ("report.txt", "report.json", "report.png"):
+      self.assertTrue(os.path.isfile(os.path.join(workdir, name)), name)
+    self.assertTrue(
+        os.path.isfile(os.path.join(workdir, "export", bd_config.SETTINGS_FILE))
+    )
+    names = {
+        name
+        for name in ("rewards/train/sum", "actor/train/loss", "actor/train/kl")
+        if metrics.read_metrics(workdir, name)
+    }
+    self.assertLen(names, 3, names)
+
+    resumed = _smoke(workdir, max_steps=3)
+    resumed.grpo.beta = 0.04
+    self.assertEqual(grpo.run(resumed)["steps"], 3)
+
+    other = _smoke(workdir, max_steps=4)
+    other.grpo.beta = 0.04
+    other.rollout.threshold = 0.9
+    with self.assertRaisesRegex(ValueError, r"rollout\.threshold"):
+      grpo.run(other)
+
+
+class BadInputTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("vocab_filter", "rollout", dict(temperature=0.0), "temperature"),
+      ("one_generation", "grpo", dict(num_generations=1), "num_generations"),
+      ("loss_algo", "grpo", dict(loss_algo="dapo"), "loss_algo"),
+      ("beta_no_reference", "grpo", dict(beta=0.1), "reference"),
+  )
+  def test_bad_settings_fail_before_anything_is_written(
+      self, section, change, message
+  ):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir)
+    config.model.random_init = False
+    config.model.checkpoint = self.create_tempdir().full_path
+    config.model.reference = ""
+    config[section].update(change)
+    with self.assertRaisesRegex(ValueError, message):
+      grpo.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
+  def test_missing_checkpoint_names_the_key(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir)
+    config.model.random_init = False
+    config.model.checkpoint = os.path.join(workdir, "missing")
+    with self.assertRaisesRegex(ValueError, r"model\.checkpoint"):
+      grpo.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
+
+if __name__ == "__main__":
+  absltest.main()
