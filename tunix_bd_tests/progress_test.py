@@ -81,6 +81,41 @@ class ProgressLinesTest(absltest.TestCase):
     hook = progress.ProgressLines("AR", stream=stream)
     self.assertEqual(hook.enabled, not compat.tunix_progress_bar_visible())
 
+  def test_one_run_over_many_train_calls_and_latest_metrics(self):
+    # RL learners call `train` once per global step; the run is timed and
+    # paced from its first call, and lines show the latest reward.
+    clock = iter([0.0, 5.0, 40.0, 41.0]).__next__
+    stream = io.StringIO()
+    hook = progress.ProgressLines(
+        "GRPO",
+        enabled=True,
+        stream=stream,
+        clock=clock,
+        latest=[("rewards", "sum", "reward")],
+    )
+
+    class Logger:
+
+      def metric_exists(self, prefix, name, mode):
+        return (prefix, name, mode) == ("rewards", "sum", "train")
+
+      def get_metric_history(self, prefix, name, mode):
+        del prefix, name, mode
+        return [0.25, 0.5]
+
+    ctx = type("Ctx", (), {})()
+    ctx.config = type("Config", (), {"max_steps": 10})()
+    ctx.metrics_logger = Logger()
+    hook.on_train_start(ctx)  # clock 0
+    hook.on_train_step_end(ctx, 1, 0.1)  # clock 5: the first line.
+    hook.on_train_start(ctx)  # The next global step: nothing resets.
+    hook.on_train_step_end(ctx, 2, 0.1)  # clock 40: 35 s after the first.
+    hook.on_train_step_end(ctx, 3, 0.1)  # clock 41: too soon, no line.
+    lines = stream.getvalue().splitlines()
+    self.assertLen(lines, 2)
+    self.assertIn("elapsed 40s", lines[1])
+    self.assertIn("reward 0.5000", lines[1])
+
   def test_format_duration(self):
     for seconds, text in (
         (0, "0s"),

@@ -248,7 +248,13 @@ def run(config: ml_collections.ConfigDict) -> dict:
     )
     description = f"GRPO ({grpo.loss_algo})"
     cluster.actor_trainer.with_training_hooks(
-        progress.ProgressLines(description)
+        progress.ProgressLines(
+            description,
+            latest=[
+                ("rewards", "sum", "reward"),
+                ("diffusion", "tokens_per_forward", "tok/fwd"),
+            ],
+        )
     )
     learner = wiring.build_learner(
         cluster,

@@ -17,7 +17,7 @@ Attach it with `trainer.with_training_hooks(ProgressLines(...))`.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 import numpy as np
 from tunix.sft import hooks
@@ -48,6 +48,7 @@ class ProgressLines(hooks.TrainingHooks):
       enabled: bool | None = None,
       stream: TextIO | None = None,
       clock: Callable[[], float] = time.monotonic,
+      latest: Sequence[tuple[str, str, str]] = (),
   ):
     """Builds the hook.
 
@@ -58,6 +59,8 @@ class ProgressLines(hooks.TrainingHooks):
         bar is hidden (stderr is not a terminal).
       stream: where lines go; None is stdout, read at each line.
       clock: seconds, monotonic (injectable for tests).
+      latest: `(metrics prefix, name, label)` of train metrics whose latest
+        value each line shows (e.g. RL's reward).
     """
     self._description = description
     self._every_s = every_s
@@ -71,12 +74,20 @@ class ProgressLines(hooks.TrainingHooks):
     # first step, which compiles.
     self._first: tuple[int, float] | None = None
     self._eval: dict[str, float] = {}
+    self._started = False
+    self._latest = tuple(latest)
+    self._ctx = None
 
   @property
   def enabled(self) -> bool:
     return self._enabled
 
   def on_train_start(self, train_ctx: Any):
+    # RL learners call the trainer's `train` once per global step: time and
+    # pace the whole run from its first call.
+    if self._started:
+      return
+    self._started = True
     self._start = self._clock()
     self._last_line = -float("inf")
     self._first = None
@@ -115,6 +126,7 @@ class ProgressLines(hooks.TrainingHooks):
     if self._first is None:
       self._first = (train_step, now)
     self._last_line = now
+    self._ctx = train_ctx
     self.print_line(self.line(train_step, max_steps, train_loss, now))
 
   def line(self, step: int, max_steps: int | None, loss, now: float) -> str:
@@ -125,6 +137,11 @@ class ProgressLines(hooks.TrainingHooks):
       parts[0] += f"/{max_steps} ({step / max_steps:.0%})"
     if loss is not None:
       parts.append(f"loss {float(np.asarray(loss)):.4f}")
+    for prefix, name, label in self._latest:
+      logger = getattr(self._ctx, "metrics_logger", None)
+      if logger is not None and logger.metric_exists(prefix, name, "train"):
+        value = logger.get_metric_history(prefix, name, "train")[-1]
+        parts.append(f"{label} {float(value):.4f}")
     if "loss" in self._eval:
       evals = f"eval loss {self._eval['loss']:.4f}"
       if "masked_accuracy" in self._eval:
