@@ -22,7 +22,6 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd_tests import test_common
 
@@ -36,22 +35,8 @@ def _bd(block_size=4, alignment=bd_config.SHIFTED):
   )
 
 
-def _rollout(model, bd, batch=4, new_tokens=8):
-  rng = np.random.default_rng(1)
-  lengths = np.asarray([3, 5, 4, 6][:batch], np.int32)
-  prompts = rng.integers(6, _VOCAB, (batch, 6)).astype(np.int32)
-  config = denoise.DenoiseConfig(
-      max_new_tokens=new_tokens,
-      max_prompt_length=6,
-      threshold=0.3,
-      temperature=1.0,
-      stop_ids=(_STOP,),
-      pad_id=_PAD,
-  )
-  out = denoise.Denoiser(model, bd=bd, config=config)(
-      prompts, lengths, seeds=np.arange(batch)
-  )
-  return out.trace
+def _rollout(model, bd):
+  return test_common.sampled_trace(model, bd, stop_id=_STOP, pad_id=_PAD)
 
 
 def _batch(trace, canvas, step=0):

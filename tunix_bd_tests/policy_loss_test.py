@@ -24,7 +24,6 @@ from tunix.rl.grpo import grpo_learner
 from tunix_bd.core import bd_config
 from tunix_bd.core import replay
 from tunix_bd.core import replayer
-from tunix_bd.generate import denoise
 from tunix_bd.rl import policy_loss
 from tunix_bd_tests import test_common
 
@@ -77,25 +76,6 @@ def _grpo_config(loss_algo="grpo", agg_mode="token-mean", beta=0.04):
 
 def _bd():
   return bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=_MASK)
-
-
-def _rollout(model, batch=4, new_tokens=8, seed=0):
-  """A real sampled rollout's trace (temperature 1, early stops allowed)."""
-  rng = np.random.default_rng(seed)
-  lengths = np.asarray([3, 5, 4, 6][:batch], np.int32)
-  prompts = rng.integers(6, _VOCAB, (batch, 6)).astype(np.int32)
-  config = denoise.DenoiseConfig(
-      max_new_tokens=new_tokens,
-      max_prompt_length=6,
-      threshold=0.3,
-      temperature=1.0,
-      stop_ids=(_STOP,),
-      pad_id=_PAD,
-  )
-  out = denoise.Denoiser(model, bd=_bd(), config=config)(
-      prompts, lengths, seeds=np.arange(batch) + 10 * seed
-  )
-  return out.trace
 
 
 class GrpoObjectiveMatchesTunixTest(parameterized.TestCase):
@@ -223,7 +203,9 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.model = test_common.tiny_qwen3(vocab_size=_VOCAB, seed=0)
-    cls.trace = _rollout(cls.model)
+    cls.trace = test_common.sampled_trace(
+        cls.model, _bd(), stop_id=_STOP, pad_id=_PAD
+    )
     cls.advantages = np.asarray([1.0, -0.5, 0.25, -0.75], np.float32)
     cls.live = replayer.compiled_replay_log_probs(cls.model, cls.trace)
 

@@ -17,6 +17,7 @@ from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.generate import denoise
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 
@@ -191,3 +192,36 @@ def digit_task_sft_batches(
       seed=0,
       gradient_accumulation_steps=gradient_accumulation_steps,
   )
+
+
+def sampled_trace(
+    model,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    *,
+    stop_id: int,
+    pad_id: int,
+    batch: int = 4,
+    new_tokens: int = 8,
+):
+  """The `Trace` of a real sampled rollout of `model` (at most 4 rows).
+
+  Prompts of lengths 3, 5, 4, 6 (the first `batch`), ids above the mask,
+  stop and pad ids; temperature 1 and threshold 0.3, so rows commit several
+  tokens in some steps and may stop early.
+  """
+  rng = np.random.default_rng(1)
+  lengths = np.asarray([3, 5, 4, 6][:batch], np.int32)
+  low = max(bd.mask_token_id, stop_id, pad_id) + 1
+  prompts = rng.integers(low, model.config.vocab_size, (batch, 6))
+  config = denoise.DenoiseConfig(
+      max_new_tokens=new_tokens,
+      max_prompt_length=6,
+      threshold=0.3,
+      temperature=1.0,
+      stop_ids=(stop_id,),
+      pad_id=pad_id,
+  )
+  out = denoise.Denoiser(model, bd=bd, config=config)(
+      prompts.astype(np.int32), lengths, seeds=np.arange(batch)
+  )
+  return out.trace

@@ -2,15 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `"diffusion_grpo"` policy loss: GRPO / token-level GSPO on traces.
 
-Tunix's `GRPOLearner` looks its policy loss up by name
-(`algo_config.policy_loss_fn`) and calls it as `loss(model, train_example,
-algo_config=, pad_id=, eos_id=)`. Its own `"grpo"` loss scores the
-completion autoregressively, which is meaningless for a block-diffusion
-policy. This module registers `"diffusion_grpo"` (on import), whose live
-log-probs are the replay of the rollout's own trace
-(`core.replay.replay_log_probs`: each action scored on the canvas it was
-committed from) and whose remaining math is Tunix's `grpo_loss_fn`
-(`tunix/rl/algo_core.py`), ported in `grpo_objective` and pinned to it by
+Tunix's `GRPOLearner` calls the policy loss named by
+`algo_config.policy_loss_fn`; its own `"grpo"` scores completions
+autoregressively, meaningless for a block-diffusion policy. Importing this
+module registers `"diffusion_grpo"`, whose live log-probs are the replay of
+the rollout's own trace (`core.replay.replay_log_probs`: each action scored
+on the canvas it was committed from) and whose remaining math is Tunix's
+`algo_core.grpo_loss_fn`, ported in `grpo_objective` and pinned to it by
 `policy_loss_test`.
 
 The trace rides in `DiffusionTrainExample.trace` through Tunix's slicing,
@@ -96,11 +94,9 @@ class DiffusionTrainExample(grpo_learner.TrainExample):
       ValueError: as `Trace.validate`.
     """
     layout = tunix_layout.to_tunix_layout(trace, pad_id=pad_id)
+    del layout["action_step"], layout["action_logp"]  # In the trace.
     return cls(
-        prompt_ids=layout["prompt_ids"],
-        prompt_mask=layout["prompt_mask"],
-        completion_ids=layout["completion_ids"],
-        completion_mask=layout["completion_mask"],
+        **layout,
         advantages=advantages,
         ref_per_token_logps=ref_per_token_logps,
         old_per_token_logps=old_per_token_logps,
@@ -142,16 +138,11 @@ def _clipped_log_ratio(per_token_logps, old_per_token_logps, mask, loss_algo):
   return log_ratio, ppo_kl
 
 
-def _diagnostics(loss, log_ratio, is_ratio, pg_losses, adv, mask, weights):
-  """Tunix's aux entries (without KL and entropy), masked to the actions."""
-  pg_loss_1, pg_loss_2, clipfrac, clipfrac_lower = pg_losses
+def _ratio_and_advantage_stats(log_ratio, is_ratio, pg_losses, adv, mask):
+  """Tunix's diagnostic aux entries, over the actions (`mask`)."""
+  pg_loss_1, pg_loss_2 = pg_losses
   adv_all = jnp.broadcast_to(adv, mask.shape)
-  aux = {
-      "kl": 0.0,
-      "kl_loss": 0.0,
-      "pg_loss": loss,
-      "pg_clipfrac": clipfrac,
-      "pg_clipfrac_lower": clipfrac_lower,
+  return {
       "is_ratio/mean": _masked_mean(is_ratio, mask),
       "is_ratio/max": jnp.max(jnp.where(mask > 0, is_ratio, 0.0)),
       "is_ratio/min": jnp.min(jnp.where(mask > 0, is_ratio, jnp.inf)),
@@ -165,15 +156,6 @@ def _diagnostics(loss, log_ratio, is_ratio, pg_losses, adv, mask, weights):
           (jnp.abs(adv_all) > 1e-8).astype(jnp.float32), mask
       ),
   }
-  if weights is None:
-    aux["sampler_is/weight_mean"] = jnp.float32(1.0)
-    aux["sampler_is/weight_min"] = jnp.float32(1.0)
-  else:
-    aux["sampler_is/weight_mean"] = _masked_mean(weights, mask)
-    aux["sampler_is/weight_min"] = jnp.min(
-        jnp.where(mask > 0, weights, jnp.inf)
-    )
-  return aux
 
 
 def grpo_objective(
@@ -248,16 +230,24 @@ def grpo_objective(
     per_token_loss = per_token_loss * weights
   loss = common.aggregate_loss(per_token_loss, mask, agg_mode)
 
-  aux = _diagnostics(
-      loss,
-      log_ratio,
-      is_ratio,
-      (pg_loss_1, pg_loss_2, clipfrac, clipfrac_lower),
-      adv,
-      mask,
-      weights,
-  )
-  aux["ppo_kl"] = ppo_kl
+  aux = {
+      "kl": 0.0,
+      "kl_loss": 0.0,
+      "pg_loss": loss,
+      "pg_clipfrac": clipfrac,
+      "ppo_kl": ppo_kl,
+      "pg_clipfrac_lower": clipfrac_lower,
+      **_ratio_and_advantage_stats(
+          log_ratio, is_ratio, (pg_loss_1, pg_loss_2), adv, mask
+      ),
+      "sampler_is/weight_mean": jnp.float32(1.0),
+      "sampler_is/weight_min": jnp.float32(1.0),
+  }
+  if weights is not None:
+    aux["sampler_is/weight_mean"] = _masked_mean(weights, mask)
+    aux["sampler_is/weight_min"] = jnp.min(
+        jnp.where(mask > 0, weights, jnp.inf)
+    )
   if train_example.ref_per_token_logps is not None:
     kl = common.compute_kl_divergence(
         per_token_logps,
