@@ -38,16 +38,7 @@ LOSS_AGG_MODES = (
 KL_LOSS_MODES = ("kl", "mse_kl", "low_var_kl")
 
 # `RolloutSettings` fields that are `DenoiseConfig` fields of the same name.
-_DENOISER_FIELDS = (
-    "max_new_tokens",
-    "max_prompt_length",
-    "rule",
-    "threshold",
-    "top_k",
-    "factor",
-    "temperature",
-    "use_cache",
-)
+_DENOISER_FIELDS = (*decode_settings.DENOISER_FIELDS, "max_prompt_length")
 
 
 def _check_number(key: str, value: Any, *, minimum: float, strict: bool):
