@@ -67,14 +67,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     config.eval.update(max_new_tokens=256, batch_size=64)
   if variant == "tiny":
-    config.model.update(
-        num_layers=1,
-        embed_dim=32,
-        hidden_dim=64,
-        num_heads=2,
-        head_dim=16,
-        num_kv_heads=1,
-    )
+    config.model.update(config_sections.tiny_model_shape())
     config.data.update(num_train=256, num_eval=32, max_len=3)
     config.train.update(
         batch_size=8,

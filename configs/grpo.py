@@ -72,13 +72,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           # before and after, e.g. the same start trained with more SFT for
           # the same compute (the report prints it as `continued SFT`).
           continued_sft="",
-          # True: a random policy of the `scratch` shape with the embedded
-          # tokenizer and the `scratch_bd` settings; the reference is a copy.
-          random_init=False,
-          scratch=config_sections.embedded_model(),
-          scratch_bd=ml_collections.ConfigDict(
-              dict(block_size=8, alignment="shifted", layout="clean_context")
-          ),
+          # `random_init`: a random policy (the reference is a copy).
+          **config_sections.random_init_model(block_size=8),
       )
   )
   # Train prompts: `prompts` (an RL JSONL, `{"prompt", "answer"}` per line)
@@ -175,14 +170,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/grpo_smoke"
     config.model.update(random_init=True, reference="")
-    config.model.scratch.update(
-        num_layers=1,
-        embed_dim=32,
-        hidden_dim=64,
-        num_heads=2,
-        head_dim=16,
-        num_kv_heads=1,
-    )
+    config.model.scratch.update(config_sections.tiny_model_shape())
     config.model.scratch_bd.block_size = 4
     config.data.update(num_train=64, max_len=3)
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)

@@ -50,13 +50,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           # causal AR teacher, HF-style directories with one tokenizer.
           student="runs/sft/export",
           teacher="runs/ar_pretrain/export",
-          # True: a random student and teacher of the `scratch` shape, with
-          # the embedded tokenizer and the `scratch_bd` settings (smoke).
-          random_init=False,
-          scratch=config_sections.embedded_model(),
-          scratch_bd=ml_collections.ConfigDict(
-              dict(block_size=4, alignment="shifted", layout="clean_context")
-          ),
+          # `random_init`: a random student and teacher (smoke).
+          **config_sections.random_init_model(block_size=4),
       )
   )
   # Prompts: the train split's (last assistant turn re-generated); the
@@ -107,14 +102,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/opd_smoke"
     config.model.random_init = True
-    config.model.scratch.update(
-        num_layers=1,
-        embed_dim=32,
-        hidden_dim=64,
-        num_heads=2,
-        head_dim=16,
-        num_kv_heads=1,
-    )
+    config.model.scratch.update(config_sections.tiny_model_shape())
     config.data.update(num_train=64, num_eval=8, max_len=3)
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)
     config.train.update(

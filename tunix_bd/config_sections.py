@@ -54,6 +54,40 @@ def embedded_model() -> ml_collections.ConfigDict:
   )
 
 
+def tiny_model_shape() -> dict[str, int]:
+  """`embedded_model()` fields that smoke variants shrink: 1 layer, 32 wide."""
+  return dict(
+      num_layers=1,
+      embed_dim=32,
+      hidden_dim=64,
+      num_heads=2,
+      head_dim=16,
+      num_kv_heads=1,
+  )
+
+
+def random_init_model(block_size: int) -> dict[str, object]:
+  """`model` keys of a random converted model, for runs needing no checkpoint.
+
+  Args:
+    block_size: the random model's block size.
+
+  Returns:
+    `random_init` (False: load the checkpoints; True: a random model of the
+    `scratch` shape with the embedded tokenizer and the `scratch_bd`
+    block-diffusion settings), `scratch` and `scratch_bd`.
+  """
+  return dict(
+      random_init=False,
+      scratch=embedded_model(),
+      scratch_bd=ml_collections.ConfigDict(
+          dict(
+              block_size=block_size, alignment="shifted", layout="clean_context"
+          )
+      ),
+  )
+
+
 def mesh() -> ml_collections.ConfigDict:
   """The `mesh` section: `(fsdp, tp)` axes; `fsdp=-1` takes every device."""
   return ml_collections.ConfigDict(dict(fsdp=-1, tp=1))

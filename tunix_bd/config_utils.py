@@ -8,6 +8,7 @@ Also the checks of single setting values that those dataclasses share.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Mapping, TypeVar
 
 import numpy as np
@@ -59,3 +60,20 @@ def check_int(name: str, value: Any, minimum: int) -> int:
   if value < minimum:
     raise ValueError(f"{name} must be >= {minimum}, got {value}.")
   return int(value)
+
+
+def check_number(
+    name: str, value: Any, minimum: float, *, strict: bool = False
+) -> float:
+  """`value` as a float; a ValueError naming `name` unless it is a finite
+  number >= minimum (> minimum when `strict`)."""
+  if (
+      isinstance(value, bool)
+      or not isinstance(value, (int, float, np.integer, np.floating))
+      or not math.isfinite(value)
+      or value < minimum
+      or (strict and value == minimum)
+  ):
+    want = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    raise ValueError(f"{name} must be a finite number {want}, got {value!r}.")
+  return float(value)

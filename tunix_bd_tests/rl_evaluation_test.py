@@ -60,6 +60,17 @@ def _direct(model, prompts, row, seed=None, **config):
   )
 
 
+def _evaluate(model, prompts, settings=_SETTINGS):
+  return evaluation.evaluate(
+      model,
+      prompts,
+      bd=_BD,
+      decode=_DECODE,
+      settings=settings,
+      tokenizer=_TOKENIZER,
+  )
+
+
 def _cluster_robust_se(before, after):
   """CR1 sandwich SE of the mean difference, clusters = prompts (by loops)."""
   diff = np.asarray(after, float) - np.asarray(before, float)
@@ -115,14 +126,7 @@ class EvaluateTest(absltest.TestCase):
     ]
     cls.answers = [t if i % 2 == 0 else "x" + t for i, t in enumerate(texts)]
     cls.prompts = _prompts(cls.answers)
-    cls.result = evaluation.evaluate(
-        cls.model,
-        cls.prompts,
-        bd=_BD,
-        decode=_DECODE,
-        settings=_SETTINGS,
-        tokenizer=_TOKENIZER,
-    )
+    cls.result = _evaluate(cls.model, cls.prompts)
 
   def test_greedy_is_each_prompt_decoded_alone(self):
     for threshold, decoded in self.result.greedy.items():
@@ -155,14 +159,7 @@ class EvaluateTest(absltest.TestCase):
         )
 
   def test_reevaluation_is_paired_exactly(self):
-    again = evaluation.evaluate(
-        self.model,
-        self.prompts,
-        bd=_BD,
-        decode=_DECODE,
-        settings=_SETTINGS,
-        tokenizer=_TOKENIZER,
-    )
+    again = _evaluate(self.model, self.prompts)
     changes = evaluation.compare(self.result, again)
     self.assertEqual(
         list(changes),
@@ -187,13 +184,10 @@ class EvaluateTest(absltest.TestCase):
 
   def test_too_few_prompts_fail(self):
     with self.assertRaisesRegex(ValueError, "eval.num_prompts=7"):
-      evaluation.evaluate(
+      _evaluate(
           self.model,
           self.prompts,
-          bd=_BD,
-          decode=_DECODE,
-          settings=dataclasses.replace(_SETTINGS, num_prompts=7),
-          tokenizer=_TOKENIZER,
+          dataclasses.replace(_SETTINGS, num_prompts=7),
       )
 
 

@@ -11,8 +11,8 @@ section between the two, so each dataclass maps its keys one to one.
 from __future__ import annotations
 
 import dataclasses
-import math
 
+from tunix_bd import config_utils
 from tunix_bd.training import options
 
 
@@ -28,16 +28,7 @@ class TimeBudget:
   time_budget_s: float = 0.0
 
   def __post_init__(self):
-    value = self.time_budget_s
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-      raise ValueError(
-          f"train.time_budget_s must be a finite number >= 0, got {value!r}."
-      )
+    config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
 
   @property
   def seconds(self) -> float | None:

@@ -20,7 +20,7 @@ from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 
 # `DecodeSettings` fields that are `DenoiseConfig` fields of the same name.
-_DENOISER_FIELDS = (
+DENOISER_FIELDS = (
     "max_new_tokens",
     "rule",
     "threshold",
@@ -62,7 +62,7 @@ class DecodeSettings:
     )
     config_utils.check_int("decode.batch_size", self.batch_size, 1)
     config_utils.check_int("decode.seed", self.seed, 0)
-    for name in _DENOISER_FIELDS:
+    for name in DENOISER_FIELDS:
       check_denoise_setting(f"decode.{name}", name, getattr(self, name))
 
   def denoise_config(
@@ -75,7 +75,7 @@ class DecodeSettings:
     return denoise_config(
         tokenizer,
         self.max_prompt_length or max_prompt_length,
-        **{name: getattr(self, name) for name in _DENOISER_FIELDS},
+        **{name: getattr(self, name) for name in DENOISER_FIELDS},
     )
 
 

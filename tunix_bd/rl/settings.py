@@ -12,10 +12,7 @@ keys of `train`), field for field, each built with
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
-
-import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd.generate import commit_rules
@@ -38,29 +35,7 @@ LOSS_AGG_MODES = (
 KL_LOSS_MODES = ("kl", "mse_kl", "low_var_kl")
 
 # `RolloutSettings` fields that are `DenoiseConfig` fields of the same name.
-_DENOISER_FIELDS = (
-    "max_new_tokens",
-    "max_prompt_length",
-    "rule",
-    "threshold",
-    "top_k",
-    "factor",
-    "temperature",
-    "use_cache",
-)
-
-
-def _check_number(key: str, value: Any, *, minimum: float, strict: bool):
-  """A finite number >= minimum (> minimum when `strict`), else ValueError."""
-  if (
-      isinstance(value, bool)
-      or not isinstance(value, (int, float, np.integer, np.floating))
-      or not math.isfinite(value)
-      or value < minimum
-      or (strict and value == minimum)
-  ):
-    want = f"> {minimum:g}" if strict else f">= {minimum:g}"
-    raise ValueError(f"{key} must be a finite number {want}, got {value!r}.")
+_DENOISER_FIELDS = (*decode_settings.DENOISER_FIELDS, "max_prompt_length")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,16 +139,16 @@ class GrpoSettings:
   def __post_init__(self):
     config_utils.check_int("grpo.num_generations", self.num_generations, 2)
     config_utils.check_int("grpo.num_iterations", self.num_iterations, 1)
-    _check_number("grpo.beta", self.beta, minimum=0, strict=False)
-    _check_number("grpo.epsilon", self.epsilon, minimum=0, strict=True)
+    config_utils.check_number("grpo.beta", self.beta, 0)
+    config_utils.check_number("grpo.epsilon", self.epsilon, 0, strict=True)
     if self.epsilon >= 1:
       raise ValueError(
           "grpo.epsilon must be < 1 (the lower clip is 1 - epsilon), got"
           f" {self.epsilon!r}."
       )
     if self.epsilon_high is not None:
-      _check_number(
-          "grpo.epsilon_high", self.epsilon_high, minimum=0, strict=True
+      config_utils.check_number(
+          "grpo.epsilon_high", self.epsilon_high, 0, strict=True
       )
       if self.epsilon_high < self.epsilon:
         raise ValueError(
@@ -212,10 +187,10 @@ class RewardSettings:
 
   def __post_init__(self):
     for key in ("exact", "partial", "speed_weight"):
-      _check_number(
-          f"reward.{key}", getattr(self, key), minimum=0, strict=False
-      )
-    _check_number("reward.speed_cap", self.speed_cap, minimum=0, strict=True)
+      config_utils.check_number(f"reward.{key}", getattr(self, key), 0)
+    config_utils.check_number(
+        "reward.speed_cap", self.speed_cap, 0, strict=True
+    )
     if isinstance(self.functions, str):
       raise ValueError(
           "reward.functions must be a list of import paths, got the string"
@@ -266,11 +241,8 @@ class EvalSettings:
     decode_settings.check_denoise_setting(
         "eval.sampled_threshold", "threshold", self.sampled_threshold
     )
-    _check_number(
-        "eval.sampled_temperature",
-        self.sampled_temperature,
-        minimum=0,
-        strict=True,
+    config_utils.check_number(
+        "eval.sampled_temperature", self.sampled_temperature, 0, strict=True
     )
 
 

@@ -10,7 +10,6 @@ as a whole when built, before any compute.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Any, TypeVar
 
@@ -65,18 +64,9 @@ class TrainSettings:
             f"train.{field.name}", getattr(self, field.name), minimum
         )
     for name in ("learning_rate", "weight_decay", "max_grad_norm"):
-      value = getattr(self, name)
-      if (
-          isinstance(value, bool)
-          or not isinstance(value, (int, float))
-          or not math.isfinite(value)
-          or value < 0
-          or (value == 0 and name != "weight_decay")
-      ):
-        want = ">= 0" if name == "weight_decay" else "> 0"
-        raise ValueError(
-            f"train.{name} must be a finite number {want}, got {value!r}."
-        )
+      config_utils.check_number(
+          f"train.{name}", getattr(self, name), 0, strict=name != "weight_decay"
+      )
     if self.warmup_steps >= self.max_steps:
       raise ValueError(
           f"train.warmup_steps={self.warmup_steps} must be smaller than "
