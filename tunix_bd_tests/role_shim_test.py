@@ -139,19 +139,14 @@ def _assert_trees_equal(test, got, want):
     np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
-class SubprocessTest(absltest.TestCase):
-
-  def test_on_8_devices(self):
-    if jax.device_count() < _NUM_DEVICES:
-      multi_device.rerun_in_subprocess(self, __file__, _NUM_DEVICES)
+SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
 
 
-class RoleShimTest(absltest.TestCase):
+class RoleShimTest(multi_device.DeviceTestCase):
+  NUM_DEVICES = _NUM_DEVICES
 
   def setUp(self):
     super().setUp()
-    if jax.device_count() < _NUM_DEVICES:
-      self.skipTest("runs in the 8-device subprocess of SubprocessTest.")
     self.actor = _mesh(range(4))
     self.sampler = _mesh(range(4, 8))
     self.x = jnp.asarray(
