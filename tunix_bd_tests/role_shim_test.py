@@ -300,6 +300,21 @@ class RoleShimTest(multi_device.DeviceTestCase):
     ):
       role_shim.rebind_meshes(model, self.sampler)
 
+  def test_a_sharding_without_a_mesh_off_the_target_fails_closed(self):
+    class Holder(nnx.Module):
+
+      def __init__(self, sharding):
+        self.placement = {"cache": sharding}
+
+    on_sampler = Holder(jax.sharding.SingleDeviceSharding(jax.devices()[5]))
+    self.assertEqual(role_shim.rebind_meshes(on_sampler, self.sampler), 0)
+    on_actor = Holder(jax.sharding.SingleDeviceSharding(jax.devices()[1]))
+    with self.assertRaisesRegex(
+        ValueError,
+        r"placement\['cache'\] is a SingleDeviceSharding on devices \[1\]",
+    ):
+      role_shim.rebind_meshes(on_actor, self.sampler)
+
   def test_two_source_meshes_fail_closed(self):
     class Holder(nnx.Module):
 
