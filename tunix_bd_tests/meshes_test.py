@@ -177,19 +177,11 @@ class AssignDevicesTest(parameterized.TestCase):
         meshes.build(_section(rollout=dict(devices=4)))
 
 
-class SubprocessTest(absltest.TestCase):
-
-  def test_on_8_devices(self):
-    if jax.device_count() < _NUM_DEVICES:
-      multi_device.rerun_in_subprocess(self, __file__, _NUM_DEVICES)
+SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
 
 
-class BuildTest(absltest.TestCase):
-
-  def setUp(self):
-    super().setUp()
-    if jax.device_count() < _NUM_DEVICES:
-      self.skipTest("runs in the 8-device subprocess of SubprocessTest.")
+class BuildTest(multi_device.DeviceTestCase):
+  NUM_DEVICES = _NUM_DEVICES
 
   def test_disjoint_actor_and_rollout_meshes(self):
     section = _section(rollout=dict(devices=4, tp=2))

@@ -139,19 +139,14 @@ def _assert_trees_equal(test, got, want):
     np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
-class SubprocessTest(absltest.TestCase):
-
-  def test_on_8_devices(self):
-    if jax.device_count() < _NUM_DEVICES:
-      multi_device.rerun_in_subprocess(self, __file__, _NUM_DEVICES)
+SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
 
 
-class RoleShimTest(absltest.TestCase):
+class RoleShimTest(multi_device.DeviceTestCase):
+  NUM_DEVICES = _NUM_DEVICES
 
   def setUp(self):
     super().setUp()
-    if jax.device_count() < _NUM_DEVICES:
-      self.skipTest("runs in the 8-device subprocess of SubprocessTest.")
     self.actor = _mesh(range(4))
     self.sampler = _mesh(range(4, 8))
     self.x = jnp.asarray(
@@ -304,6 +299,21 @@ class RoleShimTest(absltest.TestCase):
         ValueError, r"_cache\['kv'\]\.args\[0\].*\['sp'\]"
     ):
       role_shim.rebind_meshes(model, self.sampler)
+
+  def test_a_sharding_without_a_mesh_off_the_target_fails_closed(self):
+    class Holder(nnx.Module):
+
+      def __init__(self, sharding):
+        self.placement = {"cache": sharding}
+
+    on_sampler = Holder(jax.sharding.SingleDeviceSharding(jax.devices()[5]))
+    self.assertEqual(role_shim.rebind_meshes(on_sampler, self.sampler), 0)
+    on_actor = Holder(jax.sharding.SingleDeviceSharding(jax.devices()[1]))
+    with self.assertRaisesRegex(
+        ValueError,
+        r"placement\['cache'\] is a SingleDeviceSharding on devices \[1\]",
+    ):
+      role_shim.rebind_meshes(on_actor, self.sampler)
 
   def test_two_source_meshes_fail_closed(self):
     class Holder(nnx.Module):

@@ -59,6 +59,8 @@ class _Rebinder:
       return self._mesh(value, path)
     if isinstance(value, NamedSharding):
       return self._sharding(value, path)
+    if isinstance(value, jax.sharding.Sharding):
+      return self._other_sharding(value, path)
     if isinstance(value, functools.partial):
       func = self(value.func, f"{path}.func")
       args = self(value.args, f"{path}.args")
@@ -113,6 +115,19 @@ class _Rebinder:
         self.mesh, sharding.spec, memory_kind=sharding.memory_kind
     )
 
+  def _other_sharding(
+      self, sharding: jax.sharding.Sharding, path: str
+  ) -> jax.sharding.Sharding:
+    """Keeps a sharding without a mesh only if it is on `mesh`'s devices."""
+    outside = sharding.device_set - set(self.mesh.devices.flat)
+    if outside:
+      raise ValueError(
+          f"{path} is a {type(sharding).__name__} on devices"
+          f" {sorted(d.id for d in outside)} outside the target mesh; the"
+          " shim rebinds only Mesh and NamedSharding values."
+      )
+    return sharding
+
   def check_single_source(self) -> None:
     """Fails when the values came from two different meshes.
 
@@ -152,10 +167,11 @@ def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
   Raises:
     ValueError: naming the attribute path, for a mesh whose axis names differ
       from `mesh`'s, a `NamedSharding` whose spec names an axis `mesh` lacks,
-      or meshes from two different sources. Nothing is changed then.
+      another sharding (e.g. `SingleDeviceSharding`) on devices outside
+      `mesh`, or meshes from two different sources. Nothing is changed then.
   """
   rebinder = _Rebinder(mesh)
-  updates = []  # (node, name, new value) or (variable, metadata key, new).
+  updates = []  # (setter, attribute name or metadata key, new value).
   for path, node in nnx.graph.iter_graph(model):
     if isinstance(node, nnx.Variable):
       for key, value in node.get_metadata().items():
