@@ -22,7 +22,7 @@ sampled exact match with its paired standard error, before and after.
 The held-out gain demo (`grpo.py:weak`) starts from a weakly trained SFT
 model, where groups carry more signal; make it first:
 
-  tunix run --plugin tunix_bd sft.py --config.train.max_steps=150 \
+  tunix run --plugin tunix_bd sft.py --config.train.max_steps=100 \
       --config.model.checkpoint=runs/quickstart/ar_pretrain/export \
       --config.workdir=runs/sft_weak
   tunix run --plugin tunix_bd grpo.py:weak
@@ -149,13 +149,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   )
   # The held-out split is as long as the evaluation needs.
   config.data.num_eval = config.eval.get_ref("num_prompts")
-  config.mesh = config_sections.mesh()
+  # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
+  # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
+  config.mesh = config_sections.role_mesh()
 
   if variant == "weak":
     config.workdir = "runs/grpo_weak"
     config.model.update(
         checkpoint="runs/sft_weak/export", reference="runs/sft_weak/export"
     )
+    # The README's measured run (a weak start has headroom for a larger step).
+    config.train.learning_rate = 3e-4
   if variant == "long":
     config.workdir = "runs/grpo_long"
     config.model.update(

@@ -2,7 +2,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `grpo` recipe end to end: smoke, resume, fingerprint, bad inputs."""
 
-import json
 import os
 
 from absl.testing import absltest
@@ -42,6 +41,8 @@ class GrpoRecipeTest(absltest.TestCase):
 
     resumed = _smoke(workdir, max_steps=3)
     resumed.grpo.beta = 0.04
+    self.assertEqual(grpo.run(resumed)["steps"], 3)
+    # A relaunch of a finished run trains no further step.
     self.assertEqual(grpo.run(resumed)["steps"], 3)
 
     other = _smoke(workdir, max_steps=4)

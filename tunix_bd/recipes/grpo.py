@@ -27,7 +27,6 @@ import ml_collections
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
-from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
@@ -39,6 +38,7 @@ from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.rl import evaluation as evaluation_lib
+from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import report as report_lib
 from tunix_bd.rl import rewards as rewards_lib
@@ -101,20 +101,22 @@ def _tokenizer_and_bd(config):
   )
 
 
-def _models(config, mesh, beta):
-  """`(actor, reference or None)`, on `mesh`."""
+def _models(config, meshes, beta):
+  """`(actor, reference or None)`, each on its role's mesh."""
   if config.model.random_init:
     scratch = config_utils.from_section(
         from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
     )
     model_config = from_scratch.qwen3_config(scratch, tokenizer_lib.VOCAB_SIZE)
-    make = lambda: from_scratch.init_model(model_config, config.seed, mesh)
-    return make(), (make() if beta > 0 else None)
-  with mesh:
-    actor, _ = hf_checkpoint.load_qwen3(config.model.checkpoint, mesh=mesh)
-    reference = None
-    if beta > 0:
-      reference, _ = hf_checkpoint.load_qwen3(config.model.reference, mesh=mesh)
+    make = lambda mesh: from_scratch.init_model(model_config, config.seed, mesh)
+    return make(meshes.actor), (make(meshes.reference) if beta > 0 else None)
+  load = lambda key, mesh: hf_checkpoint.load_qwen3(config.model[key], mesh=mesh)
+  with meshes.actor:
+    actor, _ = load("checkpoint", meshes.actor)
+  reference = None
+  if beta > 0:
+    with meshes.reference:
+      reference, _ = load("reference", meshes.reference)
   return actor, reference
 
 
@@ -156,8 +158,9 @@ def run_fingerprint(config, tokenizer, bd, stop_ids, run) -> dict:
   })
 
 
-def _training_config(run, workdir):
+def _training_config(run, workdir, data_sharding_axes):
   base = options.training_config(run.train, workdir, "GRPO")
+  base.data_sharding_axis = data_sharding_axes
   # Tunix's RL config extends its training config with the RL batch sizes
   # and derives gradient accumulation from them.
   fields = {
@@ -202,8 +205,10 @@ def run(config: ml_collections.ConfigDict) -> dict:
   )
   fingerprint = run_fingerprint(config, tokenizer, bd, stop_ids, settings)
 
-  mesh = mesh_lib.from_section(config.mesh)
-  actor, reference = _models(config, mesh, grpo.beta)
+  meshes = meshes_lib.build(config.mesh)
+  mesh = meshes.actor
+  actor, reference = _models(config, meshes, grpo.beta)
+  meshes_lib.check_model_axes(actor, meshes)
   bd.validate_for_model(
       actor.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
   )
@@ -236,14 +241,16 @@ def run(config: ml_collections.ConfigDict) -> dict:
         ),
         use_cache=rollout.use_cache,
         seed=rollout.seed,
-        training_config=_training_config(settings, config.workdir),
+        training_config=_training_config(
+            settings, config.workdir, meshes.data_sharding_axes
+        ),
         rollout_config=wiring.rollout_configs(
             max_new_tokens=rollout.max_new_tokens,
             max_prompt_length=max_prompt,
             temperature=rollout.temperature,
             eval_temperature=rollout.eval_temperature,
         ),
-        role_to_mesh=wiring.shared_meshes(mesh),
+        role_to_mesh=meshes.role_to_mesh(),
         fingerprint=fingerprint,
     )
     description = f"GRPO ({grpo.loss_algo})"

@@ -162,7 +162,14 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
     return self.rl_cluster.rollout
 
   def train(self, train_ds, eval_ds=None, skip_jit: bool = False) -> None:
-    """Tunix's loop over checked datasets; old log-probs when needed."""
+    """Tunix's loop over checked datasets; old log-probs when needed.
+
+    A run resumed at `max_steps` returns at once: Tunix's loop would roll
+    out and take one more optimizer step before checking the limit.
+    """
+    actor = self.rl_cluster.actor_trainer
+    if actor.train_steps >= self._training_config.max_steps:
+      return
     train_ds = _checked(train_ds, "train dataset")
     first = next(train_ds)
     full_batch = len(first["prompts"])

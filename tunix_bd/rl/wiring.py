@@ -49,11 +49,6 @@ def rollout_configs(
   return {Mode.TRAIN: config(temperature), Mode.EVAL: config(eval_temperature)}
 
 
-def shared_meshes(mesh: jax.sharding.Mesh) -> dict[Role, jax.sharding.Mesh]:
-  """Every role on one mesh (the rollout still owns its buffers)."""
-  return {role: mesh for role in (Role.ACTOR, Role.REFERENCE, Role.ROLLOUT)}
-
-
 def build_cluster(
     *,
     actor,
