@@ -115,6 +115,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           partial=0.5,
           speed_weight=0.0,
           speed_cap=2.0,
+          # "": penalise forwards per token; "exact": reward correct answers
+          # for speed (never a wrong answer for being fast).
+          speed_gate="",
           functions=(),
       )
   )

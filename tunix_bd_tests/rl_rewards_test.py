@@ -120,6 +120,27 @@ class RewardsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "'num_forwards'"):
       speed(["p"], ["1"], num_completion_tokens=[1])
 
+  def test_gated_speed_rewards_only_correct_answers(self):
+    settings = settings_lib.RewardSettings(
+        exact=0.0,
+        partial=0.0,
+        speed_weight=0.5,
+        speed_cap=2.0,
+        speed_gate="exact",
+    )
+    (speed,) = rewards.reward_fns(settings)
+    got = speed(
+        ["p"] * 4,
+        ["1234", "1234", "9", ""],
+        answer=["1234", "1234", "1", "1"],
+        num_forwards=np.asarray([1, 4, 1, 5]),
+        num_completion_tokens=np.asarray([4, 4, 1, 0]),
+    )
+    # Correct rows: 0.5 * (1 - (forwards / tokens) / 2); wrong rows: 0.
+    np.testing.assert_allclose(got, [0.5 * (1 - 0.125), 0.25, 0.0, 0.0])
+    with self.assertRaisesRegex(ValueError, "reward.speed_gate"):
+      settings_lib.RewardSettings(speed_weight=0.5, speed_gate="tpf")
+
   def test_tunix_reward_manager_sums_and_logs_each_function_by_name(self):
     settings = settings_lib.RewardSettings(
         exact=1.0,

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 RewardFn = Callable[..., list[float]]
 
 
+# `reward.speed_gate` values: "" (a penalty on every row) or "exact".
+SPEED_GATE_EXACT = "exact"
+SPEED_GATES = ("", SPEED_GATE_EXACT)
+
+
 def _column(kwargs: dict[str, Any], key: str, num: int, who: str) -> list:
   """Dataset key `key` of the rows, checked to hold one value per row."""
   if key not in kwargs:
@@ -105,11 +110,21 @@ def _named(name: str, fn: RewardFn, weight: float) -> RewardFn:
   return reward
 
 
-def _speed(weight: float, cap: float) -> RewardFn:
+def _speed(weight: float, cap: float, gate: str) -> RewardFn:
+  """The speed term: a penalty, or (gated) a bonus for correct answers only.
+
+  Ungated, `-weight * min(forwards / tokens, cap)` for every row. Gated on
+  `exact`, `weight * (1 - min(forwards / tokens, cap) / cap)` for exactly
+  correct rows and 0 for the others: speed is rewarded only where it cost
+  no accuracy, so the policy never gains by answering wrong but fast.
+  """
+
   def speed(prompts, completions, **kwargs) -> list[float]:
-    del prompts
     per_row = forwards_per_token(completions, speed_cap=cap, **kwargs)
-    return [-weight * r for r in per_row]
+    if gate != SPEED_GATE_EXACT:
+      return [-weight * r for r in per_row]
+    correct = exact_match(prompts, completions, **kwargs)
+    return [weight * c * (1.0 - r / cap) for c, r in zip(correct, per_row)]
 
   return speed
 
@@ -215,7 +230,9 @@ def reward_fns(settings: settings_lib.RewardSettings) -> list[RewardFn]:
   if settings.partial:
     fns.append(_named("partial_credit", partial_credit, settings.partial))
   if settings.speed_weight:
-    fns.append(_speed(settings.speed_weight, settings.speed_cap))
+    fns.append(
+        _speed(settings.speed_weight, settings.speed_cap, settings.speed_gate)
+    )
   for i, path in enumerate(settings.functions):
     key = f"reward.functions[{i}]"
     fns.append(_checked(resolve_function(path, key), key))

@@ -175,6 +175,8 @@ class RewardSettings:
     partial: weight of the answer's fraction of characters right.
     speed_weight: weight of the forwards-per-token penalty; 0: off.
     speed_cap: forwards per token are clipped to this before weighting.
+    speed_gate: "" penalises every row's forwards per token; "exact" gives
+      correct rows a bonus for speed instead, and others nothing.
     functions: user reward functions, `"package.module:function"` or
       dotted paths, resolved here.
   """
@@ -183,6 +185,7 @@ class RewardSettings:
   partial: float = 0.5
   speed_weight: float = 0.0
   speed_cap: float = 2.0
+  speed_gate: str = ""
   functions: tuple[str, ...] = ()
 
   def __post_init__(self):
@@ -191,6 +194,11 @@ class RewardSettings:
     config_utils.check_number(
         "reward.speed_cap", self.speed_cap, 0, strict=True
     )
+    if self.speed_gate not in rewards.SPEED_GATES:
+      raise ValueError(
+          f"reward.speed_gate must be one of {rewards.SPEED_GATES}, got"
+          f" {self.speed_gate!r}."
+      )
     if isinstance(self.functions, str):
       raise ValueError(
           "reward.functions must be a list of import paths, got the string"
