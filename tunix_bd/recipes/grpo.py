@@ -32,7 +32,6 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
@@ -55,12 +54,6 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
   if not config.workdir:
     raise ValueError("workdir must be set.")
   run = settings_lib.from_config(config)
-  if run.grpo.beta > 0 and not (
-      config.model.reference or config.model.random_init
-  ):
-    raise ValueError(
-        f"grpo.beta={run.grpo.beta} needs model.reference (or beta=0)."
-    )
   if config.model.random_init:
     config_utils.from_section(
         from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
@@ -110,7 +103,9 @@ def _models(config, meshes, beta):
     model_config = from_scratch.qwen3_config(scratch, tokenizer_lib.VOCAB_SIZE)
     make = lambda mesh: from_scratch.init_model(model_config, config.seed, mesh)
     return make(meshes.actor), (make(meshes.reference) if beta > 0 else None)
-  load = lambda key, mesh: hf_checkpoint.load_qwen3(config.model[key], mesh=mesh)
+  load = lambda key, mesh: hf_checkpoint.load_qwen3(
+      config.model[key], mesh=mesh
+  )
   with meshes.actor:
     actor, _ = load("checkpoint", meshes.actor)
   reference = None
@@ -181,7 +176,8 @@ def run(config: ml_collections.ConfigDict) -> dict:
   settings = validate(config)
   rollout, grpo = settings.rollout, settings.grpo
   tokenizer, bd = _tokenizer_and_bd(config)
-  stop_ids = (tokenizer.eos_token_id, *rollout.extra_stop_ids)
+  decode = rollout.denoise_config(tokenizer)
+  stop_ids = decode.stop_ids
   prompts_lib.check_stop_ids(stop_ids, bd.mask_token_id, tokenizer.pad_token_id)
   reward_fns = rewards_lib.reward_fns(settings.reward)
   train_set, eval_set = dataset_lib.conversations(config.data)
@@ -190,19 +186,6 @@ def run(config: ml_collections.ConfigDict) -> dict:
   max_prompt = rollout.max_prompt_length
   train_prompts = prompt_stream.render(tokenizer, train_set, max_prompt)
   eval_prompts = prompts_lib.encode_prompts(tokenizer, eval_set, max_prompt)
-  decode = dataclasses.replace(
-      decode_settings.denoise_config(
-          tokenizer,
-          max_prompt,
-          max_new_tokens=rollout.max_new_tokens,
-          rule=rollout.rule,
-          threshold=rollout.threshold,
-          top_k=rollout.top_k,
-          factor=rollout.factor,
-          use_cache=rollout.use_cache,
-      ),
-      stop_ids=stop_ids,
-  )
   fingerprint = run_fingerprint(config, tokenizer, bd, stop_ids, settings)
 
   meshes = meshes_lib.build(config.mesh)
