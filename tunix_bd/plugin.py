@@ -15,7 +15,7 @@ PLUGIN = plugin_api.Plugin(
     version=tunix_bd.__version__,
     description=(
         "Block-diffusion post-training: AR teacher, masked-diffusion SFT, "
-        "parallel block denoising, on-policy distillation."
+        "parallel block denoising, on-policy distillation, GRPO/GSPO."
     ),
     config_dir=config_files.config_dir(),
     recipes={
@@ -41,6 +41,19 @@ PLUGIN = plugin_api.Plugin(
             ),
             "data hooks: StudentRolloutSource (on-policy block denoising)",
             "trainer: OpdTrainer(DistillationTrainer), decode evaluation",
+        ],
+        "reinforcement learning": [
+            (
+                "policy loss: 'diffusion_grpo' (function_registry; GRPO and"
+                " gspo-token on trace replay)"
+            ),
+            (
+                "rollout engine: DiffusionRollout(BaseRollout), passed as"
+                " ClusterConfig.rollout_engine=functools.partial(...)"
+            ),
+            "cluster: DiffusionRLCluster(RLCluster), trace-carrying generate",
+            "learner: DiffusionGRPOLearner(GRPOLearner)",
+            "sampler-role shim: tunix_bd.rl.role_shim.place_on_mesh",
         ],
         "model contract": [
             "diffusion_logits_fn over Tunix decoders (Qwen3, Qwen2, Llama 3)",
