@@ -136,11 +136,13 @@ class EndToEndTest(absltest.TestCase):
     self.assertTrue((tpf > 0).all())
 
 
-class OldPolicyTest(absltest.TestCase):
+class OldPolicyTest(parameterized.TestCase):
 
-  def test_two_iterations_replay_the_anchor_and_start_on_policy(self):
+  @parameterized.parameters("grpo", "gspo-token")
+  def test_two_iterations_replay_the_anchor_and_start_on_policy(self, algo):
     cluster = common.cluster(reference=None, max_steps=4)
-    _train(cluster, beta=0.0, num_iterations=2)
+    _train(cluster, beta=0.0, num_iterations=2, loss_algo=algo)
+    self.assertTrue(np.isfinite(_history(cluster, "actor", "loss")).all())
     parity = _history(cluster, "diffusion", "rollout_anchor_logp_abs_max")
     self.assertNotEmpty(parity)
     self.assertLessEqual(parity.max(), 1e-5)
