@@ -107,6 +107,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           loss_algo="grpo",
           loss_agg_mode="sequence-mean-token-mean",
           kl_loss_mode="low_var_kl",
+          # Replay-parity check (logged as
+          # diffusion/rollout_anchor_logp_abs_max) every N global steps.
+          verify_replay_every_n_steps=10,
       )
   )
   config.reward = ml_collections.ConfigDict(

@@ -38,6 +38,12 @@ class GrpoRecipeTest(absltest.TestCase):
         if metrics.read_metrics(workdir, name)
     }
     self.assertLen(names, 3, names)
+    # Replay parity, checked at global step 0 (every 10 steps).
+    parity = metrics.read_metrics(
+        workdir, "diffusion/train/rollout_anchor_logp_abs_max"
+    )
+    self.assertNotEmpty(parity)
+    self.assertLessEqual(max(v for _, v in parity), 1e-5)
 
     resumed = _smoke(workdir, max_steps=3)
     resumed.grpo.beta = 0.04

@@ -76,7 +76,7 @@ class GrpoConfigTest(parameterized.TestCase):
     command = re.search(r"sft\.py(.*?)\n  tunix", source, re.S).group(1)
     flags = dict(re.findall(r"--config\.([\w.]+)=(\S+)", command))
     self.assertEqual(config.model.checkpoint, flags["workdir"] + "/export")
-    self.assertEqual(int(flags["train.max_steps"]), 150)
+    self.assertEqual(int(flags["train.max_steps"]), 100)
     sft = config_files.get_config("sft")
     for key in flags:  # Every flag names a real sft key.
       section, _, name = key.rpartition(".")

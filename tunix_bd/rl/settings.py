@@ -125,6 +125,10 @@ class GrpoSettings:
     loss_algo: `grpo` or `gspo-token` (token-level GSPO).
     loss_agg_mode: one of `LOSS_AGG_MODES`.
     kl_loss_mode: the KL estimator, one of `KL_LOSS_MODES`.
+    verify_replay_every_n_steps: every this many global steps, replay the
+      rollout under the start-of-step actor and log the largest difference
+      from its recorded log-probs (`diffusion/rollout_anchor_logp_abs_max`,
+      ~1e-6 when replay is exact); 0: only when old log-probs are needed.
   """
 
   num_generations: int = 8
@@ -135,9 +139,15 @@ class GrpoSettings:
   loss_algo: str = "grpo"
   loss_agg_mode: str = "sequence-mean-token-mean"
   kl_loss_mode: str = "kl"
+  verify_replay_every_n_steps: int = 10
 
   def __post_init__(self):
     config_utils.check_int("grpo.num_generations", self.num_generations, 2)
+    config_utils.check_int(
+        "grpo.verify_replay_every_n_steps",
+        self.verify_replay_every_n_steps,
+        0,
+    )
     config_utils.check_int("grpo.num_iterations", self.num_iterations, 1)
     config_utils.check_number("grpo.beta", self.beta, 0)
     config_utils.check_number("grpo.epsilon", self.epsilon, 0, strict=True)
