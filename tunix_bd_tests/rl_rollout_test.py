@@ -20,6 +20,7 @@ from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl import utils as rl_utils
 
 from tunix_bd import eos
+from tunix_bd.core import cached_logits
 from tunix_bd.generate import denoise
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import rollout as rollout_lib
@@ -148,6 +149,43 @@ class SeedTest(absltest.TestCase):
       np.testing.assert_allclose(
           alone.trace.action_logp[0], batch.trace.action_logp[r], atol=1e-5
       )
+
+
+_CALLS = collections.Counter()
+
+
+def _constrained_model_call(*args, sharding, **kwargs):
+  """The default cached model call, pinned to `sharding`, counting traces."""
+  _CALLS["traced"] += 1
+  logits, cache = cached_logits.block_logits_with_cache(*args, **kwargs)
+  return jax.lax.with_sharding_constraint(logits, sharding), cache
+
+
+class ModelCallTest(absltest.TestCase):
+
+  def test_custom_model_call_is_rebound_and_drives_rollout_and_replay(self):
+    devices = np.asarray(jax.devices()[:1]).reshape(1, 1)
+    foreign = jax.sharding.Mesh(devices, ("fsdp", "tp"))  # Not the role's.
+    call = functools.partial(
+        _constrained_model_call,
+        sharding=jax.sharding.NamedSharding(
+            foreign, jax.sharding.PartitionSpec()
+        ),
+    )
+    cluster = common.cluster(engine_kwargs=dict(cached_logits_fn=call))
+    rollout = cluster.rollout
+    bound = rollout.cached_logits_fn.keywords["sharding"].mesh
+    self.assertIs(bound, cluster.r2m[rl_cluster_lib.Role.ROLLOUT])
+    _CALLS.clear()
+    out = _generate(cluster, _prompts(2))
+    self.assertGreater(_CALLS["traced"], 0)
+    _CALLS.clear()
+    old = cluster.anchor_replay_logps(out.trace)
+    self.assertGreater(_CALLS["traced"], 0)
+    generated = np.asarray(out.trace.action_step) >= 0
+    np.testing.assert_allclose(
+        old[generated], np.asarray(out.trace.action_logp)[generated], atol=1e-5
+    )
 
 
 class BuffersTest(absltest.TestCase):

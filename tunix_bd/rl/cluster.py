@@ -183,7 +183,8 @@ class DiffusionRLCluster(compat.RLCluster):
       if self._reference_replayer is None:
         # The reference never changes: split it and compile once.
         self._reference_replayer = replayer_lib.Replayer(
-            worker.get_model("reference")
+            worker.get_model("reference"),
+            cached_logits_fn=self.rollout.cached_logits_fn,
         )
       return self._replay(self._reference_replayer, trace, micro_batch_size)
 
@@ -202,6 +203,7 @@ class DiffusionRLCluster(compat.RLCluster):
           self._anchor_policy_state, self._default_memory_kind
       )
       anchor = nnx.merge(graphdef, state)
-      return self._replay(
-          replayer_lib.Replayer(anchor), trace, micro_batch_size
+      replay = replayer_lib.Replayer(
+          anchor, cached_logits_fn=self.rollout.cached_logits_fn
       )
+      return self._replay(replay, trace, micro_batch_size)

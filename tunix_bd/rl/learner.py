@@ -146,6 +146,21 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         metric_fns=metric_fns,
         data_shuffle_seed=data_shuffle_seed,
     )
+    # Tunix's learner calls the registered loss with fixed keywords; bind
+    # the rollout's model call so the live replay scores as it sampled.
+    loss = policy_loss.diffusion_grpo_loss
+    rollout = self.rl_cluster.rollout
+    self.rl_cluster.actor_trainer.with_loss_fn(
+        lambda model, train_example, algo_config: loss(
+            model,
+            train_example,
+            algo_config=self.algo_config,
+            pad_id=rollout.pad_id(),
+            eos_id=rollout.eos_id(),
+            cached_logits_fn=rollout.cached_logits_fn,
+        ),
+        has_aux=True,
+    )
     self._verify_every = verify_replay_every_n_steps
     self._updates_per_rollout = self.algo_config.num_iterations
     self.rl_cluster.actor_trainer.with_rl_metrics_to_log({

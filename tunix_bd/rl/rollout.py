@@ -3,8 +3,9 @@
 """`DiffusionRollout`: Tunix's rollout engine for a block-diffusion policy.
 
 Tunix builds its rollout engine from `ClusterConfig.rollout_engine`; a
-`functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)` is
-accepted there, and Tunix adds `rollout_actor`, `tokenizer`, `mesh` and the
+`functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)`
+(optionally with the policy's `logits_fn` / `cached_logits_fn`, by default
+the Tunix decoder's) is accepted there, and Tunix adds `rollout_actor`, `tokenizer`, `mesh` and the
 TRAIN `rollout_config`. Each `generate` call decodes a batch of rendered
 prompt strings by parallel block denoising (`generate.denoise.Denoiser`,
 exact block KV cache) and returns what Tunix's `RolloutOutput` holds; the
@@ -48,6 +49,8 @@ from tunix.rl import reshard
 from tunix_bd import compat
 from tunix_bd import eos
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import cached_logits
+from tunix_bd.core import diffusion_lm
 from tunix_bd.core import tunix_layout
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
@@ -134,6 +137,10 @@ class DiffusionRollout(compat.BaseRollout):
       commit: Mapping[str, Any],
       use_cache: bool = True,
       seed: int = 0,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+          cached_logits.block_logits_with_cache
+      ),
   ):
     """Checks the settings and places the rollout's own copy of the model.
 
@@ -150,6 +157,11 @@ class DiffusionRollout(compat.BaseRollout):
         step) and `factor`, as `denoise.DenoiseConfig` takes them.
       use_cache: decode with the exact block KV cache.
       seed: the base of every row seed.
+      logits_fn: the policy's cache-free model call (`use_cache=False`).
+      cached_logits_fn: its cached model call, also the one that replays
+        the trace for the old, reference and live policies. Any `Mesh` or
+        `NamedSharding` they hold (e.g. in a `functools.partial`) is rebound
+        to the rollout's mesh, as the model's are.
 
     Raises:
       ValueError: for any setting above that is not valid (before any
@@ -178,6 +190,17 @@ class DiffusionRollout(compat.BaseRollout):
       )
     self._model = role_shim.place_on_mesh(rollout_actor, mesh, copy=True)
     self.mesh = mesh
+    fns, rebound = role_shim.rebind_keywords(
+        dict(logits_fn=logits_fn, cached_logits_fn=cached_logits_fn), mesh
+    )
+    if rebound:
+      logging.info(
+          "rollout: rebound %d meshes in its logits functions.", rebound
+      )
+    self.logits_fn, self.cached_logits_fn = (
+        fns["logits_fn"],
+        fns["cached_logits_fn"],
+    )
     # Denoisers are built lazily per (lengths, temperature), after the
     # placement above has rebound every mesh the model holds (they capture
     # the graph at construction).
@@ -235,7 +258,11 @@ class DiffusionRollout(compat.BaseRollout):
     with self._lock:
       if config not in self._denoisers:
         self._denoisers[config] = denoise.Denoiser(
-            self._model, bd=self.bd, config=config
+            self._model,
+            bd=self.bd,
+            config=config,
+            logits_fn=self.logits_fn,
+            cached_logits_fn=self.cached_logits_fn,
         )
       return self._denoisers[config]
 

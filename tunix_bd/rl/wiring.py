@@ -18,6 +18,8 @@ import jax
 
 from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import cached_logits
+from tunix_bd.core import diffusion_lm
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import policy_loss
@@ -63,6 +65,10 @@ def build_cluster(
     use_cache: bool = True,
     seed: int = 0,
     fingerprint: Mapping[str, Any] | None = None,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
 ) -> cluster_lib.DiffusionRLCluster:
   """A `DiffusionRLCluster` whose rollout engine denoises with `commit`.
 
@@ -70,7 +76,9 @@ def build_cluster(
     actor: the policy to train (a Tunix decoder `nnx.Module`).
     reference: the frozen reference model, or None (then `beta` must be 0).
     tokenizer: the HF tokenizer (Tunix wraps it).
-    bd, stop_ids, commit, use_cache, seed: the `DiffusionRollout`'s.
+    bd, stop_ids, commit, use_cache, seed, logits_fn, cached_logits_fn:
+      the `DiffusionRollout`'s (the model calls default to the Tunix
+      decoder's).
     training_config: Tunix's RL training config.
     rollout_config: per-mode `RolloutConfig`s (`rollout_configs`).
     role_to_mesh: a mesh for ACTOR, REFERENCE and ROLLOUT.
@@ -86,6 +94,8 @@ def build_cluster(
       commit=dict(commit),
       use_cache=use_cache,
       seed=seed,
+      logits_fn=logits_fn,
+      cached_logits_fn=cached_logits_fn,
   )
   cluster_config = compat.ClusterConfig(
       role_to_mesh=dict(role_to_mesh),
