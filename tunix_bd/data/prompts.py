@@ -79,6 +79,17 @@ class PromptSet:
     return self.tokens.shape[0]
 
 
+def check_prompt_length(
+    ids: Sequence[int], max_prompt_length: int, where: str
+) -> None:
+  """Fails closed, naming `where`, on a prompt the rollout cannot hold."""
+  if len(ids) > max_prompt_length:
+    raise ValueError(
+        f"{where}: the prompt has {len(ids)} tokens, more than"
+        f" rollout.max_prompt_length={max_prompt_length}."
+    )
+
+
 def encode_prompts(tokenizer, conversations, max_prompt_length: int):
   """A `PromptSet` of `dataset.Conversation`s (see `prompt_messages`).
 
@@ -92,11 +103,7 @@ def encode_prompts(tokenizer, conversations, max_prompt_length: int):
         conversation.messages, conversation.where
     )
     ids = chat.encode_prompt(tokenizer, messages)
-    if len(ids) > max_prompt_length:
-      raise ValueError(
-          f"{conversation.where}: the prompt has {len(ids)} tokens, more than"
-          f" rollout.max_prompt_length={max_prompt_length}."
-      )
+    check_prompt_length(ids, max_prompt_length, conversation.where)
     rows.append(ids)
     answers.append(answer)
   if not rows:

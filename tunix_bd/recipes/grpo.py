@@ -35,7 +35,6 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
@@ -77,16 +76,7 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
 
 def _tokenizer_and_bd(config):
   if config.model.random_init:
-    tokenizer = tokenizer_lib.build_char_tokenizer()
-    mask_id = mask_token_lib.resolve_reserved_mask_id(
-        tokenizer,
-        tokenizer_lib.MASK_TOKEN,
-        vocab_size=tokenizer_lib.VOCAB_SIZE,
-    )
-    bd = bd_config_lib.BlockDiffusionConfig(
-        mask_token_id=mask_id, **config.model.scratch_bd.to_dict()
-    )
-    return tokenizer, bd
+    return from_scratch.embedded_tokenizer_and_bd(config.model.scratch_bd)
   checkpoint = config.model.checkpoint
   return (
       tokenizer_lib.load_tokenizer(checkpoint),
@@ -97,11 +87,9 @@ def _tokenizer_and_bd(config):
 def _models(config, meshes, beta):
   """`(actor, reference or None)`, each on its role's mesh."""
   if config.model.random_init:
-    scratch = config_utils.from_section(
-        from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
+    make = lambda mesh: from_scratch.embedded_model(
+        config.model.scratch, config.seed, mesh
     )
-    model_config = from_scratch.qwen3_config(scratch, tokenizer_lib.VOCAB_SIZE)
-    make = lambda mesh: from_scratch.init_model(model_config, config.seed, mesh)
     return make(meshes.actor), (make(meshes.reference) if beta > 0 else None)
   load = lambda key, mesh: hf_checkpoint.load_qwen3(
       config.model[key], mesh=mesh

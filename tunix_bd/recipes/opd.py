@@ -38,7 +38,6 @@ from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain
 from tunix_bd.training import options
@@ -88,14 +87,8 @@ def validate(
 def _tokenizers_and_bd(config):
   """`(student_tokenizer, teacher_tokenizer, bd)`, checked."""
   if config.model.random_init:
-    tokenizer = tokenizer_lib.build_char_tokenizer()
-    mask_id = mask_token_lib.resolve_reserved_mask_id(
-        tokenizer,
-        tokenizer_lib.MASK_TOKEN,
-        vocab_size=tokenizer_lib.VOCAB_SIZE,
-    )
-    bd = bd_config_lib.BlockDiffusionConfig(
-        mask_token_id=mask_id, **config.model.scratch_bd.to_dict()
+    tokenizer, bd = from_scratch.embedded_tokenizer_and_bd(
+        config.model.scratch_bd
     )
     return tokenizer, tokenizer, bd
   student_tok = tokenizer_lib.load_tokenizer(config.model.student)
@@ -145,16 +138,12 @@ def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
   })
 
 
-def _models(config, mesh, vocab_size):
+def _models(config, mesh):
   if config.model.random_init:
-    scratch = config_utils.from_section(
-        from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
+    make = lambda seed: from_scratch.embedded_model(
+        config.model.scratch, seed, mesh
     )
-    model_config = from_scratch.qwen3_config(scratch, vocab_size)
-    return (
-        from_scratch.init_model(model_config, config.seed + 1, mesh),
-        from_scratch.init_model(model_config, config.seed, mesh),
-    )
+    return make(config.seed + 1), make(config.seed)
   with mesh:
     student, _ = hf_checkpoint.load_qwen3(config.model.student, mesh=mesh)
     teacher, _ = hf_checkpoint.load_qwen3(config.model.teacher, mesh=mesh)
@@ -176,8 +165,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
 
   mesh = mesh_lib.from_section(config.mesh)
-  vocab_size = tokenizer_lib.VOCAB_SIZE if config.model.random_init else None
-  student, teacher = _models(config, mesh, vocab_size)
+  student, teacher = _models(config, mesh)
   teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
   decode = decode_settings.denoise_config(
       student_tok,

@@ -85,11 +85,7 @@ def render(
           " template's tokens; tunix_bd needs a template of the"
           " Qwen/ChatML form."
       )
-    if len(ids) > max_prompt_length:
-      raise ValueError(
-          f"{where}: the prompt has {len(ids)} tokens, more than"
-          f" rollout.max_prompt_length={max_prompt_length}."
-      )
+    prompts_lib.check_prompt_length(ids, max_prompt_length, where)
     prompts.append(text)
     answers.append(answer)
   return RlPrompts(np.asarray(prompts), np.asarray(answers))
