@@ -84,7 +84,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # still computes its full update).
   config.learning_rate = 0.0
   config.warmup_rounds = 2  # Untimed: compilation.
-  config.repeats = 5  # Timed interleaved rounds; each phase keeps its median.
+  config.repeats = 10  # Timed interleaved rounds; each phase keeps its median.
   config.mesh = config_sections.mesh()
 
   if variant in ("smoke", "tiny"):

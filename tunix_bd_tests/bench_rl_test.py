@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The `bench_rl` recipe: its table's structure and phases, not its timings."""
+"""`bench_rl` and `step_phases`: the table's structure, not its timing."""
 
 import contextlib
 import io
@@ -10,6 +10,7 @@ import os
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
+from tunix_bd.evaluation import step_phases
 from tunix_bd.recipes import bench_rl
 
 
@@ -33,23 +34,23 @@ class SmokeTest(absltest.TestCase):
 
   def test_every_phase_of_both_arms_is_timed_each_round(self):
     seconds = self.summary["seconds"]
-    self.assertEqual(set(seconds), set(bench_rl.ARMS))
-    for arm in bench_rl.ARMS:
-      self.assertEqual(tuple(seconds[arm]), bench_rl.PHASES)
+    self.assertEqual(set(seconds), set(step_phases.ARMS))
+    for arm in step_phases.ARMS:
+      self.assertEqual(tuple(seconds[arm]), step_phases.PHASES)
       for phase, times in seconds[arm].items():
         self.assertLen(times, self.config.repeats, f"{arm} {phase}")
         self.assertTrue(all(t > 0 for t in times), f"{arm} {phase}")
 
   def test_medians_ratios_and_step_agree(self):
     phases = self.summary["phases"]
-    self.assertEqual(tuple(phases), bench_rl.PHASES)
+    self.assertEqual(tuple(phases), step_phases.PHASES)
     for phase, row in phases.items():
-      for arm in bench_rl.ARMS:
+      for arm in step_phases.ARMS:
         times = sorted(self.summary["seconds"][arm][phase])
         self.assertBetween(row[f"{arm}_s"], times[0], times[-1])
       self.assertAlmostEqual(row["ratio"], row["diffusion_s"] / row["ar_s"])
     step = self.summary["step"]
-    for arm in bench_rl.ARMS:
+    for arm in step_phases.ARMS:
       self.assertAlmostEqual(
           step[f"{arm}_s"], sum(r[f"{arm}_s"] for r in phases.values())
       )
@@ -57,7 +58,7 @@ class SmokeTest(absltest.TestCase):
 
   def test_rollouts_stay_within_the_token_budget(self):
     budget = self.config.rollout.max_new_tokens
-    for arm in bench_rl.ARMS:
+    for arm in step_phases.ARMS:
       length = self.summary["mean_completion_length"][arm]
       self.assertBetween(length, 0, budget)
     # A forward commits at most a block.
@@ -74,7 +75,7 @@ class SmokeTest(absltest.TestCase):
         lines[1].split(), ["phase", "diffusion", "s", "AR", "s", "ratio"]
     )
     names = [line.split()[0] for line in lines[2:-1]]
-    self.assertEqual(names, [*bench_rl.PHASES, "step"])
+    self.assertEqual(names, [*step_phases.PHASES, "step"])
     self.assertIn("tokens per forward", lines[-1])
     with open(os.path.join(self.workdir, "bench_rl.json")) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(self.summary)))
@@ -85,19 +86,19 @@ class TimeRoundsTest(absltest.TestCase):
   def test_phases_alternate_arms_and_warmup_is_dropped(self):
     calls = []
     arms = {
-        arm: bench_rl._Arm(  # pylint: disable=protected-access
+        arm: step_phases.Arm(
             phases={
                 p: lambda a=arm, p=p: calls.append((a, p))
-                for p in bench_rl.PHASES
+                for p in step_phases.PHASES
             },
             visible_lengths=[5],
         )
-        for arm in bench_rl.ARMS
+        for arm in step_phases.ARMS
     }
-    seconds = bench_rl.time_rounds(arms, warmup=2, repeats=3)
-    one_round = [(a, p) for p in bench_rl.PHASES for a in bench_rl.ARMS]
+    seconds = step_phases.time_rounds(arms, warmup=2, repeats=3)
+    one_round = [(a, p) for p in step_phases.PHASES for a in step_phases.ARMS]
     self.assertEqual(calls, one_round * 5)
-    for arm in bench_rl.ARMS:
+    for arm in step_phases.ARMS:
       self.assertTrue(all(len(t) == 3 for t in seconds[arm].values()))
       # What the warm-up rollouts recorded is not counted.
       self.assertEqual(arms[arm].visible_lengths, [])

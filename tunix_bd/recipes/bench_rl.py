@@ -12,10 +12,10 @@ with the same group size G, batch and token budget:
     rollout engine and `grpo` loss on the AR teacher.
 
 Each learner first builds one `TrainExample` through its own
-`_generate_and_compute_advantage` and trains on it (compiling every phase,
-untimed). Then, round after round, the phases of both alternate (diffusion
-rollout, AR rollout, diffusion reference, AR reference, ...), so a shared,
-noisy machine slows both alike:
+`_generate_and_compute_advantage` (rollout, reference and old log-probs,
+rewards, advantages); `warmup_rounds` untimed rounds then compile the
+rest. `evaluation.step_phases` times the rounds, phases of both learners
+alternating, and reports each phase's median:
 
   rollout    `generate` of B x G completions (fresh samples each round);
   reference  reference log-probs of the warm-up example's completions;
@@ -23,18 +23,16 @@ noisy machine slows both alike:
   train      `update_actor` on the warm-up example: live log-probs, the
              loss, backward and the optimizer update, through Tunix's
              trainer (as the learner calls it);
-  sync       `sync_weights` (rollout weights and the anchor snapshot).
-
-Each phase keeps the median of its rounds (every round's seconds are in
-the JSON); the step is the sum of the phase medians.
+  sync       the learner's end of a step: `sync_weights` (rollout weights
+             and the anchor snapshot) unless the rollout shares the
+             actor's weights, as Tunix's vanilla rollout on one mesh does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from flax import nnx
 import jax
@@ -44,44 +42,32 @@ import optax
 
 from tunix_bd import compat
 from tunix_bd import config_utils
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.evaluation import report as report_lib
+from tunix_bd.evaluation import step_phases
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.recipes import grpo as grpo_recipe
+from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 
 Mode = compat.Mode
-PHASES = ("rollout", "reference", "old", "train", "sync")
-ARMS = ("diffusion", "ar")
-
-
-@dataclasses.dataclass
-class _Arm:
-  """One learner's phases and what its rollouts produced.
-
-  Attributes:
-    phases: phase name -> a call that runs it once and blocks on its result.
-    visible_lengths: visible completion tokens of every timed rollout row.
-    forwards: model forwards of every timed rollout row (diffusion only).
-  """
-
-  phases: dict[str, Callable[[], Any]]
-  visible_lengths: list[int] = dataclasses.field(default_factory=list)
-  forwards: list[int] = dataclasses.field(default_factory=list)
 
 
 def validate(config: ml_collections.ConfigDict):
   """`(RolloutSettings, GrpoSettings)`; fails closed before any compute."""
   for key in ("num_prompts", "repeats", "warmup_rounds"):
     config_utils.check_int(key, config[key], 1)
-  if not (np.isfinite(config.learning_rate) and config.learning_rate >= 0):
+  rate = config.learning_rate
+  if isinstance(rate, bool) or not (
+      isinstance(rate, (int, float)) and np.isfinite(rate) and rate >= 0
+  ):
     raise ValueError(
         "learning_rate must be a finite number >= 0, got"
         f" {config.learning_rate!r}."
@@ -104,6 +90,32 @@ def validate(config: ml_collections.ConfigDict):
             " tunix_bd quickstart.py`)."
         )
   return rollout, grpo
+
+
+def _tokenizers_and_bd(config):
+  """`(diffusion tokenizer, AR tokenizer, bd)`; the same prompts for both.
+
+  Raises:
+    ValueError: if `model.ar_checkpoint` is a block-diffusion model or its
+      tokenizer differs from the diffusion model's (but for a mask token).
+  """
+  if config.model.random_init:
+    tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
+        **config.model.scratch_bd.to_dict()
+    )
+    return tokenizer, tokenizer, bd
+  path = config.model.ar_checkpoint
+  tokenizer = tokenizer_lib.load_tokenizer(config.model.checkpoint)
+  ar_tokenizer = tokenizer_lib.load_tokenizer(path)
+  try:
+    teacher_lib.check_compatible(path, ar_tokenizer, tokenizer)
+  except ValueError as error:
+    raise ValueError(f"model.ar_checkpoint={path!r}: {error}") from error
+  return (
+      tokenizer,
+      ar_tokenizer,
+      bd_config_lib.load_settings(config.model.checkpoint),
+  )
 
 
 def _policy_and_reference(config, checkpoint: str, seed: int, mesh):
@@ -130,6 +142,16 @@ def _training_config(config, batch: int) -> compat.RLTrainingConfig:
       rollout_micro_batch_size=batch,
       compute_logps_micro_batch_size=batch,
   )
+
+
+def _first_example(learner, item):
+  """The learner's own `TrainExample` of `item` (prompts repeated G times).
+
+  Its rollout, reference and old log-probs, rewards and advantages, by the
+  hook Tunix's loop calls once per batch.
+  """
+  # pylint: disable-next=protected-access
+  return learner._generate_and_compute_advantage(dict(item))
 
 
 def _blocked(fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -160,7 +182,9 @@ def _sync_phase(learner) -> Callable[[], Any]:
   return _blocked(sync)
 
 
-def _diffusion_arm(config, rollout, grpo, tokenizer, bd, item, mesh) -> _Arm:
+def _diffusion_arm(
+    config, rollout, grpo, tokenizer, bd, item, mesh
+) -> step_phases.Arm:
   actor, reference = _policy_and_reference(
       config, config.model.checkpoint, config.seed, mesh
   )
@@ -171,21 +195,8 @@ def _diffusion_arm(config, rollout, grpo, tokenizer, bd, item, mesh) -> _Arm:
       tokenizer=tokenizer,
       bd=bd,
       stop_ids=rollout.stop_ids(tokenizer),
-      commit=dict(
-          rule=rollout.rule,
-          threshold=rollout.threshold,
-          top_k=rollout.top_k,
-          factor=rollout.factor,
-      ),
-      use_cache=rollout.use_cache,
-      seed=rollout.seed,
       training_config=_training_config(config, config.num_prompts),
-      rollout_config=wiring.rollout_configs(
-          max_new_tokens=rollout.max_new_tokens,
-          max_prompt_length=rollout.max_prompt_length,
-          temperature=rollout.temperature,
-          eval_temperature=rollout.eval_temperature,
-      ),
+      **wiring.rollout_arguments(rollout),
       role_to_mesh=wiring.shared_meshes(mesh),
   )
   learner = wiring.build_learner(
@@ -193,8 +204,8 @@ def _diffusion_arm(config, rollout, grpo, tokenizer, bd, item, mesh) -> _Arm:
       reward_fns=rewards_lib.reward_fns(settings_lib.RewardSettings()),
       **dataclasses.asdict(grpo),
   )
-  example = learner._generate_and_compute_advantage(dict(item))  # pylint: disable=protected-access
-  arm = _Arm(phases={})
+  example = _first_example(learner, item)
+  arm = step_phases.Arm(phases={})
 
   def generate():
     out = cluster.generate(list(item["prompts"]), mode=Mode.TRAIN)
@@ -213,21 +224,17 @@ def _diffusion_arm(config, rollout, grpo, tokenizer, bd, item, mesh) -> _Arm:
   return arm
 
 
-def _ar_arm(config, rollout, grpo, tokenizer, item, mesh) -> _Arm:
+def _ar_arm(config, rollout, grpo, tokenizer, item, mesh) -> step_phases.Arm:
   actor, reference = _policy_and_reference(
       config, config.model.ar_checkpoint, config.seed + 1, mesh
   )
   rows = len(item["prompts"])
   # Tunix's default cache holds 1024 tokens; a user sizes it to the budget.
   cache = rollout.max_prompt_length + rollout.max_new_tokens
+  configs = wiring.rollout_arguments(rollout)["rollout_config"]
   rollout_config = {
       mode: dataclasses.replace(c, kv_cache_size=cache)
-      for mode, c in wiring.rollout_configs(
-          max_new_tokens=rollout.max_new_tokens,
-          max_prompt_length=rollout.max_prompt_length,
-          temperature=rollout.temperature,
-          eval_temperature=rollout.eval_temperature,
-      ).items()
+      for mode, c in configs.items()
   }
   cluster = compat.RLCluster(
       actor=actor,
@@ -247,8 +254,8 @@ def _ar_arm(config, rollout, grpo, tokenizer, item, mesh) -> _Arm:
       compat.GRPOConfig(**algo),
       rewards_lib.reward_fns(settings_lib.RewardSettings()),
   )
-  example = learner._generate_and_compute_advantage(dict(item))  # pylint: disable=protected-access
-  arm = _Arm(phases={})
+  example = _first_example(learner, item)
+  arm = step_phases.Arm(phases={})
   pad_id, eos_id = cluster.rollout.pad_id(), cluster.rollout.eos_id()
   prompt_ids, completion_ids = example.prompt_ids, example.completion_ids
 
@@ -275,96 +282,10 @@ def _ar_arm(config, rollout, grpo, tokenizer, item, mesh) -> _Arm:
   return arm
 
 
-def time_rounds(
-    arms: Mapping[str, _Arm], *, warmup: int, repeats: int
-) -> dict[str, dict[str, list[float]]]:
-  """Seconds of every phase of every arm, per timed round, interleaved.
-
-  A round runs each phase of every arm in `PHASES` order, the arms
-  alternating within a phase. The first `warmup` rounds are not kept.
-  """
-  seconds = {a: {p: [] for p in PHASES} for a in arms}
-  for round_index in range(warmup + repeats):
-    for phase in PHASES:
-      for name, arm in arms.items():
-        start = time.perf_counter()
-        arm.phases[phase]()
-        elapsed = time.perf_counter() - start
-        if round_index >= warmup:
-          seconds[name][phase].append(elapsed)
-    if round_index + 1 == warmup:
-      for arm in arms.values():  # Count the timed rollouts alone.
-        arm.visible_lengths.clear()
-        arm.forwards.clear()
-  return seconds
-
-
-def summarize(seconds, arms: Mapping[str, _Arm]) -> dict[str, Any]:
-  """Per-phase medians and ratios, the step, and the rollouts' lengths."""
-  median = {
-      a: {p: float(np.median(seconds[a][p])) for p in PHASES} for a in ARMS
-  }
-  phases = {
-      p: {
-          "diffusion_s": median["diffusion"][p],
-          "ar_s": median["ar"][p],
-          "ratio": median["diffusion"][p] / max(median["ar"][p], 1e-12),
-      }
-      for p in PHASES
-  }
-  step = {a: sum(median[a].values()) for a in ARMS}
-  diffusion = arms["diffusion"]
-  return {
-      "phases": phases,
-      "step": {
-          "diffusion_s": step["diffusion"],
-          "ar_s": step["ar"],
-          "ratio": step["diffusion"] / max(step["ar"], 1e-12),
-      },
-      "tokens_per_forward": float(
-          sum(diffusion.visible_lengths) / max(sum(diffusion.forwards), 1)
-      ),
-      "mean_completion_length": {
-          a: float(np.mean(arms[a].visible_lengths)) for a in ARMS
-      },
-      "seconds": seconds,
-  }
-
-
-def format_table(summary: Mapping[str, Any], caption: str) -> str:
-  """The printed table: phase | diffusion s | AR s | ratio, then the step."""
-  lines = [
-      caption,
-      f"  {'phase':<11}{'diffusion s':>13}{'AR s':>11}{'ratio':>9}",
-  ]
-  rows = [*summary["phases"].items(), ("step", summary["step"])]
-  for name, row in rows:
-    lines.append(
-        f"  {name:<11}{row['diffusion_s']:>13.4f}{row['ar_s']:>11.4f}"
-        f"{row['ratio']:>9.2f}"
-    )
-  lengths = summary["mean_completion_length"]
-  lines.append(
-      f"  diffusion rollout: {summary['tokens_per_forward']:.2f} tokens per"
-      " forward; mean completion length: diffusion"
-      f" {lengths['diffusion']:.1f}, AR {lengths['ar']:.1f} tokens"
-  )
-  return "\n".join(lines)
-
-
 def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """Times both GRPO steps; prints the table and writes `bench_rl.json`."""
   rollout, grpo = validate(config)
-  tokenizer, bd = grpo_recipe._tokenizer_and_bd(config)  # pylint: disable=protected-access
-  if not config.model.random_init:
-    ar_tokenizer = tokenizer_lib.load_tokenizer(config.model.ar_checkpoint)
-    if fingerprint_lib.tokenizer_digest(
-        ar_tokenizer
-    ) != fingerprint_lib.tokenizer_digest(tokenizer):
-      raise ValueError(
-          "model.ar_checkpoint's tokenizer differs from model.checkpoint's;"
-          " the two policies must read the same prompts."
-      )
+  tokenizer, ar_tokenizer, bd = _tokenizers_and_bd(config)
   train_set, _ = dataset_lib.conversations(config.data)
   prompts = prompt_stream.render(
       tokenizer, train_set, rollout.max_prompt_length
@@ -382,12 +303,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
         "diffusion": _diffusion_arm(
             config, rollout, grpo, tokenizer, bd, item, mesh
         ),
-        "ar": _ar_arm(config, rollout, grpo, tokenizer, item, mesh),
+        "ar": _ar_arm(config, rollout, grpo, ar_tokenizer, item, mesh),
     }
-    seconds = time_rounds(
+    seconds = step_phases.time_rounds(
         arms, warmup=config.warmup_rounds, repeats=config.repeats
     )
-  summary = summarize(seconds, arms)
+  summary = step_phases.summarize(seconds, arms)
   caption = (
       f"GRPO step benchmark: {config.num_prompts} prompts x"
       f" G={grpo.num_generations}, {rollout.max_new_tokens} new tokens,"
@@ -396,6 +317,6 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
       f" rounds on {jax.device_count()} {jax.devices()[0].platform}"
       " device(s)"
   )
-  print(format_table(summary, caption))
+  print(step_phases.format_table(summary, caption))
   report_lib.write_json(os.path.join(config.workdir, "bench_rl.json"), summary)
   return summary

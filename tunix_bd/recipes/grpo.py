@@ -228,21 +228,8 @@ def run(config: ml_collections.ConfigDict) -> dict:
         tokenizer=tokenizer,
         bd=bd,
         stop_ids=stop_ids,
-        commit=dict(
-            rule=rollout.rule,
-            threshold=rollout.threshold,
-            top_k=rollout.top_k,
-            factor=rollout.factor,
-        ),
-        use_cache=rollout.use_cache,
-        seed=rollout.seed,
         training_config=_training_config(settings, config.workdir),
-        rollout_config=wiring.rollout_configs(
-            max_new_tokens=rollout.max_new_tokens,
-            max_prompt_length=max_prompt,
-            temperature=rollout.temperature,
-            eval_temperature=rollout.eval_temperature,
-        ),
+        **wiring.rollout_arguments(rollout),
         role_to_mesh=wiring.shared_meshes(mesh),
         fingerprint=fingerprint,
     )
