@@ -56,6 +56,13 @@ class SmokeTest(absltest.TestCase):
       )
     self.assertAlmostEqual(step["ratio"], step["diffusion_s"] / step["ar_s"])
 
+  def test_replay_layout_counts_the_warm_up_trace(self):
+    replay = self.summary["replay"]
+    budget = self.config.rollout.max_new_tokens
+    # At least one canvas; at most one per action.
+    self.assertBetween(replay["max_canvases_per_row"], 1, budget)
+    self.assertGreaterEqual(replay["canvases_per_group"], 1)
+
   def test_rollouts_stay_within_the_token_budget(self):
     budget = self.config.rollout.max_new_tokens
     for arm in step_phases.ARMS:
@@ -74,9 +81,14 @@ class SmokeTest(absltest.TestCase):
     self.assertEqual(
         lines[1].split(), ["phase", "diffusion", "s", "AR", "s", "ratio"]
     )
-    names = [line.split()[0] for line in lines[2:-1]]
+    rows = len(step_phases.PHASES) + 1
+    names = [line.split()[0] for line in lines[2 : 2 + rows]]
     self.assertEqual(names, [*step_phases.PHASES, "step"])
-    self.assertIn("tokens per forward", lines[-1])
+    self.assertIn("tokens per forward", lines[2 + rows])
+    replay = self.summary["replay"]
+    self.assertIn(
+        f"at most {replay['max_canvases_per_row']} canvases", lines[-1]
+    )
     with open(os.path.join(self.workdir, "bench_rl.json")) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(self.summary)))
 

@@ -44,6 +44,8 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import canvases as canvases_lib
+from tunix_bd.core import replay
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
@@ -182,9 +184,8 @@ def _sync_phase(learner) -> Callable[[], Any]:
   return _blocked(sync)
 
 
-def _diffusion_arm(
-    config, rollout, grpo, tokenizer, bd, item, mesh
-) -> step_phases.Arm:
+def _diffusion_arm(config, rollout, grpo, tokenizer, bd, item, mesh):
+  """`(arm, the warm-up example's trace)`."""
   actor, reference = _policy_and_reference(
       config, config.model.checkpoint, config.seed, mesh
   )
@@ -221,7 +222,7 @@ def _diffusion_arm(
       train=_train_phase(cluster, example),
       sync=_sync_phase(learner),
   )
-  return arm
+  return arm, trace
 
 
 def _ar_arm(config, rollout, grpo, tokenizer, item, mesh) -> step_phases.Arm:
@@ -299,16 +300,22 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   item = {k: np.repeat(v, grpo.num_generations) for k, v in item.items()}
   mesh = mesh_lib.from_section(config.mesh)
   with mesh:
+    diffusion, trace = _diffusion_arm(
+        config, rollout, grpo, tokenizer, bd, item, mesh
+    )
     arms = {
-        "diffusion": _diffusion_arm(
-            config, rollout, grpo, tokenizer, bd, item, mesh
-        ),
+        "diffusion": diffusion,
         "ar": _ar_arm(config, rollout, grpo, ar_tokenizer, item, mesh),
     }
     seconds = step_phases.time_rounds(
         arms, warmup=config.warmup_rounds, repeats=config.repeats
     )
   summary = step_phases.summarize(seconds, arms)
+  # Replay scores whole groups of canvases: how full the groups are.
+  summary["replay"] = {
+      "max_canvases_per_row": canvases_lib.count_canvases(trace),
+      "canvases_per_group": replay.group_size(bd.block_size),
+  }
   caption = (
       f"GRPO step benchmark: {config.num_prompts} prompts x"
       f" G={grpo.num_generations}, {rollout.max_new_tokens} new tokens,"
@@ -317,6 +324,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
       f" rounds on {jax.device_count()} {jax.devices()[0].platform}"
       " device(s)"
   )
-  print(step_phases.format_table(summary, caption))
+  layout = summary["replay"]
+  print(
+      step_phases.format_table(summary, caption)
+      + "\n  diffusion replay: rows need at most"
+      f" {layout['max_canvases_per_row']} canvases; each forward scores a"
+      f" group of {layout['canvases_per_group']}"
+  )
   report_lib.write_json(os.path.join(config.workdir, "bench_rl.json"), summary)
   return summary
