@@ -25,6 +25,7 @@ PLUGIN = plugin_api.Plugin(
         "grpo": "tunix_bd.recipes.grpo:run",
         "bench_opd": "tunix_bd.recipes.bench_opd:run",
         "bench_sft": "tunix_bd.recipes.bench_sft:run",
+        "bench_rl": "tunix_bd.recipes.bench_rl:run",
         "generate": "tunix_bd.recipes.generate:run",
         "bench_decode": "tunix_bd.recipes.bench_decode:run",
         "quickstart": "tunix_bd.recipes.quickstart:run",

@@ -209,5 +209,23 @@ class ProvisionTest(absltest.TestCase):
     self.assertLen(tok, _TOKENIZER_SIZE)
 
 
+class EmbeddedTokenizerAndBdTest(absltest.TestCase):
+
+  def test_settings_sit_on_the_reserved_mask_token(self):
+    tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
+        block_size=4, layout=bd_config.SINGLE_CANVAS
+    )
+    self.assertEqual(
+        bd.mask_token_id,
+        tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN),
+    )
+    self.assertLess(bd.mask_token_id, tokenizer_lib.VOCAB_SIZE)
+    self.assertEqual((bd.block_size, bd.layout), (4, bd_config.SINGLE_CANVAS))
+
+  def test_bad_settings_fail_closed(self):
+    with self.assertRaisesRegex(ValueError, "block_size"):
+      mask_token.embedded_tokenizer_and_bd(block_size=0)
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -15,10 +15,8 @@ import jax
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import config_utils
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_config
-from tunix_bd.models import mask_token as mask_token_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,23 +97,3 @@ def embedded_model(section, seed: int, mesh: jax.sharding.Mesh):
   )
   config = qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
   return init_model(config, seed, mesh)
-
-
-def embedded_tokenizer_and_bd(bd_section):
-  """The embedded tokenizer and block-diffusion settings of a random model.
-
-  Args:
-    bd_section: the `model.scratch_bd` section (block size, alignment,
-      layout); the mask is the tokenizer's reserved mask token.
-
-  Returns:
-    `(tokenizer, BlockDiffusionConfig)`.
-  """
-  tokenizer = tokenizer_lib.build_char_tokenizer()
-  mask_id = mask_token_lib.resolve_reserved_mask_id(
-      tokenizer, tokenizer_lib.MASK_TOKEN, vocab_size=tokenizer_lib.VOCAB_SIZE
-  )
-  bd = bd_config_lib.BlockDiffusionConfig(
-      mask_token_id=mask_id, **dict(bd_section)
-  )
-  return tokenizer, bd

@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
 
 DEFAULT_MASK_TOKEN = "<|mask|>"
 
@@ -252,3 +254,27 @@ def provision_mask_token(
   mask_id = add_mask_token(tokenizer, token, expected_id=new_id)
   _check_id_allowed(tokenizer, mask_id, config.vocab_size, stop_ids)
   return model, config, mask_id
+
+
+def embedded_tokenizer_and_bd(
+    **bd_settings: Any,
+) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
+  """The embedded tokenizer and block-diffusion settings on its mask token.
+
+  For random-initialised policies (smoke variants), which have no converted
+  checkpoint to read them from.
+
+  Args:
+    **bd_settings: `BlockDiffusionConfig` fields but the mask token id
+      (`block_size`, `alignment`, `layout`).
+
+  Raises:
+    ValueError: as `BlockDiffusionConfig`.
+  """
+  tokenizer = tokenizer_lib.build_char_tokenizer()
+  mask_id = resolve_reserved_mask_id(
+      tokenizer, tokenizer_lib.MASK_TOKEN, vocab_size=tokenizer_lib.VOCAB_SIZE
+  )
+  return tokenizer, bd_config_lib.BlockDiffusionConfig(
+      mask_token_id=mask_id, **bd_settings
+  )

@@ -35,6 +35,7 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
@@ -76,7 +77,9 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
 
 def _tokenizer_and_bd(config):
   if config.model.random_init:
-    return from_scratch.embedded_tokenizer_and_bd(config.model.scratch_bd)
+    return mask_token_lib.embedded_tokenizer_and_bd(
+        **config.model.scratch_bd.to_dict()
+    )
   checkpoint = config.model.checkpoint
   return (
       tokenizer_lib.load_tokenizer(checkpoint),
@@ -204,23 +207,10 @@ def run(config: ml_collections.ConfigDict) -> dict:
         tokenizer=tokenizer,
         bd=bd,
         stop_ids=stop_ids,
-        commit=dict(
-            rule=rollout.rule,
-            threshold=rollout.threshold,
-            top_k=rollout.top_k,
-            factor=rollout.factor,
-        ),
-        use_cache=rollout.use_cache,
-        seed=rollout.seed,
         training_config=_training_config(
             settings, config.workdir, meshes.data_sharding_axes
         ),
-        rollout_config=wiring.rollout_configs(
-            max_new_tokens=rollout.max_new_tokens,
-            max_prompt_length=max_prompt,
-            temperature=rollout.temperature,
-            eval_temperature=rollout.eval_temperature,
-        ),
+        **wiring.rollout_arguments(rollout),
         role_to_mesh=meshes.role_to_mesh(),
         fingerprint=fingerprint,
     )

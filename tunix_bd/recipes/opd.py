@@ -38,6 +38,7 @@ from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain
 from tunix_bd.training import options
@@ -87,8 +88,8 @@ def validate(
 def _tokenizers_and_bd(config):
   """`(student_tokenizer, teacher_tokenizer, bd)`, checked."""
   if config.model.random_init:
-    tokenizer, bd = from_scratch.embedded_tokenizer_and_bd(
-        config.model.scratch_bd
+    tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
+        **config.model.scratch_bd.to_dict()
     )
     return tokenizer, tokenizer, bd
   student_tok = tokenizer_lib.load_tokenizer(config.model.student)

@@ -24,6 +24,7 @@ from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import policy_loss
 from tunix_bd.rl import rollout as rollout_lib
+from tunix_bd.rl import settings as settings_lib
 
 Mode = compat.Mode
 Role = compat.Role
@@ -49,6 +50,37 @@ def rollout_configs(
     )
 
   return {Mode.TRAIN: config(temperature), Mode.EVAL: config(eval_temperature)}
+
+
+def rollout_arguments(
+    rollout: settings_lib.RolloutSettings,
+) -> dict[str, Any]:
+  """`build_cluster`'s rollout arguments from the `rollout` section.
+
+  `commit`, `use_cache`, `seed` and the per-mode `rollout_config`; the
+  stop ids need the tokenizer (`rollout.stop_ids(tokenizer)`).
+  """
+  return dict(
+      commit=dict(
+          rule=rollout.rule,
+          threshold=rollout.threshold,
+          top_k=rollout.top_k,
+          factor=rollout.factor,
+      ),
+      use_cache=rollout.use_cache,
+      seed=rollout.seed,
+      rollout_config=rollout_configs(
+          max_new_tokens=rollout.max_new_tokens,
+          max_prompt_length=rollout.max_prompt_length,
+          temperature=rollout.temperature,
+          eval_temperature=rollout.eval_temperature,
+      ),
+  )
+
+
+def shared_meshes(mesh: jax.sharding.Mesh) -> dict[Role, jax.sharding.Mesh]:
+  """Every role on one mesh (the rollout still owns its buffers)."""
+  return {role: mesh for role in (Role.ACTOR, Role.REFERENCE, Role.ROLLOUT)}
 
 
 def build_cluster(

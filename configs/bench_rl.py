@@ -1,0 +1,108 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark one GRPO step, phase by phase: diffusion vs Tunix's AR GRPO.
+
+On the embedded default, after the quickstart (whose converted model,
+`runs/quickstart/sft/export`, is the diffusion policy and whose AR teacher,
+`runs/quickstart/ar_pretrain/export`, is the AR policy):
+
+  tunix run --plugin tunix_bd bench_rl.py
+
+Times rollout, reference log-probs, old log-probs, the train step (live
+log-probs + backward + optimizer update) and the weight sync of both, on
+the same prompts with the same group size and token budget, interleaved in
+one run; prints the per-phase median seconds and their ratios, and writes
+`bench_rl.json` under `workdir`. Variants: `default`; `smoke` (alias
+`tiny`), two random tiny models and no earlier run.
+"""
+
+import ml_collections
+
+from tunix_bd import config_sections
+
+_VARIANTS = ("default", "smoke", "tiny")
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """Returns the config of variant `arg` (default: `default`)."""
+  variant = arg or "default"
+  if variant not in _VARIANTS:
+    raise ValueError(
+        f"unknown bench_rl variant {variant!r}; use one of {_VARIANTS}."
+    )
+  config = ml_collections.ConfigDict()
+  config.recipe = "bench_rl"
+  config.workdir = "runs/bench_rl"
+  config.seed = 0
+  config.model = ml_collections.ConfigDict(
+      dict(
+          # The block-diffusion policy (a converted model) and the AR policy
+          # (Tunix's GRPO); each is also its own KL reference.
+          checkpoint="runs/quickstart/sft/export",
+          ar_checkpoint="runs/quickstart/ar_pretrain/export",
+          # True: two random policies of the `scratch` shape with the
+          # embedded tokenizer and the `scratch_bd` settings.
+          random_init=False,
+          scratch=config_sections.embedded_model(),
+          scratch_bd=ml_collections.ConfigDict(
+              dict(block_size=8, alignment="shifted", layout="clean_context")
+          ),
+      )
+  )
+  # The prompts: the first `num_prompts` of the seeded GRPO prompt stream.
+  config.data = config_sections.embedded_data(num_train=256, num_eval=8)
+  config.num_prompts = 16
+  # As in `grpo.py`; the AR rollout uses the same token budget, prompt
+  # length and temperature (Tunix's `vanilla` engine, no vocabulary filter).
+  config.rollout = ml_collections.ConfigDict(
+      dict(
+          max_new_tokens=16,
+          max_prompt_length=40,
+          rule="threshold",
+          threshold=0.5,
+          top_k=1,
+          factor=1.0,
+          temperature=1.0,
+          use_cache=True,
+          seed=0,
+      )
+  )
+  # Both learners' GRPO settings. `num_iterations=2` makes both compute old
+  # log-probs, as any run with more than one update per rollout does.
+  config.grpo = ml_collections.ConfigDict(
+      dict(
+          num_generations=8,
+          num_iterations=2,
+          beta=0.03,
+          epsilon=0.2,
+          loss_algo="grpo",
+          loss_agg_mode="sequence-mean-token-mean",
+          kl_loss_mode="low_var_kl",
+      )
+  )
+  # 0 keeps both policies fixed, so every round does the same work (Adam
+  # still computes its full update).
+  config.learning_rate = 0.0
+  config.warmup_rounds = 2  # Untimed: compilation.
+  config.repeats = 10  # Timed interleaved rounds; each phase keeps its median.
+  config.mesh = config_sections.mesh()
+
+  if variant in ("smoke", "tiny"):
+    config.workdir = "runs/bench_rl_smoke"
+    config.model.random_init = True
+    config.model.scratch.update(
+        num_layers=1,
+        embed_dim=32,
+        hidden_dim=64,
+        num_heads=2,
+        head_dim=16,
+        num_kv_heads=1,
+    )
+    config.model.scratch_bd.block_size = 4
+    config.data.update(num_train=16, num_eval=4, max_len=3)
+    config.num_prompts = 2
+    config.rollout.update(max_new_tokens=8, max_prompt_length=32)
+    config.grpo.num_generations = 4
+    config.warmup_rounds = 1
+    config.repeats = 2
+  return config
