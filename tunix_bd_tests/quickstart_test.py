@@ -332,8 +332,16 @@ class QuickstartTest(absltest.TestCase):
         f"--config.output={output}",
     )
     self.assertSucceeded(decode_bench)
-    for method in ("ar", "ar_loop", "bd_cache_free", "bd_cached", "replay"):
-      self.assertIn(method, decode_bench.stdout)
+    for text in (
+        "ar",
+        "ar_loop",
+        "bd_cache_free",
+        "bd_cached",
+        "replay",
+        "one cached forward",
+        "TPF ceiling",
+    ):
+      self.assertIn(text, decode_bench.stdout)
     with open(output) as f:
       report = json.load(f)
     self.assertEqual(list(report["workloads"]), ["short", "long"])
@@ -353,6 +361,15 @@ class QuickstartTest(absltest.TestCase):
           cells["bd_cached"]["new_tokens"], cells["bd_cache_free"]["new_tokens"]
       )
       self.assertAlmostEqual(cells["ar"]["speedup_vs_ar"], 1.0)
+      # The roofline: cached methods have one, the cache-free one none.
+      self.assertAlmostEqual(cells["ar_loop"]["efficiency"], 1.0)
+      self.assertGreater(cells["bd_cached"]["ideal_vs_ar_loop"], 0.0)
+      self.assertBetween(cells["bd_cached"]["forward_share"], 0.0, 1.0)
+      self.assertIsNone(cells["bd_cache_free"]["efficiency"])
+      self.assertEqual(
+          cells["bd_cached"]["tpf_ceiling"],
+          long["tpf_ceiling"][str(long["block_size"])],
+      )
 
   def test_bench_decode_fails_before_compute_on_a_missing_checkpoint(self):
     proc = self.tunix(

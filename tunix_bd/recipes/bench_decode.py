@@ -12,6 +12,18 @@ over decoding time, compilation excluded), its ratio to Tunix's AR, tokens
 per forward and greedy exact match. It then times a stochastic rollout and
 the packed replay of its traces (replay time over rollout time).
 
+Beside each measured speed it prints the roofline (`evaluation.roofline`):
+the cost of one cached model forward over one token and over one block,
+measured in the same run at the workload's batch and cache size, the
+speed-up over our AR loop that an engine doing nothing but its forwards
+would reach (`ideal`), the measured one over it (`eff`), the share of the
+decoding time the forwards account for (`fwd`), and tokens per forward as a
+fraction of the workload's ceiling (`ceil`).
+
+A `kind="random"` workload (`evaluation.fixed_schedule`) needs no training:
+a randomly initialised Qwen3 of a realistic size, decoded with exactly k
+commits per step (TPF = k by construction) for each k.
+
 The methods alternate batch by batch (AR, AR loop, cache-free, cached, AR,
 ...), so a shared, noisy machine slows all of them alike.
 """
@@ -34,7 +46,10 @@ from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import block_diffusion
+from tunix_bd.evaluation import decode_table
+from tunix_bd.evaluation import fixed_schedule
 from tunix_bd.evaluation import report
+from tunix_bd.evaluation import roofline
 from tunix_bd.evaluation import speed
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
@@ -44,28 +59,6 @@ from tunix_bd.models import hf_checkpoint
 # decoded by our loop with blocks of one token (exactly AR decoding), which
 # separates what parallel denoising saves from what the implementation does.
 METHODS = ("ar", "ar_loop", "bd_cache_free", "bd_cached")
-
-
-def _cells(timings, answers) -> dict[str, dict[str, float]]:
-  """Per-method figures, with ratios to Tunix's AR and to our AR loop."""
-  report = {}
-  for method, timing in timings.items():
-    correct = [
-        tasks_lib.exact_match(t, a) for t, a in zip(timing.texts, answers)
-    ]
-    report[method] = {
-        "tokens_per_s": timing.tokens_per_s,
-        # Per row: returned tokens over the model forwards it needed.
-        "tokens_per_forward": timing.tokens_per_forward,
-        "exact_match": float(np.mean(correct)),
-        "new_tokens": int(timing.num_tokens.sum()),
-    }
-  ar_rate = report["ar"]["tokens_per_s"]
-  loop_rate = report["ar_loop"]["tokens_per_s"]
-  for cell in report.values():
-    cell["speedup_vs_ar"] = cell["tokens_per_s"] / max(ar_rate, 1e-9)
-    cell["speedup_vs_ar_loop"] = cell["tokens_per_s"] / max(loop_rate, 1e-9)
-  return report
 
 
 def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
@@ -101,6 +94,57 @@ def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
   }
 
 
+def _measure(
+    config,
+    decoders,
+    inputs,
+    *,
+    blocks,
+    models,
+    cached,
+    prompt_width,
+    budget,
+    ceilings,
+    answers=None,
+    one_batch=False,
+    check=None,
+):
+  """Cells and forward costs of every batch size (`decode_table.cells`)."""
+  out = {"cells": {}, "forward_seconds": {}}
+  for batch_size in config.batch_sizes:
+    rows = {m: x[:batch_size] if one_batch else x for m, x in inputs.items()}
+    timings = speed.measure(
+        decoders, rows, batch_size=batch_size, repeats=config.repeats
+    )
+    if check:
+      check(timings)
+    correct = None
+    if answers is not None:
+      correct = {
+          m: [tasks_lib.exact_match(t, a) for t, a in zip(x.texts, answers)]
+          for m, x in timings.items()
+      }
+    costs = decode_table.forward_costs(
+        models,
+        batch_size=batch_size,
+        max_prompt_length=prompt_width,
+        max_new_tokens=budget,
+        repeats=config.repeats,
+    )
+    key = f"batch={batch_size}"
+    out["forward_seconds"][key] = costs
+    out["cells"][key] = decode_table.cells(
+        timings,
+        correct=correct,
+        blocks=blocks,
+        cached=cached,
+        costs=costs,
+        ceilings=ceilings,
+        batch_size=batch_size,
+    )
+  return out
+
+
 def _workload(config, name, models):
   """Measures one workload (tasks and budget) at every batch size."""
   settings = config.workload_settings[name]
@@ -121,7 +165,6 @@ def _workload(config, name, models):
   new_tokens = settings.max_new_tokens
   ar_as_bd = bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id)
   result = {"block_size": bd.block_size, "max_new_tokens": new_tokens}
-  result["cells"] = {}
 
   def denoiser(model, model_bd, threshold, cache):
     config = settings_lib.denoise_config(
@@ -148,11 +191,31 @@ def _workload(config, name, models):
   }
   inputs = {m: prompt_ids for m in METHODS}
   inputs["ar"] = prompt_texts
-  for batch_size in config.batch_sizes:
-    timings = speed.measure(
-        decoders, inputs, batch_size=batch_size, repeats=config.repeats
-    )
-    result["cells"][f"batch={batch_size}"] = _cells(timings, answers)
+  blocks = {"ar": 1, "ar_loop": 1}
+  blocks.update(bd_cache_free=bd.block_size, bd_cached=bd.block_size)
+  cached = {m: m != "bd_cache_free" for m in METHODS}
+  answer_lengths = [
+      len(tokenizer.encode(a, add_special_tokens=False)) for a in answers
+  ]
+  lengths = [len(p) for p in prompt_ids]
+  result["tpf_ceiling"] = {
+      w: roofline.tpf_ceiling(lengths, answer_lengths, w)
+      for w in (1, bd.block_size)
+  }
+  result.update(
+      _measure(
+          config,
+          decoders,
+          inputs,
+          blocks=blocks,
+          models={1: ar_model, bd.block_size: bd_model},
+          cached=cached,
+          prompt_width=width,
+          budget=new_tokens,
+          ceilings=result["tpf_ceiling"],
+          answers=answers,
+      )
+  )
   result["replay"] = {
       f"batch={b}": _replay_ratio(
           bd_model, tokenizer, bd, prompt_ids, b, new_tokens
@@ -162,39 +225,47 @@ def _workload(config, name, models):
   return result
 
 
-def _format(config, results) -> str:
-  lines = [
-      (
-          f"Decode benchmark: {config.num_prompts} eval prompts per workload,"
-          f" threshold {config.threshold}, {jax.device_count()}"
-          f" {jax.devices()[0].platform} device(s)"
-      ),
-      (
-          f"  {'workload':<9}{'budget':>7}{'batch':>6}  {'method':<14}"
-          f"{'tokens/s':>10}{'vs AR':>7}{'vs loop':>8}{'tok/fwd':>9}"
-          f"{'exact':>8}"
-          f"{'tokens':>8}"
-      ),
-  ]
-  for name, result in results["workloads"].items():
-    for key, cells in result["cells"].items():
-      batch = key.split("=")[1]
-      for method, c in cells.items():
-        lines.append(
-            f"  {name:<9}{result['max_new_tokens']:>7}{batch:>6}  "
-            f"{method:<14}{c['tokens_per_s']:>10.1f}"
-            f"{c['speedup_vs_ar']:>7.2f}{c['speedup_vs_ar_loop']:>8.2f}"
-            f"{c['tokens_per_forward']:>9.2f}"
-            f"{c['exact_match']:>8.1%}{c['new_tokens']:>8}"
-        )
-  for name, result in results["workloads"].items():
-    for key, r in result["replay"].items():
-      lines.append(
-          f"  {name} {key}: packed replay of a temperature-0.7 rollout"
-          f" {r['replay_s']:.3f} s vs rollout {r['rollout_s']:.3f} s (ratio"
-          f" {r['replay_over_rollout']:.2f})"
+def _random_workload(config, name, mesh):
+  """A random model decoded at k tokens per forward, for every k."""
+  workload = fixed_schedule.FixedSchedule.from_section(
+      config.workload_settings[name], f"workload_settings.{name}"
+  )
+  rows = max(config.batch_sizes)
+  model, _, decoders, inputs = fixed_schedule.build(workload, rows, mesh)
+  blocks = workload.block_sizes()
+  size, budget = workload.block_size, workload.max_new_tokens
+  lengths = fixed_schedule.prompt_lengths(inputs)
+  ceilings = {
+      w: roofline.tpf_ceiling(
+          lengths, [budget] * rows, w, stopped=[False] * rows
       )
-  return "\n".join(lines)
+      for w in (1, size)
+  }
+  result = {"block_size": size, "max_new_tokens": budget}
+  result["tpf_ceiling"] = ceilings
+  result.update(
+      _measure(
+          config,
+          decoders,
+          inputs,
+          blocks=blocks,
+          models={1: model, size: model},
+          cached={m: True for m in blocks},
+          prompt_width=workload.prompt_length,
+          budget=budget,
+          ceilings=ceilings,
+          # One batch per size: every row decodes the whole budget alike.
+          one_batch=True,
+          check=lambda timings: fixed_schedule.check_schedule(
+              timings, workload
+          ),
+      )
+  )
+  return result
+
+
+def _is_random(settings) -> bool:
+  return settings.get("kind") == "random"
 
 
 def run(config: ml_collections.ConfigDict) -> dict:
@@ -221,6 +292,11 @@ def run(config: ml_collections.ConfigDict) -> dict:
     )
   for name in config.workloads:  # Every workload, before any compute.
     settings = config.workload_settings[name]
+    if _is_random(settings):
+      fixed_schedule.FixedSchedule.from_section(
+          settings, f"workload_settings.{name}"
+      )
+      continue
     config_utils.check_int(
         f"workload_settings.{name}.max_new_tokens", settings.max_new_tokens, 1
     )
@@ -242,8 +318,18 @@ def run(config: ml_collections.ConfigDict) -> dict:
   results = {"threshold": config.threshold, "workloads": {}}
   with mesh:
     for name in config.workloads:
-      results["workloads"][name] = _workload(config, name, models)
-  print(_format(config, results))
+      results["workloads"][name] = (
+          _random_workload(config, name, mesh)
+          if _is_random(config.workload_settings[name])
+          else _workload(config, name, models)
+      )
+  print(
+      decode_table.format_table(
+          results,
+          f"Decode benchmark: {config.num_prompts} eval prompts per trained"
+          f" workload, threshold {config.threshold}",
+      )
+  )
   if config.output:
     report.write_json(config.output, results)
   return results
