@@ -364,7 +364,7 @@ class QuickstartTest(absltest.TestCase):
       # The roofline: cached methods have one, the cache-free one none.
       self.assertAlmostEqual(cells["ar_loop"]["efficiency"], 1.0)
       self.assertGreater(cells["bd_cached"]["ideal_vs_ar_loop"], 0.0)
-      self.assertBetween(cells["bd_cached"]["forward_share"], 0.0, 1.0)
+      self.assertGreater(cells["bd_cached"]["forward_share"], 0.0)
       self.assertIsNone(cells["bd_cache_free"]["efficiency"])
       self.assertEqual(
           cells["bd_cached"]["tpf_ceiling"],
