@@ -85,6 +85,7 @@ class QuickstartTest(absltest.TestCase):
         [r["method"] for r in rows],
         ["AR (Tunix Sampler)", "AR, one-token blocks", "BD threshold 0.9"],
     )
+    self.assertEqual([r["threshold"] for r in rows], [None, None, 0.9])
     for row in rows:
       self.assertBetween(row["exact_match"], 0.0, 1.0)
       # A 4-step model may answer with EOS alone: zero tokens is possible.
@@ -94,6 +95,10 @@ class QuickstartTest(absltest.TestCase):
     self.assertAlmostEqual(rows[0]["batch1_speedup_vs_ar"], 1.0)
     self.assertAlmostEqual(rows[0]["throughput_vs_ar"], 1.0)
     self.assertTrue(os.path.exists(os.path.join(self.workdir, "report.png")))
+    self.assertTrue(os.path.exists(os.path.join(self.workdir, "frontier.png")))
+    self.assertIn(
+        "Headline, block diffusion at threshold 0.9", self.quickstart.stdout
+    )
     self.assertIn("BD threshold 0.9", self.quickstart.stdout)
     # Output is a pipe, not a terminal: progress lines instead of the bar.
     for stage in ("AR pretraining", "Block-diffusion SFT"):

@@ -1,6 +1,8 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The comparison as a figure: speed relative to AR, one bar per method.
+"""The comparison as figures: speed relative to AR, and the frontier.
+
+`plot_comparison`: one bar per method.
 
 Two panels share the method axis: batch-1 speedup (latency) and
 batch-N throughput, both as ratios to Tunix's AR `Sampler` (the dashed line
@@ -8,6 +10,9 @@ at 1x). Each bar is labelled with its ratio and each method with its exact
 match, so nothing is placed by hand and nothing can overlap; colour tells AR
 from block diffusion (legend), and the caption states what was measured and
 on which machine.
+
+`plot_frontier`: exact match against tokens per forward, one line per
+model stage through its commit thresholds (the speed/accuracy frontier).
 """
 
 from __future__ import annotations
@@ -86,5 +91,58 @@ def plot_comparison(
       va="bottom",
   )
   fig.tight_layout(rect=(0, 0.08, 1, 0.92))
+  fig.savefig(path, dpi=150)
+  plt.close(fig)
+
+
+def plot_frontier(
+    series: dict[str, Sequence[dict[str, Any]]],
+    path: str,
+    *,
+    title: str,
+    caption: str,
+) -> None:
+  """Writes the speed/accuracy frontier, exact match vs tokens per forward.
+
+  Args:
+    series: a model stage (e.g. "AR teacher", "SFT") -> its points, each a
+      dict with `tokens_per_forward`, `exact_match` and `label` (e.g. the
+      commit threshold); a stage's points are joined in order of TPF.
+    path: the PNG to write.
+    title: the figure title.
+    caption: what was measured, under the axes.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, ax = plt.subplots(figsize=(7, 5))
+  for stage, points in series.items():
+    points = sorted(points, key=lambda p: p["tokens_per_forward"])
+    x = [p["tokens_per_forward"] for p in points]
+    y = [100 * p["exact_match"] for p in points]
+    ax.plot(x, y, marker="o", label=stage)
+    for p, xi, yi in zip(points, x, y):
+      ax.annotate(
+          p["label"],
+          (xi, yi),
+          textcoords="offset points",
+          xytext=(4, 4),
+          fontsize=8,
+      )
+  ax.set_xlabel("tokens per forward (higher is fewer forwards)")
+  ax.set_ylabel("exact match (%)")
+  ax.set_title(title, fontsize=11)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=9, loc="lower left")
+  fig.text(
+      0.01,
+      0.01,
+      "\n".join(textwrap.wrap(caption, 110)),
+      fontsize=8,
+      va="bottom",
+  )
+  fig.tight_layout(rect=(0, 0.1, 1, 1))
   fig.savefig(path, dpi=150)
   plt.close(fig)
