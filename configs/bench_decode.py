@@ -90,7 +90,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   )
   config.num_prompts = 64
   config.batch_sizes = (1, 32)
-  config.threshold = 0.9  # Of the `threshold` commit rule.
+  # The trained workloads' commit rule (`threshold` or `factor`, Fast-dLLM's
+  # rule) and its parameter.
+  config.rule = "threshold"
+  config.threshold = 0.9
+  config.factor = 1.0
   # Passes over all batches; each batch counts its fastest (1: one pass).
   config.repeats = 1
   config.output = ""  # A path to also write the report as JSON.

@@ -51,6 +51,7 @@ from tunix_bd.evaluation import fixed_schedule
 from tunix_bd.evaluation import report
 from tunix_bd.evaluation import roofline
 from tunix_bd.evaluation import speed
+from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import hf_checkpoint
@@ -166,13 +167,9 @@ def _workload(config, name, models):
   ar_as_bd = bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id)
   result = {"block_size": bd.block_size, "max_new_tokens": new_tokens}
 
-  def denoiser(model, model_bd, threshold, cache):
+  def denoiser(model, model_bd, rule, cache):
     config = settings_lib.denoise_config(
-        tokenizer,
-        width,
-        max_new_tokens=new_tokens,
-        threshold=threshold,
-        use_cache=cache,
+        tokenizer, width, max_new_tokens=new_tokens, use_cache=cache, **rule
     )
     return block_diffusion.denoiser_decoder(
         model, tokenizer, bd=model_bd, config=config
@@ -185,9 +182,9 @@ def _workload(config, name, models):
           max_prompt_length=width,
           max_new_tokens=new_tokens,
       ),
-      "ar_loop": denoiser(ar_model, ar_as_bd, 1.0, True),
-      "bd_cache_free": denoiser(bd_model, bd, config.threshold, False),
-      "bd_cached": denoiser(bd_model, bd, config.threshold, True),
+      "ar_loop": denoiser(ar_model, ar_as_bd, dict(threshold=1.0), True),
+      "bd_cache_free": denoiser(bd_model, bd, _rule(config), False),
+      "bd_cached": denoiser(bd_model, bd, _rule(config), True),
   }
   inputs = {m: prompt_ids for m in METHODS}
   inputs["ar"] = prompt_texts
@@ -264,6 +261,17 @@ def _random_workload(config, name, mesh):
   return result
 
 
+def _rule(config) -> dict:
+  """The trained workloads' commit rule and its parameter."""
+  if config.rule == commit_rules.FACTOR:
+    return dict(rule=config.rule, factor=config.factor)
+  return dict(rule=config.rule, threshold=config.threshold)
+
+
+def _rule_text(config) -> str:
+  return " ".join(f"{v}" for v in _rule(config).values())
+
+
 def _is_random(settings) -> bool:
   return settings.get("kind") == "random"
 
@@ -282,8 +290,12 @@ def run(config: ml_collections.ConfigDict) -> dict:
         f"batch size {max(config.batch_sizes)} exceeds"
         f" num_prompts={config.num_prompts}."
     )
-  if not 0 < config.threshold <= 1:
-    raise ValueError(f"threshold must be in (0, 1], got {config.threshold}.")
+  try:
+    denoise.DenoiseConfig(
+        max_new_tokens=1, max_prompt_length=1, **_rule(config)
+    )
+  except ValueError as e:
+    raise ValueError(f"rule, threshold, factor: {e}") from None
   unknown = [w for w in config.workloads if w not in config.workload_settings]
   if not config.workloads or unknown:
     raise ValueError(
@@ -315,7 +327,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
       loaded[path] = hf_checkpoint.load_qwen3(path, mesh=mesh)[0]
     return loaded[path]
 
-  results = {"threshold": config.threshold, "workloads": {}}
+  results = {**_rule(config), "workloads": {}}
   with mesh:
     for name in config.workloads:
       results["workloads"][name] = (
@@ -327,7 +339,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
       decode_table.format_table(
           results,
           f"Decode benchmark: {config.num_prompts} eval prompts per trained"
-          f" workload, threshold {config.threshold}",
+          f" workload, rule {_rule_text(config)}",
       )
   )
   if config.output:
