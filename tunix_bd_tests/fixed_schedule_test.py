@@ -84,6 +84,12 @@ class FixedScheduleSettingsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, r"realistic\.vocab_size"):
       bench_decode.run(_config(vocab_size=64))
 
+  def test_an_unknown_commit_rule_fails_before_compute(self):
+    config = _config()
+    config.rule = "nope"
+    with self.assertRaisesRegex(ValueError, "rule, threshold, factor"):
+      bench_decode.run(config)
+
   def test_block_sizes(self):
     workload = fixed_schedule.FixedSchedule.from_section(
         _config().workload_settings.realistic, "w"
