@@ -24,6 +24,19 @@ _AR_COLOR = "#7f7f7f"
 _BD_COLOR = "#1f77b4"
 
 
+def _save(fig, path: str, caption: str, *, width: int, rect) -> None:
+  """Puts the caption under the axes (`rect` leaves it room), saves, closes."""
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig.text(
+      0.01, 0.01, "\n".join(textwrap.wrap(caption, width)), fontsize=8,
+      va="bottom",
+  )  # fmt: skip
+  fig.tight_layout(rect=rect)
+  fig.savefig(path, dpi=150)
+  plt.close(fig)
+
+
 def plot_comparison(
     rows: Sequence[dict[str, Any]],
     path: str,
@@ -83,16 +96,7 @@ def plot_comparison(
       fontsize=9,
       frameon=False,
   )
-  fig.text(
-      0.01,
-      0.01,
-      "\n".join(textwrap.wrap(caption, 150)),
-      fontsize=8,
-      va="bottom",
-  )
-  fig.tight_layout(rect=(0, 0.08, 1, 0.92))
-  fig.savefig(path, dpi=150)
-  plt.close(fig)
+  _save(fig, path, caption, width=150, rect=(0, 0.08, 1, 0.92))
 
 
 def plot_frontier(
@@ -136,13 +140,4 @@ def plot_frontier(
   ax.set_title(title, fontsize=11)
   ax.grid(alpha=0.3)
   ax.legend(fontsize=9, loc="lower left")
-  fig.text(
-      0.01,
-      0.01,
-      "\n".join(textwrap.wrap(caption, 110)),
-      fontsize=8,
-      va="bottom",
-  )
-  fig.tight_layout(rect=(0, 0.1, 1, 1))
-  fig.savefig(path, dpi=150)
-  plt.close(fig)
+  _save(fig, path, caption, width=110, rect=(0, 0.1, 1, 1))

@@ -103,15 +103,23 @@ def _measure(
     blocks,
     models,
     cached,
-    prompt_width,
     budget,
-    ceilings,
+    lengths,
     answers=None,
     one_batch=False,
     check=None,
 ):
-  """Cells and forward costs of every batch size (`decode_table.cells`)."""
-  out = {"cells": {}, "forward_seconds": {}}
+  """The TPF ceilings, and cells and forward costs of every batch size.
+
+  `lengths` is `(prompt lengths, answer lengths, stopped or None)` for the
+  ceilings (`roofline.tpf_ceiling`); see `decode_table.cells` for the rest.
+  """
+  prompts, answer_lengths, stopped = lengths
+  ceilings = {
+      size: roofline.tpf_ceiling(prompts, answer_lengths, size, stopped=stopped)
+      for size in models
+  }
+  out = {"tpf_ceiling": ceilings, "cells": {}, "forward_seconds": {}}
   for batch_size in config.batch_sizes:
     rows = {m: x[:batch_size] if one_batch else x for m, x in inputs.items()}
     timings = speed.measure(
@@ -128,7 +136,7 @@ def _measure(
     costs = decode_table.forward_costs(
         models,
         batch_size=batch_size,
-        max_prompt_length=prompt_width,
+        max_prompt_length=max(prompts),
         max_new_tokens=budget,
         repeats=config.repeats,
     )
@@ -195,10 +203,6 @@ def _workload(config, name, models):
       len(tokenizer.encode(a, add_special_tokens=False)) for a in answers
   ]
   lengths = [len(p) for p in prompt_ids]
-  result["tpf_ceiling"] = {
-      w: roofline.tpf_ceiling(lengths, answer_lengths, w)
-      for w in (1, bd.block_size)
-  }
   result.update(
       _measure(
           config,
@@ -207,9 +211,8 @@ def _workload(config, name, models):
           blocks=blocks,
           models={1: ar_model, bd.block_size: bd_model},
           cached=cached,
-          prompt_width=width,
           budget=new_tokens,
-          ceilings=result["tpf_ceiling"],
+          lengths=(lengths, answer_lengths, None),
           answers=answers,
       )
   )
@@ -232,14 +235,7 @@ def _random_workload(config, name, mesh):
   blocks = workload.block_sizes()
   size, budget = workload.block_size, workload.max_new_tokens
   lengths = fixed_schedule.prompt_lengths(inputs)
-  ceilings = {
-      w: roofline.tpf_ceiling(
-          lengths, [budget] * rows, w, stopped=[False] * rows
-      )
-      for w in (1, size)
-  }
   result = {"block_size": size, "max_new_tokens": budget}
-  result["tpf_ceiling"] = ceilings
   result.update(
       _measure(
           config,
@@ -248,9 +244,9 @@ def _random_workload(config, name, mesh):
           blocks=blocks,
           models={1: model, size: model},
           cached={m: True for m in blocks},
-          prompt_width=workload.prompt_length,
           budget=budget,
-          ceilings=ceilings,
+          # No stop token: each row's answer is the whole budget.
+          lengths=(lengths, [budget] * rows, [False] * rows),
           # One batch per size: every row decodes the whole budget alike.
           one_batch=True,
           check=lambda timings: fixed_schedule.check_schedule(
