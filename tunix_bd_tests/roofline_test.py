@@ -124,6 +124,22 @@ class CellsTest(absltest.TestCase):
     self.assertIsNone(free["efficiency"])
     self.assertAlmostEqual(free["tpf_of_ceiling"], 0.5)
 
+  def test_a_method_without_tokens_has_no_efficiency(self):
+    # An under-trained model may answer with the stop token alone.
+    timings = {m: _timing([0, 0], [1, 1], 0.1) for m in ("ar", "ar_loop")}
+    timings["bd_cached"] = _timing([0, 0], [1, 1], 0.1)
+    cells = decode_table.cells(
+        timings,
+        correct=None,
+        blocks={"ar": 1, "ar_loop": 1, "bd_cached": 8},
+        cached={m: True for m in timings},
+        costs={1: 0.01, 8: 0.02},
+        ceilings={1: 0.0, 8: 0.0},
+        batch_size=1,
+    )
+    self.assertIsNone(cells["bd_cached"]["efficiency"])
+    self.assertIsNone(cells["bd_cached"]["tpf_of_ceiling"])
+
   def test_table_has_the_roofline_and_ceiling_columns(self):
     timings = {
         "ar": _timing([2], [3], 1.0),

@@ -66,7 +66,11 @@ def cells(
         "forward_share": None if bound is None else bound / timing.seconds,
         "forward_bound_tokens_per_s": None if bound is None else tokens / bound,
         "tpf_ceiling": ceilings[size],
-        "tpf_of_ceiling": timing.tokens_per_forward / ceilings[size],
+        "tpf_of_ceiling": (
+            timing.tokens_per_forward / ceilings[size]
+            if ceilings[size] > 0
+            else None
+        ),
     }
   rate = lambda m, key: max(report[m][key], 1e-9)
   for cell in report.values():
@@ -79,7 +83,10 @@ def cells(
       cell["ideal_vs_ar_loop"] = cell["forward_bound_tokens_per_s"] / rate(
           "ar_loop", "forward_bound_tokens_per_s"
       )
-      cell["efficiency"] = cell["speedup_vs_ar_loop"] / cell["ideal_vs_ar_loop"]
+      if cell["ideal_vs_ar_loop"] > 0:  # A method that returned tokens.
+        cell["efficiency"] = (
+            cell["speedup_vs_ar_loop"] / cell["ideal_vs_ar_loop"]
+        )
   return report
 
 
@@ -149,7 +156,7 @@ def format_table(results: Mapping[str, Any], title: str) -> str:
             f"{_or_dash(c['ideal_vs_ar_loop']):>7}{_or_dash(c['efficiency']):>6}"
             f"{_or_dash(c['forward_share'], '.0%'):>6}"
             f"{c['tokens_per_forward']:>9.2f}"
-            f"{c['tpf_of_ceiling']:>6.0%}"
+            f"{_or_dash(c['tpf_of_ceiling'], '.0%'):>6}"
             f"{_or_dash(c['exact_match'], '.1%'):>8}{c['new_tokens']:>8}"
         )
   for name, result in results["workloads"].items():
