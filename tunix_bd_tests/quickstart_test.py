@@ -367,9 +367,11 @@ class QuickstartTest(absltest.TestCase):
       )
       self.assertAlmostEqual(cells["ar"]["speedup_vs_ar"], 1.0)
       # The roofline: cached methods have one, the cache-free one none.
-      self.assertAlmostEqual(cells["ar_loop"]["efficiency"], 1.0)
-      self.assertGreater(cells["bd_cached"]["ideal_vs_ar_loop"], 0.0)
-      self.assertGreater(cells["bd_cached"]["forward_share"], 0.0)
+      # (A 4-step model may answer with EOS alone: an ideal of 0.)
+      for method in ("ar_loop", "bd_cached"):
+        self.assertGreater(cells[method]["forward_share"], 0.0)
+        self.assertGreaterEqual(cells[method]["ideal_vs_ar_loop"], 0.0)
+      self.assertIsNone(cells["bd_cache_free"]["ideal_vs_ar_loop"])
       self.assertIsNone(cells["bd_cache_free"]["efficiency"])
       self.assertEqual(
           cells["bd_cached"]["tpf_ceiling"],
