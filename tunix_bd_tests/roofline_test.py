@@ -67,25 +67,22 @@ class ForwardSecondsTest(absltest.TestCase):
 
   def test_a_block_costs_a_finite_positive_time(self):
     model = test_common.tiny_qwen3(vocab_size=64)
-    for width, size in ((1, 1), (4, 4)):
-      seconds = roofline.forward_seconds(
-          model,
-          batch_size=2,
-          width=width,
-          cache_size=24,
-          context=8,
-          block_size=size,
-          repeats=1,
-      )
+    costs = roofline.forward_seconds(
+        [
+            roofline.Forward(model, 2, width, 24, 8, block_size=width)
+            for width in (1, 4)
+        ],
+        repeats=1,
+    )
+    self.assertLen(costs, 2)
+    for seconds in costs:
       self.assertTrue(math.isfinite(seconds))
       self.assertGreater(seconds, 0.0)
 
   def test_a_forward_that_overflows_the_cache_fails(self):
     model = test_common.tiny_qwen3(vocab_size=64)
     with self.assertRaisesRegex(ValueError, "cache_size"):
-      roofline.forward_seconds(
-          model, batch_size=1, width=8, cache_size=12, context=8, block_size=8
-      )
+      roofline.Forward(model, 1, 8, 12, 8, block_size=8)
 
 
 class CellsTest(absltest.TestCase):

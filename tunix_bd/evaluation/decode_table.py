@@ -108,21 +108,23 @@ def forward_costs(
     batch_size: rows.
     max_prompt_length: the decoder's prompt width.
     max_new_tokens: its budget.
-    repeats: timed calls per measurement (at least 3).
+    repeats: rounds of timed calls (at least 5).
   """
-  costs = {}
+  forwards = []
   for size, model in models.items():
     layout = decode_loop.Layout.create(size, max_prompt_length, max_new_tokens)
-    costs[size] = roofline.forward_seconds(
-        model,
-        batch_size=batch_size,
-        width=size,
-        cache_size=layout.length,
-        context=min(layout.first * size, layout.length - size),
-        block_size=size,
-        repeats=max(repeats, 3),
+    forwards.append(
+        roofline.Forward(
+            model,
+            batch_size=batch_size,
+            width=size,
+            cache_size=layout.length,
+            context=min(layout.first * size, layout.length - size),
+            block_size=size,
+        )
     )
-  return costs
+  costs = roofline.forward_seconds(forwards, repeats=max(repeats, 5))
+  return dict(zip(models, costs))
 
 
 def _or_dash(value, spec=".2f") -> str:

@@ -5,7 +5,7 @@
 A decoder that did nothing but its model forwards would take `forwards x
 t(width)` seconds, with `t(width)` the cost of one cached forward over
 `width` tokens per row at the batch's size. `forward_seconds` measures that
-cost on the machine at hand: the Tunix model called on `width` new tokens
+cost on the machine at hand, the widths in turn: the Tunix model called on `width` new tokens
 against a KV cache of the decoder's own size, with the block-causal mask
 built from the positions as a decoder builds it, inside one compiled loop,
 each forward's tokens the argmax of the one before (so nothing is hoisted
@@ -23,6 +23,7 @@ forward.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from typing import Sequence
@@ -95,67 +96,83 @@ def _at(kv, end_index):
   )
 
 
-def forward_seconds(
-    model: nnx.Module,
-    *,
-    batch_size: int,
-    width: int,
-    cache_size: int,
-    context: int,
-    block_size: int,
-    repeats: int = 5,
-) -> float:
-  """Seconds of one cached model forward over `width` tokens per row.
+@dataclasses.dataclass(frozen=True)
+class Forward:
+  """One cached forward to time.
 
-  Args:
+  Attributes:
     model: a Tunix decoder (the families of `tunix_bd.core.families`).
     batch_size: rows.
     width: new tokens per row (1 for an AR step, a block for a denoising
       step).
     cache_size: KV cache slots (the decoder's canvas length: dense
       attention costs what the cache holds, written or not).
-    context: slots already written before the forward; `context + width
-      <= cache_size`.
+    context: slots already written; `context + width <= cache_size`.
     block_size: of the mask (1 for AR).
-    repeats: each of the two timed calls counts its fastest of `repeats`.
+  """
+
+  model: nnx.Module
+  batch_size: int
+  width: int
+  cache_size: int
+  context: int
+  block_size: int
+
+  def __post_init__(self):
+    if self.context < 0 or self.context + self.width > self.cache_size:
+      raise ValueError(
+          f"context {self.context} + width {self.width} must fit cache_size"
+          f" {self.cache_size}."
+      )
+
+
+def forward_seconds(
+    forwards: Sequence[Forward], *, repeats: int = 5
+) -> list[float]:
+  """Seconds of one of each forward, fixed per-call costs excluded.
+
+  The forwards are timed in turn, `repeats` rounds over all of them, each
+  keeping its fastest, so a busy moment slows every width alike and their
+  ratios (what the ideal speed-up depends on) hold.
+
+  Args:
+    forwards: what to time.
+    repeats: rounds.
 
   Returns:
-    The cost of one forward, fixed per-call costs excluded.
-
-  Raises:
-    ValueError: if the forward does not fit the cache.
+    One cost per forward, in order.
   """
-  if context < 0 or context + width > cache_size:
-    raise ValueError(
-        f"context {context} + width {width} must fit cache_size {cache_size}."
+  runs = []
+  for f in forwards:
+    graphdef, state = nnx.split(f.model)
+    run = functools.partial(
+        _forward_loop,
+        graphdef,
+        state,
+        jnp.int32(f.context),
+        batch_size=f.batch_size,
+        width=f.width,
+        cache_size=f.cache_size,
+        block_size=f.block_size,
     )
-  graphdef, state = nnx.split(model)
-  run = functools.partial(
-      _forward_loop,
-      graphdef,
-      state,
-      jnp.int32(context),
-      batch_size=batch_size,
-      width=width,
-      cache_size=cache_size,
-      block_size=block_size,
-  )
-
-  def seconds(forwards: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-      start = time.perf_counter()
-      jax.block_until_ready(run(jnp.int32(forwards)))
-      best = min(best, time.perf_counter() - start)
-    return best
-
-  seconds(1)  # Compiles; the trip count is traced, so once.
-  one = max(seconds(1), 1e-6)
-  n = int(np.clip(_TARGET_SECONDS / one, 2, 4096))
-  single, double = seconds(n), seconds(2 * n)
-  if double > single:
-    return (double - single) / n
-  return double / (2 * n)  # Noise hid the difference: the per-call mean.
+    jax.block_until_ready(run(jnp.int32(1)))  # Compiles (once: n is traced).
+    start = time.perf_counter()
+    jax.block_until_ready(run(jnp.int32(1)))
+    one = max(time.perf_counter() - start, 1e-6)
+    runs.append((run, int(np.clip(_TARGET_SECONDS / one, 2, 4096))))
+  # best[i] = (fastest T(n), fastest T(2n)) of forward i.
+  best = [[float("inf")] * 2 for _ in runs]
+  for _ in range(repeats):
+    for i, (run, n) in enumerate(runs):
+      for j, count in enumerate((n, 2 * n)):
+        start = time.perf_counter()
+        jax.block_until_ready(run(jnp.int32(count)))
+        best[i][j] = min(best[i][j], time.perf_counter() - start)
+  costs = []
+  for (single, double), (_, n) in zip(best, runs):
+    # Noise can hide the difference: then the per-call mean bounds it.
+    costs.append((double - single) / n if double > single else double / (2 * n))
+  return costs
 
 
 def ideal_speedup(
