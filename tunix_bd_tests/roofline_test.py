@@ -59,9 +59,6 @@ class ForwardBoundTest(absltest.TestCase):
     got = roofline.forward_bound_seconds(np.array([3, 5, 2, 2, 7]), 2, 0.5)
     self.assertEqual(got, 7.0)
 
-  def test_ideal_speedup(self):
-    self.assertAlmostEqual(roofline.ideal_speedup(4.0, 1.0, 2.0, 1.0), 2.0)
-
 
 class ForwardSecondsTest(absltest.TestCase):
 

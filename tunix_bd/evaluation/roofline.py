@@ -175,21 +175,6 @@ def forward_seconds(
   return costs
 
 
-def ideal_speedup(
-    tpf: float, reference_tpf: float, t_width: float, t_reference: float
-) -> float:
-  """Speed-up a forward-bound engine would reach over the reference.
-
-  Args:
-    tpf: tokens per forward of the method.
-    reference_tpf: tokens per forward of the reference (AR: one token
-      per forward, less where a forward decodes a stop token).
-    t_width: seconds of one of the method's forwards.
-    t_reference: seconds of one of the reference's forwards.
-  """
-  return (tpf / max(reference_tpf, 1e-9)) * (t_reference / max(t_width, 1e-12))
-
-
 def tpf_ceiling(
     prompt_lengths: Sequence[int],
     answer_lengths: Sequence[int],
