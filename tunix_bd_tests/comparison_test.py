@@ -19,6 +19,7 @@ def _row(method, threshold, exact, tpf, ms, rate):
       batch1_speedup_vs_ar=3.0 / ms,
       tokens_per_s=rate,
       throughput_vs_ar=rate / 1000.0,
+      tpf_ceiling=None if threshold is None else 2.8,
   )
 
 
@@ -74,6 +75,7 @@ class FrontierTest(absltest.TestCase):
         path,
         title="t",
         caption="c",
+        ceiling=2.8,
     )
     with open(path, "rb") as f:
       self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")

@@ -22,6 +22,7 @@ from tunix_bd.data import chat
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import block_diffusion
+from tunix_bd.evaluation import roofline
 from tunix_bd.evaluation import speed
 from tunix_bd.generate import settings as settings_lib
 
@@ -76,8 +77,9 @@ def compare(
   Returns:
     Rows with `method`, `threshold` (None for AR), `exact_match`, `tokens_per_forward`, `batch1_ms`
     (ms per prompt at batch 1), `batch1_speedup_vs_ar` (the Sampler's ms
-    over this method's), `tokens_per_s` (at `batch_size`) and
-    `throughput_vs_ar`.
+    over this method's), `tokens_per_s` (at `batch_size`),
+    `throughput_vs_ar` and, for block diffusion, `tpf_ceiling`
+    (`roofline.tpf_ceiling` of the prompts at its block size).
   """
   ids = [chat.encode_prompt(tokenizer, e.messages()[:1]) for e in examples]
   texts = [tokenizer.decode(p) for p in ids]
@@ -109,6 +111,11 @@ def compare(
   ar_latency = latency[AR_SAMPLER].seconds_per_row
   ar_rate = throughput[AR_SAMPLER].tokens_per_s
   thresholds_of = {threshold_method(t): t for t in thresholds}
+  ceiling = roofline.tpf_ceiling(
+      [len(p) for p in ids],
+      [len(tokenizer.encode(a, add_special_tokens=False)) for a in answers],
+      bd.block_size,
+  )
   rows = []
   for method, timing in throughput.items():
     rows.append({
@@ -122,6 +129,7 @@ def compare(
         "batch1_speedup_vs_ar": ar_latency / latency[method].seconds_per_row,
         "tokens_per_s": timing.tokens_per_s,
         "throughput_vs_ar": timing.tokens_per_s / max(ar_rate, 1e-9),
+        "tpf_ceiling": ceiling if method in thresholds_of else None,
     })
   return rows
 

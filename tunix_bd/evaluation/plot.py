@@ -105,6 +105,7 @@ def plot_frontier(
     *,
     title: str,
     caption: str,
+    ceiling: float | None = None,
 ) -> None:
   """Writes the speed/accuracy frontier, exact match vs tokens per forward.
 
@@ -115,6 +116,7 @@ def plot_frontier(
     path: the PNG to write.
     title: the figure title.
     caption: what was measured, under the axes.
+    ceiling: the TPF ceiling of the prompts (a dashed line), or None.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
 
@@ -135,6 +137,11 @@ def plot_frontier(
           xytext=(4, 4),
           fontsize=8,
       )
+  if ceiling is not None:
+    ax.axvline(
+        ceiling, color="black", linestyle="--", linewidth=1,
+        label=f"TPF ceiling {ceiling:.2f}",
+    )  # fmt: skip
   ax.set_xlabel("tokens per forward (higher is fewer forwards)")
   ax.set_ylabel("exact match (%)")
   ax.set_title(title, fontsize=11)

@@ -130,7 +130,11 @@ def _write_report(config, rows: list[dict], seconds: float) -> str:
       caption=(
           f"{config.num_prompts} eval prompts of {', '.join(config.tasks)};"
           " greedy; points of the block-diffusion model are commit"
-          f" thresholds. {_machine()}."
+          " thresholds; the ceiling is every block an answer and its stop"
+          f" token touch decoded in one forward. {_machine()}."
+      ),
+      ceiling=next(
+          r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None
       ),
   )
   return f"{table}\n{caption}\n{headline}"
