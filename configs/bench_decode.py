@@ -12,11 +12,23 @@ Workloads: `short`, the default digit tasks with a 16-token budget, on the
 characters) with a 256-token budget, on the `quickstart.py:long` models.
 For each workload and batch size (1 and 32) it prints tokens/s and its ratio
 to AR, tokens per forward and greedy exact match of each method, measured in
-one run with the methods interleaved; then the time of a packed trace
-replay over the time of the rollout it replays. One workload:
+one run with the methods interleaved, beside the roofline (the cost of one
+cached forward over a token and over a block, the ideal speed-up over our AR
+loop, the engine's efficiency) and the TPF ceiling; then the time of a
+packed trace replay over the time of the rollout it replays. One workload:
 `--config.workloads=long`.
 
-Variants: `default`; `tiny` for smoke tests (the short workload, tiny sizes).
+`realistic` needs no training: a randomly initialised Qwen3 of 0.26 B
+parameters (Qwen3-0.6B's width, 12 layers, a 64k vocabulary) decodes 256
+tokens of random prompts at exactly k tokens per forward (`top_k` commits
+k per step) for k in 1, 2, 4, 8, at batch 1 and 8, against Tunix's
+`Sampler` and our AR loop on the same weights:
+
+  tunix run --plugin tunix_bd bench_decode.py:realistic
+
+Variants: `default`; `realistic`; `tiny` for smoke tests (the short
+workload, tiny sizes); `realistic_tiny` (the realistic workload's code path
+at toy size).
 """
 
 import ml_collections
@@ -33,12 +45,29 @@ def _workload(tasks, max_new_tokens, runs):
   )
 
 
+def _random_workload(**model):
+  """A random Qwen3 decoded with fixed commit schedules (`top_k` = k)."""
+  return dict(
+      kind="random",
+      model=dict(norm_eps=1e-6, tie_embeddings=True, **model),
+      vocab_size=65_536,
+      block_size=8,
+      top_k=(1, 2, 4, 8),
+      prompt_length=32,  # Block-aligned, so TPF is exactly k.
+      max_new_tokens=256,
+      seed=0,
+  )
+
+
+_VARIANTS = ("default", "tiny", "realistic", "realistic_tiny")
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "tiny"):
+  if variant not in _VARIANTS:
     raise ValueError(
-        f"unknown bench_decode variant {variant!r}; use 'default' or 'tiny'."
+        f"unknown bench_decode variant {variant!r}; use one of {_VARIANTS}."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "bench_decode"
@@ -48,11 +77,24 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       dict(
           short=_workload(("sort", "reverse", "double"), 16, "runs/quickstart"),
           long=_workload(("count",), 256, "runs/quickstart_long"),
+          # Qwen3-0.6B's width and head layout, 12 of its 28 layers.
+          realistic=_random_workload(
+              num_layers=12,
+              embed_dim=1024,
+              hidden_dim=3072,
+              num_heads=16,
+              head_dim=128,
+              num_kv_heads=8,
+          ),
       )
   )
   config.num_prompts = 64
   config.batch_sizes = (1, 32)
-  config.threshold = 0.9  # Of the `threshold` commit rule.
+  # The trained workloads' commit rule (`threshold` or `factor`, Fast-dLLM's
+  # rule) and its parameter.
+  config.rule = "threshold"
+  config.threshold = 0.9
+  config.factor = 1.0
   # Passes over all batches; each batch counts its fastest (1: one pass).
   config.repeats = 1
   config.output = ""  # A path to also write the report as JSON.
@@ -61,5 +103,24 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.workloads = ("short",)
     config.workload_settings.short.max_new_tokens = 8
     config.num_prompts = 4
+    config.batch_sizes = (1, 2)
+  if variant.startswith("realistic"):
+    config.workloads = ("realistic",)
+    config.num_prompts = 8
+    config.batch_sizes = (1, 8)
+  if variant == "realistic_tiny":
+    realistic = config.workload_settings.realistic
+    realistic.model.update(
+        num_layers=2,
+        embed_dim=32,
+        hidden_dim=64,
+        num_heads=2,
+        head_dim=16,
+        num_kv_heads=1,
+    )
+    realistic.vocab_size = 256
+    realistic.prompt_length = 8
+    realistic.max_new_tokens = 16
+    config.num_prompts = 2
     config.batch_sizes = (1, 2)
   return config

@@ -85,6 +85,7 @@ class QuickstartTest(absltest.TestCase):
         [r["method"] for r in rows],
         ["AR (Tunix Sampler)", "AR, one-token blocks", "BD threshold 0.9"],
     )
+    self.assertEqual([r["threshold"] for r in rows], [None, None, 0.9])
     for row in rows:
       self.assertBetween(row["exact_match"], 0.0, 1.0)
       # A 4-step model may answer with EOS alone: zero tokens is possible.
@@ -94,6 +95,10 @@ class QuickstartTest(absltest.TestCase):
     self.assertAlmostEqual(rows[0]["batch1_speedup_vs_ar"], 1.0)
     self.assertAlmostEqual(rows[0]["throughput_vs_ar"], 1.0)
     self.assertTrue(os.path.exists(os.path.join(self.workdir, "report.png")))
+    self.assertTrue(os.path.exists(os.path.join(self.workdir, "frontier.png")))
+    self.assertIn(
+        "Headline, block diffusion at threshold 0.9", self.quickstart.stdout
+    )
     self.assertIn("BD threshold 0.9", self.quickstart.stdout)
     # Output is a pipe, not a terminal: progress lines instead of the bar.
     for stage in ("AR pretraining", "Block-diffusion SFT"):
@@ -332,8 +337,16 @@ class QuickstartTest(absltest.TestCase):
         f"--config.output={output}",
     )
     self.assertSucceeded(decode_bench)
-    for method in ("ar", "ar_loop", "bd_cache_free", "bd_cached", "replay"):
-      self.assertIn(method, decode_bench.stdout)
+    for text in (
+        "ar",
+        "ar_loop",
+        "bd_cache_free",
+        "bd_cached",
+        "replay",
+        "one cached forward",
+        "TPF ceiling",
+    ):
+      self.assertIn(text, decode_bench.stdout)
     with open(output) as f:
       report = json.load(f)
     self.assertEqual(list(report["workloads"]), ["short", "long"])
@@ -353,6 +366,17 @@ class QuickstartTest(absltest.TestCase):
           cells["bd_cached"]["new_tokens"], cells["bd_cache_free"]["new_tokens"]
       )
       self.assertAlmostEqual(cells["ar"]["speedup_vs_ar"], 1.0)
+      # The roofline: cached methods have one, the cache-free one none.
+      # (A 4-step model may answer with EOS alone: an ideal of 0.)
+      for method in ("ar_loop", "bd_cached"):
+        self.assertGreater(cells[method]["forward_share"], 0.0)
+        self.assertGreaterEqual(cells[method]["ideal_vs_ar_loop"], 0.0)
+      self.assertIsNone(cells["bd_cache_free"]["ideal_vs_ar_loop"])
+      self.assertIsNone(cells["bd_cache_free"]["efficiency"])
+      self.assertEqual(
+          cells["bd_cached"]["tpf_ceiling"],
+          long["tpf_ceiling"][str(long["block_size"])],
+      )
 
   def test_bench_decode_fails_before_compute_on_a_missing_checkpoint(self):
     proc = self.tunix(

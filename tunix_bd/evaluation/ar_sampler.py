@@ -59,12 +59,15 @@ def greedy_decoder(
     *,
     max_prompt_length: int,
     max_new_tokens: int,
+    eos_tokens: Sequence[int] | None = None,
 ) -> speed.Decoder:
   """A `speed.Decoder` of prompt strings: greedy, stopping at EOS.
 
   Built once, so calls pay for decoding alone. Forwards count one per
-  generated position plus the prefill.
+  generated position plus the prefill. `eos_tokens` replaces the
+  tokenizer's EOS as the ids that stop a row.
   """
+  eos_tokens = list(eos_tokens or [tokenizer.eos_token_id])
   sampler = make_sampler(model, tokenizer, max_prompt_length + max_new_tokens)
 
   def decode(batch: Sequence[str]) -> speed.BatchOutput:
@@ -73,7 +76,7 @@ def greedy_decoder(
         max_generation_steps=max_new_tokens,
         max_prompt_length=max_prompt_length,
         temperature=0.0,
-        eos_tokens=[tokenizer.eos_token_id],
+        eos_tokens=eos_tokens,
     )
     lengths = np.asarray([len(t) for t in out.tokens])
     return speed.BatchOutput(out.text, lengths, lengths + 1)

@@ -1,6 +1,8 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The comparison as a figure: speed relative to AR, one bar per method.
+"""The comparison as figures: speed relative to AR, and the frontier.
+
+`plot_comparison`: one bar per method.
 
 Two panels share the method axis: batch-1 speedup (latency) and
 batch-N throughput, both as ratios to Tunix's AR `Sampler` (the dashed line
@@ -8,6 +10,9 @@ at 1x). Each bar is labelled with its ratio and each method with its exact
 match, so nothing is placed by hand and nothing can overlap; colour tells AR
 from block diffusion (legend), and the caption states what was measured and
 on which machine.
+
+`plot_frontier`: exact match against tokens per forward, one line per
+model stage through its commit thresholds (the speed/accuracy frontier).
 """
 
 from __future__ import annotations
@@ -85,7 +90,12 @@ def plot_comparison(
 
 
 def save_with_caption(
-    fig, path: str, caption: str, *, rect: tuple[float, float, float, float]
+    fig,
+    path: str,
+    caption: str,
+    *,
+    rect: tuple[float, float, float, float],
+    width: int = 150,
 ) -> None:
   """Lays `fig` out above a wrapped caption, writes it to `path` and closes it.
 
@@ -95,13 +105,65 @@ def save_with_caption(
     caption: what was measured and how, under the panels.
     rect: `(left, bottom, right, top)` figure fractions the panels fill;
       the caption sits below `bottom`, titles and legends above `top`.
+    width: characters per caption line.
   """
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  caption = "\n".join(textwrap.wrap(caption, 150))
+  caption = "\n".join(textwrap.wrap(caption, width))
   fig.text(0.01, 0.01, caption, fontsize=8, va="bottom")
   fig.tight_layout(rect=rect)
   png = io.BytesIO()
   fig.savefig(png, format="png", dpi=150)
   files.write_bytes(path, png.getvalue())
   plt.close(fig)
+
+
+def plot_frontier(
+    series: dict[str, Sequence[dict[str, Any]]],
+    path: str,
+    *,
+    title: str,
+    caption: str,
+    ceiling: float | None = None,
+) -> None:
+  """Writes the speed/accuracy frontier, exact match vs tokens per forward.
+
+  Args:
+    series: a model stage (e.g. "AR teacher", "SFT") -> its points, each a
+      dict with `tokens_per_forward`, `exact_match` and `label` (e.g. the
+      commit threshold); a stage's points are joined in order of TPF.
+    path: the PNG to write.
+    title: the figure title.
+    caption: what was measured, under the axes.
+    ceiling: the TPF ceiling of the prompts (a dashed line), or None.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, ax = plt.subplots(figsize=(7, 5))
+  for stage, points in series.items():
+    points = sorted(points, key=lambda p: p["tokens_per_forward"])
+    x = [p["tokens_per_forward"] for p in points]
+    y = [100 * p["exact_match"] for p in points]
+    ax.plot(x, y, marker="o", label=stage)
+    for p, xi, yi in zip(points, x, y):
+      ax.annotate(
+          p["label"],
+          (xi, yi),
+          textcoords="offset points",
+          xytext=(4, 4),
+          fontsize=8,
+      )
+  if ceiling is not None:
+    ax.axvline(
+        ceiling, color="black", linestyle="--", linewidth=1,
+        label=f"TPF ceiling {ceiling:.2f}",
+    )  # fmt: skip
+  ax.set_xlabel("tokens per forward (higher is fewer forwards)")
+  ax.set_ylabel("exact match (%)")
+  ax.set_title(title, fontsize=11)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=9, loc="lower left")
+  save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 1), width=110)

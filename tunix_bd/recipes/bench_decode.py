@@ -12,6 +12,18 @@ over decoding time, compilation excluded), its ratio to Tunix's AR, tokens
 per forward and greedy exact match. It then times a stochastic rollout and
 the packed replay of its traces (replay time over rollout time).
 
+Beside each measured speed it prints the roofline (`evaluation.roofline`):
+the cost of one cached model forward over one token and over one block,
+measured in the same run at the workload's batch and cache size, the
+speed-up over our AR loop that an engine doing nothing but its forwards
+would reach (`ideal`), the measured one over it (`eff`), the share of the
+decoding time the forwards account for (`fwd`), and tokens per forward as a
+fraction of the workload's ceiling (`ceil`).
+
+A `kind="random"` workload (`evaluation.fixed_schedule`) needs no training:
+a randomly initialised Qwen3 of a realistic size, decoded with exactly k
+commits per step (TPF = k by construction) for each k.
+
 The methods alternate batch by batch (AR, AR loop, cache-free, cached, AR,
 ...), so a shared, noisy machine slows all of them alike.
 """
@@ -34,8 +46,12 @@ from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import block_diffusion
+from tunix_bd.evaluation import decode_table
+from tunix_bd.evaluation import fixed_schedule
 from tunix_bd.evaluation import report
+from tunix_bd.evaluation import roofline
 from tunix_bd.evaluation import speed
+from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import hf_checkpoint
@@ -44,28 +60,6 @@ from tunix_bd.models import hf_checkpoint
 # decoded by our loop with blocks of one token (exactly AR decoding), which
 # separates what parallel denoising saves from what the implementation does.
 METHODS = ("ar", "ar_loop", "bd_cache_free", "bd_cached")
-
-
-def _cells(timings, answers) -> dict[str, dict[str, float]]:
-  """Per-method figures, with ratios to Tunix's AR and to our AR loop."""
-  report = {}
-  for method, timing in timings.items():
-    correct = [
-        tasks_lib.exact_match(t, a) for t, a in zip(timing.texts, answers)
-    ]
-    report[method] = {
-        "tokens_per_s": timing.tokens_per_s,
-        # Per row: returned tokens over the model forwards it needed.
-        "tokens_per_forward": timing.tokens_per_forward,
-        "exact_match": float(np.mean(correct)),
-        "new_tokens": int(timing.num_tokens.sum()),
-    }
-  ar_rate = report["ar"]["tokens_per_s"]
-  loop_rate = report["ar_loop"]["tokens_per_s"]
-  for cell in report.values():
-    cell["speedup_vs_ar"] = cell["tokens_per_s"] / max(ar_rate, 1e-9)
-    cell["speedup_vs_ar_loop"] = cell["tokens_per_s"] / max(loop_rate, 1e-9)
-  return report
 
 
 def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
@@ -101,6 +95,65 @@ def _replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
   }
 
 
+def _measure(
+    config,
+    decoders,
+    inputs,
+    *,
+    blocks,
+    models,
+    cached,
+    budget,
+    lengths,
+    answers=None,
+    one_batch=False,
+    check=None,
+):
+  """The TPF ceilings, and cells and forward costs of every batch size.
+
+  `lengths` is `(prompt lengths, answer lengths, stopped or None)` for the
+  ceilings (`roofline.tpf_ceiling`); see `decode_table.cells` for the rest.
+  """
+  prompts, answer_lengths, stopped = lengths
+  ceilings = {
+      size: roofline.tpf_ceiling(prompts, answer_lengths, size, stopped=stopped)
+      for size in models
+  }
+  out = {"tpf_ceiling": ceilings, "cells": {}, "forward_seconds": {}}
+  for batch_size in config.batch_sizes:
+    rows = {m: x[:batch_size] if one_batch else x for m, x in inputs.items()}
+    timings = speed.measure(
+        decoders, rows, batch_size=batch_size, repeats=config.repeats
+    )
+    if check:
+      check(timings)
+    correct = None
+    if answers is not None:
+      correct = {
+          m: [tasks_lib.exact_match(t, a) for t, a in zip(x.texts, answers)]
+          for m, x in timings.items()
+      }
+    costs = decode_table.forward_costs(
+        models,
+        batch_size=batch_size,
+        max_prompt_length=max(prompts),
+        max_new_tokens=budget,
+        repeats=config.repeats,
+    )
+    key = f"batch={batch_size}"
+    out["forward_seconds"][key] = costs
+    out["cells"][key] = decode_table.cells(
+        timings,
+        correct=correct,
+        blocks=blocks,
+        cached=cached,
+        costs=costs,
+        ceilings=ceilings,
+        batch_size=batch_size,
+    )
+  return out
+
+
 def _workload(config, name, models):
   """Measures one workload (tasks and budget) at every batch size."""
   settings = config.workload_settings[name]
@@ -121,15 +174,10 @@ def _workload(config, name, models):
   new_tokens = settings.max_new_tokens
   ar_as_bd = bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id)
   result = {"block_size": bd.block_size, "max_new_tokens": new_tokens}
-  result["cells"] = {}
 
-  def denoiser(model, model_bd, threshold, cache):
+  def denoiser(model, model_bd, rule, cache):
     config = settings_lib.denoise_config(
-        tokenizer,
-        width,
-        max_new_tokens=new_tokens,
-        threshold=threshold,
-        use_cache=cache,
+        tokenizer, width, max_new_tokens=new_tokens, use_cache=cache, **rule
     )
     return block_diffusion.denoiser_decoder(
         model, tokenizer, bd=model_bd, config=config
@@ -142,17 +190,32 @@ def _workload(config, name, models):
           max_prompt_length=width,
           max_new_tokens=new_tokens,
       ),
-      "ar_loop": denoiser(ar_model, ar_as_bd, 1.0, True),
-      "bd_cache_free": denoiser(bd_model, bd, config.threshold, False),
-      "bd_cached": denoiser(bd_model, bd, config.threshold, True),
+      "ar_loop": denoiser(ar_model, ar_as_bd, dict(threshold=1.0), True),
+      "bd_cache_free": denoiser(bd_model, bd, _rule(config), False),
+      "bd_cached": denoiser(bd_model, bd, _rule(config), True),
   }
   inputs = {m: prompt_ids for m in METHODS}
   inputs["ar"] = prompt_texts
-  for batch_size in config.batch_sizes:
-    timings = speed.measure(
-        decoders, inputs, batch_size=batch_size, repeats=config.repeats
-    )
-    result["cells"][f"batch={batch_size}"] = _cells(timings, answers)
+  blocks = {"ar": 1, "ar_loop": 1}
+  blocks.update(bd_cache_free=bd.block_size, bd_cached=bd.block_size)
+  cached = {m: m != "bd_cache_free" for m in METHODS}
+  answer_lengths = [
+      len(tokenizer.encode(a, add_special_tokens=False)) for a in answers
+  ]
+  lengths = [len(p) for p in prompt_ids]
+  result.update(
+      _measure(
+          config,
+          decoders,
+          inputs,
+          blocks=blocks,
+          models={1: ar_model, bd.block_size: bd_model},
+          cached=cached,
+          budget=new_tokens,
+          lengths=(lengths, answer_lengths, None),
+          answers=answers,
+      )
+  )
   result["replay"] = {
       f"batch={b}": _replay_ratio(
           bd_model, tokenizer, bd, prompt_ids, b, new_tokens
@@ -162,39 +225,51 @@ def _workload(config, name, models):
   return result
 
 
-def _format(config, results) -> str:
-  lines = [
-      (
-          f"Decode benchmark: {config.num_prompts} eval prompts per workload,"
-          f" threshold {config.threshold}, {jax.device_count()}"
-          f" {jax.devices()[0].platform} device(s)"
-      ),
-      (
-          f"  {'workload':<9}{'budget':>7}{'batch':>6}  {'method':<14}"
-          f"{'tokens/s':>10}{'vs AR':>7}{'vs loop':>8}{'tok/fwd':>9}"
-          f"{'exact':>8}"
-          f"{'tokens':>8}"
-      ),
-  ]
-  for name, result in results["workloads"].items():
-    for key, cells in result["cells"].items():
-      batch = key.split("=")[1]
-      for method, c in cells.items():
-        lines.append(
-            f"  {name:<9}{result['max_new_tokens']:>7}{batch:>6}  "
-            f"{method:<14}{c['tokens_per_s']:>10.1f}"
-            f"{c['speedup_vs_ar']:>7.2f}{c['speedup_vs_ar_loop']:>8.2f}"
-            f"{c['tokens_per_forward']:>9.2f}"
-            f"{c['exact_match']:>8.1%}{c['new_tokens']:>8}"
-        )
-  for name, result in results["workloads"].items():
-    for key, r in result["replay"].items():
-      lines.append(
-          f"  {name} {key}: packed replay of a temperature-0.7 rollout"
-          f" {r['replay_s']:.3f} s vs rollout {r['rollout_s']:.3f} s (ratio"
-          f" {r['replay_over_rollout']:.2f})"
+def _random_workload(config, name, mesh):
+  """A random model decoded at k tokens per forward, for every k."""
+  workload = fixed_schedule.FixedSchedule.from_section(
+      config.workload_settings[name], f"workload_settings.{name}"
+  )
+  rows = max(config.batch_sizes)
+  model, _, decoders, inputs = fixed_schedule.build(workload, rows, mesh)
+  blocks = workload.block_sizes()
+  size, budget = workload.block_size, workload.max_new_tokens
+  lengths = fixed_schedule.prompt_lengths(inputs)
+  result = {"block_size": size, "max_new_tokens": budget}
+  result.update(
+      _measure(
+          config,
+          decoders,
+          inputs,
+          blocks=blocks,
+          models={1: model, size: model},
+          cached={m: True for m in blocks},
+          budget=budget,
+          # No stop token: each row's answer is the whole budget.
+          lengths=(lengths, [budget] * rows, [False] * rows),
+          # One batch per size: every row decodes the whole budget alike.
+          one_batch=True,
+          check=lambda timings: fixed_schedule.check_schedule(
+              timings, workload
+          ),
       )
-  return "\n".join(lines)
+  )
+  return result
+
+
+def _rule(config) -> dict:
+  """The trained workloads' commit rule and its parameter."""
+  if config.rule == commit_rules.FACTOR:
+    return dict(rule=config.rule, factor=config.factor)
+  return dict(rule=config.rule, threshold=config.threshold)
+
+
+def _rule_text(config) -> str:
+  return " ".join(f"{v}" for v in _rule(config).values())
+
+
+def _is_random(settings) -> bool:
+  return settings.get("kind") == "random"
 
 
 def run(config: ml_collections.ConfigDict) -> dict:
@@ -211,8 +286,12 @@ def run(config: ml_collections.ConfigDict) -> dict:
         f"batch size {max(config.batch_sizes)} exceeds"
         f" num_prompts={config.num_prompts}."
     )
-  if not 0 < config.threshold <= 1:
-    raise ValueError(f"threshold must be in (0, 1], got {config.threshold}.")
+  try:
+    denoise.DenoiseConfig(
+        max_new_tokens=1, max_prompt_length=1, **_rule(config)
+    )
+  except ValueError as e:
+    raise ValueError(f"rule, threshold, factor: {e}") from None
   unknown = [w for w in config.workloads if w not in config.workload_settings]
   if not config.workloads or unknown:
     raise ValueError(
@@ -221,6 +300,11 @@ def run(config: ml_collections.ConfigDict) -> dict:
     )
   for name in config.workloads:  # Every workload, before any compute.
     settings = config.workload_settings[name]
+    if _is_random(settings):
+      fixed_schedule.FixedSchedule.from_section(
+          settings, f"workload_settings.{name}"
+      )
+      continue
     config_utils.check_int(
         f"workload_settings.{name}.max_new_tokens", settings.max_new_tokens, 1
     )
@@ -239,11 +323,21 @@ def run(config: ml_collections.ConfigDict) -> dict:
       loaded[path] = hf_checkpoint.load_qwen3(path, mesh=mesh)[0]
     return loaded[path]
 
-  results = {"threshold": config.threshold, "workloads": {}}
+  results = {**_rule(config), "workloads": {}}
   with mesh:
     for name in config.workloads:
-      results["workloads"][name] = _workload(config, name, models)
-  print(_format(config, results))
+      results["workloads"][name] = (
+          _random_workload(config, name, mesh)
+          if _is_random(config.workload_settings[name])
+          else _workload(config, name, models)
+      )
+  print(
+      decode_table.format_table(
+          results,
+          f"Decode benchmark: {config.num_prompts} eval prompts per trained"
+          f" workload, rule {_rule_text(config)}",
+      )
+  )
   if config.output:
     report.write_json(config.output, results)
   return results

@@ -6,8 +6,10 @@ Runs the `ar_pretrain` and `sft` stages with their own configs (same
 variant, workdirs under this run's), then decodes the eval split with the AR
 teacher (Tunix's `Sampler`, and our loop with one-token blocks) and with the
 converted model at several commit thresholds (`evaluation.comparison`), and
-writes a side-by-side table (`report.txt`, `report.json`) and a figure of
-speed relative to AR (`report.png`). Each stage resumes from its
+writes a side-by-side table (`report.txt`, `report.json`) with a headline
+(batch-1 latency and batch-N throughput, with tokens per forward), a figure
+of speed relative to AR (`report.png`) and the speed/accuracy frontier
+(`frontier.png`, exact match vs tokens per forward per model stage). Each stage resumes from its
 checkpoints, so an interrupted quickstart picks up where it stopped.
 """
 
@@ -103,10 +105,18 @@ def _write_report(config, rows: list[dict], seconds: float) -> str:
       f" interleaved, each batch's fastest of {config.repeats} passes."
       f" {_machine()}."
   )
-  files.write_text(os.path.join(workdir, "report.txt"), f"{table}\n{caption}\n")
+  headline = comparison.headline(rows, config.batch_size)
+  files.write_text(
+      os.path.join(workdir, "report.txt"), f"{table}\n{caption}\n{headline}\n"
+  )
   report.write_json(
       os.path.join(workdir, "report.json"),
-      {"rows": rows, "machine": _machine(), "seconds": seconds},
+      {
+          "rows": rows,
+          "headline": headline,
+          "machine": _machine(),
+          "seconds": seconds,
+      },
   )
   plot.plot_comparison(
       rows,
@@ -115,7 +125,21 @@ def _write_report(config, rows: list[dict], seconds: float) -> str:
       title="AR teacher vs its block-diffusion conversion (embedded task)",
       caption=caption,
   )
-  return f"{table}\n{caption}"
+  plot.plot_frontier(
+      comparison.frontier(rows),
+      os.path.join(workdir, "frontier.png"),
+      title="Speed/accuracy frontier: exact match vs tokens per forward",
+      caption=(
+          f"{config.num_prompts} eval prompts of {', '.join(config.tasks)};"
+          " greedy; points of the block-diffusion model are commit"
+          " thresholds; the ceiling is every block an answer and its stop"
+          f" token touch decoded in one forward. {_machine()}."
+      ),
+      ceiling=next(
+          r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None
+      ),
+  )
+  return f"{table}\n{caption}\n{headline}"
 
 
 def run(config: ml_collections.ConfigDict) -> list[dict]:
@@ -148,7 +172,8 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   if os.path.abspath(bd_dir) != os.path.abspath(default_model):
     next_command += f" --config.model.checkpoint={bd_dir}"
   print(
-      f"report: {os.path.join(workdir, 'report.txt')} and report.png "
+      f"report: {os.path.join(workdir, 'report.txt')}, report.png and"
+      " frontier.png "
       f"({time.monotonic() - start:.0f} s in all). Next, decode with the "
       f"converted model: {next_command}"
   )

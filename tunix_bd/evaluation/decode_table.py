@@ -1,0 +1,179 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The decode benchmark's cells and table: speed beside its roofline.
+
+Each cell is one method at one batch size of one workload: tokens/s, its
+ratios to Tunix's `Sampler` (`ar`) and to our one-token AR loop
+(`ar_loop`), tokens per forward and its fraction of the workload's TPF
+ceiling, exact match, and the roofline (`evaluation.roofline`): the speed
+an engine doing only its model forwards would reach, the ideal speed-up
+over the loop that implies, and how much of it was measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import jax
+import numpy as np
+from tunix_bd.evaluation import roofline
+from tunix_bd.evaluation import speed
+from tunix_bd.generate import decode_loop
+
+
+def cells(
+    timings: Mapping[str, speed.Timing],
+    *,
+    correct: Mapping[str, list[bool]] | None,
+    blocks: Mapping[str, int],
+    cached: Mapping[str, bool],
+    costs: Mapping[int, float],
+    ceilings: Mapping[int, float],
+    batch_size: int,
+) -> dict[str, dict[str, Any]]:
+  """Per-method figures of one batch size: speed, ratios, roofline, TPF.
+
+  Args:
+    timings: method -> its `speed.Timing`; must hold `ar` and `ar_loop`.
+    correct: method -> per-row exact matches, or None (no answers).
+    blocks: method -> its block size (1 for AR).
+    cached: method -> whether it decodes with the KV cache (the roofline
+      is that of cached forwards; a cache-free method gets none).
+    costs: block size -> seconds of one cached forward over a block
+      (`roofline.forward_seconds`).
+    ceilings: block size -> the workload's TPF ceiling.
+    batch_size: rows per call.
+  """
+  report = {}
+  for method, timing in timings.items():
+    size = blocks[method]
+    bound = None
+    if cached[method]:
+      bound = roofline.forward_bound_seconds(
+          timing.num_forwards, batch_size, costs[size]
+      )
+    tokens = int(timing.num_tokens.sum())
+    report[method] = {
+        "tokens_per_s": timing.tokens_per_s,
+        # Per row: returned tokens over the model forwards it needed.
+        "tokens_per_forward": timing.tokens_per_forward,
+        "exact_match": (
+            None if correct is None else float(np.mean(correct[method]))
+        ),
+        "new_tokens": tokens,
+        "block_size": size,
+        # The share of decoding time the model forwards account for.
+        "forward_share": None if bound is None else bound / timing.seconds,
+        "forward_bound_tokens_per_s": None if bound is None else tokens / bound,
+        "tpf_ceiling": ceilings[size],
+        "tpf_of_ceiling": (
+            timing.tokens_per_forward / ceilings[size]
+            if ceilings[size] > 0
+            else None
+        ),
+    }
+  rate = lambda m, key: max(report[m][key], 1e-9)
+  for cell in report.values():
+    cell["speedup_vs_ar"] = cell["tokens_per_s"] / rate("ar", "tokens_per_s")
+    cell["speedup_vs_ar_loop"] = cell["tokens_per_s"] / rate(
+        "ar_loop", "tokens_per_s"
+    )
+    cell["ideal_vs_ar_loop"] = cell["efficiency"] = None
+    if cell["forward_share"] is not None:
+      cell["ideal_vs_ar_loop"] = cell["forward_bound_tokens_per_s"] / rate(
+          "ar_loop", "forward_bound_tokens_per_s"
+      )
+      if cell["ideal_vs_ar_loop"] > 0:  # A method that returned tokens.
+        cell["efficiency"] = (
+            cell["speedup_vs_ar_loop"] / cell["ideal_vs_ar_loop"]
+        )
+  return report
+
+
+def forward_costs(
+    models: Mapping[int, Any],
+    *,
+    batch_size: int,
+    max_prompt_length: int,
+    max_new_tokens: int,
+    repeats: int,
+) -> dict[int, float]:
+  """Block size -> seconds of one cached forward over a block.
+
+  Each at the cache size our decoder uses for that block size and these
+  lengths, the prompt's complete blocks already written.
+
+  Args:
+    models: block size -> the model decoded with it.
+    batch_size: rows.
+    max_prompt_length: the decoder's prompt width.
+    max_new_tokens: its budget.
+    repeats: rounds of timed calls (at least 5).
+  """
+  forwards = []
+  for size, model in models.items():
+    layout = decode_loop.Layout.create(size, max_prompt_length, max_new_tokens)
+    forwards.append(
+        roofline.Forward(
+            model,
+            batch_size=batch_size,
+            width=size,
+            cache_size=layout.length,
+            context=min(layout.first * size, layout.length - size),
+            block_size=size,
+        )
+    )
+  costs = roofline.forward_seconds(forwards, repeats=max(repeats, 5))
+  return dict(zip(models, costs))
+
+
+def _or_dash(value, spec=".2f") -> str:
+  return "-" if value is None else format(value, spec)
+
+
+def format_table(results: Mapping[str, Any], title: str) -> str:
+  """The benchmark's results (`workloads` -> name -> cells) as text."""
+  lines = [
+      (
+          f"{title}, {jax.device_count()} {jax.devices()[0].platform}"
+          " device(s). ideal: speed-up over ar_loop of an engine doing only"
+          " its forwards; eff: vs loop / ideal; fwd: share of the time in"
+          " model forwards; ceil: tok/fwd over the workload's TPF ceiling"
+      ),
+      (
+          f"  {'workload':<10}{'budget':>7}{'batch':>6}  {'method':<14}"
+          f"{'tokens/s':>10}{'vs AR':>7}{'vs loop':>8}{'ideal':>7}"
+          f"{'eff':>6}{'fwd':>6}{'tok/fwd':>9}{'ceil':>6}{'exact':>8}"
+          f"{'tokens':>8}"
+      ),
+  ]
+  for name, result in results["workloads"].items():
+    for key, cells in result["cells"].items():
+      batch = key.split("=")[1]
+      for method, c in cells.items():
+        lines.append(
+            f"  {name:<10}{result['max_new_tokens']:>7}{batch:>6}  "
+            f"{method:<14}{c['tokens_per_s']:>10.1f}"
+            f"{c['speedup_vs_ar']:>7.2f}{c['speedup_vs_ar_loop']:>8.2f}"
+            f"{_or_dash(c['ideal_vs_ar_loop']):>7}{_or_dash(c['efficiency']):>6}"
+            f"{_or_dash(c['forward_share'], '.0%'):>6}"
+            f"{c['tokens_per_forward']:>9.2f}"
+            f"{_or_dash(c['tpf_of_ceiling'], '.0%'):>6}"
+            f"{_or_dash(c['exact_match'], '.1%'):>8}{c['new_tokens']:>8}"
+        )
+  for name, result in results["workloads"].items():
+    size = result["block_size"]
+    for key, costs in result["forward_seconds"].items():
+      lines.append(
+          f"  {name} {key}: one cached forward {1e6 * costs[1]:.0f} us (1"
+          f" token), {1e6 * costs[size]:.0f} us ({size} tokens, x"
+          f"{costs[size] / costs[1]:.2f}); TPF ceiling"
+          f" {result['tpf_ceiling'][size]:.2f} at block {size}"
+      )
+    for key, r in result.get("replay", {}).items():
+      lines.append(
+          f"  {name} {key}: packed replay of a temperature-0.7 rollout"
+          f" {r['replay_s']:.3f} s vs rollout {r['rollout_s']:.3f} s (ratio"
+          f" {r['replay_over_rollout']:.2f})"
+      )
+  return "\n".join(lines)

@@ -1,0 +1,202 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Decoding speed at a realistic model size, with no training.
+
+A randomly initialised Tunix Qwen3 decodes random prompts with a fixed
+commit schedule: the `top_k` rule commits exactly k positions per step, so
+with block-aligned prompts and a block-multiple budget every row makes
+exactly k tokens per forward, whatever the weights. No id stops a row, so
+every row decodes the whole budget. Its speed against Tunix's `Sampler` and
+against our one-token-block AR loop on the same model is what a user with a
+real model of that size would see at that tokens-per-forward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+from tunix_bd import config_utils
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.evaluation import ar_sampler
+from tunix_bd.evaluation import block_diffusion
+from tunix_bd.evaluation import speed
+from tunix_bd.generate import commit_rules
+from tunix_bd.generate import denoise
+from tunix_bd.models import from_scratch
+
+AR_SAMPLER = "ar"
+AR_LOOP = "ar_loop"
+
+
+def method(k: int) -> str:
+  return f"bd_top{k}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedSchedule:
+  """A random-model workload, from a `workload_settings` entry.
+
+  Attributes:
+    model: the `from_scratch.ScratchModelSettings` of the Qwen3.
+    vocab_size: the model's vocabulary (the prompts use the embedded
+      tokenizer's characters, a subset).
+    block_size: the denoiser's block size.
+    top_k: the commit schedules, each k dividing `block_size`.
+    prompt_length: tokens per prompt, a multiple of `block_size`.
+    max_new_tokens: tokens decoded per row, a multiple of `block_size`.
+    seed: of the weights and the prompts.
+  """
+
+  model: from_scratch.ScratchModelSettings
+  vocab_size: int
+  block_size: int
+  top_k: tuple[int, ...]
+  prompt_length: int
+  max_new_tokens: int
+  seed: int
+
+  @classmethod
+  def from_section(cls, section: Any, key: str) -> FixedSchedule:
+    """Checks a config section; errors name `key.FIELD`."""
+    fields = config_utils.section_dict(section, key)
+    model = config_utils.from_section(
+        from_scratch.ScratchModelSettings, fields.pop("model"), f"{key}.model"
+    )
+    fields.pop("kind")
+    known = {f.name for f in dataclasses.fields(cls)} - {"model"}
+    if set(fields) != known:
+      raise ValueError(
+          f"{key} needs exactly the keys {sorted(known | {'kind', 'model'})},"
+          f" got {sorted(set(fields) | {'kind', 'model'})}."
+      )
+    size = config_utils.check_int(f"{key}.block_size", fields["block_size"], 1)
+    for name in ("vocab_size", "prompt_length", "max_new_tokens"):
+      config_utils.check_int(f"{key}.{name}", fields[name], 1)
+    config_utils.check_int(f"{key}.seed", fields["seed"], 0)
+    if fields["vocab_size"] < tokenizer_lib.VOCAB_SIZE:
+      raise ValueError(
+          f"{key}.vocab_size must be >= {tokenizer_lib.VOCAB_SIZE} (the"
+          f" prompts' tokenizer), got {fields['vocab_size']}."
+      )
+    for name in ("prompt_length", "max_new_tokens"):
+      if fields[name] % size:
+        raise ValueError(
+            f"{key}.{name}={fields[name]} must be a multiple of"
+            f" block_size={size}, so every row makes exactly k tokens per"
+            " forward."
+        )
+    ks = tuple(fields["top_k"])
+    if not ks or any(not isinstance(k, int) or k < 1 or size % k for k in ks):
+      raise ValueError(
+          f"{key}.top_k must be ints dividing block_size={size}, got {ks}."
+      )
+    fields["top_k"] = ks
+    return cls(model=model, **fields)
+
+  def block_sizes(self) -> dict[str, int]:
+    """Each method's block size (1 for AR)."""
+    blocks = {AR_SAMPLER: 1, AR_LOOP: 1}
+    blocks.update({method(k): self.block_size for k in self.top_k})
+    return blocks
+
+
+def build(
+    workload: FixedSchedule, rows: int, mesh: Any
+) -> tuple[Any, Any, dict[str, speed.Decoder], dict[str, list]]:
+  """The random model, its tokenizer, every method's decoder and inputs.
+
+  Args:
+    workload: the settings.
+    rows: prompts to draw.
+    mesh: the device mesh of the weights.
+
+  Returns:
+    `(model, tokenizer, decoders, inputs)`; inputs per method, in the form
+    its decoder takes (text for the `Sampler`, token ids for ours).
+  """
+  tokenizer = tokenizer_lib.build_char_tokenizer()
+  config = from_scratch.qwen3_config(workload.model, workload.vocab_size)
+  model = from_scratch.init_model(config, workload.seed, mesh)
+  mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
+  # Printable characters only: the Sampler re-encodes the text exactly.
+  characters = [
+      i
+      for i in range(tokenizer_lib.VOCAB_SIZE)
+      if len(tokenizer.decode([i])) == 1 and tokenizer.decode([i]).isprintable()
+  ]
+  rng = np.random.default_rng(workload.seed)
+  prompt_ids = [
+      rng.choice(characters, workload.prompt_length).tolist()
+      for _ in range(rows)
+  ]
+  texts = [tokenizer.decode(p) for p in prompt_ids]
+  if [tokenizer.encode(t, add_special_tokens=False) for t in texts] != (
+      prompt_ids
+  ):
+    raise ValueError("random prompts did not round-trip the tokenizer.")
+
+  def denoiser(bd, **rule):
+    config = denoise.DenoiseConfig(
+        max_new_tokens=workload.max_new_tokens,
+        max_prompt_length=workload.prompt_length,
+        stop_ids=(),  # Nothing ends a row early: all rows decode it all.
+        pad_id=tokenizer.pad_token_id,
+        **rule,
+    )
+    return block_diffusion.denoiser_decoder(
+        model, tokenizer, bd=bd, config=config
+    )
+
+  bd = bd_config_lib.BlockDiffusionConfig(
+      block_size=workload.block_size, mask_token_id=mask_id
+  )
+  decoders = {
+      AR_SAMPLER: ar_sampler.greedy_decoder(
+          model,
+          tokenizer,
+          max_prompt_length=workload.prompt_length,
+          max_new_tokens=workload.max_new_tokens,
+          # An id the model cannot emit: the Sampler decodes the budget.
+          eos_tokens=(workload.vocab_size,),
+      ),
+      AR_LOOP: denoiser(
+          bd_config_lib.BlockDiffusionConfig.autoregressive(mask_id),
+          rule=commit_rules.THRESHOLD,
+          threshold=1.0,
+      ),
+  }
+  for k in workload.top_k:
+    decoders[method(k)] = denoiser(bd, rule=commit_rules.TOP_K, top_k=k)
+  inputs = {m: prompt_ids for m in decoders}
+  inputs[AR_SAMPLER] = texts
+  return model, tokenizer, decoders, inputs
+
+
+def check_schedule(
+    timings: dict[str, speed.Timing], workload: FixedSchedule
+) -> None:
+  """Fails if a row stopped early or made other than k tokens per forward.
+
+  Raises:
+    ValueError: naming the method, if the schedule did not hold.
+  """
+  for name, timing in timings.items():
+    if (timing.num_tokens != workload.max_new_tokens).any():
+      raise ValueError(
+          f"{name}: rows returned {sorted(set(timing.num_tokens.tolist()))}"
+          f" tokens, not the whole budget {workload.max_new_tokens}."
+      )
+  for k in workload.top_k:
+    forwards = timings[method(k)].num_forwards
+    if (forwards * k != workload.max_new_tokens).any():
+      raise ValueError(
+          f"{method(k)}: {sorted(set(forwards.tolist()))} forwards for"
+          f" {workload.max_new_tokens} tokens, not exactly {k} per forward."
+      )
+
+
+def prompt_lengths(inputs: dict[str, Sequence]) -> list[int]:
+  return [len(p) for p in inputs[AR_LOOP]]
