@@ -248,10 +248,11 @@ def _ar_arm(config, rollout, grpo, tokenizer, item, mesh) -> step_phases.Arm:
           rollout_config=rollout_config,
       ),
   )
-  algo = {k: v for k, v in dataclasses.asdict(grpo).items() if v is not None}
+  algo = dataclasses.asdict(grpo)
+  del algo["verify_replay_every_n_steps"]  # Diffusion replay only.
   learner = compat.GRPOLearner(
       cluster,
-      compat.GRPOConfig(**algo),
+      wiring.grpo_config(policy_loss_fn="grpo", **algo),
       rewards_lib.reward_fns(settings_lib.RewardSettings()),
   )
   example = _first_example(learner, item)

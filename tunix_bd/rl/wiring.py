@@ -145,11 +145,34 @@ def build_cluster(
   )
 
 
+def grpo_config(
+    *, policy_loss_fn: str = policy_loss.POLICY_LOSS_NAME, **algo: Any
+) -> compat.GRPOConfig:
+  """Tunix's `GRPOConfig` of the `grpo` section's algorithm fields.
+
+  Args:
+    policy_loss_fn: the registered loss (Tunix's stock `grpo` for an AR
+      baseline).
+    **algo: `GRPOConfig` fields (`num_generations`, `num_iterations`,
+      `beta`, `epsilon`, `loss_algo`, `loss_agg_mode`, `kl_loss_mode`, ...)
+      and `epsilon_high` / `epsilon_c`, which Tunix's loss reads by
+      `getattr` (0.1.7's `GRPOConfig` has no such fields; None: unset).
+
+  Raises:
+    ValueError: as `GRPOConfig`.
+  """
+  optional = {k: algo.pop(k) for k in _OPTIONAL_ALGO_FIELDS if k in algo}
+  config = compat.GRPOConfig(policy_loss_fn=policy_loss_fn, **algo)
+  for name, value in optional.items():
+    if value is not None:
+      setattr(config, name, value)
+  return config
+
+
 def build_learner(
     cluster: cluster_lib.DiffusionRLCluster,
     *,
     reward_fns,
-    num_generations: int,
     verify_replay_every_n_steps: int = 0,
     **algo: Any,
 ) -> learner_lib.DiffusionGRPOLearner:
@@ -158,28 +181,15 @@ def build_learner(
   Args:
     cluster: the `DiffusionRLCluster`.
     reward_fns: Tunix reward functions.
-    num_generations: G, samples per prompt (>= 2).
     verify_replay_every_n_steps: as `DiffusionGRPOLearner`.
-    **algo: further `GRPOConfig` fields (`num_iterations`, `beta`,
-      `epsilon`, `epsilon_high`, `loss_algo`, `loss_agg_mode`,
-      `kl_loss_mode`, ...).
+    **algo: `grpo_config`'s fields (`num_generations` >= 2 included).
 
   Raises:
     ValueError: as `GRPOConfig` and `DiffusionGRPOLearner`.
   """
-  # Tunix's loss reads these by `getattr`; `GRPOConfig` has no such fields.
-  optional = {k: algo.pop(k) for k in _OPTIONAL_ALGO_FIELDS if k in algo}
-  config = compat.GRPOConfig(
-      policy_loss_fn=policy_loss.POLICY_LOSS_NAME,
-      num_generations=num_generations,
-      **algo,
-  )
-  for name, value in optional.items():
-    if value is not None:
-      setattr(config, name, value)
   return learner_lib.DiffusionGRPOLearner(
       cluster,
-      config,
+      grpo_config(**algo),
       reward_fns,
       verify_replay_every_n_steps=verify_replay_every_n_steps,
   )
