@@ -266,7 +266,7 @@ class FailClosedTest(parameterized.TestCase):
   def test_non_finite_logits_fail(self):
     actor = common.model(0)
     # A NaN output head poisons every logit.
-    actor.lm_head.w.value = actor.lm_head.w.value * np.nan
+    actor.lm_head.w.set_value(actor.lm_head.w.get_value() * np.nan)
     cluster = common.cluster(actor=actor, reference=None)
     with self.assertRaisesRegex(ValueError, "finite"):
       _generate(cluster, _prompts(2))
