@@ -81,15 +81,33 @@ def identify(path: str | os.PathLike[str]) -> SourceCheckpoint:
   return SourceCheckpoint(path, checkpoint_digest.digest_checkpoint(path))
 
 
+def model_fields(
+    model: Mapping[str, Any], keys: tuple[str, ...]
+) -> dict[str, Any]:
+  """A recipe's `model` section for a fingerprint.
+
+  A random-initialised run (`model.random_init`) enters by its `scratch`
+  shape; otherwise each checkpoint named by `keys` (and set) enters as
+  `model.<key>`, by the digests of its contents.
+  """
+  if model["random_init"]:
+    return {"random_init": dict(model["scratch"])}
+  return {
+      f"model.{key}": identify(model[key]).fingerprint_field()
+      for key in keys
+      if model[key]
+  }
+
+
 def data_fields(data: Mapping[str, Any]) -> dict[str, Any]:
   """A `data` section (`config_sections.embedded_data`) for a fingerprint.
 
-  Its JSONL files (`train`, `eval`; empty for the embedded tasks) enter as
-  `"sha256:<digest>"` of their bytes: a moved file resumes, an edited one is
-  refused.
+  Its JSONL files (`train`, `eval`, and GRPO's `prompts`; empty for the
+  embedded tasks) enter as `"sha256:<digest>"` of their bytes: a moved file
+  resumes, an edited one is refused.
   """
   fields = dict(data)
-  for split in ("train", "eval"):
+  for split in ("train", "eval", "prompts"):
     if fields.get(split):
       digest = checkpoint_digest.digest_file(fields[split])
       fields[split] = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"

@@ -73,6 +73,11 @@ class DataFieldsTest(absltest.TestCase):
     )
     with self.assertRaisesRegex(ValueError, "nope.jsonl is not a file"):
       provenance.data_fields({"eval": os.path.join(root, "nope.jsonl")})
+    # GRPO's prompt file enters by content too.
+    self.assertEqual(
+        provenance.data_fields({"prompts": paths[0]}),
+        {"prompts": f"sha256:{digest}"},
+    )
 
 
 class SourceCheckpointTest(absltest.TestCase):
@@ -124,6 +129,19 @@ class SourceCheckpointTest(absltest.TestCase):
       self.assertEqual(
           source.provenance(), {"digest": source.digest.digest, "path": "a"}
       )
+
+  def test_model_fields_by_content_or_random_shape(self):
+    source = provenance.identify(self.place("a"))
+    model = {"random_init": False, "checkpoint": source.path, "reference": ""}
+    self.assertEqual(
+        provenance.model_fields(model, ("checkpoint", "reference")),
+        {"model.checkpoint": source.digest.parts()},
+    )
+    scratch = {"random_init": True, "scratch": {"num_layers": 1}}
+    self.assertEqual(
+        provenance.model_fields(scratch, ("checkpoint",)),
+        {"random_init": {"num_layers": 1}},
+    )
 
   def test_moved_checkpoint_resumes(self):
     first = self.place("a")

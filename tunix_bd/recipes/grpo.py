@@ -108,16 +108,7 @@ def _models(config, meshes, beta):
 
 def run_fingerprint(config, tokenizer, bd, stop_ids, run) -> dict:
   """Every setting that changes what this run's checkpoints mean (§3.8)."""
-  if config.model.random_init:
-    models = {"random_init": config.model.scratch.to_dict()}
-  else:
-    models = {
-        f"model.{key}": (
-            provenance.identify(config.model[key]).fingerprint_field()
-        )
-        for key in ("checkpoint", "reference")
-        if config.model[key]
-    }
+  models = provenance.model_fields(config.model, ("checkpoint", "reference"))
   train = dataclasses.asdict(run.train)
   for extendable in (
       "max_steps",

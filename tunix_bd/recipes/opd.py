@@ -104,15 +104,7 @@ def _tokenizers_and_bd(config):
 
 def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
   """Every setting that changes what this run's checkpoints mean."""
-  if config.model.random_init:
-    models = {"random_init": config.model.scratch.to_dict()}
-  else:
-    models = {
-        f"model.{key}": (
-            provenance.identify(config.model[key]).fingerprint_field()
-        )
-        for key in ("student", "teacher")
-    }
+  models = provenance.model_fields(config.model, ("student", "teacher"))
   # A run may be extended (max_steps, time budget) as SFT runs are.
   train = config.train.to_dict()
   for extendable in (
