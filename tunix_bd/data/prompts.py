@@ -45,6 +45,25 @@ def prompt_messages(
   return kept[:-1], kept[-1]["content"]
 
 
+def epoch_shuffled_indices(
+    num: int, count: int, index: int, *, seed: int, stream: int
+) -> np.ndarray:
+  """int `[count]` indices of batch `index` of an epoch-shuffled stream.
+
+  The stream visits all `num` items once per epoch, each epoch in the order
+  of `permutation(num)` seeded by `(seed, epoch, stream)`; batch `index`
+  holds its items `index * count .. (index + 1) * count - 1`. A function of
+  its arguments alone, so a resumed run reads the same batches.
+  """
+  positions = np.arange(index * count, (index + 1) * count)
+  out = np.empty(count, np.int64)
+  for epoch in np.unique(positions // num):
+    order = np.random.default_rng([seed, int(epoch), stream])
+    here = positions // num == epoch
+    out[here] = order.permutation(num)[positions[here] % num]
+  return out
+
+
 def check_stop_ids(
     stop_ids: Sequence[int], mask_token_id: int, pad_id: int
 ) -> None:

@@ -274,16 +274,13 @@ class StudentRolloutSource(hooks.DataHooks):
 
   def prompt_indices(self, step: int) -> np.ndarray:
     """int `[GA * B]` prompt indices of update `step` (epoch-shuffled)."""
-    count = self.accumulation * self.batch_size
-    stream = np.arange(step * count, (step + 1) * count)
-    num = len(self.prompts)
-    out = np.empty(count, np.int64)
-    for epoch in np.unique(stream // num):
-      order = np.random.default_rng([self.seed, int(epoch), ORDER_STREAM])
-      permutation = order.permutation(num)
-      here = stream // num == epoch
-      out[here] = permutation[stream[here] % num]
-    return out
+    return prompts_lib.epoch_shuffled_indices(
+        len(self.prompts),
+        self.accumulation * self.batch_size,
+        step,
+        seed=self.seed,
+        stream=ORDER_STREAM,
+    )
 
   def rollout_seeds(self, step: int) -> np.ndarray:
     """uint32 `[GA * B]` per-row sampling seeds of update `step`."""

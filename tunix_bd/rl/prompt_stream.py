@@ -91,24 +91,14 @@ def render(
   return RlPrompts(np.asarray(prompts), np.asarray(answers))
 
 
-def batch_indices(num: int, batch_size: int, seed: int, index: int):
-  """int `[batch_size]` prompt indices of item `index` (epoch-shuffled)."""
-  stream = np.arange(index * batch_size, (index + 1) * batch_size)
-  out = np.empty(batch_size, np.int64)
-  for epoch in np.unique(stream // num):
-    order = np.random.default_rng([seed, int(epoch), _ORDER_STREAM])
-    permutation = order.permutation(num)
-    here = stream // num == epoch
-    out[here] = permutation[stream[here] % num]
-  return out
-
-
 def items(
     prompts: RlPrompts, *, batch_size: int, seed: int
 ) -> Iterator[dict[str, np.ndarray]]:
   """Tunix dataset items of `batch_size` prompts each, without end."""
   index = 0
   while True:
-    rows = batch_indices(len(prompts), batch_size, seed, index)
+    rows = prompts_lib.epoch_shuffled_indices(
+        len(prompts), batch_size, index, seed=seed, stream=_ORDER_STREAM
+    )
     yield dict(prompts=prompts.prompts[rows], answer=prompts.answers[rows])
     index += 1
