@@ -40,13 +40,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           # (Tunix's GRPO); each is also its own KL reference.
           checkpoint="runs/quickstart/sft/export",
           ar_checkpoint="runs/quickstart/ar_pretrain/export",
-          # True: two random policies of the `scratch` shape with the
-          # embedded tokenizer and the `scratch_bd` settings.
-          random_init=False,
-          scratch=config_sections.embedded_model(),
-          scratch_bd=ml_collections.ConfigDict(
-              dict(block_size=8, alignment="shifted", layout="clean_context")
-          ),
+          # `random_init`: two random policies of the `scratch` shape.
+          **config_sections.random_init_model(block_size=8),
       )
   )
   # The prompts: the first `num_prompts` of the seeded GRPO prompt stream.
@@ -90,14 +85,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/bench_rl_smoke"
     config.model.random_init = True
-    config.model.scratch.update(
-        num_layers=1,
-        embed_dim=32,
-        hidden_dim=64,
-        num_heads=2,
-        head_dim=16,
-        num_kv_heads=1,
-    )
+    config.model.scratch.update(config_sections.tiny_model_shape())
     config.model.scratch_bd.block_size = 4
     config.data.update(num_train=16, num_eval=4, max_len=3)
     config.num_prompts = 2

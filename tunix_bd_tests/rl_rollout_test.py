@@ -271,26 +271,18 @@ class FailClosedTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "finite"):
       _generate(cluster, _prompts(2))
 
-  def test_offload_and_foreign_engine_are_refused(self):
-    with self.assertRaisesRegex(ValueError, "offload_to_cpu"):
+  @parameterized.named_parameters(
+      ("offload", dict(offload_to_cpu=True), "offload_to_cpu"),
+      ("foreign_engine", dict(rollout_engine="vanilla"), "DiffusionRollout"),
+  )
+  def test_cluster_settings_are_refused(self, change, message):
+    config = common.cluster(reference=None).cluster_config
+    with self.assertRaisesRegex(ValueError, message):
       cluster_lib.DiffusionRLCluster(
           actor=common.model(0),
           reference=None,
           tokenizer=common.tokenizer(),
-          cluster_config=dataclasses.replace(
-              common.cluster(reference=None).cluster_config,
-              offload_to_cpu=True,
-          ),
-      )
-    with self.assertRaisesRegex(ValueError, "DiffusionRollout"):
-      cluster_lib.DiffusionRLCluster(
-          actor=common.model(0),
-          reference=None,
-          tokenizer=common.tokenizer(),
-          cluster_config=dataclasses.replace(
-              common.cluster(reference=None).cluster_config,
-              rollout_engine="vanilla",
-          ),
+          cluster_config=dataclasses.replace(config, **change),
       )
 
 

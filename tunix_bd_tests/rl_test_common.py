@@ -118,7 +118,7 @@ def cluster(
           temperature=temperature,
           eval_temperature=0.0,
       ),
-      role_to_mesh={role: mesh for role in rl_cluster_lib.Role},
+      role_to_mesh=wiring.shared_meshes(mesh),
   )
   kwargs.update(engine_kwargs or {})
   return wiring.build_cluster(**kwargs)
