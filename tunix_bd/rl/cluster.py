@@ -32,6 +32,7 @@ from tunix.rl import utils as rl_utils
 from tunix.sft import utils as sft_utils
 
 from tunix_bd import compat
+from tunix_bd import eos
 from tunix_bd.core import replayer as replayer_lib
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.rl import rollout as rollout_lib
@@ -101,11 +102,12 @@ class DiffusionRLCluster(compat.RLCluster):
     # Tunix builds the rollout before the actor trainer restores a
     # checkpoint: a resumed run must roll out with the restored weights
     # (the anchor snapshot is already taken from them).
-    actor = self.actor_trainer.model
-    filter_types = (
-        nnx.LoRAParam if sft_utils.is_lora_enabled(actor) else nnx.Param,
-    )
-    self.rollout.update_params(nnx.state(actor, filter_types), filter_types)
+    if self.actor_trainer.train_steps:
+      actor = self.actor_trainer.model
+      filter_types = (
+          nnx.LoRAParam if sft_utils.is_lora_enabled(actor) else nnx.Param,
+      )
+      self.rollout.update_params(nnx.state(actor, filter_types), filter_types)
     if fingerprint is not None:
       tunix_metadata = self.actor_trainer.custom_checkpoint_metadata_fn
       fields = dict(fingerprint)
@@ -143,7 +145,7 @@ class DiffusionRLCluster(compat.RLCluster):
       )
     trace = concatenate_traces([t for t, _ in collected])
     forwards = np.concatenate([f for _, f in collected]).astype(np.int32)
-    visible = rollout_lib.visible_completions(trace, rollout.stop_ids)
+    visible = eos.truncate_at_stop(np.asarray(trace.tokens), rollout.stop_ids)
     bad = [
         r
         for r, (tokens, expected) in enumerate(zip(out.tokens, visible))

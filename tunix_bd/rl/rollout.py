@@ -47,7 +47,6 @@ import numpy as np
 from tunix.rl import reshard
 
 from tunix_bd import compat
-from tunix_bd import eos
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
@@ -364,8 +363,3 @@ class DiffusionRollout(compat.BaseRollout):
 
   def model(self) -> nnx.Module:
     return self._model
-
-
-def visible_completions(trace, stop_ids: Sequence[int]) -> list[np.ndarray]:
-  """Each row's completion tokens before its first stop token."""
-  return eos.truncate_at_stop(np.asarray(trace.tokens), stop_ids)
