@@ -22,6 +22,7 @@ from tunix.rl import function_registry
 from tunix.rl import utils as rl_utils
 from tunix.rl.grpo import grpo_learner
 from tunix_bd.core import bd_config
+from tunix_bd.core import canvases
 from tunix_bd.core import replay
 from tunix_bd.core import replayer
 from tunix_bd.rl import policy_loss
@@ -235,11 +236,27 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
     # Tunix's mini-batch slicing keeps a valid trace with its settings.
     part = rl_utils.get_batch_slice(example, slice(1, 3))
     self.assertEqual(part.trace.bd, self.trace.bd)
+    # The static canvas count is the whole batch's, a bound for any slice.
+    self.assertEqual(part.num_canvases, replay.static_num_canvases(self.trace))
     np.testing.assert_allclose(
         replayer.compiled_replay_log_probs(self.model, part.trace),
         self.live[1:3],
         atol=1e-5,
     )
+
+  def test_counted_canvases_give_the_loss_of_every_possible_canvas(self):
+    example = self._example(ref_per_token_logps=self.live)
+    every = example.replace(num_canvases=None)
+    # Counted, fewer canvases than the worst case the jitted loss assumes.
+    size, width = self.trace.bd.block_size, self.trace.tokens.shape[1]
+    worst = canvases.num_completion_blocks(size, width) * size
+    self.assertLess(example.num_canvases, replay.canvas_bucket(worst, size))
+    config = _grpo_config(beta=0.04)
+    (loss, aux), (every_loss, every_aux) = (
+        self._loss(e, config) for e in (example, every)
+    )
+    self.assertAlmostEqual(float(loss), float(every_loss), delta=1e-6)
+    self.assertAlmostEqual(float(aux["kl"]), float(every_aux["kl"]), delta=1e-6)
 
   @parameterized.parameters("grpo", "gspo-token")
   def test_first_micro_batch_is_on_policy(self, loss_algo):

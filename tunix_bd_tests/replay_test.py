@@ -146,14 +146,18 @@ _CALLS = []
 
 
 class _CountingModel(nnx.Module):
-  """A Qwen3 that counts executed forwards (also in `lax.scan` / `cond`)."""
+  """A Qwen3 that records the query width of each executed forward.
+
+  Also inside `lax.scan` / `cond`.
+  """
 
   def __init__(self, model):
     self.model = model
     self.config = model.config
 
   def __call__(self, tokens, positions, cache, mask):
-    jax.debug.callback(lambda: _CALLS.append(1))
+    width = tokens.shape[1]
+    jax.debug.callback(lambda: _CALLS.append(width))
     return self.model(tokens, positions, cache, mask)
 
 
@@ -238,12 +242,28 @@ class ReplayTest(parameterized.TestCase):
     for stops in ((1, 1, 1, 1), (None,) * 4, _STOP_BLOCKS):
       trace = _simulate(_MODEL, bd, stop_blocks=stops, **kwargs)
       got = _replay(trace)
-      # A clean forward, then one per group of canvases.
-      groups = -(-canvases.count_canvases(trace) // replay.group_size(4))
-      self.assertLen(_CALLS, 1 + groups)
+      # A clean forward, then one per group of canvases, a group no wider
+      # than the (bucketed) canvases a row needs.
+      count = canvases.count_canvases(trace)
+      group = min(replay.group_size(_BLOCK), replay.static_num_canvases(trace))
+      self.assertLen(_CALLS, 1 + -(-count // group))
+      self.assertEqual(_CALLS[1:], [group * _BLOCK] * (len(_CALLS) - 1))
       want = np.asarray(replay_reference.unpacked_log_probs(_MODEL, trace))
       np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
       np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+
+  @parameterized.parameters(
+      (1, 1), (2, 2), (3, 4), (5, 8), (16, 16), (17, 32), (33, 48)
+  )
+  def test_canvas_counts_round_to_a_bucket(self, count, bucket):
+    # Block 4: groups of 16 canvases; a power of two below one group.
+    self.assertEqual(replay.group_size(_BLOCK), 16)
+    self.assertEqual(replay.canvas_bucket(count, _BLOCK), bucket)
+    trace = _simulate(_MODEL, _config(bd_config.SHIFTED), seed=5)
+    self.assertEqual(
+        replay.static_num_canvases(trace),
+        replay.canvas_bucket(canvases.count_canvases(trace), _BLOCK),
+    )
 
   def test_replay_logits_are_the_distributions_of_replay_log_probs(self):
     bd = _config(bd_config.SAME_POSITION)

@@ -15,8 +15,8 @@ Packed layout, at the rollout's cost. One forward writes the clean rows
 (prompt and completion, with the raw logits at block ends) to a block KV
 cache. The canvases are only those that occurred, one per (block, step) of
 each row (`canvases.packed_canvases`), each a block long; groups of them are
-scored against the cache, about `GROUP_TOKENS` query tokens per forward, through
-the cached logits function with canvas ids. Under `masks.canvas_mask` each
+scored against the cache, at most `GROUP_TOKENS` query tokens per forward,
+through the cached logits function with canvas ids. Under `masks.canvas_mask` each
 canvas sees exactly the clean earlier blocks and itself, as the denoiser
 did, so the model processes about as many tokens as the rollout did, in a
 few forwards instead of one per step, and attention stays linear in the
@@ -63,26 +63,40 @@ def check_trace(model, trace) -> trace_lib.Trace:
   return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
 
 
+def canvas_bucket(count: int, block_size: int) -> int:
+  """`count` canvases per row rounded up to a static bucket.
+
+  A power of two below one group, whole groups above: short rollouts (RL's
+  answers often fit in a canvas or two) are not padded to a whole group,
+  and a group always divides the bucket.
+  """
+  group = group_size(block_size)
+  if count >= group:
+    return _round_up(count, group)
+  return min(1 << (count - 1).bit_length(), group)
+
+
 def static_num_canvases(
     trace: trace_lib.Trace, num_canvases: int | None = None
 ) -> int:
   """Static canvases per row: given, counted, or the most possible.
 
-  Rounded up to whole groups (`group_size`), so traces of similar lengths
-  share one program (and a count so rounded is accepted again).
+  Rounded up to a bucket (a power of two below one group, whole groups
+  above), so traces of similar lengths share one program (and a count so
+  rounded is accepted again).
 
   Raises:
     ValueError: for a `num_canvases` outside [1, most possible rounded up
       to whole groups], or fewer than a row of a concrete trace has.
   """
   size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
-  most = _round_up(
-      canvases_lib.num_completion_blocks(size, width) * size, group_size(size)
+  most = canvas_bucket(
+      canvases_lib.num_completion_blocks(size, width) * size, size
   )
   concrete = not isinstance(trace.action_step, jax.core.Tracer)
   if num_canvases is None:
     count = canvases_lib.count_canvases(trace) if concrete else most
-    return _round_up(count, group_size(size))
+    return canvas_bucket(count, size)
   if isinstance(num_canvases, bool) or not isinstance(num_canvases, int):
     raise ValueError(f"num_canvases must be an int, got {num_canvases!r}.")
   if not 1 <= num_canvases <= most:
@@ -94,7 +108,7 @@ def static_num_canvases(
         f"num_canvases={num_canvases} is too small: a row of the trace has"
         f" {canvases_lib.count_canvases(trace)} (block, step) canvases."
     )
-  return _round_up(num_canvases, group_size(size))
+  return canvas_bucket(num_canvases, size)
 
 
 def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
@@ -117,7 +131,8 @@ def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
   batch, clean_len = rows.tokens.shape
-  width = group_size(config.block_size) * config.block_size
+  # A group never wider than the canvases: padding costs full forwards.
+  width = min(group_size(config.block_size), num_canvases) * config.block_size
   cache = block_cache.init_block_cache(
       model,
       batch,

@@ -66,9 +66,14 @@ class DiffusionTrainExample(grpo_learner.TrainExample):
   Attributes:
     trace: the rollout's `Trace` (batch-major arrays, so Tunix slices and
       shards it with the rest), or None, which the diffusion loss rejects.
+    num_canvases: static (block, step) canvases per row for the live
+      replay, counted on the concrete trace (`replay.static_num_canvases`,
+      an upper bound for any slice of it); None replays every possible
+      canvas, padding short rollouts' forwards several times over.
   """
 
   trace: trace_lib.Trace | None = None
+  num_canvases: int | None = flax.struct.field(pytree_node=False, default=None)
 
   @classmethod
   def from_trace(
@@ -102,6 +107,7 @@ class DiffusionTrainExample(grpo_learner.TrainExample):
         old_per_token_logps=old_per_token_logps,
         sampler_is_weights=sampler_is_weights,
         trace=trace,
+        num_canvases=replay.static_num_canvases(trace),
     )
 
 
@@ -330,7 +336,8 @@ def diffusion_grpo_loss(
     **kwargs: ignored, as by Tunix's `grpo_loss_fn`.
 
   Returns:
-    `grpo_objective` of `replay_log_probs(model, train_example.trace)`.
+    `grpo_objective` of `replay_log_probs(model, train_example.trace)`,
+    replaying `train_example.num_canvases` canvases per row.
 
   Raises:
     ValueError: for a missing trace, packed sequences, a trace whose shape
@@ -340,6 +347,9 @@ def diffusion_grpo_loss(
   del pad_id, eos_id, kwargs
   trace = _checked_trace(train_example, algo_config)
   per_token_logps = replay.replay_log_probs(
-      model, trace, cached_logits_fn=cached_logits_fn
+      model,
+      trace,
+      cached_logits_fn=cached_logits_fn,
+      num_canvases=getattr(train_example, "num_canvases", None),
   )
   return grpo_objective(per_token_logps, train_example, algo_config)
