@@ -28,7 +28,10 @@ k per step) for k in 1, 2, 4, 8, at batch 1 and 8, against Tunix's
 
 Variants: `default`; `realistic`; `tiny` for smoke tests (the short
 workload, tiny sizes); `realistic_tiny` (the realistic workload's code path
-at toy size).
+at toy size). Workloads `long8` and `long16` decode the `count` task with
+the 8- and 16-token-block models of `sft.py:long8` and `sft.py:long16`:
+
+  tunix run --plugin tunix_bd bench_decode.py --config.workloads="('long8',)"
 """
 
 import ml_collections
@@ -36,12 +39,12 @@ import ml_collections
 from tunix_bd import config_sections
 
 
-def _workload(tasks, max_new_tokens, runs):
+def _workload(tasks, max_new_tokens, runs, bd_checkpoint=None):
   return dict(
       tasks=tasks,
       max_new_tokens=max_new_tokens,
       ar_checkpoint=f"{runs}/ar_pretrain/export",
-      bd_checkpoint=f"{runs}/sft/export",
+      bd_checkpoint=bd_checkpoint or f"{runs}/sft/export",
   )
 
 
@@ -77,6 +80,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       dict(
           short=_workload(("sort", "reverse", "double"), 16, "runs/quickstart"),
           long=_workload(("count",), 256, "runs/quickstart_long"),
+          # The long workload's block-size curriculum (`sft.py:long8`, then
+          # `sft.py:long16`), against the same AR teacher.
+          long8=_workload(
+              ("count",), 256, "runs/quickstart_long", "runs/sft_long8/export"
+          ),
+          long16=_workload(
+              ("count",), 256, "runs/quickstart_long", "runs/sft_long16/export"
+          ),
           # Qwen3-0.6B's width and head layout, 12 of its 28 layers.
           realistic=_random_workload(
               num_layers=12,

@@ -22,20 +22,33 @@ per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
 LoRA instead of a full fine-tune: `--config.lora.rank=16`.
 
 Variants (`sft.py:VARIANT`): `default`; `long`, the `count` task (long
-answers; converts `ar_pretrain.py:long`); `tiny`, a few steps for smoke tests.
+answers; converts `ar_pretrain.py:long`); `long8` and `long16`, a block-size
+curriculum on the `count` task (each continues the previous stage's export
+with blocks twice as long: `quickstart.py:long`'s 4-token model, then
+`long8`'s); `tiny`, a few steps for smoke tests. After `quickstart.py:long`:
+
+  tunix run --plugin tunix_bd sft.py:long8
+  tunix run --plugin tunix_bd sft.py:long16
 """
 
 import ml_collections
 
 from tunix_bd import config_sections
 
+_VARIANTS = ("default", "long", "long8", "long16", "tiny")
+# Each curriculum stage: (its block size, the export it continues).
+_CURRICULUM = {
+    "long8": (8, "runs/quickstart_long/sft/export"),
+    "long16": (16, "runs/sft_long8/export"),
+}
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "long", "tiny"):
+  if variant not in _VARIANTS:
     raise ValueError(
-        f"unknown sft variant {variant!r}; use 'default', 'long' or 'tiny'."
+        f"unknown sft variant {variant!r}; use one of {_VARIANTS}."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "sft"
@@ -96,8 +109,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval = ml_collections.ConfigDict(dict(batch_size=64))
   config.mesh = config_sections.mesh()
 
-  if variant == "long":
-    config.workdir = "runs/sft_long"
+  if variant in ("long", *_CURRICULUM):
+    config.workdir = f"runs/sft_{variant}"
     config.model.checkpoint = "runs/ar_pretrain_long/export"
     config.data.update(tasks=("count",), max_length=288, num_eval=64)
     # Blocks shorter than a `count` term (5 characters) keep the digits a
@@ -113,6 +126,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         checkpoint_every_n_steps=400,
     )
     config.eval.update(batch_size=16)
+  if variant in _CURRICULUM:
+    # From scratch, 8-token blocks stall (above); continuing a converged
+    # model with blocks twice as long reached 100 % masked accuracy and
+    # greedy exact match in the same 800 steps.
+    config.bd.block_size, config.model.checkpoint = _CURRICULUM[variant]
   if variant == "tiny":
     config.data.update(num_train=128, num_eval=16, max_len=3)
     config.train.update(

@@ -76,6 +76,22 @@ class ConfigsTest(parameterized.TestCase):
     # (the previous number's digits) are clean context.
     self.assertLess(sft.bd.block_size, len("4749,"))
 
+  def test_block_size_curriculum_continues_each_stage_with_longer_blocks(self):
+    previous = f"{_load('quickstart', 'long').workdir}/sft/export"
+    previous_block = _load("sft", "long").bd.block_size
+    for variant in ("long8", "long16"):
+      stage = _load("sft", variant)
+      self.assertEqual(stage.model.checkpoint, previous)
+      self.assertEqual(stage.bd.block_size, 2 * previous_block)
+      self.assertEqual(tuple(stage.data.tasks), ("count",))
+      bench = _load("bench_decode").workload_settings[variant]
+      self.assertEqual(bench.bd_checkpoint, f"{stage.workdir}/export")
+      self.assertEqual(
+          bench.ar_checkpoint,
+          _load("bench_decode").workload_settings.long.ar_checkpoint,
+      )
+      previous, previous_block = f"{stage.workdir}/export", stage.bd.block_size
+
   def test_opd_distills_the_teacher_into_its_sft_student(self):
     opd = _load("opd")
     self.assertEqual(opd.model.student, f"{_load('sft').workdir}/export")
