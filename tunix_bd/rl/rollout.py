@@ -43,6 +43,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from absl import logging
 from flax import nnx
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tunix.rl import reshard
 
@@ -53,6 +54,13 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import tunix_layout
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
+
+
+@jax.jit
+def _fresh_copy(tree):
+  """Device copies of `tree`'s arrays, on their own shardings, in one call."""
+  return jax.tree.map(jnp.copy, tree)
+
 
 # Row-seed streams: the mode is part of the seed, so evaluation never draws
 # from (or advances) the training stream.
@@ -346,12 +354,22 @@ class DiffusionRollout(compat.BaseRollout):
         or `nnx.LoRAParam` with LoRA).
     """
     target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
-    placed = reshard.reshard_pytree(params, target)
-    # On one mesh the reshard is a no-op returning the actor's own arrays;
-    # copy those, so the rollout never shares (or loses, to donation) them.
-    placed = jax.tree.map(
-        lambda new, src: new.copy() if new is src else new, placed, params
+    placed_alike = jax.tree.map(
+        lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
+        params,
+        target,
     )
+    if all(jax.tree.leaves(placed_alike)):
+      # One mesh (the default): one compiled copy, so the rollout never
+      # shares (or loses, to donation) the actor's arrays; Tunix's reshard
+      # would return them as they are, after starting a logging thread.
+      placed = _fresh_copy(params)
+    else:
+      placed = reshard.reshard_pytree(params, target)
+      # Leaves already on their target come back as the actor's arrays.
+      placed = jax.tree.map(
+          lambda new, src: new.copy() if new is src else new, placed, params
+      )
     nnx.update(self._model, placed)
     logging.log_first_n(logging.INFO, "rollout weights synced.", 1)
 
