@@ -275,13 +275,19 @@ class DiffusionRollout(compat.BaseRollout):
 
   def _encode(self, prompts: Sequence[str], max_length: int) -> list[list]:
     rows = []
+    # GRPO repeats each prompt G times: encode each distinct one once.
+    encoded = {}
     for i, prompt in enumerate(prompts):
       if not isinstance(prompt, str):
         raise ValueError(
             f"prompt {i} is a {type(prompt).__name__}, not a rendered string;"
             " the dataset's prompts must be an np.ndarray of str."
         )
-      ids = list(self._tokenizer.encode(prompt, add_special_tokens=False))
+      if prompt not in encoded:
+        encoded[prompt] = self._tokenizer.encode(
+            prompt, add_special_tokens=False
+        )
+      ids = list(encoded[prompt])
       if not 1 <= len(ids) <= max_length:
         raise ValueError(
             f"prompt {i} has {len(ids)} tokens; rollout.max_prompt_length"
