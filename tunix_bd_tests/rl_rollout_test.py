@@ -204,7 +204,24 @@ class BuffersTest(absltest.TestCase):
     for a, r in zip(_params(actor), _params(rollout.model())):
       np.testing.assert_array_equal(a, r)
       self.assertIsNot(a, r)
+      self.assertNotEqual(a.unsafe_buffer_pointer(), r.unsafe_buffer_pointer())
     self.assertFalse(rl_utils.is_sharing_weights(actor, rollout.model()))
+    # A jitted optimizer step returns the same placement spelled `P()`:
+    # still a copy on device, never the actor's own buffers.
+    respelled = jax.tree.map(
+        lambda x: jax.device_put(
+            x * 2.0,
+            jax.sharding.NamedSharding(
+                x.sharding.mesh, jax.sharding.PartitionSpec()
+            ),
+        ),
+        nnx.state(actor, nnx.Param),
+    )
+    nnx.update(actor, respelled)
+    cluster.sync_weights()
+    for a, r in zip(_params(actor), _params(rollout.model())):
+      np.testing.assert_array_equal(a, r)
+      self.assertNotEqual(a.unsafe_buffer_pointer(), r.unsafe_buffer_pointer())
 
 
 class FailClosedTest(parameterized.TestCase):
