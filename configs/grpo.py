@@ -36,7 +36,18 @@ reward functions by import path, each `fn(prompts, completions, **kwargs)`):
       --config.data.prompts=rl.jsonl \
       --config.reward.functions='("my_rewards:format_reward",)'
 
-Variants (`grpo.py:VARIANT`): `default`; `weak` (above); `long`, the `count`
+Where RL gives what SFT data cannot (`grpo.py:extrapolate`): operands of
+1 to 8 digits where the SFT data has 1 to 6, so the 7- and 8-digit answers
+come from the reward alone; then decode each length range:
+
+  tunix run --plugin tunix_bd grpo.py:extrapolate
+  tunix run --plugin tunix_bd generate.py \
+      --config.model.checkpoint=runs/grpo_extrapolate/export \
+      --config.data.min_len=7 --config.data.max_len=8 \
+      --config.decode.max_new_tokens=24
+
+Variants (`grpo.py:VARIANT`): `default`; `weak` and `extrapolate` (above);
+`long`, the `count`
 task with a 256-token budget on the `quickstart.py:long` model; `smoke`
 (alias `tiny`), a random tiny converted model and 3 steps, needing no
 earlier run.
@@ -47,7 +58,7 @@ from ml_collections import config_dict
 
 from tunix_bd import config_sections
 
-_VARIANTS = ("default", "weak", "long", "smoke", "tiny")
+_VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -166,6 +177,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     # The README's measured run (a weak start has headroom for a larger step).
     config.train.learning_rate = 3e-4
+  if variant == "extrapolate":
+    config.workdir = "runs/grpo_extrapolate"
+    # Mixed with the lengths SFT saw, so the policy keeps them (trained on
+    # 7-8 digits alone it learned to write longer answers everywhere).
+    config.data.update(min_len=1, max_len=8)
+    config.rollout.max_new_tokens = 24  # An 8-digit `double` is 16 tokens.
+    config.train.update(max_steps=960, learning_rate=3e-4)
   if variant == "long":
     config.workdir = "runs/grpo_long"
     config.model.update(

@@ -13,7 +13,7 @@ from tunix_bd import config_files
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.rl import settings as settings_lib
 
-_VARIANTS = ("default", "weak", "long", "smoke", "tiny")
+_VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
 
 
 def _config(variant=None, **overrides):
@@ -87,6 +87,30 @@ class GrpoConfigTest(parameterized.TestCase):
         flags["model.checkpoint"],
         f"{quickstart.workdir}/ar_pretrain/export",
     )
+
+  def test_extrapolate_adds_operand_lengths_the_sft_data_lacks(self):
+    config = _config("extrapolate")
+    sft = config_files.get_config("sft")
+    self.assertEqual(config.model.checkpoint, _config().model.checkpoint)
+    self.assertEqual(tuple(config.data.tasks), tuple(sft.data.tasks))
+    # Every length SFT saw, and longer ones it never did.
+    self.assertEqual(config.data.min_len, sft.data.min_len)
+    self.assertGreater(config.data.max_len, sft.data.max_len)
+    # The longest answer (`double`, two characters a digit) and its stop.
+    self.assertGreaterEqual(
+        config.rollout.max_new_tokens, 2 * config.data.max_len
+    )
+    # The documented evaluation decodes the new lengths with real keys.
+    source = (config_files.config_dir() / "grpo.py").read_text()
+    command = re.search(r"generate\.py(.*?)\n\n", source, re.S).group(1)
+    flags = dict(re.findall(r"--config\.([\w.]+)=(\S+)", command))
+    self.assertEqual(flags["model.checkpoint"], f"{config.workdir}/export")
+    self.assertEqual(int(flags["data.min_len"]), sft.data.max_len + 1)
+    self.assertEqual(int(flags["data.max_len"]), config.data.max_len)
+    generate = config_files.get_config("generate")
+    for key in flags:
+      section, _, name = key.rpartition(".")
+      self.assertIn(name, generate[section])
 
   def test_long_uses_the_long_quickstart_model_and_count_task(self):
     config = _config("long")
