@@ -16,11 +16,11 @@ Packed layout, at the rollout's cost. One forward writes the clean rows
 cache. The canvases are only those that occurred, one per (block, step) of
 each row (`canvases.packed_canvases`), each a block long; groups of them are
 scored against the cache, at most `GROUP_TOKENS` query tokens per forward,
-through the cached logits function with canvas ids. Under `masks.canvas_mask` each
-canvas sees exactly the clean earlier blocks and itself, as the denoiser
-did, so the model processes about as many tokens as the rollout did, in a
-few forwards instead of one per step, and attention stays linear in the
-number of canvases.
+through the cached logits function with canvas ids. Under
+`masks.canvas_mask` each canvas sees exactly the clean earlier blocks and
+itself, as the denoiser did, so the model processes about as many tokens as
+the rollout did, in a few forwards instead of one per step, and attention
+stays linear in the number of canvases.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def static_num_canvases(
   rounded is accepted again).
 
   Raises:
-    ValueError: for a `num_canvases` outside [1, most possible rounded up
-      to whole groups], or fewer than a row of a concrete trace has.
+    ValueError: for a `num_canvases` outside [1, the most possible rounded
+      up to its bucket], or fewer than a row of a concrete trace has.
   """
   size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
   most = canvas_bucket(

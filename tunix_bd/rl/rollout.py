@@ -5,8 +5,8 @@
 Tunix builds its rollout engine from `ClusterConfig.rollout_engine`; a
 `functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)`
 (optionally with the policy's `logits_fn` / `cached_logits_fn`, by default
-the Tunix decoder's) is accepted there, and Tunix adds `rollout_actor`, `tokenizer`, `mesh` and the
-TRAIN `rollout_config`. Each `generate` call decodes a batch of rendered
+the Tunix decoder's) is accepted there, and Tunix adds `rollout_actor`,
+`tokenizer`, `mesh` and the TRAIN `rollout_config`. Each `generate` call decodes a batch of rendered
 prompt strings by parallel block denoising (`generate.denoise.Denoiser`,
 exact block KV cache) and returns what Tunix's `RolloutOutput` holds; the
 rollout's `Trace` (every committed action, its step and log-prob) goes to
@@ -19,7 +19,8 @@ Why each rule (rl_opd_design.md §2.7, §3.2, §3.6):
     and an `nnx.clone` shares arrays, so a shared copy would never be
     synced and would go stale after the first optimizer step.
   * `update_params` copies device to device: on CPU Tunix syncs under
-    transfer guards that forbid host round trips.
+    transfer guards that forbid host round trips. On one mesh it is one
+    compiled copy; across meshes, Tunix's reshard.
   * Row seeds derive from (seed, mode, global step, call index within that
     step and mode), set by `set_generation_context`, so train and eval
     streams are independent and a resumed run draws the same rollouts.
