@@ -131,8 +131,8 @@ def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
   batch, clean_len = rows.tokens.shape
-  # A group never wider than the canvases: padding costs full forwards.
-  width = min(group_size(config.block_size), num_canvases) * config.block_size
+  block = config.block_size
+  width = canvases_per_forward(block, num_canvases) * block
   cache = block_cache.init_block_cache(
       model,
       batch,
@@ -195,8 +195,17 @@ def _logits(logits, targets, temperature):
 
 
 def group_size(block_size: int) -> int:
-  """Canvases scored per forward: about `GROUP_TOKENS` query tokens."""
+  """Canvases scored per forward at most: about `GROUP_TOKENS` query tokens."""
   return max(1, GROUP_TOKENS // block_size)
+
+
+def canvases_per_forward(block_size: int, num_canvases: int) -> int:
+  """Canvases each replay forward scores, given the static count per row.
+
+  Never wider than the canvases (padding costs whole forwards); it divides
+  any count `static_num_canvases` returns.
+  """
+  return min(group_size(block_size), num_canvases)
 
 
 def replay_log_probs(

@@ -314,8 +314,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   # Replay scores whole groups of canvases: how full the groups are.
   summary["replay"] = {
       "max_canvases_per_row": canvases_lib.count_canvases(trace),
-      "canvases_per_group": min(
-          replay.group_size(bd.block_size), replay.static_num_canvases(trace)
+      "canvases_per_group": replay.canvases_per_forward(
+          bd.block_size, replay.static_num_canvases(trace)
       ),
   }
   caption = (
