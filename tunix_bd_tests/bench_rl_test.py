@@ -10,6 +10,7 @@ import os
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
+from tunix_bd.core import replay as replay_lib
 from tunix_bd.evaluation import step_phases
 from tunix_bd.recipes import bench_rl
 
@@ -62,6 +63,14 @@ class SmokeTest(absltest.TestCase):
     # At least one canvas; at most one per action.
     self.assertBetween(replay["max_canvases_per_row"], 1, budget)
     self.assertGreaterEqual(replay["canvases_per_group"], 1)
+    # The context is whole blocks, at most the prompt and completion widths.
+    size = self.config.model.scratch_bd.block_size
+    context = replay["context_positions"]
+    self.assertEqual(context % size, 0)
+    width = self.config.rollout.max_prompt_length + budget
+    self.assertBetween(context, size, -(-width // size) * size)
+    bucket = replay_lib.canvas_bucket(replay["max_canvases_per_row"], size)
+    self.assertEqual(replay["tokens_per_row"], context + bucket * size)
 
   def test_rollouts_stay_within_the_token_budget(self):
     budget = self.config.rollout.max_new_tokens
@@ -89,6 +98,7 @@ class SmokeTest(absltest.TestCase):
     self.assertIn(
         f"at most {replay['max_canvases_per_row']} canvases", lines[-1]
     )
+    self.assertIn(f"{replay['tokens_per_row']} tokens a row", lines[-1])
     with open(os.path.join(self.workdir, "bench_rl.json")) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(self.summary)))
 

@@ -236,21 +236,27 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
     # Tunix's mini-batch slicing keeps a valid trace with its settings.
     part = rl_utils.get_batch_slice(example, slice(1, 3))
     self.assertEqual(part.trace.bd, self.trace.bd)
-    # The static canvas count is the whole batch's, a bound for any slice.
+    # The static replay shape is the whole batch's, a bound for any slice.
     self.assertEqual(part.num_canvases, replay.static_num_canvases(self.trace))
+    self.assertEqual(
+        part.context_length, replay.static_context_length(self.trace)
+    )
     np.testing.assert_allclose(
         replayer.compiled_replay_log_probs(self.model, part.trace),
         self.live[1:3],
         atol=1e-5,
     )
 
-  def test_counted_canvases_give_the_loss_of_every_possible_canvas(self):
+  def test_counted_shape_gives_the_loss_of_the_worst_case_shape(self):
     example = self._example(ref_per_token_logps=self.live)
-    every = example.replace(num_canvases=None)
-    # Counted, fewer canvases than the worst case the jitted loss assumes.
+    every = example.replace(num_canvases=None, context_length=None)
+    # Counted: fewer canvases and a shorter clean context than the worst
+    # case the jitted loss assumes.
     size, width = self.trace.bd.block_size, self.trace.tokens.shape[1]
     worst = canvases.num_completion_blocks(size, width) * size
     self.assertLess(example.num_canvases, replay.canvas_bucket(worst, size))
+    whole = self.trace.prompt_tokens.shape[1] + width
+    self.assertLess(example.context_length, whole)
     config = _grpo_config(beta=0.04)
     (loss, aux), (every_loss, every_aux) = (
         self._loss(e, config) for e in (example, every)

@@ -174,6 +174,16 @@ def _replay(trace, **kwargs):
   return got
 
 
+def _replay_shaped(trace, **shape):
+  """`_replay` with a given static shape (`num_canvases`, `context_length`)."""
+  _CALLS.clear()
+  scores = jax.jit(lambda t: replay.replay_log_probs(_COUNTED, t, **shape))(
+      trace
+  )
+  jax.effects_barrier()
+  return np.asarray(scores)
+
+
 class ReplayTest(parameterized.TestCase):
 
   # Two (alignment, temperature) pairs: each compiles replay once.
@@ -236,21 +246,70 @@ class ReplayTest(parameterized.TestCase):
     self.assertGreater(error.max(), 1e-3)
 
   @parameterized.parameters(bd_config.SHIFTED, bd_config.SAME_POSITION)
-  def test_packed_equals_unpacked_in_few_forwards(self, alignment):
+  def test_packed_equals_unpacked_in_one_forward(self, alignment):
     bd = _config(alignment)
     kwargs = dict(temperature=0.7, rule="random", seed=5)
     for stops in ((1, 1, 1, 1), (None,) * 4, _STOP_BLOCKS):
       trace = _simulate(_MODEL, bd, stop_blocks=stops, **kwargs)
       got = _replay(trace)
-      # A clean forward, then one per group of canvases, a group no wider
-      # than the (bucketed) canvases a row needs.
-      count = canvases.count_canvases(trace)
-      group = min(replay.group_size(_BLOCK), replay.static_num_canvases(trace))
-      self.assertLen(_CALLS, 1 + -(-count // group))
-      self.assertEqual(_CALLS[1:], [group * _BLOCK] * (len(_CALLS) - 1))
+      # One group of canvases: scored with the clean context in one forward.
+      self.assertLessEqual(
+          canvases.count_canvases(trace), replay.group_size(_BLOCK)
+      )
+      self.assertEqual(
+          _CALLS,
+          [
+              replay.static_context_length(trace)
+              + replay.static_num_canvases(trace) * _BLOCK
+          ],
+      )
       want = np.asarray(replay_reference.unpacked_log_probs(_MODEL, trace))
       np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
       np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+
+  @parameterized.parameters(bd_config.SHIFTED, bd_config.SAME_POSITION)
+  def test_many_groups_score_against_the_cached_context(self, alignment):
+    # Room for two groups of canvases.
+    trace = _simulate(
+        _MODEL,
+        _config(alignment),
+        completion_len=19,
+        stop_blocks=(None, 4, 5, 2),
+        temperature=0.7,
+        seed=5,
+    )
+    group = replay.group_size(_BLOCK)
+    context = replay.static_context_length(trace)
+    got = _replay_shaped(trace, num_canvases=2 * group, context_length=context)
+    # A forward writes the context to the cache, then one per group that
+    # holds a canvas (groups past every row's last canvas are skipped).
+    occupied = -(-canvases.count_canvases(trace) // group)
+    self.assertEqual(_CALLS, [context] + [group * _BLOCK] * occupied)
+    np.testing.assert_allclose(got, _replay(trace), atol=1e-5, rtol=0)
+    want = replay_reference.brute_force_log_probs(_MODEL, trace)
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+  def test_context_is_the_positions_before_each_rows_last_block(self):
+    trace = _simulate(
+        _MODEL, _config(bd_config.SHIFTED), stop_blocks=_STOP_BLOCKS, seed=2
+    )
+    last = [
+        length + np.flatnonzero(steps >= 0).max()
+        for length, steps in zip(trace.prompt_lengths, trace.action_step)
+    ]
+    need = int(max(position // _BLOCK * _BLOCK for position in last))
+    self.assertEqual(canvases.context_length(trace), need)
+    self.assertEqual(replay.static_context_length(trace), need)
+    # Positions past it are never attended: a longer context scores alike.
+    whole = len(trace.prompt_tokens[0]) + len(trace.tokens[0])  # 8 + 11.
+    count = replay.static_num_canvases(trace)
+    longer = _replay_shaped(trace, num_canvases=count, context_length=whole)
+    self.assertEqual(_CALLS, [20 + count * _BLOCK])  # In whole blocks.
+    np.testing.assert_allclose(longer, _replay(trace), atol=1e-5, rtol=0)
+    with self.assertRaisesRegex(
+        ValueError, rf"context_length={need - 1} is too small"
+    ):
+      replay.replay_log_probs(_MODEL, trace, context_length=need - 1)
 
   @parameterized.parameters(
       (1, 1), (2, 2), (3, 4), (5, 8), (16, 16), (17, 32), (33, 48)
@@ -263,6 +322,22 @@ class ReplayTest(parameterized.TestCase):
     self.assertEqual(
         replay.static_num_canvases(trace),
         replay.canvas_bucket(canvases.count_canvases(trace), _BLOCK),
+    )
+
+  def test_a_replayer_scores_under_a_given_state(self):
+    trace = _simulate(_MODEL, _config(bd_config.SHIFTED), seed=9)
+    other = test_common.tiny_qwen3(vocab_size=_VOCAB, embed_dim=32, seed=1)
+    replay_of = replayer.Replayer(_QWEN3)
+    # Another state of the same structure, without a new Replayer (RL's
+    # start-of-step snapshot); the model's own state again after it.
+    np.testing.assert_allclose(
+        replay_of(trace, state=nnx.state(other)),
+        replayer.compiled_replay_log_probs(other, trace),
+        atol=1e-6,
+        rtol=0,
+    )
+    np.testing.assert_allclose(
+        replay_of(trace), trace.action_logp, atol=1e-5, rtol=0
     )
 
   def test_replay_logits_are_the_distributions_of_replay_log_probs(self):

@@ -176,6 +176,34 @@ class StepCanvasTest(absltest.TestCase):
           expected = want[i] if blocks[i] == block else clean[i]
           self.assertEqual(logical[seq_position[i]], expected, (block, step))
 
+  def test_clean_context_holds_each_rows_positions_in_order(self):
+    trace = _rollout(_prompts((9, 3, 6, 1))).trace
+    rows = canvases.sequence(trace)
+    length = canvases.context_length(trace) + 3  # Past it: pads and more.
+    context = canvases.clean_context(trace, length)
+    np.testing.assert_array_equal(
+        context.positions, np.broadcast_to(np.arange(length), (4, length))
+    )
+    for row in range(4):
+      fields = lambda x, seq=rows, r=row: {
+          int(p): (int(t), int(c))
+          for p, t, c, s in zip(
+              seq.positions[r], seq.tokens[r], x[r], seq.segment_ids[r]
+          )
+          if s > 0 and p < length
+      }
+      self.assertEqual(
+          fields(context.committed_at, context),
+          fields(rows.committed_at),
+      )
+    # Each row's last generated block starts at most at the context's end.
+    steps = trace.action_step
+    last = trace.prompt_lengths + (steps >= 0).sum(axis=1) - 1
+    self.assertEqual(
+        canvases.context_length(trace),
+        int((last // _BD.block_size).max()) * _BD.block_size,
+    )
+
   def test_packed_canvases_score_each_slot_once(self):
     trace = _rollout(_prompts((9, 3, 6, 1))).trace
     count = canvases.count_canvases(trace)

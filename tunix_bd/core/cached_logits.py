@@ -79,9 +79,11 @@ def block_logits_with_cache(
   one block at one step, scored against a cache that may hold every block
   clean: under `masks.canvas_mask` a canvas sees the cached blocks before
   its own and itself, and under `shifted` alignment its block's first token
-  is predicted by the cached raw logit at the end of the block before (the
-  cache must keep block ends; one document per row, as in a trace).
-  Nothing is committed: the cache comes back unchanged.
+  is predicted by the raw logit at the end of the clean block before (the
+  cache must keep block ends; one document per row, as in a trace). Columns
+  with canvas id 0 are that clean context, in this call instead of the
+  cache: one forward scores a context and its canvases. Nothing is
+  committed: the cache comes back unchanged.
 
   Args:
     model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
@@ -94,8 +96,9 @@ def block_logits_with_cache(
       blocks, clean); the rest are evaluated but stay unwritten in the new
       cache (segment id 0, `end_index` after the committed columns), so the
       next call overwrites them. None commits all `block_len`.
-    canvas_ids: int `[batch, block_len]` ids >= 1 of noisy canvases, or
-      None (a clean block or one denoising canvas).
+    canvas_ids: int `[batch, block_len]` ids >= 1 of noisy canvases (0 for
+      clean context columns before them), or None (a clean block or one
+      denoising canvas).
 
   Returns:
     `(logits, new_cache)`: float32 `[batch, block_len, vocab]` target-aligned
@@ -272,23 +275,40 @@ def _canvas_logits(model, tokens, positions, segments, cache, config, ids):
   if config.alignment == bd_config.SAME_POSITION:
     return diffusion_lm.exclude_mask_token(raw, config.mask_token_id), cache
   index, found = alignment.predecessors(positions, segments, ids)
-  # A block's first token: the end of the clean block before it, cached.
-  previous = positions // config.block_size - 1
-  previous = jnp.clip(previous, 0, cache.block_end_segments.shape[1] - 1)
-  from_cache = (
+  # A block's first token: the end of the clean block before it, among this
+  # call's clean columns or else cached.
+  first = (
       ~found
       & (positions % config.block_size == 0)
       & (positions >= config.block_size)
       & (segments != masks.PAD_SEGMENT_ID)
+  )
+  pad = masks.PAD_SEGMENT_ID
+  clean = ids == masks.CLEAN_CANVAS_ID
+  here, in_call = alignment.locate(
+      positions - 1,
+      jnp.where(first, segments, pad),
+      positions,
+      jnp.where(clean, segments, pad),
+  )
+  previous = positions // config.block_size - 1
+  previous = jnp.clip(previous, 0, cache.block_end_segments.shape[1] - 1)
+  from_cache = (
+      first
+      & ~in_call
       & (jnp.take_along_axis(cache.block_end_segments, previous, 1) == segments)
   )
   logits = jnp.where(
       found[:, :, None],
       alignment.gather_rows(raw, index),
       jnp.where(
-          from_cache[:, :, None],
-          alignment.gather_rows(cache.block_end_logits, previous),
-          0.0,
+          in_call[:, :, None],
+          alignment.gather_rows(raw, here),
+          jnp.where(
+              from_cache[:, :, None],
+              alignment.gather_rows(cache.block_end_logits, previous),
+              0.0,
+          ),
       ),
   )
   return diffusion_lm.exclude_mask_token(logits, config.mask_token_id), cache

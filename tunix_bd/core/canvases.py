@@ -79,6 +79,61 @@ def sequence(trace: trace_lib.Trace) -> Sequence:
   )
 
 
+def context_length(trace: trace_lib.Trace) -> int:
+  """Clean positions the canvases of a concrete trace attend: whole blocks.
+
+  A canvas sees the clean blocks before its own, so each row needs the
+  positions below its last generated block; the most of any row, at least
+  one block.
+  """
+  size = trace.bd.block_size
+  steps = np.asarray(trace.action_step)
+  lengths = np.asarray(trace.prompt_lengths)
+  last = np.max(np.where(steps >= 0, np.arange(steps.shape[1]), -1), axis=1)
+  starts = np.where(last >= 0, (lengths + last) // size * size, 0)
+  return max(int(starts.max()), size)
+
+
+def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
+  """The first `length` logical positions of each row, clean, by position.
+
+  Column j holds logical position j: the prompt, then the generated
+  completion slots, then pads. No right padding between them, so replay's
+  clean context is as short as the longest row's, not the prompt budget
+  plus the completion budget.
+
+  Args:
+    trace: the rollout; arrays concrete or traced.
+    length: static number of positions (columns), >= 1.
+
+  Returns:
+    `Sequence` of `[batch, length]`; pads have segment 0 and `NEVER`.
+  """
+  prompt = jnp.asarray(trace.prompt_tokens, jnp.int32)
+  lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)[:, None]
+  steps = jnp.asarray(trace.action_step, jnp.int32)
+  position = jnp.arange(length, dtype=jnp.int32)[None, :]
+  position = jnp.broadcast_to(position, (prompt.shape[0], length))
+  slot = position - lengths
+  take = lambda x, i: jnp.take_along_axis(
+      x, jnp.clip(i, 0, x.shape[1] - 1), axis=1
+  )
+  in_prompt = slot < 0
+  step = jnp.where((slot >= 0) & (slot < steps.shape[1]), take(steps, slot), -1)
+  generated = step >= 0
+  tokens = jnp.asarray(trace.tokens, jnp.int32)
+  return Sequence(
+      tokens=jnp.where(
+          in_prompt,
+          take(prompt, position),
+          jnp.where(generated, take(tokens, slot), 0),
+      ),
+      positions=position,
+      segment_ids=(in_prompt | generated).astype(jnp.int32),
+      committed_at=jnp.where(in_prompt, -1, jnp.where(generated, step, NEVER)),
+  )
+
+
 def step_canvas(trace: trace_lib.Trace, step: Any) -> jax.Array:
   """int32 `[batch, prompt_len + T]`: every block's canvas before `step`.
 

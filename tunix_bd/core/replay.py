@@ -11,16 +11,20 @@ OPD's student, all score the very actions the rollout took: RL through
 `diffusion_lm.log_probs` at `trace.temperature`. For eager callers,
 `core.replayer` compiles it once per model.
 
-Packed layout, at the rollout's cost. One forward writes the clean rows
-(prompt and completion, with the raw logits at block ends) to a block KV
-cache. The canvases are only those that occurred, one per (block, step) of
-each row (`canvases.packed_canvases`), each a block long; groups of them are
-scored against the cache, at most `GROUP_TOKENS` query tokens per forward,
-through the cached logits function with canvas ids. Under
-`masks.canvas_mask` each canvas sees exactly the clean earlier blocks and
-itself, as the denoiser did, so the model processes about as many tokens as
-the rollout did, in a few forwards instead of one per step, and attention
-stays linear in the number of canvases.
+Packed layout, at the rollout's cost. The canvases are only those that
+occurred, one per (block, step) of each row (`canvases.packed_canvases`),
+each a block long. Their clean context is each row's positions in order up
+to its last generated block (`canvases.clean_context`): no prompt padding,
+and no clean copy of a block no canvas attends. Through the cached logits
+function with canvas ids, under `masks.canvas_mask` each canvas sees
+exactly the clean earlier blocks and itself, as the denoiser did. When the
+canvases fit one group (at most `GROUP_TOKENS` query tokens; RL's short
+answers), context and canvases are one forward, as long as the rollout's
+rows; otherwise one forward writes the context (with the raw logits at
+block ends) to a block KV cache and each group is scored against it. The
+model processes about as many tokens as the rollout did, in a few forwards
+instead of one per step, and attention stays linear in the number of
+canvases.
 """
 
 from __future__ import annotations
@@ -76,6 +80,29 @@ def canvas_bucket(count: int, block_size: int) -> int:
   return min(1 << (count - 1).bit_length(), group)
 
 
+def _static_size(name, given, trace, need, most, bucket, unit):
+  """`given` (checked) or what a concrete `trace` needs (`most` if traced).
+
+  Rounded up by `bucket`, so traces of similar shapes share one program.
+
+  Raises:
+    ValueError: for a `given` outside [1, `most`] or below what the trace
+      needs (`unit` names what is counted).
+  """
+  concrete = not isinstance(trace.action_step, jax.core.Tracer)
+  if given is None:
+    return bucket(need(trace) if concrete else most)
+  if isinstance(given, bool) or not isinstance(given, int):
+    raise ValueError(f"{name} must be an int, got {given!r}.")
+  if not 1 <= given <= most:
+    raise ValueError(f"{name} must be in [1, {most}], got {given}.")
+  if concrete and need(trace) > given:
+    raise ValueError(
+        f"{name}={given} is too small: the trace needs {need(trace)} {unit}."
+    )
+  return bucket(given)
+
+
 def static_num_canvases(
     trace: trace_lib.Trace, num_canvases: int | None = None
 ) -> int:
@@ -90,32 +117,52 @@ def static_num_canvases(
       up to its bucket], or fewer than a row of a concrete trace has.
   """
   size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
-  most = canvas_bucket(
-      canvases_lib.num_completion_blocks(size, width) * size, size
+  bucket = functools.partial(canvas_bucket, block_size=size)
+  most = bucket(canvases_lib.num_completion_blocks(size, width) * size)
+  return _static_size(
+      "num_canvases",
+      num_canvases,
+      trace,
+      canvases_lib.count_canvases,
+      most,
+      bucket,
+      "(block, step) canvases in a row",
   )
-  concrete = not isinstance(trace.action_step, jax.core.Tracer)
-  if num_canvases is None:
-    count = canvases_lib.count_canvases(trace) if concrete else most
-    return canvas_bucket(count, size)
-  if isinstance(num_canvases, bool) or not isinstance(num_canvases, int):
-    raise ValueError(f"num_canvases must be an int, got {num_canvases!r}.")
-  if not 1 <= num_canvases <= most:
-    raise ValueError(
-        f"num_canvases must be in [1, {most}], got {num_canvases}."
-    )
-  if concrete and canvases_lib.count_canvases(trace) > num_canvases:
-    raise ValueError(
-        f"num_canvases={num_canvases} is too small: a row of the trace has"
-        f" {canvases_lib.count_canvases(trace)} (block, step) canvases."
-    )
-  return canvas_bucket(num_canvases, size)
 
 
-def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
+def static_context_length(
+    trace: trace_lib.Trace, context_length: int | None = None
+) -> int:
+  """Static clean positions per row: given, counted, or the whole sequence.
+
+  Rounded up to whole blocks. Any length from the counted one up gives the
+  same replay: the canvases never attend the positions past it.
+
+  Raises:
+    ValueError: for a `context_length` outside [1, prompt_len +
+      completion_len rounded up to whole blocks], or below what a concrete
+      trace needs.
+  """
+  size = trace.bd.block_size
+  bucket = lambda length: _round_up(length, size)
+  most = bucket(np.shape(trace.prompt_tokens)[1] + np.shape(trace.tokens)[1])
+  return _static_size(
+      "context_length",
+      context_length,
+      trace,
+      canvases_lib.context_length,
+      most,
+      bucket,
+      "clean positions",
+  )
+
+
+def _replay(model, trace, shape, cached_logits_fn, per_slot):
   """The packed replay of a trace, checked here.
 
   Args:
-    model, trace, num_canvases, cached_logits_fn: as `replay_log_probs`.
+    model, trace, cached_logits_fn: as `replay_log_probs`.
+    shape: `(num_canvases, context_length)` as given to `replay_log_probs`.
     per_slot: `(logits [batch, width, vocab], targets [batch, width],
       temperature) -> [batch, width, ...]`, what each scored canvas column
       contributes.
@@ -125,65 +172,82 @@ def _replay(model, trace, num_canvases, cached_logits_fn, per_slot):
     slot on its commit canvas; 0 where `action_step == -1`.
   """
   trace = check_trace(model, trace)
-  num_canvases = static_num_canvases(trace, num_canvases)
-  per_slot = functools.partial(per_slot, temperature=trace.temperature)
-  rows = canvases_lib.sequence(trace)
+  num_canvases = static_num_canvases(trace, shape[0])
+  context = canvases_lib.clean_context(
+      trace, static_context_length(trace, shape[1])
+  )
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
-  batch, clean_len = rows.tokens.shape
+  batch, context_len = context.tokens.shape
   block = config.block_size
   width = canvases_per_forward(block, num_canvases) * block
   cache = block_cache.init_block_cache(
-      model,
-      batch,
-      clean_len + width,
-      block_end_logits_of=config.block_size,
-  )
-  # One forward writes the clean rows (and their block ends' raw logits,
-  # the predictors of the next blocks' first tokens) to the cache.
-  clean_logits, cache = cached_logits_fn(
-      model, rows.tokens, rows.positions, rows.segment_ids, cache, config=config
+      model, batch, context_len + width, block_end_logits_of=block
   )
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
-  # What `per_slot` makes of a group's `[batch, width, vocab]` logits.
-  group_out = jax.eval_shape(
-      per_slot,
-      jax.ShapeDtypeStruct(
-          (batch, width) + clean_logits.shape[2:], jnp.float32
-      ),
-      jax.ShapeDtypeStruct((batch, width), jnp.int32),
-  )
-  zeros = jnp.zeros(np.shape(trace.tokens) + group_out.shape[2:], jnp.float32)
 
-  # Rematerialized in the backward pass: gradient memory of one group.
-  @functools.partial(jax.checkpoint, prevent_cse=False)
-  def score(fields):
+  def score(cache, fields, same_forward=None):
+    """Each completion slot's `per_slot`, from the canvas it is scored on."""
     tokens, positions, segments, ids, targets, scored, slot = fields
+    if same_forward is not None:  # The clean context, as canvas id 0.
+      tokens, positions, segments, ids = (
+          jnp.concatenate([clean, noisy], axis=1)
+          for clean, noisy in zip(
+              (
+                  same_forward.tokens,
+                  same_forward.positions,
+                  same_forward.segment_ids,
+                  jnp.zeros_like(same_forward.tokens),
+              ),
+              (tokens, positions, segments, ids),
+          )
+      )
     logits, _ = cached_logits_fn(
         model, tokens, positions, segments, cache, config=config, canvas_ids=ids
     )
-    values = per_slot(logits, targets)
+    values = per_slot(
+        logits[:, -width:], targets, temperature=trace.temperature
+    )
     scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
+    zeros = jnp.zeros(np.shape(trace.tokens) + values.shape[2:], jnp.float32)
     # Each completion slot is scored in exactly one canvas.
     return zeros.at[row, slot].add(jnp.where(scored, values, 0.0))
+
+  columns = (
+      packed.tokens,
+      packed.positions,
+      packed.segment_ids,
+      packed.canvas_ids,
+      packed.targets,
+      packed.scored,
+      packed.slot,
+  )
+  if width == num_canvases * block:
+    # One group (RL's short answers): context and canvases in one forward.
+    return score(cache, columns, context)
+  # One forward writes the clean context (and its block ends' raw logits,
+  # the predictors of the next blocks' first tokens) to the cache.
+  _, cache = cached_logits_fn(
+      model,
+      context.tokens,
+      context.positions,
+      context.segment_ids,
+      cache,
+      config=config,
+  )
+  # Rematerialized in the backward pass: gradient memory of one group.
+  group = jax.checkpoint(functools.partial(score, cache), prevent_cse=False)
+  groups = tuple(
+      jnp.moveaxis(x.reshape(batch, -1, width), 1, 0) for x in columns
+  )
+  out = jax.eval_shape(group, tuple(x[0] for x in groups))
+  zeros = jnp.zeros(out.shape, out.dtype)
 
   def body(total, fields):
     # Groups past every row's last canvas are skipped at run time.
     occupied = fields[2].any()
-    return total + jax.lax.cond(occupied, score, lambda _: zeros, fields), None
+    return total + jax.lax.cond(occupied, group, lambda _: zeros, fields), None
 
-  groups = tuple(
-      jnp.moveaxis(x.reshape(batch, -1, width), 1, 0)
-      for x in (
-          packed.tokens,
-          packed.positions,
-          packed.segment_ids,
-          packed.canvas_ids,
-          packed.targets,
-          packed.scored,
-          packed.slot,
-      )
-  )
   total, _ = jax.lax.scan(body, zeros, groups)
   return total
 
@@ -216,6 +280,7 @@ def replay_log_probs(
         cached_logits.block_logits_with_cache
     ),
     num_canvases: int | None = None,
+    context_length: int | None = None,
 ) -> jax.Array:
   """Log-probs of a trace's actions under `model`, in one packed forward.
 
@@ -228,11 +293,16 @@ def replay_log_probs(
     trace: the recorded rollout; scored at `trace.temperature` with
       `trace.bd` (any `layout`: replay always packs canvases against a clean
       context).
-    cached_logits_fn: the cached model call, given a cache of the clean
-      rows (with their logits) and the canvases with `canvas_ids`.
+    cached_logits_fn: the cached model call, given the canvases with
+      `canvas_ids` and the clean context before them (id 0) in the same
+      call or, for many groups, in its cache (with the block-end logits).
     num_canvases: static (block, step) canvases per row, at least the most
       any row has; None counts them on a concrete trace and takes the most
       possible under jit.
+    context_length: static clean positions per row, at least the start of
+      any row's last generated block (`canvases.context_length`); None
+      counts them on a concrete trace and takes the whole sequence under
+      jit.
 
   Returns:
     float32 `[batch, completion_len]` log-probs of `trace.tokens` at their
@@ -240,12 +310,12 @@ def replay_log_probs(
 
   Raises:
     ValueError: as `Trace.validate` (and for ids outside the model
-      vocabulary), or for a bad `num_canvases`.
+      vocabulary), or for a bad `num_canvases` or `context_length`.
   """
   return _replay(
       model,
       trace,
-      num_canvases,
+      (num_canvases, context_length),
       cached_logits_fn,
       diffusion_lm.token_log_probs,
   )
@@ -259,6 +329,7 @@ def replay_logits(
         cached_logits.block_logits_with_cache
     ),
     num_canvases: int | None = None,
+    context_length: int | None = None,
 ) -> jax.Array:
   """Each generated slot's target-aligned logits on its commit canvas.
 
@@ -270,7 +341,8 @@ def replay_logits(
   jit and grad like `replay_log_probs`.
 
   Args:
-    model, trace, cached_logits_fn, num_canvases: as `replay_log_probs`.
+    model, trace, cached_logits_fn, num_canvases, context_length: as
+      `replay_log_probs`.
 
   Returns:
     float32 `[batch, completion_len, vocab]` logits; 0 where
@@ -279,4 +351,6 @@ def replay_logits(
   Raises:
     ValueError: as `replay_log_probs`.
   """
-  return _replay(model, trace, num_canvases, cached_logits_fn, _logits)
+  return _replay(
+      model, trace, (num_canvases, context_length), cached_logits_fn, _logits
+  )

@@ -23,17 +23,18 @@ from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
 
 
-def _replay_graph(graphdef, state, trace, *, num_canvases, cached_logits_fn):
+def _replay_graph(graphdef, state, trace, *, cached_logits_fn, **shape):
   return replay.replay_log_probs(
       nnx.merge(graphdef, state),
       trace,
       cached_logits_fn=cached_logits_fn,
-      num_canvases=num_canvases,
+      **shape,
   )
 
 
 _replay_graph_jit = jax.jit(
-    _replay_graph, static_argnames=("num_canvases", "cached_logits_fn")
+    _replay_graph,
+    static_argnames=("num_canvases", "context_length", "cached_logits_fn"),
 )
 
 
@@ -77,8 +78,16 @@ class Replayer:
     self._cached_logits_fn = cached_logits_fn
     self._graphdef, self._state = nnx.split(model)
 
-  def __call__(self, trace: trace_lib.Trace) -> jax.Array:
+  def __call__(
+      self, trace: trace_lib.Trace, state: nnx.State | None = None
+  ) -> jax.Array:
     """float32 `[batch, completion_len]`, as `replay.replay_log_probs`.
+
+    Args:
+      trace: the concrete rollout to score.
+      state: the whole state to replay under instead of the model's own,
+        of the same structure (`nnx.state(model)`): a snapshot of it, such
+        as RL's start-of-step anchor, needs no new `Replayer`.
 
     Raises:
       ValueError: as `replay.replay_log_probs`.
@@ -96,12 +105,12 @@ class Replayer:
         # The layout does not matter to replay: one compile for both.
         bd=dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT),
     )
-    count = replay.static_num_canvases(trimmed)
     scores = _replay_graph_jit(
         self._graphdef,
-        self._state,
+        self._state if state is None else state,
         trimmed,
-        num_canvases=count,
+        num_canvases=replay.static_num_canvases(trimmed),
+        context_length=replay.static_context_length(trimmed),
         cached_logits_fn=self._cached_logits_fn,
     )
     return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))

@@ -311,12 +311,16 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
         arms, warmup=config.warmup_rounds, repeats=config.repeats
     )
   summary = step_phases.summarize(seconds, arms)
-  # Replay scores whole groups of canvases: how full the groups are.
+  # What a replay forward holds: the clean context, then groups of canvases.
+  num_canvases = replay.static_num_canvases(trace)
+  context = replay.static_context_length(trace)
   summary["replay"] = {
       "max_canvases_per_row": canvases_lib.count_canvases(trace),
       "canvases_per_group": replay.canvases_per_forward(
-          bd.block_size, replay.static_num_canvases(trace)
+          bd.block_size, num_canvases
       ),
+      "context_positions": context,
+      "tokens_per_row": context + num_canvases * bd.block_size,
   }
   caption = (
       f"GRPO step benchmark: {config.num_prompts} prompts x"
@@ -330,8 +334,10 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   print(
       step_phases.format_table(summary, caption)
       + "\n  diffusion replay: rows need at most"
-      f" {layout['max_canvases_per_row']} canvases; each forward scores a"
-      f" group of {layout['canvases_per_group']}"
+      f" {layout['max_canvases_per_row']} canvases (a group of"
+      f" {layout['canvases_per_group']} per forward) and"
+      f" {layout['context_positions']} clean positions:"
+      f" {layout['tokens_per_row']} tokens a row"
   )
   report_lib.write_json(os.path.join(config.workdir, "bench_rl.json"), summary)
   return summary

@@ -23,6 +23,7 @@ chat templates and micro-batching stay Tunix's):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Mapping
 
 from flax import nnx
@@ -99,6 +100,7 @@ class DiffusionRLCluster(compat.RLCluster):
       )
     super().__init__(**kwargs)
     self._reference_replayer: replayer_lib.Replayer | None = None
+    self._actor_replayer: replayer_lib.Replayer | None = None
     # Tunix builds the rollout before the actor trainer restores a
     # checkpoint: a resumed run must roll out with the restored weights
     # (the anchor snapshot is already taken from them).
@@ -200,12 +202,15 @@ class DiffusionRLCluster(compat.RLCluster):
     that sampled the trace.
     """
     with self._get_mesh_and_logical_axis_rules_cm(Role.ACTOR):
-      graphdef, _ = nnx.split(self.actor_trainer.model)
+      if self._actor_replayer is None:
+        # The actor's structure never changes: compile once, and replay
+        # each step's snapshot state through it.
+        self._actor_replayer = replayer_lib.Replayer(
+            self.actor_trainer.model,
+            cached_logits_fn=self.rollout.cached_logits_fn,
+        )
       state = rl_utils.put_params_on_memory_kind(
           self._anchor_policy_state, self._default_memory_kind
       )
-      anchor = nnx.merge(graphdef, state)
-      replay = replayer_lib.Replayer(
-          anchor, cached_logits_fn=self.rollout.cached_logits_fn
-      )
+      replay = functools.partial(self._actor_replayer, state=state)
       return self._replay(replay, trace, micro_batch_size)

@@ -14,10 +14,11 @@ the bytes each device holds, under these stated assumptions:
   layers x kv_heads x head_dim x 2 (K and V) x 2 bytes` (bfloat16), split
   over the rollout devices.
 * Replay activations (actor, one micro-batch of `train_micro_batch` rows):
-  `core.replay` runs one clean forward over `prompt + rollout` tokens, kept
-  for the backward pass, then scans canvas groups of `replay.GROUP_TOKENS`
-  query tokens, each rematerialised. Saved per token and layer, in
-  bfloat16: the two norm inputs (2 x embed), q/k/v and their norm inputs and
+  `core.replay` runs one clean forward over at most `prompt + rollout`
+  tokens, kept for the backward pass, then scans canvas groups of
+  `replay.GROUP_TOKENS` query tokens, each rematerialised (canvases that
+  fit one group ride on the clean forward: the same bound). Saved per
+  token and layer, in bfloat16: the two norm inputs (2 x embed), q/k/v and their norm inputs and
   the attention output (3 x (heads + kv_heads) x head_dim), and the MLP's
   gate, up and product (3 x intermediate); attention scores are not
   materialised (flash/splash attention). Plus float32 logits of one group

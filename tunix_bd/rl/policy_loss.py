@@ -70,10 +70,16 @@ class DiffusionTrainExample(grpo_learner.TrainExample):
       replay, counted on the concrete trace (`replay.static_num_canvases`,
       an upper bound for any slice of it); None replays every possible
       canvas, padding short rollouts' forwards several times over.
+    context_length: static clean positions per row for the live replay,
+      counted likewise (`replay.static_context_length`); None replays the
+      whole prompt and completion budget as context.
   """
 
   trace: trace_lib.Trace | None = None
   num_canvases: int | None = flax.struct.field(pytree_node=False, default=None)
+  context_length: int | None = flax.struct.field(
+      pytree_node=False, default=None
+  )
 
   @classmethod
   def from_trace(
@@ -108,6 +114,7 @@ class DiffusionTrainExample(grpo_learner.TrainExample):
         sampler_is_weights=sampler_is_weights,
         trace=trace,
         num_canvases=replay.static_num_canvases(trace),
+        context_length=replay.static_context_length(trace),
     )
 
 
@@ -337,7 +344,8 @@ def diffusion_grpo_loss(
 
   Returns:
     `grpo_objective` of `replay_log_probs(model, train_example.trace)`,
-    replaying `train_example.num_canvases` canvases per row.
+    replaying `train_example.num_canvases` canvases per row against
+    `train_example.context_length` clean positions.
 
   Raises:
     ValueError: for a missing trace, packed sequences, a trace whose shape
@@ -351,5 +359,6 @@ def diffusion_grpo_loss(
       trace,
       cached_logits_fn=cached_logits_fn,
       num_canvases=getattr(train_example, "num_canvases", None),
+      context_length=getattr(train_example, "context_length", None),
   )
   return grpo_objective(per_token_logps, train_example, algo_config)
