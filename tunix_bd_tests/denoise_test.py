@@ -18,6 +18,7 @@ from tunix_bd import eos
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.generate import commit_rules
+from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
 from tunix_bd_tests import test_common
 
@@ -237,6 +238,42 @@ class GenerateTest(parameterized.TestCase):
     np.testing.assert_array_equal(out.num_steps, tokens)
     # Cache writes share the forward of the next block's first step.
     np.testing.assert_array_equal(out.num_forwards, tokens)
+
+  @parameterized.parameters(
+      (4, 9, 13, ()),
+      (8, 40, 16, (40,)),
+      (8, 3, 15, ()),
+      (32, 256, 1024, (256,)),
+      (4, 8, 4, (8,)),
+  )
+  def test_the_canvas_is_the_longest_row_in_whole_blocks(
+      self, size, max_prompt_length, budget, late
+  ):
+    layout = decode_loop.Layout.create(size, max_prompt_length, budget)
+    self.assertEqual(
+        layout.length, -(-(max_prompt_length + budget) // size) * size
+    )
+    lengths = np.arange(1, max_prompt_length + 1)
+    prompts = np.tile(lengths + 9, (max_prompt_length, 1))
+    canvas = decode_loop.build_canvas(prompts, lengths, layout, mask_id=7)
+    real, positions = canvas["segments"] > 0, canvas["positions"]
+    for row, length in enumerate(lengths):
+      # The whole row, in order, at a whole-block offset.
+      np.testing.assert_array_equal(
+          positions[row][real[row]], np.arange(length + budget)
+      )
+      self.assertEqual(canvas["offsets"][row] % size, 0)
+      # Loop block 0 holds its first block to denoise, or for the longest
+      # prompts (`late`) the prompt block before it.
+      column = layout.first * size
+      block = length // size - (length in late)
+      self.assertEqual(canvas["first_block"][row], block)
+      self.assertEqual(positions[row][column], block * size)
+      at = np.flatnonzero(canvas["completion"][row])
+      self.assertEqual(at[0] // size, layout.first + (length in late))
+      self.assertEqual(
+          canvas["num_blocks"][row], at[-1] // size - layout.first + 1
+      )
 
   @parameterized.parameters(*_RUNS)
   def test_fused_cache_writes_save_a_forward_per_block(self, **kwargs):

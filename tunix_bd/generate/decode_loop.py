@@ -15,8 +15,12 @@ of a given geometry (and number of stop ids).
 
 Physical layout: row r is left-padded by whole blocks so that its first block
 to denoise (logical block `P_r // block_size`) sits at physical block
-`layout.first` in every row; `layout.blocks` blocks follow. Loop index j is
-the j-th block each row denoises.
+`layout.first` in every row, and loop index j is the j-th block each row
+denoises. The canvas is as long as the longest row in whole blocks: a
+`layout.first` past the last block any completion of `layout.blocks` blocks
+can start at would leave a block unused. Rows whose prompt ends past
+`layout.first` (the longest prompts, when the prompt budget is whole blocks)
+start at the prompt block there, with nothing to denoise in it.
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ class Layout:
 
   Attributes:
     block_size: tokens per block.
-    first: physical block of every row's first block to denoise; the prompt
-      blocks before it are prefilled.
-    blocks: blocks to denoise, the most any row can need.
+    first: physical block of loop block 0; the blocks before it are
+      prefilled.
+    blocks: loop blocks, the most any row's completion spans.
     max_new_tokens: completion positions per row.
   """
 
@@ -58,11 +62,12 @@ class Layout:
   def create(
       cls, block_size: int, max_prompt_length: int, max_new_tokens: int
   ) -> Layout:
-    # A completion starting at the last offset of a block spans the most.
-    blocks = (max_new_tokens + block_size - 2) // block_size + 1
-    return cls(
-        block_size, max_prompt_length // block_size, blocks, max_new_tokens
-    )
+    # The longest row's last block, and the most blocks a completion spans
+    # (one starting at the last offset of a block).
+    last = (max_prompt_length + max_new_tokens - 1) // block_size
+    spans = (max_new_tokens + block_size - 2) // block_size + 1
+    blocks = min(spans, last + 1)
+    return cls(block_size, last + 1 - blocks, blocks, max_new_tokens)
 
   @property
   def length(self) -> int:
@@ -83,12 +88,12 @@ def build_canvas(
   Returns:
     `tokens`, `positions`, `segments` (int32 `[batch, length]`),
     `completion` (bool `[batch, length]`), `first_block` and `num_blocks`
-    (int32 `[batch]`: the row's first logical block to denoise and how many
-    it has) and `offsets` (int `[batch]`: the physical index of logical
-    position 0).
+    (int32 `[batch]`: the row's logical block at loop block 0, its first to
+    denoise or a prompt block before it, and how many loop blocks it spans)
+    and `offsets` (int `[batch]`: the physical index of logical position 0).
   """
   size, total = layout.block_size, layout.max_new_tokens
-  first_block = lengths // size
+  first_block = np.minimum(lengths // size, layout.first)
   offsets = (layout.first - first_block) * size
   logical = np.arange(layout.length)[None, :] - offsets[:, None]
   real = (logical >= 0) & (logical < (lengths + total)[:, None])

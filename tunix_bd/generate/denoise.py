@@ -16,12 +16,14 @@ canvas (the prompt prefill likewise rides on the first step).
 Rows stop per `tunix_bd.eos`: after the block holding their first stop token.
 
 Layout: every row is left-padded by whole blocks so that its first block to
-denoise sits at the same physical block `F = max_prompt_length // block_size`
-in every row; the canvas is `(F + N) * block_size` long with `N` the most
-blocks any row can need. The layout depends on the settings only, so one
-compiled program serves every batch of a given size, and a row's
-computation does not depend on its batch mates: batch invariance holds by
-construction (attention never crosses rows; sampling uses per-row keys).
+denoise sits at the same physical block `F` in every row; the canvas is the
+longest row in whole blocks, `((max_prompt_length + T - 1) // block_size +
+1) * block_size`, with `F` the last block a completion of the most blocks
+can start at (rows with longer prompts start at their prompt block there).
+The layout depends on the settings only, so one compiled program serves
+every batch of a given size, and a row's computation does not depend on its
+batch mates: batch invariance holds by construction (attention never
+crosses rows; sampling uses per-row keys).
 
 All of decoding is one jitted `lax.while_loop` (`decode_loop`) with one
 model forward per iteration (a denoising step, maybe fused with a cache
