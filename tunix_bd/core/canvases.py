@@ -79,6 +79,30 @@ def sequence(trace: trace_lib.Trace) -> Sequence:
   )
 
 
+def _at_positions(trace: trace_lib.Trace, position: jax.Array):
+  """What each row holds at logical positions `position` (int `[batch, ...]`).
+
+  Returns:
+    `(slot, step, token)`, each of `position`'s shape: the completion slot
+    (negative in the prompt), its commit step (-1 in the prompt, for slots
+    never generated and past the budget) and the prompt's or completion's
+    token there (garbage past both).
+  """
+  prompt = jnp.asarray(trace.prompt_tokens, jnp.int32)
+  lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
+  steps = jnp.asarray(trace.action_step, jnp.int32)
+  batch = prompt.shape[0]
+  slot = position - lengths.reshape((batch,) + (1,) * (position.ndim - 1))
+  take = lambda x, i: jnp.take_along_axis(
+      x, jnp.clip(i, 0, x.shape[1] - 1).reshape(batch, -1), axis=1
+  ).reshape(i.shape)
+  in_budget = (slot >= 0) & (slot < steps.shape[1])
+  step = jnp.where(in_budget, take(steps, slot), -1)
+  tokens = jnp.asarray(trace.tokens, jnp.int32)
+  token = jnp.where(slot < 0, take(prompt, position), take(tokens, slot))
+  return slot, step, token
+
+
 def context_length(trace: trace_lib.Trace) -> int:
   """Clean positions the canvases of a concrete trace attend: whole blocks.
 
@@ -109,25 +133,13 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
   Returns:
     `Sequence` of `[batch, length]`; pads have segment 0 and `NEVER`.
   """
-  prompt = jnp.asarray(trace.prompt_tokens, jnp.int32)
-  lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)[:, None]
-  steps = jnp.asarray(trace.action_step, jnp.int32)
+  batch = np.shape(trace.prompt_tokens)[0]
   position = jnp.arange(length, dtype=jnp.int32)[None, :]
-  position = jnp.broadcast_to(position, (prompt.shape[0], length))
-  slot = position - lengths
-  take = lambda x, i: jnp.take_along_axis(
-      x, jnp.clip(i, 0, x.shape[1] - 1), axis=1
-  )
-  in_prompt = slot < 0
-  step = jnp.where((slot >= 0) & (slot < steps.shape[1]), take(steps, slot), -1)
-  generated = step >= 0
-  tokens = jnp.asarray(trace.tokens, jnp.int32)
+  position = jnp.broadcast_to(position, (batch, length))
+  slot, step, token = _at_positions(trace, position)
+  in_prompt, generated = slot < 0, step >= 0
   return Sequence(
-      tokens=jnp.where(
-          in_prompt,
-          take(prompt, position),
-          jnp.where(generated, take(tokens, slot), 0),
-      ),
+      tokens=jnp.where(in_prompt | generated, token, 0),
       positions=position,
       segment_ids=(in_prompt | generated).astype(jnp.int32),
       committed_at=jnp.where(in_prompt, -1, jnp.where(generated, step, NEVER)),
@@ -217,11 +229,8 @@ def packed_canvases(
     The packed canvases; each completion slot is scored in exactly one.
   """
   size, mask_id = trace.bd.block_size, trace.bd.mask_token_id
-  prompt = jnp.asarray(trace.prompt_tokens, jnp.int32)
   lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
-  tokens = jnp.asarray(trace.tokens, jnp.int32)
-  steps = jnp.asarray(trace.action_step, jnp.int32)
-  batch, width = tokens.shape
+  batch = lengths.shape[0]
   counts = block_steps(trace)  # [batch, blocks]
   ends = jnp.cumsum(counts, axis=1)
   canvas = jnp.arange(num_canvases, dtype=jnp.int32)
@@ -233,21 +242,11 @@ def packed_canvases(
   # Logical position of each column: `[batch, num_canvases, size]`.
   first = (lengths // size)[:, None, None] + block[:, :, None]
   position = first * size + jnp.arange(size, dtype=jnp.int32)
-  slot = position - lengths[:, None, None]
+  slot, slot_step, token = _at_positions(trace, position)
   in_prompt = slot < 0
-  in_budget = (slot >= 0) & (slot < width)
-  take = lambda x, i: jnp.take_along_axis(
-      x, jnp.clip(i, 0, x.shape[1] - 1).reshape(batch, -1), axis=1
-  ).reshape(i.shape)
-  slot_step = jnp.where(in_budget, take(steps, slot), -1)
-  slot_token = take(tokens, slot)
   real = valid[:, :, None] & (in_prompt | (slot_step >= 0))
   committed = slot_step < step[:, :, None]
-  canvas_tokens = jnp.where(
-      in_prompt,
-      take(prompt, position),
-      jnp.where(committed, slot_token, mask_id),
-  )
+  canvas_tokens = jnp.where(in_prompt | committed, token, mask_id)
   scored = real & (slot_step == step[:, :, None])
   flat = lambda x: x.reshape(batch, num_canvases * size)
   return PackedCanvases(
@@ -255,7 +254,7 @@ def packed_canvases(
       positions=flat(jnp.where(real, position, 0)),
       segment_ids=flat(real.astype(jnp.int32)),
       canvas_ids=flat(jnp.broadcast_to(canvas[None, :, None] + 1, real.shape)),
-      targets=flat(jnp.where(scored, slot_token, 0)),
+      targets=flat(jnp.where(scored, token, 0)),
       scored=flat(scored),
       slot=flat(jnp.where(scored, slot, 0)),
   )
