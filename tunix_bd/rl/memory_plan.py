@@ -18,11 +18,11 @@ the bytes each device holds, under these stated assumptions:
   tokens, kept for the backward pass, then scans canvas groups of
   `replay.GROUP_TOKENS` query tokens, each rematerialised (canvases that
   fit one group ride on the clean forward: the same bound). Saved per
-  token and layer, in bfloat16: the two norm inputs (2 x embed), q/k/v and their norm inputs and
-  the attention output (3 x (heads + kv_heads) x head_dim), and the MLP's
-  gate, up and product (3 x intermediate); attention scores are not
-  materialised (flash/splash attention). Plus float32 logits of one group
-  and the clean pass's block-end logits. Split over the actor devices.
+  token and layer, in bfloat16: the two norm inputs (2 x embed), q/k/v
+  and their norm inputs and the attention output (3 x (heads + kv_heads)
+  x head_dim), and the MLP's gate, up and product (3 x intermediate);
+  attention scores are not materialised (flash/splash attention). Plus
+  float32 logits of one group and the clean pass's block-end logits. Split over the actor devices.
 
 A role that shares the actor's devices adds its memory to theirs. "Fits"
 means the total is at most `USABLE` of the device's memory (the rest is left

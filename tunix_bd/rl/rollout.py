@@ -6,12 +6,13 @@ Tunix builds its rollout engine from `ClusterConfig.rollout_engine`; a
 `functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)`
 (optionally with the policy's `logits_fn` / `cached_logits_fn`, by default
 the Tunix decoder's) is accepted there, and Tunix adds `rollout_actor`,
-`tokenizer`, `mesh` and the TRAIN `rollout_config`. Each `generate` call decodes a batch of rendered
-prompt strings by parallel block denoising (`generate.denoise.Denoiser`,
-exact block KV cache) and returns what Tunix's `RolloutOutput` holds; the
-rollout's `Trace` (every committed action, its step and log-prob) goes to
-the collector that `DiffusionRLCluster.generate` opens, because Tunix's
-own `RLCluster.generate` would drop any extra output field.
+`tokenizer`, `mesh` and the TRAIN `rollout_config`. Each `generate` call
+decodes a batch of rendered prompt strings by parallel block denoising
+(`generate.denoise.Denoiser`, exact block KV cache) and returns what
+Tunix's `RolloutOutput` holds; the rollout's `Trace` (every committed
+action, its step and log-prob) goes to the collector that
+`DiffusionRLCluster.generate` opens, because Tunix's own
+`RLCluster.generate` would drop any extra output field.
 
 Why each rule (rl_opd_design.md §2.7, §3.2, §3.6):
   * The rollout owns its parameter buffers. Tunix syncs weights only when
