@@ -202,11 +202,20 @@ def block_logits(model, carry: Carry, inputs, *, bd, layout, fns):
     )
     return logits, carry.cache
 
-  branches = [plain_step, lambda: chunk_logits(layout.first + j - 1, 2)]
+  # Only the branches this geometry can take are built: a one-block canvas
+  # has no block j - 1 to write (its two-block slice would not fit), and a
+  # canvas whose loop starts at block 0 has no prompt blocks to prefill.
+  branches = [plain_step]
+  write_previous = prefill = 0
+  if layout.blocks > 1:
+    write_previous = len(branches)
+    branches.append(lambda: chunk_logits(layout.first + j - 1, 2))
   if layout.first:
+    prefill = len(branches)
     branches.append(lambda: chunk_logits(0, layout.first + 1))
-  # 0: a plain step; 1: also write block j - 1; 2: also prefill the prompt.
-  branch = jnp.where(carry.fuse, jnp.where(j == 0, 2, 1), 0)
+  if len(branches) == 1:
+    return plain_step()
+  branch = jnp.where(carry.fuse, jnp.where(j == 0, prefill, write_previous), 0)
   return jax.lax.switch(branch, branches)
 
 
