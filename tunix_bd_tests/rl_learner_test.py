@@ -9,6 +9,7 @@ the fingerprint), 13 (the replay-parity metric) and 14 (resumed ==
 uninterrupted), plus the learner's fail-closed checks.
 """
 
+import copy
 import functools
 import os
 
@@ -134,6 +135,26 @@ class EndToEndTest(absltest.TestCase):
     self.assertTrue(np.isfinite(rewards).all())
     tpf = _history(self.cluster, "diffusion", "tokens_per_forward")
     self.assertTrue((tpf > 0).all())
+
+
+class NoEosTokenTest(absltest.TestCase):
+
+  def test_explicit_stop_ids_are_enough_without_an_eos_token(self):
+    tokenizer = copy.deepcopy(common.tokenizer())
+    stop_id = tokenizer.eos_token_id
+    tokenizer.eos_token = None
+    self.assertIsNone(tokenizer.eos_token_id)
+    cluster = common.cluster(
+        reference=None,
+        max_steps=1,
+        stop_ids=(stop_id,),
+        engine_kwargs=dict(tokenizer=tokenizer),
+    )
+    self.assertEqual(cluster.rollout.eos_id(), stop_id)
+    _train(cluster, steps_of_data=1, beta=0.0, num_iterations=1)
+    losses = _history(cluster, "actor", "loss")
+    self.assertLen(losses, 1)
+    self.assertTrue(np.isfinite(losses).all())
 
 
 class OldPolicyTest(parameterized.TestCase):

@@ -160,8 +160,8 @@ class DiffusionRollout(compat.BaseRollout):
       mesh: the ROLLOUT role's mesh.
       rollout_config: the TRAIN rollout config.
       bd: the policy's block-diffusion settings.
-      stop_ids: ids that end a row (the EOS included); unique, and neither
-        the mask nor the pad id.
+      stop_ids: ids that end a row (the EOS included, if the tokenizer has
+        one); unique, and neither the mask nor the pad id.
       commit: the commit rule: `rule`, `threshold`, `top_k` (positions per
         step) and `factor`, as `denoise.DenoiseConfig` takes them.
       use_cache: decode with the exact block KV cache.
@@ -189,6 +189,10 @@ class DiffusionRollout(compat.BaseRollout):
     check_rollout_config(rollout_config, training=True, model_dtype=dtype)
     self._dtype = dtype
     self._tokenizer = tokenizer
+    # Explicit stop ids are enough (as for Tunix's samplers): a tokenizer
+    # without an EOS token ends completions at the first stop id.
+    eos = tokenizer.eos_id()
+    self._eos_id = stop_ids[0] if eos is None else int(eos)
     self.bd, self.stop_ids, self.pad = bd, stop_ids, pad_id
     self.commit = {k: commit[k] for k in COMMIT_KEYS if k in commit}
     self.use_cache, self.seed = bool(use_cache), int(seed)
@@ -385,7 +389,8 @@ class DiffusionRollout(compat.BaseRollout):
     return self.pad
 
   def eos_id(self) -> int:
-    return int(self._tokenizer.eos_id())
+    """The tokenizer's EOS id, or the first stop id if it has none."""
+    return self._eos_id
 
   def model(self) -> nnx.Module:
     return self._model
