@@ -62,23 +62,33 @@ class FrontierTest(absltest.TestCase):
   def test_one_point_for_ar_and_one_per_threshold(self):
     series = comparison.frontier(_rows([(0.5, 0.9), (0.9, 0.99)]))
     self.assertEqual(list(series), ["AR teacher", "block-diffusion SFT"])
-    self.assertEqual([p["label"] for p in series["AR teacher"]], ["AR"])
+    self.assertEqual([p["label"] for p in series["AR teacher"]], ["AR, our loop"])
     self.assertEqual(
         [p["label"] for p in series["block-diffusion SFT"]], ["0.5", "0.9"]
     )
     self.assertEqual(series["block-diffusion SFT"][1]["exact_match"], 0.99)
+    # Each point carries its measured latency, for the second panel.
+    self.assertEqual(series["AR teacher"][0]["batch1_ms"], 1.2)
+    self.assertEqual(
+        comparison.frontier_reference(_rows([(0.5, 0.9)]))["batch1_ms"], 3.0
+    )
 
   def test_plot_writes_a_png(self):
     path = os.path.join(self.create_tempdir().full_path, "frontier.png")
+    rows = _rows([(0.5, 0.9), (0.9, 0.99)])
     plot.plot_frontier(
-        comparison.frontier(_rows([(0.5, 0.9), (0.9, 0.99)])),
+        comparison.frontier(rows),
         path,
         title="t",
         caption="c",
         ceiling=2.8,
+        reference=comparison.frontier_reference(rows),
     )
     with open(path, "rb") as f:
-      self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+      header = f.read(24)
+    self.assertEqual(header[:8], b"\x89PNG\r\n\x1a\n")
+    # Two panels (tokens per forward, and latency): 13 inches at 150 dpi.
+    self.assertEqual(int.from_bytes(header[16:20], "big"), 1950)
 
 
 if __name__ == "__main__":

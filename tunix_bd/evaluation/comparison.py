@@ -160,16 +160,29 @@ def frontier(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict]]:
   point = lambda r, label: dict(
       tokens_per_forward=r["tokens_per_forward"],
       exact_match=r["exact_match"],
+      batch1_ms=r["batch1_ms"],
       label=label,
   )
   return {
-      "AR teacher": [point(r, "AR") for r in rows if r["method"] == AR_LOOP],
+      "AR teacher": [
+          point(r, "AR, our loop") for r in rows if r["method"] == AR_LOOP
+      ],
       "block-diffusion SFT": [
           point(r, f"{r['threshold']}")
           for r in rows
           if r["threshold"] is not None
       ],
   }
+
+
+def frontier_reference(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+  """Tunix's `Sampler` as a latency point of the frontier (`plot_frontier`)."""
+  sampler = next(r for r in rows if r["method"] == AR_SAMPLER)
+  return dict(
+      batch1_ms=sampler["batch1_ms"],
+      exact_match=sampler["exact_match"],
+      label="AR teacher, Tunix Sampler",
+  )
 
 
 def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:

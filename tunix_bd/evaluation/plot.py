@@ -11,8 +11,9 @@ match, so nothing is placed by hand and nothing can overlap; colour tells AR
 from block diffusion (legend), and the caption states what was measured and
 on which machine.
 
-`plot_frontier`: exact match against tokens per forward, one line per
-model stage through its commit thresholds (the speed/accuracy frontier).
+`plot_frontier`: exact match against tokens per forward and against
+batch-1 latency, one line per model stage through its commit thresholds
+(the speed/accuracy frontier, in forwards and in milliseconds).
 """
 
 from __future__ import annotations
@@ -43,31 +44,45 @@ def plot_comparison(
   from matplotlib import patches  # pylint: disable=g-import-not-at-top
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  labels = [f"{r['method']}\n{r['exact_match']:.1%} exact" for r in rows]
+  labels = [
+      f"{r['method']}\n{r['exact_match']:.1%} exact,"
+      f" {r['tokens_per_forward']:.2f} tokens/forward"
+      for r in rows
+  ]
   colors = [
       _AR_COLOR if r["method"].startswith("AR") else _BD_COLOR for r in rows
   ]
+  # Each panel: the ratio drawn, and the absolute speed beside it.
   panels = (
-      ("batch1_speedup_vs_ar", "batch 1: speed vs AR Sampler (latency)"),
-      ("throughput_vs_ar", f"batch {batch_size}: throughput vs AR Sampler"),
+      (
+          "batch1_speedup_vs_ar",
+          "batch 1: speed vs AR Sampler (latency)",
+          lambda r: f"{r['batch1_ms']:.2f} ms/prompt",
+      ),
+      (
+          "throughput_vs_ar",
+          f"batch {batch_size}: throughput vs AR Sampler",
+          lambda r: f"{r['tokens_per_s']:,.0f} tokens/s",
+      ),
   )
   fig, axes = plt.subplots(
       1, 2, figsize=(11, 0.6 * len(rows) + 2.4), sharey=True
   )
   positions = list(range(len(rows)))[::-1]  # The reference on top.
-  for ax, (key, panel_title) in zip(axes, panels):
+  for ax, (key, panel_title, absolute) in zip(axes, panels):
     values = [r[key] for r in rows]
     bars = ax.barh(positions, values, color=colors, height=0.6)
     # On a white box: a label never crosses the 1x line.
     ax.bar_label(
         bars,
-        labels=[f"{v:.2f}x" for v in values],
+        labels=[f"{v:.2f}x ({absolute(r)})" for v, r in zip(values, rows)],
         padding=3,
+        fontsize=8,
         bbox=dict(facecolor="white", edgecolor="none", pad=1),
         zorder=3,
     )
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1, zorder=2)
-    ax.set_xlim(0, max(values) * 1.25)
+    ax.set_xlim(0, max(values) * 1.8)  # Room for the labels.
     ax.set_title(panel_title, fontsize=10)
     ax.set_xlabel("ratio to Tunix's AR Sampler (higher is faster)")
     ax.grid(axis="x", alpha=0.3)
@@ -125,45 +140,77 @@ def plot_frontier(
     title: str,
     caption: str,
     ceiling: float | None = None,
+    reference: dict[str, Any] | None = None,
 ) -> None:
-  """Writes the speed/accuracy frontier, exact match vs tokens per forward.
+  """Writes the speed/accuracy frontier: exact match vs TPF and vs latency.
+
+  Left: exact match against tokens per forward (what parallel denoising
+  saves in forwards, machine-independent). Right, when the points carry
+  `batch1_ms`: exact match against measured batch-1 latency (what those
+  forwards cost on this machine).
 
   Args:
     series: a model stage (e.g. "AR teacher", "SFT") -> its points, each a
-      dict with `tokens_per_forward`, `exact_match` and `label` (e.g. the
-      commit threshold); a stage's points are joined in order of TPF.
+      dict with `tokens_per_forward`, `exact_match`, `label` (e.g. the
+      commit threshold) and optionally `batch1_ms`; a stage's points are
+      joined in order of TPF.
     path: the PNG to write.
     title: the figure title.
     caption: what was measured, under the axes.
     ceiling: the TPF ceiling of the prompts (a dashed line), or None.
+    reference: a point drawn on the latency panel alone (Tunix's AR
+      `Sampler`, whose TPF is the AR teacher's), with `label`, or None.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  fig, ax = plt.subplots(figsize=(7, 5))
-  for stage, points in series.items():
-    points = sorted(points, key=lambda p: p["tokens_per_forward"])
-    x = [p["tokens_per_forward"] for p in points]
-    y = [100 * p["exact_match"] for p in points]
-    ax.plot(x, y, marker="o", label=stage)
-    for p, xi, yi in zip(points, x, y):
-      ax.annotate(
-          p["label"],
-          (xi, yi),
-          textcoords="offset points",
-          xytext=(4, 4),
-          fontsize=8,
+  timed = all("batch1_ms" in p for points in series.values() for p in points)
+  fig, axes = plt.subplots(
+      1, 2 if timed else 1, figsize=(13 if timed else 7, 5), squeeze=False
+  )
+  panels = [
+      ("tokens_per_forward", "tokens per forward (higher: fewer forwards)")
+  ]
+  if timed:
+    panels.append(
+        ("batch1_ms", "batch-1 latency, ms per prompt (lower: faster)")
+    )
+  for ax, (key, xlabel) in zip(axes[0], panels):
+    for stage, points in series.items():
+      points = sorted(points, key=lambda p: p["tokens_per_forward"])
+      x = [p[key] for p in points]
+      y = [100 * p["exact_match"] for p in points]
+      ax.plot(x, y, marker="o", label=stage)
+      for p, xi, yi in zip(points, x, y):
+        ax.annotate(
+            p["label"],
+            (xi, yi),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+        )
+    if key == "tokens_per_forward" and ceiling is not None:
+      ax.axvline(
+          ceiling, color="black", linestyle="--", linewidth=1,
+          label=f"TPF ceiling {ceiling:.2f}",
+      )  # fmt: skip
+    if key == "batch1_ms" and reference is not None:
+      ax.plot(
+          reference["batch1_ms"],
+          100 * reference["exact_match"],
+          marker="*",
+          markersize=12,
+          linestyle="none",
+          color="black",
+          label=reference["label"],
       )
-  if ceiling is not None:
-    ax.axvline(
-        ceiling, color="black", linestyle="--", linewidth=1,
-        label=f"TPF ceiling {ceiling:.2f}",
-    )  # fmt: skip
-  ax.set_xlabel("tokens per forward (higher is fewer forwards)")
-  ax.set_ylabel("exact match (%)")
-  ax.set_title(title, fontsize=11)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=9, loc="lower left")
-  save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 1), width=110)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("exact match (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9, loc="best")
+  fig.suptitle(title, fontsize=11)
+  save_with_caption(
+      fig, path, caption, rect=(0, 0.1, 1, 0.95), width=150 if timed else 110
+  )

@@ -9,8 +9,9 @@ converted model at several commit thresholds (`evaluation.comparison`), and
 writes a side-by-side table (`report.txt`, `report.json`) with a headline
 (batch-1 latency and batch-N throughput, with tokens per forward), a figure
 of speed relative to AR (`report.png`) and the speed/accuracy frontier
-(`frontier.png`, exact match vs tokens per forward per model stage). Each stage resumes from its
-checkpoints, so an interrupted quickstart picks up where it stopped.
+(`frontier.png`, exact match vs tokens per forward and vs batch-1 latency,
+per model stage). Each stage resumes from its checkpoints, so an
+interrupted quickstart picks up where it stopped.
 """
 
 from __future__ import annotations
@@ -128,7 +129,10 @@ def _write_report(config, rows: list[dict], seconds: float) -> str:
   plot.plot_frontier(
       comparison.frontier(rows),
       os.path.join(workdir, "frontier.png"),
-      title="Speed/accuracy frontier: exact match vs tokens per forward",
+      title=(
+          "Speed/accuracy frontier: exact match vs tokens per forward and"
+          " vs batch-1 latency"
+      ),
       caption=(
           f"{config.num_prompts} eval prompts of {', '.join(config.tasks)};"
           " greedy; points of the block-diffusion model are commit"
@@ -138,6 +142,7 @@ def _write_report(config, rows: list[dict], seconds: float) -> str:
       ceiling=next(
           r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None
       ),
+      reference=comparison.frontier_reference(rows),
   )
   return f"{table}\n{caption}\n{headline}"
 

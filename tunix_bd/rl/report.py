@@ -29,7 +29,7 @@ REWARD_PREFIX = "rewards/train/"
 REWARD_SUM = REWARD_PREFIX + "sum"
 # Statistics of the summed reward that Tunix logs beside `sum`.
 _SUM_STATISTICS = ("sum", "mean", "min", "max")
-_BEFORE, _AFTER, _SFT = "#7f7f7f", "#1f77b4", "#ff7f0e"
+_AFTER, _SFT = "#1f77b4", "#ff7f0e"
 _CURVE_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#8c564b")
 
 
@@ -222,35 +222,54 @@ def _tokens_per_forward(rows, metric: str) -> str:
 
 
 def _plot_held_out(ax, all_rows) -> None:
+  """Each held-out exact match's change, in points, with its paired SE.
+
+  A run moves exact match by a point or two: on a 0-100 % axis that is a
+  hair's width, so the axis is the change itself, centred on zero, and the
+  absolute values stand beside each dot.
+  """
   rows = [r for r in all_rows if "exact_match" in r["metric"]]
-  series = [("before", "before", _BEFORE), ("after", "after GRPO", _AFTER)]
+  series = [("", "after GRPO", _AFTER)]
   if any("continued_sft" in r for r in rows):
-    series.append(("continued_sft", "continued SFT", _SFT))
-  height = 0.8 / len(series)
+    series.append(("continued_sft_", "continued SFT", _SFT))
+  offset = 0.36 / len(series)
   positions = np.arange(len(rows))[::-1]
-  for k, (key, label, color) in enumerate(series):
-    values = [100 * r[key] for r in rows]
-    y = positions + (len(series) - 1 - 2 * k) * height / 2
-    bars = ax.barh(y, values, height=height * 0.95, color=color, label=label)
-    texts = [f"{v:.1f}%" for v in values]
-    if key != "before":  # The paired change beside the bar.
-      prefix = "" if key == "after" else "continued_sft_"
-      texts = [
-          f"{t}  ({100 * r[prefix + 'change']:+.1f} ± "
-          f"{100 * r[prefix + 'change_se']:.1f})"
-          for t, r in zip(texts, rows)
-      ]
-    ax.bar_label(bars, labels=texts, padding=3, fontsize=8)
+  reach = 1.0  # Half-width of the axis, in points.
+  for k, (prefix, label, color) in enumerate(series):
+    changes = np.asarray([100 * r.get(prefix + "change", np.nan) for r in rows])
+    errors = np.asarray(
+        [100 * r.get(prefix + "change_se", np.nan) for r in rows]
+    )
+    y = positions + (len(series) - 1 - 2 * k) * offset
+    ax.errorbar(
+        changes, y, xerr=errors, fmt="o", color=color, capsize=4, label=label
+    )
+    after_key = "after" if not prefix else "continued_sft"
+    for x, yi, e, r in zip(changes, y, errors, rows):
+      if not np.isfinite(x):
+        continue
+      reach = max(reach, abs(x) + (e if np.isfinite(e) else 0))
+      ax.annotate(
+          f"{x:+.1f} ± {e:.1f}  ({100 * r['before']:.1f} →"
+          f" {100 * r[after_key]:.1f} %)",
+          (x, yi),
+          textcoords="offset points",
+          xytext=(0, 8),
+          ha="center",
+          fontsize=8,
+          bbox=dict(facecolor="white", edgecolor="none", pad=1),
+      )
   labels = [
       _label(r).replace(" (", "\n(")
       + _tokens_per_forward(all_rows, r["metric"])
       for r in rows
   ]
+  ax.axvline(0.0, color="black", linewidth=1)
   ax.set_yticks(positions, labels, fontsize=9)
-  ax.set_xlim(0, 145)  # Room for the labels right of a 100 % bar.
-  ax.set_xticks(range(0, 101, 20))
-  ax.set_xlabel("held-out exact match (%); change ± paired SE in points")
-  ax.set_title("held-out exact match, before and after", fontsize=10, pad=24)
+  ax.set_ylim(-0.6, len(rows) - 0.4)
+  ax.set_xlim(-1.6 * reach, 1.6 * reach)
+  ax.set_xlabel("change in held-out exact match (points), ± paired SE")
+  ax.set_title("held-out exact match: change from before", fontsize=10, pad=24)
   ax.grid(axis="x", alpha=0.3)
   _legend_above(ax, len(series))
 
