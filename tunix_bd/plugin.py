@@ -29,6 +29,7 @@ PLUGIN = plugin_api.Plugin(
         "generate": "tunix_bd.recipes.generate:run",
         "bench_decode": "tunix_bd.recipes.bench_decode:run",
         "quickstart": "tunix_bd.recipes.quickstart:run",
+        "compare": "tunix_bd.recipes.compare:run",
     },
     registers={
         "loss hooks": [

@@ -249,6 +249,34 @@ class QuickstartTest(absltest.TestCase):
     error = float(proc.stdout.split("log-prob")[-1].split()[0])
     self.assertLess(error, 1e-5)
 
+  def test_compare_reports_a_users_prompts(self):
+    self.assertSucceeded(self.quickstart)
+    prompts = os.path.join(self.root, "user_prompts.jsonl")
+    with open(prompts, "w") as f:
+      for prompt, answer in (("sort 31", "13"), ("reverse 12", "21")):
+        f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
+    workdir = os.path.join(self.root, "compare")
+    proc = self.tunix(
+        "compare.py:tiny",
+        f"--config.data.prompts={prompts}",
+        f"--config.workdir={workdir}",
+        "--config.thresholds=(0.5,0.9)",
+        "--config.batch_size=2",
+    )
+    self.assertSucceeded(proc)
+    with open(os.path.join(workdir, "report.json")) as f:
+      rows = json.load(f)["rows"]
+    self.assertEqual([r["threshold"] for r in rows], [None, None, 0.5, 0.9])
+    for name in ("report.txt", "report.png", "frontier.png"):
+      self.assertTrue(os.path.exists(os.path.join(workdir, name)), name)
+    self.assertIn("2 prompts (data.prompts=", proc.stdout)
+
+  def test_compare_refuses_an_unconverted_model_before_compute(self):
+    proc = self.tunix("compare.py:tiny", f"--config.model.bd={self.ar_dir}")
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn("model.bd=", proc.stderr)
+    self.assertIn("not a block-diffusion model", proc.stderr)
+
   def test_generate_after_quickstart_needs_no_arguments(self):
     self.assertSucceeded(self.quickstart)
     # The quickstart names the next command, which needs no arguments.

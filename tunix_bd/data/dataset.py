@@ -20,6 +20,7 @@ import grain
 import numpy as np
 import transformers
 
+from tunix_bd import config_utils
 from tunix_bd.data import chat
 from tunix_bd.data import jsonl
 from tunix_bd.data import tasks as tasks_lib
@@ -123,6 +124,43 @@ def conversations(
       embedded_conversations(mix, "train", data["num_train"]),
       embedded_conversations(mix, "eval", data["num_eval"]),
   )
+
+
+def prompt_records(
+    data: Mapping[str, Any],
+) -> tuple[list[dict[str, Any]], str]:
+  """Prompts to decode and score, from a recipe's `data` config section.
+
+  Args:
+    data: with `prompts`, a `{"prompt", "answer"}` JSONL path (empty: the
+      embedded tasks' eval split, drawn from `tasks`, `min_len`, `max_len`,
+      `seed` and `num_prompts`).
+
+  Returns:
+    `([{"messages", "answer", "task"}], source)`: the prompt turns, the
+    reference answer and its task (`JSONL_TASK` for a file), and how errors
+    name the set.
+
+  Raises:
+    ValueError: naming the file and record, for a bad line; or
+      `data.num_prompts`, for a count below 1.
+  """
+  if data["prompts"]:
+    records = jsonl.read_jsonl(data["prompts"], kind="rl")
+    records = [dict(r, task=JSONL_TASK) for r in records]
+    return records, f"data.prompts={data['prompts']!r}"
+  config_utils.check_int("data.num_prompts", data["num_prompts"], 1)
+  mix = tasks_lib.TaskMix(
+      tasks=tuple(data["tasks"]),
+      min_len=data["min_len"],
+      max_len=data["max_len"],
+      seed=data["seed"],
+  )
+  records = [
+      {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
+      for e in mix.examples("eval", data["num_prompts"])
+  ]
+  return records, "the embedded task's eval prompts"
 
 
 def tokenize(

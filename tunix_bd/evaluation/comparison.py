@@ -15,7 +15,7 @@ all prompts, which also gives the exact match).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
@@ -63,7 +63,7 @@ def compare(
     bd_model: Any,
     tokenizer: Any,
     bd: bd_config_lib.BlockDiffusionConfig,
-    examples: Sequence[tasks_lib.Example],
+    records: Sequence[Mapping[str, Any]],
     *,
     thresholds: Sequence[float],
     max_new_tokens: int,
@@ -74,6 +74,21 @@ def compare(
 ) -> list[dict[str, Any]]:
   """One row per method; ratios are against Tunix's `Sampler` (row 0).
 
+  Args:
+    ar_model: the AR model (Tunix Qwen3).
+    bd_model: its block-diffusion conversion.
+    tokenizer: their tokenizer.
+    bd: the conversion's block-diffusion settings.
+    records: the prompts, `{"messages", "answer", "task"}` each: the
+      messages are rendered with the chat template as the prompt; the
+      completion is scored against `answer` (`tasks.score_by_task`).
+    thresholds: commit thresholds of the converted model.
+    max_new_tokens: the completion budget of every method.
+    batch_size: rows per batch of the throughput measurement.
+    latency_prompts: the first prompts, timed at batch 1.
+    repeats: interleaved passes; each batch counts its fastest.
+    log: where progress lines go.
+
   Returns:
     Rows with `method`, `threshold` (None for AR), `exact_match`, `tokens_per_forward`, `batch1_ms`
     (ms per prompt at batch 1), `batch1_speedup_vs_ar` (the Sampler's ms
@@ -81,7 +96,7 @@ def compare(
     `throughput_vs_ar` and, for block diffusion, `tpf_ceiling`
     (`roofline.tpf_ceiling` of the prompts at its block size).
   """
-  ids = [chat.encode_prompt(tokenizer, e.messages()[:1]) for e in examples]
+  ids = [chat.encode_prompt(tokenizer, r["messages"]) for r in records]
   texts = [tokenizer.decode(p) for p in ids]
   width = max(len(p) for p in ids)
   decoders = _decoders(
@@ -106,8 +121,8 @@ def compare(
   throughput = speed.measure(
       decoders, inputs, batch_size=batch_size, repeats=repeats
   )
-  answers = [e.answer for e in examples]
-  tasks = [e.task for e in examples]
+  answers = [r["answer"] for r in records]
+  tasks = [r["task"] for r in records]
   ar_latency = latency[AR_SAMPLER].seconds_per_row
   ar_rate = throughput[AR_SAMPLER].tokens_per_s
   thresholds_of = {threshold_method(t): t for t in thresholds}

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
-
 import ml_collections
 import numpy as np
 
@@ -25,7 +23,6 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import jsonl
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import prompt_batches
@@ -52,26 +49,6 @@ def _check_checkpoint(checkpoint: str) -> None:
   raise ValueError(
       f"model.checkpoint={checkpoint!r} is not a directory; {hint}."
   )
-
-
-def _prompt_set(config) -> tuple[list[dict[str, Any]], str]:
-  """`[{"messages", "answer", "task"}]` and how errors name their source."""
-  if config.data.prompts:
-    records = jsonl.read_jsonl(config.data.prompts, kind="rl")
-    records = [dict(r, task=dataset_lib.JSONL_TASK) for r in records]
-    return records, f"data.prompts={config.data.prompts!r}"
-  config_utils.check_int("data.num_prompts", config.data.num_prompts, 1)
-  mix = tasks_lib.TaskMix(
-      tasks=tuple(config.data.tasks),
-      min_len=config.data.min_len,
-      max_len=config.data.max_len,
-      seed=config.data.seed,
-  )
-  records = [
-      {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
-      for e in mix.examples("eval", config.data.num_prompts)
-  ]
-  return records, "the embedded task's eval prompts"
 
 
 def _write_completions(path: str, records, result) -> None:
@@ -104,7 +81,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   bd = bd_config_lib.load_settings(checkpoint)
   settings_lib.check_checkpoint_settings(bd, config.bd.to_dict())
   tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
-  records, source = _prompt_set(config)
+  records, source = dataset_lib.prompt_records(config.data)
   prompts = [chat.encode_prompt(tokenizer, r["messages"]) for r in records]
   if decode.max_prompt_length:
     settings_lib.check_prompt_lengths(

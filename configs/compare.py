@@ -1,0 +1,72 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Your AR model vs its block-diffusion conversion, on your prompts.
+
+After the quickstart (its AR teacher and converted model are the defaults),
+on the embedded eval prompts:
+
+  tunix run --plugin tunix_bd compare.py
+
+On your own models and prompts (`{"prompt": ..., "answer": ...}` per line):
+
+  tunix run --plugin tunix_bd compare.py \
+      --config.model.ar=runs/my_teacher/export \
+      --config.model.bd=runs/my_bd/export \
+      --config.data.prompts=eval_prompts.jsonl --config.workdir=runs/my_compare
+
+Decodes every prompt with Tunix's `Sampler` and our loop on the AR model and
+with the converted model at each of `thresholds`, and writes `report.txt`
+(exact match, tokens per forward, batch-1 latency and batch-N throughput,
+each speed also as a ratio to the `Sampler`), `report.json`, `report.png` and
+`frontier.png` (exact match against tokens per forward and against latency:
+where parallel decoding starts to pay) under `workdir`. Variant `tiny` for
+smoke tests.
+"""
+
+import ml_collections
+
+from tunix_bd import config_sections
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """Returns the config of variant `arg` (default: `default`)."""
+  variant = arg or "default"
+  if variant not in ("default", "tiny"):
+    raise ValueError(
+        f"unknown compare variant {variant!r}; use 'default' or 'tiny'."
+    )
+  config = ml_collections.ConfigDict()
+  config.recipe = "compare"
+  config.workdir = "runs/compare"
+  config.model = ml_collections.ConfigDict(
+      dict(
+          ar="runs/quickstart/ar_pretrain/export",  # The AR model.
+          bd="runs/quickstart/sft/export",  # Its conversion.
+      )
+  )
+  config.data = ml_collections.ConfigDict(
+      dict(
+          prompts="",  # A {"prompt", "answer"} JSONL; empty: the embedded task.
+          tasks=("sort", "reverse", "double"),
+          min_len=1,
+          max_len=6,
+          seed=0,
+          num_prompts=256,
+      )
+  )
+  config.thresholds = (0.5, 0.7, 0.9, 0.99)
+  config.max_new_tokens = 16
+  config.batch_size = 64  # Of the throughput measurement.
+  # Batch-1 latency is timed on the first `latency_prompts` prompts; both
+  # speeds take each batch's fastest of `repeats` interleaved passes.
+  config.latency_prompts = 32
+  config.repeats = 3
+  config.mesh = config_sections.mesh()
+  if variant == "tiny":
+    config.data.num_prompts = 8
+    config.thresholds = (0.9,)
+    config.max_new_tokens = 8
+    config.batch_size = 4
+    config.latency_prompts = 2
+    config.repeats = 1
+  return config

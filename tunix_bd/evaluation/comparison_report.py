@@ -1,0 +1,196 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""An AR checkpoint vs its block-diffusion conversion, as a report.
+
+What the quickstart ends with and what `compare.py` runs on a user's own
+models and prompts: load both checkpoints, decode the prompts with every
+method of `comparison.compare` (Tunix's `Sampler`, our loop with one-token
+blocks, the converted model at each commit threshold), and write
+`report.txt` (the table, a caption saying what was measured, the headline),
+`report.json`, `report.png` (speed vs AR) and `frontier.png` (exact match
+vs tokens per forward and vs batch-1 latency) under a workdir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+
+from tunix_bd import config_utils
+from tunix_bd import files
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.evaluation import comparison
+from tunix_bd.evaluation import plot
+from tunix_bd.evaluation import report
+from tunix_bd.models import hf_checkpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """How the comparison decodes and times.
+
+  Attributes:
+    thresholds: commit thresholds of the converted model, in (0, 1].
+    max_new_tokens: the completion budget of every method.
+    batch_size: rows per batch of the throughput measurement.
+    latency_prompts: prompts of the batch-1 latency measurement.
+    repeats: interleaved passes; each batch counts its fastest.
+  """
+
+  thresholds: tuple[float, ...]
+  max_new_tokens: int
+  batch_size: int
+  latency_prompts: int
+  repeats: int
+
+  @classmethod
+  def from_config(cls, config: Any, num_prompts: int) -> Settings:
+    """The settings of a config's top-level keys, checked before compute.
+
+    Raises:
+      ValueError: naming the key, for a value that cannot work with
+        `num_prompts` prompts.
+    """
+    for key in ("batch_size", "max_new_tokens", "latency_prompts", "repeats"):
+      config_utils.check_int(key, config[key], 1)
+    if config.latency_prompts > num_prompts:
+      raise ValueError(
+          f"latency_prompts={config.latency_prompts} must be <= the"
+          f" {num_prompts} prompts."
+      )
+    thresholds = tuple(config.thresholds)
+    if not thresholds or not all(
+        isinstance(t, (int, float)) and 0 < t <= 1 for t in thresholds
+    ):
+      raise ValueError(
+          f"thresholds must be values in (0, 1], got {config.thresholds}."
+      )
+    return cls(
+        thresholds=thresholds,
+        max_new_tokens=config.max_new_tokens,
+        batch_size=config.batch_size,
+        latency_prompts=config.latency_prompts,
+        repeats=config.repeats,
+    )
+
+
+def machine() -> str:
+  """The device the figures were measured on, for captions."""
+  device = jax.devices()[0]
+  if device.platform == "cpu":
+    return f"CPU, {os.cpu_count()} cores"
+  return f"{jax.device_count()} x {device.device_kind}"
+
+
+def evaluate(
+    ar_dir: str,
+    bd_dir: str,
+    records: Sequence[Mapping[str, Any]],
+    settings: Settings,
+    mesh_section: Any,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+  """Decodes `records` with both checkpoints; one row per method.
+
+  Args:
+    ar_dir: the AR checkpoint (HF directory).
+    bd_dir: its conversion (HF directory with `block_diffusion.json`).
+    records: prompts as `{"messages", "answer", "task"}`.
+    settings: how to decode and time.
+    mesh_section: the config's `mesh` section.
+    log: where progress lines go.
+
+  Returns:
+    `comparison.compare`'s rows.
+  """
+  tokenizer = tokenizer_lib.load_tokenizer(bd_dir)
+  mesh = mesh_lib.from_section(mesh_section)
+  with mesh:
+    ar_model, _ = hf_checkpoint.load_qwen3(ar_dir, mesh=mesh)
+    bd_model, _ = hf_checkpoint.load_qwen3(bd_dir, mesh=mesh)
+    return comparison.compare(
+        ar_model,
+        bd_model,
+        tokenizer,
+        bd_config_lib.load_settings(bd_dir),
+        records,
+        thresholds=settings.thresholds,
+        max_new_tokens=settings.max_new_tokens,
+        batch_size=settings.batch_size,
+        latency_prompts=settings.latency_prompts,
+        repeats=settings.repeats,
+        log=log,
+    )
+
+
+def write_report(
+    workdir: str,
+    rows: Sequence[dict[str, Any]],
+    settings: Settings,
+    *,
+    prompts: str,
+    title: str,
+    seconds: float,
+) -> str:
+  """Writes the report files under `workdir`; returns the text report.
+
+  Args:
+    workdir: where `report.*` and `frontier.png` go.
+    rows: `comparison.compare`'s rows.
+    settings: how they were measured.
+    prompts: what the prompts were, for captions (e.g. "256 eval prompts of
+      sort, reverse").
+    title: the title of `report.png`.
+    seconds: the run's wall time so far, recorded in `report.json`.
+  """
+  table = comparison.format_table(rows, settings.batch_size)
+  caption = (
+      f"{prompts}; greedy, {settings.max_new_tokens}-token budget, cached."
+      f" Batch 1: ms per prompt over {settings.latency_prompts} prompts;"
+      f" batch {settings.batch_size}: tokens/s over all prompts; methods"
+      " interleaved, each batch's fastest of"
+      f" {settings.repeats} passes. {machine()}."
+  )
+  headline = comparison.headline(rows, settings.batch_size)
+  files.write_text(
+      os.path.join(workdir, "report.txt"), f"{table}\n{caption}\n{headline}\n"
+  )
+  report.write_json(
+      os.path.join(workdir, "report.json"),
+      {
+          "rows": list(rows),
+          "headline": headline,
+          "machine": machine(),
+          "seconds": seconds,
+      },
+  )
+  plot.plot_comparison(
+      rows,
+      os.path.join(workdir, "report.png"),
+      batch_size=settings.batch_size,
+      title=title,
+      caption=caption,
+  )
+  plot.plot_frontier(
+      comparison.frontier(rows),
+      os.path.join(workdir, "frontier.png"),
+      title=(
+          "Speed/accuracy frontier: exact match vs tokens per forward and"
+          " vs batch-1 latency"
+      ),
+      caption=(
+          f"{prompts}; greedy; points of the block-diffusion model are"
+          " commit thresholds; the ceiling is every block an answer and its"
+          f" stop token touch decoded in one forward. {machine()}."
+      ),
+      ceiling=next(
+          r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None
+      ),
+      reference=comparison.frontier_reference(rows),
+  )
+  return f"{table}\n{caption}\n{headline}"
