@@ -53,6 +53,16 @@ def _bd(block_size=4, alignment=bd_config.SHIFTED):
   )
 
 
+def _ar_bd(mask_token_id):
+  """Block size 1 on one canvas: the model's own causal forward."""
+  return bd_config.BlockDiffusionConfig(
+      block_size=1,
+      mask_token_id=mask_token_id,
+      alignment=bd_config.SAME_POSITION,
+      layout=bd_config.SINGLE_CANVAS,
+  )
+
+
 def _prompts(rng, lengths):
   return [rng.integers(_MASK + 1, _VOCAB, n).tolist() for n in lengths]
 
@@ -230,12 +240,7 @@ class FamiliesTest(parameterized.TestCase):
   def test_hf_llama_at_theta_1e6_matches_torch_through_the_contract(self):
     model, tokens, want = _hf_llama("llama_theta1e6")
     self.assertEqual(families.family(model.config), "llama3")
-    config = bd_config.BlockDiffusionConfig(
-        block_size=1,
-        mask_token_id=_HF_MASK,
-        alignment=bd_config.SAME_POSITION,
-        layout=bd_config.SINGLE_CANVAS,
-    )
+    config = _ar_bd(_HF_MASK)
     positions = np.broadcast_to(np.arange(tokens.shape[1]), tokens.shape)
     got = diffusion_lm.diffusion_logits_fn(
         model, tokens, positions.astype(np.int32), None, config=config
@@ -271,7 +276,7 @@ class FamiliesTest(parameterized.TestCase):
     model = _CountingModel(_hf_llama("llama_untied")[0])
     tokens = np.full((1, 4), 5, np.int32)
     positions = np.arange(4, dtype=np.int32)[None]
-    bd = _bd(1, bd_config.SAME_POSITION)
+    bd = _ar_bd(_HF_MASK)
     with self.assertRaisesRegex(ValueError, _REFUSED % ("500000.0", "Llama 3")):
       diffusion_lm.diffusion_logits_fn(
           model, tokens, positions, None, config=bd
