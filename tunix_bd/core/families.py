@@ -58,10 +58,11 @@ def _check_rope_theta(name: str, rope_theta: Any) -> None:
   applied = compat.ROPE_THETA_APPLIED[name]
   if applied is None or rope_theta == applied:
     return
-  # Nothing outside Tunix can make it rotate with another base: pair i of
-  # each head turns by position * theta**(-2i / head_dim), so another theta
-  # rescales every pair's frequency by a different factor (no change of
-  # positions does that), and the rotation follows every weight.
+  # Nothing short of forking Tunix's attention rotates with another base:
+  # pair i of each head turns by position * theta**(-2i / head_dim), so
+  # another theta rescales each pair's frequency by a different factor,
+  # which no change of positions does, and the rotation acts on q and k
+  # after every weight, so no change of weights does either.
   raise ValueError(
       f"model rope_theta={rope_theta!r} is not supported: Tunix's"
       f" {_LABELS[name]} attention always rotates with theta {applied} (it"
