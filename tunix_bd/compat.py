@@ -55,6 +55,16 @@ RolloutOutput = _base_rollout.RolloutOutput
 # `sft_accumulation_test` checks the update either way).
 ACCUMULATION_AVERAGES_GRADIENTS = True
 
+# RoPE. The base each decoder family's attention really rotates with, by
+# `tunix_bd.core.families` name; None means `ModelConfig.rope_theta`. In
+# google-tunix 0.1.7 and main (0.1.8.dev, 2026-08) Qwen3's and Llama 3's
+# `Attention` call their module's `apply_rope` without the config's theta,
+# so they rotate with its default, 1e6, whatever the config says; Qwen2
+# passes `config.rope_theta`. `families` refuses any config whose theta
+# differs from the one applied, and `families_test` probes every family
+# (and a Hugging Face Llama checkpoint) to pin this table.
+ROPE_THETA_APPLIED = {"qwen3": 1_000_000, "qwen2": None, "llama3": 1_000_000}
+
 
 def tunix_progress_bar_visible() -> bool:
   """Whether `PeftTrainer`'s tqdm bar draws (its own test, in 0.1.7)."""

@@ -470,6 +470,7 @@ class ConfigTest(parameterized.TestCase):
           "rope_scaling",
       ),
       ("theta", {"rope_theta": 10000.0}, "rope_theta=10000.0"),
+      ("theta_2507", {"rope_theta": 5000000.0}, "rope_theta=5000000.0"),
       ("bias", {"attention_bias": True}, "attention_bias"),
       ("sliding", {"use_sliding_window": True}, "use_sliding_window"),
       ("act", {"hidden_act": "gelu"}, "hidden_act"),

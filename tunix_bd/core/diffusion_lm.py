@@ -119,8 +119,8 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
 
   Args:
     model: the decoder; its `config` (if any) is checked for a supported
-      family (`families`), flash attention and a mask id outside the
-      vocabulary.
+      family and RoPE base (`families`), flash attention and a mask id
+      outside the vocabulary.
     tokens: int `[batch, length]` ids.
     positions: int `[batch, length]` logical positions.
     segment_ids: int `[batch, length]`, 0 = pad; None means one segment.
@@ -131,9 +131,9 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
     `(tokens, positions, segment_ids)` as int32 arrays.
 
   Raises:
-    ValueError: for a wrong config type, an unsupported model family, flash
-      attention, a mask id outside the model vocabulary, or ids of the wrong
-      rank, dtype or shape.
+    ValueError: for a wrong config type, an unsupported model family or
+      `rope_theta`, flash attention, a mask id outside the model
+      vocabulary, or ids of the wrong rank, dtype or shape.
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(

@@ -7,7 +7,9 @@ attention_mask) -> (logits, kv_cache)` with a dense attention path that
 honours the mask, and its KV cache is a dict of per-layer `{k, v,
 end_index}` written at `end_index` (what `cached_logits` rewinds). Qwen3,
 Qwen2 and Llama 3 of google-tunix 0.1.7 do; any other model with a Tunix
-`config` fails closed, naming these.
+`config` fails closed, naming these. So does a config whose `rope_theta` the
+family's attention does not apply (`compat.ROPE_THETA_APPLIED`): such a
+model would silently compute another function than its checkpoint.
 """
 
 from __future__ import annotations
@@ -19,29 +21,54 @@ from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
+from tunix_bd import compat
+
 # Family name -> the Tunix model config class that identifies it.
 FAMILIES = {
     "qwen3": qwen3_lib.ModelConfig,
     "qwen2": qwen2_lib.ModelConfig,
     "llama3": llama3_lib.ModelConfig,
 }
+# Family name -> how messages name it.
+_LABELS = {"qwen3": "Qwen3", "qwen2": "Qwen2", "llama3": "Llama 3"}
 
 
 def family(model_config: Any) -> str:
-  """The family of a Tunix model config.
+  """The family of a Tunix model config that computes what it says.
 
   Raises:
     ValueError: for a config of any other model, naming the supported
-      families.
+      families, or for a `rope_theta` other than the one the family's
+      attention rotates with.
   """
   for name, config_type in FAMILIES.items():
     if isinstance(model_config, config_type):
+      _check_rope_theta(name, model_config.rope_theta)
       return name
   raise ValueError(
       f"model config {type(model_config).__module__}."
       f"{type(model_config).__name__} is not a supported Tunix decoder; the"
       f" block-diffusion contract supports the families {sorted(FAMILIES)}"
       " (tunix.models.qwen3, qwen2, llama3)."
+  )
+
+
+def _check_rope_theta(name: str, rope_theta: Any) -> None:
+  """Refuses a theta that the family's attention does not rotate with."""
+  applied = compat.ROPE_THETA_APPLIED[name]
+  if applied is None or rope_theta == applied:
+    return
+  # Nothing short of forking Tunix's attention rotates with another base:
+  # pair i of each head turns by position * theta**(-2i / head_dim), so
+  # another theta rescales each pair's frequency by a different factor,
+  # which no change of positions does, and the rotation acts on q and k
+  # after every weight, so no change of weights does either.
+  raise ValueError(
+      f"model rope_theta={rope_theta!r} is not supported: Tunix's"
+      f" {_LABELS[name]} attention always rotates with theta {applied} (it"
+      " ignores ModelConfig.rope_theta; google-tunix 0.1.7 and main), so"
+      " this model would compute another function than its checkpoint or"
+      f" config describes; only rope_theta={applied} is exact."
   )
 
 

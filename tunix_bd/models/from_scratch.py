@@ -15,6 +15,7 @@ import jax
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import config_utils
+from tunix_bd.core import families
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_config
 
@@ -72,7 +73,14 @@ def qwen3_config(
 def init_model(
     config: qwen3_lib.ModelConfig, seed: int, mesh: jax.sharding.Mesh
 ) -> qwen3_lib.Qwen3:
-  """A randomly initialised Qwen3, sharded over `mesh`."""
+  """A randomly initialised Qwen3, sharded over `mesh`.
+
+  Raises:
+    ValueError: for a config the Tunix Qwen3 does not compute as written
+      (a `rope_theta` other than the one it rotates with; `families`),
+      before anything is built.
+  """
+  families.family(config)
 
   @nnx.jit
   def create():

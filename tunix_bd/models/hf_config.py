@@ -13,10 +13,12 @@ from typing import Any
 import jax.numpy as jnp
 from tunix.models.qwen3 import model as qwen3_lib
 
-# Tunix's Qwen3 attention calls `apply_rope` without the config's theta, so
-# the model rotates with this base whatever `ModelConfig.rope_theta` says
-# (google-tunix 0.1.7, and main as of 2026-08). Any other theta is rejected.
-TUNIX_ROPE_THETA = 1_000_000
+from tunix_bd import compat
+
+# Tunix's Qwen3 attention rotates with this base whatever
+# `ModelConfig.rope_theta` says (`compat.ROPE_THETA_APPLIED`). Any other
+# theta is rejected.
+TUNIX_ROPE_THETA = compat.ROPE_THETA_APPLIED["qwen3"]
 
 _ARCHITECTURES = {
     "qwen3": "Qwen3ForCausalLM",
