@@ -1,14 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Global loss denominators under gradient accumulation (DESIGN.md).
+"""Global loss denominators under gradient accumulation.
 
 A token-weighted loss over a global batch of k micro-batches is
 `sum(w * loss) / global_weight`, with `global_weight` the total weight of
 all k micro-batches. Tunix accumulates by averaging the k micro-batch
 gradients (`compat.ACCUMULATION_AVERAGES_GRADIENTS`), so each micro-batch
 loss is its weighted sum times `k / global_weight`: the average of k such
-gradients is exactly the global batch's gradient. SFT uses this today; OPD
-and RL losses use the same two per-row batch fields and the same scale.
+gradients is exactly the global batch's gradient (docs/design.md "Loss
+denominators"). The SFT and OPD losses use it; GRPO aggregates its loss as
+Tunix does (`loss_agg_mode`).
 
 Both fields are broadcast per row so that every batch leaf is batch-major
 (Tunix shards every leaf on dim 0); every row of a micro-batch carries the

@@ -7,7 +7,7 @@ modules' fixed geometries do not reach: a canvas of one block (no earlier
 block to write to the cache), a prompt that ends on a block boundary, a
 partial final block, a completion spanning many blocks, and a multi-block
 prompt followed by a single loop block. Each class, for both alignments:
-cached == cache-free (DESIGN invariant 4), and greedy decoding equals a
+cached == cache-free (docs/design.md invariant 4), and greedy decoding equals a
 brute-force reference that decodes each row alone at its logical positions,
 one full cache-free forward per step.
 """

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The exactness invariants of block denoising (DESIGN.md 4 and 5).
+"""The exactness invariants of block denoising (docs/design.md invariants 4, 5).
 
 4. Cached decoding equals cache-free decoding: identical tokens and commit
    steps, log-probs within 1e-5 (float32).

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The student-rollout source: stop weights, corruption, prompts, determinism.
 
-rl_opd_design §8.2 items 16 (stop weights), 20 (corrupted canvases) and the
-source half of 24 (rollouts are a function of (seed, step)), plus the
-multi-turn rule and the bad inputs that must fail before any compute.
+docs/design.md "OPD invariants" 16 (stop weights), 20 (corrupted
+canvases) and the source half of 24 (rollouts are a function of (seed,
+step)), plus the multi-turn rule and the bad inputs that must fail before
+any compute.
 """
 
 import types

@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The OPD loss against brute force, on real rollouts of tiny Qwen3 models.
 
-rl_opd_design §8.2: KL properties and the NumPy brute force (18), trace
-canvases equal a single-canvas forward on each slot's commit canvas (19),
-generation is stop-gradient (17), and same-position alignment refuses
-weighted clean targets.
+docs/design.md "OPD invariants": KL properties and the NumPy brute force
+(18), trace canvases equal a single-canvas forward on each slot's commit
+canvas (19), generation is stop-gradient (17), and same-position alignment
+refuses weighted clean targets.
 """
 
 import dataclasses
@@ -214,7 +214,7 @@ class StrategyTest(parameterized.TestCase):
     np.testing.assert_array_equal(got[~generated], 0.0)
 
   def test_kl_is_zero_when_the_student_is_the_teacher(self):
-    # One-token blocks: the student's logits are exactly causal (DESIGN 2).
+    # One-token blocks: the student's logits are exactly causal (invariant 2).
     bd = _bd(block_size=1)
     trace = _rollout(self.teacher, bd)
     for canvas in sources.CANVASES:

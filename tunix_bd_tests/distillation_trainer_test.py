@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """`OpdTrainer` through Tunix's real `DistillationTrainer` loop.
 
-rl_opd_design §8.2: field dropping (23), gradient accumulation 2 equals 1
-on the same rollouts (21), and resume equals uninterrupted (24), on tiny
-real Qwen3 students and teachers.
+docs/design.md "OPD invariants": field dropping (23), gradient
+accumulation 2 equals 1 on the same rollouts (21), and resume equals
+uninterrupted (24), on tiny real Qwen3 students and teachers.
 """
 
 import os

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.rl.policy_loss (rl_opd_design §8.1 items 3-6).
+"""Tests for tunix_bd.rl.policy_loss (docs/design.md "RL invariants" 3-6).
 
 `grpo_objective` is pinned to Tunix's own `algo_core.grpo_loss_fn` on a
 logit-table model, whose logits do not depend on the tokens, so Tunix's AR
@@ -80,7 +80,7 @@ def _bd():
 
 
 class GrpoObjectiveMatchesTunixTest(parameterized.TestCase):
-  """Loss, aux and gradients equal Tunix's `grpo_loss_fn` (§8.1 item 3)."""
+  """Loss, aux and gradients equal Tunix's `grpo_loss_fn` (RL item 3)."""
 
   @classmethod
   def setUpClass(cls):
@@ -198,7 +198,7 @@ class GrpoObjectiveMatchesTunixTest(parameterized.TestCase):
 
 
 class DiffusionGrpoLossTest(parameterized.TestCase):
-  """The registered loss on real rollouts of a tiny Qwen3 (§8.1 items 4-6)."""
+  """The registered loss on real rollouts of a tiny Qwen3 (RL items 4-6)."""
 
   @classmethod
   def setUpClass(cls):

@@ -1,12 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""GRPO through Tunix's loop on diffusion traces (rl_opd_design §8.1).
+"""GRPO through Tunix's loop on diffusion traces.
 
-Items 4 (first micro-batch on-policy), 6 (reference replay: KL 0 at equal
-weights, > 0 after an update), 10 (one sync per global step), 12 (an
-end-to-end smoke: finite losses, ratio 1, clip fraction 0, checkpoint with
-the fingerprint), 13 (the replay-parity metric) and 14 (resumed ==
-uninterrupted), plus the learner's fail-closed checks.
+docs/design.md "RL invariants" 4 (first micro-batch on-policy), 6
+(reference replay: KL 0 at equal weights, > 0 after an update), 10 (one
+sync per global step), 12 (an end-to-end smoke: finite losses, ratio 1,
+clip fraction 0, checkpoint with the fingerprint), 13 (the replay-parity
+metric) and 14 (resumed == uninterrupted), plus the learner's fail-closed
+checks.
 """
 
 import copy

@@ -7,8 +7,8 @@ on the sampler's devices, Tunix syncs it once per global step (different
 from the actor's weights before the sync, equal after; on CPU Tunix syncs
 under transfer guards, so the copy is device to device), and Tunix may run
 rollouts asynchronously. One shared device: the rollout still owns its
-buffers, so it is synced too (rl_opd_design §4.3 items 5 and 6). And
-GRPO with the actor on a 2 x 2 `(fsdp, tp)` mesh samples, scores and
+buffers, so it is synced too (docs/design.md "RL invariants" 10 and 11).
+And GRPO with the actor on a 2 x 2 `(fsdp, tp)` mesh samples, scores and
 updates as on one device.
 """
 

@@ -1,10 +1,11 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The diffusion rollout inside Tunix's `RLCluster` (rl_opd_design §8.1).
+"""The diffusion rollout inside Tunix's `RLCluster`.
 
-Items 1 (replay parity, early-stopped rows included), 2 (stop handling),
-7 (RNG by step and mode, eval isolated), 8 (batch invariance through the
-rollout), 9 (fail closed) and 10 (own buffers, sync) on a tiny Qwen3.
+docs/design.md "RL invariants" 1 (replay parity, early-stopped rows
+included), 2 (stop handling), 7 (RNG by step and mode, eval isolated), 8
+(batch invariance through the rollout), 9 (fail closed) and 10 (own
+buffers, sync) on a tiny Qwen3.
 """
 
 import collections

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Gradient accumulation with the SFT loss equals one big batch, exactly.
 
-DESIGN.md invariant 3, through a real Tunix `PeftTrainer` (whose 0.1.7
+docs/design.md invariant 3, through a real Tunix `PeftTrainer` (whose 0.1.7
 accumulation is `optax.MultiSteps`, a mean of micro-batch gradients) on a
 tiny real Qwen3, with micro-batches of unequal corrupted-token counts.
 """

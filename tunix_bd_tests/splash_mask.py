@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Test-only: the single-canvas block-causal mask as a TPU Splash mask object.
 
-No product path uses it (flash attention is refused), but DESIGN invariant 1
-keeps it equal to the dense `tunix_bd.core.masks.block_causal_mask`, so a
-Splash path can be added without re-deriving the mask.
+No product path uses it (flash attention is refused), but invariant 1 of
+docs/design.md keeps it equal to the dense
+`tunix_bd.core.masks.block_causal_mask`, so a Splash path can be added
+without re-deriving the mask.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ model's logits: the block size, the mask token id, the target alignment and
 the training canvas layout. Every stage (SFT, denoising, replay, RL) takes the
 same frozen object, so they cannot disagree about it.
 
-Alignments (see DESIGN.md "Target alignment"):
+Alignments (see docs/design.md "Target alignment"):
   * `same_position`: the logit at logical position i predicts the token at i.
   * `shifted` (Fast-dLLM v2 token shift): the logit at i - 1 predicts the
     token at i, which keeps the AR head's meaning; logical position 0 has no

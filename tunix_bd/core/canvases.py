@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The canvases of a trace: what each block looked like before each step.
 
-DESIGN.md "Step canvases": before step s, block b holds its prompt
+docs/design.md "Step canvases": before step s, block b holds its prompt
 positions and exactly its completion slots committed at steps < s; the
 others are the mask token; earlier blocks are clean. Two builders serve
 every consumer (replay, OPD on the student's own canvases, decoding

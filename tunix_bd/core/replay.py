@@ -3,11 +3,11 @@
 """Replay scoring: a recorded trace's logits and log-probs under a model.
 
 Replay scores each recorded token on the canvas it was committed from
-(DESIGN.md "Replay"), so the live, reference and old policies of RL, and
+(docs/design.md "Replay"), so the live, reference and old policies of RL, and
 OPD's student, all score the very actions the rollout took: RL through
 `replay_log_probs`, OPD (which needs whole distributions) through
 `replay_logits`. Under the rollout's parameters it reproduces
-`trace.action_logp` (DESIGN invariant 6): both go through
+`trace.action_logp` (docs/design.md invariant 6): both go through
 `diffusion_lm.log_probs` at `trace.temperature`. For eager callers,
 `core.replayer` compiles it once per model.
 

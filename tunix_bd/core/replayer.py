@@ -5,7 +5,7 @@
 `core.replay` is the differentiable packed replay, for use inside a jitted
 step; this module compiles it once per model for callers holding concrete
 traces (verification, evaluation, RL's old and reference policies), and
-measures DESIGN.md invariant 6 (`max_replay_error`).
+measures docs/design.md invariant 6 (`max_replay_error`).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def max_replay_error(
 ) -> float:
   """Max |replayed - recorded| log-prob over the generated positions.
 
-  Replay under the rollout's own parameters must give ~0 (DESIGN.md
+  Replay under the rollout's own parameters must give ~0 (docs/design.md
   invariant 6); `generate.py --config.verify_replay=True` reports this. An
   `nnx.Module` is replayed by `compiled_replay_log_probs`.
 

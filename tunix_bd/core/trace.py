@@ -8,7 +8,7 @@ log-probability at that step (`action_logp`). It carries the settings that
 give those numbers their meaning, `bd` and `temperature`, once: consumers
 read them from the trace and never take them again beside it.
 
-Logical layout (DESIGN.md "Logical positions", "Trace"). Row r's prompt has
+Logical layout (docs/design.md "Logical positions", "Trace"). Row r's prompt has
 logical positions `0 .. P_r - 1`, its completion slot j has logical
 position `P_r + j`, and block b holds positions `[b * S, (b + 1) * S)`
 (S = `bd.block_size`); the first completion block may start inside the
@@ -17,7 +17,7 @@ block. A row generates whole blocks, in order, up to the block holding its
 first stop token (or to its last block): slots of later blocks are never
 generated (`action_step == -1`, `action_logp == 0`, `tokens` the pad id).
 
-Step canvases (DESIGN.md "Step canvases"): before step s, block b holds its
+Step canvases (docs/design.md "Step canvases"): before step s, block b holds its
 prompt positions and exactly its completion slots with `0 <= action_step <
 s`; the others are the mask token; earlier blocks are clean. The builders
 are in `tunix_bd.core.canvases`.

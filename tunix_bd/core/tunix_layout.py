@@ -5,7 +5,7 @@
 Tunix's GRPO learner carries a rollout as `prompt_ids` / `prompt_mask`
 (left-padded: `RolloutOutput.left_padded_prompt_tokens`) and
 `completion_ids` / `completion_mask` (right-padded). A denoising trace maps
-onto that layout as follows (DESIGN.md "Trace"):
+onto that layout as follows (docs/design.md "Trace"):
 
   * `prompt_ids` int32 `[batch, P]`, LEFT-padded with the pad id;
     `prompt_mask` bool `[batch, P]`, True on the real prompt tokens (the

@@ -7,7 +7,7 @@ logits contract (`diffusion_lm.diffusion_logits_fn`) at block size 1 with
 the shifted alignment (`BlockDiffusionConfig.autoregressive`): the
 block-causal mask of one-token blocks is the causal mask, so its
 target-aligned logit at a slot is exactly the raw causal logit of the slot
-before it (DESIGN invariant 2). It scores the clean rollout only.
+before it (docs/design.md invariant 2). It scores the clean rollout only.
 
 Vocabularies. The student may have one more row than the teacher: the mask
 token that SFT added when the tokenizer lacked one. The teacher's logits

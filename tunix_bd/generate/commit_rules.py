@@ -10,7 +10,7 @@ always commits at least one (forced progress); a row without commits none.
 Ties between equal confidences go to the lower logical position, which is
 the lower index: a block's positions are consecutive logical positions.
 
-Rules (DESIGN.md "Denoising step"):
+Rules (docs/design.md "Denoising step"):
   * `threshold`: every eligible position with confidence >= tau.
   * `top_k`: the k most confident eligible positions (all if fewer).
   * `factor` (Fast-dLLM v1): with the eligible confidences sorted

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""One denoising step of one block, as a unit (DESIGN.md "Denoising step").
+"""One denoising step of one block, as a unit (docs/design.md "Denoising step").
 
 Given the block's target-aligned logits, its canvas state, which positions
 may commit, the commit-rule parameters and per-row sampling keys, a step

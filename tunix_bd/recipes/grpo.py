@@ -107,7 +107,10 @@ def _models(config, meshes, beta):
 
 
 def run_fingerprint(config, tokenizer, bd, stop_ids, run) -> dict:
-  """Every setting that changes what this run's checkpoints mean (§3.8)."""
+  """Every setting that changes what this run's checkpoints mean.
+
+  See docs/design.md "Fingerprint".
+  """
   models = provenance.model_fields(config.model, ("checkpoint", "reference"))
   train = dataclasses.asdict(run.train)
   for extendable in (

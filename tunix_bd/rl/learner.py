@@ -5,7 +5,7 @@
 Tunix's `GRPOLearner` owns the loop, the advantages, the optimizer,
 checkpoints and metrics; this subclass replaces only the step that turns
 prompts into a `TrainExample`, so that every policy scores the rollout's
-own trace with one function (rl_opd_design.md §3.5):
+own trace with one function (docs/design.md "RL policies on one trace"):
 
   * rollout: the sampler's copy, synced to the actor at each global step;
   * old: replay under the start-of-step actor snapshot (the anchor, on the

@@ -14,7 +14,7 @@ action, its step and log-prob) goes to the collector that
 `DiffusionRLCluster.generate` opens, because Tunix's own
 `RLCluster.generate` would drop any extra output field.
 
-Why each rule (rl_opd_design.md §2.7, §3.2, §3.6):
+Why each rule (docs/design.md "Why the rollout rules"):
   * The rollout owns its parameter buffers. Tunix syncs weights only when
     the rollout's leaves are not the actor's (`rl_utils.is_sharing_weights`),
     and an `nnx.clone` shares arrays, so a shared copy would never be
@@ -81,7 +81,10 @@ def mode_name(mode: Any) -> str:
 def row_seeds(
     seed: int, mode: str, global_step: int, call_index: int, rows: int
 ) -> np.ndarray:
-  """uint32 `[rows]` sampling seeds of one `generate` call (§3.6)."""
+  """uint32 `[rows]` sampling seeds of one `generate` call.
+
+  See docs/design.md "Why the rollout rules".
+  """
   entropy = [int(seed), MODE_IDS[mode], int(global_step), int(call_index)]
   return np.random.SeedSequence(entropy).generate_state(rows)
 

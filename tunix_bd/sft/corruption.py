@@ -3,7 +3,7 @@
 """Masked-diffusion SFT corruption: a pure NumPy function of one example.
 
 `corrupt_example` turns one `TokenizedDataset` row into the canvases the SFT
-loss trains on (DESIGN.md "Corruption (SFT)"):
+loss trains on (docs/design.md "Corruption (SFT)"):
 
 * The completion gets its EOS fill (`tunix_bd.eos`): EOS up to the end of the
   block holding the first EOS. Fill tokens are ordinary completion tokens;

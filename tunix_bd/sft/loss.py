@@ -14,7 +14,7 @@ The loss of a micro-batch is
 over its corrupted positions, with float32 target-aligned logits from the
 injected `logits_fn` (`diffusion_logits_fn` by default) and `w` the loss
 weights; the scale (`k / global_weight`, `tunix_bd.denominators`) makes k
-accumulated micro-batches exactly one big batch (DESIGN.md "Loss
+accumulated micro-batches exactly one big batch (docs/design.md "Loss
 denominators"). Eval batches carry k = 1 and their own total, so the same
 function gives their weighted mean.
 """
