@@ -9,8 +9,9 @@ A thin layer over the token-level `denoise.Denoiser`:
 
 A prompt is a user message (rendered with the tokenizer's chat template), a
 whole conversation (`[{"role", "content"}, ...]`), a string used as it is
-(`chat=False`: raw text, or what `apply_chat_template(..., tokenize=False)`
-rendered), or token ids: a list of ints, or the `BatchEncoding` that
+(`chat_template=False`: raw text, or what
+`apply_chat_template(..., tokenize=False)` rendered), or token ids: a list
+of ints, or the `BatchEncoding` that
 transformers 5's `apply_chat_template(..., tokenize=True)` returns.
 
 The denoiser's layout depends on the longest prompt, so prompts are padded
