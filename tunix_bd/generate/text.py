@@ -11,8 +11,8 @@ A prompt is a user message (rendered with the tokenizer's chat template), a
 whole conversation (`[{"role", "content"}, ...]`), a string used as it is
 (`chat_template=False`: raw text, or what
 `apply_chat_template(..., tokenize=False)` rendered), or token ids: a list
-of ints, or the `BatchEncoding` that
-transformers 5's `apply_chat_template(..., tokenize=True)` returns.
+of ints, or the `BatchEncoding` that transformers 5's
+`apply_chat_template(..., tokenize=True)` returns.
 
 The denoiser's layout depends on the longest prompt, so prompts are padded
 to a multiple of `prompt_bucket` tokens and one compiled program serves
