@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import rng
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import step as step_lib
 
@@ -46,7 +47,7 @@ class DenoiseStepTest(parameterized.TestCase):
   @parameterized.product(rule=commit_rules.RULES, temperature=(0.0, 0.7))
   def test_step_equals_a_brute_force_reference(self, rule, temperature):
     logits, tokens, steps, logp, eligible = _block(0)
-    keys = jax.vmap(jax.random.key)(jnp.arange(_BATCH, dtype=jnp.uint32))
+    keys = rng.keys(jnp.arange(_BATCH, dtype=jnp.uint32))
     params = _params(rule, temperature)
     out = _step(logits, tokens, steps, logp, eligible, params, keys, 1)
     scale = 1.0 if temperature == 0 else temperature
@@ -78,7 +79,7 @@ class DenoiseStepTest(parameterized.TestCase):
   def test_a_rows_step_does_not_depend_on_its_batch_mates(self):
     logits, tokens, steps, logp, eligible = _block(1)
     keys = step_lib.step_keys(
-        jax.vmap(jax.random.key)(jnp.arange(_BATCH, dtype=jnp.uint32)),
+        rng.keys(jnp.arange(_BATCH, dtype=jnp.uint32)),
         jnp.array([3, 0, 2]),
         jnp.int32(1),
     )
@@ -96,7 +97,7 @@ class DenoiseStepTest(parameterized.TestCase):
 
   def test_commit_params_are_traced(self):
     logits, tokens, steps, logp, eligible = _block(2)
-    keys = jax.vmap(jax.random.key)(jnp.arange(_BATCH, dtype=jnp.uint32))
+    keys = rng.keys(jnp.arange(_BATCH, dtype=jnp.uint32))
     step = jax.jit(step_lib.denoise_step)
     step(logits, tokens, steps, logp, eligible, _params(), keys, 0)
     compiled = step._cache_size()

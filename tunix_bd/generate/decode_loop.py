@@ -38,6 +38,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import rng
 from tunix_bd.generate import step as step_lib
 
 
@@ -269,7 +270,7 @@ def decode(
   first_block, num_blocks = inputs["first_block"], inputs["num_blocks"]
   batch, length = inputs["tokens"].shape
   bd = dataclasses.replace(bd, layout=bd_config_lib.SINGLE_CANVAS)
-  keys = jax.vmap(jax.random.key)(seeds)
+  keys = rng.keys(seeds)
   fns = (logits_fn, cached_logits_fn)
 
   def body(carry: Carry) -> Carry:

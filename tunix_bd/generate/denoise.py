@@ -23,7 +23,8 @@ can start at (rows with longer prompts start at their prompt block there).
 The layout depends on the settings only, so one compiled program serves
 every batch of a given size, and a row's computation does not depend on its
 batch mates: batch invariance holds by construction (attention never
-crosses rows; sampling uses per-row keys).
+crosses rows; sampling uses per-row threefry keys, `core.rng`, whatever
+JAX's default implementation).
 
 All of decoding is one jitted `lax.while_loop` (`decode_loop`) with one
 model forward per iteration (a denoising step, maybe fused with a cache

@@ -106,10 +106,11 @@ def step_keys(keys: jax.Array, logical_block: jax.Array, step: jax.Array):
   """Per-row sampling keys of (seed, logical block, step).
 
   A row's stream depends on nothing else, so its samples never depend on
-  which rows share its batch.
+  which rows share its batch: with threefry keys (`core.rng`) a vmapped
+  draw equals the row's own, which an rbg key's does not.
 
   Args:
-    keys: `[batch]` typed keys, one per row seed.
+    keys: `[batch]` typed keys, one per row seed (`rng.keys`).
     logical_block: int `[batch]` each row's logical block.
     step: int scalar, the step within the block.
   """

@@ -16,6 +16,7 @@ from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import config_utils
 from tunix_bd.core import families
+from tunix_bd.core import rng
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_config
 
@@ -84,7 +85,7 @@ def init_model(
 
   @nnx.jit
   def create():
-    model = qwen3_lib.Qwen3(config, rngs=nnx.Rngs(seed))
+    model = qwen3_lib.Qwen3(config, rngs=rng.rngs(seed))
     state = nnx.state(model)
     shardings = nnx.get_named_sharding(state, mesh)
     nnx.update(model, jax.lax.with_sharding_constraint(state, shardings))

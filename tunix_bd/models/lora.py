@@ -19,6 +19,8 @@ import numpy as np
 import qwix
 from tunix.models.qwen3 import model as qwen3_lib
 
+from tunix_bd.core import rng
+
 # Every attention and MLP projection of a Tunix Qwen3 layer.
 DEFAULT_MODULE_PATH = (
     ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
@@ -48,7 +50,7 @@ def apply_lora(
       module_path=module_path, rank=rank, alpha=float(alpha)
   )
   lora_model = qwix.apply_lora_to_model(
-      model, provider, rngs=nnx.Rngs(seed), **model.get_model_input()
+      model, provider, rngs=rng.rngs(seed), **model.get_model_input()
   )
   if not nnx.state(lora_model, nnx.LoRAParam):
     raise ValueError(
@@ -82,7 +84,7 @@ def merge_lora(
   Returns:
     A new `Qwen3` without LoRA parameters.
   """
-  merged = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  merged = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=rng.rngs(0)))
   for path, param in nnx.iter_graph(merged):
     if not isinstance(param, nnx.Param):
       continue

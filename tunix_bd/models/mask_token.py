@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import rng
 from tunix_bd.data import tokenizer as tokenizer_lib
 
 DEFAULT_MASK_TOKEN = "<|mask|>"
@@ -192,7 +193,7 @@ def resize_vocab(
   if not config.use_tied_embedding:
     params["lm_head"]["w"] = mean_rows(params["lm_head"]["w"], axis=1)
 
-  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=rng.rngs(0)))
   graphdef, state = nnx.split(abstract)
   want = jax.tree_util.tree_flatten_with_path(state.to_pure_dict())[0]
   got = jax.tree_util.tree_flatten_with_path(params)[0]
