@@ -144,7 +144,7 @@ class TokenizeTest(DatasetTestBase):
     data = dataset.tokenize(self.tokenizer, conversations, 64)
     self.assertLen(data, 5)
 
-  def test_jsonl_conversations(self):
+  def test_jsonl_conversations_are_named_by_file_and_line(self):
     path = os.path.join(self.create_tempdir().full_path, "d.jsonl")
     with open(path, "w", encoding="utf-8") as f:
       f.write(json.dumps({"prompt": "a", "completion": "b"}) + "\n\n")
@@ -154,10 +154,10 @@ class TokenizeTest(DatasetTestBase):
     self.assertEqual(conversations[0].answer, "b")
     self.assertEqual(
         [c.where for c in conversations],
-        [f"{path} record 1", f"{path} record 2"],
+        [f"{path}:1", f"{path}:3"],  # Line 2 is blank.
     )
     with self.assertRaisesRegex(
-        ValueError, re.escape(f"{path} record 2: ") + "the assistant turn"
+        ValueError, re.escape(f"{path}:3: ") + "the assistant turn"
     ):
       dataset.tokenize(self.tokenizer, conversations, _MAX_LENGTH)
 
