@@ -44,6 +44,14 @@ class ChatOptions:
 
   enable_thinking: bool | None = None
 
+  def __post_init__(self):
+    value = self.enable_thinking
+    if value is not None and not isinstance(value, bool):
+      raise ValueError(
+          "enable_thinking must be True, False or None (the template's "
+          f"default), got {value!r}."
+      )
+
   def template_kwargs(self) -> dict[str, Any]:
     """Keyword arguments for `apply_chat_template`."""
     if self.enable_thinking is None:
@@ -57,13 +65,10 @@ def options_from_data(data: Mapping[str, Any]) -> ChatOptions:
   Raises:
     ValueError: naming `data.enable_thinking` if it is not None or a bool.
   """
-  enable_thinking = data.get("enable_thinking")
-  if enable_thinking is not None and not isinstance(enable_thinking, bool):
-    raise ValueError(
-        "data.enable_thinking must be True, False or None (the template's "
-        f"default), got {enable_thinking!r}."
-    )
-  return ChatOptions(enable_thinking=enable_thinking)
+  try:
+    return ChatOptions(enable_thinking=data.get("enable_thinking"))
+  except ValueError as e:
+    raise ValueError(f"data.{e}") from None
 
 
 @dataclasses.dataclass(frozen=True)

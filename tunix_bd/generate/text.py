@@ -144,7 +144,7 @@ class TextGenerator:
     """
     self.model, self.tokenizer, self.bd = model, tokenizer, bd
     self.chat_template = chat_template
-    self.options = chat.options_from_data({"enable_thinking": enable_thinking})
+    self.options = chat.ChatOptions(enable_thinking=enable_thinking)
     self._bucket = prompt_bucket
     self._settings = dict(rule_settings, max_new_tokens=max_new_tokens)
     # Fails now, naming the setting, rather than at the first call.
