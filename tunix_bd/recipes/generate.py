@@ -106,10 +106,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   tokenizer = tokenizer_lib.load_tokenizer(
       checkpoint, config.data.chat_template
   )
-  options = chat.options_from_data(config.data)
+  chat_options = chat.options_from_data(config.data)
   records, source = _prompt_set(config)
   prompts = [
-      chat.encode_prompt(tokenizer, r["messages"], options) for r in records
+      chat.encode_prompt(tokenizer, r["messages"], chat_options)
+      for r in records
   ]
   if decode.max_prompt_length:
     settings_lib.check_prompt_lengths(

@@ -165,16 +165,16 @@ def run(config: ml_collections.ConfigDict) -> dict:
   stop_ids = decode.stop_ids
   prompts_lib.check_stop_ids(stop_ids, bd.mask_token_id, tokenizer.pad_token_id)
   reward_fns = rewards_lib.reward_fns(settings.reward)
-  options = chat.options_from_data(config.data)
+  chat_options = chat.options_from_data(config.data)
   train_set, eval_set = dataset_lib.conversations(config.data)
   if config.data.prompts:
     train_set = prompt_stream.jsonl_conversations(config.data.prompts)
   max_prompt = rollout.max_prompt_length
   train_prompts = prompt_stream.render(
-      tokenizer, train_set, max_prompt, options
+      tokenizer, train_set, max_prompt, chat_options
   )
   eval_prompts = prompts_lib.encode_prompts(
-      tokenizer, eval_set, max_prompt, options
+      tokenizer, eval_set, max_prompt, chat_options
   )
   fingerprint = run_fingerprint(config, tokenizer, bd, stop_ids, settings)
 

@@ -155,14 +155,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   prompts_lib.check_stop_ids(
       stop_ids, bd.mask_token_id, student_tok.pad_token_id
   )
-  options = chat.options_from_data(config.data)
+  chat_options = chat.options_from_data(config.data)
   train_set, eval_set = dataset_lib.conversations(config.data)
   max_prompt = config.rollout.max_prompt_length
   train_prompts = prompts_lib.encode_prompts(
-      student_tok, train_set, max_prompt, options
+      student_tok, train_set, max_prompt, chat_options
   )
   eval_prompts = prompts_lib.encode_prompts(
-      student_tok, eval_set, max_prompt, options
+      student_tok, eval_set, max_prompt, chat_options
   )
   fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
 
