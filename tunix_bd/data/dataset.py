@@ -87,7 +87,7 @@ def embedded_conversations(
 
 
 def jsonl_conversations(path: str) -> list[Conversation]:
-  """Conversations of a user's chat or prompt/completion JSONL file."""
+  """A user's chat or prompt/completion JSONL file, each named `path:line`."""
   return [
       Conversation(r["messages"], JSONL_TASK, where)
       for where, r in jsonl.read_jsonl_records(path, kind="sft")
