@@ -61,6 +61,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           max_len=6,
           seed=0,
           num_prompts=256,
+          **config_sections.chat_fields(),
       )
   )
   config.decode = ml_collections.ConfigDict(

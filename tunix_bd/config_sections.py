@@ -6,6 +6,20 @@ Imported by `configs/*.py`, so it depends on `ml_collections` alone.
 """
 
 import ml_collections
+from ml_collections import config_dict
+
+
+def chat_fields() -> dict[str, object]:
+  """The `data` fields that set how conversations are rendered.
+
+  Returns:
+    `chat_template`, a Jinja file that replaces the tokenizer's template
+    (empty: keep it; an export carries the one trained with), and
+    `enable_thinking`, passed to the template on every render (Qwen3's
+    thinking switch; None passes nothing, leaving the template's default).
+    Generation, OPD and GRPO must be given the values SFT used.
+  """
+  return dict(chat_template="", enable_thinking=config_dict.placeholder(bool))
 
 
 def embedded_data(**overrides) -> ml_collections.ConfigDict:
@@ -18,7 +32,8 @@ def embedded_data(**overrides) -> ml_collections.ConfigDict:
     A section with `train`/`eval` (JSONL paths; empty means the embedded
     tasks, and a `train` file needs an `eval` file), `tasks`, `min_len`,
     `max_len` and `seed` of the embedded generator, `num_train`/`num_eval`
-    examples drawn from it, and `max_length` tokens per row.
+    examples drawn from it, `max_length` tokens per row, and the
+    `chat_fields`.
   """
   section = dict(
       train="",
@@ -30,6 +45,7 @@ def embedded_data(**overrides) -> ml_collections.ConfigDict:
       num_train=20_000,
       num_eval=512,
       max_length=48,
+      **chat_fields(),
   )
   unknown = sorted(set(overrides) - set(section))
   if unknown:

@@ -102,12 +102,12 @@ def model_fields(
 def data_fields(data: Mapping[str, Any]) -> dict[str, Any]:
   """A `data` section (`config_sections.embedded_data`) for a fingerprint.
 
-  Its JSONL files (`train`, `eval`, and GRPO's `prompts`; empty for the
-  embedded tasks) enter as `"sha256:<digest>"` of their bytes: a moved file
-  resumes, an edited one is refused.
+  Its files (JSONL `train`, `eval`, and GRPO's `prompts`, empty for the
+  embedded tasks; a `chat_template` override) enter as `"sha256:<digest>"`
+  of their bytes: a moved file resumes, an edited one is refused.
   """
   fields = dict(data)
-  for split in ("train", "eval", "prompts"):
+  for split in ("train", "eval", "prompts", "chat_template"):
     if fields.get(split):
       digest = checkpoint_digest.digest_file(fields[split])
       fields[split] = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"

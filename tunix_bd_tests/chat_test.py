@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.data.chat: conversations to prompt/completion ids."""
 
+import os
+
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd.data import chat
@@ -20,13 +22,69 @@ _MULTI = [
 ]
 
 
-def _render(tokenizer, messages, add_generation_prompt=False) -> list[int]:
+_TESTDATA = os.path.join(os.path.dirname(__file__), "testdata")
+# Qwen3's own chat template on a small byte-level tokenizer.
+_QWEN3 = os.path.join(_TESTDATA, "qwen3_chat")
+_EMPTY_THINK = "<think>\n\n</think>\n\n"
+
+
+def _render(
+    tokenizer, messages, add_generation_prompt=False, **template_kwargs
+) -> list[int]:
   ids = tokenizer.apply_chat_template(
-      messages, tokenize=True, add_generation_prompt=add_generation_prompt
+      messages,
+      tokenize=True,
+      add_generation_prompt=add_generation_prompt,
+      **template_kwargs,
   )
   if hasattr(ids, "keys"):  # A BatchEncoding in transformers >= 5.
     ids = ids["input_ids"]
   return list(ids)
+
+
+def _llama3_tokenizer():
+  """The embedded tokenizer with Llama 3's turn tokens and chat template."""
+  tokenizer = tokenizer_lib.build_char_tokenizer()
+  tokenizer.add_special_tokens({
+      "eos_token": "<|eot_id|>",
+      "extra_special_tokens": [
+          "<|begin_of_text|>",
+          "<|start_header_id|>",
+          "<|end_header_id|>",
+      ],
+  })
+  return tokenizer_lib.override_chat_template(
+      tokenizer, os.path.join(_TESTDATA, "llama3_chat.jinja")
+  )
+
+
+def _with_template(template: str):
+  tokenizer = tokenizer_lib.build_char_tokenizer()
+  tokenizer.chat_template = template
+  return tokenizer
+
+
+# (tokenizer, enable_thinking, what the completion renders before the
+# content): the templates a supervised span must be found in.
+_TEMPLATES = {
+    "chatml": (tokenizer_lib.build_char_tokenizer, None, ""),
+    "qwen3": (
+        lambda: tokenizer_lib.load_tokenizer(_QWEN3),
+        None,
+        _EMPTY_THINK,
+    ),
+    "qwen3_thinking": (
+        lambda: tokenizer_lib.load_tokenizer(_QWEN3),
+        True,
+        _EMPTY_THINK,
+    ),
+    "qwen3_no_thinking": (
+        lambda: tokenizer_lib.load_tokenizer(_QWEN3),
+        False,
+        "",
+    ),
+    "llama3": (_llama3_tokenizer, None, ""),
+}
 
 
 class ChatTest(parameterized.TestCase):
@@ -110,6 +168,132 @@ class ChatTest(parameterized.TestCase):
             _MULTI[:-1], tokenize=False, add_generation_prompt=True
         ),
     )
+
+  @parameterized.product(
+      template=tuple(_TEMPLATES), messages=(_SINGLE, _MULTI)
+  )
+  def test_trained_prompt_is_the_generation_prompt(self, template, messages):
+    make, enable_thinking, preamble = _TEMPLATES[template]
+    tokenizer = make()
+    options = chat.ChatOptions(enable_thinking=enable_thinking)
+    kwargs = options.template_kwargs()
+    encoded = chat.encode_conversation(tokenizer, messages, options=options)
+    # The very ids generation, OPD and GRPO render, with the same switch.
+    prompt = chat.encode_prompt(tokenizer, messages[:-1], options)
+    self.assertEqual(encoded.prompt_ids, prompt)
+    self.assertEqual(
+        list(encoded.prompt_ids),
+        _render(tokenizer, messages[:-1], True, **kwargs),
+    )
+    # The completion is what the template renders after that prompt, up to
+    # and including the EOS that closes the content.
+    eos = tokenizer.eos_token
+    self.assertEqual(encoded.completion_ids[-1], tokenizer.eos_token_id)
+    self.assertEqual(
+        tokenizer.decode(list(encoded.completion_ids)),
+        preamble + messages[-1]["content"] + eos,
+    )
+    full = tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+    ids = list(encoded.prompt_ids + encoded.completion_ids)
+    self.assertEqual(full[: full.rindex(eos) + len(eos)], tokenizer.decode(ids))
+    self.assertEqual(encoded.length, len(ids))
+
+  def test_qwen3_template_encodes(self):
+    # Its final turn renders an empty think block its generation prompt
+    # lacks, which a prefix rule refused.
+    tokenizer = tokenizer_lib.load_tokenizer(_QWEN3)
+    encoded = chat.encode_conversation(tokenizer, _SINGLE)
+    self.assertEqual(
+        tokenizer.decode(list(encoded.completion_ids)),
+        _EMPTY_THINK + "123<|im_end|>",
+    )
+
+  def test_qwen3_thinking_switch_moves_the_empty_think_block(self):
+    tokenizer = tokenizer_lib.load_tokenizer(_QWEN3)
+    off = chat.encode_conversation(
+        tokenizer, _MULTI, options=chat.ChatOptions(enable_thinking=False)
+    )
+    on = chat.encode_conversation(tokenizer, _MULTI)
+    # Thinking off: the block is the generation prompt's, and the model
+    # learns the answer alone; on: it learns to open with the empty block.
+    header = "<|im_start|>assistant\n"
+    off_prompt = tokenizer.decode(list(off.prompt_ids))
+    self.assertEndsWith(off_prompt, header + _EMPTY_THINK)
+    self.assertEqual(tokenizer.decode(list(off.completion_ids)), "9<|im_end|>")
+    on_prompt = tokenizer.decode(list(on.prompt_ids))
+    self.assertEqual(on_prompt + _EMPTY_THINK, off_prompt)
+    self.assertEqual(
+        tokenizer.decode(list(on.completion_ids)), _EMPTY_THINK + "9<|im_end|>"
+    )
+
+  @parameterized.named_parameters(
+      (
+          "interleaved",
+          # Every character of the final answer is followed by a space.
+          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+          "{% if loop.last and m['role'] == 'assistant' %}"
+          "{% for c in m['content'] %}{{ c }} {% endfor %}"
+          "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          r"where\.jsonl:7: the chat template does not render the final "
+          r"assistant content verbatim, as one contiguous span",
+      ),
+      (
+          "trimmed",
+          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+          "{{ m['content'] | trim }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          r"where\.jsonl:7: the chat template does not render the final "
+          r"assistant content verbatim",
+      ),
+      (
+          "prompt_differs",
+          # The generation prompt says `model`, the rendered turn `assistant`.
+          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+          "{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>model\n{% endif %}",
+          r"where\.jsonl:7: the chat template renders the turns before the "
+          r"final assistant turn differently from the generation prompt",
+      ),
+      (
+          "twice",
+          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+          "{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if not add_generation_prompt %}"
+          "{{ messages[-1]['content'] }}<|im_end|>{% endif %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          r"where\.jsonl:7: the chat template renders the final assistant "
+          r"content and EOS more than once",
+      ),
+      (
+          "eos_in_preamble",
+          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+          "{% if loop.last and m['role'] == 'assistant' %}<|im_end|>"
+          "{% endif %}{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          r"where\.jsonl:7: the chat template renders '<\|im_end\|>' between "
+          r"the generation prompt and the assistant content",
+      ),
+  )
+  def test_template_without_one_contiguous_span_is_refused(
+      self, template, regex
+  ):
+    tokenizer = _with_template(template)
+    messages = [_SINGLE[0], {"role": "assistant", "content": " 12 "}]
+    with self.assertRaisesRegex(ValueError, regex):
+      chat.encode_conversation(tokenizer, messages, where="where.jsonl:7")
+
+  @parameterized.parameters(None, True, False)
+  def test_options_from_data(self, value):
+    self.assertEqual(
+        chat.options_from_data({"enable_thinking": value}),
+        chat.ChatOptions(enable_thinking=value),
+    )
+
+  @parameterized.parameters("false", 0, 1.0)
+  def test_options_from_data_rejects_non_bool(self, value):
+    with self.assertRaisesRegex(ValueError, r"data\.enable_thinking must be"):
+      chat.options_from_data({"enable_thinking": value})
 
   @parameterized.named_parameters(
       ("empty", [], r"where: 'messages' must be a non-empty list"),

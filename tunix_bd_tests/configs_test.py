@@ -17,6 +17,16 @@ _CONFIG_NAMES = sorted(
 )
 # Configs with a `long` variant: the count task and a 256-token budget.
 _LONG = ("ar_pretrain", "generate", "quickstart", "sft")
+# Configs whose recipe renders chat prompts from its `data` section.
+_CHAT = (
+    "ar_pretrain",
+    "bench_rl",
+    "bench_sft",
+    "generate",
+    "grpo",
+    "opd",
+    "sft",
+)
 
 
 def _load(name, variant=None):
@@ -39,6 +49,13 @@ class ConfigsTest(parameterized.TestCase):
   def test_unknown_variant_fails_naming_it(self, name):
     with self.assertRaisesRegex(ValueError, "'nope'"):
       _load(name, "nope")
+
+  @parameterized.parameters(*_CHAT)
+  def test_chat_recipes_have_the_template_keys(self, name):
+    # Defaults: the tokenizer's own template, with its own thinking default.
+    data = _load(name).data
+    self.assertEqual(data.chat_template, "")
+    self.assertIsNone(data.enable_thinking)
 
   @parameterized.parameters(*_LONG)
   def test_long_variants_use_the_count_task(self, name):

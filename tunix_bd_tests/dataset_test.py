@@ -9,6 +9,7 @@ import re
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+from tunix_bd import config_sections
 from tunix_bd.data import chat
 from tunix_bd.data import dataset
 from tunix_bd.data import tasks
@@ -144,7 +145,7 @@ class TokenizeTest(DatasetTestBase):
     data = dataset.tokenize(self.tokenizer, conversations, 64)
     self.assertLen(data, 5)
 
-  def test_jsonl_conversations(self):
+  def test_jsonl_conversations_are_named_by_file_and_line(self):
     path = os.path.join(self.create_tempdir().full_path, "d.jsonl")
     with open(path, "w", encoding="utf-8") as f:
       f.write(json.dumps({"prompt": "a", "completion": "b"}) + "\n\n")
@@ -154,12 +155,53 @@ class TokenizeTest(DatasetTestBase):
     self.assertEqual(conversations[0].answer, "b")
     self.assertEqual(
         [c.where for c in conversations],
-        [f"{path} record 1", f"{path} record 2"],
+        [f"{path}:1", f"{path}:3"],  # Line 2 is blank.
     )
     with self.assertRaisesRegex(
-        ValueError, re.escape(f"{path} record 2: ") + "the assistant turn"
+        ValueError, re.escape(f"{path}:3: ") + "the assistant turn"
     ):
       dataset.tokenize(self.tokenizer, conversations, _MAX_LENGTH)
+
+
+class ChatOptionsTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    # Qwen3's own template, whose thinking switch moves an empty think block.
+    self.tokenizer = tokenizer_lib.load_tokenizer(
+        os.path.join(os.path.dirname(__file__), "testdata", "qwen3_chat")
+    )
+
+  def _data(self, **fields):
+    return config_sections.embedded_data(
+        num_train=4, num_eval=2, max_length=64, **fields
+    )
+
+  @parameterized.parameters(None, True, False)
+  def test_tokenized_splits_pass_data_enable_thinking(self, enable_thinking):
+    data = self._data(enable_thinking=enable_thinking)
+    train, held_out = dataset.tokenized_splits(self.tokenizer, data)
+    options = chat.ChatOptions(enable_thinking=enable_thinking)
+    for rows in (train, held_out):
+      for i, conversation in enumerate(rows.conversations):
+        prompt = chat.encode_prompt(
+            self.tokenizer, conversation.messages[:-1], options
+        )
+        self.assertEqual(rows.prompt_lengths[i], len(prompt))
+        np.testing.assert_array_equal(
+            rows.tokens[i, : len(prompt)], prompt
+        )
+        completion = self.tokenizer.decode(
+            rows.tokens[i, len(prompt) : rows.lengths[i]].tolist()
+        )
+        think = "" if enable_thinking is False else "<think>\n\n</think>\n\n"
+        self.assertEqual(
+            completion, think + conversation.answer + "<|im_end|>"
+        )
+
+  def test_bad_enable_thinking_is_refused_naming_the_key(self):
+    with self.assertRaisesRegex(ValueError, r"data\.enable_thinking"):
+      dataset.tokenized_splits(self.tokenizer, self._data(enable_thinking=1))
 
 
 class BatchesTest(DatasetTestBase):

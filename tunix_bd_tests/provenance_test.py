@@ -73,10 +73,13 @@ class DataFieldsTest(absltest.TestCase):
     )
     with self.assertRaisesRegex(ValueError, "nope.jsonl is not a file"):
       provenance.data_fields({"eval": os.path.join(root, "nope.jsonl")})
-    # GRPO's prompt file enters by content too.
+    # GRPO's prompt file and a chat template override enter by content too.
+    for key in ("prompts", "chat_template"):
+      self.assertEqual(
+          provenance.data_fields({key: paths[0]}), {key: f"sha256:{digest}"}
+      )
     self.assertEqual(
-        provenance.data_fields({"prompts": paths[0]}),
-        {"prompts": f"sha256:{digest}"},
+        provenance.data_fields({"chat_template": ""}), {"chat_template": ""}
     )
 
 

@@ -5,6 +5,7 @@
 import itertools
 import json
 import os
+import re
 
 from absl.testing import absltest
 import numpy as np
@@ -45,6 +46,21 @@ class RenderTest(absltest.TestCase):
       prompt_stream.render(tok, _conversations(1), 5)
     with self.assertRaisesRegex(ValueError, "empty"):
       prompt_stream.render(tok, [], 40)
+
+  def test_rl_jsonl_records_are_named_by_file_and_line(self):
+    path = os.path.join(self.create_tempdir().full_path, "rl.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("\n" + json.dumps({"prompt": "sort 31", "answer": "13"}) + "\n")
+      f.write(json.dumps({"prompt": "x" * 50, "answer": "x"}) + "\n")
+    conversations = prompt_stream.jsonl_conversations(path)
+    self.assertEqual(
+        [c.where for c in conversations], [f"{path}:2", f"{path}:3"]
+    )
+    tok = tokenizer_lib.build_char_tokenizer()
+    with self.assertRaisesRegex(
+        ValueError, re.escape(f"{path}:3: the prompt has")
+    ):
+      prompt_stream.render(tok, conversations, 40)
 
   def test_rl_jsonl_records_become_conversations(self):
     path = os.path.join(self.create_tempdir().full_path, "rl.jsonl")

@@ -45,6 +45,29 @@ class PromptIdsTest(absltest.TestCase):
             want,
         )
 
+  def test_chat_prompts_pass_the_thinking_switch(self):
+    # A template that shows the switch, as Qwen3's generation prompt does.
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    tokenizer.chat_template = (
+        tokenizer_lib.CHAT_TEMPLATE
+        + "{% if enable_thinking is defined and not enable_thinking %}"
+        "{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}"
+    )
+    off = chat.ChatOptions(enable_thinking=False)
+    want = list(chat.encode_prompt(tokenizer, _USER, off))
+    self.assertEndsWith(tokenizer.decode(want), "</think>\n\n")
+    for prompt in ("sort 31", _USER):
+      self.assertEqual(
+          text.prompt_ids(tokenizer, prompt, chat_template=True, options=off),
+          want,
+      )
+    generator = text.TextGenerator(
+        _MODEL, tokenizer, bd=_BD, max_new_tokens=4, enable_thinking=False
+    )
+    self.assertEqual(generator.options, off)
+    with self.assertRaisesRegex(ValueError, "enable_thinking"):
+      text.TextGenerator(_MODEL, tokenizer, bd=_BD, enable_thinking="no")
+
   def test_raw_text_is_not_chat_rendered(self):
     self.assertEqual(
         text.prompt_ids(_TOKENIZER, "sort 31", chat_template=False),

@@ -197,6 +197,77 @@ class TokenizerTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "has no pad_token_id"):
       tokenizer_lib.load_tokenizer(directory)
 
+  def _template_file(self, text: str) -> str:
+    path = os.path.join(self.create_tempdir().full_path, "chat.jinja")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+    return path
+
+  def test_chat_template_override_is_rendered_and_exported(self):
+    template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}"
+        "<|im_end|>{% endfor %}{% if add_generation_prompt %}assistant: "
+        "{% endif %}"
+    )
+    path = self._template_file(template)
+    tokenizer = tokenizer_lib.load_tokenizer(self.directory, path)
+    self.assertEqual(tokenizer.chat_template, template)
+    self.assertEqual(
+        tokenizer.apply_chat_template(
+            _CONVERSATION[1:2], tokenize=False, add_generation_prompt=True
+        ),
+        "user: sort 312<|im_end|>assistant: ",
+    )
+    # An export saves the tokenizer, so it carries the template trained with.
+    exported = self.create_tempdir().full_path
+    tokenizer.save_pretrained(exported)
+    self.assertEqual(
+        tokenizer_lib.load_tokenizer(exported).chat_template, template
+    )
+    # Without an override the directory's own template is kept.
+    self.assertEqual(
+        tokenizer_lib.load_tokenizer(self.directory).chat_template,
+        tokenizer_lib.CHAT_TEMPLATE,
+    )
+
+  def test_chat_template_override_replaces_a_missing_template(self):
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    tokenizer.chat_template = None
+    directory = self.create_tempdir().full_path
+    tokenizer.save_pretrained(directory)
+    path = self._template_file(tokenizer_lib.CHAT_TEMPLATE)
+    loaded = tokenizer_lib.load_tokenizer(directory, path)
+    self.assertEqual(loaded.chat_template, tokenizer_lib.CHAT_TEMPLATE)
+
+  @parameterized.named_parameters(
+      ("missing", "missing", r"data\.chat_template='.*nope\.jinja': no such"),
+      ("empty", " \n", r"data\.chat_template='.*': the file is empty"),
+      ("not_utf8", b"\xff\xfe", r"data\.chat_template='.*': cannot read"),
+      (
+          "bad_jinja",
+          "{% for m in messages %}",
+          r"data\.chat_template='.*': the template does not render a prompt",
+      ),
+      ("not_a_path", 3, r"data\.chat_template must be a path"),
+  )
+  def test_chat_template_override_rejects_bad_file(self, content, regex):
+    if content == "missing":
+      path = os.path.join(self.create_tempdir().full_path, "nope.jinja")
+    elif isinstance(content, bytes):
+      path = os.path.join(self.create_tempdir().full_path, "chat.jinja")
+      with open(path, "wb") as f:
+        f.write(content)
+    elif isinstance(content, str):
+      path = self._template_file(content)
+    else:
+      path = content
+    with self.assertRaisesRegex(ValueError, regex):
+      tokenizer_lib.load_tokenizer(self.directory, path)
+    with self.assertRaisesRegex(ValueError, regex):
+      tokenizer_lib.override_chat_template(
+          tokenizer_lib.build_char_tokenizer(), path
+      )
+
 
 if __name__ == "__main__":
   absltest.main()

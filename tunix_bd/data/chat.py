@@ -7,15 +7,26 @@ prompt context. This one rule keeps every supervised token from seeing a
 later turn, also inside a bidirectional block, and it is shared by AR
 pretraining, diffusion SFT, generation and evaluation.
 
-The completion is the assistant content followed by the tokenizer's EOS
-(`<|im_end|>` for Qwen), so a model learns to stop. What the chat template
-appends after EOS (Qwen adds a newline) is not part of the completion.
+The prompt is the generation prompt, `encode_prompt` of the turns before the
+answer: the very ids that generation, OPD and GRPO show the model. The
+completion is what the template renders after that prompt up to the end of
+the assistant content, followed by the tokenizer's EOS (`<|im_end|>` for
+Qwen), so a model learns to stop. It is found in the rendering itself, not
+assumed: for ChatML it is the content alone; for Qwen3 with thinking on it
+starts with the empty `<think>\n\n</think>\n\n` block the template puts
+on the final turn (which the model must then generate); with
+`enable_thinking=False` that block is part of the generation prompt. What the
+template appends after EOS (Qwen adds a newline) is not supervised.
+
+Every render goes through `render`, which passes the template switches of
+`ChatOptions` (`data.enable_thinking`), so training and generation cannot
+render with different switches.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import transformers
 
@@ -23,13 +34,53 @@ Messages = Sequence[Mapping[str, str]]
 
 
 @dataclasses.dataclass(frozen=True)
+class ChatOptions:
+  """Switches passed to the chat template on every render.
+
+  Attributes:
+    enable_thinking: Qwen3's thinking switch (`data.enable_thinking`); None
+      passes nothing, leaving the template's default.
+  """
+
+  enable_thinking: bool | None = None
+
+  def __post_init__(self):
+    value = self.enable_thinking
+    if value is not None and not isinstance(value, bool):
+      raise ValueError(
+          "enable_thinking must be True, False or None (the template's "
+          f"default), got {value!r}."
+      )
+
+  def template_kwargs(self) -> dict[str, Any]:
+    """Keyword arguments for `apply_chat_template`."""
+    if self.enable_thinking is None:
+      return {}
+    return {"enable_thinking": self.enable_thinking}
+
+
+def options_from_data(data: Mapping[str, Any]) -> ChatOptions:
+  """The `ChatOptions` of a recipe's `data` section, checked.
+
+  Raises:
+    ValueError: naming `data.enable_thinking` if it is not None or a bool.
+  """
+  try:
+    return ChatOptions(enable_thinking=data.get("enable_thinking"))
+  except ValueError as e:
+    raise ValueError(f"data.{e}") from None
+
+
+@dataclasses.dataclass(frozen=True)
 class EncodedConversation:
   """Token ids of one conversation.
 
   Attributes:
-    prompt_ids: the rendered context up to and including the assistant
-      header of the final turn.
-    completion_ids: the final assistant content followed by EOS.
+    prompt_ids: the generation prompt of the turns before the final one
+      (`encode_prompt`), ending with the final turn's assistant header.
+    completion_ids: what the template renders after that prompt up to the
+      end of the final assistant content (a preamble such as Qwen3's empty
+      think block, then the content), followed by EOS.
   """
 
   prompt_ids: tuple[int, ...]
@@ -70,42 +121,106 @@ def validate_messages(messages: Messages, where: str = "conversation") -> None:
     raise ValueError(f"{where}: the assistant turn has no prompt before it.")
 
 
-def encode_prompt(
-    tokenizer: transformers.PreTrainedTokenizerBase, messages: Messages
-) -> tuple[int, ...]:
-  """Renders `messages` (without the answer) as a generation prompt."""
-  ids = tokenizer.apply_chat_template(
-      list(messages), add_generation_prompt=True, tokenize=True
+def render(
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    messages: Messages,
+    *,
+    add_generation_prompt: bool,
+    tokenize: bool,
+    options: ChatOptions = ChatOptions(),
+) -> str | tuple[int, ...]:
+  """Renders `messages` with the chat template and `options`' switches.
+
+  Returns:
+    The rendered text, or its token ids if `tokenize`.
+  """
+  out = tokenizer.apply_chat_template(
+      list(messages),
+      add_generation_prompt=add_generation_prompt,
+      tokenize=tokenize,
+      **options.template_kwargs(),
   )
-  if isinstance(ids, Mapping):  # transformers >= 5 returns a BatchEncoding.
-    ids = ids["input_ids"]
-  return tuple(int(i) for i in ids)
+  if not tokenize:
+    return out
+  if isinstance(out, Mapping):  # transformers >= 5 returns a BatchEncoding.
+    out = out["input_ids"]
+  return tuple(int(i) for i in out)
+
+
+def prompt_text(
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    messages: Messages,
+    options: ChatOptions = ChatOptions(),
+) -> str:
+  """Renders `messages` (without the answer) as generation prompt text."""
+  return render(
+      tokenizer,
+      messages,
+      add_generation_prompt=True,
+      tokenize=False,
+      options=options,
+  )
+
+
+def encode_prompt(
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    messages: Messages,
+    options: ChatOptions = ChatOptions(),
+) -> tuple[int, ...]:
+  """Renders `messages` (without the answer) as generation prompt ids."""
+  return render(
+      tokenizer,
+      messages,
+      add_generation_prompt=True,
+      tokenize=True,
+      options=options,
+  )
+
+
+def _encode_text(tokenizer, text: str) -> tuple[int, ...]:
+  if not text:
+    return ()
+  return tuple(tokenizer.encode(text, add_special_tokens=False))
 
 
 def encode_conversation(
     tokenizer: transformers.PreTrainedTokenizerBase,
     messages: Messages,
     where: str = "conversation",
+    options: ChatOptions = ChatOptions(),
 ) -> EncodedConversation:
   """Encodes a conversation whose final assistant turn is the completion.
+
+  The prompt ids are `encode_prompt(messages[:-1])`, the ids generation
+  shows the model. The completion is located in the rendered text: the
+  full rendering must start with the generation prompt's text, and continue
+  with a template preamble (possibly empty), the assistant content verbatim
+  and the EOS token. The completion ids are the preamble, the content and
+  the EOS id, each tokenized on its own: they decode to exactly the text
+  the template renders after the prompt, though a tokenization of the whole
+  rendering may merge tokens across the prompt/completion boundary. Those
+  merged ids are not what a model is trained on, since generation produces
+  the completion after the prompt's own ids.
 
   Args:
     tokenizer: a chat tokenizer with an EOS token.
     messages: `[{"role": ..., "content": ...}, ...]` ending with assistant.
     where: how errors name this conversation (e.g. `file.jsonl:12`).
+    options: the template switches; the same as generation uses.
 
   Returns:
     The prompt and completion ids.
 
   Raises:
-    ValueError: on a malformed conversation, a completion that contains
-      characters the tokenizer cannot represent, or a chat template whose
-      prompt is not a prefix of the full rendering.
+    ValueError: naming `where`, on a malformed conversation, a completion
+      that contains characters the tokenizer cannot represent, or a chat
+      template that does not render the generation prompt followed by the
+      assistant content and EOS as one contiguous span.
   """
   validate_messages(messages, where)
-  prompt_ids = encode_prompt(tokenizer, messages[:-1])
+  prompt_ids = encode_prompt(tokenizer, messages[:-1], options)
   answer = messages[-1]["content"]
-  answer_ids = tokenizer.encode(answer, add_special_tokens=False)
+  answer_ids = _encode_text(tokenizer, answer)
   # Special ids inside the answer (a literal `<|im_end|>` or `<|mask|>`, or
   # characters mapped to unk) would be supervised as ordinary tokens.
   special = set(tokenizer.all_special_ids)
@@ -123,17 +238,48 @@ def encode_conversation(
         f"{where}: the prompt has characters the tokenizer maps to "
         f"{tokenizer.unk_token!r}."
     )
-  completion_ids = tuple(answer_ids) + (tokenizer.eos_token_id,)
-  # Tokenizing the pieces separately must agree with the full rendering,
-  # otherwise prompt/completion boundaries would be wrong.
-  full = tokenizer.apply_chat_template(list(messages), tokenize=True)
-  if isinstance(full, Mapping):
-    full = full["input_ids"]
-  expected = prompt_ids + completion_ids
-  if tuple(full[: len(expected)]) != expected:
+  prompt = prompt_text(tokenizer, messages[:-1], options)
+  full = render(
+      tokenizer,
+      messages,
+      add_generation_prompt=False,
+      tokenize=False,
+      options=options,
+  )
+  if not full.startswith(prompt):
     raise ValueError(
-        f"{where}: the chat template does not render the prompt as a prefix "
-        "of the full conversation followed by the answer and EOS; tunix_bd "
-        "needs a template of that (Qwen/ChatML) form."
+        f"{where}: the chat template renders the turns before the final "
+        "assistant turn differently from the generation prompt, so the model "
+        "would be trained on a prompt generation never shows it; use a "
+        "template (data.chat_template) whose full rendering starts with its "
+        "generation prompt."
     )
+  rest = full[len(prompt) :]
+  closed = answer + tokenizer.eos_token
+  start = rest.find(closed)
+  if start < 0:
+    raise ValueError(
+        f"{where}: the chat template does not render the final assistant "
+        "content verbatim, as one contiguous span closed by the EOS token "
+        f"{tokenizer.eos_token!r}, after the generation prompt; tunix_bd "
+        "supervises exactly that span (set data.chat_template to a template "
+        "that renders it)."
+    )
+  if rest.find(closed, start + 1) >= 0:
+    raise ValueError(
+        f"{where}: the chat template renders the final assistant content "
+        "and EOS more than once after the generation prompt, so the "
+        "supervised span is ambiguous."
+    )
+  preamble_ids = _encode_text(tokenizer, rest[:start])
+  # The template's own text before the content (Qwen3's empty think block)
+  # is generated too: an EOS or unk id there would stop or garble it.
+  eos = tokenizer.eos_token_id
+  if eos in preamble_ids or (unk is not None and unk in preamble_ids):
+    raise ValueError(
+        f"{where}: the chat template renders {rest[:start]!r} between the "
+        "generation prompt and the assistant content, which encodes to the "
+        "EOS or unk token."
+    )
+  completion_ids = preamble_ids + answer_ids + (eos,)
   return EncodedConversation(prompt_ids, completion_ids)

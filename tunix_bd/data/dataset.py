@@ -88,12 +88,10 @@ def embedded_conversations(
 
 
 def jsonl_conversations(path: str) -> list[Conversation]:
-  """Conversations of a user's chat or prompt/completion JSONL file."""
-  records = jsonl.read_jsonl(path, kind="sft")
-  # read_jsonl skips blank lines, so name records by index, not line.
+  """A user's chat or prompt/completion JSONL file, each named `path:line`."""
   return [
-      Conversation(r["messages"], JSONL_TASK, f"{path} record {i + 1}")
-      for i, r in enumerate(records)
+      Conversation(r["messages"], JSONL_TASK, where)
+      for where, r in jsonl.read_jsonl_records(path, kind="sft")
   ]
 
 
@@ -167,8 +165,11 @@ def tokenize(
     tokenizer: transformers.PreTrainedTokenizerBase,
     conversations: Sequence[Conversation],
     max_length: int,
+    options: chat.ChatOptions = chat.ChatOptions(),
 ) -> TokenizedDataset:
   """Encodes conversations into rows of `max_length` tokens.
+
+  `options` are the chat template's switches (`chat.options_from_data`).
 
   Raises:
     ValueError: naming the record, if a conversation is malformed or does not
@@ -184,7 +185,7 @@ def tokenize(
   lengths = np.zeros(len(conversations), np.int32)
   for i, conversation in enumerate(conversations):
     encoded = chat.encode_conversation(
-        tokenizer, conversation.messages, conversation.where
+        tokenizer, conversation.messages, conversation.where, options
     )
     if encoded.length > max_length:
       raise ValueError(
@@ -204,12 +205,15 @@ def tokenized_splits(
 ) -> tuple[TokenizedDataset, TokenizedDataset]:
   """Train and eval rows of a `data` section, `data.max_length` wide.
 
-  See `conversations` for the section's fields.
+  See `conversations` for the section's fields; `enable_thinking` is passed
+  to the chat template (a `data.chat_template` override is the tokenizer's,
+  `tokenizer_lib.load_tokenizer`).
   """
+  options = chat.options_from_data(data)
   train, held_out = conversations(data)
   return (
-      tokenize(tokenizer, train, data["max_length"]),
-      tokenize(tokenizer, held_out, data["max_length"]),
+      tokenize(tokenizer, train, data["max_length"], options),
+      tokenize(tokenizer, held_out, data["max_length"], options),
   )
 
 

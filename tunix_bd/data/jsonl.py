@@ -90,6 +90,17 @@ def read_jsonl(path: str, kind: Kind = "sft") -> list[dict[str, Any]]:
     ValueError: naming `path:line` for invalid JSON, a non-object line, a
       missing or mistyped field, an empty completion, or an empty file.
   """
+  return [record for _, record in read_jsonl_records(path, kind)]
+
+
+def read_jsonl_records(
+    path: str, kind: Kind = "sft"
+) -> list[tuple[str, dict[str, Any]]]:
+  """`read_jsonl`'s records, each with the `path:line` that names it.
+
+  Later checks (the chat template, the length) name a record by this, the
+  line a user opens, since blank lines make it differ from the record index.
+  """
   if kind not in ("sft", "rl"):
     raise ValueError(f"kind must be 'sft' or 'rl', got {kind!r}.")
   if not os.path.isfile(path):
@@ -107,9 +118,9 @@ def read_jsonl(path: str, kind: Kind = "sft") -> list[dict[str, Any]]:
       if not isinstance(record, dict):
         raise ValueError(f"{where}: expected a JSON object.")
       if kind == "sft":
-        records.append({"messages": _sft_messages(record, where)})
+        records.append((where, {"messages": _sft_messages(record, where)}))
       else:
-        records.append(_rl_record(record, where))
+        records.append((where, _rl_record(record, where)))
   if not records:
     raise ValueError(f"{path}: the dataset has no records.")
   return records

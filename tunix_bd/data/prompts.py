@@ -109,8 +109,15 @@ def check_prompt_length(
     )
 
 
-def encode_prompts(tokenizer, conversations, max_prompt_length: int):
+def encode_prompts(
+    tokenizer,
+    conversations,
+    max_prompt_length: int,
+    options: chat.ChatOptions = chat.ChatOptions(),
+):
   """A `PromptSet` of `dataset.Conversation`s (see `prompt_messages`).
+
+  `options` are the chat template's switches, the ones SFT trained with.
 
   Raises:
     ValueError: naming the conversation, for one without a completion span
@@ -121,7 +128,7 @@ def encode_prompts(tokenizer, conversations, max_prompt_length: int):
     messages, answer = prompt_messages(
         conversation.messages, conversation.where
     )
-    ids = chat.encode_prompt(tokenizer, messages)
+    ids = chat.encode_prompt(tokenizer, messages, options)
     check_prompt_length(ids, max_prompt_length, conversation.where)
     rows.append(ids)
     answers.append(answer)

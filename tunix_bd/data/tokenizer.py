@@ -16,6 +16,7 @@ vocabulary to `VOCAB_SIZE`, as real tokenizers keep spare ids.
 
 from __future__ import annotations
 
+import os
 import string
 
 import tokenizers
@@ -78,23 +79,99 @@ def build_char_tokenizer() -> transformers.PreTrainedTokenizerFast:
   return tokenizer
 
 
-def load_tokenizer(directory: str) -> transformers.PreTrainedTokenizerBase:
+def read_chat_template(path: str, key: str = "data.chat_template") -> str:
+  """The text of a chat template file (Jinja), checked.
+
+  Args:
+    path: the file; "" means no override.
+    key: the config key that named it, for errors.
+
+  Returns:
+    The template text, or "" when `path` is "".
+
+  Raises:
+    ValueError: naming `key`, if `path` is not a string, or not a readable,
+      non-empty UTF-8 file.
+  """
+  if not isinstance(path, str):
+    raise ValueError(f"{key} must be a path (a string), got {path!r}.")
+  if not path:
+    return ""
+  if not os.path.isfile(path):
+    raise ValueError(f"{key}={path!r}: no such file.")
+  try:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+  except (OSError, UnicodeDecodeError) as e:
+    raise ValueError(f"{key}={path!r}: cannot read the file ({e}).") from e
+  if not text.strip():
+    raise ValueError(f"{key}={path!r}: the file is empty.")
+  return text
+
+
+def override_chat_template(
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    path: str,
+    key: str = "data.chat_template",
+) -> transformers.PreTrainedTokenizerBase:
+  """Replaces `tokenizer`'s chat template with the file `path`, in place.
+
+  The template is set on the tokenizer itself, so every render, the run's
+  fingerprint and the exported tokenizer (`save_pretrained`) carry it.
+
+  Args:
+    tokenizer: the tokenizer to change.
+    path: a Jinja chat template file; "" keeps the tokenizer's own.
+    key: the config key that named it, for errors.
+
+  Returns:
+    `tokenizer`.
+
+  Raises:
+    ValueError: naming `key`, for a file `read_chat_template` refuses or a
+      template that does not render a one-turn generation prompt.
+  """
+  text = read_chat_template(path, key)
+  if not text:
+    return tokenizer
+  try:
+    tokenizer.apply_chat_template(
+        [{"role": "user", "content": "x"}],
+        chat_template=text,
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+  except Exception as e:  # Jinja raises many kinds; any is a bad template.
+    raise ValueError(
+        f"{key}={path!r}: the template does not render a prompt "
+        f"({type(e).__name__}: {e})."
+    ) from e
+  tokenizer.chat_template = text
+  return tokenizer
+
+
+def load_tokenizer(
+    directory: str, chat_template: str = ""
+) -> transformers.PreTrainedTokenizerBase:
   """Loads a tokenizer directory exactly as a user's would be loaded.
 
   Args:
     directory: a directory written by `save_pretrained`.
+    chat_template: a Jinja file that replaces the directory's chat template
+      (`data.chat_template`); "" keeps it.
 
   Returns:
     The tokenizer.
 
   Raises:
     ValueError: if the directory has no tokenizer or it has no pad/EOS token
-      or no chat template.
+      or no chat template, or `chat_template` is not a usable template file.
   """
   try:
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
   except (OSError, ValueError) as e:
     raise ValueError(f"cannot load a tokenizer from {directory!r}: {e}") from e
+  override_chat_template(tokenizer, chat_template)
   for attr in ("eos_token_id", "pad_token_id", "chat_template"):
     if getattr(tokenizer, attr, None) is None:
       raise ValueError(

@@ -24,12 +24,11 @@ from tunix_bd.evaluation import speed
 def prompt_texts(
     tokenizer: transformers.PreTrainedTokenizerBase,
     conversations: Sequence[dataset_lib.Conversation],
+    options: chat.ChatOptions = chat.ChatOptions(),
 ) -> list[str]:
   """Generation prompts (the context before the final assistant turn)."""
   return [
-      tokenizer.apply_chat_template(
-          list(c.messages[:-1]), add_generation_prompt=True, tokenize=False
-      )
+      chat.prompt_text(tokenizer, c.messages[:-1], options)
       for c in conversations
   ]
 
@@ -91,18 +90,22 @@ def greedy_predictions(
     *,
     max_new_tokens: int,
     batch_size: int,
+    options: chat.ChatOptions = chat.ChatOptions(),
 ) -> list[str]:
-  """Greedy completions (text before the first EOS) of each conversation."""
+  """Greedy completions (text before the first EOS) of each conversation.
+
+  `options` are the chat template's switches, the ones training used.
+  """
   decode = greedy_decoder(
       model,
       tokenizer,
       max_prompt_length=max(
-          len(chat.encode_prompt(tokenizer, c.messages[:-1]))
+          len(chat.encode_prompt(tokenizer, c.messages[:-1], options))
           for c in conversations
       ),
       max_new_tokens=max_new_tokens,
   )
-  prompts = prompt_texts(tokenizer, conversations)
+  prompts = prompt_texts(tokenizer, conversations, options)
   # Pad the last batch so every call reuses one compiled program.
   padded = prompts + [prompts[-1]] * (-len(prompts) % batch_size)
   texts = []
@@ -118,6 +121,7 @@ def exact_match(
     *,
     max_new_tokens: int,
     batch_size: int,
+    options: chat.ChatOptions = chat.ChatOptions(),
 ) -> tuple[dict[str, float], list[str]]:
   """Exact-match accuracy per task (and `"all"`) and the predictions."""
   predictions = greedy_predictions(
@@ -126,6 +130,7 @@ def exact_match(
       conversations,
       max_new_tokens=max_new_tokens,
       batch_size=batch_size,
+      options=options,
   )
   scores = tasks_lib.score_by_task(
       [c.task for c in conversations],

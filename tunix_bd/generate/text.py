@@ -60,8 +60,17 @@ def load_model(
   return ConvertedModel(model, tokenizer, bd)
 
 
-def prompt_ids(tokenizer: Any, prompt: Prompt, *, chat_template: bool) -> list:
+def prompt_ids(
+    tokenizer: Any,
+    prompt: Prompt,
+    *,
+    chat_template: bool,
+    options: chat.ChatOptions = chat.ChatOptions(),
+) -> list:
   """The token ids of one prompt (see the module docstring for the forms).
+
+  Chat prompts are rendered with `options`, the template switches the model
+  was trained with (`data.enable_thinking`).
 
   Raises:
     ValueError: for a prompt of none of the accepted forms.
@@ -74,15 +83,14 @@ def prompt_ids(tokenizer: Any, prompt: Prompt, *, chat_template: bool) -> list:
     prompt = prompt["input_ids"]
   if isinstance(prompt, str):
     if chat_template:
-      return list(
-          chat.encode_prompt(tokenizer, [{"role": "user", "content": prompt}])
-      )
+      message = {"role": "user", "content": prompt}
+      return list(chat.encode_prompt(tokenizer, [message], options))
     return list(tokenizer.encode(prompt, add_special_tokens=False))
   if hasattr(prompt, "tolist"):  # A NumPy or JAX array.
     prompt = prompt.tolist()
   items = list(prompt)
   if items and all(isinstance(m, Mapping) for m in items):
-    return list(chat.encode_prompt(tokenizer, items))
+    return list(chat.encode_prompt(tokenizer, items, options))
   if len(items) == 1 and isinstance(items[0], list):  # A [1, length] batch.
     items = items[0]
   if all(isinstance(i, (int, np.integer)) for i in items):
@@ -112,6 +120,7 @@ class TextGenerator:
       bd: bd_config_lib.BlockDiffusionConfig,
       max_new_tokens: int = 64,
       chat_template: bool = True,
+      enable_thinking: bool | None = None,
       prompt_bucket: int = 32,
       **rule_settings,
   ):
@@ -124,6 +133,9 @@ class TextGenerator:
       max_new_tokens: completion positions per row.
       chat_template: render string prompts as a user message with the chat
         template (True), or use them as they are (False).
+      enable_thinking: passed to the chat template (Qwen3's thinking
+        switch), as `data.enable_thinking` was in training; None passes
+        nothing.
       prompt_bucket: prompt lengths are rounded up to a multiple of this.
       **rule_settings: `DenoiseConfig` fields (`threshold`, `rule`,
         `temperature`, `use_cache`, ...).
@@ -133,6 +145,7 @@ class TextGenerator:
     """
     self.model, self.tokenizer, self.bd = model, tokenizer, bd
     self.chat_template = chat_template
+    self.options = chat.ChatOptions(enable_thinking=enable_thinking)
     self._bucket = prompt_bucket
     self._settings = dict(rule_settings, max_new_tokens=max_new_tokens)
     # Fails now, naming the setting, rather than at the first call.
@@ -152,7 +165,12 @@ class TextGenerator:
     if isinstance(prompts, (str, Mapping)):
       raise ValueError("prompts must be a list of prompts, not one prompt.")
     ids = [
-        prompt_ids(self.tokenizer, p, chat_template=self.chat_template)
+        prompt_ids(
+            self.tokenizer,
+            p,
+            chat_template=self.chat_template,
+            options=self.options,
+        )
         for p in prompts
     ]
     if not ids:

@@ -30,6 +30,7 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
+from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import ar_sampler
@@ -86,7 +87,9 @@ class _Trainer(compat.PeftTrainer):
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Trains, exports and evaluates; returns exact match per task."""
   model_settings, train = validate(config)
-  tokenizer = tokenizer_lib.build_char_tokenizer()
+  tokenizer = tokenizer_lib.override_chat_template(
+      tokenizer_lib.build_char_tokenizer(), config.data.chat_template
+  )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
   fingerprint = _fingerprint(config, tokenizer)
@@ -136,6 +139,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         eval_data.conversations,
         max_new_tokens=config.eval.max_new_tokens,
         batch_size=config.eval.batch_size,
+        options=chat.options_from_data(config.data),
     )
   report.write_json(
       os.path.join(workdir, "eval.json"),

@@ -46,6 +46,7 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import replay
+from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
@@ -105,10 +106,12 @@ def _tokenizers_and_bd(config):
     tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
         **config.model.scratch_bd.to_dict()
     )
+    tokenizer_lib.override_chat_template(tokenizer, config.data.chat_template)
     return tokenizer, tokenizer, bd
   path = config.model.ar_checkpoint
-  tokenizer = tokenizer_lib.load_tokenizer(config.model.checkpoint)
-  ar_tokenizer = tokenizer_lib.load_tokenizer(path)
+  template = config.data.chat_template
+  tokenizer = tokenizer_lib.load_tokenizer(config.model.checkpoint, template)
+  ar_tokenizer = tokenizer_lib.load_tokenizer(path, template)
   try:
     teacher_lib.check_compatible(path, ar_tokenizer, tokenizer)
   except ValueError as error:
@@ -289,7 +292,10 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   tokenizer, ar_tokenizer, bd = _tokenizers_and_bd(config)
   train_set, _ = dataset_lib.conversations(config.data)
   prompts = prompt_stream.render(
-      tokenizer, train_set, rollout.max_prompt_length
+      tokenizer,
+      train_set,
+      rollout.max_prompt_length,
+      chat.options_from_data(config.data),
   )
   item = next(
       prompt_stream.items(

@@ -32,6 +32,7 @@ from tunix.sft import peft_trainer
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import report as report_lib
@@ -78,9 +79,16 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   model_settings = config_utils.from_section(
       from_scratch.ScratchModelSettings, config.model, "model"
   )
-  tokenizer = tokenizer_lib.build_char_tokenizer()
+  tokenizer = tokenizer_lib.override_chat_template(
+      tokenizer_lib.build_char_tokenizer(), config.data.chat_template
+  )
   train, _ = dataset_lib.conversations(config.data)
-  data = dataset_lib.tokenize(tokenizer, train, config.data.max_length)
+  data = dataset_lib.tokenize(
+      tokenizer,
+      train,
+      config.data.max_length,
+      chat.options_from_data(config.data),
+  )
   mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
   corruption = corruption_lib.SftCorruptionConfig(
       min_noise=1e-3, max_noise=1.0, complementary=False

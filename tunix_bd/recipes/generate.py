@@ -80,9 +80,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   mesh = mesh_lib.from_section(config.mesh)
   bd = bd_config_lib.load_settings(checkpoint)
   settings_lib.check_checkpoint_settings(bd, config.bd.to_dict())
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(
+      checkpoint, config.data.chat_template
+  )
+  chat_options = chat.options_from_data(config.data)
   records, source = dataset_lib.prompt_records(config.data)
-  prompts = [chat.encode_prompt(tokenizer, r["messages"]) for r in records]
+  prompts = [
+      chat.encode_prompt(tokenizer, r["messages"], chat_options)
+      for r in records
+  ]
   if decode.max_prompt_length:
     settings_lib.check_prompt_lengths(
         prompts,

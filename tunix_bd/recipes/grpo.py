@@ -29,6 +29,7 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -77,12 +78,14 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
 
 def _tokenizer_and_bd(config):
   if config.model.random_init:
-    return mask_token_lib.embedded_tokenizer_and_bd(
+    tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
         **config.model.scratch_bd.to_dict()
     )
+    tokenizer_lib.override_chat_template(tokenizer, config.data.chat_template)
+    return tokenizer, bd
   checkpoint = config.model.checkpoint
   return (
-      tokenizer_lib.load_tokenizer(checkpoint),
+      tokenizer_lib.load_tokenizer(checkpoint, config.data.chat_template),
       bd_config_lib.load_settings(checkpoint),
   )
 
@@ -165,12 +168,17 @@ def run(config: ml_collections.ConfigDict) -> dict:
   stop_ids = decode.stop_ids
   prompts_lib.check_stop_ids(stop_ids, bd.mask_token_id, tokenizer.pad_token_id)
   reward_fns = rewards_lib.reward_fns(settings.reward)
+  chat_options = chat.options_from_data(config.data)
   train_set, eval_set = dataset_lib.conversations(config.data)
   if config.data.prompts:
     train_set = prompt_stream.jsonl_conversations(config.data.prompts)
   max_prompt = rollout.max_prompt_length
-  train_prompts = prompt_stream.render(tokenizer, train_set, max_prompt)
-  eval_prompts = prompts_lib.encode_prompts(tokenizer, eval_set, max_prompt)
+  train_prompts = prompt_stream.render(
+      tokenizer, train_set, max_prompt, chat_options
+  )
+  eval_prompts = prompts_lib.encode_prompts(
+      tokenizer, eval_set, max_prompt, chat_options
+  )
   fingerprint = run_fingerprint(config, tokenizer, bd, stop_ids, settings)
 
   meshes = meshes_lib.build(config.mesh)

@@ -24,6 +24,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -91,9 +92,12 @@ def _tokenizers_and_bd(config):
     tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
         **config.model.scratch_bd.to_dict()
     )
+    tokenizer_lib.override_chat_template(tokenizer, config.data.chat_template)
     return tokenizer, tokenizer, bd
-  student_tok = tokenizer_lib.load_tokenizer(config.model.student)
-  teacher_tok = tokenizer_lib.load_tokenizer(config.model.teacher)
+  # One override for both, so the teacher scores the prompts as rendered.
+  template = config.data.chat_template
+  student_tok = tokenizer_lib.load_tokenizer(config.model.student, template)
+  teacher_tok = tokenizer_lib.load_tokenizer(config.model.teacher, template)
   teacher_lib.check_compatible(config.model.teacher, teacher_tok, student_tok)
   return (
       student_tok,
@@ -151,10 +155,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   prompts_lib.check_stop_ids(
       stop_ids, bd.mask_token_id, student_tok.pad_token_id
   )
+  chat_options = chat.options_from_data(config.data)
   train_set, eval_set = dataset_lib.conversations(config.data)
   max_prompt = config.rollout.max_prompt_length
-  train_prompts = prompts_lib.encode_prompts(student_tok, train_set, max_prompt)
-  eval_prompts = prompts_lib.encode_prompts(student_tok, eval_set, max_prompt)
+  train_prompts = prompts_lib.encode_prompts(
+      student_tok, train_set, max_prompt, chat_options
+  )
+  eval_prompts = prompts_lib.encode_prompts(
+      student_tok, eval_set, max_prompt, chat_options
+  )
   fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
 
   mesh = mesh_lib.from_section(config.mesh)

@@ -95,7 +95,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
   train = validate(config)
   checkpoint = config.model.checkpoint
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(
+      checkpoint, config.data.chat_template
+  )
   corruption = corruption_lib.SftCorruptionConfig.from_config_dict(
       config.corruption
   )

@@ -45,14 +45,13 @@ class RlPrompts:
 
 def jsonl_conversations(path: str) -> list[dataset_lib.Conversation]:
   """Conversations of an RL JSONL file (`{"prompt", "answer"}` per line)."""
-  records = jsonl.read_jsonl(path, kind="rl")
   return [
       dataset_lib.Conversation(
           [*r["messages"], {"role": "assistant", "content": r["answer"]}],
           dataset_lib.JSONL_TASK,
-          f"{path} record {i + 1}",
+          where,
       )
-      for i, r in enumerate(records)
+      for where, r in jsonl.read_jsonl_records(path, kind="rl")
   ]
 
 
@@ -60,8 +59,11 @@ def render(
     tokenizer,
     conversations: Sequence[dataset_lib.Conversation],
     max_prompt_length: int,
+    options: chat.ChatOptions = chat.ChatOptions(),
 ) -> RlPrompts:
   """The generation prompts of conversations, as the rollout will see them.
+
+  `options` are the chat template's switches, the ones SFT trained with.
 
   Raises:
     ValueError: naming the conversation, for one without a prompt or an
@@ -75,15 +77,13 @@ def render(
   for conversation in conversations:
     where = conversation.where
     messages, answer = prompts_lib.prompt_messages(conversation.messages, where)
-    text = tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=False
-    )
+    text = chat.prompt_text(tokenizer, messages, options)
     ids = tokenizer.encode(text, add_special_tokens=False)
-    if tuple(ids) != chat.encode_prompt(tokenizer, messages):
+    if tuple(ids) != chat.encode_prompt(tokenizer, messages, options):
       raise ValueError(
           f"{where}: the rendered prompt does not re-encode to the chat"
-          " template's tokens; tunix_bd needs a template of the"
-          " Qwen/ChatML form."
+          " template's tokens (the rollout encodes the text), so GRPO would"
+          " not show the prompt SFT trained on."
       )
     prompts_lib.check_prompt_length(ids, max_prompt_length, where)
     prompts.append(text)
