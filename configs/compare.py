@@ -52,6 +52,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           max_len=6,
           seed=0,
           num_prompts=256,
+          **config_sections.chat_fields(),
       )
   )
   config.thresholds = (0.5, 0.7, 0.9, 0.99)

@@ -70,6 +70,7 @@ def compare(
     batch_size: int,
     latency_prompts: int,
     repeats: int,
+    chat_options: chat.ChatOptions = chat.ChatOptions(),
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
   """One row per method; ratios are against Tunix's `Sampler` (row 0).
@@ -87,6 +88,7 @@ def compare(
     batch_size: rows per batch of the throughput measurement.
     latency_prompts: the first prompts, timed at batch 1.
     repeats: interleaved passes; each batch counts its fastest.
+    chat_options: how prompts are rendered (`data.enable_thinking`).
     log: where progress lines go.
 
   Returns:
@@ -96,7 +98,10 @@ def compare(
     `throughput_vs_ar` and, for block diffusion, `tpf_ceiling`
     (`roofline.tpf_ceiling` of the prompts at its block size).
   """
-  ids = [chat.encode_prompt(tokenizer, r["messages"]) for r in records]
+  ids = [
+      chat.encode_prompt(tokenizer, r["messages"], chat_options)
+      for r in records
+  ]
   texts = [tokenizer.decode(p) for p in ids]
   width = max(len(p) for p in ids)
   decoders = _decoders(

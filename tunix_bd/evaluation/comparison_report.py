@@ -23,6 +23,7 @@ from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import comparison
 from tunix_bd.evaluation import plot
@@ -93,6 +94,9 @@ def evaluate(
     records: Sequence[Mapping[str, Any]],
     settings: Settings,
     mesh_section: Any,
+    *,
+    chat_template: str = "",
+    chat_options: chat.ChatOptions = chat.ChatOptions(),
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints; one row per method.
@@ -103,12 +107,14 @@ def evaluate(
     records: prompts as `{"messages", "answer", "task"}`.
     settings: how to decode and time.
     mesh_section: the config's `mesh` section.
+    chat_template: a Jinja file replacing the tokenizer's template, or "".
+    chat_options: how prompts are rendered (`data.enable_thinking`).
     log: where progress lines go.
 
   Returns:
     `comparison.compare`'s rows.
   """
-  tokenizer = tokenizer_lib.load_tokenizer(bd_dir)
+  tokenizer = tokenizer_lib.load_tokenizer(bd_dir, chat_template)
   mesh = mesh_lib.from_section(mesh_section)
   with mesh:
     ar_model, _ = hf_checkpoint.load_qwen3(ar_dir, mesh=mesh)
@@ -124,6 +130,7 @@ def evaluate(
         batch_size=settings.batch_size,
         latency_prompts=settings.latency_prompts,
         repeats=settings.repeats,
+        chat_options=chat_options,
         log=log,
     )
 

@@ -18,6 +18,7 @@ import time
 import ml_collections
 
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.evaluation import comparison_report
 
@@ -55,6 +56,8 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       records,
       settings,
       config.mesh,
+      chat_template=config.data.chat_template,
+      chat_options=chat.options_from_data(config.data),
       log=lambda line: print(line, flush=True),
   )
   text = comparison_report.write_report(
