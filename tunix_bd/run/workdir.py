@@ -61,30 +61,45 @@ def check(workdir: str, key: str = "workdir") -> str:
       )
     return workdir
   path = os.path.abspath(workdir)
-  existing = path
-  while not os.path.lexists(existing):  # The part that exists already.
-    existing = os.path.dirname(existing)
-  if not os.path.isdir(existing):
-    where = (
-        "names an existing file"
-        if existing == path
-        else f"cannot be created: {existing!r} is a file"
-    )
-    raise ValueError(f"{key}={workdir!r} {where}, not a directory.")
-  # access() answers EROFS on a read-only mount, whoever the user is.
-  if not os.access(existing, os.W_OK | os.X_OK):
+  if os.path.lexists(path) and not os.path.isdir(path):
     raise ValueError(
-        f"{key}={workdir!r} cannot be written: {existing!r} is on a"
-        " read-only file system or not writable by this user."
+        f"{key}={workdir!r} names an existing file, not a directory."
     )
+  why = _why_not_writable(path)
+  if why:
+    raise ValueError(f"{key}={workdir!r} cannot be written: {why}.")
   return path
 
 
 def check_file(path: str, key: str) -> None:
   """Fails closed, naming `key`, on an output file that cannot be written."""
-  if not files.is_url(path) and os.path.isdir(path):
-    raise ValueError(f"{key}={path!r} is a directory, not a file.")
-  check(os.path.dirname(files.absolute(path)), key=key)
+  if files.is_url(path):
+    check(os.path.dirname(path), key=key)
+    return
+  path = os.path.abspath(path)
+  why = (
+      f"{path!r} is a directory"
+      if os.path.isdir(path)
+      else _why_not_writable(os.path.dirname(path))
+  )
+  if why:
+    raise ValueError(f"{key}={path!r} cannot be written: {why}.")
+
+
+def _why_not_writable(path: str) -> str | None:
+  """Why local directory `path` cannot be made and written to, or None."""
+  existing = path
+  while not os.path.lexists(existing):  # The part that exists already.
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    return f"{existing!r} is a file"
+  # access() answers EROFS on a read-only mount, whoever the user is.
+  if not os.access(existing, os.W_OK | os.X_OK):
+    return (
+        f"{existing!r} is on a read-only file system or not writable by"
+        " this user"
+    )
+  return None
 
 
 def checkpoints(workdir: str) -> str:
