@@ -40,7 +40,9 @@ _BAD = ("existing_file", "under_a_file", "read_only")
 
 def _tree(root: str) -> list[str]:
   return sorted(
-      os.path.join(d, n) for d, dirs, names in os.walk(root) for n in dirs + names
+      os.path.join(d, n)
+      for d, dirs, names in os.walk(root)
+      for n in dirs + names
   )
 
 
@@ -158,8 +160,8 @@ class ResumedTest(absltest.TestCase):
       workdir_lib.resumed(workdir, 2, recipe="sft")
     self.assertEqual(
         stdout.getvalue(),
-        f"sft: resumed from step 2 (workdir {workdir}); dropped 2 metrics"
-        " rows logged after it.\n",
+        f"sft: resumed from step 2 (workdir {workdir}); 2 metrics rows to"
+        " be logged again dropped.\n",
     )
     self.assertEqual(
         self._read(workdir),

@@ -154,7 +154,9 @@ def resumed(
         workdir,
         lambda r: r["step"] is not None and r["step"] >= first(r["name"]),
     )
-  note = f"; dropped {dropped} metrics rows logged after it" if dropped else ""
+  note = ""
+  if dropped:
+    note = f"; {dropped} metrics rows to be logged again dropped"
   print(
       f"{recipe}: resumed from step {step} (workdir {workdir}){note}.",
       flush=True,
