@@ -107,8 +107,11 @@ def _refuse_path_identified(
       )
 
 
-def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
-  """Records the fingerprint of a new run, or checks a resumed one.
+def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
+  """Fails closed if `checkpoint_dir` holds a run with other settings.
+
+  Writes nothing: a launch checks early and records (`record`) only once
+  every other check has passed, so a launch that fails leaves no record.
 
   Args:
     checkpoint_dir: the run's checkpoint root directory.
@@ -116,7 +119,8 @@ def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
 
   Raises:
     ValueError: if checkpoints exist under a different fingerprint, naming
-      each differing field with its recorded and current value.
+      each differing field with its recorded and current value, or without
+      any fingerprint.
   """
   path = os.path.join(checkpoint_dir, FILE_NAME)
   if files.exists(path):
@@ -138,4 +142,20 @@ def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
         f"{checkpoint_dir} holds checkpoints without a {FILE_NAME}; "
         "tunix_bd cannot tell what they mean, so it will not resume them."
     )
-  files.write_text(path, json.dumps(current, indent=1, sort_keys=True))
+
+
+def record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
+  """Records the fingerprint of a new run (a resumed one has it already).
+
+  Call `check` first: this writes `fingerprint.json` if it is missing and
+  never compares.
+  """
+  path = os.path.join(checkpoint_dir, FILE_NAME)
+  if not files.exists(path):
+    files.write_text(path, json.dumps(current, indent=1, sort_keys=True))
+
+
+def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
+  """`check`, then `record`: for callers with nothing to check in between."""
+  check(checkpoint_dir, current)
+  record(checkpoint_dir, current)

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of the `ar_pretrain` recipe through the real CLI."""
 
+import collections
 import json
 import os
 import subprocess
@@ -93,6 +94,16 @@ class ArPretrainTest(absltest.TestCase):
     self.assertEqual(sorted(resumed), [1, 2, 3, 4])
     for step in (1, 2, 3, 4):
       self.assertAlmostEqual(resumed[step], straight[step], places=5)
+
+  def test_resume_says_so_and_keeps_one_metrics_row_per_step(self):
+    self.assertIn(
+        "ar_pretrain: resumed from step 2 (workdir resumed)", self.second.stdout
+    )
+    rows = collections.Counter(
+        (r["name"], r["step"]) for r in metrics.read_records(self.resumed)
+    )
+    self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
+    self.assertIn(("/eval/loss", 2), rows)
 
   def test_export_reloads_with_identical_logits(self):
     export_dir = os.path.join(self.straight, "export")

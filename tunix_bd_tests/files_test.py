@@ -15,6 +15,7 @@ from unittest import mock
 from absl.testing import absltest
 from etils.epath import testing as epath_testing
 import jax
+import ml_collections
 from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import files
@@ -23,6 +24,8 @@ from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.recipes import grpo
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import metrics
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
@@ -166,6 +169,66 @@ class FilesTest(absltest.TestCase):
       with open(os.path.join(url_dir, name), "rb") as got:
         with open(os.path.join(local_dir, name), "rb") as want:
           self.assertEqual(got.read(), want.read(), name)
+
+
+  def test_the_workdir_rule_keeps_a_url_off_the_local_disk(self):
+    current = fingerprint.fingerprint({"model": "m"})
+    no_local = mock.patch.object(
+        os, "access", side_effect=AssertionError("local disk touched")
+    )
+    with _fake_bucket(self.bucket) as local, no_local:
+      self.assertEqual(workdir_lib.check(_URL), _URL)
+      self.assertEqual(workdir_lib.checkpoints(_URL), f"{_URL}/checkpoints")
+      files.write_text("gs://bucket/taken", "x")
+      with self.assertRaisesRegex(ValueError, "^workdir=.*existing object"):
+        workdir_lib.check("gs://bucket/taken")
+      workdir_lib.check_fingerprint(_URL, current)
+      self.assertFalse(os.path.exists(local(f"{_URL}/checkpoints")))
+      workdir_lib.record_fingerprint(_URL, current)
+      path = local(f"{_URL}/checkpoints/{fingerprint.FILE_NAME}")
+      with open(path) as f:
+        self.assertEqual(json.load(f), current)
+      with self.assertRaisesRegex(ValueError, "model: checkpoint has 'm'"):
+        workdir_lib.check_fingerprint(
+            _URL, fingerprint.fingerprint({"model": "n"})
+        )
+
+
+class UrlRecipeTest(absltest.TestCase):
+  """A recipe launched on a URL workdir writes nothing locally."""
+
+  def setUp(self):
+    super().setUp()
+    self.bucket = self.create_tempdir().full_path
+    self.cwd = self.create_tempdir().full_path
+    old = os.getcwd()
+    os.chdir(self.cwd)
+    self.addCleanup(os.chdir, old)
+
+  def _grpo(self):
+    config = config_files.get_config("grpo", "smoke")
+    config.workdir = _URL
+    return config
+
+  def test_grpo_failing_on_a_url_workdir_leaves_nothing(self):
+    config = self._grpo()
+    # An eval set smaller than eval.num_prompts (which data.num_eval
+    # follows by default).
+    config.data = ml_collections.ConfigDict(config.data.to_dict())
+    config.data.num_eval = 4
+    with _fake_bucket(self.bucket):
+      with self.assertRaisesRegex(ValueError, r"eval\.num_prompts"):
+        grpo.run(config)
+    self.assertEqual(os.listdir(self.cwd), [])
+    self.assertEqual(os.listdir(self.bucket), [])
+
+  def test_grpo_checks_the_fingerprint_at_the_url(self):
+    recorded = fingerprint.fingerprint({"model": "another"})
+    with _fake_bucket(self.bucket):
+      workdir_lib.record_fingerprint(_URL, recorded)
+      with self.assertRaisesRegex(ValueError, "fingerprint differs"):
+        grpo.run(self._grpo())
+    self.assertEqual(os.listdir(self.cwd), [])
 
 
 if __name__ == "__main__":

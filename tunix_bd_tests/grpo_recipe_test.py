@@ -2,11 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `grpo` recipe end to end: smoke, resume, fingerprint, bad inputs."""
 
+import collections
+import contextlib
+import io
 import os
+import shutil
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import ml_collections
 from tunix_bd import config_files
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config
 from tunix_bd.recipes import grpo
 from tunix_bd.training import metrics
@@ -87,6 +93,41 @@ class BadInputTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r"model\.checkpoint"):
       grpo.run(config)
     self.assertFalse(os.path.exists(workdir))
+
+
+class LaunchBookkeepingTest(absltest.TestCase):
+
+  def test_a_failed_launch_leaves_no_fingerprint_and_a_resume_one_row(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    record = os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
+    failing = _smoke(workdir)
+    # An eval set smaller than eval.num_prompts (which data.num_eval
+    # follows by default): it fails after the models are built.
+    failing.data = ml_collections.ConfigDict(failing.data.to_dict())
+    failing.data.num_eval = 4
+    with self.assertRaisesRegex(ValueError, r"eval\.num_prompts"):
+      grpo.run(failing)
+    self.assertFalse(os.path.exists(record))
+
+    # The corrected relaunch runs (its data differs from the failed one's).
+    self.assertEqual(
+        grpo.run(_smoke(workdir, checkpoint_every_n_steps=1))["steps"], 2
+    )
+    self.assertTrue(os.path.exists(record))
+    # Killed after step 2, before its checkpoint was written.
+    shutil.rmtree(os.path.join(workdir, "checkpoints", "actor", "2"))
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      grpo.run(_smoke(workdir, checkpoint_every_n_steps=1))
+    self.assertIn(
+        f"grpo: resumed from step 1 (workdir {workdir})", stdout.getvalue()
+    )
+    rows = collections.Counter(
+        (r["name"], r["step"]) for r in metrics.read_records(workdir)
+    )
+    self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
+    self.assertIn(("actor/train/loss", 2), rows)
+    self.assertIn(("rewards/train/sum", 1), rows)
 
 
 if __name__ == "__main__":

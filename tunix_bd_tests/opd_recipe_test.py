@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `opd` recipe end to end: smoke run, resume, fingerprint, bad inputs."""
 
+import collections
+import contextlib
+import io
 import json
 import os
 
@@ -48,7 +51,18 @@ class OpdRecipeTest(absltest.TestCase):
     ):
       self.assertIn(name, names)
 
-    opd.run(_smoke(workdir, max_steps=3))  # Resumes at step 2.
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      opd.run(_smoke(workdir, max_steps=3))  # Resumes at step 2.
+    self.assertIn(
+        f"opd: resumed from step 2 (workdir {workdir})", stdout.getvalue()
+    )
+    # The decode evaluation at step 2 ran again on resume: one row still.
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+      rows = collections.Counter(
+          (r["name"], r["step"]) for r in map(json.loads, f)
+      )
+    self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
     with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["steps"], 3)
 

@@ -1,22 +1,30 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for the SFT recipe on a user's chat template (`data.chat_template`).
+"""Tests for the `sft` recipe: a user's chat template, and run bookkeeping.
 
 A tiny AR export with the embedded tokenizer is converted with Qwen3's own
 chat template and its thinking switch off: the run trains, and its export
-carries the template it was trained with.
+carries the template it was trained with. A failed launch leaves no
+fingerprint, and a resumed run says so and logs one metrics row per step.
 """
 
+import collections
+import contextlib
+import io
 import json
 import os
+import shutil
 
 from absl.testing import absltest
+from tunix_bd import config_files
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.recipes import sft
+from tunix_bd.training import metrics
 from tunix_bd_tests import test_common
 
 _QWEN3_TEMPLATE = os.path.join(
@@ -69,6 +77,51 @@ class SftChatTemplateTest(absltest.TestCase):
       data = json.load(f)["fields"]["data"]
     self.assertStartsWith(data["chat_template"], "sha256:")
     self.assertIs(data["enable_thinking"], False)
+
+
+def _tiny(workdir: str, checkpoint: str, num_eval: int):
+  config = config_files.get_config("sft", "tiny")
+  config.workdir = workdir
+  config.model.checkpoint = checkpoint
+  config.data.num_eval = num_eval
+  config.train.update(max_steps=2, checkpoint_every_n_steps=1)
+  return config
+
+
+class SftRecipeTest(absltest.TestCase):
+
+  def test_a_failed_launch_leaves_no_fingerprint_and_a_resume_one_row(self):
+    root = self.create_tempdir().full_path
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    ar_dir = os.path.join(root, "ar")
+    export.export_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(tokenizer)), tokenizer, ar_dir
+    )
+    workdir = os.path.join(root, "sft")
+    record = os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
+    failing = _tiny(workdir, ar_dir, num_eval=4)  # < eval.batch_size (8).
+    with self.assertRaisesRegex(ValueError, "batch_size"):
+      sft.run(failing)
+    self.assertFalse(os.path.exists(record))
+
+    # The corrected relaunch runs (its data differs from the failed one's).
+    sft.run(_tiny(workdir, ar_dir, num_eval=8))
+    self.assertTrue(os.path.exists(record))
+    # Killed after step 2, before its checkpoint was written.
+    shutil.rmtree(os.path.join(workdir, "checkpoints", "2"))
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      sft.run(_tiny(workdir, ar_dir, num_eval=8))
+    self.assertIn(
+        f"sft: resumed from step 1 (workdir {workdir})", stdout.getvalue()
+    )
+    rows = collections.Counter(
+        (r["name"], r["step"]) for r in metrics.read_records(workdir)
+    )
+    self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
+    for step in (1, 2):
+      self.assertIn(("/train/loss", step), rows)
+    self.assertIn(("/eval/loss", 1), rows)
 
 
 if __name__ == "__main__":

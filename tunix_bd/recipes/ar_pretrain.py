@@ -37,6 +37,7 @@ from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import report
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import ar
 from tunix_bd.training import options
 from tunix_bd.training import progress
@@ -50,8 +51,7 @@ def validate(
   Returns:
     The `model` and `train` sections as settings.
   """
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  workdir_lib.check(config.workdir)
   for key in ("num_train", "num_eval", "max_length"):
     config_utils.check_int(f"data.{key}", config.data[key], 1)
   for key in ("max_new_tokens", "batch_size"):
@@ -93,8 +93,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
   fingerprint = _fingerprint(config, tokenizer)
-  checkpoint_dir = os.path.join(workdir, "checkpoints")
-  fingerprint_lib.check_or_record(checkpoint_dir, fingerprint)
+  workdir_lib.check_fingerprint(workdir, fingerprint)
   logging.info(
       "ar_pretrain: %d train / %d eval examples of <= %d tokens.",
       len(train_data),
@@ -119,6 +118,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   eval_batches = dataset_lib.batches(
       eval_data, config.eval.batch_size, seed=0, num_epochs=1, shuffle=False
   )
+  workdir_lib.resumed(workdir, trainer.train_steps, recipe="ar_pretrain")
+  workdir_lib.record_fingerprint(workdir, fingerprint)
   with mesh:
     # MapDatasets, not iterators: Tunix re-iterates eval data at each eval.
     trainer.train(train_batches, eval_batches)

@@ -55,6 +55,7 @@ from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.run import workdir as workdir_lib
 
 # `ar`: Tunix's Sampler on the AR teacher. `ar_loop`: the same teacher
 # decoded by our loop with blocks of one token (exactly AR decoding), which
@@ -274,6 +275,8 @@ def _is_random(settings) -> bool:
 
 def run(config: ml_collections.ConfigDict) -> dict:
   """Prints the side-by-side table and returns it as a dict."""
+  if config.output:
+    workdir_lib.check_file(config.output, "output")
   config_utils.check_int("num_prompts", config.num_prompts, 1)
   config_utils.check_int("repeats", config.repeats, 1)
   sizes = config.batch_sizes

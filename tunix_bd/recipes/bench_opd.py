@@ -34,6 +34,7 @@ from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import opd
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import trainer as sft_trainer
@@ -149,6 +150,7 @@ def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
 
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the arms and prints the side-by-side table."""
+  workdir_lib.check(config.workdir)
   for key in ("student", "teacher"):
     if not os.path.isdir(config[key]):
       raise ValueError(f"{key}={config[key]!r} is not a directory.")

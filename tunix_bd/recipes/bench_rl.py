@@ -59,6 +59,7 @@ from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
+from tunix_bd.run import workdir as workdir_lib
 
 Mode = compat.Mode
 
@@ -75,8 +76,7 @@ def validate(config: ml_collections.ConfigDict):
         "learning_rate must be a finite number >= 0, got"
         f" {config.learning_rate!r}."
     )
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  workdir_lib.check(config.workdir)
   rollout = config_utils.from_section(
       settings_lib.RolloutSettings, config.rollout, "rollout"
   )

@@ -37,6 +37,7 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.models import from_scratch
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import loss as loss_lib
@@ -73,6 +74,8 @@ def _peak_bytes(step, model, optimizer, batch) -> int:
 
 def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   """Prints and returns tokens/s, ratios and peak bytes of each variant."""
+  if config.output:
+    workdir_lib.check_file(config.output, "output")
   for key in ("batch_size", "num_steps", "warmup_steps"):
     config_utils.check_int(key, config[key], 1)
   config_utils.check_int("bd.block_size", config.bd.block_size, 1)

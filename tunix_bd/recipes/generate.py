@@ -29,6 +29,7 @@ from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.run import workdir as workdir_lib
 
 
 def _check_checkpoint(checkpoint: str) -> None:
@@ -72,6 +73,10 @@ def _write_completions(path: str, records, result) -> None:
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Decodes, writes completions and returns the summary figures."""
   # Every setting is checked before the model is read.
+  if config.output:
+    workdir_lib.check_file(config.output, "output")
+  else:
+    workdir_lib.check(config.workdir)
   decode = config_utils.from_section(
       settings_lib.DecodeSettings, config.decode, "decode"
   )

@@ -44,6 +44,7 @@ from tunix_bd.rl import report as report_lib
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import options
 from tunix_bd.training import progress
 
@@ -52,8 +53,7 @@ _CHECKPOINT_KEYS = ("checkpoint", "reference", "continued_sft")
 
 def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
   """Fails closed on settings that cannot work, before any compute."""
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  workdir_lib.check(config.workdir)
   run = settings_lib.from_config(config)
   if config.model.random_init:
     config_utils.from_section(
@@ -180,6 +180,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
       tokenizer, eval_set, max_prompt, chat_options
   )
   fingerprint = run_fingerprint(config, tokenizer, bd, stop_ids, settings)
+  workdir_lib.check_fingerprint(config.workdir, fingerprint)
 
   meshes = meshes_lib.build(config.mesh)
   mesh = meshes.actor
@@ -188,10 +189,6 @@ def run(config: ml_collections.ConfigDict) -> dict:
   bd.validate_for_model(
       actor.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
   )
-  # Recorded once every input is known to be usable: a failed launch
-  # leaves nothing behind.
-  checkpoints = os.path.join(os.path.abspath(config.workdir), "checkpoints")
-  fingerprint_lib.check_or_record(checkpoints, fingerprint)
 
   evaluate = lambda model: evaluation_lib.evaluate(
       model,
@@ -231,6 +228,17 @@ def run(config: ml_collections.ConfigDict) -> dict:
         reward_fns=reward_fns,
         **dataclasses.asdict(grpo),
     )
+    restored = cluster.actor_trainer.train_steps
+    workdir_lib.resumed(
+        config.workdir,
+        restored,
+        recipe="grpo",
+        # The actor logs by update step, the rest by (0-based) global step.
+        relogged_from=lambda name: (
+            restored + 1 if name.startswith("actor/") else cluster.global_steps
+        ),
+    )
+    workdir_lib.record_fingerprint(config.workdir, fingerprint)
     started = time.perf_counter()
     learner.train(
         prompt_stream.items(

@@ -40,6 +40,7 @@ from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain
 from tunix_bd.training import options
@@ -55,8 +56,7 @@ def validate(
     The `train` section as settings: `TrainSettings` and the time budget
     (`distillation.settings.train_settings`).
   """
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  workdir_lib.check(config.workdir)
   for key in ("max_new_tokens", "max_prompt_length"):
     config_utils.check_int(f"rollout.{key}", config.rollout[key], 1)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
@@ -165,6 +165,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       student_tok, eval_set, max_prompt, chat_options
   )
   fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
+  workdir_lib.check_fingerprint(config.workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)
   student, teacher = _models(config, mesh)
@@ -181,11 +182,6 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   decode = dataclasses.replace(decode, stop_ids=stop_ids)
   bd.validate_for_model(
       student.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
-  )
-  # Recorded once every input is known to be usable: a failed launch
-  # leaves nothing behind.
-  fingerprint_lib.check_or_record(
-      os.path.join(config.workdir, "checkpoints"), fingerprint
   )
   strategy = strategy_lib.DiffusionOpdStrategy(
       bd=bd,
@@ -238,7 +234,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
             progress.ProgressLines(description), evaluation
         ),
     )
+    workdir_lib.resumed(config.workdir, trainer.train_steps, recipe="opd")
     before = evaluation.run(trainer, trainer.train_steps)
+    workdir_lib.record_fingerprint(config.workdir, fingerprint)
     trainer.run()
     after = evaluation.history[-1][1]
     if evaluation.history[-1][0] != trainer.train_steps:

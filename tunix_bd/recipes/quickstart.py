@@ -27,6 +27,7 @@ from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft
+from tunix_bd.run import workdir as workdir_lib
 
 
 def _stage_config(variant: str, workdir: str, name: str):
@@ -37,6 +38,7 @@ def _stage_config(variant: str, workdir: str, name: str):
 
 
 def _validate(config: ml_collections.ConfigDict) -> None:
+  workdir_lib.check(config.workdir)
   config_utils.check_int("num_prompts", config.num_prompts, 1)
   comparison_report.Settings.from_config(config, config.num_prompts)
 
@@ -59,6 +61,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   sft_config = _stage_config(config.variant, workdir, "sft")
   sft_config.model.checkpoint = ar_dir
   ar_pretrain.validate(ar_config)
+  workdir_lib.check(sft_config.workdir)
 
   print(f"quickstart 1/3: AR teacher -> {ar_config.workdir}", flush=True)
   ar_pretrain.run(ar_config)

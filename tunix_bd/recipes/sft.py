@@ -31,6 +31,7 @@ from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import trainer as trainer_lib
@@ -45,8 +46,7 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
   Returns:
     The `train` section as settings.
   """
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  workdir_lib.check(config.workdir)
   config_utils.check_int("bd.block_size", config.bd.block_size, 1)
   for key in ("num_train", "num_eval", "max_length"):
     config_utils.check_int(f"data.{key}", config.data[key], 1)
@@ -105,9 +105,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   workdir = config.workdir
   source = provenance.identify(checkpoint)
   fingerprint = run_fingerprint(config, tokenizer, source)
-  fingerprint_lib.check_or_record(
-      os.path.join(workdir, "checkpoints"), fingerprint
-  )
+  workdir_lib.check_fingerprint(workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)
   with mesh:
@@ -160,6 +158,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       fingerprint=fingerprint,
   )
   trainer.with_training_hooks(progress.ProgressLines("Block-diffusion SFT"))
+  workdir_lib.resumed(workdir, trainer.train_steps, recipe="sft")
+  workdir_lib.record_fingerprint(workdir, fingerprint)
   with mesh:
     trainer.train(train_batches, eval_batches)
 

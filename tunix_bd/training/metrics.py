@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from tunix.sft import metrics_logger
@@ -83,6 +83,24 @@ def read_records(workdir: str) -> list[dict[str, Any]]:
     return []
   lines = files.read_text(path).splitlines()
   return [json.loads(line) for line in lines if line.strip()]
+
+
+def drop_records(
+    workdir: str, drop: Callable[[dict[str, Any]], bool]
+) -> int:
+  """Rewrites `workdir/metrics.jsonl` (whole) without the records `drop` picks.
+
+  Returns:
+    How many records were dropped; the file is left untouched if none.
+  """
+  path = os.path.join(workdir, METRICS_FILE)
+  if not files.exists(path):
+    return 0
+  lines = [line for line in files.read_text(path).splitlines() if line.strip()]
+  kept = [line for line in lines if not drop(json.loads(line))]
+  if len(kept) < len(lines):
+    files.write_text(path, "".join(line + "\n" for line in kept))
+  return len(lines) - len(kept)
 
 
 def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:

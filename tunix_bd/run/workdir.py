@@ -1,0 +1,163 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The workdir rule every recipe follows: where a run writes, and when.
+
+A recipe launch goes through four points, the same in every recipe:
+
+1. `check(config.workdir)` first, before anything is loaded: the workdir is
+   a directory this process can write (or can create), else a `ValueError`
+   naming `workdir`, which the CLI prints as one line.
+2. `check_fingerprint` as soon as the run's fingerprint is known: a resume
+   under other settings is refused before any compute.
+3. `record_fingerprint` once every other check has passed, right before the
+   first training step: a launch that fails leaves no `fingerprint.json`
+   behind to refuse the corrected relaunch.
+4. `resumed` once the trainer has restored its checkpoint: a line saying
+   what was resumed, and `metrics.jsonl` keeps one row per step.
+
+Paths follow one rule (`tunix_bd.files.absolute`): local workdirs are made
+absolute (Orbax needs that), URL workdirs (`gs://bucket/run`) stay URLs and
+are checked without touching the local disk.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+from etils import epath
+
+from tunix_bd import files
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.training import metrics
+
+CHECKPOINTS = "checkpoints"
+
+
+def check(workdir: str, key: str = "workdir") -> str:
+  """Fails closed on a workdir a run cannot write; writes nothing.
+
+  Args:
+    workdir: the directory the run writes to (made if missing), or a URL.
+    key: the config key that set it, for the message.
+
+  Returns:
+    The workdir by the one path rule (`checkpoints` uses the same).
+
+  Raises:
+    ValueError: naming `key` if the workdir is unset, is (or lies under) an
+      existing file, or lies on a read-only file system or in a directory
+      this process may not write.
+  """
+  if not workdir:
+    raise ValueError(f"{key} must be set.")
+  if files.is_url(workdir):
+    # An object store has no parent directories to create, nor read-only
+    # mounts; only an object already at the workdir's name is in the way.
+    path = epath.Path(workdir)
+    if path.exists() and not path.is_dir():
+      raise ValueError(
+          f"{key}={workdir!r} names an existing object, not a directory."
+      )
+    return workdir
+  path = os.path.abspath(workdir)
+  if os.path.lexists(path) and not os.path.isdir(path):
+    raise ValueError(
+        f"{key}={workdir!r} names an existing file, not a directory."
+    )
+  why = _why_not_writable(path)
+  if why:
+    raise ValueError(f"{key}={workdir!r} cannot be written: {why}.")
+  return path
+
+
+def check_file(path: str, key: str) -> None:
+  """Fails closed, naming `key`, on an output file that cannot be written."""
+  if files.is_url(path):
+    check(os.path.dirname(path), key=key)
+    return
+  path = os.path.abspath(path)
+  why = (
+      f"{path!r} is a directory"
+      if os.path.isdir(path)
+      else _why_not_writable(os.path.dirname(path))
+  )
+  if why:
+    raise ValueError(f"{key}={path!r} cannot be written: {why}.")
+
+
+def _why_not_writable(path: str) -> str | None:
+  """Why local directory `path` cannot be made and written to, or None."""
+  existing = path
+  while not os.path.lexists(existing):  # The part that exists already.
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    return f"{existing!r} is a file"
+  # access() answers EROFS on a read-only mount, whoever the user is.
+  if not os.access(existing, os.W_OK | os.X_OK):
+    return (
+        f"{existing!r} is on a read-only file system or not writable by"
+        " this user"
+    )
+  return None
+
+
+def checkpoints(workdir: str) -> str:
+  """`workdir/checkpoints` by the one path rule (a URL stays a URL)."""
+  return os.path.join(files.absolute(workdir), CHECKPOINTS)
+
+
+def check_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
+  """Refuses to resume checkpoints of other settings; writes nothing."""
+  fingerprint_lib.check(checkpoints(workdir), fingerprint)
+
+
+def record_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
+  """Records a new run's fingerprint: call once every check has passed."""
+  fingerprint_lib.record(checkpoints(workdir), fingerprint)
+
+
+def _relogged_from(step: int) -> Callable[[str], int]:
+  # Tunix's trainers (and OPD's decode evaluation) evaluate at the restored
+  # step before training on; every other metric starts at the next step.
+  return lambda name: step if "/eval/" in name else step + 1
+
+
+def resumed(
+    workdir: str,
+    step: int,
+    *,
+    recipe: str,
+    relogged_from: Callable[[str], int] | None = None,
+) -> None:
+  """Reports a resume and drops the metrics rows the run will log again.
+
+  A run killed between two checkpoints logged steps that the resumed run
+  trains again: their rows are dropped, so `metrics.jsonl` holds one row per
+  metric and step. Call it after the trainer has restored its checkpoint
+  and before anything is logged. Does nothing for a fresh run (`step` 0).
+
+  Args:
+    workdir: the run's workdir.
+    step: the update step the trainer restored.
+    recipe: the recipe's name, which starts the line.
+    relogged_from: `name -> step`: the first step at which the resumed run
+      logs metric `name` again. Default: `step` for evaluation metrics
+      (names with `/eval/`), `step + 1` for the others.
+  """
+  if not step:
+    return
+  first = relogged_from or _relogged_from(step)
+  dropped = 0
+  if files.is_writer():
+    dropped = metrics.drop_records(
+        workdir,
+        lambda r: r["step"] is not None and r["step"] >= first(r["name"]),
+    )
+  note = ""
+  if dropped:
+    note = f"; {dropped} metrics rows to be logged again dropped"
+  print(
+      f"{recipe}: resumed from step {step} (workdir {workdir}){note}.",
+      flush=True,
+  )

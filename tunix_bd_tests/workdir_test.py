@@ -1,0 +1,200 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The workdir rule (`tunix_bd.run.workdir`), in every recipe.
+
+A workdir a run cannot write fails in one line naming `workdir` before any
+compute and writes nothing; a resume prints what it resumed and keeps one
+metrics row per step. URL workdirs are tested in `files_test.py`, beside
+its offline bucket.
+"""
+
+import contextlib
+import importlib
+import io
+import json
+import os
+from unittest import mock
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tunix_bd import config_files
+from tunix_bd.cli import main
+from tunix_bd.run import workdir as workdir_lib
+from tunix_bd.training import metrics
+
+# Every recipe, and the key that names where it writes.
+_RECIPES = (
+    ("ar_pretrain", "workdir"),
+    ("sft", "workdir"),
+    ("opd", "workdir"),
+    ("grpo", "workdir"),
+    ("generate", "workdir"),
+    ("quickstart", "workdir"),
+    ("bench_rl", "workdir"),
+    ("bench_opd", "workdir"),
+    ("bench_sft", "output"),
+    ("bench_decode", "output"),
+)
+_BAD = ("existing_file", "under_a_file", "read_only")
+
+
+def _tree(root: str) -> list[str]:
+  return sorted(
+      os.path.join(d, n)
+      for d, dirs, names in os.walk(root)
+      for n in dirs + names
+  )
+
+
+class CheckTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.file = self.create_tempfile("taken").full_path
+
+  def test_a_new_or_existing_directory_passes_and_is_made_absolute(self):
+    self.assertEqual(
+        workdir_lib.check(os.path.join(self.root, "a", "b")),
+        os.path.join(self.root, "a", "b"),
+    )
+    self.assertEqual(workdir_lib.check(self.root), self.root)
+    with mock.patch.object(os, "getcwd", return_value=self.root):
+      self.assertEqual(
+          workdir_lib.check("runs/x"), os.path.join(self.root, "runs", "x")
+      )
+    self.assertEqual(_tree(self.root), [])
+
+  def test_bad_workdirs_name_the_key(self):
+    for workdir, message in (
+        ("", " must be set"),
+        (self.file, "names an existing file"),
+        (os.path.join(self.file, "run"), "cannot be written: .* is a file"),
+    ):
+      with self.assertRaisesRegex(ValueError, f"^workdir.*{message}"):
+        workdir_lib.check(workdir)
+    os.symlink(os.path.join(self.root, "gone"), os.path.join(self.root, "l"))
+    with self.assertRaisesRegex(ValueError, "names an existing file"):
+      workdir_lib.check(os.path.join(self.root, "l"))
+
+  def test_a_read_only_file_system_is_refused(self):
+    # As if `root` were mounted read-only: access() answers EROFS (root
+    # included), which a chmod cannot show to a test running as root.
+    real = os.access
+    read_only = lambda path, mode: path != self.root and real(path, mode)
+    with mock.patch.object(os, "access", side_effect=read_only):
+      with self.assertRaisesRegex(ValueError, "^workdir=.*read-only"):
+        workdir_lib.check(os.path.join(self.root, "run"))
+
+  def test_an_output_file_is_checked_like_a_workdir(self):
+    workdir_lib.check_file(os.path.join(self.root, "new", "out.json"), "output")
+    with self.assertRaisesRegex(ValueError, "^output=.*is a directory"):
+      workdir_lib.check_file(self.root, "output")
+    with self.assertRaisesRegex(ValueError, "^output=.*is a file"):
+      workdir_lib.check_file(os.path.join(self.file, "out.json"), "output")
+
+
+class EveryRecipeTest(parameterized.TestCase):
+  """Each recipe refuses an unwritable workdir first, writing nothing."""
+
+  @parameterized.named_parameters(
+      dict(testcase_name=f"{name}_{bad}", name=name, key=key, bad=bad)
+      for name, key in _RECIPES
+      for bad in _BAD
+  )
+  def test_refused_before_any_compute(self, name, key, bad):
+    root = self.create_tempdir().full_path
+    taken = os.path.join(root, "taken")
+    with open(taken, "w") as f:
+      f.write("x")
+    path = {
+        # Overwriting an output file is fine; a directory in its place not.
+        "existing_file": root if key == "output" else taken,
+        "under_a_file": os.path.join(taken, "run"),
+        "read_only": os.path.join(root, "run"),
+    }[bad]
+    config = config_files.get_config(name)
+    config[key] = path
+    module = importlib.import_module(f"tunix_bd.recipes.{name}")
+    before = _tree(root)
+    real = os.access
+    read_only = lambda p, mode: p != root and real(p, mode)
+    with mock.patch.object(os, "access", side_effect=read_only):
+      with self.assertRaisesRegex(ValueError, f"^{key}="):
+        module.run(config)
+    self.assertEqual(_tree(root), before)
+
+  def test_the_cli_prints_one_line_and_exits_1(self):
+    taken = self.create_tempfile("taken").full_path
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+      status = main.main(
+          ["run", "--plugin", "tunix_bd", "sft.py", f"--config.workdir={taken}"]
+      )
+    self.assertEqual(status, 1)
+    self.assertIn(f"tunix: error: workdir='{taken}' names", stderr.getvalue())
+    self.assertNotIn("Traceback", stderr.getvalue())
+
+
+class ResumedTest(absltest.TestCase):
+
+  def _write(self, workdir, rows):
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, metrics.METRICS_FILE), "w") as f:
+      for name, step in rows:
+        f.write(json.dumps({"name": name, "step": step, "value": 1.0}) + "\n")
+
+  def _read(self, workdir):
+    return [(r["name"], r["step"]) for r in metrics.read_records(workdir)]
+
+  def test_drops_the_rows_the_resumed_run_logs_again(self):
+    workdir = self.create_tempdir().full_path
+    # Killed after step 3, resumed from the checkpoint of step 2; Tunix
+    # evaluates again at step 2 before training on.
+    rows = [("/eval/loss", 0)]
+    rows += [("/train/loss", s) for s in (1, 2, 3)]
+    rows += [("/eval/loss", 2), ("/train/loss", None)]
+    self._write(workdir, rows)
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      workdir_lib.resumed(workdir, 2, recipe="sft")
+    self.assertEqual(
+        stdout.getvalue(),
+        f"sft: resumed from step 2 (workdir {workdir}); 2 metrics rows to"
+        " be logged again dropped.\n",
+    )
+    self.assertEqual(
+        self._read(workdir),
+        [
+            ("/eval/loss", 0),
+            ("/train/loss", 1),
+            ("/train/loss", 2),
+            ("/train/loss", None),
+        ],
+    )
+    self.assertEqual(os.listdir(workdir), [metrics.METRICS_FILE])
+
+  def test_a_fresh_run_says_nothing_and_keeps_the_file(self):
+    workdir = self.create_tempdir().full_path
+    self._write(workdir, [("/train/loss", 1)])
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      workdir_lib.resumed(workdir, 0, recipe="sft")
+    self.assertEqual(stdout.getvalue(), "")
+    self.assertEqual(self._read(workdir), [("/train/loss", 1)])
+
+  def test_each_metric_may_restart_at_its_own_step(self):
+    workdir = self.create_tempdir().full_path
+    self._write(workdir, [("actor/train/loss", 2), ("rewards/sum", 1)])
+    with contextlib.redirect_stdout(io.StringIO()):
+      workdir_lib.resumed(
+          workdir,
+          2,
+          recipe="grpo",
+          relogged_from=lambda name: 3 if name.startswith("actor/") else 1,
+      )
+    self.assertEqual(self._read(workdir), [("actor/train/loss", 2)])
+
+
+if __name__ == "__main__":
+  absltest.main()
