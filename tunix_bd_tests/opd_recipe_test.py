@@ -6,6 +6,7 @@ import json
 import os
 
 from absl.testing import absltest
+from absl.testing import parameterized
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
@@ -93,6 +94,39 @@ class OpdRecipeTest(absltest.TestCase):
             os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
         )
     )
+
+
+class OpdValidationTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("student", "student", "runs/quickstart/sft/export"),
+      ("teacher", "teacher", "runs/quickstart/ar_pretrain/export"),
+  )
+  def test_missing_model_names_the_key_to_set(self, key, example):
+    workdir = os.path.join(self.create_tempdir().full_path, "opd")
+    config = _smoke(workdir)
+    config.model.random_init = False
+    other = "teacher" if key == "student" else "student"
+    config.model[other] = self.create_tempdir().full_path
+    config.model[key] = os.path.join(workdir, "missing")
+    with self.assertRaisesRegex(ValueError, "quickstart") as raised:
+      opd.run(config)
+    message = str(raised.exception)
+    self.assertIn(f"--config.model.{key}=DIR", message)
+    self.assertIn(example, message)
+    self.assertNotIn("`sft.py` first", message)
+    self.assertFalse(os.path.exists(workdir))
+
+  @parameterized.parameters(
+      ("threshold", 1.5), ("rule", "best"), ("temperature", -1.0)
+  )
+  def test_bad_rollout_setting_names_the_key(self, name, value):
+    workdir = os.path.join(self.create_tempdir().full_path, "opd")
+    config = _smoke(workdir)
+    config.rollout[name] = value
+    with self.assertRaisesRegex(ValueError, rf"^rollout\.{name}: "):
+      opd.run(config)
+    self.assertFalse(os.path.exists(workdir))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ def validate(
     raise ValueError("workdir must be set.")
   for key in ("max_new_tokens", "max_prompt_length"):
     config_utils.check_int(f"rollout.{key}", config.rollout[key], 1)
+  for name in ("rule", "threshold", "temperature", "use_cache"):
+    decode_settings.check_denoise_setting(
+        f"rollout.{name}", name, config.rollout[name]
+    )
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
   if config.opd.canvas not in sources.CANVASES:
     raise ValueError(
@@ -77,12 +81,28 @@ def validate(
     )
   else:
     for key in ("student", "teacher"):
-      if not os.path.isdir(config.model[key]):
-        raise ValueError(
-            f"model.{key}={config.model[key]!r} is not a directory; on the"
-            " embedded default run `ar_pretrain.py` and `sft.py` first."
-        )
+      _check_model_directory(key, config.model[key])
   return settings_lib.train_settings(config.train)
+
+
+def _check_model_directory(key: str, path: str) -> None:
+  """Fails closed on a missing `model.{key}`, naming the key to set."""
+  if os.path.isdir(path):
+    return
+  what = (
+      "the converted student (e.g. runs/quickstart/sft/export, or sft.py's"
+      " workdir/export)"
+      if key == "student"
+      else "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+      " ar_pretrain.py's workdir/export)"
+  )
+  found = export.find_block_diffusion_exports("runs") if key == "student" else []
+  hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
+  raise ValueError(
+      f"model.{key}={path!r} is not a directory: set"
+      f" --config.model.{key}=DIR to {what}{hint}. On the embedded default,"
+      " `tunix run --plugin tunix_bd quickstart.py` makes both."
+  )
 
 
 def _tokenizers_and_bd(config):
