@@ -15,6 +15,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,7 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
     """A fake tunix plugin whose recipe records the config it receives."""
     import json
     import pathlib
+import re
 
     import ml_collections
 
@@ -615,6 +617,21 @@ class CliTest(parameterized.TestCase):
     self.assertEqual(status, 0)
     self.assertIn("--config.KEY=VALUE", stdout)
     self.assertIn("--dry_run", stdout)
+
+  def test_help_examples_name_keys_that_exist(self):
+    status, stdout, _ = self._main("run", "--help")
+    self.assertEqual(status, 0)
+    keys = re.findall(r"--config\.([a-z_][\w.]*)=", stdout)
+    self.assertNotEmpty(keys)
+    for key in keys:
+      overrides, _ = config_loading.split_override_args([f"--config.{key}=1"])
+      # Every training recipe's config has the example's key (an unknown
+      # key is a UsageError).
+      for name in ("ar_pretrain", "sft", "opd", "grpo"):
+        config = config_loading.load_config(
+            _REPO_ROOT / "configs" / f"{name}.py", None
+        )
+        config_loading.apply_overrides(config, overrides)
 
   # The real command in a subprocess.
 

@@ -221,11 +221,17 @@ class BatchesTest(DatasetTestBase):
   @parameterized.parameters(
       (0, "batch_size must be >= 1, got 0"),
       (-2, "batch_size must be >= 1, got -2"),
-      (_NUM_EXAMPLES + 1, "batch_size=13 exceeds the dataset's 12 examples"),
+      (_NUM_EXAMPLES + 1, "batch_size=13 exceeds the 12 examples"),
   )
   def test_bad_batch_size_raises(self, batch_size, regex):
     with self.assertRaisesRegex(ValueError, regex):
       dataset.batches(self.data, batch_size, seed=0)
+
+  def test_batch_size_error_names_the_key(self):
+    with self.assertRaisesRegex(
+        ValueError, r"^eval\.batch_size=13 exceeds the 12 examples"
+    ):
+      dataset.batches(self.data, 13, seed=0, key="eval.batch_size")
 
   def test_whole_dataset_batch(self):
     ds = dataset.batches(self.data, _NUM_EXAMPLES, seed=0, num_epochs=1)

@@ -175,6 +175,15 @@ def tokenized_splits(
   )
 
 
+def check_batch_size(dataset: TokenizedDataset, batch_size: int, key: str):
+  """Fails closed, naming `key`, on batches larger than the dataset."""
+  if batch_size > len(dataset):
+    raise ValueError(
+        f"{key}={batch_size} exceeds the {len(dataset)} examples of its"
+        f" dataset; lower {key} or give more examples."
+    )
+
+
 class _Rows(grain.sources.RandomAccessDataSource):
   """Exposes a TokenizedDataset's rows to grain."""
 
@@ -195,6 +204,7 @@ def batches(
     seed: int,
     num_epochs: int | None = None,
     shuffle: bool = True,
+    key: str = "batch_size",
 ) -> grain.MapDataset:
   """A deterministic grain pipeline of `[batch_size, max_length]` batches.
 
@@ -204,18 +214,15 @@ def batches(
     seed: seeds the shuffle; each epoch reshuffles deterministically.
     num_epochs: epochs to yield; None repeats forever.
     shuffle: shuffle example order (off for evaluation).
+    key: the config key of `batch_size` (e.g. "eval.batch_size"), for errors.
 
   Returns:
     A MapDataset whose items are dicts of numpy arrays
     `{"tokens", "completion_mask", "valid_mask"}`.
   """
   if batch_size < 1:
-    raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-  if batch_size > len(dataset):
-    raise ValueError(
-        f"batch_size={batch_size} exceeds the dataset's {len(dataset)} "
-        "examples."
-    )
+    raise ValueError(f"{key} must be >= 1, got {batch_size}.")
+  check_batch_size(dataset, batch_size, key)
   ds = grain.MapDataset.source(_Rows(dataset))
   if shuffle:
     ds = ds.seed(seed).shuffle()

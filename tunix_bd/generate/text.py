@@ -50,7 +50,7 @@ def load_model(
 ) -> ConvertedModel:
   """Loads a converted checkpoint directory (`sft.py`'s `export/`)."""
   bd = bd_config_lib.load_settings(checkpoint)
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(checkpoint, "checkpoint")
   if mesh is None:
     model, _ = hf_checkpoint.load_qwen3(checkpoint)
   else:

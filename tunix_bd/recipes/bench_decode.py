@@ -158,7 +158,9 @@ def _workload(config, name, models):
   """Measures one workload (tasks and budget) at every batch size."""
   settings = config.workload_settings[name]
   bd = bd_config_lib.load_settings(settings.bd_checkpoint)
-  tokenizer = tokenizer_lib.load_tokenizer(settings.bd_checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(
+      settings.bd_checkpoint, f"workload_settings.{name}.bd_checkpoint"
+  )
   mix = tasks_lib.TaskMix(tasks=tuple(settings.tasks), seed=0)
   examples = mix.examples("eval", config.num_prompts)
   answers = [e.answer for e in examples]

@@ -85,7 +85,7 @@ def _sft_arm(config, mesh) -> tuple[str, int]:
   """Continued SFT of the student; returns its export and step count."""
   stage = _stage_config(config, "sft")
   workdir = os.path.join(config.workdir, "sft")
-  tokenizer = tokenizer_lib.load_tokenizer(config.student)
+  tokenizer = tokenizer_lib.load_tokenizer(config.student, "student")
   bd = bd_config_lib.load_settings(config.student)
   train_data, _ = dataset_lib.tokenized_splits(tokenizer, stage.data)
   with mesh:

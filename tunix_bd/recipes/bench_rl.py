@@ -107,8 +107,10 @@ def _tokenizers_and_bd(config):
     )
     return tokenizer, tokenizer, bd
   path = config.model.ar_checkpoint
-  tokenizer = tokenizer_lib.load_tokenizer(config.model.checkpoint)
-  ar_tokenizer = tokenizer_lib.load_tokenizer(path)
+  tokenizer = tokenizer_lib.load_tokenizer(
+      config.model.checkpoint, "model.checkpoint"
+  )
+  ar_tokenizer = tokenizer_lib.load_tokenizer(path, "model.ar_checkpoint")
   try:
     teacher_lib.check_compatible(path, ar_tokenizer, tokenizer)
   except ValueError as error:

@@ -103,7 +103,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   mesh = mesh_lib.from_section(config.mesh)
   bd = bd_config_lib.load_settings(checkpoint)
   settings_lib.check_checkpoint_settings(bd, config.bd.to_dict())
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(checkpoint, "model.checkpoint")
   records, source = _prompt_set(config)
   prompts = [chat.encode_prompt(tokenizer, r["messages"]) for r in records]
   if decode.max_prompt_length:

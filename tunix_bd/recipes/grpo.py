@@ -82,7 +82,7 @@ def _tokenizer_and_bd(config):
     )
   checkpoint = config.model.checkpoint
   return (
-      tokenizer_lib.load_tokenizer(checkpoint),
+      tokenizer_lib.load_tokenizer(checkpoint, "model.checkpoint"),
       bd_config_lib.load_settings(checkpoint),
   )
 

@@ -96,7 +96,9 @@ def _check_model_directory(key: str, path: str) -> None:
       else "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
       " ar_pretrain.py's workdir/export)"
   )
-  found = export.find_block_diffusion_exports("runs") if key == "student" else []
+  found = []
+  if key == "student":
+    found = export.find_block_diffusion_exports("runs")
   hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
   raise ValueError(
       f"model.{key}={path!r} is not a directory: set"
@@ -112,8 +114,12 @@ def _tokenizers_and_bd(config):
         **config.model.scratch_bd.to_dict()
     )
     return tokenizer, tokenizer, bd
-  student_tok = tokenizer_lib.load_tokenizer(config.model.student)
-  teacher_tok = tokenizer_lib.load_tokenizer(config.model.teacher)
+  student_tok = tokenizer_lib.load_tokenizer(
+      config.model.student, "model.student"
+  )
+  teacher_tok = tokenizer_lib.load_tokenizer(
+      config.model.teacher, "model.teacher"
+  )
   teacher_lib.check_compatible(config.model.teacher, teacher_tok, student_tok)
   return (
       student_tok,

@@ -95,7 +95,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
   train = validate(config)
   checkpoint = config.model.checkpoint
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(checkpoint, "model.checkpoint")
   corruption = corruption_lib.SftCorruptionConfig.from_config_dict(
       config.corruption
   )
@@ -142,6 +142,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       eos_id=eos_id,
       seed=config.seed,
       gradient_accumulation_steps=train.gradient_accumulation_steps,
+      section="train",
   )
   eval_batches = batching.eval_batches(
       eval_data,
@@ -149,6 +150,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       corruption=corruption,
       config=bd,
       eos_id=eos_id,
+      section="eval",
   )
   trainer = trainer_lib.DiffusionSftTrainer(
       model,
