@@ -9,6 +9,7 @@ import re
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+from tunix_bd import config_sections
 from tunix_bd.data import chat
 from tunix_bd.data import dataset
 from tunix_bd.data import tasks
@@ -160,6 +161,37 @@ class TokenizeTest(DatasetTestBase):
         ValueError, re.escape(f"{path} record 2: ") + "the assistant turn"
     ):
       dataset.tokenize(self.tokenizer, conversations, _MAX_LENGTH)
+
+
+class ConversationsTest(parameterized.TestCase):
+  """Every set a `data` section names is read, or its launch fails."""
+
+  def setUp(self):
+    super().setUp()
+    self.path = os.path.join(self.create_tempdir().full_path, "eval.jsonl")
+    with open(self.path, "w", encoding="utf-8") as f:
+      f.write(json.dumps({"prompt": "sort 31", "completion": "13"}) + "\n")
+    self.data = config_sections.embedded_data(num_train=3, num_eval=2)
+
+  def test_eval_file_alone_is_read(self):
+    self.data.eval = self.path
+    train, held_out = dataset.conversations(self.data)
+    self.assertEqual(
+        [c.where for c in train], ["train[0]", "train[1]", "train[2]"]
+    )
+    self.assertEqual([c.answer for c in held_out], ["13"])
+
+  def test_train_file_needs_an_eval_file(self):
+    self.data.train = self.path
+    with self.assertRaisesRegex(ValueError, r"^data\.eval must be set"):
+      dataset.conversations(self.data)
+
+  def test_a_recipe_without_held_out_set_refuses_data_eval(self):
+    self.data.eval = self.path
+    with self.assertRaisesRegex(ValueError, r"^data\.eval=.*bench_sft"):
+      dataset.train_conversations(self.data, "bench_sft")
+    self.data.update(eval="", train=self.path)
+    self.assertLen(dataset.train_conversations(self.data, "bench_sft"), 1)
 
 
 class BatchesTest(DatasetTestBase):

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `grpo` recipe end to end: smoke, resume, fingerprint, bad inputs."""
 
+import json
 import os
 
 from absl.testing import absltest
@@ -76,6 +77,33 @@ class BadInputTest(parameterized.TestCase):
     config.model.reference = ""
     config[section].update(change)
     with self.assertRaisesRegex(ValueError, message):
+      grpo.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
+  def _rl_file(self, name, num):
+    path = os.path.join(self.create_tempdir().full_path, name)
+    with open(path, "w", encoding="utf-8") as f:
+      for n in range(num):
+        f.write(json.dumps({"prompt": f"sort {n}1", "answer": f"1{n}"}) + "\n")
+    return path
+
+  def test_user_prompts_are_never_scored_on_the_embedded_tasks(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir)
+    config.data.prompts = self._rl_file("rl.jsonl", 4)
+    with self.assertRaisesRegex(ValueError, r"^data\.eval must be set"):
+      grpo.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
+  def test_user_held_out_prompts_are_read(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir)
+    config.data.prompts = self._rl_file("rl.jsonl", 4)
+    config.data.eval = self._rl_file("held_out.jsonl", 3)
+    config.eval.num_prompts = 4  # One more than data.eval holds.
+    with self.assertRaisesRegex(
+        ValueError, r"^eval\.num_prompts=4 but data\.eval=.* holds 3"
+    ):
       grpo.run(config)
     self.assertFalse(os.path.exists(workdir))
 

@@ -86,14 +86,35 @@ def embedded_conversations(
   ]
 
 
-def jsonl_conversations(path: str) -> list[Conversation]:
-  """Conversations of a user's chat or prompt/completion JSONL file."""
-  records = jsonl.read_jsonl(path, kind="sft")
+def jsonl_conversations(
+    path: str, *, held_out: bool = False
+) -> list[Conversation]:
+  """Conversations of a user's chat or prompt/completion JSONL file.
+
+  `held_out` also reads `{"prompt", "answer"}` records (`jsonl`'s
+  `"held_out"` kind): prompts to decode, scored against their answer.
+  """
+  records = jsonl.read_jsonl(path, kind="held_out" if held_out else "sft")
   # read_jsonl skips blank lines, so name records by index, not line.
   return [
       Conversation(r["messages"], JSONL_TASK, f"{path} record {i + 1}")
       for i, r in enumerate(records)
   ]
+
+
+def split_conversations(
+    data: Mapping[str, Any], split: str
+) -> list[Conversation]:
+  """The conversations of one split of a `data` section (see below)."""
+  if data[split]:
+    return jsonl_conversations(data[split])
+  mix = tasks_lib.TaskMix(
+      tasks=tuple(data["tasks"]),
+      min_len=data["min_len"],
+      max_len=data["max_len"],
+      seed=data["seed"],
+  )
+  return embedded_conversations(mix, split, data[f"num_{split}"])
 
 
 def conversations(
@@ -102,27 +123,34 @@ def conversations(
   """Train and eval conversations of a recipe's `data` config section.
 
   Args:
-    data: with `train`/`eval` JSONL paths (both empty: the embedded tasks,
-      drawn from `tasks`, `min_len`, `max_len`, `seed`, `num_train` and
-      `num_eval`).
+    data: with `train`/`eval` JSONL paths; an empty one is the embedded
+      tasks' split, drawn from `tasks`, `min_len`, `max_len`, `seed` and
+      `num_train` or `num_eval`. A `train` file needs an `eval` file: a
+      user's task is never scored on the embedded one; an `eval` file
+      alone scores the embedded train split's model on it.
 
   Returns:
     `(train, eval)` conversations.
   """
-  if data["train"]:
-    if not data["eval"]:
-      raise ValueError("data.eval must be set when data.train is a file.")
-    return jsonl_conversations(data["train"]), jsonl_conversations(data["eval"])
-  mix = tasks_lib.TaskMix(
-      tasks=tuple(data["tasks"]),
-      min_len=data["min_len"],
-      max_len=data["max_len"],
-      seed=data["seed"],
-  )
-  return (
-      embedded_conversations(mix, "train", data["num_train"]),
-      embedded_conversations(mix, "eval", data["num_eval"]),
-  )
+  if data["train"] and not data["eval"]:
+    raise ValueError("data.eval must be set when data.train is a file.")
+  return split_conversations(data, "train"), split_conversations(data, "eval")
+
+
+def train_conversations(
+    data: Mapping[str, Any], recipe: str
+) -> list[Conversation]:
+  """The train split, for a recipe that reads no held-out set.
+
+  Raises:
+    ValueError: if `data.eval` is set, since `recipe` would not read it.
+  """
+  if data["eval"]:
+    raise ValueError(
+        f"data.eval={data['eval']!r} is set, but {recipe} reads no held-out"
+        " set; empty data.eval."
+    )
+  return split_conversations(data, "train")
 
 
 def tokenize(

@@ -289,7 +289,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """Times both GRPO steps; prints the table and writes `bench_rl.json`."""
   rollout, grpo = validate(config)
   tokenizer, ar_tokenizer, bd = _tokenizers_and_bd(config)
-  train_set, _ = dataset_lib.conversations(config.data)
+  train_set = dataset_lib.train_conversations(config.data, "bench_rl")
   prompts = prompt_stream.render(
       tokenizer, train_set, rollout.max_prompt_length
   )

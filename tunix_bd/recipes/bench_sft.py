@@ -79,7 +79,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       from_scratch.ScratchModelSettings, config.model, "model"
   )
   tokenizer = tokenizer_lib.build_char_tokenizer()
-  train, _ = dataset_lib.conversations(config.data)
+  train = dataset_lib.train_conversations(config.data, "bench_sft")
   data = dataset_lib.tokenize(tokenizer, train, config.data.max_length)
   mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
   corruption = corruption_lib.SftCorruptionConfig(

@@ -29,7 +29,6 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
@@ -162,9 +161,9 @@ def run(config: ml_collections.ConfigDict) -> dict:
   stop_ids = decode.stop_ids
   prompts_lib.check_stop_ids(stop_ids, bd.mask_token_id, tokenizer.pad_token_id)
   reward_fns = rewards_lib.reward_fns(settings.reward)
-  train_set, eval_set = dataset_lib.conversations(config.data)
-  if config.data.prompts:
-    train_set = prompt_stream.jsonl_conversations(config.data.prompts)
+  train_set, eval_set = prompt_stream.conversations(
+      config.data, settings.eval.num_prompts
+  )
   max_prompt = rollout.max_prompt_length
   train_prompts = prompt_stream.render(tokenizer, train_set, max_prompt)
   eval_prompts = prompts_lib.encode_prompts(tokenizer, eval_set, max_prompt)
