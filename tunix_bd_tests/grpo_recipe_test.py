@@ -9,6 +9,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
 from tunix_bd.core import bd_config
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.recipes import grpo
 from tunix_bd.training import metrics
 
@@ -105,6 +106,69 @@ class BadInputTest(parameterized.TestCase):
         ValueError, r"^eval\.num_prompts=4 but data\.eval=.* holds 3"
     ):
       grpo.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
+  def _converted(self, name, **bd):
+    """A directory with a tokenizer and, given `bd`, its BD settings."""
+    path = os.path.join(self.create_tempdir().full_path, name)
+    tokenizer_lib.build_char_tokenizer().save_pretrained(path)
+    if bd:
+      bd_config.save_settings(bd_config.BlockDiffusionConfig(**bd), path)
+    return path
+
+  def _with_reference(self, workdir, reference):
+    config = _smoke(workdir)
+    config.model.update(
+        random_init=False,
+        checkpoint=self._converted("policy", block_size=4, mask_token_id=3),
+        reference=reference,
+    )
+    config.grpo.beta = 0.04
+    return config
+
+  def test_an_ar_reference_is_refused(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    ar_export = self._converted("ar")  # No block_diffusion.json.
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^model\.reference=.* has no block_diffusion\.json: it is not a"
+        " block-diffusion checkpoint",
+    ):
+      grpo.run(self._with_reference(workdir, ar_export))
+    self.assertFalse(os.path.exists(workdir))
+
+  @parameterized.named_parameters(
+      ("block_size", dict(block_size=8, mask_token_id=3), "block_size=8"),
+      ("mask_id", dict(block_size=4, mask_token_id=4), "mask_token_id=4"),
+      (
+          "alignment",
+          dict(block_size=4, mask_token_id=3, alignment="same_position"),
+          "alignment='same_position'",
+      ),
+  )
+  def test_a_reference_unlike_the_policy_is_refused(self, bd, message):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    reference = self._converted("reference", **bd)
+    with self.assertRaisesRegex(
+        ValueError, rf"^model\.reference=.* has {message}, the policy"
+    ):
+      grpo.run(self._with_reference(workdir, reference))
+    self.assertFalse(os.path.exists(workdir))
+
+  def test_empty_checkpoint_says_it_has_no_tokenizer(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir)
+    config.model.update(
+        random_init=False,
+        checkpoint=self.create_tempdir().full_path,
+        reference="",
+    )
+    config.grpo.beta = 0.0
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.checkpoint=.* has no tokenizer"
+    ) as raised:
+      grpo.run(config)
+    self.assertNotIn("sentencepiece", str(raised.exception))
     self.assertFalse(os.path.exists(workdir))
 
   def test_missing_checkpoint_names_the_key(self):

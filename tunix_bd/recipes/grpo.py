@@ -71,7 +71,29 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
       raise ValueError(
           f"model.{key}={path!r} is not a converted model directory;{hint}."
       )
+  if not config.model.random_init and run.grpo.beta:
+    _check_reference(config.model)
   return run
+
+
+# What a reference's log-probs mean: they must be the policy's for the KL.
+_REFERENCE_MATCHES = ("block_size", "mask_token_id", "alignment")
+
+
+def _check_reference(model: ml_collections.ConfigDict) -> None:
+  """Fails closed unless the KL reference is a block-diffusion model whose
+  log-probs mean what the policy's do (an AR model's do not)."""
+  policy = bd_config_lib.load_settings(model.checkpoint, "model.checkpoint")
+  reference = bd_config_lib.load_settings(model.reference, "model.reference")
+  for field in _REFERENCE_MATCHES:
+    mine, theirs = getattr(policy, field), getattr(reference, field)
+    if mine != theirs:
+      raise ValueError(
+          f"model.reference={model.reference!r} has {field}={theirs!r}, the"
+          f" policy (model.checkpoint) {field}={mine!r}: the KL reference"
+          " must score rollouts as the policy does (e.g. set it to"
+          " model.checkpoint)."
+      )
 
 
 def _tokenizer_and_bd(config):
@@ -82,7 +104,7 @@ def _tokenizer_and_bd(config):
   checkpoint = config.model.checkpoint
   return (
       tokenizer_lib.load_tokenizer(checkpoint, "model.checkpoint"),
-      bd_config_lib.load_settings(checkpoint),
+      bd_config_lib.load_settings(checkpoint, "model.checkpoint"),
   )
 
 
@@ -102,6 +124,12 @@ def _models(config, meshes, beta):
   if beta > 0:
     with meshes.reference:
       reference, _ = load("reference", meshes.reference)
+    vocab = (actor.config.vocab_size, reference.config.vocab_size)
+    if vocab[0] != vocab[1]:
+      raise ValueError(
+          f"model.reference={config.model.reference!r} has {vocab[1]} token"
+          f" ids, the policy {vocab[0]}: the KL needs one vocabulary."
+      )
   return actor, reference
 
 
