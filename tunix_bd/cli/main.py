@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import functools
 import importlib
 import importlib.metadata
+import logging as std_logging
 import os
 import sys
 import types
@@ -181,6 +182,9 @@ def _run(
     pathways.initialize()
   recipe_fn = _import_recipe(plugin.recipes[recipe])
   _configure_logging(args.log_level)
+  absl_logger = std_logging.getLogger("absl")
+  notice = _CpuHbmNotice()
+  absl_logger.addFilter(notice)
   try:
     recipe_fn(config)
   except ValueError as e:
@@ -192,7 +196,30 @@ def _run(
         file=sys.stderr,
     )
     return 1
+  finally:
+    absl_logger.removeFilter(notice)
   return 0
+
+
+class _CpuHbmNotice(std_logging.Filter):
+  """Drops Tunix's "Skipping non-TPU device: cpu" warning, and only it.
+
+  Tunix's trainers report device memory (`tunix.sft.utils.show_hbm_usage`),
+  which on a CPU device has none to read and logs, at every call, an absl
+  warning suggesting jax[tpu] is missing: noise on a CPU run, which chose
+  its devices (JAX itself warns when an accelerator was expected and not
+  found). Installed on the absl logger for the recipe's call alone; every
+  other record, from Tunix or not, passes.
+  """
+
+  _MESSAGE = "Skipping non-TPU device: cpu."
+  _SOURCE = os.path.join("tunix", "sft", "utils.py")
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    return not (
+        record.pathname.endswith(self._SOURCE)
+        and record.getMessage().startswith(self._MESSAGE)
+    )
 
 
 def _recipe_name(

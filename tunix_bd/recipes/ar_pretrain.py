@@ -121,7 +121,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       shuffle=False,
       key="eval.batch_size",
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     # MapDatasets, not iterators: Tunix re-iterates eval data at each eval.
     trainer.train(train_batches, eval_batches)
 
@@ -134,7 +134,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       " prompts with Tunix's Sampler",
       flush=True,
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     scores, predictions = ar_sampler.exact_match(
         model,
         tokenizer,

@@ -326,7 +326,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
     return loaded[path]
 
   results = {**_rule(config), "workloads": {}}
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     for name in config.workloads:
       results["workloads"][name] = (
           _random_workload(config, name, mesh)

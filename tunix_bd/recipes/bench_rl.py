@@ -129,7 +129,7 @@ def _policy_and_reference(config, checkpoint: str, seed: int, mesh):
         from_scratch.embedded_model(config.model.scratch, seed, mesh)
         for _ in "ab"
     ]
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     return [hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)[0] for _ in "ab"]
 
 
@@ -301,7 +301,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   # Tunix's learner repeats each prompt G times before rolling out.
   item = {k: np.repeat(v, grpo.num_generations) for k, v in item.items()}
   mesh = mesh_lib.from_section(config.mesh)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     diffusion, trace = _diffusion_arm(
         config, rollout, grpo, tokenizer, bd, item, mesh
     )

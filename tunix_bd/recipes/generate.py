@@ -116,7 +116,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(
       tokenizer, max(len(p) for p in prompts)
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
     result = prompt_batches.decode_prompts(
         model,

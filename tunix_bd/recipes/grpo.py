@@ -27,6 +27,7 @@ import ml_collections
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import prompts as prompts_lib
@@ -118,11 +119,11 @@ def _models(config, meshes, beta):
   load = lambda key, mesh: hf_checkpoint.load_qwen3(
       config.model[key], mesh=mesh
   )
-  with meshes.actor:
+  with mesh_lib.tunix_context(meshes.actor):
     actor, _ = load("checkpoint", meshes.actor)
   reference = None
   if beta > 0:
-    with meshes.reference:
+    with mesh_lib.tunix_context(meshes.reference):
       reference, _ = load("reference", meshes.reference)
     vocab = (actor.config.vocab_size, reference.config.vocab_size)
     if vocab[0] != vocab[1]:
@@ -217,7 +218,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
       settings=settings.eval,
       tokenizer=tokenizer,
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     before = evaluate(actor)
     cluster = wiring.build_cluster(
         actor=actor,

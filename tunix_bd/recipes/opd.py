@@ -163,7 +163,7 @@ def _models(config, mesh):
         config.model.scratch, seed, mesh
     )
     return make(config.seed + 1), make(config.seed)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     student, _ = hf_checkpoint.load_qwen3(config.model.student, mesh=mesh)
     teacher, _ = hf_checkpoint.load_qwen3(config.model.teacher, mesh=mesh)
   return student, teacher
@@ -241,7 +241,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   description = f"On-policy distillation ({config.opd.canvas})"
   training_config = options.training_config(train, config.workdir, description)
   training_config.max_inflight_computations = 1
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     trainer = trainer_lib.OpdTrainer(
         student,
         teacher,

@@ -76,7 +76,7 @@ def evaluate(config, ar_dir: str, bd_dir: str) -> list[dict]:
   mix = tasks_lib.TaskMix(tasks=tuple(config.tasks), seed=0)
   examples = mix.examples("eval", config.num_prompts)
   mesh = mesh_lib.from_section(config.mesh)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     ar_model, _ = hf_checkpoint.load_qwen3(ar_dir, mesh=mesh)
     bd_model, _ = hf_checkpoint.load_qwen3(bd_dir, mesh=mesh)
     return comparison.compare(

@@ -108,7 +108,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
 
   mesh = mesh_lib.from_section(config.mesh)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
   eos_id = tokenizer.eos_token_id
   model, model_config, mask_id = mask_token_lib.provision_mask_token(
@@ -124,7 +124,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       model_config, pad_id=tokenizer.pad_token_id, eos_id=eos_id
   )
   if config.lora.rank:
-    with mesh:
+    with mesh_lib.tunix_context(mesh):
       model = lora_lib.apply_lora(
           model,
           rank=config.lora.rank,
@@ -160,7 +160,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       fingerprint=fingerprint,
   )
   trainer.with_training_hooks(progress.ProgressLines("Block-diffusion SFT"))
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     trainer.train(train_batches, eval_batches)
 
   export_dir = os.path.join(workdir, "export")
