@@ -118,13 +118,18 @@ class OpdValidationTest(parameterized.TestCase):
     self.assertFalse(os.path.exists(workdir))
 
   @parameterized.parameters(
-      ("threshold", 1.5), ("rule", "best"), ("temperature", -1.0)
+      ("rollout", "threshold", 1.5, ": threshold must be"),
+      ("rollout", "rule", "best", ": rule must be"),
+      ("rollout", "temperature", -1.0, ": temperature must be"),
+      ("rollout", "extra_stop_ids", (-1,), ": stop_ids must be"),
+      ("corruption", "min_noise", 2.0, r" must be in \(0, 1\]"),
+      ("eval", "thresholds", ("a",), r" must be numbers in \(0, 1\]"),
   )
-  def test_bad_rollout_setting_names_the_key(self, name, value):
+  def test_bad_setting_names_the_key(self, section, name, value, message):
     workdir = os.path.join(self.create_tempdir().full_path, "opd")
     config = _smoke(workdir)
-    config.rollout[name] = value
-    with self.assertRaisesRegex(ValueError, rf"^rollout\.{name}: "):
+    config[section][name] = value
+    with self.assertRaisesRegex(ValueError, rf"^{section}\.{name}{message}"):
       opd.run(config)
     self.assertFalse(os.path.exists(workdir))
 

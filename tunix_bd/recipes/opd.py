@@ -62,14 +62,20 @@ def validate(
     decode_settings.check_denoise_setting(
         f"rollout.{name}", name, config.rollout[name]
     )
+  decode_settings.check_denoise_setting(
+      "rollout.extra_stop_ids", "stop_ids", config.rollout.extra_stop_ids
+  )
+  corruption_lib.SftCorruptionConfig.from_config_dict(config.corruption)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
   if config.opd.canvas not in sources.CANVASES:
     raise ValueError(
         f"opd.canvas must be one of {sources.CANVASES}, got"
         f" {config.opd.canvas!r}."
     )
-  if not config.eval.thresholds or not all(
-      0 < t <= 1 for t in config.eval.thresholds
+  thresholds = config.eval.thresholds
+  if not thresholds or not all(
+      isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t <= 1
+      for t in thresholds
   ):
     raise ValueError(
         "eval.thresholds must be numbers in (0, 1], got"
@@ -221,8 +227,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       max_steps=train.max_steps,
       seed=config.seed,
       eos_id=student_tok.eos_token_id,
-      corruption=corruption_lib.SftCorruptionConfig(
-          **config.corruption.to_dict()
+      corruption=corruption_lib.SftCorruptionConfig.from_config_dict(
+          config.corruption
       ),
       time_budget_s=budget.seconds,
   )
