@@ -38,11 +38,11 @@ _PATHWAYS_INSTALL = "pip install 'tunix-bd[pathways]'"
 _RUN_EPILOG = f"""\
 overrides:
   --config.KEY=VALUE or --config.KEY VALUE, applied in order. KEY is a
-  dotted path into the config (--config.train.learning_rate=1e-4; see
-  --dry_run for every key). VALUE is parsed
-  as the type of the field it replaces: bool (true/false/1/0/yes/no), int,
-  float, str, tuple or list (a Python literal: '(1, 2)'). An unknown key or
-  a value of the wrong type is an error.
+  dotted path into the config (--config.train.learning_rate=1e-4; --dry_run
+  prints every key). VALUE is parsed as the type of the field it replaces:
+  bool (true/false/1/0/yes/no), int, float, str, tuple or list (a Python
+  literal: '(1, 2)'). An unknown key or a value of the wrong type is an
+  error.
 
 CONFIG is a .py file defining get_config(arg=None), given as a path or as
 the name of one of the plugin's configs (`{_PROG} plugins` lists them).

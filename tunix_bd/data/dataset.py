@@ -125,9 +125,9 @@ def conversations(
   Args:
     data: with `train`/`eval` JSONL paths; an empty one is the embedded
       tasks' split, drawn from `tasks`, `min_len`, `max_len`, `seed` and
-      `num_train` or `num_eval`. A `train` file needs an `eval` file: a
-      user's task is never scored on the embedded one; an `eval` file
-      alone scores the embedded train split's model on it.
+      `num_train` or `num_eval`. A `train` file needs an `eval` file (a
+      user's task is never scored on the embedded one); an `eval` file
+      beside the embedded train split is read too: every set given is.
 
   Returns:
     `(train, eval)` conversations.
@@ -203,7 +203,9 @@ def tokenized_splits(
   )
 
 
-def check_batch_size(dataset: TokenizedDataset, batch_size: int, key: str):
+def check_batch_size(
+    dataset: TokenizedDataset, batch_size: int, key: str
+) -> None:
   """Fails closed, naming `key`, on batches larger than the dataset."""
   if batch_size > len(dataset):
     raise ValueError(

@@ -82,8 +82,12 @@ _REFERENCE_MATCHES = ("block_size", "mask_token_id", "alignment")
 
 
 def _check_reference(model: ml_collections.ConfigDict) -> None:
-  """Fails closed unless the KL reference is a block-diffusion model whose
-  log-probs mean what the policy's do (an AR model's do not)."""
+  """Fails closed unless the KL reference's log-probs mean the policy's.
+
+  An AR export (no block_diffusion.json), or other block size, mask id or
+  alignment, scores a rollout's trace under another distribution: the KL
+  would train towards it, silently. Checked before any compute.
+  """
   policy = bd_config_lib.load_settings(model.checkpoint, "model.checkpoint")
   reference = bd_config_lib.load_settings(model.reference, "model.reference")
   for field in _REFERENCE_MATCHES:
