@@ -48,6 +48,14 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
   if not config.workdir:
     raise ValueError("workdir must be set.")
   config_utils.check_int("bd.block_size", config.bd.block_size, 1)
+  for key, choices in (
+      ("alignment", bd_config_lib.ALIGNMENTS),
+      ("layout", bd_config_lib.LAYOUTS),
+  ):
+    if config.bd[key] not in choices:
+      raise ValueError(
+          f"bd.{key} must be one of {list(choices)}, got {config.bd[key]!r}."
+      )
   for key in ("num_train", "num_eval", "max_length"):
     config_utils.check_int(f"data.{key}", config.data[key], 1)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
