@@ -27,13 +27,15 @@ model, where groups carry more signal; make it first:
       --config.workdir=runs/sft_weak
   tunix run --plugin tunix_bd grpo.py:weak
 
-Your own model and data (`{"prompt": ..., "answer": ...}` per line; your
-reward functions by import path, each `fn(prompts, completions, **kwargs)`):
+Your own model and data (`{"prompt": ..., "answer": ...}` per line, train
+and held-out prompts; your reward functions by import path, each
+`fn(prompts, completions, **kwargs)`):
 
   tunix run --plugin tunix_bd grpo.py \
       --config.model.checkpoint=runs/my_bd/export \
       --config.model.reference=runs/my_bd/export \
-      --config.data.prompts=rl.jsonl \
+      --config.data.prompts=rl.jsonl --config.data.eval=held_out.jsonl \
+      --config.eval.num_prompts=100 \
       --config.reward.functions='("my_rewards:format_reward",)'
 
 Where RL gives what SFT data cannot (`grpo.py:extrapolate`): operands of
@@ -87,10 +89,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           **config_sections.random_init_model(block_size=8),
       )
   )
-  # Train prompts: `prompts` (an RL JSONL, `{"prompt", "answer"}` per line)
-  # or, when empty, the embedded tasks' train split; held-out prompts: the
-  # embedded eval split, or `eval` (a chat JSONL whose last assistant turn
-  # is the answer) when set.
+  # Train prompts: `prompts` (an RL JSONL, `{"prompt", "answer"}` per line),
+  # `train` (a chat JSONL) or, both empty, the embedded tasks' train split.
+  # Held-out prompts: `eval` (either form; a chat record's last assistant
+  # turn is the answer), which a train file needs, or, empty, the embedded
+  # eval split (`tunix_bd.rl.prompt_stream.conversations`).
   config.data = config_sections.embedded_data()
   config.data.prompts = ""
   config.rollout = ml_collections.ConfigDict(

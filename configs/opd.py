@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """On-policy distillation of the AR teacher into the block-diffusion student.
 
-Launch on the embedded default (after `ar_pretrain.py` and `sft.py`):
+Launch on the embedded default, after the quickstart (whose AR teacher,
+`runs/quickstart/ar_pretrain/export`, and converted student,
+`runs/quickstart/sft/export`, are the defaults):
 
   tunix run --plugin tunix_bd opd.py
 
@@ -47,9 +49,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model = ml_collections.ConfigDict(
       dict(
           # The block-diffusion student (with block_diffusion.json) and the
-          # causal AR teacher, HF-style directories with one tokenizer.
-          student="runs/sft/export",
-          teacher="runs/ar_pretrain/export",
+          # causal AR teacher, HF-style directories with one tokenizer: the
+          # quickstart's. After `ar_pretrain.py` and `sft.py` run alone:
+          # --config.model.student=runs/sft/export
+          # --config.model.teacher=runs/ar_pretrain/export.
+          student="runs/quickstart/sft/export",
+          teacher="runs/quickstart/ar_pretrain/export",
           # `random_init`: a random student and teacher (smoke).
           **config_sections.random_init_model(block_size=4),
       )

@@ -2,13 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `(fsdp, tp)` device mesh every recipe trains and decodes on.
 
-`MeshSettings` is the `mesh` config section, field for field.
+`MeshSettings` is the `mesh` config section, field for field. Code that
+calls Tunix under a mesh enters it with `tunix_context` (see there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Sequence
+from typing import Iterator, Sequence
+import warnings
 
 import jax
 from jax.experimental import mesh_utils
@@ -89,3 +92,39 @@ def spec_axes(spec: jax.sharding.PartitionSpec) -> set[str]:
 def from_section(section) -> jax.sharding.Mesh:
   """The mesh of a recipe's `mesh` config section (or mapping)."""
   return make_mesh(config_utils.from_section(MeshSettings, section, "mesh"))
+
+
+# JAX's warning on entering a `Mesh` as a context manager.
+_LEGACY_CONTEXT_WARNING = r"`with mesh:` context manager has been deprecated"
+
+
+@contextlib.contextmanager
+def tunix_context(mesh: jax.sharding.Mesh) -> Iterator[jax.sharding.Mesh]:
+  """`with mesh:` for Tunix 0.1.7, without JAX's deprecation warning.
+
+  Tunix reads the ambient mesh from JAX's legacy resource environment
+  (`pxla.thread_resources.env.physical_mesh`): `PeftTrainer` shards its
+  optimizer state and `shard_input` its batches over it, and Qwen3 adds
+  activation sharding constraints on it. Only `with mesh:` sets that
+  environment; `jax.set_mesh(mesh)`, which JAX 0.10 recommends instead,
+  leaves it empty, and Tunix would then silently not shard its optimizer
+  or inputs. So the legacy context stays, and the DeprecationWarning JAX
+  raises at each entry is filtered for that entry alone (a
+  `warnings.catch_warnings` block: process-wide for its duration, as
+  Python's warning filters are).
+
+  Args:
+    mesh: the mesh Tunix's calls inside the block run on.
+
+  Yields:
+    `mesh`.
+  """
+  with warnings.catch_warnings():
+    warnings.filterwarnings(
+        "ignore", _LEGACY_CONTEXT_WARNING, category=DeprecationWarning
+    )
+    mesh.__enter__()  # pylint: disable=unnecessary-dunder-call
+  try:
+    yield mesh
+  finally:
+    mesh.__exit__(None, None, None)

@@ -149,7 +149,7 @@ class SftBatchesTest(parameterized.TestCase):
       _batches(k=0)
     with self.assertRaisesRegex(ValueError, "num_epochs"):
       _batches(num_epochs=0)
-    with self.assertRaisesRegex(ValueError, "exceeds the dataset"):
+    with self.assertRaisesRegex(ValueError, "batch_size=20 exceeds the"):
       batching.sft_batches(
           _data(),
           batch_size=20,
@@ -158,6 +158,26 @@ class SftBatchesTest(parameterized.TestCase):
           eos_id=_EOS,
           seed=0,
       )
+
+  def test_errors_name_the_config_key(self):
+    # sft.py's held-out batches: the key is eval.batch_size, not batch_size.
+    with self.assertRaisesRegex(
+        ValueError, r"^eval\.batch_size=20 exceeds the \d+ examples"
+    ):
+      batching.eval_batches(
+          _data(),
+          batch_size=20,
+          corruption=corruption.SftCorruptionConfig(),
+          config=_CONFIG,
+          eos_id=_EOS,
+          section="eval",
+      )
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^train\.gradient_accumulation_steps=3 must divide"
+        r" train\.batch_size=4",
+    ):
+      _batches(k=3, section="train")
 
   def test_row_too_long_after_eos_fill_fails_before_any_batch(self):
     data = _data()

@@ -13,8 +13,10 @@ exactly what a recipe would see. Tests run `main(argv)` in-process and
 import contextlib
 import io
 import json
+import logging
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +67,7 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
             "dump": "fakeplug_mod:dump",
             "reject": "fakeplug_mod:reject",
             "crash": "fakeplug_mod:crash",
+            "hbm": "fakeplug_mod:hbm",
         },
         registers={"loss hooks": ["fake_loss"], "rollouts": ["fake_rollout"]},
         description="A fake plugin for the CLI tests.",
@@ -104,6 +107,17 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
 
     def crash(config):
       raise RuntimeError("a real bug in the recipe")
+
+
+    def hbm(config):
+      # What Tunix's trainers do on a CPU device, then another warning.
+      from absl import logging
+      import jax
+      from tunix.sft import utils
+
+      del config
+      utils.show_hbm_usage("fake")
+      logging.warning("another warning on %s", jax.devices()[0].platform)
     ''')
 
 _FAKECONF = textwrap.dedent('''\
@@ -451,7 +465,7 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "no_recipe"],
           (
               "the config has no 'recipe' key naming what to run; plugin"
-              " 'fakeplug' provides recipes: crash, dump, reject$"
+              " 'fakeplug' provides recipes: crash, dump, hbm, reject$"
           ),
       ),
       (
@@ -459,7 +473,7 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "fakeconf", "--config.recipe=train"],
           (
               "unknown recipe 'train' in config.recipe; plugin 'fakeplug'"
-              " provides recipes: crash, dump, reject$"
+              " provides recipes: crash, dump, hbm, reject$"
           ),
       ),
   )
@@ -616,6 +630,21 @@ class CliTest(parameterized.TestCase):
     self.assertIn("--config.KEY=VALUE", stdout)
     self.assertIn("--dry_run", stdout)
 
+  def test_help_examples_name_keys_that_exist(self):
+    status, stdout, _ = self._main("run", "--help")
+    self.assertEqual(status, 0)
+    keys = re.findall(r"--config\.([a-z_][\w.]*)=", stdout)
+    self.assertNotEmpty(keys)
+    for key in keys:
+      overrides, _ = config_loading.split_override_args([f"--config.{key}=1"])
+      # Every training recipe's config has the example's key (an unknown
+      # key is a UsageError).
+      for name in ("ar_pretrain", "sft", "opd", "grpo"):
+        config = config_loading.load_config(
+            _REPO_ROOT / "configs" / f"{name}.py", None
+        )
+        config_loading.apply_overrides(config, overrides)
+
   # The real command in a subprocess.
 
   def test_subprocess_plugins(self):
@@ -664,6 +693,21 @@ class CliTest(parameterized.TestCase):
     result = self._subprocess(*argv, "--config.recipe=crash")
     self.assertEqual(result.returncode, 1)
     self.assertIn("RuntimeError: a real bug in the recipe", result.stderr)
+
+  def test_subprocess_run_hides_tunix_cpu_hbm_notice_only(self):
+    result = self._subprocess(
+        "run", "--plugin", "fakeplug", "fakeconf", "--config.recipe=hbm"
+    )
+    self.assertEqual(result.returncode, 0, msg=result.stderr)
+    self.assertIn("another warning on cpu", result.stderr)
+    self.assertNotIn("Skipping non-TPU device", result.stderr)
+
+  def test_cpu_hbm_notice_filter_is_removed_after_the_recipe(self):
+    absl_logger = logging.getLogger("absl")
+    before = list(absl_logger.filters)
+    for recipe in ("dump", "reject"):
+      self._run(f"--config.recipe={recipe}")
+      self.assertEqual(absl_logger.filters, before)
 
   def test_subprocess_version(self):
     result = self._subprocess("--version")

@@ -109,12 +109,12 @@ class ConfigsTest(parameterized.TestCase):
       )
       previous, previous_block = f"{stage.workdir}/export", stage.bd.block_size
 
-  def test_opd_distills_the_teacher_into_its_sft_student(self):
+  def test_opd_distills_the_quickstarts_teacher_into_its_student(self):
+    # The README's `opd.py` right after the quickstart needs no arguments.
     opd = _load("opd")
-    self.assertEqual(opd.model.student, f"{_load('sft').workdir}/export")
-    self.assertEqual(
-        opd.model.teacher, f"{_load('ar_pretrain').workdir}/export"
-    )
+    quickstart = _load("quickstart").workdir
+    self.assertEqual(opd.model.student, f"{quickstart}/sft/export")
+    self.assertEqual(opd.model.teacher, f"{quickstart}/ar_pretrain/export")
     self.assertTrue(_load("opd", "smoke").model.random_init)
 
   def test_bench_decode_reads_the_quickstart_exports(self):

@@ -316,8 +316,19 @@ class SftCorruptionConfigTest(parameterized.TestCase):
     )
     self.assertEqual(cc.to_dict()["min_noise"], 0.25)
     self.assertEqual(cc.rows_per_example, 1)
-    with self.assertRaisesRegex(ValueError, "unknown corruption config"):
+    with self.assertRaisesRegex(ValueError, "^unknown corruption config"):
       corruption.SftCorruptionConfig.from_config_dict({"min_nosie": 0.2})
+    # A bad value names its config key (sft.py, opd.py).
+    with self.assertRaisesRegex(
+        ValueError, r"^corruption\.min_noise must be in \(0, 1\]"
+    ):
+      corruption.SftCorruptionConfig.from_config_dict({"min_noise": 2.0})
+    with self.assertRaisesRegex(
+        ValueError, r"^corruption\.min_noise=0\.5 must be <= max_noise"
+    ):
+      corruption.SftCorruptionConfig.from_config_dict(
+          {"min_noise": 0.5, "max_noise": 0.25}
+      )
 
 
 if __name__ == "__main__":

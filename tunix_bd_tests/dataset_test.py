@@ -204,6 +204,37 @@ class ChatOptionsTest(parameterized.TestCase):
       dataset.tokenized_splits(self.tokenizer, self._data(enable_thinking=1))
 
 
+class ConversationsTest(parameterized.TestCase):
+  """Every set a `data` section names is read, or its launch fails."""
+
+  def setUp(self):
+    super().setUp()
+    self.path = os.path.join(self.create_tempdir().full_path, "eval.jsonl")
+    with open(self.path, "w", encoding="utf-8") as f:
+      f.write(json.dumps({"prompt": "sort 31", "completion": "13"}) + "\n")
+    self.data = config_sections.embedded_data(num_train=3, num_eval=2)
+
+  def test_eval_file_alone_is_read(self):
+    self.data.eval = self.path
+    train, held_out = dataset.conversations(self.data)
+    self.assertEqual(
+        [c.where for c in train], ["train[0]", "train[1]", "train[2]"]
+    )
+    self.assertEqual([c.answer for c in held_out], ["13"])
+
+  def test_train_file_needs_an_eval_file(self):
+    self.data.train = self.path
+    with self.assertRaisesRegex(ValueError, r"^data\.eval must be set"):
+      dataset.conversations(self.data)
+
+  def test_a_recipe_without_held_out_set_refuses_data_eval(self):
+    self.data.eval = self.path
+    with self.assertRaisesRegex(ValueError, r"^data\.eval=.*bench_sft"):
+      dataset.train_conversations(self.data, "bench_sft")
+    self.data.update(eval="", train=self.path)
+    self.assertLen(dataset.train_conversations(self.data, "bench_sft"), 1)
+
+
 class BatchesTest(DatasetTestBase):
 
   def _epoch_rows(self, ds, num_batches: int) -> list[int]:
@@ -263,11 +294,17 @@ class BatchesTest(DatasetTestBase):
   @parameterized.parameters(
       (0, "batch_size must be >= 1, got 0"),
       (-2, "batch_size must be >= 1, got -2"),
-      (_NUM_EXAMPLES + 1, "batch_size=13 exceeds the dataset's 12 examples"),
+      (_NUM_EXAMPLES + 1, "batch_size=13 exceeds the 12 examples"),
   )
   def test_bad_batch_size_raises(self, batch_size, regex):
     with self.assertRaisesRegex(ValueError, regex):
       dataset.batches(self.data, batch_size, seed=0)
+
+  def test_batch_size_error_names_the_key(self):
+    with self.assertRaisesRegex(
+        ValueError, r"^eval\.batch_size=13 exceeds the 12 examples"
+    ):
+      dataset.batches(self.data, 13, seed=0, key="eval.batch_size")
 
   def test_whole_dataset_batch(self):
     ds = dataset.batches(self.data, _NUM_EXAMPLES, seed=0, num_epochs=1)

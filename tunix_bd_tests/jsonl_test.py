@@ -254,8 +254,36 @@ class ReadJsonlTest(parameterized.TestCase):
 
   def test_unknown_kind_raises(self):
     path = self._write(_GOOD_SFT + "\n")
-    with self.assertRaisesRegex(ValueError, "kind must be 'sft' or 'rl'"):
+    with self.assertRaisesRegex(
+        ValueError, "kind must be 'sft', 'rl' or 'held_out'"
+    ):
       jsonl.read_jsonl(path, kind="dpo")
+
+  def test_held_out_kind_reads_either_form_record_by_record(self):
+    path = self._write(
+        json.dumps({"prompt": "sort 31", "answer": "13"})
+        + "\n"
+        + json.dumps({"prompt": "reverse 12", "completion": "21"})
+        + "\n"
+    )
+    records = jsonl.read_jsonl(path, kind="held_out")
+    self.assertEqual(
+        records,
+        [
+            {
+                "messages": [
+                    {"role": "user", "content": "sort 31"},
+                    {"role": "assistant", "content": "13"},
+                ]
+            },
+            {
+                "messages": [
+                    {"role": "user", "content": "reverse 12"},
+                    {"role": "assistant", "content": "21"},
+                ]
+            },
+        ],
+    )
 
 
 if __name__ == "__main__":

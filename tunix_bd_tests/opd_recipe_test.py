@@ -9,6 +9,7 @@ import json
 import os
 
 from absl.testing import absltest
+from absl.testing import parameterized
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
@@ -107,6 +108,44 @@ class OpdRecipeTest(absltest.TestCase):
             os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
         )
     )
+
+
+class OpdValidationTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("student", "student", "runs/quickstart/sft/export"),
+      ("teacher", "teacher", "runs/quickstart/ar_pretrain/export"),
+  )
+  def test_missing_model_names_the_key_to_set(self, key, example):
+    workdir = os.path.join(self.create_tempdir().full_path, "opd")
+    config = _smoke(workdir)
+    config.model.random_init = False
+    other = "teacher" if key == "student" else "student"
+    config.model[other] = self.create_tempdir().full_path
+    config.model[key] = os.path.join(workdir, "missing")
+    with self.assertRaisesRegex(ValueError, "quickstart") as raised:
+      opd.run(config)
+    message = str(raised.exception)
+    self.assertIn(f"--config.model.{key}=DIR", message)
+    self.assertIn(example, message)
+    self.assertNotIn("`sft.py` first", message)
+    self.assertFalse(os.path.exists(workdir))
+
+  @parameterized.parameters(
+      ("rollout", "threshold", 1.5, ": threshold must be"),
+      ("rollout", "rule", "best", ": rule must be"),
+      ("rollout", "temperature", -1.0, ": temperature must be"),
+      ("rollout", "extra_stop_ids", (-1,), ": stop_ids must be"),
+      ("corruption", "min_noise", 2.0, r" must be in \(0, 1\]"),
+      ("eval", "thresholds", ("a",), r" must be numbers in \(0, 1\]"),
+  )
+  def test_bad_setting_names_the_key(self, section, name, value, message):
+    workdir = os.path.join(self.create_tempdir().full_path, "opd")
+    config = _smoke(workdir)
+    config[section][name] = value
+    with self.assertRaisesRegex(ValueError, rf"^{section}\.{name}{message}"):
+      opd.run(config)
+    self.assertFalse(os.path.exists(workdir))
 
 
 if __name__ == "__main__":

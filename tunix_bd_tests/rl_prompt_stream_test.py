@@ -10,6 +10,7 @@ import re
 from absl.testing import absltest
 import numpy as np
 
+from tunix_bd import config_sections
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks
@@ -69,6 +70,79 @@ class RenderTest(absltest.TestCase):
       f.write(json.dumps({"prompt": "reverse 12"}) + "\n")
     with self.assertRaisesRegex(ValueError, "answer"):
       prompt_stream.jsonl_conversations(path)
+
+
+def _write(path, records):
+  with open(path, "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(r) + "\n" for r in records)
+  return path
+
+
+class ConversationsTest(absltest.TestCase):
+  """Which sets GRPO reads: every set given, and never the wrong one."""
+
+  def setUp(self):
+    super().setUp()
+    root = self.create_tempdir().full_path
+    rl = [
+        {"prompt": f"sort {n}", "answer": "".join(sorted(str(n)))}
+        for n in (31, 413, 52)
+    ]
+    self.prompts = _write(os.path.join(root, "rl.jsonl"), rl)
+    self.held_out = _write(
+        os.path.join(root, "held_out.jsonl"),
+        [
+            {"prompt": "sort 97", "answer": "79"},
+            {"prompt": "sort 21", "answer": "12"},
+        ],
+    )
+    self.chat = _write(
+        os.path.join(root, "chat.jsonl"),
+        [{"prompt": "reverse 12", "completion": "21"}],
+    )
+    self.data = config_sections.embedded_data(num_train=4, num_eval=2)
+    self.data.prompts = ""
+
+  def test_held_out_file_is_read_beside_rl_prompts(self):
+    self.data.update(prompts=self.prompts, eval=self.held_out)
+    train, held_out = prompt_stream.conversations(self.data, num_eval=2)
+    self.assertEqual([c.answer for c in train], ["13", "134", "25"])
+    self.assertEqual([c.answer for c in held_out], ["79", "12"])
+    self.assertEqual(
+        [c.messages[0]["content"] for c in held_out], ["sort 97", "sort 21"]
+    )
+    self.assertEqual({c.task for c in held_out}, {dataset_lib.JSONL_TASK})
+
+  def test_held_out_file_may_be_chat(self):
+    self.data.update(prompts=self.prompts, eval=self.chat)
+    _, held_out = prompt_stream.conversations(self.data, num_eval=1)
+    self.assertEqual([c.answer for c in held_out], ["21"])
+
+  def test_rl_prompts_without_a_held_out_file_fail(self):
+    self.data.prompts = self.prompts
+    with self.assertRaisesRegex(
+        ValueError, r"^data\.eval must be set when data\.prompts is a file"
+    ):
+      prompt_stream.conversations(self.data, num_eval=2)
+
+  def test_two_train_files_fail_naming_both(self):
+    self.data.update(prompts=self.prompts, train=self.chat, eval=self.chat)
+    with self.assertRaisesRegex(ValueError, r"data\.prompts=.*data\.train="):
+      prompt_stream.conversations(self.data, num_eval=1)
+
+  def test_too_few_held_out_prompts_name_eval_num_prompts(self):
+    self.data.update(prompts=self.prompts, eval=self.held_out)
+    with self.assertRaisesRegex(
+        ValueError, r"^eval\.num_prompts=3 but data\.eval=.* holds 2"
+    ):
+      prompt_stream.conversations(self.data, num_eval=3)
+
+  def test_embedded_sets_by_default(self):
+    train, held_out = prompt_stream.conversations(self.data, num_eval=2)
+    self.assertEqual(
+        [c.where for c in train], [f"train[{i}]" for i in range(4)]
+    )
+    self.assertEqual([c.where for c in held_out], ["eval[0]", "eval[1]"])
 
 
 class ItemsTest(absltest.TestCase):

@@ -15,6 +15,7 @@ multi_device.request(4)
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
 import dataclasses
+import warnings
 
 from absl.testing import absltest
 from flax import nnx
@@ -23,6 +24,7 @@ import numpy as np
 import optax
 from tunix.sft import peft_trainer
 from tunix.sft import sharding_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.sft import loss as loss_lib
@@ -77,7 +79,7 @@ class SftMeshTest(absltest.TestCase):
     for fsdp, tp in ((4, 1), (2, 2)):
       devices = np.asarray(jax.devices()[:_NUM_DEVICES]).reshape(fsdp, tp)
       mesh = jax.sharding.Mesh(devices, ("fsdp", "tp"))
-      with mesh:
+      with mesh_lib.tunix_context(mesh):
         sharded = _sharded(_model(), mesh)
         inputs = sharding_utils.shard_input(batch, ("fsdp",))
         # The inputs and the weights really are split.
@@ -98,6 +100,35 @@ class SftMeshTest(absltest.TestCase):
             got_aux[name], value, rtol=1e-5, atol=1e-5, err_msg=name
         )
 
+  def test_tunix_context_is_the_mesh_tunix_reads_and_is_silent(self):
+    if jax.device_count() < _NUM_DEVICES:
+      return  # Run by the subprocess of the first test.
+    mesh = jax.sharding.Mesh(
+        np.asarray(jax.devices()[:_NUM_DEVICES]).reshape(4, 1), ("fsdp", "tp")
+    )
+    batch = {"tokens": np.zeros((8, 4), np.int32)}
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      with mesh_lib.tunix_context(mesh) as entered:
+        self.assertIs(entered, mesh)
+        sharded = sharding_utils.shard_input(batch, ("fsdp",))
+    self.assertLen(sharded["tokens"].sharding.device_set, _NUM_DEVICES)
+    deprecated = "`with mesh:` context manager"
+    self.assertEmpty([w for w in caught if deprecated in str(w.message)])
+    # Why not `jax.set_mesh`: Tunix 0.1.7 reads the legacy environment,
+    # which it leaves empty, so Tunix would not shard its inputs.
+    with jax.set_mesh(mesh):
+      unsharded = sharding_utils.shard_input(batch, ("fsdp",))
+    self.assertIsInstance(unsharded["tokens"], np.ndarray)
+    # The context is left on exit, even by an exception.
+    with self.assertRaises(KeyError):
+      with mesh_lib.tunix_context(mesh):
+        raise KeyError("inside")
+    with jax.set_mesh(mesh):
+      self.assertIsInstance(
+          sharding_utils.shard_input(batch, ("fsdp",))["tokens"], np.ndarray
+      )
+
   def test_trainer_step_on_a_mesh_logs_the_global_batch_loss(self):
     if jax.device_count() < _NUM_DEVICES:
       return  # Run by the subprocess of the test above.
@@ -108,7 +139,7 @@ class SftMeshTest(absltest.TestCase):
     mesh = jax.sharding.Mesh(
         np.asarray(jax.devices()[:_NUM_DEVICES]).reshape(2, 2), ("fsdp", "tp")
     )
-    with mesh:
+    with mesh_lib.tunix_context(mesh):
       trainer = trainer_lib.DiffusionSftTrainer(
           _sharded(_model(), mesh),
           optax.sgd(0.1),

@@ -6,6 +6,7 @@ A tiny AR export with the embedded tokenizer is converted with Qwen3's own
 chat template and its thinking switch off: the run trains, and its export
 carries the template it was trained with. A failed launch leaves no
 fingerprint, and a resumed run says so and logs one metrics row per step.
+Bad settings fail before compute, naming the config key at fault.
 """
 
 import collections
@@ -16,6 +17,7 @@ import os
 import shutil
 
 from absl.testing import absltest
+from absl.testing import parameterized
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
@@ -122,6 +124,66 @@ class SftRecipeTest(absltest.TestCase):
     for step in (1, 2):
       self.assertIn(("/train/loss", step), rows)
     self.assertIn(("/eval/loss", 1), rows)
+
+
+def _tiny_config(workdir: str, checkpoint: str):
+  config = config_loading.load_config(
+      plugin.PLUGIN.config_dir / "sft.py", "tiny"
+  )
+  config.update(workdir=workdir)
+  config.model.checkpoint = checkpoint
+  return config
+
+
+class SftErrorsTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    cls.export = os.path.join(absltest.get_default_test_tmpdir(), "ar_export")
+    export.save_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
+        cls.export,
+        tokenizer=tokenizer,
+    )
+
+  def setUp(self):
+    super().setUp()
+    self.workdir = os.path.join(self.create_tempdir().full_path, "sft")
+
+  @parameterized.parameters(
+      ("bd", "alignment", "left", r"bd\.alignment must be one of"),
+      ("bd", "layout", "packed", r"bd\.layout must be one of"),
+      ("corruption", "min_noise", 2.0, r"corruption\.min_noise must be in"),
+  )
+  def test_bad_setting_names_the_key(self, section, key, value, regex):
+    config = _tiny_config(self.workdir, self.export)
+    config[section][key] = value
+    with self.assertRaisesRegex(ValueError, "^" + regex):
+      sft.run(config)
+    self.assertFalse(os.path.exists(self.workdir))
+
+  def test_eval_batch_larger_than_the_held_out_set_names_eval_batch_size(
+      self,
+  ):
+    config = _tiny_config(self.workdir, self.export)
+    num_eval = config.data.num_eval
+    config.eval.batch_size = num_eval + 1
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^eval\.batch_size={num_eval + 1} exceeds the {num_eval} examples",
+    ):
+      sft.run(config)
+
+  def test_empty_checkpoint_directory_says_it_has_no_tokenizer(self):
+    config = _tiny_config(self.workdir, self.create_tempdir().full_path)
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.checkpoint=.* has no tokenizer"
+    ) as raised:
+      sft.run(config)
+    self.assertNotIn("sentencepiece", str(raised.exception))
+    self.assertFalse(os.path.exists(self.workdir))
 
 
 if __name__ == "__main__":

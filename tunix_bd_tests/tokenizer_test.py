@@ -169,10 +169,22 @@ class TokenizerTest(parameterized.TestCase):
         [a, unk, unk, b, unk],
     )
 
-  def test_load_tokenizer_rejects_empty_directory(self):
+  def test_load_tokenizer_rejects_empty_directory_naming_the_key(self):
     empty = self.create_tempdir().full_path
-    with self.assertRaisesRegex(ValueError, "cannot load a tokenizer from"):
-      tokenizer_lib.load_tokenizer(empty)
+    with self.assertRaises(ValueError) as raised:
+      tokenizer_lib.load_tokenizer(empty, "model.checkpoint")
+    message = str(raised.exception)
+    self.assertStartsWith(message, f"model.checkpoint={empty!r} has no")
+    self.assertIn("has no tokenizer", message)
+    self.assertIn("no config.json", message)
+    self.assertNotIn("sentencepiece", message)
+
+  def test_load_tokenizer_without_tokenizer_files_keeps_config_quiet(self):
+    directory = self.create_tempdir()
+    directory.create_file("config.json", "{}")
+    with self.assertRaisesRegex(ValueError, r"has no tokenizer \(") as raised:
+      tokenizer_lib.load_tokenizer(directory.full_path)
+    self.assertNotIn("no config.json", str(raised.exception))
 
   def test_load_tokenizer_rejects_missing_chat_template(self):
     tokenizer = tokenizer_lib.build_char_tokenizer()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import functools
 import importlib
 import importlib.metadata
+import logging as std_logging
 import os
 import sys
 import types
@@ -37,10 +38,11 @@ _PATHWAYS_INSTALL = "pip install 'tunix-bd[pathways]'"
 _RUN_EPILOG = f"""\
 overrides:
   --config.KEY=VALUE or --config.KEY VALUE, applied in order. KEY is a
-  dotted path into the config (--config.optimizer.lr=1e-4). VALUE is parsed
-  as the type of the field it replaces: bool (true/false/1/0/yes/no), int,
-  float, str, tuple or list (a Python literal: '(1, 2)'). An unknown key or
-  a value of the wrong type is an error.
+  dotted path into the config (--config.train.learning_rate=1e-4; --dry_run
+  prints every key). VALUE is parsed as the type of the field it replaces:
+  bool (true/false/1/0/yes/no), int, float, str, tuple or list (a Python
+  literal: '(1, 2)'). An unknown key or a value of the wrong type is an
+  error.
 
 CONFIG is a .py file defining get_config(arg=None), given as a path or as
 the name of one of the plugin's configs (`{_PROG} plugins` lists them).
@@ -180,6 +182,9 @@ def _run(
     pathways.initialize()
   recipe_fn = _import_recipe(plugin.recipes[recipe])
   _configure_logging(args.log_level)
+  absl_logger = std_logging.getLogger("absl")
+  notice = _CpuHbmNotice()
+  absl_logger.addFilter(notice)
   try:
     recipe_fn(config)
   except ValueError as e:
@@ -191,7 +196,30 @@ def _run(
         file=sys.stderr,
     )
     return 1
+  finally:
+    absl_logger.removeFilter(notice)
   return 0
+
+
+class _CpuHbmNotice(std_logging.Filter):
+  """Drops Tunix's "Skipping non-TPU device: cpu" warning, and only it.
+
+  Tunix's trainers report device memory (`tunix.sft.utils.show_hbm_usage`),
+  which on a CPU device has none to read and logs, at every call, an absl
+  warning suggesting jax[tpu] is missing: noise on a CPU run, which chose
+  its devices (JAX itself warns when an accelerator was expected and not
+  found). Installed on the absl logger for the recipe's call alone; every
+  other record, from Tunix or not, passes.
+  """
+
+  _MESSAGE = "Skipping non-TPU device: cpu."
+  _SOURCE = os.path.join("tunix", "sft", "utils.py")
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    return not (
+        record.pathname.endswith(self._SOURCE)
+        and record.getMessage().startswith(self._MESSAGE)
+    )
 
 
 def _recipe_name(

@@ -215,8 +215,15 @@ def save_settings(
   )
 
 
-def load_settings(directory: str) -> BlockDiffusionConfig:
+def load_settings(
+    directory: str, key: str | None = None
+) -> BlockDiffusionConfig:
   """Reads the block-diffusion settings of an exported checkpoint.
+
+  Args:
+    directory: an export directory.
+    key: the config key that names `directory` (e.g. `model.reference`),
+      for errors; None names the directory alone.
 
   Raises:
     ValueError: if `directory` holds no block-diffusion settings (e.g. it is
@@ -224,8 +231,9 @@ def load_settings(directory: str) -> BlockDiffusionConfig:
   """
   path = os.path.join(directory, SETTINGS_FILE)
   if not files.exists(path):
+    named = f"{key}={directory!r}" if key else directory
     raise ValueError(
-        f"{directory} has no {SETTINGS_FILE}: it is not a block-diffusion "
+        f"{named} has no {SETTINGS_FILE}: it is not a block-diffusion "
         "checkpoint (convert it with the `sft` recipe first)."
     )
   content = json.loads(files.read_text(path))

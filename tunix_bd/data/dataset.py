@@ -87,12 +87,35 @@ def embedded_conversations(
   ]
 
 
-def jsonl_conversations(path: str) -> list[Conversation]:
-  """A user's chat or prompt/completion JSONL file, each named `path:line`."""
+def jsonl_conversations(
+    path: str, *, held_out: bool = False
+) -> list[Conversation]:
+  """A user's chat or prompt/completion JSONL file, each named `path:line`.
+
+  `held_out` also reads `{"prompt", "answer"}` records (`jsonl`'s
+  `"held_out"` kind): prompts to decode, scored against their answer.
+  """
   return [
       Conversation(r["messages"], JSONL_TASK, where)
-      for where, r in jsonl.read_jsonl_records(path, kind="sft")
+      for where, r in jsonl.read_jsonl_records(
+          path, kind="held_out" if held_out else "sft"
+      )
   ]
+
+
+def split_conversations(
+    data: Mapping[str, Any], split: str
+) -> list[Conversation]:
+  """The conversations of one split of a `data` section (see below)."""
+  if data[split]:
+    return jsonl_conversations(data[split])
+  mix = tasks_lib.TaskMix(
+      tasks=tuple(data["tasks"]),
+      min_len=data["min_len"],
+      max_len=data["max_len"],
+      seed=data["seed"],
+  )
+  return embedded_conversations(mix, split, data[f"num_{split}"])
 
 
 def conversations(
@@ -101,27 +124,34 @@ def conversations(
   """Train and eval conversations of a recipe's `data` config section.
 
   Args:
-    data: with `train`/`eval` JSONL paths (both empty: the embedded tasks,
-      drawn from `tasks`, `min_len`, `max_len`, `seed`, `num_train` and
-      `num_eval`).
+    data: with `train`/`eval` JSONL paths; an empty one is the embedded
+      tasks' split, drawn from `tasks`, `min_len`, `max_len`, `seed` and
+      `num_train` or `num_eval`. A `train` file needs an `eval` file (a
+      user's task is never scored on the embedded one); an `eval` file
+      beside the embedded train split is read too: every set given is.
 
   Returns:
     `(train, eval)` conversations.
   """
-  if data["train"]:
-    if not data["eval"]:
-      raise ValueError("data.eval must be set when data.train is a file.")
-    return jsonl_conversations(data["train"]), jsonl_conversations(data["eval"])
-  mix = tasks_lib.TaskMix(
-      tasks=tuple(data["tasks"]),
-      min_len=data["min_len"],
-      max_len=data["max_len"],
-      seed=data["seed"],
-  )
-  return (
-      embedded_conversations(mix, "train", data["num_train"]),
-      embedded_conversations(mix, "eval", data["num_eval"]),
-  )
+  if data["train"] and not data["eval"]:
+    raise ValueError("data.eval must be set when data.train is a file.")
+  return split_conversations(data, "train"), split_conversations(data, "eval")
+
+
+def train_conversations(
+    data: Mapping[str, Any], recipe: str
+) -> list[Conversation]:
+  """The train split, for a recipe that reads no held-out set.
+
+  Raises:
+    ValueError: if `data.eval` is set, since `recipe` would not read it.
+  """
+  if data["eval"]:
+    raise ValueError(
+        f"data.eval={data['eval']!r} is set, but {recipe} reads no held-out"
+        " set; empty data.eval."
+    )
+  return split_conversations(data, "train")
 
 
 def prompt_records(
@@ -217,6 +247,17 @@ def tokenized_splits(
   )
 
 
+def check_batch_size(
+    dataset: TokenizedDataset, batch_size: int, key: str
+) -> None:
+  """Fails closed, naming `key`, on batches larger than the dataset."""
+  if batch_size > len(dataset):
+    raise ValueError(
+        f"{key}={batch_size} exceeds the {len(dataset)} examples of its"
+        f" dataset; lower {key} or give more examples."
+    )
+
+
 class _Rows(grain.sources.RandomAccessDataSource):
   """Exposes a TokenizedDataset's rows to grain."""
 
@@ -237,6 +278,7 @@ def batches(
     seed: int,
     num_epochs: int | None = None,
     shuffle: bool = True,
+    key: str = "batch_size",
 ) -> grain.MapDataset:
   """A deterministic grain pipeline of `[batch_size, max_length]` batches.
 
@@ -246,18 +288,15 @@ def batches(
     seed: seeds the shuffle; each epoch reshuffles deterministically.
     num_epochs: epochs to yield; None repeats forever.
     shuffle: shuffle example order (off for evaluation).
+    key: the config key of `batch_size` (e.g. "eval.batch_size"), for errors.
 
   Returns:
     A MapDataset whose items are dicts of numpy arrays
     `{"tokens", "completion_mask", "valid_mask"}`.
   """
   if batch_size < 1:
-    raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-  if batch_size > len(dataset):
-    raise ValueError(
-        f"batch_size={batch_size} exceeds the dataset's {len(dataset)} "
-        "examples."
-    )
+    raise ValueError(f"{key} must be >= 1, got {batch_size}.")
+  check_batch_size(dataset, batch_size, key)
   ds = grain.MapDataset.source(_Rows(dataset))
   if shuffle:
     ds = ds.seed(seed).shuffle()

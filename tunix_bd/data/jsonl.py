@@ -8,7 +8,9 @@ Accepted records, one JSON object per line (blank lines are skipped):
   message is the assistant turn to supervise;
 * completion: `{"prompt": str, "completion": str}`, read as a user turn and
   an assistant turn;
-* RL prompts (`kind="rl"`): `{"prompt": str | messages, "answer": str}`.
+* RL prompts (`kind="rl"`): `{"prompt": str | messages, "answer": str}`;
+* held-out prompts (`kind="held_out"`): a record of either form, an RL
+  record read as its prompt turns and an assistant turn holding the answer.
 
 Every error names the file and the 1-based line number.
 """
@@ -21,7 +23,7 @@ from typing import Any, Literal
 
 from tunix_bd.data import chat
 
-Kind = Literal["sft", "rl"]
+Kind = Literal["sft", "rl", "held_out"]
 
 
 def _sft_messages(record: dict[str, Any], where: str) -> list[dict[str, str]]:
@@ -80,10 +82,11 @@ def read_jsonl(path: str, kind: Kind = "sft") -> list[dict[str, Any]]:
 
   Args:
     path: a local `.jsonl` file.
-    kind: `"sft"` for chat/completion data, `"rl"` for prompt/answer data.
+    kind: `"sft"` for chat/completion data, `"rl"` for prompt/answer data,
+      `"held_out"` for either, record by record.
 
   Returns:
-    For `"sft"`, `[{"messages": [...]}, ...]`; for `"rl"`,
+    For `"sft"` and `"held_out"`, `[{"messages": [...]}, ...]`; for `"rl"`,
     `[{"messages": [...prompt turns], "answer": str}, ...]`.
 
   Raises:
@@ -101,8 +104,10 @@ def read_jsonl_records(
   Later checks (the chat template, the length) name a record by this, the
   line a user opens, since blank lines make it differ from the record index.
   """
-  if kind not in ("sft", "rl"):
-    raise ValueError(f"kind must be 'sft' or 'rl', got {kind!r}.")
+  if kind not in ("sft", "rl", "held_out"):
+    raise ValueError(
+        f"kind must be 'sft', 'rl' or 'held_out', got {kind!r}."
+    )
   if not os.path.isfile(path):
     raise ValueError(f"dataset file not found: {path!r}.")
   records = []
@@ -117,7 +122,11 @@ def read_jsonl_records(
         raise ValueError(f"{where}: invalid JSON ({e.msg}).") from None
       if not isinstance(record, dict):
         raise ValueError(f"{where}: expected a JSON object.")
-      if kind == "sft":
+      if kind == "held_out" and "answer" in record:
+        rl = _rl_record(record, where)
+        answer = {"role": "assistant", "content": rl["answer"]}
+        records.append((where, {"messages": [*rl["messages"], answer]}))
+      elif kind in ("sft", "held_out"):
         records.append((where, {"messages": _sft_messages(record, where)}))
       else:
         records.append((where, _rl_record(record, where)))

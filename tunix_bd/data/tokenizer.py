@@ -36,6 +36,14 @@ _CHARACTERS = tuple(sorted(set(string.printable) - set("\t\r\x0b\x0c\n"))) + (
     "\n",
 )
 VOCAB_SIZE = 128
+# A directory holding none of these has no tokenizer: Hugging Face's fast
+# (`tokenizer.json`) and slow files, and the config naming its class.
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "vocab.json",
+)
 
 # Qwen's template without tools or thinking blocks: every message is
 # `<|im_start|>{role}\n{content}<|im_end|>\n`.
@@ -151,7 +159,7 @@ def override_chat_template(
 
 
 def load_tokenizer(
-    directory: str, chat_template: str = ""
+    directory: str, chat_template: str = "", key: str | None = None
 ) -> transformers.PreTrainedTokenizerBase:
   """Loads a tokenizer directory exactly as a user's would be loaded.
 
@@ -159,23 +167,38 @@ def load_tokenizer(
     directory: a directory written by `save_pretrained`.
     chat_template: a Jinja file that replaces the directory's chat template
       (`data.chat_template`); "" keeps it.
+    key: the config key that names `directory` (e.g. `model.checkpoint`),
+      for errors; None names the directory alone.
 
   Returns:
     The tokenizer.
 
   Raises:
-    ValueError: if the directory has no tokenizer or it has no pad/EOS token
-      or no chat template, or `chat_template` is not a usable template file.
+    ValueError: naming `key`, if the directory has no tokenizer files or
+      they do not load, or the tokenizer has no pad/EOS token or no chat
+      template; or if `chat_template` is not a usable template file.
   """
+  named = f"{key}={directory!r}" if key else repr(directory)
+  if not any(
+      os.path.isfile(os.path.join(directory, name)) for name in _TOKENIZER_FILES
+  ):
+    # Checked here: transformers would report a missing sentencepiece.
+    config = os.path.isfile(os.path.join(directory, "config.json"))
+    raise ValueError(
+        f"{named} has no tokenizer (none of {', '.join(_TOKENIZER_FILES)})"
+        + ("" if config else " and no config.json")
+        + f"; set {key or 'it'} to a Hugging Face model directory with its"
+        " tokenizer."
+    )
   try:
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
   except (OSError, ValueError) as e:
-    raise ValueError(f"cannot load a tokenizer from {directory!r}: {e}") from e
+    raise ValueError(f"{named}: cannot load its tokenizer: {e}") from e
   override_chat_template(tokenizer, chat_template)
   for attr in ("eos_token_id", "pad_token_id", "chat_template"):
     if getattr(tokenizer, attr, None) is None:
       raise ValueError(
-          f"the tokenizer in {directory!r} has no {attr}; tunix_bd needs a "
-          "chat template, an EOS token and a pad token."
+          f"the tokenizer of {named} has no {attr}; tunix_bd needs a chat"
+          " template, an EOS token and a pad token."
       )
   return tokenizer

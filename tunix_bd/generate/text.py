@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence, Union
 import jax
 import numpy as np
 
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -51,11 +52,11 @@ def load_model(
 ) -> ConvertedModel:
   """Loads a converted checkpoint directory (`sft.py`'s `export/`)."""
   bd = bd_config_lib.load_settings(checkpoint)
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(checkpoint, key="checkpoint")
   if mesh is None:
     model, _ = hf_checkpoint.load_qwen3(checkpoint)
   else:
-    with mesh:
+    with mesh_lib.tunix_context(mesh):
       model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
   return ConvertedModel(model, tokenizer, bd)
 

@@ -15,6 +15,7 @@ import jax
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import families
 from tunix_bd.core import rng
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -91,7 +92,7 @@ def init_model(
     nnx.update(model, jax.lax.with_sharding_constraint(state, shardings))
     return model
 
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     return create()
 
 

@@ -113,14 +113,19 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   trainer.with_training_hooks(progress.ProgressLines("AR pretraining"))
   trainer.with_gen_model_input_fn(ar.ar_model_inputs)
   train_batches = dataset_lib.batches(
-      train_data, train.batch_size, seed=config.seed
+      train_data, train.batch_size, seed=config.seed, key="train.batch_size"
   )
   eval_batches = dataset_lib.batches(
-      eval_data, config.eval.batch_size, seed=0, num_epochs=1, shuffle=False
+      eval_data,
+      config.eval.batch_size,
+      seed=0,
+      num_epochs=1,
+      shuffle=False,
+      key="eval.batch_size",
   )
   workdir_lib.resumed(workdir, trainer.train_steps, recipe="ar_pretrain")
   workdir_lib.record_fingerprint(workdir, fingerprint)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     # MapDatasets, not iterators: Tunix re-iterates eval data at each eval.
     trainer.train(train_batches, eval_batches)
 
@@ -133,7 +138,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       " prompts with Tunix's Sampler",
       flush=True,
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     scores, predictions = ar_sampler.exact_match(
         model,
         tokenizer,

@@ -159,7 +159,9 @@ def _workload(config, name, models):
   """Measures one workload (tasks and budget) at every batch size."""
   settings = config.workload_settings[name]
   bd = bd_config_lib.load_settings(settings.bd_checkpoint)
-  tokenizer = tokenizer_lib.load_tokenizer(settings.bd_checkpoint)
+  tokenizer = tokenizer_lib.load_tokenizer(
+      settings.bd_checkpoint, key=f"workload_settings.{name}.bd_checkpoint"
+  )
   mix = tasks_lib.TaskMix(tasks=tuple(settings.tasks), seed=0)
   examples = mix.examples("eval", config.num_prompts)
   answers = [e.answer for e in examples]
@@ -327,7 +329,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
     return loaded[path]
 
   results = {**_rule(config), "workloads": {}}
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     for name in config.workloads:
       results["workloads"][name] = (
           _random_workload(config, name, mesh)

@@ -86,10 +86,10 @@ def _sft_arm(config, mesh) -> tuple[str, int]:
   """Continued SFT of the student; returns its export and step count."""
   stage = _stage_config(config, "sft")
   workdir = os.path.join(config.workdir, "sft")
-  tokenizer = tokenizer_lib.load_tokenizer(config.student)
+  tokenizer = tokenizer_lib.load_tokenizer(config.student, key="student")
   bd = bd_config_lib.load_settings(config.student)
   train_data, _ = dataset_lib.tokenized_splits(tokenizer, stage.data)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     model, _ = hf_checkpoint.load_qwen3(config.student, mesh=mesh)
   batches = batching.sft_batches(
       train_data,
@@ -110,7 +110,7 @@ def _sft_arm(config, mesh) -> tuple[str, int]:
       config=bd,
   )
   trainer.with_training_hooks(progress.ProgressLines("Continued SFT"))
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     trainer.train(_until(config.time_budget_s, batches), None)
   export_dir = os.path.join(workdir, "export")
   export.export_qwen3(model, tokenizer, export_dir)
@@ -127,7 +127,7 @@ def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
   _, eval_set = dataset_lib.conversations(stage.data)
   length = stage.rollout.max_prompt_length
   prompts = prompts_lib.encode_prompts(tokenizer, eval_set, length)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
     teacher, _ = hf_checkpoint.load_qwen3(config.teacher, mesh=mesh)
   decode = decode_settings.denoise_config(
@@ -144,7 +144,7 @@ def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
       tokenizer=tokenizer,
       batch_size=stage.eval.batch_size,
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     return evaluation.evaluate(model)
 
 

@@ -110,8 +110,12 @@ def _tokenizers_and_bd(config):
     return tokenizer, tokenizer, bd
   path = config.model.ar_checkpoint
   template = config.data.chat_template
-  tokenizer = tokenizer_lib.load_tokenizer(config.model.checkpoint, template)
-  ar_tokenizer = tokenizer_lib.load_tokenizer(path, template)
+  tokenizer = tokenizer_lib.load_tokenizer(
+      config.model.checkpoint, template, key="model.checkpoint"
+  )
+  ar_tokenizer = tokenizer_lib.load_tokenizer(
+      path, template, key="model.ar_checkpoint"
+  )
   try:
     teacher_lib.check_compatible(path, ar_tokenizer, tokenizer)
   except ValueError as error:
@@ -130,7 +134,7 @@ def _policy_and_reference(config, checkpoint: str, seed: int, mesh):
         from_scratch.embedded_model(config.model.scratch, seed, mesh)
         for _ in "ab"
     ]
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     return [hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)[0] for _ in "ab"]
 
 
@@ -290,7 +294,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """Times both GRPO steps; prints the table and writes `bench_rl.json`."""
   rollout, grpo = validate(config)
   tokenizer, ar_tokenizer, bd = _tokenizers_and_bd(config)
-  train_set, _ = dataset_lib.conversations(config.data)
+  train_set = dataset_lib.train_conversations(config.data, "bench_rl")
   prompts = prompt_stream.render(
       tokenizer,
       train_set,
@@ -305,7 +309,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   # Tunix's learner repeats each prompt G times before rolling out.
   item = {k: np.repeat(v, grpo.num_generations) for k, v in item.items()}
   mesh = mesh_lib.from_section(config.mesh)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     diffusion, trace = _diffusion_arm(
         config, rollout, grpo, tokenizer, bd, item, mesh
     )

@@ -85,7 +85,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   tokenizer = tokenizer_lib.override_chat_template(
       tokenizer_lib.build_char_tokenizer(), config.data.chat_template
   )
-  train, _ = dataset_lib.conversations(config.data)
+  train = dataset_lib.train_conversations(config.data, "bench_sft")
   data = dataset_lib.tokenize(
       tokenizer,
       train,
@@ -147,7 +147,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   }
   real_tokens = int(np.sum(sft_batch["segment_ids"] > 0))
   states, times, peaks = {}, {name: [] for name in variants}, {}
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     for name, (loss_fn, batch) in variants.items():
       model = from_scratch.init_model(model_config, config.seed, mesh)
       optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)

@@ -86,7 +86,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   bd = bd_config_lib.load_settings(checkpoint)
   settings_lib.check_checkpoint_settings(bd, config.bd.to_dict())
   tokenizer = tokenizer_lib.load_tokenizer(
-      checkpoint, config.data.chat_template
+      checkpoint, config.data.chat_template, key="model.checkpoint"
   )
   chat_options = chat.options_from_data(config.data)
   records, source = dataset_lib.prompt_records(config.data)
@@ -104,7 +104,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(
       tokenizer, max(len(p) for p in prompts)
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
     result = prompt_batches.decode_prompts(
         model,

@@ -27,10 +27,10 @@ import ml_collections
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
-from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
@@ -73,7 +73,33 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
       raise ValueError(
           f"model.{key}={path!r} is not a converted model directory;{hint}."
       )
+  if not config.model.random_init and run.grpo.beta:
+    _check_reference(config.model)
   return run
+
+
+# What a reference's log-probs mean: they must be the policy's for the KL.
+_REFERENCE_MATCHES = ("block_size", "mask_token_id", "alignment")
+
+
+def _check_reference(model: ml_collections.ConfigDict) -> None:
+  """Fails closed unless the KL reference's log-probs mean the policy's.
+
+  An AR export (no block_diffusion.json), or other block size, mask id or
+  alignment, scores a rollout's trace under another distribution: the KL
+  would train towards it, silently. Checked before any compute.
+  """
+  policy = bd_config_lib.load_settings(model.checkpoint, "model.checkpoint")
+  reference = bd_config_lib.load_settings(model.reference, "model.reference")
+  for field in _REFERENCE_MATCHES:
+    mine, theirs = getattr(policy, field), getattr(reference, field)
+    if mine != theirs:
+      raise ValueError(
+          f"model.reference={model.reference!r} has {field}={theirs!r}, the"
+          f" policy (model.checkpoint) {field}={mine!r}: the KL reference"
+          " must score rollouts as the policy does (e.g. set it to"
+          " model.checkpoint)."
+      )
 
 
 def _tokenizer_and_bd(config):
@@ -85,8 +111,10 @@ def _tokenizer_and_bd(config):
     return tokenizer, bd
   checkpoint = config.model.checkpoint
   return (
-      tokenizer_lib.load_tokenizer(checkpoint, config.data.chat_template),
-      bd_config_lib.load_settings(checkpoint),
+      tokenizer_lib.load_tokenizer(
+          checkpoint, config.data.chat_template, key="model.checkpoint"
+      ),
+      bd_config_lib.load_settings(checkpoint, "model.checkpoint"),
   )
 
 
@@ -100,12 +128,18 @@ def _models(config, meshes, beta):
   load = lambda key, mesh: hf_checkpoint.load_qwen3(
       config.model[key], mesh=mesh
   )
-  with meshes.actor:
+  with mesh_lib.tunix_context(meshes.actor):
     actor, _ = load("checkpoint", meshes.actor)
   reference = None
   if beta > 0:
-    with meshes.reference:
+    with mesh_lib.tunix_context(meshes.reference):
       reference, _ = load("reference", meshes.reference)
+    vocab = (actor.config.vocab_size, reference.config.vocab_size)
+    if vocab[0] != vocab[1]:
+      raise ValueError(
+          f"model.reference={config.model.reference!r} has {vocab[1]} token"
+          f" ids, the policy {vocab[0]}: the KL needs one vocabulary."
+      )
   return actor, reference
 
 
@@ -169,9 +203,9 @@ def run(config: ml_collections.ConfigDict) -> dict:
   prompts_lib.check_stop_ids(stop_ids, bd.mask_token_id, tokenizer.pad_token_id)
   reward_fns = rewards_lib.reward_fns(settings.reward)
   chat_options = chat.options_from_data(config.data)
-  train_set, eval_set = dataset_lib.conversations(config.data)
-  if config.data.prompts:
-    train_set = prompt_stream.jsonl_conversations(config.data.prompts)
+  train_set, eval_set = prompt_stream.conversations(
+      config.data, settings.eval.num_prompts
+  )
   max_prompt = rollout.max_prompt_length
   train_prompts = prompt_stream.render(
       tokenizer, train_set, max_prompt, chat_options
@@ -198,7 +232,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
       settings=settings.eval,
       tokenizer=tokenizer,
   )
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     before = evaluate(actor)
     cluster = wiring.build_cluster(
         actor=actor,

@@ -59,14 +59,24 @@ def validate(
   workdir_lib.check(config.workdir)
   for key in ("max_new_tokens", "max_prompt_length"):
     config_utils.check_int(f"rollout.{key}", config.rollout[key], 1)
+  for name in ("rule", "threshold", "temperature", "use_cache"):
+    decode_settings.check_denoise_setting(
+        f"rollout.{name}", name, config.rollout[name]
+    )
+  decode_settings.check_denoise_setting(
+      "rollout.extra_stop_ids", "stop_ids", config.rollout.extra_stop_ids
+  )
+  corruption_lib.SftCorruptionConfig.from_config_dict(config.corruption)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
   if config.opd.canvas not in sources.CANVASES:
     raise ValueError(
         f"opd.canvas must be one of {sources.CANVASES}, got"
         f" {config.opd.canvas!r}."
     )
-  if not config.eval.thresholds or not all(
-      0 < t <= 1 for t in config.eval.thresholds
+  thresholds = config.eval.thresholds
+  if not thresholds or not all(
+      isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t <= 1
+      for t in thresholds
   ):
     raise ValueError(
         "eval.thresholds must be numbers in (0, 1], got"
@@ -78,12 +88,30 @@ def validate(
     )
   else:
     for key in ("student", "teacher"):
-      if not os.path.isdir(config.model[key]):
-        raise ValueError(
-            f"model.{key}={config.model[key]!r} is not a directory; on the"
-            " embedded default run `ar_pretrain.py` and `sft.py` first."
-        )
+      _check_model_directory(key, config.model[key])
   return settings_lib.train_settings(config.train)
+
+
+def _check_model_directory(key: str, path: str) -> None:
+  """Fails closed on a missing `model.{key}`, naming the key to set."""
+  if os.path.isdir(path):
+    return
+  what = (
+      "the converted student (e.g. runs/quickstart/sft/export, or sft.py's"
+      " workdir/export)"
+      if key == "student"
+      else "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+      " ar_pretrain.py's workdir/export)"
+  )
+  found = []
+  if key == "student":
+    found = export.find_block_diffusion_exports("runs")
+  hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
+  raise ValueError(
+      f"model.{key}={path!r} is not a directory: set"
+      f" --config.model.{key}=DIR to {what}{hint}. On the embedded default,"
+      " `tunix run --plugin tunix_bd quickstart.py` makes both."
+  )
 
 
 def _tokenizers_and_bd(config):
@@ -96,8 +124,12 @@ def _tokenizers_and_bd(config):
     return tokenizer, tokenizer, bd
   # One override for both, so the teacher scores the prompts as rendered.
   template = config.data.chat_template
-  student_tok = tokenizer_lib.load_tokenizer(config.model.student, template)
-  teacher_tok = tokenizer_lib.load_tokenizer(config.model.teacher, template)
+  student_tok = tokenizer_lib.load_tokenizer(
+      config.model.student, template, key="model.student"
+  )
+  teacher_tok = tokenizer_lib.load_tokenizer(
+      config.model.teacher, template, key="model.teacher"
+  )
   teacher_lib.check_compatible(config.model.teacher, teacher_tok, student_tok)
   return (
       student_tok,
@@ -141,7 +173,7 @@ def _models(config, mesh):
         config.model.scratch, seed, mesh
     )
     return make(config.seed + 1), make(config.seed)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     student, _ = hf_checkpoint.load_qwen3(config.model.student, mesh=mesh)
     teacher, _ = hf_checkpoint.load_qwen3(config.model.teacher, mesh=mesh)
   return student, teacher
@@ -200,8 +232,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       max_steps=train.max_steps,
       seed=config.seed,
       eos_id=student_tok.eos_token_id,
-      corruption=corruption_lib.SftCorruptionConfig(
-          **config.corruption.to_dict()
+      corruption=corruption_lib.SftCorruptionConfig.from_config_dict(
+          config.corruption
       ),
       time_budget_s=budget.seconds,
   )
@@ -220,7 +252,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   description = f"On-policy distillation ({config.opd.canvas})"
   training_config = options.training_config(train, config.workdir, description)
   training_config.max_inflight_computations = 1
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     trainer = trainer_lib.OpdTrainer(
         student,
         teacher,

@@ -48,6 +48,14 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
   """
   workdir_lib.check(config.workdir)
   config_utils.check_int("bd.block_size", config.bd.block_size, 1)
+  for key, choices in (
+      ("alignment", bd_config_lib.ALIGNMENTS),
+      ("layout", bd_config_lib.LAYOUTS),
+  ):
+    if config.bd[key] not in choices:
+      raise ValueError(
+          f"bd.{key} must be one of {list(choices)}, got {config.bd[key]!r}."
+      )
   for key in ("num_train", "num_eval", "max_length"):
     config_utils.check_int(f"data.{key}", config.data[key], 1)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
@@ -96,7 +104,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   train = validate(config)
   checkpoint = config.model.checkpoint
   tokenizer = tokenizer_lib.load_tokenizer(
-      checkpoint, config.data.chat_template
+      checkpoint, config.data.chat_template, key="model.checkpoint"
   )
   corruption = corruption_lib.SftCorruptionConfig.from_config_dict(
       config.corruption
@@ -108,7 +116,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   workdir_lib.check_fingerprint(workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
   eos_id = tokenizer.eos_token_id
   model, model_config, mask_id = mask_token_lib.provision_mask_token(
@@ -124,7 +132,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       model_config, pad_id=tokenizer.pad_token_id, eos_id=eos_id
   )
   if config.lora.rank:
-    with mesh:
+    with mesh_lib.tunix_context(mesh):
       model = lora_lib.apply_lora(
           model,
           rank=config.lora.rank,
@@ -142,6 +150,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       eos_id=eos_id,
       seed=config.seed,
       gradient_accumulation_steps=train.gradient_accumulation_steps,
+      section="train",
   )
   eval_batches = batching.eval_batches(
       eval_data,
@@ -149,6 +158,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       corruption=corruption,
       config=bd,
       eos_id=eos_id,
+      section="eval",
   )
   trainer = trainer_lib.DiffusionSftTrainer(
       model,
@@ -160,7 +170,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   trainer.with_training_hooks(progress.ProgressLines("Block-diffusion SFT"))
   workdir_lib.resumed(workdir, trainer.train_steps, recipe="sft")
   workdir_lib.record_fingerprint(workdir, fingerprint)
-  with mesh:
+  with mesh_lib.tunix_context(mesh):
     trainer.train(train_batches, eval_batches)
 
   export_dir = os.path.join(workdir, "export")

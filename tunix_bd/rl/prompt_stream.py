@@ -55,6 +55,57 @@ def jsonl_conversations(path: str) -> list[dataset_lib.Conversation]:
   ]
 
 
+def conversations(
+    data, num_eval: int
+) -> tuple[list[dataset_lib.Conversation], list[dataset_lib.Conversation]]:
+  """GRPO's train and held-out conversations of its `data` section.
+
+  Train prompts: `data.prompts` (an RL JSONL), `data.train` (a chat JSONL)
+  or, both empty, the embedded train split. Held-out prompts: `data.eval`
+  (either form, `{"prompt", "answer"}` or chat) or, empty, the embedded
+  eval split. A user's train file needs a held-out file: its run is never
+  scored on the embedded tasks. Every set given is read, or an error.
+
+  Args:
+    data: the `data` section (`config_sections.embedded_data` and
+      `prompts`).
+    num_eval: held-out prompts the evaluation uses (`eval.num_prompts`).
+
+  Raises:
+    ValueError: naming the key, for both train files, a train file without
+      `data.eval`, fewer held-out prompts than `num_eval`, or a bad record.
+  """
+  if data["prompts"] and data["train"]:
+    raise ValueError(
+        f"data.prompts={data['prompts']!r} and data.train={data['train']!r}"
+        " are both set, but GRPO trains on one set: empty data.train (a chat"
+        " JSONL) or data.prompts (an RL JSONL)."
+    )
+  user_train = "prompts" if data["prompts"] else "train"
+  if data[user_train] and not data["eval"]:
+    raise ValueError(
+        f"data.eval must be set when data.{user_train} is a file: without it"
+        " the held-out evaluation would score the embedded tasks. Set"
+        " data.eval to your held-out prompts ({\"prompt\", \"answer\"} or"
+        " chat JSONL)."
+    )
+  if data["prompts"]:
+    train = jsonl_conversations(data["prompts"])
+  else:
+    train = dataset_lib.split_conversations(data, "train")
+  if data["eval"]:
+    held_out = dataset_lib.jsonl_conversations(data["eval"], held_out=True)
+    if len(held_out) < num_eval:
+      raise ValueError(
+          f"eval.num_prompts={num_eval} but data.eval={data['eval']!r} holds"
+          f" {len(held_out)} prompts; set eval.num_prompts to at most"
+          f" {len(held_out)}."
+      )
+  else:
+    held_out = dataset_lib.split_conversations(data, "eval")
+  return train, held_out
+
+
 def render(
     tokenizer,
     conversations: Sequence[dataset_lib.Conversation],

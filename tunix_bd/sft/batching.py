@@ -253,6 +253,7 @@ def sft_batches(
     gradient_accumulation_steps: int | None = 1,
     num_epochs: int | None = None,
     shuffle: bool = True,
+    section: str = "",
 ) -> grain.MapDataset:
   """The SFT micro-batch stream for `PeftTrainer`.
 
@@ -267,6 +268,8 @@ def sft_batches(
       Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
     num_epochs: passes over the data; None repeats forever.
     shuffle: shuffle the example order per epoch (off for evaluation).
+    section: the config section holding `batch_size` and
+      `gradient_accumulation_steps` (e.g. "train"), for errors.
 
   Returns:
     A MapDataset of micro-batches: `BATCH_FIELDS`, each with
@@ -279,9 +282,10 @@ def sft_batches(
     ValueError: for invalid sizes, k not dividing `batch_size`, a batch
       larger than the dataset, or an invalid row (see `validate_dataset`).
   """
-  batch_size = config_utils.check_int("batch_size", batch_size, 1)
+  prefix = f"{section}." if section else ""
+  batch_size = config_utils.check_int(f"{prefix}batch_size", batch_size, 1)
   k = config_utils.check_int(
-      "gradient_accumulation_steps",
+      f"{prefix}gradient_accumulation_steps",
       1 if gradient_accumulation_steps is None else gradient_accumulation_steps,
       1,
   )
@@ -290,14 +294,11 @@ def sft_batches(
     num_epochs = config_utils.check_int("num_epochs", num_epochs, 1)
   if batch_size % k:
     raise ValueError(
-        f"gradient_accumulation_steps={k} must divide batch_size={batch_size}"
-        " (the examples of one optimizer update)."
+        f"{prefix}gradient_accumulation_steps={k} must divide"
+        f" {prefix}batch_size={batch_size} (the examples of one optimizer"
+        " update)."
     )
-  if batch_size > len(dataset):
-    raise ValueError(
-        f"batch_size={batch_size} exceeds the dataset's {len(dataset)}"
-        " examples."
-    )
+  dataset_lib.check_batch_size(dataset, batch_size, f"{prefix}batch_size")
   if not isinstance(corruption, corruption_lib.SftCorruptionConfig):
     raise ValueError(
         "corruption must be an SftCorruptionConfig, got"
@@ -330,6 +331,7 @@ def eval_batches(
     corruption: corruption_lib.SftCorruptionConfig,
     config: bd_config.BlockDiffusionConfig,
     eos_id: int,
+    section: str = "",
 ) -> grain.MapDataset:
   """One unshuffled pass of held-out batches (k = 1, epoch 0 canvases).
 
@@ -344,6 +346,8 @@ def eval_batches(
     corruption: the corruption settings.
     config: the block-diffusion settings.
     eos_id: the EOS id.
+    section: the config section holding `batch_size` (e.g. "eval"), for
+      errors.
 
   Returns:
     A MapDataset of batches with `BATCH_FIELDS`.
@@ -358,4 +362,5 @@ def eval_batches(
       gradient_accumulation_steps=1,
       num_epochs=1,
       shuffle=False,
+      section=section,
   )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, Mapping
 
 import grain
@@ -155,8 +156,18 @@ class SftCorruptionConfig:
 
   @classmethod
   def from_config_dict(cls, cfg: Mapping[str, Any]) -> SftCorruptionConfig:
-    """Builds the config from a ConfigDict section; unknown keys fail."""
-    return config_utils.from_section(cls, cfg, "corruption")
+    """Builds the config from a ConfigDict section; unknown keys fail.
+
+    Errors name the key as the config does: `corruption.min_noise`.
+    """
+    try:
+      return config_utils.from_section(cls, cfg, "corruption")
+    except ValueError as e:
+      fields = {f.name for f in dataclasses.fields(cls)}
+      message = str(e)
+      if re.match(r"\w+", message).group() in fields:
+        raise ValueError(f"corruption.{message}") from None
+      raise
 
   def to_dict(self) -> dict[str, Any]:
     """The fields as a plain dict (for fingerprints)."""
