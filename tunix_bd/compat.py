@@ -46,14 +46,25 @@ from tunix.sft import utils as _sft_utils
 
 TUNIX_VERSION = importlib.metadata.version("google-tunix")
 
-try:  # Tunix main.
+try:  # Tunix main: configs and enums in `tunix.common`, re-exported.
   from tunix.common import configs as _configs
+  from tunix.common import datatypes as _datatypes
 
   TrainingConfig = _configs.TrainingConfig
   CacheConfig = _configs.CacheConfig
+  RolloutConfig = _configs.RolloutConfig
+  RLTrainingConfig = _configs.RLTrainingConfig
+  ClusterConfig = _configs.ClusterConfig
+  Role = _datatypes.Role
+  Mode = _datatypes.Mode
 except ImportError:  # google-tunix 0.1.7.
   TrainingConfig = _peft_trainer.TrainingConfig
   CacheConfig = _sampler.CacheConfig
+  RolloutConfig = _base_rollout.RolloutConfig
+  RLTrainingConfig = _rl_cluster.RLTrainingConfig
+  ClusterConfig = _rl_cluster.ClusterConfig
+  Role = _rl_cluster.Role
+  Mode = _rl_cluster.Mode
 
 # SFT and distillation.
 PeftTrainer = _peft_trainer.PeftTrainer
@@ -73,15 +84,10 @@ _DEFAULT_SFT_LOSS_FN = _peft_trainer._default_loss_fn
 # RL. Tunix main renamed `RLCluster` to `RLEngine` and keeps the old name as
 # an alias; the plug points below exist in 0.1.7 and main alike.
 RLCluster = getattr(_rl_cluster, "RLCluster", None) or _rl_cluster.RLEngine
-ClusterConfig = _rl_cluster.ClusterConfig
-RLTrainingConfig = _rl_cluster.RLTrainingConfig
-Role = _rl_cluster.Role
-Mode = _rl_cluster.Mode
 GRPOConfig = _grpo_learner.GRPOConfig
 GRPOLearner = _grpo_learner.GRPOLearner
 TrainExample = _grpo_learner.TrainExample
 BaseRollout = _base_rollout.BaseRollout
-RolloutConfig = _base_rollout.RolloutConfig
 RolloutOutput = _base_rollout.RolloutOutput
 register_policy_loss_fn = _function_registry.register_policy_loss_fn
 get_advantage_estimator = _function_registry.get_advantage_estimator
