@@ -2,57 +2,115 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one place that absorbs Tunix API moves between releases.
 
-tunix_bd pins `google-tunix==0.1.7`. Tunix main has since moved config
-classes to `tunix.common.configs` (re-exported from the old modules) and
-renamed `RLCluster` to `RLEngine` (keeping an alias). Every other tunix_bd
-module imports these names from here, and the Tunix behaviours tunix_bd
-relies on are stated here, so a Tunix upgrade is a change to this file
-alone.
+tunix_bd supports google-tunix 0.1.7 and Tunix main (0.1.8.dev). Between
+them Tunix moved config classes to `tunix.common.configs` and `Role` /
+`Mode` to `tunix.common.datatypes` (re-exported from the old modules),
+renamed `RLCluster` to `RLEngine` (keeping an alias), made loss functions
+and `rl.common.aggregate_loss` return `LossOutput` / `WeightedMetric`
+instead of `(loss, aux)` tuples and scalars, and gave `GRPOConfig`
+`use_rollout_logps` and a token-level `sampler_is` correction.
+
+Every other tunix_bd module takes Tunix's RL, SFT and distillation names
+from here (`compat_test` checks the import graph; `tunix.models` may be
+imported directly), and the Tunix behaviours tunix_bd relies on are stated
+here, so a Tunix upgrade is a change to this file alone.
 """
 
 # pylint: disable=g-import-not-at-top
 
+import contextlib
+import dataclasses
+import importlib.metadata
 import sys
+from typing import Any, Callable, Iterator
 
+import jax
+import jax.numpy as jnp
+from tunix.distillation import distillation_trainer as _distillation_trainer
+from tunix.distillation.strategies import base_strategy as _base_strategy
 from tunix.generate import sampler as _sampler
+from tunix.perf.experimental import constants as _perf_constants
+from tunix.rl import algo_core as _algo_core
+from tunix.rl import common as _rl_common
+from tunix.rl import function_registry as _function_registry
+from tunix.rl import reshard as _reshard
 from tunix.rl import rl_cluster as _rl_cluster
+from tunix.rl import utils as _rl_utils
 from tunix.rl.grpo import grpo_learner as _grpo_learner
 from tunix.rl.rollout import base_rollout as _base_rollout
-from tunix.sft import progress_bar as _progress_bar
+from tunix.sft import hooks as _hooks
+from tunix.sft import metrics_logger as _metrics_logger
 from tunix.sft import peft_trainer as _peft_trainer
+from tunix.sft import progress_bar as _progress_bar
+from tunix.sft import utils as _sft_utils
 
-try:  # Tunix main.
+TUNIX_VERSION = importlib.metadata.version("google-tunix")
+
+try:  # Tunix main: configs and enums in `tunix.common`, re-exported.
   from tunix.common import configs as _configs
+  from tunix.common import datatypes as _datatypes
 
   TrainingConfig = _configs.TrainingConfig
   CacheConfig = _configs.CacheConfig
+  RolloutConfig = _configs.RolloutConfig
+  RLTrainingConfig = _configs.RLTrainingConfig
+  ClusterConfig = _configs.ClusterConfig
+  Role = _datatypes.Role
+  Mode = _datatypes.Mode
 except ImportError:  # google-tunix 0.1.7.
   TrainingConfig = _peft_trainer.TrainingConfig
   CacheConfig = _sampler.CacheConfig
+  RolloutConfig = _base_rollout.RolloutConfig
+  RLTrainingConfig = _rl_cluster.RLTrainingConfig
+  ClusterConfig = _rl_cluster.ClusterConfig
+  Role = _rl_cluster.Role
+  Mode = _rl_cluster.Mode
 
+# SFT and distillation.
 PeftTrainer = _peft_trainer.PeftTrainer
 Sampler = _sampler.Sampler
+TrainingHooks = _hooks.TrainingHooks
+DataHooks = _hooks.DataHooks
+MetricsLoggerOptions = _metrics_logger.MetricsLoggerOptions
+TensorboardBackend = _metrics_logger.TensorboardBackend
+DistillationTrainer = _distillation_trainer.DistillationTrainer
+DistillationTrainingConfig = _distillation_trainer.TrainingConfig
+DistillationTrainingInput = _distillation_trainer.TrainingInput
+BaseStrategy = _base_strategy.BaseStrategy
+is_lora_enabled = _sft_utils.is_lora_enabled
+# pylint: disable-next=protected-access
+_DEFAULT_SFT_LOSS_FN = _peft_trainer._default_loss_fn
 
 # RL. Tunix main renamed `RLCluster` to `RLEngine` and keeps the old name as
 # an alias; the plug points below exist in 0.1.7 and main alike.
 RLCluster = getattr(_rl_cluster, "RLCluster", None) or _rl_cluster.RLEngine
-ClusterConfig = _rl_cluster.ClusterConfig
-RLTrainingConfig = _rl_cluster.RLTrainingConfig
-Role = _rl_cluster.Role
-Mode = _rl_cluster.Mode
 GRPOConfig = _grpo_learner.GRPOConfig
 GRPOLearner = _grpo_learner.GRPOLearner
+TrainExample = _grpo_learner.TrainExample
 BaseRollout = _base_rollout.BaseRollout
-RolloutConfig = _base_rollout.RolloutConfig
 RolloutOutput = _base_rollout.RolloutOutput
+register_policy_loss_fn = _function_registry.register_policy_loss_fn
+get_advantage_estimator = _function_registry.get_advantage_estimator
+masked_mean = _algo_core.masked_mean
+compute_kl_divergence = _rl_common.compute_kl_divergence
+reshard_pytree = _reshard.reshard_pytree
+reshard_model_to_mesh = _reshard.reshard_model_to_mesh
+put_params_on_memory_kind = _rl_utils.put_params_on_memory_kind
+is_sharing_weights = _rl_utils.is_sharing_weights
+
+# Tunix main's deferred-division metric; google-tunix 0.1.7 has none.
+_WeightedMetric = getattr(_sft_utils, "WeightedMetric", None)
+_LossOutput = getattr(_sft_utils, "LossOutput", None)
 
 # Gradient accumulation. google-tunix 0.1.7's `PeftTrainer` wraps the
 # optimizer in `optax.MultiSteps(optimizer, gradient_accumulation_steps)`
 # (`tunix/sft/peft_trainer.py`), which applies the MEAN of the k micro-batch
-# gradients. `tunix_bd.denominators` relies on this: it scales each
-# micro-batch loss by k so that the mean is the global batch's gradient.
-# A Tunix that sums instead must set this to False (and
-# `sft_accumulation_test` checks the update either way).
+# gradients; Tunix main's `GradientAccumulator` divides the summed gradients
+# by the summed denominators, 1 per micro-batch for a loss that returns a
+# scalar (as tunix_bd's do), so the mean again. `tunix_bd.denominators`
+# relies on this: it scales each micro-batch loss by k so that the mean is
+# the global batch's gradient. A Tunix that sums instead must set this to
+# False (and `sft_accumulation_test` checks the update either way).
 ACCUMULATION_AVERAGES_GRADIENTS = True
 
 # RoPE. The base each decoder family's attention really rotates with, by
@@ -64,6 +122,162 @@ ACCUMULATION_AVERAGES_GRADIENTS = True
 # differs from the one applied, and `families_test` probes every family
 # (and a Hugging Face Llama checkpoint) to pin this table.
 ROPE_THETA_APPLIED = {"qwen3": 1_000_000, "qwen2": None, "llama3": 1_000_000}
+
+
+def reduce_metric(value: Any) -> Any:
+  """A Tunix loss or aux value as the number 0.1.7 returned.
+
+  Tunix main returns a `WeightedMetric` (sum and denominator, divided
+  late); its `compute()` is 0.1.7's eager mean. Anything else is returned
+  as it is.
+  """
+  if _WeightedMetric is not None and isinstance(value, _WeightedMetric):
+    return value.compute()
+  return value
+
+
+def loss_and_aux(out: Any) -> tuple[jax.Array, dict[str, Any]]:
+  """`(loss, aux)` of a Tunix loss function's return, on either version.
+
+  Args:
+    out: a `(loss, aux)` tuple (0.1.7), a `LossOutput` (main), or a bare
+      loss.
+
+  Returns:
+    The scalar loss (differentiable as the loss the trainer optimizes) and
+    the aux dict with every `WeightedMetric` reduced (`reduce_metric`).
+  """
+  if _LossOutput is not None and isinstance(out, _LossOutput):
+    loss, aux = out.primary_loss, out.aux_metrics
+  elif isinstance(out, tuple):
+    loss, aux = out
+  else:
+    loss, aux = out, {}
+  return reduce_metric(loss), {k: reduce_metric(v) for k, v in aux.items()}
+
+
+def aggregate_loss(
+    per_token_loss: jax.Array, mask: jax.Array, loss_agg_mode: str
+) -> jax.Array:
+  """Tunix's `rl.common.aggregate_loss` as a scalar, on either version.
+
+  Args:
+    per_token_loss: float `[batch, T]`.
+    mask: `[batch, T]`, the tokens that count.
+    loss_agg_mode: one of Tunix's modes (`rl.settings.LOSS_AGG_MODES`).
+  """
+  return jnp.asarray(
+      reduce_metric(
+          _rl_common.aggregate_loss(per_token_loss, mask, loss_agg_mode)
+      )
+  )
+
+
+def reduced_aggregate_loss(
+    per_token_loss: jax.Array, mask: jax.Array, loss_agg_mode: str
+) -> jax.Array:
+  """Tunix main's eager `reduced_loss_agg` (its `reduced_pg_loss` metric).
+
+  Main's `aggregate_loss` divides `sequence-mean-token-mean` by the
+  non-empty rows, this eager form by all rows; 0.1.7 has only the one
+  `aggregate_loss`, which this then is. Arguments as `aggregate_loss`.
+  """
+  reduced = getattr(_rl_common, "reduced_loss_agg", None)
+  if reduced is None:
+    return aggregate_loss(per_token_loss, mask, loss_agg_mode)
+  return reduced(per_token_loss, mask, loss_agg_mode)
+
+
+def default_sft_loss(model, **batch) -> jax.Array:
+  """The scalar of Tunix's default AR SFT loss (`PeftTrainer`'s own)."""
+  out = _DEFAULT_SFT_LOSS_FN(model, **batch)
+  return loss_and_aux(out)[0]
+
+
+def grpo_config(**fields: Any) -> Any:
+  """Tunix's `GRPOConfig`, old log-probs recomputed on the trainer.
+
+  google-tunix 0.1.7's GRPO always recomputes the old policy's log-probs on
+  the actor; Tunix main's defaults to the rollout's (`use_rollout_logps`),
+  which a stock rollout returns only with `RolloutConfig.return_logprobs`
+  (else `GRPOLearner` raises "old_per_token_logps is not available for
+  off-policy RL"). Unless `fields` say otherwise, this sets main's flag to
+  0.1.7's behaviour, so one config means one algorithm on both.
+
+  Raises:
+    ValueError: as `GRPOConfig`, or for `use_rollout_logps` / `sampler_is`
+      on a Tunix without them.
+  """
+  names = {f.name for f in dataclasses.fields(GRPOConfig)}
+  if "use_rollout_logps" in names:
+    fields.setdefault("use_rollout_logps", False)
+  for name in ("use_rollout_logps", "sampler_is", "sampler_is_threshold"):
+    if name in fields and name not in names:
+      raise ValueError(
+          f"grpo.{name} needs a Tunix with it (main); google-tunix"
+          f" {TUNIX_VERSION} has none."
+      )
+  return GRPOConfig(**fields)
+
+
+def grpo_old_logps_source(config: Any) -> tuple[bool, str | None, float]:
+  """How a `GRPOConfig` sources old log-probs, on either version.
+
+  Returns:
+    `(use_rollout_logps, sampler_is, sampler_is_threshold)`: Tunix main's
+    fields; google-tunix 0.1.7 has none and reads as `(False, None, 2.0)`
+    (recompute on the trainer, no sampler correction). Under
+    `sampler_is="token"` the trainer's log-probs are the old ones and the
+    loss is weighted per token by `min(exp(trainer - sampler),
+    sampler_is_threshold)`.
+  """
+  return (
+      bool(getattr(config, "use_rollout_logps", False)),
+      getattr(config, "sampler_is", None),
+      float(getattr(config, "sampler_is_threshold", 2.0)),
+  )
+
+
+# Tunix's GRPO learner's perf spans (the same in 0.1.7 and main): the name
+# of each `perf` span and the `perf_v2` name it pairs with.
+_PERF_V2_NAMES = {
+    "refer_inference": _perf_constants.REFERENCE_INFERENCE,
+    "old_actor_inference": _perf_constants.OLD_ACTOR_INFERENCE,
+    "advantage_computation": _perf_constants.ADVANTAGE_COMPUTATION,
+}
+
+
+@contextlib.contextmanager
+def grpo_perf_span(
+    cluster: Any, name: str, *, role: Any = None
+) -> Iterator[Callable[[Any], None]]:
+  """One of Tunix's GRPO phase spans, on both of its perf tracers.
+
+  As `GRPOLearner._generate_and_compute_advantage` writes them: `perf`'s
+  span `name` and `perf_v2`'s paired span, on `role`'s devices (None: no
+  devices), tagged with the global step.
+
+  Args:
+    cluster: the learner's `RLCluster`.
+    name: `"refer_inference"`, `"old_actor_inference"` or
+      `"advantage_computation"`.
+    role: the `Role` whose mesh runs the phase, or None.
+
+  Yields:
+    `end(outputs)`: marks the phase's device work done on `outputs` (a
+    pytree of arrays), as Tunix's `device_end` / `async_end`.
+  """
+  devices = None if role is None else cluster.r2m[role].devices
+  tags = {_perf_constants.STEP: cluster.global_steps}
+  with cluster.perf.span(name, devices) as interval, cluster.perf_v2.span(
+      _PERF_V2_NAMES[name], devices, tags=tags
+  ) as interval_v2:
+
+    def end(outputs):
+      interval.device_end(outputs)
+      interval_v2.async_end(outputs)
+
+    yield end
 
 
 def tunix_progress_bar_visible() -> bool:

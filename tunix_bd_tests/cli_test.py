@@ -11,6 +11,7 @@ exactly what a recipe would see. Tests run `main(argv)` in-process and
 """
 
 import contextlib
+import importlib.metadata
 import io
 import json
 import logging
@@ -712,7 +713,12 @@ class CliTest(parameterized.TestCase):
   def test_subprocess_version(self):
     result = self._subprocess("--version")
     self.assertEqual(result.returncode, 0, msg=result.stderr)
-    self.assertRegex(result.stdout, r"^tunix \d+\.\d+\.\d+\S* \(google-tunix ")
+    self.assertRegex(
+        result.stdout,
+        r"^tunix (\d+\.\d+\.\d+\S*) \(tunix-bd \1, google-tunix \S+;",
+    )
+    tunix = importlib.metadata.version("google-tunix")
+    self.assertIn(f"google-tunix {tunix};", result.stdout)
 
   def test_host_import_is_light(self):
     code = (

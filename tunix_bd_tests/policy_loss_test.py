@@ -21,6 +21,7 @@ from tunix.rl import common
 from tunix.rl import function_registry
 from tunix.rl import utils as rl_utils
 from tunix.rl.grpo import grpo_learner
+from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import canvases
 from tunix_bd.core import replay
@@ -114,7 +115,10 @@ class GrpoObjectiveMatchesTunixTest(parameterized.TestCase):
 
   def _assert_matches_tunix(self, config, example):
     def tunix_loss(model):
-      return algo_core.grpo_loss_fn(model, example, config, _PAD, _STOP)
+      # A `(loss, aux)` tuple in 0.1.7, a `LossOutput` on Tunix main.
+      return compat.loss_and_aux(
+          algo_core.grpo_loss_fn(model, example, config, _PAD, _STOP)
+      )
 
     def our_loss(model):
       logps = _table_log_probs(model, self.ids)

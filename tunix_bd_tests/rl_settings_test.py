@@ -9,6 +9,7 @@ from absl.testing import parameterized
 import jax.numpy as jnp
 from tunix.rl import common
 from tunix.rl.grpo import grpo_learner
+from tunix_bd import compat
 from tunix_bd import config_files
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.rl import settings as settings_lib
@@ -30,7 +31,7 @@ class TunixNamesTest(parameterized.TestCase):
 
   @parameterized.parameters(*settings_lib.LOSS_AGG_MODES)
   def test_every_loss_agg_mode_is_tunix_s(self, mode):
-    loss = common.aggregate_loss(jnp.ones((2, 3)), jnp.ones((2, 3)), mode)
+    loss = compat.aggregate_loss(jnp.ones((2, 3)), jnp.ones((2, 3)), mode)
     self.assertTrue(bool(jnp.isfinite(loss)))
 
   @parameterized.parameters(*settings_lib.KL_LOSS_MODES)

@@ -7,8 +7,11 @@ import importlib.metadata
 import pathlib
 import importlib
 import re
+import sys
 
 from absl.testing import absltest
+from packaging import requirements
+from packaging import utils
 
 import tunix_bd
 
@@ -19,6 +22,25 @@ def _setup_cfg() -> configparser.ConfigParser:
   parser = configparser.ConfigParser()
   parser.read(_ROOT / "setup.cfg")
   return parser
+
+
+def _requirements() -> dict[str, requirements.Requirement]:
+  """install_requires by canonical name."""
+  lines = _setup_cfg()["options"]["install_requires"].split("\n")
+  reqs = [requirements.Requirement(line) for line in lines if line.strip()]
+  return {utils.canonicalize_name(r.name): r for r in reqs}
+
+
+def _constraints() -> dict[str, str]:
+  """constraints.txt: canonical name to its exact version."""
+  pins = {}
+  text = (_ROOT / "constraints.txt").read_text()
+  for line in text.splitlines():
+    line = line.split("#")[0].strip()
+    if line:
+      name, _, version = line.partition("==")
+      pins[utils.canonicalize_name(name)] = version
+  return pins
 
 
 class SetupCfgTest(absltest.TestCase):
@@ -44,9 +66,45 @@ class SetupCfgTest(absltest.TestCase):
         importlib.metadata.version("tunix-bd"), tunix_bd.__version__
     )
 
-  def test_tunix_is_pinned_and_entry_points_are_declared(self):
-    options = _setup_cfg()["options"]
-    self.assertIn("google-tunix==0.1.7", options["install_requires"].split())
+  def test_requirements_are_ranges_that_admit_the_constraints(self):
+    pins = _constraints()
+    for section, key in (
+        ("options", "install_requires"),
+        ("options.extras_require", "pathways"),
+        ("options.extras_require", "gpu"),
+    ):
+      for line in _setup_cfg()[section][key].split("\n"):
+        if not line.strip():
+          continue
+        req = requirements.Requirement(line)
+        self.assertNotIn("==", str(req.specifier), f"{line}: a range")
+        self.assertTrue(
+            any(s.operator in ("<", "<=", "~=") for s in req.specifier),
+            f"{line}: needs an upper bound",
+        )
+        name = utils.canonicalize_name(req.name)
+        self.assertIn(name, pins, f"{line}: pin it in constraints.txt")
+        self.assertIn(pins[name], req.specifier, f"{line}: constraints.txt")
+
+  def test_every_supported_tunix_is_in_the_range(self):
+    from tunix_bd.rl import learner  # pylint: disable=g-import-not-at-top
+
+    tunix = _requirements()["google-tunix"]
+    self.assertEqual(_constraints()["google-tunix"], "0.1.7")
+    for version in learner.UPSTREAM_SOURCE_SHA256:
+      self.assertTrue(
+          tunix.specifier.contains(version, prereleases=True), version
+      )
+
+  def test_installed_versions_lie_in_the_ranges(self):
+    for name, req in _requirements().items():
+      installed = importlib.metadata.version(name)
+      self.assertTrue(
+          req.specifier.contains(installed, prereleases=True),
+          f"{name} {installed} is outside {req}",
+      )
+
+  def test_entry_points_are_declared(self):
     entry_points = _setup_cfg()["options.entry_points"]
     self.assertIn(
         "tunix = tunix_bd.cli.main:run", entry_points["console_scripts"]
@@ -56,6 +114,23 @@ class SetupCfgTest(absltest.TestCase):
     )
     installed = importlib.metadata.entry_points(group="tunix.plugins")
     self.assertIn("tunix_bd", installed.names)
+
+  def test_the_installed_tunix_command_is_this_host(self):
+    # google-tunix ships no `tunix` script today; if it (or anything) does,
+    # two distributions would race for the same file in bin/.
+    scripts = [
+        ep
+        for ep in importlib.metadata.entry_points(group="console_scripts")
+        if ep.name == "tunix"
+    ]
+    self.assertLen(scripts, 1, [ep.dist.name for ep in scripts])
+    self.assertEqual(scripts[0].value, "tunix_bd.cli.main:run")
+    self.assertEqual(
+        utils.canonicalize_name(scripts[0].dist.name), "tunix-bd"
+    )
+    script = pathlib.Path(sys.executable).parent / "tunix"
+    if script.exists():  # The environment's own bin/, when installed there.
+      self.assertIn("tunix_bd.cli.main", script.read_text())
 
   def test_every_recipe_has_a_config_and_imports(self):
     from tunix_bd import plugin  # pylint: disable=g-import-not-at-top

@@ -11,6 +11,12 @@ The host knows nothing of any one plugin: it finds plugins through the
 config (see `config_loading`), and calls the recipe the config's `recipe` key
 names. Mistakes on the command line print one `tunix: error:` line and exit
 with status 2; a ValueError from the recipe (a config it rejects) exits 1.
+
+The `tunix` console script is tunix-bd's (google-tunix ships none today;
+`setup_cfg_test` checks that the installed one is this host), and
+`tunix --version` names both distributions. Should another package ever
+install a `tunix` script over it, `python -m tunix_bd ARGS` is the same
+command.
 """
 
 import argparse
@@ -92,7 +98,10 @@ def _parser() -> argparse.ArgumentParser:
   parser.add_argument(
       "--version",
       action="version",
-      version=f"{_PROG} {tunix_bd.__version__} (google-tunix {tunix_version})",
+      version=(
+          f"{_PROG} {tunix_bd.__version__} (tunix-bd {tunix_bd.__version__},"
+          f" google-tunix {tunix_version}; also: python -m tunix_bd)"
+      ),
   )
   commands = parser.add_subparsers(dest="command", metavar="COMMAND")
   commands.required = True

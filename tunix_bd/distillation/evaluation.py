@@ -21,8 +21,8 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix.sft import hooks
 
+from tunix_bd import compat
 from tunix_bd.core import diffusion_lm
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import sources
@@ -47,7 +47,7 @@ _kl_sums_jit = nnx.jit(
 
 
 @dataclasses.dataclass
-class DecodeEvaluation(hooks.TrainingHooks):
+class DecodeEvaluation(compat.TrainingHooks):
   """Greedy decode evaluation at several thresholds, every N update steps.
 
   Attributes:

@@ -34,9 +34,8 @@ from typing import Any, Sequence
 
 import flax
 import numpy as np
-from tunix.distillation import distillation_trainer
-from tunix.sft import hooks
 
+from tunix_bd import compat
 from tunix_bd import denominators
 from tunix_bd import eos as eos_lib
 from tunix_bd.core import canvases
@@ -55,7 +54,7 @@ CORRUPTION_STREAM = 2
 
 
 @flax.struct.dataclass(frozen=True)
-class OpdBatch(distillation_trainer.TrainingInput):
+class OpdBatch(compat.DistillationTrainingInput):
   """A micro-batch of rollouts; every field batch-major, NumPy.
 
   `input_tokens` are the clean `[batch, P + T]` sequences and `input_mask`
@@ -211,7 +210,7 @@ def rollout_batches(
   return batches
 
 
-class StudentRolloutSource(hooks.DataHooks):
+class StudentRolloutSource(compat.DataHooks):
   """Serves OPD micro-batches rolled out at the student's live weights."""
 
   def __init__(

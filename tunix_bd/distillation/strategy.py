@@ -31,8 +31,8 @@ import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix.distillation.strategies import base_strategy
 
+from tunix_bd import compat
 from tunix_bd import denominators
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
@@ -133,7 +133,7 @@ def _check_batch(batch: Any, bd, canvas: str) -> None:
       )
 
 
-class DiffusionOpdStrategy(base_strategy.BaseStrategy):
+class DiffusionOpdStrategy(compat.BaseStrategy):
   """On-policy distillation of a causal teacher into a block-diffusion LM."""
 
   def __init__(

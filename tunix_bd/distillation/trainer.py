@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tunix.distillation import distillation_trainer
-
+from tunix_bd import compat
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.training import aux_metrics
@@ -28,7 +27,7 @@ def model_inputs(batch: Any) -> dict[str, Any]:
 
 
 class OpdTrainer(
-    aux_metrics.AuxMetricsMixin, distillation_trainer.DistillationTrainer
+    aux_metrics.AuxMetricsMixin, compat.DistillationTrainer
 ):
   """A `DistillationTrainer` over a `StudentRolloutSource`."""
 
@@ -38,7 +37,7 @@ class OpdTrainer(
       teacher_model,
       strategy: strategy_lib.DiffusionOpdStrategy,
       optimizer,
-      training_config: distillation_trainer.TrainingConfig,
+      training_config: compat.DistillationTrainingConfig,
       *,
       source: sources.StudentRolloutSource,
       fingerprint: Mapping[str, Any] | None = None,

@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-from tunix.sft import peft_trainer
 
+from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
@@ -129,7 +129,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   variants = {
       # Tunix's own AR SFT loss, the one `PeftTrainer` uses by default.
       "ar": (
-          peft_trainer._default_loss_fn,  # pylint: disable=protected-access
+          compat.default_sft_loss,
           ar_batch,
       ),
       "bd_single_canvas": (

@@ -29,8 +29,6 @@ from typing import Any, Mapping
 from flax import nnx
 import jax
 import numpy as np
-from tunix.rl import utils as rl_utils
-from tunix.sft import utils as sft_utils
 
 from tunix_bd import compat
 from tunix_bd import eos
@@ -107,7 +105,7 @@ class DiffusionRLCluster(compat.RLCluster):
     if self.actor_trainer.train_steps:
       actor = self.actor_trainer.model
       filter_types = (
-          nnx.LoRAParam if sft_utils.is_lora_enabled(actor) else nnx.Param,
+          nnx.LoRAParam if compat.is_lora_enabled(actor) else nnx.Param,
       )
       self.rollout.update_params(nnx.state(actor, filter_types), filter_types)
     if fingerprint is not None:
@@ -209,7 +207,7 @@ class DiffusionRLCluster(compat.RLCluster):
             self.actor_trainer.model,
             cached_logits_fn=self.rollout.cached_logits_fn,
         )
-      state = rl_utils.put_params_on_memory_kind(
+      state = compat.put_params_on_memory_kind(
           self._anchor_policy_state, self._default_memory_kind
       )
       replay = functools.partial(self._actor_replayer, state=state)

@@ -11,7 +11,10 @@ own trace with one function (docs/design.md "RL policies on one trace"):
   * old: replay under the start-of-step actor snapshot (the anchor, on the
     actor role), computed whenever more than one optimizer update uses a
     rollout (`num_iterations > 1`, or mini-batches); otherwise None, so the
-    importance ratio is exactly 1;
+    importance ratio is exactly 1. On a Tunix with `GRPOConfig`'s
+    `use_rollout_logps` set (main), the trace's own `action_logp` instead;
+    under `sampler_is="token"`, the anchor always, and the loss is weighted
+    by the truncated sampler/trainer ratio (`old_logps_and_weights`);
   * reference: replay under the reference model when `beta != 0`;
   * live: replay inside the registered `diffusion_grpo` loss.
 
@@ -21,6 +24,12 @@ the first stop token inside its block; rewards see the visible completion
 `num_completion_tokens` for speed terms. The dataset boundary is checked
 (`prompts` an `np.ndarray` of str, other fields 1-D of equal length), since
 Tunix's `np.repeat` silently mangles list prompts.
+
+`_generate_and_compute_advantage` overrides Tunix's private method of that
+name (no public seam exists in 0.1.7 or main) and keeps its perf spans
+(`refer_inference`, `old_actor_inference`, `advantage_computation`).
+`UPSTREAM_SOURCE_SHA256` pins the Tunix source it replaces, per supported
+version; `compat_test` fails when it changes.
 """
 
 from __future__ import annotations
@@ -29,15 +38,28 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import jax
 import numpy as np
-from tunix.rl import function_registry
-
 from tunix_bd import compat
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import policy_loss
 from tunix_bd.rl import rollout as rollout_lib
 
 Mode = compat.Mode
+Role = compat.Role
 PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
+
+# sha256 of `inspect.getsource(GRPOLearner._generate_and_compute_advantage)`
+# per supported google-tunix version: the method the override below
+# replaces. A new Tunix, or a changed digest, is a decision: re-read the
+# upstream method, port what changed, then add or update its digest.
+UPSTREAM_SOURCE_SHA256 = {
+    "0.1.7": (
+        "c56268e58863fedb902bcc6e8041440569845c77bf9090c37c12bc8d68e3ab01"
+    ),
+    "0.1.8.dev20260821": (
+        "a0acb61efdb36d0b87a93faa3e6f1ee6e9da87a647c580c05b54f0aae4094f6b"
+    ),
+}
+_LOG_RATIO_BOUND = 20.0  # Tunix's clip of the sampler/trainer log-ratio.
 
 
 def check_dataset_item(item: Mapping[str, Any], where: str) -> None:
@@ -70,6 +92,54 @@ def check_dataset_item(item: Mapping[str, Any], where: str) -> None:
           f" {len(prompts)} values like 'prompts', got"
           f" {type(value).__name__} of shape {shape}."
       )
+
+
+def old_logps_and_weights(
+    trace_action_logp: np.ndarray,
+    action_mask: np.ndarray,
+    anchor: np.ndarray | None,
+    *,
+    needs_old: bool,
+    algo_config: Any,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+  """The old log-probs and sampler weights of an example, as Tunix sources.
+
+  Args:
+    trace_action_logp: float32 `[batch, T]`, the rollout's own log-probs.
+    action_mask: bool `[batch, T]`, the committed actions.
+    anchor: float32 `[batch, T]` anchor replay (the trainer's log-probs),
+      or None when not computed.
+    needs_old: whether several updates use the rollout.
+    algo_config: the `GRPOConfig` (`compat.grpo_old_logps_source`).
+
+  Returns:
+    `(old_per_token_logps, sampler_is_weights)`, each `[batch, T]` or None:
+    under `sampler_is="token"` the anchor and
+    `min(exp(clip(anchor - rollout, +-20)), threshold)` on the actions, 0
+    elsewhere (Tunix main's correction); else, when `needs_old`, the
+    rollout's log-probs with `use_rollout_logps`, the anchor without.
+
+  Raises:
+    ValueError: if the anchor a branch needs is None.
+  """
+  use_rollout, sampler_is, threshold = compat.grpo_old_logps_source(
+      algo_config
+  )
+  if sampler_is == "token" or (needs_old and not use_rollout):
+    if anchor is None:
+      raise ValueError("the anchor replay is needed but was not computed.")
+  if sampler_is == "token":
+    log_ratio = np.clip(
+        anchor - trace_action_logp, -_LOG_RATIO_BOUND, _LOG_RATIO_BOUND
+    )
+    weights = np.minimum(np.exp(log_ratio), threshold) * action_mask
+    return anchor, weights.astype(np.float32)
+  if not needs_old:
+    return None, None
+  if use_rollout:
+    rollout = np.where(action_mask, trace_action_logp, 0.0)
+    return rollout.astype(np.float32), None
+  return anchor, None
 
 
 def _checked(dataset: Iterable[Mapping[str, Any]], name: str) -> Iterator:
@@ -170,6 +240,8 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         "is_ratio/mean": np.mean,
         "is_ratio/min": np.min,
         "is_ratio/max": np.max,
+        "sampler_is/weight_mean": np.mean,
+        "sampler_is/weight_min": np.min,
     })
 
   @property
@@ -204,6 +276,16 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
   def _needs_old(self, mode: Mode) -> bool:
     return mode == Mode.TRAIN and self._updates_per_rollout > 1
 
+  def _needs_anchor(self, mode: Mode) -> bool:
+    use_rollout, sampler_is, _ = compat.grpo_old_logps_source(
+        self.algo_config
+    )
+    return (
+        sampler_is == "token"
+        or (self._needs_old(mode) and not use_rollout)
+        or self._verify_now(mode)
+    )
+
   def _verify_now(self, mode: Mode) -> bool:
     step = self.rl_cluster.global_steps
     return (
@@ -230,31 +312,46 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
 
     ref = None
     if self.algo_config.beta != 0.0:
-      ref = cluster.reference_replay_logps(trace, logps_batch)
-    old = None
-    if self._needs_old(mode) or self._verify_now(mode):
-      anchor = cluster.anchor_replay_logps(trace, logps_batch)
-      generated = np.asarray(trace.action_step) >= 0
-      error = np.abs(anchor - np.asarray(trace.action_logp))[generated]
+      with compat.grpo_perf_span(
+          cluster, "refer_inference", role=Role.REFERENCE
+      ) as end:
+        ref = cluster.reference_replay_logps(trace, logps_batch)
+        end([ref])
+    generated = np.asarray(trace.action_step) >= 0
+    rollout_logp = np.asarray(trace.action_logp)
+    anchor = None
+    if self._needs_anchor(mode):
+      with compat.grpo_perf_span(
+          cluster, "old_actor_inference", role=Role.ACTOR
+      ) as end:
+        anchor = cluster.anchor_replay_logps(trace, logps_batch)
+        end([anchor])
+      error = np.abs(anchor - rollout_logp)[generated]
       cluster.buffer_metrics(
           {PARITY_METRIC: (float(error.max(initial=0.0)), np.max)}, mode=mode
       )
-      if self._needs_old(mode):
-        old = anchor
+    old, weights = old_logps_and_weights(
+        rollout_logp,
+        generated,
+        anchor,
+        needs_old=self._needs_old(mode),
+        algo_config=self.algo_config,
+    )
 
     visible = np.asarray([len(t) for t in out.tokens], np.int32)
-    rewards = self._compute_rewards(
-        prompts=prompts,
-        completions=out.text,
-        mode=mode,
-        num_forwards=out.num_forwards,
-        num_completion_tokens=visible,
-        **{k: v for k, v in training_input.items() if k != "prompts"},
-    )
-    estimator = function_registry.get_advantage_estimator(
-        self.algo_config.advantage_estimator
-    )
-    advantages = estimator(rewards=rewards, num_generations=num_generations)
+    with compat.grpo_perf_span(cluster, "advantage_computation"):
+      rewards = self._compute_rewards(
+          prompts=prompts,
+          completions=out.text,
+          mode=mode,
+          num_forwards=out.num_forwards,
+          num_completion_tokens=visible,
+          **{k: v for k, v in training_input.items() if k != "prompts"},
+      )
+      estimator = compat.get_advantage_estimator(
+          self.algo_config.advantage_estimator
+      )
+      advantages = estimator(rewards=rewards, num_generations=num_generations)
     self._buffer_rollout_metrics(rewards, visible, out.num_forwards, mode)
     for metric_fn in self.metric_fns:
       cluster.buffer_metrics(
@@ -273,6 +370,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         advantages=np.asarray(advantages, np.float32),
         ref_per_token_logps=ref,
         old_per_token_logps=old,
+        sampler_is_weights=weights,
     )
 
   def _buffer_rollout_metrics(self, rewards, visible, forwards, mode) -> None:

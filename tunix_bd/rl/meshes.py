@@ -105,12 +105,12 @@ class RoleMeshes:
 
   def role_to_mesh(self) -> dict[Any, Mesh]:
     """The `ClusterConfig.role_to_mesh` of Tunix's `RLCluster`."""
-    from tunix.rl import rl_cluster  # pylint: disable=g-import-not-at-top
+    from tunix_bd import compat  # pylint: disable=g-import-not-at-top
 
     return {
-        rl_cluster.Role.ACTOR: self.actor,
-        rl_cluster.Role.REFERENCE: self.reference,
-        rl_cluster.Role.ROLLOUT: self.rollout,
+        compat.Role.ACTOR: self.actor,
+        compat.Role.REFERENCE: self.reference,
+        compat.Role.ROLLOUT: self.rollout,
     }
 
 

@@ -33,10 +33,7 @@ import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix.rl import algo_core
-from tunix.rl import common
-from tunix.rl import function_registry
-from tunix.rl.grpo import grpo_learner
+from tunix_bd import compat
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
@@ -49,11 +46,11 @@ POLICY_LOSS_NAME = "diffusion_grpo"
 _LOG_RATIO_BOUND = 20.0
 _GSPO_LOG_RATIO_MAX = 10.0
 
-_masked_mean = algo_core.masked_mean
+_masked_mean = compat.masked_mean
 
 
 @flax.struct.dataclass(frozen=True)
-class DiffusionTrainExample(grpo_learner.TrainExample):
+class DiffusionTrainExample(compat.TrainExample):
   """Tunix's GRPO `TrainExample` plus the rollout's trace.
 
   The inherited fields are in Tunix's layout (`core.tunix_layout`):
@@ -173,7 +170,7 @@ def _ratio_and_advantage_stats(log_ratio, is_ratio, pg_losses, adv, mask):
 
 def grpo_objective(
     per_token_logps: jax.Array,
-    train_example: common.TrainExample,
+    train_example: compat.TrainExample,
     algo_config: Any,
 ) -> tuple[jax.Array, dict[str, Any]]:
   """Tunix's GRPO / `gspo-token` loss, given the live per-token log-probs.
@@ -194,7 +191,10 @@ def grpo_objective(
 
   Returns:
     The scalar loss and Tunix's aux dict (`kl`, `pg_clipfrac`, `ppo_kl`,
-    `is_ratio/{mean,min,max}`, ...) without `entropy`.
+    `is_ratio/{mean,min,max}`, ...) without `entropy`, as scalars on every
+    Tunix version (`compat.loss_and_aux` reads Tunix's the same way); the
+    policy term under both 0.1.7's name (`pg_loss`) and main's
+    (`reduced_pg_loss`, `unreduced_pg_loss`).
 
   Raises:
     ValueError: for a per-token input whose shape is not the mask's.
@@ -229,7 +229,7 @@ def grpo_objective(
   clipfrac = _masked_mean(jnp.greater(pg_loss_2, pg_loss_1), mask)
   # Dual clip: for negative advantages, the loss is at most -epsilon_c * adv.
   pg_loss_3 = per_token_loss if epsilon_c is None else -epsilon_c * adv
-  clipfrac_lower = common.aggregate_loss(
+  clipfrac_lower = compat.aggregate_loss(
       ((per_token_loss > pg_loss_3) & (adv < 0.0)).astype(jnp.float32),
       mask,
       agg_mode,
@@ -241,12 +241,17 @@ def grpo_objective(
   if weights is not None:
     weights = weights.astype(jnp.float32)
     per_token_loss = per_token_loss * weights
-  loss = common.aggregate_loss(per_token_loss, mask, agg_mode)
+  loss = compat.aggregate_loss(per_token_loss, mask, agg_mode)
 
   aux = {
       "kl": 0.0,
       "kl_loss": 0.0,
+      # 0.1.7's name of the policy term, and main's two.
       "pg_loss": loss,
+      "reduced_pg_loss": compat.reduced_aggregate_loss(
+          per_token_loss, mask, agg_mode
+      ),
+      "unreduced_pg_loss": loss,
       "pg_clipfrac": clipfrac,
       "ppo_kl": ppo_kl,
       "pg_clipfrac_lower": clipfrac_lower,
@@ -262,7 +267,7 @@ def grpo_objective(
         jnp.where(mask > 0, weights, jnp.inf)
     )
   if train_example.ref_per_token_logps is not None:
-    kl = common.compute_kl_divergence(
+    kl = compat.compute_kl_divergence(
         per_token_logps,
         train_example.ref_per_token_logps,
         algo_config.kl_loss_mode,
@@ -271,7 +276,7 @@ def grpo_objective(
     aux["kl"] = jnp.astype(
         (kl * mask).sum() / jnp.clip(mask.sum(), min=1), jnp.float32
     )
-    aux["kl_loss"] = common.aggregate_loss(kl, mask, agg_mode)
+    aux["kl_loss"] = compat.aggregate_loss(kl, mask, agg_mode)
     if algo_config.beta is not None and algo_config.beta != 0.0:
       loss = loss + algo_config.beta * aux["kl_loss"]
   return loss, aux
@@ -316,7 +321,7 @@ def _checked_trace(train_example, algo_config) -> trace_lib.Trace:
   return trace
 
 
-@function_registry.register_policy_loss_fn(POLICY_LOSS_NAME)
+@compat.register_policy_loss_fn(POLICY_LOSS_NAME)
 def diffusion_grpo_loss(
     model,
     train_example: DiffusionTrainExample,

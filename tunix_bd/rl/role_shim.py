@@ -31,7 +31,7 @@ import jax
 from jax.sharding import Mesh
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec
-from tunix.rl import reshard
+from tunix_bd import compat
 from tunix_bd import mesh as mesh_lib
 
 # NNX's own bookkeeping in every `nnx.Pytree` (flax 0.12.8). Every other
@@ -249,7 +249,7 @@ def place_on_mesh(
       ),
       nnx.get_partition_spec(state),
   )
-  moved = reshard.reshard_pytree(state, shardings)
+  moved = compat.reshard_pytree(state, shardings)
   if copy:
     moved = jax.tree.map(
         lambda new, old: new.copy() if new is old else new, moved, state

@@ -47,7 +47,6 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix.rl import reshard
 
 from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
@@ -380,7 +379,7 @@ class DiffusionRollout(compat.BaseRollout):
       # would return them as they are, after starting a logging thread.
       placed = _fresh_copy(params)
     else:
-      placed = reshard.reshard_pytree(params, target)
+      placed = compat.reshard_pytree(params, target)
       # Leaves already on their target come back as the actor's arrays.
       placed = jax.tree.map(
           lambda new, src: new.copy() if new is src else new, placed, params

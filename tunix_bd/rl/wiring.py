@@ -157,12 +157,14 @@ def grpo_config(
       `beta`, `epsilon`, `loss_algo`, `loss_agg_mode`, `kl_loss_mode`, ...)
       and `epsilon_high` / `epsilon_c`, which Tunix's loss reads by
       `getattr` (0.1.7's `GRPOConfig` has no such fields; None: unset).
+      Old log-probs are recomputed on the trainer on every Tunix version
+      (`compat.grpo_config`).
 
   Raises:
-    ValueError: as `GRPOConfig`.
+    ValueError: as `compat.grpo_config`.
   """
   optional = {k: algo.pop(k) for k in _OPTIONAL_ALGO_FIELDS if k in algo}
-  config = compat.GRPOConfig(policy_loss_fn=policy_loss_fn, **algo)
+  config = compat.grpo_config(policy_loss_fn=policy_loss_fn, **algo)
   for name, value in optional.items():
     if value is not None:
       setattr(config, name, value)

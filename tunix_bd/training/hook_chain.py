@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunix.sft import hooks
+from tunix_bd import compat
 
 
-class HookChain(hooks.TrainingHooks):
+class HookChain(compat.TrainingHooks):
   """Calls each hook's callbacks in the order the hooks were given."""
 
-  def __init__(self, *chained: hooks.TrainingHooks):
+  def __init__(self, *chained: compat.TrainingHooks):
     self.hooks = chained
 
   def on_train_start(self, train_ctx: Any):

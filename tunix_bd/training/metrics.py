@@ -14,8 +14,8 @@ import os
 from typing import Any, Callable
 
 import numpy as np
-from tunix.sft import metrics_logger
 
+from tunix_bd import compat
 from tunix_bd import files
 
 METRICS_FILE = "metrics.jsonl"
@@ -59,15 +59,15 @@ class JsonlMetricsBackend:
     self._closed = True
 
 
-def logging_options(workdir: str) -> metrics_logger.MetricsLoggerOptions:
+def logging_options(workdir: str) -> compat.MetricsLoggerOptions:
   """TensorBoard under `workdir/tensorboard` plus `workdir/metrics.jsonl`."""
   log_dir = os.path.join(workdir, "tensorboard")
-  return metrics_logger.MetricsLoggerOptions(
+  return compat.MetricsLoggerOptions(
       log_dir=log_dir,
       flush_every_n_steps=10,
       backend_kwargs={
           "custom_backend": [
-              lambda: metrics_logger.TensorboardBackend(
+              lambda: compat.TensorboardBackend(
                   log_dir=log_dir, flush_every_n_steps=10
               ),
               lambda: JsonlMetricsBackend(os.path.join(workdir, METRICS_FILE)),

@@ -20,7 +20,6 @@ import time
 from typing import Any, Callable, Sequence, TextIO
 
 import numpy as np
-from tunix.sft import hooks
 
 from tunix_bd import compat
 
@@ -37,7 +36,7 @@ def format_duration(seconds: float) -> str:
   return f"{secs}s"
 
 
-class ProgressLines(hooks.TrainingHooks):
+class ProgressLines(compat.TrainingHooks):
   """Prints step/max_steps, loss, the last eval metrics, elapsed and ETA."""
 
   def __init__(
