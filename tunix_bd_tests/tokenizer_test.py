@@ -172,7 +172,7 @@ class TokenizerTest(parameterized.TestCase):
   def test_load_tokenizer_rejects_empty_directory_naming_the_key(self):
     empty = self.create_tempdir().full_path
     with self.assertRaises(ValueError) as raised:
-      tokenizer_lib.load_tokenizer(empty, "model.checkpoint")
+      tokenizer_lib.load_tokenizer(empty, key="model.checkpoint")
     message = str(raised.exception)
     self.assertStartsWith(message, f"model.checkpoint={empty!r} has no")
     self.assertIn("has no tokenizer", message)

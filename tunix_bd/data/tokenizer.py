@@ -159,7 +159,7 @@ def override_chat_template(
 
 
 def load_tokenizer(
-    directory: str, chat_template: str = "", key: str | None = None
+    directory: str, chat_template: str = "", *, key: str | None = None
 ) -> transformers.PreTrainedTokenizerBase:
   """Loads a tokenizer directory exactly as a user's would be loaded.
 
