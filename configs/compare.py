@@ -44,17 +44,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           bd="runs/quickstart/sft/export",  # Its conversion.
       )
   )
-  config.data = ml_collections.ConfigDict(
-      dict(
-          prompts="",  # A {"prompt", "answer"} JSONL; empty: the embedded task.
-          tasks=("sort", "reverse", "double"),
-          min_len=1,
-          max_len=6,
-          seed=0,
-          num_prompts=256,
-          **config_sections.chat_fields(),
-      )
-  )
+  # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
+  config.data = config_sections.prompt_data()
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
   config.max_new_tokens = 16
   config.batch_size = 64  # Of the throughput measurement.

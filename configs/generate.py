@@ -53,17 +53,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           alignment=config_dict.placeholder(str),
       )
   )
-  config.data = ml_collections.ConfigDict(
-      dict(
-          prompts="",  # A {"prompt", "answer"} JSONL; empty: the embedded task.
-          tasks=("sort", "reverse", "double"),
-          min_len=1,
-          max_len=6,
-          seed=0,
-          num_prompts=256,
-          **config_sections.chat_fields(),
-      )
-  )
+  # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
+  config.data = config_sections.prompt_data()
   config.decode = ml_collections.ConfigDict(
       dict(
           max_new_tokens=16,

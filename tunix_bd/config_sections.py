@@ -54,6 +54,28 @@ def embedded_data(**overrides) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(section)
 
 
+def prompt_data(num_prompts: int = 256) -> ml_collections.ConfigDict:
+  """The `data` section of a recipe that decodes and scores prompts.
+
+  Returns:
+    A section with `prompts` (a `{"prompt", "answer"}` JSONL path; empty
+    means the embedded tasks' eval split), `tasks`, `min_len`, `max_len`
+    and `seed` of the embedded generator, `num_prompts` drawn from it, and
+    the `chat_fields` (`tunix_bd.data.dataset.prompt_records` reads it).
+  """
+  return ml_collections.ConfigDict(
+      dict(
+          prompts="",
+          tasks=("sort", "reverse", "double"),
+          min_len=1,
+          max_len=6,
+          seed=0,
+          num_prompts=num_prompts,
+          **chat_fields(),
+      )
+  )
+
+
 def embedded_model() -> ml_collections.ConfigDict:
   """The `model` section of the embedded from-scratch Qwen3 (the AR teacher)."""
   return ml_collections.ConfigDict(
