@@ -183,9 +183,13 @@ def plot_frontier(
       x = [p[key] for p in points]
       y = [100 * p["exact_match"] for p in points]
       ax.plot(x, y, marker="o", label=stage)
+      # Points that coincide (thresholds that commit alike) share a label.
+      labels = {}
       for p, xi, yi in zip(points, x, y):
+        labels.setdefault((round(xi, 2), round(yi, 1)), []).append(p["label"])
+      for (xi, yi), names in labels.items():
         ax.annotate(
-            p["label"],
+            ", ".join(sorted(names, key=lambda n: (len(n), n))),
             (xi, yi),
             textcoords="offset points",
             xytext=(4, 4),
