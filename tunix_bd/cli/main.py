@@ -94,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
       prog=_PROG,
       description="Run the recipes of installed Tunix plugins.",
+      # Keeps the --version line whole (argparse wraps it to the terminal).
+      formatter_class=argparse.RawDescriptionHelpFormatter,
   )
   parser.add_argument(
       "--version",
