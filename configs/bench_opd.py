@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Continued SFT vs OPD `corrupted` vs OPD `trace`, equal wall time.
 
-  tunix run --plugin tunix_bd bench_opd.py \
-      --config.student=runs/sft/export --config.teacher=runs/ar_pretrain/export
+  tunix run --plugin tunix_bd bench_opd.py
+
+(after the quickstart, whose converted model and AR teacher are the
+defaults; `--config.student=DIR --config.teacher=DIR` for others).
 
 From the same block-diffusion student, each arm trains for
 `time_budget_s` seconds (compilation included) with the same optimizer
@@ -28,8 +30,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.recipe = "bench_opd"
   config.workdir = "runs/bench_opd"
   config.seed = 0
-  config.student = "runs/sft/export"
-  config.teacher = "runs/ar_pretrain/export"
+  config.student = "runs/quickstart/sft/export"
+  config.teacher = "runs/quickstart/ar_pretrain/export"
   config.time_budget_s = 180.0
   config.max_steps = 2000  # Sets the learning-rate schedule's length.
   config.learning_rate = 3e-4

@@ -169,9 +169,7 @@ class ChatTest(parameterized.TestCase):
         ),
     )
 
-  @parameterized.product(
-      template=tuple(_TEMPLATES), messages=(_SINGLE, _MULTI)
-  )
+  @parameterized.product(template=tuple(_TEMPLATES), messages=(_SINGLE, _MULTI))
   def test_trained_prompt_is_the_generation_prompt(self, template, messages):
     make, enable_thinking, preamble = _TEMPLATES[template]
     tokenizer = make()
@@ -230,47 +228,57 @@ class ChatTest(parameterized.TestCase):
       (
           "interleaved",
           # Every character of the final answer is followed by a space.
-          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-          "{% if loop.last and m['role'] == 'assistant' %}"
-          "{% for c in m['content'] %}{{ c }} {% endfor %}"
-          "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          (
+              "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+              "{% if loop.last and m['role'] == 'assistant' %}"
+              "{% for c in m['content'] %}{{ c }} {% endfor %}"
+              "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+          ),
           r"where\.jsonl:7: the chat template does not render the final "
           r"assistant content verbatim, as one contiguous span",
       ),
       (
           "trimmed",
-          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-          "{{ m['content'] | trim }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          (
+              "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+              "{{ m['content'] | trim }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+          ),
           r"where\.jsonl:7: the chat template does not render the final "
           r"assistant content verbatim",
       ),
       (
           "prompt_differs",
           # The generation prompt says `model`, the rendered turn `assistant`.
-          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-          "{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>model\n{% endif %}",
+          (
+              "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+              "{{ m['content'] }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>model\n{% endif %}"
+          ),
           r"where\.jsonl:7: the chat template renders the turns before the "
           r"final assistant turn differently from the generation prompt",
       ),
       (
           "twice",
-          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-          "{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if not add_generation_prompt %}"
-          "{{ messages[-1]['content'] }}<|im_end|>{% endif %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          (
+              "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+              "{{ m['content'] }}<|im_end|>\n{% endfor %}"
+              "{% if not add_generation_prompt %}"
+              "{{ messages[-1]['content'] }}<|im_end|>{% endif %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+          ),
           r"where\.jsonl:7: the chat template renders the final assistant "
           r"content and EOS more than once",
       ),
       (
           "eos_in_preamble",
-          "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-          "{% if loop.last and m['role'] == 'assistant' %}<|im_end|>"
-          "{% endif %}{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          (
+              "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+              "{% if loop.last and m['role'] == 'assistant' %}<|im_end|>"
+              "{% endif %}{{ m['content'] }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+          ),
           r"where\.jsonl:7: the chat template renders '<\|im_end\|>' between "
           r"the generation prompt and the assistant content",
       ),

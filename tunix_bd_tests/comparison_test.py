@@ -62,7 +62,9 @@ class FrontierTest(absltest.TestCase):
   def test_one_point_for_ar_and_one_per_threshold(self):
     series = comparison.frontier(_rows([(0.5, 0.9), (0.9, 0.99)]))
     self.assertEqual(list(series), ["AR teacher", "block-diffusion SFT"])
-    self.assertEqual([p["label"] for p in series["AR teacher"]], ["AR, our loop"])
+    self.assertEqual(
+        [p["label"] for p in series["AR teacher"]], ["AR, our loop"]
+    )
     self.assertEqual(
         [p["label"] for p in series["block-diffusion SFT"]], ["0.5", "0.9"]
     )

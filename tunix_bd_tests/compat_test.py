@@ -102,9 +102,7 @@ class OverrideDigestTest(absltest.TestCase):
     )
 
   def test_the_override_is_still_an_override(self):
-    self.assertIn(
-        "_generate_and_compute_advantage", vars(compat.GRPOLearner)
-    )
+    self.assertIn("_generate_and_compute_advantage", vars(compat.GRPOLearner))
     self.assertIn(
         "_generate_and_compute_advantage",
         vars(learner_lib.DiffusionGRPOLearner),

@@ -188,16 +188,12 @@ class ChatOptionsTest(parameterized.TestCase):
             self.tokenizer, conversation.messages[:-1], options
         )
         self.assertEqual(rows.prompt_lengths[i], len(prompt))
-        np.testing.assert_array_equal(
-            rows.tokens[i, : len(prompt)], prompt
-        )
+        np.testing.assert_array_equal(rows.tokens[i, : len(prompt)], prompt)
         completion = self.tokenizer.decode(
             rows.tokens[i, len(prompt) : rows.lengths[i]].tolist()
         )
         think = "" if enable_thinking is False else "<think>\n\n</think>\n\n"
-        self.assertEqual(
-            completion, think + conversation.answer + "<|im_end|>"
-        )
+        self.assertEqual(completion, think + conversation.answer + "<|im_end|>")
 
   def test_bad_enable_thinking_is_refused_naming_the_key(self):
     with self.assertRaisesRegex(ValueError, r"data\.enable_thinking"):

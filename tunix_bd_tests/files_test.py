@@ -170,7 +170,6 @@ class FilesTest(absltest.TestCase):
         with open(os.path.join(local_dir, name), "rb") as want:
           self.assertEqual(got.read(), want.read(), name)
 
-
   def test_the_workdir_rule_keeps_a_url_off_the_local_disk(self):
     current = fingerprint.fingerprint({"model": "m"})
     no_local = mock.patch.object(

@@ -20,7 +20,6 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.recipes import grpo
 from tunix_bd.training import metrics
 
-
 _PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(grpo.__file__)))
 
 

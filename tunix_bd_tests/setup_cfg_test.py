@@ -125,9 +125,7 @@ class SetupCfgTest(absltest.TestCase):
     ]
     self.assertLen(scripts, 1, [ep.dist.name for ep in scripts])
     self.assertEqual(scripts[0].value, "tunix_bd.cli.main:run")
-    self.assertEqual(
-        utils.canonicalize_name(scripts[0].dist.name), "tunix-bd"
-    )
+    self.assertEqual(utils.canonicalize_name(scripts[0].dist.name), "tunix-bd")
     script = pathlib.Path(sys.executable).parent / "tunix"
     if script.exists():  # The environment's own bin/, when installed there.
       self.assertIn("tunix_bd.cli.main", script.read_text())

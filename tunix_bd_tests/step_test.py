@@ -18,10 +18,10 @@ _BATCH, _BLOCK, _VOCAB, _MASK = 3, 5, 11, 4
 
 
 def _block(seed):
-  rng = np.random.default_rng(seed)
-  logits = 3.0 * rng.standard_normal((_BATCH, _BLOCK, _VOCAB))
+  draws = np.random.default_rng(seed)
+  logits = 3.0 * draws.standard_normal((_BATCH, _BLOCK, _VOCAB))
   logits[..., _MASK] = diffusion_lm.MASKED_LOGIT
-  steps = np.where(rng.random((_BATCH, _BLOCK)) < 0.3, 0, -1).astype(np.int32)
+  steps = np.where(draws.random((_BATCH, _BLOCK)) < 0.3, 0, -1).astype(np.int32)
   tokens = np.where(steps >= 0, 7, _MASK).astype(np.int32)
   logp = np.where(steps >= 0, -0.5, 0.0).astype(np.float32)
   eligible = steps < 0

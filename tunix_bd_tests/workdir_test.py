@@ -29,6 +29,7 @@ _RECIPES = (
     ("opd", "workdir"),
     ("grpo", "workdir"),
     ("generate", "workdir"),
+    ("compare", "workdir"),
     ("quickstart", "workdir"),
     ("bench_rl", "workdir"),
     ("bench_opd", "workdir"),

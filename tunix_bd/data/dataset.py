@@ -108,7 +108,8 @@ def split_conversations(
 ) -> list[Conversation]:
   """The conversations of one split of a `data` section (see below)."""
   if data[split]:
-    return jsonl_conversations(data[split])
+    # A held-out file may hold prompts with answers, as GRPO's does.
+    return jsonl_conversations(data[split], held_out=split == "eval")
   mix = tasks_lib.TaskMix(
       tasks=tuple(data["tasks"]),
       min_len=data["min_len"],

@@ -105,9 +105,7 @@ def read_jsonl_records(
   line a user opens, since blank lines make it differ from the record index.
   """
   if kind not in ("sft", "rl", "held_out"):
-    raise ValueError(
-        f"kind must be 'sft', 'rl' or 'held_out', got {kind!r}."
-    )
+    raise ValueError(f"kind must be 'sft', 'rl' or 'held_out', got {kind!r}.")
   if not os.path.isfile(path):
     raise ValueError(f"dataset file not found: {path!r}.")
   records = []

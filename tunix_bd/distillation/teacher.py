@@ -90,7 +90,11 @@ def check_teacher_model(teacher_config: Any, student_vocab_size: int) -> None:
 
 
 def check_compatible(
-    teacher_dir: str, teacher_tokenizer: Any, student_tokenizer: Any
+    teacher_dir: str,
+    teacher_tokenizer: Any,
+    student_tokenizer: Any,
+    *,
+    key: str = "model.teacher",
 ) -> None:
   """Fails closed on a block-diffusion teacher or a different tokenizer.
 
@@ -101,6 +105,7 @@ def check_compatible(
     teacher_dir: the teacher checkpoint directory.
     teacher_tokenizer: its tokenizer.
     student_tokenizer: the student's tokenizer.
+    key: the config key that names `teacher_dir`, for errors.
 
   Raises:
     ValueError: if `teacher_dir` holds block-diffusion settings, or the
@@ -108,7 +113,7 @@ def check_compatible(
   """
   if os.path.isfile(os.path.join(teacher_dir, bd_config_lib.SETTINGS_FILE)):
     raise ValueError(
-        f"model.teacher={teacher_dir!r} is a block-diffusion checkpoint (it"
+        f"{key}={teacher_dir!r} is a block-diffusion checkpoint (it"
         f" has {bd_config_lib.SETTINGS_FILE}); the teacher must be a causal"
         " AR model, e.g. the one the student was converted from."
     )
@@ -125,11 +130,11 @@ def check_compatible(
   )
   if not same:
     raise ValueError(
-        "the teacher's and the student's tokenizers differ (teacher"
-        f" {fingerprint_lib.tokenizer_digest(teacher_tokenizer)}, student"
-        f" {fingerprint_lib.tokenizer_digest(student_tokenizer)}); on-policy"
-        " distillation needs an identical tokenizer (the student may only"
-        " add its mask token)."
+        f"the tokenizers differ: {key}={teacher_dir!r} (the AR model)"
+        f" {fingerprint_lib.tokenizer_digest(teacher_tokenizer)}, its"
+        " block-diffusion student"
+        f" {fingerprint_lib.tokenizer_digest(student_tokenizer)}; they must"
+        " be identical (the student may only add its mask token)."
     )
 
 

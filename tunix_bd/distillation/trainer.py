@@ -26,9 +26,7 @@ def model_inputs(batch: Any) -> dict[str, Any]:
   return {"batch": batch}
 
 
-class OpdTrainer(
-    aux_metrics.AuxMetricsMixin, compat.DistillationTrainer
-):
+class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
   """A `DistillationTrainer` over a `StudentRolloutSource`."""
 
   def __init__(

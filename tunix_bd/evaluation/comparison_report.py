@@ -66,7 +66,8 @@ class Settings:
       )
     thresholds = tuple(config.thresholds)
     if not thresholds or not all(
-        isinstance(t, (int, float)) and 0 < t <= 1 for t in thresholds
+        isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t <= 1
+        for t in thresholds
     ):
       raise ValueError(
           f"thresholds must be values in (0, 1], got {config.thresholds}."

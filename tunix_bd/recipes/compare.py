@@ -20,7 +20,10 @@ import ml_collections
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.evaluation import comparison_report
+from tunix_bd.run import workdir as workdir_lib
 
 
 def _check_checkpoints(config) -> None:
@@ -45,9 +48,18 @@ def _check_checkpoints(config) -> None:
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Decodes the prompts with both models and writes the report."""
   start = time.monotonic()
-  if not config.workdir:
-    raise ValueError("workdir must be set.")
+  workdir_lib.check(config.workdir)
   _check_checkpoints(config)
+  # Both models must share the tokenizer the comparison renders with.
+  ar_tokenizer, bd_tokenizer = (
+      tokenizer_lib.load_tokenizer(
+          config.model[key], config.data.chat_template, key=f"model.{key}"
+      )
+      for key in ("ar", "bd")
+  )
+  teacher_lib.check_compatible(
+      config.model.ar, ar_tokenizer, bd_tokenizer, key="model.ar"
+  )
   records, source = dataset_lib.prompt_records(config.data)
   settings = comparison_report.Settings.from_config(config, len(records))
   rows = comparison_report.evaluate(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+
 import ml_collections
 import numpy as np
 

@@ -100,8 +100,10 @@ def _check_model_directory(key: str, path: str) -> None:
       "the converted student (e.g. runs/quickstart/sft/export, or sft.py's"
       " workdir/export)"
       if key == "student"
-      else "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
-      " ar_pretrain.py's workdir/export)"
+      else (
+          "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+          " ar_pretrain.py's workdir/export)"
+      )
   )
   found = []
   if key == "student":

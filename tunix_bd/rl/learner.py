@@ -52,9 +52,7 @@ PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
 # replaces. A new Tunix, or a changed digest, is a decision: re-read the
 # upstream method, port what changed, then add or update its digest.
 UPSTREAM_SOURCE_SHA256 = {
-    "0.1.7": (
-        "c56268e58863fedb902bcc6e8041440569845c77bf9090c37c12bc8d68e3ab01"
-    ),
+    "0.1.7": "c56268e58863fedb902bcc6e8041440569845c77bf9090c37c12bc8d68e3ab01",
     "0.1.8.dev20260821": (
         "a0acb61efdb36d0b87a93faa3e6f1ee6e9da87a647c580c05b54f0aae4094f6b"
     ),
@@ -122,9 +120,7 @@ def old_logps_and_weights(
   Raises:
     ValueError: if the anchor a branch needs is None.
   """
-  use_rollout, sampler_is, threshold = compat.grpo_old_logps_source(
-      algo_config
-  )
+  use_rollout, sampler_is, threshold = compat.grpo_old_logps_source(algo_config)
   if sampler_is == "token" or (needs_old and not use_rollout):
     if anchor is None:
       raise ValueError("the anchor replay is needed but was not computed.")
@@ -277,9 +273,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
     return mode == Mode.TRAIN and self._updates_per_rollout > 1
 
   def _needs_anchor(self, mode: Mode) -> bool:
-    use_rollout, sampler_is, _ = compat.grpo_old_logps_source(
-        self.algo_config
-    )
+    use_rollout, sampler_is, _ = compat.grpo_old_logps_source(self.algo_config)
     return (
         sampler_is == "token"
         or (self._needs_old(mode) and not use_rollout)

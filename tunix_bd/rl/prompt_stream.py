@@ -86,23 +86,24 @@ def conversations(
     raise ValueError(
         f"data.eval must be set when data.{user_train} is a file: without it"
         " the held-out evaluation would score the embedded tasks. Set"
-        " data.eval to your held-out prompts ({\"prompt\", \"answer\"} or"
+        ' data.eval to your held-out prompts ({"prompt", "answer"} or'
         " chat JSONL)."
     )
   if data["prompts"]:
     train = jsonl_conversations(data["prompts"])
   else:
     train = dataset_lib.split_conversations(data, "train")
-  if data["eval"]:
-    held_out = dataset_lib.jsonl_conversations(data["eval"], held_out=True)
-    if len(held_out) < num_eval:
-      raise ValueError(
-          f"eval.num_prompts={num_eval} but data.eval={data['eval']!r} holds"
-          f" {len(held_out)} prompts; set eval.num_prompts to at most"
-          f" {len(held_out)}."
-      )
-  else:
-    held_out = dataset_lib.split_conversations(data, "eval")
+  held_out = dataset_lib.split_conversations(data, "eval")
+  if len(held_out) < num_eval:
+    source = (
+        f"data.eval={data['eval']!r}"
+        if data["eval"]
+        else f"the embedded eval split (data.num_eval={data['num_eval']})"
+    )
+    raise ValueError(
+        f"eval.num_prompts={num_eval} but {source} holds {len(held_out)}"
+        f" prompts; set eval.num_prompts to at most {len(held_out)}."
+    )
   return train, held_out
 
 

@@ -85,9 +85,7 @@ def read_records(workdir: str) -> list[dict[str, Any]]:
   return [json.loads(line) for line in lines if line.strip()]
 
 
-def drop_records(
-    workdir: str, drop: Callable[[dict[str, Any]], bool]
-) -> int:
+def drop_records(workdir: str, drop: Callable[[dict[str, Any]], bool]) -> int:
   """Rewrites `workdir/metrics.jsonl` (whole) without the records `drop` picks.
 
   Returns:
