@@ -25,6 +25,7 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
+from tunix_bd_tests import denoise_test_common
 from tunix_bd_tests import test_common
 
 _MASK = 127
@@ -175,16 +176,7 @@ class GeometryTest(parameterized.TestCase):
       with self.subTest(temperature=temperature):
         cached = _decode(geometry, alignment, True, temperature)
         free = _decode(geometry, alignment, False, temperature)
-        for name in ("tokens", "action_step"):
-          np.testing.assert_array_equal(
-              getattr(cached.trace, name),
-              getattr(free.trace, name),
-              err_msg=name,
-          )
-        np.testing.assert_allclose(
-            cached.trace.action_logp, free.trace.action_logp, atol=1e-5, rtol=0
-        )
-        np.testing.assert_array_equal(cached.num_forwards, free.num_forwards)
+        denoise_test_common.assert_same_trace(cached, free)
 
   @parameterized.named_parameters(*_CASES)
   def test_greedy_equals_a_brute_force_row_alone(self, geometry, alignment):

@@ -30,6 +30,22 @@ RUNS = (
 )
 
 
+def assert_same_trace(cached, free) -> None:
+  """Invariant 4 on two `DenoiseOutput`s of the same rows.
+
+  Tokens and commit steps identical, log-probs within 1e-5 (float32), the
+  same forwards per row.
+  """
+  for name in ("tokens", "action_step"):
+    np.testing.assert_array_equal(
+        getattr(cached.trace, name), getattr(free.trace, name), err_msg=name
+    )
+  np.testing.assert_allclose(
+      cached.trace.action_logp, free.trace.action_logp, atol=1e-5, rtol=0
+  )
+  np.testing.assert_array_equal(cached.num_forwards, free.num_forwards)
+
+
 class ExactnessTests:
   """Invariants 4 and 5 for the geometry in `SETUP`.
 
@@ -77,15 +93,7 @@ class ExactnessTests:
         cached = self._decode(True, stop_id=stop_id, **run)
         free = self._decode(False, stop_id=stop_id, **run)
         self.assertTrue((cached.trace.action_step[0] < 0).any())
-        for name in ("tokens", "action_step"):
-          np.testing.assert_array_equal(
-              getattr(cached.trace, name),
-              getattr(free.trace, name),
-              err_msg=name,
-          )
-        np.testing.assert_allclose(
-            cached.trace.action_logp, free.trace.action_logp, atol=1e-5, rtol=0
-        )
+        assert_same_trace(cached, free)
         np.testing.assert_array_equal(cached.num_steps, free.num_steps)
         # The cached path writes the cache within its denoising forwards.
         np.testing.assert_array_equal(free.num_forwards, free.num_steps)
