@@ -15,6 +15,7 @@ import io
 import json
 import os
 import shutil
+import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -141,7 +142,11 @@ class SftErrorsTest(parameterized.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     tokenizer = tokenizer_lib.build_char_tokenizer()
-    cls.export = os.path.join(absltest.get_default_test_tmpdir(), "ar_export")
+    # Its own directory: other modules of the same pytest process write
+    # exports under the default test tmpdir too.
+    cls.export = os.path.join(
+        tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "ar_export"
+    )
     export.save_qwen3(
         test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
         cls.export,
