@@ -37,17 +37,6 @@ _USER_MODULE = textwrap.dedent("""
 """)
 
 
-def _char_accuracy_reference(prediction: str, answer: str) -> float:
-  """Pads both to one length with distinct fillers and counts equal slots."""
-  prediction, answer = prediction.strip(), answer.strip()
-  width = max(len(prediction), len(answer))
-  if width == 0:
-    return 1.0
-  a = list(prediction) + [None] * (width - len(prediction))
-  b = list(answer) + [object()] * (width - len(answer))
-  return float(np.mean([x == y for x, y in zip(a, b)]))
-
-
 class RewardsTest(parameterized.TestCase):
 
   @classmethod
@@ -62,28 +51,6 @@ class RewardsTest(parameterized.TestCase):
   def tearDownClass(cls):
     sys.path.remove(cls._dir)
     super().tearDownClass()
-
-  @parameterized.parameters(
-      ("123", "123", 1.0),
-      (" 123\n", "123", 1.0),
-      ("12", "123", 2 / 3),  # Truncated.
-      ("1234", "123", 3 / 4),  # Over-generated.
-      ("321", "123", 1 / 3),
-      ("", "12", 0.0),
-      ("", "", 1.0),
-  )
-  def test_char_accuracy(self, prediction, answer, expected):
-    self.assertAlmostEqual(rewards.char_accuracy(prediction, answer), expected)
-
-  def test_char_accuracy_matches_a_padded_reference(self):
-    rng = np.random.default_rng(0)
-    for _ in range(300):
-      a, b = (
-          "".join(rng.choice(list("012"), rng.integers(0, 6))) for _ in "ab"
-      )
-      self.assertAlmostEqual(
-          rewards.char_accuracy(a, b), _char_accuracy_reference(a, b)
-      )
 
   def test_answer_rewards_read_the_answer_column(self):
     completions = ["123", "12", "", "0123 "]

@@ -199,46 +199,5 @@ class TaskMixTest(parameterized.TestCase):
     self.assertEqual(tasks.solve("count 4797"), "4797,4798,4799")
 
 
-class ScoringTest(parameterized.TestCase):
-
-  @parameterized.parameters(
-      ("123", "123", True),
-      (" 123\n", "123", True),
-      ("123", " 123 ", True),
-      ("0123", "123", False),
-      ("1 23", "123", False),
-      ("", "123", False),
-  )
-  def test_exact_match(self, prediction, answer, expected):
-    self.assertEqual(tasks.exact_match(prediction, answer), expected)
-
-  def test_score_by_task(self):
-    scores = tasks.score_by_task(
-        ["sort", "add", "sort", "reverse", "add", "add"],
-        ["12", "5", "x", "21 ", "7", "10"],
-        ["12", "5", "34", "21", "8", "9"],
-    )
-    self.assertEqual(
-        scores, {"add": 1 / 3, "reverse": 1.0, "sort": 0.5, "all": 0.5}
-    )
-    self.assertEqual(list(scores), ["add", "reverse", "sort", "all"])
-
-  def test_score_by_task_puts_all_last_after_late_names(self):
-    scores = tasks.score_by_task(["zeta", "alpha"], ["1", "2"], ["1", "0"])
-    self.assertEqual(list(scores), ["alpha", "zeta", "all"])
-    self.assertEqual(scores["all"], 0.5)
-
-  @parameterized.parameters(
-      (["sort"], ["1", "2"], ["1", "2"]),
-      (["sort", "add"], ["1"], ["1", "2"]),
-      (["sort", "add"], ["1", "2"], ["1"]),
-  )
-  def test_score_by_task_rejects_mismatched_lengths(
-      self, task_names, predictions, answers
-  ):
-    with self.assertRaisesRegex(ValueError, "must have equal lengths"):
-      tasks.score_by_task(task_names, predictions, answers)
-
-
 if __name__ == "__main__":
   absltest.main()

@@ -192,27 +192,3 @@ def solve(prompt: str) -> str:
   if name == "count" and arg.isdigit():
     return _count_answer(int(arg))
   raise ValueError(f"not an embedded task prompt: {prompt!r}")
-
-
-def exact_match(prediction: str, answer: str) -> bool:
-  """Exact match after stripping surrounding whitespace."""
-  return prediction.strip() == answer.strip()
-
-
-def score_by_task(
-    tasks: Sequence[str], predictions: Sequence[str], answers: Sequence[str]
-) -> dict[str, float]:
-  """Exact-match accuracy per task and overall (key `"all"`)."""
-  if not len(tasks) == len(predictions) == len(answers):
-    raise ValueError(
-        "tasks, predictions and answers must have equal lengths, got "
-        f"{len(tasks)}, {len(predictions)}, {len(answers)}."
-    )
-  hits: dict[str, list[bool]] = {}
-  for task, pred, ans in zip(tasks, predictions, answers):
-    ok = exact_match(pred, ans)
-    hits.setdefault(task, []).append(ok)
-    hits.setdefault("all", []).append(ok)
-  # Tasks in name order, then the overall score.
-  order = sorted(hits, key=lambda k: (k == "all", k))
-  return {k: float(np.mean(hits[k])) for k in order}

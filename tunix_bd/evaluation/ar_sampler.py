@@ -17,7 +17,7 @@ import transformers
 from tunix_bd import compat
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import scoring
 from tunix_bd.evaluation import speed
 
 
@@ -132,7 +132,7 @@ def exact_match(
       batch_size=batch_size,
       options=options,
   )
-  scores = tasks_lib.score_by_task(
+  scores = scoring.score_by_task(
       [c.task for c in conversations],
       predictions,
       [c.answer for c in conversations],

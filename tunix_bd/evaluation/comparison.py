@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
-from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import scoring
 from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import block_diffusion
 from tunix_bd.evaluation import roofline
@@ -82,7 +82,7 @@ def compare(
     bd: the conversion's block-diffusion settings.
     records: the prompts, `{"messages", "answer", "task"}` each: the
       messages are rendered with the chat template as the prompt; the
-      completion is scored against `answer` (`tasks.score_by_task`).
+      completion is scored against `answer` (`scoring.score_by_task`).
     thresholds: commit thresholds of the converted model.
     max_new_tokens: the completion budget of every method.
     batch_size: rows per batch of the throughput measurement.
@@ -141,7 +141,7 @@ def compare(
     rows.append({
         "method": method,
         "threshold": thresholds_of.get(method),
-        "exact_match": tasks_lib.score_by_task(tasks, timing.texts, answers)[
+        "exact_match": scoring.score_by_task(tasks, timing.texts, answers)[
             "all"
         ],
         "tokens_per_forward": timing.tokens_per_forward,

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import scoring
 from tunix_bd.generate import denoise
 
 
@@ -98,9 +98,7 @@ def decode_prompts(
     if on_batch is not None:
       on_batch(out)
   texts = texts[:num]
-  correct = [
-      tasks_lib.exact_match(t, a) for t, a in zip(texts, prompts.answers)
-  ]
+  correct = [scoring.exact_match(t, a) for t, a in zip(texts, prompts.answers)]
   return Decoded(
       texts=texts,
       correct=np.asarray(correct),

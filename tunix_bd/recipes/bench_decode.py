@@ -42,6 +42,7 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import replayer
 from tunix_bd.data import chat
+from tunix_bd.data import scoring
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import ar_sampler
@@ -131,7 +132,7 @@ def _measure(
     correct = None
     if answers is not None:
       correct = {
-          m: [tasks_lib.exact_match(t, a) for t, a in zip(x.texts, answers)]
+          m: [scoring.exact_match(t, a) for t, a in zip(x.texts, answers)]
           for m, x in timings.items()
       }
     costs = decode_table.forward_costs(

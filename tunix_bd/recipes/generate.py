@@ -24,7 +24,7 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import scoring
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
@@ -62,7 +62,7 @@ def _write_completions(path: str, records, result) -> None:
         "prompt": r["messages"][-1]["content"],
         "answer": r["answer"],
         "completion": completion,
-        "correct": tasks_lib.exact_match(completion, r["answer"]),
+        "correct": scoring.exact_match(completion, r["answer"]),
         "task": r["task"],
         "num_forwards": int(n),
         "tokens_per_forward": round(float(tpf), 4),
@@ -117,7 +117,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         seed=decode.seed,
         verify_replay=config.verify_replay,
     )
-  scores = tasks_lib.score_by_task(
+  scores = scoring.score_by_task(
       [r["task"] for r in records], result.texts, [r["answer"] for r in records]
   )
   output = config.output or os.path.join(config.workdir, "completions.jsonl")

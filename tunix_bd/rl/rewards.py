@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from tunix_bd.data import scoring
+
 if TYPE_CHECKING:
   from tunix_bd.rl import settings as settings_lib
 
@@ -58,33 +60,23 @@ def _column(kwargs: dict[str, Any], key: str, num: int, who: str) -> list:
   return values
 
 
-def char_accuracy(prediction: str, answer: str) -> float:
-  """Characters equal position by position over the longer string, in [0, 1].
-
-  Surrounding whitespace is stripped first (as `tasks.exact_match` does);
-  two empty strings score 1.
-  """
-  prediction, answer = prediction.strip(), answer.strip()
-  longer = max(len(prediction), len(answer))
-  if not longer:
-    return 1.0
-  return sum(p == a for p, a in zip(prediction, answer)) / longer
-
-
 def exact_match(prompts, completions, **kwargs) -> list[float]:
-  """1.0 where the completion equals the row's `answer` (stripped), else 0."""
+  """1.0 where the completion answers the row's `answer` (`scoring`)."""
   del prompts
   answers = _column(kwargs, "answer", len(completions), "exact_match")
   return [
-      float(c.strip() == str(a).strip()) for c, a in zip(completions, answers)
+      float(scoring.exact_match(c, str(a)))
+      for c, a in zip(completions, answers)
   ]
 
 
 def partial_credit(prompts, completions, **kwargs) -> list[float]:
-  """`char_accuracy` of each completion against the row's `answer`."""
+  """`scoring.char_accuracy` of each completion against the row's `answer`."""
   del prompts
   answers = _column(kwargs, "answer", len(completions), "partial_credit")
-  return [char_accuracy(c, str(a)) for c, a in zip(completions, answers)]
+  return [
+      scoring.char_accuracy(c, str(a)) for c, a in zip(completions, answers)
+  ]
 
 
 def forwards_per_token(

@@ -1,0 +1,72 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The one rule that scores a completion against its answer.
+
+Every accuracy figure reads completions through `visible_answer`: held-out
+evaluation, the comparison report, `generate.py`, `bench_decode` and the
+GRPO rewards. It strips surrounding whitespace and drops a leading reasoning
+block (`<think>...</think>`): with Qwen3's template and
+`data.enable_thinking` on, the generation prompt ends before that block, so
+the model writes it (empty after SFT) and the answer follows it. A block that
+never closes was cut off before its answer, which then is empty.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+REASONING_OPEN = "<think>"
+REASONING_CLOSE = "</think>"
+
+
+def visible_answer(completion: str) -> str:
+  """The answer a completion gives: stripped, reasoning block dropped."""
+  text = completion.strip()
+  if text.startswith(REASONING_OPEN):
+    end = text.find(REASONING_CLOSE)
+    if end < 0:
+      return ""
+    text = text[end + len(REASONING_CLOSE) :].strip()
+  return text
+
+
+def exact_match(completion: str, answer: str) -> bool:
+  """Whether the completion's `visible_answer` is the (stripped) answer."""
+  return visible_answer(completion) == answer.strip()
+
+
+def char_accuracy(completion: str, answer: str) -> float:
+  """Characters equal position by position over the longer string, in [0, 1].
+
+  Compares the `visible_answer` with the stripped answer; two empty strings
+  score 1, so `char_accuracy == 1` exactly when `exact_match`.
+  """
+  prediction, answer = visible_answer(completion), answer.strip()
+  longer = max(len(prediction), len(answer))
+  if not longer:
+    return 1.0
+  return sum(p == a for p, a in zip(prediction, answer)) / longer
+
+
+def score_by_task(
+    tasks: Sequence[str], completions: Sequence[str], answers: Sequence[str]
+) -> dict[str, float]:
+  """Exact-match accuracy per task, in name order, then overall (`"all"`).
+
+  Raises:
+    ValueError: if the three sequences differ in length.
+  """
+  if not len(tasks) == len(completions) == len(answers):
+    raise ValueError(
+        "tasks, completions and answers must have equal lengths, got "
+        f"{len(tasks)}, {len(completions)}, {len(answers)}."
+    )
+  hits: dict[str, list[bool]] = {}
+  for task, completion, answer in zip(tasks, completions, answers):
+    hit = exact_match(completion, answer)
+    hits.setdefault(task, []).append(hit)
+    hits.setdefault("all", []).append(hit)
+  order = sorted(hits, key=lambda k: (k == "all", k))
+  return {k: float(np.mean(hits[k])) for k in order}
