@@ -165,13 +165,6 @@ class PromptsTest(absltest.TestCase):
           [{"role": "assistant", "content": "x"}], "row 8"
       )
 
-  def test_stop_id_equal_to_mask_or_pad_fails(self):
-    with self.assertRaisesRegex(ValueError, "mask id"):
-      prompts_lib.check_stop_ids((1, _MASK), _MASK, _PAD)
-    with self.assertRaisesRegex(ValueError, "pad id"):
-      prompts_lib.check_stop_ids((_PAD,), _MASK, _PAD)
-    prompts_lib.check_stop_ids((_STOP,), _MASK, _PAD)
-
 
 class SourceTest(absltest.TestCase):
 

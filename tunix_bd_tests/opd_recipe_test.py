@@ -135,7 +135,8 @@ class OpdValidationTest(parameterized.TestCase):
       ("rollout", "threshold", 1.5, ": threshold must be"),
       ("rollout", "rule", "best", ": rule must be"),
       ("rollout", "temperature", -1.0, ": temperature must be"),
-      ("rollout", "extra_stop_ids", (-1,), ": stop_ids must be"),
+      ("rollout", "extra_stop_ids", (-1,), " must be token ids"),
+      ("rollout", "extra_stop_ids", (5, 5), r" has duplicates: \(5, 5\)"),
       ("corruption", "min_noise", 2.0, r" must be in \(0, 1\]"),
       ("eval", "thresholds", ("a",), r" must be numbers in \(0, 1\]"),
   )

@@ -30,6 +30,7 @@ import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import files
+from tunix_bd.core import special_ids
 
 SAME_POSITION = "same_position"
 SHIFTED = "shifted"
@@ -135,8 +136,9 @@ class BlockDiffusionConfig:
       stop_ids: further ids that end generation.
 
     Raises:
-      ValueError: if the mask token id is outside the vocabulary or equals
-        the pad, EOS or a stop id, or if the model uses flash attention.
+      ValueError: if the special ids fail `special_ids.check` (the mask id
+        outside the vocabulary or equal to the pad, EOS or a stop id, a
+        repeated stop id, ...) or if the model uses flash attention.
     """
     vocab_size = getattr(model_config, "vocab_size", None)
     vocab_size = config_utils.check_int(
@@ -147,14 +149,13 @@ class BlockDiffusionConfig:
           f"mask_token_id={self.mask_token_id} is outside the model vocabulary"
           f" [0, {vocab_size})."
       )
-    specials = {"pad_id": pad_id, "eos_id": eos_id}
-    specials.update({f"stop_ids[{i}]": s for i, s in enumerate(stop_ids)})
-    for name, special in specials.items():
-      if special is not None and int(special) == self.mask_token_id:
-        raise ValueError(
-            f"mask_token_id={self.mask_token_id} equals {name}; the mask"
-            " token must be an id that is never a real token."
-        )
+    special_ids.check(
+        mask_token_id=self.mask_token_id,
+        pad_id=pad_id,
+        stop_ids=tuple(stop_ids),
+        eos_id=eos_id,
+        vocab_size=vocab_size,
+    )
     if getattr(model_config, "use_flash_attention", False):
       # Tunix's Splash path builds its own causal mask and ignores the
       # attention mask passed in, so block-diffusion attention would be

@@ -64,22 +64,6 @@ def epoch_shuffled_indices(
   return out
 
 
-def check_stop_ids(
-    stop_ids: Sequence[int], mask_token_id: int, pad_id: int
-) -> None:
-  """Fails closed on a stop id that is the mask or the pad id.
-
-  The mask id is never committed and the pad id marks never-generated
-  slots, so either as a stop id would break the stop weights.
-  """
-  for name, special in (("mask", mask_token_id), ("pad", pad_id)):
-    if special in tuple(stop_ids):
-      raise ValueError(
-          f"stop id {special} equals the {name} id; a stop id must be a"
-          " token the student generates (e.g. EOS)."
-      )
-
-
 @dataclasses.dataclass(frozen=True)
 class PromptSet:
   """Encoded prompts, right-padded.

@@ -30,6 +30,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -200,7 +201,11 @@ def run(config: ml_collections.ConfigDict) -> dict:
   tokenizer, bd = _tokenizer_and_bd(config)
   decode = rollout.denoise_config(tokenizer)
   stop_ids = decode.stop_ids
-  prompts_lib.check_stop_ids(stop_ids, bd.mask_token_id, tokenizer.pad_token_id)
+  special_ids.check(
+      mask_token_id=bd.mask_token_id,
+      pad_id=tokenizer.pad_token_id,
+      stop_ids=stop_ids,
+  )
   reward_fns = rewards_lib.reward_fns(settings.reward)
   chat_options = chat.options_from_data(config.data)
   train_set, eval_set = prompt_stream.conversations(

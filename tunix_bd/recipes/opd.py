@@ -24,6 +24,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
@@ -63,8 +64,8 @@ def validate(
     decode_settings.check_denoise_setting(
         f"rollout.{name}", name, config.rollout[name]
     )
-  decode_settings.check_denoise_setting(
-      "rollout.extra_stop_ids", "stop_ids", config.rollout.extra_stop_ids
+  special_ids.check_distinct(
+      special_ids.EXTRA_STOP_IDS_KEY, config.rollout.extra_stop_ids
   )
   corruption_lib.SftCorruptionConfig.from_config_dict(config.corruption)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
@@ -185,9 +186,13 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Distills, exports and returns the final decode metrics."""
   train, budget = validate(config)
   student_tok, teacher_tok, bd = _tokenizers_and_bd(config)
-  stop_ids = (student_tok.eos_token_id, *config.rollout.extra_stop_ids)
-  prompts_lib.check_stop_ids(
-      stop_ids, bd.mask_token_id, student_tok.pad_token_id
+  stop_ids = special_ids.stop_ids(
+      student_tok.eos_token_id, config.rollout.extra_stop_ids
+  )
+  special_ids.check(
+      mask_token_id=bd.mask_token_id,
+      pad_id=student_tok.pad_token_id,
+      stop_ids=stop_ids,
   )
   chat_options = chat.options_from_data(config.data)
   train_set, eval_set = dataset_lib.conversations(config.data)

@@ -52,6 +52,7 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import special_ids
 from tunix_bd.core import tunix_layout
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
@@ -181,12 +182,13 @@ class DiffusionRollout(compat.BaseRollout):
     unknown = sorted(set(commit) - set(COMMIT_KEYS))
     if unknown:
       raise ValueError(f"unknown commit settings {unknown}; use {COMMIT_KEYS}.")
-    stop_ids = tuple(int(s) for s in stop_ids)
-    if not stop_ids or len(set(stop_ids)) != len(stop_ids):
-      raise ValueError(f"stop_ids must be unique and non-empty: {stop_ids}.")
+    stop_ids = special_ids.check_distinct("stop_ids", stop_ids)
+    if not stop_ids:
+      raise ValueError("stop_ids must name at least one stop id (e.g. EOS).")
     pad_id = int(tokenizer.pad_id())
-    if pad_id in stop_ids:
-      raise ValueError(f"the pad id {pad_id} cannot be a stop id {stop_ids}.")
+    special_ids.check(
+        mask_token_id=bd.mask_token_id, pad_id=pad_id, stop_ids=stop_ids
+    )
     dtype = jax.tree.leaves(nnx.state(rollout_actor, nnx.Param))[0].dtype
     check_rollout_config(rollout_config, training=True, model_dtype=dtype)
     self._dtype = dtype

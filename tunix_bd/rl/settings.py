@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from tunix_bd import config_utils
+from tunix_bd.core import special_ids
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as decode_settings
@@ -85,19 +86,12 @@ class RolloutSettings:
     decode_settings.check_denoise_setting(
         "rollout.extra_stop_ids", "stop_ids", extra
     )
-    if len(set(extra)) != len(extra):
-      raise ValueError(f"rollout.extra_stop_ids has duplicates: {extra!r}.")
-    object.__setattr__(self, "extra_stop_ids", tuple(int(s) for s in extra))
+    extra = special_ids.check_distinct(special_ids.EXTRA_STOP_IDS_KEY, extra)
+    object.__setattr__(self, "extra_stop_ids", extra)
 
   def stop_ids(self, tokenizer: Any) -> tuple[int, ...]:
-    """The tokenizer's EOS, then `extra_stop_ids`; a repeat fails closed."""
-    eos = tokenizer.eos_token_id
-    if eos in self.extra_stop_ids:
-      raise ValueError(
-          f"rollout.extra_stop_ids={self.extra_stop_ids!r} repeats the"
-          f" tokenizer's EOS id {eos}, which is always a stop id."
-      )
-    return (eos, *self.extra_stop_ids)
+    """The tokenizer's EOS, then `extra_stop_ids` (`special_ids.stop_ids`)."""
+    return special_ids.stop_ids(tokenizer.eos_token_id, self.extra_stop_ids)
 
   def denoise_config(
       self, tokenizer: Any, *, evaluation: bool = False

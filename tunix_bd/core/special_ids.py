@@ -1,0 +1,127 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The one validator of the special token ids every stage relies on.
+
+Decoding, SFT, OPD and GRPO all read three kinds of special ids: the mask
+token (`bd.mask_token_id`, never a real token, never committed), the pad id
+(marks never-generated completion slots) and the stop ids (EOS first, then
+`rollout.extra_stop_ids`; the first one a row commits ends it). They must
+be distinct, or stop weights, trace checks and EOS fills would read one id
+as two things. `check` holds those rules for every stage and `stop_ids`
+composes the stop list the same way in OPD and GRPO.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+EXTRA_STOP_IDS_KEY = "rollout.extra_stop_ids"
+
+
+def _is_id(value: Any) -> bool:
+  return (
+      not isinstance(value, bool)
+      and hasattr(value, "__index__")
+      and int(value) >= 0
+  )
+
+
+def check_distinct(key: str, ids: Any) -> tuple[int, ...]:
+  """`ids` as a tuple of ints >= 0, none repeated; errors name `key`."""
+  if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+    raise ValueError(f"{key} must be token ids (ints >= 0), got {ids!r}.")
+  if not all(_is_id(i) for i in ids):
+    raise ValueError(f"{key} must be token ids (ints >= 0), got {ids!r}.")
+  ids = tuple(int(i) for i in ids)
+  if len(set(ids)) != len(ids):
+    raise ValueError(f"{key} has duplicates: {ids!r}.")
+  return ids
+
+
+def stop_ids(
+    eos_id: int | None,
+    extra_stop_ids: Sequence[int] = (),
+    *,
+    key: str = EXTRA_STOP_IDS_KEY,
+) -> tuple[int, ...]:
+  """The stop ids of a stage: the tokenizer's EOS, then `extra_stop_ids`.
+
+  Args:
+    eos_id: the tokenizer's EOS id, or None if it has none (the extra ids
+      then stop alone).
+    extra_stop_ids: further ids that end a completion.
+    key: the config key of `extra_stop_ids`, for errors.
+
+  Raises:
+    ValueError: naming `key` for ids that are not ints >= 0, a repeat, the
+      EOS id repeated, or no stop id at all.
+  """
+  extra = check_distinct(key, extra_stop_ids)
+  if eos_id is None:
+    if not extra:
+      raise ValueError(
+          f"the tokenizer has no EOS token and {key} is empty: set {key} to"
+          " the ids that end a completion."
+      )
+    return extra
+  eos_id = int(eos_id)
+  if eos_id in extra:
+    raise ValueError(
+        f"{key}={extra!r} repeats the tokenizer's EOS id {eos_id}, which is"
+        " always a stop id."
+    )
+  return (eos_id, *extra)
+
+
+def check(
+    *,
+    mask_token_id: int,
+    pad_id: int | None,
+    stop_ids: Sequence[int],
+    eos_id: int | None = None,
+    vocab_size: int | None = None,
+) -> None:
+  """Fails closed unless the special ids can be told apart.
+
+  Args:
+    mask_token_id: `bd.mask_token_id`.
+    pad_id: the pad id of completions, or None (a tokenizer without one).
+    stop_ids: the ids that end a completion (may be empty where only the
+      mask id is checked, e.g. a model's contract without a tokenizer).
+    eos_id: the tokenizer's EOS id when it is not among `stop_ids`.
+    vocab_size: the model's vocabulary; every id must be inside it.
+
+  Raises:
+    ValueError: for repeated stop ids, a stop id that is the pad id, the
+      mask id equal to any other special id, or an id outside the
+      vocabulary, each naming the ids.
+  """
+  stop_ids = check_distinct("stop_ids", stop_ids)
+  if pad_id is not None and int(pad_id) in stop_ids:
+    raise ValueError(
+        f"the pad id {pad_id} cannot be a stop id {stop_ids}: pads mark"
+        " never-generated slots, so a stop id must be a token the model"
+        " generates (e.g. EOS)."
+    )
+  specials = {"pad_id": pad_id, "eos_id": eos_id}
+  specials.update({f"stop_ids[{i}]": s for i, s in enumerate(stop_ids)})
+  for name, special in specials.items():
+    if special is not None and int(special) == int(mask_token_id):
+      raise ValueError(
+          f"mask_token_id={mask_token_id} equals {name}; the mask token must"
+          " be an id that is never a real token."
+      )
+  if vocab_size is None:
+    return
+  if not 0 <= int(mask_token_id) < vocab_size:
+    raise ValueError(
+        f"mask_token_id={mask_token_id} is outside the model vocabulary"
+        f" [0, {vocab_size})."
+    )
+  ids = stop_ids + tuple(int(s) for s in (pad_id, eos_id) if s is not None)
+  outside = sorted({i for i in ids if i >= vocab_size})
+  if outside:
+    raise ValueError(
+        f"stop_ids / pad_id {outside} are outside the model vocabulary"
+        f" [0, {vocab_size})."
+    )
