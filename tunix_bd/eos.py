@@ -44,31 +44,30 @@ def fill_length(completion_end: int, block_size: int) -> int:
   return -(-completion_end // block_size) * block_size
 
 
-def eos_filled(
-    prompt_ids: Sequence[int],
-    completion_ids: Sequence[int],
-    eos_id: int,
-    block_size: int,
-) -> tuple[list[int], int]:
-  """Appends the EOS fill to a completion that ends with EOS.
+def fill_mask(
+    stop_position: np.ndarray | int, positions: np.ndarray, block_size: int
+) -> np.ndarray:
+  """Where the EOS fill goes (rule 1): after the stop, to its block's end.
+
+  SFT fills after the completion's EOS; OPD after a rollout's first stop,
+  whose block the denoiser committed whole. Both call this.
 
   Args:
-    prompt_ids: prompt token ids.
-    completion_ids: answer ids followed by `eos_id`.
-    eos_id: the EOS id.
+    stop_position: logical position of the stop token, a scalar or int
+      `[batch, 1]` (one per row; a row without a stop passes a position no
+      logical position reaches, e.g. the canvas length).
+    positions: int `[..., length]` logical positions of the slots.
     block_size: block size in tokens.
 
   Returns:
-    `(completion_with_fill, num_fill)`.
-
-  Raises:
-    ValueError: if the completion does not end with EOS.
+    bool, the broadcast shape: slots strictly after the stop and before the
+    end of its block (`fill_length(stop_position + 1, block_size)`).
   """
-  if not completion_ids or completion_ids[-1] != eos_id:
-    raise ValueError("a completion must end with the EOS token.")
-  end = len(prompt_ids) + len(completion_ids)
-  num_fill = fill_length(end, block_size) - end
-  return list(completion_ids) + [eos_id] * num_fill, num_fill
+  if block_size < 1:
+    raise ValueError(f"block_size must be >= 1, got {block_size}.")
+  stop_position = np.asarray(stop_position)
+  block_end = -(-(stop_position + 1) // block_size) * block_size
+  return (positions > stop_position) & (positions < block_end)
 
 
 def first_stop_index(tokens: np.ndarray, stop_ids: Sequence[int]) -> np.ndarray:

@@ -288,6 +288,52 @@ class CorruptExampleTest(parameterized.TestCase):
       np.testing.assert_array_equal(got[key], want[key])
 
 
+def _corrupt_blocks_reference(rng, eligible, blocks, num_blocks, low, high):
+  """Block by block: draws below t, else the block's smallest draw."""
+  t = rng.uniform(low, high, num_blocks).astype(np.float32)
+  draws = rng.random(len(eligible))
+  corrupted = eligible & (draws < t[blocks])
+  for block in np.unique(blocks[eligible]):
+    in_block = np.flatnonzero(eligible & (blocks == block))
+    corrupted[in_block[np.argmin(draws[in_block])]] = True
+  return corrupted, t[blocks]
+
+
+class CorruptBlocksTest(parameterized.TestCase):
+  """The kernel SFT and OPD share, against a per-block loop."""
+
+  @parameterized.parameters(1, 3, 8)
+  def test_equals_a_per_block_reference(self, block_size):
+    config = corruption.SftCorruptionConfig(min_noise=0.1, max_noise=0.6)
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+      length = int(rng.integers(1, 40))
+      # Shuffled logical positions: OPD's blocks need not be contiguous.
+      blocks = rng.permutation(length) // block_size
+      eligible = rng.random(length) < rng.random()
+      num_blocks = int(blocks.max()) + 1
+      got = corruption.corrupt_blocks(
+          np.random.default_rng([trial, corruption.CORRUPTION_STREAM]),
+          eligible,
+          blocks,
+          num_blocks=num_blocks,
+          corruption=config,
+      )
+      want = _corrupt_blocks_reference(
+          np.random.default_rng([trial, corruption.CORRUPTION_STREAM]),
+          eligible,
+          blocks,
+          num_blocks,
+          config.min_noise,
+          config.max_noise,
+      )
+      np.testing.assert_array_equal(got[0], want[0])
+      np.testing.assert_array_equal(got[1], want[1])
+      self.assertFalse((got[0] & ~eligible).any())
+      for block in np.unique(blocks[eligible]):
+        self.assertTrue(got[0][eligible & (blocks == block)].any())
+
+
 class SftCorruptionConfigTest(parameterized.TestCase):
 
   @parameterized.named_parameters(

@@ -48,9 +48,9 @@ CORRUPTED = "corrupted"
 TRACE = "trace"
 CANVASES = (CORRUPTED, TRACE)
 
-# Streams of `default_rng([seed, ..., stream])` (distinct trailing words).
-ORDER_STREAM = 1
-CORRUPTION_STREAM = 2
+# The streams of `default_rng([seed, ..., stream])`, as in SFT.
+ORDER_STREAM = corruption_lib.ORDER_STREAM
+CORRUPTION_STREAM = corruption_lib.CORRUPTION_STREAM
 
 
 @flax.struct.dataclass(frozen=True)
@@ -118,27 +118,34 @@ def corrupt_rollout(
   clean = np.array(rows.tokens, np.int32)
   completion = clean[:, prompt_width:]
   generated = np.asarray(rows.segment_ids)[:, prompt_width:] > 0
-  after_stop = (
-      np.arange(completion.shape[1])[None, :]
-      > eos_lib.first_stop_index(completion, stop_ids)[:, None]
+  positions = np.asarray(rows.positions)[:, prompt_width:]
+  # The stop block was committed whole: EOS after the stop, as in SFT.
+  first = eos_lib.first_stop_index(completion, stop_ids)
+  stopped = first < completion.shape[1]
+  stop_position = np.where(
+      stopped,
+      np.take_along_axis(
+          positions, np.minimum(first, completion.shape[1] - 1)[:, None], 1
+      )[:, 0],
+      np.iinfo(np.int32).max - block_size,
   )
-  completion[:] = np.where(generated & after_stop, eos_id, completion)
-  blocks = np.asarray(rows.positions)[:, prompt_width:] // block_size
+  fill = generated & eos_lib.fill_mask(
+      stop_position[:, None], positions, block_size
+  )
+  completion[:] = np.where(fill, eos_id, completion)
+  blocks = positions // block_size
   corrupted = np.zeros(completion.shape, bool)
   for r, (step, index) in enumerate(row_keys):
     rng = np.random.default_rng(
         [corruption.seed, int(step), int(index), CORRUPTION_STREAM]
     )
-    t = rng.uniform(
-        corruption.min_noise, corruption.max_noise, blocks.max() + 1
+    corrupted[r], _ = corruption_lib.corrupt_blocks(
+        rng,
+        generated[r],
+        blocks[r],
+        num_blocks=int(blocks.max()) + 1,
+        corruption=corruption,
     )
-    draws = rng.random(completion.shape[1])
-    eligible = generated[r]
-    hit = eligible & (draws < t[blocks[r]])
-    for block in np.unique(blocks[r][eligible]):
-      in_block = eligible & (blocks[r] == block)
-      hit[np.flatnonzero(in_block)[np.argmin(draws[in_block])]] = True
-    corrupted[r] = hit
   noisy = clean.copy()
   noisy[:, prompt_width:] = np.where(corrupted, mask_token_id, completion)
   return clean, noisy, np.where(corrupted, weights, 0.0).astype(np.float32)

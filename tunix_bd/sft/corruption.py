@@ -46,9 +46,9 @@ UNIFORM = "uniform"
 INVERSE_T = "inverse_t"
 LOSS_WEIGHTINGS = (UNIFORM, INVERSE_T)
 
-# The last word of the RNG entropy names the stream. NumPy's SeedSequence
-# ignores trailing zeros ([s, i] and [s, i, 0] give the same stream), so the
-# streams end with distinct non-zero words.
+# The last word of the RNG entropy names the stream, in SFT and OPD alike.
+# NumPy's SeedSequence ignores trailing zeros ([s, i] and [s, i, 0] give the
+# same stream), so the streams end with distinct non-zero words.
 CORRUPTION_STREAM = 1
 ORDER_STREAM = 2
 
@@ -205,6 +205,43 @@ def _row_spans(
   return tokens, prompt_length, length
 
 
+def corrupt_blocks(
+    rng: np.random.Generator,
+    eligible: np.ndarray,
+    blocks: np.ndarray,
+    *,
+    num_blocks: int,
+    corruption: SftCorruptionConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+  """The corruption draw of one row: the kernel of SFT and OPD.
+
+  One noise level t ~ U[min_noise, max_noise] per block, then one uniform
+  draw per slot: an eligible slot is corrupted if its draw is below its
+  block's t, and every block with eligible slots corrupts at least the one
+  with the smallest draw.
+
+  Args:
+    rng: the row's generator, `default_rng([seed, ..., CORRUPTION_STREAM])`.
+    eligible: bool `[length]`, the slots that may be corrupted.
+    blocks: int `[length]` block of each slot (logical position //
+      block_size), in `[0, num_blocks)`.
+    num_blocks: the noise levels drawn.
+    corruption: the noise range.
+
+  Returns:
+    `(corrupted, t)`: bool `[length]` and float32 `[length]`, the noise level
+    of each slot's block.
+  """
+  t = rng.uniform(corruption.min_noise, corruption.max_noise, num_blocks)
+  t = t.astype(np.float32)[blocks]
+  draws = rng.random(eligible.shape[0])
+  eligible_draws = np.where(eligible, draws, np.inf)
+  smallest = np.full(num_blocks, np.inf)
+  np.minimum.at(smallest, blocks, eligible_draws)
+  forced = eligible & (eligible_draws == smallest[blocks])
+  return (eligible & (draws < t)) | forced, t
+
+
 def corrupt_example(
     row: Mapping[str, Any],
     *,
@@ -276,25 +313,20 @@ def corrupt_example(
 
   positions = np.arange(max_length, dtype=np.int32)
   clean = tokens.astype(np.int32)
-  clean[length:end] = eos_id
+  clean[eos_lib.fill_mask(length - 1, positions, block_size)] = eos_id
   segment_ids = (positions < end).astype(np.int32)
   eligible = (positions >= prompt_length) & (positions < end)
 
   rng = np.random.default_rng(
       [corruption.seed, int(example_id), int(epoch), CORRUPTION_STREAM]
   )
-  block = positions // block_size
-  num_blocks = -(-max_length // block_size)
-  t = rng.uniform(corruption.min_noise, corruption.max_noise, num_blocks)
-  t = t.astype(np.float32)[block]
-  draws = rng.random(max_length)
-  eligible_draws = np.where(eligible, draws, np.inf)
-  # Blocks are contiguous runs of positions.
-  smallest = np.minimum.reduceat(
-      eligible_draws, np.arange(0, max_length, block_size)
+  corrupted, t = corrupt_blocks(
+      rng,
+      eligible,
+      positions // block_size,
+      num_blocks=-(-max_length // block_size),
+      corruption=corruption,
   )
-  forced = eligible & (eligible_draws == smallest[block])
-  corrupted = (eligible & (draws < t)) | forced
 
   rows = [(corrupted, t)]
   if corruption.complementary:
