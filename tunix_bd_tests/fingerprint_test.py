@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.fingerprint: resuming fails closed on changed settings."""
 
+import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -9,8 +11,22 @@ import re
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from tunix_bd import config_utils
 from tunix_bd import fingerprint
+from tunix_bd import plugin
+from tunix_bd import provenance
+from tunix_bd.cli import config_loading
+from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import settings as distillation_settings
+from tunix_bd.models import export
+from tunix_bd.recipes import ar_pretrain
+from tunix_bd.recipes import grpo
+from tunix_bd.recipes import opd
+from tunix_bd.recipes import sft
+from tunix_bd.rl import settings as rl_settings
+from tunix_bd.training import options
+from tunix_bd_tests import test_common
 
 _FIELDS = {
     "model": {"num_layers": 2, "embed_dim": 64, "name": "qwen3"},
@@ -239,3 +255,121 @@ class TokenizerDigestTest(absltest.TestCase):
 
 if __name__ == "__main__":
   absltest.main()
+
+
+# The one resume rule, as a table: the settings fields that may change when a
+# run resumes. Every other field of these sections is fingerprinted.
+_RESUMABLE = {
+    options.TrainSettings: {
+        "max_steps",
+        "eval_every_n_steps",
+        "checkpoint_every_n_steps",
+        "checkpoints_to_keep",
+    },
+    distillation_settings.TimeBudget: {"time_budget_s"},
+    rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
+    rl_settings.RolloutSettings: set(),
+    rl_settings.RewardSettings: set(),
+    rl_settings.RlBatchSettings: set(),
+}
+_TRAIN_RESUMABLE = _RESUMABLE[options.TrainSettings] | {"time_budget_s"}
+
+
+def _changed(value):
+  """Valid-looking other values of a `train` key, in order of preference."""
+  if isinstance(value, bool) or value is None:
+    return [2]
+  if isinstance(value, int):
+    return [value * 2, value + 1] if value else [1]
+  return [value * 2 if value else 0.5]
+
+
+class ResumeRuleTest(parameterized.TestCase):
+  """The fingerprint rule is the fields' declaration, in every recipe."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tokenizer = tokenizer_lib.build_char_tokenizer()
+    cls.export = os.path.join(absltest.get_default_test_tmpdir(), "rule_ar")
+    if not os.path.isdir(cls.export):
+      export.save_qwen3(
+          test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
+          cls.export,
+          tokenizer=cls.tokenizer,
+      )
+
+  def test_declared_resumable_fields_are_the_table(self):
+    for settings, expected in _RESUMABLE.items():
+      declared = {
+          f.name
+          for f in dataclasses.fields(settings)
+          if fingerprint.is_resumable(f)
+      }
+      self.assertEqual(declared, expected, settings.__name__)
+
+  def test_settings_fields_refuses_a_class_or_a_plain_dict(self):
+    for value in (options.TrainSettings, {"a": 1}):
+      with self.assertRaisesRegex(ValueError, "dataclass instance"):
+        fingerprint.settings_fields(value)
+
+  def _fingerprint(self, recipe, config):
+    """The run fingerprint `recipe` computes for `config`, as `run` does."""
+    if recipe == "sft":
+      train = config_utils.from_section(
+          options.TrainSettings, config.train, "train"
+      )
+      return sft.run_fingerprint(
+          config, self.tokenizer, provenance.identify(self.export), train
+      )
+    if recipe == "ar_pretrain":
+      _, train = ar_pretrain.validate(config)
+      return ar_pretrain._fingerprint(config, self.tokenizer, train)
+    if recipe == "opd":
+      student, teacher, bd = opd._tokenizers_and_bd(config)
+      train, budget = distillation_settings.train_settings(config.train)
+      stop_ids = special_ids.stop_ids(student.eos_token_id)
+      return opd.run_fingerprint(
+          config, student, teacher, bd, stop_ids, train, budget
+      )
+    tokenizer, bd = grpo._tokenizer_and_bd(config)
+    settings = rl_settings.from_config(config)
+    stop_ids = settings.rollout.stop_ids(tokenizer)
+    return grpo.run_fingerprint(config, tokenizer, bd, stop_ids, settings)
+
+  @parameterized.parameters(
+      ("sft", "tiny"),
+      ("ar_pretrain", "tiny"),
+      ("opd", "smoke"),
+      ("grpo", "smoke"),
+  )
+  def test_a_train_key_may_change_on_resume_iff_declared_resumable(
+      self, recipe, variant
+  ):
+    config = config_loading.load_config(
+        plugin.PLUGIN.config_dir / f"{recipe}.py", variant
+    )
+    config.workdir = os.path.join(self.create_tempdir().full_path, "run")
+    if recipe == "sft":
+      config.model.checkpoint = self.export
+    base = self._fingerprint(recipe, config)
+    checked = set()
+    for key, value in config.train.items():
+      for other in _changed(value):
+        changed = copy.deepcopy(config)
+        changed.train[key] = other
+        try:
+          current = self._fingerprint(recipe, changed)
+        except ValueError:
+          continue  # Not a valid value of this key here; try the next.
+        differs = bool(fingerprint.differences(base, current))
+        self.assertEqual(
+            differs, key not in _TRAIN_RESUMABLE, f"{recipe}: train.{key}"
+        )
+        checked.add(key)
+        break
+    # Every key of the common rule was exercised in this recipe.
+    self.assertContainsSubset(
+        {"batch_size", "learning_rate", "max_steps", "eval_every_n_steps"},
+        checked,
+    )

@@ -12,6 +12,7 @@ from unittest import mock
 from absl.testing import absltest
 from absl.testing import parameterized
 from safetensors import numpy as safetensors_np
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
 from tunix_bd import provenance
@@ -20,6 +21,7 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import sft
+from tunix_bd.training import options
 from tunix_bd_tests import test_common
 
 
@@ -100,6 +102,9 @@ class SourceCheckpointTest(absltest.TestCase):
     cls.config = config_loading.load_config(
         plugin.PLUGIN.config_dir / "sft.py", "tiny"
     )
+    cls.train = config_utils.from_section(
+        options.TrainSettings, cls.config.train, "train"
+    )
 
   def setUp(self):
     super().setUp()
@@ -114,7 +119,7 @@ class SourceCheckpointTest(absltest.TestCase):
 
   def run_fingerprint(self, path: str) -> dict:
     return sft.run_fingerprint(
-        self.config, self.tokenizer, provenance.identify(path)
+        self.config, self.tokenizer, provenance.identify(path), self.train
     )
 
   def test_fingerprint_and_provenance_hold_no_path(self):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from tunix_bd import config_utils
+from tunix_bd import fingerprint
 from tunix_bd.training import options
 
 
@@ -25,7 +26,7 @@ class TimeBudget:
       after this many seconds (equal-time comparisons); 0: no limit.
   """
 
-  time_budget_s: float = 0.0
+  time_budget_s: float = fingerprint.resumable(default=0.0)
 
   def __post_init__(self):
     config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)

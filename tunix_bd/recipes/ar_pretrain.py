@@ -64,13 +64,15 @@ def validate(
   )
 
 
-def _fingerprint(config: ml_collections.ConfigDict, tokenizer) -> dict:
+def _fingerprint(
+    config: ml_collections.ConfigDict, tokenizer, train: options.TrainSettings
+) -> dict:
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       "model": config.model.to_dict(),
       "data": provenance.data_fields(config.data.to_dict()),
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
-      "train.batch_size": config.train.batch_size,
+      "train": fingerprint_lib.settings_fields(train),
       "seed": config.seed,
   })
 
@@ -92,7 +94,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
-  fingerprint = _fingerprint(config, tokenizer)
+  fingerprint = _fingerprint(config, tokenizer, train)
   workdir_lib.check_fingerprint(workdir, fingerprint)
   logging.info(
       "ar_pretrain: %d train / %d eval examples of <= %d tokens.",

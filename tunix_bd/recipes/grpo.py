@@ -150,28 +150,20 @@ def run_fingerprint(config, tokenizer, bd, stop_ids, run) -> dict:
   See docs/design.md "Fingerprint".
   """
   models = provenance.model_fields(config.model, ("checkpoint", "reference"))
-  train = dataclasses.asdict(run.train)
-  for extendable in (
-      "max_steps",
-      "eval_every_n_steps",
-      "checkpoint_every_n_steps",
-      "checkpoints_to_keep",
-  ):
-    train.pop(extendable)
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       **models,
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "pad_id": tokenizer.pad_token_id,
       "bd": bd.to_dict(),
-      "rollout": dataclasses.asdict(run.rollout),
+      "rollout": fingerprint_lib.settings_fields(run.rollout),
       "stop_ids": list(stop_ids),
       "trace": "stop-block",
-      "grpo": dataclasses.asdict(run.grpo),
-      "reward": dataclasses.asdict(run.reward),
+      "grpo": fingerprint_lib.settings_fields(run.grpo),
+      "reward": fingerprint_lib.settings_fields(run.reward),
       "data": provenance.data_fields(config.data.to_dict()),
-      "train": train,
-      "batches": dataclasses.asdict(run.batches),
+      "train": fingerprint_lib.settings_fields(run.train),
+      "batches": fingerprint_lib.settings_fields(run.batches),
       "seed": config.seed,
   })
 

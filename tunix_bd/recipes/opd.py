@@ -141,19 +141,19 @@ def _tokenizers_and_bd(config):
   )
 
 
-def run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids):
-  """Every setting that changes what this run's checkpoints mean."""
+def run_fingerprint(
+    config, student_tok, teacher_tok, bd, stop_ids, train, budget
+):
+  """Every setting that changes what this run's checkpoints mean.
+
+  `train` and `budget` (the `train` section's two settings) enter by
+  `fingerprint.settings_fields`, as in every recipe.
+  """
   models = provenance.model_fields(config.model, ("student", "teacher"))
-  # A run may be extended (max_steps, time budget) as SFT runs are.
-  train = config.train.to_dict()
-  for extendable in (
-      "max_steps",
-      "time_budget_s",
-      "eval_every_n_steps",
-      "checkpoint_every_n_steps",
-      "checkpoints_to_keep",
-  ):
-    train.pop(extendable)
+  train = {
+      **fingerprint_lib.settings_fields(train),
+      **fingerprint_lib.settings_fields(budget),
+  }
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       **models,
@@ -203,7 +203,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   eval_prompts = prompts_lib.encode_prompts(
       student_tok, eval_set, max_prompt, chat_options
   )
-  fingerprint = run_fingerprint(config, student_tok, teacher_tok, bd, stop_ids)
+  fingerprint = run_fingerprint(
+      config, student_tok, teacher_tok, bd, stop_ids, train, budget
+  )
   workdir_lib.check_fingerprint(config.workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)

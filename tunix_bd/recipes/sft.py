@@ -77,11 +77,13 @@ def run_fingerprint(
     config: ml_collections.ConfigDict,
     tokenizer,
     source: provenance.SourceCheckpoint,
+    train: options.TrainSettings,
 ) -> dict[str, object]:
   """Every setting that changes what this run's checkpoints mean.
 
   The source checkpoint enters by content, so the run resumes wherever the
-  AR model is moved to, and refuses another model put in its place.
+  AR model is moved to, and refuses another model put in its place; `train`
+  by `fingerprint.settings_fields`, as in every recipe.
   """
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
@@ -91,10 +93,7 @@ def run_fingerprint(
       "corruption": config.corruption.to_dict(),
       "data": provenance.data_fields(config.data.to_dict()),
       "lora": config.lora.to_dict() if config.lora.rank else None,
-      "train.batch_size": config.train.batch_size,
-      "train.gradient_accumulation_steps": (
-          config.train.gradient_accumulation_steps
-      ),
+      "train": fingerprint_lib.settings_fields(train),
       "seed": config.seed,
   })
 
@@ -112,7 +111,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
   workdir = config.workdir
   source = provenance.identify(checkpoint)
-  fingerprint = run_fingerprint(config, tokenizer, source)
+  fingerprint = run_fingerprint(config, tokenizer, source, train)
   workdir_lib.check_fingerprint(workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)

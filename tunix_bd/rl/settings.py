@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from tunix_bd import config_utils
+from tunix_bd import fingerprint
 from tunix_bd.core import special_ids
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
@@ -133,7 +134,8 @@ class GrpoSettings:
   loss_algo: str = "grpo"
   loss_agg_mode: str = "sequence-mean-token-mean"
   kl_loss_mode: str = "kl"
-  verify_replay_every_n_steps: int = 10
+  # A check's cadence: it logs, never changes a step.
+  verify_replay_every_n_steps: int = fingerprint.resumable(default=10)
 
   def __post_init__(self):
     config_utils.check_int("grpo.num_generations", self.num_generations, 2)

@@ -19,6 +19,7 @@ import orbax.checkpoint as ocp
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import files
+from tunix_bd import fingerprint
 from tunix_bd.training import metrics
 
 T = TypeVar("T")
@@ -46,14 +47,16 @@ class TrainSettings:
   """
 
   batch_size: int
-  max_steps: int
+  # Extending a run (more steps) keeps its checkpoints' meaning, as do the
+  # evaluation and checkpoint cadences; everything else is fingerprinted.
+  max_steps: int = fingerprint.resumable()
   learning_rate: float
   warmup_steps: int
   weight_decay: float
   max_grad_norm: float
-  eval_every_n_steps: int
-  checkpoint_every_n_steps: int
-  checkpoints_to_keep: int
+  eval_every_n_steps: int = fingerprint.resumable()
+  checkpoint_every_n_steps: int = fingerprint.resumable()
+  checkpoints_to_keep: int = fingerprint.resumable()
   gradient_accumulation_steps: int | None = None
 
   def __post_init__(self):
