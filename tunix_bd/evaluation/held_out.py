@@ -5,9 +5,8 @@
 A training loss says little about decoding, so OPD and GRPO evaluate a
 block-diffusion model by decoding held-out prompts and scoring each
 completion against its reference answer. `decode_prompts` decodes a
-`PromptSet` once, in calls of one size (the last batch is filled with
-wrapped rows whose outputs are dropped, so one compiled program serves
-every call); `greedy` does so at several commit thresholds, and sampled
+`PromptSet` once through `generate.prompt_batches`, the one way every
+stage decodes a prompt set; `greedy` does so at several commit thresholds, and sampled
 decoding takes explicit per-row seeds, so two models decoded with the same
 seeds are compared sample for sample.
 """
@@ -22,6 +21,7 @@ import numpy as np
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import scoring
 from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,29 +80,23 @@ def decode_prompts(
   """
   if prompts.answers is None:
     raise ValueError("held-out prompts need reference answers.")
-  num = len(prompts)
-  if seeds is not None and np.shape(seeds) != (num,):
-    raise ValueError(f"seeds must have shape ({num},), got {np.shape(seeds)}.")
-  index = np.arange(-(-num // batch_size) * batch_size) % num
-  denoiser = denoise.Denoiser(model, bd=bd, config=config)
-  texts, tokens_per_forward = [], []
-  for start in range(0, len(index), batch_size):
-    rows = index[start : start + batch_size]
-    out = denoiser(
-        prompts.tokens[rows],
-        prompts.lengths[rows],
-        seeds=None if seeds is None else np.asarray(seeds)[rows],
-    )
-    texts += [tokenizer.decode(c.tolist()) for c in out.completions]
-    tokens_per_forward.append(out.tokens_per_forward)
-    if on_batch is not None:
-      on_batch(out)
-  texts = texts[:num]
-  correct = [scoring.exact_match(t, a) for t, a in zip(texts, prompts.answers)]
+  result = prompt_batches.decode_prompts(
+      model,
+      tokenizer,
+      prompts,
+      bd=bd,
+      config=config,
+      batch_size=batch_size,
+      seeds=seeds,
+      on_batch=on_batch,
+  )
+  correct = [
+      scoring.exact_match(t, a) for t, a in zip(result.texts, prompts.answers)
+  ]
   return Decoded(
-      texts=texts,
+      texts=result.texts,
       correct=np.asarray(correct),
-      tokens_per_forward=np.concatenate(tokens_per_forward)[:num],
+      tokens_per_forward=result.tokens_per_forward,
   )
 
 

@@ -1,21 +1,26 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Decoding a prompt set in fixed-size batches, timed, with one program.
+"""Decoding a prompt set in calls of one size: the one way every stage does.
 
-The last batch is padded with copies of the last prompt, so every call has
-the same shape and reuses one compiled program; results are cut back to the
-prompts given. Used by the `generate` recipe and the evaluations.
+`generate.py`, the held-out evaluations of OPD and GRPO and the comparison
+reports all decode a set of prompts through `decode_prompts`. Calls have
+`batch_size` rows; the last is filled by wrapping around to the first
+prompts (`call_rows`), so every call has one shape and reuses one compiled
+program, and the filler's results are dropped. Decoding is row-independent
+(a row decodes alike alone or in any batch, `rng_test`), so the filler
+never changes a prompt's completion.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from tunix_bd.core import replayer
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 
@@ -29,7 +34,8 @@ class DecodeResult:
     num_tokens: `[num_prompts]` completion tokens per prompt.
     num_forwards: `[num_prompts]` model forwards per prompt.
     tokens_per_forward: `[num_prompts]`.
-    seconds: wall time of decoding, compilation excluded.
+    seconds: wall time of the decoding calls (compilation excluded when
+      `decode_prompts` was asked to warm up).
     max_replay_error: the largest |replayed - recorded| log-prob, when
       replay was verified.
   """
@@ -42,55 +48,113 @@ class DecodeResult:
   max_replay_error: float | None
 
 
+def call_rows(num_prompts: int, batch_size: int) -> list[np.ndarray]:
+  """The prompt indices of each call: in order, the last call wrapped.
+
+  Args:
+    num_prompts: N >= 1.
+    batch_size: rows per call, >= 1.
+
+  Returns:
+    `ceil(N / batch_size)` int arrays of `batch_size` indices each, in
+    `[0, N)`: 0, 1, ..., N - 1, then 0, 1, ... to fill the last call.
+  """
+  if num_prompts < 1 or batch_size < 1:
+    raise ValueError(
+        f"need num_prompts >= 1 and batch_size >= 1, got {num_prompts},"
+        f" {batch_size}."
+    )
+  index = np.arange(-(-num_prompts // batch_size) * batch_size) % num_prompts
+  return [index[i : i + batch_size] for i in range(0, len(index), batch_size)]
+
+
+def _as_prompt_set(prompts, pad_id: int) -> prompts_lib.PromptSet:
+  if isinstance(prompts, prompts_lib.PromptSet):
+    return prompts
+  lengths = np.asarray([len(p) for p in prompts], np.int32)
+  tokens = np.full((len(prompts), max(lengths.max(), 1)), pad_id, np.int32)
+  for row, prompt in zip(tokens, prompts):
+    row[: len(prompt)] = prompt
+  return prompts_lib.PromptSet(tokens=tokens, lengths=lengths)
+
+
 def decode_prompts(
     model: Any,
     tokenizer: Any,
-    prompts: Sequence[Sequence[int]],
+    prompts: prompts_lib.PromptSet | Sequence[Sequence[int]],
     *,
     bd: Any,
     config: denoise.DenoiseConfig,
     batch_size: int,
-    seed: int = 0,
+    seeds: int | np.ndarray | None = None,
+    warm_up: bool = False,
     verify_replay: bool = False,
+    on_batch: Callable[[denoise.DenoiseOutput], None] | None = None,
 ) -> DecodeResult:
-  """Decodes `prompts` (token ids per row) in batches of `batch_size`.
+  """Decodes every prompt once, in calls of `batch_size` rows.
 
-  The first batch is decoded twice: once to compile, once timed, so
-  `seconds` measures decoding only (not replay verification). Row `i`
-  samples with seed `seed + i`.
+  Args:
+    model: the block-diffusion model.
+    tokenizer: decodes completions to text.
+    prompts: a `PromptSet`, or token ids per prompt.
+    bd: the model's block-diffusion settings.
+    config: the denoising settings (greedy or sampled).
+    batch_size: rows per call.
+    seeds: an int s (row i samples with seed s + i), int `[num_prompts]`
+      per-row seeds (two models then sample alike prompt for prompt), or
+      None for greedy decoding (the denoiser refuses to sample without).
+    warm_up: decode the first call once untimed first, so `seconds`
+      excludes compilation.
+    verify_replay: replay each call's trace and report the largest
+      log-prob difference.
+    on_batch: called with each call's `DenoiseOutput` (its rows include the
+      wrapped filler of the last call), e.g. to score the rollouts.
 
   Raises:
-    ValueError: before any compute, for an empty prompt set or a prompt
-      longer than `config.max_prompt_length` (naming the rows).
+    ValueError: before any compute, for an empty prompt set, a prompt longer
+      than `config.max_prompt_length` (naming the rows) or seeds that do not
+      fit the prompts.
   """
-  if not prompts:
+  if not len(prompts):
     raise ValueError("no prompts to decode.")
+  prompts = _as_prompt_set(prompts, config.pad_id)
+  num = len(prompts)
+  rows_of = [p[:n] for p, n in zip(prompts.tokens, prompts.lengths)]
   settings_lib.check_prompt_lengths(
-      prompts,
+      rows_of,
       config.max_prompt_length,
       key="max_prompt_length",
       where="the prompts",
   )
-  padded = list(prompts) + [prompts[-1]] * (-len(prompts) % batch_size)
-  seeds = seed + np.arange(len(padded))
-  batches = range(0, len(padded), batch_size)
+  if seeds is not None and np.ndim(seeds) == 0:
+    seeds = int(seeds) + np.arange(num)
+  elif seeds is not None and np.shape(seeds) != (num,):
+    raise ValueError(f"seeds must have shape ({num},), got {np.shape(seeds)}.")
   denoiser = denoise.Denoiser(model, bd=bd, config=config)
-  denoiser(padded[:batch_size], seeds=seeds[:batch_size])
+  call = lambda rows: denoiser(
+      prompts.tokens[rows],
+      prompts.lengths[rows],
+      seeds=None if seeds is None else np.asarray(seeds)[rows],
+  )
+  calls = call_rows(num, batch_size)
+  if warm_up:
+    call(calls[0])
   texts, lengths, forwards, error, seconds = [], [], [], 0.0, 0.0
-  for i in batches:
+  for rows in calls:
     start = time.perf_counter()
-    out = denoiser(padded[i : i + batch_size], seeds=seeds[i : i + batch_size])
+    out = call(rows)
     seconds += time.perf_counter() - start
     texts += [tokenizer.decode(c.tolist()) for c in out.completions]
     lengths += [len(c) for c in out.completions]
     forwards.append(out.num_forwards)
     if verify_replay:
       error = max(error, replayer.max_replay_error(model, out.trace))
-  n = len(prompts)
-  num_tokens = np.asarray(lengths[:n], np.int32)
-  num_forwards = np.concatenate(forwards)[:n]
+    if on_batch is not None:
+      on_batch(out)
+  num_tokens = np.asarray(lengths[:num], np.int32)
+  num_forwards = np.concatenate(forwards)[:num]
   return DecodeResult(
-      texts=texts[:n],
+      texts=texts[:num],
       num_tokens=num_tokens,
       num_forwards=num_forwards,
       tokens_per_forward=num_tokens / np.maximum(num_forwards, 1),

@@ -114,7 +114,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         bd=bd,
         config=denoise_config,
         batch_size=decode.batch_size,
-        seed=decode.seed,
+        seeds=decode.seed,
+        warm_up=True,
         verify_replay=config.verify_replay,
     )
   scores = scoring.score_by_task(

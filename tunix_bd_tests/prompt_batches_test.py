@@ -1,0 +1,97 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.generate.prompt_batches, the one prompt-set decoder."""
+
+import itertools
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
+from tunix_bd_tests import test_common
+
+_TOKENIZER = tokenizer_lib.build_char_tokenizer()
+_BD = bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=3)
+_CONFIG = denoise.DenoiseConfig(
+    max_new_tokens=8,
+    max_prompt_length=32,
+    temperature=1.0,
+    stop_ids=(_TOKENIZER.eos_token_id,),
+    pad_id=_TOKENIZER.pad_token_id,
+)
+_PROMPTS = prompts_lib.encode_prompts(
+    _TOKENIZER,
+    dataset_lib.embedded_conversations(tasks_lib.TaskMix(max_len=3), "eval", 5),
+    32,
+)
+
+
+class CallRowsTest(parameterized.TestCase):
+
+  def test_every_prompt_once_in_order_then_wrapped_filler(self):
+    for num, size in itertools.product(range(1, 9), range(1, 6)):
+      calls = prompt_batches.call_rows(num, size)
+      self.assertTrue(all(len(c) == size for c in calls), (num, size))
+      flat = np.concatenate(calls)
+      np.testing.assert_array_equal(flat[:num], np.arange(num))
+      np.testing.assert_array_equal(
+          flat[num:], np.arange(len(flat) - num) % num
+      )
+      self.assertLess(len(flat) - num, size)
+
+  @parameterized.parameters((0, 2), (3, 0))
+  def test_refuses_empty_sets_and_batches(self, num, size):
+    with self.assertRaisesRegex(ValueError, "need num_prompts >= 1"):
+      prompt_batches.call_rows(num, size)
+
+
+class DecodePromptsTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.model = test_common.tiny_qwen3(256, embed_dim=32)
+
+  def _decode(self, prompts=_PROMPTS, **kwargs):
+    kwargs.setdefault("batch_size", 2)
+    return prompt_batches.decode_prompts(
+        self.model, _TOKENIZER, prompts, bd=_BD, config=_CONFIG, **kwargs
+    )
+
+  def test_a_prompt_decodes_alike_in_any_call_size_and_input_form(self):
+    seeds = np.asarray([11, 3, 7, 5, 2])
+    by_two = self._decode(seeds=seeds)
+    alone = self._decode(seeds=seeds, batch_size=1)
+    ragged = [list(t[:n]) for t, n in zip(_PROMPTS.tokens, _PROMPTS.lengths)]
+    as_lists = self._decode(ragged, seeds=seeds)
+    for other in (alone, as_lists):
+      self.assertEqual(by_two.texts, other.texts)
+      np.testing.assert_array_equal(by_two.num_forwards, other.num_forwards)
+    np.testing.assert_allclose(
+        by_two.tokens_per_forward,
+        by_two.num_tokens / np.maximum(by_two.num_forwards, 1),
+    )
+
+  def test_an_int_seed_is_the_base_of_per_row_seeds(self):
+    self.assertEqual(
+        self._decode(seeds=4).texts,
+        self._decode(seeds=4 + np.arange(5)).texts,
+    )
+
+  def test_sampling_needs_seeds_and_seeds_must_fit(self):
+    with self.assertRaisesRegex(ValueError, "pass one seed per row"):
+      self._decode()
+    with self.assertRaisesRegex(ValueError, r"seeds must have shape \(5,\)"):
+      self._decode(seeds=np.arange(4))
+    with self.assertRaisesRegex(ValueError, "no prompts to decode"):
+      self._decode([])
+
+
+if __name__ == "__main__":
+  absltest.main()
