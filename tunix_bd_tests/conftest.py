@@ -8,7 +8,7 @@ this, `self.create_tempdir()` and other flag readers fail.
 Each pytest run also gets its own absltest temporary root: absltest's default
 (`/tmp/absl_testing`) outlives the run and is shared by every checkout on a
 machine, so a test that resumes from a workdir could meet another run's
-checkpoints there.
+checkpoints there. The same holds for each pytest-xdist worker.
 """
 
 import atexit
@@ -19,7 +19,9 @@ import tempfile
 from absl import flags
 
 os.environ.setdefault("WANDB_MODE", "disabled")
-if "TEST_TMPDIR" not in os.environ:
+# pytest-xdist workers inherit the controller's environment: each gets a
+# root of its own, or two workers could meet in one fixed-name directory.
+if "TEST_TMPDIR" not in os.environ or "PYTEST_XDIST_WORKER" in os.environ:
   os.environ["TEST_TMPDIR"] = tempfile.mkdtemp(prefix="tunix_bd_tests_")
   atexit.register(shutil.rmtree, os.environ["TEST_TMPDIR"], True)
 if not flags.FLAGS.is_parsed():
