@@ -19,6 +19,8 @@ one run; prints the per-phase median seconds and their ratios, and writes
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd.rl import settings
 
 _VARIANTS = ("default", "smoke", "tiny")
 
@@ -49,32 +51,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.num_prompts = 16
   # As in `grpo.py`; the AR rollout uses the same token budget, prompt
   # length and temperature (Tunix's `vanilla` engine, no vocabulary filter).
-  config.rollout = ml_collections.ConfigDict(
-      dict(
-          max_new_tokens=16,
-          max_prompt_length=40,
-          rule="threshold",
-          threshold=0.5,
-          top_k=1,
-          factor=1.0,
-          temperature=1.0,
-          use_cache=True,
-          seed=0,
-      )
-  )
-  # Both learners' GRPO settings. `num_iterations=2` makes both compute old
-  # log-probs, as any run with more than one update per rollout does.
-  config.grpo = ml_collections.ConfigDict(
-      dict(
-          num_generations=8,
-          num_iterations=2,
-          beta=0.03,
-          epsilon=0.2,
-          loss_algo="grpo",
-          loss_agg_mode="sequence-mean-token-mean",
-          kl_loss_mode="low_var_kl",
-      )
-  )
+  config.rollout = config_utils.to_section(settings.RolloutSettings)
+  # Both learners' GRPO settings, as in `grpo.py`. `num_iterations=2` makes
+  # both compute old log-probs, as any run with more than one update per
+  # rollout does.
+  config.grpo = config_utils.to_section(settings.GrpoSettings, num_iterations=2)
   # 0 keeps both policies fixed, so every round does the same work (Adam
   # still computes its full update).
   config.learning_rate = 0.0

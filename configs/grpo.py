@@ -59,6 +59,8 @@ import ml_collections
 from ml_collections import config_dict
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd.rl import settings
 
 _VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
 
@@ -96,48 +98,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # eval split (`tunix_bd.rl.prompt_stream.conversations`).
   config.data = config_sections.embedded_data()
   config.data.prompts = ""
-  config.rollout = ml_collections.ConfigDict(
-      dict(
-          max_new_tokens=16,
-          max_prompt_length=40,
-          rule="threshold",
-          threshold=0.5,
-          top_k=1,  # The `top_k` commit rule's k, not a vocabulary filter.
-          factor=1.0,
-          temperature=1.0,
-          eval_temperature=0.0,
-          use_cache=True,
-          seed=0,
-          extra_stop_ids=(),
-      )
-  )
-  config.grpo = ml_collections.ConfigDict(
-      dict(
-          num_generations=8,
-          num_iterations=1,
-          beta=0.03,
-          epsilon=0.2,
-          epsilon_high=config_dict.placeholder(float),  # None: epsilon.
-          loss_algo="grpo",
-          loss_agg_mode="sequence-mean-token-mean",
-          kl_loss_mode="low_var_kl",
-          # Replay-parity check (logged as
-          # diffusion/rollout_anchor_logp_abs_max) every N global steps.
-          verify_replay_every_n_steps=10,
-      )
-  )
-  config.reward = ml_collections.ConfigDict(
-      dict(
-          exact=1.0,
-          partial=0.5,
-          speed_weight=0.0,
-          speed_cap=2.0,
-          # "": penalise forwards per token; "exact": reward correct answers
-          # for speed (never a wrong answer for being fast).
-          speed_gate="",
-          functions=(),
-      )
-  )
+  # The typed sections take their defaults from their settings dataclasses
+  # (`tunix_bd.rl.settings`, whose docstrings say what each key does).
+  config.rollout = config_utils.to_section(settings.RolloutSettings)
+  config.grpo = config_utils.to_section(settings.GrpoSettings)
+  config.reward = config_utils.to_section(settings.RewardSettings)
   config.train = ml_collections.ConfigDict(
       dict(
           batch_size=16,  # Prompts per step; G rollouts each.
@@ -154,19 +119,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           train_micro_batch_size=config_dict.placeholder(int),
       )
   )
-  config.eval = ml_collections.ConfigDict(
-      dict(
-          num_prompts=256,
-          thresholds=(0.5, 0.9),
-          # Sampled exact match: 4 fixed-seed samples per prompt (paired
-          # before and after).
-          sampled_samples=4,
-          sampled_threshold=0.5,
-          sampled_temperature=1.0,
-          batch_size=64,
-          seed=0,
-      )
-  )
+  config.eval = config_utils.to_section(settings.EvalSettings)
   # The held-out split is as long as the evaluation needs.
   config.data.num_eval = config.eval.get_ref("num_prompts")
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`

@@ -32,6 +32,8 @@ tiny student and teacher and a few steps, needing no earlier run.
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd.sft import corruption
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -78,9 +80,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       dict(canvas="corrupted", temperature=1.0, hard_loss_weight=0.0)
   )
   # The `corrupted` canvas's noise (SFT's per-block schedule).
-  config.corruption = ml_collections.ConfigDict(
-      dict(min_noise=1e-3, max_noise=1.0, seed=0)
-  )
+  # The `corrupted` canvas's noise: SFT's schedule, one row, uniform.
+  config.corruption = config_utils.to_section(corruption.SftCorruptionConfig)
   config.train = ml_collections.ConfigDict(
       dict(
           batch_size=16,

@@ -34,6 +34,8 @@ with blocks twice as long: `quickstart.py:long`'s 4-token model, then
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd.sft import corruption
 
 _VARIANTS = ("default", "long", "long8", "long16", "tiny")
 # Each curriculum stage: (its block size, the export it continues).
@@ -71,14 +73,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           layout="clean_context",
       )
   )
-  config.corruption = ml_collections.ConfigDict(
-      dict(
-          min_noise=1e-3,
-          max_noise=1.0,
-          complementary=True,
-          loss_weighting="uniform",
-          seed=0,
-      )
+  config.corruption = config_utils.to_section(
+      corruption.SftCorruptionConfig, complementary=True
   )
   config.data = config_sections.embedded_data(num_eval=256, max_length=56)
   config.train = ml_collections.ConfigDict(

@@ -1,8 +1,11 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Building tunix_bd's frozen setting dataclasses from config sections.
+"""tunix_bd's frozen setting dataclasses and their config sections.
 
-Also the checks of single setting values that those dataclasses share.
+A settings dataclass is the single source of its section's defaults:
+`to_section` builds a config's section from it (a config states only what
+it changes), and `from_section` builds the dataclass back from the section,
+checked. Also the checks of single setting values the dataclasses share.
 """
 
 from __future__ import annotations
@@ -11,9 +14,59 @@ import dataclasses
 import math
 from typing import Any, Mapping, TypeVar
 
+from ml_collections import config_dict
 import numpy as np
 
 T = TypeVar("T")
+
+# Optional fields' types, for typed command-line overrides of a None default.
+_PLACEHOLDER_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def _section_value(field: dataclasses.Field) -> Any:
+  if field.default is not dataclasses.MISSING:
+    value = field.default
+  elif field.default_factory is not dataclasses.MISSING:
+    value = field.default_factory()
+  else:
+    return dataclasses.MISSING
+  if value is None and isinstance(field.type, str):
+    base = field.type.replace(" | None", "").replace("None | ", "").strip()
+    if base in _PLACEHOLDER_TYPES:
+      # A plain None could not be overridden by `--config.KEY=1`.
+      return config_dict.placeholder(_PLACEHOLDER_TYPES[base])
+  return value
+
+
+def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
+  """A config section of dataclass `cls`: its defaults, then `overrides`.
+
+  Configs build their typed sections with this, so a setting's default is
+  written once, in its dataclass.
+
+  Args:
+    cls: a settings dataclass.
+    **overrides: the fields this config sets otherwise; fields without a
+      default must be given.
+
+  Raises:
+    ValueError: for an override that is not a field, or a field without a
+      default that is not given.
+  """
+  fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+  unknown = sorted(set(overrides) - set(fields))
+  if unknown:
+    raise ValueError(
+        f"{cls.__name__} has no fields {unknown}; its fields are"
+        f" {list(fields)}."
+    )
+  section = {}
+  for name, field in fields.items():
+    value = overrides.get(name, _section_value(field))
+    if value is dataclasses.MISSING:
+      raise ValueError(f"{cls.__name__}.{name} has no default: set it.")
+    section[name] = value
+  return config_dict.ConfigDict(section)
 
 
 def section_dict(cfg: Any, what: str) -> dict[str, Any]:

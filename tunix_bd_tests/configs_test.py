@@ -2,13 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for configs/*.py: every variant loads and the stages fit together."""
 
+import dataclasses
+
 from absl.testing import absltest
 from absl.testing import parameterized
+from tunix_bd import config_utils
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
 from tunix_bd.data import dataset
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.rl import settings as rl_settings
+from tunix_bd.sft import corruption
 
 _CONFIG_NAMES = sorted(
     p.stem
@@ -27,6 +32,23 @@ _CHAT = (
     "opd",
     "sft",
 )
+
+
+# Sections built from their settings dataclass (`config_utils.to_section`),
+# and the fields each config deliberately sets otherwise.
+_TYPED_SECTIONS = {
+    ("grpo", "rollout"): (rl_settings.RolloutSettings, {}),
+    ("grpo", "grpo"): (rl_settings.GrpoSettings, {}),
+    ("grpo", "reward"): (rl_settings.RewardSettings, {}),
+    ("grpo", "eval"): (rl_settings.EvalSettings, {}),
+    ("bench_rl", "rollout"): (rl_settings.RolloutSettings, {}),
+    ("bench_rl", "grpo"): (rl_settings.GrpoSettings, {"num_iterations": 2}),
+    ("sft", "corruption"): (
+        corruption.SftCorruptionConfig,
+        {"complementary": True},
+    ),
+    ("opd", "corruption"): (corruption.SftCorruptionConfig, {}),
+}
 
 
 def _load(name, variant=None):
@@ -56,6 +78,31 @@ class ConfigsTest(parameterized.TestCase):
     data = _load(name).data
     self.assertEqual(data.chat_template, "")
     self.assertIsNone(data.enable_thinking)
+
+  @parameterized.parameters(*_TYPED_SECTIONS)
+  def test_typed_sections_hold_every_field_with_the_one_default(
+      self, name, section
+  ):
+    settings, overrides = _TYPED_SECTIONS[(name, section)]
+    values = _load(name)[section].to_dict()
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    # Every field is in the config: none falls back to a hidden default.
+    self.assertEqual(set(values), set(fields))
+    built = config_utils.from_section(settings, values, section)
+    self.assertEqual(built, dataclasses.replace(settings(), **overrides))
+
+  def test_to_section_refuses_unknown_fields_and_missing_required_ones(self):
+    with self.assertRaisesRegex(ValueError, r"no fields \['betta'\]"):
+      config_utils.to_section(rl_settings.GrpoSettings, betta=0.1)
+    with self.assertRaisesRegex(ValueError, "batch_size has no default"):
+      config_utils.to_section(rl_settings.options.TrainSettings)
+
+  def test_optional_defaults_take_typed_overrides(self):
+    section = config_utils.to_section(rl_settings.GrpoSettings)
+    self.assertIsNone(section.epsilon_high)
+    section.epsilon_high = 0.28
+    with self.assertRaises(TypeError):
+      section.epsilon_high = "high"
 
   @parameterized.parameters(*_LONG)
   def test_long_variants_use_the_count_task(self, name):

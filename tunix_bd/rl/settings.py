@@ -128,12 +128,12 @@ class GrpoSettings:
 
   num_generations: int = 8
   num_iterations: int = 1
-  beta: float = 0.0
+  beta: float = 0.03
   epsilon: float = 0.2
   epsilon_high: float | None = None
   loss_algo: str = "grpo"
   loss_agg_mode: str = "sequence-mean-token-mean"
-  kl_loss_mode: str = "kl"
+  kl_loss_mode: str = "low_var_kl"
   # A check's cadence: it logs, never changes a step.
   verify_replay_every_n_steps: int = fingerprint.resumable(default=10)
 

@@ -101,7 +101,7 @@ class SftCorruptionConfig:
     seed: seeds the corruption draws, an int >= 0.
   """
 
-  min_noise: float = 0.1
+  min_noise: float = 1e-3
   max_noise: float = 1.0
   complementary: bool = False
   loss_weighting: str = UNIFORM
