@@ -28,16 +28,28 @@ import functools
 import importlib
 import inspect
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from tunix_bd.data import scoring
 
-if TYPE_CHECKING:
-  from tunix_bd.rl import settings as settings_lib
-
 RewardFn = Callable[..., list[float]]
+
+
+class RewardWeights(Protocol):
+  """The `reward` section's fields (`settings.RewardSettings` holds them).
+
+  Declared here so this module needs nothing from `settings`, which
+  imports it to validate the section.
+  """
+
+  exact: float
+  partial: float
+  speed_weight: float
+  speed_cap: float
+  speed_gate: str
+  functions: Sequence[str]
 
 
 # `reward.speed_gate` values: "" (a penalty on every row) or "exact".
@@ -206,7 +218,7 @@ def _checked(fn: RewardFn, key: str) -> RewardFn:
   return reward
 
 
-def reward_fns(settings: settings_lib.RewardSettings) -> list[RewardFn]:
+def reward_fns(settings: RewardWeights) -> list[RewardFn]:
   """The reward functions handed to Tunix, in `reward` section order.
 
   Terms with weight 0 are left out (so their keys need not exist); user
