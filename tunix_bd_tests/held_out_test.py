@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.evaluation.held_out (decoding itself: rl_evaluation_test)."""
+"""Tests for tunix_bd.evaluation.held_out (decoding: rl_evaluation_test)."""
 
 import dataclasses
 

@@ -36,7 +36,7 @@ def request(num_devices: int) -> None:
 def rerun_in_subprocess(
     test: absltest.TestCase, module_file: str, num_devices: int
 ) -> None:
-  """Runs `module_file`'s tests on `num_devices` devices; fails `test` if any fail."""
+  """Runs `module_file`'s tests on `num_devices` devices; fails if any fails."""
   if os.environ.get(_CHILD_MARKER):
     test.fail(f"the subprocess did not get {num_devices} devices.")
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,9 +8,10 @@ separates what parallel denoising saves from what the implementation does);
 and the converted model at each commit threshold. All greedy and cached.
 
 Two speeds, each measured with the methods interleaved, each batch's
-fastest of `repeats` passes (`speed.measure`): batch-1 latency (seconds per prompt over the first
-`latency_prompts` prompts) and batch-`batch_size` throughput (tokens/s over
-all prompts, which also gives the exact match).
+fastest of `repeats` passes (`speed.measure`): batch-1 latency (seconds
+per prompt over the first `latency_prompts` prompts) and
+batch-`batch_size` throughput (tokens/s over all prompts, which also gives
+the exact match).
 """
 
 from __future__ import annotations
@@ -92,9 +93,9 @@ def compare(
     log: where progress lines go.
 
   Returns:
-    Rows with `method`, `threshold` (None for AR), `exact_match`, `tokens_per_forward`, `batch1_ms`
-    (ms per prompt at batch 1), `batch1_speedup_vs_ar` (the Sampler's ms
-    over this method's), `tokens_per_s` (at `batch_size`),
+    Rows with `method`, `threshold` (None for AR), `exact_match`,
+    `tokens_per_forward`, `batch1_ms` (ms per prompt at batch 1),
+    `batch1_speedup_vs_ar` (the Sampler's ms over this method's), `tokens_per_s` (at `batch_size`),
     `throughput_vs_ar` and, for block diffusion, `tpf_ceiling`
     (`roofline.tpf_ceiling` of the prompts at its block size).
   """

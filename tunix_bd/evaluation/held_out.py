@@ -6,9 +6,9 @@ A training loss says little about decoding, so OPD and GRPO evaluate a
 block-diffusion model by decoding held-out prompts and scoring each
 completion against its reference answer. `decode_prompts` decodes a
 `PromptSet` once through `generate.prompt_batches`, the one way every
-stage decodes a prompt set; `greedy` does so at several commit thresholds, and sampled
-decoding takes explicit per-row seeds, so two models decoded with the same
-seeds are compared sample for sample.
+stage decodes a prompt set; `greedy` does so at several commit thresholds,
+and sampled decoding takes explicit per-row seeds, so two models decoded
+with the same seeds are compared sample for sample.
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@
 
 A decoder that did nothing but its model forwards would take `forwards x
 t(width)` seconds, with `t(width)` the cost of one cached forward over
-`width` tokens per row at the batch's size. `forward_seconds` measures that
-cost on the machine at hand, the widths in turn: the Tunix model called on `width` new tokens
-against a KV cache of the decoder's own size, with the block-causal mask
-built from the positions as a decoder builds it, inside one compiled loop,
-each forward's tokens the argmax of the one before (so nothing is hoisted
-out of the loop). The fixed cost of a call cancels: the time is
+`width` tokens per row at the batch's size. `forward_seconds` measures that cost
+on the machine at hand, the widths in turn: the Tunix model called on `width`
+new tokens against a KV cache of the decoder's own size, with the block-causal
+mask built from the positions as a decoder builds it, inside one compiled loop,
+each forward's tokens the argmax of the one before (so nothing is hoisted out of
+the loop). The fixed cost of a call cancels: the time is
 `(T(n) - T(0)) / n`, each T the fastest of a few calls.
 
 Against that, the ideal speed-up of block diffusion over one-token AR
