@@ -95,9 +95,10 @@ def compare(
   Returns:
     Rows with `method`, `threshold` (None for AR), `exact_match`,
     `tokens_per_forward`, `batch1_ms` (ms per prompt at batch 1),
-    `batch1_speedup_vs_ar` (the Sampler's ms over this method's), `tokens_per_s` (at `batch_size`),
-    `throughput_vs_ar` and, for block diffusion, `tpf_ceiling`
-    (`roofline.tpf_ceiling` of the prompts at its block size).
+    `batch1_speedup_vs_ar` (the Sampler's ms over this method's),
+    `tokens_per_s` (at `batch_size`), `throughput_vs_ar` and, for block
+    diffusion, `tpf_ceiling` (`roofline.tpf_ceiling` of the prompts at its
+    block size).
   """
   ids = [
       chat.encode_prompt(tokenizer, r["messages"], chat_options)
