@@ -122,6 +122,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval = config_utils.to_section(settings.EvalSettings)
   # The held-out split is as long as the evaluation needs.
   config.data.num_eval = config.eval.get_ref("num_prompts")
+  config.export = config_sections.export()
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
   # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
   config.mesh = config_sections.role_mesh()

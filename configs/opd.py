@@ -103,6 +103,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval = ml_collections.ConfigDict(
       dict(batch_size=64, thresholds=(0.5, 0.9))
   )
+  config.export = config_sections.export()
   config.mesh = config_sections.mesh()
 
   if variant in ("smoke", "tiny"):

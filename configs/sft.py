@@ -7,7 +7,8 @@ converts):
 
   tunix run --plugin tunix_bd sft.py
 
-On your own Qwen3 checkpoint (an HF directory with its tokenizer) and data:
+On your own Qwen3 or Qwen2 checkpoint (an HF directory with its tokenizer)
+and data:
 
   tunix run --plugin tunix_bd sft.py \
       --config.model.checkpoint=/path/to/Qwen3-0.6B \
@@ -19,7 +20,9 @@ Defaults follow the Fast-dLLM v2 recipe at small scale: shifted alignment
 (the AR head keeps its meaning), the clean-context `[noisy ; clean]` layout,
 per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
 
-LoRA instead of a full fine-tune: `--config.lora.rank=16`.
+LoRA instead of a full fine-tune: `--config.lora.rank=16`. The export keeps
+the checkpoint's config, generation config and weight dtype;
+`--config.export.dtype=bfloat16` (or float32, float16) sets another.
 
 Variants (`sft.py:VARIANT`): `default`; `long`, the `count` task (long
 answers; converts `ar_pretrain.py:long`); `long8` and `long16`, a block-size
@@ -103,6 +106,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       )
   )
   config.eval = ml_collections.ConfigDict(dict(batch_size=64))
+  config.export = config_sections.export()
   config.mesh = config_sections.mesh()
 
   if variant in ("long", *_CURRICULUM):

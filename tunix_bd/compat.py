@@ -10,6 +10,11 @@ and `rl.common.aggregate_loss` return `LossOutput` / `WeightedMetric`
 instead of `(loss, aux)` tuples and scalars, and gave `GRPOConfig`
 `use_rollout_logps` and a token-level `sampler_is` correction.
 
+Tunix's Qwen3 and Qwen2 safetensors loaders
+(`tunix.models.{qwen3,qwen2}.params.create_model_from_safe_tensors`) and
+`ModelConfig` fields are the same in both, so `models.hf_checkpoint` calls
+them directly.
+
 Every other tunix_bd module takes Tunix's RL, SFT and distillation names
 from here (`compat_test` checks the import graph; `tunix.models` may be
 imported directly), and the Tunix behaviours tunix_bd relies on are stated

@@ -17,9 +17,22 @@ def chat_fields() -> dict[str, object]:
     (empty: keep it; an export carries the one trained with), and
     `enable_thinking`, passed to the template on every render (Qwen3's
     thinking switch; None passes nothing, leaving the template's default).
-    Generation, OPD and GRPO must be given the values SFT used.
+    A block-diffusion export records the `enable_thinking` it was trained
+    with; generation, OPD and GRPO default to it and refuse another.
   """
   return dict(chat_template="", enable_thinking=config_dict.placeholder(bool))
+
+
+def export() -> ml_collections.ConfigDict:
+  """The `export` section of a recipe that writes an HF export.
+
+  Returns:
+    A section with `dtype`: the weight dtype of the export ("float32",
+    "bfloat16" or "float16"); empty keeps the source checkpoint's (a
+    bfloat16 source exports bfloat16; a model trained from scratch exports
+    its own).
+  """
+  return ml_collections.ConfigDict(dict(dtype=""))
 
 
 def embedded_data(**overrides) -> ml_collections.ConfigDict:

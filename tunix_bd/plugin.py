@@ -65,7 +65,10 @@ PLUGIN = plugin_api.Plugin(
             "parallel block denoising (threshold, top_k, factor)",
             "trace replay (tunix_bd.core.replay)",
         ],
-        "models": ["tunix.models.qwen3.Qwen3: HF safetensors in and out, LoRA"],
+        "models": [
+            "tunix.models.qwen3.Qwen3, tunix.models.qwen2.Qwen2: HF"
+            " safetensors in and out, LoRA"
+        ],
         "data": [
             "embedded digit tasks (sort, reverse, double; opt-in add, count)",
             "chat and prompt/completion JSONL",

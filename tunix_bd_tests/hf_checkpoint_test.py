@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import safetensors.numpy as safetensors_np
+from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
@@ -336,7 +337,7 @@ class RoundTripTest(parameterized.TestCase):
     loaded, loaded_config = hf_checkpoint.load_qwen3(out, dtype=jnp.bfloat16)
 
     with open(os.path.join(out, "config.json")) as f:
-      self.assertEqual(json.load(f)["torch_dtype"], "bfloat16")
+      self.assertEqual(json.load(f)["dtype"], "bfloat16")
     self.assertEqual(loaded_config, config)
     expected, actual = _params(model), _params(loaded)
     for key, value in expected.items():
@@ -501,6 +502,80 @@ class ConfigTest(parameterized.TestCase):
       hf_config_lib.qwen3_config_to_hf(_tiny_config(rope_theta=10000))
     with self.assertRaisesRegex(ValueError, "'head_dim'"):
       hf_config_lib.qwen3_config_to_hf(_tiny_config(), extra={"head_dim": 64})
+
+
+def _qwen2_hf_config(**changes) -> dict:
+  path = os.path.join(
+      os.path.dirname(__file__), "testdata", "hf", "qwen2_untied", "config.json"
+  )
+  with open(path) as f:
+    return {**json.load(f), **changes}
+
+
+class Qwen2ConfigTest(parameterized.TestCase):
+
+  def test_from_hf_then_to_hf_is_identity(self):
+    config = hf_config_lib.model_config_from_hf(_qwen2_hf_config())
+    self.assertIsInstance(config, qwen2_lib.ModelConfig)
+    self.assertEqual(config.head_dim, 64 // 4)  # hidden_size // heads.
+    self.assertEqual(config.rope_theta, 1_000_000)
+    self.assertFalse(config.use_flash_attention)
+    hf_config = hf_config_lib.config_to_hf(config)
+    self.assertEqual(hf_config["architectures"], ["Qwen2ForCausalLM"])
+    self.assertEqual(hf_config_lib.model_config_from_hf(hf_config), config)
+
+  def test_qwen25_layout_and_its_own_theta(self):
+    # Qwen2.5 ships a window size with the window off; Tunix's Qwen2
+    # rotates with the config's theta (DeepSeek-R1-Distill-Qwen: 1e4).
+    config = hf_config_lib.qwen2_config_from_hf(
+        _qwen2_hf_config(
+            sliding_window=32768,
+            max_window_layers=21,
+            layer_types=None,
+            rope_parameters=None,
+            rope_theta=10000.0,
+        )
+    )
+    self.assertEqual(config.rope_theta, 10000)
+
+  @parameterized.named_parameters(
+      ("window_on", {"use_sliding_window": True}, "use_sliding_window"),
+      (
+          "sliding_layer",
+          {"layer_types": ["full_attention", "sliding_attention"]},
+          "layer_types",
+      ),
+      (
+          "yarn",
+          {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+          "rope_scaling has rope_type 'yarn'; Tunix Qwen2",
+      ),
+      (
+          "scaled_default",
+          {"rope_parameters": {"rope_type": "default", "factor": 2.0}},
+          "rope_parameters has unsupported keys",
+      ),
+      ("act", {"hidden_act": "gelu"}, "hidden_act='gelu' is not supported"),
+      (
+          "architecture",
+          {"architectures": ["Qwen3ForCausalLM"]},
+          "architectures",
+      ),
+      ("no_kv_heads", {"num_key_value_heads": 3}, "not a multiple"),
+      ("llama", {"model_type": "llama"}, "model_type='llama'"),
+  )
+  def test_from_hf_rejects_what_tunix_qwen2_cannot_represent(
+      self, changes, message
+  ):
+    with self.assertRaisesRegex(ValueError, message):
+      hf_config_lib.model_config_from_hf(_qwen2_hf_config(**changes))
+
+  def test_load_qwen3_refuses_a_qwen2_checkpoint(self):
+    directory = os.path.join(
+        os.path.dirname(__file__), "testdata", "hf", "qwen2_untied"
+    )
+    with self.assertRaisesRegex(ValueError, "model_type='qwen2'"):
+      hf_checkpoint.load_qwen3(directory)
 
 
 class LoadErrorTest(absltest.TestCase):

@@ -96,7 +96,7 @@ class ResizeVocabTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "supports Tunix Qwen3"):
       mask_token.resize_vocab(object(), 1)
     model.extra = nnx.Param(jnp.zeros(3))  # Like a LoRA param.
-    with self.assertRaisesRegex(ValueError, "does not match a plain Qwen3"):
+    with self.assertRaisesRegex(ValueError, "does not match a plain model"):
       mask_token.resize_vocab(model, 1)
 
 
@@ -175,6 +175,7 @@ class ProvisionTest(absltest.TestCase):
     self.assertIs(got, model)
     self.assertEqual(mask_id, tok.convert_tokens_to_ids("<|mask|>"))
     self.assertEqual(config.vocab_size, _TOKENIZER_SIZE)
+    self.assertEqual((tok.mask_token, tok.mask_token_id), ("<|mask|>", mask_id))
 
   def test_new_token_adds_a_row(self):
     tok = tokenizer_lib.build_char_tokenizer()
@@ -188,6 +189,7 @@ class ProvisionTest(absltest.TestCase):
         got.embedder.input_embedding.shape, (_TOKENIZER_SIZE + 1, 32)
     )
     self.assertEqual(tok.convert_tokens_to_ids(_NEW_TOKEN), mask_id)
+    self.assertEqual((tok.mask_token, tok.mask_token_id), (_NEW_TOKEN, mask_id))
     bd_config.BlockDiffusionConfig(4, mask_id).validate_for_model(
         config, pad_id=tok.pad_token_id, eos_id=tok.eos_token_id
     )
@@ -201,6 +203,21 @@ class ProvisionTest(absltest.TestCase):
     self.assertIs(got, model)
     self.assertEqual((mask_id, config.vocab_size), (_TOKENIZER_SIZE, 160))
     self.assertEqual(tok.convert_tokens_to_ids(_NEW_TOKEN), mask_id)
+
+  def test_registering_keeps_ids_and_refuses_ordinary_tokens(self):
+    tok = tokenizer_lib.build_char_tokenizer()
+    text = "<|im_start|>user\nsort 31<|im_end|>"
+    ids = tok.encode(text)
+    reserved = tok.convert_tokens_to_ids("<|reserved_0|>")
+    self.assertEqual(
+        mask_token.register_mask_token(tok, reserved), "<|reserved_0|>"
+    )
+    self.assertEqual((tok.mask_token_id, len(tok)), (reserved, _TOKENIZER_SIZE))
+    self.assertEqual(tok.encode(text), ids)
+    # A row no string encodes to has no string to name.
+    self.assertIsNone(mask_token.register_mask_token(tok, _TOKENIZER_SIZE))
+    with self.assertRaisesRegex(ValueError, "ordinary text token"):
+      mask_token.register_mask_token(tok, tok.convert_tokens_to_ids("s"))
 
   def test_tokenizer_larger_than_model_fails_closed(self):
     tok = tokenizer_lib.build_char_tokenizer()

@@ -207,9 +207,25 @@ def save_settings(
     config: BlockDiffusionConfig,
     directory: str,
     extra: Mapping[str, Any] | None = None,
+    *,
+    mask_token: str | None = None,
 ) -> None:
-  """Writes `config` (plus provenance `extra`) to `directory/SETTINGS_FILE`."""
-  content = {"block_diffusion": config.to_dict(), **dict(extra or {})}
+  """Writes `config` (plus provenance `extra`) to `directory/SETTINGS_FILE`.
+
+  Args:
+    config: the settings.
+    directory: the export directory.
+    extra: further top-level entries (provenance, the chat settings).
+    mask_token: the mask token's string, written beside `mask_token_id`
+      (None for an id no string encodes to); the id is what the model
+      reads, the string names it.
+  """
+  if mask_token is not None and not isinstance(mask_token, str):
+    raise ValueError(
+        f"mask_token must be a string or None, got {mask_token!r}."
+    )
+  settings = {**config.to_dict(), "mask_token": mask_token}
+  content = {"block_diffusion": settings, **dict(extra or {})}
   files.write_text(
       os.path.join(directory, SETTINGS_FILE),
       json.dumps(content, indent=1, sort_keys=True),
@@ -238,4 +254,18 @@ def load_settings(
         "checkpoint (convert it with the `sft` recipe first)."
     )
   content = json.loads(files.read_text(path))
-  return BlockDiffusionConfig.from_config_dict(content["block_diffusion"])
+  settings = dict(content["block_diffusion"])
+  settings.pop("mask_token", None)  # Descriptive: the id is authoritative.
+  return BlockDiffusionConfig.from_config_dict(settings)
+
+
+def load_extra(directory: str, key: str) -> Any:
+  """The top-level entry `key` of an export's settings file, or None.
+
+  Raises:
+    ValueError: as `load_settings`, if there is no settings file.
+  """
+  path = os.path.join(directory, SETTINGS_FILE)
+  if not files.exists(path):
+    load_settings(directory)  # Raises, naming the directory.
+  return json.loads(files.read_text(path)).get(key)

@@ -29,6 +29,12 @@ FAMILIES = {
     "qwen2": qwen2_lib.ModelConfig,
     "llama3": llama3_lib.ModelConfig,
 }
+# Family name -> the Tunix model class of that config.
+MODEL_CLASSES = {
+    "qwen3": qwen3_lib.Qwen3,
+    "qwen2": qwen2_lib.Qwen2,
+    "llama3": llama3_lib.Llama3,
+}
 # Family name -> how messages name it.
 _LABELS = {"qwen3": "Qwen3", "qwen2": "Qwen2", "llama3": "Llama 3"}
 
@@ -51,6 +57,15 @@ def family(model_config: Any) -> str:
       f" block-diffusion contract supports the families {sorted(FAMILIES)}"
       " (tunix.models.qwen3, qwen2, llama3)."
   )
+
+
+def model_class(model_config: Any) -> type[Any]:
+  """The Tunix model class that `model_config` builds (e.g. `Qwen2`).
+
+  Raises:
+    ValueError: as `family`.
+  """
+  return MODEL_CLASSES[family(model_config)]
 
 
 def _check_rope_theta(name: str, rope_theta: Any) -> None:

@@ -58,6 +58,15 @@ class ChatOptions:
       return {}
     return {"enable_thinking": self.enable_thinking}
 
+  def to_dict(self) -> dict[str, Any]:
+    """The switches, as an export records them (`SETTINGS_KEY`)."""
+    return dataclasses.asdict(self)
+
+
+# The entry of an export's `block_diffusion.json` that records the switches
+# the model was trained with.
+SETTINGS_KEY = "chat"
+
 
 def options_from_data(data: Mapping[str, Any]) -> ChatOptions:
   """The `ChatOptions` of a recipe's `data` section, checked.
@@ -69,6 +78,35 @@ def options_from_data(data: Mapping[str, Any]) -> ChatOptions:
     return ChatOptions(enable_thinking=data.get("enable_thinking"))
   except ValueError as e:
     raise ValueError(f"data.{e}") from None
+
+
+def trained_options(
+    recorded: Mapping[str, Any] | None, requested: ChatOptions
+) -> ChatOptions:
+  """The switches to render with: the ones a model was trained with.
+
+  Args:
+    recorded: the export's `SETTINGS_KEY` entry (`ChatOptions.to_dict`), or
+      None for an export that records none.
+    requested: the recipe's own (`options_from_data`); a None switch takes
+      the recorded value.
+
+  Raises:
+    ValueError: naming `data.enable_thinking`, if it is set to another value
+      than the recorded one (the model would see prompts rendered unlike
+      those it was trained on).
+  """
+  trained = ChatOptions(**(recorded or {}))
+  if requested.enable_thinking is None:
+    return trained
+  if trained.enable_thinking not in (None, requested.enable_thinking):
+    raise ValueError(
+        f"data.enable_thinking={requested.enable_thinking!r} disagrees with"
+        " the checkpoint, which was trained with enable_thinking="
+        f"{trained.enable_thinking!r}; leave it unset to render prompts as"
+        " in training."
+    )
+  return requested
 
 
 @dataclasses.dataclass(frozen=True)

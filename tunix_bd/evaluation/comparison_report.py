@@ -118,8 +118,8 @@ def evaluate(
   tokenizer = tokenizer_lib.load_tokenizer(bd_dir, chat_template)
   mesh = mesh_lib.from_section(mesh_section)
   with mesh_lib.tunix_context(mesh):
-    ar_model, _ = hf_checkpoint.load_qwen3(ar_dir, mesh=mesh)
-    bd_model, _ = hf_checkpoint.load_qwen3(bd_dir, mesh=mesh)
+    ar_model, _ = hf_checkpoint.load(ar_dir, mesh=mesh)
+    bd_model, _ = hf_checkpoint.load(bd_dir, mesh=mesh)
     return comparison.compare(
         ar_model,
         bd_model,

@@ -40,11 +40,12 @@ Prompt = Union[str, Sequence[Mapping[str, str]], Sequence[int], Mapping]
 
 @dataclasses.dataclass(frozen=True)
 class ConvertedModel:
-  """A converted checkpoint: the model, its tokenizer and its BD settings."""
+  """A converted checkpoint: model, tokenizer, BD settings, chat switches."""
 
   model: Any
   tokenizer: Any
   bd: bd_config_lib.BlockDiffusionConfig
+  chat_options: chat.ChatOptions = chat.ChatOptions()
 
 
 def load_model(
@@ -52,13 +53,17 @@ def load_model(
 ) -> ConvertedModel:
   """Loads a converted checkpoint directory (`sft.py`'s `export/`)."""
   bd = bd_config_lib.load_settings(checkpoint)
+  trained = chat.trained_options(
+      bd_config_lib.load_extra(checkpoint, chat.SETTINGS_KEY),
+      chat.ChatOptions(),
+  )
   tokenizer = tokenizer_lib.load_tokenizer(checkpoint, key="checkpoint")
   if mesh is None:
-    model, _ = hf_checkpoint.load_qwen3(checkpoint)
+    model, _ = hf_checkpoint.load(checkpoint)
   else:
     with mesh_lib.tunix_context(mesh):
-      model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
-  return ConvertedModel(model, tokenizer, bd)
+      model, _ = hf_checkpoint.load(checkpoint, mesh=mesh)
+  return ConvertedModel(model, tokenizer, bd, trained)
 
 
 def prompt_ids(
@@ -155,8 +160,16 @@ class TextGenerator:
 
   @classmethod
   def from_checkpoint(cls, checkpoint: str, **settings) -> TextGenerator:
-    """Loads a converted checkpoint; `settings` as in `__init__`."""
+    """Loads a converted checkpoint; `settings` as in `__init__`.
+
+    `enable_thinking` defaults to the one the checkpoint was trained with,
+    and another value is refused (`chat.trained_options`).
+    """
     loaded = load_model(checkpoint)
+    settings["enable_thinking"] = chat.trained_options(
+        loaded.chat_options.to_dict(),
+        chat.ChatOptions(enable_thinking=settings.get("enable_thinking")),
+    ).enable_thinking
     return cls(loaded.model, loaded.tokenizer, bd=loaded.bd, **settings)
 
   def generate(

@@ -1,11 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Writing Tunix Qwen3 models as Hugging Face checkpoint directories.
+"""Writing Tunix Qwen3 and Qwen2 models as Hugging Face checkpoint directories.
 
-An export is an HF-style Qwen3 directory (`config.json`, `model.safetensors`
-or shards with `model.safetensors.index.json`, in the layout that
-`hf_checkpoint` reads) with its tokenizer; a block-diffusion export also holds
-`block_diffusion.json`. Directories are written to a temporary sibling and
+An export is an HF-style Qwen3 or Qwen2 directory (`config.json`,
+`generation_config.json`, `model.safetensors` or shards with
+`model.safetensors.index.json`, in the layout that `hf_checkpoint` reads)
+with its tokenizer; a block-diffusion export also holds
+`block_diffusion.json`. Given the checkpoint the model was loaded from
+(`hf_source.Source`), the export keeps every field of its `config.json`, its
+`generation_config.json` and its weight dtypes (`hf_source` lists the
+documented changes). Directories are written to a temporary sibling and
 renamed into place, so a crash never leaves half an export. Also finds the
 block-diffusion exports that exist under a directory.
 """
@@ -19,19 +23,25 @@ import os
 import re
 import shutil
 import uuid
-from typing import Any
+from typing import Any, Iterable
 
 from flax import nnx
 import jax
 from jax.experimental import multihost_utils
+import ml_dtypes
 import numpy as np
 from safetensors import numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import families
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config
+from tunix_bd.models import hf_source
+
+# The families that have a Hugging Face layout here.
+_EXPORTABLE = ("qwen3", "qwen2")
+_NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16}
 
 
 def _to_host(value: Any) -> np.ndarray:
@@ -48,9 +58,10 @@ def _merge_out_heads(w: np.ndarray) -> np.ndarray:
   return w.reshape(-1, w.shape[-1]).T  # [N, H, D] -> [D, N * H]
 
 
-# Inverse of `qwen3_params._get_key_and_transform_mapping`: Tunix parameter
-# path -> (HF key, Tunix layout -> HF [out, in] layout). A key with "{e}"
-# names one expert of a stacked [experts, in, out] parameter.
+# Inverse of `qwen3_params._get_key_and_transform_mapping` (and Qwen2's, which
+# adds the q/k/v biases and lacks q/k norms): Tunix parameter path -> (HF
+# key, Tunix layout -> HF [out, in] layout). A key with "{e}" names one
+# expert of a stacked [experts, in, out] parameter.
 _EXPORT_RULES = (
     (r"embedder\.input_embedding", "model.embed_tokens.weight", None),
     (r"final_norm\.w", "model.norm.weight", None),
@@ -64,6 +75,11 @@ _EXPORT_RULES = (
         r"layers\.(\d+)\.attn\.o_proj\.w",
         r"model.layers.\1.self_attn.o_proj.weight",
         _merge_out_heads,
+    ),
+    (
+        r"layers\.(\d+)\.attn\.([qkv])_bias",
+        r"model.layers.\1.self_attn.\2_proj.bias",
+        None,
     ),
     (
         r"layers\.(\d+)\.attn\.([qk])_norm\.w",
@@ -93,7 +109,7 @@ _EXPORT_RULES = (
 )
 
 
-def _hf_tensors(model: qwen3_lib.Qwen3) -> dict[str, np.ndarray]:
+def _hf_tensors(model: Any) -> dict[str, np.ndarray]:
   """Gathers the model's parameters to host, in the HF layout and order."""
   tensors = {}
   for path, variable in nnx.state(model, nnx.Param).flat_state():
@@ -110,7 +126,7 @@ def _hf_tensors(model: qwen3_lib.Qwen3) -> dict[str, np.ndarray]:
           tensors[key] = np.ascontiguousarray(transform(w) if transform else w)
         break
     else:
-      raise ValueError(f"Parameter {name!r} has no Hugging Face Qwen3 key.")
+      raise ValueError(f"Parameter {name!r} has no Hugging Face key.")
   expected = hf_checkpoint.expected_shapes(model.config)
   for key, shape in expected.items():
     if key not in tensors or tensors[key].shape != shape:
@@ -179,15 +195,34 @@ def _write_weights(
     json.dump(index, f, indent=2, sort_keys=True)
 
 
-def save_qwen3(
-    model: qwen3_lib.Qwen3,
+def _check_model(model: Any) -> None:
+  name = families.family(model.config)
+  if name not in _EXPORTABLE or not isinstance(
+      model, families.MODEL_CLASSES[name]
+  ):
+    raise ValueError(
+        "model must be a Tunix Qwen3 or Qwen2, got"
+        f" {type(model).__module__}.{type(model).__name__}."
+    )
+  if any(isinstance(v, nnx.LoRAParam) for _, v in nnx.iter_graph(model)):
+    raise ValueError(
+        "model has LoRA parameters (nnx.LoRAParam); merge them into the base"
+        " weights before exporting a Hugging Face checkpoint."
+    )
+
+
+def save_checkpoint(
+    model: Any,
     output_dir: str | os.PathLike[str],
     *,
     tokenizer: Any = None,
+    source: hf_source.Source | None = None,
+    dtype: str | None = None,
+    stop_ids: Iterable[int] = (),
     hf_config_extra: dict[str, Any] | None = None,
     max_shard_bytes: int | None = None,
 ) -> None:
-  """Exports a Tunix Qwen3 as a Hugging Face checkpoint directory.
+  """Exports a Tunix Qwen3 or Qwen2 as a Hugging Face checkpoint directory.
 
   Everything is written into a temporary sibling directory that is renamed
   to `output_dir` only when complete, so a crash never leaves a partial
@@ -199,21 +234,25 @@ def save_qwen3(
     output_dir: The directory to create; it must not exist or be empty.
     tokenizer: Optional `transformers.PreTrainedTokenizerBase`, saved with
       `save_pretrained` into the same directory.
-    hf_config_extra: Extra `config.json` keys (see `qwen3_config_to_hf`).
+    source: The checkpoint the model was loaded from (`hf_source.read`):
+      its config, generation config and weight dtypes are kept. None for a
+      model trained from scratch.
+    dtype: The weight dtype (`hf_source.EXPORT_DTYPES`); None keeps the
+      source's (the model's without a source).
+    stop_ids: Further ids that end generation, for the generation config of
+      a model without a source.
+    hf_config_extra: Extra `config.json` keys; they may not override a key
+      that is already there.
     max_shard_bytes: If set, weights are split into shards of at most this
       many bytes (a larger tensor gets its own shard) with an index file.
 
   Raises:
-    ValueError: On a non-Qwen3 or LoRA model, a non-empty `output_dir`, an
-      invalid tokenizer, `hf_config_extra` or `max_shard_bytes`.
+    ValueError: On a model other than a Qwen3 or Qwen2, a LoRA model, a
+      non-empty `output_dir`, an invalid tokenizer, `dtype`,
+      `hf_config_extra` or `max_shard_bytes`, or a source config that
+      describes another model.
   """
-  if not isinstance(model, qwen3_lib.Qwen3):
-    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
-  if any(isinstance(v, nnx.LoRAParam) for _, v in nnx.iter_graph(model)):
-    raise ValueError(
-        "model has LoRA parameters (nnx.LoRAParam); merge them into the base"
-        " weights before exporting a Hugging Face checkpoint."
-    )
+  _check_model(model)
   if max_shard_bytes is not None and (
       isinstance(max_shard_bytes, bool)
       or not isinstance(max_shard_bytes, int)
@@ -222,6 +261,7 @@ def save_qwen3(
     raise ValueError(
         f"max_shard_bytes={max_shard_bytes!r} must be a positive integer."
     )
+  dtype = hf_source.check_dtype(dtype, "dtype")
   if tokenizer is not None:
     import transformers  # pylint: disable=g-import-not-at-top
 
@@ -238,13 +278,25 @@ def save_qwen3(
         f"output_dir {output_dir} already exists and is not an empty"
         " directory; refusing to overwrite it."
     )
-  config_json = hf_config.qwen3_config_to_hf(
-      model.config, extra=hf_config_extra
-  )
   tensors = _hf_tensors(model)
-  dtypes = {v.dtype.name for v in tensors.values()}
-  if len(dtypes) == 1:
-    config_json["torch_dtype"] = dtypes.pop()  # what the files really hold
+  dtypes = hf_source.tensor_dtypes(tensors, source=source, dtype=dtype)
+  tensors = {
+      key: value.astype(_NUMPY_DTYPES.get(dtypes[key], dtypes[key]))
+      for key, value in tensors.items()
+  }
+  config_json = hf_source.config_json(
+      model.config,
+      source=source,
+      tokenizer=tokenizer,
+      file_dtypes=dtypes.values(),
+  )
+  for key, value in (hf_config_extra or {}).items():
+    if key in config_json:
+      raise ValueError(f"hf_config_extra key {key!r} is already in config.")
+    config_json[key] = value
+  generation_config = hf_source.generation_config_json(
+      source, tokenizer, stop_ids
+  )
   if jax.process_index() != 0:
     return
 
@@ -255,8 +307,9 @@ def save_qwen3(
   try:
     if tokenizer is not None:
       tokenizer.save_pretrained(tmp_dir)
-    with open(os.path.join(tmp_dir, hf_checkpoint.CONFIG_FILE), "w") as f:
-      json.dump(config_json, f, indent=2, sort_keys=True)
+    _write_json(tmp_dir, hf_checkpoint.CONFIG_FILE, config_json)
+    if generation_config is not None:
+      _write_json(tmp_dir, hf_source.GENERATION_CONFIG_FILE, generation_config)
     _write_weights(tmp_dir, tensors, max_shard_bytes)
     _fsync_tree(tmp_dir)
     # rename(2) atomically replaces an empty directory and fails otherwise.
@@ -267,21 +320,44 @@ def save_qwen3(
   _fsync_dir(parent)
 
 
-def export_qwen3(model, tokenizer, export_dir: str) -> None:
+def _write_json(directory: str, name: str, content: dict[str, Any]) -> None:
+  with open(os.path.join(directory, name), "w") as f:
+    json.dump(content, f, indent=2, sort_keys=True)
+    f.write("\n")
+
+
+def save_qwen3(
+    model: qwen3_lib.Qwen3, output_dir: str | os.PathLike[str], **kwargs: Any
+) -> None:
+  """`save_checkpoint` of a Tunix Qwen3; any other model is refused."""
+  if not isinstance(model, qwen3_lib.Qwen3):
+    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
+  save_checkpoint(model, output_dir, **kwargs)
+
+
+def export_checkpoint(
+    model: Any,
+    tokenizer: Any,
+    export_dir: str,
+    *,
+    source: hf_source.Source | None = None,
+    dtype: str | None = None,
+    stop_ids: Iterable[int] = (),
+) -> None:
   """Writes the HF-style directory, replacing a previous export.
 
   `export_dir` may be a URL (`gs://...`): the export is then written to a
   local staging directory and copied there (object by object, so a crash
-  can leave a partial copy, which the next export replaces).
+  can leave a partial copy, which the next export replaces). The other
+  arguments are `save_checkpoint`'s.
   """
   save = functools.partial(
-      save_qwen3,
+      save_checkpoint,
       model,
       tokenizer=tokenizer,
-      hf_config_extra={
-          "eos_token_id": tokenizer.eos_token_id,
-          "pad_token_id": tokenizer.pad_token_id,
-      },
+      source=source,
+      dtype=dtype,
+      stop_ids=stop_ids,
   )
   if files.is_url(export_dir):
     if files.is_writer():
@@ -295,6 +371,13 @@ def export_qwen3(model, tokenizer, export_dir: str) -> None:
     os.replace(export_dir, previous)
   save(export_dir)
   shutil.rmtree(previous, ignore_errors=True)
+
+
+def export_qwen3(model: qwen3_lib.Qwen3, tokenizer: Any, export_dir: str):
+  """`export_checkpoint` of a Tunix Qwen3 trained from scratch."""
+  if not isinstance(model, qwen3_lib.Qwen3):
+    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
+  export_checkpoint(model, tokenizer, export_dir)
 
 
 def find_block_diffusion_exports(root: str, max_depth: int = 4) -> list[str]:

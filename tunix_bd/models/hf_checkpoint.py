@@ -1,14 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Reading Hugging Face Qwen3 checkpoint directories into Tunix Qwen3 models.
+"""Reading Hugging Face Qwen3 and Qwen2 checkpoint directories into Tunix.
 
 A checkpoint directory holds `config.json` plus `model.safetensors` (or shards
 `model-0000i-of-0000n.safetensors` and `model.safetensors.index.json`) in the
-Hugging Face key layout, so tunix_bd's own exports and a downloaded Qwen3 are
-read by one code path. Tunix parses no `config.json` and its safetensors
-loader does not check what it reads (a missing tensor stays abstract, an extra
-one is skipped, a file with mixed dtypes is misread by the "optimized" mode),
-so everything is validated here from the safetensors headers before Tunix
+Hugging Face key layout, so tunix_bd's own exports and a downloaded Qwen3 or
+Qwen2 are read by one code path (`load`; the family is the config's
+`model_type`). Tunix parses no `config.json` and its safetensors loader does
+not check what it reads (a missing tensor stays abstract, an extra one is
+skipped, a file with mixed dtypes is misread by the "optimized" mode), so
+everything is validated here from the safetensors headers before Tunix
 builds the model. `tunix_bd.models.export` writes the same layout.
 """
 
@@ -19,22 +20,32 @@ from typing import Any
 import jax
 import numpy as np
 import safetensors
+from tunix.models.qwen2 import params as qwen2_params
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
+from tunix_bd.core import families
 from tunix_bd.models import hf_config
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-# Header dtypes Tunix's loader can read (`safetensors_loader.to_np_dtype`).
-_FILE_DTYPES = ("BF16", "F16", "F32", "F64")
+# Header dtypes Tunix's loader can read (`safetensors_loader.to_np_dtype`),
+# by their NumPy names.
+FILE_DTYPES = {
+    "BF16": "bfloat16",
+    "F16": "float16",
+    "F32": "float32",
+    "F64": "float64",
+}
+# The Tunix safetensors loader of each family `load` reads.
+_TUNIX_LOADERS = {"qwen3": qwen3_params, "qwen2": qwen2_params}
 
 
-def expected_shapes(
-    config: qwen3_lib.ModelConfig,
-) -> dict[str, tuple[int, ...]]:
-  """Returns every HF tensor name of `config`, in file order, with its shape."""
+def expected_shapes(config: Any) -> dict[str, tuple[int, ...]]:
+  """Every HF tensor name of a Qwen3 or Qwen2 `config`, in file order, with
+  its shape."""
+  qwen2 = families.family(config) == "qwen2"
   d, v, f = config.embed_dim, config.vocab_size, config.hidden_dim
   q, kv = (
       config.num_heads * config.head_dim,
@@ -43,17 +54,17 @@ def expected_shapes(
   shapes = {"model.embed_tokens.weight": (v, d)}
   for i in range(config.num_layers):
     p = f"model.layers.{i}."
-    shapes.update({
-        p + "input_layernorm.weight": (d,),
-        p + "self_attn.q_proj.weight": (q, d),
-        p + "self_attn.k_proj.weight": (kv, d),
-        p + "self_attn.v_proj.weight": (kv, d),
-        p + "self_attn.o_proj.weight": (d, q),
-        p + "self_attn.q_norm.weight": (config.head_dim,),
-        p + "self_attn.k_norm.weight": (config.head_dim,),
-        p + "post_attention_layernorm.weight": (d,),
-    })
-    if config.num_experts is None:
+    shapes[p + "input_layernorm.weight"] = (d,)
+    for name, rows in (("q", q), ("k", kv), ("v", kv)):
+      shapes[f"{p}self_attn.{name}_proj.weight"] = (rows, d)
+      if qwen2:  # Qwen2's q/k/v projections have biases.
+        shapes[f"{p}self_attn.{name}_proj.bias"] = (rows,)
+    shapes[p + "self_attn.o_proj.weight"] = (d, q)
+    if not qwen2:  # Qwen3 normalises q and k per head.
+      shapes[p + "self_attn.q_norm.weight"] = (config.head_dim,)
+      shapes[p + "self_attn.k_norm.weight"] = (config.head_dim,)
+    shapes[p + "post_attention_layernorm.weight"] = (d,)
+    if getattr(config, "num_experts", None) is None:
       mlps = [p + "mlp."]
     else:
       shapes[p + "mlp.gate.weight"] = (config.num_experts, d)
@@ -68,7 +79,13 @@ def expected_shapes(
   return shapes
 
 
-def _read_config(checkpoint_dir: str) -> dict[str, Any]:
+def read_config(checkpoint_dir: str) -> dict[str, Any]:
+  """The parsed `config.json` of a checkpoint directory.
+
+  Raises:
+    ValueError: if the directory or its `config.json` is missing or the file
+      is not JSON.
+  """
   if not os.path.isdir(checkpoint_dir):
     raise ValueError(f"Checkpoint directory {checkpoint_dir} does not exist.")
   path = os.path.join(checkpoint_dir, CONFIG_FILE)
@@ -84,21 +101,16 @@ def _read_config(checkpoint_dir: str) -> dict[str, Any]:
       raise ValueError(f"{path} is not valid JSON: {e}") from e
 
 
-def _check_weights(checkpoint_dir: str, config: qwen3_lib.ModelConfig) -> bool:
-  """Checks the safetensors headers against `config`, before any loading.
-
-  Args:
-    checkpoint_dir: The checkpoint directory.
-    config: The config parsed from its `config.json`.
+def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
+  """Every stored tensor's file, shape and header dtype, from the headers.
 
   Returns:
-    Whether some file mixes tensor dtypes (Tunix's optimized loader reads a
-    whole file with the dtype of its first tensor, so it must not be used).
+    HF key -> `(file name, shape, dtype)`, the dtype as safetensors names it
+    (`"BF16"`, `"F32"`, ...).
 
   Raises:
-    ValueError: On no weight files, an index that disagrees with the files, a
-      duplicate, missing or unexpected tensor, a shape that `config` does
-      not imply, or a dtype Tunix cannot read.
+    ValueError: On no weight files, an index that disagrees with the files,
+      or a tensor stored twice.
   """
   # Tunix's loader reads every *.safetensors file in the directory.
   files = sorted(
@@ -118,13 +130,11 @@ def _check_weights(checkpoint_dir: str, config: qwen3_lib.ModelConfig) -> bool:
           f"{index_path} lists files {sorted(set(weight_map.values()))} but"
           f" {checkpoint_dir} holds {files}."
       )
-  found = {}  # name -> (file, shape, dtype)
-  mixed_dtypes = False
+  found = {}
   for name in files:
     with safetensors.safe_open(
         os.path.join(checkpoint_dir, name), framework="numpy"
     ) as f:
-      file_dtypes = set()
       for key in f.keys():
         header = f.get_slice(key)
         if key in found:
@@ -137,8 +147,29 @@ def _check_weights(checkpoint_dir: str, config: qwen3_lib.ModelConfig) -> bool:
               f" {weight_map.get(key)!r}."
           )
         found[key] = (name, tuple(header.get_shape()), header.get_dtype())
-        file_dtypes.add(header.get_dtype())
-      mixed_dtypes |= len(file_dtypes) > 1
+  return found
+
+
+def _check_weights(checkpoint_dir: str, config: Any) -> bool:
+  """Checks the safetensors headers against `config`, before any loading.
+
+  Args:
+    checkpoint_dir: The checkpoint directory.
+    config: The config parsed from its `config.json`.
+
+  Returns:
+    Whether some file mixes tensor dtypes (Tunix's optimized loader reads a
+    whole file with the dtype of its first tensor, so it must not be used).
+
+  Raises:
+    ValueError: As `tensor_headers`, or on a missing or unexpected tensor, a
+      shape that `config` does not imply, or a dtype Tunix cannot read.
+  """
+  found = tensor_headers(checkpoint_dir)
+  file_dtypes = {}
+  for name, _, file_dtype in found.values():
+    file_dtypes.setdefault(name, set()).add(file_dtype)
+  mixed_dtypes = any(len(d) > 1 for d in file_dtypes.values())
 
   expected = expected_shapes(config)
   if config.use_tied_embedding and "lm_head.weight" in found:
@@ -164,10 +195,10 @@ def _check_weights(checkpoint_dir: str, config: qwen3_lib.ModelConfig) -> bool:
           f"Tensor {key!r} in {name} has shape {list(file_shape)}, but"
           f" {CONFIG_FILE} implies {list(shape)}."
       )
-    if file_dtype not in _FILE_DTYPES:
+    if file_dtype not in FILE_DTYPES:
       raise ValueError(
           f"Tensor {key!r} in {name} has dtype {file_dtype}; supported:"
-          f" {list(_FILE_DTYPES)}."
+          f" {list(FILE_DTYPES)}."
       )
   return mixed_dtypes
 
@@ -193,16 +224,18 @@ def _check_tied_lm_head(checkpoint_dir: str, found: dict[str, Any]) -> None:
     )
 
 
-def load_qwen3(
+def load(
     checkpoint_dir: str | os.PathLike[str],
     *,
     mesh: jax.sharding.Mesh | None = None,
     dtype: Any = None,
-) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
-  """Loads a Hugging Face-layout Qwen3 checkpoint directory into Tunix.
+) -> tuple[Any, Any]:
+  """Loads a Hugging Face-layout Qwen3 or Qwen2 checkpoint into Tunix.
 
   Args:
-    checkpoint_dir: A local directory with `config.json` and safetensors.
+    checkpoint_dir: A local directory with `config.json` and safetensors;
+      its `model_type` (`qwen3`, `qwen3_moe` or `qwen2`) picks the Tunix
+      model (`tunix.models.qwen3.Qwen3` or `tunix.models.qwen2.Qwen2`).
     mesh: Optional mesh (axes named by `ModelConfig.shd_config`) to shard the
       parameters over; one device if None.
     dtype: Compute and parameter dtype (float32, bfloat16 or float16);
@@ -217,11 +250,16 @@ def load_qwen3(
       the wrong shape. All checked before the model is built.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
-  config = hf_config.qwen3_config_from_hf(
-      _read_config(checkpoint_dir), dtype=dtype
+  config = hf_config.model_config_from_hf(
+      read_config(checkpoint_dir), dtype=dtype
   )
+  return _load(checkpoint_dir, config, mesh)
+
+
+def _load(checkpoint_dir: str, config: Any, mesh: Any) -> tuple[Any, Any]:
   mixed_dtypes = _check_weights(checkpoint_dir, config)
-  model = qwen3_params.create_model_from_safe_tensors(
+  loader = _TUNIX_LOADERS[families.family(config)]
+  model = loader.create_model_from_safe_tensors(
       checkpoint_dir,
       config,
       mesh=mesh,
@@ -229,3 +267,20 @@ def load_qwen3(
       mode="original" if mixed_dtypes else "auto",
   )
   return model, config
+
+
+def load_qwen3(
+    checkpoint_dir: str | os.PathLike[str],
+    *,
+    mesh: jax.sharding.Mesh | None = None,
+    dtype: Any = None,
+) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
+  """`load` for a Qwen3 (or Qwen3-MoE) checkpoint; any other is refused.
+
+  Args, Returns and Raises: as `load`.
+  """
+  checkpoint_dir = os.fspath(checkpoint_dir)
+  config = hf_config.qwen3_config_from_hf(
+      read_config(checkpoint_dir), dtype=dtype
+  )
+  return _load(checkpoint_dir, config, mesh)

@@ -17,11 +17,11 @@ from flax import nnx
 import jax
 import numpy as np
 import qwix
-from tunix.models.qwen3 import model as qwen3_lib
 
+from tunix_bd.core import families
 from tunix_bd.core import rng
 
-# Every attention and MLP projection of a Tunix Qwen3 layer.
+# Every attention and MLP projection of a Tunix Qwen3 (or Qwen2) layer.
 DEFAULT_MODULE_PATH = (
     ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 )
@@ -72,19 +72,20 @@ def _node(root: Any, path: tuple[Any, ...]) -> Any:
 
 
 def merge_lora(
-    lora_model: nnx.Module, config: qwen3_lib.ModelConfig, *, alpha: float
-) -> qwen3_lib.Qwen3:
-  """A plain Qwen3 whose weights are the LoRA model's, adapters folded in.
+    lora_model: nnx.Module, config: Any, *, alpha: float
+) -> nnx.Module:
+  """A plain model whose weights are the LoRA model's, adapters folded in.
 
   Args:
     lora_model: a model returned by `apply_lora` (trained or not).
-    config: its `ModelConfig`.
+    config: its Tunix `ModelConfig` (Qwen3, Qwen2 or Llama 3).
     alpha: the LoRA alpha it was built with (the rank is read from A).
 
   Returns:
-    A new `Qwen3` without LoRA parameters.
+    A new model of `config`'s class without LoRA parameters.
   """
-  merged = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=rng.rngs(0)))
+  model_class = families.model_class(config)
+  merged = nnx.eval_shape(lambda: model_class(config, rngs=rng.rngs(0)))
   for path, param in nnx.iter_graph(merged):
     if not isinstance(param, nnx.Param):
       continue

@@ -8,8 +8,11 @@ Two ways, both leaving every existing weight bit-identical:
       `<|reserved_k|>` token, or an embedding row past the tokenizer's last id
       (Qwen3 checkpoints carry ~270 such rows). `resolve_reserved_mask_id`.
   (b) Add a token: append it to the tokenizer (`add_mask_token`) and append
-      one embedding row (and lm_head column when untied) to a Tunix Qwen3
-      (`resize_vocab`). `provision_mask_token` picks (a) or (b).
+      one embedding row (and lm_head column when untied) to a Tunix Qwen3 or
+      Qwen2 (`resize_vocab`). `provision_mask_token` picks (a) or (b).
+
+Either way a token the tokenizer has becomes its named `mask_token`, so an
+export's `AutoTokenizer.from_pretrained(...).mask_token` is the mask token.
 
 New rows are the mean of the existing rows (as Hugging Face's
 `mean_resizing`): the mask embedding starts inside the distribution of real
@@ -26,8 +29,8 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import families
 from tunix_bd.core import rng
 from tunix_bd.data import tokenizer as tokenizer_lib
 
@@ -108,10 +111,41 @@ def resolve_reserved_mask_id(
   return mask_id
 
 
+def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
+  """Names the token of `mask_id` the tokenizer's `mask_token`, in place.
+
+  Ids and tokenization are unchanged: the token is already a special or
+  reserved one (`resolve_reserved_mask_id`).
+
+  Returns:
+    The mask token's string, or None for an id past the tokenizer's last
+    (an embedding row no string encodes to).
+
+  Raises:
+    ValueError: if the id is an ordinary text token.
+  """
+  if mask_id >= len(tokenizer):
+    return None
+  token = tokenizer.convert_ids_to_tokens(mask_id)
+  if token not in tokenizer.get_added_vocab():
+    # Making it special would change how plain text tokenizes.
+    raise ValueError(
+        f"mask token id {mask_id} ({token!r}) is an ordinary text token; it"
+        " cannot be the tokenizer's mask_token."
+    )
+  tokenizer.add_special_tokens({"mask_token": token})
+  if tokenizer.mask_token_id != mask_id:
+    raise ValueError(
+        f"the tokenizer gave its mask_token {token!r} id"
+        f" {tokenizer.mask_token_id}, expected {mask_id}."
+    )
+  return token
+
+
 def add_mask_token(
     tokenizer: Any, token: str = DEFAULT_MASK_TOKEN, *, expected_id: int
 ) -> int:
-  """Adds `token` to the tokenizer as a special token with a known id.
+  """Adds `token` to the tokenizer as its special `mask_token`, at a known id.
 
   Args:
     tokenizer: a Hugging Face tokenizer; modified in place.
@@ -133,10 +167,7 @@ def add_mask_token(
         f"the tokenizer would give {token!r} id {len(tokenizer)}, but its"
         f" embedding row is {expected_id}."
     )
-  tokenizer.add_special_tokens(
-      {"additional_special_tokens": [token]},
-      replace_extra_special_tokens=False,
-  )
+  tokenizer.add_special_tokens({"mask_token": token})
   new_id = tokenizer.convert_tokens_to_ids(token)
   if new_id != expected_id:
     raise ValueError(
@@ -145,17 +176,16 @@ def add_mask_token(
   return new_id
 
 
-def resize_vocab(
-    model: qwen3_lib.Qwen3, num_new_tokens: int
-) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
-  """Appends embedding rows (and untied lm_head columns) to a Tunix Qwen3.
+def resize_vocab(model: Any, num_new_tokens: int) -> tuple[Any, Any]:
+  """Appends embedding rows (and untied lm_head columns) to a Tunix model.
 
   Existing rows and every other weight are copied bit-identically; new rows
   are the mean of the existing ones (in float32, cast back). The new arrays
   are placed by `jnp.concatenate`; reshard a sharded model afterwards.
 
   Args:
-    model: a Tunix Qwen3 without LoRA params; left unchanged.
+    model: a Tunix Qwen3, Qwen2 or Llama 3 without LoRA params; left
+      unchanged.
     num_new_tokens: rows to append, >= 1; their ids are
       `vocab_size .. vocab_size + num_new_tokens - 1`.
 
@@ -163,13 +193,15 @@ def resize_vocab(
     `(new_model, new_config)`.
 
   Raises:
-    ValueError: for a non-Qwen3 model, a bad count, or extra (e.g. LoRA)
+    ValueError: for another model, a bad count, or extra (e.g. LoRA)
       state that the resized model would not carry.
   """
-  if not isinstance(model, qwen3_lib.Qwen3):
+  if not isinstance(model, tuple(families.MODEL_CLASSES.values())):
     raise ValueError(
-        f"resize_vocab supports Tunix Qwen3, got {type(model).__name__}."
+        "resize_vocab supports Tunix Qwen3, Qwen2 and Llama 3 models, got"
+        f" {type(model).__name__}."
     )
+  model_class = families.model_class(model.config)
   if (
       isinstance(num_new_tokens, bool)
       or not isinstance(num_new_tokens, int)
@@ -193,7 +225,7 @@ def resize_vocab(
   if not config.use_tied_embedding:
     params["lm_head"]["w"] = mean_rows(params["lm_head"]["w"], axis=1)
 
-  abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=rng.rngs(0)))
+  abstract = nnx.eval_shape(lambda: model_class(config, rngs=rng.rngs(0)))
   graphdef, state = nnx.split(abstract)
   want = jax.tree_util.tree_flatten_with_path(state.to_pure_dict())[0]
   got = jax.tree_util.tree_flatten_with_path(params)[0]
@@ -202,7 +234,7 @@ def resize_vocab(
   if want_shapes != got_shapes:
     diff = sorted(set(want_shapes.items()) ^ set(got_shapes.items()))
     raise ValueError(
-        "the model's state does not match a plain Qwen3 of the new vocab"
+        "the model's state does not match a plain model of the new vocab"
         f" size (LoRA or other extra state?): differing entries {diff[:5]}."
     )
   nnx.replace_by_pure_dict(state, params)
@@ -210,20 +242,21 @@ def resize_vocab(
 
 
 def provision_mask_token(
-    model: qwen3_lib.Qwen3,
+    model: Any,
     tokenizer: Any,
     token: str = DEFAULT_MASK_TOKEN,
     *,
     stop_ids: Iterable[int] = (),
-) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig, int]:
+) -> tuple[Any, Any, int]:
   """Returns a model, config and mask id with `token` as the mask token.
 
   If the tokenizer has `token` it is reused (a). Otherwise it is added to the
   tokenizer (in place); its id reuses an unused embedding row when the model
-  has rows past the tokenizer, else the model gains one row (b).
+  has rows past the tokenizer, else the model gains one row (b). Either way
+  it becomes the tokenizer's `mask_token` (`register_mask_token`).
 
   Args:
-    model: a Tunix Qwen3.
+    model: a Tunix Qwen3 or Qwen2.
     tokenizer: its Hugging Face tokenizer.
     token: the mask token string.
     stop_ids: further ids that end generation.
@@ -241,6 +274,7 @@ def provision_mask_token(
     mask_id = resolve_reserved_mask_id(
         tokenizer, token, vocab_size=vocab_size, stop_ids=stop_ids
     )
+    register_mask_token(tokenizer, mask_id)
     return model, model.config, mask_id
   new_id = len(tokenizer)
   if new_id > vocab_size:

@@ -89,7 +89,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   tokenizer = tokenizer_lib.load_tokenizer(
       checkpoint, config.data.chat_template, key="model.checkpoint"
   )
-  chat_options = chat.options_from_data(config.data)
+  # Prompts are rendered as in training (the export's record).
+  chat_options = chat.trained_options(
+      bd_config_lib.load_extra(checkpoint, chat.SETTINGS_KEY),
+      chat.options_from_data(config.data),
+  )
   records, source = dataset_lib.prompt_records(config.data)
   prompts = [
       chat.encode_prompt(tokenizer, r["messages"], chat_options)
@@ -106,7 +110,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       tokenizer, max(len(p) for p in prompts)
   )
   with mesh_lib.tunix_context(mesh):
-    model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
+    model, _ = hf_checkpoint.load(checkpoint, mesh=mesh)
     result = prompt_batches.decode_prompts(
         model,
         tokenizer,

@@ -34,9 +34,10 @@ from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import export
+from tunix_bd.models import bd_export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import meshes as meshes_lib
@@ -56,6 +57,7 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
   """Fails closed on settings that cannot work, before any compute."""
   workdir_lib.check(config.workdir)
   run = settings_lib.from_config(config)
+  hf_source.check_dtype(config.export.dtype, "export.dtype")
   if config.model.random_init:
     config_utils.from_section(
         from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
@@ -126,9 +128,7 @@ def _models(config, meshes, beta):
         config.model.scratch, config.seed, mesh
     )
     return make(meshes.actor), (make(meshes.reference) if beta > 0 else None)
-  load = lambda key, mesh: hf_checkpoint.load_qwen3(
-      config.model[key], mesh=mesh
-  )
+  load = lambda key, mesh: hf_checkpoint.load(config.model[key], mesh=mesh)
   with mesh_lib.tunix_context(meshes.actor):
     actor, _ = load("checkpoint", meshes.actor)
   reference = None
@@ -199,7 +199,18 @@ def run(config: ml_collections.ConfigDict) -> dict:
       stop_ids=stop_ids,
   )
   reward_fns = rewards_lib.reward_fns(settings.reward)
-  chat_options = chat.options_from_data(config.data)
+  # The policy renders prompts as it was trained to (its export's record).
+  chat_options = chat.trained_options(
+      None
+      if config.model.random_init
+      else bd_config_lib.load_extra(config.model.checkpoint, chat.SETTINGS_KEY),
+      chat.options_from_data(config.data),
+  )
+  policy_files = (
+      None
+      if config.model.random_init
+      else hf_source.read(config.model.checkpoint)
+  )
   train_set, eval_set = prompt_stream.conversations(
       config.data, settings.eval.num_prompts
   )
@@ -283,19 +294,24 @@ def run(config: ml_collections.ConfigDict) -> dict:
     after = evaluate(policy)
     continued = None
     if config.model.get("continued_sft"):
-      other, _ = hf_checkpoint.load_qwen3(config.model.continued_sft, mesh=mesh)
+      other, _ = hf_checkpoint.load(config.model.continued_sft, mesh=mesh)
       continued = evaluate(other)
 
   export_dir = os.path.join(config.workdir, "export")
-  export.export_qwen3(policy, tokenizer, export_dir)
   trained_from = (
       {"random_init": True}
       if config.model.random_init
       else provenance.identify(config.model.checkpoint).provenance()
   )
-  bd_config_lib.save_settings(
-      bd,
+  bd_export.export_block_diffusion(
+      policy,
+      tokenizer,
       export_dir,
+      bd=bd,
+      chat_options=chat_options,
+      source=policy_files,
+      dtype=config.export.dtype,
+      stop_ids=stop_ids,
       extra={"grpo": {"from": trained_from, **dataclasses.asdict(grpo)}},
   )
   steps = cluster.actor_trainer.train_steps

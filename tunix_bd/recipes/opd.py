@@ -37,9 +37,11 @@ from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.distillation import trainer as trainer_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import settings as decode_settings
+from tunix_bd.models import bd_export
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import corruption as corruption_lib
@@ -69,6 +71,7 @@ def validate(
   )
   corruption_lib.SftCorruptionConfig.from_config_dict(config.corruption)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
+  hf_source.check_dtype(config.export.dtype, "export.dtype")
   if config.opd.canvas not in sources.CANVASES:
     raise ValueError(
         f"opd.canvas must be one of {sources.CANVASES}, got"
@@ -177,8 +180,8 @@ def _models(config, mesh):
     )
     return make(config.seed + 1), make(config.seed)
   with mesh_lib.tunix_context(mesh):
-    student, _ = hf_checkpoint.load_qwen3(config.model.student, mesh=mesh)
-    teacher, _ = hf_checkpoint.load_qwen3(config.model.teacher, mesh=mesh)
+    student, _ = hf_checkpoint.load(config.model.student, mesh=mesh)
+    teacher, _ = hf_checkpoint.load(config.model.teacher, mesh=mesh)
   return student, teacher
 
 
@@ -194,7 +197,16 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       pad_id=student_tok.pad_token_id,
       stop_ids=stop_ids,
   )
-  chat_options = chat.options_from_data(config.data)
+  # The student renders prompts as it was trained to (its export's record).
+  chat_options = chat.trained_options(
+      None
+      if config.model.random_init
+      else bd_config_lib.load_extra(config.model.student, chat.SETTINGS_KEY),
+      chat.options_from_data(config.data),
+  )
+  student_files = (
+      None if config.model.random_init else hf_source.read(config.model.student)
+  )
   train_set, eval_set = dataset_lib.conversations(config.data)
   max_prompt = config.rollout.max_prompt_length
   train_prompts = prompts_lib.encode_prompts(
@@ -284,7 +296,6 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       after = evaluation.run(trainer, trainer.train_steps)
 
   export_dir = os.path.join(config.workdir, "export")
-  export.export_qwen3(trainer.model, student_tok, export_dir)
   distilled_from = (
       {"random_init": True}
       if config.model.random_init
@@ -293,9 +304,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
           for key in ("student", "teacher")
       }
   )
-  bd_config_lib.save_settings(
-      bd,
+  bd_export.export_block_diffusion(
+      trainer.model,
+      student_tok,
       export_dir,
+      bd=bd,
+      chat_options=chat_options,
+      source=student_files,
+      dtype=config.export.dtype,
+      stop_ids=config.rollout.extra_stop_ids,
       extra={"distilled": distilled_from, "opd": config.opd.to_dict()},
   )
   report = {"steps": trainer.train_steps, "before": before, "after": after}

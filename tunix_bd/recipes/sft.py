@@ -6,9 +6,11 @@ Masked-diffusion SFT with Tunix's `PeftTrainer` and tunix_bd's loss hook
 (`tunix_bd.sft.loss`): the AR weights are reused as they are; the attention
 pattern (block-causal), the objective (recover corrupted completion tokens)
 and, later, the decoder change. The input is an HF-style directory (the
-embedded AR teacher's export, or a user's Qwen3 with its tokenizer); the
-output is the same layout plus `block_diffusion.json`, which generation, OPD
-and RL read.
+embedded AR teacher's export, or a user's Qwen3 or Qwen2 with its
+tokenizer); the output is the same layout, its config, generation config and
+weight dtype kept (`export.dtype` may set another), plus
+`block_diffusion.json` (the settings, the mask token and the chat template
+switches trained with), which generation, OPD and RL read.
 
 Outputs under `config.workdir`: `checkpoints/` (orbax; resume is automatic and
 guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
@@ -25,10 +27,12 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import export
+from tunix_bd.models import bd_export
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_source
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.run import workdir as workdir_lib
@@ -60,6 +64,8 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
     config_utils.check_int(f"data.{key}", config.data[key], 1)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
   config_utils.check_int("lora.rank", config.lora.rank, 0)
+  hf_source.check_dtype(config.export.dtype, "export.dtype")
+  chat.options_from_data(config.data)
   train = config_utils.from_section(
       options.TrainSettings, config.train, "train"
   )
@@ -68,7 +74,8 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
     raise ValueError(
         f"model.checkpoint={checkpoint!r} is not a directory. On the embedded "
         "default, train the AR teacher first (`tunix run --plugin tunix_bd "
-        "ar_pretrain.py`); otherwise point it at an HF Qwen3 directory."
+        "ar_pretrain.py`); otherwise point it at an HF Qwen3 or Qwen2"
+        " directory."
     )
   return train
 
@@ -115,8 +122,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   workdir_lib.check_fingerprint(workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)
+  hf_files = hf_source.read(checkpoint)
   with mesh_lib.tunix_context(mesh):
-    model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
+    model, _ = hf_checkpoint.load(checkpoint, mesh=mesh)
   eos_id = tokenizer.eos_token_id
   model, model_config, mask_id = mask_token_lib.provision_mask_token(
       model, tokenizer, config.bd.mask_token, stop_ids=(eos_id,)
@@ -175,10 +183,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   export_dir = os.path.join(workdir, "export")
   if config.lora.rank:
     model = lora_lib.merge_lora(model, model_config, alpha=config.lora.alpha)
-  export.export_qwen3(model, tokenizer, export_dir)
-  bd_config_lib.save_settings(
-      bd,
+  bd_export.export_block_diffusion(
+      model,
+      tokenizer,
       export_dir,
+      bd=bd,
+      chat_options=chat.options_from_data(config.data),
+      source=hf_files,
+      dtype=config.export.dtype,
       extra={
           "converted_from": source.provenance(),
           "corruption": corruption.to_dict(),

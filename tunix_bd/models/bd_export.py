@@ -1,0 +1,66 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A block-diffusion export: the HF directory plus `block_diffusion.json`.
+
+What SFT, OPD and GRPO write: `export.export_checkpoint`'s directory (the
+source checkpoint's config, generation config and weight dtypes kept) and,
+beside it, the block-diffusion settings with the mask token's string next to
+its id and the chat template switches the model was trained with
+(`chat.SETTINGS_KEY`), which generation, OPD and GRPO render with. The
+tokenizer's `mask_token` is the mask token.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
+from tunix_bd.models import export
+from tunix_bd.models import hf_source
+from tunix_bd.models import mask_token as mask_token_lib
+
+
+def export_block_diffusion(
+    model: Any,
+    tokenizer: Any,
+    export_dir: str,
+    *,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    chat_options: chat.ChatOptions,
+    source: hf_source.Source | None,
+    dtype: str | None = None,
+    stop_ids: Iterable[int] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+  """Writes a block-diffusion export, replacing a previous one.
+
+  Args:
+    model: the trained Tunix Qwen3 or Qwen2 (LoRA merged).
+    tokenizer: its tokenizer; the mask token becomes its `mask_token`.
+    export_dir: the directory (or URL) to write.
+    bd: the model's block-diffusion settings.
+    chat_options: the chat template switches it was trained with.
+    source: the checkpoint it was loaded from (`hf_source.read`), or None.
+    dtype: `export.dtype`; None or "" keeps the source's.
+    stop_ids: further ids that end generation.
+    extra: provenance entries for `block_diffusion.json`.
+
+  Raises:
+    ValueError: as `export.export_checkpoint`.
+  """
+  mask_token = mask_token_lib.register_mask_token(tokenizer, bd.mask_token_id)
+  export.export_checkpoint(
+      model,
+      tokenizer,
+      export_dir,
+      source=source,
+      dtype=hf_source.check_dtype(dtype, "export.dtype"),
+      stop_ids=stop_ids,
+  )
+  bd_config_lib.save_settings(
+      bd,
+      export_dir,
+      extra={**dict(extra or {}), chat.SETTINGS_KEY: chat_options.to_dict()},
+      mask_token=mask_token,
+  )
