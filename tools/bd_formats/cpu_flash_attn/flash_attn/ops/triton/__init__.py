@@ -1,0 +1,1 @@
+"""Package marker for the CPU flash_attn stand-in."""
