@@ -12,6 +12,7 @@ so everything is validated here from the safetensors headers before Tunix
 builds the model. `tunix_bd.models.export` writes the same layout.
 """
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -22,6 +23,7 @@ import safetensors
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
+from tunix_bd.core import families
 from tunix_bd.models import hf_config
 
 CONFIG_FILE = "config.json"
@@ -198,6 +200,8 @@ def load_qwen3(
     *,
     mesh: jax.sharding.Mesh | None = None,
     dtype: Any = None,
+    param_dtype: Any = None,
+    remat: str = "none",
 ) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
   """Loads a Hugging Face-layout Qwen3 checkpoint directory into Tunix.
 
@@ -207,6 +211,9 @@ def load_qwen3(
       parameters over; one device if None.
     dtype: Compute and parameter dtype (float32, bfloat16 or float16);
       float32 if None. Stored tensors are cast to it.
+    param_dtype: Parameter dtype if other than `dtype` (e.g. float32
+      master weights under bfloat16 compute).
+    remat: Tunix's `RematConfig` by name (`families.REMAT_MODES`).
 
   Returns:
     The model and its config.
@@ -218,7 +225,10 @@ def load_qwen3(
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
   config = hf_config.qwen3_config_from_hf(
-      _read_config(checkpoint_dir), dtype=dtype
+      _read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
+  )
+  config = dataclasses.replace(
+      config, remat_config=families.remat_config(config, remat)
   )
   mixed_dtypes = _check_weights(checkpoint_dir, config)
   model = qwen3_params.create_model_from_safe_tensors(
