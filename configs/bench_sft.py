@@ -5,21 +5,27 @@
   tunix run --plugin tunix_bd bench_sft.py
 
 Prints tokens/s, the ratio to plain AR SFT and XLA's peak-memory estimate of
-each step, measured side by side (interleaved) in one run on the embedded
-model and task. Variants: `default`; `tiny` for smoke tests.
+each step (beside `memory_plan.sft_step_plan`'s), measured side by side
+(interleaved) in one run on the embedded model and task. Variants:
+`default`; `qwen3_0p6b`, a random model of Qwen3-0.6B's widths and
+vocabulary with 4 of its 28 layers (`--config.model.num_layers=28` for the
+whole shape); `tiny` for smoke tests. The dense loss of earlier versions:
+`--config.model.logits_chunk=0`; bf16 compute: `--config.model.dtype=bfloat16`.
 """
 
 import ml_collections
 
 from tunix_bd import config_sections
 
+_VARIANTS = ("default", "qwen3_0p6b", "tiny")
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "tiny"):
+  if variant not in _VARIANTS:
     raise ValueError(
-        f"unknown bench_sft variant {variant!r}; use 'default' or 'tiny'."
+        f"unknown bench_sft variant {variant!r}; use one of {_VARIANTS}."
     )
   config = ml_collections.ConfigDict()
   config.recipe = "bench_sft"
@@ -29,12 +35,33 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Two: the first update changes the optimizer state's types and recompiles.
   config.warmup_steps = 2
   config.output = ""  # A path to also write the report as JSON.
+  # Among `ar` (always), `bd_single_canvas`, `bd_clean_context`.
+  config.variants = ("ar", "bd_single_canvas", "bd_clean_context")
   config.model = config_sections.embedded_model()
+  # 0: the tokenizer's vocabulary; more: a real model's (unused ids).
+  config.model.vocab_size = 0
+  config.model.update(config_sections.precision())
   config.bd = ml_collections.ConfigDict(dict(block_size=8))
   config.data = config_sections.embedded_data(
       num_train=256, num_eval=8, max_length=56
   )
   config.mesh = config_sections.mesh()
+  if variant == "qwen3_0p6b":
+    # Qwen3-0.6B's config.json, 4 layers.
+    config.model.update(
+        num_layers=4,
+        embed_dim=1024,
+        hidden_dim=3072,
+        num_heads=16,
+        head_dim=128,
+        num_kv_heads=8,
+        tie_embeddings=True,
+        vocab_size=151936,
+    )
+    config.batch_size = 2
+    config.num_steps = 3
+    config.data.update(num_train=16, max_length=128)
+    config.variants = ("ar", "bd_clean_context")
   if variant == "tiny":
     config.batch_size = 4
     config.num_steps = 2

@@ -42,7 +42,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.verify_replay = False
   # After `sft.py` alone: --config.model.checkpoint=runs/sft/export.
   config.model = ml_collections.ConfigDict(
-      dict(checkpoint="runs/quickstart/sft/export")
+      dict(
+          checkpoint="runs/quickstart/sft/export",
+          # Compute dtype and remat (`tunix_bd.models.precision`).
+          **config_sections.precision(logits_chunk=False),
+      )
   )
   # Settings of the checkpoint (block_diffusion.json); set one to assert it:
   # a value that disagrees with the checkpoint is an error.

@@ -87,6 +87,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           # before and after, e.g. the same start trained with more SFT for
           # the same compute (the report prints it as `continued SFT`).
           continued_sft="",
+          # Compute dtype, remat and the chunked head of every role's model
+          # (`tunix_bd.models.precision`).
+          **config_sections.precision(),
           # `random_init`: a random policy (the reference is a copy).
           **config_sections.random_init_model(block_size=8),
       )

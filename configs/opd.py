@@ -57,6 +57,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           # --config.model.teacher=runs/ar_pretrain/export.
           student="runs/quickstart/sft/export",
           teacher="runs/quickstart/ar_pretrain/export",
+          # Compute dtype, remat and the chunked head of student and teacher
+          # (`tunix_bd.models.precision`).
+          **config_sections.precision(),
           # `random_init`: a random student and teacher (smoke).
           **config_sections.random_init_model(block_size=4),
       )

@@ -64,6 +64,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       dict(
           # An HF-style directory: config.json, *.safetensors and tokenizer.
           checkpoint="runs/ar_pretrain/export",
+          # Compute dtype, remat and the chunked head (`models.precision`).
+          **config_sections.precision(),
       )
   )
   config.bd = ml_collections.ConfigDict(

@@ -26,9 +26,11 @@ here, so a Tunix upgrade is a change to this file alone.
 import contextlib
 import dataclasses
 import importlib.metadata
+import inspect
 import sys
 from typing import Any, Callable, Iterator
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 from tunix.distillation import distillation_trainer as _distillation_trainer
@@ -127,6 +129,52 @@ ACCUMULATION_AVERAGES_GRADIENTS = True
 # differs from the one applied, and `families_test` probes every family
 # (and a Hugging Face Llama checkpoint) to pin this table.
 ROPE_THETA_APPLIED = {"qwen3": 1_000_000, "qwen2": None, "llama3": 1_000_000}
+
+
+def final_hidden_states(
+    model: Any,
+    tokens: jax.Array,
+    positions: jax.Array,
+    cache: Any,
+    attention_mask: jax.Array,
+) -> tuple[jax.Array, Any]:
+  """A Tunix decoder's forward up to its final norm, without its LM head.
+
+  Tunix main's decoders return these states with `skip_lm_head=True`.
+  google-tunix 0.1.7's Qwen3 and Qwen2 have no such flag but sow them
+  (`output_hidden_states=True`) and still apply the head; its logits are
+  unused, so XLA drops them from any jitted program (callers jit; an eager
+  call pays for the head). Either way the call is `model(...)` itself, so
+  wrappers of it (qwix's LoRA) stay in effect.
+
+  Args:
+    model: a Tunix decoder (Qwen3, Qwen2, Llama 3).
+    tokens, positions, cache, attention_mask: as for `model(...)`.
+
+  Returns:
+    `(hidden, new_cache)`: `[batch, length, embed]` final-norm outputs in
+    the model's compute dtype (what its head multiplies) and the cache as
+    `model(...)` returns it.
+
+  Raises:
+    ValueError: for a model with neither flag (google-tunix 0.1.7's Llama
+      3).
+  """
+  call = getattr(type(model), "_unquantized_type", type(model)).__call__
+  parameters = inspect.signature(call).parameters
+  if "skip_lm_head" in parameters:
+    return model(tokens, positions, cache, attention_mask, skip_lm_head=True)
+  if "output_hidden_states" not in parameters:
+    raise ValueError(
+        f"{type(model).__name__} of google-tunix {TUNIX_VERSION} cannot"
+        " return its hidden states (no skip_lm_head or output_hidden_states);"
+        " set model.logits_chunk=0 to compute dense logits instead."
+    )
+  _, new_cache = model(
+      tokens, positions, cache, attention_mask, output_hidden_states=True
+  )
+  sown = nnx.pop(model, nnx.Intermediate)["all_hidden_states"]
+  return jax.tree.leaves(sown)[-1], new_cache
 
 
 def reduce_metric(value: Any) -> Any:

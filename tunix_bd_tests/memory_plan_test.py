@@ -113,6 +113,29 @@ class MemoryPlanTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "actor >= 1"):
       memory_plan.Split(actor=0)
 
+  def test_sft_step_plan_counts_what_each_setting_keeps(self):
+    shape = memory_plan.QWEN3["Qwen3-0.6B"]
+    step = memory_plan.SftStep(batch_size=1, length=512)
+    plan = lambda **kw: memory_plan.sft_step_plan(
+        shape, dataclasses.replace(step, **kw)
+    ).parts
+    params = shape.num_params()
+    self.assertEqual(plan()["optimizer"], 2 * params * 4)
+    # Chunked: three [512, 8192] float32 copies; dense: two over both copies.
+    self.assertEqual(plan()["logits"], 3 * 512 * 8192 * 4)
+    self.assertEqual(plan(logits_chunk=0)["logits"], 2 * 1024 * 151936 * 4)
+    self.assertEqual(plan(autoregressive=True)["logits"], 4 * 512 * 151936 * 4)
+    # The clean copy doubles the tokens (and each query's keys).
+    self.assertGreater(
+        plan()["activations"], 2 * plan(clean_context=False)["activations"]
+    )
+    none, block, decoder = (
+        plan(remat=r)["activations"] for r in ("none", "block", "decoder")
+    )
+    self.assertGreater(none, 10 * block)
+    self.assertGreater(block, decoder)
+    self.assertGreater(none, plan(dtype_bytes=2)["activations"])
+
   def test_readme_table_is_the_planners(self):
     text = _README.read_text(encoding="utf-8")
     match = re.search(

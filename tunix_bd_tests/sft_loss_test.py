@@ -9,6 +9,8 @@ sft_accumulation_test.py, training in sft_trainer_test.py.
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from flax import nnx
+import jax
 import numpy as np
 import optax
 from tunix.sft import peft_trainer
@@ -159,6 +161,63 @@ class SftLossTest(parameterized.TestCase):
       loss_lib.configure(trainer, {"block_size": 8})
     with self.assertRaisesRegex(ValueError, "num_noise_buckets"):
       loss_lib.configure(trainer, _config(), num_noise_buckets=0)
+
+
+def _rel(got, want):
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+
+
+class SftChunkedLossTest(parameterized.TestCase):
+  """The chunked head (`logits_chunk`) gives the dense loss, at float32."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.models = {
+        tied: test_common.tiny_qwen3(_VOCAB, tied=tied) for tied in (0, 1)
+    }
+
+  # Every layout, alignment and head; a chunk of 24 does not divide the 128
+  # ids (the last chunk overlaps the one before), 32 does.
+  @parameterized.parameters(
+      (bd_config.SHIFTED, bd_config.CLEAN_CONTEXT, True, 24),
+      (bd_config.SAME_POSITION, bd_config.SINGLE_CANVAS, False, 32),
+  )
+  def test_equals_the_dense_loss_and_gradients(
+      self, alignment, layout, tied, chunk
+  ):
+    config = _config(alignment, layout)
+    inputs = loss_lib.sft_model_inputs(_batches(config, k=2)[1])
+
+    def value_and_grad(logits_chunk):
+      loss_fn = loss_lib.sft_loss_fn(config, logits_chunk=logits_chunk)
+      step = nnx.jit(nnx.value_and_grad(loss_fn, has_aux=True))
+      (loss, aux), grads = step(self.models[tied], **inputs)
+      return loss, aux, nnx.to_pure_dict(grads)
+
+    want_loss, want_aux, want_grads = value_and_grad(None)
+    got_loss, got_aux, got_grads = value_and_grad(chunk)
+    self.assertLess(_rel(got_loss, want_loss), 1e-6)
+    for name, want in want_aux.items():
+      self.assertLess(_rel(got_aux[name], want), 1e-6, name)
+    # The argmax agrees: the same masked accuracy, exactly.
+    np.testing.assert_array_equal(
+        got_aux["masked_accuracy"], want_aux["masked_accuracy"]
+    )
+    for path, want in jax.tree_util.tree_leaves_with_path(want_grads):
+      got = got_grads
+      for key in path:
+        got = got[key.key]
+      self.assertLess(_rel(got, want), 1e-6, jax.tree_util.keystr(path))
+
+  def test_fails_closed(self):
+    with self.assertRaisesRegex(ValueError, "model.logits_chunk must be"):
+      loss_lib.sft_loss_fn(_config(), logits_chunk=0)
+    with self.assertRaisesRegex(ValueError, "injected logits_fn"):
+      loss_lib.sft_loss_fn(
+          _config(), logits_chunk=8, logits_fn=lambda *a, **k: None
+      )
 
 
 class SftTrainerInputTest(absltest.TestCase):

@@ -19,6 +19,7 @@ import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
@@ -38,6 +39,8 @@ _QWEN3_TEMPLATE = os.path.join(
 class SftChatTemplateTest(absltest.TestCase):
 
   def test_qwen3_template_without_thinking_trains_and_is_exported(self):
+    # Also bf16 compute on float32 master weights, remat and a chunked head
+    # whose last chunk overlaps (50 columns of 128).
     root = self.create_tempdir().full_path
     tokenizer = tokenizer_lib.build_char_tokenizer()
     source = os.path.join(root, "ar")
@@ -52,8 +55,16 @@ class SftChatTemplateTest(absltest.TestCase):
     config.model.checkpoint = source
     config.workdir = os.path.join(root, "run")
     config.data.update(chat_template=_QWEN3_TEMPLATE, enable_thinking=False)
+    config.model.update(dtype="bfloat16", remat="block", logits_chunk=50)
     config.train.update(max_steps=2, warmup_steps=1)
-    sft.run(config)
+    losses = sft.run(config)
+    self.assertTrue(np.isfinite(losses["train_loss"]))
+    export_dir = os.path.join(config.workdir, "export")
+    with open(os.path.join(export_dir, "block_diffusion.json")) as f:
+      self.assertEqual(
+          json.load(f)["precision"],
+          dict(dtype="bfloat16", remat="block", logits_chunk=50),
+      )
 
     with open(_QWEN3_TEMPLATE, encoding="utf-8") as f:
       template = f.read()
@@ -80,6 +91,8 @@ class SftChatTemplateTest(absltest.TestCase):
       data = json.load(f)["fields"]["data"]
     self.assertStartsWith(data["chat_template"], "sha256:")
     self.assertIs(data["enable_thinking"], False)
+    with open(path, encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["fields"]["model.dtype"], "bfloat16")
 
 
 def _tiny(workdir: str, checkpoint: str, num_eval: int):
@@ -161,6 +174,9 @@ class SftErrorsTest(parameterized.TestCase):
       ("bd", "alignment", "left", r"bd\.alignment must be one of"),
       ("bd", "layout", "packed", r"bd\.layout must be one of"),
       ("corruption", "min_noise", 2.0, r"corruption\.min_noise must be in"),
+      ("model", "dtype", "float64", r"model\.dtype must be one of"),
+      ("model", "remat", "layer", r"model\.remat must be one of"),
+      ("model", "logits_chunk", -1, r"model\.logits_chunk must be"),
   )
   def test_bad_setting_names_the_key(self, section, key, value, regex):
     config = _tiny_config(self.workdir, self.export)

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tunix_bd import compat
 from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
 from tunix_bd.core import families
@@ -207,6 +208,63 @@ def diffusion_logits_fn(
       argument), a missing or unexpected `clean_tokens`, or a mask id outside
       the model's vocabulary.
   """
+
+  def forward(tokens, positions, mask):
+    return model(tokens, positions, None, mask)[0].astype(jnp.float32)
+
+  logits = _aligned_rows(
+      model, forward, tokens, positions, segment_ids, config, clean_tokens
+  )
+  return exclude_mask_token(logits, config.mask_token_id)
+
+
+def diffusion_hidden_fn(
+    model,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array | None,
+    *,
+    config: bd_config.BlockDiffusionConfig,
+    clean_tokens: jax.Array | None = None,
+) -> jax.Array:
+  """Target-aligned final hidden states: `diffusion_logits_fn` before the head.
+
+  The same forward and alignment as `diffusion_logits_fn`, on the model's
+  final hidden states (`compat.final_hidden_states`) instead of its logits;
+  the head is never applied, so the clean copy of the `clean_context`
+  layout gets no logits. `lm_head.dense_logits(lm_head.model_head(model,
+  mask_id), hidden)` is `diffusion_logits_fn`'s result: alignment is a row
+  gather, and the zero rows (no predecessor) give logits 0.
+
+  Args:
+    model, tokens, positions, segment_ids, config, clean_tokens: as for
+      `diffusion_logits_fn`.
+
+  Returns:
+    `[batch, length, embed]` hidden rows in the model's compute dtype: row i
+    is what the head maps to the logits that predict the token at i.
+
+  Raises:
+    ValueError: as `diffusion_logits_fn`, or for a model that cannot return
+      its hidden states (`compat.final_hidden_states`).
+  """
+
+  def forward(tokens, positions, mask):
+    return compat.final_hidden_states(model, tokens, positions, None, mask)[0]
+
+  return _aligned_rows(
+      model, forward, tokens, positions, segment_ids, config, clean_tokens
+  )
+
+
+def _aligned_rows(
+    model, forward, tokens, positions, segment_ids, config, clean_tokens
+):
+  """Target-aligned rows `[batch, length, width]` of `forward`'s output.
+
+  `forward(tokens, positions, mask)` is the model call (logits or hidden
+  states); this is the one layout and alignment of both calls above.
+  """
   tokens, positions, segment_ids = check_inputs(
       model, tokens, positions, segment_ids, config
   )
@@ -228,7 +286,7 @@ def diffusion_logits_fn(
         positions, config.block_size, segment_ids=segment_ids
     )
     both_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
-    raw, _ = model(both_tokens, both_positions, None, mask)
+    raw = forward(both_tokens, both_positions, mask)
   else:
     mask = masks.block_causal_mask(
         positions,
@@ -237,22 +295,17 @@ def diffusion_logits_fn(
         q_segment_ids=segment_ids,
         kv_segment_ids=segment_ids,
     )
-    raw, _ = model(tokens, positions, None, mask)
-  raw = raw.astype(jnp.float32)
+    raw = forward(tokens, positions, mask)
 
   if config.alignment == bd_config.SAME_POSITION:
-    logits = raw[:, :length]
-  else:
-    index, found = alignment.predecessors(positions, segment_ids)
-    if clean_context:
-      # A block's first token is predicted from the end of the previous
-      # block, which is clean when this block is denoised at inference.
-      first_of_block = positions % config.block_size == 0
-      index = jnp.where(first_of_block, index + length, index)
-    logits = jnp.where(
-        found[:, :, None], alignment.gather_rows(raw, index), 0.0
-    )
-  return exclude_mask_token(logits, config.mask_token_id)
+    return raw[:, :length]
+  index, found = alignment.predecessors(positions, segment_ids)
+  if clean_context:
+    # A block's first token is predicted from the end of the previous
+    # block, which is clean when this block is denoised at inference.
+    first_of_block = positions % config.block_size == 0
+    index = jnp.where(first_of_block, index + length, index)
+  return jnp.where(found[:, :, None], alignment.gather_rows(raw, index), 0)
 
 
 def scale_logits(logits: jax.Array, temperature: Any) -> jax.Array:

@@ -37,6 +37,14 @@ MODEL_CLASSES = {
 }
 # Family name -> how messages name it.
 _LABELS = {"qwen3": "Qwen3", "qwen2": "Qwen2", "llama3": "Llama 3"}
+# Family name -> its Tunix `RematConfig` (each family defines its own enum).
+_REMAT = {
+    "qwen3": qwen3_lib.RematConfig,
+    "qwen2": qwen2_lib.RematConfig,
+    "llama3": llama3_lib.RematConfig,
+}
+# `model.remat` values: the members of every family's `RematConfig`.
+REMAT_MODES = ("none", "block", "decoder")
 
 
 def family(model_config: Any) -> str:
@@ -66,6 +74,19 @@ def model_class(model_config: Any) -> type[Any]:
     ValueError: as `family`.
   """
   return MODEL_CLASSES[family(model_config)]
+
+
+def remat_config(model_config: Any, mode: str) -> Any:
+  """The family's own `RematConfig` member named `mode` (`REMAT_MODES`).
+
+  Raises:
+    ValueError: for another mode or an unsupported family.
+  """
+  if mode not in REMAT_MODES:
+    raise ValueError(
+        f"model.remat must be one of {list(REMAT_MODES)}, got {mode!r}."
+    )
+  return _REMAT[family(model_config)][mode.upper()]
 
 
 def _check_rope_theta(name: str, rope_theta: Any) -> None:

@@ -33,7 +33,7 @@ from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import precision as precision_lib
 
 Prompt = Union[str, Sequence[Mapping[str, str]], Sequence[int], Mapping]
 
@@ -49,9 +49,14 @@ class ConvertedModel:
 
 
 def load_model(
-    checkpoint: str, mesh: jax.sharding.Mesh | None = None
+    checkpoint: str,
+    mesh: jax.sharding.Mesh | None = None,
+    precision: precision_lib.Precision = precision_lib.Precision(),
 ) -> ConvertedModel:
-  """Loads a converted checkpoint directory (`sft.py`'s `export/`)."""
+  """Loads a converted checkpoint directory (`sft.py`'s `export/`).
+
+  `precision` sets the compute dtype (`model.dtype`; float32 by default).
+  """
   bd = bd_config_lib.load_settings(checkpoint)
   trained = chat.trained_options(
       bd_config_lib.load_extra(checkpoint, chat.SETTINGS_KEY),
@@ -59,10 +64,10 @@ def load_model(
   )
   tokenizer = tokenizer_lib.load_tokenizer(checkpoint, key="checkpoint")
   if mesh is None:
-    model, _ = hf_checkpoint.load(checkpoint)
+    model, _ = precision_lib.load(checkpoint, precision)
   else:
     with mesh_lib.tunix_context(mesh):
-      model, _ = hf_checkpoint.load(checkpoint, mesh=mesh)
+      model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
   return ConvertedModel(model, tokenizer, bd, trained)
 
 

@@ -96,8 +96,14 @@ def init_model(
     return create()
 
 
-def embedded_model(section, seed: int, mesh: jax.sharding.Mesh):
+def embedded_model(section, seed: int, mesh: jax.sharding.Mesh, precision=None):
   """A random Qwen3 of a `model.scratch` section over the embedded vocab.
+
+  Args:
+    section: the `model.scratch` section.
+    seed: the weights' seed.
+    mesh: the mesh to shard over.
+    precision: a `precision.Precision` (compute dtype, remat), or None.
 
   Raises:
     ValueError: naming `model.scratch.<key>`, for a bad section.
@@ -106,4 +112,6 @@ def embedded_model(section, seed: int, mesh: jax.sharding.Mesh):
       ScratchModelSettings, section, "model.scratch"
   )
   config = qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
+  if precision is not None:
+    config = precision.model_config(config)
   return init_model(config, seed, mesh)

@@ -13,6 +13,7 @@ everything is validated here from the safetensors headers before Tunix
 builds the model. `tunix_bd.models.export` writes the same layout.
 """
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -229,6 +230,8 @@ def load(
     *,
     mesh: jax.sharding.Mesh | None = None,
     dtype: Any = None,
+    param_dtype: Any = None,
+    remat: str = "none",
 ) -> tuple[Any, Any]:
   """Loads a Hugging Face-layout Qwen3 or Qwen2 checkpoint into Tunix.
 
@@ -240,6 +243,9 @@ def load(
       parameters over; one device if None.
     dtype: Compute and parameter dtype (float32, bfloat16 or float16);
       float32 if None. Stored tensors are cast to it.
+    param_dtype: Parameter dtype if other than `dtype` (e.g. float32
+      master weights under bfloat16 compute).
+    remat: Tunix's `RematConfig` by name (`families.REMAT_MODES`).
 
   Returns:
     The model and its config.
@@ -251,12 +257,17 @@ def load(
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
   config = hf_config.model_config_from_hf(
-      read_config(checkpoint_dir), dtype=dtype
+      read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
   )
-  return _load(checkpoint_dir, config, mesh)
+  return _load(checkpoint_dir, config, mesh, remat)
 
 
-def _load(checkpoint_dir: str, config: Any, mesh: Any) -> tuple[Any, Any]:
+def _load(
+    checkpoint_dir: str, config: Any, mesh: Any, remat: str
+) -> tuple[Any, Any]:
+  config = dataclasses.replace(
+      config, remat_config=families.remat_config(config, remat)
+  )
   mixed_dtypes = _check_weights(checkpoint_dir, config)
   loader = _TUNIX_LOADERS[families.family(config)]
   model = loader.create_model_from_safe_tensors(
@@ -274,6 +285,8 @@ def load_qwen3(
     *,
     mesh: jax.sharding.Mesh | None = None,
     dtype: Any = None,
+    param_dtype: Any = None,
+    remat: str = "none",
 ) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
   """`load` for a Qwen3 (or Qwen3-MoE) checkpoint; any other is refused.
 
@@ -281,6 +294,6 @@ def load_qwen3(
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
   config = hf_config.qwen3_config_from_hf(
-      read_config(checkpoint_dir), dtype=dtype
+      read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
   )
-  return _load(checkpoint_dir, config, mesh)
+  return _load(checkpoint_dir, config, mesh, remat)

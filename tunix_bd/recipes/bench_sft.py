@@ -2,17 +2,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `bench_sft`: SFT step throughput and memory, side by side.
 
-One run times three training steps on the same model and the same batch of
-the embedded task: plain AR SFT (Tunix's next-token loss, causal mask),
-block-diffusion SFT on a single canvas, and block-diffusion SFT in the
-clean-context `[noisy ; clean]` layout (which runs the model over twice the
-length). Steps are interleaved round-robin so that a noisy, shared machine
-slows all three alike; the report is ratios to AR. Peak memory is XLA's
+One run times up to three training steps (`variants`) on the same model and
+the same batch of the embedded task: plain AR SFT (Tunix's next-token loss,
+causal mask), block-diffusion SFT on a single canvas, and block-diffusion
+SFT in the clean-context `[noisy ; clean]` layout (which runs the model over
+twice the length). Steps are interleaved round-robin so that a noisy, shared
+machine slows all alike; the report is ratios to AR. Peak memory is XLA's
 compiled estimate (arguments + outputs + temporaries) of each step, which is
-the same on every run of a given shape.
+the same on every run of a given shape; `memory_plan.sft_step_plan`'s paper
+estimate is printed beside it.
+
+The model is a random Qwen3 of the `model` shape, over the tokenizer's
+vocabulary or a larger `model.vocab_size` (a real model's, e.g. Qwen3's
+151,936 ids), with the `model.dtype`, `model.remat` and `model.logits_chunk`
+of the SFT recipe (`models.precision`); the AR step uses the same model.
 
 Tokens/s counts the real (non-pad) tokens of the batch, the same for all
-three, so the ratios compare the cost of learning from the same data.
+variants, so the ratios compare the cost of learning from the same data.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.models import from_scratch
+from tunix_bd.models import precision as precision_lib
+from tunix_bd.rl import memory_plan
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
@@ -72,6 +80,50 @@ def _peak_bytes(step, model, optimizer, batch) -> int:
   )
 
 
+VARIANTS = ("ar", "bd_single_canvas", "bd_clean_context")
+# `model` keys beside the shape: the vocabulary and the precision keys.
+_MODEL_EXTRAS = ("vocab_size", "dtype", "remat", "logits_chunk")
+
+
+def _model_settings(model: ml_collections.ConfigDict):
+  """`(shape, vocab_size or 0, precision)` of the `model` section."""
+  values = config_utils.section_dict(model, "model")
+  shape = config_utils.from_section(
+      from_scratch.ScratchModelSettings,
+      {k: v for k, v in values.items() if k not in _MODEL_EXTRAS},
+      "model",
+  )
+  vocab_size = config_utils.check_int(
+      "model.vocab_size", values.get("vocab_size", 0), 0
+  )
+  return shape, vocab_size, precision_lib.from_section(values)
+
+
+def _plan(shape, vocab_size, precision, batch_size, length, variant):
+  """`memory_plan.sft_step_plan` of one variant (bytes, all parts)."""
+  return memory_plan.sft_step_plan(
+      memory_plan.ModelShape(
+          shape.num_layers,
+          shape.embed_dim,
+          shape.hidden_dim,
+          shape.num_heads,
+          shape.num_kv_heads,
+          shape.head_dim,
+          vocab_size,
+          shape.tie_embeddings,
+      ),
+      memory_plan.SftStep(
+          batch_size=batch_size,
+          length=length,
+          clean_context=variant == "bd_clean_context",
+          autoregressive=variant == "ar",
+          dtype_bytes=2 if precision.dtype == "bfloat16" else 4,
+          remat=precision.remat,
+          logits_chunk=0 if variant == "ar" else precision.logits_chunk,
+      ),
+  )
+
+
 def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   """Prints and returns tokens/s, ratios and peak bytes of each variant."""
   if config.output:
@@ -79,9 +131,13 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   for key in ("batch_size", "num_steps", "warmup_steps"):
     config_utils.check_int(key, config[key], 1)
   config_utils.check_int("bd.block_size", config.bd.block_size, 1)
-  model_settings = config_utils.from_section(
-      from_scratch.ScratchModelSettings, config.model, "model"
-  )
+  chosen = tuple(config.variants)
+  if "ar" not in chosen or not set(chosen) <= set(VARIANTS):
+    raise ValueError(
+        f"variants must include 'ar' and be among {list(VARIANTS)}, got"
+        f" {list(chosen)}."
+    )
+  model_settings, vocab_size, precision = _model_settings(config.model)
   tokenizer = tokenizer_lib.override_chat_template(
       tokenizer_lib.build_char_tokenizer(), config.data.chat_template
   )
@@ -97,7 +153,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       min_noise=1e-3, max_noise=1.0, complementary=False
   )
   mesh = mesh_lib.from_section(config.mesh)
-  model_config = from_scratch.qwen3_config(model_settings, len(tokenizer))
+  if vocab_size and vocab_size < len(tokenizer):
+    raise ValueError(
+        f"model.vocab_size={vocab_size} is smaller than the tokenizer's"
+        f" {len(tokenizer)} ids."
+    )
+  vocab_size = vocab_size or len(tokenizer)
+  model_config = precision.model_config(
+      from_scratch.qwen3_config(model_settings, vocab_size)
+  )
 
   def bd(layout):
     return bd_config_lib.BlockDiffusionConfig(
@@ -126,31 +190,24 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   })
   sft_inputs = {k: jnp.asarray(v) for k, v in sft_batch.items()}
   sft_inputs = loss_lib.sft_model_inputs(sft_inputs)
+  bd_loss = lambda layout: functools.partial(
+      loss_lib.sft_loss, config=bd(layout), logits_chunk=precision.chunk
+  )
   variants = {
       # Tunix's own AR SFT loss, the one `PeftTrainer` uses by default.
-      "ar": (
-          compat.default_sft_loss,
-          ar_batch,
-      ),
-      "bd_single_canvas": (
-          functools.partial(
-              loss_lib.sft_loss, config=bd(bd_config_lib.SINGLE_CANVAS)
-          ),
-          sft_inputs,
-      ),
-      "bd_clean_context": (
-          functools.partial(
-              loss_lib.sft_loss, config=bd(bd_config_lib.CLEAN_CONTEXT)
-          ),
-          sft_inputs,
-      ),
+      "ar": (compat.default_sft_loss, ar_batch),
+      "bd_single_canvas": (bd_loss(bd_config_lib.SINGLE_CANVAS), sft_inputs),
+      "bd_clean_context": (bd_loss(bd_config_lib.CLEAN_CONTEXT), sft_inputs),
   }
+  variants = {name: variants[name] for name in chosen}
   real_tokens = int(np.sum(sft_batch["segment_ids"] > 0))
   states, times, peaks = {}, {name: [] for name in variants}, {}
   with mesh_lib.tunix_context(mesh):
+    # One model and optimizer state for all variants, whose steps alternate
+    # on it (the values do not change the cost): the memory of one.
+    model = from_scratch.init_model(model_config, config.seed, mesh)
+    optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
     for name, (loss_fn, batch) in variants.items():
-      model = from_scratch.init_model(model_config, config.seed, mesh)
-      optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
       step = _train_step(loss_fn)
       peaks[name] = _peak_bytes(step, model, optimizer, batch)
       for _ in range(config.warmup_steps):
@@ -172,6 +229,16 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
         "step_ms": 1e3 * float(np.median(times[name])),
         "peak_bytes": peaks[name],
         "peak_vs_ar": peaks[name] / max(peaks["ar"], 1),
+        "planned_bytes": (
+            _plan(
+                model_settings,
+                vocab_size,
+                precision,
+                config.batch_size,
+                data.max_length,
+                name,
+            ).total
+        ),
     }
   lines = [
       (
@@ -181,15 +248,21 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
           f"{jax.device_count()} {jax.devices()[0].platform} device(s)"
       ),
       (
+          f"  model: {model_config.num_layers} layers, width"
+          f" {model_config.embed_dim}, vocabulary {vocab_size}, dtype"
+          f" {precision.dtype}, remat {precision.remat}, logits_chunk"
+          f" {precision.logits_chunk}"
+      ),
+      (
           f"  {'variant':<18}{'tokens/s':>11}{'vs AR':>8}{'step ms':>10}"
-          f"{'peak MiB':>10}{'vs AR':>8}"
+          f"{'peak MiB':>10}{'vs AR':>8}{'plan MiB':>10}"
       ),
   ]
   for name, r in report.items():
     lines.append(
         f"  {name:<18}{r['tokens_per_s']:>11.0f}{r['throughput_vs_ar']:>8.2f}"
         f"{r['step_ms']:>10.1f}{r['peak_bytes'] / 2**20:>10.2f}"
-        f"{r['peak_vs_ar']:>8.2f}"
+        f"{r['peak_vs_ar']:>8.2f}{r['planned_bytes'] / 2**20:>10.2f}"
     )
   print("\n".join(lines))
   if config.output:

@@ -29,7 +29,7 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import export
-from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import precision as precision_lib
 from tunix_bd.run import workdir as workdir_lib
 
 
@@ -83,6 +83,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   checkpoint = config.model.checkpoint
   _check_checkpoint(checkpoint)
+  precision = precision_lib.from_section(config.model)
   mesh = mesh_lib.from_section(config.mesh)
   bd = bd_config_lib.load_settings(checkpoint)
   settings_lib.check_checkpoint_settings(bd, config.bd.to_dict())
@@ -110,7 +111,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       tokenizer, max(len(p) for p in prompts)
   )
   with mesh_lib.tunix_context(mesh):
-    model, _ = hf_checkpoint.load(checkpoint, mesh=mesh)
+    model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
     result = prompt_batches.decode_prompts(
         model,
         tokenizer,

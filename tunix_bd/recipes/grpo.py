@@ -36,9 +36,9 @@ from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_export
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.models import precision as precision_lib
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
@@ -58,6 +58,7 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
   workdir_lib.check(config.workdir)
   run = settings_lib.from_config(config)
   hf_source.check_dtype(config.export.dtype, "export.dtype")
+  precision_lib.from_section(config.model)
   if config.model.random_init:
     config_utils.from_section(
         from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
@@ -121,14 +122,16 @@ def _tokenizer_and_bd(config):
   )
 
 
-def _models(config, meshes, beta):
+def _models(config, meshes, beta, precision):
   """`(actor, reference or None)`, each on its role's mesh."""
   if config.model.random_init:
     make = lambda mesh: from_scratch.embedded_model(
-        config.model.scratch, config.seed, mesh
+        config.model.scratch, config.seed, mesh, precision
     )
     return make(meshes.actor), (make(meshes.reference) if beta > 0 else None)
-  load = lambda key, mesh: hf_checkpoint.load(config.model[key], mesh=mesh)
+  load = lambda key, mesh: precision_lib.load(
+      config.model[key], precision, mesh=mesh
+  )
   with mesh_lib.tunix_context(meshes.actor):
     actor, _ = load("checkpoint", meshes.actor)
   reference = None
@@ -153,6 +156,7 @@ def run_fingerprint(config, tokenizer, bd, stop_ids, run) -> dict:
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       **models,
+      **precision_lib.from_section(config.model).fingerprint_fields(),
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "pad_id": tokenizer.pad_token_id,
       "bd": bd.to_dict(),
@@ -226,7 +230,8 @@ def run(config: ml_collections.ConfigDict) -> dict:
 
   meshes = meshes_lib.build(config.mesh)
   mesh = meshes.actor
-  actor, reference = _models(config, meshes, grpo.beta)
+  precision = precision_lib.from_section(config.model)
+  actor, reference = _models(config, meshes, grpo.beta, precision)
   meshes_lib.check_model_axes(actor, meshes)
   bd.validate_for_model(
       actor.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
@@ -294,7 +299,9 @@ def run(config: ml_collections.ConfigDict) -> dict:
     after = evaluate(policy)
     continued = None
     if config.model.get("continued_sft"):
-      other, _ = hf_checkpoint.load(config.model.continued_sft, mesh=mesh)
+      other, _ = precision_lib.load(
+          config.model.continued_sft, precision, mesh=mesh
+      )
       continued = evaluate(other)
 
   export_dir = os.path.join(config.workdir, "export")
@@ -312,7 +319,10 @@ def run(config: ml_collections.ConfigDict) -> dict:
       source=policy_files,
       dtype=config.export.dtype,
       stop_ids=stop_ids,
-      extra={"grpo": {"from": trained_from, **dataclasses.asdict(grpo)}},
+      extra={
+          "grpo": {"from": trained_from, **dataclasses.asdict(grpo)},
+          "precision": precision.provenance(),
+      },
   )
   steps = cluster.actor_trainer.train_steps
   caption = (

@@ -40,9 +40,9 @@ from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import bd_export
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.models import precision as precision_lib
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain
@@ -86,6 +86,7 @@ def validate(
         "eval.thresholds must be numbers in (0, 1], got"
         f" {config.eval.thresholds!r}."
     )
+  precision_lib.from_section(config.model)
   if config.model.random_init:
     config_utils.from_section(
         from_scratch.ScratchModelSettings, config.model.scratch, "model.scratch"
@@ -160,6 +161,7 @@ def run_fingerprint(
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       **models,
+      **precision_lib.from_section(config.model).fingerprint_fields(),
       "tokenizer.student": fingerprint_lib.tokenizer_digest(student_tok),
       "tokenizer.teacher": fingerprint_lib.tokenizer_digest(teacher_tok),
       "bd": bd.to_dict(),
@@ -173,16 +175,17 @@ def run_fingerprint(
   })
 
 
-def _models(config, mesh):
+def _models(config, mesh, precision):
   if config.model.random_init:
     make = lambda seed: from_scratch.embedded_model(
-        config.model.scratch, seed, mesh
+        config.model.scratch, seed, mesh, precision
     )
     return make(config.seed + 1), make(config.seed)
+  load = lambda key: precision_lib.load(
+      config.model[key], precision, mesh=mesh
+  )[0]
   with mesh_lib.tunix_context(mesh):
-    student, _ = hf_checkpoint.load(config.model.student, mesh=mesh)
-    teacher, _ = hf_checkpoint.load(config.model.teacher, mesh=mesh)
-  return student, teacher
+    return load("student"), load("teacher")
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
@@ -221,7 +224,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   workdir_lib.check_fingerprint(config.workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)
-  student, teacher = _models(config, mesh)
+  precision = precision_lib.from_section(config.model)
+  student, teacher = _models(config, mesh, precision)
   teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
   decode = decode_settings.denoise_config(
       student_tok,
@@ -313,7 +317,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       source=student_files,
       dtype=config.export.dtype,
       stop_ids=config.rollout.extra_stop_ids,
-      extra={"distilled": distilled_from, "opd": config.opd.to_dict()},
+      extra={
+          "distilled": distilled_from,
+          "opd": config.opd.to_dict(),
+          "precision": precision.provenance(),
+      },
   )
   report = {"steps": trainer.train_steps, "before": before, "after": after}
   report_lib.write_json(os.path.join(config.workdir, "report.json"), report)

@@ -27,14 +27,15 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import lm_head
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_export
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.models import precision as precision_lib
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
@@ -44,11 +45,13 @@ from tunix_bd.training import options
 from tunix_bd.training import progress
 
 
-def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
+def validate(
+    config: ml_collections.ConfigDict,
+) -> tuple[options.TrainSettings, precision_lib.Precision]:
   """Fails closed on settings that cannot work, before any compute.
 
   Returns:
-    The `train` section as settings.
+    The `train` section and the `model` precision keys as settings.
   """
   workdir_lib.check(config.workdir)
   config_utils.check_int("bd.block_size", config.bd.block_size, 1)
@@ -69,6 +72,7 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
   train = config_utils.from_section(
       options.TrainSettings, config.train, "train"
   )
+  precision = precision_lib.from_section(config.model)
   checkpoint = config.model.checkpoint
   if not os.path.isdir(checkpoint):
     raise ValueError(
@@ -77,7 +81,7 @@ def validate(config: ml_collections.ConfigDict) -> options.TrainSettings:
         "ar_pretrain.py`); otherwise point it at an HF Qwen3 or Qwen2"
         " directory."
     )
-  return train
+  return train, precision
 
 
 def run_fingerprint(
@@ -95,6 +99,7 @@ def run_fingerprint(
   return fingerprint_lib.fingerprint({
       "recipe": config.recipe,
       "model.checkpoint": source.fingerprint_field(),
+      **precision_lib.from_section(config.model).fingerprint_fields(),
       "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
       "bd": config.bd.to_dict(),
       "corruption": config.corruption.to_dict(),
@@ -107,7 +112,7 @@ def run_fingerprint(
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
-  train = validate(config)
+  train, precision = validate(config)
   checkpoint = config.model.checkpoint
   tokenizer = tokenizer_lib.load_tokenizer(
       checkpoint, config.data.chat_template, key="model.checkpoint"
@@ -124,7 +129,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   mesh = mesh_lib.from_section(config.mesh)
   hf_files = hf_source.read(checkpoint)
   with mesh_lib.tunix_context(mesh):
-    model, _ = hf_checkpoint.load(checkpoint, mesh=mesh)
+    model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
   eos_id = tokenizer.eos_token_id
   model, model_config, mask_id = mask_token_lib.provision_mask_token(
       model, tokenizer, config.bd.mask_token, stop_ids=(eos_id,)
@@ -148,6 +153,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
           seed=config.seed,
           mesh=mesh,
       )
+  if precision.chunk:
+    lm_head.model_head(model, mask_id)  # Fails closed on a LoRA'd head.
   # Batches are built (and every row validated) before any training step.
   train_batches = batching.sft_batches(
       train_data,
@@ -173,6 +180,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       options.training_config(train, workdir, "Block-diffusion SFT"),
       config=bd,
       fingerprint=fingerprint,
+      logits_chunk=precision.chunk,
   )
   trainer.with_training_hooks(progress.ProgressLines("Block-diffusion SFT"))
   workdir_lib.resumed(workdir, trainer.train_steps, recipe="sft")
@@ -194,6 +202,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       extra={
           "converted_from": source.provenance(),
           "corruption": corruption.to_dict(),
+          "precision": precision.provenance(),
       },
   )
   losses = {

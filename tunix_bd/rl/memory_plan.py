@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Per-device memory of a GRPO run on paper: does a split fit an accelerator?
+"""Memory on paper: does a GRPO split fit an accelerator, what an SFT step holds.
 
 From a model's shape and a device split (actor, reference, rollout), gives
 the bytes each device holds, under these stated assumptions:
@@ -30,6 +30,21 @@ to XLA's temporaries and fragmentation). Commands:
 
     python -m tunix_bd.rl.memory_plan              # the README table
     python -m tunix_bd.rl.memory_plan --model Qwen3-8B --actor 8 --rollout 8
+
+`sft_step_plan` estimates one full fine-tuning SFT step on one device (the
+figure `bench_sft` prints beside XLA's own), under these assumptions:
+float32 parameters, gradients and AdamW moments; per token and layer the
+activations above in the compute dtype, plus the dense attention's scores
+(tunix_bd needs the masked dense path): `heads x keys` per query, three
+float32 copies (scores, masked, softmax) and the compute-dtype
+probabilities, as XLA's CPU plan holds them; with `remat` only each
+layer's input (`decoder`) or its two block inputs (`block`) are kept, plus
+one layer's activations being recomputed; the backward's cotangents of one
+layer's activations; and the float32 logits the loss
+holds: two `[rows, vocab]` copies dense (over both copies of the
+clean-context layout), four for Tunix's AR loss (with its one-hots), three
+`[rows, chunk]` copies chunked (over the noisy rows only). Calibrated
+against XLA's own estimate of 1- and 2-layer steps at Qwen3-0.6B's widths.
 """
 
 from __future__ import annotations
@@ -140,6 +155,66 @@ def replay_activation_bytes(shape: ModelShape, work: Workload) -> float:
       clean_tokens * per_token + block_ends * shape.vocab_size * _F32 + group
   )
   return work.train_micro_batch * per_row
+
+
+@dataclasses.dataclass(frozen=True)
+class SftStep:
+  """One SFT step: `[batch_size, length]` canvases and how they are run.
+
+  Attributes:
+    batch_size: rows.
+    length: tokens per row (the noisy canvas's).
+    clean_context: the `[noisy ; clean]` layout (twice the tokens).
+    autoregressive: Tunix's plain AR loss (dense logits and one-hots).
+    dtype_bytes: bytes of the compute dtype (4 float32, 2 bfloat16).
+    remat: `none`, `block` or `decoder` (`model.remat`).
+    logits_chunk: vocabulary columns per chunk; 0 for dense logits.
+  """
+
+  batch_size: int
+  length: int
+  clean_context: bool = True
+  autoregressive: bool = False
+  dtype_bytes: int = 4
+  remat: str = "none"
+  logits_chunk: int = 8192
+
+
+def sft_step_plan(shape: ModelShape, step: SftStep) -> DevicePlan:
+  """The bytes one device holds in a full fine-tuning SFT step (see module)."""
+  params = shape.num_params()
+  copies = 2 if step.clean_context and not step.autoregressive else 1
+  keys = copies * step.length
+  tokens = step.batch_size * keys
+  heads = (shape.num_heads + shape.num_kv_heads) * shape.head_dim
+  layer = (
+      2 * shape.embed_dim + 3 * heads + 3 * shape.hidden_dim
+  ) * step.dtype_bytes + shape.num_heads * keys * (3 * _F32 + step.dtype_bytes)
+  # Kept for the backward pass, per token (and the recomputed layer's).
+  kept = {
+      "none": shape.num_layers * layer,
+      "block": (
+          2 * shape.num_layers * shape.embed_dim * step.dtype_bytes + layer
+      ),
+      "decoder": shape.num_layers * shape.embed_dim * step.dtype_bytes + layer,
+  }[step.remat]
+  if step.autoregressive:
+    logits = 4 * tokens * shape.vocab_size * _F32
+  elif step.logits_chunk:
+    rows = step.batch_size * step.length
+    logits = 3 * rows * min(step.logits_chunk, shape.vocab_size) * _F32
+  else:
+    logits = 2 * tokens * shape.vocab_size * _F32
+  return DevicePlan(
+      1,
+      {
+          "parameters": params * _F32,
+          "gradients": params * _F32,
+          "optimizer": 2 * params * _F32,
+          "activations": tokens * (kept + layer),
+          "logits": logits,
+      },
+  )
 
 
 def kv_cache_bytes(shape: ModelShape, work: Workload) -> float:

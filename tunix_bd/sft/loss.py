@@ -12,8 +12,10 @@ The loss of a micro-batch is
     sum(w * -log p(token)) * denominators.loss_scale(...)
 
 over its corrupted positions, with float32 target-aligned logits from the
-injected `logits_fn` (`diffusion_logits_fn` by default) and `w` the loss
-weights; the scale (`k / global_weight`, `tunix_bd.denominators`) makes k
+injected `logits_fn` (`diffusion_logits_fn` by default) or, with
+`logits_chunk`, from the model's head applied to its target-aligned hidden
+rows in vocabulary chunks (`core.lm_head`: no `[batch, length, vocab]`
+array, no logits for the clean copy), and `w` the loss weights; the scale (`k / global_weight`, `tunix_bd.denominators`) makes k
 accumulated micro-batches exactly one big batch (docs/design.md "Loss
 denominators"). Eval batches carry k = 1 and their own total, so the same
 function gives their weighted mean.
@@ -31,6 +33,7 @@ from tunix_bd import compat
 from tunix_bd import denominators
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.sft import batching
 
 # The batch fields the loss reads.
@@ -78,9 +81,11 @@ def sft_logits(
     config: bd_config.BlockDiffusionConfig,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ) -> jax.Array:
-  """float32 `[batch, length, vocab]` target-aligned logits of the canvases.
+  """`logits_fn`'s target-aligned rows of the canvases.
 
-  The clean-context layout sees the clean `tokens` as its context copy.
+  float32 `[batch, length, vocab]` logits from `diffusion_logits_fn`,
+  `[batch, length, embed]` hidden rows from `diffusion_hidden_fn`. The
+  clean-context layout sees the clean `tokens` as its context copy.
   """
   clean = tokens if config.layout == bd_config.CLEAN_CONTEXT else None
   return logits_fn(
@@ -91,6 +96,28 @@ def sft_logits(
       config=config,
       clean_tokens=clean,
   )
+
+
+def _hidden_fn(logits_fn: diffusion_lm.LogitsFn) -> diffusion_lm.LogitsFn:
+  """The hidden-rows call of the chunked head; fails closed on another fn."""
+  if logits_fn is not diffusion_lm.diffusion_logits_fn:
+    raise ValueError(
+        "logits_chunk applies the model's own head to its hidden states, so"
+        " it cannot use an injected logits_fn; pass logits_chunk=None."
+    )
+  return diffusion_lm.diffusion_hidden_fn
+
+
+def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
+  """`logits_chunk` checked: None (dense) or an int >= 1.
+
+  Raises:
+    ValueError: for another value, or a chunk with an injected `logits_fn`.
+  """
+  if logits_chunk is None:
+    return None
+  _hidden_fn(logits_fn)
+  return lm_head.check_chunk(logits_chunk)
 
 
 def bucket_names(num_buckets: int) -> list[str]:
@@ -113,6 +140,7 @@ def sft_loss(
     config: bd_config.BlockDiffusionConfig,
     num_noise_buckets: int = 4,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    logits_chunk: int | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Weighted masked-token cross-entropy of one micro-batch.
 
@@ -129,7 +157,12 @@ def sft_loss(
     accumulation_steps: int `[batch]` micro-batches per global batch.
     config: the block-diffusion settings (static).
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
-    logits_fn: the cache-free model call.
+    logits_fn: the cache-free model call (dense logits).
+    logits_chunk: None computes dense logits with `logits_fn`; an int
+      applies the model's own head to its hidden rows
+      (`diffusion_lm.diffusion_hidden_fn`) this many vocabulary columns at a
+      time (`lm_head.token_stats`), equal to the dense loss to float
+      rounding; `logits_fn` must then be the default.
 
   Returns:
     `(loss, aux)`. `aux` values are scalars, totals that add up over the
@@ -139,17 +172,26 @@ def sft_loss(
     bucket of noise level, the mean unweighted cross-entropy
     (`bucket_names`).
   """
-  logits = sft_logits(
+  rows = sft_logits(
       model,
       tokens=tokens,
       noisy_tokens=noisy_tokens,
       positions=positions,
       segment_ids=segment_ids,
       config=config,
-      logits_fn=logits_fn,
+      logits_fn=logits_fn if logits_chunk is None else _hidden_fn(logits_fn),
   )
-  # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
-  log_probs = diffusion_lm.token_log_probs(logits, tokens)
+  if logits_chunk is None:
+    # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
+    log_probs = diffusion_lm.token_log_probs(rows, tokens)
+    predicted = jnp.argmax(rows, axis=-1)
+  else:
+    log_probs, predicted = lm_head.token_stats(
+        lm_head.model_head(model, config.mask_token_id),
+        rows,
+        tokens,
+        chunk=logits_chunk,
+    )
   supervised = corruption_mask.astype(bool) & (segment_ids != 0)
   nll = jnp.where(supervised, -log_probs, 0.0)
   weights = jnp.where(supervised, loss_weights.astype(jnp.float32), 0.0)
@@ -161,9 +203,7 @@ def sft_loss(
 
   count = jnp.sum(supervised, dtype=jnp.float32)
   local_weight = jnp.sum(weights)
-  correct = jnp.sum(
-      supervised & (jnp.argmax(logits, axis=-1) == tokens), dtype=jnp.float32
-  )
+  correct = jnp.sum(supervised & (predicted == tokens), dtype=jnp.float32)
   aux = {
       "weighted_loss": jnp.stack([weighted_sum, local_weight]),
       "masked_accuracy": jnp.stack([correct, count]),
@@ -189,6 +229,7 @@ def sft_loss_fn(
     *,
     num_noise_buckets: int = 4,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    logits_chunk: int | None = None,
 ):
   """`sft_loss` bound to its settings, ready for `PeftTrainer.with_loss_fn`.
 
@@ -201,13 +242,15 @@ def sft_loss_fn(
     config: the block-diffusion settings.
     num_noise_buckets: see `sft_loss`.
     logits_fn: see `sft_loss`.
+    logits_chunk: see `sft_loss`.
 
   Returns:
     `loss_fn(model, tokens, ..., accumulation_steps) -> (loss, aux)` taking
     the `LOSS_INPUTS` fields.
 
   Raises:
-    ValueError: for a config of the wrong type or a bucket count < 1.
+    ValueError: for a config of the wrong type, a bucket count < 1, or a bad
+      `logits_chunk` (`check_logits_chunk`).
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
@@ -221,6 +264,7 @@ def sft_loss_fn(
     raise ValueError(
         f"num_noise_buckets must be an int >= 1, got {num_noise_buckets!r}."
     )
+  logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
 
   def loss_fn(
       model,
@@ -248,6 +292,7 @@ def sft_loss_fn(
         config=config,
         num_noise_buckets=num_noise_buckets,
         logits_fn=logits_fn,
+        logits_chunk=logits_chunk,
     )
 
   return loss_fn
@@ -259,6 +304,7 @@ def configure(
     *,
     num_noise_buckets: int = 4,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    logits_chunk: int | None = None,
 ) -> compat.PeftTrainer:
   """Makes a `PeftTrainer` train (and evaluate) with the SFT loss.
 
@@ -270,15 +316,19 @@ def configure(
     config: the block-diffusion settings.
     num_noise_buckets: see `sft_loss`.
     logits_fn: see `sft_loss`.
+    logits_chunk: see `sft_loss`.
 
   Returns:
     The trainer.
 
   Raises:
-    ValueError: for a config of the wrong type or a bucket count < 1.
+    ValueError: as `sft_loss_fn`.
   """
   loss_fn = sft_loss_fn(
-      config, num_noise_buckets=num_noise_buckets, logits_fn=logits_fn
+      config,
+      num_noise_buckets=num_noise_buckets,
+      logits_fn=logits_fn,
+      logits_chunk=logits_chunk,
   )
   trainer.with_gen_model_input_fn(sft_model_inputs)
   trainer.with_loss_fn(loss_fn, has_aux=True)

@@ -39,6 +39,7 @@ class DiffusionSftTrainer(aux_metrics.AuxMetricsMixin, compat.PeftTrainer):
       num_noise_buckets: int = 4,
       metrics_logger=None,
       logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      logits_chunk: int | None = None,
   ):
     """Builds the trainer.
 
@@ -54,11 +55,16 @@ class DiffusionSftTrainer(aux_metrics.AuxMetricsMixin, compat.PeftTrainer):
       metrics_logger: Tunix's metrics logger; None builds one from
         `training_config.metrics_logging_options`.
       logits_fn: see `loss.sft_loss`.
+      logits_chunk: see `loss.sft_loss`.
     """
     self._set_fingerprint(fingerprint)
     super().__init__(model, optimizer, training_config, metrics_logger)
     loss_lib.configure(
-        self, config, num_noise_buckets=num_noise_buckets, logits_fn=logits_fn
+        self,
+        config,
+        num_noise_buckets=num_noise_buckets,
+        logits_fn=logits_fn,
+        logits_chunk=logits_chunk,
     )
 
   def _prepare_inputs(self, input_data: Any) -> Any:

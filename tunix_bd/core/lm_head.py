@@ -1,0 +1,251 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The output head in vocabulary chunks: logits only where a loss reads them.
+
+A Tunix decoder's logits are its final hidden states times its head (the
+tied embedding `[vocab, embed]` or `lm_head` `[embed, vocab]`) in the
+compute dtype, then float32. A loss over a 152k vocabulary needs a few
+numbers per row of them: the log-prob of a target and the argmax (SFT, RL
+replay) or a divergence from a teacher (OPD, `lm_head_kl`). `token_stats`
+computes them from the hidden rows `chunk` columns at a time with an online
+logsumexp, under `jax.checkpoint`, so no `[rows, vocab]` float32 array is
+built in the forward or the backward pass (the backward recomputes a
+chunk's logits). The values equal the dense path (`dense_logits` through
+`diffusion_lm.token_log_probs`) to float rounding (`lm_head_test`).
+
+A row of zeros gives logits 0 (the heads have no bias), which is what the
+dense path puts at rows with no predecessor, so the target alignment can be
+applied to hidden rows (`diffusion_lm.diffusion_hidden_fn`) instead of
+logits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+from tunix_bd import config_utils
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import families
+
+MASKED_LOGIT = diffusion_lm.MASKED_LOGIT
+# Vocabulary columns per chunk by default: a 152k vocabulary in 19 chunks,
+# whose `[rows, chunk]` float32 logits are 32 KiB per row.
+DEFAULT_CHUNK = 8192
+
+
+@flax.struct.dataclass
+class Head:
+  """A decoder's output head: logits = `hidden @ weight` in `dtype`.
+
+  Attributes:
+    weight: `[vocab, embed]` (`vocab_axis` 0, a tied embedding) or `[embed,
+      vocab]` (`vocab_axis` 1, an `lm_head`).
+    vocab_axis: static, the weight's vocabulary axis.
+    dtype: static compute dtype of the product (the model's), or None for
+      the weight's own.
+    excluded: static ids whose logit is `MASKED_LOGIT` (the mask token).
+  """
+
+  weight: jax.Array
+  vocab_axis: int = flax.struct.field(pytree_node=False)
+  dtype: Any = flax.struct.field(pytree_node=False)
+  excluded: tuple[int, ...] = flax.struct.field(pytree_node=False)
+
+  @property
+  def vocab_size(self) -> int:
+    return self.weight.shape[self.vocab_axis]
+
+
+def model_head(model: Any, mask_token_id: int | None = None) -> Head:
+  """The output head of a Tunix decoder of a supported family.
+
+  Qwen3 and Qwen2 multiply by the tied embedding (`embedder.decode`) or by
+  `lm_head`, both in `config.dtype`; Llama 3 likewise, in the weight's
+  dtype. The product is what `model(...)` returns as logits, cast to
+  float32 (`lm_head_test` checks it on every family).
+
+  Args:
+    model: the decoder.
+    mask_token_id: an id to exclude (its logit `MASKED_LOGIT`), or None.
+
+  Raises:
+    ValueError: for a model outside `families`, a mask id outside the
+      vocabulary, or a head with LoRA adapters (qwix adds them to the
+      product, which the chunks here would leave out).
+  """
+  config = model.config
+  name = families.family(config)
+  tied = config.weight_tying if name == "llama3" else config.use_tied_embedding
+  owner = model.embedder if tied else model.lm_head
+  if any(key.endswith("_lora_a") for key in vars(owner)):
+    raise ValueError(
+        "the output head has LoRA adapters (lora.module_path matches"
+        " 'lm_head' or 'embedder'), which chunked logits cannot apply; keep"
+        " LoRA off the head or set model.logits_chunk=0."
+    )
+  weight = owner.input_embedding if tied else owner.w
+  head = Head(
+      weight=weight[...],
+      vocab_axis=0 if tied else 1,
+      dtype=getattr(config, "dtype", None),
+      excluded=() if mask_token_id is None else (int(mask_token_id),),
+  )
+  for token in head.excluded:
+    if not 0 <= token < head.vocab_size:
+      raise ValueError(
+          f"mask_token_id={token} is outside the model's logits vocabulary"
+          f" of size {head.vocab_size}."
+      )
+  return head
+
+
+def chunk_logits(head: Head, hidden: jax.Array, start, size: int) -> jax.Array:
+  """float32 `[..., size]` logits of columns `[start, start + size)`.
+
+  `start` may be traced; excluded ids read `MASKED_LOGIT`.
+  """
+  dtype = head.dtype or head.weight.dtype
+  weight = jax.lax.dynamic_slice_in_dim(
+      head.weight, start, size, axis=head.vocab_axis
+  ).astype(dtype)
+  hidden = hidden.astype(dtype)
+  if head.vocab_axis == 0:
+    logits = jnp.dot(hidden, weight.T)
+  else:
+    logits = jnp.einsum("...d,dv->...v", hidden, weight)
+  logits = logits.astype(jnp.float32)
+  columns = start + jnp.arange(size)
+  for token in head.excluded:
+    logits = jnp.where(columns == token, MASKED_LOGIT, logits)
+  return logits
+
+
+def dense_logits(head: Head, hidden: jax.Array) -> jax.Array:
+  """float32 `[..., vocab]`: the whole product (references and tests)."""
+  return chunk_logits(head, hidden, 0, head.vocab_size)
+
+
+def check_chunk(chunk: Any, key: str = "model.logits_chunk") -> int:
+  """A chunk size as an int >= 1 (0 is the callers' "dense" switch)."""
+  return config_utils.check_int(key, chunk, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Chunks:
+  """Static chunking of a vocabulary: `count` chunks of `size` columns.
+
+  Chunk i covers the columns from `i * size`; the last one starts at
+  `vocab - size` instead (no padded copy of the weight), and its columns
+  before `i * size`, already seen, are marked invalid.
+  """
+
+  vocab: int
+  size: int
+
+  @property
+  def count(self) -> int:
+    return -(-self.vocab // self.size)
+
+  def start(self, i):
+    return jnp.minimum(i * self.size, self.vocab - self.size)
+
+  def valid(self, i):
+    return self.start(i) + jnp.arange(self.size) >= i * self.size
+
+
+def _chunks(vocab: int, chunk: int) -> _Chunks:
+  return _Chunks(vocab, min(check_chunk(chunk), vocab))
+
+
+def _scan_chunks(body, init, chunks: _Chunks):
+  """`lax.scan` of `body(carry, i)` over the chunks, rematerialized."""
+  step = jax.checkpoint(lambda carry, i: (body(carry, i), None))
+  carry, _ = jax.lax.scan(step, init, jnp.arange(chunks.count))
+  return carry
+
+
+def _online_update(m, s, scaled):
+  """One chunk of an online logsumexp: `(max, sum exp(x - max))`.
+
+  The running max only stabilizes, so it is held constant under
+  differentiation; the gradient of `m + log s` is then exactly the softmax.
+  """
+  m_new = jax.lax.stop_gradient(jnp.maximum(m, jnp.max(scaled, axis=-1)))
+  s = s * jnp.exp(m - m_new) + jnp.sum(jnp.exp(scaled - m_new[..., None]), -1)
+  return m_new, s
+
+
+def _best(best, index, logits, start):
+  """Running argmax; the first of equal values wins, as in `jnp.argmax`."""
+  value = jnp.max(logits, axis=-1)
+  where = start + jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  better = value > best
+  return jnp.where(better, value, best), jnp.where(better, where, index)
+
+
+def token_stats(
+    head: Head,
+    hidden: jax.Array,
+    targets: jax.Array,
+    *,
+    temperature: Any = 1.0,
+    chunk: int = DEFAULT_CHUNK,
+) -> tuple[jax.Array, jax.Array]:
+  """Log-probs of `targets` and the argmax, `chunk` columns at a time.
+
+  Equal (to float rounding) to `diffusion_lm.token_log_probs(dense_logits(
+  head, hidden), targets, temperature)` and `jnp.argmax(dense_logits(...),
+  -1)`, gradients included, with `[rows, chunk]` logits at a time.
+
+  Args:
+    head: the output head.
+    hidden: `[..., embed]` hidden rows (any float dtype).
+    targets: int `[...]` token ids.
+    temperature: as for `diffusion_lm.scale_logits` (static or traced).
+    chunk: vocabulary columns per chunk (>= 1; capped at the vocabulary).
+
+  Returns:
+    `(log_probs, argmax)`: float32 and int32 `[...]`; the argmax (of the
+    logits, untempered) carries no gradient.
+
+  Raises:
+    ValueError: for a bad chunk or temperature, or targets whose shape is
+      not the rows'.
+  """
+  if targets.shape != hidden.shape[:-1]:
+    raise ValueError(
+        f"targets have shape {targets.shape}, the hidden rows"
+        f" {hidden.shape[:-1]}."
+    )
+  if not isinstance(temperature, jax.Array):
+    temperature = diffusion_lm.check_temperature(temperature)
+  chunks = _chunks(head.vocab_size, chunk)
+  rows = targets.shape
+  targets = targets.astype(jnp.int32)
+
+  def body(carry, i):
+    m, s, picked, best, index = carry
+    start, valid = chunks.start(i), chunks.valid(i)
+    logits = chunk_logits(head, hidden, start, chunks.size)
+    logits = jnp.where(valid, logits, MASKED_LOGIT)
+    scaled = diffusion_lm.scale_logits(logits, temperature)
+    m, s = _online_update(m, s, scaled)
+    columns = start + jnp.arange(chunks.size)
+    is_target = valid & (columns == targets[..., None])
+    picked += jnp.sum(jnp.where(is_target, scaled, 0.0), axis=-1)
+    best, index = _best(best, index, jax.lax.stop_gradient(logits), start)
+    return m, s, picked, best, index
+
+  init = (
+      jnp.full(rows, MASKED_LOGIT, jnp.float32),
+      jnp.zeros(rows, jnp.float32),
+      jnp.zeros(rows, jnp.float32),
+      jnp.full(rows, -jnp.inf, jnp.float32),
+      jnp.zeros(rows, jnp.int32),
+  )
+  m, s, picked, _, index = _scan_chunks(body, init, chunks)
+  return picked - (m + jnp.log(s)), index

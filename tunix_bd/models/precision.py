@@ -1,0 +1,109 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Compute precision, rematerialization and the chunked head: `model.*` keys.
+
+Every recipe that builds a model reads these keys of its `model` section
+(`config_sections.precision`):
+
+- `model.dtype`: the compute dtype of every matmul (Tunix's
+  `ModelConfig.dtype`): `float32` or `bfloat16`. Parameters, and so the
+  optimizer state, stay float32 (`ModelConfig.param_dtype`): bf16 compute
+  on float32 master weights. It changes what a run computes, so training
+  recipes fingerprint it.
+- `model.remat`: Tunix's `RematConfig`: `none`; `block`, recompute each
+  attention and MLP block in the backward pass; `decoder`, recompute each
+  decoder layer. Activations are then stored per layer input only; the
+  values are the same.
+- `model.logits_chunk` (training recipes): vocabulary columns per chunk of
+  the output head in the losses (`core.lm_head`); 0 computes dense logits.
+  The values equal the dense ones to float rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+from tunix_bd import config_utils
+from tunix_bd.core import families
+from tunix_bd.models import hf_checkpoint
+
+DTYPES = ("float32", "bfloat16")
+REMAT = families.REMAT_MODES
+# Parameters (master weights) and optimizer state stay float32.
+PARAM_DTYPE = "float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class Precision:
+  """The `model.dtype`, `model.remat` and `model.logits_chunk` settings."""
+
+  dtype: str = "float32"
+  remat: str = "none"
+  logits_chunk: int = 0
+
+  def __post_init__(self):
+    if self.dtype not in DTYPES:
+      raise ValueError(
+          f"model.dtype must be one of {list(DTYPES)}, got {self.dtype!r}."
+      )
+    if self.remat not in REMAT:
+      raise ValueError(
+          f"model.remat must be one of {list(REMAT)}, got {self.remat!r}."
+      )
+    config_utils.check_int("model.logits_chunk", self.logits_chunk, 0)
+
+  @property
+  def chunk(self) -> int | None:
+    """`logits_chunk` as the losses take it: None for dense logits."""
+    return self.logits_chunk or None
+
+  def model_config(self, config: Any) -> Any:
+    """A Tunix model config with this compute dtype and remat."""
+    return dataclasses.replace(
+        config,
+        dtype=jnp.dtype(self.dtype),
+        param_dtype=jnp.dtype(PARAM_DTYPE),
+        remat_config=families.remat_config(config, self.remat),
+    )
+
+  def fingerprint_fields(self) -> dict[str, str]:
+    """What changes a run's meaning: the compute dtype (remat does not)."""
+    return {"model.dtype": self.dtype}
+
+  def provenance(self) -> dict[str, Any]:
+    """The settings as recorded beside a run's outputs."""
+    return dataclasses.asdict(self)
+
+
+def from_section(model: Mapping[str, Any]) -> Precision:
+  """The settings of a `model` section; absent keys take the defaults.
+
+  Raises:
+    ValueError: naming `model.dtype`, `model.remat` or `model.logits_chunk`.
+  """
+  fields = {
+      f.name: model[f.name]
+      for f in dataclasses.fields(Precision)
+      if f.name in model
+  }
+  return Precision(**fields)
+
+
+def load(
+    checkpoint: str | os.PathLike[str],
+    precision: Precision,
+    *,
+    mesh: jax.sharding.Mesh | None = None,
+):
+  """`hf_checkpoint.load` with these settings: `(model, config)`."""
+  return hf_checkpoint.load(
+      checkpoint,
+      mesh=mesh,
+      dtype=precision.dtype,
+      param_dtype=PARAM_DTYPE,
+      remat=precision.remat,
+  )

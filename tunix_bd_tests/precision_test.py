@@ -1,0 +1,90 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.models.precision: `model.dtype`, `remat`, chunking.
+
+A checkpoint loads with bf16 compute on float32 parameters and the family's
+own `RematConfig`; remat leaves the logits and gradients unchanged; bad
+settings fail closed naming the key.
+"""
+
+from absl.testing import absltest
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix.models.qwen2 import model as qwen2_lib
+from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd.models import export
+from tunix_bd.models import precision as precision_lib
+from tunix_bd_tests import test_common
+
+_VOCAB = 64
+
+
+def _inputs():
+  tokens = np.arange(16, dtype=np.int32).reshape(2, 8) % _VOCAB
+  positions = np.broadcast_to(np.arange(8, dtype=np.int32), (2, 8))
+  mask = np.broadcast_to(np.tril(np.ones((8, 8), bool)), (2, 8, 8))
+  return tokens, positions, mask
+
+
+class PrecisionTest(absltest.TestCase):
+
+  def test_load_computes_in_bf16_on_float32_weights(self):
+    directory = self.create_tempdir().full_path
+    source = test_common.tiny_qwen3(_VOCAB)
+    export.save_qwen3(source, directory)
+    settings = precision_lib.Precision(dtype="bfloat16", remat="decoder")
+    model, config = precision_lib.load(directory, settings)
+    self.assertEqual(config.dtype, jnp.bfloat16)
+    self.assertEqual(config.remat_config, qwen3_lib.RematConfig.DECODER)
+    dtypes = {x.dtype for x in jax.tree.leaves(nnx.state(model, nnx.Param))}
+    self.assertEqual(dtypes, {jnp.dtype(jnp.float32)})
+    tokens, positions, mask = _inputs()
+    logits, _ = model(tokens, positions, None, mask)
+    want, _ = source(tokens, positions, None, mask)
+    # bf16 compute: close to the float32 logits, but not equal to them.
+    error = float(jnp.max(jnp.abs(logits - want)) / jnp.max(jnp.abs(want)))
+    self.assertBetween(error, 1e-4, 5e-2)
+
+  def test_remat_changes_no_value_or_gradient(self):
+    remat = "block"  # `decoder` is loaded above.
+    config = test_common.tiny_family_model("qwen2", _VOCAB).config
+    settings = precision_lib.Precision(remat=remat)
+    remat_config = settings.model_config(config)
+    self.assertEqual(
+        remat_config.remat_config, qwen2_lib.RematConfig[remat.upper()]
+    )
+    tokens, positions, mask = _inputs()
+
+    def loss(model):
+      return jnp.sum(model(tokens, positions, None, mask)[0] ** 2)
+
+    grads = {}
+    for name, cfg in (("none", config), (remat, remat_config)):
+      model = test_common.init_tunix_model(qwen2_lib.Qwen2, cfg, scale=0.05)
+      value, grad = nnx.jit(nnx.value_and_grad(loss))(model)
+      grads[name] = (value, nnx.to_pure_dict(grad))
+    # Equal up to float reassociation in the recomputed blocks.
+    for want, got in zip(
+        jax.tree.leaves(grads["none"]), jax.tree.leaves(grads[remat])
+    ):
+      error = np.linalg.norm(got - want) / np.linalg.norm(want)
+      self.assertLess(error, 1e-5)
+
+  def test_settings_fail_closed_and_fingerprint_the_dtype(self):
+    with self.assertRaisesRegex(ValueError, "^model.dtype must be one of"):
+      precision_lib.from_section({"dtype": "float16"})
+    with self.assertRaisesRegex(ValueError, "^model.remat must be one of"):
+      precision_lib.from_section({"remat": "full"})
+    with self.assertRaisesRegex(ValueError, "^model.logits_chunk must be"):
+      precision_lib.from_section({"logits_chunk": 1.5})
+    settings = precision_lib.from_section(
+        {"dtype": "bfloat16", "logits_chunk": 0, "checkpoint": "x"}
+    )
+    self.assertIsNone(settings.chunk)
+    self.assertEqual(settings.fingerprint_fields(), {"model.dtype": "bfloat16"})
+
+
+if __name__ == "__main__":
+  absltest.main()
