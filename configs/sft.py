@@ -28,7 +28,11 @@ Variants (`sft.py:VARIANT`): `default`; `long`, the `count` task (long
 answers; converts `ar_pretrain.py:long`); `long8` and `long16`, a block-size
 curriculum on the `count` task (each continues the previous stage's export
 with blocks twice as long: `quickstart.py:long`'s 4-token model, then
-`long8`'s); `tiny`, a few steps for smoke tests. After `quickstart.py:long`:
+`long8`'s); `qwen3`, a real Qwen3 (or Qwen2.5) checkpoint and your chat
+JSONL: bf16 compute on float32 master weights, decoder remat, the chunked
+head, 1024-token rows, 32-token blocks (Fast-dLLM v2's), learning rate 2e-5
+(the README's "A real model" gives its memory per device); `tiny`, a few
+steps for smoke tests. After `quickstart.py:long`:
 
   tunix run --plugin tunix_bd sft.py:long8
   tunix run --plugin tunix_bd sft.py:long16
@@ -40,7 +44,7 @@ from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd.sft import corruption
 
-_VARIANTS = ("default", "long", "long8", "long16", "tiny")
+_VARIANTS = ("default", "long", "long8", "long16", "qwen3", "tiny")
 # Each curriculum stage: (its block size, the export it continues).
 _CURRICULUM = {
     "long8": (8, "runs/quickstart_long/sft/export"),
@@ -133,6 +137,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # model with blocks twice as long reached 100 % masked accuracy and
     # greedy exact match in the same 800 steps.
     config.bd.block_size, config.model.checkpoint = _CURRICULUM[variant]
+  if variant == "qwen3":
+    # A real model: set model.checkpoint, data.train and data.eval.
+    config.workdir = "runs/sft_qwen3"
+    config.model.update(checkpoint="", dtype="bfloat16", remat="decoder")
+    config.bd.block_size = 32
+    config.data.update(max_length=1024, enable_thinking=False)
+    config.train.update(
+        batch_size=16,
+        gradient_accumulation_steps=4,
+        max_steps=2000,
+        learning_rate=2e-5,
+        warmup_steps=100,
+        eval_every_n_steps=250,
+        checkpoint_every_n_steps=250,
+    )
+    config.eval.update(batch_size=8)
   if variant == "tiny":
     config.data.update(num_train=128, num_eval=16, max_len=3)
     config.train.update(
