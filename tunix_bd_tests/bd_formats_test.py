@@ -9,6 +9,7 @@ An imported fixture must reproduce those logits through
 project cannot represent must be refused, naming the field.
 """
 
+import functools
 import json
 import os
 import pathlib
@@ -17,17 +18,20 @@ import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from flax import nnx
 import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
-from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.data import chat
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
+from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_source
 
 _DIR = os.path.join(os.path.dirname(__file__), "testdata", "bd_formats")
 _SDAR, _FAST = "sdar_tiny", "fast_dllm_v2_tiny"
@@ -62,19 +66,20 @@ def _oracle(name):
   return dict(np.load(os.path.join(_DIR, name, "oracle.npz")))
 
 
+@functools.partial(nnx.jit, static_argnames=("config",))
+def _jitted_logits(model, tokens, positions, clean_tokens, *, config):
+  # Jitted: eager dispatch of a first call costs seconds per shape.
+  return diffusion_lm.diffusion_logits_fn(
+      model, tokens, positions, None, config=config, clean_tokens=clean_tokens
+  )
+
+
 def _logits(model, tokens, bd, clean=None):
   """Our target-aligned logits of `tokens` at positions 0.., as NumPy."""
   tokens = jnp.asarray(tokens, jnp.int32)
   positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
-  out = diffusion_lm.diffusion_logits_fn(
-      model,
-      tokens,
-      positions,
-      None,
-      config=bd,
-      clean_tokens=None if clean is None else jnp.asarray(clean, jnp.int32),
-  )
-  return np.asarray(out)
+  clean = None if clean is None else jnp.asarray(clean, jnp.int32)
+  return np.asarray(_jitted_logits(model, tokens, positions, clean, config=bd))
 
 
 def _without_mask(logits):
@@ -100,9 +105,9 @@ class ImportTest(parameterized.TestCase):
     directory = os.path.join(_DIR, name)
     expected_bd, model_class = _EXPECTED[name]
     self.assertEqual(
-        bd_config.load_settings(directory, "model.checkpoint"), expected_bd
+        bd_formats.load_settings(directory, "model.checkpoint"), expected_bd
     )
-    self.assertIsNone(bd_config.load_extra(directory, "chat"))
+    self.assertIsNone(bd_formats.load_extra(directory, "chat"))
     self.assertIsInstance(self.models[name], model_class)
 
   @parameterized.named_parameters(_PARAMS)
@@ -126,7 +131,9 @@ class ImportTest(parameterized.TestCase):
     # Their `[noisy ; clean]` layout, both copies at positions 0..15.
     np.testing.assert_array_equal(
         oracle["train_concat_tokens"],
-        np.concatenate([oracle["train_noisy_tokens"], oracle["train_tokens"]], 1),
+        np.concatenate(
+            [oracle["train_noisy_tokens"], oracle["train_tokens"]], 1
+        ),
     )
     ours = _logits(
         self.models[_SDAR],
@@ -159,7 +166,9 @@ class ImportTest(parameterized.TestCase):
     theirs = oracle["train_logits"]
     # Target i is predicted by their noisy-copy logit at i - 1 ...
     inner = [i for i in range(1, 16) if i % bd.block_size]
-    self.assertLess(_max_diff(ours[:, inner], theirs[:, np.array(inner) - 1]), _ATOL)
+    self.assertLess(
+        _max_diff(ours[:, inner], theirs[:, np.array(inner) - 1]), _ATOL
+    )
     # ... but a block's first target, by ours from the previous block's
     # clean copy (as at inference), by theirs from its noisy copy: equal
     # exactly where that noisy block has no mask.
@@ -196,7 +205,7 @@ class DecodingTest(parameterized.TestCase):
         model,
         np.where(prompts < 0, 0, prompts),
         oracle["decode_prompt_lens"],
-        bd=bd_config.load_settings(directory),
+        bd=bd_formats.load_settings(directory),
         config=config,
     )
     return oracle, out.completion_tokens
@@ -231,10 +240,10 @@ class DecodingTest(parameterized.TestCase):
       )
 
 
-class RecipeTest(absltest.TestCase):
+class RecipeTest(parameterized.TestCase):
 
   def test_sdar_tokenizer_stops_at_its_turn_end_not_its_pad(self):
-    tokenizer = tokenizer_lib.load_tokenizer(os.path.join(_DIR, _SDAR))
+    tokenizer = bd_formats.load_tokenizer(os.path.join(_DIR, _SDAR))
     # Their tokenizer: EOS = pad = <|endoftext|>; generation_config [2, 0].
     self.assertEqual(tokenizer.pad_token_id, 0)
     self.assertEqual(tokenizer.eos_token, "<|im_end|>")
@@ -256,8 +265,34 @@ class RecipeTest(absltest.TestCase):
     config.bd.alignment = bd_config.SAME_POSITION
     summary = generate.run(config)
     self.assertGreater(summary["tokens_per_forward"], 0)
-    self.assertTrue(
-        os.path.isfile(os.path.join(tmp.name, "completions.jsonl"))
+    self.assertTrue(os.path.isfile(os.path.join(tmp.name, "completions.jsonl")))
+
+  @parameterized.named_parameters(_PARAMS)
+  def test_an_export_of_an_imported_model_keeps_its_format(self, name):
+    # What sft/opd/grpo write at the end of a run on an imported model.
+    directory = os.path.join(_DIR, name)
+    model, _ = hf_checkpoint.load(directory)
+    bd = bd_formats.load_settings(directory)
+    tmp = tempfile.TemporaryDirectory()
+    self.addCleanup(tmp.cleanup)
+    bd_export.export_block_diffusion(
+        model,
+        bd_formats.load_tokenizer(directory),
+        tmp.name,
+        bd=bd,
+        chat_options=chat.ChatOptions(),
+        source=hf_source.read(directory),
+    )
+    self.assertEqual(
+        bd_formats.read_dir(tmp.name)[0], bd_formats.read_dir(directory)[0]
+    )
+    self.assertEqual(bd_formats.load_settings(tmp.name), bd)
+    self.assertEqual(bd_formats.settings(tmp.name), bd)
+    exported, _ = hf_checkpoint.load(tmp.name)
+    tokens = _oracle(name)["logits_tokens"]
+    np.testing.assert_array_equal(
+        _logits(exported, tokens, bd, clean=tokens),
+        _logits(model, tokens, bd, clean=tokens),
     )
 
 
@@ -306,31 +341,70 @@ def _rename_mask_token(content):
 class RefusalTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("rope_scaling", _SDAR, _set(rope_scaling={"rope_type": "yarn"}), None,
-       "rope_scaling"),
-      ("other_modeling_code", _SDAR,
-       _set(auto_map={"AutoModelForCausalLM": "mine.Model"}), None,
-       "auto_map"),
+      (
+          "rope_scaling",
+          _SDAR,
+          _set(rope_scaling={"rope_type": "yarn"}),
+          None,
+          "rope_scaling",
+      ),
+      (
+          "other_modeling_code",
+          _SDAR,
+          _set(auto_map={"AutoModelForCausalLM": "mine.Model"}),
+          None,
+          "auto_map",
+      ),
       ("no_block_size", _SDAR, _drop("block_size"), None, "block_size"),
-      ("mask_outside_vocab", _SDAR, _set(mask_token_id=999),
-       _drop("mask_token"), "outside the model vocabulary"),
-      ("mask_disagrees_with_tokenizer", _SDAR, _set(mask_token_id=401), None,
-       "mask_token_id=401"),
-      ("mask_is_a_text_token", _SDAR, _set(mask_token_id=50),
-       _drop("mask_token"), "ordinary text token"),
-      ("attention_bias", _SDAR, _set(attention_bias=True), None,
-       "attention_bias"),
-      ("architecture_mismatch", _SDAR,
-       _set(architectures=["Qwen3ForCausalLM"]), None, "architectures"),
-      ("sliding_window", _FAST, _set(use_sliding_window=True), None,
-       "use_sliding_window"),
+      (
+          "mask_outside_vocab",
+          _SDAR,
+          _set(mask_token_id=999),
+          _drop("mask_token"),
+          "outside the model vocabulary",
+      ),
+      (
+          "mask_disagrees_with_tokenizer",
+          _SDAR,
+          _set(mask_token_id=401),
+          None,
+          "mask_token_id=401",
+      ),
+      (
+          "mask_is_a_text_token",
+          _SDAR,
+          _set(mask_token_id=50),
+          _drop("mask_token"),
+          "ordinary text token",
+      ),
+      (
+          "attention_bias",
+          _SDAR,
+          _set(attention_bias=True),
+          None,
+          "attention_bias",
+      ),
+      (
+          "architecture_mismatch",
+          _SDAR,
+          _set(architectures=["Qwen3ForCausalLM"]),
+          None,
+          "architectures",
+      ),
+      (
+          "sliding_window",
+          _FAST,
+          _set(use_sliding_window=True),
+          None,
+          "use_sliding_window",
+      ),
       ("bad_bd_size", _FAST, _set(bd_size=0), None, "bd_size"),
       ("no_mask_token", _FAST, None, _rename_mask_token, r"\|<MASK>\|"),
   )
   def test_refused_naming_the_field(self, name, config, tokenizer, pattern):
     directory = _variant(self, name, config, tokenizer)
     with self.assertRaisesRegex(ValueError, pattern):
-      bd_config.load_settings(directory, "model.checkpoint")
+      bd_formats.load_settings(directory, "model.checkpoint")
 
   def test_load_refuses_before_reading_weights(self):
     directory = _variant(
@@ -342,9 +416,10 @@ class RefusalTest(parameterized.TestCase):
   def test_other_configs_are_not_a_format(self):
     self.assertIsNone(bd_formats.detect({"model_type": "qwen3"}))
     with self.assertRaisesRegex(ValueError, "not a block-diffusion"):
-      bd_config.load_settings(
-          os.path.join(os.path.dirname(__file__), "testdata", "hf",
-                       "qwen2_untied")
+      bd_formats.load_settings(
+          os.path.join(
+              os.path.dirname(__file__), "testdata", "hf", "qwen2_untied"
+          )
       )
 
 

@@ -242,21 +242,12 @@ def load_settings(
     key: the config key that names `directory` (e.g. `model.reference`),
       for errors; None names the directory alone.
 
-  An SDAR or Fast-dLLM v2 directory without the file has its format's
-  settings (`tunix_bd.models.bd_formats.settings`).
-
   Raises:
     ValueError: if `directory` holds no block-diffusion settings (e.g. it is
       a plain AR checkpoint) or they are invalid.
   """
   path = os.path.join(directory, SETTINGS_FILE)
   if not files.exists(path):
-    # Imported here: tunix_bd.models builds on this module.
-    from tunix_bd.models import bd_formats  # pylint: disable=g-import-not-at-top
-
-    imported = bd_formats.settings(directory, key)
-    if imported is not None:
-      return imported
     named = f"{key}={directory!r}" if key else directory
     raise ValueError(
         f"{named} has no {SETTINGS_FILE}: it is not a block-diffusion "
@@ -271,13 +262,10 @@ def load_settings(
 def load_extra(directory: str, key: str) -> Any:
   """The top-level entry `key` of an export's settings file, or None.
 
-  An SDAR or Fast-dLLM v2 directory without the file records none.
-
   Raises:
     ValueError: as `load_settings`, if there is no settings file.
   """
   path = os.path.join(directory, SETTINGS_FILE)
   if not files.exists(path):
-    load_settings(directory)  # Raises, naming the directory, unless imported.
-    return None
+    load_settings(directory)  # Raises, naming the directory.
   return json.loads(files.read_text(path)).get(key)

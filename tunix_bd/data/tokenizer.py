@@ -171,8 +171,7 @@ def load_tokenizer(
       for errors; None names the directory alone.
 
   Returns:
-    The tokenizer. An SDAR or Fast-dLLM v2 directory's gets an EOS other
-    than its pad (`bd_formats.adapt_tokenizer`).
+    The tokenizer.
 
   Raises:
     ValueError: naming `key`, if the directory has no tokenizer files or
@@ -199,10 +198,6 @@ def load_tokenizer(
     )
   except (OSError, ValueError) as e:
     raise ValueError(f"{named}: cannot load its tokenizer: {e}") from e
-  # Imported here: tunix_bd.models builds on this module.
-  from tunix_bd.models import bd_formats  # pylint: disable=g-import-not-at-top
-
-  bd_formats.adapt_tokenizer(directory, tokenizer)
   override_chat_template(tokenizer, chat_template)
   for attr in ("eos_token_id", "pad_token_id", "chat_template"):
     if getattr(tokenizer, attr, None) is None:

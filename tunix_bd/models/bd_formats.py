@@ -9,7 +9,10 @@ is the one place that knows them: `detect` recognises a `config.json`,
 `model_config_from_hf` maps it to the Tunix Qwen3 or Qwen2 config the
 weights load into (the weight names are the family's), and `settings` gives
 the `BlockDiffusionConfig` their code trains and decodes with, so such a
-directory is a block-diffusion checkpoint without a `block_diffusion.json`:
+directory is a block-diffusion checkpoint without a `block_diffusion.json`.
+Recipes read any block-diffusion checkpoint through `load_settings`,
+`load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
+sit below this package and know no format):
 
   * SDAR: block `block_size`, mask id `mask_token_id` (or the tokenizer's
     `mask_token`), `same_position` alignment (the logit at i predicts i).
@@ -343,3 +346,44 @@ def adapt_tokenizer(directory: str, tokenizer: Any) -> None:
         " other eos_token_id to stop at."
     )
   tokenizer.eos_token = tokenizer.convert_ids_to_tokens(others[0])
+
+
+def load_settings(
+    directory: str, key: str | None = None
+) -> bd_config_lib.BlockDiffusionConfig:
+  """A block-diffusion checkpoint's settings: its `block_diffusion.json`, or
+  else its format's (`settings`).
+
+  Args and Raises: as `bd_config.load_settings`, and as `settings`.
+  """
+  if not os.path.isfile(os.path.join(directory, bd_config_lib.SETTINGS_FILE)):
+    imported = settings(directory, key)
+    if imported is not None:
+      return imported
+  return bd_config_lib.load_settings(directory, key)
+
+
+def load_extra(directory: str, key: str) -> Any:
+  """`bd_config.load_extra`; None for an imported directory without
+  `block_diffusion.json` (it records nothing of ours).
+
+  Raises:
+    ValueError: as `load_settings`.
+  """
+  if not os.path.isfile(os.path.join(directory, bd_config_lib.SETTINGS_FILE)):
+    load_settings(directory)  # Raises unless the directory is in a format.
+    return None
+  return bd_config_lib.load_extra(directory, key)
+
+
+def load_tokenizer(
+    directory: str, chat_template: str = "", *, key: str | None = None
+) -> Any:
+  """`tokenizer.load_tokenizer`, then `adapt_tokenizer`.
+
+  Args, Returns and Raises: as `tunix_bd.data.tokenizer.load_tokenizer`,
+  and as `adapt_tokenizer`.
+  """
+  tokenizer = tokenizer_lib.load_tokenizer(directory, chat_template, key=key)
+  adapt_tokenizer(directory, tokenizer)
+  return tokenizer
