@@ -9,15 +9,17 @@ is the one place that knows them: `detect` recognises a `config.json`,
 `model_config_from_hf` maps it to the Tunix Qwen3 or Qwen2 config the
 weights load into (the weight names are the family's), and `settings` gives
 the `BlockDiffusionConfig` their code trains and decodes with, so such a
-directory is a block-diffusion checkpoint without a `block_diffusion.json`.
-Recipes read any block-diffusion checkpoint through `load_settings`,
-`load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
-sit below this package and know no format):
+directory is a block-diffusion checkpoint without a `block_diffusion.json`:
 
   * SDAR: block `block_size`, mask id `mask_token_id` (or the tokenizer's
     `mask_token`), `same_position` alignment (the logit at i predicts i).
   * Fast-dLLM v2: block `bd_size`, mask token `|<MASK>|` found in the
     tokenizer (config.json has no mask field), `shifted` alignment.
+
+Recipes read any block-diffusion checkpoint through `load_settings`,
+`load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
+sit below this package and know no format). SDAR's tokenizer has one token
+as EOS and pad; `adapt_tokenizer` gives it its turn end as EOS.
 
 Both train on `[noisy ; clean]` under the mask of our `clean_context`
 layout (noisy -> own block, noisy -> clean earlier blocks, clean ->
@@ -29,7 +31,9 @@ decoder) uses the clean copy; tunix_bd trains with its own objective.
 Anything the Tunix model cannot represent exactly is refused, naming the
 field: another `auto_map` (other modeling code), RoPE scaling, sliding
 windows, attention biases on SDAR, a mask id outside the vocabulary or not a
-reserved token, a missing block size.
+reserved token, a missing block size. One numeric difference is accepted:
+SDAR's RMSNorm multiplies by its weight before casting back to the compute
+dtype, Qwen3's after; identical in float32, a rounding apart in bfloat16.
 
 Decoding is tunix_bd's decoder, not theirs. At the same block size and
 threshold it differs from theirs in: the commit rule (ours commits
