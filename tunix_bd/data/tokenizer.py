@@ -191,7 +191,11 @@ def load_tokenizer(
         " tokenizer."
     )
   try:
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    # Never the checkpoint's own code: SDAR and Fast-dLLM v2 directories
+    # name theirs in `auto_map` (and transformers would prompt for it).
+    tokenizer = transformers.AutoTokenizer.from_pretrained(
+        directory, trust_remote_code=False
+    )
   except (OSError, ValueError) as e:
     raise ValueError(f"{named}: cannot load its tokenizer: {e}") from e
   override_chat_template(tokenizer, chat_template)

@@ -30,9 +30,9 @@ import numpy as np
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
+from tunix_bd.models import bd_formats
 from tunix_bd.models import precision as precision_lib
 
 Prompt = Union[str, Sequence[Mapping[str, str]], Sequence[int], Mapping]
@@ -55,14 +55,15 @@ def load_model(
 ) -> ConvertedModel:
   """Loads a converted checkpoint directory (`sft.py`'s `export/`).
 
-  `precision` sets the compute dtype (`model.dtype`; float32 by default).
+  Also an SDAR or Fast-dLLM v2 directory (`models.bd_formats`). `precision`
+  sets the compute dtype (`model.dtype`; float32 by default).
   """
-  bd = bd_config_lib.load_settings(checkpoint)
+  bd = bd_formats.load_settings(checkpoint)
   trained = chat.trained_options(
-      bd_config_lib.load_extra(checkpoint, chat.SETTINGS_KEY),
+      bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
       chat.ChatOptions(),
   )
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint, key="checkpoint")
+  tokenizer = bd_formats.load_tokenizer(checkpoint, key="checkpoint")
   if mesh is None:
     model, _ = precision_lib.load(checkpoint, precision)
   else:
@@ -140,7 +141,7 @@ class TextGenerator:
     Args:
       model: the converted Tunix model.
       tokenizer: its tokenizer (EOS stops a row; pad fills the rest).
-      bd: its block-diffusion settings (`bd_config.load_settings`).
+      bd: its block-diffusion settings (`bd_formats.load_settings`).
       max_new_tokens: completion positions per row.
       chat_template: render string prompts as a user message with the chat
         template (True), or use them as they are (False).

@@ -26,6 +26,7 @@ from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
 from tunix_bd.core import families
+from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_config
 
 CONFIG_FILE = "config.json"
@@ -238,7 +239,9 @@ def load(
   Args:
     checkpoint_dir: A local directory with `config.json` and safetensors;
       its `model_type` (`qwen3`, `qwen3_moe` or `qwen2`) picks the Tunix
-      model (`tunix.models.qwen3.Qwen3` or `tunix.models.qwen2.Qwen2`).
+      model (`tunix.models.qwen3.Qwen3` or `tunix.models.qwen2.Qwen2`). An
+      SDAR or Fast-dLLM v2 directory loads as its layers' family
+      (`bd_formats`).
     mesh: Optional mesh (axes named by `ModelConfig.shd_config`) to shard the
       parameters over; one device if None.
     dtype: Compute and parameter dtype (float32, bfloat16 or float16);
@@ -256,7 +259,7 @@ def load(
       the wrong shape. All checked before the model is built.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
-  config = hf_config.model_config_from_hf(
+  config = bd_formats.model_config_from_hf(
       read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
   )
   return _load(checkpoint_dir, config, mesh, remat)
@@ -288,12 +291,20 @@ def load_qwen3(
     param_dtype: Any = None,
     remat: str = "none",
 ) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
-  """`load` for a Qwen3 (or Qwen3-MoE) checkpoint; any other is refused.
+  """`load` for a Qwen3 (or Qwen3-MoE, or SDAR) checkpoint; any other is
+  refused.
 
   Args, Returns and Raises: as `load`.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
-  config = hf_config.qwen3_config_from_hf(
-      read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
-  )
+  raw = read_config(checkpoint_dir)
+  fmt = bd_formats.detect(raw)
+  if fmt is not None and fmt.family_type == "qwen3":
+    config = bd_formats.model_config_from_hf(
+        raw, dtype=dtype, param_dtype=param_dtype
+    )
+  else:
+    config = hf_config.qwen3_config_from_hf(
+        raw, dtype=dtype, param_dtype=param_dtype
+    )
   return _load(checkpoint_dir, config, mesh, remat)

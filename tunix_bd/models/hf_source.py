@@ -17,6 +17,10 @@ the model. Its `config.json` is the source's, every field kept
     (without it transformers 5 takes any tokenizer of over 100,000 ids for a
     Mistral one with a broken regex and logs a misleading warning).
 
+A source in SDAR or Fast-dLLM v2 format (`bd_formats`) keeps its format's
+`config.json` the same way (`model_type`, `auto_map`, block size, mask id),
+so the export is a directory of that format plus `block_diffusion.json`.
+
 Its `generation_config.json` is the source's, as it is (Qwen3's EOS list and
 sampling defaults). Weights keep each source tensor's dtype (a bfloat16
 source exports bfloat16), unless `export.dtype` sets one for all.
@@ -39,6 +43,7 @@ from typing import Any, Iterable
 import jax.numpy as jnp
 import transformers
 
+from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config
 
@@ -176,7 +181,7 @@ def config_json(
 
 def _check_describes(out: dict[str, Any], derived: dict[str, Any]) -> None:
   """Fails closed unless `out` parses to the model `derived` describes."""
-  parsed = hf_config.config_to_hf(hf_config.model_config_from_hf(out))
+  parsed = hf_config.config_to_hf(bd_formats.model_config_from_hf(out))
   for key, value in derived.items():
     if key != "dtype" and parsed[key] != value:
       raise ValueError(

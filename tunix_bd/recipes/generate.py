@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `generate`: decode prompts with a block-diffusion model.
 
-Loads a converted checkpoint (HF directory + `block_diffusion.json`), decodes
+Loads a converted checkpoint (HF directory + `block_diffusion.json`, or an
+SDAR or Fast-dLLM v2 directory as it is: `models.bd_formats`), decodes
 the embedded task's eval split (or a user's `{"prompt", "answer"}` JSONL) by
 parallel block denoising, writes one JSON line per prompt (completion,
 correctness, forwards, tokens per forward) and prints exact match, tokens per
@@ -21,13 +22,12 @@ import numpy as np
 from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import scoring
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
+from tunix_bd.models import bd_formats
 from tunix_bd.models import export
 from tunix_bd.models import precision as precision_lib
 from tunix_bd.run import workdir as workdir_lib
@@ -85,14 +85,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   _check_checkpoint(checkpoint)
   precision = precision_lib.from_section(config.model)
   mesh = mesh_lib.from_section(config.mesh)
-  bd = bd_config_lib.load_settings(checkpoint)
+  bd = bd_formats.load_settings(checkpoint)
   settings_lib.check_checkpoint_settings(bd, config.bd.to_dict())
-  tokenizer = tokenizer_lib.load_tokenizer(
+  tokenizer = bd_formats.load_tokenizer(
       checkpoint, config.data.chat_template, key="model.checkpoint"
   )
   # Prompts are rendered as in training (the export's record).
   chat_options = chat.trained_options(
-      bd_config_lib.load_extra(checkpoint, chat.SETTINGS_KEY),
+      bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
       chat.options_from_data(config.data),
   )
   records, source = dataset_lib.prompt_records(config.data)

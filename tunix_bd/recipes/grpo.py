@@ -29,12 +29,12 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_export
+from tunix_bd.models import bd_formats
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
@@ -93,8 +93,8 @@ def _check_reference(model: ml_collections.ConfigDict) -> None:
   alignment, scores a rollout's trace under another distribution: the KL
   would train towards it, silently. Checked before any compute.
   """
-  policy = bd_config_lib.load_settings(model.checkpoint, "model.checkpoint")
-  reference = bd_config_lib.load_settings(model.reference, "model.reference")
+  policy = bd_formats.load_settings(model.checkpoint, "model.checkpoint")
+  reference = bd_formats.load_settings(model.reference, "model.reference")
   for field in _REFERENCE_MATCHES:
     mine, theirs = getattr(policy, field), getattr(reference, field)
     if mine != theirs:
@@ -115,10 +115,10 @@ def _tokenizer_and_bd(config):
     return tokenizer, bd
   checkpoint = config.model.checkpoint
   return (
-      tokenizer_lib.load_tokenizer(
+      bd_formats.load_tokenizer(
           checkpoint, config.data.chat_template, key="model.checkpoint"
       ),
-      bd_config_lib.load_settings(checkpoint, "model.checkpoint"),
+      bd_formats.load_settings(checkpoint, "model.checkpoint"),
   )
 
 
@@ -207,7 +207,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
   chat_options = chat.trained_options(
       None
       if config.model.random_init
-      else bd_config_lib.load_extra(config.model.checkpoint, chat.SETTINGS_KEY),
+      else bd_formats.load_extra(config.model.checkpoint, chat.SETTINGS_KEY),
       chat.options_from_data(config.data),
   )
   policy_files = (

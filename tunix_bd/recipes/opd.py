@@ -23,7 +23,6 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import provenance
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
@@ -38,6 +37,7 @@ from tunix_bd.distillation import trainer as trainer_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import bd_export
+from tunix_bd.models import bd_formats
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
@@ -131,7 +131,7 @@ def _tokenizers_and_bd(config):
     return tokenizer, tokenizer, bd
   # One override for both, so the teacher scores the prompts as rendered.
   template = config.data.chat_template
-  student_tok = tokenizer_lib.load_tokenizer(
+  student_tok = bd_formats.load_tokenizer(
       config.model.student, template, key="model.student"
   )
   teacher_tok = tokenizer_lib.load_tokenizer(
@@ -141,7 +141,7 @@ def _tokenizers_and_bd(config):
   return (
       student_tok,
       teacher_tok,
-      bd_config_lib.load_settings(config.model.student),
+      bd_formats.load_settings(config.model.student, "model.student"),
   )
 
 
@@ -204,7 +204,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   chat_options = chat.trained_options(
       None
       if config.model.random_init
-      else bd_config_lib.load_extra(config.model.student, chat.SETTINGS_KEY),
+      else bd_formats.load_extra(config.model.student, chat.SETTINGS_KEY),
       chat.options_from_data(config.data),
   )
   student_files = (

@@ -1,0 +1,397 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Importing SDAR and Fast-dLLM v2 checkpoint directories.
+
+Two public block-diffusion families ship checkpoints in formats of their own
+(docs/formats.md): SDAR (`model_type` `sdar`, Qwen3 layers) and Fast-dLLM v2
+(`model_type` `Fast_dLLM_Qwen`, Qwen2 layers with q/k/v biases). This module
+is the one place that knows them: `detect` recognises a `config.json`,
+`model_config_from_hf` maps it to the Tunix Qwen3 or Qwen2 config the
+weights load into (the weight names are the family's), and `settings` gives
+the `BlockDiffusionConfig` their code trains and decodes with, so such a
+directory is a block-diffusion checkpoint without a `block_diffusion.json`:
+
+  * SDAR: block `block_size`, mask id `mask_token_id` (or the tokenizer's
+    `mask_token`), `same_position` alignment (the logit at i predicts i).
+  * Fast-dLLM v2: block `bd_size`, mask token `|<MASK>|` found in the
+    tokenizer (config.json has no mask field), `shifted` alignment.
+
+Recipes read any block-diffusion checkpoint through `load_settings`,
+`load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
+sit below this package and know no format). SDAR's tokenizer has one token
+as EOS and pad; `adapt_tokenizer` gives it its turn end as EOS.
+
+Both train on `[noisy ; clean]` under the mask of our `clean_context`
+layout (noisy -> own block, noisy -> clean earlier blocks, clean ->
+block-causal), so `layout` is `clean_context`. One difference remains in
+Fast-dLLM v2's training forward: it predicts a block's first token from the
+last position of the previous block's *noisy* copy, where ours (and its own
+decoder) uses the clean copy; tunix_bd trains with its own objective.
+
+Anything the Tunix model cannot represent exactly is refused, naming the
+field: another `auto_map` (other modeling code), RoPE scaling, sliding
+windows, attention biases on SDAR, a mask id outside the vocabulary or not a
+reserved token, a missing block size. One numeric difference is accepted:
+SDAR's RMSNorm multiplies by its weight before casting back to the compute
+dtype, Qwen3's after; identical in float32, a rounding apart in bfloat16.
+
+Decoding is tunix_bd's decoder, not theirs. At the same block size and
+threshold it differs from theirs in: the commit rule (ours commits
+confidence >= threshold, theirs > threshold); the mask token (ours gives it
+probability 0, theirs normalise over the whole vocabulary); Fast-dLLM v2
+commits a block's first token as the argmax of the previous block's last
+logit before denoising the block, and commits only inside `small_block_size`
+sub-blocks, where ours denoises the whole block by the threshold rule; SDAR's
+own sampler has no greedy mode and a per-step quota.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Callable
+
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import hf_config
+from tunix_bd.models import mask_token as mask_token_lib
+
+# Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
+CONFIG_FILE = "config.json"
+GENERATION_CONFIG_FILE = "generation_config.json"
+SDAR = "sdar"
+FAST_DLLM_V2 = "fast_dllm_v2"
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+  """What identifies a format's `config.json` and what it means.
+
+  Attributes:
+    name: `SDAR` or `FAST_DLLM_V2`.
+    model_type: its `model_type`.
+    architecture: its one `architectures` entry.
+    auto_map: the modeling code its `auto_map` names.
+    family_type: the `model_type` of the layers (`qwen3`, `qwen2`).
+    block_field: the field holding the training block size.
+    alignment: its target alignment.
+    mask_token: the mask token's string where config.json names no id.
+    dropped: format fields that do not change the model's math (training
+      kernels, attention backends, fields no code reads).
+  """
+
+  name: str
+  model_type: str
+  architecture: str
+  auto_map: dict[str, str]
+  family_type: str
+  block_field: str
+  alignment: str
+  mask_token: str | None
+  dropped: tuple[str, ...]
+
+
+FORMATS = {
+    SDAR: Format(
+        name=SDAR,
+        model_type="sdar",
+        architecture="SDARForCausalLM",
+        auto_map={
+            "AutoConfig": "configuration_sdar.SDARConfig",
+            "AutoModel": "modeling_sdar.SDARModel",
+            "AutoModelForCausalLM": "modeling_sdar.SDARForCausalLM",
+        },
+        family_type="qwen3",
+        block_field="block_size",
+        alignment=bd_config_lib.SAME_POSITION,
+        mask_token=None,
+        dropped=(
+            "fuse_cross_entropy",
+            "attn_implementation",
+            "debug",
+            "ep_size",
+            "micro_forward",
+            "skip_checkpoint",
+            "use_deepep",
+        ),
+    ),
+    FAST_DLLM_V2: Format(
+        name=FAST_DLLM_V2,
+        model_type="Fast_dLLM_Qwen",
+        architecture="Fast_dLLM_QwenForCausalLM",
+        auto_map={
+            "AutoConfig": "configuration.Fast_dLLM_QwenConfig",
+            "AutoModel": "modeling.Fast_dLLM_QwenModel",
+            "AutoModelForCausalLM": "modeling.Fast_dLLM_QwenForCausalLM",
+        },
+        family_type="qwen2",
+        block_field="bd_size",
+        alignment=bd_config_lib.SHIFTED,
+        mask_token="|<MASK>|",
+        dropped=("conplemenrary_mask",),  # (sic) No code reads it.
+    ),
+}
+_BY_MODEL_TYPE = {f.model_type: f for f in FORMATS.values()}
+_BY_ARCHITECTURE = {f.architecture: f for f in FORMATS.values()}
+
+
+def detect(raw: Any) -> Format | None:
+  """The format of a parsed `config.json`, or None for any other config.
+
+  Raises:
+    ValueError: for a config that names one format's `model_type` and
+      another `architectures`, or the reverse.
+  """
+  if not isinstance(raw, dict):
+    return None
+  fmt = _BY_MODEL_TYPE.get(raw.get("model_type"))
+  architectures = raw.get("architectures") or []
+  named = [_BY_ARCHITECTURE[a] for a in architectures if a in _BY_ARCHITECTURE]
+  if fmt is None and not named:
+    return None
+  if fmt is None or architectures != [fmt.architecture]:
+    expected = fmt or named[0]
+    raise ValueError(
+        f"HF config model_type={raw.get('model_type')!r} with"
+        f" architectures={architectures!r} is not a {expected.name} checkpoint"
+        f" (model_type {expected.model_type!r}, architectures"
+        f" [{expected.architecture!r}])."
+    )
+  return fmt
+
+
+def read_dir(directory: str) -> tuple[Format, dict[str, Any]] | None:
+  """The format and parsed `config.json` of `directory`, or None.
+
+  None if the directory has no `config.json` or it is in another format.
+
+  Raises:
+    ValueError: for a `config.json` that is not JSON, or as `detect`.
+  """
+  path = os.path.join(directory, CONFIG_FILE)
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    try:
+      raw = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path} is not valid JSON: {e}") from e
+  fmt = detect(raw)
+  return None if fmt is None else (fmt, raw)
+
+
+def family_config(raw: dict[str, Any], fmt: Format) -> dict[str, Any]:
+  """The Qwen3 or Qwen2 `config.json` a format's config describes.
+
+  Raises:
+    ValueError: naming the field, for modeling code other than the format's
+      (`auto_map`).
+  """
+  auto_map = raw.get("auto_map")
+  if auto_map is not None and auto_map != fmt.auto_map:
+    raise ValueError(
+        f"HF config auto_map={auto_map!r} is not {fmt.name}'s modeling code"
+        f" ({fmt.auto_map!r}): its math is unknown to tunix_bd."
+    )
+  out = {
+      k: v
+      for k, v in raw.items()
+      if k not in fmt.dropped + ("auto_map", fmt.block_field, "mask_token_id")
+  }
+  out["model_type"] = fmt.family_type
+  out["architectures"] = [hf_config.ARCHITECTURES[fmt.family_type]]
+  return out
+
+
+def _in_format(fmt: Format, fn: Callable[[], Any]) -> Any:
+  """`fn()`, its ValueError prefixed with the format's name."""
+  try:
+    return fn()
+  except ValueError as e:
+    raise ValueError(f"{fmt.name} checkpoint: {e}") from e
+
+
+def model_config_from_hf(
+    raw: Any, *, dtype: Any = None, param_dtype: Any = None
+) -> Any:
+  """`hf_config.model_config_from_hf`, reading the formats too.
+
+  Args:
+    raw: a parsed `config.json`: Qwen3, Qwen3-MoE, Qwen2, SDAR or Fast-dLLM
+      v2.
+    dtype, param_dtype: as `hf_config.model_config_from_hf`.
+
+  Raises:
+    ValueError: as `hf_config.model_config_from_hf`, naming the field, for
+      a setting the Tunix family cannot represent exactly.
+  """
+  fmt = detect(raw)
+  if fmt is None:
+    return hf_config.model_config_from_hf(
+        raw, dtype=dtype, param_dtype=param_dtype
+    )
+  return _in_format(
+      fmt,
+      lambda: hf_config.model_config_from_hf(
+          family_config(raw, fmt), dtype=dtype, param_dtype=param_dtype
+      ),
+  )
+
+
+def _block_size(raw: dict[str, Any], fmt: Format) -> int:
+  value = raw.get(fmt.block_field)
+  if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    raise ValueError(
+        f"{fmt.name} checkpoint: HF config {fmt.block_field}={value!r} must"
+        " be a positive integer (the training block size)."
+    )
+  return value
+
+
+def _mask_id(
+    directory: str, raw: dict[str, Any], fmt: Format, key: str | None
+) -> int:
+  """The mask id, checked to be a reserved token inside the vocabulary."""
+  tokenizer = tokenizer_lib.load_tokenizer(directory, key=key)
+  where = f"{fmt.name} checkpoint {directory}"
+  if fmt.mask_token is not None:
+    # No id field: the token names it (their code hard-codes its id).
+    if fmt.mask_token not in tokenizer.get_added_vocab():
+      raise ValueError(
+          f"{where}: its tokenizer has no mask token {fmt.mask_token!r}"
+          " (config.json has no mask id field, so the token names it)."
+      )
+    wanted, field = fmt.mask_token, "mask token"
+  else:
+    wanted, field = raw.get("mask_token_id"), "mask_token_id"
+    named = tokenizer.mask_token_id
+    if wanted is None:
+      if named is None:
+        raise ValueError(
+            f"{where}: HF config has no mask_token_id and its tokenizer no"
+            " mask_token."
+        )
+      wanted, field = named, "tokenizer mask_token"
+    elif named is not None and named != wanted:
+      raise ValueError(
+          f"{where}: HF config mask_token_id={wanted!r} but its tokenizer's"
+          f" mask_token {tokenizer.mask_token!r} is id {named}."
+      )
+  try:
+    return mask_token_lib.resolve_reserved_mask_id(
+        tokenizer, wanted, vocab_size=raw.get("vocab_size")
+    )
+  except ValueError as e:
+    raise ValueError(f"{where} ({field}): {e}") from e
+
+
+def settings(
+    directory: str, key: str | None = None
+) -> bd_config_lib.BlockDiffusionConfig | None:
+  """The block-diffusion settings of an SDAR or Fast-dLLM v2 directory.
+
+  Args:
+    directory: a checkpoint directory.
+    key: the config key that names it (e.g. `model.checkpoint`), for errors.
+
+  Returns:
+    The settings their code trains and decodes with, or None if the
+    directory is in neither format.
+
+  Raises:
+    ValueError: naming the field, for a block size or mask token that is
+      missing or unusable, or a model config `model_config_from_hf`
+      refuses.
+  """
+  found = read_dir(directory)
+  if found is None:
+    return None
+  fmt, raw = found
+  model_config_from_hf(raw)  # Fails closed before the tokenizer is read.
+  return bd_config_lib.BlockDiffusionConfig(
+      block_size=_block_size(raw, fmt),
+      mask_token_id=_mask_id(directory, raw, fmt, key),
+      alignment=fmt.alignment,
+      layout=bd_config_lib.CLEAN_CONTEXT,
+  )
+
+
+def adapt_tokenizer(directory: str, tokenizer: Any) -> None:
+  """Gives an imported format's tokenizer an EOS that is not its pad.
+
+  SDAR's tokenizer has `<|endoftext|>` as both EOS and pad, and its chat
+  model ends a turn with `<|im_end|>`: its decoder stops at any id of
+  `generation_config.json`'s `eos_token_id`. tunix_bd stops at the EOS and
+  marks never-generated slots with the pad, so they must differ: the EOS
+  becomes the first of those ids that is not the pad. A directory in no
+  format, or whose EOS already differs from its pad, is left alone.
+
+  Args:
+    directory: the checkpoint directory the tokenizer was read from.
+    tokenizer: its tokenizer; changed in place.
+
+  Raises:
+    ValueError: for a format directory whose EOS is its pad and whose
+      `generation_config.json` names no other EOS id.
+  """
+  if read_dir(directory) is None:
+    return
+  pad = tokenizer.pad_token_id
+  if tokenizer.eos_token_id is None or tokenizer.eos_token_id != pad:
+    return
+  path = os.path.join(directory, GENERATION_CONFIG_FILE)
+  eos_ids = []
+  if os.path.isfile(path):
+    with open(path) as f:
+      eos_ids = json.load(f).get("eos_token_id") or []
+  eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids)
+  others = [i for i in eos_ids if i != pad and i < len(tokenizer)]
+  if not others:
+    raise ValueError(
+        f"{directory}: its tokenizer's EOS is its pad"
+        f" ({tokenizer.eos_token!r}) and {GENERATION_CONFIG_FILE} names no"
+        " other eos_token_id to stop at."
+    )
+  tokenizer.eos_token = tokenizer.convert_ids_to_tokens(others[0])
+
+
+def load_settings(
+    directory: str, key: str | None = None
+) -> bd_config_lib.BlockDiffusionConfig:
+  """A block-diffusion checkpoint's settings: its `block_diffusion.json`, or
+  else its format's (`settings`).
+
+  Args and Raises: as `bd_config.load_settings`, and as `settings`.
+  """
+  if not os.path.isfile(os.path.join(directory, bd_config_lib.SETTINGS_FILE)):
+    imported = settings(directory, key)
+    if imported is not None:
+      return imported
+  return bd_config_lib.load_settings(directory, key)
+
+
+def load_extra(directory: str, key: str) -> Any:
+  """`bd_config.load_extra`; None for an imported directory without
+  `block_diffusion.json` (it records nothing of ours).
+
+  Raises:
+    ValueError: as `load_settings`.
+  """
+  if not os.path.isfile(os.path.join(directory, bd_config_lib.SETTINGS_FILE)):
+    load_settings(directory)  # Raises unless the directory is in a format.
+    return None
+  return bd_config_lib.load_extra(directory, key)
+
+
+def load_tokenizer(
+    directory: str, chat_template: str = "", *, key: str | None = None
+) -> Any:
+  """`tokenizer.load_tokenizer`, then `adapt_tokenizer`.
+
+  Args, Returns and Raises: as `tunix_bd.data.tokenizer.load_tokenizer`,
+  and as `adapt_tokenizer`.
+  """
+  tokenizer = tokenizer_lib.load_tokenizer(directory, chat_template, key=key)
+  adapt_tokenizer(directory, tokenizer)
+  return tokenizer
