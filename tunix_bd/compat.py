@@ -170,10 +170,13 @@ def final_hidden_states(
         " return its hidden states (no skip_lm_head or output_hidden_states);"
         " set model.logits_chunk=0 to compute dense logits instead."
     )
-  _, new_cache = model(
+  # Sowing mutates the module, which a JAX transform (scan, cond,
+  # checkpoint) forbids on one made outside it: sow into a copy made here.
+  copy = nnx.merge(*nnx.split(model))
+  _, new_cache = copy(
       tokens, positions, cache, attention_mask, output_hidden_states=True
   )
-  sown = nnx.pop(model, nnx.Intermediate)["all_hidden_states"]
+  sown = nnx.pop(copy, nnx.Intermediate)["all_hidden_states"]
   return jax.tree.leaves(sown)[-1], new_cache
 
 

@@ -19,7 +19,9 @@ import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import trace as trace_lib
+from tunix_bd.distillation import chunked_kl
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.sft import corruption as corruption_lib
@@ -296,6 +298,101 @@ class StrategyTest(parameterized.TestCase):
       strategy_lib.DiffusionOpdStrategy(
           bd=_bd(), vocab_size=_VOCAB
       ).get_teacher_outputs(self.teacher, {"batch": {"tokens": 1}})
+
+
+def _rel(got, want):
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+
+
+class ChunkedStrategyTest(parameterized.TestCase):
+  """`logits_chunk`: both heads in vocabulary chunks, equal to the dense."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.student = test_common.tiny_qwen3(_VOCAB, seed=1)
+    cls.teacher = test_common.tiny_qwen3(_VOCAB, seed=2, tied=True)
+    cls.trace = _rollout(cls.student, _bd())
+
+  # Chunks of 24 (not dividing the 64 ids: the last overlaps) and 16.
+  @parameterized.parameters(
+      (sources.CORRUPTED, 2.0, 0.5, 24), (sources.TRACE, 0.7, 1.0, 16)
+  )
+  def test_equals_the_dense_loss_and_gradients(self, canvas, tau, hard, chunk):
+    batch = _batch(self.trace, canvas)
+
+    def value_and_grad(logits_chunk):
+      strategy = strategy_lib.DiffusionOpdStrategy(
+          bd=_bd(),
+          vocab_size=_VOCAB,
+          canvas=canvas,
+          temperature=tau,
+          hard_loss_weight=hard,
+          logits_chunk=logits_chunk,
+      )
+      targets = strategy.get_teacher_outputs(self.teacher, {"batch": batch})
+      loss = lambda m: strategy.get_train_loss(m, targets, None)
+      step = nnx.jit(nnx.value_and_grad(loss, has_aux=True))
+      (value, aux), grads = step(self.student)
+      return value, aux, nnx.to_pure_dict(grads), targets
+
+    want, want_aux, want_grads, dense = value_and_grad(None)
+    got, got_aux, got_grads, targets = value_and_grad(chunk)
+    # No teacher distribution rides in the chunked targets.
+    self.assertIsNone(targets.teacher_logp)
+    self.assertIsNone(dense.teacher_hidden)
+    self.assertLess(_rel(got, want), 1e-6)
+    for name in want_aux:
+      self.assertLess(_rel(got_aux[name], want_aux[name]), 1e-6, name)
+    for path, want_leaf in jax.tree_util.tree_leaves_with_path(want_grads):
+      got_leaf = got_grads
+      for key in path:
+        got_leaf = got_leaf[key.key]
+      self.assertLess(_rel(got_leaf, want_leaf), 1e-6, str(path))
+
+  def test_a_padded_teacher_vocabulary(self):
+    # The student adds one id (its mask, excluded) the teacher lacks.
+    rng = np.random.default_rng(0)
+    student = lm_head.Head(
+        jnp.asarray(rng.standard_normal((65, 16)), jnp.float32), 0, None, (64,)
+    )
+    teacher = lm_head.Head(
+        jnp.asarray(rng.standard_normal((16, 64)), jnp.float32), 1, None, ()
+    )
+    hidden = jnp.asarray(rng.standard_normal((3, 5, 16)), jnp.float32)
+    teacher_hidden = jnp.asarray(rng.standard_normal((3, 5, 16)), jnp.float32)
+    completion = jnp.asarray(rng.integers(0, 64, (3, 5)), jnp.int32)
+    got = chunked_kl.distill_stats(
+        student,
+        hidden,
+        teacher,
+        teacher_hidden,
+        completion,
+        temperature=0.8,
+        chunk=10,
+    )
+    padded = jnp.pad(
+        lm_head.dense_logits(teacher, teacher_hidden),
+        ((0, 0), (0, 0), (0, 1)),
+        constant_values=diffusion_lm.MASKED_LOGIT,
+    )
+    teacher_logp = diffusion_lm.log_probs(padded, 0.8)
+    student_logits = lm_head.dense_logits(student, hidden)
+    kl = strategy_lib.forward_kl(
+        teacher_logp, diffusion_lm.log_probs(student_logits, 0.8)
+    )
+    self.assertLess(_rel(got["kl"], kl), 1e-6)
+    argmax = jnp.argmax(teacher_logp, axis=-1)
+    hard = -diffusion_lm.token_log_probs(student_logits, argmax)
+    self.assertLess(_rel(got["hard_nll"], hard), 1e-6)
+    nll = -jnp.take_along_axis(teacher_logp, completion[..., None], -1)[..., 0]
+    self.assertLess(_rel(got["teacher_nll"], nll), 1e-6)
+    np.testing.assert_array_equal(
+        got["agree"], jnp.argmax(student_logits, -1) == argmax
+    )
+    with self.assertRaisesRegex(ValueError, "may only add excluded ids"):
+      chunked_kl.check_heads(dataclasses.replace(student, excluded=()), teacher)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import replay
 from tunix_bd.core import replayer
 from tunix_bd.core import trace as trace_lib
@@ -485,6 +486,83 @@ class ReplayTest(parameterized.TestCase):
       replay.replay_log_probs(_MODEL, trace, num_canvases=1)
     with self.assertRaisesRegex(ValueError, r"trace must be a tunix_bd"):
       replay.replay_log_probs(_MODEL, object())
+
+
+def _rel(got, want):
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+class ChunkedReplayTest(parameterized.TestCase):
+  """`logits_chunk`: the head in vocabulary chunks on replayed hidden rows."""
+
+  # One group with the context in the same forward (chunk 128, the whole
+  # vocabulary), and many groups against the cached context (chunk 24,
+  # which does not divide it).
+  @parameterized.parameters(
+      (bd_config.SAME_POSITION, None, 128),
+      (bd_config.SHIFTED, 2, 24),
+  )
+  def test_equals_the_dense_replay_and_its_gradients(
+      self, alignment, groups, chunk
+  ):
+    trace = _simulate(
+        _MODEL,
+        _config(alignment),
+        completion_len=19 if groups else _COMPLETION_LEN,
+        stop_blocks=(None, 4, 5, 2) if groups else _STOP_BLOCKS,
+        temperature=0.7,
+        seed=5,
+    )
+    shape = {}
+    if groups:
+      shape = dict(
+          num_canvases=groups * replay.group_size(_BLOCK),
+          context_length=replay.static_context_length(trace),
+      )
+    weights = np.random.default_rng(0).standard_normal(trace.tokens.shape)
+
+    @nnx.jit(static_argnames="logits_chunk")
+    def value_and_grad(model, trace, logits_chunk):
+      def loss(model):
+        logp = replay.replay_log_probs(
+            model, trace, logits_chunk=logits_chunk, **shape
+        )
+        return jnp.sum(weights * logp), logp
+
+      return nnx.value_and_grad(loss, has_aux=True)(model)
+
+    (_, want), want_grads = value_and_grad(_QWEN3, trace, None)
+    (_, got), got_grads = value_and_grad(_QWEN3, trace, chunk)
+    self.assertLess(_rel(got, want), 1e-6)
+    np.testing.assert_array_equal(got[trace.action_step < 0], 0.0)
+    np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+    for want_leaf, got_leaf in zip(
+        jax.tree.leaves(nnx.to_pure_dict(want_grads)),
+        jax.tree.leaves(nnx.to_pure_dict(got_grads)),
+    ):
+      self.assertLess(_rel(got_leaf, want_leaf), 1e-6)
+    # The rows themselves: the head maps them to `replay_logits`.
+    rows = replay.replay_hidden(_QWEN3, trace, **shape)
+    logits = replay.replay_logits(_QWEN3, trace, **shape)
+    head = lm_head.model_head(_QWEN3, _MASK)
+    generated = trace.action_step >= 0
+    np.testing.assert_allclose(
+        np.asarray(lm_head.dense_logits(head, rows))[generated],
+        np.asarray(logits)[generated],
+        atol=1e-5,
+        rtol=0,
+    )
+
+  def test_an_injected_cached_logits_fn_is_refused(self):
+    trace = _simulate(_MODEL, _config(bd_config.SHIFTED), seed=2)
+    with self.assertRaisesRegex(ValueError, "injected cached_logits_fn"):
+      replay.replay_log_probs(
+          _QWEN3,
+          trace,
+          logits_chunk=8,
+          cached_logits_fn=lambda *a, **k: None,
+      )
 
 
 if __name__ == "__main__":

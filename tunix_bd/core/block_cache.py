@@ -68,6 +68,7 @@ def init_block_cache(
     vocab_size: int | None = None,
     dtype: jnp.dtype = jnp.float32,
     block_end_logits_of: int | None = None,
+    hidden_states: bool = False,
 ) -> BlockCache:
   """An empty `BlockCache` over the model's empty KV cache.
 
@@ -80,6 +81,8 @@ def init_block_cache(
     block_end_logits_of: a block size S: also keep the raw logit at the end
       of every committed block (memory `[batch, cache_size // S + 1,
       vocab]`), for `canvas_ids` calls; None keeps none.
+    hidden_states: keep hidden rows (`model.config.embed_dim` wide) where
+      logits are kept, for `cached_logits.block_hidden_with_cache`.
 
   Returns:
     The empty cache.
@@ -91,7 +94,8 @@ def init_block_cache(
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
       raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
   if vocab_size is None:
-    vocab_size = model.config.vocab_size
+    config = model.config
+    vocab_size = config.embed_dim if hidden_states else config.vocab_size
   ends = None
   if block_end_logits_of is not None:
     size = config_utils.check_int("block_end_logits_of", block_end_logits_of, 1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from tunix_bd import compat
 from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
@@ -112,6 +113,73 @@ def block_logits_with_cache(
       (or any with `canvas_ids`), canvas ids against a cache without
       logits, or (when known) a cache without room.
   """
+  return _block_rows(
+      model,
+      block_tokens,
+      block_positions,
+      block_segment_ids,
+      cache,
+      config=config,
+      commit_length=commit_length,
+      canvas_ids=canvas_ids,
+      hidden=False,
+  )
+
+
+def block_hidden_with_cache(
+    model,
+    block_tokens: jax.Array,
+    block_positions: jax.Array,
+    block_segment_ids: jax.Array | None,
+    cache: block_cache.BlockCache,
+    *,
+    config: bd_config.BlockDiffusionConfig,
+    commit_length: int | None = None,
+    canvas_ids: jax.Array | None = None,
+) -> tuple[jax.Array, block_cache.BlockCache]:
+  """`block_logits_with_cache` before the head: target-aligned hidden rows.
+
+  The same forward, cache and alignment on the model's final hidden states
+  (`compat.final_hidden_states`): `[batch, block_len, embed]` rows whose
+  `lm_head.dense_logits` are `block_logits_with_cache`'s logits. The cache
+  keeps hidden rows where that one keeps logits, so it must be made with
+  `block_cache.init_block_cache(..., hidden_states=True)`. Arguments,
+  returns and errors as `block_logits_with_cache`.
+  """
+  return _block_rows(
+      model,
+      block_tokens,
+      block_positions,
+      block_segment_ids,
+      cache,
+      config=config,
+      commit_length=commit_length,
+      canvas_ids=canvas_ids,
+      hidden=True,
+  )
+
+
+def _forward(model, tokens, positions, kv, mask, hidden):
+  """`(rows, new_kv)`: float32 logits, or hidden states with `hidden`."""
+  if hidden:
+    return compat.final_hidden_states(model, tokens, positions, kv, mask)
+  raw, new_kv = model(tokens, positions, kv, mask)
+  return raw.astype(jnp.float32), new_kv
+
+
+def _block_rows(
+    model,
+    block_tokens,
+    block_positions,
+    block_segment_ids,
+    cache,
+    *,
+    config,
+    commit_length,
+    canvas_ids,
+    hidden,
+):
+  """`block_logits_with_cache`'s rows: logits, or hidden rows (`hidden`)."""
   tokens, positions, segments = diffusion_lm.check_inputs(
       model,
       block_tokens,
@@ -119,6 +187,7 @@ def block_logits_with_cache(
       block_segment_ids,
       config,
       prefix="block_",
+      check_mask=not hidden,
   )
   batch, block_len = tokens.shape
   if canvas_ids is not None:
@@ -132,7 +201,7 @@ def block_logits_with_cache(
           " block_end_logits_of=block_size."
       )
     return _canvas_logits(
-        model, tokens, positions, segments, cache, config, canvas_ids
+        model, tokens, positions, segments, cache, config, canvas_ids, hidden
     )
   if commit_length is None:
     commit_length = block_len
@@ -171,8 +240,7 @@ def block_logits_with_cache(
       q_segment_ids=segments,
       kv_segment_ids=kv_segments,
   )
-  raw, new_kv = model(tokens, positions, cache.kv, mask)
-  raw = raw.astype(jnp.float32)
+  raw, new_kv = _forward(model, tokens, positions, cache.kv, mask, hidden)
 
   if config.alignment == bd_config.SAME_POSITION:
     logits = raw
@@ -233,10 +301,14 @@ def block_logits_with_cache(
       block_end_logits=block_ends[0],
       block_end_segments=block_ends[1],
   )
-  return (
-      diffusion_lm.exclude_mask_token(logits, config.mask_token_id),
-      new_cache,
-  )
+  return _excluded(logits, config, hidden), new_cache
+
+
+def _excluded(rows, config, hidden):
+  """Logits with the mask column excluded; hidden rows as they are."""
+  if hidden:
+    return rows
+  return diffusion_lm.exclude_mask_token(rows, config.mask_token_id)
 
 
 def _keep_block_ends(cache, raw, positions, segments, commit_length, size):
@@ -256,7 +328,9 @@ def _keep_block_ends(cache, raw, positions, segments, commit_length, size):
   )
 
 
-def _canvas_logits(model, tokens, positions, segments, cache, config, ids):
+def _canvas_logits(
+    model, tokens, positions, segments, cache, config, ids, hidden
+):
   """`block_logits_with_cache` of noisy canvases (`canvas_ids`)."""
   ids = masks.check_ids("canvas_ids", ids, tokens.shape)
   end = cache.end_index
@@ -270,10 +344,9 @@ def _canvas_logits(model, tokens, positions, segments, cache, config, ids):
       q_segment_ids=segments,
       kv_segment_ids=put(cache.segment_ids, segments),
   )
-  raw, _ = model(tokens, positions, cache.kv, mask)
-  raw = raw.astype(jnp.float32)
+  raw, _ = _forward(model, tokens, positions, cache.kv, mask, hidden)
   if config.alignment == bd_config.SAME_POSITION:
-    return diffusion_lm.exclude_mask_token(raw, config.mask_token_id), cache
+    return _excluded(raw, config, hidden), cache
   index, found = alignment.predecessors(positions, segments, ids)
   # A block's first token: the end of the clean block before it, among this
   # call's clean columns or else cached.
@@ -311,4 +384,4 @@ def _canvas_logits(model, tokens, positions, segments, cache, config, ids):
           ),
       ),
   )
-  return diffusion_lm.exclude_mask_token(logits, config.mask_token_id), cache
+  return _excluded(logits, config, hidden), cache

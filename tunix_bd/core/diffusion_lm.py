@@ -115,7 +115,9 @@ def check_temperature(temperature: Any, name: str = "temperature") -> float:
   return value
 
 
-def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
+def check_inputs(
+    model, tokens, positions, segment_ids, config, prefix="", check_mask=True
+):
   """Validates the inputs of a logits call; `prefix` names the argument.
 
   Args:
@@ -127,6 +129,8 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
     segment_ids: int `[batch, length]`, 0 = pad; None means one segment.
     config: the `BlockDiffusionConfig`.
     prefix: prepended to argument names in error messages.
+    check_mask: check the mask id against the model's vocabulary (callers
+      that apply no head leave it to whoever applies one).
 
   Returns:
     `(tokens, positions, segment_ids)` as int32 arrays.
@@ -152,7 +156,11 @@ def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
   # Models with a config fail before any compute; others once the logits'
   # width is known (`exclude_mask_token`).
   vocab_size = getattr(model_config, "vocab_size", None)
-  if isinstance(vocab_size, int) and config.mask_token_id >= vocab_size:
+  if (
+      check_mask
+      and isinstance(vocab_size, int)
+      and config.mask_token_id >= vocab_size
+  ):
     raise ValueError(
         f"mask_token_id={config.mask_token_id} is outside the model"
         f" vocabulary of size {vocab_size}."
@@ -252,13 +260,29 @@ def diffusion_hidden_fn(
   def forward(tokens, positions, mask):
     return compat.final_hidden_states(model, tokens, positions, None, mask)[0]
 
+  # The mask id is checked by whoever applies the head (`lm_head.model_head`):
+  # a causal teacher's vocabulary may lack the student's mask token.
   return _aligned_rows(
-      model, forward, tokens, positions, segment_ids, config, clean_tokens
+      model,
+      forward,
+      tokens,
+      positions,
+      segment_ids,
+      config,
+      clean_tokens,
+      check_mask=False,
   )
 
 
 def _aligned_rows(
-    model, forward, tokens, positions, segment_ids, config, clean_tokens
+    model,
+    forward,
+    tokens,
+    positions,
+    segment_ids,
+    config,
+    clean_tokens,
+    check_mask=True,
 ):
   """Target-aligned rows `[batch, length, width]` of `forward`'s output.
 
@@ -266,7 +290,7 @@ def _aligned_rows(
   states); this is the one layout and alignment of both calls above.
   """
   tokens, positions, segment_ids = check_inputs(
-      model, tokens, positions, segment_ids, config
+      model, tokens, positions, segment_ids, config, check_mask=check_mask
   )
   length = tokens.shape[1]
   clean_context = config.layout == bd_config.CLEAN_CONTEXT

@@ -6,7 +6,7 @@ A Tunix decoder's logits are its final hidden states times its head (the
 tied embedding `[vocab, embed]` or `lm_head` `[embed, vocab]`) in the
 compute dtype, then float32. A loss over a 152k vocabulary needs a few
 numbers per row of them: the log-prob of a target and the argmax (SFT, RL
-replay) or a divergence from a teacher (OPD, `lm_head_kl`). `token_stats`
+replay) or a divergence from a teacher (OPD, `distillation.chunked_kl`). `token_stats`
 computes them from the hidden rows `chunk` columns at a time with an online
 logsumexp, under `jax.checkpoint`, so no `[rows, vocab]` float32 array is
 built in the forward or the backward pass (the backward recomputes a
@@ -135,7 +135,7 @@ def check_chunk(chunk: Any, key: str = "model.logits_chunk") -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Chunks:
+class Chunks:
   """Static chunking of a vocabulary: `count` chunks of `size` columns.
 
   Chunk i covers the columns from `i * size`; the last one starts at
@@ -157,18 +157,23 @@ class _Chunks:
     return self.start(i) + jnp.arange(self.size) >= i * self.size
 
 
-def _chunks(vocab: int, chunk: int) -> _Chunks:
-  return _Chunks(vocab, min(check_chunk(chunk), vocab))
+def chunks_of(vocab: int, chunk: int) -> Chunks:
+  """`vocab` columns in chunks of `chunk` (checked; capped at `vocab`)."""
+  return Chunks(vocab, min(check_chunk(chunk), vocab))
 
 
-def _scan_chunks(body, init, chunks: _Chunks):
-  """`lax.scan` of `body(carry, i)` over the chunks, rematerialized."""
+def scan_chunks(body, init, chunks: Chunks):
+  """`lax.scan` of `body(carry, i)` over the chunks, rematerialized.
+
+  Under differentiation each chunk's forward is recomputed in the backward
+  pass, so only the carry (a few values per row) is kept per chunk.
+  """
   step = jax.checkpoint(lambda carry, i: (body(carry, i), None))
   carry, _ = jax.lax.scan(step, init, jnp.arange(chunks.count))
   return carry
 
 
-def _online_update(m, s, scaled):
+def online_logsumexp(m, s, scaled):
   """One chunk of an online logsumexp: `(max, sum exp(x - max))`.
 
   The running max only stabilizes, so it is held constant under
@@ -179,7 +184,7 @@ def _online_update(m, s, scaled):
   return m_new, s
 
 
-def _best(best, index, logits, start):
+def running_argmax(best, index, logits, start):
   """Running argmax; the first of equal values wins, as in `jnp.argmax`."""
   value = jnp.max(logits, axis=-1)
   where = start + jnp.argmax(logits, axis=-1).astype(jnp.int32)
@@ -223,7 +228,7 @@ def token_stats(
     )
   if not isinstance(temperature, jax.Array):
     temperature = diffusion_lm.check_temperature(temperature)
-  chunks = _chunks(head.vocab_size, chunk)
+  chunks = chunks_of(head.vocab_size, chunk)
   rows = targets.shape
   targets = targets.astype(jnp.int32)
 
@@ -233,11 +238,13 @@ def token_stats(
     logits = chunk_logits(head, hidden, start, chunks.size)
     logits = jnp.where(valid, logits, MASKED_LOGIT)
     scaled = diffusion_lm.scale_logits(logits, temperature)
-    m, s = _online_update(m, s, scaled)
+    m, s = online_logsumexp(m, s, scaled)
     columns = start + jnp.arange(chunks.size)
     is_target = valid & (columns == targets[..., None])
     picked += jnp.sum(jnp.where(is_target, scaled, 0.0), axis=-1)
-    best, index = _best(best, index, jax.lax.stop_gradient(logits), start)
+    best, index = running_argmax(
+        best, index, jax.lax.stop_gradient(logits), start
+    )
     return m, s, picked, best, index
 
   init = (
@@ -247,5 +254,5 @@ def token_stats(
       jnp.full(rows, -jnp.inf, jnp.float32),
       jnp.zeros(rows, jnp.int32),
   )
-  m, s, picked, _, index = _scan_chunks(body, init, chunks)
+  m, s, picked, _, index = scan_chunks(body, init, chunks)
   return picked - (m + jnp.log(s)), index

@@ -9,7 +9,10 @@ OPD's student, all score the very actions the rollout took: RL through
 `replay_logits`. Under the rollout's parameters it reproduces
 `trace.action_logp` (docs/design.md invariant 6): both go through
 `diffusion_lm.log_probs` at `trace.temperature`. For eager callers,
-`core.replayer` compiles it once per model.
+`core.replayer` compiles it once per model. With `logits_chunk` the same
+forward keeps hidden rows (`cached_logits.block_hidden_with_cache`) and the
+model's head is applied to the scored rows in vocabulary chunks
+(`lm_head.token_stats`): no `[rows, vocab]` logits, equal to float rounding.
 
 Packed layout, at the rollout's cost. The canvases are only those that
 occurred, one per (block, step) of each row (`canvases.packed_canvases`),
@@ -40,6 +43,7 @@ from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import trace as trace_lib
 
 # Query tokens per forward: enough canvases to amortize a forward, few enough
@@ -157,7 +161,7 @@ def static_context_length(
   )
 
 
-def _replay(model, trace, shape, cached_logits_fn, per_slot):
+def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
   """The packed replay of a trace, checked here.
 
   Args:
@@ -165,7 +169,8 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
     shape: `(num_canvases, context_length)` as given to `replay_log_probs`.
     per_slot: `(logits [batch, width, vocab], targets [batch, width],
       temperature) -> [batch, width, ...]`, what each scored canvas column
-      contributes.
+      contributes (hidden rows `[batch, width, embed]` with `hidden`).
+    hidden: `cached_logits_fn` gives hidden rows; the cache keeps them.
 
   Returns:
     float32 `[batch, completion_len, ...]`: `per_slot` of each generated
@@ -182,7 +187,11 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
   block = config.block_size
   width = canvases_per_forward(block, num_canvases) * block
   cache = block_cache.init_block_cache(
-      model, batch, context_len + width, block_end_logits_of=block
+      model,
+      batch,
+      context_len + width,
+      block_end_logits_of=block,
+      hidden_states=hidden,
   )
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
 
@@ -281,6 +290,7 @@ def replay_log_probs(
     ),
     num_canvases: int | None = None,
     context_length: int | None = None,
+    logits_chunk: int | None = None,
 ) -> jax.Array:
   """Log-probs of a trace's actions under `model`, in one packed forward.
 
@@ -303,6 +313,10 @@ def replay_log_probs(
       any row's last generated block (`canvases.context_length`); None
       counts them on a concrete trace and takes the whole sequence under
       jit.
+    logits_chunk: None scores dense logits from `cached_logits_fn`; an int
+      applies the model's own head to the replayed hidden rows this many
+      vocabulary columns at a time (`cached_logits_fn` must be the
+      default).
 
   Returns:
     float32 `[batch, completion_len]` log-probs of `trace.tokens` at their
@@ -310,15 +324,47 @@ def replay_log_probs(
 
   Raises:
     ValueError: as `Trace.validate` (and for ids outside the model
-      vocabulary), or for a bad `num_canvases` or `context_length`.
+      vocabulary), or for a bad `num_canvases`, `context_length` or
+      `logits_chunk`.
   """
+  shape = (num_canvases, context_length)
+  if logits_chunk is None:
+    return _replay(
+        model, trace, shape, cached_logits_fn, diffusion_lm.token_log_probs
+    )
+  chunk = check_logits_chunk(logits_chunk, cached_logits_fn)
+  head = lm_head.model_head(model, trace.bd.mask_token_id)
+
+  def per_slot(rows, targets, temperature):
+    return lm_head.token_stats(
+        head, rows, targets, temperature=temperature, chunk=chunk
+    )[0]
+
   return _replay(
       model,
       trace,
-      (num_canvases, context_length),
-      cached_logits_fn,
-      diffusion_lm.token_log_probs,
+      shape,
+      cached_logits.block_hidden_with_cache,
+      per_slot,
+      hidden=True,
   )
+
+
+def check_logits_chunk(logits_chunk, cached_logits_fn) -> int | None:
+  """`logits_chunk` checked: None (dense) or an int >= 1.
+
+  Raises:
+    ValueError: for another value, or a chunk with an injected
+      `cached_logits_fn` (the chunked head is the model's own).
+  """
+  if logits_chunk is None:
+    return None
+  if cached_logits_fn is not cached_logits.block_logits_with_cache:
+    raise ValueError(
+        "logits_chunk applies the model's own head to its hidden states, so"
+        " it cannot use an injected cached_logits_fn; pass logits_chunk=None."
+    )
+  return lm_head.check_chunk(logits_chunk)
 
 
 def replay_logits(
@@ -353,4 +399,38 @@ def replay_logits(
   """
   return _replay(
       model, trace, (num_canvases, context_length), cached_logits_fn, _logits
+  )
+
+
+def replay_hidden(
+    model,
+    trace: trace_lib.Trace,
+    *,
+    num_canvases: int | None = None,
+    context_length: int | None = None,
+) -> jax.Array:
+  """`replay_logits` before the head: each slot's aligned hidden row.
+
+  `lm_head.dense_logits(lm_head.model_head(model, mask_id), rows)` is
+  `replay_logits`; for consumers of whole distributions that apply the head
+  in chunks (OPD's KL, `distillation.chunked_kl`). Usable under jit and grad
+  like `replay_log_probs`.
+
+  Args:
+    model, trace, num_canvases, context_length: as `replay_log_probs`.
+
+  Returns:
+    `[batch, completion_len, embed]` rows (float32); 0 where `action_step
+    == -1`.
+
+  Raises:
+    ValueError: as `replay_log_probs`.
+  """
+  return _replay(
+      model,
+      trace,
+      (num_canvases, context_length),
+      cached_logits.block_hidden_with_cache,
+      _logits,
+      hidden=True,
   )

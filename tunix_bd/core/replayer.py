@@ -23,18 +23,23 @@ from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
 
 
-def _replay_graph(graphdef, state, trace, *, cached_logits_fn, **shape):
+def _replay_graph(graphdef, state, trace, *, cached_logits_fn, **kwargs):
   return replay.replay_log_probs(
       nnx.merge(graphdef, state),
       trace,
       cached_logits_fn=cached_logits_fn,
-      **shape,
+      **kwargs,
   )
 
 
 _replay_graph_jit = jax.jit(
     _replay_graph,
-    static_argnames=("num_canvases", "context_length", "cached_logits_fn"),
+    static_argnames=(
+        "num_canvases",
+        "context_length",
+        "cached_logits_fn",
+        "logits_chunk",
+    ),
 )
 
 
@@ -59,15 +64,18 @@ class Replayer:
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
           cached_logits.block_logits_with_cache
       ),
+      logits_chunk: int | None = None,
   ):
     """Splits the model.
 
     Args:
       model: a Tunix decoder `nnx.Module`.
       cached_logits_fn: as for `replay.replay_log_probs`.
+      logits_chunk: as for `replay.replay_log_probs`.
 
     Raises:
-      ValueError: for a model that is not an `nnx.Module`.
+      ValueError: for a model that is not an `nnx.Module`, or as
+        `replay.check_logits_chunk`.
     """
     if not isinstance(model, nnx.Module):
       raise ValueError(
@@ -76,6 +84,9 @@ class Replayer:
       )
     self._model = model
     self._cached_logits_fn = cached_logits_fn
+    self._logits_chunk = replay.check_logits_chunk(
+        logits_chunk, cached_logits_fn
+    )
     self._graphdef, self._state = nnx.split(model)
 
   def __call__(
@@ -112,6 +123,7 @@ class Replayer:
         num_canvases=replay.static_num_canvases(trimmed),
         context_length=replay.static_context_length(trimmed),
         cached_logits_fn=self._cached_logits_fn,
+        logits_chunk=self._logits_chunk,
     )
     return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))
 

@@ -23,7 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from tunix_bd import compat
-from tunix_bd.core import diffusion_lm
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
@@ -31,18 +30,19 @@ from tunix_bd.evaluation import held_out
 from tunix_bd.generate import denoise
 
 
-def _kl_sums(model, targets, *, bd, temperature, cached_logits_fn):
-  logits = strategy_lib.trace_canvas_logits(
-      model, targets, bd, cached_logits_fn
-  )
-  kl = strategy_lib.forward_kl(
-      targets.teacher_logp, diffusion_lm.log_probs(logits, temperature)
-  )
+def _kl_sums(model, targets, **settings):
+  kl = strategy_lib.trace_kl(model, targets, **settings)
   return jnp.sum(targets.weights * kl), jnp.sum(targets.weights)
 
 
 _kl_sums_jit = nnx.jit(
-    _kl_sums, static_argnames=("bd", "temperature", "cached_logits_fn")
+    _kl_sums,
+    static_argnames=(
+        "bd",
+        "temperature",
+        "cached_logits_fn",
+        "logits_chunk",
+    ),
 )
 
 
@@ -112,6 +112,7 @@ class DecodeEvaluation(compat.TrainingHooks):
         bd=self.strategy.bd,
         temperature=self.strategy.temperature,
         cached_logits_fn=self.strategy.cached_logits_fn,
+        logits_chunk=self.strategy.logits_chunk,
     )
     return float(total), float(weight)
 

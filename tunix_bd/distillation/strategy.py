@@ -21,6 +21,11 @@ student's distribution at slot j comes from its canvas (`opd.canvas`):
 student's own canvas before the step that committed j (the packed step
 canvases of `core.canvases`, scored against the clean sequence as replay
 does), so each slot is trained where the student actually decided it.
+
+With `logits_chunk` the targets hold the teacher's hidden rows and head
+instead of its `[batch, T, vocab]` log-probs, and the loss applies both
+heads chunk by chunk (`chunked_kl`): no `[batch, T, vocab]` array of either
+model exists, and the values equal the dense path's to float rounding.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 import flax
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,8 +43,10 @@ from tunix_bd import denominators
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
+from tunix_bd.distillation import chunked_kl
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.sft import loss as sft_loss
@@ -49,7 +57,11 @@ class OpdTargets:
   """What the jitted step sees of a micro-batch (all batch-major).
 
   Attributes:
-    teacher_logp: float32 `[batch, T, vocab]` teacher log-probs at `tau`.
+    teacher_logp: float32 `[batch, T, vocab]` teacher log-probs at `tau`
+      (dense), or None.
+    teacher_hidden: `[batch, T, teacher_embed]` the teacher's aligned hidden
+      rows (chunked), or None.
+    teacher_head: the teacher's `lm_head.Head` (chunked), or None.
     clean: int32 `[batch, P + T]` clean sequences (EOS-filled).
     noisy: int32 `[batch, P + T]` corrupted sequences (`corrupted` mode).
     positions: int32 `[batch, P + T]` logical positions.
@@ -61,6 +73,8 @@ class OpdTargets:
   """
 
   teacher_logp: Any
+  teacher_hidden: Any
+  teacher_head: Any
   clean: Any
   noisy: Any
   positions: Any
@@ -72,6 +86,18 @@ class OpdTargets:
   weights: Any
   global_weight: Any
   accumulation_steps: Any
+
+
+def _trace(targets: OpdTargets, bd) -> trace_lib.Trace:
+  """The rollout the targets hold, as a `Trace` (log-probs unused)."""
+  return trace_lib.Trace(
+      prompt_tokens=targets.prompt_tokens,
+      prompt_lengths=targets.prompt_lengths,
+      tokens=targets.completion,
+      action_step=targets.action_step,
+      action_logp=jnp.zeros(targets.completion.shape, jnp.float32),
+      bd=bd,
+  )
 
 
 def trace_canvas_logits(
@@ -87,15 +113,48 @@ def trace_canvas_logits(
   `core.replay.replay_logits` of the rollout the targets hold. Slots never
   generated get 0 logits (and must carry weight 0).
   """
-  trace = trace_lib.Trace(
-      prompt_tokens=targets.prompt_tokens,
-      prompt_lengths=targets.prompt_lengths,
-      tokens=targets.completion,
-      action_step=targets.action_step,
-      action_logp=jnp.zeros(targets.completion.shape, jnp.float32),
-      bd=bd,
+  return replay.replay_logits(
+      model, _trace(targets, bd), cached_logits_fn=cached_logits_fn
   )
-  return replay.replay_logits(model, trace, cached_logits_fn=cached_logits_fn)
+
+
+def trace_canvas_hidden(
+    model, targets: OpdTargets, bd: bd_config_lib.BlockDiffusionConfig
+) -> jax.Array:
+  """`[batch, T, embed]`: `trace_canvas_logits` before the student's head."""
+  return replay.replay_hidden(model, _trace(targets, bd))
+
+
+def trace_kl(
+    model,
+    targets: OpdTargets,
+    *,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    temperature: float,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+    logits_chunk: int | None = None,
+) -> jax.Array:
+  """float32 `[batch, T]` KL(teacher || student) on each commit canvas.
+
+  Dense from `targets.teacher_logp`, or with `logits_chunk` from the
+  teacher's rows and head (`chunked_kl`).
+  """
+  if logits_chunk is None:
+    logits = trace_canvas_logits(model, targets, bd, cached_logits_fn)
+    return forward_kl(
+        targets.teacher_logp, diffusion_lm.log_probs(logits, temperature)
+    )
+  return chunked_kl.distill_stats(
+      lm_head.model_head(model, bd.mask_token_id),
+      trace_canvas_hidden(model, targets, bd),
+      targets.teacher_head,
+      targets.teacher_hidden,
+      targets.completion,
+      temperature=temperature,
+      chunk=logits_chunk,
+  )["kl"]
 
 
 def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
@@ -106,6 +165,14 @@ def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
   p = jnp.exp(teacher_logp)
   terms = jnp.where(p > 0, p * (teacher_logp - student_logp), 0.0)
   return jnp.sum(terms, axis=-1)
+
+
+@nnx.jit(static_argnames=("prompt_width",))
+def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
+  """`teacher_lib.completion_hidden`, compiled: no head in the program."""
+  return teacher_lib.completion_hidden(
+      teacher, tokens, positions, segment_ids, prompt_width=prompt_width
+  )
 
 
 def _check_batch(batch: Any, bd, canvas: str) -> None:
@@ -148,6 +215,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
           cached_logits.block_logits_with_cache
       ),
+      logits_chunk: int | None = None,
   ):
     """Builds the strategy.
 
@@ -160,9 +228,12 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       logits_fn: the student's cache-free model call (`corrupted` canvas).
       cached_logits_fn: the student's cached model call (`trace` canvas,
         replayed by `core.replay.replay_logits`).
+      logits_chunk: None for dense logits; an int applies both models' heads
+        this many vocabulary columns at a time (the model calls must then
+        be the defaults).
 
     Raises:
-      ValueError: for an unknown canvas, a bad temperature or weight.
+      ValueError: for an unknown canvas, a bad temperature, weight or chunk.
     """
     if canvas not in sources.CANVASES:
       raise ValueError(
@@ -179,6 +250,15 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     self.hard_loss_weight = float(hard_loss_weight)
     self.logits_fn = logits_fn
     self.cached_logits_fn = cached_logits_fn
+    self.logits_chunk = sft_loss.check_logits_chunk(logits_chunk, logits_fn)
+    if self.logits_chunk and (
+        cached_logits_fn is not cached_logits.block_logits_with_cache
+    ):
+      raise ValueError(
+          "logits_chunk applies the model's own head to its hidden states, so"
+          " it cannot use an injected cached_logits_fn; pass"
+          " logits_chunk=None."
+      )
     super().__init__(
         student_forward_fn=self.student_logits,
         teacher_forward_fn=self._teacher_log_probs,
@@ -200,18 +280,33 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     )
 
   def get_teacher_outputs(self, teacher_model, inputs) -> OpdTargets:
-    """Teacher log-probs of the clean rollouts, plus the student's inputs."""
+    """The teacher's view of the clean rollouts, plus the student's inputs.
+
+    Its log-probs (dense) or its hidden rows and head (chunked).
+    """
     batch = inputs["batch"]
     _check_batch(batch, self.bd, self.canvas)
-    teacher_logp = self._teacher_forward_fn(
+    args = (
         teacher_model,
         jnp.asarray(batch.input_tokens),
         jnp.asarray(batch.positions),
         jnp.asarray(batch.segment_ids),
-        jnp.asarray(batch.completion),
     )
+    teacher_logp = teacher_hidden = teacher_head = None
+    if self.logits_chunk:
+      width = np.shape(batch.prompt_tokens)[1]
+      teacher_hidden = _teacher_hidden(*args, prompt_width=width)
+      teacher_head = chunked_kl.teacher_head(
+          teacher_model, self.bd.mask_token_id
+      )
+    else:
+      teacher_logp = self._teacher_forward_fn(
+          *args, jnp.asarray(batch.completion)
+      )
     targets = OpdTargets(
         teacher_logp=teacher_logp,
+        teacher_hidden=teacher_hidden,
+        teacher_head=teacher_head,
         clean=batch.input_tokens,
         noisy=batch.noisy_tokens,
         positions=batch.positions,
@@ -226,43 +321,80 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     )
     return jax.tree.map(jax.lax.stop_gradient, targets)
 
-  def student_logits(self, model, targets: OpdTargets) -> jax.Array:
-    """float32 `[batch, T, vocab]` student logits at the completion slots."""
+  def student_logits(self, model, targets: OpdTargets) -> Any:
+    """The student's output at the completion slots.
+
+    float32 `[batch, T, vocab]` logits (dense), or `(hidden rows [batch, T,
+    embed], head)` (chunked).
+    """
+    chunked = self.logits_chunk is not None
+    if self.canvas == sources.TRACE and chunked:
+      head = lm_head.model_head(model, self.bd.mask_token_id)
+      return trace_canvas_hidden(model, targets, self.bd), head
     if self.canvas == sources.TRACE:
       return trace_canvas_logits(model, targets, self.bd, self.cached_logits_fn)
-    logits = sft_loss.sft_logits(
+    rows = sft_loss.sft_logits(
         model,
         tokens=targets.clean,
         noisy_tokens=targets.noisy,
         positions=targets.positions,
         segment_ids=targets.segment_ids,
         config=self.bd,
-        logits_fn=self.logits_fn,
+        logits_fn=(
+            diffusion_lm.diffusion_hidden_fn if chunked else self.logits_fn
+        ),
     )
-    return logits[:, targets.prompt_tokens.shape[1] :]
+    rows = rows[:, targets.prompt_tokens.shape[1] :]
+    if chunked:
+      return rows, lm_head.model_head(model, self.bd.mask_token_id)
+    return rows
+
+  def _slot_stats(self, student_output, targets: OpdTargets):
+    """Per slot `(kl, hard_nll, teacher_nll, agree)`, dense or chunked."""
+    tau = self.temperature
+    if self.logits_chunk:
+      hidden, head = student_output
+      stats = chunked_kl.distill_stats(
+          head,
+          hidden,
+          targets.teacher_head,
+          targets.teacher_hidden,
+          targets.completion,
+          temperature=tau,
+          chunk=self.logits_chunk,
+      )
+      return (
+          stats["kl"],
+          stats["hard_nll"],
+          stats["teacher_nll"],
+          stats["agree"],
+      )
+    student_logp = diffusion_lm.log_probs(student_output, tau)
+    kl = forward_kl(targets.teacher_logp, student_logp)
+    teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)
+    hard = -diffusion_lm.token_log_probs(student_output, teacher_argmax)
+    teacher_nll = -jnp.take_along_axis(
+        targets.teacher_logp, targets.completion[..., None], axis=-1
+    )[..., 0]
+    agree = jnp.argmax(student_logp, axis=-1) == teacher_argmax
+    return kl, hard, teacher_nll, agree
 
   def compute_loss(self, student_output, teacher_output, labels):
-    """`(loss, aux)` of student logits `[batch, T, vocab]` (see module)."""
+    """`(loss, aux)` of the student's output (`student_logits`; see module)."""
     del labels
     targets, tau = teacher_output, self.temperature
     weights = targets.weights.astype(jnp.float32)
-    student_logp = diffusion_lm.log_probs(student_output, tau)
-    kl = forward_kl(targets.teacher_logp, student_logp)
+    kl, hard, teacher_nll, agree = self._slot_stats(student_output, targets)
     scale = denominators.loss_scale(
         targets.global_weight, targets.accumulation_steps
     )
     kl_sum = jnp.sum(weights * kl)
     loss = tau**2 * kl_sum * scale
-    teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)
-    hard = -diffusion_lm.token_log_probs(student_output, teacher_argmax)
     hard_sum = jnp.sum(weights * hard)
     if self.hard_loss_weight:
       loss = loss + self.hard_loss_weight * hard_sum * scale
     scored = weights > 0
-    teacher_nll = -jnp.take_along_axis(
-        targets.teacher_logp, targets.completion[..., None], axis=-1
-    )[..., 0]
-    agree = scored & (jnp.argmax(student_logp, axis=-1) == teacher_argmax)
+    agree = scored & agree
     total = jnp.sum(weights)
     count = jnp.sum(scored, dtype=jnp.float32)
     aux = {

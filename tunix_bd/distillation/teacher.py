@@ -172,6 +172,37 @@ def aligned_logits(
   )
 
 
+def completion_hidden(
+    teacher: Any,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array,
+    *,
+    prompt_width: int,
+) -> jax.Array:
+  """The teacher's target-aligned hidden rows at the completion slots.
+
+  What `completion_log_probs` normalizes, before the head: the teacher's
+  `lm_head.model_head` maps row j to the raw logits `aligned_logits` gives
+  at slot j (`chunked_kl.teacher_head` excludes the mask id).
+
+  Args:
+    teacher, tokens, positions, segment_ids: as for `aligned_logits`.
+    prompt_width: P, the column where completions start.
+
+  Returns:
+    `[batch, length - P, embed]` rows in the teacher's compute dtype.
+  """
+  hidden = diffusion_lm.diffusion_hidden_fn(
+      teacher,
+      tokens,
+      positions,
+      segment_ids,
+      config=ar_config(0),  # The mask id is the head's to exclude.
+  )
+  return hidden[:, prompt_width:]
+
+
 def completion_log_probs(
     teacher: Any,
     tokens: jax.Array,

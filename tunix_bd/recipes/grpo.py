@@ -257,6 +257,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
             settings, config.workdir, meshes.data_sharding_axes
         ),
         **wiring.rollout_arguments(rollout),
+        logits_chunk=precision.chunk,
         role_to_mesh=meshes.role_to_mesh(),
         fingerprint=fingerprint,
     )

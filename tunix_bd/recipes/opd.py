@@ -246,6 +246,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       canvas=config.opd.canvas,
       temperature=config.opd.temperature,
       hard_loss_weight=config.opd.hard_loss_weight,
+      logits_chunk=precision.chunk,
   )
   source = sources.StudentRolloutSource(
       train_prompts,

@@ -187,6 +187,7 @@ class DiffusionRLCluster(compat.RLCluster):
         self._reference_replayer = replayer_lib.Replayer(
             worker.get_model("reference"),
             cached_logits_fn=self.rollout.cached_logits_fn,
+            logits_chunk=self.rollout.logits_chunk,
         )
       return self._replay(self._reference_replayer, trace, micro_batch_size)
 
@@ -206,6 +207,7 @@ class DiffusionRLCluster(compat.RLCluster):
         self._actor_replayer = replayer_lib.Replayer(
             self.actor_trainer.model,
             cached_logits_fn=self.rollout.cached_logits_fn,
+            logits_chunk=self.rollout.logits_chunk,
         )
       state = compat.put_params_on_memory_kind(
           self._anchor_policy_state, self._default_memory_kind

@@ -224,6 +224,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
             pad_id=rollout.pad_id(),
             eos_id=rollout.eos_id(),
             cached_logits_fn=rollout.cached_logits_fn,
+            logits_chunk=rollout.logits_chunk,
         ),
         has_aux=True,
     )

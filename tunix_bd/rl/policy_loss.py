@@ -332,6 +332,7 @@ def diffusion_grpo_loss(
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
         cached_logits.block_logits_with_cache
     ),
+    logits_chunk: int | None = None,
     **kwargs,
 ) -> tuple[jax.Array, dict[str, Any]]:
   """GRPO loss of a diffusion rollout, with live log-probs by trace replay.
@@ -345,6 +346,8 @@ def diffusion_grpo_loss(
     algo_config: a Tunix `GRPOConfig`.
     pad_id, eos_id: unused: the trace holds the actions.
     cached_logits_fn: the cached model call of replay (as the rollout's).
+    logits_chunk: the replay's head in vocabulary chunks (as the
+      rollout's), or None for dense logits.
     **kwargs: ignored, as by Tunix's `grpo_loss_fn`.
 
   Returns:
@@ -365,5 +368,6 @@ def diffusion_grpo_loss(
       cached_logits_fn=cached_logits_fn,
       num_canvases=getattr(train_example, "num_canvases", None),
       context_length=getattr(train_example, "context_length", None),
+      logits_chunk=logits_chunk,
   )
   return grpo_objective(per_token_logps, train_example, algo_config)

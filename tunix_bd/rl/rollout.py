@@ -52,6 +52,7 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import replay as replay_lib
 from tunix_bd.core import special_ids
 from tunix_bd.core import tunix_layout
 from tunix_bd.generate import denoise
@@ -153,6 +154,7 @@ class DiffusionRollout(compat.BaseRollout):
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
           cached_logits.block_logits_with_cache
       ),
+      logits_chunk: int | None = None,
   ):
     """Checks the settings and places the rollout's own copy of the model.
 
@@ -174,6 +176,9 @@ class DiffusionRollout(compat.BaseRollout):
         the trace for the old, reference and live policies. Any `Mesh` or
         `NamedSharding` they hold (e.g. in a `functools.partial`) is rebound
         to the rollout's mesh, as the model's are.
+      logits_chunk: the replays' head in vocabulary chunks (old, reference
+        and live policies; `replay.replay_log_probs`), or None for dense
+        logits.
 
     Raises:
       ValueError: for any setting above that is not valid (before any
@@ -217,6 +222,9 @@ class DiffusionRollout(compat.BaseRollout):
     self.logits_fn, self.cached_logits_fn = (
         fns["logits_fn"],
         fns["cached_logits_fn"],
+    )
+    self.logits_chunk = replay_lib.check_logits_chunk(
+        logits_chunk, cached_logits_fn
     )
     # Denoisers are built lazily per (lengths, temperature), after the
     # placement above has rebound every mesh the model holds (they capture

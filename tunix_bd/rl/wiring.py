@@ -101,6 +101,7 @@ def build_cluster(
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
         cached_logits.block_logits_with_cache
     ),
+    logits_chunk: int | None = None,
 ) -> cluster_lib.DiffusionRLCluster:
   """A `DiffusionRLCluster` whose rollout engine denoises with `commit`.
 
@@ -108,9 +109,9 @@ def build_cluster(
     actor: the policy to train (a Tunix decoder `nnx.Module`).
     reference: the frozen reference model, or None (then `beta` must be 0).
     tokenizer: the HF tokenizer (Tunix wraps it).
-    bd, stop_ids, commit, use_cache, seed, logits_fn, cached_logits_fn:
-      the `DiffusionRollout`'s (the model calls default to the Tunix
-      decoder's).
+    bd, stop_ids, commit, use_cache, seed, logits_fn, cached_logits_fn,
+      logits_chunk: the `DiffusionRollout`'s (the model calls default to the
+      Tunix decoder's).
     training_config: Tunix's RL training config.
     rollout_config: per-mode `RolloutConfig`s (`rollout_configs`).
     role_to_mesh: a mesh for ACTOR, REFERENCE and ROLLOUT.
@@ -128,6 +129,7 @@ def build_cluster(
       seed=seed,
       logits_fn=logits_fn,
       cached_logits_fn=cached_logits_fn,
+      logits_chunk=logits_chunk,
   )
   cluster_config = compat.ClusterConfig(
       role_to_mesh=dict(role_to_mesh),
