@@ -114,7 +114,7 @@ _LossOutput = getattr(_sft_utils, "LossOutput", None)
 # (`tunix/sft/peft_trainer.py`), which applies the MEAN of the k micro-batch
 # gradients; Tunix main's `GradientAccumulator` divides the summed gradients
 # by the summed denominators, 1 per micro-batch for a loss that returns a
-# scalar (as tunix_bd's do), so the mean again. `tunix_bd.denominators`
+# scalar (as tunix_bd's do), so the mean again. `tunix_bd.core.denominators`
 # relies on this: it scales each micro-batch loss by k so that the mean is
 # the global batch's gradient. A Tunix that sums instead must set this to
 # False (and `sft_accumulation_test` checks the update either way).

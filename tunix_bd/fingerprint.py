@@ -12,7 +12,7 @@ Which settings may change on resume is declared once, on the settings
 dataclasses' fields (`resumable()`: how long to train and how often to
 evaluate or checkpoint); `settings_fields` gives every other field, so every
 recipe fingerprints its typed sections by the same rule. Checkpoints a run
-reads are recorded by content (`tunix_bd.provenance`), so a
+reads are recorded by content (`tunix_bd.run.provenance`), so a
 moved model resumes and a replaced one is refused.
 """
 
@@ -31,7 +31,7 @@ from tunix_bd import files
 METADATA_KEY = "tunix_bd_fingerprint"
 FILE_NAME = "fingerprint.json"
 # Fields that earlier versions recorded as paths; runs now record the
-# content digests of checkpoints and data files (`tunix_bd.provenance`).
+# content digests of checkpoints and data files (`tunix_bd.run.provenance`).
 _FIELDS_ONCE_PATHS = ("model.checkpoint", "data.train", "data.eval")
 DIGEST_PREFIX = "sha256:"
 

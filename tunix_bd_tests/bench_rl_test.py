@@ -10,8 +10,8 @@ import os
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
+from tunix_bd.benchmarking import step_phases
 from tunix_bd.core import replay as replay_lib
-from tunix_bd.evaluation import step_phases
 from tunix_bd.recipes import bench_rl
 
 

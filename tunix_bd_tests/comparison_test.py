@@ -5,7 +5,7 @@
 import os
 
 from absl.testing import absltest
-from tunix_bd.evaluation import comparison
+from tunix_bd.benchmarking import comparison
 from tunix_bd.evaluation import plot
 
 

@@ -14,9 +14,9 @@ from absl.testing import parameterized
 from flax import nnx
 import jax
 import numpy as np
-from tunix_bd import eos
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import eos
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise

@@ -1,11 +1,11 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.eos, the one EOS and padding rule."""
+"""Tests for tunix_bd.core.eos, the one EOS and padding rule."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
-from tunix_bd import eos
+from tunix_bd.core import eos
 
 
 class FillTest(parameterized.TestCase):

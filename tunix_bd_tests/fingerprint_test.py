@@ -14,7 +14,6 @@ from absl.testing import parameterized
 from tunix_bd import config_utils
 from tunix_bd import fingerprint
 from tunix_bd import plugin
-from tunix_bd import provenance
 from tunix_bd.cli import config_loading
 from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -25,6 +24,7 @@ from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
 from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import provenance
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
 

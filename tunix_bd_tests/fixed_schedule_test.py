@@ -12,7 +12,7 @@ import contextlib
 
 from absl.testing import absltest
 from tunix_bd import config_files
-from tunix_bd.evaluation import fixed_schedule
+from tunix_bd.benchmarking import fixed_schedule
 from tunix_bd.recipes import bench_decode
 
 

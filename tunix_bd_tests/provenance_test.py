@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.provenance: runs name source checkpoints by content."""
+"""Tests for tunix_bd.run.provenance: runs name their sources by content."""
 
 import hashlib
 import json
@@ -15,12 +15,12 @@ from safetensors import numpy as safetensors_np
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
-from tunix_bd import provenance
 from tunix_bd.cli import config_loading
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import sft
+from tunix_bd.run import provenance
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
 

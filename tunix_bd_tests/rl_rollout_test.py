@@ -20,8 +20,8 @@ import numpy as np
 from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl import utils as rl_utils
 
-from tunix_bd import eos
 from tunix_bd.core import cached_logits
+from tunix_bd.core import eos
 from tunix_bd.generate import denoise
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import rollout as rollout_lib

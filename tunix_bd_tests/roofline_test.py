@@ -8,9 +8,9 @@ import math
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
-from tunix_bd.evaluation import decode_table
-from tunix_bd.evaluation import roofline
-from tunix_bd.evaluation import speed
+from tunix_bd.benchmarking import decode_table
+from tunix_bd.benchmarking import roofline
+from tunix_bd.benchmarking import speed
 from tunix_bd_tests import test_common
 
 

@@ -1,13 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of `tunix_bd.evaluation.speed`: interleaving, padding, best repeat."""
+"""Tests of tunix_bd.benchmarking.speed: interleaving, padding, best repeat."""
 
 from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
 
-from tunix_bd.evaluation import speed
+from tunix_bd.benchmarking import speed
 
 
 def _decoder(name, calls, seconds_per_call):

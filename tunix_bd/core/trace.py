@@ -111,7 +111,7 @@ class Trace:
       vocab_size: if given, generated tokens must be ids in [0, vocab_size).
       stop_ids: if given, every row must have generated exactly up to the
         block holding its first generated stop token, or every block (the
-        stopping rule of `tunix_bd.eos`).
+        stopping rule of `tunix_bd.core.eos`).
 
     Returns:
       The trace itself.

@@ -22,8 +22,8 @@ Each batch row is the rollout in the `canvases.sequence` layout `[prompt
     like SFT (per-block noise t ~ U[min_noise, max_noise], each generated
     slot masked with probability t, at least one per block; prompt tokens
     never), with the slots after the first stop of the stop block EOS-filled
-    as in SFT (`tunix_bd.eos`); only corrupted weighted slots are scored;
-  * `global_weight` and `accumulation_steps` (`tunix_bd.denominators`).
+    as in SFT (`tunix_bd.core.eos`); only corrupted weighted slots are scored;
+  * `global_weight` and `accumulation_steps` (`tunix_bd.core.denominators`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import flax
 import numpy as np
 
 from tunix_bd import compat
-from tunix_bd import denominators
-from tunix_bd import eos as eos_lib
 from tunix_bd.core import canvases
+from tunix_bd.core import denominators
+from tunix_bd.core import eos as eos_lib
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.generate import denoise

@@ -15,7 +15,7 @@ The loss of a micro-batch, over completion slots j with weights w:
     sum_j w_j * tau^2 * KL(p_teacher^tau || p_student^tau)_j * k / W
     + hard_loss_weight * sum_j w_j * -log p_student(argmax p_teacher)_j * k / W
 
-with `k / W` the exact global denominator (`tunix_bd.denominators`). The
+with `k / W` the exact global denominator (`tunix_bd.core.denominators`). The
 student's distribution at slot j comes from its canvas (`opd.canvas`):
 `corrupted`, the re-corrupted rollout scored like SFT; or `trace`, the
 student's own canvas before the step that committed j (the packed step
@@ -39,9 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from tunix_bd import compat
-from tunix_bd import denominators
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
+from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
 from tunix_bd.core import replay

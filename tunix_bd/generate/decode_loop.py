@@ -295,7 +295,7 @@ def decode(
     stepped = eligible.any(axis=-1)
     nonfinite = (eligible & ~jnp.isfinite(logits).all(axis=-1)).any(axis=-1)
     # Once no active row has a mask left in the block: stop the rows that
-    # committed a stop token in it (`tunix_bd.eos`), then move on; the
+    # committed a stop token in it (`tunix_bd.core.eos`), then move on; the
     # cached path writes the finished block in the next block's first
     # forward.
     left = (blk_completion & (out.steps < 0) & active[:, None]).any()

@@ -13,7 +13,8 @@ and commits positions by the configured rule (`commit_rules`). On the cached
 path a block with no mask left is written to the KV cache by the next
 block's first step: one forward over the clean block and the next block's
 canvas (the prompt prefill likewise rides on the first step).
-Rows stop per `tunix_bd.eos`: after the block holding their first stop token.
+Rows stop per `tunix_bd.core.eos`: after the block holding their first stop
+token.
 
 Layout: every row is left-padded by whole blocks so that its first block to
 denoise sits at the same physical block `F` in every row; the canvas is the
@@ -44,10 +45,10 @@ from flax import nnx
 import jax
 import numpy as np
 from tunix_bd import config_utils
-from tunix_bd import eos
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import eos
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
@@ -93,7 +94,7 @@ class DenoiseConfig:
       vocabulary filter), >= 1.
     factor: f of the `factor` rule, > 0.
     temperature: sampling temperature >= 0; 0 is greedy (argmax).
-    stop_ids: ids that end a row (EOS included), per `tunix_bd.eos`.
+    stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
     use_cache: decode with the block KV cache (else one forward over the
       whole canvas per step; the same tokens, for testing and reference).

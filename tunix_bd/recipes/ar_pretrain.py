@@ -29,14 +29,14 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd import provenance
+from tunix_bd.benchmarking import ar_sampler
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import report
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
+from tunix_bd.run import provenance
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import ar
 from tunix_bd.training import options

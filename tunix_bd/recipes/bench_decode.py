@@ -39,19 +39,19 @@ import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.benchmarking import ar_sampler
+from tunix_bd.benchmarking import block_diffusion
+from tunix_bd.benchmarking import decode_table
+from tunix_bd.benchmarking import fixed_schedule
+from tunix_bd.benchmarking import roofline
+from tunix_bd.benchmarking import speed
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import replayer
 from tunix_bd.data import chat
 from tunix_bd.data import scoring
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.evaluation import ar_sampler
-from tunix_bd.evaluation import block_diffusion
-from tunix_bd.evaluation import decode_table
-from tunix_bd.evaluation import fixed_schedule
 from tunix_bd.evaluation import report
-from tunix_bd.evaluation import roofline
-from tunix_bd.evaluation import speed
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib

@@ -43,6 +43,7 @@ import optax
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.benchmarking import step_phases
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import replay
@@ -51,7 +52,6 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.evaluation import report as report_lib
-from tunix_bd.evaluation import step_phases
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token as mask_token_lib

@@ -17,12 +17,12 @@ import time
 
 import ml_collections
 
+from tunix_bd.benchmarking import comparison_report
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
-from tunix_bd.evaluation import comparison_report
 from tunix_bd.run import workdir as workdir_lib
 
 

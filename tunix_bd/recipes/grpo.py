@@ -28,7 +28,6 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd import provenance
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
@@ -46,6 +45,7 @@ from tunix_bd.rl import report as report_lib
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
+from tunix_bd.run import provenance
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import options
 from tunix_bd.training import progress

@@ -22,7 +22,6 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd import provenance
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
@@ -43,6 +42,7 @@ from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.models import precision as precision_lib
+from tunix_bd.run import provenance
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain

@@ -23,8 +23,8 @@ import ml_collections
 
 from tunix_bd import config_files
 from tunix_bd import config_utils
+from tunix_bd.benchmarking import comparison_report
 from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.evaluation import comparison_report
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft
 from tunix_bd.run import workdir as workdir_lib

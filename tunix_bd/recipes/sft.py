@@ -25,7 +25,6 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd import provenance
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import lm_head
 from tunix_bd.data import chat
@@ -36,6 +35,7 @@ from tunix_bd.models import hf_source
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.models import precision as precision_lib
+from tunix_bd.run import provenance
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib

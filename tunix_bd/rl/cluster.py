@@ -31,7 +31,7 @@ import jax
 import numpy as np
 
 from tunix_bd import compat
-from tunix_bd import eos
+from tunix_bd.core import eos
 from tunix_bd.core import replayer as replayer_lib
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.rl import rollout as rollout_lib

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Memory on paper: does a GRPO split fit an accelerator, what an SFT step holds.
+"""Memory on paper: does a GRPO split fit, and what an SFT step holds.
 
 From a model's shape and a device split (actor, reference, rollout), gives
 the bytes each device holds, under these stated assumptions:
@@ -22,7 +22,8 @@ the bytes each device holds, under these stated assumptions:
   and their norm inputs and the attention output (3 x (heads + kv_heads)
   x head_dim), and the MLP's gate, up and product (3 x intermediate);
   attention scores are not materialised (flash/splash attention). Plus
-  float32 logits of one group and the clean pass's block-end logits. Split over the actor devices.
+  float32 logits of one group and the clean pass's block-end logits.
+  Split over the actor devices.
 
 A role that shares the actor's devices adds its memory to theirs. "Fits"
 means the total is at most `USABLE` of the device's memory (the rest is left

@@ -6,9 +6,9 @@ A global batch is `batch_size` examples (two rows each with complementary
 corruption): what one optimizer update sees. It is split into
 `gradient_accumulation_steps` = k micro-batches, the items `PeftTrainer`
 iterates. Each micro-batch carries the per-row fields of
-`tunix_bd.denominators`: `global_weight` (the total loss weight of its whole
-global batch) and `accumulation_steps` (k). Together they make k accumulated
-micro-batches exactly one big batch.
+`tunix_bd.core.denominators`: `global_weight` (the total loss weight of its
+whole global batch) and `accumulation_steps` (k). Together they make k
+accumulated micro-batches exactly one big batch.
 
 The stream is a pure function of the index: example order is a permutation
 per epoch drawn from `(seed, epoch)`, each epoch drops its last partial
@@ -29,8 +29,8 @@ import grain
 import numpy as np
 
 from tunix_bd import config_utils
-from tunix_bd import denominators
 from tunix_bd.core import bd_config
+from tunix_bd.core import denominators
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.sft import corruption as corruption_lib
 

@@ -5,8 +5,8 @@
 `corrupt_example` turns one `TokenizedDataset` row into the canvases the SFT
 loss trains on (docs/design.md "Corruption (SFT)"):
 
-* The completion gets its EOS fill (`tunix_bd.eos`): EOS up to the end of the
-  block holding the first EOS. Fill tokens are ordinary completion tokens;
+* The completion gets its EOS fill (`tunix_bd.core.eos`): EOS up to the end of
+  the block holding the first EOS. Fill tokens are ordinary completion tokens;
   positions after the filled block are padding (segment 0).
 * Per block of `block_size` logical positions (the last may be partial), a
   noise level t ~ U[min_noise, max_noise]; each loss-eligible token (the
@@ -39,8 +39,8 @@ import grain
 import numpy as np
 
 from tunix_bd import config_utils
-from tunix_bd import eos as eos_lib
 from tunix_bd.core import bd_config
+from tunix_bd.core import eos as eos_lib
 
 UNIFORM = "uniform"
 INVERSE_T = "inverse_t"

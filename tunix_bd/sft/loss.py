@@ -12,13 +12,13 @@ The loss of a micro-batch is
     sum(w * -log p(token)) * denominators.loss_scale(...)
 
 over its corrupted positions, with float32 target-aligned logits from the
-injected `logits_fn` (`diffusion_logits_fn` by default) or, with
-`logits_chunk`, from the model's head applied to its target-aligned hidden
-rows in vocabulary chunks (`core.lm_head`: no `[batch, length, vocab]`
-array, no logits for the clean copy), and `w` the loss weights; the scale (`k / global_weight`, `tunix_bd.denominators`) makes k
-accumulated micro-batches exactly one big batch (docs/design.md "Loss
-denominators"). Eval batches carry k = 1 and their own total, so the same
-function gives their weighted mean.
+injected `logits_fn` (`diffusion_logits_fn` by default) or, with `logits_chunk`,
+from the model's head applied to its target-aligned hidden rows in vocabulary
+chunks (`core.lm_head`: no `[batch, length, vocab]` array, no logits for the
+clean copy), and `w` the loss weights; the scale (`k / global_weight`,
+`tunix_bd.core.denominators`) makes k accumulated micro-batches exactly one big
+batch (docs/design.md "Loss denominators"). Eval batches carry k = 1 and their
+own total, so the same function gives their weighted mean.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from tunix_bd import compat
-from tunix_bd import denominators
 from tunix_bd.core import bd_config
+from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
 from tunix_bd.sft import batching

@@ -22,10 +22,10 @@ import jax
 from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.benchmarking import comparison
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.evaluation import comparison
 from tunix_bd.evaluation import plot
 from tunix_bd.evaluation import report
 from tunix_bd.models import hf_checkpoint

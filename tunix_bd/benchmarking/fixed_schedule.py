@@ -18,11 +18,11 @@ from typing import Any, Sequence
 
 import numpy as np
 from tunix_bd import config_utils
+from tunix_bd.benchmarking import ar_sampler
+from tunix_bd.benchmarking import block_diffusion
+from tunix_bd.benchmarking import speed
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.evaluation import ar_sampler
-from tunix_bd.evaluation import block_diffusion
-from tunix_bd.evaluation import speed
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tunix_bd.evaluation import speed
+from tunix_bd.benchmarking import speed
 from tunix_bd.generate import denoise
 
 

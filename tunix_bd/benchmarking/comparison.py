@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+from tunix_bd.benchmarking import ar_sampler
+from tunix_bd.benchmarking import block_diffusion
+from tunix_bd.benchmarking import roofline
+from tunix_bd.benchmarking import speed
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import scoring
-from tunix_bd.evaluation import ar_sampler
-from tunix_bd.evaluation import block_diffusion
-from tunix_bd.evaluation import roofline
-from tunix_bd.evaluation import speed
 from tunix_bd.generate import settings as settings_lib
 
 AR_SAMPLER = "AR (Tunix Sampler)"

@@ -15,10 +15,10 @@ import numpy as np
 import transformers
 
 from tunix_bd import compat
+from tunix_bd.benchmarking import speed
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import scoring
-from tunix_bd.evaluation import speed
 
 
 def prompt_texts(

@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 import jax
 import numpy as np
-from tunix_bd.evaluation import roofline
-from tunix_bd.evaluation import speed
+from tunix_bd.benchmarking import roofline
+from tunix_bd.benchmarking import speed
 from tunix_bd.generate import decode_loop
 
 
