@@ -245,7 +245,7 @@ class FailClosedTest(parameterized.TestCase):
       common.cluster(engine_kwargs=dict(rollout_config=configs))
 
   @parameterized.named_parameters(
-      ("duplicate", lambda t: (t.eos_token_id, t.eos_token_id), "unique"),
+      ("duplicate", lambda t: (t.eos_token_id, t.eos_token_id), "duplicates"),
       ("pad", lambda t: (t.eos_token_id, t.pad_token_id), "pad id"),
       ("mask", lambda t: (common.bd().mask_token_id,), "mask"),
   )
