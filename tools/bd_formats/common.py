@@ -155,6 +155,30 @@ def save_weights(model, out_dir, config_fields, generation_fields):
   )
 
 
+def random_model(out_dir, config_fields, generation_fields, seed, stds):
+  """Writes a random-weight checkpoint and loads it back as its users do.
+
+  Builds the format's model from `out_dir`'s config through `auto_map`,
+  draws its weights (`init_weights`, `stds` = (embed_std, hidden_std)),
+  saves it (`save_weights`) and returns it reloaded with `from_pretrained`
+  in float32, eval mode. Call inside `remote_code`.
+  """
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+
+  auto = transformers.AutoModelForCausalLM
+  conf = transformers.AutoConfig.from_pretrained(
+      out_dir, trust_remote_code=True
+  )
+  model = auto.from_config(conf, trust_remote_code=True)
+  init_weights(model, seed, *stds)
+  save_weights(model, out_dir, config_fields, generation_fields)
+  del model
+  return auto.from_pretrained(
+      out_dir, trust_remote_code=True, torch_dtype=torch.float32
+  ).eval()
+
+
 @contextlib.contextmanager
 def remote_code(ckpt_dir, code_files):
   """Copies the reference modeling files next to the checkpoint, then removes.

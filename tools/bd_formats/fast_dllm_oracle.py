@@ -269,17 +269,9 @@ def build(out_dir, model_files, fast_dllm_repo, base_tokenizer, seed=0):
   rng = np.random.default_rng(seed + 1)
   words = lambda n: rng.integers(common.FIRST_WORD_ID, common.MASK_ID, n)
   with common.remote_code(out_dir, code):
-    auto = transformers.AutoModelForCausalLM
-    conf = transformers.AutoConfig.from_pretrained(
-        out_dir, trust_remote_code=True
+    model = common.random_model(
+        out_dir, config(), generation_config(), seed, (EMBED_STD, HIDDEN_STD)
     )
-    model = auto.from_config(conf, trust_remote_code=True)
-    common.init_weights(model, seed, EMBED_STD, HIDDEN_STD)
-    common.save_weights(model, out_dir, config(), generation_config())
-    del model
-    model = auto.from_pretrained(
-        out_dir, trust_remote_code=True, torch_dtype=torch.float32
-    ).eval()
     module = sys.modules[type(model).__module__]
     tokenizer = transformers.AutoTokenizer.from_pretrained(out_dir)
     # As v2/eval.py imports it; auto_docstring needs it in sys.modules.

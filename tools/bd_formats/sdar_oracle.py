@@ -272,7 +272,6 @@ def _train_forward(model, module, rows, prompt_lens, seed):
 def build(out_dir, sdar_repo, base_tokenizer, seed=0):
   """Writes the checkpoint and oracle.npz into out_dir; returns its meta."""
   import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
 
   out_dir = pathlib.Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
@@ -293,17 +292,9 @@ def build(out_dir, sdar_repo, base_tokenizer, seed=0):
   rng = np.random.default_rng(seed)
   words = lambda n: rng.integers(common.FIRST_WORD_ID, common.MASK_ID, n)
   with common.remote_code(out_dir, code):
-    auto = transformers.AutoModelForCausalLM
-    conf = transformers.AutoConfig.from_pretrained(
-        out_dir, trust_remote_code=True
+    model = common.random_model(
+        out_dir, config(), generation_config(), seed, (EMBED_STD, HIDDEN_STD)
     )
-    model = auto.from_config(conf, trust_remote_code=True)
-    common.init_weights(model, seed, EMBED_STD, HIDDEN_STD)
-    common.save_weights(model, out_dir, config(), generation_config())
-    del model
-    model = auto.from_pretrained(
-        out_dir, trust_remote_code=True, torch_dtype=torch.float32
-    ).eval()
     module = sys.modules[type(model).__module__]
     common.cpu_block_masks(module)
     spec = importlib.util.spec_from_file_location(
