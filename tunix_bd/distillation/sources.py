@@ -122,15 +122,13 @@ def corrupt_rollout(
   # The stop block was committed whole: EOS after the stop, as in SFT.
   first = eos_lib.first_stop_index(completion, stop_ids)
   stopped = first < completion.shape[1]
-  stop_position = np.where(
-      stopped,
-      np.take_along_axis(
-          positions, np.minimum(first, completion.shape[1] - 1)[:, None], 1
-      )[:, 0],
-      np.iinfo(np.int32).max - block_size,
+  stop_position = np.take_along_axis(
+      positions, np.minimum(first, completion.shape[1] - 1)[:, None], 1
   )
-  fill = generated & eos_lib.fill_mask(
-      stop_position[:, None], positions, block_size
+  fill = (
+      generated
+      & stopped[:, None]
+      & eos_lib.fill_mask(stop_position, positions, block_size)
   )
   completion[:] = np.where(fill, eos_id, completion)
   blocks = positions // block_size
