@@ -6,7 +6,8 @@
   invariants") names at least one test, and every test it names
   (`tunix_bd_tests/<file>.py::<Class>::<test>`) exists: the file, the class,
   and the method on the class or a base class it inherits from a test
-  module.
+  module. Every test the docs name is written from the repository root, so
+  none escapes that check.
 * What the code and tests cite of docs/design.md exists: each quoted
   section is a heading there, each invariant number an invariant.
 * No file in the repository points at documents a clone does not have.
@@ -128,6 +129,14 @@ class DesignTest(absltest.TestCase):
             _has_method(path, class_name, method),
             f"{path}::{class_name}::{method} does not exist",
         )
+
+  def test_every_test_reference_is_a_node_id_from_the_root(self):
+    # A shortened one (`x_test.py::Class::test`) escapes the checks above.
+    for page in [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("*.md"))]:
+      text = page.read_text(encoding="utf-8")
+      for ref in re.findall(r"`([\w/.]*_test\.py::\w+::\w+)`", text):
+        with self.subTest(page=page.name, ref=ref):
+          self.assertTrue(ref.startswith("tunix_bd_tests/"), ref)
 
   def test_invariant_numbers_are_consecutive(self):
     sections = _sections(_DESIGN.read_text(encoding="utf-8"))
