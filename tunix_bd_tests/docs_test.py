@@ -6,7 +6,8 @@
   invariants") names at least one test, and every test it names
   (`tunix_bd_tests/<file>.py::<Class>::<test>`) exists: the file, the class,
   and the method on the class or a base class it inherits from a test
-  module.
+  module. Every test the docs name is written from the repository root, so
+  none escapes that check.
 * What the code and tests cite of docs/design.md exists: each quoted
   section is a heading there, each invariant number an invariant.
 * No file in the repository points at documents a clone does not have.
@@ -129,10 +130,18 @@ class DesignTest(absltest.TestCase):
             f"{path}::{class_name}::{method} does not exist",
         )
 
+  def test_every_test_reference_is_a_node_id_from_the_root(self):
+    # A shortened one (`x_test.py::Class::test`) escapes the checks above.
+    for page in [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("*.md"))]:
+      text = page.read_text(encoding="utf-8")
+      for ref in re.findall(r"`([\w/.]*_test\.py::\w+::\w+)`", text):
+        with self.subTest(page=page.name, ref=ref):
+          self.assertTrue(ref.startswith("tunix_bd_tests/"), ref)
+
   def test_invariant_numbers_are_consecutive(self):
     sections = _sections(_DESIGN.read_text(encoding="utf-8"))
     invariants = list(_numbered_items(sections["Invariants"]))
-    self.assertEqual(invariants, [*range(1, 10)])
+    self.assertEqual(invariants, [*range(1, 11)])
     rl = list(_numbered_items(sections["RL invariants"]))
     opd = list(_numbered_items(sections["OPD invariants"]))
     # The OPD items continue the RL numbering, as the tests cite them.

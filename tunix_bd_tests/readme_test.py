@@ -7,6 +7,7 @@ README's main job does; the snippet, extracted from README.md, then runs
 there unchanged, so the README can never drift from the API.
 """
 
+import ast
 import os
 import pathlib
 import re
@@ -51,11 +52,23 @@ class ReadmeTest(absltest.TestCase):
     self.assertTrue(os.path.isdir(os.path.join(cwd, "runs/quickstart")))
     snippet = run("-c", python_snippet("Decoding from Python"))
     self.assertEqual(snippet.returncode, 0, snippet.stderr[-3000:])
-    # Three prints: two lists of completions, then a completion and its
-    # tokens per forward.
+    # Three prints: the completions of two strings, the completion of one
+    # BatchEncoding, then the token-level API's completion of that same
+    # prompt with its tokens per forward.
     printed = snippet.stdout.strip().splitlines()
     self.assertLen(printed, 3)
-    self.assertTrue(printed[0].startswith("[") and printed[1].startswith("["))
+    strings, encoded = map(ast.literal_eval, printed[:2])
+    self.assertLen(strings, 2)
+    self.assertLen(encoded, 1)
+    for completion in (*strings, *encoded):
+      self.assertIsInstance(completion, str)
+    token_level = re.fullmatch(r"(.*) \[([0-9.]+)\]", printed[2])
+    self.assertIsNotNone(token_level, printed[2])
+    # Tokens per forward (0 for the tiny model's empty answers).
+    self.assertGreaterEqual(float(token_level.group(2)), 0.0)
+    # Text in and token ids in decode the same prompt greedily at the same
+    # threshold: the same completion.
+    self.assertEqual(token_level.group(1), encoded[0])
     # No "PyTorch was not found" notice (transformers is imported).
     self.assertNotIn("PyTorch", snippet.stderr)
 
