@@ -296,7 +296,11 @@ class Peer:
         text=True,
         env=env,
     )
-    self.ready = self._read(parse_ready)
+    try:
+      self.ready = self._read(parse_ready)
+    except RuntimeError:
+      self.close()
+      raise
 
   def _read(self, parse):
     line = self._process.stdout.readline()
