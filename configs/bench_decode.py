@@ -26,7 +26,18 @@ k per step) for k in 1, 2, 4, 8, at batch 1 and 8, against Tunix's
 
   tunix run --plugin tunix_bd bench_decode.py:realistic
 
-Variants: `default`; `realistic`; `tiny` for smoke tests (the short
+`peer` puts Fast-dLLM v2's own decoder (`generate`, block cache on) beside
+ours on one Fast-dLLM v2-format checkpoint (`runs/peer/fast_dllm_v2`, which
+`tools/bd_formats/make_peer_checkpoint.py` writes: random weights, 6.6 M
+parameters), used as both the AR and the block-diffusion model, with the
+same prompts, block size and threshold; the peer runs under an interpreter
+with torch and transformers 4.53.1 (tools/bd_formats/README.md):
+
+  tunix run --plugin tunix_bd bench_decode.py:peer \
+      --config.peer.python=PATH/TO/venv-bd-formats/bin/python \
+      --config.peer.code=PATH/TO/Fast_dLLM_v2_7B
+
+Variants: `default`; `realistic`; `peer`; `tiny` for smoke tests (the short
 workload, tiny sizes); `realistic_tiny` (the realistic workload's code path
 at toy size). Workloads `long8` and `long16` decode the `count` task with
 the 8- and 16-token-block models of `sft.py:long8` and `sft.py:long16`:
@@ -37,6 +48,8 @@ the 8- and 16-token-block models of `sft.py:long8` and `sft.py:long16`:
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd.benchmarking import peer
 
 
 def _workload(tasks, max_new_tokens, runs, bd_checkpoint=None):
@@ -62,7 +75,8 @@ def _random_workload(**model):
   )
 
 
-_VARIANTS = ("default", "tiny", "realistic", "realistic_tiny")
+_VARIANTS = ("default", "tiny", "realistic", "realistic_tiny", "peer")
+_PEER_CHECKPOINT = "runs/peer/fast_dllm_v2"
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -88,6 +102,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           long16=_workload(
               ("count",), 256, "runs/quickstart_long", "runs/sft_long16/export"
           ),
+          # A Fast-dLLM v2 checkpoint, decoded by us and by their code.
+          peer=_workload(
+              ("sort", "reverse", "double"),
+              32,
+              "runs/peer",
+              _PEER_CHECKPOINT,
+          ),
           # Qwen3-0.6B's width and head layout, 12 of its 28 layers.
           realistic=_random_workload(
               num_layers=12,
@@ -110,6 +131,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.repeats = 1
   config.output = ""  # A path to also write the report as JSON.
   config.mesh = config_sections.mesh()
+  # A reference implementation's decoder beside ours (`benchmarking.peer`);
+  # off while `python` is empty.
+  config.peer = config_utils.to_section(peer.PeerSettings)
   if variant == "tiny":
     config.workloads = ("short",)
     config.workload_settings.short.max_new_tokens = 8
@@ -118,6 +142,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant.startswith("realistic"):
     config.workloads = ("realistic",)
     config.num_prompts = 8
+    config.batch_sizes = (1, 8)
+  if variant == "peer":
+    config.workloads = ("peer",)
+    config.workload_settings.peer.ar_checkpoint = _PEER_CHECKPOINT
+    config.num_prompts = 16
     config.batch_sizes = (1, 8)
   if variant == "realistic_tiny":
     realistic = config.workload_settings.realistic

@@ -67,6 +67,23 @@ class MeasureTest(absltest.TestCase):
     self.assertEqual(timing.tokens_per_s, 4 / 2.5)
     self.assertEqual(timing.seconds_per_row, 2.5 / 4)
 
+  def test_token_ids_pass_through_without_the_padding_copy(self):
+    def decode(batch):
+      return speed.BatchOutput(
+          texts=[str(p) for p in batch],
+          num_tokens=np.ones(len(batch), int),
+          num_forwards=np.ones(len(batch), int),
+          tokens=[[p, p + 1] for p in batch],
+      )
+
+    timings = speed.measure(
+        {"a": decode, "b": _decoder("b", [], [])},
+        {"a": [1, 2, 3], "b": [1, 2, 3]},
+        batch_size=2,
+    )
+    self.assertEqual(timings["a"].tokens, [[1, 2], [2, 3], [3, 4]])
+    self.assertIsNone(timings["b"].tokens)
+
   def test_mismatched_inputs_fail(self):
     decoders = {"a": _decoder("a", [], []), "b": _decoder("b", [], [])}
     with self.assertRaisesRegex(ValueError, "same, non-zero number"):

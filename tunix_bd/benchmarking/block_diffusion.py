@@ -32,6 +32,7 @@ def denoiser_decoder(
         texts=[tokenizer.decode(c.tolist()) for c in out.completions],
         num_tokens=np.asarray([len(c) for c in out.completions]),
         num_forwards=out.num_forwards,
+        tokens=[c.tolist() for c in out.completions],
     )
 
   return decode

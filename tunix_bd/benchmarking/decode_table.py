@@ -7,7 +7,10 @@ ratios to Tunix's `Sampler` (`ar`) and to our one-token AR loop
 (`ar_loop`), tokens per forward and its fraction of the workload's TPF
 ceiling, exact match, and the roofline (`evaluation.roofline`): the speed
 an engine doing only its model forwards would reach, the ideal speed-up
-over the loop that implies, and how much of it was measured.
+over the loop that implies, and how much of it was measured. A workload
+with a peer (`benchmarking.peer`) adds its setup and, per batch size, its
+speed and tokens per forward beside `bd_cached` and how often its tokens
+are ours.
 """
 
 from __future__ import annotations
@@ -131,6 +134,34 @@ def _or_dash(value, spec=".2f") -> str:
   return "-" if value is None else format(value, spec)
 
 
+def _peer_lines(name: str, result: Mapping[str, Any]) -> list[str]:
+  """The peer's setup, and per batch size its speed and tokens vs ours."""
+  peer = result.get("peer")
+  if peer is None:
+    return []
+  lines = [
+      f"  {name} peer: Fast-dLLM v2 `{peer['decoder']}` (block cache"
+      f" {'on' if peer['use_block_cache'] else 'off'}, sub-block"
+      f" {peer['small_block_size']}), torch {peer['torch']}, transformers"
+      f" {peer['transformers']}, {peer['threads']} threads,"
+      f" {peer['parameters'] / 1e6:.2f} M parameters; pipe and JSON"
+      f" {peer['exchange_overhead']:.1%} of its time"
+  ]
+  for key, agree in result["peer_agreement"].items():
+    cells = result["cells"][key]
+    ours, theirs = cells["bd_cached"], cells["peer"]
+    ratio = ours["tokens_per_s"] / max(theirs["tokens_per_s"], 1e-9)
+    lines.append(
+        f"  {name} {key}: bd_cached {ours['tokens_per_s']:.1f} tokens/s vs"
+        f" peer {theirs['tokens_per_s']:.1f} (x{ratio:.2f}), tok/fwd"
+        f" {ours['tokens_per_forward']:.2f} vs"
+        f" {theirs['tokens_per_forward']:.2f}; the same tokens in"
+        f" {agree['same_tokens']:.0%} of rows, agreeing prefix"
+        f" {agree['common_prefix']:.0%} of ours"
+    )
+  return lines
+
+
 def format_table(results: Mapping[str, Any], title: str) -> str:
   """The benchmark's results (`workloads` -> name -> cells) as text."""
   lines = [
@@ -171,6 +202,7 @@ def format_table(results: Mapping[str, Any], title: str) -> str:
           f"{costs[size] / costs[1]:.2f}); TPF ceiling"
           f" {result['tpf_ceiling'][size]:.2f} at block {size}"
       )
+    lines.extend(_peer_lines(name, result))
     for key, r in result.get("replay", {}).items():
       lines.append(
           f"  {name} {key}: packed replay of a temperature-0.7 rollout"

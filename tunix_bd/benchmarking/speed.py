@@ -28,11 +28,14 @@ class BatchOutput:
     texts: the completion of each row.
     num_tokens: `[batch]` completion tokens of each row.
     num_forwards: `[batch]` model forwards each row needed.
+    tokens: each row's completion token ids, if the decoder gives them
+      (the peer column compares them).
   """
 
   texts: list[str]
   num_tokens: np.ndarray
   num_forwards: np.ndarray
+  tokens: list[list[int]] | None = None
 
 
 # Decodes one batch of `batch_size` prompts (every call has that size, so
@@ -50,6 +53,7 @@ class Timing:
     num_forwards: `[rows]` model forwards.
     seconds: decoding time over all rows: per batch, its fastest repeat.
     repeat_seconds: every repeat's total time (for the spread).
+    tokens: completion token ids of the rows, if every batch gave them.
   """
 
   texts: list[str]
@@ -57,6 +61,7 @@ class Timing:
   num_forwards: np.ndarray
   seconds: float
   repeat_seconds: list[float]
+  tokens: list[list[int]] | None = None
 
   @property
   def tokens_per_s(self) -> float:
@@ -123,11 +128,15 @@ def measure(
           outputs[method].append(out)
   timings = {}
   for method, outs in outputs.items():
+    tokens = None
+    if all(o.tokens is not None for o in outs):
+      tokens = [list(t) for o in outs for t in o.tokens][:num_rows]
     timings[method] = Timing(
         texts=[t for o in outs for t in o.texts][:num_rows],
         num_tokens=np.concatenate([o.num_tokens for o in outs])[:num_rows],
         num_forwards=np.concatenate([o.num_forwards for o in outs])[:num_rows],
         seconds=float(seconds[method].min(axis=0).sum()),
         repeat_seconds=seconds[method].sum(axis=1).tolist(),
+        tokens=tokens,
     )
   return timings

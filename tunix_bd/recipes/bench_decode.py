@@ -26,10 +26,18 @@ commits per step (TPF = k by construction) for each k.
 
 The methods alternate batch by batch (AR, AR loop, cache-free, cached, AR,
 ...), so a shared, noisy machine slows all of them alike.
+
+With a `peer` section (`benchmarking.peer`), a trained workload whose
+block-diffusion checkpoint is a Fast-dLLM v2 directory gets one more
+method, `peer`: Fast-dLLM v2's own decoder on the same weights, prompts,
+block size and threshold, in a subprocess under its own interpreter, timed
+in the same interleaved rounds; the table adds how often its tokens are
+ours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -43,6 +51,7 @@ from tunix_bd.benchmarking import ar_sampler
 from tunix_bd.benchmarking import block_diffusion
 from tunix_bd.benchmarking import decode_table
 from tunix_bd.benchmarking import fixed_schedule
+from tunix_bd.benchmarking import peer as peer_lib
 from tunix_bd.benchmarking import roofline
 from tunix_bd.benchmarking import speed
 from tunix_bd.core import bd_config as bd_config_lib
@@ -50,11 +59,11 @@ from tunix_bd.core import replayer
 from tunix_bd.data import chat
 from tunix_bd.data import scoring
 from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import report
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
+from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import workdir as workdir_lib
 
@@ -135,6 +144,11 @@ def _measure(
           m: [scoring.exact_match(t, a) for t, a in zip(x.texts, answers)]
           for m, x in timings.items()
       }
+    key = f"batch={batch_size}"
+    if "peer" in timings:
+      out.setdefault("peer_agreement", {})[key] = peer_lib.agreement(
+          timings["peer"].tokens, timings["bd_cached"].tokens
+      )
     costs = decode_table.forward_costs(
         models,
         batch_size=batch_size,
@@ -142,7 +156,6 @@ def _measure(
         max_new_tokens=budget,
         repeats=config.repeats,
     )
-    key = f"batch={batch_size}"
     out["forward_seconds"][key] = costs
     out["cells"][key] = decode_table.cells(
         timings,
@@ -156,13 +169,16 @@ def _measure(
   return out
 
 
-def _workload(config, name, models):
-  """Measures one workload (tasks and budget) at every batch size."""
+def _workload(config, name, models, peer, stack):
+  """Measures one workload (tasks and budget) at every batch size.
+
+  `peer` (enabled `PeerSettings` or None) adds the peer method, its
+  subprocess closed by `stack`.
+  """
   settings = config.workload_settings[name]
-  bd = bd_config_lib.load_settings(settings.bd_checkpoint)
-  tokenizer = tokenizer_lib.load_tokenizer(
-      settings.bd_checkpoint, key=f"workload_settings.{name}.bd_checkpoint"
-  )
+  key = f"workload_settings.{name}.bd_checkpoint"
+  bd = bd_formats.load_settings(settings.bd_checkpoint, key)
+  tokenizer = bd_formats.load_tokenizer(settings.bd_checkpoint, key=key)
   mix = tasks_lib.TaskMix(tasks=tuple(settings.tasks), seed=0)
   examples = mix.examples("eval", config.num_prompts)
   answers = [e.answer for e in examples]
@@ -198,11 +214,28 @@ def _workload(config, name, models):
       "bd_cache_free": denoiser(bd_model, bd, _rule(config), False),
       "bd_cached": denoiser(bd_model, bd, _rule(config), True),
   }
-  inputs = {m: prompt_ids for m in METHODS}
-  inputs["ar"] = prompt_texts
   blocks = {"ar": 1, "ar_loop": 1}
   blocks.update(bd_cache_free=bd.block_size, bd_cached=bd.block_size)
   cached = {m: m != "bd_cache_free" for m in METHODS}
+  if peer is not None:
+    runner = stack.enter_context(
+        peer_lib.Peer(
+            peer,
+            settings.bd_checkpoint,
+            block_size=bd.block_size,
+            mask_id=bd.mask_token_id,
+            threshold=config.threshold,
+            max_new_tokens=new_tokens,
+            stop_id=tokenizer.eos_token_id,
+            key=key,
+        )
+    )
+    decoders["peer"] = runner.decoder(tokenizer)
+    blocks["peer"] = bd.block_size
+    cached["peer"] = False  # Our roofline does not model their forwards.
+    result["peer"] = runner.ready
+  inputs = {m: prompt_ids for m in decoders}
+  inputs["ar"] = prompt_texts
   answer_lengths = [
       len(tokenizer.encode(a, add_special_tokens=False)) for a in answers
   ]
@@ -220,6 +253,8 @@ def _workload(config, name, models):
           answers=answers,
       )
   )
+  if peer is not None:
+    result["peer"]["exchange_overhead"] = runner.exchange_overhead
   result["replay"] = {
       f"batch={b}": _replay_ratio(
           bd_model, tokenizer, bd, prompt_ids, b, new_tokens
@@ -287,6 +322,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
     raise ValueError(
         f"batch_sizes must be ints >= 1, got {config.batch_sizes}."
     )
+  peer = peer_lib.from_section(config.peer)
   if max(config.batch_sizes) > config.num_prompts:
     raise ValueError(
         f"batch size {max(config.batch_sizes)} exceeds"
@@ -304,9 +340,20 @@ def run(config: ml_collections.ConfigDict) -> dict:
         "workloads must name entries of workload_settings"
         f" {sorted(config.workload_settings)}, got {config.workloads}."
     )
+  if peer.enabled and config.rule != commit_rules.THRESHOLD:
+    raise ValueError(
+        f"rule={config.rule!r}: the peer decodes by threshold; use"
+        " rule='threshold' or set peer.python=''."
+    )
   for name in config.workloads:  # Every workload, before any compute.
     settings = config.workload_settings[name]
     if _is_random(settings):
+      if peer.enabled:
+        raise ValueError(
+            f"workloads: {name!r} is a random workload (a model built in"
+            " memory), which the peer cannot load; run it without"
+            " peer.python."
+        )
       fixed_schedule.FixedSchedule.from_section(
           settings, f"workload_settings.{name}"
       )
@@ -321,21 +368,29 @@ def run(config: ml_collections.ConfigDict) -> dict:
             " directory; run `quickstart.py` (short) or `quickstart.py:long`"
             " (long) first, or point it at your exports."
         )
+    if peer.enabled:
+      peer_lib.check_checkpoint(
+          peer,
+          settings.bd_checkpoint,
+          f"workload_settings.{name}.bd_checkpoint",
+      )
   mesh = mesh_lib.from_section(config.mesh)
   loaded = {}
 
   def models(path):
     if path not in loaded:
-      loaded[path] = hf_checkpoint.load_qwen3(path, mesh=mesh)[0]
+      loaded[path] = hf_checkpoint.load(path, mesh=mesh)[0]
     return loaded[path]
 
   results = {**_rule(config), "workloads": {}}
-  with mesh_lib.tunix_context(mesh):
+  with mesh_lib.tunix_context(mesh), contextlib.ExitStack() as stack:
     for name in config.workloads:
       results["workloads"][name] = (
           _random_workload(config, name, mesh)
           if _is_random(config.workload_settings[name])
-          else _workload(config, name, models)
+          else _workload(
+              config, name, models, peer if peer.enabled else None, stack
+          )
       )
   print(
       decode_table.format_table(
