@@ -108,7 +108,9 @@ def _sdar(directory, sdar_repo, rng):
   )
   gen_mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(gen_mod)
-  rows = _rows(rng, [(1, slice(13, 15)), (1, slice(17, 20)), (2, slice(20))])
+  rows = _rows(
+      rng, [(1, slice(13, 15)), (1, slice(17, 20)), (2, slice(20, None))]
+  )
   prompts = [
       rng.integers(common.FIRST_WORD_ID, common.MASK_ID, n).tolist()
       for n in (6, 8, 13)
@@ -153,7 +155,9 @@ def _fast_dllm(directory, fast_dllm_model, rng):
 
   model, tokenizer = _load(directory)
   block = fast_dllm_oracle.BLOCK
-  rows = _rows(rng, [(1, slice(10, 12)), (1, slice(13, 16)), (2, slice(17))])
+  rows = _rows(
+      rng, [(1, slice(10, 12)), (1, slice(13, 16)), (2, slice(17, None))]
+  )
   prompts = [
       rng.integers(common.FIRST_WORD_ID, common.MASK_ID, n).tolist()
       for n in (5, 13, 17)

@@ -261,6 +261,8 @@ def check_run(
     ValueError: as `check_options` and `check_exportable`.
   """
   check_options(section)
+  if section.format == TUNIX_BD:
+    return
   if source is not None:
     model_config = bd_formats.model_config_from_hf(source.config)
   else:
@@ -387,16 +389,22 @@ def write_legacy_tokenizer_config(export_dir: str) -> None:
   transformers 5 saves the additional special tokens as a list under
   `extra_special_tokens`, a key transformers 4.5x (which both formats' code
   runs on) reads as a dict of named tokens and fails on; both versions read
-  the list under `additional_special_tokens`.
+  the list under `additional_special_tokens`. A tokenizer without a class
+  of its own is saved as `TokenizersBackend`, which 4.5x names
+  `PreTrainedTokenizerFast`.
   """
   path = os.path.join(export_dir, "tokenizer_config.json")
   if not files.exists(path):
     return
   content = json.loads(files.read_text(path))
-  if isinstance(content.get("extra_special_tokens"), list):
-    listed = content.pop("extra_special_tokens")
-    content["additional_special_tokens"] = listed
-    files.write_text(path, json.dumps(content, indent=2) + "\n")
+  changed = dict(content)
+  if isinstance(changed.get("extra_special_tokens"), list):
+    listed = changed.pop("extra_special_tokens")
+    changed["additional_special_tokens"] = listed
+  if changed.get("tokenizer_class") == "TokenizersBackend":
+    changed["tokenizer_class"] = "PreTrainedTokenizerFast"
+  if changed != content:
+    files.write_text(path, json.dumps(changed, indent=2) + "\n")
 
 
 def copy_reference_code(fmt: str, directory: str, export_dir: str) -> None:

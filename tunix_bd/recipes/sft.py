@@ -85,16 +85,17 @@ def validate(
         "ar_pretrain.py`); otherwise point it at an HF Qwen3 or Qwen2"
         " directory."
     )
-  # The mask token is provisioned under `bd.mask_token`'s string.
-  bd_formats_export.check_exportable(
-      config.export.format,
-      alignment=config.bd.alignment,
-      block_size=config.bd.block_size,
-      model_config=bd_formats.model_config_from_hf(
-          hf_checkpoint.read_config(checkpoint)
-      ),
-      mask_token=config.bd.mask_token,
-  )
+  if config.export.format != bd_formats_export.TUNIX_BD:
+    # The mask token is provisioned under `bd.mask_token`'s string.
+    bd_formats_export.check_exportable(
+        config.export.format,
+        alignment=config.bd.alignment,
+        block_size=config.bd.block_size,
+        model_config=bd_formats.model_config_from_hf(
+            hf_checkpoint.read_config(checkpoint)
+        ),
+        mask_token=config.bd.mask_token,
+    )
   return train, precision
 
 
