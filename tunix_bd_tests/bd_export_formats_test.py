@@ -354,9 +354,18 @@ class RoundTripTest(parameterized.TestCase):
     source = hf_source.read(directory)
     out = self._round_trip(model, tokenizer, bd, fmt, source)
     config = _read(out, "config.json")
-    # The source's fields stay (but those the format renames).
+    # transformers 5's `rope_parameters` (this source's) is written as the
+    # `rope_theta` their transformers 4.5x reads (else it rotates with
+    # 10000), the dtype as `torch_dtype`.
+    self.assertIn("rope_parameters", source.config)
+    self.assertNotIn("rope_parameters", config)
+    self.assertEqual(
+        (config["rope_theta"], config["rope_scaling"]), (1_000_000, None)
+    )
+    self.assertEqual(config["torch_dtype"], "float32")
+    # The source's other fields stay (but those the format renames).
     for key, value in source.config.items():
-      if key not in (
+      if key not in ("rope_parameters", 
           "architectures",
           "model_type",
           "vocab_size",

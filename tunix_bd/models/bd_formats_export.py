@@ -350,9 +350,14 @@ def format_source(
   )
   for key, value in defaults.items():
     config.setdefault(key, value)
+  # Their transformers (4.5x) reads the weight dtype as `torch_dtype` and
+  # the RoPE as `rope_theta` and `rope_scaling`, not transformers 5's
+  # `rope_parameters` (it would rotate with its default theta of 10000).
   if "dtype" in config and "torch_dtype" not in config:
-    # Their transformers (4.5x) reads the weight dtype as `torch_dtype`.
     config["torch_dtype"] = config.pop("dtype")
+  config.pop("rope_parameters", None)
+  config["rope_theta"] = hf_config.config_to_hf(model_config)["rope_theta"]
+  config["rope_scaling"] = None  # Tunix implements the default RoPE only.
   generation = dict((source.generation_config if source else None) or {})
   eos_ids = [i for i in (eos, *map(int, stop_ids), pad) if i is not None]
   generation["eos_token_id"] = list(dict.fromkeys(eos_ids))
