@@ -365,7 +365,8 @@ class RoundTripTest(parameterized.TestCase):
     self.assertEqual(config["torch_dtype"], "float32")
     # The source's other fields stay (but those the format renames).
     for key, value in source.config.items():
-      if key not in ("rope_parameters", 
+      if key not in (
+          "rope_parameters",
           "architectures",
           "model_type",
           "vocab_size",

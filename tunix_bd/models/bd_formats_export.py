@@ -192,18 +192,24 @@ def check_exportable(
     return
   spec = bd_formats.FORMATS[fmt]
   where = f"{FORMAT_KEY}={fmt!r} ({_LABELS[fmt]})"
-  other = bd_formats.FAST_DLLM_V2 if fmt == bd_formats.SDAR else bd_formats.SDAR
+  family = families.family(model_config)
   if alignment != spec.alignment:
     meaning = {
         bd_config_lib.SAME_POSITION: "the logit at i predicts token i",
         bd_config_lib.SHIFTED: "the logit at i - 1 predicts token i",
     }[spec.alignment]
+    other = [
+        f.name
+        for f in bd_formats.FORMATS.values()
+        if f.alignment == alignment and f.family_type == family
+    ]
     raise ValueError(
         f"{where} holds {spec.alignment} logits ({meaning}), but the model"
         f" is {alignment}: train one with bd.alignment={spec.alignment}"
-        f" (sft.py), or export with {FORMAT_KEY}={other} or {TUNIX_BD}."
+        f" (sft.py), or export with {FORMAT_KEY}="
+        + " or ".join(other + [TUNIX_BD])
+        + "."
     )
-  family = families.family(model_config)
   if family != spec.family_type or getattr(model_config, "num_experts", None):
     raise ValueError(
         f"{where} has {_FAMILY_NAMES[spec.family_type]}, but the model is a"
