@@ -23,6 +23,10 @@ per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
 LoRA instead of a full fine-tune: `--config.lora.rank=16`. The export keeps
 the checkpoint's config, generation config and weight dtype;
 `--config.export.dtype=bfloat16` (or float32, float16) sets another.
+`--config.export.format=sdar` (a same-position Qwen3) or `fast_dllm_v2` (a
+shifted Qwen2, mask token `|<MASK>|`) writes that project's checkpoint
+format instead, `--config.export.reference_code=DIR` with its modeling
+files (docs/formats.md, "Export").
 
 Variants (`sft.py:VARIANT`): `default`; `long`, the `count` task (long
 answers; converts `ar_pretrain.py:long`); `long8` and `long16`, a block-size

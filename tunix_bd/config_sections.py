@@ -30,9 +30,15 @@ def export() -> ml_collections.ConfigDict:
     A section with `dtype`: the weight dtype of the export ("float32",
     "bfloat16" or "float16"); empty keeps the source checkpoint's (a
     bfloat16 source exports bfloat16; a model trained from scratch exports
-    its own).
+    its own). `format`: "tunix_bd" (the source's HF format plus
+    `block_diffusion.json`), "sdar" or "fast_dllm_v2" (that project's
+    checkpoint format, docs/formats.md "Export"). `reference_code`: empty,
+    or a directory holding the format's own modeling files, copied into the
+    export so that its code loads it with `trust_remote_code`.
   """
-  return ml_collections.ConfigDict(dict(dtype=""))
+  return ml_collections.ConfigDict(
+      dict(dtype="", format="tunix_bd", reference_code="")
+  )
 
 
 def embedded_data(**overrides) -> ml_collections.ConfigDict:

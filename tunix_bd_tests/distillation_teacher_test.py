@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The OPD teacher: exact causal alignment, vocabulary alignment, refusals."""
 
+import os
+
 from absl.testing import absltest
 import jax.numpy as jnp
 import numpy as np
@@ -126,6 +128,17 @@ class TeacherCompatibilityTest(absltest.TestCase):
     tok = tokenizer_lib.build_char_tokenizer()
     with self.assertRaisesRegex(ValueError, "block-diffusion checkpoint"):
       teacher_lib.check_compatible(directory, tok, tok)
+
+  def test_sdar_and_fast_dllm_checkpoints_as_teacher_fail(self):
+    tok = tokenizer_lib.build_char_tokenizer()
+    for name, fmt in (("sdar_tiny", "sdar"), ("fast_dllm_v2_tiny", "fast")):
+      directory = os.path.join(
+          os.path.dirname(__file__), "testdata", "bd_formats", name
+      )
+      with self.assertRaisesRegex(
+          ValueError, rf"^model\.teacher=.* in {fmt}\w* format"
+      ):
+        teacher_lib.check_compatible(directory, tok, tok)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,17 @@ class BadInputTest(parameterized.TestCase):
       grpo.run(config)
     self.assertFalse(os.path.exists(workdir))
 
+  def test_an_export_format_the_model_cannot_fill_is_refused_first(self):
+    # The smoke policy is shifted: SDAR's format is same-position.
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir)
+    config.export.format = "sdar"
+    with self.assertRaisesRegex(
+        ValueError, r"^export\.format='sdar'.*bd\.alignment=same_position"
+    ):
+      grpo.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
   def _rl_file(self, name, num):
     path = os.path.join(self.create_tempdir().full_path, name)
     with open(path, "w", encoding="utf-8") as f:

@@ -131,6 +131,22 @@ class OpdValidationTest(parameterized.TestCase):
     self.assertNotIn("`sft.py` first", message)
     self.assertFalse(os.path.exists(workdir))
 
+  @parameterized.named_parameters(
+      ("sdar", "sdar_tiny"), ("fast_dllm_v2", "fast_dllm_v2_tiny")
+  )
+  def test_a_block_diffusion_format_teacher_is_refused(self, name):
+    workdir = os.path.join(self.create_tempdir().full_path, "opd")
+    config = _smoke(workdir)
+    config.model.random_init = False
+    config.model.student = config.model.teacher = os.path.join(
+        os.path.dirname(__file__), "testdata", "bd_formats", name
+    )
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.teacher=.* is a block-diffusion checkpoint in"
+    ):
+      opd.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
   @parameterized.parameters(
       ("rollout", "threshold", 1.5, ": threshold must be"),
       ("rollout", "rule", "best", ": rule must be"),

@@ -177,6 +177,21 @@ class SftErrorsTest(parameterized.TestCase):
       ("model", "dtype", "float64", r"model\.dtype must be one of"),
       ("model", "remat", "layer", r"model\.remat must be one of"),
       ("model", "logits_chunk", -1, r"model\.logits_chunk must be"),
+      ("export", "format", "gguf", r"export\.format='gguf' must be one of"),
+      (
+          "export",
+          "format",
+          "sdar",
+          r"export\.format='sdar' \(SDAR\) holds same_position logits.*"
+          r"bd\.alignment=same_position",
+      ),
+      (
+          "export",
+          "format",
+          "fast_dllm_v2",
+          r"export\.format='fast_dllm_v2' \(Fast-dLLM v2\) has Qwen2 layers",
+      ),
+      ("export", "reference_code", "/nonexistent", r"export\.reference_code"),
   )
   def test_bad_setting_names_the_key(self, section, key, value, regex):
     config = _tiny_config(self.workdir, self.export)

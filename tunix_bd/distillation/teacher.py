@@ -30,6 +30,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
+from tunix_bd.models import bd_formats
 
 
 class PaddedVocab:
@@ -108,7 +109,8 @@ def check_compatible(
     key: the config key that names `teacher_dir`, for errors.
 
   Raises:
-    ValueError: if `teacher_dir` holds block-diffusion settings, or the
+    ValueError: if `teacher_dir` holds block-diffusion settings or is an
+      SDAR or Fast-dLLM v2 checkpoint (`bd_formats`), or the
       tokenizers differ (other than by the mask token).
   """
   if os.path.isfile(os.path.join(teacher_dir, bd_config_lib.SETTINGS_FILE)):
@@ -116,6 +118,14 @@ def check_compatible(
         f"{key}={teacher_dir!r} is a block-diffusion checkpoint (it"
         f" has {bd_config_lib.SETTINGS_FILE}); the teacher must be a causal"
         " AR model, e.g. the one the student was converted from."
+    )
+  found = bd_formats.read_dir(teacher_dir)
+  if found is not None:
+    raise ValueError(
+        f"{key}={teacher_dir!r} is a block-diffusion checkpoint in"
+        f" {found[0].name} format (model_type {found[0].model_type!r}); the"
+        " teacher must be a causal AR model, e.g. the Qwen3 or Qwen2"
+        " checkpoint the student was converted from."
     )
   teacher_vocab = teacher_tokenizer.get_vocab()
   student_vocab = student_tokenizer.get_vocab()

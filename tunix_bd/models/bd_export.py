@@ -7,7 +7,9 @@ source checkpoint's config, generation config and weight dtypes kept) and,
 beside it, the block-diffusion settings with the mask token's string next to
 its id and the chat template switches the model was trained with
 (`chat.SETTINGS_KEY`), which generation, OPD and GRPO render with. The
-tokenizer's `mask_token` is the mask token.
+tokenizer's `mask_token` is the mask token. With `fmt` `sdar` or
+`fast_dllm_v2` the directory is in that format instead of the source's
+(`bd_formats_export`), optionally with the format's modeling files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
+from tunix_bd.models import bd_formats_export
 from tunix_bd.models import export
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
@@ -32,6 +35,8 @@ def export_block_diffusion(
     dtype: str | None = None,
     stop_ids: Iterable[int] = (),
     extra: Mapping[str, Any] | None = None,
+    fmt: str = bd_formats_export.TUNIX_BD,
+    reference_code: str = "",
 ) -> None:
   """Writes a block-diffusion export, replacing a previous one.
 
@@ -45,11 +50,34 @@ def export_block_diffusion(
     dtype: `export.dtype`; None or "" keeps the source's.
     stop_ids: further ids that end generation.
     extra: provenance entries for `block_diffusion.json`.
+    fmt: `export.format`, one of `bd_formats_export.FORMATS`.
+    reference_code: `export.reference_code`: a directory holding the
+      format's modeling files to copy into the export, or "".
 
   Raises:
-    ValueError: as `export.export_checkpoint`.
+    ValueError: as `export.export_checkpoint`, and as
+      `bd_formats_export.check_exportable` and `check_reference_code`,
+      before anything is written.
   """
   mask_token = mask_token_lib.register_mask_token(tokenizer, bd.mask_token_id)
+  bd_formats_export.check_exportable(
+      fmt,
+      alignment=bd.alignment,
+      block_size=bd.block_size,
+      model_config=model.config,
+      mask_token=mask_token,
+  )
+  bd_formats_export.check_reference_code(fmt, reference_code)
+  if fmt != bd_formats_export.TUNIX_BD:
+    source = bd_formats_export.format_source(
+        fmt,
+        model.config,
+        source=source,
+        tokenizer=tokenizer,
+        bd=bd,
+        stop_ids=stop_ids,
+    )
+    tokenizer = bd_formats_export.format_tokenizer(fmt, tokenizer)
   export.export_checkpoint(
       model,
       tokenizer,
@@ -58,6 +86,10 @@ def export_block_diffusion(
       dtype=hf_source.check_dtype(dtype, "export.dtype"),
       stop_ids=stop_ids,
   )
+  if fmt != bd_formats_export.TUNIX_BD:
+    bd_formats_export.write_legacy_tokenizer_config(export_dir)
+  if reference_code:
+    bd_formats_export.copy_reference_code(fmt, reference_code, export_dir)
   bd_config_lib.save_settings(
       bd,
       export_dir,

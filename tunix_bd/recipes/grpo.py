@@ -34,6 +34,7 @@ from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
+from tunix_bd.models import bd_formats_export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
@@ -58,6 +59,7 @@ def validate(config: ml_collections.ConfigDict) -> settings_lib.GrpoRunSettings:
   workdir_lib.check(config.workdir)
   run = settings_lib.from_config(config)
   hf_source.check_dtype(config.export.dtype, "export.dtype")
+  bd_formats_export.check_options(config.export)
   precision_lib.from_section(config.model)
   if config.model.random_init:
     config_utils.from_section(
@@ -215,6 +217,13 @@ def run(config: ml_collections.ConfigDict) -> dict:
       if config.model.random_init
       else hf_source.read(config.model.checkpoint)
   )
+  bd_formats_export.check_run(
+      config.export,
+      bd=bd,
+      tokenizer=tokenizer,
+      source=policy_files,
+      scratch=config.model.scratch,
+  )
   train_set, eval_set = prompt_stream.conversations(
       config.data, settings.eval.num_prompts
   )
@@ -319,6 +328,8 @@ def run(config: ml_collections.ConfigDict) -> dict:
       chat_options=chat_options,
       source=policy_files,
       dtype=config.export.dtype,
+      fmt=config.export.format,
+      reference_code=config.export.reference_code,
       stop_ids=stop_ids,
       extra={
           "grpo": {"from": trained_from, **dataclasses.asdict(grpo)},

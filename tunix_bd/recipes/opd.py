@@ -37,6 +37,7 @@ from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
+from tunix_bd.models import bd_formats_export
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
@@ -72,6 +73,7 @@ def validate(
   corruption_lib.SftCorruptionConfig.from_config_dict(config.corruption)
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
   hf_source.check_dtype(config.export.dtype, "export.dtype")
+  bd_formats_export.check_options(config.export)
   if config.opd.canvas not in sources.CANVASES:
     raise ValueError(
         f"opd.canvas must be one of {sources.CANVASES}, got"
@@ -210,6 +212,13 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   student_files = (
       None if config.model.random_init else hf_source.read(config.model.student)
   )
+  bd_formats_export.check_run(
+      config.export,
+      bd=bd,
+      tokenizer=student_tok,
+      source=student_files,
+      scratch=config.model.scratch,
+  )
   train_set, eval_set = dataset_lib.conversations(config.data)
   max_prompt = config.rollout.max_prompt_length
   train_prompts = prompts_lib.encode_prompts(
@@ -317,6 +326,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       chat_options=chat_options,
       source=student_files,
       dtype=config.export.dtype,
+      fmt=config.export.format,
+      reference_code=config.export.reference_code,
       stop_ids=config.rollout.extra_stop_ids,
       extra={
           "distilled": distilled_from,

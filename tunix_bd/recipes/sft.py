@@ -31,6 +31,9 @@ from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_export
+from tunix_bd.models import bd_formats
+from tunix_bd.models import bd_formats_export
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
@@ -68,6 +71,7 @@ def validate(
   config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
   config_utils.check_int("lora.rank", config.lora.rank, 0)
   hf_source.check_dtype(config.export.dtype, "export.dtype")
+  bd_formats_export.check_options(config.export)
   chat.options_from_data(config.data)
   train = config_utils.from_section(
       options.TrainSettings, config.train, "train"
@@ -80,6 +84,17 @@ def validate(
         "default, train the AR teacher first (`tunix run --plugin tunix_bd "
         "ar_pretrain.py`); otherwise point it at an HF Qwen3 or Qwen2"
         " directory."
+    )
+  if config.export.format != bd_formats_export.TUNIX_BD:
+    # The mask token is provisioned under `bd.mask_token`'s string.
+    bd_formats_export.check_exportable(
+        config.export.format,
+        alignment=config.bd.alignment,
+        block_size=config.bd.block_size,
+        model_config=bd_formats.model_config_from_hf(
+            hf_checkpoint.read_config(checkpoint)
+        ),
+        mask_token=config.bd.mask_token,
     )
   return train, precision
 
@@ -199,6 +214,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       chat_options=chat.options_from_data(config.data),
       source=hf_files,
       dtype=config.export.dtype,
+      fmt=config.export.format,
+      reference_code=config.export.reference_code,
       extra={
           "converted_from": source.provenance(),
           "corruption": corruption.to_dict(),
