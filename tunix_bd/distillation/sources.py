@@ -208,7 +208,7 @@ def rollout_batches(
         row_keys=np.stack([np.full(count, step), index], axis=1),
     )
   total = float(weights.sum(dtype=np.float64))
-  rows_batch = OpdBatch(
+  global_batch = OpdBatch(
       input_tokens=clean,
       input_mask=rows.segment_ids > 0,
       teacher_output=None,
@@ -222,7 +222,7 @@ def rollout_batches(
   batches = []
   for micro in range(num_micro_batches):
     part = jax.tree.map(
-        lambda x, m=micro: x[m * size : (m + 1) * size], rows_batch
+        lambda x, m=micro: x[m * size : (m + 1) * size], global_batch
     )
     batches.append(
         part.replace(
