@@ -50,7 +50,7 @@ def _batches(data=None, k=1, complementary=False, seed=0, **kwargs):
 
 def _assert_equal(a, b):
   for key in batching.BATCH_FIELDS:
-    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
 
 
 class SftBatchesTest(parameterized.TestCase):
@@ -65,22 +65,23 @@ class SftBatchesTest(parameterized.TestCase):
     for g in range(len(whole)):
       parts = [micro[g * k + i] for i in range(k)]
       for part in parts:
-        self.assertEqual(part["tokens"].shape, (rows // k, 48))
-        np.testing.assert_array_equal(part["accumulation_steps"], k)
+        self.assertEqual(part.tokens.shape, (rows // k, 48))
+        np.testing.assert_array_equal(part.accumulation_steps, k)
         # The denominator is the total weight of the whole global batch.
         np.testing.assert_array_equal(
-            part["global_weight"], whole[g]["loss_weights"].sum()
+            part.global_weight, whole[g].loss_weights.sum()
         )
       for key in corruption.FIELDS:
         np.testing.assert_array_equal(
-            np.concatenate([p[key] for p in parts]), whole[g][key]
+            np.concatenate([getattr(p, key) for p in parts]),
+            getattr(whole[g], key),
         )
-      np.testing.assert_array_equal(whole[g]["accumulation_steps"], 1)
+      np.testing.assert_array_equal(whole[g].accumulation_steps, 1)
       if complementary:
         # Each example's two rows are adjacent: exact complements.
-        c = whole[g]["corruption_mask"]
+        c = whole[g].corruption_mask
         np.testing.assert_array_equal(
-            c[1::2], whole[g]["completion_mask"][0::2] & ~c[0::2]
+            c[1::2], whole[g].completion_mask[0::2] & ~c[0::2]
         )
 
   def test_order_is_a_permutation_per_epoch(self):
@@ -88,7 +89,7 @@ class SftBatchesTest(parameterized.TestCase):
     ds = _batches(data, num_epochs=3)
     seen = []
     for epoch in range(3):
-      clean = np.concatenate([ds[epoch * 4 + b]["tokens"] for b in range(4)])
+      clean = np.concatenate([ds[epoch * 4 + b].tokens for b in range(4)])
       ids = [
           int(np.flatnonzero((data.tokens[:, :20] == r[:20]).all(1))[0])
           for r in clean
@@ -97,10 +98,10 @@ class SftBatchesTest(parameterized.TestCase):
       seen.append(ids)
     self.assertNotEqual(seen[0], seen[1])
     other_seed = _batches(data, seed=1, num_epochs=1)
-    self.assertFalse(np.array_equal(other_seed[0]["tokens"], ds[0]["tokens"]))
+    self.assertFalse(np.array_equal(other_seed[0].tokens, ds[0].tokens))
     unshuffled = _batches(data, num_epochs=1, shuffle=False)
     np.testing.assert_array_equal(
-        unshuffled[1]["tokens"][:, :20], data.tokens[4:8, :20]
+        unshuffled[1].tokens[:, :20], data.tokens[4:8, :20]
     )
 
   def test_resume_sees_the_same_canvases(self):
@@ -134,9 +135,9 @@ class SftBatchesTest(parameterized.TestCase):
     )
     self.assertLen(ds, 4)
     for batch in ds:
-      np.testing.assert_array_equal(batch["accumulation_steps"], 1)
+      np.testing.assert_array_equal(batch.accumulation_steps, 1)
       np.testing.assert_allclose(
-          batch["global_weight"], batch["loss_weights"].sum(), rtol=1e-6
+          batch.global_weight, batch.loss_weights.sum(), rtol=1e-6
       )
     _assert_equal(ds[2], ds[2])
 

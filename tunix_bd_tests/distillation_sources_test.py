@@ -11,6 +11,7 @@ any compute.
 import types
 
 from absl.testing import absltest
+import jax
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import trace as trace_lib
@@ -87,6 +88,19 @@ class StopWeightsTest(absltest.TestCase):
     np.testing.assert_array_equal(second.global_weight, [4.0])
     np.testing.assert_array_equal(first.accumulation_steps, [2])
 
+  def test_micro_batches_carry_their_rows_of_the_recorded_trace(self):
+    trace = _trace(
+        [[3, 4], [5, 6]], [2, 2], [[9, 7], [9, 10]], [[1, 0], [0, 0]]
+    )
+    for row, batch in enumerate(_batch(trace, k=2)):
+      self.assertEqual(batch.trace.bd, trace.bd)
+      for name in ("prompt_tokens", "prompt_lengths", "tokens", "action_step"):
+        np.testing.assert_array_equal(
+            getattr(batch.trace, name), getattr(trace, name)[row : row + 1]
+        )
+      # The rollout's own log-probs ride along; nothing is zero-filled.
+      np.testing.assert_array_equal(batch.trace.action_logp, [[-0.5, -0.5]])
+
 
 class CorruptedCanvasTest(absltest.TestCase):
 
@@ -114,11 +128,11 @@ class CorruptedCanvasTest(absltest.TestCase):
     (batch,) = _batch(self.trace, sources.CORRUPTED, step=3)
     width = 3
     noisy, clean = batch.noisy_tokens, batch.input_tokens
-    prompt = batch.positions < batch.prompt_lengths[:, None]
+    prompt = batch.positions < batch.trace.prompt_lengths[:, None]
     np.testing.assert_array_equal(noisy[prompt], clean[prompt])
     self.assertNotIn(_MASK, noisy[prompt])
     completion = clean[:, width:]
-    generated = batch.action_step >= 0
+    generated = batch.trace.action_step >= 0
     first = np.argmax(self.trace.tokens == _STOP, axis=1)
     stopped = (self.trace.tokens == _STOP).any(axis=1)
     for r in np.flatnonzero(stopped):
@@ -203,7 +217,8 @@ class SourceTest(absltest.TestCase):
     first.load_next_train_batch(ctx)  # Micro-batch 1 of the same rollout.
     ctx.iter_steps = 2
     b = second.load_next_train_batch(ctx)  # A fresh (resumed) source.
-    for x, y in zip(a.__dict__.values(), b.__dict__.values()):
+    self.assertEqual(jax.tree.structure(a), jax.tree.structure(b))
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
       np.testing.assert_array_equal(x, y)
     # Every prompt is used once per epoch, in a seed-dependent order.
     order = np.concatenate([first.prompt_indices(s) for s in range(5)])

@@ -20,7 +20,6 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
-from tunix_bd.core import trace as trace_lib
 from tunix_bd.distillation import chunked_kl
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
@@ -61,7 +60,7 @@ def _np_log_softmax(x, tau):
 
 def _brute_student_logits(model, batch, bd, canvas):
   """`[batch, T, vocab]` student logits: one plain forward per canvas."""
-  width = batch.prompt_tokens.shape[1]
+  width = batch.trace.prompt_tokens.shape[1]
   if canvas == sources.CORRUPTED:
     logits = diffusion_lm.diffusion_logits_fn(
         model,
@@ -72,9 +71,9 @@ def _brute_student_logits(model, batch, bd, canvas):
         clean_tokens=batch.input_tokens,
     )
     return np.asarray(logits)[:, width:]
-  full = _trace_of(batch, bd)
+  full = batch.trace
   rows = canvases.sequence(full)
-  out = np.zeros(batch.completion.shape + (_VOCAB,), np.float32)
+  out = np.zeros(batch.trace.tokens.shape + (_VOCAB,), np.float32)
   for step in range(bd.block_size):
     logits = np.asarray(
         diffusion_lm.diffusion_logits_fn(
@@ -86,25 +85,14 @@ def _brute_student_logits(model, batch, bd, canvas):
             clean_tokens=rows.tokens,
         )
     )[:, width:]
-    here = batch.action_step == step
+    here = batch.trace.action_step == step
     out[here] = logits[here]
   return out
 
 
-def _trace_of(batch, bd):
-  return trace_lib.Trace(
-      prompt_tokens=batch.prompt_tokens,
-      prompt_lengths=batch.prompt_lengths,
-      tokens=batch.completion,
-      action_step=batch.action_step,
-      action_logp=np.zeros(batch.completion.shape, np.float32),
-      bd=bd,
-  )
-
-
 def _brute_teacher_logp(teacher, batch, tau):
   """Causal logits of the clean rows, shifted by hand, mask excluded."""
-  width = batch.prompt_tokens.shape[1]
+  width = batch.trace.prompt_tokens.shape[1]
   positions, segments = batch.positions, batch.segment_ids
   causal = (
       (segments[:, :, None] > 0)
@@ -120,7 +108,7 @@ def _brute_teacher_logp(teacher, batch, tau):
       )[0],
       np.float64,
   )
-  out = np.zeros(batch.completion.shape + (_VOCAB,))
+  out = np.zeros(batch.trace.tokens.shape + (_VOCAB,))
   for r, c in zip(*np.nonzero(segments[:, width:])):
     (before,) = np.flatnonzero(
         (positions[r] == positions[r, width + c] - 1) & (segments[r] > 0)
@@ -203,15 +191,15 @@ class StrategyTest(parameterized.TestCase):
   def test_trace_canvas_logits_equal_each_slots_commit_canvas(self):
     bd = _bd()
     batch = _batch(self.trace, sources.TRACE)
-    self.assertGreater(batch.action_step.max(), 0)  # Several steps a block.
+    self.assertGreater(
+        batch.trace.action_step.max(), 0
+    )  # Several steps a block.
     targets = strategy_lib.DiffusionOpdStrategy(
         bd=bd, vocab_size=_VOCAB, canvas=sources.TRACE
     ).get_teacher_outputs(self.teacher, {"batch": batch})
-    got = np.asarray(
-        strategy_lib.trace_canvas_logits(self.student, targets, bd)
-    )
+    got = np.asarray(strategy_lib.trace_canvas_logits(self.student, targets))
     want = _brute_student_logits(self.student, batch, bd, sources.TRACE)
-    generated = batch.action_step >= 0
+    generated = batch.trace.action_step >= 0
     np.testing.assert_allclose(got[generated], want[generated], atol=2e-4)
     np.testing.assert_array_equal(got[~generated], 0.0)
 
@@ -241,9 +229,9 @@ class StrategyTest(parameterized.TestCase):
     )
     teacher_logp = jnp.asarray(_brute_teacher_logp(self.teacher, batch, 1.0))
     weights = jnp.asarray(batch.weights)
-    full = _trace_of(batch, _bd())
+    full = batch.trace
     rows = canvases.sequence(full)
-    width = batch.prompt_tokens.shape[1]
+    width = batch.trace.prompt_tokens.shape[1]
 
     def brute(model):
       total = 0.0
@@ -259,7 +247,7 @@ class StrategyTest(parameterized.TestCase):
         kl = strategy_lib.forward_kl(
             teacher_logp.astype(jnp.float32), diffusion_lm.log_probs(logits)
         )
-        here = jnp.asarray(batch.action_step == step)
+        here = jnp.asarray(batch.trace.action_step == step)
         total += jnp.sum(jnp.where(here, weights * kl, 0.0))
       return total / jnp.sum(weights)
 
@@ -280,7 +268,7 @@ class StrategyTest(parameterized.TestCase):
         bd=bd, vocab_size=_VOCAB, canvas=sources.CORRUPTED
     )
     strategy.get_teacher_outputs(self.teacher, {"batch": batch})  # Valid.
-    clean = (batch.action_step >= 0) & (batch.weights == 0)
+    clean = (batch.trace.action_step >= 0) & (batch.weights == 0)
     bad = batch.replace(weights=np.where(clean, 1.0, batch.weights))
     with self.assertRaisesRegex(ValueError, "same_position"):
       strategy.get_teacher_outputs(self.teacher, {"batch": bad})
@@ -294,6 +282,13 @@ class StrategyTest(parameterized.TestCase):
       strategy_lib.DiffusionOpdStrategy(
           bd=_bd(), vocab_size=_VOCAB, temperature=0.0
       )
+    other = _batch(
+        dataclasses.replace(self.trace, bd=_bd(block_size=2)), "trace"
+    )
+    with self.assertRaisesRegex(ValueError, "rollout's bd"):
+      strategy_lib.DiffusionOpdStrategy(
+          bd=_bd(), vocab_size=_VOCAB
+      ).get_teacher_outputs(self.teacher, {"batch": other})
     with self.assertRaisesRegex(ValueError, "OpdBatch"):
       strategy_lib.DiffusionOpdStrategy(
           bd=_bd(), vocab_size=_VOCAB

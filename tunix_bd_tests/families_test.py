@@ -35,6 +35,7 @@ from tunix_bd.core import families
 from tunix_bd.core import replayer
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch
+from tunix_bd.sft import batching
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd_tests import test_common
 
@@ -190,11 +191,12 @@ class FamiliesTest(parameterized.TestCase):
     tokens[:, 8:] = tokens[:, :8]  # A copy task the model can learn.
     positions = np.broadcast_to(np.arange(16), tokens.shape).astype(np.int32)
     corrupted = (rng.random(tokens.shape) < 0.5) & (positions >= 8)
-    batch = dict(
+    batch = batching.SftBatch(
         tokens=tokens,
         noisy_tokens=np.where(corrupted, _MASK, tokens),
         positions=positions,
         segment_ids=np.ones_like(tokens),
+        completion_mask=positions >= 8,
         corruption_mask=corrupted,
         loss_weights=corrupted.astype(np.float32),
         noise_level=np.full(tokens.shape, 0.5, np.float32),
@@ -207,7 +209,7 @@ class FamiliesTest(parameterized.TestCase):
     @nnx.jit
     def train_step(model, optimizer):
       (loss, _), grads = nnx.value_and_grad(
-          lambda m: loss_fn(m, **batch), has_aux=True
+          lambda m: loss_fn(m, batch), has_aux=True
       )(model)
       optimizer.update(model, grads)
       return loss

@@ -15,6 +15,7 @@ import optax
 from tunix.sft import peft_trainer
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.sft import batching
 from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
@@ -29,7 +30,7 @@ _CONFIG = bd_config.BlockDiffusionConfig(
 )
 
 
-def _micro_batches(k: int) -> list[dict[str, np.ndarray]]:
+def _micro_batches(k: int) -> list[batching.SftBatch]:
   """The k micro-batches of the first global batch (8 examples, 16 rows)."""
   batches = test_common.digit_task_sft_batches(
       _TOKENIZER, _CONFIG, mix_seed=11, gradient_accumulation_steps=k
@@ -55,12 +56,12 @@ def _mean_of_micro_batch_means(batch):
   With `global_weight` = k * own weight, each micro-batch loss is its own
   weighted mean, and MultiSteps averages those means: the naive scheme.
   """
-  batch = dict(batch)
-  own = np.where(batch["corruption_mask"], batch["loss_weights"], 0).sum()
-  batch["global_weight"] = np.full_like(
-      batch["global_weight"], own * batch["accumulation_steps"][0]
+  own = np.where(batch.corruption_mask, batch.loss_weights, 0).sum()
+  return batch.replace(
+      global_weight=np.full_like(
+          batch.global_weight, own * batch.accumulation_steps[0]
+      )
   )
-  return batch
 
 
 def _relative(x, y):
@@ -94,8 +95,8 @@ class GradientAccumulationTest(absltest.TestCase):
         continue
       # Unequal corrupted counts and weights: a mean of per-micro-batch
       # means would differ from one big batch.
-      counts = [int(b["corruption_mask"].sum()) for b in micro]
-      weights = [float(b["loss_weights"].sum()) for b in micro]
+      counts = [int(b.corruption_mask.sum()) for b in micro]
+      weights = [float(b.loss_weights.sum()) for b in micro]
       self.assertLen(set(counts), k)
       self.assertGreater(max(weights) / min(weights), 1.1)
       if k == 2:

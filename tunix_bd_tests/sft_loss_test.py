@@ -7,6 +7,8 @@ blocks and padding, and fail-closed inputs. Gradient accumulation is in
 sft_accumulation_test.py, training in sft_trainer_test.py.
 """
 
+import dataclasses
+
 from absl.testing import absltest
 from absl.testing import parameterized
 from flax import nnx
@@ -88,7 +90,7 @@ class SftLossTest(parameterized.TestCase):
         loss_lib.sft_logits(
             _MODEL,
             **{
-                k: batch[k]
+                k: getattr(batch, k)
                 for k in ("tokens", "noisy_tokens", "positions", "segment_ids")
             },
             config=config,
@@ -98,20 +100,20 @@ class SftLossTest(parameterized.TestCase):
     keep = np.arange(_VOCAB) != _MASK  # The mask token has probability 0.
     shifted = logits - logits[..., keep].max(-1, keepdims=True)
     log_z = np.log(np.exp(shifted[..., keep]).sum(-1))
-    targets = batch["tokens"]
+    targets = batch.tokens
     nll = log_z - np.take_along_axis(shifted, targets[..., None], -1)[..., 0]
-    mask = batch["corruption_mask"]
-    weights = np.where(mask, batch["loss_weights"], 0.0)
-    want = 2 * (weights * nll).sum() / batch["global_weight"][0]
+    mask = batch.corruption_mask
+    weights = np.where(mask, batch.loss_weights, 0.0)
+    want = 2 * (weights * nll).sum() / batch.global_weight[0]
     np.testing.assert_allclose(value, want, rtol=1e-5)
-    self.assertLess(weights.sum(), batch["global_weight"][0])  # k = 2.
+    self.assertLess(weights.sum(), batch.global_weight[0])  # k = 2.
     np.testing.assert_allclose(aux["total_weight"], weights.sum(), rtol=1e-6)
     self.assertEqual(float(aux["corrupted_tokens"]), mask.sum())
     correct = (logits.argmax(-1) == targets) & mask
     np.testing.assert_array_equal(
         aux["masked_accuracy"], [correct.sum(), mask.sum()]
     )
-    bucket = np.minimum((batch["noise_level"] * 4).astype(int), 3)
+    bucket = np.minimum((batch.noise_level * 4).astype(int), 3)
     for b, name in enumerate(loss_lib.bucket_names(4)):
       sel = mask & (bucket == b)
       np.testing.assert_allclose(
@@ -126,12 +128,12 @@ class SftLossTest(parameterized.TestCase):
     config = _config(alignment, layout)
     batch = _batches(config, complementary=False)[0]
     keys = ("tokens", "noisy_tokens", "positions", "segment_ids")
-    inputs = {k: batch[k] for k in keys}
+    inputs = {k: getattr(batch, k) for k in keys}
     base = np.asarray(loss_lib.sft_logits(_MODEL, **inputs, config=config))
-    self.assertTrue((batch["segment_ids"] == 0).any())  # Rows have padding.
+    self.assertTrue((batch.segment_ids == 0).any())  # Rows have padding.
     rng = np.random.default_rng(0)
-    blocks = batch["positions"] // _BLOCK
-    supervised = batch["corruption_mask"]
+    blocks = batch.positions // _BLOCK
+    supervised = batch.corruption_mask
     num_blocks = _LENGTH // _BLOCK
     for cut in range(num_blocks - 1):
       later = blocks > cut
@@ -143,14 +145,13 @@ class SftLossTest(parameterized.TestCase):
       check = supervised & ~later
       np.testing.assert_array_equal(got[check], base[check])
       # Control: the same perturbation does move the later positions.
-      moved = supervised & later & (batch["segment_ids"] > 0)
+      moved = supervised & later & (batch.segment_ids > 0)
       if moved.any():
         self.assertGreater(np.abs(got[moved] - base[moved]).max(), 1e-3)
 
   def test_model_inputs_fail_closed(self):
-    batch = dict(_batches(_config())[0])
-    del batch["global_weight"]
-    with self.assertRaisesRegex(ValueError, "global_weight"):
+    batch = dataclasses.asdict(_batches(_config())[0])
+    with self.assertRaisesRegex(ValueError, "needs an SftBatch, got dict"):
       loss_lib.sft_model_inputs(batch)
     trainer = peft_trainer.PeftTrainer(
         test_common.tiny_qwen3(_VOCAB),
@@ -233,7 +234,7 @@ class SftTrainerInputTest(absltest.TestCase):
         ValueError, r"split into \[2\].*gradient_accumulation_steps=1"
     ):
       trainer.train(_batches(_config(), k=2))
-    with self.assertRaisesRegex(ValueError, "dict batches"):
+    with self.assertRaisesRegex(ValueError, "needs an SftBatch, got list"):
       trainer._prepare_inputs([1, 2])
 
 

@@ -62,7 +62,7 @@ def _sharded(model, mesh):
 def _loss(graphdef, state, batch):
   return loss_lib.sft_loss(
       nnx.merge(graphdef, state),
-      **loss_lib.sft_model_inputs(batch),
+      batch,
       config=_CONFIG,
   )
 
@@ -83,9 +83,9 @@ class SftMeshTest(absltest.TestCase):
         sharded = _sharded(_model(), mesh)
         inputs = sharding_utils.shard_input(batch, ("fsdp",))
         # The inputs and the weights really are split.
-        self.assertLen(inputs["tokens"].sharding.device_set, _NUM_DEVICES)
+        self.assertLen(inputs.tokens.sharding.device_set, _NUM_DEVICES)
         self.assertEqual(
-            inputs["global_weight"].addressable_shards[0].data.shape,
+            inputs.global_weight.addressable_shards[0].data.shape,
             (16 // fsdp,),
         )
         kernel = sharded.layers[0].mlp.gate_proj.kernel[...]

@@ -37,12 +37,7 @@ def _kl_sums(model, targets, **settings):
 
 _kl_sums_jit = nnx.jit(
     _kl_sums,
-    static_argnames=(
-        "bd",
-        "temperature",
-        "cached_logits_fn",
-        "logits_chunk",
-    ),
+    static_argnames=("temperature", "cached_logits_fn", "logits_chunk"),
 )
 
 
@@ -109,7 +104,6 @@ class DecodeEvaluation(compat.TrainingHooks):
     total, weight = _kl_sums_jit(
         model,
         targets,
-        bd=self.strategy.bd,
         temperature=self.strategy.temperature,
         cached_logits_fn=self.strategy.cached_logits_fn,
         logits_chunk=self.strategy.logits_chunk,

@@ -12,7 +12,8 @@ micro-batch is on-policy (no update happens inside a step). Rollouts run in
 the trainer's loop thread, never in grain workers, and are NumPy constants
 to the loss: generation is outside any gradient by construction.
 
-Each batch row is the rollout in the `canvases.sequence` layout `[prompt
+Each batch carries its rows' `Trace` as recorded (tokens, steps and
+log-probs) and the rollout in the `canvases.sequence` layout `[prompt
 (right-padded to P) ; completion (T)]` with:
 
   * `weights` `[B, T]`: 1 on generated slots up to and including the first
@@ -33,6 +34,7 @@ import time
 from typing import Any, Sequence
 
 import flax
+import jax
 import numpy as np
 
 from tunix_bd import compat
@@ -55,22 +57,27 @@ CORRUPTION_STREAM = corruption_lib.CORRUPTION_STREAM
 
 @flax.struct.dataclass(frozen=True)
 class OpdBatch(compat.DistillationTrainingInput):
-  """A micro-batch of rollouts; every field batch-major, NumPy.
+  """A micro-batch of rollouts; every array batch-major, NumPy.
 
-  `input_tokens` are the clean `[batch, P + T]` sequences and `input_mask`
-  their real tokens; `positions`, `segment_ids` and `noisy_tokens` share
-  that layout; `prompt_tokens` `[batch, P]`, `prompt_lengths` `[batch]`,
-  `completion` and `action_step` `[batch, T]` are the trace; `weights`
-  `[batch, T]`; `global_weight` and `accumulation_steps` `[batch]`.
+  Attributes:
+    input_tokens: int32 `[batch, P + T]` clean sequences (EOS-filled in the
+      `corrupted` canvas).
+    input_mask: bool `[batch, P + T]` their real tokens.
+    positions: int32 `[batch, P + T]` logical positions.
+    segment_ids: int32 `[batch, P + T]`, 0 = pad.
+    noisy_tokens: int32 `[batch, P + T]` corrupted sequences (`corrupted`),
+      else the clean ones.
+    trace: the rows' rollout as recorded (`prompt_tokens` `[batch, P]`,
+      `tokens`, `action_step`, `action_logp` `[batch, T]`, `bd`).
+    weights: float32 `[batch, T]` loss weights.
+    global_weight: float32 `[batch]`; accumulation_steps int32 `[batch]`
+      (`tunix_bd.core.denominators`).
   """
 
   positions: Any = None
   segment_ids: Any = None
   noisy_tokens: Any = None
-  prompt_tokens: Any = None
-  prompt_lengths: Any = None
-  completion: Any = None
-  action_step: Any = None
+  trace: trace_lib.Trace | None = None
   weights: Any = None
   global_weight: Any = None
   accumulation_steps: Any = None
@@ -173,10 +180,17 @@ def rollout_batches(
   Returns:
     k `OpdBatch`es carrying the global batch's total weight.
   """
+  trace = trace.replace(
+      prompt_tokens=np.asarray(trace.prompt_tokens, np.int32),
+      prompt_lengths=np.asarray(trace.prompt_lengths, np.int32),
+      tokens=np.asarray(trace.tokens, np.int32),
+      action_step=np.asarray(trace.action_step, np.int32),
+      action_logp=np.asarray(trace.action_logp, np.float32),
+  )
   bd = trace.bd
   rows = canvases.sequence(trace)
   rows = canvases.Sequence(*(np.asarray(x) for x in dataclasses.astuple(rows)))
-  width = np.shape(trace.prompt_tokens)[1]
+  width = trace.prompt_tokens.shape[1]
   weights = stop_weights(trace.tokens, trace.action_step, stop_ids)
   count = len(weights)
   clean = noisy = rows.tokens
@@ -194,24 +208,27 @@ def rollout_batches(
         row_keys=np.stack([np.full(count, step), index], axis=1),
     )
   total = float(weights.sum(dtype=np.float64))
-  fields = dict(
+  global_batch = OpdBatch(
       input_tokens=clean,
       input_mask=rows.segment_ids > 0,
+      teacher_output=None,
       positions=rows.positions,
       segment_ids=rows.segment_ids,
       noisy_tokens=noisy,
-      prompt_tokens=np.asarray(trace.prompt_tokens, np.int32),
-      prompt_lengths=np.asarray(trace.prompt_lengths, np.int32),
-      completion=np.asarray(trace.tokens, np.int32),
-      action_step=np.asarray(trace.action_step, np.int32),
+      trace=trace,
       weights=weights,
   )
   size = count // num_micro_batches
   batches = []
   for micro in range(num_micro_batches):
-    part = {k: v[micro * size : (micro + 1) * size] for k, v in fields.items()}
-    part.update(denominators.batch_fields(total, num_micro_batches, size))
-    batches.append(OpdBatch(teacher_output=None, **part))
+    part = jax.tree.map(
+        lambda x, m=micro: x[m * size : (m + 1) * size], global_batch
+    )
+    batches.append(
+        part.replace(
+            **denominators.batch_fields(total, num_micro_batches, size)
+        )
+    )
   return batches
 
 

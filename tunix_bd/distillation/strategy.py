@@ -66,8 +66,8 @@ class OpdTargets:
     noisy: int32 `[batch, P + T]` corrupted sequences (`corrupted` mode).
     positions: int32 `[batch, P + T]` logical positions.
     segment_ids: int32 `[batch, P + T]`, 0 = pad.
-    prompt_tokens: int32 `[batch, P]`; prompt_lengths int32 `[batch]`;
-      completion and action_step int32 `[batch, T]`: the rollout trace.
+    trace: the rollout (`Trace`: `tokens` `[batch, T]` are the completions
+      scored; its `bd` is the strategy's).
     weights: float32 `[batch, T]` loss weights.
     global_weight: float32 `[batch]`; accumulation_steps int32 `[batch]`.
   """
@@ -79,31 +79,15 @@ class OpdTargets:
   noisy: Any
   positions: Any
   segment_ids: Any
-  prompt_tokens: Any
-  prompt_lengths: Any
-  completion: Any
-  action_step: Any
+  trace: trace_lib.Trace
   weights: Any
   global_weight: Any
   accumulation_steps: Any
 
 
-def _trace(targets: OpdTargets, bd) -> trace_lib.Trace:
-  """The rollout the targets hold, as a `Trace` (log-probs unused)."""
-  return trace_lib.Trace(
-      prompt_tokens=targets.prompt_tokens,
-      prompt_lengths=targets.prompt_lengths,
-      tokens=targets.completion,
-      action_step=targets.action_step,
-      action_logp=jnp.zeros(targets.completion.shape, jnp.float32),
-      bd=bd,
-  )
-
-
 def trace_canvas_logits(
     model,
     targets: OpdTargets,
-    bd: bd_config_lib.BlockDiffusionConfig,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
         cached_logits.block_logits_with_cache
     ),
@@ -114,22 +98,19 @@ def trace_canvas_logits(
   generated get 0 logits (and must carry weight 0).
   """
   return replay.replay_logits(
-      model, _trace(targets, bd), cached_logits_fn=cached_logits_fn
+      model, targets.trace, cached_logits_fn=cached_logits_fn
   )
 
 
-def trace_canvas_hidden(
-    model, targets: OpdTargets, bd: bd_config_lib.BlockDiffusionConfig
-) -> jax.Array:
+def trace_canvas_hidden(model, targets: OpdTargets) -> jax.Array:
   """`[batch, T, embed]`: `trace_canvas_logits` before the student's head."""
-  return replay.replay_hidden(model, _trace(targets, bd))
+  return replay.replay_hidden(model, targets.trace)
 
 
 def trace_kl(
     model,
     targets: OpdTargets,
     *,
-    bd: bd_config_lib.BlockDiffusionConfig,
     temperature: float,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
         cached_logits.block_logits_with_cache
@@ -142,16 +123,16 @@ def trace_kl(
   teacher's rows and head (`chunked_kl`).
   """
   if logits_chunk is None:
-    logits = trace_canvas_logits(model, targets, bd, cached_logits_fn)
+    logits = trace_canvas_logits(model, targets, cached_logits_fn)
     return forward_kl(
         targets.teacher_logp, diffusion_lm.log_probs(logits, temperature)
     )
   return chunked_kl.distill_stats(
-      lm_head.model_head(model, bd.mask_token_id),
-      trace_canvas_hidden(model, targets, bd),
+      lm_head.model_head(model, targets.trace.bd.mask_token_id),
+      trace_canvas_hidden(model, targets),
       targets.teacher_head,
       targets.teacher_hidden,
-      targets.completion,
+      targets.trace.tokens,
       temperature=temperature,
       chunk=logits_chunk,
   )["kl"]
@@ -183,14 +164,20 @@ def _check_batch(batch: Any, bd, canvas: str) -> None:
         f" StudentRolloutSource, got {type(batch).__name__}; set the trainer's"
         " gen_model_input_fn to `lambda batch: {'batch': batch}`."
     )
+  if batch.trace.bd != bd:
+    raise ValueError(
+        f"the rollout's bd {batch.trace.bd} differs from the strategy's"
+        f" {bd}; the student must roll out with the settings it is trained"
+        " under."
+    )
   weights = np.asarray(batch.weights)
   if (weights < 0).any() or not np.isfinite(weights).all():
     raise ValueError("OPD weights must be finite and >= 0.")
-  if (weights[np.asarray(batch.action_step) < 0] != 0).any():
+  if (weights[np.asarray(batch.trace.action_step) < 0] != 0).any():
     raise ValueError("OPD weights must be 0 on slots never generated.")
   same_position = bd.alignment == bd_config_lib.SAME_POSITION
   if canvas == sources.CORRUPTED and same_position:
-    width = np.shape(batch.prompt_tokens)[1]
+    width = np.shape(batch.trace.prompt_tokens)[1]
     visible = np.asarray(batch.noisy_tokens)[:, width:] != bd.mask_token_id
     if ((weights > 0) & visible).any():
       raise ValueError(
@@ -294,14 +281,14 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     )
     teacher_logp = teacher_hidden = teacher_head = None
     if self.logits_chunk:
-      width = np.shape(batch.prompt_tokens)[1]
+      width = np.shape(batch.trace.prompt_tokens)[1]
       teacher_hidden = _teacher_hidden(*args, prompt_width=width)
       teacher_head = chunked_kl.teacher_head(
           teacher_model, self.bd.mask_token_id
       )
     else:
       teacher_logp = self._teacher_forward_fn(
-          *args, jnp.asarray(batch.completion)
+          *args, jnp.asarray(batch.trace.tokens)
       )
     targets = OpdTargets(
         teacher_logp=teacher_logp,
@@ -311,10 +298,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
         noisy=batch.noisy_tokens,
         positions=batch.positions,
         segment_ids=batch.segment_ids,
-        prompt_tokens=batch.prompt_tokens,
-        prompt_lengths=batch.prompt_lengths,
-        completion=batch.completion,
-        action_step=batch.action_step,
+        trace=batch.trace,
         weights=batch.weights,
         global_weight=batch.global_weight,
         accumulation_steps=batch.accumulation_steps,
@@ -330,9 +314,9 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     chunked = self.logits_chunk is not None
     if self.canvas == sources.TRACE and chunked:
       head = lm_head.model_head(model, self.bd.mask_token_id)
-      return trace_canvas_hidden(model, targets, self.bd), head
+      return trace_canvas_hidden(model, targets), head
     if self.canvas == sources.TRACE:
-      return trace_canvas_logits(model, targets, self.bd, self.cached_logits_fn)
+      return trace_canvas_logits(model, targets, self.cached_logits_fn)
     rows = sft_loss.sft_logits(
         model,
         tokens=targets.clean,
@@ -344,7 +328,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
             diffusion_lm.diffusion_hidden_fn if chunked else self.logits_fn
         ),
     )
-    rows = rows[:, targets.prompt_tokens.shape[1] :]
+    rows = rows[:, targets.trace.prompt_tokens.shape[1] :]
     if chunked:
       return rows, lm_head.model_head(model, self.bd.mask_token_id)
     return rows
@@ -359,7 +343,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           hidden,
           targets.teacher_head,
           targets.teacher_hidden,
-          targets.completion,
+          targets.trace.tokens,
           temperature=tau,
           chunk=self.logits_chunk,
       )
@@ -374,7 +358,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)
     hard = -diffusion_lm.token_log_probs(student_output, teacher_argmax)
     teacher_nll = -jnp.take_along_axis(
-        targets.teacher_logp, targets.completion[..., None], axis=-1
+        targets.teacher_logp, targets.trace.tokens[..., None], axis=-1
     )[..., 0]
     agree = jnp.argmax(student_logp, axis=-1) == teacher_argmax
     return kl, hard, teacher_nll, agree

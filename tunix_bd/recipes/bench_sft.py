@@ -184,12 +184,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       )
   )
   ar_batch = ar.ar_model_inputs({
-      "tokens": jnp.asarray(sft_batch["tokens"]),
-      "completion_mask": jnp.asarray(sft_batch["completion_mask"]),
-      "valid_mask": jnp.asarray(sft_batch["segment_ids"] > 0),
+      "tokens": jnp.asarray(sft_batch.tokens),
+      "completion_mask": jnp.asarray(sft_batch.completion_mask),
+      "valid_mask": jnp.asarray(sft_batch.segment_ids > 0),
   })
-  sft_inputs = {k: jnp.asarray(v) for k, v in sft_batch.items()}
-  sft_inputs = loss_lib.sft_model_inputs(sft_inputs)
+  sft_inputs = loss_lib.sft_model_inputs(jax.tree.map(jnp.asarray, sft_batch))
   bd_loss = lambda layout: functools.partial(
       loss_lib.sft_loss, config=bd(layout), logits_chunk=precision.chunk
   )
@@ -200,7 +199,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       "bd_clean_context": (bd_loss(bd_config_lib.CLEAN_CONTEXT), sft_inputs),
   }
   variants = {name: variants[name] for name in chosen}
-  real_tokens = int(np.sum(sft_batch["segment_ids"] > 0))
+  real_tokens = int(np.sum(sft_batch.segment_ids > 0))
   states, times, peaks = {}, {name: [] for name in variants}, {}
   with mesh_lib.tunix_context(mesh):
     # One model and optimizer state for all variants, whose steps alternate

@@ -5,9 +5,10 @@
 A global batch is `batch_size` examples (two rows each with complementary
 corruption): what one optimizer update sees. It is split into
 `gradient_accumulation_steps` = k micro-batches, the items `PeftTrainer`
-iterates. Each micro-batch carries the per-row fields of
-`tunix_bd.core.denominators`: `global_weight` (the total loss weight of its
-whole global batch) and `accumulation_steps` (k). Together they make k
+iterates: each an `SftBatch`, a pytree of batch-major arrays that Tunix
+shards row-wise like any input. Each micro-batch carries the per-row fields
+of `tunix_bd.core.denominators`: `global_weight` (the total loss weight of
+its whole global batch) and `accumulation_steps` (k). Together they make k
 accumulated micro-batches exactly one big batch.
 
 The stream is a pure function of the index: example order is a permutation
@@ -21,10 +22,12 @@ trains on exactly the canvases an uninterrupted run would.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import sys
 import threading
 from typing import Any, Callable
 
+import flax
 import grain
 import numpy as np
 
@@ -36,8 +39,46 @@ from tunix_bd.sft import corruption as corruption_lib
 
 GLOBAL_WEIGHT = denominators.GLOBAL_WEIGHT
 ACCUMULATION_STEPS = denominators.ACCUMULATION_STEPS
+
+
+@flax.struct.dataclass(frozen=True)
+class SftBatch:
+  """An SFT micro-batch: what the loss reads, every leaf batch-major.
+
+  The corrupted rows of `corruption_lib.corrupt_example` (an example's rows
+  adjacent) plus the denominator fields. NumPy from the data source; Tunix's
+  `shard_input` splits every leaf along dim 0.
+
+  Attributes:
+    tokens: int32 `[batch, length]` clean canvases (the targets), EOS fill
+      applied.
+    noisy_tokens: int32 `[batch, length]` corrupted canvases.
+    positions: int32 `[batch, length]` logical positions.
+    segment_ids: int32 `[batch, length]`, 1 real, 0 pad.
+    completion_mask: bool `[batch, length]` the completion, EOS fill
+      included (the loss-eligible positions).
+    corruption_mask: bool `[batch, length]` the supervised positions.
+    loss_weights: float32 `[batch, length]` weights of corrupted positions.
+    noise_level: float32 `[batch, length]` noise level t of each position's
+      block.
+    global_weight: float32 `[batch]` total loss weight of the global batch.
+    accumulation_steps: int32 `[batch]` micro-batches per global batch (k).
+  """
+
+  tokens: Any
+  noisy_tokens: Any
+  positions: Any
+  segment_ids: Any
+  completion_mask: Any
+  corruption_mask: Any
+  loss_weights: Any
+  noise_level: Any
+  global_weight: Any
+  accumulation_steps: Any
+
+
 # Every field of an SFT micro-batch, each `[micro_batch, ...]`.
-BATCH_FIELDS = corruption_lib.FIELDS + denominators.FIELDS
+BATCH_FIELDS = tuple(field.name for field in dataclasses.fields(SftBatch))
 
 
 def _where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:
@@ -229,7 +270,7 @@ class _MicroBatches(grain.sources.RandomAccessDataSource):
     )
     return batch
 
-  def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+  def __getitem__(self, index: int) -> SftBatch:
     index = int(index)
     if not 0 <= index < len(self):
       raise IndexError(f"micro-batch {index} is out of range.")
@@ -237,9 +278,10 @@ class _MicroBatches(grain.sources.RandomAccessDataSource):
     batch = self._global_batches(global_index)
     rows = batch["tokens"].shape[0] // self._k
     part = slice(micro * rows, (micro + 1) * rows)
-    out = {key: batch[key][part] for key in corruption_lib.FIELDS}
-    out.update(denominators.batch_fields(batch[GLOBAL_WEIGHT], self._k, rows))
-    return out
+    return SftBatch(
+        **{key: batch[key][part] for key in corruption_lib.FIELDS},
+        **denominators.batch_fields(batch[GLOBAL_WEIGHT], self._k, rows),
+    )
 
 
 def sft_batches(
@@ -272,7 +314,7 @@ def sft_batches(
       `gradient_accumulation_steps` (e.g. "train"), for errors.
 
   Returns:
-    A MapDataset of micro-batches: `BATCH_FIELDS`, each with
+    A MapDataset of `SftBatch` micro-batches of
     `batch_size * corruption.rows_per_example // k` rows. Iterating it uses
     grain's default read options (16 threads, 500 items prefetched); for
     large batches, hand the trainer
@@ -350,7 +392,7 @@ def eval_batches(
       errors.
 
   Returns:
-    A MapDataset of batches with `BATCH_FIELDS`.
+    A MapDataset of `SftBatch`es.
   """
   return sft_batches(
       dataset,

@@ -23,8 +23,6 @@ own total, so the same function gives their weighted mean.
 
 from __future__ import annotations
 
-from typing import Mapping
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,39 +34,25 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
 from tunix_bd.sft import batching
 
-# The batch fields the loss reads.
-LOSS_INPUTS = (
-    "tokens",
-    "noisy_tokens",
-    "positions",
-    "segment_ids",
-    "corruption_mask",
-    "loss_weights",
-    "noise_level",
-    batching.GLOBAL_WEIGHT,
-    batching.ACCUMULATION_STEPS,
-)
 
-
-def sft_model_inputs(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-  """The `gen_model_input_fn`: the loss kwargs from an SFT micro-batch.
+def sft_model_inputs(batch: batching.SftBatch) -> dict[str, batching.SftBatch]:
+  """The `gen_model_input_fn`: the loss's keyword arguments.
 
   Args:
-    batch: a micro-batch of `batching.BATCH_FIELDS`.
+    batch: an SFT micro-batch.
 
   Returns:
-    The `LOSS_INPUTS` fields.
+    `{"batch": batch}`.
 
   Raises:
-    ValueError: naming the fields the batch lacks.
+    ValueError: for anything but an `SftBatch`.
   """
-  missing = [key for key in LOSS_INPUTS if key not in batch]
-  if missing:
+  if not isinstance(batch, batching.SftBatch):
     raise ValueError(
-        f"the SFT batch lacks {missing}; build it with"
-        " tunix_bd.sft.batching.sft_batches."
+        f"the SFT loss needs an SftBatch, got {type(batch).__name__}; build"
+        " batches with tunix_bd.sft.batching.sft_batches."
     )
-  return {key: batch[key] for key in LOSS_INPUTS}
+  return {"batch": batch}
 
 
 def sft_logits(
@@ -128,15 +112,8 @@ def bucket_names(num_buckets: int) -> list[str]:
 
 def sft_loss(
     model,
-    tokens: jax.Array,
-    noisy_tokens: jax.Array,
-    positions: jax.Array,
-    segment_ids: jax.Array,
-    corruption_mask: jax.Array,
-    loss_weights: jax.Array,
-    noise_level: jax.Array,
-    global_weight: jax.Array,
-    accumulation_steps: jax.Array,
+    batch: batching.SftBatch,
+    *,
     config: bd_config.BlockDiffusionConfig,
     num_noise_buckets: int = 4,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
@@ -146,15 +123,7 @@ def sft_loss(
 
   Args:
     model: a Tunix decoder (see `diffusion_logits_fn`).
-    tokens: int `[batch, length]` clean canvases (the targets).
-    noisy_tokens: int `[batch, length]` corrupted canvases.
-    positions: int `[batch, length]` logical positions.
-    segment_ids: int `[batch, length]`, 0 = pad.
-    corruption_mask: bool `[batch, length]`, the supervised positions.
-    loss_weights: float `[batch, length]` weights of corrupted positions.
-    noise_level: float `[batch, length]` noise level of each block.
-    global_weight: float `[batch]` total weight of the global batch.
-    accumulation_steps: int `[batch]` micro-batches per global batch.
+    batch: the micro-batch (`batching.SftBatch`, `[batch, length]` rows).
     config: the block-diffusion settings (static).
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
     logits_fn: the cache-free model call (dense logits).
@@ -172,11 +141,12 @@ def sft_loss(
     bucket of noise level, the mean unweighted cross-entropy
     (`bucket_names`).
   """
+  tokens, segment_ids = batch.tokens, batch.segment_ids
   rows = sft_logits(
       model,
       tokens=tokens,
-      noisy_tokens=noisy_tokens,
-      positions=positions,
+      noisy_tokens=batch.noisy_tokens,
+      positions=batch.positions,
       segment_ids=segment_ids,
       config=config,
       logits_fn=logits_fn if logits_chunk is None else _hidden_fn(logits_fn),
@@ -192,13 +162,13 @@ def sft_loss(
         tokens,
         chunk=logits_chunk,
     )
-  supervised = corruption_mask.astype(bool) & (segment_ids != 0)
+  supervised = batch.corruption_mask.astype(bool) & (segment_ids != 0)
   nll = jnp.where(supervised, -log_probs, 0.0)
-  weights = jnp.where(supervised, loss_weights.astype(jnp.float32), 0.0)
+  weights = jnp.where(supervised, batch.loss_weights.astype(jnp.float32), 0.0)
   weighted_sum = jnp.sum(weights * nll)
 
   loss = weighted_sum * denominators.loss_scale(
-      global_weight, accumulation_steps
+      batch.global_weight, batch.accumulation_steps
   )
 
   count = jnp.sum(supervised, dtype=jnp.float32)
@@ -211,7 +181,7 @@ def sft_loss(
       "total_weight": local_weight,
   }
   bucket = jnp.clip(
-      jnp.floor(noise_level * num_noise_buckets).astype(jnp.int32),
+      jnp.floor(batch.noise_level * num_noise_buckets).astype(jnp.int32),
       0,
       num_noise_buckets - 1,
   )
@@ -234,9 +204,10 @@ def sft_loss_fn(
   """`sft_loss` bound to its settings, ready for `PeftTrainer.with_loss_fn`.
 
   Use this rather than `functools.partial(sft_loss, config=...)`:
-  `nnx.value_and_grad` binds the loss kwargs to positions through the
-  function's signature, which a partial hides ("keyword arguments could not
-  be resolved to positions").
+  `PeftTrainer` calls `loss_fn(model, batch=...)` through `nnx.value_and_grad`,
+  which binds keyword arguments to positions through the function's
+  signature, which a partial hides ("keyword arguments could not be resolved
+  to positions").
 
   Args:
     config: the block-diffusion settings.
@@ -245,8 +216,7 @@ def sft_loss_fn(
     logits_chunk: see `sft_loss`.
 
   Returns:
-    `loss_fn(model, tokens, ..., accumulation_steps) -> (loss, aux)` taking
-    the `LOSS_INPUTS` fields.
+    `loss_fn(model, batch) -> (loss, aux)` of an `SftBatch`.
 
   Raises:
     ValueError: for a config of the wrong type, a bucket count < 1, or a bad
@@ -266,29 +236,10 @@ def sft_loss_fn(
     )
   logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
 
-  def loss_fn(
-      model,
-      tokens,
-      noisy_tokens,
-      positions,
-      segment_ids,
-      corruption_mask,
-      loss_weights,
-      noise_level,
-      global_weight,
-      accumulation_steps,
-  ):
+  def loss_fn(model, batch):
     return sft_loss(
         model,
-        tokens,
-        noisy_tokens,
-        positions,
-        segment_ids,
-        corruption_mask,
-        loss_weights,
-        noise_level,
-        global_weight,
-        accumulation_steps,
+        batch,
         config=config,
         num_noise_buckets=num_noise_buckets,
         logits_fn=logits_fn,

@@ -16,7 +16,6 @@ import numpy as np
 from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
-from tunix_bd.sft import batching
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.training import aux_metrics
 
@@ -68,16 +67,11 @@ class DiffusionSftTrainer(aux_metrics.AuxMetricsMixin, compat.PeftTrainer):
     )
 
   def _prepare_inputs(self, input_data: Any) -> Any:
-    if not isinstance(input_data, Mapping):
-      raise ValueError(
-          "DiffusionSftTrainer expects dict batches from"
-          f" tunix_bd.sft.batching, got {type(input_data).__name__}."
-      )
-    loss_lib.sft_model_inputs(input_data)  # Fails closed on missing fields.
+    loss_lib.sft_model_inputs(input_data)  # Fails closed on another type.
     if self._mode == "train":
       # A batch split for another k would scale every gradient wrongly.
       expected = self.config.get_with_default("gradient_accumulation_steps", 1)
-      steps = np.asarray(input_data[batching.ACCUMULATION_STEPS])
+      steps = np.asarray(input_data.accumulation_steps)
       if (steps != expected).any():
         raise ValueError(
             f"the training batch was split into {np.unique(steps).tolist()}"
