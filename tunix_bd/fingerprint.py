@@ -59,23 +59,6 @@ def is_resumable(field: dataclasses.Field) -> bool:
   return bool(field.metadata.get(RESUMABLE))
 
 
-def settings_fields(settings: Any) -> dict[str, Any]:
-  """A settings dataclass's fields that enter a fingerprint: all but resumable.
-
-  Raises:
-    ValueError: if `settings` is not a dataclass instance.
-  """
-  if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
-    raise ValueError(
-        f"settings must be a dataclass instance, got {type(settings).__name__}."
-    )
-  return {
-      field.name: getattr(settings, field.name)
-      for field in dataclasses.fields(settings)
-      if not is_resumable(field)
-  }
-
-
 def _canonical(value: Any) -> Any:
   """JSON-stable form: tuples become lists, mappings get sorted keys."""
   if isinstance(value, Mapping):

@@ -17,16 +17,20 @@ import jax
 from jax.experimental import mesh_utils
 
 from tunix_bd import config_utils
+from tunix_bd import fingerprint
 
 MESH_AXES = ("fsdp", "tp")
 
 
 @dataclasses.dataclass(frozen=True)
 class MeshSettings:
-  """Axis sizes; `fsdp=-1` takes every device that `tp` leaves."""
+  """Axis sizes; `fsdp=-1` takes every device that `tp` leaves.
 
-  fsdp: int = -1
-  tp: int = 1
+  Where a run computes, not what: a resume may change them.
+  """
+
+  fsdp: int = fingerprint.resumable(default=-1)
+  tp: int = fingerprint.resumable(default=1)
 
   def __post_init__(self):
     config_utils.check_int("mesh.tp", self.tp, 1)

@@ -1,0 +1,328 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The typed config sections of the training recipes: one set of defaults.
+
+Each dataclass is a config section field for field and the one source of
+its defaults: `configs/*.py` build their sections with
+`config_utils.to_section(Cls, **what_this_config_changes)`, a recipe builds
+the dataclass back (`run.stage.Stage`), checked before any compute, errors
+naming `section.key`. The fingerprint rule is declared on the fields:
+`fingerprint.resumable()` marks what may change on resume, and
+`config_utils.source()` what enters by content (checkpoints, data files).
+
+Sections of one library package live beside what they configure
+(`data.settings`, `sft.corruption`, `distillation.settings`,
+`rl.settings`, `training.options`, `mesh`); this module holds the
+recipes' own: the `model` sections (a checkpoint or a random model, and the
+compute precision), SFT's `bd` and `lora`, `export`, and the `eval`
+sections of SFT and AR pretraining.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from tunix_bd import config_utils
+from tunix_bd import fingerprint
+from tunix_bd.core import bd_config
+from tunix_bd.models import export as export_lib
+from tunix_bd.models import from_scratch
+from tunix_bd.models import hf_source
+from tunix_bd.models import lora
+from tunix_bd.models import precision as precision_lib
+
+_CHECKPOINT = config_utils.CHECKPOINT
+
+
+def _one_of(key: str, value: str, choices) -> None:
+  if value not in choices:
+    raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrecisionSettings:
+  """The `model` keys of compute precision and memory (`models.precision`).
+
+  Attributes:
+    dtype: `float32` or `bfloat16` compute; parameters and optimizer state
+      stay float32. It changes what a run computes: fingerprinted.
+    remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
+      are the same, so a resume may change it.
+    logits_chunk: vocabulary columns per chunk of the output head in the
+      loss; 0: dense logits. Equal to float rounding: a resume may change it.
+  """
+
+  dtype: str = "float32"
+  remat: str = fingerprint.resumable(default="none")
+  logits_chunk: int = fingerprint.resumable(default=8192)
+
+  def __post_init__(self):
+    self.precision  # pylint: disable=pointless-statement; checks the values.
+
+  @property
+  def precision(self) -> precision_lib.Precision:
+    """The settings as `models.precision` takes them."""
+    return precision_lib.Precision(
+        dtype=self.dtype, remat=self.remat, logits_chunk=self.logits_chunk
+    )
+
+  def directory_hint(self, key: str) -> str:
+    """What to set when checkpoint `key` is missing (see `Stage`)."""
+    del key
+    return ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScratchBdSettings:
+  """The block-diffusion settings of a random converted model."""
+
+  block_size: int = 8
+  alignment: str = bd_config.SHIFTED
+  layout: str = bd_config.CLEAN_CONTEXT
+
+  def __post_init__(self):
+    config_utils.check_int("model.scratch_bd.block_size", self.block_size, 1)
+    _one_of("model.scratch_bd.alignment", self.alignment, bd_config.ALIGNMENTS)
+    _one_of("model.scratch_bd.layout", self.layout, bd_config.LAYOUTS)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RandomInitSettings:
+  """`model` keys of a random converted model, for runs needing no checkpoint.
+
+  Attributes:
+    random_init: False: load the checkpoints; True: a random model of the
+      `scratch` shape with the embedded tokenizer and the `scratch_bd`
+      block-diffusion settings (smoke runs).
+    scratch: the random model's shape.
+    scratch_bd: its block-diffusion settings.
+  """
+
+  random_init: bool = False
+  scratch: from_scratch.ScratchModelSettings = dataclasses.field(
+      default_factory=from_scratch.ScratchModelSettings
+  )
+  scratch_bd: ScratchBdSettings = dataclasses.field(
+      default_factory=ScratchBdSettings
+  )
+
+  def __post_init__(self):
+    if not isinstance(self.random_init, bool):
+      raise ValueError(
+          f"model.random_init must be a bool, got {self.random_init!r}."
+      )
+    for name, cls in (
+        ("scratch", from_scratch.ScratchModelSettings),
+        ("scratch_bd", ScratchBdSettings),
+    ):
+      value = config_utils.nested(cls, getattr(self, name), f"model.{name}")
+      object.__setattr__(self, name, value)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftModelSettings(PrecisionSettings):
+  """SFT's `model`: the AR checkpoint to convert, and the precision.
+
+  Attributes:
+    checkpoint: an HF-style directory: config.json, *.safetensors and the
+      tokenizer (a Qwen3 or Qwen2).
+  """
+
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/ar_pretrain/export", required=True
+  )
+
+  def directory_hint(self, key: str) -> str:
+    del key
+    return (
+        ". On the embedded default, train the AR teacher first (`tunix run"
+        " --plugin tunix_bd ar_pretrain.py`); otherwise point it at an HF"
+        " Qwen3 or Qwen2 directory."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpdModelSettings(PrecisionSettings, RandomInitSettings):
+  """OPD's `model`: the block-diffusion student and the causal AR teacher.
+
+  Attributes:
+    student: the converted student (with block_diffusion.json).
+    teacher: the AR teacher; one tokenizer with the student.
+  """
+
+  student: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+  teacher: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
+  )
+
+  def __post_init__(self):
+    PrecisionSettings.__post_init__(self)
+    RandomInitSettings.__post_init__(self)
+
+  def directory_hint(self, key: str) -> str:
+    if key == "student":
+      what = (
+          "the converted student (e.g. runs/quickstart/sft/export, or"
+          " sft.py's workdir/export)"
+      )
+      found = export_lib.find_block_diffusion_exports("runs")
+    else:
+      what = (
+          "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+          " ar_pretrain.py's workdir/export)"
+      )
+      found = []
+    hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
+    return (
+        f": set --config.model.{key}=DIR to {what}{hint}. On the embedded"
+        " default, `tunix run --plugin tunix_bd quickstart.py` makes both."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
+  """GRPO's `model`: the policy, its KL reference, a model to compare.
+
+  Attributes:
+    checkpoint: the policy, a converted model (with block_diffusion.json).
+    reference: the frozen KL reference; empty: none (then grpo.beta = 0).
+    continued_sft: optional, another converted model evaluated beside the
+      policy before and after (the report's `continued SFT`); it is only
+      evaluated, so a resume may change it.
+  """
+
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+  reference: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export"
+  )
+  continued_sft: str = config_utils.source(
+      _CHECKPOINT, metadata={fingerprint.RESUMABLE: True}
+  )
+
+  def __post_init__(self):
+    PrecisionSettings.__post_init__(self)
+    RandomInitSettings.__post_init__(self)
+
+  def directory_hint(self, key: str) -> str:
+    if key != "checkpoint":
+      return ""
+    return (
+        ": it must be a converted model directory; on the embedded default"
+        " run the quickstart first (`tunix run --plugin tunix_bd"
+        " quickstart.py`)."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BdSettings:
+  """SFT's `bd`: the block-diffusion settings the model is converted to.
+
+  Attributes:
+    block_size: tokens per block.
+    mask_token: a token of the tokenizer, a reserved id, or a new token
+      that is added (growing the embedding) when the tokenizer lacks it.
+    alignment: `shifted` (the AR head keeps its meaning) or
+      `same_position`.
+    layout: `clean_context` (`[noisy ; clean]`) or `single_canvas`.
+  """
+
+  block_size: int = 8
+  mask_token: str = "<|mask|>"
+  alignment: str = bd_config.SHIFTED
+  layout: str = bd_config.CLEAN_CONTEXT
+
+  def __post_init__(self):
+    config_utils.check_int("bd.block_size", self.block_size, 1)
+    _one_of("bd.alignment", self.alignment, bd_config.ALIGNMENTS)
+    _one_of("bd.layout", self.layout, bd_config.LAYOUTS)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoraSettings:
+  """SFT's `lora`: rank 0 fine-tunes every weight; > 0 trains LoRA adapters.
+
+  Tunix trains and checkpoints only the `nnx.LoRAParams`; the export merges
+  them.
+  """
+
+  rank: int = 0
+  alpha: float = 16.0
+  module_path: str = lora.DEFAULT_MODULE_PATH
+
+  def __post_init__(self):
+    config_utils.check_int("lora.rank", self.rank, 0)
+    config_utils.check_number("lora.alpha", self.alpha, 0, strict=True)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportSettings:
+  """The `export` section of a recipe that writes an HF export.
+
+  Attributes:
+    dtype: the weight dtype of the export (`float32`, `bfloat16` or
+      `float16`); empty keeps the source checkpoint's.
+    format: the export's layout; `tunix_bd`.
+  """
+
+  # What is written at the end, never what the checkpoints mean.
+  dtype: str = fingerprint.resumable(default="")
+  format: str = fingerprint.resumable(default="tunix_bd")
+
+  def __post_init__(self):
+    hf_source.check_dtype(self.dtype, "export.dtype")
+    _one_of("export.format", self.format, ("tunix_bd",))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftEvalSettings:
+  """SFT's `eval`: the held-out loss's batch size."""
+
+  batch_size: int = fingerprint.resumable(default=64)
+
+  def __post_init__(self):
+    config_utils.check_int("eval.batch_size", self.batch_size, 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ArEvalSettings:
+  """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler`."""
+
+  max_new_tokens: int = fingerprint.resumable(default=16)
+  batch_size: int = fingerprint.resumable(default=128)
+
+  def __post_init__(self):
+    for key in ("max_new_tokens", "batch_size"):
+      config_utils.check_int(f"eval.{key}", getattr(self, key), 1)
+
+
+def checkpoint_directories(settings) -> dict[str, str]:
+  """`{key: path}` of the checkpoints a `model` section makes a run read.
+
+  Required ones even when empty, optional ones when set; none that
+  `random_init` replaces.
+  """
+  random_init = getattr(settings, "random_init", False)
+  paths = {}
+  for field in dataclasses.fields(settings):
+    if config_utils.source_kind(field) != _CHECKPOINT:
+      continue
+    required = field.metadata.get("required")
+    path = getattr(settings, field.name)
+    if (required and not random_init) or (not required and path):
+      paths[field.name] = path
+  return paths
+
+
+def check_directories(settings, section: str = "model") -> None:
+  """Fails closed on a checkpoint directory that does not exist."""
+  for key, path in checkpoint_directories(settings).items():
+    if not os.path.isdir(path):
+      raise ValueError(
+          f"{section}.{key}={path!r} is not a directory"
+          f"{settings.directory_hint(key) or '.'}"
+      )
