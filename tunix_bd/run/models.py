@@ -81,8 +81,15 @@ def load(
   precision = settings.precision
   if _random(settings) and path is None:
     return from_scratch.embedded_model(settings.scratch, seed, mesh, precision)
+  return load_checkpoint(path or getattr(settings, key), mesh, precision)
+
+
+def load_checkpoint(
+    path: str,
+    mesh: jax.sharding.Mesh,
+    precision: precision_lib.Precision = precision_lib.Precision(),
+) -> Any:
+  """The Tunix model of checkpoint directory `path` (float32 by default)."""
   with mesh_lib.tunix_context(mesh):
-    model, _ = precision_lib.load(
-        path or getattr(settings, key), precision, mesh=mesh
-    )
+    model, _ = precision_lib.load(path, precision, mesh=mesh)
   return model
