@@ -10,8 +10,8 @@ Resuming compares the two field by field and names every field that differs.
 
 Which settings may change on resume is declared once, on the settings
 dataclasses' fields (`resumable()`: how long to train and how often to
-evaluate or checkpoint); `settings_fields` gives every other field, so every
-recipe fingerprints its typed sections by the same rule. Checkpoints a run
+evaluate or checkpoint); every other field enters the fingerprint, by the
+one rule of `tunix_bd.run.stage.section_fields`, the same in every recipe. Checkpoints a run
 reads are recorded by content (`tunix_bd.run.provenance`), so a
 moved model resumes and a replaced one is refused.
 """
@@ -46,7 +46,7 @@ def resumable(**field_kwargs) -> Any:
   Such a field does not change what the run's checkpoints mean, only how far
   the run goes or how often it reports: e.g. `train.max_steps` (extend a
   finished run), `train.eval_every_n_steps`. Every other field of a settings
-  dataclass enters the fingerprint (`settings_fields`).
+  dataclass enters the fingerprint (`tunix_bd.run.stage.section_fields`).
 
   Args:
     **field_kwargs: passed to `dataclasses.field` (e.g. `default=`).

@@ -26,7 +26,9 @@ from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import models
+from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
@@ -304,7 +306,7 @@ def _changed(value):
   if isinstance(value, bool):
     return [not value]
   if value is None:
-    return [2]
+    return [2, True]
   if isinstance(value, int):
     return [value * 2, value + 1] if value else [1]
   if isinstance(value, float):
@@ -350,10 +352,33 @@ class ResumeRuleTest(parameterized.TestCase):
       }
       self.assertEqual(declared, expected, settings.__name__)
 
-  def test_settings_fields_refuses_a_class_or_a_plain_dict(self):
+  def test_section_fields_refuses_a_class_or_a_plain_dict(self):
     for value in (options.TrainSettings, {"a": 1}):
       with self.assertRaisesRegex(ValueError, "dataclass instance"):
-        fingerprint.settings_fields(value)
+        stage_lib.section_fields(value, provenance.identify)
+
+  def test_sources_enter_by_content_and_nested_sections_by_the_rule(self):
+    model = sections.GrpoModelSettings(
+        checkpoint=self.export, reference="", continued_sft=self.export
+    )
+    fields = stage_lib.section_fields(model, provenance.identify)
+    self.assertEqual(
+        fields["checkpoint"],
+        provenance.identify(self.export).fingerprint_field(),
+    )
+    self.assertIsNone(fields["reference"])
+    # Resumable: left out; a nested section: its own fields.
+    self.assertNotIn("continued_sft", fields)
+    self.assertNotIn("remat", fields)
+    self.assertEqual(
+        fields["scratch"],
+        dataclasses.asdict(from_scratch.ScratchModelSettings()),
+    )
+    # A random model reads no checkpoint.
+    random = dataclasses.replace(model, random_init=True)
+    self.assertIsNone(
+        stage_lib.section_fields(random, provenance.identify)["checkpoint"]
+    )
 
   def _fingerprint(self, recipe, config):
     """`(stage, fingerprint)` as the recipe's `run` computes them."""
@@ -395,10 +420,10 @@ class ResumeRuleTest(parameterized.TestCase):
       for key, value in config[name].items():
         for other in _changed(value):
           changed = copy.deepcopy(config)
-          changed[name][key] = other
-          if _count_differences(changed, config) > 1:
-            continue  # Another key follows this one (a FieldReference).
           try:
+            changed[name][key] = other
+            if _count_differences(changed, config) > 1:
+              continue  # Another key follows this one (a FieldReference).
             _, current = self._fingerprint(recipe, changed)
           except (ValueError, TypeError):
             continue  # Not a valid value of this key here; try the next.

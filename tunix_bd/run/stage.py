@@ -54,6 +54,47 @@ def build_section(config: ml_collections.ConfigDict, name: str, spec: Any):
   return config_utils.from_section(spec, config[name], name)
 
 
+def section_fields(
+    settings: Any, identify: Callable[[str], provenance.SourceCheckpoint]
+) -> dict[str, Any]:
+  """A typed section's fingerprint fields: the one rule (module docstring).
+
+  Args:
+    settings: a settings dataclass instance, or a tuple of them (one
+      section of several concerns; their fields are merged).
+    identify: `path -> provenance.SourceCheckpoint`, for the checkpoints
+      the section makes the run read.
+
+  Raises:
+    ValueError: if `settings` is not a dataclass instance.
+  """
+  if isinstance(settings, tuple):
+    return {
+        k: v for part in settings for k, v in section_fields(part, identify).items()
+    }
+  if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
+    raise ValueError(
+        f"settings must be a dataclass instance, got {type(settings).__name__}."
+    )
+  read = sections_lib.checkpoint_directories(settings)
+  fields = {}
+  for field in dataclasses.fields(settings):
+    if fingerprint_lib.is_resumable(field):
+      continue
+    value = getattr(settings, field.name)
+    kind = config_utils.source_kind(field)
+    if dataclasses.is_dataclass(value):
+      value = section_fields(value, identify)
+    elif kind == config_utils.CHECKPOINT:
+      path = read.get(field.name)
+      value = identify(path).fingerprint_field() if path else None
+    elif kind == config_utils.FILE and value:
+      digest = checkpoint_digest.digest_file(value)
+      value = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
+    fields[field.name] = value
+  return fields
+
+
 class Stage:
   """One launch of a training recipe: its checked sections and bookkeeping.
 
@@ -109,30 +150,6 @@ class Stage:
       self._identified[path] = provenance.identify(path)
     return self._identified[path]
 
-  def section_fields(self, settings: Any) -> Any:
-    """A section's fingerprint fields: the one rule (module docstring)."""
-    if isinstance(settings, tuple):
-      return {
-          k: v for part in settings for k, v in self.section_fields(part).items()
-      }
-    read = sections_lib.checkpoint_directories(settings)
-    fields = {}
-    for field in dataclasses.fields(settings):
-      if fingerprint_lib.is_resumable(field):
-        continue
-      value = getattr(settings, field.name)
-      kind = config_utils.source_kind(field)
-      if dataclasses.is_dataclass(value):
-        value = self.section_fields(value)
-      elif kind == config_utils.CHECKPOINT:
-        read_path = read.get(field.name)
-        value = self.identify(read_path).fingerprint_field() if read_path else None
-      elif kind == config_utils.FILE and value:
-        digest = checkpoint_digest.digest_file(value)
-        value = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
-      fields[field.name] = value
-    return fields
-
   def check_fingerprint(self, **derived: Any) -> dict[str, Any]:
     """The run fingerprint; refuses to resume checkpoints of other settings.
 
@@ -147,7 +164,10 @@ class Stage:
     fields = {
         "recipe": self.config.recipe,
         "seed": self.config.seed,
-        **{name: self.section_fields(s) for name, s in self.sections.items()},
+        **{
+            name: section_fields(settings, self.identify)
+            for name, settings in self.sections.items()
+        },
         **derived,
     }
     self.fingerprint = fingerprint_lib.fingerprint(fields)
