@@ -173,6 +173,7 @@ class ConfigsTest(parameterized.TestCase):
   def test_to_section_refuses_unknown_fields_and_missing_required_ones(self):
     with self.assertRaisesRegex(ValueError, r"no fields \['betta'\]"):
       config_utils.to_section(rl_settings.GrpoSettings, betta=0.1)
+
     @dataclasses.dataclass(frozen=True)
     class Required:
       batch_size: int

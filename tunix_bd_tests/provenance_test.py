@@ -75,9 +75,7 @@ class DataFieldsTest(absltest.TestCase):
       self.fields(eval=os.path.join(root, "nope.jsonl"))
     # GRPO's prompt file and a chat template override enter by content too.
     for key in ("prompts", "chat_template"):
-      self.assertEqual(
-          self.fields(**{key: paths[0]})[key], f"sha256:{digest}"
-      )
+      self.assertEqual(self.fields(**{key: paths[0]})[key], f"sha256:{digest}")
     self.assertEqual(self.fields()["chat_template"], "")
 
 

@@ -23,7 +23,6 @@ from tunix_bd.generate import commit_rules
 from tunix_bd.generate import settings as decode_settings
 from tunix_bd.training import options
 
-
 TimeBudget = options.TimeBudget
 
 
@@ -55,10 +54,11 @@ class OpdSettings:
   def __post_init__(self):
     if self.canvas not in sources.CANVASES:
       raise ValueError(
-          f"opd.canvas must be one of {sources.CANVASES}, got"
-          f" {self.canvas!r}."
+          f"opd.canvas must be one of {sources.CANVASES}, got {self.canvas!r}."
       )
-    config_utils.check_number("opd.temperature", self.temperature, 0, strict=True)
+    config_utils.check_number(
+        "opd.temperature", self.temperature, 0, strict=True
+    )
     config_utils.check_number("opd.hard_loss_weight", self.hard_loss_weight, 0)
 
 
@@ -132,7 +132,9 @@ class EvalSettings:
         isinstance(thresholds, (str, bytes))
         or not thresholds
         or not all(
-            isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t <= 1
+            isinstance(t, (int, float))
+            and not isinstance(t, bool)
+            and 0 < t <= 1
             for t in thresholds
         )
     ):

@@ -23,12 +23,10 @@ import time
 import jax
 import ml_collections
 
-from tunix_bd import compat
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.models import bd_formats
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
@@ -61,7 +59,7 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       run_settings(stage), model.random_init or bool(model.reference)
   )
   if not model.random_init and stage.grpo.beta:
-    _check_reference(model)
+    models.check_kl_reference(model.checkpoint, model.reference)
   return stage
 
 
@@ -76,30 +74,6 @@ def run_settings(stage: stage_lib.Stage) -> settings_lib.GrpoRunSettings:
       batches=batches,
       eval=stage.eval,
   )
-
-
-# What a reference's log-probs mean: they must be the policy's for the KL.
-_REFERENCE_MATCHES = ("block_size", "mask_token_id", "alignment")
-
-
-def _check_reference(model: sections.GrpoModelSettings) -> None:
-  """Fails closed unless the KL reference's log-probs mean the policy's.
-
-  An AR export (no block_diffusion.json), or other block size, mask id or
-  alignment, scores a rollout's trace under another distribution: the KL
-  would train towards it, silently. Checked before any compute.
-  """
-  policy = bd_formats.load_settings(model.checkpoint, "model.checkpoint")
-  reference = bd_formats.load_settings(model.reference, "model.reference")
-  for field in _REFERENCE_MATCHES:
-    mine, theirs = getattr(policy, field), getattr(reference, field)
-    if mine != theirs:
-      raise ValueError(
-          f"model.reference={model.reference!r} has {field}={theirs!r}, the"
-          f" policy (model.checkpoint) {field}={mine!r}: the KL reference"
-          " must score rollouts as the policy does (e.g. set it to"
-          " model.checkpoint)."
-      )
 
 
 def _models(stage, meshes, seed: int):
@@ -125,24 +99,6 @@ def check_fingerprint(stage, tokenizer, bd, stop_ids) -> dict:
       bd=bd.to_dict(),
       stop_ids=list(stop_ids),
       trace="stop-block",
-  )
-
-
-def _training_config(run, workdir, data_sharding_axes):
-  base = options.training_config(run.train, workdir, "GRPO")
-  base.data_sharding_axis = data_sharding_axes
-  # Tunix's RL config extends its training config with the RL batch sizes
-  # and derives gradient accumulation from them.
-  fields = {
-      f.name: getattr(base, f.name)
-      for f in dataclasses.fields(base)
-      if f.init and f.name != "gradient_accumulation_steps"
-  }
-  return compat.RLTrainingConfig(
-      **fields,
-      actor_optimizer=options.optimizer(run.train),
-      mini_batch_size=run.batches.mini_batch_size,
-      train_micro_batch_size=run.batches.train_micro_batch_size,
   )
 
 
@@ -176,6 +132,9 @@ def run(config: ml_collections.ConfigDict) -> dict:
   eval_prompts = prompts_lib.encode_prompts(
       tokenizer, eval_set, max_prompt, chat_options
   )
+  hf_files = models.hf_files(
+      stage.model, "checkpoint"
+  )  # What the export keeps.
   fingerprint = check_fingerprint(stage, tokenizer, bd, stop_ids)
 
   meshes = meshes_lib.build(config.mesh)
@@ -202,7 +161,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
         tokenizer=tokenizer,
         bd=bd,
         stop_ids=stop_ids,
-        training_config=_training_config(
+        training_config=wiring.training_config(
             settings, stage.workdir, meshes.data_sharding_axes
         ),
         **wiring.rollout_arguments(rollout),
@@ -257,7 +216,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
       tokenizer,
       bd=bd,
       chat_options=chat_options,
-      source=models.hf_files(stage.model, "checkpoint"),
+      source=hf_files,
       stop_ids=stop_ids,
       extra={
           "grpo": {

@@ -109,11 +109,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       student_tok, conversations, stage.rollout.max_prompt_length, chat_options
   )
   train_prompts, eval_prompts = encode(train_set), encode(eval_set)
+  hf_files = models.hf_files(stage.model, "student")  # What the export keeps.
   fingerprint = check_fingerprint(stage, student_tok, teacher_tok, bd, stop_ids)
 
   mesh = mesh_lib.make_mesh(stage.mesh)
   load = lambda key, seed: models.load(stage.model, key, mesh, seed=seed)
-  student, teacher = load("student", config.seed + 1), load("teacher", config.seed)
+  student, teacher = load("student", config.seed + 1), load(
+      "teacher", config.seed
+  )
   teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
   bd.validate_for_model(
       student.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
@@ -186,7 +189,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       student_tok,
       bd=bd,
       chat_options=chat_options,
-      source=models.hf_files(stage.model, "student"),
+      source=hf_files,
       stop_ids=stage.rollout.extra_stop_ids,
       extra={
           "distilled": distilled_from,

@@ -22,14 +22,11 @@ import ml_collections
 
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import lm_head
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_source
-from tunix_bd.models import lora as lora_lib
-from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
@@ -62,45 +59,33 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
   stage = validate(config)
-  (train, budget), lora, precision = stage.train, stage.lora, stage.model.precision
+  (train, budget), lora, precision = (
+      stage.train,
+      stage.lora,
+      stage.model.precision,
+  )
   checkpoint = stage.model.checkpoint
   tokenizer = tokenizer_lib.load_tokenizer(
       checkpoint, config.data.chat_template, key="model.checkpoint"
   )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
+  hf_files = hf_source.read(checkpoint)  # What the export keeps.
   fingerprint = stage.check_fingerprint(
       tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
   )
 
   mesh = mesh_lib.make_mesh(stage.mesh)
   model = models.load(stage.model, "checkpoint", mesh)
-  eos_id = tokenizer.eos_token_id
-  model, model_config, mask_id = mask_token_lib.provision_mask_token(
-      model, tokenizer, stage.bd.mask_token, stop_ids=(eos_id,)
+  model, model_config, bd = models.to_block_diffusion(
+      model, tokenizer, stage.bd
   )
-  bd = bd_config_lib.BlockDiffusionConfig(
-      block_size=stage.bd.block_size,
-      mask_token_id=mask_id,
-      alignment=stage.bd.alignment,
-      layout=stage.bd.layout,
-  )
-  bd.validate_for_model(
-      model_config, pad_id=tokenizer.pad_token_id, eos_id=eos_id
-  )
-  if lora.rank:
-    with mesh_lib.tunix_context(mesh):
-      model = lora_lib.apply_lora(
-          model,
-          rank=lora.rank,
-          alpha=lora.alpha,
-          module_path=lora.module_path,
-          seed=config.seed,
-          mesh=mesh,
-      )
+  model = lora.apply(model, seed=config.seed, mesh=mesh)
   if precision.chunk:
-    lm_head.model_head(model, mask_id)  # Fails closed on a LoRA'd head.
+    lm_head.model_head(model, bd.mask_token_id)  # Refuses a LoRA'd head.
   # Batches are built (and every row validated) before any training step.
-  batches = dict(corruption=stage.corruption, config=bd, eos_id=eos_id)
+  batches = dict(
+      corruption=stage.corruption, config=bd, eos_id=tokenizer.eos_token_id
+  )
   train_batches = batching.sft_batches(
       train_data,
       batch_size=train.batch_size,
@@ -125,14 +110,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   with mesh_lib.tunix_context(mesh):
     trainer.train(budget.bounded(train_batches), eval_batches)
 
-  if lora.rank:
-    model = lora_lib.merge_lora(model, model_config, alpha=lora.alpha)
   export_dir = stage.export_block_diffusion(
-      model,
+      lora.merge(model, model_config),
       tokenizer,
       bd=bd,
       chat_options=stage.data.chat_options,
-      source=hf_source.read(checkpoint),
+      source=hf_files,
       extra={
           "converted_from": stage.provenance("checkpoint"),
           "corruption": stage.corruption.to_dict(),

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
@@ -93,3 +94,56 @@ def load_checkpoint(
   with mesh_lib.tunix_context(mesh):
     model, _ = precision_lib.load(path, precision, mesh=mesh)
   return model
+
+
+# What a reference's log-probs mean: they must be the policy's for the KL.
+_REFERENCE_MATCHES = ("block_size", "mask_token_id", "alignment")
+
+
+def check_kl_reference(policy: str, reference: str) -> None:
+  """Fails closed unless KL reference `model.reference` scores as the policy.
+
+  An AR export (no block_diffusion.json), or other block size, mask id or
+  alignment, scores a rollout's trace under another distribution: the KL
+  would train towards it, silently. Checked before any compute.
+  """
+  mine = bd_formats.load_settings(policy, "model.checkpoint")
+  theirs = bd_formats.load_settings(reference, "model.reference")
+  for field in _REFERENCE_MATCHES:
+    if getattr(mine, field) != getattr(theirs, field):
+      raise ValueError(
+          f"model.reference={reference!r} has"
+          f" {field}={getattr(theirs, field)!r}, the policy"
+          f" (model.checkpoint) {field}={getattr(mine, field)!r}: the KL"
+          " reference must score rollouts as the policy does (e.g. set it to"
+          " model.checkpoint)."
+      )
+
+
+def to_block_diffusion(model: Any, tokenizer: Any, bd: Any):
+  """An AR model and tokenizer with the mask token of SFT's `bd` section.
+
+  Args:
+    model: the AR Tunix model.
+    tokenizer: its tokenizer; gains the mask token if it lacks it.
+    bd: the `bd` section (`run.sections.BdSettings`).
+
+  Returns:
+    `(model, model_config, bd_config)`: the model (one embedding row more
+    when the mask token was added), its config, and the block-diffusion
+    settings on the mask token's id, checked against both.
+  """
+  eos_id = tokenizer.eos_token_id
+  model, model_config, mask_id = mask_token.provision_mask_token(
+      model, tokenizer, bd.mask_token, stop_ids=(eos_id,)
+  )
+  config = bd_config_lib.BlockDiffusionConfig(
+      block_size=bd.block_size,
+      mask_token_id=mask_id,
+      alignment=bd.alignment,
+      layout=bd.layout,
+  )
+  config.validate_for_model(
+      model_config, pad_id=tokenizer.pad_token_id, eos_id=eos_id
+  )
+  return model, model_config, config

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 from tunix_bd import config_utils
 from tunix_bd import fingerprint
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.models import export as export_lib
 from tunix_bd.models import from_scratch
@@ -175,7 +177,9 @@ class OpdModelSettings(PrecisionSettings, RandomInitSettings):
           " ar_pretrain.py's workdir/export)"
       )
       found = []
-    hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
+    hint = (
+        f"; converted models under runs/: {', '.join(found)}" if found else ""
+    )
     return (
         f": set --config.model.{key}=DIR to {what}{hint}. On the embedded"
         " default, `tunix run --plugin tunix_bd quickstart.py` makes both."
@@ -257,6 +261,26 @@ class LoraSettings:
   def __post_init__(self):
     config_utils.check_int("lora.rank", self.rank, 0)
     config_utils.check_number("lora.alpha", self.alpha, 0, strict=True)
+
+  def apply(self, model: Any, *, seed: int, mesh: Any) -> Any:
+    """`model` with adapters (rank > 0), or as it is."""
+    if not self.rank:
+      return model
+    with mesh_lib.tunix_context(mesh):
+      return lora.apply_lora(
+          model,
+          rank=self.rank,
+          alpha=self.alpha,
+          module_path=self.module_path,
+          seed=seed,
+          mesh=mesh,
+      )
+
+  def merge(self, model: Any, model_config: Any) -> Any:
+    """`model` with its adapters merged into the weights, for export."""
+    if not self.rank:
+      return model
+    return lora.merge_lora(model, model_config, alpha=self.alpha)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

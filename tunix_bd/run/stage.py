@@ -70,7 +70,9 @@ def section_fields(
   """
   if isinstance(settings, tuple):
     return {
-        k: v for part in settings for k, v in section_fields(part, identify).items()
+        k: v
+        for part in settings
+        for k, v in section_fields(part, identify).items()
     }
   if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
     raise ValueError(
