@@ -24,6 +24,8 @@ forward and tokens/s. Variants: `default`; `long`, the `count` task with a
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh
 from ml_collections import config_dict
 
 
@@ -73,7 +75,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           seed=0,
       )
   )
-  config.mesh = config_sections.mesh()
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "long":
     config.workdir = "runs/generate_long"
     config.model.checkpoint = "runs/quickstart_long/sft/export"

@@ -105,6 +105,29 @@ def nested(cls: type[T], value: Any, what: str) -> T:
   return value if isinstance(value, cls) else from_section(cls, value, what)
 
 
+# The field metadata key that `resumable()` sets.
+RESUMABLE = "tunix_bd_resumable"
+
+
+def resumable(**field_kwargs) -> Any:
+  """A settings field that may change when a run resumes.
+
+  Such a field does not change what the run's checkpoints mean, only how far
+  the run goes or how often it reports: e.g. `train.max_steps` (extend a
+  finished run), `train.eval_every_n_steps`. Every other field of a settings
+  dataclass enters the fingerprint (`tunix_bd.run.stage.section_fields`).
+
+  Args:
+    **field_kwargs: passed to `dataclasses.field` (e.g. `default=`).
+  """
+  return dataclasses.field(metadata={RESUMABLE: True}, **field_kwargs)
+
+
+def is_resumable(field: dataclasses.Field) -> bool:
+  """Whether a dataclass field was declared with `resumable()`."""
+  return bool(field.metadata.get(RESUMABLE))
+
+
 # The field metadata key that `source()` sets: "checkpoint" or "file".
 SOURCE = "tunix_bd_source"
 CHECKPOINT = "checkpoint"

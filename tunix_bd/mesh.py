@@ -17,7 +17,6 @@ import jax
 from jax.experimental import mesh_utils
 
 from tunix_bd import config_utils
-from tunix_bd import fingerprint
 
 MESH_AXES = ("fsdp", "tp")
 
@@ -29,8 +28,8 @@ class MeshSettings:
   Where a run computes, not what: a resume may change them.
   """
 
-  fsdp: int = fingerprint.resumable(default=-1)
-  tp: int = fingerprint.resumable(default=1)
+  fsdp: int = config_utils.resumable(default=-1)
+  tp: int = config_utils.resumable(default=1)
 
   def __post_init__(self):
     config_utils.check_int("mesh.tp", self.tp, 1)

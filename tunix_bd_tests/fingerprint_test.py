@@ -11,6 +11,7 @@ import re
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from tunix_bd import config_utils
 from tunix_bd import fingerprint
 from tunix_bd import mesh
 from tunix_bd import plugin
@@ -348,7 +349,7 @@ class ResumeRuleTest(parameterized.TestCase):
       declared = {
           f.name
           for f in dataclasses.fields(settings)
-          if fingerprint.is_resumable(f)
+          if config_utils.is_resumable(f)
       }
       self.assertEqual(declared, expected, settings.__name__)
 

@@ -16,7 +16,6 @@ import dataclasses
 from typing import Any
 
 from tunix_bd import config_utils
-from tunix_bd import fingerprint
 from tunix_bd.core import special_ids
 from tunix_bd.distillation import sources
 from tunix_bd.generate import commit_rules
@@ -122,8 +121,8 @@ class EvalSettings:
   """
 
   # How the run is measured, never what it trains.
-  batch_size: int = fingerprint.resumable(default=64)
-  thresholds: tuple[float, ...] = fingerprint.resumable(default=(0.5, 0.9))
+  batch_size: int = config_utils.resumable(default=64)
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
 
   def __post_init__(self):
     config_utils.check_int("eval.batch_size", self.batch_size, 1)

@@ -3,7 +3,8 @@
 """A randomly initialised Tunix Qwen3 (the embedded AR teacher, benchmarks).
 
 `ScratchModelSettings` is the `model` config section of the embedded
-from-scratch model (`config_sections.embedded_model`), field for field.
+from-scratch model, field for field, and the one source of its defaults
+(`config_utils.to_section`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ import dataclasses
 from typing import Any
 
 from tunix_bd import config_utils
-from tunix_bd import fingerprint
 from tunix_bd.core import special_ids
 from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import commit_rules
@@ -136,7 +135,7 @@ class GrpoSettings:
   loss_agg_mode: str = "sequence-mean-token-mean"
   kl_loss_mode: str = "low_var_kl"
   # A check's cadence: it logs, never changes a step.
-  verify_replay_every_n_steps: int = fingerprint.resumable(default=10)
+  verify_replay_every_n_steps: int = config_utils.resumable(default=10)
 
   def __post_init__(self):
     config_utils.check_int("grpo.num_generations", self.num_generations, 2)
@@ -231,13 +230,13 @@ class EvalSettings:
   """
 
   # How the run is measured, never what it trains: a resume may change it.
-  num_prompts: int = fingerprint.resumable(default=256)
-  thresholds: tuple[float, ...] = fingerprint.resumable(default=(0.5, 0.9))
-  sampled_samples: int = fingerprint.resumable(default=4)
-  sampled_threshold: float = fingerprint.resumable(default=0.5)
-  sampled_temperature: float = fingerprint.resumable(default=1.0)
-  batch_size: int = fingerprint.resumable(default=64)
-  seed: int = fingerprint.resumable(default=0)
+  num_prompts: int = config_utils.resumable(default=256)
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
+  sampled_samples: int = config_utils.resumable(default=4)
+  sampled_threshold: float = config_utils.resumable(default=0.5)
+  sampled_temperature: float = config_utils.resumable(default=1.0)
+  batch_size: int = config_utils.resumable(default=64)
+  seed: int = config_utils.resumable(default=0)
 
   def __post_init__(self):
     config_utils.check_int("eval.num_prompts", self.num_prompts, 1)

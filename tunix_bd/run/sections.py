@@ -7,7 +7,7 @@ its defaults: `configs/*.py` build their sections with
 `config_utils.to_section(Cls, **what_this_config_changes)`, a recipe builds
 the dataclass back (`run.stage.Stage`), checked before any compute, errors
 naming `section.key`. The fingerprint rule is declared on the fields:
-`fingerprint.resumable()` marks what may change on resume, and
+`config_utils.resumable()` marks what may change on resume, and
 `config_utils.source()` what enters by content (checkpoints, data files).
 
 Sections of one library package live beside what they configure
@@ -25,7 +25,6 @@ import os
 from typing import Any
 
 from tunix_bd import config_utils
-from tunix_bd import fingerprint
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.models import export as export_lib
@@ -56,8 +55,8 @@ class PrecisionSettings:
   """
 
   dtype: str = "float32"
-  remat: str = fingerprint.resumable(default="none")
-  logits_chunk: int = fingerprint.resumable(default=8192)
+  remat: str = config_utils.resumable(default="none")
+  logits_chunk: int = config_utils.resumable(default=8192)
 
   def __post_init__(self):
     self.precision  # pylint: disable=pointless-statement; checks the values.
@@ -205,7 +204,7 @@ class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
       _CHECKPOINT, "runs/quickstart/sft/export"
   )
   continued_sft: str = config_utils.source(
-      _CHECKPOINT, metadata={fingerprint.RESUMABLE: True}
+      _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
   )
 
   def __post_init__(self):
@@ -294,8 +293,8 @@ class ExportSettings:
   """
 
   # What is written at the end, never what the checkpoints mean.
-  dtype: str = fingerprint.resumable(default="")
-  format: str = fingerprint.resumable(default="tunix_bd")
+  dtype: str = config_utils.resumable(default="")
+  format: str = config_utils.resumable(default="tunix_bd")
 
   def __post_init__(self):
     hf_source.check_dtype(self.dtype, "export.dtype")
@@ -306,7 +305,7 @@ class ExportSettings:
 class SftEvalSettings:
   """SFT's `eval`: the held-out loss's batch size."""
 
-  batch_size: int = fingerprint.resumable(default=64)
+  batch_size: int = config_utils.resumable(default=64)
 
   def __post_init__(self):
     config_utils.check_int("eval.batch_size", self.batch_size, 1)
@@ -316,8 +315,8 @@ class SftEvalSettings:
 class ArEvalSettings:
   """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler`."""
 
-  max_new_tokens: int = fingerprint.resumable(default=16)
-  batch_size: int = fingerprint.resumable(default=128)
+  max_new_tokens: int = config_utils.resumable(default=16)
+  batch_size: int = config_utils.resumable(default=128)
 
   def __post_init__(self):
     for key in ("max_new_tokens", "batch_size"):

@@ -17,7 +17,7 @@ A training recipe is five steps, in this order, whatever it trains:
       # 5. Export, with the sources' provenance.
 
 The fingerprint rule (`section_fields`): every field of every typed section,
-but those declared `fingerprint.resumable()`; checkpoints and data files
+but those declared `config_utils.resumable()`; checkpoints and data files
 (`config_utils.source`) by the digests of their contents; plus the recipe,
 the seed and what the recipe derives from its sources (tokenizer digests,
 the block-diffusion settings, stop ids). The same in every recipe.
@@ -81,7 +81,7 @@ def section_fields(
   read = sections_lib.checkpoint_directories(settings)
   fields = {}
   for field in dataclasses.fields(settings):
-    if fingerprint_lib.is_resumable(field):
+    if config_utils.is_resumable(field):
       continue
     value = getattr(settings, field.name)
     kind = config_utils.source_kind(field)

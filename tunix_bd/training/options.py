@@ -23,7 +23,6 @@ import orbax.checkpoint as ocp
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import files
-from tunix_bd import fingerprint
 from tunix_bd.training import metrics
 
 T = TypeVar("T")
@@ -53,14 +52,14 @@ class TrainSettings:
   batch_size: int = 16
   # Extending a run (more steps) keeps its checkpoints' meaning, as do the
   # evaluation and checkpoint cadences; everything else is fingerprinted.
-  max_steps: int = fingerprint.resumable(default=1000)
+  max_steps: int = config_utils.resumable(default=1000)
   learning_rate: float = 1e-3
   warmup_steps: int = 10
   weight_decay: float = 0.01
   max_grad_norm: float = 1.0
-  eval_every_n_steps: int = fingerprint.resumable(default=200)
-  checkpoint_every_n_steps: int = fingerprint.resumable(default=200)
-  checkpoints_to_keep: int = fingerprint.resumable(default=2)
+  eval_every_n_steps: int = config_utils.resumable(default=200)
+  checkpoint_every_n_steps: int = config_utils.resumable(default=200)
+  checkpoints_to_keep: int = config_utils.resumable(default=2)
   gradient_accumulation_steps: int | None = None
 
   def __post_init__(self):
@@ -100,7 +99,7 @@ class TimeBudget:
       after this many seconds (equal-time comparisons); 0: no limit.
   """
 
-  time_budget_s: float = fingerprint.resumable(default=0.0)
+  time_budget_s: float = config_utils.resumable(default=0.0)
 
   def __post_init__(self):
     config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
