@@ -30,6 +30,7 @@ from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import bd_formats
 from tunix_bd.models import export
 from tunix_bd.models import precision as precision_lib
+from tunix_bd.run import models
 from tunix_bd.run import workdir as workdir_lib
 
 
@@ -110,8 +111,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(
       tokenizer, max(len(p) for p in prompts)
   )
+  model = models.load_checkpoint(checkpoint, mesh, precision)
   with mesh_lib.tunix_context(mesh):
-    model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
     result = prompt_batches.decode_prompts(
         model,
         tokenizer,
