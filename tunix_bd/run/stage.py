@@ -163,13 +163,15 @@ class Stage:
     Returns:
       The fingerprint (also `self.fingerprint`), to write into checkpoints.
     """
+    sections = {
+        name: section_fields(settings, self.identify)
+        for name, settings in self.sections.items()
+    }
     fields = {
         "recipe": self.config.recipe,
         "seed": self.config.seed,
-        **{
-            name: section_fields(settings, self.identify)
-            for name, settings in self.sections.items()
-        },
+        # A section of resumable fields alone (`mesh`, `eval`) adds nothing.
+        **{name: fields for name, fields in sections.items() if fields},
         **derived,
     }
     self.fingerprint = fingerprint_lib.fingerprint(fields)
