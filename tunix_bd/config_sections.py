@@ -47,25 +47,6 @@ def prompt_data(num_prompts: int = 256) -> ml_collections.ConfigDict:
   )
 
 
-def precision(*, logits_chunk: bool = True) -> dict[str, object]:
-  """The `model` keys of compute precision and memory.
-
-  Args:
-    logits_chunk: also the key of recipes whose losses read logits.
-
-  Returns:
-    `dtype` (`float32` or `bfloat16` compute; parameters and optimizer
-    state stay float32), `remat` (Tunix's `RematConfig`: `none`, `block`,
-    `decoder`) and, for training recipes, `logits_chunk` (vocabulary columns
-    per chunk of the output head in the loss; 0: dense logits). See
-    `tunix_bd.models.precision`.
-  """
-  fields = dict(dtype="float32", remat="none")
-  if logits_chunk:
-    fields["logits_chunk"] = 8192
-  return fields
-
-
 def tiny_model_shape() -> dict[str, int]:
   """`model.scratch` fields that smoke variants shrink: 1 layer, 32 wide."""
   return dict(

@@ -293,6 +293,7 @@ _RESUMABLE = {
     sections.SftModelSettings: {"remat", "logits_chunk"},
     sections.OpdModelSettings: {"remat", "logits_chunk"},
     sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},
+    sections.DecodeModelSettings: {"remat"},
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format"},

@@ -42,7 +42,7 @@ def _one_of(key: str, value: str, choices) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrecisionSettings:
+class ComputeSettings:
   """The `model` keys of compute precision and memory (`models.precision`).
 
   Attributes:
@@ -50,13 +50,10 @@ class PrecisionSettings:
       stay float32. It changes what a run computes: fingerprinted.
     remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
       are the same, so a resume may change it.
-    logits_chunk: vocabulary columns per chunk of the output head in the
-      loss; 0: dense logits. Equal to float rounding: a resume may change it.
   """
 
   dtype: str = "float32"
   remat: str = config_utils.resumable(default="none")
-  logits_chunk: int = config_utils.resumable(default=8192)
 
   def __post_init__(self):
     self.precision  # pylint: disable=pointless-statement; checks the values.
@@ -65,13 +62,54 @@ class PrecisionSettings:
   def precision(self) -> precision_lib.Precision:
     """The settings as `models.precision` takes them."""
     return precision_lib.Precision(
-        dtype=self.dtype, remat=self.remat, logits_chunk=self.logits_chunk
+        dtype=self.dtype,
+        remat=self.remat,
+        logits_chunk=getattr(self, "logits_chunk", 0),
     )
 
   def directory_hint(self, key: str) -> str:
     """What to set when checkpoint `key` is missing (see `Stage`)."""
     del key
     return ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrecisionSettings(ComputeSettings):
+  """`ComputeSettings` and the chunked head of the training losses.
+
+  Attributes:
+    logits_chunk: vocabulary columns per chunk of the output head in the
+      loss; 0: dense logits. Equal to float rounding: a resume may change it.
+  """
+
+  logits_chunk: int = config_utils.resumable(default=8192)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecodeModelSettings(ComputeSettings):
+  """The `model` of a recipe that decodes with a converted model.
+
+  Attributes:
+    checkpoint: the converted model (`sft.py`'s `export/`, or an SDAR or
+      Fast-dLLM v2 directory).
+  """
+
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+
+  def directory_hint(self, key: str) -> str:
+    del key
+    found = export_lib.find_block_diffusion_exports("runs")
+    if found:
+      return (
+          f"; converted models under runs/: {', '.join(found)}; pass one"
+          " with --config.model.checkpoint=DIR."
+      )
+    return (
+        "; no converted model under runs/; make one with `tunix run"
+        " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
