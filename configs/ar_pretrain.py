@@ -19,6 +19,12 @@ embedded character tokenizer is used):
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
+from tunix_bd.models import from_scratch
+from tunix_bd.run import sections
+from tunix_bd.training import options
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -34,26 +40,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.workdir = "runs/ar_pretrain"
   config.seed = 0
 
-  config.model = config_sections.embedded_model()
+  # Each section takes its defaults from its settings dataclass; this
+  # config states what it changes.
+  config.model = config_utils.to_section(from_scratch.ScratchModelSettings)
   # data.train / data.eval: JSONL paths; empty means the embedded tasks.
-  config.data = config_sections.embedded_data()
-  config.train = ml_collections.ConfigDict(
-      dict(
-          batch_size=64,
-          max_steps=1500,
-          learning_rate=2e-3,
-          warmup_steps=100,
-          weight_decay=0.01,
-          max_grad_norm=1.0,
-          eval_every_n_steps=500,
-          checkpoint_every_n_steps=500,
-          checkpoints_to_keep=2,
-      )
+  config.data = config_utils.to_section(data_settings.DataSettings)
+  config.train = config_utils.to_section(
+      options.TrainSettings,
+      batch_size=64,
+      max_steps=1500,
+      learning_rate=2e-3,
+      warmup_steps=100,
+      eval_every_n_steps=500,
+      checkpoint_every_n_steps=500,
   )
-  config.eval = ml_collections.ConfigDict(
-      dict(max_new_tokens=16, batch_size=128)
-  )
-  config.mesh = config_sections.mesh()
+  config.eval = config_utils.to_section(sections.ArEvalSettings)
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
 
   if variant == "long":
     config.workdir = "runs/ar_pretrain_long"

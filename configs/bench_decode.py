@@ -47,8 +47,8 @@ the 8- and 16-token-block models of `sft.py:long8` and `sft.py:long16`:
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
+from tunix_bd import mesh
 from tunix_bd.benchmarking import peer
 
 
@@ -130,7 +130,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Passes over all batches; each batch counts its fastest (1: one pass).
   config.repeats = 1
   config.output = ""  # A path to also write the report as JSON.
-  config.mesh = config_sections.mesh()
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
   # A reference implementation's decoder beside ours (`benchmarking.peer`);
   # off while `python` is empty.
   config.peer = config_utils.to_section(peer.PeerSettings)

@@ -16,7 +16,8 @@ each threshold, side by side. Variants: `default`; `tiny` for smoke tests.
 
 import ml_collections
 
-from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -42,7 +43,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.hard_loss_weight = 0.0
   config.num_eval = 256
   config.thresholds = (0.5, 0.9)
-  config.mesh = config_sections.mesh()
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "tiny":
     config.time_budget_s = 5.0
     config.num_eval = 8

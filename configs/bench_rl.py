@@ -20,6 +20,9 @@ import ml_collections
 
 from tunix_bd import config_sections
 from tunix_bd import config_utils
+from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
+from tunix_bd.run import sections
 from tunix_bd.rl import settings
 
 _VARIANTS = ("default", "smoke", "tiny")
@@ -43,11 +46,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
           checkpoint="runs/quickstart/sft/export",
           ar_checkpoint="runs/quickstart/ar_pretrain/export",
           # `random_init`: two random policies of the `scratch` shape.
-          **config_sections.random_init_model(block_size=8),
+          **config_utils.to_section(sections.RandomInitSettings).to_dict(),
       )
   )
   # The prompts: the first `num_prompts` of the seeded GRPO prompt stream.
-  config.data = config_sections.embedded_data(num_train=256, num_eval=8)
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, num_train=256, num_eval=8
+  )
   config.num_prompts = 16
   # As in `grpo.py`; the AR rollout uses the same token budget, prompt
   # length and temperature (Tunix's `vanilla` engine, no vocabulary filter).
@@ -61,7 +66,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.learning_rate = 0.0
   config.warmup_rounds = 2  # Untimed: compilation.
   config.repeats = 10  # Timed interleaved rounds; each phase keeps its median.
-  config.mesh = config_sections.mesh()
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
 
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/bench_rl_smoke"

@@ -15,7 +15,11 @@ whole shape); `tiny` for smoke tests. The dense loss of earlier versions:
 
 import ml_collections
 
-from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
+from tunix_bd.models import from_scratch
+from tunix_bd.run import sections
 
 _VARIANTS = ("default", "qwen3_0p6b", "tiny")
 
@@ -37,15 +41,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.output = ""  # A path to also write the report as JSON.
   # Among `ar` (always), `bd_single_canvas`, `bd_clean_context`.
   config.variants = ("ar", "bd_single_canvas", "bd_clean_context")
-  config.model = config_sections.embedded_model()
+  config.model = config_utils.to_section(from_scratch.ScratchModelSettings)
   # 0: the tokenizer's vocabulary; more: a real model's (unused ids).
   config.model.vocab_size = 0
-  config.model.update(config_sections.precision())
-  config.bd = ml_collections.ConfigDict(dict(block_size=8))
-  config.data = config_sections.embedded_data(
-      num_train=256, num_eval=8, max_length=56
+  config.model.update(
+      config_utils.to_section(sections.PrecisionSettings).to_dict()
   )
-  config.mesh = config_sections.mesh()
+  config.bd = ml_collections.ConfigDict(dict(block_size=8))
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, num_train=256, num_eval=8, max_length=56
+  )
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "qwen3_0p6b":
     # Qwen3-0.6B's config.json, 4 layers.
     config.model.update(

@@ -26,6 +26,8 @@ smoke tests.
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -53,7 +55,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # speeds take each batch's fastest of `repeats` interleaved passes.
   config.latency_prompts = 32
   config.repeats = 3
-  config.mesh = config_sections.mesh()
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "tiny":
     config.data.num_prompts = 8
     config.thresholds = (0.9,)

@@ -24,6 +24,10 @@ forward and tokens/s. Variants: `default`; `long`, the `count` task with a
 import ml_collections
 
 from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh
+from tunix_bd.generate import settings
+from tunix_bd.run import sections
 from ml_collections import config_dict
 
 
@@ -41,13 +45,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.output = ""  # Default: workdir/completions.jsonl.
   config.verify_replay = False
   # After `sft.py` alone: --config.model.checkpoint=runs/sft/export.
-  config.model = ml_collections.ConfigDict(
-      dict(
-          checkpoint="runs/quickstart/sft/export",
-          # Compute dtype and remat (`tunix_bd.models.precision`).
-          **config_sections.precision(logits_chunk=False),
-      )
-  )
+  # The converted model, compute dtype and remat (`tunix_bd.run.sections`).
+  config.model = config_utils.to_section(sections.DecodeModelSettings)
   # Settings of the checkpoint (block_diffusion.json); set one to assert it:
   # a value that disagrees with the checkpoint is an error.
   config.bd = ml_collections.ConfigDict(
@@ -59,21 +58,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   )
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
   config.data = config_sections.prompt_data()
-  config.decode = ml_collections.ConfigDict(
-      dict(
-          max_new_tokens=16,
-          max_prompt_length=0,  # 0: the longest prompt.
-          rule="threshold",
-          threshold=0.9,
-          top_k=1,
-          factor=1.0,
-          temperature=0.0,
-          use_cache=True,
-          batch_size=64,
-          seed=0,
-      )
-  )
-  config.mesh = config_sections.mesh()
+  # max_prompt_length 0: the longest prompt (`generate.settings`).
+  config.decode = config_utils.to_section(settings.DecodeSettings)
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "long":
     config.workdir = "runs/generate_long"
     config.model.checkpoint = "runs/quickstart_long/sft/export"

@@ -56,11 +56,12 @@ earlier run.
 """
 
 import ml_collections
-from ml_collections import config_dict
 
 from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd.rl import settings
+from tunix_bd.run import sections
+from tunix_bd.training import options
 
 _VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
 
@@ -77,55 +78,39 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.workdir = "runs/grpo"
   config.seed = 0
 
-  config.model = ml_collections.ConfigDict(
-      dict(
-          # The policy: a converted model (with block_diffusion.json).
-          checkpoint="runs/quickstart/sft/export",
-          # The frozen KL reference; empty: none (then grpo.beta must be 0).
-          reference="runs/quickstart/sft/export",
-          # Optional: another converted model evaluated beside the policy
-          # before and after, e.g. the same start trained with more SFT for
-          # the same compute (the report prints it as `continued SFT`).
-          continued_sft="",
-          # Compute dtype, remat and the chunked head of every role's model
-          # (`tunix_bd.models.precision`).
-          **config_sections.precision(),
-          # `random_init`: a random policy (the reference is a copy).
-          **config_sections.random_init_model(block_size=8),
-      )
-  )
+  # Each section takes its defaults from its settings dataclass, whose
+  # docstring says what each key does (`tunix_bd.run.sections`,
+  # `tunix_bd.rl.settings`); this config states what it changes.
+  # model.checkpoint: the policy, a converted model; model.reference: the
+  # frozen KL reference (empty: none, then grpo.beta must be 0);
+  # model.continued_sft: another converted model evaluated beside the
+  # policy; `random_init`: a random policy (the reference is a copy).
+  config.model = config_utils.to_section(sections.GrpoModelSettings)
   # Train prompts: `prompts` (an RL JSONL, `{"prompt", "answer"}` per line),
   # `train` (a chat JSONL) or, both empty, the embedded tasks' train split.
   # Held-out prompts: `eval` (either form; a chat record's last assistant
   # turn is the answer), which a train file needs, or, empty, the embedded
   # eval split (`tunix_bd.rl.prompt_stream.conversations`).
-  config.data = config_sections.embedded_data()
-  config.data.prompts = ""
-  # The typed sections take their defaults from their settings dataclasses
-  # (`tunix_bd.rl.settings`, whose docstrings say what each key does).
+  config.data = config_utils.to_section(settings.DataSettings)
   config.rollout = config_utils.to_section(settings.RolloutSettings)
   config.grpo = config_utils.to_section(settings.GrpoSettings)
   config.reward = config_utils.to_section(settings.RewardSettings)
-  config.train = ml_collections.ConfigDict(
-      dict(
-          batch_size=16,  # Prompts per step; G rollouts each.
-          max_steps=120,
-          learning_rate=1e-4,
-          warmup_steps=10,
-          weight_decay=0.0,
-          max_grad_norm=1.0,
-          eval_every_n_steps=40,
-          checkpoint_every_n_steps=40,
-          checkpoints_to_keep=2,
-          # Tunix's RLTrainingConfig, in prompts; None: the whole batch.
-          mini_batch_size=config_dict.placeholder(int),
-          train_micro_batch_size=config_dict.placeholder(int),
-      )
+  # batch_size: prompts per step, G rollouts each; mini_batch_size and
+  # train_micro_batch_size: Tunix's RLTrainingConfig, in prompts.
+  config.train = config_utils.merged_section(
+      options.TrainSettings,
+      settings.RlBatchSettings,
+      batch_size=16,
+      max_steps=120,
+      learning_rate=1e-4,
+      weight_decay=0.0,
+      eval_every_n_steps=40,
+      checkpoint_every_n_steps=40,
   )
   config.eval = config_utils.to_section(settings.EvalSettings)
   # The held-out split is as long as the evaluation needs.
   config.data.num_eval = config.eval.get_ref("num_prompts")
-  config.export = config_sections.export()
+  config.export = config_utils.to_section(sections.ExportSettings)
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
   # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
   config.mesh = config_sections.role_mesh()

@@ -33,7 +33,12 @@ import ml_collections
 
 from tunix_bd import config_sections
 from tunix_bd import config_utils
+from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
+from tunix_bd.distillation import settings
+from tunix_bd.run import sections
 from tunix_bd.sft import corruption
+from tunix_bd.training import options
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -48,66 +53,43 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.workdir = "runs/opd"
   config.seed = 0
 
-  config.model = ml_collections.ConfigDict(
-      dict(
-          # The block-diffusion student (with block_diffusion.json) and the
-          # causal AR teacher, HF-style directories with one tokenizer: the
-          # quickstart's. After `ar_pretrain.py` and `sft.py` run alone:
-          # --config.model.student=runs/sft/export
-          # --config.model.teacher=runs/ar_pretrain/export.
-          student="runs/quickstart/sft/export",
-          teacher="runs/quickstart/ar_pretrain/export",
-          # Compute dtype, remat and the chunked head of student and teacher
-          # (`tunix_bd.models.precision`).
-          **config_sections.precision(),
-          # `random_init`: a random student and teacher (smoke).
-          **config_sections.random_init_model(block_size=4),
-      )
+  # Each section takes its defaults from its settings dataclass, whose
+  # docstring says what each key does; this config states what it changes.
+  # model.student: the block-diffusion student (with block_diffusion.json)
+  # and model.teacher the causal AR teacher, HF-style directories with one
+  # tokenizer: the quickstart's. After `ar_pretrain.py` and `sft.py` run
+  # alone: --config.model.student=runs/sft/export
+  # --config.model.teacher=runs/ar_pretrain/export. `random_init`: a random
+  # student and teacher (smoke).
+  config.model = config_utils.to_section(
+      sections.OpdModelSettings,
+      scratch_bd=sections.ScratchBdSettings(block_size=4),
   )
   # Prompts: the train split's (last assistant turn re-generated); the
   # held-out split's for evaluation (`num_eval` prompts).
-  config.data = config_sections.embedded_data(num_eval=128)
-  config.rollout = ml_collections.ConfigDict(
-      dict(
-          max_new_tokens=16,
-          max_prompt_length=40,
-          rule="threshold",
-          threshold=0.9,
-          temperature=1.0,
-          use_cache=True,
-          # Stop ids besides the tokenizer's EOS.
-          extra_stop_ids=(),
-      )
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, num_eval=128
   )
-  config.opd = ml_collections.ConfigDict(
-      dict(canvas="corrupted", temperature=1.0, hard_loss_weight=0.0)
-  )
-  # The `corrupted` canvas's noise (SFT's per-block schedule).
+  config.rollout = config_utils.to_section(settings.RolloutSettings)
+  config.opd = config_utils.to_section(settings.OpdSettings)
   # The `corrupted` canvas's noise: SFT's schedule, one row, uniform.
   config.corruption = config_utils.to_section(corruption.SftCorruptionConfig)
-  config.train = ml_collections.ConfigDict(
-      dict(
-          batch_size=16,
-          gradient_accumulation_steps=1,
-          max_steps=200,
-          learning_rate=1e-4,
-          warmup_steps=10,
-          weight_decay=0.01,
-          max_grad_norm=1.0,
-          # Updates between decode evaluations (OPD evaluates by decoding
-          # the held-out prompts; the last update is always evaluated).
-          eval_every_n_steps=50,
-          checkpoint_every_n_steps=50,
-          checkpoints_to_keep=2,
-          # > 0: also stop at the first step after this many seconds.
-          time_budget_s=0.0,
-      )
+  # eval_every_n_steps: updates between decode evaluations (the last update
+  # is always evaluated); time_budget_s > 0: also stop at the first step
+  # after this many seconds.
+  config.train = config_utils.merged_section(
+      options.TrainSettings,
+      options.TimeBudget,
+      batch_size=16,
+      gradient_accumulation_steps=1,
+      max_steps=200,
+      learning_rate=1e-4,
+      eval_every_n_steps=50,
+      checkpoint_every_n_steps=50,
   )
-  config.eval = ml_collections.ConfigDict(
-      dict(batch_size=64, thresholds=(0.5, 0.9))
-  )
-  config.export = config_sections.export()
-  config.mesh = config_sections.mesh()
+  config.eval = config_utils.to_section(settings.EvalSettings)
+  config.export = config_utils.to_section(sections.ExportSettings)
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
 
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/opd_smoke"

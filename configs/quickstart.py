@@ -20,7 +20,8 @@ training).
 
 import ml_collections
 
-from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -44,7 +45,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.latency_prompts = 32
   config.repeats = 5
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
-  config.mesh = config_sections.mesh()
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "long":
     config.workdir = "runs/quickstart_long"
     config.tasks = ("count",)

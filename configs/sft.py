@@ -44,9 +44,12 @@ steps for smoke tests. After `quickstart.py:long`:
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
+from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
+from tunix_bd.run import sections
 from tunix_bd.sft import corruption
+from tunix_bd.training import options
 
 _VARIANTS = ("default", "long", "long8", "long16", "qwen3", "tiny")
 # Each curriculum stage: (its block size, the export it continues).
@@ -68,56 +71,33 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.workdir = "runs/sft"
   config.seed = 0
 
-  config.model = ml_collections.ConfigDict(
-      dict(
-          # An HF-style directory: config.json, *.safetensors and tokenizer.
-          checkpoint="runs/ar_pretrain/export",
-          # Compute dtype, remat and the chunked head (`models.precision`).
-          **config_sections.precision(),
-      )
-  )
-  config.bd = ml_collections.ConfigDict(
-      dict(
-          block_size=8,
-          # A token of the tokenizer, a reserved id, or a new token that is
-          # added (growing the embedding) when the tokenizer lacks it.
-          mask_token="<|mask|>",
-          alignment="shifted",
-          layout="clean_context",
-      )
-  )
+  # Each section takes its defaults from its settings dataclass, whose
+  # docstring says what each key does; this config states what it changes.
+  # model.checkpoint: an HF-style directory (config.json, *.safetensors and
+  # the tokenizer); dtype, remat and logits_chunk (`models.precision`).
+  config.model = config_utils.to_section(sections.SftModelSettings)
+  config.bd = config_utils.to_section(sections.BdSettings)
   config.corruption = config_utils.to_section(
       corruption.SftCorruptionConfig, complementary=True
   )
-  config.data = config_sections.embedded_data(num_eval=256, max_length=56)
-  config.train = ml_collections.ConfigDict(
-      dict(
-          batch_size=16,
-          gradient_accumulation_steps=1,
-          max_steps=1000,
-          learning_rate=1e-3,
-          warmup_steps=50,
-          weight_decay=0.01,
-          max_grad_norm=1.0,
-          eval_every_n_steps=200,
-          checkpoint_every_n_steps=200,
-          checkpoints_to_keep=2,
-      )
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, num_eval=256, max_length=56
   )
-  # rank 0: full fine-tune; rank > 0: LoRA adapters (Tunix trains and
-  # checkpoints only the nnx.LoRAParams; the export merges them).
-  config.lora = ml_collections.ConfigDict(
-      dict(
-          rank=0,
-          alpha=16.0,
-          module_path=(
-              ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
-          ),
-      )
+  # time_budget_s > 0 also stops at the first step after that many seconds.
+  config.train = config_utils.merged_section(
+      options.TrainSettings,
+      options.TimeBudget,
+      batch_size=16,
+      gradient_accumulation_steps=1,
+      max_steps=1000,
+      learning_rate=1e-3,
+      warmup_steps=50,
   )
-  config.eval = ml_collections.ConfigDict(dict(batch_size=64))
-  config.export = config_sections.export()
-  config.mesh = config_sections.mesh()
+  # rank 0: full fine-tune; rank > 0: LoRA adapters.
+  config.lora = config_utils.to_section(sections.LoraSettings)
+  config.eval = config_utils.to_section(sections.SftEvalSettings)
+  config.export = config_utils.to_section(sections.ExportSettings)
+  config.mesh = config_utils.to_section(mesh.MeshSettings)
 
   if variant in ("long", *_CURRICULUM):
     config.workdir = f"runs/sft_{variant}"

@@ -1,8 +1,10 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Config sections that several recipes' configs share.
+"""Config sections and presets that have no settings dataclass yet.
 
-Imported by `configs/*.py`, so it depends on `ml_collections` alone.
+Sections with a dataclass are built from it (`config_utils.to_section`), the
+one source of their defaults. Imported by `configs/*.py`, so it depends on
+`ml_collections` alone.
 """
 
 import ml_collections
@@ -21,56 +23,6 @@ def chat_fields() -> dict[str, object]:
     with; generation, OPD and GRPO default to it and refuse another.
   """
   return dict(chat_template="", enable_thinking=config_dict.placeholder(bool))
-
-
-def export() -> ml_collections.ConfigDict:
-  """The `export` section of a recipe that writes an HF export.
-
-  Returns:
-    A section with `dtype`: the weight dtype of the export ("float32",
-    "bfloat16" or "float16"); empty keeps the source checkpoint's (a
-    bfloat16 source exports bfloat16; a model trained from scratch exports
-    its own). `format`: "tunix_bd" (the source's HF format plus
-    `block_diffusion.json`), "sdar" or "fast_dllm_v2" (that project's
-    checkpoint format, docs/formats.md "Export"). `reference_code`: empty,
-    or a directory holding the format's own modeling files, copied into the
-    export so that its code loads it with `trust_remote_code`.
-  """
-  return ml_collections.ConfigDict(
-      dict(dtype="", format="tunix_bd", reference_code="")
-  )
-
-
-def embedded_data(**overrides) -> ml_collections.ConfigDict:
-  """The `data` section: the embedded tasks, or a user's JSONL files.
-
-  Args:
-    **overrides: fields to change (e.g. `num_eval=256, max_length=56`).
-
-  Returns:
-    A section with `train`/`eval` (JSONL paths; empty means the embedded
-    tasks, and a `train` file needs an `eval` file), `tasks`, `min_len`,
-    `max_len` and `seed` of the embedded generator, `num_train`/`num_eval`
-    examples drawn from it, `max_length` tokens per row, and the
-    `chat_fields`.
-  """
-  section = dict(
-      train="",
-      eval="",
-      tasks=("sort", "reverse", "double"),
-      min_len=1,
-      max_len=6,
-      seed=0,
-      num_train=20_000,
-      num_eval=512,
-      max_length=48,
-      **chat_fields(),
-  )
-  unknown = sorted(set(overrides) - set(section))
-  if unknown:
-    raise ValueError(f"unknown data fields {unknown}.")
-  section.update(overrides)
-  return ml_collections.ConfigDict(section)
 
 
 def prompt_data(num_prompts: int = 256) -> ml_collections.ConfigDict:
@@ -95,43 +47,8 @@ def prompt_data(num_prompts: int = 256) -> ml_collections.ConfigDict:
   )
 
 
-def embedded_model() -> ml_collections.ConfigDict:
-  """The `model` section of the embedded from-scratch Qwen3 (the AR teacher)."""
-  return ml_collections.ConfigDict(
-      dict(
-          num_layers=2,
-          embed_dim=64,
-          hidden_dim=256,
-          num_heads=4,
-          head_dim=16,
-          num_kv_heads=2,
-          norm_eps=1e-6,
-          tie_embeddings=True,
-      )
-  )
-
-
-def precision(*, logits_chunk: bool = True) -> dict[str, object]:
-  """The `model` keys of compute precision and memory.
-
-  Args:
-    logits_chunk: also the key of recipes whose losses read logits.
-
-  Returns:
-    `dtype` (`float32` or `bfloat16` compute; parameters and optimizer
-    state stay float32), `remat` (Tunix's `RematConfig`: `none`, `block`,
-    `decoder`) and, for training recipes, `logits_chunk` (vocabulary columns
-    per chunk of the output head in the loss; 0: dense logits). See
-    `tunix_bd.models.precision`.
-  """
-  fields = dict(dtype="float32", remat="none")
-  if logits_chunk:
-    fields["logits_chunk"] = 8192
-  return fields
-
-
 def tiny_model_shape() -> dict[str, int]:
-  """`embedded_model()` fields that smoke variants shrink: 1 layer, 32 wide."""
+  """`model.scratch` fields that smoke variants shrink: 1 layer, 32 wide."""
   return dict(
       num_layers=1,
       embed_dim=32,
@@ -139,28 +56,6 @@ def tiny_model_shape() -> dict[str, int]:
       num_heads=2,
       head_dim=16,
       num_kv_heads=1,
-  )
-
-
-def random_init_model(block_size: int) -> dict[str, object]:
-  """`model` keys of a random converted model, for runs needing no checkpoint.
-
-  Args:
-    block_size: the random model's block size.
-
-  Returns:
-    `random_init` (False: load the checkpoints; True: a random model of the
-    `scratch` shape with the embedded tokenizer and the `scratch_bd`
-    block-diffusion settings), `scratch` and `scratch_bd`.
-  """
-  return dict(
-      random_init=False,
-      scratch=embedded_model(),
-      scratch_bd=ml_collections.ConfigDict(
-          dict(
-              block_size=block_size, alignment="shifted", layout="clean_context"
-          )
-      ),
   )
 
 

@@ -65,8 +65,105 @@ def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
     value = overrides.get(name, _section_value(field))
     if value is dataclasses.MISSING:
       raise ValueError(f"{cls.__name__}.{name} has no default: set it.")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+      # A nested section (e.g. `model.scratch`): its own fields, as they are.
+      value = to_section(type(value), **_field_values(value))
     section[name] = value
   return config_dict.ConfigDict(section)
+
+
+def merged_section(*classes: type, **overrides: Any) -> config_dict.ConfigDict:
+  """One section holding the fields of several dataclasses (`to_section`).
+
+  For a section two dataclasses share, one per concern (e.g. `train`:
+  `TrainSettings` and a recipe's own keys); each override goes to the class
+  that has the field.
+  """
+  section = config_dict.ConfigDict()
+  for cls in classes:
+    names = {f.name for f in dataclasses.fields(cls)}
+    own = {k: v for k, v in overrides.items() if k in names}
+    section.update(to_section(cls, **own))
+  unknown = sorted(set(overrides) - set(section))
+  if unknown:
+    raise ValueError(
+        f"{[c.__name__ for c in classes]} have no fields {unknown}."
+    )
+  return section
+
+
+def _field_values(settings: Any) -> dict[str, Any]:
+  return {
+      f.name: getattr(settings, f.name)
+      for f in dataclasses.fields(settings)
+      if f.init
+  }
+
+
+def nested(cls: type[T], value: Any, what: str) -> T:
+  """`value` as dataclass `cls`: as it is, or built from its section."""
+  return value if isinstance(value, cls) else from_section(cls, value, what)
+
+
+# The field metadata key that `resumable()` sets.
+RESUMABLE = "tunix_bd_resumable"
+
+
+def resumable(**field_kwargs) -> Any:
+  """A settings field that may change when a run resumes.
+
+  Such a field does not change what the run's checkpoints mean, only how far
+  the run goes or how often it reports: e.g. `train.max_steps` (extend a
+  finished run), `train.eval_every_n_steps`. Every other field of a settings
+  dataclass enters the fingerprint (`tunix_bd.run.stage.section_fields`).
+
+  Args:
+    **field_kwargs: passed to `dataclasses.field` (e.g. `default=`).
+  """
+  return dataclasses.field(metadata={RESUMABLE: True}, **field_kwargs)
+
+
+def is_resumable(field: dataclasses.Field) -> bool:
+  """Whether a dataclass field was declared with `resumable()`."""
+  return bool(field.metadata.get(RESUMABLE))
+
+
+# The field metadata key that `source()` sets: "checkpoint" or "file".
+SOURCE = "tunix_bd_source"
+CHECKPOINT = "checkpoint"
+FILE = "file"
+
+
+def source(
+    kind: str,
+    default: str = "",
+    *,
+    required: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+) -> Any:
+  """A settings field naming something a run reads, identified by content.
+
+  Run fingerprints hold its content's digest, never its path
+  (`tunix_bd.run.stage`): a moved source resumes, a replaced one is refused.
+
+  Args:
+    kind: `CHECKPOINT` (a model directory) or `FILE` (a data file).
+    default: the path; empty means none.
+    required: a checkpoint the run cannot do without: checked before any
+      compute even when empty, unless `random_init` replaces it.
+    metadata: more field metadata (e.g. `fingerprint.resumable`'s).
+  """
+  if kind not in (CHECKPOINT, FILE):
+    raise ValueError(f"source kind must be {CHECKPOINT!r} or {FILE!r}.")
+  return dataclasses.field(
+      default=default,
+      metadata={SOURCE: kind, "required": required, **(metadata or {})},
+  )
+
+
+def source_kind(field: dataclasses.Field) -> str | None:
+  """`CHECKPOINT`, `FILE` or None, as the field was declared (`source`)."""
+  return field.metadata.get(SOURCE)
 
 
 def section_dict(cfg: Any, what: str) -> dict[str, Any]:

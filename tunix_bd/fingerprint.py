@@ -9,16 +9,16 @@ It is stored in each checkpoint's metadata and, authoritatively, in
 Resuming compares the two field by field and names every field that differs.
 
 Which settings may change on resume is declared once, on the settings
-dataclasses' fields (`resumable()`: how long to train and how often to
-evaluate or checkpoint); `settings_fields` gives every other field, so every
-recipe fingerprints its typed sections by the same rule. Checkpoints a run
-reads are recorded by content (`tunix_bd.run.provenance`), so a
-moved model resumes and a replaced one is refused.
+dataclasses' fields (`config_utils.resumable()`: how long to train and how
+often to evaluate or checkpoint); every other field enters the fingerprint,
+by the one rule of `tunix_bd.run.stage.section_fields`, the same in every
+recipe. Checkpoints and data files a run reads enter by content
+(`config_utils.source`, `tunix_bd.run.provenance`), so a moved model resumes
+and a replaced one is refused.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -34,46 +34,6 @@ FILE_NAME = "fingerprint.json"
 # content digests of checkpoints and data files (`tunix_bd.run.provenance`).
 _FIELDS_ONCE_PATHS = ("model.checkpoint", "data.train", "data.eval")
 DIGEST_PREFIX = "sha256:"
-
-
-# The field metadata key that `resumable()` sets.
-RESUMABLE = "tunix_bd_resumable"
-
-
-def resumable(**field_kwargs) -> Any:
-  """A settings field that may change when a run resumes.
-
-  Such a field does not change what the run's checkpoints mean, only how far
-  the run goes or how often it reports: e.g. `train.max_steps` (extend a
-  finished run), `train.eval_every_n_steps`. Every other field of a settings
-  dataclass enters the fingerprint (`settings_fields`).
-
-  Args:
-    **field_kwargs: passed to `dataclasses.field` (e.g. `default=`).
-  """
-  return dataclasses.field(metadata={RESUMABLE: True}, **field_kwargs)
-
-
-def is_resumable(field: dataclasses.Field) -> bool:
-  """Whether a dataclass field was declared with `resumable()`."""
-  return bool(field.metadata.get(RESUMABLE))
-
-
-def settings_fields(settings: Any) -> dict[str, Any]:
-  """A settings dataclass's fields that enter a fingerprint: all but resumable.
-
-  Raises:
-    ValueError: if `settings` is not a dataclass instance.
-  """
-  if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
-    raise ValueError(
-        f"settings must be a dataclass instance, got {type(settings).__name__}."
-    )
-  return {
-      field.name: getattr(settings, field.name)
-      for field in dataclasses.fields(settings)
-      if not is_resumable(field)
-  }
 
 
 def _canonical(value: Any) -> Any:

@@ -23,10 +23,13 @@ MESH_AXES = ("fsdp", "tp")
 
 @dataclasses.dataclass(frozen=True)
 class MeshSettings:
-  """Axis sizes; `fsdp=-1` takes every device that `tp` leaves."""
+  """Axis sizes; `fsdp=-1` takes every device that `tp` leaves.
 
-  fsdp: int = -1
-  tp: int = 1
+  Where a run computes, not what: a resume may change them.
+  """
+
+  fsdp: int = config_utils.resumable(default=-1)
+  tp: int = config_utils.resumable(default=1)
 
   def __post_init__(self):
     config_utils.check_int("mesh.tp", self.tp, 1)

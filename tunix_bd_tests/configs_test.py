@@ -7,13 +7,20 @@ import dataclasses
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_utils
+from tunix_bd import mesh
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
 from tunix_bd.data import dataset
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import settings as distillation_settings
+from tunix_bd.generate import settings as decode_settings
+from tunix_bd.models import from_scratch
 from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import sections
 from tunix_bd.sft import corruption
+from tunix_bd.training import options
 
 _CONFIG_NAMES = sorted(
     p.stem
@@ -35,19 +42,95 @@ _CHAT = (
 
 
 # Sections built from their settings dataclass (`config_utils.to_section`),
-# and the fields each config deliberately sets otherwise.
+# and the fields each config deliberately sets otherwise. A `train` section
+# holding a recipe's own keys too is `(TrainSettings, Extra)`.
+_SFT_TRAIN = (options.TrainSettings, options.TimeBudget)
+_RL_TRAIN = (options.TrainSettings, rl_settings.RlBatchSettings)
 _TYPED_SECTIONS = {
+    ("grpo", "model"): (sections.GrpoModelSettings, {}),
+    ("grpo", "data"): (rl_settings.DataSettings, {"num_eval": 256}),
     ("grpo", "rollout"): (rl_settings.RolloutSettings, {}),
     ("grpo", "grpo"): (rl_settings.GrpoSettings, {}),
     ("grpo", "reward"): (rl_settings.RewardSettings, {}),
     ("grpo", "eval"): (rl_settings.EvalSettings, {}),
+    ("grpo", "export"): (sections.ExportSettings, {}),
+    ("grpo", "train"): (
+        _RL_TRAIN,
+        dict(
+            max_steps=120,
+            learning_rate=1e-4,
+            weight_decay=0.0,
+            eval_every_n_steps=40,
+            checkpoint_every_n_steps=40,
+        ),
+    ),
     ("bench_rl", "rollout"): (rl_settings.RolloutSettings, {}),
     ("bench_rl", "grpo"): (rl_settings.GrpoSettings, {"num_iterations": 2}),
+    ("sft", "model"): (sections.SftModelSettings, {}),
+    ("sft", "bd"): (sections.BdSettings, {}),
     ("sft", "corruption"): (
         corruption.SftCorruptionConfig,
         {"complementary": True},
     ),
+    ("sft", "data"): (
+        data_settings.DataSettings,
+        {"num_eval": 256, "max_length": 56},
+    ),
+    ("sft", "train"): (
+        _SFT_TRAIN,
+        dict(gradient_accumulation_steps=1, warmup_steps=50),
+    ),
+    ("sft", "lora"): (sections.LoraSettings, {}),
+    ("sft", "eval"): (sections.SftEvalSettings, {}),
+    ("sft", "export"): (sections.ExportSettings, {}),
+    ("sft", "mesh"): (mesh.MeshSettings, {}),
+    ("opd", "model"): (
+        sections.OpdModelSettings,
+        {"scratch_bd": sections.ScratchBdSettings(block_size=4)},
+    ),
+    ("opd", "data"): (data_settings.DataSettings, {"num_eval": 128}),
+    ("opd", "rollout"): (distillation_settings.RolloutSettings, {}),
+    ("opd", "opd"): (distillation_settings.OpdSettings, {}),
     ("opd", "corruption"): (corruption.SftCorruptionConfig, {}),
+    ("opd", "train"): (
+        _SFT_TRAIN,
+        dict(
+            gradient_accumulation_steps=1,
+            max_steps=200,
+            learning_rate=1e-4,
+            eval_every_n_steps=50,
+            checkpoint_every_n_steps=50,
+        ),
+    ),
+    ("opd", "eval"): (distillation_settings.EvalSettings, {}),
+    ("opd", "export"): (sections.ExportSettings, {}),
+    ("opd", "mesh"): (mesh.MeshSettings, {}),
+    ("ar_pretrain", "model"): (from_scratch.ScratchModelSettings, {}),
+    ("ar_pretrain", "data"): (data_settings.DataSettings, {}),
+    ("ar_pretrain", "train"): (
+        options.TrainSettings,
+        dict(
+            batch_size=64,
+            max_steps=1500,
+            learning_rate=2e-3,
+            warmup_steps=100,
+            eval_every_n_steps=500,
+            checkpoint_every_n_steps=500,
+        ),
+    ),
+    ("ar_pretrain", "eval"): (sections.ArEvalSettings, {}),
+    ("ar_pretrain", "mesh"): (mesh.MeshSettings, {}),
+    ("generate", "model"): (sections.DecodeModelSettings, {}),
+    ("generate", "decode"): (decode_settings.DecodeSettings, {}),
+    ("generate", "mesh"): (mesh.MeshSettings, {}),
+    ("bench_rl", "data"): (
+        data_settings.DataSettings,
+        {"num_train": 256, "num_eval": 8},
+    ),
+    ("bench_sft", "data"): (
+        data_settings.DataSettings,
+        {"num_train": 256, "num_eval": 8, "max_length": 56},
+    ),
 }
 
 
@@ -85,17 +168,30 @@ class ConfigsTest(parameterized.TestCase):
   ):
     settings, overrides = _TYPED_SECTIONS[(name, section)]
     values = _load(name)[section].to_dict()
-    fields = {f.name: f for f in dataclasses.fields(settings)}
+    classes = settings if isinstance(settings, tuple) else (settings,)
+    fields = {f.name for cls in classes for f in dataclasses.fields(cls)}
     # Every field is in the config: none falls back to a hidden default.
-    self.assertEqual(set(values), set(fields))
-    built = config_utils.from_section(settings, values, section)
-    self.assertEqual(built, dataclasses.replace(settings(), **overrides))
+    self.assertEqual(set(values), fields)
+    if isinstance(settings, tuple):
+      built = options.split_train_section(values, settings[1])
+    else:
+      built = (config_utils.from_section(settings, values, section),)
+    for cls, part in zip(classes, built):
+      names = {f.name for f in dataclasses.fields(cls)}
+      own = {k: v for k, v in overrides.items() if k in names}
+      # The dataclass default plus the config's stated overrides, exactly.
+      self.assertEqual(part, dataclasses.replace(cls(), **own))
 
   def test_to_section_refuses_unknown_fields_and_missing_required_ones(self):
     with self.assertRaisesRegex(ValueError, r"no fields \['betta'\]"):
       config_utils.to_section(rl_settings.GrpoSettings, betta=0.1)
+
+    @dataclasses.dataclass(frozen=True)
+    class Required:
+      batch_size: int
+
     with self.assertRaisesRegex(ValueError, "batch_size has no default"):
-      config_utils.to_section(rl_settings.options.TrainSettings)
+      config_utils.to_section(Required)
 
   def test_optional_defaults_take_typed_overrides(self):
     section = config_utils.to_section(rl_settings.GrpoSettings)

@@ -9,9 +9,10 @@ import re
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
-from tunix_bd import config_sections
+from tunix_bd import config_utils
 from tunix_bd.data import chat
 from tunix_bd.data import dataset
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tasks
 from tunix_bd.data import tokenizer as tokenizer_lib
 
@@ -173,8 +174,12 @@ class ChatOptionsTest(parameterized.TestCase):
     )
 
   def _data(self, **fields):
-    return config_sections.embedded_data(
-        num_train=4, num_eval=2, max_length=64, **fields
+    return config_utils.to_section(
+        data_settings.DataSettings,
+        num_train=4,
+        num_eval=2,
+        max_length=64,
+        **fields,
     )
 
   @parameterized.parameters(None, True, False)
@@ -208,7 +213,9 @@ class ConversationsTest(parameterized.TestCase):
     self.path = os.path.join(self.create_tempdir().full_path, "eval.jsonl")
     with open(self.path, "w", encoding="utf-8") as f:
       f.write(json.dumps({"prompt": "sort 31", "completion": "13"}) + "\n")
-    self.data = config_sections.embedded_data(num_train=3, num_eval=2)
+    self.data = config_utils.to_section(
+        data_settings.DataSettings, num_train=3, num_eval=2
+    )
 
   def test_eval_file_alone_is_read(self):
     self.data.eval = self.path

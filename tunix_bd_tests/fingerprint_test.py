@@ -13,18 +13,24 @@ from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_utils
 from tunix_bd import fingerprint
+from tunix_bd import mesh
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
-from tunix_bd.core import special_ids
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import settings as distillation_settings
 from tunix_bd.models import export
+from tunix_bd.models import from_scratch
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
 from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import models
 from tunix_bd.run import provenance
+from tunix_bd.run import sections
+from tunix_bd.run import stage as stage_lib
+from tunix_bd.sft import corruption
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
 
@@ -253,10 +259,6 @@ class TokenizerDigestTest(absltest.TestCase):
     )
 
 
-if __name__ == "__main__":
-  absltest.main()
-
-
 # The one resume rule, as a table: the settings fields that may change when a
 # run resumes. Every other field of these sections is fingerprinted.
 _RESUMABLE = {
@@ -266,22 +268,66 @@ _RESUMABLE = {
         "checkpoint_every_n_steps",
         "checkpoints_to_keep",
     },
-    distillation_settings.TimeBudget: {"time_budget_s"},
+    options.TimeBudget: {"time_budget_s"},
     rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
     rl_settings.RolloutSettings: set(),
     rl_settings.RewardSettings: set(),
     rl_settings.RlBatchSettings: set(),
+    rl_settings.DataSettings: set(),
+    rl_settings.EvalSettings: {
+        "num_prompts",
+        "thresholds",
+        "sampled_samples",
+        "sampled_threshold",
+        "sampled_temperature",
+        "batch_size",
+        "seed",
+    },
+    distillation_settings.OpdSettings: set(),
+    distillation_settings.RolloutSettings: set(),
+    distillation_settings.EvalSettings: {"batch_size", "thresholds"},
+    data_settings.DataSettings: set(),
+    corruption.SftCorruptionConfig: set(),
+    from_scratch.ScratchModelSettings: set(),
+    sections.ScratchBdSettings: set(),
+    sections.SftModelSettings: {"remat", "logits_chunk"},
+    sections.OpdModelSettings: {"remat", "logits_chunk"},
+    sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},
+    sections.DecodeModelSettings: {"remat"},
+    sections.BdSettings: set(),
+    sections.LoraSettings: set(),
+    sections.ExportSettings: {"dtype", "format"},
+    sections.SftEvalSettings: {"batch_size"},
+    sections.ArEvalSettings: {"max_new_tokens", "batch_size"},
+    mesh.MeshSettings: {"fsdp", "tp"},
 }
-_TRAIN_RESUMABLE = _RESUMABLE[options.TrainSettings] | {"time_budget_s"}
 
 
 def _changed(value):
-  """Valid-looking other values of a `train` key, in order of preference."""
-  if isinstance(value, bool) or value is None:
-    return [2]
+  """Valid-looking other values of a key, in order of preference."""
+  if isinstance(value, bool):
+    return [not value]
+  if value is None:
+    return [2, True]
   if isinstance(value, int):
     return [value * 2, value + 1] if value else [1]
-  return [value * 2 if value else 0.5]
+  if isinstance(value, float):
+    return [value * 2 if value else 0.5]
+  return []  # Strings, tuples and nested sections: not varied here.
+
+
+def _count_differences(a, b) -> int:
+  flat = lambda c: fingerprint.fingerprint(c.to_dict())["fields"]
+  return len(fingerprint.differences({"fields": flat(a)}, {"fields": flat(b)}))
+
+
+def _resumable(settings, key):
+  """Whether the table declares `key` of a section resumable."""
+  parts = settings if isinstance(settings, tuple) else (settings,)
+  for part in parts:
+    if key in {f.name for f in dataclasses.fields(part)}:
+      return key in _RESUMABLE[type(part)]
+  raise KeyError(key)
 
 
 class ResumeRuleTest(parameterized.TestCase):
@@ -304,38 +350,56 @@ class ResumeRuleTest(parameterized.TestCase):
       declared = {
           f.name
           for f in dataclasses.fields(settings)
-          if fingerprint.is_resumable(f)
+          if config_utils.is_resumable(f)
       }
       self.assertEqual(declared, expected, settings.__name__)
 
-  def test_settings_fields_refuses_a_class_or_a_plain_dict(self):
+  def test_section_fields_refuses_a_class_or_a_plain_dict(self):
     for value in (options.TrainSettings, {"a": 1}):
       with self.assertRaisesRegex(ValueError, "dataclass instance"):
-        fingerprint.settings_fields(value)
+        stage_lib.section_fields(value, provenance.identify)
+
+  def test_sources_enter_by_content_and_nested_sections_by_the_rule(self):
+    model = sections.GrpoModelSettings(
+        checkpoint=self.export, reference="", continued_sft=self.export
+    )
+    fields = stage_lib.section_fields(model, provenance.identify)
+    self.assertEqual(
+        fields["checkpoint"],
+        provenance.identify(self.export).fingerprint_field(),
+    )
+    self.assertIsNone(fields["reference"])
+    # Resumable: left out; a nested section: its own fields.
+    self.assertNotIn("continued_sft", fields)
+    self.assertNotIn("remat", fields)
+    self.assertEqual(
+        fields["scratch"],
+        dataclasses.asdict(from_scratch.ScratchModelSettings()),
+    )
+    # A random model reads no checkpoint.
+    random = dataclasses.replace(model, random_init=True)
+    self.assertIsNone(
+        stage_lib.section_fields(random, provenance.identify)["checkpoint"]
+    )
 
   def _fingerprint(self, recipe, config):
-    """The run fingerprint `recipe` computes for `config`, as `run` does."""
-    if recipe == "sft":
-      train = config_utils.from_section(
-          options.TrainSettings, config.train, "train"
-      )
-      return sft.run_fingerprint(
-          config, self.tokenizer, provenance.identify(self.export), train
-      )
-    if recipe == "ar_pretrain":
-      _, train = ar_pretrain.validate(config)
-      return ar_pretrain._fingerprint(config, self.tokenizer, train)
+    """`(stage, fingerprint)` as the recipe's `run` computes them."""
+    if recipe in ("sft", "ar_pretrain"):
+      module = sft if recipe == "sft" else ar_pretrain
+      stage = module.validate(config)
+      digest = fingerprint.tokenizer_digest(self.tokenizer)
+      return stage, stage.check_fingerprint(tokenizer=digest)
     if recipe == "opd":
-      student, teacher, bd = opd._tokenizers_and_bd(config)
-      train, budget = distillation_settings.train_settings(config.train)
-      stop_ids = special_ids.stop_ids(student.eos_token_id)
-      return opd.run_fingerprint(
-          config, student, teacher, bd, stop_ids, train, budget
-      )
-    tokenizer, bd = grpo._tokenizer_and_bd(config)
-    settings = rl_settings.from_config(config)
-    stop_ids = settings.rollout.stop_ids(tokenizer)
-    return grpo.run_fingerprint(config, tokenizer, bd, stop_ids, settings)
+      stage = opd.validate(config)
+      student, teacher, bd = opd.tokenizers_and_bd(stage)
+      stop_ids = stage.rollout.stop_ids(student)
+      return stage, opd.check_fingerprint(stage, student, teacher, bd, stop_ids)
+    stage = grpo.validate(config)
+    tokenizer, bd = models.converted_tokenizer_and_bd(
+        stage.model, "checkpoint", ""
+    )
+    stop_ids = stage.rollout.stop_ids(tokenizer)
+    return stage, grpo.check_fingerprint(stage, tokenizer, bd, stop_ids)
 
   @parameterized.parameters(
       ("sft", "tiny"),
@@ -343,7 +407,7 @@ class ResumeRuleTest(parameterized.TestCase):
       ("opd", "smoke"),
       ("grpo", "smoke"),
   )
-  def test_a_train_key_may_change_on_resume_iff_declared_resumable(
+  def test_a_key_may_change_on_resume_iff_declared_resumable(
       self, recipe, variant
   ):
     config = config_loading.load_config(
@@ -352,24 +416,39 @@ class ResumeRuleTest(parameterized.TestCase):
     config.workdir = os.path.join(self.create_tempdir().full_path, "run")
     if recipe == "sft":
       config.model.checkpoint = self.export
-    base = self._fingerprint(recipe, config)
+    stage, base = self._fingerprint(recipe, config)
     checked = set()
-    for key, value in config.train.items():
-      for other in _changed(value):
-        changed = copy.deepcopy(config)
-        changed.train[key] = other
-        try:
-          current = self._fingerprint(recipe, changed)
-        except ValueError:
-          continue  # Not a valid value of this key here; try the next.
-        differs = bool(fingerprint.differences(base, current))
-        self.assertEqual(
-            differs, key not in _TRAIN_RESUMABLE, f"{recipe}: train.{key}"
-        )
-        checked.add(key)
-        break
+    for name, settings in stage.sections.items():
+      for key, value in config[name].items():
+        for other in _changed(value):
+          changed = copy.deepcopy(config)
+          try:
+            changed[name][key] = other
+            if _count_differences(changed, config) > 1:
+              continue  # Another key follows this one (a FieldReference).
+            _, current = self._fingerprint(recipe, changed)
+          except (ValueError, TypeError):
+            continue  # Not a valid value of this key here; try the next.
+          differs = bool(fingerprint.differences(base, current))
+          self.assertEqual(
+              differs,
+              not _resumable(settings, key),
+              f"{recipe}: {name}.{key}",
+          )
+          checked.add(f"{name}.{key}")
+          break
     # Every key of the common rule was exercised in this recipe.
     self.assertContainsSubset(
-        {"batch_size", "learning_rate", "max_steps", "eval_every_n_steps"},
+        {
+            "train.batch_size",
+            "train.learning_rate",
+            "train.max_steps",
+            "train.eval_every_n_steps",
+            "data.num_train",
+        },
         checked,
     )
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen3 import model as qwen3_lib
-from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -59,7 +58,7 @@ class MemoryPlanTest(parameterized.TestCase):
 
   @parameterized.parameters(True, False)
   def test_embedded_model_count_equals_the_real_model(self, tied):
-    section = config_sections.embedded_model()
+    section = config_utils.to_section(from_scratch.ScratchModelSettings)
     section.tie_embeddings = tied
     settings = config_utils.from_section(
         from_scratch.ScratchModelSettings, section, "model"

@@ -12,8 +12,10 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd.training import options
 
-# The `train` section of the `sft` recipe (it sets gradient accumulation).
+# The `TrainSettings` keys of the `sft` recipe's `train` section (it sets
+# gradient accumulation; its `time_budget_s` is `TimeBudget`'s).
 _TRAIN = config_files.get_config("sft").train.to_dict()
+del _TRAIN["time_budget_s"]
 
 
 def _settings(**changes) -> options.TrainSettings:

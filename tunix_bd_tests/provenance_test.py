@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.run.provenance: runs name their sources by content."""
 
+import copy
 import hashlib
 import json
 import os
@@ -12,7 +13,6 @@ from unittest import mock
 from absl.testing import absltest
 from absl.testing import parameterized
 from safetensors import numpy as safetensors_np
-from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
@@ -20,8 +20,9 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import sft
+from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
-from tunix_bd.training import options
+from tunix_bd.run import stage as stage_lib
 from tunix_bd_tests import test_common
 
 
@@ -47,6 +48,11 @@ class PortablePathTest(parameterized.TestCase):
 
 
 class DataFieldsTest(absltest.TestCase):
+  """A `data` section's files enter the run fingerprint by content."""
+
+  def fields(self, **data):
+    settings = rl_settings.DataSettings(**data)
+    return stage_lib.section_fields(settings, provenance.identify)
 
   def test_files_enter_by_content(self):
     root = self.create_tempdir().full_path
@@ -56,33 +62,21 @@ class DataFieldsTest(absltest.TestCase):
       paths.append(os.path.join(root, name))
       with open(paths[-1], "w") as f:
         f.write(lines)
-    section = {"train": paths[0], "eval": "", "max_length": 8}
-    fields = provenance.data_fields(section)
+    fields = self.fields(train=paths[0], max_length=8)
     digest = hashlib.sha256(lines.encode()).hexdigest()
-    self.assertEqual(
-        fields, {"train": f"sha256:{digest}", "eval": "", "max_length": 8}
-    )
-    self.assertEqual(section["train"], paths[0])  # Not modified in place.
+    self.assertEqual(fields["train"], f"sha256:{digest}")
+    self.assertEqual((fields["eval"], fields["max_length"]), ("", 8))
     # The same bytes elsewhere are the same data; other bytes are not.
-    self.assertEqual(
-        provenance.data_fields({**section, "train": paths[1]}), fields
-    )
+    self.assertEqual(self.fields(train=paths[1], max_length=8), fields)
     with open(paths[1], "a") as f:
       f.write(lines)
-    self.assertNotEqual(
-        provenance.data_fields({**section, "train": paths[1]})["train"],
-        fields["train"],
-    )
+    self.assertNotEqual(self.fields(train=paths[1])["train"], fields["train"])
     with self.assertRaisesRegex(ValueError, "nope.jsonl is not a file"):
-      provenance.data_fields({"eval": os.path.join(root, "nope.jsonl")})
+      self.fields(eval=os.path.join(root, "nope.jsonl"))
     # GRPO's prompt file and a chat template override enter by content too.
     for key in ("prompts", "chat_template"):
-      self.assertEqual(
-          provenance.data_fields({key: paths[0]}), {key: f"sha256:{digest}"}
-      )
-    self.assertEqual(
-        provenance.data_fields({"chat_template": ""}), {"chat_template": ""}
-    )
+      self.assertEqual(self.fields(**{key: paths[0]})[key], f"sha256:{digest}")
+    self.assertEqual(self.fields()["chat_template"], "")
 
 
 class SourceCheckpointTest(absltest.TestCase):
@@ -102,9 +96,6 @@ class SourceCheckpointTest(absltest.TestCase):
     cls.config = config_loading.load_config(
         plugin.PLUGIN.config_dir / "sft.py", "tiny"
     )
-    cls.train = config_utils.from_section(
-        options.TrainSettings, cls.config.train, "train"
-    )
 
   def setUp(self):
     super().setUp()
@@ -118,15 +109,18 @@ class SourceCheckpointTest(absltest.TestCase):
     return path
 
   def run_fingerprint(self, path: str) -> dict:
-    return sft.run_fingerprint(
-        self.config, self.tokenizer, provenance.identify(path), self.train
-    )
+    """The SFT recipe's fingerprint of a run converting checkpoint `path`."""
+    config = copy.deepcopy(self.config)
+    config.model.checkpoint = path
+    config.workdir = os.path.join(self.root, "other_run")
+    digest = fingerprint_lib.tokenizer_digest(self.tokenizer)
+    return sft.validate(config).check_fingerprint(tokenizer=digest)
 
   def test_fingerprint_and_provenance_hold_no_path(self):
     source = provenance.identify(self.place("a"))
     fingerprint = self.run_fingerprint(source.path)
     self.assertEqual(
-        fingerprint["fields"]["model.checkpoint"], source.digest.parts()
+        fingerprint["fields"]["model"]["checkpoint"], source.digest.parts()
     )
     # Outside the working directory: the digest alone.
     self.assertEqual(source.provenance(), {"digest": source.digest.digest})
@@ -137,19 +131,6 @@ class SourceCheckpointTest(absltest.TestCase):
       self.assertEqual(
           source.provenance(), {"digest": source.digest.digest, "path": "a"}
       )
-
-  def test_model_fields_by_content_or_random_shape(self):
-    source = provenance.identify(self.place("a"))
-    model = {"random_init": False, "checkpoint": source.path, "reference": ""}
-    self.assertEqual(
-        provenance.model_fields(model, ("checkpoint", "reference")),
-        {"model.checkpoint": source.digest.parts()},
-    )
-    scratch = {"random_init": True, "scratch": {"num_layers": 1}}
-    self.assertEqual(
-        provenance.model_fields(scratch, ("checkpoint",)),
-        {"random_init": {"num_layers": 1}},
-    )
 
   def test_moved_checkpoint_resumes(self):
     first = self.place("a")
@@ -177,7 +158,7 @@ class SourceCheckpointTest(absltest.TestCase):
           self.checkpoints, self.run_fingerprint(path)
       )
     message = str(raised.exception)
-    old = recorded["fields"]["model.checkpoint"]["weights"]
+    old = recorded["fields"]["model"]["checkpoint"]["weights"]
     self.assertIn(f"model.checkpoint.weights: checkpoint has '{old}'", message)
     # Only the weights changed, and the message says so.
     self.assertEqual(
@@ -189,7 +170,7 @@ class SourceCheckpointTest(absltest.TestCase):
     path = self.place("a")
     fields = self.run_fingerprint(path)["fields"]
     # What tunix_bd wrote before checkpoints were identified by content.
-    fields["model.checkpoint"] = os.path.abspath(path)
+    fields["model"]["checkpoint"] = os.path.abspath(path)
     fields["model.config"] = "0123456789abcdef"
     fingerprint_lib.check_or_record(
         self.checkpoints, fingerprint_lib.fingerprint(fields)

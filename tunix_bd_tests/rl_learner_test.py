@@ -21,6 +21,7 @@ from orbax import checkpoint as ocp
 from tunix.rl import rl_cluster as rl_cluster_lib
 
 from tunix_bd import compat
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import rollout as rollout_lib
@@ -126,7 +127,7 @@ class EndToEndTest(absltest.TestCase):
 
   def test_checkpoint_holds_the_fingerprint(self):
     metadata = self.cluster.actor_trainer.custom_checkpoint_metadata()
-    self.assertEqual(metadata[cluster_lib.FINGERPRINT_KEY], {"run": "test"})
+    self.assertEqual(metadata[fingerprint_lib.METADATA_KEY], {"run": "test"})
     self.assertIn("global_step", metadata)
     saved = os.listdir(os.path.join(self.ckpt, "actor"))
     self.assertIn("3", saved)

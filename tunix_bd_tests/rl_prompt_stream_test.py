@@ -10,12 +10,13 @@ import re
 from absl.testing import absltest
 import numpy as np
 
-from tunix_bd import config_sections
+from tunix_bd import config_utils
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.rl import prompt_stream
+from tunix_bd.rl import settings as rl_settings
 
 
 def _conversations(num=10):
@@ -100,8 +101,9 @@ class ConversationsTest(absltest.TestCase):
         os.path.join(root, "chat.jsonl"),
         [{"prompt": "reverse 12", "completion": "21"}],
     )
-    self.data = config_sections.embedded_data(num_train=4, num_eval=2)
-    self.data.prompts = ""
+    self.data = config_utils.to_section(
+        rl_settings.DataSettings, num_train=4, num_eval=2
+    )
 
   def test_held_out_file_is_read_beside_rl_prompts(self):
     self.data.update(prompts=self.prompts, eval=self.held_out)

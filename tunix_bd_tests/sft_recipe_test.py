@@ -92,7 +92,7 @@ class SftChatTemplateTest(absltest.TestCase):
     self.assertStartsWith(data["chat_template"], "sha256:")
     self.assertIs(data["enable_thinking"], False)
     with open(path, encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["fields"]["model.dtype"], "bfloat16")
+      self.assertEqual(json.load(f)["fields"]["model"]["dtype"], "bfloat16")
 
 
 def _tiny(workdir: str, checkpoint: str, num_eval: int):

@@ -1,40 +1,28 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""OPD's `train` section: `TrainSettings` plus a wall-time budget.
+"""OPD's own config sections as frozen, checked dataclasses.
 
-The section holds every `training.options.TrainSettings` key (its
-`eval_every_n_steps` paces the decode evaluation, OPD's only evaluation)
-and `time_budget_s`, which `TimeBudget` holds; `train_settings` splits the
-section between the two, so each dataclass maps its keys one to one.
+`OpdSettings` (`opd`), `RolloutSettings` (`rollout`) and `EvalSettings`
+(`eval`) are their sections field for field and the one source of their
+defaults (`config_utils.to_section`). The `train` section holds every
+`training.options.TrainSettings` key (its `eval_every_n_steps` paces the
+decode evaluation, OPD's only evaluation) and `time_budget_s`, which
+`TimeBudget` holds; `train_settings` splits the section between the two.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from tunix_bd import config_utils
-from tunix_bd import fingerprint
+from tunix_bd.core import special_ids
+from tunix_bd.distillation import sources
+from tunix_bd.generate import commit_rules
+from tunix_bd.generate import settings as decode_settings
 from tunix_bd.training import options
 
-
-@dataclasses.dataclass(frozen=True)
-class TimeBudget:
-  """OPD's `train` keys beyond `TrainSettings`.
-
-  Attributes:
-    time_budget_s: > 0 also stops training at the first update boundary
-      after this many seconds (equal-time comparisons); 0: no limit.
-  """
-
-  time_budget_s: float = fingerprint.resumable(default=0.0)
-
-  def __post_init__(self):
-    config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
-
-  @property
-  def seconds(self) -> float | None:
-    """The budget in seconds; None when there is none."""
-    return float(self.time_budget_s) or None
+TimeBudget = options.TimeBudget
 
 
 def train_settings(section) -> tuple[options.TrainSettings, TimeBudget]:
@@ -44,3 +32,112 @@ def train_settings(section) -> tuple[options.TrainSettings, TimeBudget]:
     ValueError: naming the key, for an unknown key or a bad value.
   """
   return options.split_train_section(section, TimeBudget)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpdSettings:
+  """The distillation objective (`strategy.DiffusionOpdStrategy`).
+
+  Attributes:
+    canvas: the student's canvas, one of `sources.CANVASES`: `corrupted`
+      (the rollout re-corrupted like SFT) or `trace` (its own denoising
+      canvases).
+    temperature: tau of the teacher's and student's distributions, > 0.
+    hard_loss_weight: weight of the CE on the teacher's argmax, >= 0.
+  """
+
+  canvas: str = sources.CORRUPTED
+  temperature: float = 1.0
+  hard_loss_weight: float = 0.0
+
+  def __post_init__(self):
+    if self.canvas not in sources.CANVASES:
+      raise ValueError(
+          f"opd.canvas must be one of {sources.CANVASES}, got {self.canvas!r}."
+      )
+    config_utils.check_number(
+        "opd.temperature", self.temperature, 0, strict=True
+    )
+    config_utils.check_number("opd.hard_loss_weight", self.hard_loss_weight, 0)
+
+
+# `RolloutSettings` fields that are `DenoiseConfig` fields of the same name.
+_DENOISER_FIELDS = ("rule", "threshold", "temperature", "use_cache")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RolloutSettings:
+  """How the student decodes its rollouts (see `denoise.DenoiseConfig`).
+
+  Attributes:
+    max_new_tokens: completion positions per rollout.
+    max_prompt_length: the longest prompt accepted.
+    rule, threshold, temperature, use_cache: as in `DenoiseConfig`.
+    extra_stop_ids: stop ids besides the tokenizer's EOS.
+  """
+
+  max_new_tokens: int = 16
+  max_prompt_length: int = 40
+  rule: str = commit_rules.THRESHOLD
+  threshold: float = 0.9
+  temperature: float = 1.0
+  use_cache: bool = True
+  extra_stop_ids: tuple[int, ...] = ()
+
+  def __post_init__(self):
+    for key in ("max_new_tokens", "max_prompt_length"):
+      config_utils.check_int(f"rollout.{key}", getattr(self, key), 1)
+    for name in _DENOISER_FIELDS:
+      decode_settings.check_denoise_setting(
+          f"rollout.{name}", name, getattr(self, name)
+      )
+    extra = special_ids.check_distinct(
+        special_ids.EXTRA_STOP_IDS_KEY, self.extra_stop_ids
+    )
+    object.__setattr__(self, "extra_stop_ids", extra)
+
+  def stop_ids(self, tokenizer: Any) -> tuple[int, ...]:
+    """The tokenizer's EOS, then `extra_stop_ids` (`special_ids.stop_ids`)."""
+    return special_ids.stop_ids(tokenizer.eos_token_id, self.extra_stop_ids)
+
+  def denoise_config(self, tokenizer: Any) -> Any:
+    """The denoiser's config, stopping at `stop_ids`."""
+    config = decode_settings.denoise_config(
+        tokenizer,
+        self.max_prompt_length,
+        max_new_tokens=self.max_new_tokens,
+        **{name: getattr(self, name) for name in _DENOISER_FIELDS},
+    )
+    return dataclasses.replace(config, stop_ids=self.stop_ids(tokenizer))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalSettings:
+  """The decode evaluation before, during and after training.
+
+  Attributes:
+    batch_size: prompts per decoding call.
+    thresholds: commit thresholds of the greedy evaluation, in (0, 1].
+  """
+
+  # How the run is measured, never what it trains.
+  batch_size: int = config_utils.resumable(default=64)
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
+
+  def __post_init__(self):
+    config_utils.check_int("eval.batch_size", self.batch_size, 1)
+    thresholds = self.thresholds
+    if (
+        isinstance(thresholds, (str, bytes))
+        or not thresholds
+        or not all(
+            isinstance(t, (int, float))
+            and not isinstance(t, bool)
+            and 0 < t <= 1
+            for t in thresholds
+        )
+    ):
+      raise ValueError(
+          f"eval.thresholds must be numbers in (0, 1], got {thresholds!r}."
+      )
+    object.__setattr__(self, "thresholds", tuple(thresholds))

@@ -3,7 +3,8 @@
 """A randomly initialised Tunix Qwen3 (the embedded AR teacher, benchmarks).
 
 `ScratchModelSettings` is the `model` config section of the embedded
-from-scratch model (`config_sections.embedded_model`), field for field.
+from-scratch model, field for field, and the one source of its defaults
+(`config_utils.to_section`).
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ from tunix_bd.models import hf_config
 class ScratchModelSettings:
   """The shape of a from-scratch Qwen3 (its vocabulary is the tokenizer's)."""
 
-  num_layers: int
-  embed_dim: int
-  hidden_dim: int
-  num_heads: int
-  head_dim: int
-  num_kv_heads: int
-  norm_eps: float
-  tie_embeddings: bool
+  num_layers: int = 2
+  embed_dim: int = 64
+  hidden_dim: int = 256
+  num_heads: int = 4
+  head_dim: int = 16
+  num_kv_heads: int = 2
+  norm_eps: float = 1e-6
+  tie_embeddings: bool = True
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -108,9 +109,7 @@ def embedded_model(section, seed: int, mesh: jax.sharding.Mesh, precision=None):
   Raises:
     ValueError: naming `model.scratch.<key>`, for a bad section.
   """
-  settings = config_utils.from_section(
-      ScratchModelSettings, section, "model.scratch"
-  )
+  settings = config_utils.nested(ScratchModelSettings, section, "model.scratch")
   config = qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
   if precision is not None:
     config = precision.model_config(config)

@@ -25,118 +25,86 @@ import os
 from absl import logging
 import ml_collections
 
-from tunix_bd import compat
-from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.benchmarking import ar_sampler
-from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import report
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
-from tunix_bd.run import provenance
-from tunix_bd.run import workdir as workdir_lib
+from tunix_bd.run import sections
+from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import ar
 from tunix_bd.training import options
 from tunix_bd.training import progress
 
+DESCRIPTION = "AR pretraining"
 
-def validate(
-    config: ml_collections.ConfigDict,
-) -> tuple[from_scratch.ScratchModelSettings, options.TrainSettings]:
-  """Fails closed on settings that cannot work, before any compute.
 
-  Returns:
-    The `model` and `train` sections as settings.
-  """
-  workdir_lib.check(config.workdir)
-  for key in ("num_train", "num_eval", "max_length"):
-    config_utils.check_int(f"data.{key}", config.data[key], 1)
-  for key in ("max_new_tokens", "batch_size"):
-    config_utils.check_int(f"eval.{key}", config.eval[key], 1)
-  model = config_utils.from_section(
-      from_scratch.ScratchModelSettings, config.model, "model"
+def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+  """Fails closed on settings that cannot work, before any compute."""
+  return stage_lib.Stage(
+      config,
+      model=from_scratch.ScratchModelSettings,
+      data=data_settings.DataSettings,
+      train=options.TrainSettings,
+      eval=sections.ArEvalSettings,
+      mesh=mesh_lib.MeshSettings,
   )
-  return model, config_utils.from_section(
-      options.TrainSettings, config.train, "train"
-  )
-
-
-def _fingerprint(
-    config: ml_collections.ConfigDict, tokenizer, train: options.TrainSettings
-) -> dict:
-  return fingerprint_lib.fingerprint({
-      "recipe": config.recipe,
-      "model": config.model.to_dict(),
-      "data": provenance.data_fields(config.data.to_dict()),
-      "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
-      "train": fingerprint_lib.settings_fields(train),
-      "seed": config.seed,
-  })
-
-
-class _Trainer(compat.PeftTrainer):
-  """PeftTrainer whose checkpoints carry the run's fingerprint."""
-
-  fingerprint: dict = {}
-
-  def custom_checkpoint_metadata(self):
-    return {fingerprint_lib.METADATA_KEY: self.fingerprint}
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Trains, exports and evaluates; returns exact match per task."""
-  model_settings, train = validate(config)
+  stage = validate(config)
+  train = stage.train
   tokenizer = tokenizer_lib.override_chat_template(
-      tokenizer_lib.build_char_tokenizer(), config.data.chat_template
+      tokenizer_lib.build_char_tokenizer(), stage.data.chat_template
   )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
-  workdir = config.workdir
-  fingerprint = _fingerprint(config, tokenizer, train)
-  workdir_lib.check_fingerprint(workdir, fingerprint)
+  fingerprint = stage.check_fingerprint(
+      tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
+  )
   logging.info(
       "ar_pretrain: %d train / %d eval examples of <= %d tokens.",
       len(train_data),
       len(eval_data),
-      config.data.max_length,
+      stage.data.max_length,
   )
 
-  mesh = mesh_lib.from_section(config.mesh)
-  model_config = from_scratch.qwen3_config(model_settings, len(tokenizer))
+  mesh = mesh_lib.make_mesh(stage.mesh)
+  model_config = from_scratch.qwen3_config(stage.model, len(tokenizer))
   model = from_scratch.init_model(model_config, config.seed, mesh)
-  trainer = _Trainer(
+  trainer = ar.FingerprintedTrainer(
       model,
       options.optimizer(train),
-      options.training_config(train, workdir, "AR pretraining"),
+      options.training_config(train, stage.workdir, DESCRIPTION),
+      fingerprint=fingerprint,
   )
-  trainer.fingerprint = fingerprint
-  trainer.with_training_hooks(progress.ProgressLines("AR pretraining"))
+  trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   trainer.with_gen_model_input_fn(ar.ar_model_inputs)
   train_batches = dataset_lib.batches(
       train_data, train.batch_size, seed=config.seed, key="train.batch_size"
   )
   eval_batches = dataset_lib.batches(
       eval_data,
-      config.eval.batch_size,
+      stage.eval.batch_size,
       seed=0,
       num_epochs=1,
       shuffle=False,
       key="eval.batch_size",
   )
-  workdir_lib.resumed(workdir, trainer.train_steps, recipe="ar_pretrain")
-  workdir_lib.record_fingerprint(workdir, fingerprint)
+  stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):
     # MapDatasets, not iterators: Tunix re-iterates eval data at each eval.
     trainer.train(train_batches, eval_batches)
 
-  export_dir = os.path.join(workdir, "export")
-  export.export_qwen3(model, tokenizer, export_dir)
-  logging.info("ar_pretrain: exported the model to %s", export_dir)
-
+  export.export_qwen3(model, tokenizer, stage.export_dir)
+  logging.info("ar_pretrain: exported the model to %s", stage.export_dir)
+  conversations = eval_data.conversations
   print(
-      f"ar_pretrain: greedy decoding of {len(eval_data.conversations)} eval"
+      f"ar_pretrain: greedy decoding of {len(conversations)} eval"
       " prompts with Tunix's Sampler",
       flush=True,
   )
@@ -144,29 +112,27 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     scores, predictions = ar_sampler.exact_match(
         model,
         tokenizer,
-        eval_data.conversations,
-        max_new_tokens=config.eval.max_new_tokens,
-        batch_size=config.eval.batch_size,
-        options=chat.options_from_data(config.data),
+        conversations,
+        max_new_tokens=stage.eval.max_new_tokens,
+        batch_size=stage.eval.batch_size,
+        options=stage.data.chat_options,
     )
-  report.write_json(
-      os.path.join(workdir, "eval.json"),
+  records = [
       {
-          "exact_match": scores,
-          "predictions": [
-              {
-                  "prompt": c.messages[-2]["content"],
-                  "answer": c.answer,
-                  "prediction": p,
-                  "task": c.task,
-              }
-              for c, p in zip(eval_data.conversations, predictions)
-          ],
-      },
+          "prompt": c.messages[-2]["content"],
+          "answer": c.answer,
+          "prediction": p,
+          "task": c.task,
+      }
+      for c, p in zip(conversations, predictions)
+  ]
+  report.write_json(
+      os.path.join(stage.workdir, "eval.json"),
+      {"exact_match": scores, "predictions": records},
   )
   print(
       report.percent_table(
-          f"AR teacher greedy exact match on {len(eval_data.conversations)}"
+          f"AR teacher greedy exact match on {len(conversations)}"
           " eval examples (Tunix Sampler):",
           scores,
       )

@@ -64,7 +64,7 @@ from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import bd_formats
-from tunix_bd.models import hf_checkpoint
+from tunix_bd.run import models as models_lib
 from tunix_bd.run import workdir as workdir_lib
 
 # `ar`: Tunix's Sampler on the AR teacher. `ar_loop`: the same teacher
@@ -379,7 +379,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
 
   def models(path):
     if path not in loaded:
-      loaded[path] = hf_checkpoint.load(path, mesh=mesh)[0]
+      loaded[path] = models_lib.load_checkpoint(path, mesh)
     return loaded[path]
 
   results = {**_rule(config), "workloads": {}}

@@ -13,33 +13,26 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import settings as decode_settings
-from tunix_bd.models import export
-from tunix_bd.models import hf_checkpoint
+from tunix_bd.generate import text
+from tunix_bd.models import bd_formats
 from tunix_bd.recipes import opd
+from tunix_bd.recipes import sft
+from tunix_bd.run import models
 from tunix_bd.run import workdir as workdir_lib
-from tunix_bd.sft import batching
-from tunix_bd.sft import corruption as corruption_lib
-from tunix_bd.sft import trainer as sft_trainer
-from tunix_bd.training import options
-from tunix_bd.training import progress
 
 
 def _stage_config(config, name: str) -> ml_collections.ConfigDict:
@@ -72,64 +65,40 @@ def _opd_arm(config, canvas: str) -> dict:
   return {"before": report["before"], "after": after, "steps": report["steps"]}
 
 
-def _until(deadline_s: float, batches):
-  """Yields batches until `deadline_s` seconds after the first one."""
-  start = None
-  for batch in batches:
-    start = time.perf_counter() if start is None else start
-    if time.perf_counter() - start > deadline_s:
-      return
-    yield batch
+def _sft_arm(config) -> tuple[str, int]:
+  """Continued SFT of the student, by the `sft` recipe on the time budget.
 
-
-def _sft_arm(config, mesh) -> tuple[str, int]:
-  """Continued SFT of the student; returns its export and step count."""
+  Returns:
+    Its export and step count.
+  """
   stage = _stage_config(config, "sft")
-  workdir = os.path.join(config.workdir, "sft")
-  tokenizer = tokenizer_lib.load_tokenizer(config.student, key="student")
-  bd = bd_config_lib.load_settings(config.student)
-  train_data, _ = dataset_lib.tokenized_splits(tokenizer, stage.data)
-  with mesh_lib.tunix_context(mesh):
-    model, _ = hf_checkpoint.load_qwen3(config.student, mesh=mesh)
-  batches = batching.sft_batches(
-      train_data,
-      batch_size=config.batch_size,
-      corruption=corruption_lib.SftCorruptionConfig.from_config_dict(
-          stage.corruption
-      ),
-      config=bd,
-      eos_id=tokenizer.eos_token_id,
-      seed=config.seed,
-      gradient_accumulation_steps=1,
+  stage.workdir = os.path.join(config.workdir, "sft")
+  stage.model.checkpoint = config.student
+  stage.train.time_budget_s = config.time_budget_s
+  stage.mesh.update(config.mesh)
+  # The student's own block-diffusion settings and mask token.
+  bd = bd_formats.load_settings(config.student, "student")
+  tokenizer = bd_formats.load_tokenizer(config.student, key="student")
+  stage.bd.update(
+      block_size=bd.block_size,
+      alignment=bd.alignment,
+      layout=bd.layout,
+      mask_token=tokenizer.convert_ids_to_tokens(bd.mask_token_id),
   )
-  train = config_utils.from_section(options.TrainSettings, stage.train, "train")
-  trainer = sft_trainer.DiffusionSftTrainer(
-      model,
-      options.optimizer(train),
-      options.training_config(train, workdir, "Continued SFT"),
-      config=bd,
-  )
-  trainer.with_training_hooks(progress.ProgressLines("Continued SFT"))
-  with mesh_lib.tunix_context(mesh):
-    trainer.train(_until(config.time_budget_s, batches), None)
-  export_dir = os.path.join(workdir, "export")
-  export.export_qwen3(model, tokenizer, export_dir)
-  bd_config_lib.save_settings(bd, export_dir)
-  return export_dir, trainer.train_steps
+  losses = sft.run(stage)
+  return os.path.join(stage.workdir, "export"), losses["steps"]
 
 
 def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
   """The OPD arms' decode evaluation of an exported checkpoint."""
-  tokenizer = tokenizer_lib.load_tokenizer(checkpoint)
-  bd = bd_config_lib.load_settings(checkpoint)
+  converted = text.load_model(checkpoint, mesh)
+  tokenizer, model = converted.tokenizer, converted.model
   stage = _stage_config(config, "opd")
   stage.data.num_eval = config.num_eval
   _, eval_set = dataset_lib.conversations(stage.data)
   length = stage.rollout.max_prompt_length
   prompts = prompts_lib.encode_prompts(tokenizer, eval_set, length)
-  with mesh_lib.tunix_context(mesh):
-    model, _ = hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)
-    teacher, _ = hf_checkpoint.load_qwen3(config.teacher, mesh=mesh)
+  teacher = models.load_checkpoint(config.teacher, mesh)
   decode = decode_settings.denoise_config(
       tokenizer, length, max_new_tokens=stage.rollout.max_new_tokens
   )
@@ -137,7 +106,7 @@ def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
       prompts=prompts,
       teacher=teacher,
       strategy=strategy_lib.DiffusionOpdStrategy(
-          bd=bd, vocab_size=model.config.vocab_size
+          bd=converted.bd, vocab_size=model.config.vocab_size
       ),
       decode=decode,
       thresholds=tuple(config.thresholds),
@@ -165,7 +134,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   )
   trace = _opd_arm(config, sources.TRACE)
   rows.append(dict(arm="OPD trace", steps=trace["steps"], **trace["after"]))
-  sft_dir, sft_steps = _sft_arm(config, mesh)
+  sft_dir, sft_steps = _sft_arm(config)
   rows.append(
       dict(
           arm="continued SFT",

@@ -53,12 +53,12 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
+from tunix_bd.run import models
 from tunix_bd.run import workdir as workdir_lib
 
 Mode = compat.Mode
@@ -134,8 +134,7 @@ def _policy_and_reference(config, checkpoint: str, seed: int, mesh):
         from_scratch.embedded_model(config.model.scratch, seed, mesh)
         for _ in "ab"
     ]
-  with mesh_lib.tunix_context(mesh):
-    return [hf_checkpoint.load_qwen3(checkpoint, mesh=mesh)[0] for _ in "ab"]
+  return [models.load_checkpoint(checkpoint, mesh) for _ in "ab"]
 
 
 def _training_config(config, batch: int) -> compat.RLTrainingConfig:

@@ -28,29 +28,9 @@ from tunix_bd.data import scoring
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import bd_formats
-from tunix_bd.models import export
-from tunix_bd.models import precision as precision_lib
+from tunix_bd.run import models
+from tunix_bd.run import sections
 from tunix_bd.run import workdir as workdir_lib
-
-
-def _check_checkpoint(checkpoint: str) -> None:
-  """Fails closed, naming the converted models that do exist."""
-  if os.path.isdir(checkpoint):
-    return
-  found = export.find_block_diffusion_exports("runs")
-  hint = (
-      "converted models under runs/: "
-      + ", ".join(found)
-      + "; pass one with --config.model.checkpoint=DIR"
-      if found
-      else (
-          "no converted model under runs/; make one with `tunix run "
-          "--plugin tunix_bd quickstart.py` (or sft.py on your own AR model)"
-      )
-  )
-  raise ValueError(
-      f"model.checkpoint={checkpoint!r} is not a directory; {hint}."
-  )
 
 
 def _write_completions(path: str, records, result) -> None:
@@ -81,9 +61,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   decode = config_utils.from_section(
       settings_lib.DecodeSettings, config.decode, "decode"
   )
-  checkpoint = config.model.checkpoint
-  _check_checkpoint(checkpoint)
-  precision = precision_lib.from_section(config.model)
+  model_settings = config_utils.from_section(
+      sections.DecodeModelSettings, config.model, "model"
+  )
+  sections.check_directories(model_settings)
+  checkpoint, precision = model_settings.checkpoint, model_settings.precision
   mesh = mesh_lib.from_section(config.mesh)
   bd = bd_formats.load_settings(checkpoint)
   settings_lib.check_checkpoint_settings(bd, config.bd.to_dict())
@@ -110,8 +92,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(
       tokenizer, max(len(p) for p in prompts)
   )
+  model = models.load_checkpoint(checkpoint, mesh, precision)
   with mesh_lib.tunix_context(mesh):
-    model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
     result = prompt_batches.decode_prompts(
         model,
         tokenizer,

@@ -18,28 +18,21 @@ guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
 
 from __future__ import annotations
 
-import os
-
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import lm_head
-from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
-from tunix_bd.models import lora as lora_lib
-from tunix_bd.models import mask_token as mask_token_lib
-from tunix_bd.models import precision as precision_lib
-from tunix_bd.run import provenance
-from tunix_bd.run import workdir as workdir_lib
+from tunix_bd.run import models
+from tunix_bd.run import sections
+from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import trainer as trainer_lib
@@ -47,184 +40,107 @@ from tunix_bd.training import metrics
 from tunix_bd.training import options
 from tunix_bd.training import progress
 
+DESCRIPTION = "Block-diffusion SFT"
 
-def validate(
-    config: ml_collections.ConfigDict,
-) -> tuple[options.TrainSettings, precision_lib.Precision]:
-  """Fails closed on settings that cannot work, before any compute.
 
-  Returns:
-    The `train` section and the `model` precision keys as settings.
-  """
-  workdir_lib.check(config.workdir)
-  config_utils.check_int("bd.block_size", config.bd.block_size, 1)
-  for key, choices in (
-      ("alignment", bd_config_lib.ALIGNMENTS),
-      ("layout", bd_config_lib.LAYOUTS),
-  ):
-    if config.bd[key] not in choices:
-      raise ValueError(
-          f"bd.{key} must be one of {list(choices)}, got {config.bd[key]!r}."
-      )
-  for key in ("num_train", "num_eval", "max_length"):
-    config_utils.check_int(f"data.{key}", config.data[key], 1)
-  config_utils.check_int("eval.batch_size", config.eval.batch_size, 1)
-  config_utils.check_int("lora.rank", config.lora.rank, 0)
-  hf_source.check_dtype(config.export.dtype, "export.dtype")
-  bd_formats_export.check_options(config.export)
-  chat.options_from_data(config.data)
-  train = config_utils.from_section(
-      options.TrainSettings, config.train, "train"
+def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+  """Fails closed on settings that cannot work, before any compute."""
+  stage = stage_lib.Stage(
+      config,
+      model=sections.SftModelSettings,
+      bd=sections.BdSettings,
+      corruption=corruption_lib.SftCorruptionConfig,
+      data=data_settings.DataSettings,
+      train=(options.TrainSettings, options.TimeBudget),
+      lora=sections.LoraSettings,
+      eval=sections.SftEvalSettings,
+      export=sections.ExportSettings,
+      mesh=mesh_lib.MeshSettings,
   )
-  precision = precision_lib.from_section(config.model)
-  checkpoint = config.model.checkpoint
-  if not os.path.isdir(checkpoint):
-    raise ValueError(
-        f"model.checkpoint={checkpoint!r} is not a directory. On the embedded "
-        "default, train the AR teacher first (`tunix run --plugin tunix_bd "
-        "ar_pretrain.py`); otherwise point it at an HF Qwen3 or Qwen2"
-        " directory."
-    )
-  if config.export.format != bd_formats_export.TUNIX_BD:
+  if stage.export.format != bd_formats_export.TUNIX_BD:
     # The mask token is provisioned under `bd.mask_token`'s string.
     bd_formats_export.check_exportable(
-        config.export.format,
-        alignment=config.bd.alignment,
-        block_size=config.bd.block_size,
+        stage.export.format,
+        alignment=stage.bd.alignment,
+        block_size=stage.bd.block_size,
         model_config=bd_formats.model_config_from_hf(
-            hf_checkpoint.read_config(checkpoint)
+            hf_checkpoint.read_config(stage.model.checkpoint)
         ),
-        mask_token=config.bd.mask_token,
+        mask_token=stage.bd.mask_token,
     )
-  return train, precision
-
-
-def run_fingerprint(
-    config: ml_collections.ConfigDict,
-    tokenizer,
-    source: provenance.SourceCheckpoint,
-    train: options.TrainSettings,
-) -> dict[str, object]:
-  """Every setting that changes what this run's checkpoints mean.
-
-  The source checkpoint enters by content, so the run resumes wherever the
-  AR model is moved to, and refuses another model put in its place; `train`
-  by `fingerprint.settings_fields`, as in every recipe.
-  """
-  return fingerprint_lib.fingerprint({
-      "recipe": config.recipe,
-      "model.checkpoint": source.fingerprint_field(),
-      **precision_lib.from_section(config.model).fingerprint_fields(),
-      "tokenizer": fingerprint_lib.tokenizer_digest(tokenizer),
-      "bd": config.bd.to_dict(),
-      "corruption": config.corruption.to_dict(),
-      "data": provenance.data_fields(config.data.to_dict()),
-      "lora": config.lora.to_dict() if config.lora.rank else None,
-      "train": fingerprint_lib.settings_fields(train),
-      "seed": config.seed,
-  })
+  return stage
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
-  train, precision = validate(config)
-  checkpoint = config.model.checkpoint
+  stage = validate(config)
+  (train, budget), lora, precision = (
+      stage.train,
+      stage.lora,
+      stage.model.precision,
+  )
+  checkpoint = stage.model.checkpoint
   tokenizer = tokenizer_lib.load_tokenizer(
       checkpoint, config.data.chat_template, key="model.checkpoint"
   )
-  corruption = corruption_lib.SftCorruptionConfig.from_config_dict(
-      config.corruption
-  )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
-  workdir = config.workdir
-  source = provenance.identify(checkpoint)
-  fingerprint = run_fingerprint(config, tokenizer, source, train)
-  workdir_lib.check_fingerprint(workdir, fingerprint)
+  hf_files = hf_source.read(checkpoint)  # What the export keeps.
+  fingerprint = stage.check_fingerprint(
+      tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
+  )
 
-  mesh = mesh_lib.from_section(config.mesh)
-  hf_files = hf_source.read(checkpoint)
-  with mesh_lib.tunix_context(mesh):
-    model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
-  eos_id = tokenizer.eos_token_id
-  model, model_config, mask_id = mask_token_lib.provision_mask_token(
-      model, tokenizer, config.bd.mask_token, stop_ids=(eos_id,)
+  mesh = mesh_lib.make_mesh(stage.mesh)
+  model = models.load(stage.model, "checkpoint", mesh)
+  model, model_config, bd = models.to_block_diffusion(
+      model, tokenizer, stage.bd
   )
-  bd = bd_config_lib.BlockDiffusionConfig(
-      block_size=config.bd.block_size,
-      mask_token_id=mask_id,
-      alignment=config.bd.alignment,
-      layout=config.bd.layout,
-  )
-  bd.validate_for_model(
-      model_config, pad_id=tokenizer.pad_token_id, eos_id=eos_id
-  )
-  if config.lora.rank:
-    with mesh_lib.tunix_context(mesh):
-      model = lora_lib.apply_lora(
-          model,
-          rank=config.lora.rank,
-          alpha=config.lora.alpha,
-          module_path=config.lora.module_path,
-          seed=config.seed,
-          mesh=mesh,
-      )
+  model = lora.apply(model, seed=config.seed, mesh=mesh)
   if precision.chunk:
-    lm_head.model_head(model, mask_id)  # Fails closed on a LoRA'd head.
+    lm_head.model_head(model, bd.mask_token_id)  # Refuses a LoRA'd head.
   # Batches are built (and every row validated) before any training step.
+  batches = dict(
+      corruption=stage.corruption, config=bd, eos_id=tokenizer.eos_token_id
+  )
   train_batches = batching.sft_batches(
       train_data,
       batch_size=train.batch_size,
-      corruption=corruption,
-      config=bd,
-      eos_id=eos_id,
       seed=config.seed,
       gradient_accumulation_steps=train.gradient_accumulation_steps,
       section="train",
+      **batches,
   )
   eval_batches = batching.eval_batches(
-      eval_data,
-      batch_size=config.eval.batch_size,
-      corruption=corruption,
-      config=bd,
-      eos_id=eos_id,
-      section="eval",
+      eval_data, batch_size=stage.eval.batch_size, section="eval", **batches
   )
   trainer = trainer_lib.DiffusionSftTrainer(
       model,
       options.optimizer(train),
-      options.training_config(train, workdir, "Block-diffusion SFT"),
+      options.training_config(train, stage.workdir, DESCRIPTION),
       config=bd,
       fingerprint=fingerprint,
       logits_chunk=precision.chunk,
   )
-  trainer.with_training_hooks(progress.ProgressLines("Block-diffusion SFT"))
-  workdir_lib.resumed(workdir, trainer.train_steps, recipe="sft")
-  workdir_lib.record_fingerprint(workdir, fingerprint)
+  trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
+  stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):
-    trainer.train(train_batches, eval_batches)
+    trainer.train(budget.bounded(train_batches), eval_batches)
 
-  export_dir = os.path.join(workdir, "export")
-  if config.lora.rank:
-    model = lora_lib.merge_lora(model, model_config, alpha=config.lora.alpha)
-  bd_export.export_block_diffusion(
-      model,
+  export_dir = stage.export_block_diffusion(
+      lora.merge(model, model_config),
       tokenizer,
-      export_dir,
       bd=bd,
-      chat_options=chat.options_from_data(config.data),
+      chat_options=stage.data.chat_options,
       source=hf_files,
-      dtype=config.export.dtype,
-      fmt=config.export.format,
-      reference_code=config.export.reference_code,
       extra={
-          "converted_from": source.provenance(),
-          "corruption": corruption.to_dict(),
+          "converted_from": stage.provenance("checkpoint"),
+          "corruption": stage.corruption.to_dict(),
           "precision": precision.provenance(),
       },
   )
   losses = {
-      "train_loss": metrics.last_metric(workdir, "/train/loss"),
-      "eval_loss": metrics.last_metric(workdir, "/eval/loss"),
+      "train_loss": metrics.last_metric(stage.workdir, "/train/loss"),
+      "eval_loss": metrics.last_metric(stage.workdir, "/eval/loss"),
+      "steps": trainer.train_steps,
   }
   print(
       f"sft: exported the block-diffusion model to {export_dir} "

@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from tunix_bd import compat
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import eos
 from tunix_bd.core import replayer as replayer_lib
 from tunix_bd.core import trace as trace_lib
@@ -38,7 +39,6 @@ from tunix_bd.rl import rollout as rollout_lib
 
 Role = compat.Role
 Mode = compat.Mode
-FINGERPRINT_KEY = "tunix_bd_fingerprint"
 
 
 @dataclasses.dataclass
@@ -114,7 +114,7 @@ class DiffusionRLCluster(compat.RLCluster):
       # Tunix reads `global_step` back on resume: keep its fields.
       self.actor_trainer.custom_checkpoint_metadata_fn = lambda: {
           **tunix_metadata(),
-          FINGERPRINT_KEY: fields,
+          fingerprint_lib.METADATA_KEY: fields,
       }
 
   def generate(

@@ -67,8 +67,7 @@ def conversations(
   scored on the embedded tasks. Every set given is read, or an error.
 
   Args:
-    data: the `data` section (`config_sections.embedded_data` and
-      `prompts`).
+    data: the `data` section (`rl.settings.DataSettings`).
     num_eval: held-out prompts the evaluation uses (`eval.num_prompts`).
 
   Raises:

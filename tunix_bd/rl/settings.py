@@ -15,8 +15,8 @@ import dataclasses
 from typing import Any
 
 from tunix_bd import config_utils
-from tunix_bd import fingerprint
 from tunix_bd.core import special_ids
+from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as decode_settings
@@ -135,7 +135,7 @@ class GrpoSettings:
   loss_agg_mode: str = "sequence-mean-token-mean"
   kl_loss_mode: str = "low_var_kl"
   # A check's cadence: it logs, never changes a step.
-  verify_replay_every_n_steps: int = fingerprint.resumable(default=10)
+  verify_replay_every_n_steps: int = config_utils.resumable(default=10)
 
   def __post_init__(self):
     config_utils.check_int("grpo.num_generations", self.num_generations, 2)
@@ -229,13 +229,14 @@ class EvalSettings:
       the same before and after training, so the two are paired.
   """
 
-  num_prompts: int = 256
-  thresholds: tuple[float, ...] = (0.5, 0.9)
-  sampled_samples: int = 4
-  sampled_threshold: float = 0.5
-  sampled_temperature: float = 1.0
-  batch_size: int = 64
-  seed: int = 0
+  # How the run is measured, never what it trains: a resume may change it.
+  num_prompts: int = config_utils.resumable(default=256)
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
+  sampled_samples: int = config_utils.resumable(default=4)
+  sampled_threshold: float = config_utils.resumable(default=0.5)
+  sampled_temperature: float = config_utils.resumable(default=1.0)
+  batch_size: int = config_utils.resumable(default=64)
+  seed: int = config_utils.resumable(default=0)
 
   def __post_init__(self):
     config_utils.check_int("eval.num_prompts", self.num_prompts, 1)
@@ -280,6 +281,18 @@ class RlBatchSettings:
         config_utils.check_int(f"train.{key}", getattr(self, key), 1)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DataSettings(data_settings.DataSettings):
+  """GRPO's `data`: the embedded tasks, a chat JSONL or an RL JSONL.
+
+  Attributes:
+    prompts: an RL JSONL (`{"prompt", "answer"}` per line) of train
+      prompts; empty: `train` (a chat JSONL) or the embedded tasks.
+  """
+
+  prompts: str = config_utils.source(config_utils.FILE)
+
+
 @dataclasses.dataclass(frozen=True)
 class GrpoRunSettings:
   """Every checked section of a GRPO config."""
@@ -297,12 +310,32 @@ def from_config(config: Any) -> GrpoRunSettings:
 
   Raises:
     ValueError: naming the key, for an unknown key or a bad value in any
-      section; `train.gradient_accumulation_steps` (Tunix derives it from
-      the mini- and micro-batch sizes); sizes that do not divide; `grpo.beta
-      > 0` with no reference model.
+      section, or as `check_together`.
   """
   section = lambda cls, name: config_utils.from_section(cls, config[name], name)
   train, batches = options.split_train_section(config.train, RlBatchSettings)
+  run = GrpoRunSettings(
+      rollout=section(RolloutSettings, "rollout"),
+      grpo=section(GrpoSettings, "grpo"),
+      reward=section(RewardSettings, "reward"),
+      train=train,
+      batches=batches,
+      eval=section(EvalSettings, "eval"),
+  )
+  has_reference = config.model.random_init or bool(config.model.reference)
+  check_together(run, has_reference)
+  return run
+
+
+def check_together(run: GrpoRunSettings, has_reference: bool) -> None:
+  """What spans sections.
+
+  Raises:
+    ValueError: for `train.gradient_accumulation_steps` (Tunix derives it
+      from the mini- and micro-batch sizes); sizes that do not divide;
+      `grpo.beta > 0` with no reference model.
+  """
+  train, batches = run.train, run.batches
   if train.gradient_accumulation_steps is not None:
     raise ValueError(
         "train.gradient_accumulation_steps is not an RL setting: Tunix"
@@ -321,18 +354,8 @@ def from_config(config: Any) -> GrpoRunSettings:
         f"train.train_micro_batch_size={micro} must divide"
         f" train.mini_batch_size={mini}."
     )
-  run = GrpoRunSettings(
-      rollout=section(RolloutSettings, "rollout"),
-      grpo=section(GrpoSettings, "grpo"),
-      reward=section(RewardSettings, "reward"),
-      train=train,
-      batches=batches,
-      eval=section(EvalSettings, "eval"),
-  )
-  has_reference = config.model.random_init or bool(config.model.reference)
   if run.grpo.beta and not has_reference:
     raise ValueError(
         f"grpo.beta={run.grpo.beta} needs a reference model: set"
         " model.reference (e.g. to model.checkpoint) or grpo.beta=0."
     )
-  return run

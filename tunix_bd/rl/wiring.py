@@ -10,6 +10,7 @@ the `DiffusionGRPOLearner` with the registered `diffusion_grpo` loss.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Mapping, Sequence
 
@@ -25,6 +26,7 @@ from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import policy_loss
 from tunix_bd.rl import rollout as rollout_lib
 from tunix_bd.rl import settings as settings_lib
+from tunix_bd.training import options
 
 Mode = compat.Mode
 Role = compat.Role
@@ -81,6 +83,32 @@ def rollout_arguments(
 def shared_meshes(mesh: jax.sharding.Mesh) -> dict[Role, jax.sharding.Mesh]:
   """Every role on one mesh (the rollout still owns its buffers)."""
   return {role: mesh for role in (Role.ACTOR, Role.REFERENCE, Role.ROLLOUT)}
+
+
+def training_config(
+    run: settings_lib.GrpoRunSettings,
+    workdir: str,
+    data_sharding_axes: Sequence[str],
+) -> compat.RLTrainingConfig:
+  """Tunix's `RLTrainingConfig` of the `train` section.
+
+  Tunix's RL config extends its training config with the RL batch sizes
+  (`train.mini_batch_size`, `train.train_micro_batch_size`) and derives
+  gradient accumulation from them.
+  """
+  base = options.training_config(run.train, workdir, "GRPO")
+  base.data_sharding_axis = data_sharding_axes
+  fields = {
+      f.name: getattr(base, f.name)
+      for f in dataclasses.fields(base)
+      if f.init and f.name != "gradient_accumulation_steps"
+  }
+  return compat.RLTrainingConfig(
+      **fields,
+      actor_optimizer=options.optimizer(run.train),
+      mini_batch_size=run.batches.mini_batch_size,
+      train_micro_batch_size=run.batches.train_micro_batch_size,
+  )
 
 
 def build_cluster(

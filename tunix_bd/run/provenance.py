@@ -1,10 +1,10 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Provenance: the checkpoints and data files a run reads, named by content.
+"""Provenance: the checkpoints a run reads, named by content.
 
-A recipe that reads a model (SFT's AR checkpoint; OPD's teacher and student
-and GRPO's policy and reference when they land) identifies each one once,
-before any compute, and records it in two places:
+A recipe that reads a model (SFT's AR checkpoint; OPD's teacher and student;
+GRPO's policy and reference) identifies each one once, before any compute
+(`tunix_bd.run.stage.Stage.identify`), and records it in two places:
 
   - its run fingerprint, as `SourceCheckpoint.fingerprint_field()`: the
     digests of the checkpoint's parts (`tunix_bd.models.checkpoint_digest`),
@@ -16,28 +16,14 @@ before any compute, and records it in two places:
     wrote it when it lies inside the working directory; never an absolute
     path.
 
-For example, a distillation recipe would write
-
-  teacher = provenance.identify(config.teacher.checkpoint)
-  student = provenance.identify(config.student.checkpoint)
-  fingerprint_lib.fingerprint({
-      "teacher.checkpoint": teacher.fingerprint_field(),
-      "student.checkpoint": student.fingerprint_field(),
-      "data": provenance.data_fields(config.data.to_dict()),
-      ...
-  })
-
-and record `{"teacher": teacher.provenance(), ...}` in its export. Data files
-enter fingerprints by content too (`data_fields`).
+Data files enter fingerprints by content too (`run.stage.section_fields`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping
 
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.models import checkpoint_digest
 
 
@@ -79,39 +65,6 @@ def identify(path: str | os.PathLike[str]) -> SourceCheckpoint:
   """
   path = os.fspath(path)
   return SourceCheckpoint(path, checkpoint_digest.digest_checkpoint(path))
-
-
-def model_fields(
-    model: Mapping[str, Any], keys: tuple[str, ...]
-) -> dict[str, Any]:
-  """A recipe's `model` section for a fingerprint.
-
-  A random-initialised run (`model.random_init`) enters by its `scratch`
-  shape; otherwise each checkpoint named by `keys` (and set) enters as
-  `model.<key>`, by the digests of its contents.
-  """
-  if model["random_init"]:
-    return {"random_init": dict(model["scratch"])}
-  return {
-      f"model.{key}": identify(model[key]).fingerprint_field()
-      for key in keys
-      if model[key]
-  }
-
-
-def data_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-  """A `data` section (`config_sections.embedded_data`) for a fingerprint.
-
-  Its files (JSONL `train`, `eval`, and GRPO's `prompts`, empty for the
-  embedded tasks; a `chat_template` override) enter as `"sha256:<digest>"`
-  of their bytes: a moved file resumes, an edited one is refused.
-  """
-  fields = dict(data)
-  for split in ("train", "eval", "prompts", "chat_template"):
-    if fields.get(split):
-      digest = checkpoint_digest.digest_file(fields[split])
-      fields[split] = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
-  return fields
 
 
 def portable_path(

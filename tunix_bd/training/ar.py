@@ -1,18 +1,35 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Plain AR SFT with Tunix's stock next-token loss: the model inputs.
+"""Plain AR SFT with Tunix's stock next-token loss: inputs and trainer.
 
 `PeftTrainer`'s default loss takes `input_tokens`, `input_mask`, `positions`
 and `attention_mask`; `ar_model_inputs` builds them from tunix_bd's
 right-padded batches (`tunix_bd.data.dataset.batches`).
+`FingerprintedTrainer` is Tunix's `PeftTrainer` whose checkpoints carry the
+run fingerprint.
 """
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import jax
 import jax.numpy as jnp
 
+from tunix_bd import compat
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import masks
+
+
+class FingerprintedTrainer(compat.PeftTrainer):
+  """`PeftTrainer` whose checkpoints carry the run's fingerprint."""
+
+  def __init__(self, *args, fingerprint: Mapping[str, Any], **kwargs):
+    self._fingerprint = dict(fingerprint)
+    super().__init__(*args, **kwargs)
+
+  def custom_checkpoint_metadata(self) -> dict[str, Any]:
+    return {fingerprint_lib.METADATA_KEY: self._fingerprint}
 
 
 def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:

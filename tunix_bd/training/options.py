@@ -2,16 +2,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """A recipe's `train` section as Tunix's optimizer and `TrainingConfig`.
 
-`TrainSettings` is the `train` config section field for field (build it with
+`TrainSettings` is the `train` config section field for field and the one
+source of its defaults (configs build the section with
+`config_utils.to_section`; a recipe builds it back with
 `config_utils.from_section(TrainSettings, config.train, "train")`), checked
-as a whole when built, before any compute.
+as a whole when built, before any compute. `TimeBudget` is the key of
+recipes that may also stop on wall time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, TypeVar
+import time
+from typing import Any, Iterable, Iterator, TypeVar
 
 import optax
 import orbax.checkpoint as ocp
@@ -19,7 +23,6 @@ import orbax.checkpoint as ocp
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import files
-from tunix_bd import fingerprint
 from tunix_bd.training import metrics
 
 T = TypeVar("T")
@@ -46,17 +49,17 @@ class TrainSettings:
       with k=1, whose state checkpoints differ.
   """
 
-  batch_size: int
+  batch_size: int = 16
   # Extending a run (more steps) keeps its checkpoints' meaning, as do the
   # evaluation and checkpoint cadences; everything else is fingerprinted.
-  max_steps: int = fingerprint.resumable()
-  learning_rate: float
-  warmup_steps: int
-  weight_decay: float
-  max_grad_norm: float
-  eval_every_n_steps: int = fingerprint.resumable()
-  checkpoint_every_n_steps: int = fingerprint.resumable()
-  checkpoints_to_keep: int = fingerprint.resumable()
+  max_steps: int = config_utils.resumable(default=1000)
+  learning_rate: float = 1e-3
+  warmup_steps: int = 10
+  weight_decay: float = 0.01
+  max_grad_norm: float = 1.0
+  eval_every_n_steps: int = config_utils.resumable(default=200)
+  checkpoint_every_n_steps: int = config_utils.resumable(default=200)
+  checkpoints_to_keep: int = config_utils.resumable(default=2)
   gradient_accumulation_steps: int | None = None
 
   def __post_init__(self):
@@ -85,6 +88,44 @@ class TrainSettings:
           f"{self.gradient_accumulation_steps} must divide "
           f"train.batch_size={self.batch_size}."
       )
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeBudget:
+  """The `train` key of recipes that may stop on wall time (SFT, OPD).
+
+  Attributes:
+    time_budget_s: > 0 also stops training at the first update boundary
+      after this many seconds (equal-time comparisons); 0: no limit.
+  """
+
+  time_budget_s: float = config_utils.resumable(default=0.0)
+
+  def __post_init__(self):
+    config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
+
+  @property
+  def seconds(self) -> float | None:
+    """The budget in seconds; None when there is none."""
+    return float(self.time_budget_s) or None
+
+  def bounded(self, batches: Iterable[T]) -> Iterable[T]:
+    """`batches`, ending once the budget is spent (as they are without one).
+
+    The clock starts at the first batch, so compilation counts.
+    """
+    if not self.seconds:
+      return batches
+    return _until(self.seconds, batches)
+
+
+def _until(seconds: float, batches: Iterable[T]) -> Iterator[T]:
+  start = None
+  for batch in batches:
+    start = time.perf_counter() if start is None else start
+    if time.perf_counter() - start > seconds:
+      return
+    yield batch
 
 
 def split_train_section(

@@ -1,0 +1,60 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The `data` config section as a frozen, checked dataclass.
+
+`DataSettings` is the section field for field and the one source of its
+defaults: configs build it with `config_utils.to_section(DataSettings,
+num_eval=256, ...)`, recipes build it back with `config_utils.from_section`,
+checked before any compute. Its files enter run fingerprints by content
+(`config_utils.source`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tunix_bd import config_utils
+from tunix_bd.data import chat
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DataSettings:
+  """The embedded tasks, or a user's chat JSONL files.
+
+  Attributes:
+    train, eval: JSONL paths; empty means the embedded tasks (a `train` file
+      needs an `eval` file).
+    tasks, min_len, max_len, seed: the embedded generator's tasks, operand
+      lengths and seed.
+    num_train, num_eval: examples drawn from it.
+    max_length: tokens per row.
+    chat_template: a Jinja file that replaces the tokenizer's template
+      (empty: keep it; an export carries the one trained with).
+    enable_thinking: passed to the template on every render (Qwen3's
+      thinking switch; None passes nothing, leaving the template's
+      default). A block-diffusion export records the one it was trained
+      with; generation, OPD and GRPO default to it and refuse another.
+  """
+
+  train: str = config_utils.source(config_utils.FILE)
+  eval: str = config_utils.source(config_utils.FILE)
+  tasks: tuple[str, ...] = ("sort", "reverse", "double")
+  min_len: int = 1
+  max_len: int = 6
+  seed: int = 0
+  num_train: int = 20_000
+  num_eval: int = 512
+  max_length: int = 48
+  chat_template: str = config_utils.source(config_utils.FILE)
+  enable_thinking: bool | None = None
+
+  def __post_init__(self):
+    for key in ("num_train", "num_eval", "max_length"):
+      config_utils.check_int(f"data.{key}", getattr(self, key), 1)
+    object.__setattr__(self, "tasks", tuple(self.tasks))
+    chat.options_from_data(dataclasses.asdict(self))
+
+  @property
+  def chat_options(self) -> chat.ChatOptions:
+    """The template switches every render passes (`enable_thinking`)."""
+    return chat.options_from_data(dataclasses.asdict(self))

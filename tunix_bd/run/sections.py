@@ -1,0 +1,396 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The typed config sections of the training recipes: one set of defaults.
+
+Each dataclass is a config section field for field and the one source of
+its defaults: `configs/*.py` build their sections with
+`config_utils.to_section(Cls, **what_this_config_changes)`, a recipe builds
+the dataclass back (`run.stage.Stage`), checked before any compute, errors
+naming `section.key`. The fingerprint rule is declared on the fields:
+`config_utils.resumable()` marks what may change on resume, and
+`config_utils.source()` what enters by content (checkpoints, data files).
+
+Sections of one library package live beside what they configure
+(`data.settings`, `sft.corruption`, `distillation.settings`,
+`rl.settings`, `training.options`, `mesh`); this module holds the
+recipes' own: the `model` sections (a checkpoint or a random model, and the
+compute precision), SFT's `bd` and `lora`, `export`, and the `eval`
+sections of SFT and AR pretraining.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config
+from tunix_bd.models import bd_formats_export
+from tunix_bd.models import export as export_lib
+from tunix_bd.models import from_scratch
+from tunix_bd.models import hf_source
+from tunix_bd.models import lora
+from tunix_bd.models import precision as precision_lib
+
+_CHECKPOINT = config_utils.CHECKPOINT
+
+
+def _one_of(key: str, value: str, choices) -> None:
+  if value not in choices:
+    raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComputeSettings:
+  """The `model` keys of compute precision and memory (`models.precision`).
+
+  Attributes:
+    dtype: `float32` or `bfloat16` compute; parameters and optimizer state
+      stay float32. It changes what a run computes: fingerprinted.
+    remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
+      are the same, so a resume may change it.
+  """
+
+  dtype: str = "float32"
+  remat: str = config_utils.resumable(default="none")
+
+  def __post_init__(self):
+    self.precision  # pylint: disable=pointless-statement; checks the values.
+
+  @property
+  def precision(self) -> precision_lib.Precision:
+    """The settings as `models.precision` takes them."""
+    return precision_lib.Precision(
+        dtype=self.dtype,
+        remat=self.remat,
+        logits_chunk=getattr(self, "logits_chunk", 0),
+    )
+
+  def directory_hint(self, key: str) -> str:
+    """What to set when checkpoint `key` is missing (see `Stage`)."""
+    del key
+    return ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrecisionSettings(ComputeSettings):
+  """`ComputeSettings` and the chunked head of the training losses.
+
+  Attributes:
+    logits_chunk: vocabulary columns per chunk of the output head in the
+      loss; 0: dense logits. Equal to float rounding: a resume may change it.
+  """
+
+  logits_chunk: int = config_utils.resumable(default=8192)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecodeModelSettings(ComputeSettings):
+  """The `model` of a recipe that decodes with a converted model.
+
+  Attributes:
+    checkpoint: the converted model (`sft.py`'s `export/`, or an SDAR or
+      Fast-dLLM v2 directory).
+  """
+
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+
+  def directory_hint(self, key: str) -> str:
+    del key
+    found = export_lib.find_block_diffusion_exports("runs")
+    if found:
+      return (
+          f"; converted models under runs/: {', '.join(found)}; pass one"
+          " with --config.model.checkpoint=DIR."
+      )
+    return (
+        "; no converted model under runs/; make one with `tunix run"
+        " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScratchBdSettings:
+  """The block-diffusion settings of a random converted model."""
+
+  block_size: int = 8
+  alignment: str = bd_config.SHIFTED
+  layout: str = bd_config.CLEAN_CONTEXT
+
+  def __post_init__(self):
+    config_utils.check_int("model.scratch_bd.block_size", self.block_size, 1)
+    _one_of("model.scratch_bd.alignment", self.alignment, bd_config.ALIGNMENTS)
+    _one_of("model.scratch_bd.layout", self.layout, bd_config.LAYOUTS)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RandomInitSettings:
+  """`model` keys of a random converted model, for runs needing no checkpoint.
+
+  Attributes:
+    random_init: False: load the checkpoints; True: a random model of the
+      `scratch` shape with the embedded tokenizer and the `scratch_bd`
+      block-diffusion settings (smoke runs).
+    scratch: the random model's shape.
+    scratch_bd: its block-diffusion settings.
+  """
+
+  random_init: bool = False
+  scratch: from_scratch.ScratchModelSettings = dataclasses.field(
+      default_factory=from_scratch.ScratchModelSettings
+  )
+  scratch_bd: ScratchBdSettings = dataclasses.field(
+      default_factory=ScratchBdSettings
+  )
+
+  def __post_init__(self):
+    if not isinstance(self.random_init, bool):
+      raise ValueError(
+          f"model.random_init must be a bool, got {self.random_init!r}."
+      )
+    for name, cls in (
+        ("scratch", from_scratch.ScratchModelSettings),
+        ("scratch_bd", ScratchBdSettings),
+    ):
+      value = config_utils.nested(cls, getattr(self, name), f"model.{name}")
+      object.__setattr__(self, name, value)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftModelSettings(PrecisionSettings):
+  """SFT's `model`: the AR checkpoint to convert, and the precision.
+
+  Attributes:
+    checkpoint: an HF-style directory: config.json, *.safetensors and the
+      tokenizer (a Qwen3 or Qwen2).
+  """
+
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/ar_pretrain/export", required=True
+  )
+
+  def directory_hint(self, key: str) -> str:
+    del key
+    return (
+        ". On the embedded default, train the AR teacher first (`tunix run"
+        " --plugin tunix_bd ar_pretrain.py`); otherwise point it at an HF"
+        " Qwen3 or Qwen2 directory."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpdModelSettings(PrecisionSettings, RandomInitSettings):
+  """OPD's `model`: the block-diffusion student and the causal AR teacher.
+
+  Attributes:
+    student: the converted student (with block_diffusion.json).
+    teacher: the AR teacher; one tokenizer with the student.
+  """
+
+  student: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+  teacher: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
+  )
+
+  def __post_init__(self):
+    PrecisionSettings.__post_init__(self)
+    RandomInitSettings.__post_init__(self)
+
+  def directory_hint(self, key: str) -> str:
+    if key == "student":
+      what = (
+          "the converted student (e.g. runs/quickstart/sft/export, or"
+          " sft.py's workdir/export)"
+      )
+      found = export_lib.find_block_diffusion_exports("runs")
+    else:
+      what = (
+          "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+          " ar_pretrain.py's workdir/export)"
+      )
+      found = []
+    hint = (
+        f"; converted models under runs/: {', '.join(found)}" if found else ""
+    )
+    return (
+        f": set --config.model.{key}=DIR to {what}{hint}. On the embedded"
+        " default, `tunix run --plugin tunix_bd quickstart.py` makes both."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
+  """GRPO's `model`: the policy, its KL reference, a model to compare.
+
+  Attributes:
+    checkpoint: the policy, a converted model (with block_diffusion.json).
+    reference: the frozen KL reference; empty: none (then grpo.beta = 0).
+    continued_sft: optional, another converted model evaluated beside the
+      policy before and after (the report's `continued SFT`); it is only
+      evaluated, so a resume may change it.
+  """
+
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+  reference: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export"
+  )
+  continued_sft: str = config_utils.source(
+      _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
+  )
+
+  def __post_init__(self):
+    PrecisionSettings.__post_init__(self)
+    RandomInitSettings.__post_init__(self)
+
+  def directory_hint(self, key: str) -> str:
+    if key != "checkpoint":
+      return ""
+    return (
+        ": it must be a converted model directory; on the embedded default"
+        " run the quickstart first (`tunix run --plugin tunix_bd"
+        " quickstart.py`)."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BdSettings:
+  """SFT's `bd`: the block-diffusion settings the model is converted to.
+
+  Attributes:
+    block_size: tokens per block.
+    mask_token: a token of the tokenizer, a reserved id, or a new token
+      that is added (growing the embedding) when the tokenizer lacks it.
+    alignment: `shifted` (the AR head keeps its meaning) or
+      `same_position`.
+    layout: `clean_context` (`[noisy ; clean]`) or `single_canvas`.
+  """
+
+  block_size: int = 8
+  mask_token: str = "<|mask|>"
+  alignment: str = bd_config.SHIFTED
+  layout: str = bd_config.CLEAN_CONTEXT
+
+  def __post_init__(self):
+    config_utils.check_int("bd.block_size", self.block_size, 1)
+    _one_of("bd.alignment", self.alignment, bd_config.ALIGNMENTS)
+    _one_of("bd.layout", self.layout, bd_config.LAYOUTS)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoraSettings:
+  """SFT's `lora`: rank 0 fine-tunes every weight; > 0 trains LoRA adapters.
+
+  Tunix trains and checkpoints only the `nnx.LoRAParams`; the export merges
+  them.
+  """
+
+  rank: int = 0
+  alpha: float = 16.0
+  module_path: str = lora.DEFAULT_MODULE_PATH
+
+  def __post_init__(self):
+    config_utils.check_int("lora.rank", self.rank, 0)
+    config_utils.check_number("lora.alpha", self.alpha, 0, strict=True)
+
+  def apply(self, model: Any, *, seed: int, mesh: Any) -> Any:
+    """`model` with adapters (rank > 0), or as it is."""
+    if not self.rank:
+      return model
+    with mesh_lib.tunix_context(mesh):
+      return lora.apply_lora(
+          model,
+          rank=self.rank,
+          alpha=self.alpha,
+          module_path=self.module_path,
+          seed=seed,
+          mesh=mesh,
+      )
+
+  def merge(self, model: Any, model_config: Any) -> Any:
+    """`model` with its adapters merged into the weights, for export."""
+    if not self.rank:
+      return model
+    return lora.merge_lora(model, model_config, alpha=self.alpha)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportSettings:
+  """The `export` section of a recipe that writes an HF export.
+
+  Attributes:
+    dtype: the weight dtype of the export (`float32`, `bfloat16` or
+      `float16`); empty keeps the source checkpoint's.
+    format: `tunix_bd` (the source's HF layout plus `block_diffusion.json`),
+      `sdar` or `fast_dllm_v2` (that project's checkpoint format,
+      docs/formats.md "Export").
+    reference_code: empty, or a directory holding the format's own modeling
+      files, copied into the export so that its code loads it with
+      `trust_remote_code`.
+  """
+
+  # What is written at the end, never what the checkpoints mean.
+  dtype: str = config_utils.resumable(default="")
+  format: str = config_utils.resumable(default=bd_formats_export.TUNIX_BD)
+  reference_code: str = config_utils.resumable(default="")
+
+  def __post_init__(self):
+    hf_source.check_dtype(self.dtype, "export.dtype")
+    bd_formats_export.check_options(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftEvalSettings:
+  """SFT's `eval`: the held-out loss's batch size."""
+
+  batch_size: int = config_utils.resumable(default=64)
+
+  def __post_init__(self):
+    config_utils.check_int("eval.batch_size", self.batch_size, 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ArEvalSettings:
+  """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler`."""
+
+  max_new_tokens: int = config_utils.resumable(default=16)
+  batch_size: int = config_utils.resumable(default=128)
+
+  def __post_init__(self):
+    for key in ("max_new_tokens", "batch_size"):
+      config_utils.check_int(f"eval.{key}", getattr(self, key), 1)
+
+
+def checkpoint_directories(settings) -> dict[str, str]:
+  """`{key: path}` of the checkpoints a `model` section makes a run read.
+
+  Required ones even when empty, optional ones when set; none that
+  `random_init` replaces.
+  """
+  random_init = getattr(settings, "random_init", False)
+  paths = {}
+  for field in dataclasses.fields(settings):
+    if config_utils.source_kind(field) != _CHECKPOINT:
+      continue
+    required = field.metadata.get("required")
+    path = getattr(settings, field.name)
+    if (required and not random_init) or (not required and path):
+      paths[field.name] = path
+  return paths
+
+
+def check_directories(settings, section: str = "model") -> None:
+  """Fails closed on a checkpoint directory that does not exist."""
+  for key, path in checkpoint_directories(settings).items():
+    if not os.path.isdir(path):
+      raise ValueError(
+          f"{section}.{key}={path!r} is not a directory"
+          f"{settings.directory_hint(key) or '.'}"
+      )

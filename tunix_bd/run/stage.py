@@ -1,0 +1,238 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The run skeleton every training recipe follows, and its one fingerprint rule.
+
+A training recipe is five steps, in this order, whatever it trains:
+
+  stage = Stage(config, model=SftModelSettings, train=TrainSettings, ...)
+      # 1. Validate before compute: the workdir, every typed section (a
+      #    `ValueError` naming `section.key`), the checkpoint directories.
+  stage.check_fingerprint(tokenizer=..., bd=...)
+      # 2. Sources by digest, 3. the fingerprint by the one rule; a resume
+      #    under other settings is refused before any model is built.
+  stage.start(trainer.train_steps)  # then train and evaluate
+      # 4. Record: the resume line, one metrics row per step, the
+      #    fingerprint, once every check has passed.
+  stage.export_block_diffusion(model, tokenizer, bd=..., ...)
+      # 5. Export, with the sources' provenance.
+
+The fingerprint rule (`section_fields`): every field of every typed section,
+but those declared `config_utils.resumable()`; checkpoints and data files
+(`config_utils.source`) by the digests of their contents; plus the recipe,
+the seed and what the recipe derives from its sources (tokenizer digests,
+the block-diffusion settings, stop ids). The same in every recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Iterable, Mapping
+
+import ml_collections
+
+from tunix_bd import config_utils
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.models import bd_export
+from tunix_bd.models import checkpoint_digest
+from tunix_bd.run import provenance
+from tunix_bd.run import sections as sections_lib
+from tunix_bd.run import workdir as workdir_lib
+from tunix_bd.training import options
+
+
+def build_section(config: ml_collections.ConfigDict, name: str, spec: Any):
+  """Section `name` of `config` as dataclass `spec`, checked.
+
+  `spec` is a dataclass, or `(options.TrainSettings, Extra)` for a `train`
+  section that holds a recipe's own keys too (a tuple of both is returned).
+  """
+  if isinstance(spec, tuple):
+    return options.split_train_section(config[name], spec[1])
+  if hasattr(spec, "from_config_dict"):  # Its own builder (`corruption`).
+    return spec.from_config_dict(config[name])
+  return config_utils.from_section(spec, config[name], name)
+
+
+def section_fields(
+    settings: Any, identify: Callable[[str], provenance.SourceCheckpoint]
+) -> dict[str, Any]:
+  """A typed section's fingerprint fields: the one rule (module docstring).
+
+  Args:
+    settings: a settings dataclass instance, or a tuple of them (one
+      section of several concerns; their fields are merged).
+    identify: `path -> provenance.SourceCheckpoint`, for the checkpoints
+      the section makes the run read.
+
+  Raises:
+    ValueError: if `settings` is not a dataclass instance.
+  """
+  if isinstance(settings, tuple):
+    return {
+        k: v
+        for part in settings
+        for k, v in section_fields(part, identify).items()
+    }
+  if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
+    raise ValueError(
+        f"settings must be a dataclass instance, got {type(settings).__name__}."
+    )
+  read = sections_lib.checkpoint_directories(settings)
+  fields = {}
+  for field in dataclasses.fields(settings):
+    if config_utils.is_resumable(field):
+      continue
+    value = getattr(settings, field.name)
+    kind = config_utils.source_kind(field)
+    if dataclasses.is_dataclass(value):
+      value = section_fields(value, identify)
+    elif kind == config_utils.CHECKPOINT:
+      path = read.get(field.name)
+      value = identify(path).fingerprint_field() if path else None
+    elif kind == config_utils.FILE and value:
+      digest = checkpoint_digest.digest_file(value)
+      value = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
+    fields[field.name] = value
+  return fields
+
+
+class Stage:
+  """One launch of a training recipe: its checked sections and bookkeeping.
+
+  Attributes:
+    config: the config.
+    workdir: `config.workdir`.
+    sections: `{name: settings}`, the typed sections; also attributes
+      (`stage.train`).
+    fingerprint: the run fingerprint, once `check_fingerprint` ran.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, **specs: Any):
+    """Validates before any compute: workdir, sections, checkpoints.
+
+    Args:
+      config: the recipe's config.
+      **specs: `name=SettingsClass` for each typed section (see
+        `build_section`).
+
+    Raises:
+      ValueError: naming the key, for the workdir, a bad section or a
+        checkpoint directory that does not exist.
+    """
+    workdir_lib.check(config.workdir)
+    self.config = config
+    self.workdir = config.workdir
+    self.sections = {
+        name: build_section(config, name, spec) for name, spec in specs.items()
+    }
+    if "model" in self.sections:
+      sections_lib.check_directories(self.sections["model"])
+    self.fingerprint: dict[str, Any] | None = None
+    self._identified: dict[str, provenance.SourceCheckpoint] = {}
+
+  def __getattr__(self, name: str) -> Any:
+    sections = self.__dict__.get("sections", {})
+    if name in sections:
+      return sections[name]
+    raise AttributeError(name)
+
+  @property
+  def random_init(self) -> bool:
+    """Whether the run starts from a random model (`model.random_init`)."""
+    return bool(getattr(self.sections.get("model"), "random_init", False))
+
+  @property
+  def export_dir(self) -> str:
+    return os.path.join(self.workdir, "export")
+
+  def identify(self, path: str) -> provenance.SourceCheckpoint:
+    """Checkpoint `path` by content, digested once per run."""
+    if path not in self._identified:
+      self._identified[path] = provenance.identify(path)
+    return self._identified[path]
+
+  def check_fingerprint(self, **derived: Any) -> dict[str, Any]:
+    """The run fingerprint; refuses to resume checkpoints of other settings.
+
+    Args:
+      **derived: what the run derives from its sources and that changes its
+        checkpoints' meaning (e.g. `tokenizer=fingerprint.tokenizer_digest(
+        tokenizer)`, `bd=bd.to_dict()`).
+
+    Returns:
+      The fingerprint (also `self.fingerprint`), to write into checkpoints.
+    """
+    sections = {
+        name: section_fields(settings, self.identify)
+        for name, settings in self.sections.items()
+    }
+    fields = {
+        "recipe": self.config.recipe,
+        "seed": self.config.seed,
+        # A section of resumable fields alone (`mesh`, `eval`) adds nothing.
+        **{name: fields for name, fields in sections.items() if fields},
+        **derived,
+    }
+    self.fingerprint = fingerprint_lib.fingerprint(fields)
+    workdir_lib.check_fingerprint(self.workdir, self.fingerprint)
+    return self.fingerprint
+
+  def start(
+      self,
+      restored_step: int,
+      relogged_from: Callable[[str], int] | None = None,
+  ) -> None:
+    """Right before the first step: `resumed`, then `record`."""
+    self.resumed(restored_step, relogged_from)
+    self.record()
+
+  def resumed(
+      self,
+      restored_step: int,
+      relogged_from: Callable[[str], int] | None = None,
+  ) -> None:
+    """Once the trainer restored its checkpoint (`workdir.resumed`)."""
+    workdir_lib.resumed(
+        self.workdir,
+        restored_step,
+        recipe=self.config.recipe,
+        relogged_from=relogged_from,
+    )
+
+  def record(self) -> None:
+    """Records the fingerprint: once every check has passed."""
+    workdir_lib.record_fingerprint(self.workdir, self.fingerprint)
+
+  def provenance(self, key: str) -> dict[str, Any]:
+    """Checkpoint `model.<key>` as exports record it; a random model's mark."""
+    if self.random_init:
+      return {"random_init": True}
+    return self.identify(getattr(self.sections["model"], key)).provenance()
+
+  def export_block_diffusion(
+      self,
+      model: Any,
+      tokenizer: Any,
+      *,
+      bd: Any,
+      chat_options: Any,
+      source: Any,
+      stop_ids: Iterable[int] = (),
+      extra: Mapping[str, Any] | None = None,
+  ) -> str:
+    """Writes `export/` as the `export` section says; returns its path."""
+    bd_export.export_block_diffusion(
+        model,
+        tokenizer,
+        self.export_dir,
+        bd=bd,
+        chat_options=chat_options,
+        source=source,
+        dtype=self.sections["export"].dtype,
+        fmt=self.sections["export"].format,
+        reference_code=self.sections["export"].reference_code,
+        stop_ids=stop_ids,
+        extra=extra,
+    )
+    return self.export_dir

@@ -1,0 +1,101 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.run.stage: the run skeleton every training recipe uses."""
+
+import os
+from unittest import mock
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tunix_bd import config_files
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.run import sections
+from tunix_bd.run import stage as stage_lib
+from tunix_bd.training import options
+
+
+def _sft_stage(config):
+  return stage_lib.Stage(
+      config,
+      model=sections.SftModelSettings,
+      bd=sections.BdSettings,
+      train=(options.TrainSettings, options.TimeBudget),
+  )
+
+
+class StageTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.config = config_files.get_config("sft", "tiny")
+    self.config.workdir = os.path.join(self.root, "run")
+    self.config.model.checkpoint = self.root  # Any existing directory.
+
+  @parameterized.parameters(
+      ("bd", "block_size", 0, r"^bd\.block_size must be >= 1"),
+      ("train", "time_budget_s", -1.0, r"^train\.time_budget_s must be"),
+      ("train", "learning_rate", 0.0, r"^train\.learning_rate must be"),
+      ("model", "dtype", "float64", r"^model\.dtype must be one of"),
+  )
+  def test_a_bad_section_fails_naming_the_key_before_anything_is_written(
+      self, section, key, value, regex
+  ):
+    self.config[section][key] = value
+    with self.assertRaisesRegex(ValueError, regex):
+      _sft_stage(self.config)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
+  def test_a_missing_checkpoint_names_the_key_and_what_to_run(self):
+    self.config.model.checkpoint = os.path.join(self.root, "missing")
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^model\.checkpoint='.*missing' is not a directory.*"
+        r"ar_pretrain\.py",
+    ):
+      _sft_stage(self.config)
+
+  def test_a_random_model_needs_no_checkpoint_but_an_optional_one_is_checked(
+      self,
+  ):
+    config = config_files.get_config("grpo", "smoke")
+    config.workdir = os.path.join(self.root, "grpo")
+    config.model.checkpoint = os.path.join(self.root, "missing")
+    stage_lib.Stage(config, model=sections.GrpoModelSettings)
+    config.model.reference = os.path.join(self.root, "missing")
+    with self.assertRaisesRegex(ValueError, r"^model\.reference="):
+      stage_lib.Stage(config, model=sections.GrpoModelSettings)
+
+  def test_the_fingerprint_is_recorded_at_start_only(self):
+    stage = stage_lib.Stage(
+        self.config, train=(options.TrainSettings, options.TimeBudget)
+    )
+    fingerprint = stage.check_fingerprint(tokenizer="t")
+    record = os.path.join(
+        self.config.workdir, "checkpoints", fingerprint_lib.FILE_NAME
+    )
+    self.assertFalse(os.path.exists(record))
+    self.assertEqual(fingerprint["fields"]["recipe"], "sft")
+    # Resumable keys are not in it; the others are.
+    self.assertNotIn("max_steps", fingerprint["fields"]["train"])
+    self.assertIn("learning_rate", fingerprint["fields"]["train"])
+    stage.start(0)
+    self.assertTrue(os.path.exists(record))
+
+
+class TimeBudgetTest(absltest.TestCase):
+
+  def test_no_budget_passes_the_batches_through(self):
+    batches = [1, 2, 3]
+    self.assertIs(options.TimeBudget().bounded(batches), batches)
+
+  def test_a_budget_ends_the_batches_once_spent(self):
+    clock = iter([0.0, 0.0, 1.0, 1.9, 2.5])
+    with mock.patch.object(options.time, "perf_counter", lambda: next(clock)):
+      bounded = list(options.TimeBudget(time_budget_s=2.0).bounded("abcdef"))
+    # The clock starts at the first batch; the fourth comes after 2 s.
+    self.assertEqual(bounded, ["a", "b", "c"])
+
+
+if __name__ == "__main__":
+  absltest.main()
