@@ -296,7 +296,7 @@ _RESUMABLE = {
     sections.DecodeModelSettings: {"remat"},
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
-    sections.ExportSettings: {"dtype", "format"},
+    sections.ExportSettings: {"dtype", "format", "reference_code"},
     sections.SftEvalSettings: {"batch_size"},
     sections.ArEvalSettings: {"max_new_tokens", "batch_size"},
     mesh.MeshSettings: {"fsdp", "tp"},
