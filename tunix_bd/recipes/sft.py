@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 
+import jax
 import ml_collections
 
 from tunix_bd import config_utils
@@ -35,6 +36,7 @@ from tunix_bd.models import hf_source
 from tunix_bd.models import lora as lora_lib
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.models import precision as precision_lib
+from tunix_bd.run import host_memory
 from tunix_bd.run import provenance
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.sft import batching
@@ -127,6 +129,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   workdir_lib.check_fingerprint(workdir, fingerprint)
 
   mesh = mesh_lib.from_section(config.mesh)
+  if jax.default_backend() == "cpu":
+    # Every step's activations are host buffers: return them when freed.
+    host_memory.return_freed_buffers()
   hf_files = hf_source.read(checkpoint)
   with mesh_lib.tunix_context(mesh):
     model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
