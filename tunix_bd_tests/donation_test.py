@@ -115,6 +115,16 @@ class DonatingStepTest(absltest.TestCase):
       kept = [x.shape for x in given if not x.is_deleted()]
       self.assertEqual(kept, [], f"step {step + 1} kept arrays {kept}")
 
+  def test_evaluating_copies_no_weight(self):
+    trainer = _trainer(self.create_tempdir().full_path)
+    _, eval_step = trainer.jit_train_and_eval_step(cache_nnx_graph=True)
+    weights = jax.tree.leaves(nnx.state(trainer.model, nnx.Param))
+    before = [x.unsafe_buffer_pointer() for x in weights]
+    batch = next(iter(_batches()))
+    eval_step({k: jax.numpy.asarray(v) for k, v in batch.items()})
+    weights = jax.tree.leaves(nnx.state(trainer.model, nnx.Param))
+    self.assertEqual([x.unsafe_buffer_pointer() for x in weights], before)
+
   def test_donating_computes_what_tunix_step_computes(self):
     weights = []
     for trainer_class in (trainer_lib.DiffusionSftTrainer, _TunixStep):

@@ -10,9 +10,12 @@ step's peak). Its `_shard_optimizer` places the optimizer state with an
 eager `with_sharding_constraint`, which copies every leaf: two copies of
 the AdamW moments before the first step.
 
+Its eval step, jitted without donation, returns the model's state as new
+arrays: a copy of the weights at every evaluation.
+
 `DonatingStepMixin`, mixed in before a `PeftTrainer` subclass, jits the same
-step donating the model too (full fine-tuning; with LoRA the frozen weights
-are not updated and Tunix's step is kept), and places the optimizer state
+steps donating the model too (full fine-tuning; with LoRA the frozen weights
+are not updated and Tunix's steps are kept), and places the optimizer state
 with `jax.device_put`, which keeps a leaf that is already where its sharding
 says (no copy) and moves only the others. Anything else is Tunix's own: the
 same step and eval functions, the same compiled-graph caching. On a Tunix
@@ -54,14 +57,15 @@ class DonatingStepMixin:
   def jit_train_and_eval_step(
       self, skip_jit: bool = False, cache_nnx_graph: bool = False
   ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """Tunix's train and eval step functions, the train step donating the
-    model as well as the optimizer (`donates_model`)."""
+    """Tunix's train and eval step functions, both donating the model (the
+    train step the optimizer too) when `donates_model`."""
     if skip_jit or not self.donates_model():
       return super().jit_train_and_eval_step(skip_jit, cache_nnx_graph)
     if self._jitted_train_step_fn is None:
       self._shard_optimizer(pxla.thread_resources.env.physical_mesh)
       train_step = nnx.jit(self.create_train_step_fn(), donate_argnames=DONATED)
-      eval_step = nnx.jit(self.create_eval_step_fn())
+      # nnx.jit returns the model's state: undonated, a copy of the weights.
+      eval_step = nnx.jit(self.create_eval_step_fn(), donate_argnames="model")
 
       def bind(f, *args):
         if cache_nnx_graph:
