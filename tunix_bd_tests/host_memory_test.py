@@ -8,7 +8,9 @@ small ones that stay alive, then freed. With the threshold fixed they are
 returned to the system; with glibc's default they stay resident.
 """
 
+import os
 import sys
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -39,6 +41,21 @@ class ReturnFreedBuffersTest(absltest.TestCase):
     released = held - _resident_bytes()
     self.assertGreater(released, 200 * _MIB)
     del pins
+
+
+class ScheduleForMemoryTest(absltest.TestCase):
+
+  def test_adds_the_flag_once_and_keeps_the_users(self):
+    flag = "--xla_cpu_enable_concurrency_optimized_scheduler"
+    with mock.patch.dict(os.environ, {"XLA_FLAGS": "--xla_dump_to=/x"}):
+      self.assertTrue(host_memory.schedule_for_memory())
+      self.assertEqual(
+          os.environ["XLA_FLAGS"], f"--xla_dump_to=/x {flag}=false"
+      )
+      self.assertFalse(host_memory.schedule_for_memory())
+    with mock.patch.dict(os.environ, {"XLA_FLAGS": f"{flag}=true"}):
+      self.assertFalse(host_memory.schedule_for_memory())
+      self.assertEqual(os.environ["XLA_FLAGS"], f"{flag}=true")
 
 
 if __name__ == "__main__":

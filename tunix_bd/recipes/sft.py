@@ -114,6 +114,7 @@ def run_fingerprint(
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
+  host_memory.schedule_for_memory()  # Before XLA starts: remat on CPU.
   train, precision = validate(config)
   checkpoint = config.model.checkpoint
   tokenizer = tokenizer_lib.load_tokenizer(
