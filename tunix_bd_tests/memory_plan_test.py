@@ -134,6 +134,15 @@ class MemoryPlanTest(parameterized.TestCase):
     self.assertGreater(none, 10 * block)
     self.assertGreater(block, decoder)
     self.assertGreater(none, plan(dtype_bytes=2)["activations"])
+    # The update's temporaries: parameter-sized buffers of every layer.
+    layer = (
+        shape.embed_dim * shape.head_dim * 2 * (16 + 8)
+        + 3 * shape.embed_dim * shape.hidden_dim
+        + 2 * shape.embed_dim
+        + 2 * shape.head_dim
+    )
+    self.assertEqual(plan()["update temporaries"], 4 * 28 * layer * 4)
+    self.assertEqual(plan(update_buffers=0)["update temporaries"], 0)
 
   def test_readme_table_is_the_planners(self):
     text = _README.read_text(encoding="utf-8")

@@ -6,6 +6,7 @@ import os
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import jax
 import numpy as np
 
 from tunix_bd import config_files
@@ -71,6 +72,21 @@ class TrainSettingsTest(parameterized.TestCase):
         _settings(gradient_accumulation_steps=2), "rel/dir", "SFT"
     )
     self.assertEqual(k2.gradient_accumulation_steps, 2)
+
+  def test_one_micro_batch_is_no_accumulation(self):
+    # Tunix wraps the optimizer in optax.MultiSteps for any value but None;
+    # at k=1 that only adds a parameter-sized accumulator.
+    k1 = _settings(gradient_accumulation_steps=1)
+    self.assertIsNone(options.accumulation_steps(k1))
+    config = options.training_config(k1, "rel/dir", "SFT")
+    self.assertIsNone(config.gradient_accumulation_steps)
+
+  def test_checkpoints_are_written_in_the_foreground_on_cpu(self):
+    # A background write keeps zero-copy views of the weights and optimizer
+    # state alive, so the next steps could not donate them.
+    config = options.training_config(_settings(), "rel/dir", "SFT")
+    self.assertEqual(jax.default_backend(), "cpu")
+    self.assertFalse(config.checkpointing_options.enable_async_checkpointing)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,13 @@ holds: two `[rows, vocab]` copies dense (over both copies of the
 clean-context layout), four for Tunix's AR loss (with its one-hots), three
 `[rows, chunk]` copies chunked (over the noisy rows only). Calibrated
 against XLA's own estimate of 1- and 2-layer steps at Qwen3-0.6B's widths.
+Plus the update's temporaries: XLA's CPU plan of the whole step (AdamW
+after global-norm clipping, weights and moments donated) holds about four
+more parameter-sized buffers per decoder layer than the gradients (3.75
+measured by its memory analysis of 2- and 6-layer steps at Qwen3-0.6B's
+widths, remat `decoder`); `SftStep.update_buffers` sets the count, 0 for an
+update in place. A step's rows are `batch_size` x the canvases per example
+(two with complementary masking, the `sft` recipe's default).
 """
 
 from __future__ import annotations
@@ -73,15 +80,20 @@ class ModelShape:
   vocab_size: int
   tied_embedding: bool
 
-  def num_params(self) -> int:
-    """Parameters of the Tunix Qwen3 of this shape."""
+  def layer_params(self) -> int:
+    """Parameters of one decoder layer."""
     d, hd = self.embed_dim, self.head_dim
     attention = d * hd * (2 * self.num_heads + 2 * self.num_kv_heads)
     norms = 2 * d + 2 * hd  # Input and post-attention norms; q and k norms.
-    mlp = 3 * d * self.hidden_dim
-    layer = attention + norms + mlp
+    return attention + norms + 3 * d * self.hidden_dim
+
+  def num_params(self) -> int:
+    """Parameters of the Tunix Qwen3 of this shape."""
     heads = 1 if self.tied_embedding else 2
-    return self.num_layers * layer + heads * self.vocab_size * d + d
+    d = self.embed_dim
+    return (
+        self.num_layers * self.layer_params() + heads * self.vocab_size * d + d
+    )
 
 
 # The published configs (Hugging Face `Qwen/Qwen3-*` config.json).
@@ -170,6 +182,8 @@ class SftStep:
     dtype_bytes: bytes of the compute dtype (4 float32, 2 bfloat16).
     remat: `none`, `block` or `decoder` (`model.remat`).
     logits_chunk: vocabulary columns per chunk; 0 for dense logits.
+    update_buffers: parameter-sized buffers per decoder layer the optimizer
+      update holds beyond the gradients (see the module doc).
   """
 
   batch_size: int
@@ -179,6 +193,7 @@ class SftStep:
   dtype_bytes: int = 4
   remat: str = "none"
   logits_chunk: int = 8192
+  update_buffers: int = 4
 
 
 def sft_step_plan(shape: ModelShape, step: SftStep) -> DevicePlan:
@@ -214,6 +229,12 @@ def sft_step_plan(shape: ModelShape, step: SftStep) -> DevicePlan:
           "optimizer": 2 * params * _F32,
           "activations": tokens * (kept + layer),
           "logits": logits,
+          "update temporaries": (
+              step.update_buffers
+              * shape.num_layers
+              * shape.layer_params()
+              * _F32
+          ),
       },
   )
 

@@ -3,8 +3,9 @@
 """`DiffusionSftTrainer`: a `PeftTrainer` with the SFT loss and its metrics.
 
 It plugs the loss in with `loss.configure`, logs the aux metrics (which
-Tunix 0.1.7's `PeftTrainer` drops), checks that batches were split for its
-gradient accumulation, and stores the run's fingerprint in every checkpoint.
+Tunix 0.1.7's `PeftTrainer` drops), donates the weights to the train step,
+checks that batches were split for its gradient accumulation, and stores
+the run's fingerprint in every checkpoint.
 """
 
 from __future__ import annotations
@@ -18,13 +19,19 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.training import aux_metrics
+from tunix_bd.training import donation
 
 
-class DiffusionSftTrainer(aux_metrics.AuxMetricsMixin, compat.PeftTrainer):
+class DiffusionSftTrainer(
+    aux_metrics.AuxMetricsMixin,
+    donation.DonatingStepMixin,
+    compat.PeftTrainer,
+):
   """A `PeftTrainer` configured with the SFT loss that logs its aux metrics.
 
   Aux metrics are reduced over each update step's micro-batches and logged
-  like `loss` (`tunix_bd.training.aux_metrics`).
+  like `loss` (`tunix_bd.training.aux_metrics`). A full fine-tuning step
+  updates the weights in place (`tunix_bd.training.donation`).
   """
 
   def __init__(

@@ -17,6 +17,7 @@ import os
 import time
 from typing import Any, Iterable, Iterator, TypeVar
 
+import jax
 import optax
 import orbax.checkpoint as ocp
 
@@ -44,9 +45,9 @@ class TrainSettings:
     checkpoint_every_n_steps: updates between orbax checkpoints.
     checkpoints_to_keep: the newest checkpoints kept.
     gradient_accumulation_steps: micro-batches per update; divides
-      `batch_size`. None (a section without the key) gives Tunix no
-      accumulation setting; 1 wraps the optimizer in `optax.MultiSteps`
-      with k=1, whose state checkpoints differ.
+      `batch_size`. None (a section without the key) and 1 both update on
+      every batch, without Tunix's `optax.MultiSteps` (whose accumulator
+      would hold one more copy of the gradients).
   """
 
   batch_size: int = 16
@@ -178,24 +179,49 @@ def _clipped_adamw(
   )
 
 
+def accumulation_steps(settings: TrainSettings) -> int | None:
+  """Tunix's `gradient_accumulation_steps`: None unless it is over 1.
+
+  Tunix wraps the optimizer in `optax.MultiSteps` whenever the setting is
+  not None; at k=1 that applies the same update (the mean of one gradient)
+  but keeps a parameter-sized accumulator in the optimizer state and
+  selects between the old and new AdamW moments in every step.
+  """
+  steps = settings.gradient_accumulation_steps
+  return steps if steps is not None and steps > 1 else None
+
+
+def async_checkpointing() -> bool:
+  """Whether orbax writes checkpoints in the background: not on CPU.
+
+  On CPU orbax's device-to-host transfer is a zero-copy view of each
+  array, which a background write keeps alive into the next steps; an
+  array with a live view cannot be donated, so those steps would hold the
+  old and the new weights and optimizer state at once.
+  """
+  return jax.default_backend() != "cpu"
+
+
 def training_config(
     settings: TrainSettings, workdir: str, description: str
 ) -> compat.TrainingConfig:
   """Tunix's TrainingConfig: checkpoints, metrics and the progress bar.
 
-  Checkpoints go to `workdir/checkpoints`, metrics to
-  `workdir/tensorboard` and `workdir/metrics.jsonl`.
+  Checkpoints go to `workdir/checkpoints` (`async_checkpointing`), metrics
+  to `workdir/tensorboard` and `workdir/metrics.jsonl`; accumulation as
+  `accumulation_steps`.
   """
   # Orbax only accepts absolute checkpoint paths; users give relative ones.
   workdir = files.absolute(workdir)
   return compat.TrainingConfig(
-      gradient_accumulation_steps=settings.gradient_accumulation_steps,
+      gradient_accumulation_steps=accumulation_steps(settings),
       eval_every_n_steps=settings.eval_every_n_steps,
       max_steps=settings.max_steps,
       checkpoint_root_directory=os.path.join(workdir, "checkpoints"),
       checkpointing_options=ocp.CheckpointManagerOptions(
           save_interval_steps=settings.checkpoint_every_n_steps,
           max_to_keep=settings.checkpoints_to_keep,
+          enable_async_checkpointing=async_checkpointing(),
       ),
       metrics_logging_options=metrics.logging_options(workdir),
       data_sharding_axis=("fsdp",),

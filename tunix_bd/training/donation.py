@@ -1,0 +1,88 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A Tunix trainer step that updates the weights in place, and its placement.
+
+google-tunix 0.1.7's `PeftTrainer.jit_train_and_eval_step` jits the train
+step with `donate_argnames=("optimizer",)`: the optimizer state is updated
+in place, but the model's parameters are not, so every step holds the old
+and the new float32 weights at once (one more copy of the model at the
+step's peak). Its `_shard_optimizer` places the optimizer state with an
+eager `with_sharding_constraint`, which copies every leaf: two copies of
+the AdamW moments before the first step.
+
+Its eval step, jitted without donation, returns the model's state as new
+arrays: a copy of the weights at every evaluation.
+
+`DonatingStepMixin`, mixed in before a `PeftTrainer` subclass, jits the same
+steps donating the model too (full fine-tuning; with LoRA the frozen weights
+are not updated and Tunix's steps are kept), and places the optimizer state
+with `jax.device_put`, which keeps a leaf that is already where its sharding
+says (no copy) and moves only the others. Anything else is Tunix's own: the
+same step and eval functions, the same compiled-graph caching. On a Tunix
+whose trainer is not shaped as 0.1.7's (no `_jitted_train_step_fn`, or a
+`_train_step` that does not take `(model, optimizer, inputs)`), Tunix's own
+methods run unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+from flax import nnx
+import jax
+from jax.interpreters import pxla
+
+# The train step's arguments in google-tunix 0.1.7, donated but the batch.
+_STEP_ARGS = ("model", "optimizer", "inputs")
+DONATED = ("model", "optimizer")
+
+
+def _tunix_step_is_0_1_7(trainer: Any) -> bool:
+  """Whether the trainer's Tunix base jits its step as 0.1.7 does."""
+  if not hasattr(trainer, "_jitted_train_step_fn"):
+    return False
+  params = inspect.signature(trainer.create_train_step_fn()).parameters
+  return tuple(params) == _STEP_ARGS
+
+
+class DonatingStepMixin:
+  """Mixed in before a Tunix `PeftTrainer` subclass (see the module doc)."""
+
+  def donates_model(self) -> bool:
+    """Whether the jitted train step updates the weights in place."""
+    return not self._lora_enabled and _tunix_step_is_0_1_7(self)
+
+  def jit_train_and_eval_step(
+      self, skip_jit: bool = False, cache_nnx_graph: bool = False
+  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Tunix's train and eval step functions, both donating the model (the
+    train step the optimizer too) when `donates_model`."""
+    if skip_jit or not self.donates_model():
+      return super().jit_train_and_eval_step(skip_jit, cache_nnx_graph)
+    if self._jitted_train_step_fn is None:
+      self._shard_optimizer(pxla.thread_resources.env.physical_mesh)
+      train_step = nnx.jit(self.create_train_step_fn(), donate_argnames=DONATED)
+      # nnx.jit returns the model's state: undonated, a copy of the weights.
+      eval_step = nnx.jit(self.create_eval_step_fn(), donate_argnames="model")
+
+      def bind(f, *args):
+        if cache_nnx_graph:
+          # As Tunix: a partial of the cached partial, so that the jitted
+          # function is reached the same way (`train_step.func.jitted_fn`).
+          return functools.partial(nnx.cached_partial(f, *args))
+        return functools.partial(f, *args)
+
+      self._jitted_train_step_fn = bind(train_step, self.model, self.optimizer)
+      self._jitted_eval_step_fn = bind(eval_step, self.model)
+    return self._jitted_train_step_fn, self._jitted_eval_step_fn
+
+  def _shard_optimizer(self, mesh: jax.sharding.Mesh) -> None:
+    """Places the optimizer state by its shardings, copying no leaf that is
+    already placed (as Tunix's, so the train step compiles once)."""
+    if mesh.empty:
+      return
+    state = nnx.state(self.optimizer, nnx.optimizer.OptState)
+    shardings = nnx.get_named_sharding(state, mesh)
+    nnx.update(self.optimizer, jax.device_put(state, shardings))
