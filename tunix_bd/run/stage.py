@@ -34,7 +34,9 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.models import bd_export
+from tunix_bd.models import bd_formats_export
 from tunix_bd.models import checkpoint_digest
+from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections as sections_lib
 from tunix_bd.run import workdir as workdir_lib
@@ -209,6 +211,36 @@ class Stage:
     if self.random_init:
       return {"random_init": True}
     return self.identify(getattr(self.sections["model"], key)).provenance()
+
+  def check_export(self, key: str, tokenizer: Any, bd: Any) -> tuple[Any, Any]:
+    """Before compute: `model.<key>` can be exported as `export` asks.
+
+    Args:
+      key: the `model` field naming the converted model the run trains.
+      tokenizer: its tokenizer (holding the mask token).
+      bd: its block-diffusion settings.
+
+    Returns:
+      `(chat_options, hf_files)`: the chat switches the model was trained
+      with (prompts are rendered with them and the export records them) and
+      the HF files the export keeps (None for a random model).
+
+    Raises:
+      ValueError: as `bd_formats_export.check_run`.
+    """
+    model = self.sections["model"]
+    chat_options = models.trained_chat_options(
+        model, key, self.sections["data"].chat_options
+    )
+    hf_files = models.hf_files(model, key)
+    bd_formats_export.check_run(
+        self.sections["export"],
+        bd=bd,
+        tokenizer=tokenizer,
+        source=hf_files,
+        scratch=self.config.model.scratch,
+    )
+    return chat_options, hf_files
 
   def export_block_diffusion(
       self,
