@@ -138,14 +138,11 @@ def run(config: ml_collections.ConfigDict) -> dict:
         cluster.actor_trainer.train_steps,
         relogged_from=wiring.relogged_from(cluster),
     )
-    started = time.perf_counter()
-    learner.train(
-        prompt_stream.items(
-            train_prompts,
-            batch_size=settings.train.batch_size,
-            seed=config.seed,
-        )
+    batches = prompt_stream.items(
+        train_prompts, batch_size=settings.train.batch_size, seed=config.seed
     )
+    started = time.perf_counter()
+    learner.train(batches)
     train_seconds = time.perf_counter() - started
     policy = cluster.actor_trainer.model
     after = evaluate(policy)
