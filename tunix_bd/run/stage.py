@@ -7,6 +7,8 @@ A training recipe is five steps, in this order, whatever it trains:
   stage = Stage(config, model=SftModelSettings, train=TrainSettings, ...)
       # 1. Validate before compute: the workdir, every typed section (a
       #    `ValueError` naming `section.key`), the checkpoint directories.
+  chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
+      #    ... and that the trained model exports as `export` asks.
   stage.check_fingerprint(tokenizer=..., bd=...)
       # 2. Sources by digest, 3. the fingerprint by the one rule; a resume
       #    under other settings is refused before any model is built.
@@ -33,9 +35,11 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.data import chat
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats_export
 from tunix_bd.models import checkpoint_digest
+from tunix_bd.models import hf_source
 from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections as sections_lib
@@ -212,7 +216,9 @@ class Stage:
       return {"random_init": True}
     return self.identify(getattr(self.sections["model"], key)).provenance()
 
-  def check_export(self, key: str, tokenizer: Any, bd: Any) -> tuple[Any, Any]:
+  def check_export(
+      self, key: str, tokenizer: Any, bd: Any
+  ) -> tuple[chat.ChatOptions, hf_source.Source | None]:
     """Before compute: `model.<key>` can be exported as `export` asks.
 
     Args:
