@@ -13,6 +13,8 @@ from tunix_bd import compat
 from tunix_bd import config_files
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.rl import settings as settings_lib
+from tunix_bd.run import stage as stage_lib
+from tunix_bd.training import options
 
 _VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
 
@@ -59,6 +61,25 @@ class GrpoConfigTest(parameterized.TestCase):
     run = settings_lib.from_config(_config(variant))
     self.assertGreater(run.rollout.temperature, 0)
     self.assertGreaterEqual(run.grpo.num_generations, 2)
+
+  @parameterized.parameters(*_VARIANTS)
+  def test_from_sections_of_the_recipe_s_stage_is_from_config(self, variant):
+    config = _config(variant)
+    specs = dict(
+        rollout=settings_lib.RolloutSettings,
+        grpo=settings_lib.GrpoSettings,
+        reward=settings_lib.RewardSettings,
+        train=(options.TrainSettings, settings_lib.RlBatchSettings),
+        eval=settings_lib.EvalSettings,
+    )
+    sections = {
+        name: stage_lib.build_section(config, name, spec)
+        for name, spec in specs.items()
+    }
+    self.assertEqual(
+        settings_lib.GrpoRunSettings.from_sections(sections),
+        settings_lib.from_config(config),
+    )
 
   def test_default_starts_from_the_quickstart_sft_export(self):
     config = _config()

@@ -14,6 +14,7 @@ steps as a Tunix `TrainingHooks` and logs `decode/...` metrics.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Sequence
 
 from absl import logging
@@ -27,6 +28,7 @@ from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.evaluation import held_out
+from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import denoise
 
 
@@ -125,6 +127,13 @@ class DecodeEvaluation(compat.TrainingHooks):
     print(line, flush=True)
     return metrics
 
+  def final(self, trainer) -> dict[str, float]:
+    """The metrics at `trainer`'s last step, evaluated unless already."""
+    step, metrics = self.history[-1]
+    if step != trainer.train_steps:
+      metrics = self.run(trainer, trainer.train_steps)
+    return metrics
+
   def on_train_start(self, train_ctx):
     pass
 
@@ -147,3 +156,32 @@ class DecodeEvaluation(compat.TrainingHooks):
 
   def on_eval_step_end(self, train_ctx, eval_loss):
     pass
+
+
+def write_report(
+    workdir: str,
+    *,
+    canvas: str,
+    steps: int,
+    before: dict[str, float],
+    after: dict[str, float],
+    export_dir: str,
+) -> None:
+  """Writes `report.json` (steps, metrics before and after) and prints it.
+
+  Args:
+    workdir: the run directory.
+    canvas: `opd.canvas`, for the printed title.
+    steps: the update steps trained.
+    before, after: `DecodeEvaluation` metrics, the same names in both.
+    export_dir: where the student was exported.
+  """
+  report = {"steps": steps, "before": before, "after": after}
+  report_lib.write_json(os.path.join(workdir, "report.json"), report)
+  lines = [f"opd ({canvas}): {steps} steps"]
+  lines += [
+      f"  {name:<28} {before[name]:8.3f} -> {after[name]:8.3f}"
+      for name in before
+  ]
+  lines.append(f"  student exported to {export_dir}")
+  print("\n".join(lines))

@@ -30,6 +30,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
 
 
@@ -146,6 +147,21 @@ def check_compatible(
         f" {fingerprint_lib.tokenizer_digest(student_tokenizer)}; they must"
         " be identical (the student may only add its mask token)."
     )
+
+
+def load_tokenizer(
+    teacher_dir: str, chat_template: str, student_tokenizer: Any
+) -> Any:
+  """The tokenizer of teacher `model.teacher`, checked (`check_compatible`).
+
+  `chat_template` (`data.chat_template`) replaces its template when set, as
+  it does the student's, so the teacher scores the prompts as rendered.
+  """
+  tokenizer = tokenizer_lib.load_tokenizer(
+      teacher_dir, chat_template, key="model.teacher"
+  )
+  check_compatible(teacher_dir, tokenizer, student_tokenizer)
+  return tokenizer
 
 
 def aligned_logits(

@@ -15,7 +15,6 @@ and guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`,
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import ml_collections
 
@@ -25,22 +24,15 @@ from tunix_bd.core import special_ids
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import settings as data_settings
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
-from tunix_bd.distillation import sources
-from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.distillation import teacher as teacher_lib
-from tunix_bd.distillation import trainer as trainer_lib
-from tunix_bd.evaluation import report as report_lib
-from tunix_bd.models import bd_formats_export
+from tunix_bd.distillation import wiring
 from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import corruption as corruption_lib
-from tunix_bd.training import hook_chain
 from tunix_bd.training import options
-from tunix_bd.training import progress
 
 
 def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
@@ -61,19 +53,15 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
 
 def tokenizers_and_bd(stage: stage_lib.Stage):
   """`(student_tokenizer, teacher_tokenizer, bd)`, checked."""
-  # One template override for both, so the teacher scores the prompts as
-  # rendered.
-  template = stage.data.chat_template
+  template = stage.data.chat_template  # One override, for both.
   student_tok, bd = models.converted_tokenizer_and_bd(
       stage.model, "student", template
   )
   if stage.random_init:
     return student_tok, student_tok, bd
-  teacher = stage.model.teacher
-  teacher_tok = tokenizer_lib.load_tokenizer(
-      teacher, template, key="model.teacher"
+  teacher_tok = teacher_lib.load_tokenizer(
+      stage.model.teacher, template, student_tok
   )
-  teacher_lib.check_compatible(teacher, teacher_tok, student_tok)
   return student_tok, teacher_tok, bd
 
 
@@ -102,17 +90,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   decode = stage.rollout.denoise_config(student_tok)
   # The student renders prompts as it was trained to (its export's record).
-  chat_options = models.trained_chat_options(
-      stage.model, "student", stage.data.chat_options
-  )
-  hf_files = models.hf_files(stage.model, "student")  # What the export keeps.
-  bd_formats_export.check_run(
-      stage.export,
-      bd=bd,
-      tokenizer=student_tok,
-      source=hf_files,
-      scratch=config.model.scratch,
-  )
+  chat_options, hf_files = stage.check_export("student", student_tok, bd)
   train_set, eval_set = dataset_lib.conversations(config.data)
   encode = lambda conversations: prompts_lib.encode_prompts(
       student_tok, conversations, stage.rollout.max_prompt_length, chat_options
@@ -121,71 +99,37 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   fingerprint = check_fingerprint(stage, student_tok, teacher_tok, bd, stop_ids)
 
   mesh = mesh_lib.make_mesh(stage.mesh)
-  load = lambda key, seed: models.load(stage.model, key, mesh, seed=seed)
-  student, teacher = load("student", config.seed + 1), load(
-      "teacher", config.seed
-  )
+  student = models.load(stage.model, "student", mesh, seed=config.seed + 1)
+  teacher = models.load(stage.model, "teacher", mesh, seed=config.seed)
   teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
   bd.validate_for_model(
       student.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
   )
-  strategy = strategy_lib.DiffusionOpdStrategy(
-      bd=bd,
-      vocab_size=student.config.vocab_size,
-      canvas=opd.canvas,
-      temperature=opd.temperature,
-      hard_loss_weight=opd.hard_loss_weight,
-      logits_chunk=stage.model.precision.chunk,
-  )
-  source = sources.StudentRolloutSource(
-      train_prompts,
+  trainer, evaluation = wiring.build_trainer(
+      student,
+      teacher,
       bd=bd,
       decode=decode,
-      canvas=opd.canvas,
-      batch_size=train.batch_size,
-      gradient_accumulation_steps=train.gradient_accumulation_steps or 1,
-      max_steps=train.max_steps,
-      seed=config.seed,
-      eos_id=student_tok.eos_token_id,
-      corruption=stage.corruption,
-      time_budget_s=budget.seconds,
-  )
-  evaluation = evaluation_lib.DecodeEvaluation(
-      prompts=eval_prompts,
-      teacher=teacher,
-      strategy=strategy,
-      decode=decode,
-      thresholds=stage.eval.thresholds,
       tokenizer=student_tok,
-      batch_size=stage.eval.batch_size,
-      every_n_steps=train.eval_every_n_steps,
+      train_prompts=train_prompts,
+      eval_prompts=eval_prompts,
+      opd=opd,
+      train=train,
+      budget=budget,
+      corruption=stage.corruption,
+      eval_settings=stage.eval,
+      mesh=mesh,
+      workdir=stage.workdir,
+      seed=config.seed,
+      logits_chunk=stage.model.precision.chunk,
+      fingerprint=fingerprint,
   )
-  # The source serves no eval batches, so Tunix runs no loss evaluation;
-  # `train.eval_every_n_steps` paces the decode evaluation instead.
-  description = f"On-policy distillation ({opd.canvas})"
-  training_config = options.training_config(train, stage.workdir, description)
-  training_config.max_inflight_computations = 1
   with mesh_lib.tunix_context(mesh):
-    trainer = trainer_lib.OpdTrainer(
-        student,
-        teacher,
-        strategy,
-        options.optimizer(train),
-        training_config,
-        source=source,
-        fingerprint=fingerprint,
-        # A step's progress line, then the evaluation due after it.
-        training_hooks=hook_chain.HookChain(
-            progress.ProgressLines(description), evaluation
-        ),
-    )
     stage.resumed(trainer.train_steps)
     before = evaluation.run(trainer, trainer.train_steps)
     stage.record()
     trainer.run()
-    after = evaluation.history[-1][1]
-    if evaluation.history[-1][0] != trainer.train_steps:
-      after = evaluation.run(trainer, trainer.train_steps)
+    after = evaluation.final(trainer)
 
   distilled_from = (
       {"random_init": True}
@@ -205,13 +149,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
           "precision": stage.model.precision.provenance(),
       },
   )
-  report = {"steps": trainer.train_steps, "before": before, "after": after}
-  report_lib.write_json(os.path.join(stage.workdir, "report.json"), report)
-  lines = [f"opd ({opd.canvas}): {trainer.train_steps} steps"]
-  lines += [
-      f"  {name:<28} {before[name]:8.3f} -> {after[name]:8.3f}"
-      for name in before
-  ]
-  lines.append(f"  student exported to {export_dir}")
-  print("\n".join(lines))
+  evaluation_lib.write_report(
+      stage.workdir,
+      canvas=opd.canvas,
+      steps=trainer.train_steps,
+      before=before,
+      after=after,
+      export_dir=export_dir,
+  )
   return after

@@ -142,6 +142,36 @@ def render(
   return RlPrompts(np.asarray(prompts), np.asarray(answers))
 
 
+def train_and_eval_prompts(
+    tokenizer,
+    data,
+    *,
+    num_eval: int,
+    max_prompt_length: int,
+    options: chat.ChatOptions,
+) -> tuple[RlPrompts, prompts_lib.PromptSet]:
+  """GRPO's training prompts (`render`) and held-out prompts, checked.
+
+  Args:
+    tokenizer: the policy's tokenizer.
+    data: the `data` section, as `conversations` takes it.
+    num_eval: held-out prompts the evaluation uses (`eval.num_prompts`).
+    max_prompt_length: `rollout.max_prompt_length`.
+    options: the chat switches the policy was trained with.
+
+  Raises:
+    ValueError: as `conversations`, `render` and
+      `prompts.encode_prompts`.
+  """
+  train, held_out = conversations(data, num_eval)
+  return (
+      render(tokenizer, train, max_prompt_length, options),
+      prompts_lib.encode_prompts(
+          tokenizer, held_out, max_prompt_length, options
+      ),
+  )
+
+
 def items(
     prompts: RlPrompts, *, batch_size: int, seed: int
 ) -> Iterator[dict[str, np.ndarray]]:

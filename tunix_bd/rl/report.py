@@ -17,12 +17,14 @@ import itertools
 import os
 from typing import Any, Sequence
 
+import jax
 import numpy as np
 
 from tunix_bd import files
 from tunix_bd.evaluation import plot as plot_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.rl import evaluation as evaluation_lib
+from tunix_bd.rl import settings as settings_lib
 from tunix_bd.training import metrics as metrics_lib
 
 REWARD_PREFIX = "rewards/train/"
@@ -282,6 +284,18 @@ def _legend_above(ax, columns: int) -> None:
       bbox_to_anchor=(0.5, 1.0),
       ncol=columns,
       frameon=False,
+  )
+
+
+def caption(
+    run: settings_lib.GrpoRunSettings, steps: int, train_seconds: float
+) -> str:
+  """The figure's caption: steps, batch, G, rollout settings, wall time."""
+  return (
+      f"{steps} steps x {run.train.batch_size} prompts x"
+      f" G={run.grpo.num_generations}, threshold {run.rollout.threshold:g},"
+      f" T={run.rollout.temperature:g}, {train_seconds:.0f} s on"
+      f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
   )
 
 

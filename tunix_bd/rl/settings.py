@@ -12,7 +12,7 @@ keys of `train`), field for field, each built with
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Mapping
 
 from tunix_bd import config_utils
 from tunix_bd.core import special_ids
@@ -303,6 +303,27 @@ class GrpoRunSettings:
   train: options.TrainSettings
   batches: RlBatchSettings
   eval: EvalSettings
+
+  @property
+  def description(self) -> str:
+    """The run's name in progress lines and the report."""
+    return f"GRPO ({self.grpo.loss_algo})"
+
+  @classmethod
+  def from_sections(cls, sections: Mapping[str, Any]) -> GrpoRunSettings:
+    """The RL sections of a run's typed sections (`run.stage.Stage`).
+
+    `sections["train"]` is the `(TrainSettings, RlBatchSettings)` pair.
+    """
+    train, batches = sections["train"]
+    return cls(
+        rollout=sections["rollout"],
+        grpo=sections["grpo"],
+        reward=sections["reward"],
+        train=train,
+        batches=batches,
+        eval=sections["eval"],
+    )
 
 
 def from_config(config: Any) -> GrpoRunSettings:

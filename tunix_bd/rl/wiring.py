@@ -6,13 +6,14 @@ The recipe, the benchmark and the tests assemble the same pieces: Tunix's
 `RolloutConfig` per mode, a `ClusterConfig` whose rollout engine is a
 `functools.partial(DiffusionRollout, ...)`, the `DiffusionRLCluster` and
 the `DiffusionGRPOLearner` with the registered `diffusion_grpo` loss.
+`build_grpo` assembles them all from the checked sections of a GRPO config.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 
@@ -23,10 +24,12 @@ from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
+from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import policy_loss
 from tunix_bd.rl import rollout as rollout_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.training import options
+from tunix_bd.training import progress
 
 Mode = compat.Mode
 Role = compat.Role
@@ -224,4 +227,78 @@ def build_learner(
       grpo_config(**algo),
       reward_fns,
       verify_replay_every_n_steps=verify_replay_every_n_steps,
+  )
+
+
+def build_grpo(
+    run: settings_lib.GrpoRunSettings,
+    *,
+    actor,
+    reference,
+    tokenizer,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    stop_ids: Sequence[int],
+    reward_fns,
+    meshes: meshes_lib.RoleMeshes,
+    workdir: str,
+    logits_chunk: int | None = None,
+    fingerprint: Mapping[str, Any] | None = None,
+) -> tuple[cluster_lib.DiffusionRLCluster, learner_lib.DiffusionGRPOLearner]:
+  """`(cluster, learner)` of a GRPO run, its checkpoint (if any) restored.
+
+  The cluster trains `actor` in `workdir` on the role meshes, its rollout
+  as the `rollout` section says; the actor trainer prints a progress line
+  per step (`run.description`, the latest reward and tokens per forward); the
+  learner runs the `grpo` section's algorithm with the `diffusion_grpo`
+  loss.
+
+  Args:
+    run: the checked sections (`settings.GrpoRunSettings`).
+    actor, reference, tokenizer, bd, stop_ids, logits_chunk, fingerprint:
+      as `build_cluster`.
+    reward_fns: Tunix reward functions (`rewards.reward_fns`).
+    meshes: the role meshes (`meshes.build`).
+    workdir: the run directory (checkpoints, metrics).
+
+  Raises:
+    ValueError: as `build_cluster` and `build_learner`.
+  """
+  cluster = build_cluster(
+      actor=actor,
+      reference=reference,
+      tokenizer=tokenizer,
+      bd=bd,
+      stop_ids=stop_ids,
+      training_config=training_config(run, workdir, meshes.data_sharding_axes),
+      **rollout_arguments(run.rollout),
+      logits_chunk=logits_chunk,
+      role_to_mesh=meshes.role_to_mesh(),
+      fingerprint=fingerprint,
+  )
+  cluster.actor_trainer.with_training_hooks(
+      progress.ProgressLines(
+          run.description,
+          latest=[
+              ("rewards", "sum", "reward"),
+              ("diffusion", "tokens_per_forward", "tok/fwd"),
+          ],
+      )
+  )
+  learner = build_learner(
+      cluster, reward_fns=reward_fns, **dataclasses.asdict(run.grpo)
+  )
+  return cluster, learner
+
+
+def relogged_from(
+    cluster: cluster_lib.DiffusionRLCluster,
+) -> Callable[[str], int]:
+  """`metric name -> first step to relog` of a resumed run (`Stage.start`).
+
+  Call it once the cluster restored its checkpoint: the actor logs by
+  update step, the rest of the cluster by (0-based) global step.
+  """
+  restored = cluster.actor_trainer.train_steps
+  return lambda name: (
+      restored + 1 if name.startswith("actor/") else cluster.global_steps
   )

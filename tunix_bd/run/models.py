@@ -120,6 +120,35 @@ def check_kl_reference(policy: str, reference: str) -> None:
       )
 
 
+def load_policy_and_reference(
+    settings: Any,
+    policy_mesh: jax.sharding.Mesh,
+    reference_mesh: jax.sharding.Mesh,
+    *,
+    with_reference: bool,
+    seed: int = 0,
+) -> tuple[Any, Any]:
+  """`(policy, reference or None)`: `model.checkpoint` and `model.reference`.
+
+  Each is loaded on its own mesh; the reference only `with_reference` (a
+  KL term, `grpo.beta > 0`).
+
+  Raises:
+    ValueError: if the two vocabularies differ (the KL needs one).
+  """
+  policy = load(settings, "checkpoint", policy_mesh, seed=seed)
+  if not with_reference:
+    return policy, None
+  reference = load(settings, "reference", reference_mesh, seed=seed)
+  vocab = (policy.config.vocab_size, reference.config.vocab_size)
+  if vocab[0] != vocab[1]:
+    raise ValueError(
+        f"model.reference={settings.reference!r} has {vocab[1]} token"
+        f" ids, the policy {vocab[0]}: the KL needs one vocabulary."
+    )
+  return policy, reference
+
+
 def to_block_diffusion(model: Any, tokenizer: Any, bd: Any):
   """An AR model and tokenizer with the mask token of SFT's `bd` section.
 

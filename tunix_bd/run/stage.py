@@ -7,6 +7,8 @@ A training recipe is five steps, in this order, whatever it trains:
   stage = Stage(config, model=SftModelSettings, train=TrainSettings, ...)
       # 1. Validate before compute: the workdir, every typed section (a
       #    `ValueError` naming `section.key`), the checkpoint directories.
+  chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
+      #    ... and that the trained model exports as `export` asks.
   stage.check_fingerprint(tokenizer=..., bd=...)
       # 2. Sources by digest, 3. the fingerprint by the one rule; a resume
       #    under other settings is refused before any model is built.
@@ -33,8 +35,12 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.data import chat
 from tunix_bd.models import bd_export
+from tunix_bd.models import bd_formats_export
 from tunix_bd.models import checkpoint_digest
+from tunix_bd.models import hf_source
+from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections as sections_lib
 from tunix_bd.run import workdir as workdir_lib
@@ -209,6 +215,38 @@ class Stage:
     if self.random_init:
       return {"random_init": True}
     return self.identify(getattr(self.sections["model"], key)).provenance()
+
+  def check_export(
+      self, key: str, tokenizer: Any, bd: Any
+  ) -> tuple[chat.ChatOptions, hf_source.Source | None]:
+    """Before compute: `model.<key>` can be exported as `export` asks.
+
+    Args:
+      key: the `model` field naming the converted model the run trains.
+      tokenizer: its tokenizer (holding the mask token).
+      bd: its block-diffusion settings.
+
+    Returns:
+      `(chat_options, hf_files)`: the chat switches the model was trained
+      with (prompts are rendered with them and the export records them) and
+      the HF files the export keeps (None for a random model).
+
+    Raises:
+      ValueError: as `bd_formats_export.check_run`.
+    """
+    model = self.sections["model"]
+    chat_options = models.trained_chat_options(
+        model, key, self.sections["data"].chat_options
+    )
+    hf_files = models.hf_files(model, key)
+    bd_formats_export.check_run(
+        self.sections["export"],
+        bd=bd,
+        tokenizer=tokenizer,
+        source=hf_files,
+        scratch=self.config.model.scratch,
+    )
+    return chat_options, hf_files
 
   def export_block_diffusion(
       self,

@@ -1,0 +1,124 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Builds the on-policy distillation trainer from the checked sections.
+
+The OPD recipe's pieces, assembled in one place: the strategy (the KL of
+the student to the teacher on the `opd.canvas`), the student-rollout source
+(`train` batches, corruption, time budget), the decode evaluation (`eval`,
+paced by `train.eval_every_n_steps`) and the `OpdTrainer` that runs them
+with a progress line per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import jax
+
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.distillation import evaluation as evaluation_lib
+from tunix_bd.distillation import settings as settings_lib
+from tunix_bd.distillation import sources
+from tunix_bd.distillation import strategy as strategy_lib
+from tunix_bd.distillation import trainer as trainer_lib
+from tunix_bd.generate import denoise
+from tunix_bd.sft import corruption as corruption_lib
+from tunix_bd.training import hook_chain
+from tunix_bd.training import options
+from tunix_bd.training import progress
+
+
+def build_trainer(
+    student: Any,
+    teacher: Any,
+    *,
+    bd: bd_config_lib.BlockDiffusionConfig,
+    decode: denoise.DenoiseConfig,
+    tokenizer: Any,
+    train_prompts: prompts_lib.PromptSet,
+    eval_prompts: prompts_lib.PromptSet,
+    opd: settings_lib.OpdSettings,
+    train: options.TrainSettings,
+    budget: options.TimeBudget,
+    corruption: corruption_lib.SftCorruptionConfig,
+    eval_settings: settings_lib.EvalSettings,
+    mesh: jax.sharding.Mesh,
+    workdir: str,
+    seed: int,
+    logits_chunk: int | None = None,
+    fingerprint: Mapping[str, Any] | None = None,
+) -> tuple[trainer_lib.OpdTrainer, evaluation_lib.DecodeEvaluation]:
+  """`(trainer, evaluation)` of an OPD run, its checkpoint (if any) restored.
+
+  Args:
+    student: the block-diffusion student (trained).
+    teacher: the causal teacher (frozen), checked against the student.
+    bd: the student's block-diffusion settings.
+    decode: the student's denoising settings (rollouts and evaluation).
+    tokenizer: the student's tokenizer.
+    train_prompts: the prompts the student rolls out on.
+    eval_prompts: the held-out prompts with their answers.
+    opd, train, budget, corruption, eval_settings: the checked `opd`,
+      `train` (and its time budget), `corruption` and `eval` sections.
+    mesh: the mesh the trainer is built under.
+    workdir: the run directory (checkpoints, metrics).
+    seed: `config.seed`, for the rollouts.
+    logits_chunk: `model.precision.chunk`.
+    fingerprint: stored in every checkpoint's metadata.
+
+  Raises:
+    ValueError: as the strategy, the source and `OpdTrainer`.
+  """
+  strategy = strategy_lib.DiffusionOpdStrategy(
+      bd=bd,
+      vocab_size=student.config.vocab_size,
+      canvas=opd.canvas,
+      temperature=opd.temperature,
+      hard_loss_weight=opd.hard_loss_weight,
+      logits_chunk=logits_chunk,
+  )
+  source = sources.StudentRolloutSource(
+      train_prompts,
+      bd=bd,
+      decode=decode,
+      canvas=opd.canvas,
+      batch_size=train.batch_size,
+      gradient_accumulation_steps=train.gradient_accumulation_steps or 1,
+      max_steps=train.max_steps,
+      seed=seed,
+      eos_id=tokenizer.eos_token_id,
+      corruption=corruption,
+      time_budget_s=budget.seconds,
+  )
+  evaluation = evaluation_lib.DecodeEvaluation(
+      prompts=eval_prompts,
+      teacher=teacher,
+      strategy=strategy,
+      decode=decode,
+      thresholds=eval_settings.thresholds,
+      tokenizer=tokenizer,
+      batch_size=eval_settings.batch_size,
+      every_n_steps=train.eval_every_n_steps,
+  )
+  # The source serves no eval batches, so Tunix runs no loss evaluation;
+  # `train.eval_every_n_steps` paces the decode evaluation instead.
+  description = f"On-policy distillation ({opd.canvas})"
+  training_config = options.training_config(train, workdir, description)
+  training_config.max_inflight_computations = 1
+  with mesh_lib.tunix_context(mesh):
+    trainer = trainer_lib.OpdTrainer(
+        student,
+        teacher,
+        strategy,
+        options.optimizer(train),
+        training_config,
+        source=source,
+        fingerprint=fingerprint,
+        # A step's progress line, then the evaluation due after it.
+        training_hooks=hook_chain.HookChain(
+            progress.ProgressLines(description), evaluation
+        ),
+    )
+  return trainer, evaluation
