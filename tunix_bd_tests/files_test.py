@@ -17,7 +17,6 @@ from etils.epath import testing as epath_testing
 import jax
 import ml_collections
 from tunix_bd import config_files
-from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import fingerprint
 from tunix_bd.core import bd_config
@@ -138,8 +137,8 @@ class FilesTest(absltest.TestCase):
     # The SFT config's own train section, with the workdir a user would pass.
     sft_config = config_files.get_config("sft")
     sft_config.workdir = _URL
-    settings = config_utils.from_section(
-        options.TrainSettings, sft_config.train, "train"
+    settings, _ = options.split_train_section(
+        sft_config.train, options.TimeBudget
     )
     config = options.training_config(settings, sft_config.workdir, "test")
     self.assertEqual(config.checkpoint_root_directory, f"{_URL}/checkpoints")
