@@ -79,7 +79,10 @@ def _has_method(relative: str, class_name: str, method: str) -> bool:
       if _has_method(relative, base.id, method):
         return True
     elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
-      module = f"tunix_bd_tests/{base.value.id}.py"
+      folder = pathlib.PurePosixPath(relative).parent
+      module = (folder / f"{base.value.id}.py").as_posix()
+      if not (_ROOT / module).is_file():
+        module = f"tunix_bd_tests/{base.value.id}.py"
       if (_ROOT / module).is_file() and _has_method(module, base.attr, method):
         return True
   return False

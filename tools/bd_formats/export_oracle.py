@@ -4,7 +4,7 @@ r"""Runs our SDAR and Fast-dLLM v2 exports through the formats' own code.
 
 Regenerates tunix_bd_tests/testdata/bd_formats/export_{sdar,fast_dllm_v2}/:
 what SDAR's and Fast-dLLM v2's PyTorch code compute on a deterministic tiny
-model of ours exported in their format (`tunix_bd_tests/bd_export_tiny.py`,
+model of ours exported in their format (`tunix_bd_tests/models/bd_export_tiny.py`,
 `export.format=sdar` / `fast_dllm_v2` with `export.reference_code`): the
 inference logits and their greedy block decoders' tokens. tunix_bd's tests
 re-create the same exports and check ours against these, without torch.
@@ -52,7 +52,7 @@ def _export(tunix_python, out, sdar_repo, fast_dllm_model):
       [
           tunix_python,
           "-m",
-          "tunix_bd_tests.bd_export_tiny",
+          "tunix_bd_tests.models.bd_export_tiny",
           str(out),
           "--reference_code",
           f"sdar={pathlib.Path(sdar_repo) / _SDAR_CODE_DIR}",

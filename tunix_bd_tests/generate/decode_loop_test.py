@@ -1,0 +1,193 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.generate.decode_loop: every canvas geometry.
+
+The loop's static geometry (`Layout`) has edge classes that the exactness
+modules' fixed geometries do not reach: a canvas of one block (no earlier
+block to write to the cache), a prompt that ends on a block boundary, a
+partial final block, a completion spanning many blocks, and a multi-block
+prompt followed by a single loop block. Each class, for both alignments:
+cached == cache-free (docs/design.md invariant 4), and greedy decoding equals a
+brute-force reference that decodes each row alone at its logical positions,
+one full cache-free forward per step.
+"""
+
+import dataclasses
+import functools
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from flax import nnx
+import jax
+import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
+from tunix_bd.generate import commit_rules
+from tunix_bd.generate import decode_loop
+from tunix_bd.generate import denoise
+from tunix_bd_tests.generate import denoise_test_common
+from tunix_bd_tests import test_common
+
+_MASK = 127
+_STOP = 1
+_THRESHOLD = 0.5
+_QWEN3 = test_common.tiny_qwen3(vocab_size=128)
+
+# name -> block size, prompts, max prompt length, max new tokens.
+_GEOMETRIES = dict(
+    # The issue's repro: prompt and completion share the only block.
+    one_block=(4, [[4]], 1, 3),
+    one_block_batch=(8, [[4, 9, 30], [8], [60, 2, 7, 11]], 4, 4),
+    prompt_on_boundary=(
+        4,
+        [[5, 17, 33, 8], [22, 9, 71, 15, 101, 44, 6, 30]],
+        8,
+        5,
+    ),
+    partial_final_block=(4, [[40, 2, 77], [90, 14, 61, 25, 33, 3]], 6, 5),
+    many_blocks=(2, [[7], [3, 50, 21, 9], [81, 6, 12]], 4, 9),
+    # Prompt blocks to prefill, then a single loop block.
+    one_loop_block_after_prompt=(
+        4,
+        [[13, 40, 2, 9, 77], [5, 6, 7, 8, 9, 10]],
+        6,
+        1,
+    ),
+)
+_CASES = tuple(
+    dict(
+        testcase_name=f"{name}_{alignment}", geometry=name, alignment=alignment
+    )
+    for name in _GEOMETRIES
+    for alignment in (bd_config.SAME_POSITION, bd_config.SHIFTED)
+)
+
+
+def _bd(geometry, alignment):
+  return bd_config.BlockDiffusionConfig(
+      block_size=_GEOMETRIES[geometry][0],
+      mask_token_id=_MASK,
+      alignment=alignment,
+  )
+
+
+def _decode(geometry, alignment, use_cache, temperature=0.0):
+  _, prompts, max_prompt_length, max_new_tokens = _GEOMETRIES[geometry]
+  config = denoise.DenoiseConfig(
+      max_new_tokens=max_new_tokens,
+      max_prompt_length=max_prompt_length,
+      stop_ids=(_STOP,),
+      use_cache=use_cache,
+      rule=commit_rules.THRESHOLD,
+      threshold=_THRESHOLD,
+      temperature=temperature,
+  )
+  out = denoise.generate(
+      _QWEN3,
+      prompts,
+      bd=_bd(geometry, alignment),
+      config=config,
+      seeds=list(range(31, 31 + len(prompts))),
+  )
+  out.trace.validate()
+  return out
+
+
+@functools.partial(jax.jit, static_argnames="bd")
+def _logits(graphdef, state, tokens, positions, segment_ids, *, bd):
+  return diffusion_lm.diffusion_logits_fn(
+      nnx.merge(graphdef, state), tokens, positions, segment_ids, config=bd
+  )
+
+
+def _reference_greedy(prompt, bd, max_new_tokens):
+  """One row decoded alone, greedy, threshold rule, no cache, no padding.
+
+  Returns:
+    int `[max_new_tokens]` completion, -1 where never generated.
+  """
+  size, length = bd.block_size, len(prompt)
+  sequence = np.array(list(prompt) + [_MASK] * max_new_tokens, np.int32)
+  width = len(sequence)
+  positions = np.arange(width, dtype=np.int32)[None]
+  single = dataclasses.replace(bd, layout=bd_config.SINGLE_CANVAS)
+  generated_to = length
+  for block in range(length // size, (width - 1) // size + 1):
+    end = min((block + 1) * size, width)
+    here = np.arange(max(block * size, length), end)
+    while (sequence[here] == _MASK).any():
+      # Later blocks are padding: the canvas ends with this block.
+      segments = (np.arange(width) < end).astype(np.int32)[None]
+      logits = _logits(
+          *nnx.split(_QWEN3), sequence[None], positions, segments, bd=single
+      )
+      probs = np.asarray(jax.nn.softmax(logits[0], axis=-1))
+      masked = here[sequence[here] == _MASK]
+      confidence = probs[masked].max(axis=-1)
+      commit = masked[confidence >= _THRESHOLD]
+      if not len(commit):
+        commit = masked[[np.argmax(confidence)]]
+      sequence[commit] = probs[commit].argmax(axis=-1)
+    generated_to = end
+    if (sequence[here] == _STOP).any():
+      break
+  completion = sequence[length:].copy()
+  completion[generated_to - length :] = -1
+  return completion
+
+
+class LayoutTest(parameterized.TestCase):
+
+  def test_every_row_fits_the_shortest_canvas(self):
+    for size in (1, 2, 3, 4, 8):
+      for max_prompt_length in range(1, 10):
+        for max_new_tokens in range(1, 10):
+          layout = decode_loop.Layout.create(
+              size, max_prompt_length, max_new_tokens
+          )
+          total = max_prompt_length + max_new_tokens
+          self.assertEqual(layout.length, -(-total // size) * size)
+          lengths = np.arange(1, max_prompt_length + 1)
+          prompts = np.ones((len(lengths), max_prompt_length), np.int32)
+          canvas = decode_loop.build_canvas(prompts, lengths, layout, _MASK)
+          # Each row's completion lies in its loop blocks, in order.
+          np.testing.assert_array_equal(
+              canvas["completion"].sum(axis=1), max_new_tokens
+          )
+          self.assertTrue((canvas["num_blocks"] >= 1).all())
+          self.assertTrue((canvas["num_blocks"] <= layout.blocks).all())
+          for row, length in enumerate(lengths):
+            logical = canvas["positions"][row][canvas["segments"][row] > 0]
+            np.testing.assert_array_equal(
+                logical, np.arange(length + max_new_tokens)
+            )
+            last = (length + max_new_tokens - 1) // size
+            self.assertEqual(
+                canvas["first_block"][row] + canvas["num_blocks"][row] - 1,
+                last,
+            )
+
+
+class GeometryTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*_CASES)
+  def test_cached_equals_cache_free(self, geometry, alignment):
+    for temperature in (0.0, 1.0):
+      with self.subTest(temperature=temperature):
+        cached = _decode(geometry, alignment, True, temperature)
+        free = _decode(geometry, alignment, False, temperature)
+        denoise_test_common.assert_same_trace(cached, free)
+
+  @parameterized.named_parameters(*_CASES)
+  def test_greedy_equals_a_brute_force_row_alone(self, geometry, alignment):
+    _, prompts, _, max_new_tokens = _GEOMETRIES[geometry]
+    out = _decode(geometry, alignment, use_cache=True)
+    bd = _bd(geometry, alignment)
+    for row, prompt in enumerate(prompts):
+      want = _reference_greedy(prompt, bd, max_new_tokens)
+      got = np.where(out.trace.action_step[row] >= 0, out.trace.tokens[row], -1)
+      np.testing.assert_array_equal(got, want, err_msg=f"row {row}")
+
+
+if __name__ == "__main__":
+  absltest.main()

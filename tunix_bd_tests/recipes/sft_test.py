@@ -1,0 +1,226 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for the `sft` recipe: a user's chat template, and run bookkeeping.
+
+A tiny AR export with the embedded tokenizer is converted with Qwen3's own
+chat template and its thinking switch off: the run trains, and its export
+carries the template it was trained with. A failed launch leaves no
+fingerprint, and a resumed run says so and logs one metrics row per step.
+Bad settings fail before compute, naming the config key at fault.
+"""
+
+import collections
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+from tunix_bd import config_files
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import plugin
+from tunix_bd.cli import config_loading
+from tunix_bd.data import chat
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import export
+from tunix_bd.recipes import sft
+from tunix_bd.training import metrics
+from tunix_bd_tests import test_common
+
+_QWEN3_TEMPLATE = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "testdata", "qwen3_chat", "chat_template.jinja"
+)
+
+
+class SftChatTemplateTest(absltest.TestCase):
+
+  def test_qwen3_template_without_thinking_trains_and_is_exported(self):
+    # Also bf16 compute on float32 master weights, remat and a chunked head
+    # whose last chunk overlaps (50 columns of 128).
+    root = self.create_tempdir().full_path
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    source = os.path.join(root, "ar")
+    export.save_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
+        source,
+        tokenizer=tokenizer,
+    )
+    config = config_loading.load_config(
+        plugin.PLUGIN.config_dir / "sft.py", "tiny"
+    )
+    config.model.checkpoint = source
+    config.workdir = os.path.join(root, "run")
+    config.data.update(chat_template=_QWEN3_TEMPLATE, enable_thinking=False)
+    config.model.update(dtype="bfloat16", remat="block", logits_chunk=50)
+    config.train.update(max_steps=2, warmup_steps=1)
+    losses = sft.run(config)
+    self.assertTrue(np.isfinite(losses["train_loss"]))
+    export_dir = os.path.join(config.workdir, "export")
+    with open(os.path.join(export_dir, "block_diffusion.json")) as f:
+      self.assertEqual(
+          json.load(f)["precision"],
+          dict(dtype="bfloat16", remat="block", logits_chunk=50),
+      )
+
+    with open(_QWEN3_TEMPLATE, encoding="utf-8") as f:
+      template = f.read()
+    exported = tokenizer_lib.load_tokenizer(
+        os.path.join(config.workdir, "export")
+    )
+    self.assertEqual(exported.chat_template, template)
+    # Generation from the export, with the switch, renders the prompt SFT
+    # trained on: the empty think block closes it.
+    messages = [{"role": "user", "content": "sort 31"}]
+    prompt = exported.decode(
+        list(
+            chat.encode_prompt(
+                exported, messages, chat.ChatOptions(enable_thinking=False)
+            )
+        )
+    )
+    self.assertEndsWith(
+        prompt, "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
+    # The fingerprint holds the template by content, not by path.
+    path = os.path.join(config.workdir, "checkpoints", "fingerprint.json")
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)["fields"]["data"]
+    self.assertStartsWith(data["chat_template"], "sha256:")
+    self.assertIs(data["enable_thinking"], False)
+    with open(path, encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["fields"]["model"]["dtype"], "bfloat16")
+
+
+def _tiny(workdir: str, checkpoint: str, num_eval: int):
+  config = config_files.get_config("sft", "tiny")
+  config.workdir = workdir
+  config.model.checkpoint = checkpoint
+  config.data.num_eval = num_eval
+  config.train.update(max_steps=2, checkpoint_every_n_steps=1)
+  return config
+
+
+class SftRecipeTest(absltest.TestCase):
+
+  def test_a_failed_launch_leaves_no_fingerprint_and_a_resume_one_row(self):
+    root = self.create_tempdir().full_path
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    ar_dir = os.path.join(root, "ar")
+    export.export_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(tokenizer)), tokenizer, ar_dir
+    )
+    workdir = os.path.join(root, "sft")
+    record = os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
+    failing = _tiny(workdir, ar_dir, num_eval=4)  # < eval.batch_size (8).
+    with self.assertRaisesRegex(ValueError, "batch_size"):
+      sft.run(failing)
+    self.assertFalse(os.path.exists(record))
+
+    # The corrected relaunch runs (its data differs from the failed one's).
+    sft.run(_tiny(workdir, ar_dir, num_eval=8))
+    self.assertTrue(os.path.exists(record))
+    # Killed after step 2, before its checkpoint was written.
+    shutil.rmtree(os.path.join(workdir, "checkpoints", "2"))
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      sft.run(_tiny(workdir, ar_dir, num_eval=8))
+    self.assertIn(
+        f"sft: resumed from step 1 (workdir {workdir})", stdout.getvalue()
+    )
+    rows = collections.Counter(
+        (r["name"], r["step"]) for r in metrics.read_records(workdir)
+    )
+    self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
+    for step in (1, 2):
+      self.assertIn(("/train/loss", step), rows)
+    self.assertIn(("/eval/loss", 1), rows)
+
+
+def _tiny_config(workdir: str, checkpoint: str):
+  config = config_loading.load_config(
+      plugin.PLUGIN.config_dir / "sft.py", "tiny"
+  )
+  config.update(workdir=workdir)
+  config.model.checkpoint = checkpoint
+  return config
+
+
+class SftErrorsTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    # Its own directory: other modules of the same pytest process write
+    # exports under the default test tmpdir too.
+    cls.export = os.path.join(
+        tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "ar_export"
+    )
+    export.save_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
+        cls.export,
+        tokenizer=tokenizer,
+    )
+
+  def setUp(self):
+    super().setUp()
+    self.workdir = os.path.join(self.create_tempdir().full_path, "sft")
+
+  @parameterized.parameters(
+      ("bd", "alignment", "left", r"bd\.alignment must be one of"),
+      ("bd", "layout", "packed", r"bd\.layout must be one of"),
+      ("corruption", "min_noise", 2.0, r"corruption\.min_noise must be in"),
+      ("model", "dtype", "float64", r"model\.dtype must be one of"),
+      ("model", "remat", "layer", r"model\.remat must be one of"),
+      ("model", "logits_chunk", -1, r"model\.logits_chunk must be"),
+      ("export", "format", "gguf", r"export\.format='gguf' must be one of"),
+      (
+          "export",
+          "format",
+          "sdar",
+          r"export\.format='sdar' \(SDAR\) holds same_position logits.*"
+          r"bd\.alignment=same_position",
+      ),
+      (
+          "export",
+          "format",
+          "fast_dllm_v2",
+          r"export\.format='fast_dllm_v2' \(Fast-dLLM v2\) has Qwen2 layers",
+      ),
+      ("export", "reference_code", "/nonexistent", r"export\.reference_code"),
+  )
+  def test_bad_setting_names_the_key(self, section, key, value, regex):
+    config = _tiny_config(self.workdir, self.export)
+    config[section][key] = value
+    with self.assertRaisesRegex(ValueError, "^" + regex):
+      sft.run(config)
+    self.assertFalse(os.path.exists(self.workdir))
+
+  def test_eval_batch_larger_than_the_held_out_set_names_eval_batch_size(
+      self,
+  ):
+    config = _tiny_config(self.workdir, self.export)
+    num_eval = config.data.num_eval
+    config.eval.batch_size = num_eval + 1
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^eval\.batch_size={num_eval + 1} exceeds the {num_eval} examples",
+    ):
+      sft.run(config)
+
+  def test_empty_checkpoint_directory_says_it_has_no_tokenizer(self):
+    config = _tiny_config(self.workdir, self.create_tempdir().full_path)
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.checkpoint=.* has no tokenizer"
+    ) as raised:
+      sft.run(config)
+    self.assertNotIn("sentencepiece", str(raised.exception))
+    self.assertFalse(os.path.exists(self.workdir))
+
+
+if __name__ == "__main__":
+  absltest.main()
