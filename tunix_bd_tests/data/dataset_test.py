@@ -170,7 +170,9 @@ class ChatOptionsTest(parameterized.TestCase):
     super().setUp()
     # Qwen3's own template, whose thinking switch moves an empty think block.
     self.tokenizer = tokenizer_lib.load_tokenizer(
-        os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "qwen3_chat")
+        os.path.join(
+            os.path.dirname(os.path.dirname(__file__)), "testdata", "qwen3_chat"
+        )
     )
 
   def _data(self, **fields):

@@ -133,7 +133,10 @@ class TeacherCompatibilityTest(absltest.TestCase):
     tok = tokenizer_lib.build_char_tokenizer()
     for name, fmt in (("sdar_tiny", "sdar"), ("fast_dllm_v2_tiny", "fast")):
       directory = os.path.join(
-          os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats", name
+          os.path.dirname(os.path.dirname(__file__)),
+          "testdata",
+          "bd_formats",
+          name,
       )
       with self.assertRaisesRegex(
           ValueError, rf"^model\.teacher=.* in {fmt}\w* format"

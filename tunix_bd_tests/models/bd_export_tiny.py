@@ -36,7 +36,10 @@ from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
 
 _TOKENIZER_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats", "fast_dllm_v2_tiny"
+    os.path.dirname(os.path.dirname(__file__)),
+    "testdata",
+    "bd_formats",
+    "fast_dllm_v2_tiny",
 )
 MASK_ID = 400
 VOCAB_SIZE = 416  # Spare rows past the tokenizer, as both formats have.

@@ -19,7 +19,9 @@ import numpy as np
 import safetensors.numpy as safetensors_np
 import transformers
 
-_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats")
+_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats"
+)
 
 _FORMATS = {
     "sdar_tiny": dict(

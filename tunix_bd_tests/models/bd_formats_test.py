@@ -33,7 +33,9 @@ from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
 
-_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats")
+_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats"
+)
 _SDAR, _FAST = "sdar_tiny", "fast_dllm_v2_tiny"
 _EXPECTED = {
     _SDAR: (
@@ -418,7 +420,10 @@ class RefusalTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "not a block-diffusion"):
       bd_formats.load_settings(
           os.path.join(
-              os.path.dirname(os.path.dirname(__file__)), "testdata", "hf", "qwen2_untied"
+              os.path.dirname(os.path.dirname(__file__)),
+              "testdata",
+              "hf",
+              "qwen2_untied",
           )
       )
 

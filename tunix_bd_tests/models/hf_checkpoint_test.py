@@ -506,7 +506,11 @@ class ConfigTest(parameterized.TestCase):
 
 def _qwen2_hf_config(**changes) -> dict:
   path = os.path.join(
-      os.path.dirname(os.path.dirname(__file__)), "testdata", "hf", "qwen2_untied", "config.json"
+      os.path.dirname(os.path.dirname(__file__)),
+      "testdata",
+      "hf",
+      "qwen2_untied",
+      "config.json",
   )
   with open(path) as f:
     return {**json.load(f), **changes}
@@ -572,7 +576,10 @@ class Qwen2ConfigTest(parameterized.TestCase):
 
   def test_load_qwen3_refuses_a_qwen2_checkpoint(self):
     directory = os.path.join(
-        os.path.dirname(os.path.dirname(__file__)), "testdata", "hf", "qwen2_untied"
+        os.path.dirname(os.path.dirname(__file__)),
+        "testdata",
+        "hf",
+        "qwen2_untied",
     )
     with self.assertRaisesRegex(ValueError, "model_type='qwen2'"):
       hf_checkpoint.load_qwen3(directory)

@@ -41,7 +41,9 @@ from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.recipes import sft
 from tunix_bd_tests import test_common
 
-TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
+TESTDATA = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "testdata", "hf"
+)
 # Fixture -> its family.
 FIXTURES = {
     "q3_tied_hd32": "qwen3",

@@ -139,7 +139,10 @@ class OpdValidationTest(parameterized.TestCase):
     config = _smoke(workdir)
     config.model.random_init = False
     config.model.student = config.model.teacher = os.path.join(
-        os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats", name
+        os.path.dirname(os.path.dirname(__file__)),
+        "testdata",
+        "bd_formats",
+        name,
     )
     with self.assertRaisesRegex(
         ValueError, r"^model\.teacher=.* is a block-diffusion checkpoint in"

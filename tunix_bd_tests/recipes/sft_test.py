@@ -32,7 +32,10 @@ from tunix_bd.training import metrics
 from tunix_bd_tests import test_common
 
 _QWEN3_TEMPLATE = os.path.join(
-    os.path.dirname(os.path.dirname(__file__)), "testdata", "qwen3_chat", "chat_template.jinja"
+    os.path.dirname(os.path.dirname(__file__)),
+    "testdata",
+    "qwen3_chat",
+    "chat_template.jinja",
 )
 
 
