@@ -18,10 +18,14 @@ steps donating the model too (full fine-tuning; with LoRA the frozen weights
 are not updated and Tunix's steps are kept), and places the optimizer state
 with `jax.device_put`, which keeps a leaf that is already where its sharding
 says (no copy) and moves only the others. Anything else is Tunix's own: the
-same step and eval functions, the same compiled-graph caching. On a Tunix
-whose trainer is not shaped as 0.1.7's (no `_jitted_train_step_fn`, or a
-`_train_step` that does not take `(model, optimizer, inputs)`), Tunix's own
-methods run unchanged.
+same step and eval functions, the same compiled-graph caching. Tunix main's
+step also takes the trainer's `grad_accumulator` (`(model, optimizer,
+grad_accumulator, inputs, is_update_step)`, donating the optimizer and the
+accumulator): every argument before `inputs` is the trainer's attribute of
+that name, bound and donated, so both shapes update in place. On a Tunix
+whose trainer is shaped otherwise (no `_jitted_train_step_fn`, or a step
+that does not take `model, optimizer, ..., inputs`), Tunix's own methods run
+unchanged.
 """
 
 from __future__ import annotations
@@ -35,16 +39,27 @@ import jax
 from jax.interpreters import pxla
 
 # The train step's arguments in google-tunix 0.1.7, donated but the batch.
-_STEP_ARGS = ("model", "optimizer", "inputs")
-DONATED = ("model", "optimizer")
+_LEADING_STATE = ("model", "optimizer")
 
 
-def _tunix_step_is_0_1_7(trainer: Any) -> bool:
-  """Whether the trainer's Tunix base jits its step as 0.1.7 does."""
+def step_state_args(trainer: Any) -> tuple[str, ...] | None:
+  """The trainer attributes Tunix's train step takes before `inputs`.
+
+  Returns:
+    `("model", "optimizer")` on google-tunix 0.1.7, `("model", "optimizer",
+    "grad_accumulator")` on Tunix main; None for a step of another shape.
+  """
   if not hasattr(trainer, "_jitted_train_step_fn"):
-    return False
-  params = inspect.signature(trainer.create_train_step_fn()).parameters
-  return tuple(params) == _STEP_ARGS
+    return None
+  params = tuple(inspect.signature(trainer.create_train_step_fn()).parameters)
+  if "inputs" not in params:
+    return None
+  state = params[: params.index("inputs")]
+  if state[: len(_LEADING_STATE)] != _LEADING_STATE or not all(
+      hasattr(trainer, name) for name in state
+  ):
+    return None
+  return state
 
 
 class DonatingStepMixin:
@@ -52,7 +67,7 @@ class DonatingStepMixin:
 
   def donates_model(self) -> bool:
     """Whether the jitted train step updates the weights in place."""
-    return not self._lora_enabled and _tunix_step_is_0_1_7(self)
+    return not self._lora_enabled and step_state_args(self) is not None
 
   def jit_train_and_eval_step(
       self, skip_jit: bool = False, cache_nnx_graph: bool = False
@@ -63,7 +78,8 @@ class DonatingStepMixin:
       return super().jit_train_and_eval_step(skip_jit, cache_nnx_graph)
     if self._jitted_train_step_fn is None:
       self._shard_optimizer(pxla.thread_resources.env.physical_mesh)
-      train_step = nnx.jit(self.create_train_step_fn(), donate_argnames=DONATED)
+      state = step_state_args(self)
+      train_step = nnx.jit(self.create_train_step_fn(), donate_argnames=state)
       # nnx.jit returns the model's state: undonated, a copy of the weights.
       eval_step = nnx.jit(self.create_eval_step_fn(), donate_argnames="model")
 
@@ -74,7 +90,9 @@ class DonatingStepMixin:
           return functools.partial(nnx.cached_partial(f, *args))
         return functools.partial(f, *args)
 
-      self._jitted_train_step_fn = bind(train_step, self.model, self.optimizer)
+      self._jitted_train_step_fn = bind(
+          train_step, *(getattr(self, name) for name in state)
+      )
       self._jitted_eval_step_fn = bind(eval_step, self.model)
     return self._jitted_train_step_fn, self._jitted_eval_step_fn
 
