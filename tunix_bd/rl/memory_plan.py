@@ -29,7 +29,7 @@ A role that shares the actor's devices adds its memory to theirs. "Fits"
 means the total is at most `USABLE` of the device's memory (the rest is left
 to XLA's temporaries and fragmentation). Commands:
 
-    python -m tunix_bd.rl.memory_plan              # the README table
+    python -m tunix_bd.rl.memory_plan              # docs/real_models.md's table
     python -m tunix_bd.rl.memory_plan --model Qwen3-8B --actor 8 --rollout 8
 
 `sft_step_plan` estimates one full fine-tuning SFT step on one device (the
@@ -295,8 +295,8 @@ def plan(
   }
 
 
-# The README's rows: (model, split).
-README_ROWS = (
+# The published table's rows (docs/real_models.md): (model, split).
+PUBLISHED_ROWS = (
     ("Qwen3-0.6B", Split(actor=4, rollout=4)),
     ("Qwen3-8B", Split(actor=4, rollout=4)),
     ("Qwen3-8B", Split(actor=16, rollout=16)),
@@ -305,8 +305,8 @@ README_ROWS = (
 )
 
 
-def readme_table(work: Workload = Workload()) -> str:
-  """The Markdown table of `README_ROWS` (GiB per device)."""
+def published_table(work: Workload = Workload()) -> str:
+  """The Markdown table of `PUBLISHED_ROWS` (GiB per device)."""
   names = list(ACCELERATORS)
   lines = [
       "| model | devices (actor+reference / rollout) | actor device GiB"
@@ -316,7 +316,7 @@ def readme_table(work: Workload = Workload()) -> str:
       + " |",
       "| --- | --- | --- | --- | --- |",
   ]
-  for name, split in README_ROWS:
+  for name, split in PUBLISHED_ROWS:
     groups = plan(QWEN3[name], split, work)
     actor, rollout = groups["actor"], groups["rollout"]
     a, r = actor.parts, rollout.parts
@@ -371,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       **{f.name: getattr(args, f.name) for f in dataclasses.fields(Workload)}
   )
   if args.model is None:
-    print(readme_table(work))
+    print(published_table(work))
     print()
     print(workload_caption(work))
     return

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The memory planner against Tunix's own models, and the README against it."""
+"""The memory planner against Tunix's own models, and the docs against it."""
 
 import dataclasses
 import pathlib
@@ -19,7 +19,9 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import from_scratch
 from tunix_bd.rl import memory_plan
 
-_README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+_MEMORY_DOC = (
+    pathlib.Path(__file__).resolve().parents[2] / "docs" / "real_models.md"
+)
 _TUNIX_PRESETS = {
     "Qwen3-0.6B": qwen3_lib.ModelConfig.qwen3_0p6b,
     "Qwen3-8B": qwen3_lib.ModelConfig.qwen3_8b,
@@ -144,15 +146,17 @@ class MemoryPlanTest(parameterized.TestCase):
     self.assertEqual(plan()["update temporaries"], 4 * 28 * layer * 4)
     self.assertEqual(plan(update_buffers=0)["update temporaries"], 0)
 
-  def test_readme_table_is_the_planners(self):
-    text = _README.read_text(encoding="utf-8")
+  def test_published_table_is_the_planners(self):
+    text = _MEMORY_DOC.read_text(encoding="utf-8")
     match = re.search(
         r"<!-- memory_plan:start -->\n(.*?)\n<!-- memory_plan:end -->",
         text,
         re.DOTALL,
     )
-    self.assertIsNotNone(match, "README has no memory_plan table.")
-    want = f"{memory_plan.readme_table()}\n\n{memory_plan.workload_caption()}"
+    self.assertIsNotNone(match, "docs/real_models.md has no memory_plan table.")
+    want = (
+        f"{memory_plan.published_table()}\n\n{memory_plan.workload_caption()}"
+    )
     self.assertEqual(match.group(1), want)
 
 
