@@ -18,6 +18,9 @@ PLUGIN = plugin_api.Plugin(
         "parallel block denoising, on-policy distillation, GRPO/GSPO."
     ),
     config_dir=config_files.config_dir(),
+    # XLA's memory-first CPU scheduler and freed host buffers returned, for
+    # every recipe: both must be set before JAX starts.
+    process_setup="tunix_bd.run.host_memory:prepare_process",
     recipes={
         "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
         "sft": "tunix_bd.recipes.sft:run",

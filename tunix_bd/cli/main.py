@@ -9,7 +9,8 @@
 The host knows nothing of any one plugin: it finds plugins through the
 `tunix.plugins` entry-point group (see `plugin_api`), loads and overrides the
 config (see `config_loading`), and calls the recipe the config's `recipe` key
-names. Mistakes on the command line print one `tunix: error:` line and exit
+names, after the plugin's `process_setup` (process-wide settings that
+must precede JAX). Mistakes on the command line print one `tunix: error:` line and exit
 with status 2; a ValueError from the recipe (a config it rejects) exits 1.
 
 The `tunix` console script is tunix-bd's (google-tunix ships none today;
@@ -187,11 +188,13 @@ def _run(
     for line in config_loading.format_config(config):
       print(f"  {line}")
     return 0
+  if plugin.process_setup:
+    _import_target(plugin.process_setup)()  # Before anything starts JAX.
   if pathways is not None:
     # Before the recipe imports JAX; never jax.distributed.initialize() here:
     # on Pathways one client sees every device in the job.
     pathways.initialize()
-  recipe_fn = _import_recipe(plugin.recipes[recipe])
+  recipe_fn = _import_target(plugin.recipes[recipe])
   _configure_logging(args.log_level)
   absl_logger = std_logging.getLogger("absl")
   notice = _CpuHbmNotice()
@@ -252,7 +255,7 @@ def _recipe_name(
   return recipe
 
 
-def _import_recipe(target: str) -> Callable[[ml_collections.ConfigDict], Any]:
+def _import_target(target: str) -> Callable[..., Any]:
   """Imports `"package.module:function"` (the function may be dotted)."""
   module_name, _, attribute = target.partition(":")
   module = importlib.import_module(module_name)

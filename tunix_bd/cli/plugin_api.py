@@ -40,6 +40,10 @@ class Plugin:
     registers: what the plugin registers, for `tunix plugins`: kind -> names,
       e.g. `{"loss hooks": ["bd_sft"]}`.
     description: one line shown by `tunix plugins`.
+    process_setup: `"package.module:function"` the host calls, with no
+      arguments, before the recipe is imported and before Pathways starts:
+      process-wide settings that must precede JAX's first backend (XLA
+      flags, allocator settings). Empty: none.
   """
 
   name: str
@@ -50,6 +54,7 @@ class Plugin:
       default_factory=dict
   )
   description: str = ""
+  process_setup: str = ""
 
   def __post_init__(self):
     if not isinstance(self.name, str) or not self.name:
@@ -72,14 +77,16 @@ class Plugin:
           f" {type(self.recipes).__name__}"
       )
     for recipe, target in self.recipes.items():
-      module, _, function = str(target).partition(":")
-      if not isinstance(recipe, str) or not isinstance(target, str):
-        module = ""
-      if not recipe or not module or not function:
+      if not isinstance(recipe, str) or not recipe or not _is_target(target):
         raise ValueError(
             f"Plugin {self.name!r}: recipe {recipe!r} must map to"
             f" 'package.module:function', got {target!r}"
         )
+    if self.process_setup and not _is_target(self.process_setup):
+      raise ValueError(
+          f"Plugin {self.name!r}: process_setup must be"
+          f" 'package.module:function', got {self.process_setup!r}"
+      )
     if not isinstance(self.registers, Mapping):
       raise ValueError(
           f"Plugin {self.name!r}: registers must be a mapping, got"
@@ -96,6 +103,14 @@ class Plugin:
           f"Plugin {self.name!r}: description must be a str, got"
           f" {self.description!r}"
       )
+
+
+def _is_target(target: object) -> bool:
+  """Whether `target` reads `"package.module:function"`."""
+  if not isinstance(target, str):
+    return False
+  module, _, function = target.partition(":")
+  return bool(module and function)
 
 
 def discover_plugins() -> dict[str, importlib.metadata.EntryPoint]:

@@ -18,7 +18,6 @@ guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
 
 from __future__ import annotations
 
-import jax
 import ml_collections
 
 from tunix_bd import fingerprint as fingerprint_lib
@@ -31,7 +30,6 @@ from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
-from tunix_bd.run import host_memory
 from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
@@ -75,7 +73,6 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
-  host_memory.schedule_for_memory()  # Before XLA starts: remat on CPU.
   stage = validate(config)
   (train, budget), lora, precision = (
       stage.train,
@@ -93,9 +90,6 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
 
   mesh = mesh_lib.make_mesh(stage.mesh)
-  if jax.default_backend() == "cpu":
-    # Every step's activations are host buffers: return them when freed.
-    host_memory.return_freed_buffers()
   model = models.load(stage.model, "checkpoint", mesh)
   model, model_config, bd = models.to_block_diffusion(
       model, tokenizer, stage.bd

@@ -72,6 +72,7 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
         },
         registers={"loss hooks": ["fake_loss"], "rollouts": ["fake_rollout"]},
         description="A fake plugin for the CLI tests.",
+        process_setup="fakeplug_mod:setup",
     )
     NOT_A_PLUGIN = {"name": "wrongtype"}
 
@@ -93,7 +94,16 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
           yield prefix + key, value
 
 
+    # What the host called, in order: "setup", then "pathways", "recipe".
+    EVENTS = []
+
+
+    def setup():
+      EVENTS.append("setup")
+
+
     def dump(config):
+      EVENTS.append("recipe")
       leaves = dict(_leaves(config))
       pathlib.Path(config.output).write_text(json.dumps({
           "values": leaves,
@@ -285,6 +295,7 @@ class CliTest(parameterized.TestCase):
       ("empty_function", {"recipes": {"x": "mod:"}}, "package.module"),
       ("registers_str", {"registers": {"hooks": "a"}}, "sequence of names"),
       ("empty_version", {"version": ""}, "version"),
+      ("bad_process_setup", {"process_setup": "mod.setup"}, "process_setup"),
   )
   def test_plugin_validates_its_fields(self, changes, regex):
     fields = dict(name="p", version="1", config_dir=self.cwd, recipes={})
@@ -612,6 +623,21 @@ class CliTest(parameterized.TestCase):
     self.assertEqual(status, 0, msg=stderr)
     self.assertEqual(order, [("pathways", False)])
     self.assertTrue(self.output.exists())
+
+  def test_process_setup_runs_first_and_not_on_dry_run(self):
+    self.assertEqual(self._run("--dry_run")[0], 0)  # Loads the plugin.
+    events = sys.modules["fakeplug_mod"].EVENTS
+    events.clear()  # Earlier tests' runs.
+    self.assertEqual(self._run("--dry_run")[0], 0)
+    self.assertEqual(events, [], msg="a dry run starts nothing")
+    fake = types.ModuleType("pathwaysutils")
+    fake.initialize = lambda: events.append("pathways")
+    os.environ["JAX_PLATFORMS"] = "proxy"
+    with mock.patch.dict(sys.modules, {"pathwaysutils": fake}):
+      status, _, stderr = self._run()
+    self.assertEqual(status, 0, msg=stderr)
+    self.assertEqual(events, ["setup", "pathways", "recipe"])
+    events.clear()
 
   def test_pathways_without_pathwaysutils_is_a_usage_error(self):
     os.environ["JAX_PLATFORMS"] = "proxy,cpu"

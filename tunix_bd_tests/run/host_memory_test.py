@@ -8,12 +8,14 @@ small ones that stay alive, then freed. With the threshold fixed they are
 returned to the system; with glibc's default they stay resident.
 """
 
+import importlib
 import os
 import subprocess
 import sys
 from unittest import mock
 
 from absl.testing import absltest
+from tunix_bd import plugin
 from tunix_bd.run import host_memory
 
 _MIB = 1 << 20
@@ -83,6 +85,27 @@ class ScheduleForMemoryTest(absltest.TestCase):
     with mock.patch.dict(os.environ, {"XLA_FLAGS": f"{flag}=true"}):
       self.assertFalse(host_memory.schedule_for_memory())
       self.assertEqual(os.environ["XLA_FLAGS"], f"{flag}=true")
+
+
+class PrepareProcessTest(absltest.TestCase):
+
+  def test_the_tunix_host_calls_it_for_every_recipe(self):
+    module, _, function = plugin.PLUGIN.process_setup.partition(":")
+    self.assertIs(
+        getattr(importlib.import_module(module), function),
+        host_memory.prepare_process,
+    )
+
+  def test_applies_both_settings(self):
+    flag = "--xla_cpu_enable_concurrency_optimized_scheduler"
+    with (
+        mock.patch.dict(os.environ, {"XLA_FLAGS": ""}),
+        # The allocator setting is process-wide: not in a suite worker.
+        mock.patch.object(host_memory, "return_freed_buffers") as returned,
+    ):
+      host_memory.prepare_process()
+      self.assertEqual(os.environ["XLA_FLAGS"], f"{flag}=false")
+    returned.assert_called_once_with()
 
 
 if __name__ == "__main__":
