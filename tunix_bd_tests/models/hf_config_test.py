@@ -11,7 +11,7 @@ from tunix_bd.models import hf_config as hf_config_lib
 from tunix_bd_tests.models import hf_tiny
 
 
-class Qwen3ConfigFromHfTest(parameterized.TestCase):
+class ConfigTest(parameterized.TestCase):
 
   def test_transformers_v5_rope_parameters_and_null_kv_heads(self):
     hf_config = hf_tiny.qwen3_hf_config(tied=False, kv_heads=1)
@@ -63,7 +63,7 @@ class Qwen3ConfigFromHfTest(parameterized.TestCase):
       hf_config_lib.qwen3_config_from_hf(hf_config)
 
 
-class Qwen2ConfigFromHfTest(parameterized.TestCase):
+class Qwen2ConfigTest(parameterized.TestCase):
 
   def test_qwen25_layout_and_its_own_theta(self):
     # Qwen2.5 ships a window size with the window off; Tunix's Qwen2
