@@ -1,11 +1,14 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Shared test helpers: tiny real Tunix Qwen3 models, wrappers and SFT data.
+"""Shared test helpers: tiny real Tunix Qwen3 models, wrappers, SFT data and
+held-out task prompts to decode.
 
 Only add to this module; other test modules import it.
 """
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 from flax import nnx
 import jax
@@ -16,7 +19,9 @@ from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
@@ -225,3 +230,42 @@ def sampled_trace(
       prompts.astype(np.int32), lengths, seeds=np.arange(batch)
   )
   return out.trace
+
+
+class CharTaskDecoding(NamedTuple):
+  """What decoding held-out task prompts with a tiny model needs."""
+
+  tokenizer: Any
+  bd: bd_config_lib.BlockDiffusionConfig
+  config: denoise.DenoiseConfig
+  prompts: prompts_lib.PromptSet
+
+
+def char_task_decoding(**config_kwargs) -> CharTaskDecoding:
+  """The char tokenizer, blocks of 4 (mask id 3) and 5 eval task prompts.
+
+  Args:
+    **config_kwargs: `DenoiseConfig` fields (e.g. `max_new_tokens`,
+      `temperature`); prompts are at most 32 tokens, stop at EOS and pad
+      with the tokenizer's pad.
+  """
+  tokenizer = tokenizer_lib.build_char_tokenizer()
+  config = denoise.DenoiseConfig(
+      max_prompt_length=32,
+      stop_ids=(tokenizer.eos_token_id,),
+      pad_id=tokenizer.pad_token_id,
+      **config_kwargs,
+  )
+  prompts = prompts_lib.encode_prompts(
+      tokenizer,
+      dataset_lib.embedded_conversations(
+          tasks_lib.TaskMix(max_len=3), "eval", 5
+      ),
+      32,
+  )
+  return CharTaskDecoding(
+      tokenizer,
+      bd_config_lib.BlockDiffusionConfig(block_size=4, mask_token_id=3),
+      config,
+      prompts,
+  )

@@ -99,6 +99,53 @@ def _rows(rng, mask_spans):
   return rows
 
 
+def _their_outputs(
+    model,
+    tokenizer,
+    rng,
+    *,
+    mask_spans,
+    prompt_lengths,
+    forward,
+    decode_runs,
+    view_fields,
+):
+  """Their model's logits on three rows and its decodes of three prompts.
+
+  Args:
+    model: their model, loaded from our export (`_load`).
+    tokenizer: its tokenizer.
+    rng: draws the rows (`_rows`), then the prompts.
+    mask_spans: the rows' mask tokens, as `_rows` takes them.
+    prompt_lengths: the three prompts' lengths.
+    forward: `(model, rows)` -> their forward's output, with `.logits`.
+    decode_runs: `(model, prompts)` -> their decodes' arrays and runs.
+    view_fields: the config fields of `_their_view`.
+
+  Returns:
+    `rows`, `logits`, `prompts`, `decode`, `runs` and `view`, as `_record`
+    reads them (with the format's `hashes` and `settings`).
+  """
+  import torch  # pylint: disable=g-import-not-at-top
+
+  rows = _rows(rng, mask_spans)
+  prompts = [
+      rng.integers(common.FIRST_WORD_ID, common.MASK_ID, n).tolist()
+      for n in prompt_lengths
+  ]
+  with torch.no_grad():
+    logits = forward(model, torch.tensor(rows)).logits.numpy()
+    decode, runs = decode_runs(model, prompts)
+  return dict(
+      rows=rows,
+      logits=logits,
+      prompts=prompts,
+      decode=decode,
+      runs=runs,
+      view=_their_view(model, tokenizer, view_fields),
+  )
+
+
 def _sdar(directory, sdar_repo, rng):
   import torch  # pylint: disable=g-import-not-at-top
 
@@ -108,21 +155,22 @@ def _sdar(directory, sdar_repo, rng):
   )
   gen_mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(gen_mod)
-  rows = _rows(
-      rng, [(1, slice(13, 15)), (1, slice(17, 20)), (2, slice(20, None))]
+  outputs = _their_outputs(
+      model,
+      tokenizer,
+      rng,
+      mask_spans=[(1, slice(13, 15)), (1, slice(17, 20)), (2, slice(20, None))],
+      prompt_lengths=(6, 8, 13),
+      forward=lambda model, rows: model(
+          rows,
+          attention_mask=sdar_oracle._block_causal(_LENGTH),  # pylint: disable=protected-access
+          position_ids=torch.arange(_LENGTH)[None],
+      ),
+      decode_runs=lambda model, prompts: sdar_oracle._decode_runs(  # pylint: disable=protected-access
+          model, gen_mod, prompts
+      ),
+      view_fields=("block_size", "mask_token_id"),
   )
-  prompts = [
-      rng.integers(common.FIRST_WORD_ID, common.MASK_ID, n).tolist()
-      for n in (6, 8, 13)
-  ]
-  with torch.no_grad():
-    logits = model(
-        torch.tensor(rows),
-        attention_mask=sdar_oracle._block_causal(_LENGTH),  # pylint: disable=protected-access
-        position_ids=torch.arange(_LENGTH)[None],
-    ).logits.numpy()
-    decode, runs = sdar_oracle._decode_runs(model, gen_mod, prompts)  # pylint: disable=protected-access
-  view = _their_view(model, tokenizer, ("block_size", "mask_token_id"))
   files = [sdar_oracle.GENERATE] + [
       f"{_SDAR_CODE_DIR}/{n}"
       for n in (
@@ -138,34 +186,22 @@ def _sdar(directory, sdar_repo, rng):
       "gen_length": sdar_oracle.GEN_LENGTH,
       "denoising_steps": sdar_oracle.BLOCK,
   }
-  return dict(
-      rows=rows,
-      logits=logits,
-      prompts=prompts,
-      decode=decode,
-      runs=runs,
-      view=view,
-      hashes=hashes,
-      settings=settings,
-  )
+  return dict(outputs, hashes=hashes, settings=settings)
 
 
 def _fast_dllm(directory, fast_dllm_model, rng):
-  import torch  # pylint: disable=g-import-not-at-top
-
   model, tokenizer = _load(directory)
   block = fast_dllm_oracle.BLOCK
-  rows = _rows(
-      rng, [(1, slice(10, 12)), (1, slice(13, 16)), (2, slice(17, None))]
+  outputs = _their_outputs(
+      model,
+      tokenizer,
+      rng,
+      mask_spans=[(1, slice(10, 12)), (1, slice(13, 16)), (2, slice(17, None))],
+      prompt_lengths=(5, 13, 17),
+      forward=lambda model, rows: model(rows, block_size=block),
+      decode_runs=fast_dllm_oracle._generate_runs,  # pylint: disable=protected-access
+      view_fields=("bd_size",),
   )
-  prompts = [
-      rng.integers(common.FIRST_WORD_ID, common.MASK_ID, n).tolist()
-      for n in (5, 13, 17)
-  ]
-  with torch.no_grad():
-    logits = model(torch.tensor(rows), block_size=block).logits.numpy()
-    decode, runs = fast_dllm_oracle._generate_runs(model, prompts)  # pylint: disable=protected-access
-  view = _their_view(model, tokenizer, ("bd_size",))
   hashes = {
       f: common.sha256(pathlib.Path(fast_dllm_model) / f)
       for f in fast_dllm_oracle.CODE
@@ -176,16 +212,7 @@ def _fast_dllm(directory, fast_dllm_model, rng):
       "max_new_tokens": fast_dllm_oracle.MAX_NEW_TOKENS,
       "stop_token": common.EOS_ID,
   }
-  return dict(
-      rows=rows,
-      logits=logits,
-      prompts=prompts,
-      decode=decode,
-      runs=runs,
-      view=view,
-      hashes=hashes,
-      settings=settings,
-  )
+  return dict(outputs, hashes=hashes, settings=settings)
 
 
 def _record(fmt, directory, target, result):

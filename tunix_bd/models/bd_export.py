@@ -9,7 +9,8 @@ its id and the chat template switches the model was trained with
 (`chat.SETTINGS_KEY`), which generation, OPD and GRPO render with. The
 tokenizer's `mask_token` is the mask token. With `fmt` `sdar` or
 `fast_dllm_v2` the directory is in that format instead of the source's
-(`bd_formats_export`), optionally with the format's modeling files.
+(`bd_formats_export`, `bd_formats_export_files`), optionally with the
+format's modeling files.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Mapping
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.models import bd_formats_export
+from tunix_bd.models import bd_formats_export_files
 from tunix_bd.models import export
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
@@ -69,7 +71,7 @@ def export_block_diffusion(
   )
   bd_formats_export.check_reference_code(fmt, reference_code)
   if fmt != bd_formats_export.TUNIX_BD:
-    source = bd_formats_export.format_source(
+    source = bd_formats_export_files.format_source(
         fmt,
         model.config,
         source=source,
@@ -77,7 +79,7 @@ def export_block_diffusion(
         bd=bd,
         stop_ids=stop_ids,
     )
-    tokenizer = bd_formats_export.format_tokenizer(fmt, tokenizer)
+    tokenizer = bd_formats_export_files.format_tokenizer(fmt, tokenizer)
   export.export_checkpoint(
       model,
       tokenizer,
@@ -87,9 +89,9 @@ def export_block_diffusion(
       stop_ids=stop_ids,
   )
   if fmt != bd_formats_export.TUNIX_BD:
-    bd_formats_export.write_legacy_tokenizer_config(export_dir)
+    bd_formats_export_files.write_legacy_tokenizer_config(export_dir)
   if reference_code:
-    bd_formats_export.copy_reference_code(fmt, reference_code, export_dir)
+    bd_formats_export_files.copy_reference_code(fmt, reference_code, export_dir)
   bd_config_lib.save_settings(
       bd,
       export_dir,

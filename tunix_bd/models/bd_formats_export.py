@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Exporting a block-diffusion model in SDAR's or Fast-dLLM v2's format.
+"""Which format an export is in, and whether the model fits it.
 
 `export.format` chooses what a recipe's export directory is:
 
@@ -24,27 +24,22 @@ with. The formats' modeling code is not part of tunix_bd:
 `export.reference_code=DIR` copies a user's local copy of it into the
 export (`REFERENCE_CODE` lists the files), which their code then loads
 with `trust_remote_code=True` (docs/formats.md, "Export").
+`bd_formats_export_files` writes the files; this module checks, before any
+compute (`check_options`, `check_run`), that they can be written.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import json
 import os
 import re
-from typing import Any, Iterable
-
-import jax.numpy as jnp
+from typing import Any
 
 from tunix_bd import config_utils
-from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config
 from tunix_bd.models import hf_source
 
 TUNIX_BD = "tunix_bd"
@@ -90,25 +85,6 @@ _LABELS = {bd_formats.SDAR: "SDAR", bd_formats.FAST_DLLM_V2: "Fast-dLLM v2"}
 _FAMILY_NAMES = {
     "qwen3": "Qwen3 layers without attention biases",
     "qwen2": "Qwen2 layers with q/k/v biases",
-}
-# SDAR-4B-Chat's config.json values of the fields that only its training or
-# runtime reads (bd_formats.FORMATS[SDAR].dropped and the window fields).
-_SDAR_DEFAULTS = {
-    "attn_implementation": "flex_attention",
-    "fuse_cross_entropy": True,
-    "debug": False,
-    "ep_size": 1,
-    "micro_forward": False,
-    "skip_checkpoint": False,
-    "use_deepep": False,
-    "use_cache": False,
-    "use_sliding_window": False,
-    "sliding_window": None,
-}
-_FAST_DLLM_DEFAULTS = {
-    "use_cache": True,
-    "use_sliding_window": False,
-    "sliding_window": None,
 }
 
 
@@ -283,143 +259,3 @@ def check_run(
       model_config=model_config,
       mask_token=mask_token_string(tokenizer, bd.mask_token_id),
   )
-
-
-def _base_config(
-    fmt: str,
-    model_config: Any,
-    source: hf_source.Source | None,
-    tokenizer: Any,
-) -> dict[str, Any]:
-  """What `fmt`'s fields are written over: the source's config (a source in
-  another format as its Qwen3/Qwen2 config), or the model's."""
-  if source is None:
-    out = hf_config.config_to_hf(model_config)
-    ids = {
-        "bos_token_id": getattr(tokenizer, "bos_token_id", None),
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
-    out.update({k: v for k, v in ids.items() if v is not None})
-    return out
-  found = bd_formats.detect(source.config)
-  if found is None or found.name == fmt:
-    return dict(source.config)
-  return bd_formats.family_config(source.config, found)
-
-
-def format_source(
-    fmt: str,
-    model_config: Any,
-    *,
-    source: hf_source.Source | None,
-    tokenizer: Any,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    stop_ids: Iterable[int] = (),
-) -> hf_source.Source:
-  """The `hf_source.Source` whose export is `fmt`'s `config.json` and files.
-
-  `export.save_checkpoint` keeps a source's config and generation config,
-  checking that the config describes the model; this one is the source's
-  (or, without a source, the model's) with the format's fields.
-
-  Args:
-    fmt: `sdar` or `fast_dllm_v2`.
-    model_config: the exported model's Tunix config.
-    source: the checkpoint it was loaded from, or None.
-    tokenizer: its tokenizer, before `format_tokenizer`.
-    bd: its block-diffusion settings.
-    stop_ids: further ids that end generation.
-  """
-  spec = bd_formats.FORMATS[fmt]
-  config = _base_config(fmt, model_config, source, tokenizer)
-  layers = model_config.num_layers
-  eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-  if fmt == bd_formats.SDAR:
-    defaults = {**_SDAR_DEFAULTS, "max_window_layers": layers}
-    fields = {"block_size": bd.block_size, "mask_token_id": bd.mask_token_id}
-    if pad is not None:  # SDAR's EOS is its pad; the turn end is in the
-      config["eos_token_id"] = pad  # generation config (`format_tokenizer`).
-      config.setdefault("bos_token_id", pad)
-  else:
-    defaults = {
-        **_FAST_DLLM_DEFAULTS,
-        "max_window_layers": layers,
-        "layer_types": ["full_attention"] * layers,
-    }
-    fields = {"bd_size": bd.block_size}
-  config.update(
-      architectures=[spec.architecture],
-      model_type=spec.model_type,
-      auto_map=dict(spec.auto_map),
-      **fields,
-  )
-  for key, value in defaults.items():
-    config.setdefault(key, value)
-  # Their transformers (4.5x) reads the weight dtype as `torch_dtype` and
-  # the RoPE as `rope_theta` and `rope_scaling`, not transformers 5's
-  # `rope_parameters` (it would rotate with its default theta of 10000).
-  if "dtype" in config and "torch_dtype" not in config:
-    config["torch_dtype"] = config.pop("dtype")
-  config.pop("rope_parameters", None)
-  config["rope_theta"] = hf_config.config_to_hf(model_config)["rope_theta"]
-  config["rope_scaling"] = None  # Tunix implements the default RoPE only.
-  generation = dict((source.generation_config if source else None) or {})
-  eos_ids = [i for i in (eos, *map(int, stop_ids), pad) if i is not None]
-  generation["eos_token_id"] = list(dict.fromkeys(eos_ids))
-  if pad is not None:
-    generation["pad_token_id"] = pad
-  if config.get("bos_token_id") is not None:
-    generation["bos_token_id"] = config["bos_token_id"]
-  if source is not None:
-    tensor_dtypes = source.tensor_dtypes
-  else:
-    dtype = jnp.dtype(model_config.param_dtype).name
-    keys = hf_checkpoint.expected_shapes(model_config)
-    tensor_dtypes = dict.fromkeys(keys, dtype)
-  return hf_source.Source(config, generation, tensor_dtypes)
-
-
-def format_tokenizer(fmt: str, tokenizer: Any) -> Any:
-  """A copy of the tokenizer as `fmt` ships it (SDAR: EOS = pad).
-
-  SDAR's tokenizers have `<|endoftext|>` as EOS and pad, and stop at the
-  turn end through `generation_config.json`; the import
-  (`bd_formats.adapt_tokenizer`) turns the EOS back into that turn end.
-  """
-  if fmt != bd_formats.SDAR or tokenizer.pad_token is None:
-    return tokenizer
-  out = copy.deepcopy(tokenizer)
-  out.eos_token = tokenizer.pad_token
-  return out
-
-
-def write_legacy_tokenizer_config(export_dir: str) -> None:
-  """Rewrites the export's `tokenizer_config.json` for transformers 4.5x.
-
-  transformers 5 saves the additional special tokens as a list under
-  `extra_special_tokens`, a key transformers 4.5x (which both formats' code
-  runs on) reads as a dict of named tokens and fails on; both versions read
-  the list under `additional_special_tokens`. A tokenizer without a class
-  of its own is saved as `TokenizersBackend`, which 4.5x names
-  `PreTrainedTokenizerFast`.
-  """
-  path = os.path.join(export_dir, "tokenizer_config.json")
-  if not files.exists(path):
-    return
-  content = json.loads(files.read_text(path))
-  changed = dict(content)
-  if isinstance(changed.get("extra_special_tokens"), list):
-    listed = changed.pop("extra_special_tokens")
-    changed["additional_special_tokens"] = listed
-  if changed.get("tokenizer_class") == "TokenizersBackend":
-    changed["tokenizer_class"] = "PreTrainedTokenizerFast"
-  if changed != content:
-    files.write_text(path, json.dumps(changed, indent=2) + "\n")
-
-
-def copy_reference_code(fmt: str, directory: str, export_dir: str) -> None:
-  """Copies `fmt`'s modeling files from `directory` into `export_dir`."""
-  for name in REFERENCE_CODE[fmt].files:
-    with open(os.path.join(directory, name), "rb") as f:
-      files.write_bytes(os.path.join(export_dir, name), f.read())

@@ -21,7 +21,7 @@ A source in SDAR or Fast-dLLM v2 format (`bd_formats`) keeps its format's
 `config.json` the same way (`model_type`, `auto_map`, block size, mask id),
 so the export is a directory of that format plus `block_diffusion.json`.
 `export.format` writes either format from any source
-(`bd_formats_export.format_source`).
+(`bd_formats_export_files.format_source`).
 
 Its `generation_config.json` is the source's, as it is (Qwen3's EOS list and
 sampling defaults). Weights keep each source tensor's dtype (a bfloat16
@@ -47,7 +47,7 @@ import transformers
 
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config
+from tunix_bd.models import hf_config_export
 
 GENERATION_CONFIG_FILE = "generation_config.json"
 # The weight dtypes `export.dtype` may name.
@@ -163,7 +163,7 @@ def config_json(
     ValueError: if the source's config describes another model than
       `model_config` (in any field but `vocab_size`).
   """
-  derived = hf_config.config_to_hf(model_config)
+  derived = hf_config_export.config_to_hf(model_config)
   file_dtypes = sorted(set(file_dtypes))
   if source is None:
     out = dict(derived)
@@ -183,7 +183,7 @@ def config_json(
 
 def _check_describes(out: dict[str, Any], derived: dict[str, Any]) -> None:
   """Fails closed unless `out` parses to the model `derived` describes."""
-  parsed = hf_config.config_to_hf(bd_formats.model_config_from_hf(out))
+  parsed = hf_config_export.config_to_hf(bd_formats.model_config_from_hf(out))
   for key, value in derived.items():
     if key != "dtype" and parsed[key] != value:
       raise ValueError(

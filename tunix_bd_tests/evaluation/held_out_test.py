@@ -6,27 +6,11 @@ import dataclasses
 
 from absl.testing import absltest
 import numpy as np
-from tunix_bd.core import bd_config
-from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import held_out
-from tunix_bd.generate import denoise
 from tunix_bd_tests import test_common
 
-_TOKENIZER = tokenizer_lib.build_char_tokenizer()
-_BD = bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=3)
-_CONFIG = denoise.DenoiseConfig(
-    max_new_tokens=4,
-    max_prompt_length=32,
-    stop_ids=(_TOKENIZER.eos_token_id,),
-    pad_id=_TOKENIZER.pad_token_id,
-)
-_PROMPTS = prompts_lib.encode_prompts(
-    _TOKENIZER,
-    dataset_lib.embedded_conversations(tasks_lib.TaskMix(max_len=3), "eval", 5),
-    32,
+_TOKENIZER, _BD, _CONFIG, _PROMPTS = test_common.char_task_decoding(
+    max_new_tokens=4
 )
 
 

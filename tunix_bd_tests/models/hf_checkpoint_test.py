@@ -15,13 +15,13 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import safetensors.numpy as safetensors_np
-from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config as hf_config_lib
+from tunix_bd_tests.models import hf_tiny
 
-_LAYERS, _VOCAB, _EMBED, _HIDDEN, _HEADS, _HEAD_DIM = 2, 128, 64, 128, 2, 32
+_LAYERS, _VOCAB, _EMBED = hf_tiny.LAYERS, hf_tiny.VOCAB, hf_tiny.EMBED
+_HIDDEN, _HEADS, _HEAD_DIM = hf_tiny.HIDDEN, hf_tiny.HEADS, hf_tiny.HEAD_DIM
 _TOKENS = np.array([[5, 17, 3, 99, 127, 0, 64, 8], [1, 2, 3, 4, 5, 6, 7, 8]])
 
 
@@ -30,27 +30,6 @@ def _tempdir(test: absltest.TestCase) -> str:
   tmp = tempfile.TemporaryDirectory()
   test.addCleanup(tmp.cleanup)
   return tmp.name
-
-
-def _hf_config(tied: bool, kv_heads: int) -> dict:
-  return {
-      "architectures": ["Qwen3ForCausalLM"],
-      "model_type": "qwen3",
-      "vocab_size": _VOCAB,
-      "hidden_size": _EMBED,
-      "intermediate_size": _HIDDEN,
-      "num_hidden_layers": _LAYERS,
-      "num_attention_heads": _HEADS,
-      "num_key_value_heads": kv_heads,
-      "head_dim": _HEAD_DIM,
-      "hidden_act": "silu",
-      "rms_norm_eps": 1e-6,
-      "rope_theta": 1000000.0,
-      "rope_scaling": None,
-      "tie_word_embeddings": tied,
-      "torch_dtype": "float32",
-      "max_position_embeddings": 512,
-  }
 
 
 def _hf_tensors(tied: bool, kv_heads: int, seed: int = 0) -> dict:
@@ -173,22 +152,6 @@ def _params(model: qwen3_lib.Qwen3) -> dict:
   }
 
 
-def _tiny_config(**overrides) -> qwen3_lib.ModelConfig:
-  kwargs = dict(
-      num_layers=_LAYERS,
-      vocab_size=_VOCAB,
-      embed_dim=_EMBED,
-      hidden_dim=_HIDDEN,
-      num_heads=_HEADS,
-      head_dim=_HEAD_DIM,
-      num_kv_heads=1,
-      rope_theta=1_000_000,
-      norm_eps=1e-6,
-  )
-  kwargs.update(overrides)
-  return qwen3_lib.ModelConfig(**kwargs)
-
-
 def _random_model(config: qwen3_lib.ModelConfig, seed: int) -> qwen3_lib.Qwen3:
   """A Qwen3 with random NumPy weights (Tunix zero-inits its MLP kernels)."""
   abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
@@ -215,7 +178,7 @@ class LoadTest(parameterized.TestCase):
       ("tied_mha", True, 2),
   )
   def test_logits_match_numpy_hf_reference(self, tied, kv_heads):
-    hf_config = _hf_config(tied, kv_heads)
+    hf_config = hf_tiny.qwen3_hf_config(tied, kv_heads)
     tensors = _hf_tensors(tied, kv_heads)
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
 
@@ -233,7 +196,7 @@ class LoadTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("untied", False), ("tied", True))
   def test_save_reproduces_the_hf_tensors_bit_for_bit(self, tied):
-    hf_config = _hf_config(tied, kv_heads=1)
+    hf_config = hf_tiny.qwen3_hf_config(tied, kv_heads=1)
     tensors = _hf_tensors(tied, kv_heads=1)
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
     model, _ = hf_checkpoint.load_qwen3(path)
@@ -251,7 +214,7 @@ class LoadTest(parameterized.TestCase):
       self.assertEqual(saved_config[key], hf_config[key], key)
 
   def test_tied_checkpoint_may_store_lm_head_equal_to_embedding(self):
-    hf_config = _hf_config(tied=True, kv_heads=1)
+    hf_config = hf_tiny.qwen3_hf_config(tied=True, kv_heads=1)
     tensors = _hf_tensors(tied=True, kv_heads=1)
     tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].copy()
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
@@ -265,7 +228,7 @@ class LoadTest(parameterized.TestCase):
 
   def test_file_with_mixed_dtypes_loads_exactly(self):
     # Tunix's optimized loader would read the whole file as the first dtype.
-    hf_config = _hf_config(tied=False, kv_heads=1)
+    hf_config = hf_tiny.qwen3_hf_config(tied=False, kv_heads=1)
     tensors = _hf_tensors(tied=False, kv_heads=1)
     tensors["model.norm.weight"] = tensors["model.norm.weight"].astype(
         ml_dtypes.bfloat16
@@ -292,7 +255,7 @@ class RoundTripTest(parameterized.TestCase):
   )
   def test_save_then_load_is_identity(self, max_shard_bytes, tied):
     # The same shapes as LoadTest's checkpoints, to reuse compiled ops.
-    config = _tiny_config(
+    config = hf_tiny.qwen3_config(
         use_tied_embedding=tied, num_kv_heads=2 if tied else 1
     )
     model = _random_model(config, 3)
@@ -329,7 +292,7 @@ class RoundTripTest(parameterized.TestCase):
     )
 
   def test_bfloat16_round_trip_is_bit_exact(self):
-    config = _tiny_config(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+    config = hf_tiny.qwen3_config(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
     model = _random_model(config, 4)
     out = _tempdir(self)  # An existing empty dir is replaced.
 
@@ -345,7 +308,9 @@ class RoundTripTest(parameterized.TestCase):
       np.testing.assert_array_equal(actual[key], value, err_msg=key)
 
   def test_moe_round_trip_uses_per_expert_hf_keys(self):
-    config = _tiny_config(hidden_dim=32, num_experts=4, num_experts_per_tok=2)
+    config = hf_tiny.qwen3_config(
+        hidden_dim=32, num_experts=4, num_experts_per_tok=2
+    )
     model = _random_model(config, 5)
     out = os.path.join(_tempdir(self), "export")
 
@@ -378,7 +343,7 @@ class RoundTripTest(parameterized.TestCase):
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>"
     )
-    model = _random_model(_tiny_config(), 6)
+    model = _random_model(hf_tiny.qwen3_config(), 6)
     out = os.path.join(_tempdir(self), "export")
 
     export.save_qwen3(model, out, tokenizer=tokenizer)
@@ -393,7 +358,7 @@ class RoundTripTest(parameterized.TestCase):
     self.assertEqual(config.rope_parameters["rope_theta"], 1_000_000)
 
   def test_crash_before_rename_leaves_no_export(self):
-    model = _random_model(_tiny_config(), 7)
+    model = _random_model(hf_tiny.qwen3_config(), 7)
     parent = _tempdir(self)
     out = os.path.join(parent, "export")
 
@@ -406,7 +371,7 @@ class RoundTripTest(parameterized.TestCase):
     self.assertEqual(os.listdir(parent), [])
 
   def test_refuses_non_empty_output_dir_and_lora(self):
-    model = _random_model(_tiny_config(), 8)
+    model = _random_model(hf_tiny.qwen3_config(), 8)
     out = _tempdir(self)
     with open(os.path.join(out, "keep.txt"), "w") as f:
       f.write("old")
@@ -419,160 +384,14 @@ class RoundTripTest(parameterized.TestCase):
       export.save_qwen3(model, os.path.join(out, "x"))
 
 
-class ConfigTest(parameterized.TestCase):
+class LoadErrorTest(absltest.TestCase):
 
-  @parameterized.named_parameters(
-      ("dense_untied", {}),
-      (
-          "dense_tied_bf16",
-          dict(
-              use_tied_embedding=True,
-              dtype=jnp.bfloat16,
-              param_dtype=jnp.bfloat16,
-          ),
-      ),
-      ("moe", dict(num_experts=8, num_experts_per_tok=2, hidden_dim=32)),
-  )
-  def test_to_hf_then_from_hf_is_identity(self, overrides):
-    config = _tiny_config(**overrides)
-    hf_config = hf_config_lib.qwen3_config_to_hf(
-        config, extra={"max_position_embeddings": 512}
+  def _checkpoint(self, tensors=None, hf_config=None):
+    return _write_checkpoint(
+        _tempdir(self),
+        hf_config or hf_tiny.qwen3_hf_config(tied=False, kv_heads=1),
+        tensors or _hf_tensors(tied=False, kv_heads=1),
     )
-    self.assertEqual(hf_config["max_position_embeddings"], 512)
-    self.assertEqual(
-        hf_config_lib.qwen3_config_from_hf(
-            json.loads(json.dumps(hf_config)),
-            dtype=config.dtype,
-            param_dtype=config.param_dtype,
-        ),
-        config,
-    )
-
-  def test_transformers_v5_rope_parameters_and_null_kv_heads(self):
-    hf_config = _hf_config(tied=False, kv_heads=1)
-    del hf_config["rope_theta"], hf_config["rope_scaling"]
-    hf_config["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6}
-    hf_config["num_key_value_heads"] = None
-    config = hf_config_lib.qwen3_config_from_hf(hf_config)
-    self.assertEqual(config.rope_theta, 1_000_000)
-    self.assertEqual(config.num_kv_heads, _HEADS)
-    self.assertFalse(config.use_flash_attention)
-
-  @parameterized.named_parameters(
-      ("llama", {"model_type": "llama"}, "model_type='llama'"),
-      (
-          "classifier",
-          {"architectures": ["Qwen3ForSequenceClassification"]},
-          "architectures",
-      ),
-      (
-          "yarn",
-          {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
-          "rope_scaling",
-      ),
-      ("theta", {"rope_theta": 10000.0}, "rope_theta=10000.0"),
-      ("theta_2507", {"rope_theta": 5000000.0}, "rope_theta=5000000.0"),
-      ("bias", {"attention_bias": True}, "attention_bias"),
-      ("sliding", {"use_sliding_window": True}, "use_sliding_window"),
-      ("act", {"hidden_act": "gelu"}, "hidden_act"),
-      ("moe_in_dense", {"num_experts": 8}, "num_experts"),
-      ("missing", {"num_hidden_layers": None}, "'num_hidden_layers'"),
-      ("bad_int", {"vocab_size": 12.5}, "vocab_size"),
-      ("no_head_dim", {"head_dim": None}, "head_dim"),
-      (
-          "moe_no_norm",
-          {
-              "model_type": "qwen3_moe",
-              "architectures": ["Qwen3MoeForCausalLM"],
-              "num_experts": 4,
-              "num_experts_per_tok": 2,
-              "moe_intermediate_size": 32,
-          },
-          "norm_topk_prob",
-      ),
-  )
-  def test_from_hf_rejects(self, changes, message):
-    hf_config = _hf_config(tied=False, kv_heads=1)
-    hf_config.update(changes)
-    with self.assertRaisesRegex(ValueError, message):
-      hf_config_lib.qwen3_config_from_hf(hf_config)
-
-  def test_to_hf_rejects_unfaithful_configs(self):
-    with self.assertRaisesRegex(ValueError, "rope_theta=10000"):
-      hf_config_lib.qwen3_config_to_hf(_tiny_config(rope_theta=10000))
-    with self.assertRaisesRegex(ValueError, "'head_dim'"):
-      hf_config_lib.qwen3_config_to_hf(_tiny_config(), extra={"head_dim": 64})
-
-
-def _qwen2_hf_config(**changes) -> dict:
-  path = os.path.join(
-      os.path.dirname(os.path.dirname(__file__)),
-      "testdata",
-      "hf",
-      "qwen2_untied",
-      "config.json",
-  )
-  with open(path) as f:
-    return {**json.load(f), **changes}
-
-
-class Qwen2ConfigTest(parameterized.TestCase):
-
-  def test_from_hf_then_to_hf_is_identity(self):
-    config = hf_config_lib.model_config_from_hf(_qwen2_hf_config())
-    self.assertIsInstance(config, qwen2_lib.ModelConfig)
-    self.assertEqual(config.head_dim, 64 // 4)  # hidden_size // heads.
-    self.assertEqual(config.rope_theta, 1_000_000)
-    self.assertFalse(config.use_flash_attention)
-    hf_config = hf_config_lib.config_to_hf(config)
-    self.assertEqual(hf_config["architectures"], ["Qwen2ForCausalLM"])
-    self.assertEqual(hf_config_lib.model_config_from_hf(hf_config), config)
-
-  def test_qwen25_layout_and_its_own_theta(self):
-    # Qwen2.5 ships a window size with the window off; Tunix's Qwen2
-    # rotates with the config's theta (DeepSeek-R1-Distill-Qwen: 1e4).
-    config = hf_config_lib.qwen2_config_from_hf(
-        _qwen2_hf_config(
-            sliding_window=32768,
-            max_window_layers=21,
-            layer_types=None,
-            rope_parameters=None,
-            rope_theta=10000.0,
-        )
-    )
-    self.assertEqual(config.rope_theta, 10000)
-
-  @parameterized.named_parameters(
-      ("window_on", {"use_sliding_window": True}, "use_sliding_window"),
-      (
-          "sliding_layer",
-          {"layer_types": ["full_attention", "sliding_attention"]},
-          "layer_types",
-      ),
-      (
-          "yarn",
-          {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
-          "rope_scaling has rope_type 'yarn'; Tunix Qwen2",
-      ),
-      (
-          "scaled_default",
-          {"rope_parameters": {"rope_type": "default", "factor": 2.0}},
-          "rope_parameters has unsupported keys",
-      ),
-      ("act", {"hidden_act": "gelu"}, "hidden_act='gelu' is not supported"),
-      (
-          "architecture",
-          {"architectures": ["Qwen3ForCausalLM"]},
-          "architectures",
-      ),
-      ("no_kv_heads", {"num_key_value_heads": 3}, "not a multiple"),
-      ("llama", {"model_type": "llama"}, "model_type='llama'"),
-  )
-  def test_from_hf_rejects_what_tunix_qwen2_cannot_represent(
-      self, changes, message
-  ):
-    with self.assertRaisesRegex(ValueError, message):
-      hf_config_lib.model_config_from_hf(_qwen2_hf_config(**changes))
 
   def test_load_qwen3_refuses_a_qwen2_checkpoint(self):
     directory = os.path.join(
@@ -583,16 +402,6 @@ class Qwen2ConfigTest(parameterized.TestCase):
     )
     with self.assertRaisesRegex(ValueError, "model_type='qwen2'"):
       hf_checkpoint.load_qwen3(directory)
-
-
-class LoadErrorTest(absltest.TestCase):
-
-  def _checkpoint(self, tensors=None, hf_config=None):
-    return _write_checkpoint(
-        _tempdir(self),
-        hf_config or _hf_config(tied=False, kv_heads=1),
-        tensors or _hf_tensors(tied=False, kv_heads=1),
-    )
 
   def test_missing_directory(self):
     path = os.path.join(_tempdir(self), "nope")
@@ -615,7 +424,7 @@ class LoadErrorTest(absltest.TestCase):
       hf_checkpoint.load_qwen3(path)
 
   def test_unsupported_model_type(self):
-    hf_config = _hf_config(tied=False, kv_heads=1)
+    hf_config = hf_tiny.qwen3_hf_config(tied=False, kv_heads=1)
     hf_config["model_type"] = "llama"
     with self.assertRaisesRegex(ValueError, "model_type='llama'"):
       hf_checkpoint.load_qwen3(self._checkpoint(hf_config=hf_config))
@@ -651,7 +460,7 @@ class LoadErrorTest(absltest.TestCase):
       hf_checkpoint.load_qwen3(self._checkpoint(tensors=tensors))
 
   def test_stray_shard_not_in_index(self):
-    model = _random_model(_tiny_config(), 9)
+    model = _random_model(hf_tiny.qwen3_config(), 9)
     out = os.path.join(_tempdir(self), "export")
     export.save_qwen3(model, out, max_shard_bytes=40_000)
     safetensors_np.save_file(

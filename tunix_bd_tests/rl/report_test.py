@@ -8,11 +8,10 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
-from tunix.sft import metrics_logger
 from tunix_bd.evaluation import held_out
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
-from tunix_bd.training import metrics as metrics_lib
+from tunix_bd_tests.rl import rl_test_common
 
 _NUM = 40
 
@@ -33,31 +32,6 @@ def _result(rng, greedy_p, sampled_p, tpf):
   )
 
 
-def _log_like_tunix(workdir, steps):
-  """Rewards logged through Tunix's MetricsLogger as `RLCluster` does.
-
-  `RLCluster._log_metrics` splits `rewards/sum` into prefix `rewards` and
-  name `sum` and logs them in mode `train`; both the actor trainer's and the
-  cluster's loggers may write one JSONL, so step 1 is logged twice.
-  """
-  logger = metrics_logger.MetricsLogger(metrics_lib.logging_options(workdir))
-  rng = np.random.default_rng(1)
-  for step in steps:
-    exact = min(1.0, 0.5 + step / 100) * rng.uniform(0.9, 1.0)
-    partial = 0.5 * min(1.0, 0.7 + step / 200)
-    for name, value in (
-        ("sum", exact + partial),
-        ("mean", (exact + partial) / 2),
-        ("max", 1.5),
-        ("exact_match", exact),
-        ("partial_credit", partial),
-        ("score/mean", exact + partial),
-    ):
-      logger.log("rewards", name, value, "train", step)
-  logger.log("rewards", "sum", 99.0, "eval", 1)
-  logger.close()
-
-
 class ReportTest(absltest.TestCase):
 
   def setUp(self):
@@ -68,18 +42,8 @@ class ReportTest(absltest.TestCase):
     self.after = _result(rng, (0.8, 0.9), 0.75, 2.3)
     self.sft = _result(rng, (0.9, 0.95), 0.8, 2.1)
 
-  def test_reward_curves_read_tunix_names(self):
-    _log_like_tunix(self.workdir, [1, 1, 2, 3])
-    curves = report.reward_curves(self.workdir)
-    self.assertEqual(list(curves), ["sum", "exact_match", "partial_credit"])
-    self.assertEqual([s for s, _ in curves["sum"]], [1, 2, 3])
-    for (_, total), (_, e), (_, p) in zip(
-        curves["sum"], curves["exact_match"], curves["partial_credit"]
-    ):
-      self.assertAlmostEqual(total, e + p, places=5)
-
   def test_writes_the_three_files_with_paired_changes(self):
-    _log_like_tunix(self.workdir, range(1, 61))
+    rl_test_common.log_rewards_like_tunix(self.workdir, range(1, 61))
     content = report.write_report(
         self.workdir,
         before=self.before,

@@ -1,6 +1,9 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""A tiny block-diffusion policy wired into Tunix's RL stack, for RL tests."""
+"""A tiny block-diffusion policy wired into Tunix's RL stack, for RL tests.
+
+Also `log_rewards_like_tunix`: rewards in `metrics.jsonl` as Tunix logs them.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import functools
 import numpy as np
 import optax
 from tunix.rl import rl_cluster as rl_cluster_lib
+from tunix.sft import metrics_logger
 
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
@@ -16,6 +20,7 @@ from tunix_bd.data import tasks
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import mask_token
 from tunix_bd.rl import wiring
+from tunix_bd.training import metrics as metrics_lib
 from tunix_bd_tests import test_common
 
 Mode = rl_cluster_lib.Mode
@@ -122,3 +127,28 @@ def cluster(
   )
   kwargs.update(engine_kwargs or {})
   return wiring.build_cluster(**kwargs)
+
+
+def log_rewards_like_tunix(workdir: str, steps) -> None:
+  """Rewards logged through Tunix's MetricsLogger as `RLCluster` does.
+
+  `RLCluster._log_metrics` splits `rewards/sum` into prefix `rewards` and
+  name `sum` and logs them in mode `train`; both the actor trainer's and the
+  cluster's loggers may write one JSONL, so step 1 is logged twice.
+  """
+  logger = metrics_logger.MetricsLogger(metrics_lib.logging_options(workdir))
+  rng = np.random.default_rng(1)
+  for step in steps:
+    exact = min(1.0, 0.5 + step / 100) * rng.uniform(0.9, 1.0)
+    partial = 0.5 * min(1.0, 0.7 + step / 200)
+    for name, value in (
+        ("sum", exact + partial),
+        ("mean", (exact + partial) / 2),
+        ("max", 1.5),
+        ("exact_match", exact),
+        ("partial_credit", partial),
+        ("score/mean", exact + partial),
+    ):
+      logger.log("rewards", name, value, "train", step)
+  logger.log("rewards", "sum", 99.0, "eval", 1)
+  logger.close()

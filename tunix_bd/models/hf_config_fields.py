@@ -1,0 +1,240 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The fields of a Hugging Face `config.json` that Tunix's Qwen models read.
+
+Each helper reads one group of fields (type and architecture, RoPE, widths
+and heads, dtypes) and raises a `ValueError` naming the field for a missing
+or malformed value, or for a setting the Tunix model cannot represent
+(`FIXED_FIELDS`: activations, sliding windows, biases, MoE routing...).
+`hf_config` builds the Tunix configs from them; `hf_config_export` writes
+them back.
+"""
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from tunix_bd import compat
+
+# Tunix's Qwen3 attention rotates with this base whatever
+# `ModelConfig.rope_theta` says (`compat.ROPE_THETA_APPLIED`). Any other
+# theta is rejected.
+TUNIX_ROPE_THETA = compat.ROPE_THETA_APPLIED["qwen3"]
+
+ARCHITECTURES = {
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+}
+_DTYPES = {
+    "float32": jnp.float32,
+    "bfloat16": jnp.bfloat16,
+    "float16": jnp.float16,
+}
+MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
+
+
+def required_field(hf_config: dict[str, Any], key: str) -> Any:
+  """`hf_config[key]`; a `ValueError` naming `key` if it is missing or null."""
+  if hf_config.get(key) is None:
+    raise ValueError(f"HF config is missing required field {key!r}.")
+  return hf_config[key]
+
+
+def positive_int(hf_config: dict[str, Any], key: str) -> int:
+  """`hf_config[key]` if it is a positive integer (not a bool)."""
+  value = required_field(hf_config, key)
+  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    raise ValueError(f"HF config {key}={value!r} must be a positive integer.")
+  return value
+
+
+def check_dtype(name: str, value: Any) -> Any:
+  """`value` as one of the supported JAX dtypes; `name` is the setting.
+
+  Raises:
+    ValueError: naming `name`, for anything but float32, bfloat16, float16.
+  """
+  try:
+    key = jnp.dtype(value).name
+  except TypeError as e:
+    raise ValueError(f"{name}={value!r} is not a dtype.") from e
+  if key not in _DTYPES:
+    raise ValueError(f"{name}={value!r} is not one of {sorted(_DTYPES)}.")
+  return _DTYPES[key]
+
+
+def rope_theta(hf_config: dict[str, Any], label: str, applied: Any) -> Any:
+  """The RoPE base, after checking that the Tunix model implements the RoPE.
+
+  Args:
+    hf_config: the parsed `config.json`.
+    label: the family, for messages.
+    applied: the base the family's attention rotates with whatever its
+      config says (`compat.ROPE_THETA_APPLIED`), or None if it applies the
+      config's.
+  """
+  theta = hf_config.get("rope_theta")
+  # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.
+  for key in ("rope_scaling", "rope_parameters"):
+    rope = hf_config.get(key)
+    if rope is None:
+      continue
+    if not isinstance(rope, dict):
+      raise ValueError(f"HF config {key}={rope!r} must be a dict or null.")
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default":
+      raise ValueError(
+          f"HF config {key} has rope_type {rope_type!r}; Tunix {label} only"
+          " implements the default RoPE."
+      )
+    unknown = sorted(set(rope) - {"rope_type", "type", "rope_theta"})
+    if unknown:
+      raise ValueError(f"HF config {key} has unsupported keys {unknown}.")
+    if "rope_theta" in rope:
+      if theta is not None and rope["rope_theta"] != theta:
+        raise ValueError(
+            f"HF config {key}.rope_theta={rope['rope_theta']!r} conflicts"
+            f" with rope_theta={theta!r}."
+        )
+      theta = rope["rope_theta"]
+  if theta is None:
+    raise ValueError(
+        "HF config is missing required field 'rope_theta' (Hugging Face"
+        " would default it to 10000)."
+    )
+  if isinstance(theta, bool) or not isinstance(theta, (int, float)):
+    raise ValueError(f"HF config rope_theta={theta!r} must be a number.")
+  if applied is not None and theta != applied:
+    raise ValueError(
+        f"HF config rope_theta={theta!r} is not supported: Tunix {label}"
+        f" always applies RoPE with theta {applied}."
+    )
+  if theta <= 0:
+    raise ValueError(f"HF config rope_theta={theta!r} must be positive.")
+  return int(theta) if float(theta).is_integer() else float(theta)
+
+
+# Settings that change the math but the Tunix models lack:
+# (field, transformers' default, accepted(value), what Tunix does).
+FIXED_FIELDS = (
+    ("hidden_act", "silu", lambda v: v == "silu", "it uses silu"),
+    ("use_sliding_window", False, lambda v: not v, "it has full attention"),
+    (
+        "layer_types",
+        None,
+        lambda v: all(t == "full_attention" for t in v or []),
+        "it has full attention",
+    ),
+    ("attention_dropout", 0.0, lambda v: not v, "it has no dropout"),
+    ("partial_rotary_factor", 1.0, lambda v: v == 1.0, "it rotates all dims"),
+    ("quantization_config", None, lambda v: v is None, "it is unquantized"),
+)
+# Qwen2 always has q/k/v biases (and Tunix's Qwen2 too); Qwen3 has none.
+FIXED_QWEN3_FIELDS = (
+    ("attention_bias", False, lambda v: not v, "it has no attention bias"),
+    ("mlp_bias", False, lambda v: not v, "it has no MLP bias"),
+)
+FIXED_MOE_FIELDS = (
+    # Hugging Face defaults norm_topk_prob to false.
+    ("norm_topk_prob", False, lambda v: v is True, "it renormalizes top-k"),
+    ("decoder_sparse_step", 1, lambda v: v == 1, "every layer is MoE"),
+    ("mlp_only_layers", None, lambda v: not v, "every layer is MoE"),
+    ("shared_expert_intermediate_size", 0, lambda v: not v, "no shared expert"),
+)
+
+
+def check_fixed(
+    hf_config: dict[str, Any], fields: tuple[Any, ...], label: str
+) -> None:
+  """Refuses, naming the field, a setting of `fields` Tunix `label` lacks."""
+  for key, default, accepted, reason in fields:
+    value = hf_config.get(key, default)
+    if not accepted(value):
+      raise ValueError(
+          f"HF config {key}={value!r} is not supported by Tunix {label}:"
+          f" {reason}."
+      )
+
+
+def check_type(hf_config: Any, model_types: tuple[str, ...]) -> str:
+  """The `model_type`, after checking it and `architectures`."""
+  if not isinstance(hf_config, dict):
+    raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
+  model_type = hf_config.get("model_type")
+  if model_type not in model_types:
+    raise ValueError(
+        f"HF config model_type={model_type!r} is not supported; expected one"
+        f" of {sorted(model_types)}."
+    )
+  architectures = hf_config.get("architectures")
+  if architectures is not None and architectures != [ARCHITECTURES[model_type]]:
+    raise ValueError(
+        f"HF config architectures={architectures!r} is not supported for"
+        f" model_type {model_type!r}; expected"
+        f" [{ARCHITECTURES[model_type]!r}]."
+    )
+  return model_type
+
+
+def attention_fields(
+    hf_config: dict[str, Any], default_head_dim: int | None
+) -> dict[str, Any]:
+  """Width, heads, head_dim, norm and tying fields of `ModelConfig`.
+
+  Args:
+    hf_config: the parsed `config.json`.
+    default_head_dim: what transformers assumes when `head_dim` is absent
+      (Qwen3: 128), or None for hidden_size // num_attention_heads (Qwen2).
+  """
+  embed_dim = positive_int(hf_config, "hidden_size")
+  num_heads = positive_int(hf_config, "num_attention_heads")
+  if hf_config.get("head_dim") is not None:
+    head_dim = positive_int(hf_config, "head_dim")
+  else:
+    head_dim = embed_dim // num_heads
+    if embed_dim % num_heads or head_dim != (default_head_dim or head_dim):
+      raise ValueError(
+          "HF config is missing field 'head_dim' and hidden_size //"
+          f" num_attention_heads = {head_dim} differs from Hugging Face's"
+          f" default of {default_head_dim}; write head_dim explicitly."
+      )
+  if hf_config.get("num_key_value_heads") is None:
+    # An explicit null means "same as num_attention_heads" in transformers.
+    if "num_key_value_heads" not in hf_config:
+      required_field(hf_config, "num_key_value_heads")
+    num_kv_heads = num_heads
+  else:
+    num_kv_heads = positive_int(hf_config, "num_key_value_heads")
+  if num_heads % num_kv_heads:
+    raise ValueError(
+        f"HF config num_attention_heads={num_heads} is not a multiple of"
+        f" num_key_value_heads={num_kv_heads}."
+    )
+  norm_eps = hf_config.get("rms_norm_eps", 1e-6)
+  if not isinstance(norm_eps, (int, float)) or norm_eps <= 0:
+    raise ValueError(f"HF config rms_norm_eps={norm_eps!r} must be positive.")
+  tied = hf_config.get("tie_word_embeddings", False)
+  if not isinstance(tied, bool):
+    raise ValueError(f"HF config tie_word_embeddings={tied!r} must be a bool.")
+  return dict(
+      num_layers=positive_int(hf_config, "num_hidden_layers"),
+      vocab_size=positive_int(hf_config, "vocab_size"),
+      embed_dim=embed_dim,
+      num_heads=num_heads,
+      head_dim=head_dim,
+      num_kv_heads=num_kv_heads,
+      norm_eps=float(norm_eps),
+      use_tied_embedding=tied,
+  )
+
+
+def dtype_fields(compute: Any, params: Any) -> dict[str, Any]:
+  """`dtype` (float32 if None) and `param_dtype` (`dtype` if None)."""
+  compute = check_dtype("dtype", jnp.float32 if compute is None else compute)
+  return dict(
+      dtype=compute,
+      param_dtype=check_dtype(
+          "param_dtype", compute if params is None else params
+      ),
+  )
