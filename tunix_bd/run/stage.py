@@ -108,27 +108,40 @@ class Stage:
 
   Attributes:
     config: the config.
-    workdir: `config.workdir`.
+    workdir: `config.workdir` (None for a run that writes one `output`).
     sections: `{name: settings}`, the typed sections; also attributes
       (`stage.train`).
     fingerprint: the run fingerprint, once `check_fingerprint` ran.
   """
 
-  def __init__(self, config: ml_collections.ConfigDict, **specs: Any):
+  def __init__(
+      self,
+      config: ml_collections.ConfigDict,
+      *,
+      writes: str = "workdir",
+      **specs: Any,
+  ):
     """Validates before any compute: workdir, sections, checkpoints.
 
     Args:
       config: the recipe's config.
+      writes: the key naming where the run writes: `workdir`, a directory,
+        or `output`, one report file (empty: none; the benchmarks that
+        print their table).
       **specs: `name=SettingsClass` for each typed section (see
         `build_section`).
 
     Raises:
-      ValueError: naming the key, for the workdir, a bad section or a
-        checkpoint directory that does not exist.
+      ValueError: naming the key, for the workdir (or output file), a bad
+        section or a checkpoint directory that does not exist.
     """
-    workdir_lib.check(config.workdir)
+    if writes == "output":
+      if config.output:
+        workdir_lib.check_file(config.output, "output")
+    else:
+      workdir_lib.check(config.workdir)
     self.config = config
-    self.workdir = config.workdir
+    self.workdir = config.get("workdir")
     self.sections = {
         name: build_section(config, name, spec) for name, spec in specs.items()
     }
