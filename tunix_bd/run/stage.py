@@ -18,6 +18,10 @@ A training recipe is five steps, in this order, whatever it trains:
   stage.export_block_diffusion(model, tokenizer, bd=..., ...)
       # 5. Export, with the sources' provenance.
 
+A benchmark recipe takes step 1 alone, then builds its arms, measures and
+writes its report (`tunix_bd.benchmarking`); one that writes a single
+report file rather than a workdir passes `writes="output"`.
+
 The fingerprint rule (`section_fields`): every field of every typed section,
 but those declared `config_utils.resumable()`; checkpoints and data files
 (`config_utils.source`) by the digests of their contents; plus the recipe,

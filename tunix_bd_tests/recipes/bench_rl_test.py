@@ -39,7 +39,7 @@ class SmokeTest(absltest.TestCase):
     for arm in step_phases.ARMS:
       self.assertEqual(tuple(seconds[arm]), step_phases.PHASES)
       for phase, times in seconds[arm].items():
-        self.assertLen(times, self.config.repeats, f"{arm} {phase}")
+        self.assertLen(times, self.config.bench.repeats, f"{arm} {phase}")
         self.assertTrue(all(t > 0 for t in times), f"{arm} {phase}")
 
   def test_medians_ratios_and_step_agree(self):
