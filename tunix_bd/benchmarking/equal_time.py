@@ -70,8 +70,10 @@ class EqualTimeSettings:
     thresholds: the decode thresholds of the evaluation.
   """
 
-  time_budget_s: float = 180.0
-  max_steps: int = 2000
+  # As the arms' `train` keys they set: how far an arm goes, not what its
+  # checkpoints mean.
+  time_budget_s: float = config_utils.resumable(default=180.0)
+  max_steps: int = config_utils.resumable(default=2000)
   learning_rate: float = 3e-4
   warmup_steps: int = 10
   batch_size: int = 16
