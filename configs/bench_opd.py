@@ -5,10 +5,11 @@
   tunix run --plugin tunix_bd bench_opd.py
 
 (after the quickstart, whose converted model and AR teacher are the
-defaults; `--config.student=DIR --config.teacher=DIR` for others).
+defaults; `--config.model.student=DIR --config.model.teacher=DIR` for
+others).
 
 From the same block-diffusion student, each arm trains for
-`time_budget_s` seconds (compilation included) with the same optimizer
+`bench.time_budget_s` seconds (compilation included) with the same optimizer
 settings (the `opd.py` / `sft.py` configs otherwise), then all are decoded
 greedily on the same held-out prompts: exact match and tokens per forward at
 each threshold, side by side. Variants: `default`; `tiny` for smoke tests.
@@ -18,6 +19,7 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import mesh
+from tunix_bd.benchmarking import equal_time
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -31,20 +33,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.recipe = "bench_opd"
   config.workdir = "runs/bench_opd"
   config.seed = 0
-  config.student = "runs/quickstart/sft/export"
-  config.teacher = "runs/quickstart/ar_pretrain/export"
-  config.time_budget_s = 180.0
-  config.max_steps = 2000  # Sets the learning-rate schedule's length.
-  config.learning_rate = 3e-4
-  config.warmup_steps = 10
-  config.batch_size = 16
-  # The OPD arms' rollout commit threshold and hard-label weight.
-  config.rollout_threshold = 0.9
-  config.hard_loss_weight = 0.0
-  config.num_eval = 256
-  config.thresholds = (0.5, 0.9)
+  # Each section takes its defaults from its settings dataclass
+  # (`benchmarking.equal_time`); this config states what it changes.
+  # model: the student every arm starts from and the AR teacher.
+  config.model = config_utils.to_section(equal_time.EqualTimeModelSettings)
+  # bench: every arm's time budget and optimizer settings (`max_steps` sets
+  # the learning-rate schedule's length), the OPD arms' rollout commit
+  # threshold and hard-label weight, and the held-out evaluation.
+  config.bench = config_utils.to_section(equal_time.EqualTimeSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "tiny":
-    config.time_budget_s = 5.0
-    config.num_eval = 8
+    config.bench.update(time_budget_s=5.0, num_eval=8)
   return config

@@ -21,8 +21,8 @@ import ml_collections
 from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh
+from tunix_bd.benchmarking import grpo_step
 from tunix_bd.data import settings as data_settings
-from tunix_bd.run import sections
 from tunix_bd.rl import settings
 
 _VARIANTS = ("default", "smoke", "tiny")
@@ -39,21 +39,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.recipe = "bench_rl"
   config.workdir = "runs/bench_rl"
   config.seed = 0
-  config.model = ml_collections.ConfigDict(
-      dict(
-          # The block-diffusion policy (a converted model) and the AR policy
-          # (Tunix's GRPO); each is also its own KL reference.
-          checkpoint="runs/quickstart/sft/export",
-          ar_checkpoint="runs/quickstart/ar_pretrain/export",
-          # `random_init`: two random policies of the `scratch` shape.
-          **config_utils.to_section(sections.RandomInitSettings).to_dict(),
-      )
-  )
-  # The prompts: the first `num_prompts` of the seeded GRPO prompt stream.
+  # Each section takes its defaults from its settings dataclass; this config
+  # states what it changes. model: the block-diffusion policy (a converted
+  # model) and the AR policy (Tunix's GRPO), each its own KL reference;
+  # `random_init`: two random policies of the `scratch` shape.
+  config.model = config_utils.to_section(grpo_step.GrpoStepModelSettings)
+  # The prompts: the first `bench.num_prompts` of the seeded prompt stream.
   config.data = config_utils.to_section(
       data_settings.DataSettings, num_train=256, num_eval=8
   )
-  config.num_prompts = 16
   # As in `grpo.py`; the AR rollout uses the same token budget, prompt
   # length and temperature (Tunix's `vanilla` engine, no vocabulary filter).
   config.rollout = config_utils.to_section(settings.RolloutSettings)
@@ -61,11 +55,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # both compute old log-probs, as any run with more than one update per
   # rollout does.
   config.grpo = config_utils.to_section(settings.GrpoSettings, num_iterations=2)
-  # 0 keeps both policies fixed, so every round does the same work (Adam
-  # still computes its full update).
-  config.learning_rate = 0.0
-  config.warmup_rounds = 2  # Untimed: compilation.
-  config.repeats = 10  # Timed interleaved rounds; each phase keeps its median.
+  # The batch, the learning rate (0: fixed policies) and the rounds timed.
+  config.bench = config_utils.to_section(grpo_step.GrpoStepSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 
   if variant in ("smoke", "tiny"):
@@ -74,9 +65,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.model.scratch.update(config_sections.tiny_model_shape())
     config.model.scratch_bd.block_size = 4
     config.data.update(num_train=16, num_eval=4, max_len=3)
-    config.num_prompts = 2
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)
     config.grpo.num_generations = 4
-    config.warmup_rounds = 1
-    config.repeats = 2
+    config.bench.update(num_prompts=2, warmup_rounds=1, repeats=2)
   return config

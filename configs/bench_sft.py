@@ -17,9 +17,8 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import mesh
+from tunix_bd.benchmarking import sft_step
 from tunix_bd.data import settings as data_settings
-from tunix_bd.models import from_scratch
-from tunix_bd.run import sections
 
 _VARIANTS = ("default", "qwen3_0p6b", "tiny")
 
@@ -34,23 +33,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.recipe = "bench_sft"
   config.seed = 0
-  config.batch_size = 32
-  config.num_steps = 20
-  # Two: the first update changes the optimizer state's types and recompiles.
-  config.warmup_steps = 2
   config.output = ""  # A path to also write the report as JSON.
-  # Among `ar` (always), `bd_single_canvas`, `bd_clean_context`.
-  config.variants = ("ar", "bd_single_canvas", "bd_clean_context")
-  config.model = config_utils.to_section(from_scratch.ScratchModelSettings)
-  # 0: the tokenizer's vocabulary; more: a real model's (unused ids).
-  config.model.vocab_size = 0
-  config.model.update(
-      config_utils.to_section(sections.PrecisionSettings).to_dict()
-  )
-  config.bd = ml_collections.ConfigDict(dict(block_size=8))
+  # Each section takes its defaults from its settings dataclass
+  # (`benchmarking.sft_step`); this config states what it changes.
+  # model: the random Qwen3's shape, `vocab_size` (0: the tokenizer's; more:
+  # a real model's, unused ids) and the SFT recipe's precision keys.
+  config.model = config_utils.to_section(sft_step.SftStepModelSettings)
+  config.bd = config_utils.to_section(sft_step.SftStepBdSettings)
   config.data = config_utils.to_section(
       data_settings.DataSettings, num_train=256, num_eval=8, max_length=56
   )
+  # bench.variants: among `ar` (always), `bd_single_canvas`,
+  # `bd_clean_context`.
+  config.bench = config_utils.to_section(sft_step.SftStepSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "qwen3_0p6b":
     # Qwen3-0.6B's config.json, 4 layers.
@@ -64,12 +59,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         tie_embeddings=True,
         vocab_size=151936,
     )
-    config.batch_size = 2
-    config.num_steps = 3
+    config.bench.update(
+        batch_size=2, num_steps=3, variants=("ar", "bd_clean_context")
+    )
     config.data.update(num_train=16, max_length=128)
-    config.variants = ("ar", "bd_clean_context")
   if variant == "tiny":
-    config.batch_size = 4
-    config.num_steps = 2
+    config.bench.update(batch_size=4, num_steps=2)
     config.data.num_train = 16
   return config

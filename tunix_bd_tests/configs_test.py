@@ -9,6 +9,9 @@ from absl.testing import parameterized
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd import plugin
+from tunix_bd.benchmarking import equal_time
+from tunix_bd.benchmarking import grpo_step
+from tunix_bd.benchmarking import sft_step
 from tunix_bd.cli import config_loading
 from tunix_bd.data import dataset
 from tunix_bd.data import settings as data_settings
@@ -64,8 +67,18 @@ _TYPED_SECTIONS = {
             checkpoint_every_n_steps=40,
         ),
     ),
+    ("bench_rl", "model"): (grpo_step.GrpoStepModelSettings, {}),
     ("bench_rl", "rollout"): (rl_settings.RolloutSettings, {}),
     ("bench_rl", "grpo"): (rl_settings.GrpoSettings, {"num_iterations": 2}),
+    ("bench_rl", "bench"): (grpo_step.GrpoStepSettings, {}),
+    ("bench_rl", "mesh"): (mesh.MeshSettings, {}),
+    ("bench_sft", "model"): (sft_step.SftStepModelSettings, {}),
+    ("bench_sft", "bd"): (sft_step.SftStepBdSettings, {}),
+    ("bench_sft", "bench"): (sft_step.SftStepSettings, {}),
+    ("bench_sft", "mesh"): (mesh.MeshSettings, {}),
+    ("bench_opd", "model"): (equal_time.EqualTimeModelSettings, {}),
+    ("bench_opd", "bench"): (equal_time.EqualTimeSettings, {}),
+    ("bench_opd", "mesh"): (mesh.MeshSettings, {}),
     ("sft", "model"): (sections.SftModelSettings, {}),
     ("sft", "bd"): (sections.BdSettings, {}),
     ("sft", "corruption"): (

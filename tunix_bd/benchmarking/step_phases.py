@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Timing one RL step phase by phase, two learners side by side.
 
-`bench_rl` builds an `Arm` per learner (a call per phase, each blocking on
+`grpo_step` builds an `Arm` per learner (a call per phase, each blocking on
 its result) and times them here: round after round, each phase of every
 arm in turn (diffusion rollout, AR rollout, diffusion reference, ...), so
 a shared, noisy machine slows both alike. A phase keeps the median of its

@@ -2,11 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `bench_opd`: continued SFT vs OPD `corrupted` vs OPD `trace`.
 
-From one block-diffusion student, each arm trains for the same wall-time
-budget (compilation included) with the same optimizer settings, then every
-arm's model is decoded greedily on the same held-out prompts at each
-threshold: exact match and tokens per forward, side by side, plus the
-starting student's. Arms run one after another in this process.
+From one block-diffusion student (`model.student`), each arm trains for the
+same wall-time budget (compilation included) with the same optimizer
+settings (`bench`), by the `opd` and `sft` recipes themselves (so each arm
+is fingerprinted, evaluated and exported with provenance under
+`workdir/<arm>`); then every arm's model is decoded greedily on the same
+held-out prompts at each threshold: exact match and tokens per forward,
+side by side, plus the starting student's (`benchmarking.equal_time`).
+Arms run one after another in this process; writes `bench_opd.json`.
 """
 
 from __future__ import annotations
@@ -19,150 +22,80 @@ import ml_collections
 from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
 from tunix_bd import plugin
+from tunix_bd.benchmarking import equal_time
 from tunix_bd.cli import config_loading
-from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import sources
-from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.evaluation import report as report_lib
-from tunix_bd.generate import settings as decode_settings
-from tunix_bd.generate import text
-from tunix_bd.models import bd_formats
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
-from tunix_bd.run import models
-from tunix_bd.run import workdir as workdir_lib
+from tunix_bd.run import stage as stage_lib
 
 
-def _stage_config(config, name: str) -> ml_collections.ConfigDict:
-  stage = config_loading.load_config(plugin.PLUGIN.config_dir / f"{name}.py")
-  stage.seed = config.seed
-  stage.train.update(
-      max_steps=config.max_steps,
-      learning_rate=config.learning_rate,
-      warmup_steps=config.warmup_steps,
-      batch_size=config.batch_size,
-      eval_every_n_steps=config.max_steps,
-      checkpoint_every_n_steps=config.max_steps,
+def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+  """Fails closed on settings that cannot work, before any compute."""
+  return stage_lib.Stage(
+      config,
+      model=equal_time.EqualTimeModelSettings,
+      bench=equal_time.EqualTimeSettings,
+      mesh=mesh_lib.MeshSettings,
   )
-  return stage
 
 
-def _opd_arm(config, canvas: str) -> dict:
-  stage = _stage_config(config, "opd")
-  stage.workdir = os.path.join(config.workdir, f"opd_{canvas}")
-  stage.model.update(student=config.student, teacher=config.teacher)
-  stage.opd.update(canvas=canvas, hard_loss_weight=config.hard_loss_weight)
-  stage.rollout.threshold = config.rollout_threshold
-  stage.train.time_budget_s = config.time_budget_s
-  stage.data.num_eval = config.num_eval
-  stage.eval.thresholds = tuple(config.thresholds)
-  after = opd.run(stage)
+def _shipped(name: str) -> ml_collections.ConfigDict:
+  """Recipe `name`'s shipped default config, which an arm starts from."""
+  return config_loading.load_config(plugin.PLUGIN.config_dir / f"{name}.py")
+
+
+def _opd_config(stage, canvas: str) -> ml_collections.ConfigDict:
+  return equal_time.opd_arm_config(
+      _shipped("opd"),
+      stage.model,
+      stage.bench,
+      canvas,
+      seed=stage.config.seed,
+      workdir=os.path.join(stage.workdir, f"opd_{canvas}"),
+  )
+
+
+def _opd_arm(stage, canvas: str, name: str) -> list[dict]:
+  """The OPD arm's row (and the student's, from its `before`)."""
+  config = _opd_config(stage, canvas)
+  after = opd.run(config)
   report = json.loads(
-      files.read_text(os.path.join(stage.workdir, "report.json"))
+      files.read_text(os.path.join(config.workdir, "report.json"))
   )
-  return {"before": report["before"], "after": after, "steps": report["steps"]}
+  return [
+      dict(arm="start (SFT student)", steps=0, **report["before"]),
+      dict(arm=name, steps=report["steps"], **after),
+  ]
 
 
-def _sft_arm(config) -> tuple[str, int]:
-  """Continued SFT of the student, by the `sft` recipe on the time budget.
-
-  Returns:
-    Its export and step count.
-  """
-  stage = _stage_config(config, "sft")
-  stage.workdir = os.path.join(config.workdir, "sft")
-  stage.model.checkpoint = config.student
-  stage.train.time_budget_s = config.time_budget_s
-  stage.mesh.update(config.mesh)
-  # The student's own block-diffusion settings and mask token.
-  bd = bd_formats.load_settings(config.student, "student")
-  tokenizer = bd_formats.load_tokenizer(config.student, key="student")
-  stage.bd.update(
-      block_size=bd.block_size,
-      alignment=bd.alignment,
-      layout=bd.layout,
-      mask_token=tokenizer.convert_ids_to_tokens(bd.mask_token_id),
+def _sft_arm(stage, mesh) -> dict:
+  """Continued SFT of the student by the `sft` recipe, evaluated as OPD's."""
+  config = equal_time.sft_arm_config(
+      _shipped("sft"),
+      stage.model,
+      stage.bench,
+      stage.mesh,
+      seed=stage.config.seed,
+      workdir=os.path.join(stage.workdir, "sft"),
   )
-  losses = sft.run(stage)
-  return os.path.join(stage.workdir, "export"), losses["steps"]
-
-
-def _evaluate(config, checkpoint: str, mesh) -> dict[str, float]:
-  """The OPD arms' decode evaluation of an exported checkpoint."""
-  converted = text.load_model(checkpoint, mesh)
-  tokenizer, model = converted.tokenizer, converted.model
-  stage = _stage_config(config, "opd")
-  stage.data.num_eval = config.num_eval
-  _, eval_set = dataset_lib.conversations(stage.data)
-  length = stage.rollout.max_prompt_length
-  prompts = prompts_lib.encode_prompts(tokenizer, eval_set, length)
-  teacher = models.load_checkpoint(config.teacher, mesh)
-  decode = decode_settings.denoise_config(
-      tokenizer, length, max_new_tokens=stage.rollout.max_new_tokens
+  steps = sft.run(config)["steps"]
+  metrics = equal_time.evaluate(
+      os.path.join(config.workdir, "export"),
+      _opd_config(stage, sources.CORRUPTED),
+      mesh,
   )
-  evaluation = evaluation_lib.DecodeEvaluation(
-      prompts=prompts,
-      teacher=teacher,
-      strategy=strategy_lib.DiffusionOpdStrategy(
-          bd=converted.bd, vocab_size=model.config.vocab_size
-      ),
-      decode=decode,
-      thresholds=tuple(config.thresholds),
-      tokenizer=tokenizer,
-      batch_size=stage.eval.batch_size,
-  )
-  with mesh_lib.tunix_context(mesh):
-    return evaluation.evaluate(model)
+  return dict(arm="continued SFT", steps=steps, **metrics)
 
 
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the arms and prints the side-by-side table."""
-  workdir_lib.check(config.workdir)
-  for key in ("student", "teacher"):
-    if not os.path.isdir(config[key]):
-      raise ValueError(f"{key}={config[key]!r} is not a directory.")
-  if config.time_budget_s <= 0:
-    raise ValueError("time_budget_s must be > 0.")
-  mesh = mesh_lib.from_section(config.mesh)
-  rows = []
-  corrupted = _opd_arm(config, sources.CORRUPTED)
-  rows.append(dict(arm="start (SFT student)", steps=0, **corrupted["before"]))
-  rows.append(
-      dict(arm="OPD corrupted", steps=corrupted["steps"], **corrupted["after"])
-  )
-  trace = _opd_arm(config, sources.TRACE)
-  rows.append(dict(arm="OPD trace", steps=trace["steps"], **trace["after"]))
-  sft_dir, sft_steps = _sft_arm(config)
-  rows.append(
-      dict(
-          arm="continued SFT",
-          steps=sft_steps,
-          **_evaluate(config, sft_dir, mesh),
-      )
-  )
-  names = [
-      f"{m}@{t}"
-      for t in config.thresholds
-      for m in ("exact_match", "tokens_per_forward")
-  ]
-  header = f"{'arm':<20} {'steps':>5} " + " ".join(f"{n:>24}" for n in names)
-  lines = [
-      (
-          f"bench_opd: {config.time_budget_s:.0f} s per arm, lr"
-          f" {config.learning_rate}, batch {config.batch_size},"
-          f" {config.num_eval} held-out prompts, greedy; OPD rollouts at"
-          f" threshold {config.rollout_threshold}, hard_loss_weight"
-          f" {config.hard_loss_weight}"
-      ),
-      header,
-  ]
-  for row in rows:
-    lines.append(
-        f"{row['arm']:<20} {row['steps']:>5} "
-        + " ".join(f"{row[n]:>24.3f}" for n in names)
-    )
-  print("\n".join(lines))
+  stage = validate(config)
+  mesh = mesh_lib.make_mesh(stage.mesh)
+  start, corrupted = _opd_arm(stage, sources.CORRUPTED, "OPD corrupted")
+  _, trace = _opd_arm(stage, sources.TRACE, "OPD trace")
+  rows = [start, corrupted, trace, _sft_arm(stage, mesh)]
+  print(equal_time.format_table(rows, stage.bench))
   report_lib.write_json(os.path.join(config.workdir, "bench_opd.json"), rows)
   return rows

@@ -18,6 +18,10 @@ A training recipe is five steps, in this order, whatever it trains:
   stage.export_block_diffusion(model, tokenizer, bd=..., ...)
       # 5. Export, with the sources' provenance.
 
+A benchmark recipe takes step 1 alone, then builds its arms, measures and
+writes its report (`tunix_bd.benchmarking`); one that writes a single
+report file rather than a workdir passes `writes="output"`.
+
 The fingerprint rule (`section_fields`): every field of every typed section,
 but those declared `config_utils.resumable()`; checkpoints and data files
 (`config_utils.source`) by the digests of their contents; plus the recipe,
@@ -108,27 +112,40 @@ class Stage:
 
   Attributes:
     config: the config.
-    workdir: `config.workdir`.
+    workdir: `config.workdir` (None for a run that writes one `output`).
     sections: `{name: settings}`, the typed sections; also attributes
       (`stage.train`).
     fingerprint: the run fingerprint, once `check_fingerprint` ran.
   """
 
-  def __init__(self, config: ml_collections.ConfigDict, **specs: Any):
+  def __init__(
+      self,
+      config: ml_collections.ConfigDict,
+      *,
+      writes: str = "workdir",
+      **specs: Any,
+  ):
     """Validates before any compute: workdir, sections, checkpoints.
 
     Args:
       config: the recipe's config.
+      writes: the key naming where the run writes: `workdir`, a directory,
+        or `output`, one report file (empty: none; the benchmarks that
+        print their table).
       **specs: `name=SettingsClass` for each typed section (see
         `build_section`).
 
     Raises:
-      ValueError: naming the key, for the workdir, a bad section or a
-        checkpoint directory that does not exist.
+      ValueError: naming the key, for the workdir (or output file), a bad
+        section or a checkpoint directory that does not exist.
     """
-    workdir_lib.check(config.workdir)
+    if writes == "output":
+      if config.output:
+        workdir_lib.check_file(config.output, "output")
+    else:
+      workdir_lib.check(config.workdir)
     self.config = config
-    self.workdir = config.workdir
+    self.workdir = config.get("workdir")
     self.sections = {
         name: build_section(config, name, spec) for name, spec in specs.items()
     }

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""`bench_rl` and `step_phases`: the table's structure, not its timing."""
+"""`bench_rl`: the table's structure, not its timing; bad configs."""
 
 import contextlib
 import io
@@ -39,7 +39,7 @@ class SmokeTest(absltest.TestCase):
     for arm in step_phases.ARMS:
       self.assertEqual(tuple(seconds[arm]), step_phases.PHASES)
       for phase, times in seconds[arm].items():
-        self.assertLen(times, self.config.repeats, f"{arm} {phase}")
+        self.assertLen(times, self.config.bench.repeats, f"{arm} {phase}")
         self.assertTrue(all(t > 0 for t in times), f"{arm} {phase}")
 
   def test_medians_ratios_and_step_agree(self):
@@ -103,34 +103,15 @@ class SmokeTest(absltest.TestCase):
       self.assertEqual(json.load(f), json.loads(json.dumps(self.summary)))
 
 
-class TimeRoundsTest(absltest.TestCase):
-
-  def test_phases_alternate_arms_and_warmup_is_dropped(self):
-    calls = []
-    arms = {
-        arm: step_phases.Arm(
-            phases={
-                p: lambda a=arm, p=p: calls.append((a, p))
-                for p in step_phases.PHASES
-            },
-            visible_lengths=[5],
-        )
-        for arm in step_phases.ARMS
-    }
-    seconds = step_phases.time_rounds(arms, warmup=2, repeats=3)
-    one_round = [(a, p) for p in step_phases.PHASES for a in step_phases.ARMS]
-    self.assertEqual(calls, one_round * 5)
-    for arm in step_phases.ARMS:
-      self.assertTrue(all(len(t) == 3 for t in seconds[arm].values()))
-      # What the warm-up rollouts recorded is not counted.
-      self.assertEqual(arms[arm].visible_lengths, [])
-
-
 class BadInputTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("repeats", dict(repeats=0), "repeats"),
-      ("learning_rate", dict(learning_rate=-1.0), "learning_rate"),
+      ("repeats", dict(bench=dict(repeats=0)), r"bench\.repeats"),
+      (
+          "learning_rate",
+          dict(bench=dict(learning_rate=-1.0)),
+          r"bench\.learning_rate",
+      ),
       ("rollout_key", dict(rollout=dict(top_p=0.9)), "rollout config keys"),
       ("generations", dict(grpo=dict(num_generations=1)), "num_generations"),
       (
@@ -148,6 +129,19 @@ class BadInputTest(parameterized.TestCase):
       else:
         config[key] = value
     with self.assertRaisesRegex(ValueError, message):
+      bench_rl.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
+  def test_a_directory_without_a_model_is_refused(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "bench")
+    empty = self.create_tempdir().full_path
+    config = _smoke(workdir)
+    config.model.update(
+        random_init=False, checkpoint=empty, ar_checkpoint=empty
+    )
+    with self.assertRaisesRegex(
+        ValueError, r"model\.checkpoint=.* is not a model directory"
+    ):
       bench_rl.run(config)
     self.assertFalse(os.path.exists(workdir))
 

@@ -66,6 +66,18 @@ class StageTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r"^model\.reference="):
       stage_lib.Stage(config, model=sections.GrpoModelSettings)
 
+  def test_a_run_writing_one_output_file_checks_that_file_instead(self):
+    config = config_files.get_config("bench_sft", "tiny")
+    self.assertNotIn("workdir", config)
+    stage = stage_lib.Stage(config, writes="output")  # Empty: no file.
+    self.assertIsNone(stage.workdir)
+    config.output = os.path.join(self.root, "out", "report.json")
+    stage_lib.Stage(config, writes="output")
+    config.output = self.root
+    with self.assertRaisesRegex(ValueError, r"^output=.*is a directory"):
+      stage_lib.Stage(config, writes="output")
+    self.assertEqual(os.listdir(self.root), [])
+
   def test_the_fingerprint_is_recorded_at_start_only(self):
     stage = stage_lib.Stage(
         self.config, train=(options.TrainSettings, options.TimeBudget)
