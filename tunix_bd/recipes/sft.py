@@ -60,7 +60,6 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   host_memory.schedule_for_memory()  # Before XLA starts: remat on CPU.
   stage = validate(config)
   (train, budget), lora = stage.train, stage.lora
-  precision = stage.model.precision
   tokenizer = tokenizer_lib.load_tokenizer(
       stage.model.checkpoint, config.data.chat_template, key="model.checkpoint"
   )
@@ -77,9 +76,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   if jax.default_backend() == "cpu":
     # Every step's activations are host buffers: return them when freed.
     host_memory.return_freed_buffers()
-  model = models.load(stage.model, "checkpoint", mesh)
   model, model_config, bd = models.to_block_diffusion(
-      model, tokenizer, stage.bd
+      models.load(stage.model, "checkpoint", mesh), tokenizer, stage.bd
   )
   model = lora.apply(model, seed=config.seed, mesh=mesh)
   # Every row is validated here, before any training step.
@@ -99,7 +97,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       options.training_config(train, stage.workdir, DESCRIPTION),
       config=bd,
       fingerprint=fingerprint,
-      logits_chunk=precision.chunk,  # Refuses a LoRA'd head.
+      logits_chunk=stage.model.precision.chunk,  # Refuses a LoRA'd head.
   )
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   stage.start(trainer.train_steps)
@@ -115,7 +113,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       extra={
           "converted_from": stage.provenance("checkpoint"),
           "corruption": stage.corruption.to_dict(),
-          "precision": precision.provenance(),
+          "precision": stage.model.precision.provenance(),
       },
   )
   return trainer_lib.report_conversion(
