@@ -4,6 +4,8 @@
 
 This is the AR reference every block-diffusion number is compared with, so
 it uses Tunix's stock KV-cached `Sampler`, not tunix_bd code.
+`write_exact_match` is AR pretraining's evaluation: the scores and every
+prediction in `eval.json`, the table printed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tunix_bd.benchmarking import speed
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import scoring
+from tunix_bd.evaluation import report
 
 
 def prompt_texts(
@@ -138,3 +141,72 @@ def exact_match(
       [c.answer for c in conversations],
   )
   return scores, predictions
+
+
+def prediction_records(
+    conversations: Sequence[dataset_lib.Conversation],
+    predictions: Sequence[str],
+) -> list[dict[str, str]]:
+  """One `{"prompt", "answer", "prediction", "task"}` per conversation.
+
+  `prompt` is the last user turn (the message before the answer).
+  """
+  return [
+      {
+          "prompt": c.messages[-2]["content"],
+          "answer": c.answer,
+          "prediction": p,
+          "task": c.task,
+      }
+      for c, p in zip(conversations, predictions)
+  ]
+
+
+def write_exact_match(
+    model: nnx.Module,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    conversations: Sequence[dataset_lib.Conversation],
+    *,
+    path: str,
+    max_new_tokens: int,
+    batch_size: int,
+    options: chat.ChatOptions = chat.ChatOptions(),
+) -> dict[str, float]:
+  """`exact_match`, written to `path` and printed as a table.
+
+  Args:
+    model: the AR model.
+    tokenizer: its tokenizer.
+    conversations: the held-out conversations.
+    path: the JSON file written (`eval.json`): `{"exact_match": {task:
+      accuracy, "all": ...}, "predictions": prediction_records(...)}`.
+    max_new_tokens: the greedy decoding budget.
+    batch_size: prompts per decoding call.
+    options: the chat template's switches, the ones training used.
+
+  Returns:
+    Exact-match accuracy per task and `"all"`.
+  """
+  scores, predictions = exact_match(
+      model,
+      tokenizer,
+      conversations,
+      max_new_tokens=max_new_tokens,
+      batch_size=batch_size,
+      options=options,
+  )
+  report.write_json(
+      path,
+      {
+          "exact_match": scores,
+          "predictions": prediction_records(conversations, predictions),
+      },
+  )
+  print(
+      report.percent_table(
+          f"AR teacher greedy exact match on {len(conversations)}"
+          " eval examples (Tunix Sampler):",
+          scores,
+      )
+  )
+  return scores

@@ -303,3 +303,40 @@ def batches(
     ds = ds.seed(seed).shuffle()
   ds = ds.repeat(num_epochs)
   return ds.batch(batch_size, drop_remainder=True)
+
+
+def train_and_eval_batches(
+    train_data: TokenizedDataset,
+    eval_data: TokenizedDataset,
+    *,
+    batch_size: int,
+    eval_batch_size: int,
+    seed: int,
+) -> tuple[grain.MapDataset, grain.MapDataset]:
+  """An AR training run's streams of `batches`, keys named for errors.
+
+  Args:
+    train_data: the encoded training rows.
+    eval_data: the encoded held-out rows.
+    batch_size: `train.batch_size`.
+    eval_batch_size: `eval.batch_size`.
+    seed: seeds the training shuffle.
+
+  Returns:
+    `(train_batches, eval_batches)`: `[batch_size, max_length]` batches,
+    reshuffled every epoch, forever; one unshuffled pass of
+    `[eval_batch_size, max_length]` batches. MapDatasets, not iterators:
+    Tunix re-iterates the eval data at each evaluation.
+  """
+  train_batches = batches(
+      train_data, batch_size, seed=seed, key="train.batch_size"
+  )
+  eval_batches = batches(
+      eval_data,
+      eval_batch_size,
+      seed=0,
+      num_epochs=1,
+      shuffle=False,
+      key="eval.batch_size",
+  )
+  return train_batches, eval_batches

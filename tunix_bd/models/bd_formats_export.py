@@ -225,8 +225,9 @@ def check_options(section: Any) -> None:
 def check_run(
     section: Any,
     *,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    tokenizer: Any,
+    bd: Any,
+    mask_token: str | None,
+    vocab_size: int,
     source: hf_source.Source | None,
     scratch: Any = None,
 ) -> None:
@@ -234,8 +235,11 @@ def check_run(
 
   Args:
     section: the `export` section.
-    bd: the model's block-diffusion settings.
-    tokenizer: its tokenizer (holding the mask token).
+    bd: the model's block-diffusion settings (its `alignment` and
+      `block_size`).
+    mask_token: its mask token's string (`mask_token_string`; None for an
+      id no string encodes to).
+    vocab_size: its tokenizer's size (a random model's vocabulary).
     source: the checkpoint it is loaded from, or None for a random model
       of the `scratch` section (`model.scratch`, a Qwen3).
 
@@ -251,11 +255,11 @@ def check_run(
     settings = config_utils.from_section(
         from_scratch.ScratchModelSettings, scratch, "model.scratch"
     )
-    model_config = from_scratch.qwen3_config(settings, len(tokenizer))
+    model_config = from_scratch.qwen3_config(settings, vocab_size)
   check_exportable(
       section.format,
       alignment=bd.alignment,
       block_size=bd.block_size,
       model_config=model_config,
-      mask_token=mask_token_string(tokenizer, bd.mask_token_id),
+      mask_token=mask_token,
   )

@@ -31,7 +31,6 @@ from tunix_bd.benchmarking import ar_sampler
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.evaluation import report
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.run import sections
@@ -84,20 +83,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   trainer.with_gen_model_input_fn(ar.ar_model_inputs)
-  train_batches = dataset_lib.batches(
-      train_data, train.batch_size, seed=config.seed, key="train.batch_size"
-  )
-  eval_batches = dataset_lib.batches(
+  train_batches, eval_batches = dataset_lib.train_and_eval_batches(
+      train_data,
       eval_data,
-      stage.eval.batch_size,
-      seed=0,
-      num_epochs=1,
-      shuffle=False,
-      key="eval.batch_size",
+      batch_size=train.batch_size,
+      eval_batch_size=stage.eval.batch_size,
+      seed=config.seed,
   )
   stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):
-    # MapDatasets, not iterators: Tunix re-iterates eval data at each eval.
     trainer.train(train_batches, eval_batches)
 
   export.export_qwen3(model, tokenizer, stage.export_dir)
@@ -109,32 +103,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       flush=True,
   )
   with mesh_lib.tunix_context(mesh):
-    scores, predictions = ar_sampler.exact_match(
+    return ar_sampler.write_exact_match(
         model,
         tokenizer,
         conversations,
+        path=os.path.join(stage.workdir, "eval.json"),
         max_new_tokens=stage.eval.max_new_tokens,
         batch_size=stage.eval.batch_size,
         options=stage.data.chat_options,
     )
-  records = [
-      {
-          "prompt": c.messages[-2]["content"],
-          "answer": c.answer,
-          "prediction": p,
-          "task": c.task,
-      }
-      for c, p in zip(conversations, predictions)
-  ]
-  report.write_json(
-      os.path.join(stage.workdir, "eval.json"),
-      {"exact_match": scores, "predictions": records},
-  )
-  print(
-      report.percent_table(
-          f"AR teacher greedy exact match on {len(conversations)}"
-          " eval examples (Tunix Sampler):",
-          scores,
-      )
-  )
-  return scores

@@ -22,21 +22,15 @@ import ml_collections
 
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import lm_head
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_export
-from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import trainer as trainer_lib
-from tunix_bd.training import metrics
 from tunix_bd.training import options
 from tunix_bd.training import progress
 
@@ -45,7 +39,7 @@ DESCRIPTION = "Block-diffusion SFT"
 
 def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
   """Fails closed on settings that cannot work, before any compute."""
-  stage = stage_lib.Stage(
+  return stage_lib.Stage(
       config,
       model=sections.SftModelSettings,
       bd=sections.BdSettings,
@@ -57,60 +51,39 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       export=sections.ExportSettings,
       mesh=mesh_lib.MeshSettings,
   )
-  if stage.export.format != bd_formats_export.TUNIX_BD:
-    # The mask token is provisioned under `bd.mask_token`'s string.
-    bd_formats_export.check_exportable(
-        stage.export.format,
-        alignment=stage.bd.alignment,
-        block_size=stage.bd.block_size,
-        model_config=bd_formats.model_config_from_hf(
-            hf_checkpoint.read_config(stage.model.checkpoint)
-        ),
-        mask_token=stage.bd.mask_token,
-    )
-  return stage
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
   stage = validate(config)
-  (train, budget), lora, precision = (
-      stage.train,
-      stage.lora,
-      stage.model.precision,
-  )
-  checkpoint = stage.model.checkpoint
+  (train, budget), lora = stage.train, stage.lora
   tokenizer = tokenizer_lib.load_tokenizer(
-      checkpoint, config.data.chat_template, key="model.checkpoint"
+      stage.model.checkpoint, config.data.chat_template, key="model.checkpoint"
+  )
+  # The AR tokenizer gets the mask token (`bd.mask_token`) when converted.
+  chat_options, hf_files = stage.check_export(
+      "checkpoint", tokenizer, stage.bd, ar_mask_token=stage.bd.mask_token
   )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
-  hf_files = hf_source.read(checkpoint)  # What the export keeps.
   fingerprint = stage.check_fingerprint(
       tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
   )
 
   mesh = mesh_lib.make_mesh(stage.mesh)
-  model = models.load(stage.model, "checkpoint", mesh)
   model, model_config, bd = models.to_block_diffusion(
-      model, tokenizer, stage.bd
+      models.load(stage.model, "checkpoint", mesh), tokenizer, stage.bd
   )
   model = lora.apply(model, seed=config.seed, mesh=mesh)
-  if precision.chunk:
-    lm_head.model_head(model, bd.mask_token_id)  # Refuses a LoRA'd head.
-  # Batches are built (and every row validated) before any training step.
-  batches = dict(
-      corruption=stage.corruption, config=bd, eos_id=tokenizer.eos_token_id
-  )
-  train_batches = batching.sft_batches(
+  # Every row is validated here, before any training step.
+  train_batches, eval_batches = batching.train_and_eval_batches(
       train_data,
-      batch_size=train.batch_size,
+      eval_data,
+      train=train,
+      eval_batch_size=stage.eval.batch_size,
+      corruption=stage.corruption,
+      config=bd,
+      eos_id=tokenizer.eos_token_id,
       seed=config.seed,
-      gradient_accumulation_steps=train.gradient_accumulation_steps,
-      section="train",
-      **batches,
-  )
-  eval_batches = batching.eval_batches(
-      eval_data, batch_size=stage.eval.batch_size, section="eval", **batches
   )
   trainer = trainer_lib.DiffusionSftTrainer(
       model,
@@ -118,7 +91,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       options.training_config(train, stage.workdir, DESCRIPTION),
       config=bd,
       fingerprint=fingerprint,
-      logits_chunk=precision.chunk,
+      logits_chunk=stage.model.precision.chunk,  # Refuses a LoRA'd head.
   )
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   stage.start(trainer.train_steps)
@@ -129,23 +102,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       lora.merge(model, model_config),
       tokenizer,
       bd=bd,
-      chat_options=stage.data.chat_options,
+      chat_options=chat_options,
       source=hf_files,
       extra={
           "converted_from": stage.provenance("checkpoint"),
           "corruption": stage.corruption.to_dict(),
-          "precision": precision.provenance(),
+          "precision": stage.model.precision.provenance(),
       },
   )
-  losses = {
-      "train_loss": metrics.last_metric(stage.workdir, "/train/loss"),
-      "eval_loss": metrics.last_metric(stage.workdir, "/eval/loss"),
-      "steps": trainer.train_steps,
-  }
-  print(
-      f"sft: exported the block-diffusion model to {export_dir} "
-      f"(block_size={bd.block_size}, mask id {bd.mask_token_id}, "
-      f"{bd.alignment}, {bd.layout}); final train loss "
-      f"{losses['train_loss']:.4f}, eval loss {losses['eval_loss']:.4f}."
+  return trainer_lib.report_conversion(
+      stage.workdir, export_dir, bd, trainer.train_steps
   )
-  return losses

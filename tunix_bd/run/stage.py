@@ -234,34 +234,55 @@ class Stage:
     return self.identify(getattr(self.sections["model"], key)).provenance()
 
   def check_export(
-      self, key: str, tokenizer: Any, bd: Any
+      self,
+      key: str,
+      tokenizer: Any,
+      bd: Any,
+      *,
+      ar_mask_token: str | None = None,
   ) -> tuple[chat.ChatOptions, hf_source.Source | None]:
     """Before compute: `model.<key>` can be exported as `export` asks.
 
+    The checkpoint's HF files are read here, once: the check reads their
+    config and the export keeps them.
+
     Args:
-      key: the `model` field naming the converted model the run trains.
-      tokenizer: its tokenizer (holding the mask token).
-      bd: its block-diffusion settings.
+      key: the `model` field naming the checkpoint the run trains.
+      tokenizer: its tokenizer.
+      bd: its block-diffusion settings: a converted model's
+        `BlockDiffusionConfig`, or for an AR source the `bd` section
+        (`alignment` and `block_size` are read).
+      ar_mask_token: set for an AR source (SFT), whose tokenizer gets the
+        mask token only when converted: the string it will get
+        (`bd.mask_token`). None: a converted model, whose tokenizer holds
+        it at `bd.mask_token_id`.
 
     Returns:
-      `(chat_options, hf_files)`: the chat switches the model was trained
-      with (prompts are rendered with them and the export records them) and
-      the HF files the export keeps (None for a random model).
+      `(chat_options, hf_files)`: the chat switches the model is trained
+      with (prompts are rendered with them and the export records them:
+      a converted model's recorded ones, an AR source's `data` section's)
+      and the HF files the export keeps (None for a random model).
 
     Raises:
       ValueError: as `bd_formats_export.check_run`.
     """
     model = self.sections["model"]
-    chat_options = models.trained_chat_options(
-        model, key, self.sections["data"].chat_options
-    )
+    requested = self.sections["data"].chat_options
+    if ar_mask_token is None:
+      chat_options = models.trained_chat_options(model, key, requested)
+      mask_token = bd_formats_export.mask_token_string(
+          tokenizer, bd.mask_token_id
+      )
+    else:
+      chat_options, mask_token = requested, ar_mask_token
     hf_files = models.hf_files(model, key)
     bd_formats_export.check_run(
         self.sections["export"],
         bd=bd,
-        tokenizer=tokenizer,
+        mask_token=mask_token,
+        vocab_size=len(tokenizer),
         source=hf_files,
-        scratch=self.config.model.scratch,
+        scratch=self.config.model.get("scratch"),
     )
     return chat_options, hf_files
 

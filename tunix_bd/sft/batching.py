@@ -1,90 +1,26 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""SFT batches: corrupted global batches, split into accumulation micro-batches.
+"""SFT batch streams for `PeftTrainer`, checked before any compute.
 
-A global batch is `batch_size` examples (two rows each with complementary
-corruption): what one optimizer update sees. It is split into
-`gradient_accumulation_steps` = k micro-batches, the items `PeftTrainer`
-iterates: each an `SftBatch`, a pytree of batch-major arrays that Tunix
-shards row-wise like any input. Each micro-batch carries the per-row fields
-of `tunix_bd.core.denominators`: `global_weight` (the total loss weight of
-its whole global batch) and `accumulation_steps` (k). Together they make k
-accumulated micro-batches exactly one big batch.
-
-The stream is a pure function of the index: example order is a permutation
-per epoch drawn from `(seed, epoch)`, each epoch drops its last partial
-global batch, and corruption is `corrupt_example` of `(corruption.seed,
-example id, epoch)`. Item m of the dataset is therefore the same in every
-run, so a resumed `PeftTrainer` that skips its first `iter_steps` items
-trains on exactly the canvases an uninterrupted run would.
+`sft_batches` (training: shuffled, split into gradient-accumulation
+micro-batches) and `eval_batches` (one unshuffled pass) check their sizes
+against the config keys that set them and every row of the data
+(`validate_dataset`), then serve `tunix_bd.sft.micro_batches.MicroBatches`:
+`SftBatch` micro-batches that are a pure function of their index.
+`train_and_eval_batches` builds both from the `train` and `eval` sections.
 """
 
 from __future__ import annotations
 
-import collections
-import dataclasses
-import sys
-import threading
-from typing import Any, Callable
-
-import flax
 import grain
 import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd.core import bd_config
-from tunix_bd.core import denominators
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.sft import corruption as corruption_lib
-
-GLOBAL_WEIGHT = denominators.GLOBAL_WEIGHT
-ACCUMULATION_STEPS = denominators.ACCUMULATION_STEPS
-
-
-@flax.struct.dataclass(frozen=True)
-class SftBatch:
-  """An SFT micro-batch: what the loss reads, every leaf batch-major.
-
-  The corrupted rows of `corruption_lib.corrupt_example` (an example's rows
-  adjacent) plus the denominator fields. NumPy from the data source; Tunix's
-  `shard_input` splits every leaf along dim 0.
-
-  Attributes:
-    tokens: int32 `[batch, length]` clean canvases (the targets), EOS fill
-      applied.
-    noisy_tokens: int32 `[batch, length]` corrupted canvases.
-    positions: int32 `[batch, length]` logical positions.
-    segment_ids: int32 `[batch, length]`, 1 real, 0 pad.
-    completion_mask: bool `[batch, length]` the completion, EOS fill
-      included (the loss-eligible positions).
-    corruption_mask: bool `[batch, length]` the supervised positions.
-    loss_weights: float32 `[batch, length]` weights of corrupted positions.
-    noise_level: float32 `[batch, length]` noise level t of each position's
-      block.
-    global_weight: float32 `[batch]` total loss weight of the global batch.
-    accumulation_steps: int32 `[batch]` micro-batches per global batch (k).
-  """
-
-  tokens: Any
-  noisy_tokens: Any
-  positions: Any
-  segment_ids: Any
-  completion_mask: Any
-  corruption_mask: Any
-  loss_weights: Any
-  noise_level: Any
-  global_weight: Any
-  accumulation_steps: Any
-
-
-# Every field of an SFT micro-batch, each `[micro_batch, ...]`.
-BATCH_FIELDS = tuple(field.name for field in dataclasses.fields(SftBatch))
-
-
-def _where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:
-  if index < len(dataset.conversations):
-    return dataset.conversations[index].where
-  return f"example {index}"
+from tunix_bd.sft import micro_batches
+from tunix_bd.training import options
 
 
 def validate_dataset(
@@ -150,138 +86,9 @@ def validate_dataset(
     if bad.any():
       first = int(np.flatnonzero(bad)[0])
       raise ValueError(
-          f"{_where(dataset, first)}: {describe(first)} ({int(bad.sum())}"
-          " examples fail this check)."
+          f"{micro_batches.example_where(dataset, first)}: {describe(first)}"
+          f" ({int(bad.sum())} examples fail this check)."
       )
-
-
-class _ComputeOnce:
-  """A small thread-safe cache that computes each key once.
-
-  grain reads items from several threads: the k micro-batches of a global
-  batch are requested about together and must not corrupt it k times.
-  Pickling (for grain worker processes) drops the lock and the entries.
-  """
-
-  def __init__(self, compute: Callable[[int], Any], max_entries: int):
-    self._compute = compute
-    self._max_entries = max_entries
-    self._lock = threading.Lock()
-    self._entries = collections.OrderedDict()
-
-  def __getstate__(self):
-    return {"compute": self._compute, "max_entries": self._max_entries}
-
-  def __setstate__(self, state):
-    self.__init__(state["compute"], state["max_entries"])
-
-  def __call__(self, key: int) -> Any:
-    with self._lock:
-      entry = self._entries.get(key)
-      owner = entry is None
-      if owner:
-        entry = {"ready": threading.Event(), "value": None, "error": None}
-        self._entries[key] = entry
-        while len(self._entries) > self._max_entries:
-          self._entries.popitem(last=False)
-    if owner:
-      try:
-        entry["value"] = self._compute(key)
-      except Exception as e:  # pylint: disable=broad-exception-caught
-        entry["error"] = e
-        with self._lock:
-          self._entries.pop(key, None)
-      entry["ready"].set()
-    else:
-      entry["ready"].wait()
-    if entry["error"] is not None:
-      raise entry["error"]
-    return entry["value"]
-
-
-class _MicroBatches(grain.sources.RandomAccessDataSource):
-  """Item m: micro-batch m % k of global batch m // k."""
-
-  def __init__(
-      self,
-      dataset: dataset_lib.TokenizedDataset,
-      *,
-      batch_size: int,
-      accumulation_steps: int,
-      corruption: corruption_lib.SftCorruptionConfig,
-      config: bd_config.BlockDiffusionConfig,
-      eos_id: int,
-      seed: int,
-      num_epochs: int | None,
-      shuffle: bool,
-  ):
-    self._dataset = dataset
-    self._batch_size = batch_size
-    self._k = accumulation_steps
-    self._corruption = corruption
-    self._config = config
-    self._eos_id = eos_id
-    self._seed = seed
-    self._num_epochs = num_epochs
-    self._shuffle = shuffle
-    self._batches_per_epoch = len(dataset) // batch_size
-    self._orders = _ComputeOnce(self._order, max_entries=2)
-    self._global_batches = _ComputeOnce(self._global_batch, max_entries=8)
-
-  def __len__(self) -> int:
-    if self._num_epochs is None:
-      return sys.maxsize
-    return self._num_epochs * self._batches_per_epoch * self._k
-
-  def _order(self, epoch: int) -> np.ndarray:
-    if not self._shuffle:
-      return np.arange(len(self._dataset))
-    rng = np.random.default_rng(
-        [self._seed, epoch, corruption_lib.ORDER_STREAM]
-    )
-    return rng.permutation(len(self._dataset))
-
-  def _global_batch(self, index: int) -> dict[str, np.ndarray]:
-    """Global batch `index`: `FIELDS` `[batch_size * rows, L]` + its weight."""
-    epoch, within = divmod(index, self._batches_per_epoch)
-    ids = self._orders(epoch)[
-        within * self._batch_size : (within + 1) * self._batch_size
-    ]
-    examples = [
-        corruption_lib.corrupt_example(
-            self._dataset.row(int(i)),
-            example_id=int(i),
-            epoch=epoch,
-            corruption=self._corruption,
-            config=self._config,
-            eos_id=self._eos_id,
-            where=_where(self._dataset, int(i)),
-        )
-        for i in ids
-    ]
-    # An example's rows stay adjacent, so its complementary pair always
-    # lands in one micro-batch.
-    batch = {
-        key: np.concatenate([e[key] for e in examples])
-        for key in corruption_lib.FIELDS
-    }
-    batch[GLOBAL_WEIGHT] = np.float32(
-        batch["loss_weights"].sum(dtype=np.float64)
-    )
-    return batch
-
-  def __getitem__(self, index: int) -> SftBatch:
-    index = int(index)
-    if not 0 <= index < len(self):
-      raise IndexError(f"micro-batch {index} is out of range.")
-    global_index, micro = divmod(index, self._k)
-    batch = self._global_batches(global_index)
-    rows = batch["tokens"].shape[0] // self._k
-    part = slice(micro * rows, (micro + 1) * rows)
-    return SftBatch(
-        **{key: batch[key][part] for key in corruption_lib.FIELDS},
-        **denominators.batch_fields(batch[GLOBAL_WEIGHT], self._k, rows),
-    )
 
 
 def sft_batches(
@@ -314,7 +121,7 @@ def sft_batches(
       `gradient_accumulation_steps` (e.g. "train"), for errors.
 
   Returns:
-    A MapDataset of `SftBatch` micro-batches of
+    A MapDataset of `micro_batches.SftBatch` micro-batches of
     `batch_size * corruption.rows_per_example // k` rows. Iterating it uses
     grain's default read options (16 threads, 500 items prefetched); for
     large batches, hand the trainer
@@ -352,7 +159,7 @@ def sft_batches(
     )
   validate_dataset(dataset, config, eos_id)
   return grain.MapDataset.source(
-      _MicroBatches(
+      micro_batches.MicroBatches(
           dataset,
           batch_size=batch_size,
           accumulation_steps=k,
@@ -392,7 +199,7 @@ def eval_batches(
       errors.
 
   Returns:
-    A MapDataset of `SftBatch`es.
+    A MapDataset of `micro_batches.SftBatch`es.
   """
   return sft_batches(
       dataset,
@@ -406,3 +213,52 @@ def eval_batches(
       shuffle=False,
       section=section,
   )
+
+
+def train_and_eval_batches(
+    train_data: dataset_lib.TokenizedDataset,
+    eval_data: dataset_lib.TokenizedDataset,
+    *,
+    train: options.TrainSettings,
+    eval_batch_size: int,
+    corruption: corruption_lib.SftCorruptionConfig,
+    config: bd_config.BlockDiffusionConfig,
+    eos_id: int,
+    seed: int,
+) -> tuple[grain.MapDataset, grain.MapDataset]:
+  """An SFT run's streams: `sft_batches` of `train`, `eval_batches`.
+
+  Every row of both splits is validated here, before any training step;
+  errors name `train.batch_size`, `train.gradient_accumulation_steps` and
+  `eval.batch_size`.
+
+  Args:
+    train_data: the encoded training rows.
+    eval_data: the encoded held-out rows.
+    train: the `train` section (`batch_size`,
+      `gradient_accumulation_steps`).
+    eval_batch_size: `eval.batch_size`.
+    corruption: the corruption settings.
+    config: the block-diffusion settings.
+    eos_id: the EOS id.
+    seed: seeds the training order.
+
+  Returns:
+    `(train_batches, eval_batches)`: MapDatasets of `micro_batches.SftBatch`
+    (`[train.batch_size * rows_per_example // k, max_length]` training
+    micro-batches, forever; one pass of
+    `[eval_batch_size * rows_per_example, max_length]` held-out batches).
+  """
+  shared = dict(corruption=corruption, config=config, eos_id=eos_id)
+  train_batches = sft_batches(
+      train_data,
+      batch_size=train.batch_size,
+      seed=seed,
+      gradient_accumulation_steps=train.gradient_accumulation_steps,
+      section="train",
+      **shared,
+  )
+  held_out = eval_batches(
+      eval_data, batch_size=eval_batch_size, section="eval", **shared
+  )
+  return train_batches, held_out

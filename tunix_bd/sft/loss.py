@@ -32,10 +32,12 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
-from tunix_bd.sft import batching
+from tunix_bd.sft import micro_batches
 
 
-def sft_model_inputs(batch: batching.SftBatch) -> dict[str, batching.SftBatch]:
+def sft_model_inputs(
+    batch: micro_batches.SftBatch,
+) -> dict[str, micro_batches.SftBatch]:
   """The `gen_model_input_fn`: the loss's keyword arguments.
 
   Args:
@@ -47,7 +49,7 @@ def sft_model_inputs(batch: batching.SftBatch) -> dict[str, batching.SftBatch]:
   Raises:
     ValueError: for anything but an `SftBatch`.
   """
-  if not isinstance(batch, batching.SftBatch):
+  if not isinstance(batch, micro_batches.SftBatch):
     raise ValueError(
         f"the SFT loss needs an SftBatch, got {type(batch).__name__}; build"
         " batches with tunix_bd.sft.batching.sft_batches."
@@ -112,7 +114,7 @@ def bucket_names(num_buckets: int) -> list[str]:
 
 def sft_loss(
     model,
-    batch: batching.SftBatch,
+    batch: micro_batches.SftBatch,
     *,
     config: bd_config.BlockDiffusionConfig,
     num_noise_buckets: int = 4,
@@ -123,7 +125,7 @@ def sft_loss(
 
   Args:
     model: a Tunix decoder (see `diffusion_logits_fn`).
-    batch: the micro-batch (`batching.SftBatch`, `[batch, length]` rows).
+    batch: the micro-batch (`micro_batches.SftBatch`, `[batch, length]` rows).
     config: the block-diffusion settings (static).
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
     logits_fn: the cache-free model call (dense logits).

@@ -5,7 +5,8 @@
 It plugs the loss in with `loss.configure`, logs the aux metrics (which
 Tunix 0.1.7's `PeftTrainer` drops), donates the weights to the train step,
 checks that batches were split for its gradient accumulation, and stores
-the run's fingerprint in every checkpoint.
+the run's fingerprint in every checkpoint. `report_conversion` is the run's
+last line: its final losses and what it exported.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import numpy as np
 from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.training import aux_metrics
 from tunix_bd.training import donation
+from tunix_bd.training import metrics
 
 
 class DiffusionSftTrainer(
@@ -62,7 +65,14 @@ class DiffusionSftTrainer(
         `training_config.metrics_logging_options`.
       logits_fn: see `loss.sft_loss`.
       logits_chunk: see `loss.sft_loss`.
+
+    Raises:
+      ValueError: with `logits_chunk`, for a LoRA'd output head or a mask
+        id outside the vocabulary (`lm_head.model_head`).
     """
+    if logits_chunk:
+      # Fails closed before any step: chunks cannot apply a LoRA'd head.
+      lm_head.model_head(model, config.mask_token_id)
     self._set_fingerprint(fingerprint)
     super().__init__(model, optimizer, training_config, metrics_logger)
     loss_lib.configure(
@@ -87,3 +97,35 @@ class DiffusionSftTrainer(
             " with the same gradient_accumulation_steps."
         )
     return input_data
+
+
+def report_conversion(
+    workdir: str,
+    export_dir: str,
+    bd: bd_config.BlockDiffusionConfig,
+    steps: int,
+) -> dict[str, float]:
+  """The converted run's final losses, printed with what it exported.
+
+  Args:
+    workdir: the run's workdir (its `metrics.jsonl` is read).
+    export_dir: where the block-diffusion model was exported.
+    bd: its block-diffusion settings.
+    steps: the optimizer steps trained (`trainer.train_steps`).
+
+  Returns:
+    `{"train_loss", "eval_loss", "steps"}`: the last logged `/train/loss`
+    and `/eval/loss` (NaN if never logged), and `steps`.
+  """
+  losses = {
+      "train_loss": metrics.last_metric(workdir, "/train/loss"),
+      "eval_loss": metrics.last_metric(workdir, "/eval/loss"),
+      "steps": steps,
+  }
+  print(
+      f"sft: exported the block-diffusion model to {export_dir} "
+      f"(block_size={bd.block_size}, mask id {bd.mask_token_id}, "
+      f"{bd.alignment}, {bd.layout}); final train loss "
+      f"{losses['train_loss']:.4f}, eval loss {losses['eval_loss']:.4f}."
+  )
+  return losses

@@ -35,8 +35,8 @@ from tunix_bd.core import families
 from tunix_bd.core import replayer
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch
-from tunix_bd.sft import batching
 from tunix_bd.sft import loss as loss_lib
+from tunix_bd.sft import micro_batches
 from tunix_bd_tests import test_common
 
 _VOCAB = 64
@@ -191,7 +191,7 @@ class FamiliesTest(parameterized.TestCase):
     tokens[:, 8:] = tokens[:, :8]  # A copy task the model can learn.
     positions = np.broadcast_to(np.arange(16), tokens.shape).astype(np.int32)
     corrupted = (rng.random(tokens.shape) < 0.5) & (positions >= 8)
-    batch = batching.SftBatch(
+    batch = micro_batches.SftBatch(
         tokens=tokens,
         noisy_tokens=np.where(corrupted, _MASK, tokens),
         positions=positions,

@@ -51,6 +51,9 @@ class DatasetTestBase(parameterized.TestCase):
       out.append(int(matches[0]))
     return out
 
+  def _epoch_rows(self, ds, num_batches: int) -> list[int]:
+    return sum((self._indices(ds[i]["tokens"]) for i in range(num_batches)), [])
+
 
 class TokenizeTest(DatasetTestBase):
 
@@ -242,9 +245,6 @@ class ConversationsTest(parameterized.TestCase):
 
 class BatchesTest(DatasetTestBase):
 
-  def _epoch_rows(self, ds, num_batches: int) -> list[int]:
-    return sum((self._indices(ds[i]["tokens"]) for i in range(num_batches)), [])
-
   def test_batch_shapes_and_consistency_with_rows(self):
     ds = dataset.batches(self.data, 4, seed=0)
     batch = ds[0]
@@ -315,6 +315,32 @@ class BatchesTest(DatasetTestBase):
     ds = dataset.batches(self.data, _NUM_EXAMPLES, seed=0, num_epochs=1)
     self.assertLen(ds, 1)
     self.assertCountEqual(self._indices(ds[0]["tokens"]), range(12))
+
+
+class TrainAndEvalBatchesTest(DatasetTestBase):
+
+  def test_a_shuffled_endless_stream_and_one_ordered_pass(self):
+    train, held_out = dataset.train_and_eval_batches(
+        self.data, self.data, batch_size=4, eval_batch_size=5, seed=7
+    )
+    want = dataset.batches(self.data, 4, seed=7)
+    self.assertEqual(len(train), len(want))
+    for i in (0, 5):
+      self.assertEqual(
+          self._indices(train[i]["tokens"]), self._indices(want[i]["tokens"])
+      )
+    self.assertLen(held_out, 2)  # The last partial batch is dropped.
+    self.assertEqual(self._epoch_rows(held_out, 2), list(range(10)))
+
+  def test_errors_name_the_section_keys(self):
+    with self.assertRaisesRegex(ValueError, r"^train\.batch_size=13 exceeds"):
+      dataset.train_and_eval_batches(
+          self.data, self.data, batch_size=13, eval_batch_size=4, seed=0
+      )
+    with self.assertRaisesRegex(ValueError, r"^eval\.batch_size=13 exceeds"):
+      dataset.train_and_eval_batches(
+          self.data, self.data, batch_size=4, eval_batch_size=13, seed=0
+      )
 
 
 if __name__ == "__main__":

@@ -3,15 +3,21 @@
 """Tests for tunix_bd.run.stage: the run skeleton every training recipe uses."""
 
 import os
+import tempfile
 from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.data import settings as data_settings
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import export
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
+from tunix_bd_tests import test_common
 
 
 def _sft_stage(config):
@@ -93,6 +99,67 @@ class StageTest(parameterized.TestCase):
     self.assertIn("learning_rate", fingerprint["fields"]["train"])
     stage.start(0)
     self.assertTrue(os.path.exists(record))
+
+
+class CheckExportTest(parameterized.TestCase):
+  """`check_export` on an AR source: SFT's, whose tokenizer lacks the mask."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tokenizer = tokenizer_lib.build_char_tokenizer()
+    cls.checkpoint = os.path.join(
+        tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "ar_export"
+    )
+    export.save_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
+        cls.checkpoint,
+        tokenizer=cls.tokenizer,
+    )
+
+  def _check(self, **changes):
+    config = config_files.get_config("sft", "tiny")
+    config.workdir = os.path.join(self.create_tempdir().full_path, "run")
+    config.model.checkpoint = self.checkpoint
+    for key, value in changes.items():
+      section, field = key.split("__")
+      config[section][field] = value
+    stage = stage_lib.Stage(
+        config,
+        model=sections.SftModelSettings,
+        bd=sections.BdSettings,
+        data=data_settings.DataSettings,
+        export=sections.ExportSettings,
+    )
+    return stage, stage.check_export(
+        "checkpoint",
+        self.tokenizer,
+        stage.bd,
+        ar_mask_token=stage.bd.mask_token,
+    )
+
+  def test_returns_the_data_sections_switches_and_the_files_read_once(self):
+    stage, (chat_options, hf_files) = self._check()
+    self.assertEqual(chat_options, stage.data.chat_options)
+    self.assertEqual(
+        hf_files.config, hf_checkpoint.read_config(self.checkpoint)
+    )
+    self.assertFalse(os.path.exists(stage.workdir))
+
+  def test_a_format_the_model_cannot_take_is_refused_naming_the_key(self):
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^export\.format='sdar' \(SDAR\) holds same_position logits.*"
+        r"bd\.alignment=same_position",
+    ):
+      self._check(export__format="sdar")
+    # SDAR takes a same-position Qwen3 and any mask token, even one the AR
+    # tokenizer does not have yet.
+    self._check(
+        export__format="sdar",
+        bd__alignment="same_position",
+        bd__mask_token="<|not_yet|>",
+    )
 
 
 class TimeBudgetTest(absltest.TestCase):

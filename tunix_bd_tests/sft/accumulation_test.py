@@ -15,7 +15,7 @@ import optax
 from tunix.sft import peft_trainer
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.sft import batching
+from tunix_bd.sft import micro_batches
 from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
@@ -30,7 +30,7 @@ _CONFIG = bd_config.BlockDiffusionConfig(
 )
 
 
-def _micro_batches(k: int) -> list[batching.SftBatch]:
+def _micro_batches(k: int) -> list[micro_batches.SftBatch]:
   """The k micro-batches of the first global batch (8 examples, 16 rows)."""
   batches = test_common.digit_task_sft_batches(
       _TOKENIZER, _CONFIG, mix_seed=11, gradient_accumulation_steps=k

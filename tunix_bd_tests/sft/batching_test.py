@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.sft.batching: global and micro-batches, order, resume."""
+"""Tests for tunix_bd.sft.batching: checked streams, resume, row checks."""
 
 import pickle
 import re
@@ -15,6 +15,8 @@ from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
+from tunix_bd.sft import micro_batches
+from tunix_bd.training import options
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 _EOS = _TOKENIZER.eos_token_id
@@ -49,60 +51,11 @@ def _batches(data=None, k=1, complementary=False, seed=0, **kwargs):
 
 
 def _assert_equal(a, b):
-  for key in batching.BATCH_FIELDS:
+  for key in micro_batches.BATCH_FIELDS:
     np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
 
 
 class SftBatchesTest(parameterized.TestCase):
-
-  @parameterized.product(k=(2, 4), complementary=(False, True))
-  def test_micro_batches_split_the_global_batch(self, k, complementary):
-    whole = _batches(k=1, complementary=complementary, num_epochs=2)
-    micro = _batches(k=k, complementary=complementary, num_epochs=2)
-    self.assertLen(whole, 8)  # 2 epochs of 18 // 4 = 4 batches.
-    self.assertLen(micro, 8 * k)
-    rows = 4 * (1 + complementary)
-    for g in range(len(whole)):
-      parts = [micro[g * k + i] for i in range(k)]
-      for part in parts:
-        self.assertEqual(part.tokens.shape, (rows // k, 48))
-        np.testing.assert_array_equal(part.accumulation_steps, k)
-        # The denominator is the total weight of the whole global batch.
-        np.testing.assert_array_equal(
-            part.global_weight, whole[g].loss_weights.sum()
-        )
-      for key in corruption.FIELDS:
-        np.testing.assert_array_equal(
-            np.concatenate([getattr(p, key) for p in parts]),
-            getattr(whole[g], key),
-        )
-      np.testing.assert_array_equal(whole[g].accumulation_steps, 1)
-      if complementary:
-        # Each example's two rows are adjacent: exact complements.
-        c = whole[g].corruption_mask
-        np.testing.assert_array_equal(
-            c[1::2], whole[g].completion_mask[0::2] & ~c[0::2]
-        )
-
-  def test_order_is_a_permutation_per_epoch(self):
-    data = _data()
-    ds = _batches(data, num_epochs=3)
-    seen = []
-    for epoch in range(3):
-      clean = np.concatenate([ds[epoch * 4 + b].tokens for b in range(4)])
-      ids = [
-          int(np.flatnonzero((data.tokens[:, :20] == r[:20]).all(1))[0])
-          for r in clean
-      ]
-      self.assertLen(set(ids), 16)  # 16 distinct examples, 2 dropped.
-      seen.append(ids)
-    self.assertNotEqual(seen[0], seen[1])
-    other_seed = _batches(data, seed=1, num_epochs=1)
-    self.assertFalse(np.array_equal(other_seed[0].tokens, ds[0].tokens))
-    unshuffled = _batches(data, num_epochs=1, shuffle=False)
-    np.testing.assert_array_equal(
-        unshuffled[1].tokens[:, :20], data.tokens[4:8, :20]
-    )
 
   def test_resume_sees_the_same_canvases(self):
     # PeftTrainer resumes by skipping `iter_steps` items of a new iterator.
@@ -192,6 +145,55 @@ class SftBatchesTest(parameterized.TestCase):
         ValueError, rf"^{re.escape(where)}: .* need 40 positions"
     ):
       _batches(short)
+
+
+class TrainAndEvalBatchesTest(absltest.TestCase):
+
+  def _streams(self, train_data, eval_data, eval_batch_size=4):
+    return batching.train_and_eval_batches(
+        train_data,
+        eval_data,
+        train=options.TrainSettings(
+            batch_size=4, gradient_accumulation_steps=2
+        ),
+        eval_batch_size=eval_batch_size,
+        corruption=corruption.SftCorruptionConfig(
+            min_noise=0.2, max_noise=0.9, seed=1
+        ),
+        config=_CONFIG,
+        eos_id=_EOS,
+        seed=3,
+    )
+
+  def test_the_train_and_eval_streams_of_the_sections(self):
+    data = _data()
+    train, held_out = self._streams(data, data)
+    for i in range(6):
+      _assert_equal(train[i], _batches(data, k=2, seed=3)[i])
+    want = batching.eval_batches(
+        data,
+        batch_size=4,
+        corruption=corruption.SftCorruptionConfig(
+            min_noise=0.2, max_noise=0.9, seed=1
+        ),
+        config=_CONFIG,
+        eos_id=_EOS,
+    )
+    self.assertLen(held_out, len(want))
+    for got, expected in zip(held_out, want):
+      _assert_equal(got, expected)
+
+  def test_errors_name_the_section_keys(self):
+    data = _data()
+    with self.assertRaisesRegex(
+        ValueError, r"^eval\.batch_size=20 exceeds the \d+ examples"
+    ):
+      self._streams(data, data, eval_batch_size=20)
+    # A held-out row is checked as well as a training row.
+    keep = [c for c, n in zip(data.conversations, data.lengths) if n <= 36]
+    short = dataset_lib.tokenize(_TOKENIZER, keep, 36)
+    with self.assertRaisesRegex(ValueError, r"need 40 positions"):
+      self._streams(data, short)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ A tiny Qwen3 trains on the embedded task through Tunix's `PeftTrainer` loop
 with gradient accumulation, held-out evaluation and orbax checkpoints.
 """
 
+import contextlib
+import io
+import json
+import os
+
 from absl.testing import absltest
 import numpy as np
 import optax
@@ -16,10 +21,12 @@ from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import lora as lora_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.sft import trainer as trainer_lib
+from tunix_bd.training import metrics
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
@@ -125,6 +132,66 @@ class DiffusionSftTrainerTest(absltest.TestCase):
         restored.custom_checkpoint_metadata(),
         {fingerprint_lib.METADATA_KEY: fingerprint},
     )
+
+
+class ConstructionTest(absltest.TestCase):
+
+  def test_chunked_logits_refuse_a_lora_head_before_any_step(self):
+    config = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
+    model = lora_lib.apply_lora(
+        test_common.tiny_qwen3(len(_TOKENIZER)),
+        rank=2,
+        alpha=2.0,
+        module_path=".*lm_head",
+    )
+    training_config = peft_trainer.TrainingConfig(
+        eval_every_n_steps=1, max_steps=1
+    )
+    with self.assertRaisesRegex(ValueError, "lora.module_path matches"):
+      trainer_lib.DiffusionSftTrainer(
+          model,
+          optax.adam(1e-2),
+          training_config,
+          config=config,
+          logits_chunk=4,
+      )
+    # Unchunked logits apply the adapters: the same model trains.
+    trainer_lib.DiffusionSftTrainer(
+        model, optax.adam(1e-2), training_config, config=config
+    )
+
+
+class ReportConversionTest(absltest.TestCase):
+
+  def test_reads_the_last_losses_and_prints_the_export(self):
+    workdir = self.create_tempdir().full_path
+    records = [
+        {"name": "/train/loss", "step": 1, "value": 3.0},
+        {"name": "/train/loss", "step": 2, "value": 2.5},
+        {"name": "/eval/loss", "step": 2, "value": 2.75},
+    ]
+    with open(os.path.join(workdir, metrics.METRICS_FILE), "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in records)
+    config = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      losses = trainer_lib.report_conversion(
+          workdir, "runs/sft/export", config, 2
+      )
+    self.assertEqual(losses, {"train_loss": 2.5, "eval_loss": 2.75, "steps": 2})
+    self.assertEqual(
+        out.getvalue(),
+        "sft: exported the block-diffusion model to runs/sft/export"
+        f" (block_size=8, mask id {_MASK}, shifted, clean_context); final"
+        " train loss 2.5000, eval loss 2.7500.\n",
+    )
+    # A run that logged nothing (no step) reports NaN.
+    empty = self.create_tempdir().full_path
+    with contextlib.redirect_stdout(io.StringIO()):
+      losses = trainer_lib.report_conversion(
+          empty, "runs/sft/export", config, 0
+      )
+    self.assertTrue(np.isnan(losses["train_loss"]))
 
 
 if __name__ == "__main__":

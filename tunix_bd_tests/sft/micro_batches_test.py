@@ -1,0 +1,124 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.sft.micro_batches: global and micro-batches, order."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import grain
+import numpy as np
+from tunix_bd.core import bd_config
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import tasks as tasks_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.sft import corruption
+from tunix_bd.sft import micro_batches
+
+_TOKENIZER = tokenizer_lib.build_char_tokenizer()
+_EOS = _TOKENIZER.eos_token_id
+_MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
+_CONFIG = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
+_NUM_EXAMPLES = 18  # Not a multiple of the batch size: epochs drop examples.
+
+
+def _data(max_length=48):
+  mix = tasks_lib.TaskMix(
+      tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=5
+  )
+  conversations = dataset_lib.embedded_conversations(
+      mix, "train", _NUM_EXAMPLES
+  )
+  return dataset_lib.tokenize(_TOKENIZER, conversations, max_length)
+
+
+def _source(
+    data=None, k=1, complementary=False, seed=0, num_epochs=None, shuffle=True
+):
+  return micro_batches.MicroBatches(
+      data or _data(),
+      batch_size=4,
+      accumulation_steps=k,
+      corruption=corruption.SftCorruptionConfig(
+          min_noise=0.2, max_noise=0.9, complementary=complementary, seed=1
+      ),
+      config=_CONFIG,
+      eos_id=_EOS,
+      seed=seed,
+      num_epochs=num_epochs,
+      shuffle=shuffle,
+  )
+
+
+def _batches(*args, **kwargs):
+  return grain.MapDataset.source(_source(*args, **kwargs))
+
+
+class MicroBatchesTest(parameterized.TestCase):
+
+  @parameterized.product(k=(2, 4), complementary=(False, True))
+  def test_micro_batches_split_the_global_batch(self, k, complementary):
+    whole = _batches(k=1, complementary=complementary, num_epochs=2)
+    micro = _batches(k=k, complementary=complementary, num_epochs=2)
+    self.assertLen(whole, 8)  # 2 epochs of 18 // 4 = 4 batches.
+    self.assertLen(micro, 8 * k)
+    rows = 4 * (1 + complementary)
+    for g in range(len(whole)):
+      parts = [micro[g * k + i] for i in range(k)]
+      for part in parts:
+        self.assertEqual(part.tokens.shape, (rows // k, 48))
+        np.testing.assert_array_equal(part.accumulation_steps, k)
+        # The denominator is the total weight of the whole global batch.
+        np.testing.assert_array_equal(
+            part.global_weight, whole[g].loss_weights.sum()
+        )
+      for key in corruption.FIELDS:
+        np.testing.assert_array_equal(
+            np.concatenate([getattr(p, key) for p in parts]),
+            getattr(whole[g], key),
+        )
+      np.testing.assert_array_equal(whole[g].accumulation_steps, 1)
+      if complementary:
+        # Each example's two rows are adjacent: exact complements.
+        c = whole[g].corruption_mask
+        np.testing.assert_array_equal(
+            c[1::2], whole[g].completion_mask[0::2] & ~c[0::2]
+        )
+
+  def test_order_is_a_permutation_per_epoch(self):
+    data = _data()
+    ds = _batches(data, num_epochs=3)
+    seen = []
+    for epoch in range(3):
+      clean = np.concatenate([ds[epoch * 4 + b].tokens for b in range(4)])
+      ids = [
+          int(np.flatnonzero((data.tokens[:, :20] == r[:20]).all(1))[0])
+          for r in clean
+      ]
+      self.assertLen(set(ids), 16)  # 16 distinct examples, 2 dropped.
+      seen.append(ids)
+    self.assertNotEqual(seen[0], seen[1])
+    other_seed = _batches(data, seed=1, num_epochs=1)
+    self.assertFalse(np.array_equal(other_seed[0].tokens, ds[0].tokens))
+    unshuffled = _batches(data, num_epochs=1, shuffle=False)
+    np.testing.assert_array_equal(
+        unshuffled[1].tokens[:, :20], data.tokens[4:8, :20]
+    )
+
+  def test_index_out_of_range(self):
+    ds = _source(num_epochs=1)
+    self.assertLen(ds, 4)
+    with self.assertRaisesRegex(IndexError, "micro-batch 4 is out of range"):
+      ds[4]
+
+  def test_where_names_the_conversation(self):
+    data = _data()
+    self.assertEqual(
+        micro_batches.example_where(data, 3), data.conversations[3].where
+    )
+    self.assertEqual(
+        micro_batches.example_where(data, _NUM_EXAMPLES + 1),
+        f"example {_NUM_EXAMPLES + 1}",
+    )
+
+
+if __name__ == "__main__":
+  absltest.main()
