@@ -59,6 +59,7 @@ import ml_collections
 
 from tunix_bd import config_sections
 from tunix_bd import config_utils
+from tunix_bd.rl import meshes
 from tunix_bd.rl import settings
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -113,7 +114,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.export = config_utils.to_section(sections.ExportSettings)
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
   # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
-  config.mesh = config_sections.role_mesh()
+  config.mesh = config_utils.to_section(meshes.RoleMeshSettings)
 
   if variant == "weak":
     config.workdir = "runs/grpo_weak"
