@@ -25,8 +25,8 @@ from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
+from tunix_bd.rl import meshes
 from tunix_bd.rl import settings as rl_settings
-from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
@@ -300,6 +300,16 @@ _RESUMABLE = {
     sections.SftEvalSettings: {"batch_size"},
     sections.ArEvalSettings: {"max_new_tokens", "batch_size"},
     mesh.MeshSettings: {"fsdp", "tp"},
+    meshes.RoleMeshSettings: {
+        "fsdp",
+        "tp",
+        "data_sharding_axes",
+        "disjoint",
+        "actor",
+        "reference",
+        "rollout",
+    },
+    meshes.RoleSettings: {"devices", "slices", "fsdp", "tp"},
 }
 
 
@@ -391,15 +401,10 @@ class ResumeRuleTest(parameterized.TestCase):
       return stage, stage.check_fingerprint(tokenizer=digest)
     if recipe == "opd":
       stage = opd.validate(config)
-      student, teacher, bd = opd.tokenizers_and_bd(stage)
-      stop_ids = stage.rollout.stop_ids(student)
-      return stage, opd.check_fingerprint(stage, student, teacher, bd, stop_ids)
+      return stage, opd.check_fingerprint(stage, *opd.sources(stage))
     stage = grpo.validate(config)
-    tokenizer, bd = models.converted_tokenizer_and_bd(
-        stage.model, "checkpoint", ""
-    )
-    stop_ids = stage.rollout.stop_ids(tokenizer)
-    return stage, grpo.check_fingerprint(stage, tokenizer, bd, stop_ids)
+    policy = stage.converted_sources("checkpoint", stage.rollout)
+    return stage, grpo.check_fingerprint(stage, policy)
 
   @parameterized.parameters(
       ("sft", "tiny"),
@@ -448,6 +453,8 @@ class ResumeRuleTest(parameterized.TestCase):
         },
         checked,
     )
+    if recipe == "grpo":  # The role-mesh section, typed like the others.
+      self.assertContainsSubset({"mesh.tp", "mesh.disjoint"}, checked)
 
 
 if __name__ == "__main__":

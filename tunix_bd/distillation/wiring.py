@@ -16,14 +16,12 @@ from typing import Any, Mapping
 import jax
 
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.distillation import trainer as trainer_lib
-from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain
 from tunix_bd.training import options
@@ -34,9 +32,7 @@ def build_trainer(
     student: Any,
     teacher: Any,
     *,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    decode: denoise.DenoiseConfig,
-    tokenizer: Any,
+    student_sources: Any,
     train_prompts: prompts_lib.PromptSet,
     eval_prompts: prompts_lib.PromptSet,
     opd: settings_lib.OpdSettings,
@@ -55,9 +51,9 @@ def build_trainer(
   Args:
     student: the block-diffusion student (trained).
     teacher: the causal teacher (frozen), checked against the student.
-    bd: the student's block-diffusion settings.
-    decode: the student's denoising settings (rollouts and evaluation).
-    tokenizer: the student's tokenizer.
+    student_sources: the student's converted sources
+      (`run.sources.ConvertedSources`): its block-diffusion settings `bd`,
+      denoising settings `decode` (rollouts and evaluation) and `tokenizer`.
     train_prompts: the prompts the student rolls out on.
     eval_prompts: the held-out prompts with their answers.
     opd, train, budget, corruption, eval_settings: the checked `opd`,
@@ -71,6 +67,8 @@ def build_trainer(
   Raises:
     ValueError: as the strategy, the source and `OpdTrainer`.
   """
+  bd, decode = student_sources.bd, student_sources.decode
+  tokenizer = student_sources.tokenizer
   strategy = strategy_lib.DiffusionOpdStrategy(
       bd=bd,
       vocab_size=student.config.vocab_size,

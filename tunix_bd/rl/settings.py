@@ -348,6 +348,22 @@ def from_config(config: Any) -> GrpoRunSettings:
   return run
 
 
+def check_sections(sections: Mapping[str, Any]) -> GrpoRunSettings:
+  """The RL sections of a run's typed sections, checked together.
+
+  `sections` are a `run.stage.Stage`'s (see `GrpoRunSettings.from_sections`);
+  its `model` says whether there is a reference model (`random_init` or
+  `model.reference`).
+
+  Raises:
+    ValueError: as `check_together`.
+  """
+  run = GrpoRunSettings.from_sections(sections)
+  model = sections["model"]
+  check_together(run, model.random_init or bool(model.reference))
+  return run
+
+
 def check_together(run: GrpoRunSettings, has_reference: bool) -> None:
   """What spans sections.
 

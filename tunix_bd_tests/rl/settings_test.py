@@ -13,6 +13,7 @@ from tunix_bd import compat
 from tunix_bd import config_files
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.rl import settings as settings_lib
+from tunix_bd.run import sections as run_sections
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 
@@ -80,6 +81,34 @@ class GrpoConfigTest(parameterized.TestCase):
         settings_lib.GrpoRunSettings.from_sections(sections),
         settings_lib.from_config(config),
     )
+
+  def test_check_sections_checks_the_stage_s_sections_together(self):
+    def sections(config):
+      specs = dict(
+          model=run_sections.GrpoModelSettings,
+          rollout=settings_lib.RolloutSettings,
+          grpo=settings_lib.GrpoSettings,
+          reward=settings_lib.RewardSettings,
+          train=(options.TrainSettings, settings_lib.RlBatchSettings),
+          eval=settings_lib.EvalSettings,
+      )
+      return {
+          name: stage_lib.build_section(config, name, spec)
+          for name, spec in specs.items()
+      }
+
+    config = _config()
+    self.assertEqual(
+        settings_lib.check_sections(sections(config)),
+        settings_lib.from_config(config),
+    )
+    with self.assertRaisesRegex(ValueError, r"grpo\.beta=0\.03 needs"):
+      settings_lib.check_sections(sections(_config(model__reference="")))
+    # A random model is its own reference.
+    random = _config(model__reference="", model__random_init=True)
+    settings_lib.check_sections(sections(random))
+    with self.assertRaisesRegex(ValueError, "train.mini_batch_size=3"):
+      settings_lib.check_sections(sections(_config(train__mini_batch_size=3)))
 
   def test_default_starts_from_the_quickstart_sft_export(self):
     config = _config()
