@@ -401,7 +401,7 @@ class ResumeRuleTest(parameterized.TestCase):
       return stage, stage.check_fingerprint(tokenizer=digest)
     if recipe == "opd":
       stage = opd.validate(config)
-      return stage, opd.check_fingerprint(stage, *opd.sources(stage))
+      return stage, opd.check_fingerprint(stage, *opd.read_sources(stage))
     stage = grpo.validate(config)
     policy = stage.converted_sources("checkpoint", stage.rollout)
     return stage, grpo.check_fingerprint(stage, policy)

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import jax
 
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
@@ -26,6 +27,35 @@ from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain
 from tunix_bd.training import options
 from tunix_bd.training import progress
+
+
+def train_and_eval_prompts(
+    student_sources: Any, data: Any, max_prompt_length: int
+) -> tuple[prompts_lib.PromptSet, prompts_lib.PromptSet]:
+  """The `data` section's train and held-out prompts, as the student reads.
+
+  Rendered as the student was trained to (its export's chat switches) and
+  encoded with its tokenizer; every prompt is checked before any compute.
+
+  Args:
+    student_sources: the student's converted sources
+      (`run.sources.ConvertedSources`: its `tokenizer`, `chat_options`).
+    data: the `data` section (`dataset.conversations`); a conversation's
+      last assistant turn is re-generated.
+    max_prompt_length: `rollout.max_prompt_length`.
+
+  Raises:
+    ValueError: as `dataset.conversations` and `prompts.encode_prompts`
+      (e.g. a prompt longer than `max_prompt_length`).
+  """
+  encode = lambda conversations: prompts_lib.encode_prompts(
+      student_sources.tokenizer,
+      conversations,
+      max_prompt_length,
+      student_sources.chat_options,
+  )
+  train, held_out = dataset_lib.conversations(data)
+  return encode(train), encode(held_out)
 
 
 def build_trainer(

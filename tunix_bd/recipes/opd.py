@@ -20,8 +20,6 @@ import ml_collections
 
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
@@ -50,10 +48,9 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
   )
 
 
-def sources(stage: stage_lib.Stage):
-  """`(student, teacher_tokenizer)`: the student's sources, the teacher's
-  tokenizer (the student's for a random run), checked."""
-  # The student renders prompts as it was trained to (its export's record).
+def read_sources(stage: stage_lib.Stage):
+  """`(student_sources, teacher_tokenizer)`, checked; a random run's
+  teacher has the student's tokenizer."""
   student = stage.converted_sources("student", stage.rollout)
   if stage.random_init:
     return student, student.tokenizer
@@ -62,11 +59,11 @@ def sources(stage: stage_lib.Stage):
   )
 
 
-def check_fingerprint(stage, student, teacher_tokenizer) -> dict:
+def check_fingerprint(stage, sources, teacher_tokenizer) -> dict:
   """The run fingerprint by the one rule, plus what the sources give."""
   teacher_digest = fingerprint_lib.tokenizer_digest(teacher_tokenizer)
   return stage.check_fingerprint(
-      **student.fingerprint_fields("tokenizer.student"),
+      **sources.fingerprint_fields("tokenizer.student"),
       **{"tokenizer.teacher": teacher_digest},
   )
 
@@ -75,30 +72,21 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Distills, exports and returns the final decode metrics."""
   stage = validate(config)
   train, budget = stage.train
-  student, teacher_tokenizer = sources(stage)
-  train_set, eval_set = dataset_lib.conversations(config.data)
-  encode = lambda conversations: prompts_lib.encode_prompts(
-      student.tokenizer,
-      conversations,
-      stage.rollout.max_prompt_length,
-      student.chat_options,
+  sources, teacher_tokenizer = read_sources(stage)
+  train_prompts, eval_prompts = wiring.train_and_eval_prompts(
+      sources, config.data, stage.rollout.max_prompt_length
   )
-  train_prompts, eval_prompts = encode(train_set), encode(eval_set)
-  fingerprint = check_fingerprint(stage, student, teacher_tokenizer)
+  fingerprint = check_fingerprint(stage, sources, teacher_tokenizer)
 
   mesh = mesh_lib.make_mesh(stage.mesh)
-  student_model = models.load(
-      stage.model, "student", mesh, seed=config.seed + 1
-  )
+  student = models.load(stage.model, "student", mesh, seed=config.seed + 1)
   teacher = models.load(stage.model, "teacher", mesh, seed=config.seed)
-  teacher_lib.check_teacher_model(
-      teacher.config, student_model.config.vocab_size
-  )
-  student.validate_for_model(student_model.config)
+  teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
+  sources.validate_for_model(student.config)
   trainer, evaluation = wiring.build_trainer(
-      student_model,
+      student,
       teacher,
-      student_sources=student,
+      student_sources=sources,
       train_prompts=train_prompts,
       eval_prompts=eval_prompts,
       opd=stage.opd,
@@ -121,7 +109,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
 
   export_dir = stage.export_converted(
       trainer.model,
-      student,
+      sources,
       stop_ids=stage.rollout.extra_stop_ids,
       extra={
           "distilled": stage.provenances("student", "teacher"),
