@@ -25,6 +25,7 @@ from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
+from tunix_bd.rl import decode_settings as rl_decode_settings
 from tunix_bd.rl import meshes
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
@@ -270,11 +271,11 @@ _RESUMABLE = {
     },
     options.TimeBudget: {"time_budget_s"},
     rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
-    rl_settings.RolloutSettings: set(),
+    rl_decode_settings.RolloutSettings: set(),
     rl_settings.RewardSettings: set(),
     rl_settings.RlBatchSettings: set(),
     rl_settings.DataSettings: set(),
-    rl_settings.EvalSettings: {
+    rl_decode_settings.EvalSettings: {
         "num_prompts",
         "thresholds",
         "sampled_samples",

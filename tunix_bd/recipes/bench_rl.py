@@ -54,6 +54,7 @@ from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.models import from_scratch
 from tunix_bd.models import mask_token as mask_token_lib
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
@@ -78,7 +79,7 @@ def validate(config: ml_collections.ConfigDict):
     )
   workdir_lib.check(config.workdir)
   rollout = config_utils.from_section(
-      settings_lib.RolloutSettings, config.rollout, "rollout"
+      decode_settings.RolloutSettings, config.rollout, "rollout"
   )
   grpo = config_utils.from_section(
       settings_lib.GrpoSettings, config.grpo, "grpo"

@@ -22,6 +22,7 @@ import dataclasses
 import ml_collections
 
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import results as results_lib
@@ -39,11 +40,11 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       config,
       model=sections.GrpoModelSettings,
       data=settings_lib.DataSettings,
-      rollout=settings_lib.RolloutSettings,
+      rollout=decode_settings.RolloutSettings,
       grpo=settings_lib.GrpoSettings,
       reward=settings_lib.RewardSettings,
       train=(options.TrainSettings, settings_lib.RlBatchSettings),
-      eval=settings_lib.EvalSettings,
+      eval=decode_settings.EvalSettings,
       export=sections.ExportSettings,
       mesh=meshes_lib.RoleMeshSettings,
   )

@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import report as report_lib
 from tunix_bd.rl import settings as settings_lib
@@ -26,7 +27,7 @@ Evaluate = Callable[[Any], evaluation_lib.HeldOutResult]
 def held_out_evaluation(
     prompts: prompts_lib.PromptSet,
     sources: Any,
-    settings: settings_lib.EvalSettings,
+    settings: decode_settings.EvalSettings,
 ) -> Evaluate:
   """`model -> HeldOutResult`: `evaluation.evaluate` on fixed prompts.
 

@@ -22,6 +22,7 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import meshes as meshes_lib
@@ -59,7 +60,7 @@ def rollout_configs(
 
 
 def rollout_arguments(
-    rollout: settings_lib.RolloutSettings,
+    rollout: decode_settings.RolloutSettings,
 ) -> dict[str, Any]:
   """`build_cluster`'s rollout arguments from the `rollout` section.
 

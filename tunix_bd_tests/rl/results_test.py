@@ -11,6 +11,7 @@ from absl.testing import absltest
 import numpy as np
 from tunix_bd import config_files
 from tunix_bd.evaluation import held_out
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
 from tunix_bd.rl import results
@@ -94,7 +95,7 @@ class HeldOutEvaluationTest(absltest.TestCase):
 
   def test_binds_the_sources_and_settings_to_evaluate(self):
     sources = types.SimpleNamespace(bd="bd", decode="decode", tokenizer="tok")
-    settings = settings_lib.EvalSettings()
+    settings = decode_settings.EvalSettings()
     evaluate = results.held_out_evaluation("prompts", sources, settings)
     self.assertIs(evaluate.func, evaluation.evaluate)
     self.assertEqual(

@@ -12,6 +12,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
+from tunix_bd.rl import decode_settings as rl_decode_settings
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import models
 from tunix_bd.run import provenance
@@ -96,7 +97,7 @@ def _converted_stage(config):
       config,
       model=sections.GrpoModelSettings,
       data=rl_settings.DataSettings,
-      rollout=rl_settings.RolloutSettings,
+      rollout=rl_decode_settings.RolloutSettings,
       export=sections.ExportSettings,
   )
 
