@@ -30,6 +30,7 @@ from tunix_bd.rl import meshes
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd.run import sources
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
@@ -404,7 +405,7 @@ class ResumeRuleTest(parameterized.TestCase):
       stage = opd.validate(config)
       return stage, opd.check_fingerprint(stage, *opd.read_sources(stage))
     stage = grpo.validate(config)
-    policy = stage.converted_sources("checkpoint", stage.rollout)
+    policy = sources.read_converted(stage, "checkpoint", stage.rollout)
     return stage, grpo.check_fingerprint(stage, policy)
 
   @parameterized.parameters(

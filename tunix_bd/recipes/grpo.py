@@ -30,6 +30,7 @@ from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
 from tunix_bd.run import sections
+from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 
@@ -69,7 +70,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
   stage = validate(config)
   settings = settings_lib.GrpoRunSettings.from_sections(stage.sections)
   model = stage.model
-  policy = stage.converted_sources("checkpoint", settings.rollout)
+  policy = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
   train_prompts, eval_prompts = prompt_stream.train_and_eval_prompts(
       policy.tokenizer,
       config.data,

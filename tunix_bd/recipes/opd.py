@@ -27,6 +27,7 @@ from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.distillation import wiring
 from tunix_bd.run import models
 from tunix_bd.run import sections
+from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import options
@@ -51,7 +52,7 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
 def read_sources(stage: stage_lib.Stage):
   """`(student_sources, teacher_tokenizer)`, checked; a random run's
   teacher has the student's tokenizer."""
-  student = stage.converted_sources("student", stage.rollout)
+  student = sources_lib.read_converted(stage, "student", stage.rollout)
   if stage.random_init:
     return student, student.tokenizer
   return student, teacher_lib.load_tokenizer(

@@ -6,9 +6,9 @@ OPD's student and GRPO's policy are converted models (`sft.py`'s exports,
 or a random one): each run reads the same things from it before any
 compute, its tokenizer and block-diffusion settings, the denoiser's config
 and stop ids the run's `rollout` section gives, the chat switches it was
-trained with and the HF files its export keeps. `ConvertedSources` holds
-them (`run.stage.Stage.converted_sources` builds it) and derives what the
-run fingerprint and the model checks take from them.
+trained with and the HF files its export keeps. `read_converted` reads
+them into a `ConvertedSources`, which derives what the run fingerprint and
+the model checks take from them.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Any
 
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.models import hf_source
+from tunix_bd.run import models
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,3 +78,42 @@ class ConvertedSources:
         eos_id=None,
         stop_ids=self.stop_ids,
     )
+
+
+def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
+  """Before compute: what a run reads from converted model `model.<key>`.
+
+  Its tokenizer (with `data.chat_template`) and block-diffusion settings,
+  the denoiser's config and stop ids of `rollout`, then
+  `stage.check_export`.
+
+  Args:
+    stage: the run's `run.stage.Stage` (its `model`, `data` and `export`
+      sections).
+    key: the `model` field naming the converted model the run trains.
+    rollout: the run's `rollout` section (its `denoise_config(tokenizer)`
+      stops at the tokenizer's EOS and `rollout.extra_stop_ids`).
+
+  Raises:
+    ValueError: naming the key, for a directory that is not a converted
+      model, special ids that collide (`special_ids.check`), or an export
+      the model cannot fill (`Stage.check_export`).
+  """
+  tokenizer, bd = models.converted_tokenizer_and_bd(
+      stage.sections["model"], key, stage.sections["data"].chat_template
+  )
+  decode = rollout.denoise_config(tokenizer)
+  special_ids.check(
+      mask_token_id=bd.mask_token_id,
+      pad_id=tokenizer.pad_token_id,
+      stop_ids=decode.stop_ids,
+  )
+  chat_options, hf_files = stage.check_export(key, tokenizer, bd)
+  return ConvertedSources(
+      tokenizer=tokenizer,
+      bd=bd,
+      decode=decode,
+      stop_ids=tuple(decode.stop_ids),
+      chat_options=chat_options,
+      hf_files=hf_files,
+  )

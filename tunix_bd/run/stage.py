@@ -35,7 +35,6 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
-from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats_export
@@ -276,43 +275,6 @@ class Stage:
         extra=extra,
     )
     return self.export_dir
-
-  def converted_sources(
-      self, key: str, rollout: Any
-  ) -> sources_lib.ConvertedSources:
-    """Before compute: what the run reads from converted model `model.<key>`.
-
-    Its tokenizer (with `data.chat_template`) and block-diffusion settings,
-    the denoiser's config and stop ids of `rollout`, then `check_export`.
-
-    Args:
-      key: the `model` field naming the converted model the run trains.
-      rollout: the run's `rollout` section (its `denoise_config(tokenizer)`
-        stops at the tokenizer's EOS and `rollout.extra_stop_ids`).
-
-    Raises:
-      ValueError: naming the key, for a directory that is not a converted
-        model, special ids that collide (`special_ids.check`), or an export
-        the model cannot fill (`check_export`).
-    """
-    tokenizer, bd = models.converted_tokenizer_and_bd(
-        self.sections["model"], key, self.sections["data"].chat_template
-    )
-    decode = rollout.denoise_config(tokenizer)
-    special_ids.check(
-        mask_token_id=bd.mask_token_id,
-        pad_id=tokenizer.pad_token_id,
-        stop_ids=decode.stop_ids,
-    )
-    chat_options, hf_files = self.check_export(key, tokenizer, bd)
-    return sources_lib.ConvertedSources(
-        tokenizer=tokenizer,
-        bd=bd,
-        decode=decode,
-        stop_ids=tuple(decode.stop_ids),
-        chat_options=chat_options,
-        hf_files=hf_files,
-    )
 
   def provenances(self, *keys: str) -> dict[str, Any]:
     """`{key: provenance(key)}` of checkpoints `model.<key>`, as exports

@@ -1,15 +1,21 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.run.sources: what a run derives from its sources."""
+"""Tests for tunix_bd.run.sources: a converted model's sources, read once."""
 
 import dataclasses
+import os
 
 from absl.testing import absltest
+from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.distillation import settings as distillation_settings
 from tunix_bd.models import mask_token
+from tunix_bd.rl import decode_settings as rl_decode_settings
+from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import sections
 from tunix_bd.run import sources as sources_lib
+from tunix_bd.run import stage as stage_lib
 from tunix_bd_tests import test_common
 
 
@@ -59,6 +65,58 @@ class ConvertedSourcesTest(absltest.TestCase):
   def test_the_sources_are_frozen(self):
     with self.assertRaises(dataclasses.FrozenInstanceError):
       _sources().stop_ids = ()
+
+
+def _stage(config):
+  """A GRPO-like stage over a converted model: what `read_converted` reads."""
+  return stage_lib.Stage(
+      config,
+      model=sections.GrpoModelSettings,
+      data=rl_settings.DataSettings,
+      rollout=rl_decode_settings.RolloutSettings,
+      export=sections.ExportSettings,
+  )
+
+
+class ReadConvertedTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.config = config_files.get_config("grpo", "smoke")
+    self.config.workdir = os.path.join(self.root, "run")
+    self.config.rollout.extra_stop_ids = (7,)
+
+  def test_the_sources_of_a_random_model(self):
+    stage = _stage(self.config)
+    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    eos_id = sources.tokenizer.eos_token_id
+    self.assertEqual(sources.stop_ids, (eos_id, 7))
+    self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
+    self.assertEqual(
+        sources.decode, stage.rollout.denoise_config(sources.tokenizer)
+    )
+    self.assertEqual(
+        sources.bd.block_size, self.config.model.scratch_bd.block_size
+    )
+    self.assertIsNone(sources.hf_files)
+    self.assertEqual(sources.chat_options, stage.data.chat_options)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
+  def test_colliding_special_ids_fail_before_anything_is_written(self):
+    stage = _stage(self.config)
+    bd = sources_lib.read_converted(stage, "checkpoint", stage.rollout).bd
+    self.config.rollout.extra_stop_ids = (bd.mask_token_id,)
+    stage = _stage(self.config)
+    with self.assertRaisesRegex(ValueError, r"mask_token_id=\d+ equals"):
+      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
+  def test_an_export_the_model_cannot_fill_is_refused(self):
+    self.config.export.format = "sdar"  # The random model is shifted.
+    stage = _stage(self.config)
+    with self.assertRaisesRegex(ValueError, r"^export\.format='sdar'"):
+      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
 
 
 if __name__ == "__main__":

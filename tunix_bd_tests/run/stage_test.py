@@ -17,6 +17,7 @@ from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
@@ -92,7 +93,7 @@ class StageTest(parameterized.TestCase):
 
 
 def _converted_stage(config):
-  """A GRPO-like stage over a converted model: what `converted_sources` reads."""
+  """A GRPO-like stage over a converted model."""
   return stage_lib.Stage(
       config,
       model=sections.GrpoModelSettings,
@@ -102,7 +103,7 @@ def _converted_stage(config):
   )
 
 
-class ConvertedSourcesTest(absltest.TestCase):
+class ConvertedModelTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -110,37 +111,6 @@ class ConvertedSourcesTest(absltest.TestCase):
     self.config = config_files.get_config("grpo", "smoke")
     self.config.workdir = os.path.join(self.root, "run")
     self.config.rollout.extra_stop_ids = (7,)
-
-  def test_the_sources_of_a_random_model(self):
-    stage = _converted_stage(self.config)
-    sources = stage.converted_sources("checkpoint", stage.rollout)
-    eos_id = sources.tokenizer.eos_token_id
-    self.assertEqual(sources.stop_ids, (eos_id, 7))
-    self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
-    self.assertEqual(
-        sources.decode, stage.rollout.denoise_config(sources.tokenizer)
-    )
-    self.assertEqual(
-        sources.bd.block_size, self.config.model.scratch_bd.block_size
-    )
-    self.assertIsNone(sources.hf_files)
-    self.assertEqual(sources.chat_options, stage.data.chat_options)
-    self.assertFalse(os.path.exists(self.config.workdir))
-
-  def test_colliding_special_ids_fail_before_anything_is_written(self):
-    stage = _converted_stage(self.config)
-    bd = stage.converted_sources("checkpoint", stage.rollout).bd
-    self.config.rollout.extra_stop_ids = (bd.mask_token_id,)
-    stage = _converted_stage(self.config)
-    with self.assertRaisesRegex(ValueError, r"mask_token_id=\d+ equals"):
-      stage.converted_sources("checkpoint", stage.rollout)
-    self.assertFalse(os.path.exists(self.config.workdir))
-
-  def test_an_export_the_model_cannot_fill_is_refused(self):
-    self.config.export.format = "sdar"  # The random model is shifted.
-    stage = _converted_stage(self.config)
-    with self.assertRaisesRegex(ValueError, r"^export\.format='sdar'"):
-      stage.converted_sources("checkpoint", stage.rollout)
 
   def test_provenances_of_a_random_model_are_its_mark(self):
     stage = _converted_stage(self.config)
@@ -167,7 +137,7 @@ class ConvertedSourcesTest(absltest.TestCase):
 
   def test_export_converted_is_export_block_diffusion_of_the_sources(self):
     stage = _converted_stage(self.config)
-    sources = stage.converted_sources("checkpoint", stage.rollout)
+    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
     model = models.load(
         stage.model, "checkpoint", mesh_lib.make_mesh(mesh_lib.MeshSettings())
     )
