@@ -72,11 +72,10 @@ def run(config: ml_collections.ConfigDict) -> dict:
   model = stage.model
   policy = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
   train_prompts, eval_prompts = prompt_stream.train_and_eval_prompts(
-      policy.tokenizer,
+      policy,
       config.data,
       num_eval=settings.eval.num_prompts,
       max_prompt_length=settings.rollout.max_prompt_length,
-      options=policy.chat_options,
   )
   fingerprint = check_fingerprint(stage, policy)
 
