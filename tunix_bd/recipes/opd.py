@@ -50,8 +50,10 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
 
 
 def read_sources(stage: stage_lib.Stage):
-  """`(student_sources, teacher_tokenizer)`, checked; a random run's
-  teacher has the student's tokenizer."""
+  """`(student_sources, teacher_tokenizer)`, checked before any compute.
+
+  A random run's teacher has the student's tokenizer.
+  """
   student = sources_lib.read_converted(stage, "student", stage.rollout)
   if stage.random_init:
     return student, student.tokenizer

@@ -277,8 +277,11 @@ class Stage:
     return self.export_dir
 
   def provenances(self, *keys: str) -> dict[str, Any]:
-    """`{key: provenance(key)}` of checkpoints `model.<key>`, as exports
-    record what a run started from; a random model's mark instead."""
+    """Checkpoints `model.<key>`, as exports record where a run started.
+
+    Returns:
+      `{key: provenance(key)}`; `{"random_init": True}` for a random model.
+    """
     if self.random_init:
       return {"random_init": True}
     return {key: self.provenance(key) for key in keys}
