@@ -59,6 +59,8 @@ import ml_collections
 
 from tunix_bd import config_sections
 from tunix_bd import config_utils
+from tunix_bd.rl import decode_settings
+from tunix_bd.rl import meshes
 from tunix_bd.rl import settings
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -80,7 +82,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # Each section takes its defaults from its settings dataclass, whose
   # docstring says what each key does (`tunix_bd.run.sections`,
-  # `tunix_bd.rl.settings`); this config states what it changes.
+  # `tunix_bd.rl.settings`, `tunix_bd.rl.decode_settings`,
+  # `tunix_bd.rl.meshes`); this config states what it changes.
   # model.checkpoint: the policy, a converted model; model.reference: the
   # frozen KL reference (empty: none, then grpo.beta must be 0);
   # model.continued_sft: another converted model evaluated beside the
@@ -92,7 +95,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # turn is the answer), which a train file needs, or, empty, the embedded
   # eval split (`tunix_bd.rl.prompt_stream.conversations`).
   config.data = config_utils.to_section(settings.DataSettings)
-  config.rollout = config_utils.to_section(settings.RolloutSettings)
+  config.rollout = config_utils.to_section(decode_settings.RolloutSettings)
   config.grpo = config_utils.to_section(settings.GrpoSettings)
   config.reward = config_utils.to_section(settings.RewardSettings)
   # batch_size: prompts per step, G rollouts each; mini_batch_size and
@@ -107,13 +110,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=40,
       checkpoint_every_n_steps=40,
   )
-  config.eval = config_utils.to_section(settings.EvalSettings)
+  config.eval = config_utils.to_section(decode_settings.EvalSettings)
   # The held-out split is as long as the evaluation needs.
   config.data.num_eval = config.eval.get_ref("num_prompts")
   config.export = config_utils.to_section(sections.ExportSettings)
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
   # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
-  config.mesh = config_sections.role_mesh()
+  config.mesh = config_utils.to_section(meshes.RoleMeshSettings)
 
   if variant == "weak":
     config.workdir = "runs/grpo_weak"

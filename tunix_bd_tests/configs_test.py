@@ -20,6 +20,8 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import settings as distillation_settings
 from tunix_bd.generate import settings as decode_settings
 from tunix_bd.models import from_scratch
+from tunix_bd.rl import decode_settings as rl_decode_settings
+from tunix_bd.rl import meshes
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import sections
 from tunix_bd.sft import corruption
@@ -52,11 +54,12 @@ _RL_TRAIN = (options.TrainSettings, rl_settings.RlBatchSettings)
 _TYPED_SECTIONS = {
     ("grpo", "model"): (sections.GrpoModelSettings, {}),
     ("grpo", "data"): (rl_settings.DataSettings, {"num_eval": 256}),
-    ("grpo", "rollout"): (rl_settings.RolloutSettings, {}),
+    ("grpo", "rollout"): (rl_decode_settings.RolloutSettings, {}),
     ("grpo", "grpo"): (rl_settings.GrpoSettings, {}),
     ("grpo", "reward"): (rl_settings.RewardSettings, {}),
-    ("grpo", "eval"): (rl_settings.EvalSettings, {}),
+    ("grpo", "eval"): (rl_decode_settings.EvalSettings, {}),
     ("grpo", "export"): (sections.ExportSettings, {}),
+    ("grpo", "mesh"): (meshes.RoleMeshSettings, {}),
     ("grpo", "train"): (
         _RL_TRAIN,
         dict(
@@ -68,7 +71,7 @@ _TYPED_SECTIONS = {
         ),
     ),
     ("bench_rl", "model"): (grpo_step.GrpoStepModelSettings, {}),
-    ("bench_rl", "rollout"): (rl_settings.RolloutSettings, {}),
+    ("bench_rl", "rollout"): (rl_decode_settings.RolloutSettings, {}),
     ("bench_rl", "grpo"): (rl_settings.GrpoSettings, {"num_iterations": 2}),
     ("bench_rl", "bench"): (grpo_step.GrpoStepSettings, {}),
     ("bench_rl", "mesh"): (mesh.MeshSettings, {}),

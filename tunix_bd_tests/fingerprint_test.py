@@ -25,10 +25,12 @@ from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
+from tunix_bd.rl import decode_settings as rl_decode_settings
+from tunix_bd.rl import meshes
 from tunix_bd.rl import settings as rl_settings
-from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd.run import sources
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
@@ -270,11 +272,11 @@ _RESUMABLE = {
     },
     options.TimeBudget: {"time_budget_s"},
     rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
-    rl_settings.RolloutSettings: set(),
+    rl_decode_settings.RolloutSettings: set(),
     rl_settings.RewardSettings: set(),
     rl_settings.RlBatchSettings: set(),
     rl_settings.DataSettings: set(),
-    rl_settings.EvalSettings: {
+    rl_decode_settings.EvalSettings: {
         "num_prompts",
         "thresholds",
         "sampled_samples",
@@ -300,6 +302,16 @@ _RESUMABLE = {
     sections.SftEvalSettings: {"batch_size"},
     sections.ArEvalSettings: {"max_new_tokens", "batch_size"},
     mesh.MeshSettings: {"fsdp", "tp"},
+    meshes.RoleMeshSettings: {
+        "fsdp",
+        "tp",
+        "data_sharding_axes",
+        "disjoint",
+        "actor",
+        "reference",
+        "rollout",
+    },
+    meshes.RoleSettings: {"devices", "slices", "fsdp", "tp"},
 }
 
 
@@ -391,15 +403,10 @@ class ResumeRuleTest(parameterized.TestCase):
       return stage, stage.check_fingerprint(tokenizer=digest)
     if recipe == "opd":
       stage = opd.validate(config)
-      student, teacher, bd = opd.tokenizers_and_bd(stage)
-      stop_ids = stage.rollout.stop_ids(student)
-      return stage, opd.check_fingerprint(stage, student, teacher, bd, stop_ids)
+      return stage, opd.check_fingerprint(stage, *opd.read_sources(stage))
     stage = grpo.validate(config)
-    tokenizer, bd = models.converted_tokenizer_and_bd(
-        stage.model, "checkpoint", ""
-    )
-    stop_ids = stage.rollout.stop_ids(tokenizer)
-    return stage, grpo.check_fingerprint(stage, tokenizer, bd, stop_ids)
+    policy = sources.read_converted(stage, "checkpoint", stage.rollout)
+    return stage, grpo.check_fingerprint(stage, policy)
 
   @parameterized.parameters(
       ("sft", "tiny"),
@@ -448,6 +455,8 @@ class ResumeRuleTest(parameterized.TestCase):
         },
         checked,
     )
+    if recipe == "grpo":  # The role-mesh section, typed like the others.
+      self.assertContainsSubset({"mesh.tp", "mesh.disjoint"}, checked)
 
 
 if __name__ == "__main__":

@@ -16,27 +16,53 @@ from typing import Any, Mapping
 import jax
 
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.distillation import trainer as trainer_lib
-from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import hook_chain
 from tunix_bd.training import options
 from tunix_bd.training import progress
 
 
+def train_and_eval_prompts(
+    student_sources: Any, data: Any, max_prompt_length: int
+) -> tuple[prompts_lib.PromptSet, prompts_lib.PromptSet]:
+  """The `data` section's train and held-out prompts, as the student reads.
+
+  Rendered as the student was trained to (its export's chat switches) and
+  encoded with its tokenizer; every prompt is checked before any compute.
+
+  Args:
+    student_sources: the student's converted sources
+      (`run.sources.ConvertedSources`: its `tokenizer`, `chat_options`).
+    data: the `data` section (`dataset.conversations`); a conversation's
+      last assistant turn is re-generated.
+    max_prompt_length: `rollout.max_prompt_length`.
+
+  Raises:
+    ValueError: as `dataset.conversations` and `prompts.encode_prompts`
+      (e.g. a prompt longer than `max_prompt_length`).
+  """
+  encode = lambda conversations: prompts_lib.encode_prompts(
+      student_sources.tokenizer,
+      conversations,
+      max_prompt_length,
+      student_sources.chat_options,
+  )
+  train, held_out = dataset_lib.conversations(data)
+  return encode(train), encode(held_out)
+
+
 def build_trainer(
     student: Any,
     teacher: Any,
     *,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    decode: denoise.DenoiseConfig,
-    tokenizer: Any,
+    student_sources: Any,
     train_prompts: prompts_lib.PromptSet,
     eval_prompts: prompts_lib.PromptSet,
     opd: settings_lib.OpdSettings,
@@ -55,9 +81,9 @@ def build_trainer(
   Args:
     student: the block-diffusion student (trained).
     teacher: the causal teacher (frozen), checked against the student.
-    bd: the student's block-diffusion settings.
-    decode: the student's denoising settings (rollouts and evaluation).
-    tokenizer: the student's tokenizer.
+    student_sources: the student's converted sources
+      (`run.sources.ConvertedSources`): its block-diffusion settings `bd`,
+      denoising settings `decode` (rollouts and evaluation) and `tokenizer`.
     train_prompts: the prompts the student rolls out on.
     eval_prompts: the held-out prompts with their answers.
     opd, train, budget, corruption, eval_settings: the checked `opd`,
@@ -71,6 +97,8 @@ def build_trainer(
   Raises:
     ValueError: as the strategy, the source and `OpdTrainer`.
   """
+  bd, decode = student_sources.bd, student_sources.decode
+  tokenizer = student_sources.tokenizer
   strategy = strategy_lib.DiffusionOpdStrategy(
       bd=bd,
       vocab_size=student.config.vocab_size,

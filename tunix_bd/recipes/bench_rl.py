@@ -25,6 +25,7 @@ from tunix_bd.benchmarking import step_phases
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.evaluation import report as report_lib
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.run import stage as stage_lib
@@ -36,7 +37,7 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       config,
       model=grpo_step.GrpoStepModelSettings,
       data=data_settings.DataSettings,
-      rollout=settings_lib.RolloutSettings,
+      rollout=decode_settings.RolloutSettings,
       grpo=settings_lib.GrpoSettings,
       bench=grpo_step.GrpoStepSettings,
       mesh=mesh_lib.MeshSettings,

@@ -18,22 +18,19 @@ match and tokens per forward before and after) and `export/`.
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import ml_collections
 
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import special_ids
-from tunix_bd.rl import evaluation as evaluation_lib
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
-from tunix_bd.rl import report as report_lib
-from tunix_bd.rl import rewards as rewards_lib
+from tunix_bd.rl import results as results_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
 from tunix_bd.run import sections
+from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 
@@ -44,30 +41,26 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       config,
       model=sections.GrpoModelSettings,
       data=settings_lib.DataSettings,
-      rollout=settings_lib.RolloutSettings,
+      rollout=decode_settings.RolloutSettings,
       grpo=settings_lib.GrpoSettings,
       reward=settings_lib.RewardSettings,
       train=(options.TrainSettings, settings_lib.RlBatchSettings),
-      eval=settings_lib.EvalSettings,
+      eval=decode_settings.EvalSettings,
       export=sections.ExportSettings,
+      mesh=meshes_lib.RoleMeshSettings,
   )
+  settings_lib.check_sections(stage.sections)
   model = stage.model
-  settings_lib.check_together(
-      settings_lib.GrpoRunSettings.from_sections(stage.sections),
-      model.random_init or bool(model.reference),
-  )
   if not model.random_init and stage.grpo.beta:
     models.check_kl_reference(model.checkpoint, model.reference)
   return stage
 
 
-def check_fingerprint(stage, tokenizer, bd, stop_ids) -> dict:
+def check_fingerprint(stage, policy) -> dict:
   """The run fingerprint by the one rule, plus what the sources give."""
   return stage.check_fingerprint(
-      tokenizer=fingerprint_lib.tokenizer_digest(tokenizer),
-      pad_id=tokenizer.pad_token_id,
-      bd=bd.to_dict(),
-      stop_ids=list(stop_ids),
+      **policy.fingerprint_fields(),
+      pad_id=policy.tokenizer.pad_token_id,
       trace="stop-block",
   )
 
@@ -76,62 +69,37 @@ def run(config: ml_collections.ConfigDict) -> dict:
   """Trains, evaluates, exports, reports; returns the report's content."""
   stage = validate(config)
   settings = settings_lib.GrpoRunSettings.from_sections(stage.sections)
-  rollout, grpo = settings.rollout, settings.grpo
-  tokenizer, bd = models.converted_tokenizer_and_bd(
-      stage.model, "checkpoint", stage.data.chat_template
-  )
-  decode = rollout.denoise_config(tokenizer)
-  stop_ids = decode.stop_ids
-  special_ids.check(
-      mask_token_id=bd.mask_token_id,
-      pad_id=tokenizer.pad_token_id,
-      stop_ids=stop_ids,
-  )
-  reward_fns = rewards_lib.reward_fns(settings.reward)
-  # The policy renders prompts as it was trained to (its export's record).
-  chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
+  model = stage.model
+  policy = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
   train_prompts, eval_prompts = prompt_stream.train_and_eval_prompts(
-      tokenizer,
+      policy,
       config.data,
       num_eval=settings.eval.num_prompts,
-      max_prompt_length=rollout.max_prompt_length,
-      options=chat_options,
+      max_prompt_length=settings.rollout.max_prompt_length,
   )
-  fingerprint = check_fingerprint(stage, tokenizer, bd, stop_ids)
+  fingerprint = check_fingerprint(stage, policy)
 
-  meshes = meshes_lib.build(config.mesh)
+  meshes = meshes_lib.build(stage.mesh)
   actor, reference = models.load_policy_and_reference(
-      stage.model,
+      model,
       meshes.actor,
       meshes.reference,
-      with_reference=grpo.beta > 0,
+      with_reference=settings.grpo.beta > 0,
       seed=config.seed,
   )
   meshes_lib.check_model_axes(actor, meshes)
-  bd.validate_for_model(
-      actor.config, pad_id=decode.pad_id, eos_id=None, stop_ids=stop_ids
-  )
-  evaluate = lambda model: evaluation_lib.evaluate(
-      model,
-      eval_prompts,
-      bd=bd,
-      decode=decode,
-      settings=settings.eval,
-      tokenizer=tokenizer,
-  )
+  policy.validate_for_model(actor.config)
+  held_out = results_lib.held_out_evaluation(eval_prompts, policy, stage.eval)
   with mesh_lib.tunix_context(meshes.actor):
-    before = evaluate(actor)
+    before = held_out(actor)
     cluster, learner = wiring.build_grpo(
         settings,
         actor=actor,
         reference=reference,
-        tokenizer=tokenizer,
-        bd=bd,
-        stop_ids=stop_ids,
-        reward_fns=reward_fns,
+        sources=policy,
         meshes=meshes,
         workdir=stage.workdir,
-        logits_chunk=stage.model.precision.chunk,
+        logits_chunk=model.precision.chunk,
         fingerprint=fingerprint,
     )
     stage.start(
@@ -141,43 +109,29 @@ def run(config: ml_collections.ConfigDict) -> dict:
     batches = prompt_stream.items(
         train_prompts, batch_size=settings.train.batch_size, seed=config.seed
     )
-    started = time.perf_counter()
-    learner.train(batches)
-    train_seconds = time.perf_counter() - started
-    policy = cluster.actor_trainer.model
-    after = evaluate(policy)
-    continued = None  # The same compute spent on SFT, if given.
-    if stage.model.continued_sft:
-      continued = evaluate(
-          models.load_checkpoint(
-              stage.model.continued_sft, meshes.actor, stage.model.precision
-          )
-      )
+    load_continued_sft = lambda: models.load_checkpoint(
+        model.continued_sft, meshes.actor, model.precision
+    )
+    results = results_lib.train_and_evaluate(
+        cluster,
+        learner,
+        batches,
+        held_out,
+        before=before,
+        continued_sft=load_continued_sft if model.continued_sft else None,
+    )
 
-  export_dir = stage.export_block_diffusion(
+  export_dir = stage.export_converted(
+      cluster.actor_trainer.model,
       policy,
-      tokenizer,
-      bd=bd,
-      chat_options=chat_options,
-      source=hf_files,
-      stop_ids=stop_ids,
+      stop_ids=policy.stop_ids,
       extra={
           "grpo": {
               "from": stage.provenance("checkpoint"),
-              **dataclasses.asdict(grpo),
-          },
-          "precision": stage.model.precision.provenance(),
+              **dataclasses.asdict(settings.grpo),
+          }
       },
   )
-  steps = cluster.actor_trainer.train_steps
-  content = report_lib.write_report(
-      stage.workdir,
-      before=before,
-      after=after,
-      continued_sft=continued,
-      title=f"{settings.description} on block-diffusion rollouts",
-      caption=report_lib.caption(settings, steps, train_seconds),
-      extra={"steps": steps, "train_seconds": train_seconds},
-  )
+  content = results.write_report(stage.workdir, settings)
   print(f"policy exported to {export_dir}")
   return content

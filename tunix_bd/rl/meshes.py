@@ -2,8 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The actor, reference and rollout meshes of an RL run, from config.
 
-The `mesh` section (`config_sections.role_mesh()`) says which devices each
-role gets:
+The `mesh` section (`RoleMeshSettings`) says which devices each role gets:
 
     mesh.rollout.devices=4      # the last 4 devices sample
     mesh.rollout.devices=0.25   # the last quarter of the devices
@@ -13,7 +12,7 @@ Devices are ordered by `slice_index` when they have one. The actor takes the
 first devices, a reference given its own devices the ones after the actor's,
 and the rollout the last ones; the actor's default is every device the other
 two leave. A role given no devices shares the actor's mesh, so a section
-without role keys (`config_sections.mesh()`) means one shared mesh. Each
+without role keys (a `mesh.MeshSettings` section) means one shared mesh. Each
 role's mesh is `(fsdp, tp)` over its devices (`mesh_lib.make_mesh`,
 topology-aware). With `mesh.disjoint` (the default) explicit sets must not
 overlap.
@@ -44,29 +43,44 @@ class RoleSettings:
   `devices` is a count (int >= 1) or a fraction of all devices (float in
   (0, 1]); `slices` a number of whole slices. Neither: the actor takes the
   devices left over, the other roles share the actor's mesh. `fsdp`/`tp`
-  default to `mesh.fsdp`/`mesh.tp`.
+  default to `mesh.fsdp`/`mesh.tp`. Where a role computes, not what: a
+  resume may change them.
   """
 
-  devices: int | float | None = None
-  slices: int | None = None
-  fsdp: int | None = None
-  tp: int | None = None
+  devices: int | float | None = config_utils.resumable(default=None)
+  slices: int | None = config_utils.resumable(default=None)
+  fsdp: int | None = config_utils.resumable(default=None)
+  tp: int | None = config_utils.resumable(default=None)
 
 
 @dataclasses.dataclass(frozen=True)
-class RoleMeshSettings:
-  """The `mesh` section, with or without the role subsections."""
+class RoleMeshSettings(mesh_lib.MeshSettings):
+  """The RL `mesh` section: `mesh.MeshSettings` plus the role subsections.
 
-  fsdp: int = -1
-  tp: int = 1
-  data_sharding_axes: tuple[str, ...] = ("fsdp",)
-  disjoint: bool = True
-  actor: RoleSettings = RoleSettings()
-  reference: RoleSettings = RoleSettings()
-  rollout: RoleSettings = RoleSettings()
+  `fsdp`/`tp` (and their defaults) are `MeshSettings`'; every field is
+  where the run computes, not what, so a resume may change it.
+
+  Attributes:
+    data_sharding_axes: the mesh axes Tunix shards each batch over.
+    disjoint: whether roles given devices of their own must not overlap.
+    actor, reference, rollout: each role's devices and axis sizes.
+  """
+
+  data_sharding_axes: tuple[str, ...] = config_utils.resumable(
+      default=("fsdp",)
+  )
+  disjoint: bool = config_utils.resumable(default=True)
+  actor: RoleSettings = config_utils.resumable(default=RoleSettings())
+  reference: RoleSettings = config_utils.resumable(default=RoleSettings())
+  rollout: RoleSettings = config_utils.resumable(default=RoleSettings())
 
   def __post_init__(self):
-    mesh_lib.MeshSettings(self.fsdp, self.tp)  # Checks mesh.fsdp, mesh.tp.
+    super().__post_init__()  # Checks mesh.fsdp, mesh.tp.
+    for role in ROLES:
+      value = config_utils.nested(
+          RoleSettings, getattr(self, role), f"mesh.{role}"
+      )
+      object.__setattr__(self, role, value)
     axes = tuple(self.data_sharding_axes)
     if not axes or len(set(axes)) != len(axes):
       raise ValueError(
@@ -85,13 +99,7 @@ class RoleMeshSettings:
   @classmethod
   def from_section(cls, section: Any) -> RoleMeshSettings:
     """Parses a `mesh` section; unknown keys fail, naming the section."""
-    values = config_utils.section_dict(section, "mesh")
-    for role in ROLES:
-      if role in values:
-        values[role] = config_utils.from_section(
-            RoleSettings, values[role], f"mesh.{role}"
-        )
-    return config_utils.from_section(cls, values, "mesh")
+    return config_utils.nested(cls, section, "mesh")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +243,8 @@ def _axis_sizes(settings: RoleMeshSettings, role: str) -> mesh_lib.MeshSettings:
 
 def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
   """The role meshes of a `mesh` section, over `devices` (default: all).
+
+  `section` is a `RoleMeshSettings`, or a config section (or mapping) of it.
 
   Raises:
     ValueError: naming the config key, for a bad section or device split,

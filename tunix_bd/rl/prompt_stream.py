@@ -143,26 +143,26 @@ def render(
 
 
 def train_and_eval_prompts(
-    tokenizer,
+    sources,
     data,
     *,
     num_eval: int,
     max_prompt_length: int,
-    options: chat.ChatOptions,
 ) -> tuple[RlPrompts, prompts_lib.PromptSet]:
   """GRPO's training prompts (`render`) and held-out prompts, checked.
 
   Args:
-    tokenizer: the policy's tokenizer.
+    sources: the policy's converted sources (`run.sources.ConvertedSources`):
+      its `tokenizer` and the `chat_options` it was trained with.
     data: the `data` section, as `conversations` takes it.
     num_eval: held-out prompts the evaluation uses (`eval.num_prompts`).
     max_prompt_length: `rollout.max_prompt_length`.
-    options: the chat switches the policy was trained with.
 
   Raises:
     ValueError: as `conversations`, `render` and
       `prompts.encode_prompts`.
   """
+  tokenizer, options = sources.tokenizer, sources.chat_options
   train, held_out = conversations(data, num_eval)
   return (
       render(tokenizer, train, max_prompt_length, options),

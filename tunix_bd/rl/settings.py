@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
-One dataclass per section (`rollout`, `grpo`, `reward`, `eval`, and the RL
-keys of `train`), field for field, each built with
+One dataclass per section (`grpo`, `reward`, `data`, and the RL keys of
+`train`; how the run decodes, `rollout` and `eval`, is
+`rl.decode_settings`'), field for field, each built with
 `config_utils.from_section`, so a typo or a bad value fails as a
 `ValueError` naming `section.key` before any model is loaded.
-`from_config` builds them all and checks what spans sections.
+`GrpoRunSettings` holds them all; `from_config` and `check_sections` check
+what spans sections.
 """
 
 from __future__ import annotations
@@ -15,11 +17,8 @@ import dataclasses
 from typing import Any, Mapping
 
 from tunix_bd import config_utils
-from tunix_bd.core import special_ids
 from tunix_bd.data import settings as data_settings
-from tunix_bd.generate import commit_rules
-from tunix_bd.generate import denoise
-from tunix_bd.generate import settings as decode_settings
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import rewards
 from tunix_bd.training import options
 
@@ -35,76 +34,6 @@ LOSS_AGG_MODES = (
     "sequence-mean-token-sum-norm",
 )
 KL_LOSS_MODES = ("kl", "mse_kl", "low_var_kl")
-
-# `RolloutSettings` fields that are `DenoiseConfig` fields of the same name.
-_DENOISER_FIELDS = (*decode_settings.DENOISER_FIELDS, "max_prompt_length")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RolloutSettings:
-  """How the policy decodes its rollouts (see `denoise.DenoiseConfig`).
-
-  Attributes:
-    max_new_tokens: completion positions per row (the trace width T).
-    max_prompt_length: the longest prompt accepted (fixes the layout).
-    rule, threshold, factor, use_cache: as in `DenoiseConfig`.
-    top_k: k of the `top_k` COMMIT rule (positions per step); never a
-      vocabulary filter, which block denoising does not implement.
-    temperature: training rollouts' sampling temperature, > 0 (GRPO needs
-      groups that differ).
-    eval_temperature: Tunix's eval rollouts' temperature; 0 is greedy.
-    seed: the root of every rollout's per-row seeds.
-    extra_stop_ids: stop ids besides the tokenizer's EOS.
-  """
-
-  max_new_tokens: int = 16
-  max_prompt_length: int = 40
-  rule: str = commit_rules.THRESHOLD
-  threshold: float = 0.5
-  top_k: int = 1
-  factor: float = 1.0
-  temperature: float = 1.0
-  eval_temperature: float = 0.0
-  use_cache: bool = True
-  seed: int = 0
-  extra_stop_ids: tuple[int, ...] = ()
-
-  def __post_init__(self):
-    for name in _DENOISER_FIELDS:
-      decode_settings.check_denoise_setting(
-          f"rollout.{name}", name, getattr(self, name)
-      )
-    if self.temperature == 0:
-      raise ValueError(
-          "rollout.temperature must be > 0 for training: greedy rollouts"
-          " make every sample of a group alike, so GRPO has no signal."
-      )
-    decode_settings.check_denoise_setting(
-        "rollout.eval_temperature", "temperature", self.eval_temperature
-    )
-    config_utils.check_int("rollout.seed", self.seed, 0)
-    extra = self.extra_stop_ids
-    decode_settings.check_denoise_setting(
-        "rollout.extra_stop_ids", "stop_ids", extra
-    )
-    extra = special_ids.check_distinct(special_ids.EXTRA_STOP_IDS_KEY, extra)
-    object.__setattr__(self, "extra_stop_ids", extra)
-
-  def stop_ids(self, tokenizer: Any) -> tuple[int, ...]:
-    """The tokenizer's EOS, then `extra_stop_ids` (`special_ids.stop_ids`)."""
-    return special_ids.stop_ids(tokenizer.eos_token_id, self.extra_stop_ids)
-
-  def denoise_config(
-      self, tokenizer: Any, *, evaluation: bool = False
-  ) -> denoise.DenoiseConfig:
-    """The denoiser's config: training's, or Tunix eval's (`evaluation`)."""
-    values = {name: getattr(self, name) for name in _DENOISER_FIELDS}
-    if evaluation:
-      values["temperature"] = self.eval_temperature
-    config = decode_settings.denoise_config(
-        tokenizer, values.pop("max_prompt_length"), **values
-    )
-    return dataclasses.replace(config, stop_ids=self.stop_ids(tokenizer))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -215,53 +144,6 @@ class RewardSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalSettings:
-  """Held-out evaluation before and after training (`rl.evaluation`).
-
-  Attributes:
-    num_prompts: held-out prompts (the data's eval split).
-    thresholds: commit thresholds of the greedy evaluation.
-    sampled_samples: samples per prompt of the sampled evaluation; 0: none.
-    sampled_threshold: its commit threshold.
-    sampled_temperature: its temperature, > 0.
-    batch_size: prompts per decoding call.
-    seed: sample `s` of prompt `i` uses seed `seed + s * num_prompts + i`,
-      the same before and after training, so the two are paired.
-  """
-
-  # How the run is measured, never what it trains: a resume may change it.
-  num_prompts: int = config_utils.resumable(default=256)
-  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
-  sampled_samples: int = config_utils.resumable(default=4)
-  sampled_threshold: float = config_utils.resumable(default=0.5)
-  sampled_temperature: float = config_utils.resumable(default=1.0)
-  batch_size: int = config_utils.resumable(default=64)
-  seed: int = config_utils.resumable(default=0)
-
-  def __post_init__(self):
-    config_utils.check_int("eval.num_prompts", self.num_prompts, 1)
-    config_utils.check_int("eval.sampled_samples", self.sampled_samples, 0)
-    config_utils.check_int("eval.batch_size", self.batch_size, 1)
-    config_utils.check_int("eval.seed", self.seed, 0)
-    thresholds = self.thresholds
-    if isinstance(thresholds, (str, bytes)) or not thresholds:
-      raise ValueError(
-          f"eval.thresholds must be a non-empty list, got {thresholds!r}."
-      )
-    for threshold in thresholds:
-      decode_settings.check_denoise_setting(
-          "eval.thresholds", "threshold", threshold
-      )
-    object.__setattr__(self, "thresholds", tuple(map(float, thresholds)))
-    decode_settings.check_denoise_setting(
-        "eval.sampled_threshold", "threshold", self.sampled_threshold
-    )
-    config_utils.check_number(
-        "eval.sampled_temperature", self.sampled_temperature, 0, strict=True
-    )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class RlBatchSettings:
   """The `train` keys of Tunix's `RLTrainingConfig`, in prompts.
 
@@ -297,12 +179,12 @@ class DataSettings(data_settings.DataSettings):
 class GrpoRunSettings:
   """Every checked section of a GRPO config."""
 
-  rollout: RolloutSettings
+  rollout: decode_settings.RolloutSettings
   grpo: GrpoSettings
   reward: RewardSettings
   train: options.TrainSettings
   batches: RlBatchSettings
-  eval: EvalSettings
+  eval: decode_settings.EvalSettings
 
   @property
   def description(self) -> str:
@@ -336,15 +218,31 @@ def from_config(config: Any) -> GrpoRunSettings:
   section = lambda cls, name: config_utils.from_section(cls, config[name], name)
   train, batches = options.split_train_section(config.train, RlBatchSettings)
   run = GrpoRunSettings(
-      rollout=section(RolloutSettings, "rollout"),
+      rollout=section(decode_settings.RolloutSettings, "rollout"),
       grpo=section(GrpoSettings, "grpo"),
       reward=section(RewardSettings, "reward"),
       train=train,
       batches=batches,
-      eval=section(EvalSettings, "eval"),
+      eval=section(decode_settings.EvalSettings, "eval"),
   )
   has_reference = config.model.random_init or bool(config.model.reference)
   check_together(run, has_reference)
+  return run
+
+
+def check_sections(sections: Mapping[str, Any]) -> GrpoRunSettings:
+  """The RL sections of a run's typed sections, checked together.
+
+  `sections` are a `run.stage.Stage`'s (see `GrpoRunSettings.from_sections`);
+  its `model` says whether there is a reference model (`random_init` or
+  `model.reference`).
+
+  Raises:
+    ValueError: as `check_together`.
+  """
+  run = GrpoRunSettings.from_sections(sections)
+  model = sections["model"]
+  check_together(run, model.random_init or bool(model.reference))
   return run
 
 

@@ -22,10 +22,12 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import policy_loss
+from tunix_bd.rl import rewards
 from tunix_bd.rl import rollout as rollout_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.training import options
@@ -58,7 +60,7 @@ def rollout_configs(
 
 
 def rollout_arguments(
-    rollout: settings_lib.RolloutSettings,
+    rollout: decode_settings.RolloutSettings,
 ) -> dict[str, Any]:
   """`build_cluster`'s rollout arguments from the `rollout` section.
 
@@ -235,10 +237,7 @@ def build_grpo(
     *,
     actor,
     reference,
-    tokenizer,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    stop_ids: Sequence[int],
-    reward_fns,
+    sources,
     meshes: meshes_lib.RoleMeshes,
     workdir: str,
     logits_chunk: int | None = None,
@@ -250,13 +249,14 @@ def build_grpo(
   as the `rollout` section says; the actor trainer prints a progress line
   per step (`run.description`, the latest reward and tokens per forward); the
   learner runs the `grpo` section's algorithm with the `diffusion_grpo`
-  loss.
+  loss, rewarding as the `reward` section says (`rewards.reward_fns`).
 
   Args:
     run: the checked sections (`settings.GrpoRunSettings`).
-    actor, reference, tokenizer, bd, stop_ids, logits_chunk, fingerprint:
-      as `build_cluster`.
-    reward_fns: Tunix reward functions (`rewards.reward_fns`).
+    actor, reference, logits_chunk, fingerprint: as `build_cluster`.
+    sources: the policy's converted sources
+      (`run.sources.ConvertedSources`): its `tokenizer`, `bd` and
+      `stop_ids`, as `build_cluster`'s.
     meshes: the role meshes (`meshes.build`).
     workdir: the run directory (checkpoints, metrics).
 
@@ -266,9 +266,9 @@ def build_grpo(
   cluster = build_cluster(
       actor=actor,
       reference=reference,
-      tokenizer=tokenizer,
-      bd=bd,
-      stop_ids=stop_ids,
+      tokenizer=sources.tokenizer,
+      bd=sources.bd,
+      stop_ids=sources.stop_ids,
       training_config=training_config(run, workdir, meshes.data_sharding_axes),
       **rollout_arguments(run.rollout),
       logits_chunk=logits_chunk,
@@ -285,7 +285,9 @@ def build_grpo(
       )
   )
   learner = build_learner(
-      cluster, reward_fns=reward_fns, **dataclasses.asdict(run.grpo)
+      cluster,
+      reward_fns=rewards.reward_fns(run.reward),
+      **dataclasses.asdict(run.grpo),
   )
   return cluster, learner
 

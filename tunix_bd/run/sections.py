@@ -12,7 +12,8 @@ naming `section.key`. The fingerprint rule is declared on the fields:
 
 Sections of one library package live beside what they configure
 (`data.settings`, `sft.corruption`, `distillation.settings`,
-`rl.settings`, `training.options`, `mesh`); this module holds the
+`rl.settings`, `rl.decode_settings`, `rl.meshes`, `training.options`,
+`mesh`); this module holds the
 recipes' own: the `model` sections (a checkpoint or a random model, and the
 compute precision), SFT's `bd` and `lora`, `export`, and the `eval`
 sections of SFT and AR pretraining.

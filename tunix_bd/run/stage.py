@@ -47,6 +47,7 @@ from tunix_bd.models import hf_source
 from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections as sections_lib
+from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import options
 
@@ -312,3 +313,39 @@ class Stage:
         extra=extra,
     )
     return self.export_dir
+
+  def provenances(self, *keys: str) -> dict[str, Any]:
+    """Checkpoints `model.<key>`, as exports record where a run started.
+
+    Returns:
+      `{key: provenance(key)}`; `{"random_init": True}` for a random model.
+    """
+    if self.random_init:
+      return {"random_init": True}
+    return {key: self.provenance(key) for key in keys}
+
+  def export_converted(
+      self,
+      model: Any,
+      sources: sources_lib.ConvertedSources,
+      *,
+      stop_ids: Iterable[int] = (),
+      extra: Mapping[str, Any] | None = None,
+  ) -> str:
+    """`export_block_diffusion` of a model trained from converted `sources`.
+
+    The export records `extra`, then `precision` (`model.precision`'s).
+    """
+    model_section = self.sections["model"]
+    return self.export_block_diffusion(
+        model,
+        sources.tokenizer,
+        bd=sources.bd,
+        chat_options=sources.chat_options,
+        source=sources.hf_files,
+        stop_ids=stop_ids,
+        extra={
+            **(extra or {}),
+            "precision": model_section.precision.provenance(),
+        },
+    )

@@ -15,7 +15,9 @@ from tunix_bd import plugin
 from tunix_bd.cli import config_loading
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import export
 from tunix_bd.recipes import opd
+from tunix_bd_tests import test_common
 
 
 def _smoke(workdir: str, **train):
@@ -73,17 +75,21 @@ class OpdRecipeTest(absltest.TestCase):
       opd.run(other)
 
   def _checkpoint_dirs(self):
-    """Student and teacher directories holding tokenizers only."""
+    """A tiny converted student; a teacher directory with a tokenizer only."""
     root = self.create_tempdir().full_path
-    dirs = []
-    for name in ("student", "teacher"):
-      path = os.path.join(root, name)
-      tokenizer_lib.build_char_tokenizer().save_pretrained(path)
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    student, teacher = (os.path.join(root, n) for n in ("student", "teacher"))
+    export.save_qwen3(
+        test_common.tiny_qwen3(vocab_size=len(tokenizer), num_layers=1),
+        student,
+        tokenizer=tokenizer,
+    )
+    tokenizer.save_pretrained(teacher)
+    for path in (student, teacher):
       bd_config.save_settings(
           bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=3), path
       )
-      dirs.append(path)
-    return dirs
+    return student, teacher
 
   def test_bad_inputs_fail_before_anything_is_written(self):
     student, teacher = self._checkpoint_dirs()

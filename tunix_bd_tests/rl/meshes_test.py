@@ -20,7 +20,8 @@ from absl.testing import parameterized
 from flax import nnx
 import jax
 import jax.numpy as jnp
-from tunix_bd import config_sections
+from tunix_bd import config_files
+from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.rl import meshes
 from tunix_bd_tests import test_common
@@ -32,7 +33,7 @@ _SlicedDevice = collections.namedtuple("_SlicedDevice", ["id", "slice_index"])
 
 def _section(**roles):
   """The RL `mesh` section with `roles` ({"rollout": {"devices": 4}})."""
-  section = config_sections.role_mesh()
+  section = config_utils.to_section(meshes.RoleMeshSettings)
   for role, values in roles.items():
     if isinstance(values, dict):
       for key, value in values.items():
@@ -56,8 +57,12 @@ class AssignDevicesTest(parameterized.TestCase):
 
   def test_a_section_without_roles_is_one_shared_set(self):
     want = {"actor": list(range(8))}
-    self.assertEqual(_assign(config_sections.mesh()), want)
-    self.assertEqual(_assign(config_sections.role_mesh()), want)
+    self.assertEqual(
+        _assign(config_utils.to_section(mesh_lib.MeshSettings)), want
+    )
+    self.assertEqual(
+        _assign(config_utils.to_section(meshes.RoleMeshSettings)), want
+    )
 
   @parameterized.named_parameters(
       ("count", 4, [4, 5, 6, 7]), ("fraction", 0.25, [6, 7])
@@ -158,7 +163,7 @@ class AssignDevicesTest(parameterized.TestCase):
   )
   def test_bad_sections_fail_naming_the_key(self, roles, message):
     with self.assertRaisesRegex(ValueError, message):
-      section = config_sections.role_mesh()
+      section = config_utils.to_section(meshes.RoleMeshSettings)
       for key, value in roles.items():
         if isinstance(value, dict):
           section[key] = dict(section[key].to_dict(), **value)
@@ -175,6 +180,46 @@ class AssignDevicesTest(parameterized.TestCase):
     with mock.patch.object(jax, "process_count", return_value=2):
       with self.assertRaisesRegex(ValueError, "single controller.* 2 proc"):
         meshes.build(_section(rollout=dict(devices=4)))
+
+
+class RoleMeshSettingsTest(absltest.TestCase):
+
+  def test_the_axis_defaults_are_mesh_settings_own(self):
+    self.assertTrue(issubclass(meshes.RoleMeshSettings, mesh_lib.MeshSettings))
+    shared = mesh_lib.MeshSettings()
+    settings = meshes.RoleMeshSettings()
+    self.assertEqual((settings.fsdp, settings.tp), (shared.fsdp, shared.tp))
+    section = config_utils.to_section(meshes.RoleMeshSettings)
+    self.assertEqual(
+        {k: section[k] for k in ("fsdp", "tp")},
+        config_utils.to_section(mesh_lib.MeshSettings).to_dict(),
+    )
+
+  def test_the_grpo_config_s_mesh_is_the_dataclass_s(self):
+    config = config_files.get_config("grpo")
+    self.assertEqual(
+        config.mesh.to_dict(),
+        config_utils.to_section(meshes.RoleMeshSettings).to_dict(),
+    )
+    self.assertEqual(
+        meshes.RoleMeshSettings.from_section(config.mesh),
+        meshes.RoleMeshSettings(),
+    )
+
+  def test_role_subsections_become_role_settings(self):
+    section = _section(rollout=dict(devices=4, tp=2))
+    settings = meshes.RoleMeshSettings.from_section(section)
+    self.assertEqual(settings.rollout, meshes.RoleSettings(devices=4, tp=2))
+    self.assertEqual(settings.actor, meshes.RoleSettings())
+    # A typed section is taken as it is.
+    self.assertIs(meshes.RoleMeshSettings.from_section(settings), settings)
+
+  def test_a_role_s_optional_keys_take_command_line_ints(self):
+    section = config_utils.to_section(meshes.RoleMeshSettings)
+    section.rollout.slices = 1
+    section.rollout.tp = 2
+    with self.assertRaises(TypeError):
+      section.rollout.tp = "2"
 
 
 SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
@@ -204,7 +249,7 @@ class BuildTest(multi_device.DeviceTestCase):
     )
 
   def test_no_roles_is_the_recipes_shared_mesh(self):
-    section = config_sections.mesh()
+    section = config_utils.to_section(mesh_lib.MeshSettings)
     built = meshes.build(section)
     self.assertEqual(built.actor, mesh_lib.from_section(section))
     self.assertIs(built.rollout, built.actor)

@@ -27,7 +27,8 @@ import numpy as np
 from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl import utils as rl_utils
 
-from tunix_bd import config_sections
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import role_shim
@@ -91,7 +92,7 @@ class RoleMeshesTest(multi_device.DeviceTestCase):
   NUM_DEVICES = _NUM_DEVICES
 
   def test_disjoint_meshes_sample_on_their_devices_and_sync_each_step(self):
-    section = config_sections.role_mesh()
+    section = config_utils.to_section(meshes_lib.RoleMeshSettings)
     section.rollout.devices = 4
     meshes = meshes_lib.build(section)
     cluster = _cluster(meshes)
@@ -111,7 +112,9 @@ class RoleMeshesTest(multi_device.DeviceTestCase):
     self.assertEqual(syncs.equal_after, [True, True])
 
   def test_one_shared_device_still_owns_buffers_and_syncs(self):
-    meshes = meshes_lib.build(config_sections.mesh(), jax.devices()[:1])
+    meshes = meshes_lib.build(
+        config_utils.to_section(mesh_lib.MeshSettings), jax.devices()[:1]
+    )
     self.assertIs(meshes.rollout, meshes.actor)
     cluster = _cluster(meshes)
     self.assertFalse(
@@ -132,7 +135,7 @@ class RoleMeshesTest(multi_device.DeviceTestCase):
     learning_rate, steps = 1e-3, 2
     metrics, params = {}, {}
     for fsdp, tp in ((1, 1), (2, 2)):
-      section = config_sections.mesh()
+      section = config_utils.to_section(mesh_lib.MeshSettings)
       section.update(fsdp=fsdp, tp=tp)
       meshes = meshes_lib.build(section, jax.devices()[: fsdp * tp])
       actor = test_common.init_qwen3(config, 0)

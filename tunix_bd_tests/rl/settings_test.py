@@ -11,8 +11,9 @@ from tunix.rl import common
 from tunix.rl.grpo import grpo_learner
 from tunix_bd import compat
 from tunix_bd import config_files
-from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import settings as settings_lib
+from tunix_bd.run import sections as run_sections
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 
@@ -66,11 +67,11 @@ class GrpoConfigTest(parameterized.TestCase):
   def test_from_sections_of_the_recipe_s_stage_is_from_config(self, variant):
     config = _config(variant)
     specs = dict(
-        rollout=settings_lib.RolloutSettings,
+        rollout=decode_settings.RolloutSettings,
         grpo=settings_lib.GrpoSettings,
         reward=settings_lib.RewardSettings,
         train=(options.TrainSettings, settings_lib.RlBatchSettings),
-        eval=settings_lib.EvalSettings,
+        eval=decode_settings.EvalSettings,
     )
     sections = {
         name: stage_lib.build_section(config, name, spec)
@@ -80,6 +81,34 @@ class GrpoConfigTest(parameterized.TestCase):
         settings_lib.GrpoRunSettings.from_sections(sections),
         settings_lib.from_config(config),
     )
+
+  def test_check_sections_checks_the_stage_s_sections_together(self):
+    def sections(config):
+      specs = dict(
+          model=run_sections.GrpoModelSettings,
+          rollout=decode_settings.RolloutSettings,
+          grpo=settings_lib.GrpoSettings,
+          reward=settings_lib.RewardSettings,
+          train=(options.TrainSettings, settings_lib.RlBatchSettings),
+          eval=decode_settings.EvalSettings,
+      )
+      return {
+          name: stage_lib.build_section(config, name, spec)
+          for name, spec in specs.items()
+      }
+
+    config = _config()
+    self.assertEqual(
+        settings_lib.check_sections(sections(config)),
+        settings_lib.from_config(config),
+    )
+    with self.assertRaisesRegex(ValueError, r"grpo\.beta=0\.03 needs"):
+      settings_lib.check_sections(sections(_config(model__reference="")))
+    # A random model is its own reference.
+    random = _config(model__reference="", model__random_init=True)
+    settings_lib.check_sections(sections(random))
+    with self.assertRaisesRegex(ValueError, "train.mini_batch_size=3"):
+      settings_lib.check_sections(sections(_config(train__mini_batch_size=3)))
 
   def test_default_starts_from_the_quickstart_sft_export(self):
     config = _config()
@@ -163,25 +192,6 @@ class GrpoConfigTest(parameterized.TestCase):
       self.assertIn(name, config[section])
 
   @parameterized.named_parameters(
-      (
-          "rollout_temperature_0",
-          dict(rollout__temperature=0.0),
-          "rollout.temperature must be > 0",
-      ),
-      ("rollout_threshold", dict(rollout__threshold=1.5), "rollout.threshold"),
-      ("rollout_commit_k", dict(rollout__top_k=0), "rollout.top_k"),
-      ("rollout_rule", dict(rollout__rule="greedy"), "rollout.rule"),
-      (
-          "rollout_eval_temperature",
-          dict(rollout__eval_temperature=-1.0),
-          "rollout.eval_temperature",
-      ),
-      (
-          "rollout_stop_ids",
-          dict(rollout__extra_stop_ids=(5, 5)),
-          "rollout.extra_stop_ids has duplicates",
-      ),
-      ("rollout_seed", dict(rollout__seed=-1), "rollout.seed"),
       ("generations", dict(grpo__num_generations=1), "grpo.num_generations"),
       ("iterations", dict(grpo__num_iterations=0), "grpo.num_iterations"),
       ("beta", dict(grpo__beta=-0.1), "grpo.beta"),
@@ -197,13 +207,6 @@ class GrpoConfigTest(parameterized.TestCase):
           dict(reward__functions=("nope_xyz:f",)),
           r"reward.functions\[0\]",
       ),
-      ("thresholds", dict(eval__thresholds=(0.5, 0.0)), "eval.thresholds"),
-      (
-          "sampled_t",
-          dict(eval__sampled_temperature=0.0),
-          "eval.sampled_temperature",
-      ),
-      ("num_prompts", dict(eval__num_prompts=0), "eval.num_prompts"),
       ("mini_batch", dict(train__mini_batch_size=3), "train.mini_batch_size"),
       (
           "micro_batch",
@@ -234,29 +237,6 @@ class GrpoConfigTest(parameterized.TestCase):
 
   def test_zero_beta_needs_no_reference(self):
     settings_lib.from_config(_config(grpo__beta=0.0, model__reference=""))
-
-
-class RolloutSettingsTest(absltest.TestCase):
-
-  def test_train_and_eval_denoise_configs(self):
-    tokenizer = tokenizer_lib.build_char_tokenizer()
-    rollout = settings_lib.RolloutSettings(
-        threshold=0.7,
-        temperature=0.8,
-        eval_temperature=0.0,
-        extra_stop_ids=(7,),
-    )
-    train = rollout.denoise_config(tokenizer)
-    evaluation = rollout.denoise_config(tokenizer, evaluation=True)
-    self.assertEqual(train.stop_ids, (tokenizer.eos_token_id, 7))
-    self.assertEqual((train.temperature, evaluation.temperature), (0.8, 0.0))
-    self.assertEqual((train.threshold, train.max_new_tokens), (0.7, 16))
-    self.assertEqual(train.pad_id, tokenizer.pad_token_id)
-    repeated = settings_lib.RolloutSettings(
-        extra_stop_ids=(tokenizer.eos_token_id,)
-    )
-    with self.assertRaisesRegex(ValueError, "repeats the tokenizer's EOS"):
-      repeated.denoise_config(tokenizer)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,17 @@ from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.rl import decode_settings as rl_decode_settings
+from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import models
+from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
@@ -160,6 +166,79 @@ class CheckExportTest(parameterized.TestCase):
         bd__alignment="same_position",
         bd__mask_token="<|not_yet|>",
     )
+
+
+def _converted_stage(config):
+  """A GRPO-like stage over a converted model."""
+  return stage_lib.Stage(
+      config,
+      model=sections.GrpoModelSettings,
+      data=rl_settings.DataSettings,
+      rollout=rl_decode_settings.RolloutSettings,
+      export=sections.ExportSettings,
+  )
+
+
+class ConvertedModelTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.config = config_files.get_config("grpo", "smoke")
+    self.config.workdir = os.path.join(self.root, "run")
+    self.config.rollout.extra_stop_ids = (7,)
+
+  def test_provenances_of_a_random_model_are_its_mark(self):
+    stage = _converted_stage(self.config)
+    self.assertEqual(
+        stage.provenances("checkpoint", "reference"), {"random_init": True}
+    )
+
+  def test_provenances_record_each_checkpoint(self):
+    checkpoint = os.path.join(self.root, "ar")
+    export.save_qwen3(
+        test_common.tiny_qwen3(vocab_size=64, num_layers=1),
+        checkpoint,
+        tokenizer=tokenizer_lib.build_char_tokenizer(),
+    )
+    self.config.model.update(
+        random_init=False, checkpoint=checkpoint, reference=checkpoint
+    )
+    stage = stage_lib.Stage(self.config, model=sections.GrpoModelSettings)
+    record = provenance.identify(checkpoint).provenance()
+    self.assertEqual(
+        stage.provenances("checkpoint", "reference"),
+        {"checkpoint": record, "reference": record},
+    )
+
+  def test_export_converted_is_export_block_diffusion_of_the_sources(self):
+    stage = _converted_stage(self.config)
+    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    model = models.load(
+        stage.model, "checkpoint", mesh_lib.make_mesh(mesh_lib.MeshSettings())
+    )
+    exported = stage.export_converted(
+        model, sources, stop_ids=(7,), extra={"run": {"a": 1}}
+    )
+    self.config.workdir = os.path.join(self.root, "by_hand")
+    by_hand = _converted_stage(self.config).export_block_diffusion(
+        model,
+        sources.tokenizer,
+        bd=sources.bd,
+        chat_options=sources.chat_options,
+        source=None,
+        stop_ids=(7,),
+        extra={
+            "run": {"a": 1},
+            "precision": stage.model.precision.provenance(),
+        },
+    )
+    names = sorted(os.listdir(exported))
+    self.assertEqual(names, sorted(os.listdir(by_hand)))
+    for name in names:
+      with open(os.path.join(exported, name), "rb") as a:
+        with open(os.path.join(by_hand, name), "rb") as b:
+          self.assertEqual(a.read(), b.read(), name)
 
 
 class TimeBudgetTest(absltest.TestCase):

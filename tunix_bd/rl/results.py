@@ -1,0 +1,118 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A GRPO run's results: held-out evaluations around its timed training.
+
+The recipe evaluates the starting policy, trains, then evaluates the
+trained policy (and, when given, a continued-SFT model) on the same
+held-out prompts and seeds (`rl.evaluation`); `GrpoResults` holds the
+three and writes the run's report (`rl.report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Any, Callable, Iterable
+
+from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.rl import decode_settings
+from tunix_bd.rl import evaluation as evaluation_lib
+from tunix_bd.rl import report as report_lib
+from tunix_bd.rl import settings as settings_lib
+
+Evaluate = Callable[[Any], evaluation_lib.HeldOutResult]
+
+
+def held_out_evaluation(
+    prompts: prompts_lib.PromptSet,
+    sources: Any,
+    settings: decode_settings.EvalSettings,
+) -> Evaluate:
+  """`model -> HeldOutResult`: `evaluation.evaluate` on fixed prompts.
+
+  Args:
+    prompts: the held-out prompts with their answers.
+    sources: the policy's converted sources (`run.sources.ConvertedSources`:
+      its `bd`, `decode` and `tokenizer`).
+    settings: the `eval` section.
+  """
+  return functools.partial(
+      evaluation_lib.evaluate,
+      prompts=prompts,
+      bd=sources.bd,
+      decode=sources.decode,
+      settings=settings,
+      tokenizer=sources.tokenizer,
+  )
+
+
+@dataclasses.dataclass(frozen=True)
+class GrpoResults:
+  """The held-out evaluations of one run, and how long it trained.
+
+  Attributes:
+    before: the starting policy's.
+    after: the trained policy's (same prompts and seeds).
+    continued_sft: the continued-SFT model's (`model.continued_sft`), or
+      None.
+    steps: the actor's update steps once trained.
+    train_seconds: the wall time of training (`learner.train`) alone.
+  """
+
+  before: evaluation_lib.HeldOutResult
+  after: evaluation_lib.HeldOutResult
+  continued_sft: evaluation_lib.HeldOutResult | None
+  steps: int
+  train_seconds: float
+
+  def write_report(
+      self, workdir: str, run: settings_lib.GrpoRunSettings
+  ) -> dict[str, Any]:
+    """Writes `report.{txt,json,png}` (`report.write_report`); its JSON."""
+    return report_lib.write_report(
+        workdir,
+        before=self.before,
+        after=self.after,
+        continued_sft=self.continued_sft,
+        title=f"{run.description} on block-diffusion rollouts",
+        caption=report_lib.caption(run, self.steps, self.train_seconds),
+        extra={"steps": self.steps, "train_seconds": self.train_seconds},
+    )
+
+
+def train_and_evaluate(
+    cluster: Any,
+    learner: Any,
+    batches: Iterable[Any],
+    evaluate: Evaluate,
+    *,
+    before: evaluation_lib.HeldOutResult,
+    continued_sft: Callable[[], Any] | None = None,
+) -> GrpoResults:
+  """Trains on `batches`, timed, then evaluates as `before` was.
+
+  Args:
+    cluster: the run's `RLCluster` (its actor trainer holds the policy).
+    learner: the GRPO learner; `learner.train(batches)` trains.
+    batches: the training prompts' batches.
+    evaluate: the held-out evaluation (`held_out_evaluation`).
+    before: the starting policy's evaluation.
+    continued_sft: loads the continued-SFT model to evaluate beside the
+      policy; None: none.
+
+  Returns:
+    The results; `train_seconds` times `learner.train` alone.
+  """
+  started = time.perf_counter()
+  learner.train(batches)
+  train_seconds = time.perf_counter() - started
+  after = evaluate(cluster.actor_trainer.model)
+  continued = evaluate(continued_sft()) if continued_sft else None
+  return GrpoResults(
+      before=before,
+      after=after,
+      continued_sft=continued,
+      steps=cluster.actor_trainer.train_steps,
+      train_seconds=train_seconds,
+  )

@@ -1,0 +1,119 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""What a run reads from the converted model it trains, checked as one.
+
+OPD's student and GRPO's policy are converted models (`sft.py`'s exports,
+or a random one): each run reads the same things from it before any
+compute, its tokenizer and block-diffusion settings, the denoiser's config
+and stop ids the run's `rollout` section gives, the chat switches it was
+trained with and the HF files its export keeps. `read_converted` reads
+them into a `ConvertedSources`, which derives what the run fingerprint and
+the model checks take from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import special_ids
+from tunix_bd.data import chat
+from tunix_bd.models import hf_source
+from tunix_bd.run import models
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertedSources:
+  """A converted model's sources, as a run reads them.
+
+  Attributes:
+    tokenizer: its tokenizer (holding the mask token), with `data`'s chat
+      template override.
+    bd: its block-diffusion settings.
+    decode: the denoiser's config of the run's `rollout` section (a
+      `generate.denoise.DenoiseConfig`), stopping at `stop_ids`.
+    stop_ids: the tokenizer's EOS, then `rollout.extra_stop_ids`.
+    chat_options: the chat switches the model was trained with (prompts are
+      rendered with them, the export records them).
+    hf_files: the HF files its export keeps; None for a random model.
+  """
+
+  tokenizer: Any
+  bd: bd_config_lib.BlockDiffusionConfig
+  decode: Any
+  stop_ids: tuple[int, ...]
+  chat_options: chat.ChatOptions
+  hf_files: hf_source.Source | None
+
+  def fingerprint_fields(
+      self, tokenizer_key: str = "tokenizer"
+  ) -> dict[str, Any]:
+    """What the run fingerprint takes from the sources (`check_fingerprint`).
+
+    Args:
+      tokenizer_key: the field of the tokenizer's digest (e.g.
+        `tokenizer.student` where a run reads two tokenizers).
+
+    Returns:
+      `{tokenizer_key: digest, "bd": settings, "stop_ids": [ids]}`.
+    """
+    return {
+        tokenizer_key: fingerprint_lib.tokenizer_digest(self.tokenizer),
+        "bd": self.bd.to_dict(),
+        "stop_ids": list(self.stop_ids),
+    }
+
+  def validate_for_model(self, model_config: Any) -> None:
+    """Fails closed unless the model can hold the sources' ids.
+
+    Raises:
+      ValueError: as `BlockDiffusionConfig.validate_for_model`, for the mask
+        id, the pad id or a stop id outside the model's vocabulary.
+    """
+    self.bd.validate_for_model(
+        model_config,
+        pad_id=self.decode.pad_id,
+        eos_id=None,
+        stop_ids=self.stop_ids,
+    )
+
+
+def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
+  """Before compute: what a run reads from converted model `model.<key>`.
+
+  Its tokenizer (with `data.chat_template`) and block-diffusion settings,
+  the denoiser's config and stop ids of `rollout`, then
+  `stage.check_export`.
+
+  Args:
+    stage: the run's `run.stage.Stage` (its `model`, `data` and `export`
+      sections).
+    key: the `model` field naming the converted model the run trains.
+    rollout: the run's `rollout` section (its `denoise_config(tokenizer)`
+      stops at the tokenizer's EOS and `rollout.extra_stop_ids`).
+
+  Raises:
+    ValueError: naming the key, for a directory that is not a converted
+      model, special ids that collide (`special_ids.check`), or an export
+      the model cannot fill (`Stage.check_export`).
+  """
+  tokenizer, bd = models.converted_tokenizer_and_bd(
+      stage.sections["model"], key, stage.sections["data"].chat_template
+  )
+  decode = rollout.denoise_config(tokenizer)
+  special_ids.check(
+      mask_token_id=bd.mask_token_id,
+      pad_id=tokenizer.pad_token_id,
+      stop_ids=decode.stop_ids,
+  )
+  chat_options, hf_files = stage.check_export(key, tokenizer, bd)
+  return ConvertedSources(
+      tokenizer=tokenizer,
+      bd=bd,
+      decode=decode,
+      stop_ids=tuple(decode.stop_ids),
+      chat_options=chat_options,
+      hf_files=hf_files,
+  )

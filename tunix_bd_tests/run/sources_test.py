@@ -1,0 +1,123 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for tunix_bd.run.sources: a converted model's sources, read once."""
+
+import dataclasses
+import os
+
+from absl.testing import absltest
+from tunix_bd import config_files
+from tunix_bd import fingerprint as fingerprint_lib
+from tunix_bd.data import chat
+from tunix_bd.distillation import settings as distillation_settings
+from tunix_bd.models import mask_token
+from tunix_bd.rl import decode_settings as rl_decode_settings
+from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import sections
+from tunix_bd.run import sources as sources_lib
+from tunix_bd.run import stage as stage_lib
+from tunix_bd_tests import test_common
+
+
+def _sources(extra_stop_ids=()) -> sources_lib.ConvertedSources:
+  tokenizer, bd = mask_token.embedded_tokenizer_and_bd(block_size=4)
+  rollout = distillation_settings.RolloutSettings(extra_stop_ids=extra_stop_ids)
+  decode = rollout.denoise_config(tokenizer)
+  return sources_lib.ConvertedSources(
+      tokenizer=tokenizer,
+      bd=bd,
+      decode=decode,
+      stop_ids=decode.stop_ids,
+      chat_options=chat.ChatOptions(),
+      hf_files=None,
+  )
+
+
+class ConvertedSourcesTest(absltest.TestCase):
+
+  def test_fingerprint_fields_are_the_tokenizer_digest_bd_and_stop_ids(self):
+    sources = _sources(extra_stop_ids=(7,))
+    digest = fingerprint_lib.tokenizer_digest(sources.tokenizer)
+    eos_id = sources.tokenizer.eos_token_id
+    self.assertEqual(
+        sources.fingerprint_fields(),
+        {
+            "tokenizer": digest,
+            "bd": sources.bd.to_dict(),
+            "stop_ids": [eos_id, 7],
+        },
+    )
+    named = sources.fingerprint_fields("tokenizer.student")
+    self.assertEqual(named["tokenizer.student"], digest)
+    self.assertNotIn("tokenizer", named)
+
+  def test_validate_for_model_checks_every_id_against_the_vocabulary(self):
+    sources = _sources(extra_stop_ids=(7,))
+    vocab = len(sources.tokenizer)
+    sources.validate_for_model(test_common.tiny_qwen3_config(vocab))
+    outside = _sources(extra_stop_ids=(vocab + 5,))
+    with self.assertRaisesRegex(ValueError, "outside"):
+      outside.validate_for_model(test_common.tiny_qwen3_config(vocab))
+    too_small = test_common.tiny_qwen3_config(sources.bd.mask_token_id)
+    with self.assertRaisesRegex(ValueError, "mask_token_id"):
+      sources.validate_for_model(too_small)
+
+  def test_the_sources_are_frozen(self):
+    with self.assertRaises(dataclasses.FrozenInstanceError):
+      _sources().stop_ids = ()
+
+
+def _stage(config):
+  """A GRPO-like stage over a converted model: what `read_converted` reads."""
+  return stage_lib.Stage(
+      config,
+      model=sections.GrpoModelSettings,
+      data=rl_settings.DataSettings,
+      rollout=rl_decode_settings.RolloutSettings,
+      export=sections.ExportSettings,
+  )
+
+
+class ReadConvertedTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.config = config_files.get_config("grpo", "smoke")
+    self.config.workdir = os.path.join(self.root, "run")
+    self.config.rollout.extra_stop_ids = (7,)
+
+  def test_the_sources_of_a_random_model(self):
+    stage = _stage(self.config)
+    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    eos_id = sources.tokenizer.eos_token_id
+    self.assertEqual(sources.stop_ids, (eos_id, 7))
+    self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
+    self.assertEqual(
+        sources.decode, stage.rollout.denoise_config(sources.tokenizer)
+    )
+    self.assertEqual(
+        sources.bd.block_size, self.config.model.scratch_bd.block_size
+    )
+    self.assertIsNone(sources.hf_files)
+    self.assertEqual(sources.chat_options, stage.data.chat_options)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
+  def test_colliding_special_ids_fail_before_anything_is_written(self):
+    stage = _stage(self.config)
+    bd = sources_lib.read_converted(stage, "checkpoint", stage.rollout).bd
+    self.config.rollout.extra_stop_ids = (bd.mask_token_id,)
+    stage = _stage(self.config)
+    with self.assertRaisesRegex(ValueError, r"mask_token_id=\d+ equals"):
+      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
+  def test_an_export_the_model_cannot_fill_is_refused(self):
+    self.config.export.format = "sdar"  # The random model is shifted.
+    stage = _stage(self.config)
+    with self.assertRaisesRegex(ValueError, r"^export\.format='sdar'"):
+      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+
+
+if __name__ == "__main__":
+  absltest.main()
