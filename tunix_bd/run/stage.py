@@ -8,7 +8,9 @@ A training recipe is five steps, in this order, whatever it trains:
       # 1. Validate before compute: the workdir, every typed section (a
       #    `ValueError` naming `section.key`), the checkpoint directories.
   chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
-      #    ... and that the trained model exports as `export` asks.
+      #    ... and that the trained model exports as `export` asks (a recipe
+      #    training a converted model reads its tokenizer, block settings,
+      #    stop ids and this check at once: `sources.read_converted`).
   stage.check_fingerprint(tokenizer=..., bd=...)
       # 2. Sources by digest, 3. the fingerprint by the one rule; a resume
       #    under other settings is refused before any model is built.
@@ -16,7 +18,8 @@ A training recipe is five steps, in this order, whatever it trains:
       # 4. Record: the resume line, one metrics row per step, the
       #    fingerprint, once every check has passed.
   stage.export_block_diffusion(model, tokenizer, bd=..., ...)
-      # 5. Export, with the sources' provenance.
+      # 5. Export, with the sources' provenance (`export_converted`: of a
+      #    converted model's `ConvertedSources`).
 
 A benchmark recipe takes step 1 alone, then builds its arms, measures and
 writes its report (`tunix_bd.benchmarking`); one that writes a single
