@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 from tunix_bd import config_utils
 from tunix_bd.benchmarking import ar_sampler
+from tunix_bd.benchmarking import batch_sweep
 from tunix_bd.benchmarking import block_diffusion
 from tunix_bd.benchmarking import speed
 from tunix_bd.core import bd_config as bd_config_lib
@@ -196,6 +197,52 @@ def check_schedule(
           f"{method(k)}: {sorted(set(forwards.tolist()))} forwards for"
           f" {workload.max_new_tokens} tokens, not exactly {k} per forward."
       )
+
+
+def measure(
+    workload: FixedSchedule,
+    *,
+    batch_sizes: Sequence[int],
+    repeats: int,
+    mesh: Any,
+) -> dict[str, Any]:
+  """The random model decoded at k tokens per forward, for every k.
+
+  Args:
+    workload: the settings.
+    batch_sizes: rows per call, one measurement each (`batch_sweep`).
+    repeats: passes over all batches; each batch counts its fastest.
+    mesh: the device mesh of the weights.
+
+  Returns:
+    The workload's report entry (`decode_table.format_table`).
+
+  Raises:
+    ValueError: if a row did not decode exactly k tokens per forward.
+  """
+  rows = max(batch_sizes)
+  model, _, decoders, inputs = build(workload, rows, mesh)
+  blocks = workload.block_sizes()
+  size, budget = workload.block_size, workload.max_new_tokens
+  result = {"block_size": size, "max_new_tokens": budget}
+  result.update(
+      batch_sweep.measure(
+          decoders,
+          inputs,
+          batch_sizes=batch_sizes,
+          repeats=repeats,
+          blocks=blocks,
+          models={1: model, size: model},
+          cached={m: True for m in blocks},
+          budget=budget,
+          # No stop token: each row's answer is the whole budget.
+          lengths=(prompt_lengths(inputs), [budget] * rows, [False] * rows),
+          # One batch per size: every row decodes the whole budget alike.
+          one_batch=True,
+          check=lambda timings: check_schedule(timings, workload),
+      )
+  )
+  return result
 
 
 def prompt_lengths(inputs: dict[str, Sequence]) -> list[int]:
