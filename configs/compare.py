@@ -28,6 +28,7 @@ import ml_collections
 from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh
+from tunix_bd.benchmarking import comparison_report
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -40,12 +41,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.recipe = "compare"
   config.workdir = "runs/compare"
-  config.model = ml_collections.ConfigDict(
-      dict(
-          ar="runs/quickstart/ar_pretrain/export",  # The AR model.
-          bd="runs/quickstart/sft/export",  # Its conversion.
-      )
-  )
+  # The AR model and its conversion (`comparison_report`).
+  config.model = config_utils.to_section(comparison_report.CompareModelSettings)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
   config.data = config_sections.prompt_data()
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
