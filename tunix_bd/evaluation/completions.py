@@ -21,8 +21,8 @@ import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import files
-from tunix_bd.data import chat
 from tunix_bd.data import scoring
+from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.run import sections
@@ -40,7 +40,7 @@ class GenerateSettings:
     model: the converted model and the compute precision.
     bd: what the checkpoint's block-diffusion settings must be.
     decode: how to decode.
-    chat_options: the `data` section's template switches.
+    data: the prompts.
     output: the completions' path (`output`, or `workdir`'s
       `completions.jsonl`).
     verify_replay: also replay every trace and report the largest
@@ -50,7 +50,7 @@ class GenerateSettings:
   model: sections.DecodeModelSettings
   bd: settings_lib.CheckpointBdSettings
   decode: settings_lib.DecodeSettings
-  chat_options: chat.ChatOptions
+  data: data_settings.PromptDataSettings
   output: str
   verify_replay: bool
 
@@ -58,7 +58,7 @@ class GenerateSettings:
 def validate(config: Any) -> GenerateSettings:
   """Every section of a `generate` config, before any model is read.
 
-  The output first, then the decoding settings, then the checkpoint
+  The output first, then every section's values, then the checkpoint
   directory (so a bad setting is reported even without a model).
 
   Raises:
@@ -74,15 +74,18 @@ def validate(config: Any) -> GenerateSettings:
   model = config_utils.from_section(
       sections.DecodeModelSettings, config.model, "model"
   )
-  sections.check_directories(model)
   bd = config_utils.from_section(
       settings_lib.CheckpointBdSettings, config.bd, "bd"
   )
+  data = config_utils.from_section(
+      data_settings.PromptDataSettings, config.data, "data"
+  )
+  sections.check_directories(model)
   return GenerateSettings(
       model=model,
       bd=bd,
       decode=decode,
-      chat_options=chat.options_from_data(config.data),
+      data=data,
       output=config.output or os.path.join(config.workdir, COMPLETIONS_FILE),
       verify_replay=config.verify_replay,
   )

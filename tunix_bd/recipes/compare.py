@@ -19,8 +19,8 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd.benchmarking import comparison_report
-from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.run import workdir as workdir_lib
@@ -33,12 +33,13 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   model = config_utils.from_section(
       comparison_report.CompareModelSettings, config.model, "model"
   )
-  model.check()
+  data = config_utils.from_section(
+      data_settings.PromptDataSettings, config.data, "data"
+  )
+  model.check()  # The values first, then the directories.
   # Both models must share the tokenizer the comparison renders with.
   ar_tokenizer, bd_tokenizer = (
-      tokenizer_lib.load_tokenizer(
-          path, config.data.chat_template, key=f"model.{key}"
-      )
+      tokenizer_lib.load_tokenizer(path, data.chat_template, key=f"model.{key}")
       for key, path in (("ar", model.ar), ("bd", model.bd))
   )
   teacher_lib.check_compatible(
@@ -52,8 +53,8 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       records,
       settings,
       config.mesh,
-      chat_template=config.data.chat_template,
-      chat_options=chat.options_from_data(config.data),
+      chat_template=data.chat_template,
+      chat_options=data.chat_options,
       log=lambda line: print(line, flush=True),
   )
   text = comparison_report.write_report(

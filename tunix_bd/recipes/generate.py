@@ -34,12 +34,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   bd = bd_formats.load_settings(checkpoint)
   settings.bd.check(bd)
   tokenizer = bd_formats.load_tokenizer(
-      checkpoint, config.data.chat_template, key="model.checkpoint"
+      checkpoint, settings.data.chat_template, key="model.checkpoint"
   )
   # Prompts are rendered as in training (the export's record).
   chat_options = chat.trained_options(
       bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
-      settings.chat_options,
+      settings.data.chat_options,
   )
   records, source = dataset_lib.prompt_records(config.data)
   prompts = [
