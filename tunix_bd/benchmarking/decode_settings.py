@@ -137,7 +137,9 @@ class DecodeBench:
   peer: peer_lib.PeerSettings | None
 
 
-def workload(section: Any, key: str) -> Any:
+def workload(
+    section: Any, key: str
+) -> TrainedWorkload | fixed_schedule.FixedSchedule:
   """A `workload_settings` entry as its dataclass, checked; errors name `key`."""
   if config_utils.section_dict(section, key).get("kind") == RANDOM:
     return fixed_schedule.FixedSchedule.from_section(section, key)
@@ -167,6 +169,7 @@ def validate(config: Any) -> DecodeBench:
     workdir_lib.check_file(own["output"], "output")
   settings = DecodeBenchSettings(**own)
   peer = peer_lib.from_section(config.peer)
+  peer = peer if peer.enabled else None
   entries = config.workload_settings
   unknown = [w for w in settings.workloads if w not in entries]
   if not settings.workloads or unknown:
@@ -174,7 +177,7 @@ def validate(config: Any) -> DecodeBench:
         "workloads must name entries of workload_settings"
         f" {sorted(entries)}, got {settings.workloads}."
     )
-  if peer.enabled and settings.rule != commit_rules.THRESHOLD:
+  if peer is not None and settings.rule != commit_rules.THRESHOLD:
     raise ValueError(
         f"rule={settings.rule!r}: the peer decodes by threshold; use"
         " rule='threshold' or set peer.python=''."
@@ -182,17 +185,20 @@ def validate(config: Any) -> DecodeBench:
   workloads = {}
   for name in settings.workloads:
     key = f"workload_settings.{name}"
-    if peer.enabled and entries[name].get("kind") == RANDOM:
+    if peer is not None and entries[name].get("kind") == RANDOM:
       raise ValueError(
           f"workloads: {name!r} is a random workload (a model built in"
           " memory), which the peer cannot load; run it without"
           " peer.python."
       )
     workloads[name] = workload(entries[name], key)
-    if isinstance(workloads[name], TrainedWorkload):
-      sections.check_directories(workloads[name], key)
-      if peer.enabled:
+  # The values first, then what they name on disk.
+  for name, checked in workloads.items():
+    if isinstance(checked, TrainedWorkload):
+      key = f"workload_settings.{name}"
+      sections.check_directories(checked, key)
+      if peer is not None:
         peer_lib.check_checkpoint(
-            peer, workloads[name].bd_checkpoint, f"{key}.bd_checkpoint"
+            peer, checked.bd_checkpoint, f"{key}.bd_checkpoint"
         )
-  return DecodeBench(settings, workloads, peer if peer.enabled else None)
+  return DecodeBench(settings, workloads, peer)

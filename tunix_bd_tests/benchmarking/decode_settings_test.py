@@ -88,6 +88,13 @@ class WorkloadTest(parameterized.TestCase):
     ):
       decode_settings.validate(config)
 
+  def test_every_value_is_checked_before_the_directories(self):
+    config = _config(workloads=("short", "long"))
+    config.workload_settings.short.bd_checkpoint = "no/such/dir"
+    config.workload_settings.long.tasks = ("nope",)
+    with self.assertRaisesRegex(ValueError, r"^workload_settings\.long\.tasks"):
+      decode_settings.validate(config)
+
   def test_only_the_named_workloads_are_read(self):
     config = _config()
     config.workload_settings.long.tasks = ("nope",)

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for evaluation/fixed_schedule.py and bench_decode's random workload.
+"""Tests for benchmarking/fixed_schedule.py and bench_decode's random workload.
 
 `bench_decode.py:realistic_tiny` runs the realistic workload's whole code
 path (random Qwen3, Tunix's Sampler, our AR loop, `top_k` schedules,
