@@ -50,6 +50,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.benchmarking import decode_settings
+from tunix_bd.benchmarking import fixed_schedule
 from tunix_bd.benchmarking import peer
 
 
@@ -61,20 +62,6 @@ def _workload(tasks, max_new_tokens, runs, bd_checkpoint=None):
       max_new_tokens=max_new_tokens,
       ar_checkpoint=f"{runs}/ar_pretrain/export",
       bd_checkpoint=bd_checkpoint or f"{runs}/sft/export",
-  )
-
-
-def _random_workload(**model):
-  """A random Qwen3 decoded with fixed commit schedules (`top_k` = k)."""
-  return dict(
-      kind="random",
-      model=dict(norm_eps=1e-6, tie_embeddings=True, **model),
-      vocab_size=65_536,
-      block_size=8,
-      top_k=(1, 2, 4, 8),
-      prompt_length=32,  # Block-aligned, so TPF is exactly k.
-      max_new_tokens=256,
-      seed=0,
   )
 
 
@@ -117,15 +104,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
               "runs/peer",
               _PEER_CHECKPOINT,
           ),
-          # Qwen3-0.6B's width and head layout, 12 of its 28 layers.
-          realistic=_random_workload(
-              num_layers=12,
-              embed_dim=1024,
-              hidden_dim=3072,
-              num_heads=16,
-              head_dim=128,
-              num_kv_heads=8,
-          ),
+          # A random Qwen3 of Qwen3-0.6B's width, decoded with fixed commit
+          # schedules (`top_k` = k): the dataclass's defaults.
+          realistic=config_utils.to_section(fixed_schedule.FixedSchedule),
       )
   )
   config.mesh = config_utils.to_section(mesh.MeshSettings)

@@ -26,8 +26,8 @@ from tunix_bd.generate import denoise
 from tunix_bd.run import sections
 from tunix_bd.run import workdir as workdir_lib
 
-# A `workload_settings` entry's `kind` that makes it a `FixedSchedule`.
-RANDOM = "random"
+# The `kind` of a `workload_settings` entry that is a `FixedSchedule`.
+RANDOM = fixed_schedule.RANDOM
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
