@@ -49,29 +49,19 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import mesh
+from tunix_bd.benchmarking import decode_settings
+from tunix_bd.benchmarking import fixed_schedule
 from tunix_bd.benchmarking import peer
 
 
 def _workload(tasks, max_new_tokens, runs, bd_checkpoint=None):
-  return dict(
+  """A trained workload (`decode_settings.TrainedWorkload`)."""
+  return config_utils.to_section(
+      decode_settings.TrainedWorkload,
       tasks=tasks,
       max_new_tokens=max_new_tokens,
       ar_checkpoint=f"{runs}/ar_pretrain/export",
       bd_checkpoint=bd_checkpoint or f"{runs}/sft/export",
-  )
-
-
-def _random_workload(**model):
-  """A random Qwen3 decoded with fixed commit schedules (`top_k` = k)."""
-  return dict(
-      kind="random",
-      model=dict(norm_eps=1e-6, tie_embeddings=True, **model),
-      vocab_size=65_536,
-      block_size=8,
-      top_k=(1, 2, 4, 8),
-      prompt_length=32,  # Block-aligned, so TPF is exactly k.
-      max_new_tokens=256,
-      seed=0,
   )
 
 
@@ -88,11 +78,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
   config = ml_collections.ConfigDict()
   config.recipe = "bench_decode"
-  # Which of `workload_settings` to run, in order.
-  config.workloads = ("short", "long")
+  # Which of `workload_settings` to run (`workloads`), how many prompts, the
+  # batch sizes, the trained workloads' commit rule (`threshold` or
+  # `factor`, Fast-dLLM's rule) and its parameter, passes over all batches
+  # (`repeats`; each batch counts its fastest) and a path to also write the
+  # report as JSON (`output`): `benchmarking.decode_settings`.
+  config.update(config_utils.to_section(decode_settings.DecodeBenchSettings))
   config.workload_settings = ml_collections.ConfigDict(
       dict(
-          short=_workload(("sort", "reverse", "double"), 16, "runs/quickstart"),
+          # The quickstart's models (the dataclass's defaults).
+          short=config_utils.to_section(decode_settings.TrainedWorkload),
           long=_workload(("count",), 256, "runs/quickstart_long"),
           # The long workload's block-size curriculum (`sft.py:long8`, then
           # `sft.py:long16`), against the same AR teacher.
@@ -109,27 +104,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
               "runs/peer",
               _PEER_CHECKPOINT,
           ),
-          # Qwen3-0.6B's width and head layout, 12 of its 28 layers.
-          realistic=_random_workload(
-              num_layers=12,
-              embed_dim=1024,
-              hidden_dim=3072,
-              num_heads=16,
-              head_dim=128,
-              num_kv_heads=8,
-          ),
+          # A random Qwen3 of Qwen3-0.6B's width, decoded with fixed commit
+          # schedules (`top_k` = k): the dataclass's defaults.
+          realistic=config_utils.to_section(fixed_schedule.FixedSchedule),
       )
   )
-  config.num_prompts = 64
-  config.batch_sizes = (1, 32)
-  # The trained workloads' commit rule (`threshold` or `factor`, Fast-dLLM's
-  # rule) and its parameter.
-  config.rule = "threshold"
-  config.threshold = 0.9
-  config.factor = 1.0
-  # Passes over all batches; each batch counts its fastest (1: one pass).
-  config.repeats = 1
-  config.output = ""  # A path to also write the report as JSON.
   config.mesh = config_utils.to_section(mesh.MeshSettings)
   # A reference implementation's decoder beside ours (`benchmarking.peer`);
   # off while `python` is empty.

@@ -25,9 +25,10 @@ smoke tests.
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
+from tunix_bd.benchmarking import comparison_report
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -40,14 +41,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.recipe = "compare"
   config.workdir = "runs/compare"
-  config.model = ml_collections.ConfigDict(
-      dict(
-          ar="runs/quickstart/ar_pretrain/export",  # The AR model.
-          bd="runs/quickstart/sft/export",  # Its conversion.
-      )
-  )
+  # The AR model and its conversion (`comparison_report`).
+  config.model = config_utils.to_section(comparison_report.CompareModelSettings)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
-  config.data = config_sections.prompt_data()
+  config.data = config_utils.to_section(data_settings.PromptDataSettings)
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
   config.max_new_tokens = 16
   config.batch_size = 64  # Of the throughput measurement.

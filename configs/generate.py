@@ -23,12 +23,11 @@ forward and tokens/s. Variants: `default`; `long`, the `count` task with a
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import settings
 from tunix_bd.run import sections
-from ml_collections import config_dict
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -49,15 +48,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model = config_utils.to_section(sections.DecodeModelSettings)
   # Settings of the checkpoint (block_diffusion.json); set one to assert it:
   # a value that disagrees with the checkpoint is an error.
-  config.bd = ml_collections.ConfigDict(
-      dict(
-          block_size=config_dict.placeholder(int),
-          mask_token_id=config_dict.placeholder(int),
-          alignment=config_dict.placeholder(str),
-      )
-  )
+  config.bd = config_utils.to_section(settings.CheckpointBdSettings)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
-  config.data = config_sections.prompt_data()
+  config.data = config_utils.to_section(data_settings.PromptDataSettings)
   # max_prompt_length 0: the longest prompt (`generate.settings`).
   config.decode = config_utils.to_section(settings.DecodeSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)

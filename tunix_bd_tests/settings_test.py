@@ -73,6 +73,24 @@ class DecodeSettingsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "bd.block_size=4 disagrees"):
       settings.check_checkpoint_settings(bd, {"block_size": 4})
 
+  def test_the_bd_section_asserts_the_checkpoints_settings(self):
+    bd = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=3)
+    section = config_utils.to_section(settings.CheckpointBdSettings)
+    config_utils.from_section(
+        settings.CheckpointBdSettings, section, "bd"
+    ).check(bd)
+    section.block_size = 4  # A placeholder takes a typed override.
+    asserted = config_utils.from_section(
+        settings.CheckpointBdSettings, section, "bd"
+    )
+    with self.assertRaisesRegex(ValueError, "bd.block_size=4 disagrees"):
+      asserted.check(bd)
+
+  @parameterized.parameters(("block_size", 0), ("mask_token_id", -1))
+  def test_a_bad_bd_value_names_its_key(self, key, value):
+    with self.assertRaisesRegex(ValueError, rf"^bd\.{key} must be >="):
+      settings.CheckpointBdSettings(**{key: value})
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -29,6 +29,7 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import plot
 from tunix_bd.evaluation import report
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.run import sections
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +80,49 @@ class Settings:
         latency_prompts=config.latency_prompts,
         repeats=config.repeats,
     )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompareModelSettings:
+  """`compare.py`'s `model`: an AR model and its conversion.
+
+  Attributes:
+    ar: the AR model, an HF-style directory.
+    bd: its block-diffusion conversion (`sft.py`'s export, with
+      `block_diffusion.json`).
+  """
+
+  ar: str = config_utils.source(
+      config_utils.CHECKPOINT,
+      "runs/quickstart/ar_pretrain/export",
+      required=True,
+  )
+  bd: str = config_utils.source(
+      config_utils.CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+
+  def directory_hint(self, key: str) -> str:
+    """What to set when checkpoint `key` is missing (`check_directories`)."""
+    del key
+    return (
+        "; the quickstart writes runs/quickstart/ar_pretrain/export (AR) and"
+        " runs/quickstart/sft/export (its conversion)."
+    )
+
+  def check(self) -> None:
+    """Fails closed, naming the key, unless both are models and `bd` converted.
+
+    Raises:
+      ValueError: for a directory that does not exist, or a `bd` without
+        `block_diffusion.json`.
+    """
+    sections.check_directories(self)
+    if not os.path.isfile(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE)):
+      raise ValueError(
+          f"model.bd={self.bd!r} has no"
+          f" {bd_config_lib.SETTINGS_FILE}: it is not a block-diffusion"
+          " model; convert it with sft.py first."
+      )
 
 
 def machine() -> str:

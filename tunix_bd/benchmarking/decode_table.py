@@ -5,7 +5,7 @@
 Each cell is one method at one batch size of one workload: tokens/s, its
 ratios to Tunix's `Sampler` (`ar`) and to our one-token AR loop
 (`ar_loop`), tokens per forward and its fraction of the workload's TPF
-ceiling, exact match, and the roofline (`evaluation.roofline`): the speed
+ceiling, exact match, and the roofline (`benchmarking.roofline`): the speed
 an engine doing only its model forwards would reach, the ideal speed-up
 over the loop that implies, and how much of it was measured. A workload
 with a peer (`benchmarking.peer`) adds its setup and, per batch size, its

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 from tunix_bd import config_utils
 from tunix_bd.benchmarking import ar_sampler
+from tunix_bd.benchmarking import batch_sweep
 from tunix_bd.benchmarking import block_diffusion
 from tunix_bd.benchmarking import speed
 from tunix_bd.core import bd_config as bd_config_lib
@@ -35,66 +36,96 @@ def method(k: int) -> str:
   return f"bd_top{k}"
 
 
-@dataclasses.dataclass(frozen=True)
+# The `kind` of a `workload_settings` entry that is a `FixedSchedule`.
+RANDOM = "random"
+
+
+def _realistic_model() -> from_scratch.ScratchModelSettings:
+  """Qwen3-0.6B's width and head layout, 12 of its 28 layers (0.26 B)."""
+  return from_scratch.ScratchModelSettings(
+      num_layers=12,
+      embed_dim=1024,
+      hidden_dim=3072,
+      num_heads=16,
+      head_dim=128,
+      num_kv_heads=8,
+  )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FixedSchedule:
-  """A random-model workload, from a `workload_settings` entry.
+  """A random-model workload, a `workload_settings` entry (`kind="random"`).
+
+  The defaults are `bench_decode.py:realistic`'s.
 
   Attributes:
+    kind: `random`, what makes the entry this workload.
     model: the `from_scratch.ScratchModelSettings` of the Qwen3.
     vocab_size: the model's vocabulary (the prompts use the embedded
       tokenizer's characters, a subset).
     block_size: the denoiser's block size.
     top_k: the commit schedules, each k dividing `block_size`.
-    prompt_length: tokens per prompt, a multiple of `block_size`.
+    prompt_length: tokens per prompt, a multiple of `block_size` (so TPF
+      is exactly k).
     max_new_tokens: tokens decoded per row, a multiple of `block_size`.
     seed: of the weights and the prompts.
   """
 
-  model: from_scratch.ScratchModelSettings
-  vocab_size: int
-  block_size: int
-  top_k: tuple[int, ...]
-  prompt_length: int
-  max_new_tokens: int
-  seed: int
+  kind: str = RANDOM
+  model: from_scratch.ScratchModelSettings = dataclasses.field(
+      default_factory=_realistic_model
+  )
+  vocab_size: int = 65_536
+  block_size: int = 8
+  top_k: tuple[int, ...] = (1, 2, 4, 8)
+  prompt_length: int = 32
+  max_new_tokens: int = 256
+  seed: int = 0
 
   @classmethod
   def from_section(cls, section: Any, key: str) -> FixedSchedule:
-    """Checks a config section; errors name `key.FIELD`."""
+    """Checks a config section; errors name `key.FIELD`.
+
+    A key the section omits takes its default; one that is no field fails.
+    """
     fields = config_utils.section_dict(section, key)
-    model = config_utils.from_section(
-        from_scratch.ScratchModelSettings, fields.pop("model"), f"{key}.model"
-    )
-    fields.pop("kind")
-    known = {f.name for f in dataclasses.fields(cls)} - {"model"}
-    if set(fields) != known:
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
       raise ValueError(
-          f"{key} needs exactly the keys {sorted(known | {'kind', 'model'})},"
-          f" got {sorted(set(fields) | {'kind', 'model'})}."
+          f"unknown {key} config keys {unknown}; valid keys are {known}."
       )
-    size = config_utils.check_int(f"{key}.block_size", fields["block_size"], 1)
+    if fields.get("kind", RANDOM) != RANDOM:
+      raise ValueError(
+          f"{key}.kind must be {RANDOM!r}, got {fields['kind']!r}."
+      )
+    if "model" in fields:
+      fields["model"] = config_utils.nested(
+          from_scratch.ScratchModelSettings, fields["model"], f"{key}.model"
+      )
+    workload = cls(**fields)
+    size = config_utils.check_int(f"{key}.block_size", workload.block_size, 1)
     for name in ("vocab_size", "prompt_length", "max_new_tokens"):
-      config_utils.check_int(f"{key}.{name}", fields[name], 1)
-    config_utils.check_int(f"{key}.seed", fields["seed"], 0)
-    if fields["vocab_size"] < tokenizer_lib.VOCAB_SIZE:
+      config_utils.check_int(f"{key}.{name}", getattr(workload, name), 1)
+    config_utils.check_int(f"{key}.seed", workload.seed, 0)
+    if workload.vocab_size < tokenizer_lib.VOCAB_SIZE:
       raise ValueError(
           f"{key}.vocab_size must be >= {tokenizer_lib.VOCAB_SIZE} (the"
-          f" prompts' tokenizer), got {fields['vocab_size']}."
+          f" prompts' tokenizer), got {workload.vocab_size}."
       )
     for name in ("prompt_length", "max_new_tokens"):
-      if fields[name] % size:
+      if getattr(workload, name) % size:
         raise ValueError(
-            f"{key}.{name}={fields[name]} must be a multiple of"
+            f"{key}.{name}={getattr(workload, name)} must be a multiple of"
             f" block_size={size}, so every row makes exactly k tokens per"
             " forward."
         )
-    ks = tuple(fields["top_k"])
+    ks = tuple(workload.top_k)
     if not ks or any(not isinstance(k, int) or k < 1 or size % k for k in ks):
       raise ValueError(
           f"{key}.top_k must be ints dividing block_size={size}, got {ks}."
       )
-    fields["top_k"] = ks
-    return cls(model=model, **fields)
+    return dataclasses.replace(workload, top_k=ks)
 
   def block_sizes(self) -> dict[str, int]:
     """Each method's block size (1 for AR)."""
@@ -196,6 +227,52 @@ def check_schedule(
           f"{method(k)}: {sorted(set(forwards.tolist()))} forwards for"
           f" {workload.max_new_tokens} tokens, not exactly {k} per forward."
       )
+
+
+def measure(
+    workload: FixedSchedule,
+    *,
+    batch_sizes: Sequence[int],
+    repeats: int,
+    mesh: Any,
+) -> dict[str, Any]:
+  """The random model decoded at k tokens per forward, for every k.
+
+  Args:
+    workload: the settings.
+    batch_sizes: rows per call, one measurement each (`batch_sweep`).
+    repeats: passes over all batches; each batch counts its fastest.
+    mesh: the device mesh of the weights.
+
+  Returns:
+    The workload's report entry (`decode_table.format_table`).
+
+  Raises:
+    ValueError: if a row did not decode exactly k tokens per forward.
+  """
+  rows = max(batch_sizes)
+  model, _, decoders, inputs = build(workload, rows, mesh)
+  blocks = workload.block_sizes()
+  size, budget = workload.block_size, workload.max_new_tokens
+  result = {"block_size": size, "max_new_tokens": budget}
+  result.update(
+      batch_sweep.measure(
+          decoders,
+          inputs,
+          batch_sizes=batch_sizes,
+          repeats=repeats,
+          blocks=blocks,
+          models={1: model, size: model},
+          cached={m: True for m in blocks},
+          budget=budget,
+          # No stop token: each row's answer is the whole budget.
+          lengths=(prompt_lengths(inputs), [budget] * rows, [False] * rows),
+          # One batch per size: every row decodes the whole budget alike.
+          one_batch=True,
+          check=lambda timings: check_schedule(timings, workload),
+      )
+  )
+  return result
 
 
 def prompt_lengths(inputs: dict[str, Sequence]) -> list[int]:

@@ -1,12 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The `data` config section as a frozen, checked dataclass.
+"""The `data` config sections as frozen, checked dataclasses.
 
 `DataSettings` is the section field for field and the one source of its
 defaults: configs build it with `config_utils.to_section(DataSettings,
 num_eval=256, ...)`, recipes build it back with `config_utils.from_section`,
 checked before any compute. Its files enter run fingerprints by content
-(`config_utils.source`).
+(`config_utils.source`). `PromptDataSettings` is the `data` of a recipe
+that decodes and scores a prompt set (`generate.py`, `compare.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dataclasses
 
 from tunix_bd import config_utils
 from tunix_bd.data import chat
+from tunix_bd.data import tasks as tasks_lib
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,6 +54,53 @@ class DataSettings:
     for key in ("num_train", "num_eval", "max_length"):
       config_utils.check_int(f"data.{key}", getattr(self, key), 1)
     object.__setattr__(self, "tasks", tuple(self.tasks))
+    chat.options_from_data(dataclasses.asdict(self))
+
+  @property
+  def chat_options(self) -> chat.ChatOptions:
+    """The template switches every render passes (`enable_thinking`)."""
+    return chat.options_from_data(dataclasses.asdict(self))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PromptDataSettings:
+  """The `data` of a recipe that decodes and scores prompts.
+
+  Read by `dataset.prompt_records` and `chat.options_from_data`.
+
+  Attributes:
+    prompts: a `{"prompt", "answer"}` JSONL; empty: the embedded tasks'
+      eval split, drawn from `tasks`, `min_len`, `max_len` and `seed`.
+    tasks, min_len, max_len, seed: the embedded tasks' generator
+      (`tasks.TaskMix`).
+    num_prompts: eval prompts drawn from the embedded tasks.
+    chat_template: a Jinja file that replaces the tokenizer's template
+      (empty: keep it; an export carries the one trained with).
+    enable_thinking: passed to the template on every render (Qwen3's
+      thinking switch; None passes nothing, leaving the template's
+      default). A block-diffusion export records the one it was trained
+      with; generation defaults to it and refuses another.
+  """
+
+  prompts: str = config_utils.source(config_utils.FILE)
+  tasks: tuple[str, ...] = ("sort", "reverse", "double")
+  min_len: int = 1
+  max_len: int = 6
+  seed: int = 0
+  num_prompts: int = 256
+  chat_template: str = config_utils.source(config_utils.FILE)
+  enable_thinking: bool | None = None
+
+  def __post_init__(self):
+    object.__setattr__(self, "tasks", tuple(self.tasks))
+    if not self.prompts:  # The embedded tasks' keys matter only then.
+      config_utils.check_int("data.num_prompts", self.num_prompts, 1)
+      tasks_lib.TaskMix(
+          tasks=self.tasks,
+          min_len=self.min_len,
+          max_len=self.max_len,
+          seed=self.seed,
+      )
     chat.options_from_data(dataclasses.asdict(self))
 
   @property

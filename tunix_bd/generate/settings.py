@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""A recipe's `decode` section, checked before anything is loaded.
+"""A recipe's `decode` and `bd` sections, checked before anything is loaded.
 
 `DecodeSettings` is the `decode` config section field for field (build it
 with `config_utils.from_section(DecodeSettings, config.decode, "decode")`).
@@ -8,6 +8,8 @@ Every denoiser setting is checked by `DenoiseConfig` itself, one at a time,
 so an error names the config key (`decode.threshold`) before any model or
 tokenizer is read; `denoise_config` then binds the settings to a
 tokenizer's stop and pad ids and to the prompts' length.
+`CheckpointBdSettings` is the `bd` section of a recipe that decodes a
+converted model: what it asserts of the checkpoint's settings.
 """
 
 from __future__ import annotations
@@ -106,6 +108,29 @@ def denoise_config(
       pad_id=tokenizer.pad_token_id,
       **settings,
   )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckpointBdSettings:
+  """A decoding recipe's `bd`: the checkpoint's settings, asserted.
+
+  A converted model is decoded with the settings it was converted with
+  (its `block_diffusion.json`); one set here must agree with them. None:
+  whatever it was trained with.
+  """
+
+  block_size: int | None = None
+  mask_token_id: int | None = None
+  alignment: str | None = None
+
+  def __post_init__(self):
+    for name, minimum in (("block_size", 1), ("mask_token_id", 0)):
+      if getattr(self, name) is not None:
+        config_utils.check_int(f"bd.{name}", getattr(self, name), minimum)
+
+  def check(self, bd: Any) -> None:
+    """Fails closed, naming `bd.KEY`, where `bd` disagrees with a setting."""
+    check_checkpoint_settings(bd, dataclasses.asdict(self))
 
 
 def check_checkpoint_settings(bd: Any, requested: Mapping[str, Any]) -> None:

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for evaluation/fixed_schedule.py and bench_decode's random workload.
+"""Tests for benchmarking/fixed_schedule.py and bench_decode's random workload.
 
 `bench_decode.py:realistic_tiny` runs the realistic workload's whole code
 path (random Qwen3, Tunix's Sampler, our AR loop, `top_k` schedules,
@@ -89,6 +89,23 @@ class FixedScheduleSettingsTest(absltest.TestCase):
     config.rule = "nope"
     with self.assertRaisesRegex(ValueError, "rule, threshold, factor"):
       bench_decode.run(config)
+
+  def test_an_omitted_key_takes_the_default(self):
+    section = _config().workload_settings.realistic.to_dict()
+    del section["seed"], section["model"]
+    workload = fixed_schedule.FixedSchedule.from_section(section, "w")
+    self.assertEqual(workload.seed, 0)
+    self.assertEqual(workload.model.num_layers, 12)
+    self.assertEqual(workload.vocab_size, 256)
+
+  def test_an_unknown_key_or_kind_fails(self):
+    section = _config().workload_settings.realistic.to_dict()
+    with self.assertRaisesRegex(
+        ValueError, r"unknown w config keys \['topk'\]"
+    ):
+      fixed_schedule.FixedSchedule.from_section(dict(section, topk=1), "w")
+    with self.assertRaisesRegex(ValueError, r"^w\.kind must be 'random'"):
+      fixed_schedule.FixedSchedule.from_section(dict(section, kind="x"), "w")
 
   def test_block_sizes(self):
     workload = fixed_schedule.FixedSchedule.from_section(

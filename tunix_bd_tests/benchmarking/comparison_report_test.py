@@ -1,0 +1,61 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for benchmarking/comparison_report.py's `model` section."""
+
+import os
+
+from absl.testing import absltest
+from tunix_bd import config_files
+from tunix_bd import config_utils
+from tunix_bd.benchmarking import comparison_report
+from tunix_bd.core import bd_config as bd_config_lib
+
+
+def _model(**paths):
+  section = config_files.get_config("compare", "tiny").model
+  section.update(paths)
+  return config_utils.from_section(
+      comparison_report.CompareModelSettings, section, "model"
+  )
+
+
+class CompareModelSettingsTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.ar = self.create_tempdir("ar").full_path
+    self.bd = self.create_tempdir("bd").full_path
+
+  def test_the_defaults_are_the_quickstarts_exports(self):
+    model = _model()
+    self.assertEqual(model.ar, "runs/quickstart/ar_pretrain/export")
+    self.assertEqual(model.bd, "runs/quickstart/sft/export")
+
+  def test_a_missing_model_says_where_the_quickstart_writes_it(self):
+    for key in ("ar", "bd"):
+      paths = dict(ar=self.ar, bd=self.bd)
+      paths[key] = "no/such/dir"
+      with self.assertRaisesRegex(
+          ValueError,
+          rf"^model\.{key}='no/such/dir' is not a directory; the quickstart"
+          r" writes runs/quickstart/ar_pretrain/export \(AR\) and"
+          r" runs/quickstart/sft/export \(its conversion\)\.$",
+      ):
+        _model(**paths).check()
+
+  def test_an_unconverted_model_is_refused(self):
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.bd=.* it is not a block-diffusion model"
+    ):
+      _model(ar=self.ar, bd=self.bd).check()
+    with open(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE), "w") as f:
+      f.write("{}")
+    _model(ar=self.ar, bd=self.bd).check()
+
+  def test_an_unknown_key_fails(self):
+    with self.assertRaisesRegex(ValueError, "unknown model config keys"):
+      _model(teacher=self.ar)
+
+
+if __name__ == "__main__":
+  absltest.main()
