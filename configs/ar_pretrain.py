@@ -18,7 +18,6 @@ embedded character tokenizer is used):
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
@@ -69,7 +68,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     config.eval.update(max_new_tokens=256, batch_size=64)
   if variant == "tiny":
-    config.model.update(config_sections.tiny_model_shape())
+    config.model.update(from_scratch.TINY_SHAPE)
     config.data.update(num_train=256, num_eval=32, max_len=3)
     config.train.update(
         batch_size=8,

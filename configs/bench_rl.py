@@ -18,11 +18,11 @@ one run; prints the per-phase median seconds and their ratios, and writes
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.benchmarking import grpo_step
 from tunix_bd.data import settings as data_settings
+from tunix_bd.models import from_scratch
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import settings
 
@@ -63,7 +63,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/bench_rl_smoke"
     config.model.random_init = True
-    config.model.scratch.update(config_sections.tiny_model_shape())
+    config.model.scratch.update(from_scratch.TINY_SHAPE)
     config.model.scratch_bd.block_size = 4
     config.data.update(num_train=16, num_eval=4, max_len=3)
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)

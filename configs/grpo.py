@@ -57,8 +57,8 @@ earlier run.
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
+from tunix_bd.models import from_scratch
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import meshes
 from tunix_bd.rl import settings
@@ -146,7 +146,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/grpo_smoke"
     config.model.update(random_init=True, reference="")
-    config.model.scratch.update(config_sections.tiny_model_shape())
+    config.model.scratch.update(from_scratch.TINY_SHAPE)
     config.model.scratch_bd.block_size = 4
     config.data.update(num_train=64, max_len=3)
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)

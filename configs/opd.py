@@ -31,11 +31,11 @@ tiny student and teacher and a few steps, needing no earlier run.
 
 import ml_collections
 
-from tunix_bd import config_sections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
 from tunix_bd.distillation import settings
+from tunix_bd.models import from_scratch
 from tunix_bd.run import sections
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
@@ -94,7 +94,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/opd_smoke"
     config.model.random_init = True
-    config.model.scratch.update(config_sections.tiny_model_shape())
+    config.model.scratch.update(from_scratch.TINY_SHAPE)
     config.data.update(num_train=64, num_eval=8, max_len=3)
     config.rollout.update(max_new_tokens=8, max_prompt_length=32)
     config.train.update(

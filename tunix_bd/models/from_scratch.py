@@ -53,6 +53,17 @@ class ScratchModelSettings:
       )
 
 
+# What smoke variants shrink a from-scratch model to: 1 layer, 32 wide.
+TINY_SHAPE = dict(
+    num_layers=1,
+    embed_dim=32,
+    hidden_dim=64,
+    num_heads=2,
+    head_dim=16,
+    num_kv_heads=1,
+)
+
+
 def qwen3_config(
     settings: ScratchModelSettings, vocab_size: int
 ) -> qwen3_lib.ModelConfig:

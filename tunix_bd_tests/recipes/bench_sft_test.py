@@ -10,15 +10,15 @@ import os
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
-from tunix_bd import config_sections
 from tunix_bd.benchmarking import sft_step
+from tunix_bd.models import from_scratch
 from tunix_bd.recipes import bench_sft
 
 
 def _tiny(output: str):
   config = config_files.get_config("bench_sft", "tiny")
   config.output = output
-  config.model.update(config_sections.tiny_model_shape())
+  config.model.update(from_scratch.TINY_SHAPE)
   config.bench.update(num_steps=1, warmup_steps=1)
   return config
 
