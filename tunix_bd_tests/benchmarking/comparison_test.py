@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for evaluation/comparison.py's headline and frontier, and the plot."""
+"""Tests for benchmarking/comparison.py's headline and frontier, and the plot."""
 
 import os
 
