@@ -99,9 +99,18 @@ class FixedSchedule:
       raise ValueError(
           f"{key}.kind must be {RANDOM!r}, got {fields['kind']!r}."
       )
-    if "model" in fields:
-      fields["model"] = config_utils.nested(
-          from_scratch.ScratchModelSettings, fields["model"], f"{key}.model"
+    model = fields.get("model")
+    if model is not None and not isinstance(
+        model, from_scratch.ScratchModelSettings
+    ):
+      # Keys the model section omits are the realistic workload's too.
+      fields["model"] = config_utils.from_section(
+          from_scratch.ScratchModelSettings,
+          {
+              **dataclasses.asdict(_realistic_model()),
+              **config_utils.section_dict(model, f"{key}.model"),
+          },
+          f"{key}.model",
       )
     workload = cls(**fields)
     size = config_utils.check_int(f"{key}.block_size", workload.block_size, 1)

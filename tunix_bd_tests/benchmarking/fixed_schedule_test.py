@@ -7,8 +7,9 @@ path (random Qwen3, Tunix's Sampler, our AR loop, `top_k` schedules,
 roofline) at toy size.
 """
 
-import io
 import contextlib
+import dataclasses
+import io
 
 from absl.testing import absltest
 from tunix_bd import config_files
@@ -97,6 +98,17 @@ class FixedScheduleSettingsTest(absltest.TestCase):
     self.assertEqual(workload.seed, 0)
     self.assertEqual(workload.model.num_layers, 12)
     self.assertEqual(workload.vocab_size, 256)
+
+  def test_a_partial_model_takes_the_realistic_models_other_keys(self):
+    workload = fixed_schedule.FixedSchedule.from_section(
+        {"model": {"num_layers": 2}}, "w"
+    )
+    self.assertEqual(
+        workload.model,
+        dataclasses.replace(fixed_schedule.FixedSchedule().model, num_layers=2),
+    )
+    with self.assertRaisesRegex(ValueError, r"unknown w\.model config keys"):
+      fixed_schedule.FixedSchedule.from_section({"model": {"width": 2}}, "w")
 
   def test_an_unknown_key_or_kind_fails(self):
     section = _config().workload_settings.realistic.to_dict()

@@ -14,6 +14,7 @@ from tunix_bd.evaluation import held_out
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
+from tunix_bd.rl import report_plot
 from tunix_bd.rl import results
 from tunix_bd.rl import settings as settings_lib
 
@@ -123,7 +124,7 @@ class GrpoResultsTest(absltest.TestCase):
         train_seconds=1.5,
     )
     with mock.patch.object(
-        report, "plot_report", wraps=report.plot_report
+        report_plot, "plot_report", wraps=report_plot.plot_report
     ) as plot:
       content = got.write_report(workdir, run)
     with open(os.path.join(workdir, "report.json")) as f:
