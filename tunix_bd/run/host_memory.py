@@ -34,7 +34,10 @@ program that calls a recipe's `run` itself calls it first.
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
+import importlib.util
 import os
+import pkgutil
 import sys
 
 _SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
@@ -79,13 +82,34 @@ def schedule_for_memory() -> bool:
   return True
 
 
+def computes_on_cpu() -> bool:
+  """Whether JAX will compute on the CPU, told before any backend starts.
+
+  `JAX_PLATFORMS`' first platform when it is set; else whether no
+  accelerator is installed for JAX to prefer (a `jax_plugins` package, e.g.
+  CUDA's or ROCm's, or `libtpu`).
+  """
+  platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+  if platforms:
+    return platforms.split(",")[0].strip() == "cpu"
+  if importlib.util.find_spec("libtpu") is not None:
+    return False
+  if importlib.metadata.entry_points(group="jax_plugins"):
+    return False
+  namespace = importlib.util.find_spec("jax_plugins")
+  locations = namespace.submodule_search_locations if namespace else None
+  return not any(pkgutil.iter_modules(locations or []))
+
+
 def prepare_process() -> None:
   """Both settings, for the whole process: before JAX's first backend.
 
-  The scheduler flag only changes how XLA's CPU compiler orders a step; the
-  allocator setting only when host buffers return to the system. Neither
-  changes what is computed, and neither matters off the CPU backend beyond
-  host-side arrays.
+  The scheduler flag only changes how XLA's CPU compiler orders a step. The
+  allocator setting is made only for a process that computes on the CPU
+  (`computes_on_cpu`), where every array is a host buffer; elsewhere it
+  would only add a system call per large host-side array. Neither changes
+  what is computed.
   """
   schedule_for_memory()
-  return_freed_buffers()
+  if computes_on_cpu():
+    return_freed_buffers()

@@ -15,6 +15,7 @@ import sys
 from unittest import mock
 
 from absl.testing import absltest
+from absl.testing import parameterized
 from tunix_bd import plugin
 from tunix_bd.run import host_memory
 
@@ -87,7 +88,7 @@ class ScheduleForMemoryTest(absltest.TestCase):
       self.assertEqual(os.environ["XLA_FLAGS"], f"{flag}=true")
 
 
-class PrepareProcessTest(absltest.TestCase):
+class PrepareProcessTest(parameterized.TestCase):
 
   def test_the_tunix_host_calls_it_for_every_recipe(self):
     module, _, function = plugin.PLUGIN.process_setup.partition(":")
@@ -96,16 +97,52 @@ class PrepareProcessTest(absltest.TestCase):
         host_memory.prepare_process,
     )
 
-  def test_applies_both_settings(self):
+  @parameterized.named_parameters(
+      ("cpu", "cpu", True),
+      ("cpu_first", "cpu,cuda", True),
+      ("pathways", "proxy", False),
+      ("gpu", "cuda", False),
+  )
+  def test_the_scheduler_always_the_allocator_on_cpu(self, platforms, cpu):
     flag = "--xla_cpu_enable_concurrency_optimized_scheduler"
     with (
-        mock.patch.dict(os.environ, {"XLA_FLAGS": ""}),
+        mock.patch.dict(
+            os.environ, {"XLA_FLAGS": "", "JAX_PLATFORMS": platforms}
+        ),
         # The allocator setting is process-wide: not in a suite worker.
         mock.patch.object(host_memory, "return_freed_buffers") as returned,
     ):
+      self.assertEqual(host_memory.computes_on_cpu(), cpu)
       host_memory.prepare_process()
       self.assertEqual(os.environ["XLA_FLAGS"], f"{flag}=false")
-    returned.assert_called_once_with()
+    self.assertEqual(returned.call_count, int(cpu))
+
+  def test_without_jax_platforms_an_installed_accelerator_decides(self):
+    def installed(libtpu=False, plugins=()):
+      return (
+          mock.patch.object(
+              host_memory.importlib.util,
+              "find_spec",
+              side_effect=lambda name: object()
+              if libtpu and name == "libtpu"
+              else None,
+          ),
+          mock.patch.object(
+              host_memory.importlib.metadata,
+              "entry_points",
+              return_value=list(plugins),
+          ),
+      )
+
+    with mock.patch.dict(os.environ):
+      os.environ.pop("JAX_PLATFORMS", None)
+      for patches, cpu in (
+          (installed(), True),
+          (installed(libtpu=True), False),
+          (installed(plugins=["xla_cuda12"]), False),
+      ):
+        with patches[0], patches[1]:
+          self.assertEqual(host_memory.computes_on_cpu(), cpu)
 
 
 if __name__ == "__main__":
