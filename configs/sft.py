@@ -35,7 +35,7 @@ with blocks twice as long: `quickstart.py:long`'s 4-token model, then
 `long8`'s); `qwen3`, a real Qwen3 (or Qwen2.5) checkpoint and your chat
 JSONL: bf16 compute on float32 master weights, decoder remat, the chunked
 head, 1024-token rows, 32-token blocks (Fast-dLLM v2's), learning rate 2e-5
-(the README's "A real model" gives its memory per device); `tiny`, a few
+(docs/real_models.md, "Memory per device", gives its memory); `tiny`, a few
 steps for smoke tests. After `quickstart.py:long`:
 
   tunix run --plugin tunix_bd sft.py:long8

@@ -70,8 +70,8 @@ class EqualTimeSettings:
     thresholds: the decode thresholds of the evaluation.
   """
 
-  # As the arms' `train` keys they set: how far an arm goes, not what its
-  # checkpoints mean.
+  # Declared as the arms' `train` keys they set are (how far an arm goes,
+  # not what its checkpoints mean); the benchmark itself fingerprints none.
   time_budget_s: float = config_utils.resumable(default=180.0)
   max_steps: int = config_utils.resumable(default=2000)
   learning_rate: float = 3e-4

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The run skeleton every training recipe follows, and its one fingerprint rule.
+"""The run skeleton every recipe follows, and its one fingerprint rule.
 
 A training recipe is five steps, in this order, whatever it trains:
 
@@ -112,7 +112,7 @@ def section_fields(
 
 
 class Stage:
-  """One launch of a training recipe: its checked sections and bookkeeping.
+  """One launch of a recipe: its checked sections and bookkeeping.
 
   Attributes:
     config: the config.
