@@ -404,7 +404,7 @@ class ResumeRuleTest(parameterized.TestCase):
     if recipe == "opd":
       stage = opd.validate(config)
       return stage, opd.check_fingerprint(stage, *opd.read_sources(stage))
-    stage = grpo.validate(config)
+    stage, _ = grpo.validate(config)
     policy = sources.read_converted(stage, "checkpoint", stage.rollout)
     return stage, grpo.check_fingerprint(stage, policy)
 

@@ -48,14 +48,11 @@ def train_and_eval_prompts(
     ValueError: as `dataset.conversations` and `prompts.encode_prompts`
       (e.g. a prompt longer than `max_prompt_length`).
   """
-  encode = lambda conversations: prompts_lib.encode_prompts(
-      student_sources.tokenizer,
-      conversations,
-      max_prompt_length,
-      student_sources.chat_options,
-  )
   train, held_out = dataset_lib.conversations(data)
-  return encode(train), encode(held_out)
+  return tuple(
+      student_sources.encode_prompts(conversations, max_prompt_length)
+      for conversations in (train, held_out)
+  )
 
 
 def build_trainer(

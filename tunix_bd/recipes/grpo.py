@@ -35,7 +35,9 @@ from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+def validate(
+    config: ml_collections.ConfigDict,
+) -> tuple[stage_lib.Stage, settings_lib.GrpoRunSettings]:
   """Fails closed on settings that cannot work, before any compute."""
   stage = stage_lib.Stage(
       config,
@@ -49,11 +51,11 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       export=sections.ExportSettings,
       mesh=meshes_lib.RoleMeshSettings,
   )
-  settings_lib.check_sections(stage.sections)
+  settings = settings_lib.check_sections(stage.sections)
   model = stage.model
   if not model.random_init and stage.grpo.beta:
     models.check_kl_reference(model.checkpoint, model.reference)
-  return stage
+  return stage, settings
 
 
 def check_fingerprint(stage, policy) -> dict:
@@ -67,8 +69,7 @@ def check_fingerprint(stage, policy) -> dict:
 
 def run(config: ml_collections.ConfigDict) -> dict:
   """Trains, evaluates, exports, reports; returns the report's content."""
-  stage = validate(config)
-  settings = settings_lib.GrpoRunSettings.from_sections(stage.sections)
+  stage, settings = validate(config)
   model = stage.model
   policy = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
   train_prompts, eval_prompts = prompt_stream.train_and_eval_prompts(

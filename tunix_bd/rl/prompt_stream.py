@@ -162,13 +162,10 @@ def train_and_eval_prompts(
     ValueError: as `conversations`, `render` and
       `prompts.encode_prompts`.
   """
-  tokenizer, options = sources.tokenizer, sources.chat_options
   train, held_out = conversations(data, num_eval)
   return (
-      render(tokenizer, train, max_prompt_length, options),
-      prompts_lib.encode_prompts(
-          tokenizer, held_out, max_prompt_length, options
-      ),
+      render(sources.tokenizer, train, max_prompt_length, sources.chat_options),
+      sources.encode_prompts(held_out, max_prompt_length),
   )
 
 

@@ -216,18 +216,14 @@ def from_config(config: Any) -> GrpoRunSettings:
       section, or as `check_together`.
   """
   section = lambda cls, name: config_utils.from_section(cls, config[name], name)
-  train, batches = options.split_train_section(config.train, RlBatchSettings)
-  run = GrpoRunSettings(
-      rollout=section(decode_settings.RolloutSettings, "rollout"),
-      grpo=section(GrpoSettings, "grpo"),
-      reward=section(RewardSettings, "reward"),
-      train=train,
-      batches=batches,
-      eval=section(decode_settings.EvalSettings, "eval"),
-  )
-  has_reference = config.model.random_init or bool(config.model.reference)
-  check_together(run, has_reference)
-  return run
+  return check_sections({
+      "train": options.split_train_section(config.train, RlBatchSettings),
+      "rollout": section(decode_settings.RolloutSettings, "rollout"),
+      "grpo": section(GrpoSettings, "grpo"),
+      "reward": section(RewardSettings, "reward"),
+      "eval": section(decode_settings.EvalSettings, "eval"),
+      "model": config.model,  # Its `random_init` and `reference`.
+  })
 
 
 def check_sections(sections: Mapping[str, Any]) -> GrpoRunSettings:

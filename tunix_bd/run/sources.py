@@ -20,6 +20,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.models import hf_source
 from tunix_bd.run import models
 
@@ -64,6 +65,22 @@ class ConvertedSources:
         "bd": self.bd.to_dict(),
         "stop_ids": list(self.stop_ids),
     }
+
+  def encode_prompts(
+      self, conversations: Any, max_prompt_length: int
+  ) -> prompts_lib.PromptSet:
+    """Conversations' prompts as the model reads them, each checked.
+
+    Rendered with the chat switches the model was trained with and encoded
+    with its tokenizer (`data.prompts.encode_prompts`).
+
+    Raises:
+      ValueError: as `prompts.encode_prompts`, naming the conversation (e.g.
+        a prompt longer than `max_prompt_length`).
+    """
+    return prompts_lib.encode_prompts(
+        self.tokenizer, conversations, max_prompt_length, self.chat_options
+    )
 
   def validate_for_model(self, model_config: Any) -> None:
     """Fails closed unless the model can hold the sources' ids.

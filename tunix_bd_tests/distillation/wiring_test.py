@@ -2,8 +2,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.distillation.wiring: the OPD run's prompts."""
 
-import types
-
 from absl.testing import absltest
 import numpy as np
 from tunix_bd import config_files
@@ -12,6 +10,7 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import wiring
+from tunix_bd.run import sources as sources_lib
 
 
 class TrainAndEvalPromptsTest(absltest.TestCase):
@@ -22,9 +21,13 @@ class TrainAndEvalPromptsTest(absltest.TestCase):
     tokenizer = tokenizer_lib.build_char_tokenizer()
     # A template that renders the thinking switch, so that it shows.
     tokenizer.chat_template += "{% if enable_thinking is false %}x{% endif %}"
-    self.student = types.SimpleNamespace(
+    self.student = sources_lib.ConvertedSources(
         tokenizer=tokenizer,
+        bd=None,  # Prompts need only the tokenizer and the chat switches.
+        decode=None,
+        stop_ids=(),
         chat_options=chat.ChatOptions(enable_thinking=False),
+        hf_files=None,
     )
 
   def test_both_splits_are_rendered_as_the_student_was_trained(self):

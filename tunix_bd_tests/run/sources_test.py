@@ -6,9 +6,12 @@ import dataclasses
 import os
 
 from absl.testing import absltest
+import numpy as np
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import settings as distillation_settings
 from tunix_bd.models import mask_token
 from tunix_bd.rl import decode_settings as rl_decode_settings
@@ -61,6 +64,30 @@ class ConvertedSourcesTest(absltest.TestCase):
     too_small = test_common.tiny_qwen3_config(sources.bd.mask_token_id)
     with self.assertRaisesRegex(ValueError, "mask_token_id"):
       sources.validate_for_model(too_small)
+
+  def test_encode_prompts_renders_with_the_trained_switches(self):
+    sources = _sources()
+    # A template that renders the thinking switch, so that it shows.
+    sources.tokenizer.chat_template += (
+        "{% if enable_thinking is false %}x{% endif %}"
+    )
+    sources = dataclasses.replace(
+        sources, chat_options=chat.ChatOptions(enable_thinking=False)
+    )
+    _, held_out = dataset_lib.conversations(
+        config_files.get_config("opd", "smoke").data
+    )
+    got = sources.encode_prompts(held_out, 32)
+    want = prompts_lib.encode_prompts(
+        sources.tokenizer, held_out, 32, sources.chat_options
+    )
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+    np.testing.assert_array_equal(got.lengths, want.lengths)
+    self.assertEqual(got.answers, want.answers)
+    default = prompts_lib.encode_prompts(sources.tokenizer, held_out, 32)
+    self.assertFalse(np.array_equal(got.tokens, default.tokens))
+    with self.assertRaisesRegex(ValueError, "max_prompt_length"):
+      sources.encode_prompts(held_out, 2)
 
   def test_the_sources_are_frozen(self):
     with self.assertRaises(dataclasses.FrozenInstanceError):
