@@ -49,15 +49,15 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import mesh
-from tunix_bd.benchmarking import decode_settings
+from tunix_bd.benchmarking import decode_bench_settings
 from tunix_bd.benchmarking import fixed_schedule
 from tunix_bd.benchmarking import peer
 
 
 def _workload(tasks, max_new_tokens, runs, bd_checkpoint=None):
-  """A trained workload (`decode_settings.TrainedWorkload`)."""
+  """A trained workload (`decode_bench_settings.TrainedWorkload`)."""
   return config_utils.to_section(
-      decode_settings.TrainedWorkload,
+      decode_bench_settings.TrainedWorkload,
       tasks=tasks,
       max_new_tokens=max_new_tokens,
       ar_checkpoint=f"{runs}/ar_pretrain/export",
@@ -82,12 +82,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # batch sizes, the trained workloads' commit rule (`threshold` or
   # `factor`, Fast-dLLM's rule) and its parameter, passes over all batches
   # (`repeats`; each batch counts its fastest) and a path to also write the
-  # report as JSON (`output`): `benchmarking.decode_settings`.
-  config.update(config_utils.to_section(decode_settings.DecodeBenchSettings))
+  # report as JSON (`output`): `benchmarking.decode_bench_settings`.
+  config.update(
+      config_utils.to_section(decode_bench_settings.DecodeBenchSettings)
+  )
   config.workload_settings = ml_collections.ConfigDict(
       dict(
           # The quickstart's models (the dataclass's defaults).
-          short=config_utils.to_section(decode_settings.TrainedWorkload),
+          short=config_utils.to_section(decode_bench_settings.TrainedWorkload),
           long=_workload(("count",), 256, "runs/quickstart_long"),
           # The long workload's block-size curriculum (`sft.py:long8`, then
           # `sft.py:long16`), against the same AR teacher.

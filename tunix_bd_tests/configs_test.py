@@ -18,7 +18,7 @@ from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import settings as distillation_settings
-from tunix_bd.generate import settings as decode_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import from_scratch
 from tunix_bd.rl import decode_settings as rl_decode_settings
 from tunix_bd.rl import meshes
@@ -137,7 +137,7 @@ _TYPED_SECTIONS = {
     ("ar_pretrain", "eval"): (sections.ArEvalSettings, {}),
     ("ar_pretrain", "mesh"): (mesh.MeshSettings, {}),
     ("generate", "model"): (sections.DecodeModelSettings, {}),
-    ("generate", "decode"): (decode_settings.DecodeSettings, {}),
+    ("generate", "decode"): (generate_settings.DecodeSettings, {}),
     ("generate", "mesh"): (mesh.MeshSettings, {}),
     ("bench_rl", "data"): (
         data_settings.DataSettings,

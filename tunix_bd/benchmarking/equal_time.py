@@ -24,10 +24,11 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.generate import settings as decode_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.generate import text
 from tunix_bd.models import bd_formats
 from tunix_bd.run import models
+from tunix_bd.run import sections
 
 _CHECKPOINT = config_utils.CHECKPOINT
 
@@ -50,10 +51,7 @@ class EqualTimeModelSettings:
 
   def directory_hint(self, key: str) -> str:
     del key
-    return (
-        "; on the embedded default run the quickstart first (`tunix run"
-        " --plugin tunix_bd quickstart.py`)."
-    )
+    return f"; on the embedded default {sections.RUN_THE_QUICKSTART}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,7 +104,10 @@ def arm_config(
     seed: int,
     workdir: str,
 ) -> ml_collections.ConfigDict:
-  """`base` (a recipe's config) with every arm's training settings."""
+  """`base` (a recipe's fresh config) with every arm's training settings.
+
+  `base` is set in place and returned.
+  """
   base.seed = seed
   base.workdir = workdir
   base.train.update(
@@ -178,7 +179,7 @@ def evaluate(
   length = opd_config.rollout.max_prompt_length
   prompts = prompts_lib.encode_prompts(tokenizer, eval_set, length)
   teacher = models.load_checkpoint(opd_config.model.teacher, mesh)
-  decode = decode_settings.denoise_config(
+  decode = generate_settings.denoise_config(
       tokenizer, length, max_new_tokens=opd_config.rollout.max_new_tokens
   )
   evaluation = evaluation_lib.DecodeEvaluation(

@@ -78,10 +78,7 @@ class GrpoStepModelSettings(sections.RandomInitSettings):
 
   def directory_hint(self, key: str) -> str:
     del key
-    return (
-        "; on the embedded default run the quickstart first (`tunix run"
-        " --plugin tunix_bd quickstart.py`)."
-    )
+    return f"; on the embedded default {sections.RUN_THE_QUICKSTART}"
 
   def check_model_files(self) -> None:
     """Fails closed on a checkpoint directory without a `config.json`."""

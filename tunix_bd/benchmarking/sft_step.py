@@ -58,7 +58,7 @@ class SftStepModelSettings(
 
   def __post_init__(self):
     sections.PrecisionSettings.__post_init__(self)
-    self.shape  # pylint: disable=pointless-statement; checks the shape.
+    _ = self.shape  # Built, and so checked, apart from the vocabulary.
     config_utils.check_int("model.vocab_size", self.vocab_size, 0)
 
   @property

@@ -25,7 +25,7 @@ import numpy as np
 from tunix_bd.benchmarking import ar_sampler
 from tunix_bd.benchmarking import batch_sweep
 from tunix_bd.benchmarking import block_diffusion
-from tunix_bd.benchmarking import decode_settings
+from tunix_bd.benchmarking import decode_bench_settings
 from tunix_bd.benchmarking import peer as peer_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import replayer
@@ -73,8 +73,8 @@ def replay_ratio(model, tokenizer, bd, prompts, batch_size, max_new_tokens):
 
 
 def measure(
-    workload: decode_settings.TrainedWorkload,
-    settings: decode_settings.DecodeBenchSettings,
+    workload: decode_bench_settings.TrainedWorkload,
+    settings: decode_bench_settings.DecodeBenchSettings,
     *,
     key: str,
     models: Callable[[str], Any],

@@ -19,7 +19,7 @@ from tunix_bd import config_utils
 from tunix_bd.core import special_ids
 from tunix_bd.distillation import sources
 from tunix_bd.generate import commit_rules
-from tunix_bd.generate import settings as decode_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.training import options
 
 TimeBudget = options.TimeBudget
@@ -88,7 +88,7 @@ class RolloutSettings:
     for key in ("max_new_tokens", "max_prompt_length"):
       config_utils.check_int(f"rollout.{key}", getattr(self, key), 1)
     for name in _DENOISER_FIELDS:
-      decode_settings.check_denoise_setting(
+      generate_settings.check_denoise_setting(
           f"rollout.{name}", name, getattr(self, name)
       )
     extra = special_ids.check_distinct(
@@ -102,7 +102,7 @@ class RolloutSettings:
 
   def denoise_config(self, tokenizer: Any) -> Any:
     """The denoiser's config, stopping at `stop_ids`."""
-    config = decode_settings.denoise_config(
+    config = generate_settings.denoise_config(
         tokenizer,
         self.max_prompt_length,
         max_new_tokens=self.max_new_tokens,

@@ -241,7 +241,9 @@ def check_run(
       id no string encodes to).
     vocab_size: its tokenizer's size (a random model's vocabulary).
     source: the checkpoint it is loaded from, or None for a random model
-      of the `scratch` section (`model.scratch`, a Qwen3).
+      of shape `scratch`.
+    scratch: a random model's shape (`model.scratch`, a Qwen3): its
+      `from_scratch.ScratchModelSettings` or config section.
 
   Raises:
     ValueError: as `check_options` and `check_exportable`.
@@ -252,7 +254,7 @@ def check_run(
   if source is not None:
     model_config = bd_formats.model_config_from_hf(source.config)
   else:
-    settings = config_utils.from_section(
+    settings = config_utils.nested(
         from_scratch.ScratchModelSettings, scratch, "model.scratch"
     )
     model_config = from_scratch.qwen3_config(settings, vocab_size)

@@ -44,7 +44,7 @@ import functools
 import ml_collections
 
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.benchmarking import decode_settings
+from tunix_bd.benchmarking import decode_bench_settings
 from tunix_bd.benchmarking import decode_table
 from tunix_bd.benchmarking import fixed_schedule
 from tunix_bd.benchmarking import trained_workload
@@ -55,7 +55,7 @@ from tunix_bd.run import models as models_lib
 def run(config: ml_collections.ConfigDict) -> dict:
   """Prints the side-by-side table and returns it as a dict."""
   # Every workload and setting is checked before any compute.
-  bench = decode_settings.validate(config)
+  bench = decode_bench_settings.validate(config)
   settings = bench.settings
   mesh = mesh_lib.from_section(config.mesh)
   # A checkpoint two workloads share is loaded once.

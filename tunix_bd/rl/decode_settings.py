@@ -19,10 +19,10 @@ from tunix_bd import config_utils
 from tunix_bd.core import special_ids
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
-from tunix_bd.generate import settings as decode_settings
+from tunix_bd.generate import settings as generate_settings
 
 # `RolloutSettings` fields that are `DenoiseConfig` fields of the same name.
-_DENOISER_FIELDS = (*decode_settings.DENOISER_FIELDS, "max_prompt_length")
+_DENOISER_FIELDS = (*generate_settings.DENOISER_FIELDS, "max_prompt_length")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,7 +56,7 @@ class RolloutSettings:
 
   def __post_init__(self):
     for name in _DENOISER_FIELDS:
-      decode_settings.check_denoise_setting(
+      generate_settings.check_denoise_setting(
           f"rollout.{name}", name, getattr(self, name)
       )
     if self.temperature == 0:
@@ -64,12 +64,12 @@ class RolloutSettings:
           "rollout.temperature must be > 0 for training: greedy rollouts"
           " make every sample of a group alike, so GRPO has no signal."
       )
-    decode_settings.check_denoise_setting(
+    generate_settings.check_denoise_setting(
         "rollout.eval_temperature", "temperature", self.eval_temperature
     )
     config_utils.check_int("rollout.seed", self.seed, 0)
     extra = self.extra_stop_ids
-    decode_settings.check_denoise_setting(
+    generate_settings.check_denoise_setting(
         "rollout.extra_stop_ids", "stop_ids", extra
     )
     extra = special_ids.check_distinct(special_ids.EXTRA_STOP_IDS_KEY, extra)
@@ -86,7 +86,7 @@ class RolloutSettings:
     values = {name: getattr(self, name) for name in _DENOISER_FIELDS}
     if evaluation:
       values["temperature"] = self.eval_temperature
-    config = decode_settings.denoise_config(
+    config = generate_settings.denoise_config(
         tokenizer, values.pop("max_prompt_length"), **values
     )
     return dataclasses.replace(config, stop_ids=self.stop_ids(tokenizer))
@@ -127,11 +127,11 @@ class EvalSettings:
           f"eval.thresholds must be a non-empty list, got {thresholds!r}."
       )
     for threshold in thresholds:
-      decode_settings.check_denoise_setting(
+      generate_settings.check_denoise_setting(
           "eval.thresholds", "threshold", threshold
       )
     object.__setattr__(self, "thresholds", tuple(map(float, thresholds)))
-    decode_settings.check_denoise_setting(
+    generate_settings.check_denoise_setting(
         "eval.sampled_threshold", "threshold", self.sampled_threshold
     )
     config_utils.check_number(

@@ -22,8 +22,8 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import cluster as cluster_lib
+from tunix_bd.rl import decode_settings
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import policy_loss

@@ -36,6 +36,10 @@ from tunix_bd.models import lora
 from tunix_bd.models import precision as precision_lib
 
 _CHECKPOINT = config_utils.CHECKPOINT
+# Where the embedded default's checkpoints come from, for directory hints.
+RUN_THE_QUICKSTART = (
+    "run the quickstart first (`tunix run --plugin tunix_bd quickstart.py`)."
+)
 
 
 def _one_of(key: str, value: str, choices) -> None:
@@ -256,8 +260,7 @@ class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
       return ""
     return (
         ": it must be a converted model directory; on the embedded default"
-        " run the quickstart first (`tunix run --plugin tunix_bd"
-        " quickstart.py`)."
+        f" {RUN_THE_QUICKSTART}"
     )
 
 

@@ -286,7 +286,7 @@ class Stage:
         mask_token=mask_token,
         vocab_size=len(tokenizer),
         source=hf_files,
-        scratch=self.config.model.get("scratch"),
+        scratch=getattr(model, "scratch", None),  # A random model's shape.
     )
     return chat_options, hf_files
 

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for benchmarking/decode_settings.py: `bench_decode`, checked first.
+"""Tests for benchmarking/decode_bench_settings.py: `bench_decode`, checked first.
 
 Every check runs before any compute: these configs name checkpoints that
 are real directories only where a test needs them to be.
@@ -9,7 +9,7 @@ are real directories only where a test needs them to be.
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
-from tunix_bd.benchmarking import decode_settings
+from tunix_bd.benchmarking import decode_bench_settings
 from tunix_bd.benchmarking import fixed_schedule
 
 
@@ -22,7 +22,7 @@ def _config(**overrides):
 class DecodeBenchSettingsTest(parameterized.TestCase):
 
   def test_the_config_states_only_what_it_changes(self):
-    defaults = decode_settings.DecodeBenchSettings()
+    defaults = decode_bench_settings.DecodeBenchSettings()
     config = config_files.get_config("bench_decode")
     for name in ("num_prompts", "batch_sizes", "rule", "threshold", "output"):
       self.assertEqual(config[name], getattr(defaults, name), name)
@@ -34,12 +34,12 @@ class DecodeBenchSettingsTest(parameterized.TestCase):
     config.workload_settings.short.update(
         ar_checkpoint=directory, bd_checkpoint=directory
     )
-    bench = decode_settings.validate(config)
+    bench = decode_bench_settings.validate(config)
     self.assertEqual(bench.settings.factor, 1.0)
     self.assertIsNone(bench.peer)
     self.assertEqual(
         bench.workloads["short"],
-        decode_settings.TrainedWorkload(
+        decode_bench_settings.TrainedWorkload(
             max_new_tokens=8, ar_checkpoint=directory, bd_checkpoint=directory
         ),
     )
@@ -56,10 +56,12 @@ class DecodeBenchSettingsTest(parameterized.TestCase):
   )
   def test_a_bad_value_names_its_key(self, overrides, error):
     with self.assertRaisesRegex(ValueError, error):
-      decode_settings.validate(_config(**overrides))
+      decode_bench_settings.validate(_config(**overrides))
 
   def test_the_factor_rule_carries_its_factor(self):
-    settings = decode_settings.DecodeBenchSettings(rule="factor", factor=2.0)
+    settings = decode_bench_settings.DecodeBenchSettings(
+        rule="factor", factor=2.0
+    )
     self.assertEqual(settings.commit_rule(), dict(rule="factor", factor=2.0))
     self.assertEqual(
         settings.title(),
@@ -70,7 +72,7 @@ class DecodeBenchSettingsTest(parameterized.TestCase):
   def test_an_unwritable_output_fails_first(self):
     output = self.create_tempdir().full_path  # A directory.
     with self.assertRaisesRegex(ValueError, r"^output="):
-      decode_settings.validate(_config(output=output, num_prompts=0))
+      decode_bench_settings.validate(_config(output=output, num_prompts=0))
 
 
 class WorkloadTest(parameterized.TestCase):
@@ -86,14 +88,14 @@ class WorkloadTest(parameterized.TestCase):
         r"^workload_settings\.short\.bd_checkpoint='no/such/dir' is not a"
         r" directory; run `quickstart.py`",
     ):
-      decode_settings.validate(config)
+      decode_bench_settings.validate(config)
 
   def test_every_value_is_checked_before_the_directories(self):
     config = _config(workloads=("short", "long"))
     config.workload_settings.short.bd_checkpoint = "no/such/dir"
     config.workload_settings.long.tasks = ("nope",)
     with self.assertRaisesRegex(ValueError, r"^workload_settings\.long\.tasks"):
-      decode_settings.validate(config)
+      decode_bench_settings.validate(config)
 
   def test_only_the_named_workloads_are_read(self):
     config = _config()
@@ -103,7 +105,7 @@ class WorkloadTest(parameterized.TestCase):
         ar_checkpoint=directory, bd_checkpoint=directory
     )
     self.assertEqual(
-        list(decode_settings.validate(config).workloads), ["short"]
+        list(decode_bench_settings.validate(config).workloads), ["short"]
     )
 
   @parameterized.named_parameters(
@@ -115,11 +117,11 @@ class WorkloadTest(parameterized.TestCase):
     section = _config().workload_settings.short
     section.update(overrides)
     with self.assertRaisesRegex(ValueError, error):
-      decode_settings.workload(section, "w")
+      decode_bench_settings.workload(section, "w")
 
   def test_a_random_workload_is_a_fixed_schedule(self):
     config = config_files.get_config("bench_decode", "realistic_tiny")
-    bench = decode_settings.validate(config)
+    bench = decode_bench_settings.validate(config)
     self.assertIsInstance(
         bench.workloads["realistic"], fixed_schedule.FixedSchedule
     )
