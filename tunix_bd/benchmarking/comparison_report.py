@@ -29,7 +29,6 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import plot
 from tunix_bd.evaluation import report
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.run import sections
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,14 +108,15 @@ class CompareModelSettings:
         " runs/quickstart/sft/export (its conversion)."
     )
 
-  def check(self) -> None:
-    """Fails closed, naming the key, unless both are models and `bd` converted.
+  def check_converted(self) -> None:
+    """Fails closed, naming the key, unless `bd` is a converted model.
+
+    Its directory is checked with every checkpoint's
+    (`sections.check_directories`, which `run.stage.Stage` runs).
 
     Raises:
-      ValueError: for a directory that does not exist, or a `bd` without
-        `block_diffusion.json`.
+      ValueError: for a `bd` without `block_diffusion.json`.
     """
-    sections.check_directories(self)
     if not os.path.isfile(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE)):
       raise ValueError(
           f"model.bd={self.bd!r} has no"

@@ -17,26 +17,24 @@ import time
 
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd.benchmarking import comparison_report
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
-from tunix_bd.run import workdir as workdir_lib
+from tunix_bd.run import stage as stage_lib
 
 
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Decodes the prompts with both models and writes the report."""
   start = time.monotonic()
-  workdir_lib.check(config.workdir)
-  model = config_utils.from_section(
-      comparison_report.CompareModelSettings, config.model, "model"
+  stage = stage_lib.Stage(  # The values first, then the directories.
+      config,
+      model=comparison_report.CompareModelSettings,
+      data=data_settings.PromptDataSettings,
   )
-  data = config_utils.from_section(
-      data_settings.PromptDataSettings, config.data, "data"
-  )
-  model.check()  # The values first, then the directories.
+  model, data = stage.model, stage.data
+  model.check_converted()
   # Both models must share the tokenizer the comparison renders with.
   ar_tokenizer, bd_tokenizer = (
       tokenizer_lib.load_tokenizer(path, data.chat_template, key=f"model.{key}")

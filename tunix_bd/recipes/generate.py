@@ -18,28 +18,46 @@ import ml_collections
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import settings as data_settings
 from tunix_bd.evaluation import completions
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import bd_formats
 from tunix_bd.run import models
+from tunix_bd.run import sections
+from tunix_bd.run import stage as stage_lib
+
+
+def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+  """Every section, checked before any model is read.
+
+  The checkpoint's directory is checked last, so that a bad setting is
+  reported even without a model.
+  """
+  return stage_lib.Stage(
+      config,
+      writes="output_or_workdir",
+      decode=settings_lib.DecodeSettings,
+      model=sections.DecodeModelSettings,
+      bd=settings_lib.CheckpointBdSettings,
+      data=data_settings.PromptDataSettings,
+      mesh=mesh_lib.MeshSettings,
+  )
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Decodes, writes completions and returns the summary figures."""
-  # Every setting is checked before the model is read.
-  settings = completions.validate(config)
-  decode, checkpoint = settings.decode, settings.model.checkpoint
-  mesh = mesh_lib.from_section(config.mesh)
+  stage = validate(config)
+  decode, checkpoint = stage.decode, stage.model.checkpoint
   bd = bd_formats.load_settings(checkpoint)
-  settings.bd.check(bd)
+  stage.bd.check(bd)
   tokenizer = bd_formats.load_tokenizer(
-      checkpoint, settings.data.chat_template, key="model.checkpoint"
+      checkpoint, stage.data.chat_template, key="model.checkpoint"
   )
   # Prompts are rendered as in training (the export's record).
   chat_options = chat.trained_options(
       bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
-      settings.data.chat_options,
+      stage.data.chat_options,
   )
   records, source = dataset_lib.prompt_records(config.data)
   prompts = [
@@ -56,7 +74,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(
       tokenizer, max(len(p) for p in prompts)
   )
-  model = models.load_checkpoint(checkpoint, mesh, settings.model.precision)
+  mesh = mesh_lib.make_mesh(stage.mesh)
+  model = models.load_checkpoint(checkpoint, mesh, stage.model.precision)
   with mesh_lib.tunix_context(mesh):
     result = prompt_batches.decode_prompts(
         model,
@@ -67,11 +86,12 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         batch_size=decode.batch_size,
         seeds=decode.seed,
         warm_up=True,
-        verify_replay=settings.verify_replay,
+        verify_replay=config.verify_replay,
     )
-  completions.write_completions(settings.output, records, result)
+  output = stage.output_path(completions.COMPLETIONS_FILE)
+  completions.write_completions(output, records, result)
   summary, text = completions.summarize(
-      records, result, settings, bd.block_size
+      records, result, decode, bd.block_size, output
   )
   print(text)
   return summary

@@ -133,9 +133,10 @@ class Stage:
 
     Args:
       config: the recipe's config.
-      writes: the key naming where the run writes: `workdir`, a directory,
-        or `output`, one report file (empty: none; the benchmarks that
-        print their table).
+      writes: where the run writes: `workdir`, a directory; `output`, one
+        report file (empty: none; the benchmarks that print their table);
+        or `output_or_workdir`, `output` when set, else `workdir`
+        (`output_path`).
       **specs: `name=SettingsClass` for each typed section (see
         `build_section`).
 
@@ -143,10 +144,11 @@ class Stage:
       ValueError: naming the key, for the workdir (or output file), a bad
         section or a checkpoint directory that does not exist.
     """
-    if writes == "output":
-      if config.output:
-        workdir_lib.check_file(config.output, "output")
-    else:
+    if writes not in ("workdir", "output", "output_or_workdir"):
+      raise ValueError(f"writes must name workdir or output, got {writes!r}.")
+    if writes != "workdir" and config.output:
+      workdir_lib.check_file(config.output, "output")
+    elif writes != "output":
       workdir_lib.check(config.workdir)
     self.config = config
     self.workdir = config.get("workdir")
@@ -168,6 +170,10 @@ class Stage:
   def random_init(self) -> bool:
     """Whether the run starts from a random model (`model.random_init`)."""
     return bool(getattr(self.sections.get("model"), "random_init", False))
+
+  def output_path(self, default_name: str) -> str:
+    """`output` when set, else `default_name` under the workdir."""
+    return self.config.get("output") or os.path.join(self.workdir, default_name)
 
   @property
   def export_dir(self) -> str:

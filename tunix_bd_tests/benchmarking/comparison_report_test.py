@@ -9,6 +9,7 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd.benchmarking import comparison_report
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.run import sections
 
 
 def _model(**paths):
@@ -41,16 +42,16 @@ class CompareModelSettingsTest(absltest.TestCase):
           r" writes runs/quickstart/ar_pretrain/export \(AR\) and"
           r" runs/quickstart/sft/export \(its conversion\)\.$",
       ):
-        _model(**paths).check()
+        sections.check_directories(_model(**paths))
 
   def test_an_unconverted_model_is_refused(self):
     with self.assertRaisesRegex(
         ValueError, r"^model\.bd=.* it is not a block-diffusion model"
     ):
-      _model(ar=self.ar, bd=self.bd).check()
+      _model(ar=self.ar, bd=self.bd).check_converted()
     with open(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE), "w") as f:
       f.write("{}")
-    _model(ar=self.ar, bd=self.bd).check()
+    _model(ar=self.ar, bd=self.bd).check_converted()
 
   def test_an_unknown_key_fails(self):
     with self.assertRaisesRegex(ValueError, "unknown model config keys"):

@@ -1,21 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for evaluation/completions.py: `generate`'s settings and output."""
+"""Tests for evaluation/completions.py: `generate`'s completions and summary."""
 
 import json
 import os
 
 from absl.testing import absltest
 import numpy as np
-from tunix_bd import config_files
 from tunix_bd.evaluation import completions
 from tunix_bd.generate import prompt_batches
-
-
-def _config(**overrides):
-  config = config_files.get_config("generate", "tiny")
-  config.update(overrides)
-  return config
+from tunix_bd.generate import settings as generate_settings
 
 
 def _records():
@@ -44,47 +38,6 @@ def _result(max_replay_error=None):
   )
 
 
-class ValidateTest(absltest.TestCase):
-
-  def setUp(self):
-    super().setUp()
-    self.workdir = self.create_tempdir().full_path
-    self.checkpoint = self.create_tempdir().full_path
-
-  def test_the_output_defaults_to_the_workdirs_completions(self):
-    config = _config(workdir=self.workdir)
-    config.model.checkpoint = self.checkpoint
-    settings = completions.validate(config)
-    self.assertEqual(
-        settings.output, os.path.join(self.workdir, "completions.jsonl")
-    )
-    self.assertEqual(settings.decode.max_new_tokens, 8)
-    self.assertIsNone(settings.bd.block_size)
-    self.assertFalse(settings.verify_replay)
-
-  def test_a_decode_error_comes_before_the_checkpoints(self):
-    config = _config(workdir=self.workdir)
-    config.model.checkpoint = "no/such/dir"
-    config.decode.threshold = 2.0
-    with self.assertRaisesRegex(ValueError, r"^decode\.threshold: "):
-      completions.validate(config)
-    config.decode.threshold = 0.9
-    with self.assertRaisesRegex(
-        ValueError, r"^model\.checkpoint='no/such/dir' is not a directory"
-    ):
-      completions.validate(config)
-
-  def test_bad_sections_name_their_keys(self):
-    config = _config(workdir=self.workdir)
-    config.model.checkpoint = self.checkpoint
-    config.bd.block_size = 0
-    with self.assertRaisesRegex(ValueError, r"^bd\.block_size must be >= 1"):
-      completions.validate(config)
-    config = _config(output=self.workdir)  # A directory.
-    with self.assertRaisesRegex(ValueError, r"^output="):
-      completions.validate(config)
-
-
 class OutputTest(absltest.TestCase):
 
   def test_one_line_per_prompt(self):
@@ -104,12 +57,9 @@ class OutputTest(absltest.TestCase):
     )  # fmt: skip
 
   def test_the_summary_and_its_lines(self):
-    workdir = self.create_tempdir().full_path
-    config = _config(workdir=workdir)
-    config.model.checkpoint = workdir
-    settings = completions.validate(config)
+    decode = generate_settings.DecodeSettings()
     summary, text = completions.summarize(
-        _records(), _result(1.5e-7), settings, 8
+        _records(), _result(1.5e-7), decode, 8, "out/c.jsonl"
     )
     self.assertEqual(
         summary,
@@ -126,14 +76,13 @@ class OutputTest(absltest.TestCase):
             "  exact match reverse    0.00%",
             "  exact match sort     100.00%",
             "  exact match all       50.00%",
-            (
-                "  tokens/forward 1.50, tokens/s 10.0; completions in"
-                f" {settings.output}"
-            ),
+            "  tokens/forward 1.50, tokens/s 10.0; completions in out/c.jsonl",
             "  replay: max |replayed - recorded| log-prob 1.50e-07",
         ],
     )
-    summary, text = completions.summarize(_records(), _result(), settings, 8)
+    summary, text = completions.summarize(
+        _records(), _result(), decode, 8, "out/c.jsonl"
+    )
     self.assertNotIn("max_replay_error", summary)
     self.assertNotIn("replay", text)
 

@@ -1,0 +1,70 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for recipes/generate.py's checks: every section before the model.
+
+The decoding itself is tested end to end in `quickstart_test`
+(`generate.py` on the quickstart's export).
+"""
+
+import os
+
+from absl.testing import absltest
+from tunix_bd import config_files
+from tunix_bd.evaluation import completions
+from tunix_bd.recipes import generate
+
+
+def _config(**overrides):
+  config = config_files.get_config("generate", "tiny")
+  config.update(overrides)
+  return config
+
+
+class ValidateTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.workdir = self.create_tempdir().full_path
+    self.checkpoint = self.create_tempdir().full_path
+
+  def test_the_output_defaults_to_the_workdirs_completions(self):
+    config = _config(workdir=self.workdir)
+    config.model.checkpoint = self.checkpoint
+    stage = generate.validate(config)
+    self.assertEqual(
+        stage.output_path(completions.COMPLETIONS_FILE),
+        os.path.join(self.workdir, "completions.jsonl"),
+    )
+    self.assertEqual(stage.decode.max_new_tokens, 8)
+    self.assertIsNone(stage.bd.block_size)
+    output = os.path.join(self.workdir, "mine.jsonl")
+    config = _config(output=output)
+    config.model.checkpoint = self.checkpoint
+    stage = generate.validate(config)
+    self.assertEqual(stage.output_path(completions.COMPLETIONS_FILE), output)
+
+  def test_a_decode_error_comes_before_the_checkpoints(self):
+    config = _config(workdir=self.workdir)
+    config.model.checkpoint = "no/such/dir"
+    config.decode.threshold = 2.0
+    with self.assertRaisesRegex(ValueError, r"^decode\.threshold: "):
+      generate.validate(config)
+    config.decode.threshold = 0.9
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.checkpoint='no/such/dir' is not a directory"
+    ):
+      generate.validate(config)
+
+  def test_bad_sections_name_their_keys(self):
+    config = _config(workdir=self.workdir)
+    config.model.checkpoint = self.checkpoint
+    config.bd.block_size = 0
+    with self.assertRaisesRegex(ValueError, r"^bd\.block_size must be >= 1"):
+      generate.validate(config)
+    config = _config(output=self.workdir)  # A directory.
+    with self.assertRaisesRegex(ValueError, r"^output="):
+      generate.validate(config)
+
+
+if __name__ == "__main__":
+  absltest.main()
