@@ -68,14 +68,18 @@ class ChatOptions:
 SETTINGS_KEY = "chat"
 
 
-def options_from_data(data: Mapping[str, Any]) -> ChatOptions:
+def options_from_data(data: Any) -> ChatOptions:
   """The `ChatOptions` of a recipe's `data` section, checked.
+
+  Args:
+    data: the section's settings dataclass or config section (its
+      `enable_thinking`, None where it has none).
 
   Raises:
     ValueError: naming `data.enable_thinking` if it is not None or a bool.
   """
   try:
-    return ChatOptions(enable_thinking=data.get("enable_thinking"))
+    return ChatOptions(enable_thinking=getattr(data, "enable_thinking", None))
   except ValueError as e:
     raise ValueError(f"data.{e}") from None
 

@@ -103,24 +103,28 @@ def jsonl_conversations(
   ]
 
 
-def split_conversations(
-    data: Mapping[str, Any], split: str
-) -> list[Conversation]:
-  """The conversations of one split of a `data` section (see below)."""
-  if data[split]:
+def split_conversations(data: Any, split: str) -> list[Conversation]:
+  """The conversations of one split of a `data` section (see below).
+
+  Here and below, `data` is a recipe's checked `data` settings
+  (`data.settings`, `rl.settings.DataSettings`), or a config section with
+  the same keys.
+  """
+  path = getattr(data, split)
+  if path:
     # A held-out file may hold prompts with answers, as GRPO's does.
-    return jsonl_conversations(data[split], held_out=split == "eval")
+    return jsonl_conversations(path, held_out=split == "eval")
   mix = tasks_lib.TaskMix(
-      tasks=tuple(data["tasks"]),
-      min_len=data["min_len"],
-      max_len=data["max_len"],
-      seed=data["seed"],
+      tasks=tuple(data.tasks),
+      min_len=data.min_len,
+      max_len=data.max_len,
+      seed=data.seed,
   )
-  return embedded_conversations(mix, split, data[f"num_{split}"])
+  return embedded_conversations(mix, split, getattr(data, f"num_{split}"))
 
 
 def conversations(
-    data: Mapping[str, Any],
+    data: Any,
 ) -> tuple[list[Conversation], list[Conversation]]:
   """Train and eval conversations of a recipe's `data` config section.
 
@@ -134,29 +138,27 @@ def conversations(
   Returns:
     `(train, eval)` conversations.
   """
-  if data["train"] and not data["eval"]:
+  if data.train and not data.eval:
     raise ValueError("data.eval must be set when data.train is a file.")
   return split_conversations(data, "train"), split_conversations(data, "eval")
 
 
-def train_conversations(
-    data: Mapping[str, Any], recipe: str
-) -> list[Conversation]:
+def train_conversations(data: Any, recipe: str) -> list[Conversation]:
   """The train split, for a recipe that reads no held-out set.
 
   Raises:
     ValueError: if `data.eval` is set, since `recipe` would not read it.
   """
-  if data["eval"]:
+  if data.eval:
     raise ValueError(
-        f"data.eval={data['eval']!r} is set, but {recipe} reads no held-out"
+        f"data.eval={data.eval!r} is set, but {recipe} reads no held-out"
         " set; empty data.eval."
     )
   return split_conversations(data, "train")
 
 
 def prompt_records(
-    data: Mapping[str, Any],
+    data: Any,
 ) -> tuple[list[dict[str, Any]], str]:
   """Prompts to decode and score, from a recipe's `data` config section.
 
@@ -174,20 +176,20 @@ def prompt_records(
     ValueError: naming the file and record, for a bad line; or
       `data.num_prompts`, for a count below 1.
   """
-  if data["prompts"]:
-    records = jsonl.read_jsonl(data["prompts"], kind="rl")
+  if data.prompts:
+    records = jsonl.read_jsonl(data.prompts, kind="rl")
     records = [dict(r, task=JSONL_TASK) for r in records]
-    return records, f"data.prompts={data['prompts']!r}"
-  config_utils.check_int("data.num_prompts", data["num_prompts"], 1)
+    return records, f"data.prompts={data.prompts!r}"
+  config_utils.check_int("data.num_prompts", data.num_prompts, 1)
   mix = tasks_lib.TaskMix(
-      tasks=tuple(data["tasks"]),
-      min_len=data["min_len"],
-      max_len=data["max_len"],
-      seed=data["seed"],
+      tasks=tuple(data.tasks),
+      min_len=data.min_len,
+      max_len=data.max_len,
+      seed=data.seed,
   )
   records = [
       {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
-      for e in mix.examples("eval", data["num_prompts"])
+      for e in mix.examples("eval", data.num_prompts)
   ]
   return records, "the embedded task's eval prompts"
 
@@ -232,7 +234,7 @@ def tokenize(
 
 
 def tokenized_splits(
-    tokenizer: transformers.PreTrainedTokenizerBase, data: Mapping[str, Any]
+    tokenizer: transformers.PreTrainedTokenizerBase, data: Any
 ) -> tuple[TokenizedDataset, TokenizedDataset]:
   """Train and eval rows of a `data` section, `data.max_length` wide.
 
@@ -243,8 +245,8 @@ def tokenized_splits(
   options = chat.options_from_data(data)
   train, held_out = conversations(data)
   return (
-      tokenize(tokenizer, train, data["max_length"], options),
-      tokenize(tokenizer, held_out, data["max_length"], options),
+      tokenize(tokenizer, train, data.max_length, options),
+      tokenize(tokenizer, held_out, data.max_length, options),
   )
 
 

@@ -54,12 +54,12 @@ class DataSettings:
     for key in ("num_train", "num_eval", "max_length"):
       config_utils.check_int(f"data.{key}", getattr(self, key), 1)
     object.__setattr__(self, "tasks", tuple(self.tasks))
-    chat.options_from_data(dataclasses.asdict(self))
+    chat.options_from_data(self)
 
   @property
   def chat_options(self) -> chat.ChatOptions:
     """The template switches every render passes (`enable_thinking`)."""
-    return chat.options_from_data(dataclasses.asdict(self))
+    return chat.options_from_data(self)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -101,9 +101,9 @@ class PromptDataSettings:
           max_len=self.max_len,
           seed=self.seed,
       )
-    chat.options_from_data(dataclasses.asdict(self))
+    chat.options_from_data(self)
 
   @property
   def chat_options(self) -> chat.ChatOptions:
     """The template switches every render passes (`enable_thinking`)."""
-    return chat.options_from_data(dataclasses.asdict(self))
+    return chat.options_from_data(self)

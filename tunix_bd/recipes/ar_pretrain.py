@@ -61,7 +61,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   tokenizer = tokenizer_lib.override_chat_template(
       tokenizer_lib.build_char_tokenizer(), stage.data.chat_template
   )
-  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
+  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, stage.data)
   fingerprint = stage.check_fingerprint(
       tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
   )

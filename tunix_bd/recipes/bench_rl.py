@@ -53,7 +53,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   tokenizer, ar_tokenizer, bd = grpo_step.tokenizers_and_bd(
       stage.model, stage.data.chat_template
   )
-  train_set = dataset_lib.train_conversations(config.data, "bench_rl")
+  train_set = dataset_lib.train_conversations(stage.data, "bench_rl")
   prompts = prompt_stream.render(
       tokenizer, train_set, rollout.max_prompt_length, stage.data.chat_options
   )

@@ -49,7 +49,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   tokenizer = tokenizer_lib.override_chat_template(
       tokenizer_lib.build_char_tokenizer(), stage.data.chat_template
   )
-  conversations = dataset_lib.train_conversations(config.data, "bench_sft")
+  conversations = dataset_lib.train_conversations(stage.data, "bench_sft")
   data = dataset_lib.tokenize(
       tokenizer, conversations, stage.data.max_length, stage.data.chat_options
   )

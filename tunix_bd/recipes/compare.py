@@ -43,7 +43,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   teacher_lib.check_compatible(
       model.ar, ar_tokenizer, bd_tokenizer, key="model.ar"
   )
-  records, source = dataset_lib.prompt_records(config.data)
+  records, source = dataset_lib.prompt_records(stage.data)
   settings = comparison_report.Settings.from_config(config, len(records))
   rows = comparison_report.evaluate(
       model.ar,

@@ -59,7 +59,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
       stage.data.chat_options,
   )
-  records, source = dataset_lib.prompt_records(config.data)
+  records, source = dataset_lib.prompt_records(stage.data)
   prompts = [
       chat.encode_prompt(tokenizer, r["messages"], chat_options)
       for r in records

@@ -74,7 +74,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
   policy = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
   train_prompts, eval_prompts = prompt_stream.train_and_eval_prompts(
       policy,
-      config.data,
+      stage.data,
       num_eval=settings.eval.num_prompts,
       max_prompt_length=settings.rollout.max_prompt_length,
   )

@@ -77,7 +77,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   train, budget = stage.train
   sources, teacher_tokenizer = read_sources(stage)
   train_prompts, eval_prompts = wiring.train_and_eval_prompts(
-      sources, config.data, stage.rollout.max_prompt_length
+      sources, stage.data, stage.rollout.max_prompt_length
   )
   fingerprint = check_fingerprint(stage, sources, teacher_tokenizer)
 

@@ -58,13 +58,13 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   stage = validate(config)
   (train, budget), lora = stage.train, stage.lora
   tokenizer = tokenizer_lib.load_tokenizer(
-      stage.model.checkpoint, config.data.chat_template, key="model.checkpoint"
+      stage.model.checkpoint, stage.data.chat_template, key="model.checkpoint"
   )
   # The AR tokenizer gets the mask token (`bd.mask_token`) when converted.
   chat_options, hf_files = stage.check_export(
       "checkpoint", tokenizer, stage.bd, ar_mask_token=stage.bd.mask_token
   )
-  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, config.data)
+  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, stage.data)
   fingerprint = stage.check_fingerprint(
       tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
   )

@@ -74,30 +74,30 @@ def conversations(
     ValueError: naming the key, for both train files, a train file without
       `data.eval`, fewer held-out prompts than `num_eval`, or a bad record.
   """
-  if data["prompts"] and data["train"]:
+  if data.prompts and data.train:
     raise ValueError(
-        f"data.prompts={data['prompts']!r} and data.train={data['train']!r}"
+        f"data.prompts={data.prompts!r} and data.train={data.train!r}"
         " are both set, but GRPO trains on one set: empty data.train (a chat"
         " JSONL) or data.prompts (an RL JSONL)."
     )
-  user_train = "prompts" if data["prompts"] else "train"
-  if data[user_train] and not data["eval"]:
+  user_train = "prompts" if data.prompts else "train"
+  if getattr(data, user_train) and not data.eval:
     raise ValueError(
         f"data.eval must be set when data.{user_train} is a file: without it"
         " the held-out evaluation would score the embedded tasks. Set"
         ' data.eval to your held-out prompts ({"prompt", "answer"} or'
         " chat JSONL)."
     )
-  if data["prompts"]:
-    train = jsonl_conversations(data["prompts"])
+  if data.prompts:
+    train = jsonl_conversations(data.prompts)
   else:
     train = dataset_lib.split_conversations(data, "train")
   held_out = dataset_lib.split_conversations(data, "eval")
   if len(held_out) < num_eval:
     source = (
-        f"data.eval={data['eval']!r}"
-        if data["eval"]
-        else f"the embedded eval split (data.num_eval={data['num_eval']})"
+        f"data.eval={data.eval!r}"
+        if data.eval
+        else f"the embedded eval split (data.num_eval={data.num_eval})"
     )
     raise ValueError(
         f"eval.num_prompts={num_eval} but {source} holds {len(held_out)}"

@@ -4,6 +4,8 @@
 
 import os
 
+import types
+
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd.data import chat
@@ -294,14 +296,14 @@ class ChatTest(parameterized.TestCase):
   @parameterized.parameters(None, True, False)
   def test_options_from_data(self, value):
     self.assertEqual(
-        chat.options_from_data({"enable_thinking": value}),
+        chat.options_from_data(types.SimpleNamespace(enable_thinking=value)),
         chat.ChatOptions(enable_thinking=value),
     )
 
   @parameterized.parameters("false", 0, 1.0)
   def test_options_from_data_rejects_non_bool(self, value):
     with self.assertRaisesRegex(ValueError, r"data\.enable_thinking must be"):
-      chat.options_from_data({"enable_thinking": value})
+      chat.options_from_data(types.SimpleNamespace(enable_thinking=value))
 
   @parameterized.named_parameters(
       ("empty", [], r"where: 'messages' must be a non-empty list"),

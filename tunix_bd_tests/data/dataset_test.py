@@ -209,6 +209,19 @@ class ChatOptionsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r"data\.enable_thinking"):
       dataset.tokenized_splits(self.tokenizer, self._data(enable_thinking=1))
 
+  def test_the_checked_settings_read_as_their_section(self):
+    # Recipes pass their typed `data` (defaults for any key a config omits).
+    section = self._data(enable_thinking=False)
+    typed = config_utils.from_section(
+        data_settings.DataSettings, section, "data"
+    )
+    for got, want in zip(
+        dataset.tokenized_splits(self.tokenizer, typed),
+        dataset.tokenized_splits(self.tokenizer, section),
+    ):
+      np.testing.assert_array_equal(got.tokens, want.tokens)
+      self.assertEqual(got.conversations, want.conversations)
+
 
 class ConversationsTest(parameterized.TestCase):
   """Every set a `data` section names is read, or its launch fails."""
