@@ -9,41 +9,23 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import grain
 import numpy as np
-from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import micro_batches
 from tunix_bd.training import options
-
-_TOKENIZER = tokenizer_lib.build_char_tokenizer()
-_EOS = _TOKENIZER.eos_token_id
-_MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
-_CONFIG = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
-_NUM_EXAMPLES = 18  # Not a multiple of the batch size: epochs drop examples.
-
-
-def _data(max_length=48):
-  mix = tasks_lib.TaskMix(
-      tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=5
-  )
-  conversations = dataset_lib.embedded_conversations(
-      mix, "train", _NUM_EXAMPLES
-  )
-  return dataset_lib.tokenize(_TOKENIZER, conversations, max_length)
+from tunix_bd_tests.sft import sft_test_common as common
 
 
 def _batches(data=None, k=1, complementary=False, seed=0, **kwargs):
   return batching.sft_batches(
-      data or _data(),
+      data or common.data(),
       batch_size=4,
       corruption=corruption.SftCorruptionConfig(
           min_noise=0.2, max_noise=0.9, complementary=complementary, seed=1
       ),
-      config=_CONFIG,
-      eos_id=_EOS,
+      config=common.CONFIG,
+      eos_id=common.EOS,
       seed=seed,
       gradient_accumulation_steps=k,
       **kwargs,
@@ -80,11 +62,11 @@ class SftBatchesTest(parameterized.TestCase):
 
   def test_eval_batches_are_their_own_global_batch(self):
     ds = batching.eval_batches(
-        _data(),
+        common.data(),
         batch_size=4,
         corruption=corruption.SftCorruptionConfig(complementary=True),
-        config=_CONFIG,
-        eos_id=_EOS,
+        config=common.CONFIG,
+        eos_id=common.EOS,
     )
     self.assertLen(ds, 4)
     for batch in ds:
@@ -105,11 +87,11 @@ class SftBatchesTest(parameterized.TestCase):
       _batches(num_epochs=0)
     with self.assertRaisesRegex(ValueError, "batch_size=20 exceeds the"):
       batching.sft_batches(
-          _data(),
+          common.data(),
           batch_size=20,
           corruption=corruption.SftCorruptionConfig(),
-          config=_CONFIG,
-          eos_id=_EOS,
+          config=common.CONFIG,
+          eos_id=common.EOS,
           seed=0,
       )
 
@@ -119,11 +101,11 @@ class SftBatchesTest(parameterized.TestCase):
         ValueError, r"^eval\.batch_size=20 exceeds the \d+ examples"
     ):
       batching.eval_batches(
-          _data(),
+          common.data(),
           batch_size=20,
           corruption=corruption.SftCorruptionConfig(),
-          config=_CONFIG,
-          eos_id=_EOS,
+          config=common.CONFIG,
+          eos_id=common.EOS,
           section="eval",
       )
     with self.assertRaisesRegex(
@@ -134,10 +116,10 @@ class SftBatchesTest(parameterized.TestCase):
       _batches(k=3, section="train")
 
   def test_row_too_long_after_eos_fill_fails_before_any_batch(self):
-    data = _data()
+    data = common.data()
     # Rows that fit 36 columns unfilled; some need 40 after the EOS fill.
     keep = [c for c, n in zip(data.conversations, data.lengths) if n <= 36]
-    short = dataset_lib.tokenize(_TOKENIZER, keep, 36)
+    short = dataset_lib.tokenize(common.TOKENIZER, keep, 36)
     filled = -(-short.lengths // 8) * 8
     self.assertTrue((filled <= 36).any() and (filled > 36).any())
     where = keep[int(np.flatnonzero(filled > 36)[0])].where
@@ -160,13 +142,13 @@ class TrainAndEvalBatchesTest(absltest.TestCase):
         corruption=corruption.SftCorruptionConfig(
             min_noise=0.2, max_noise=0.9, seed=1
         ),
-        config=_CONFIG,
-        eos_id=_EOS,
+        config=common.CONFIG,
+        eos_id=common.EOS,
         seed=3,
     )
 
   def test_the_train_and_eval_streams_of_the_sections(self):
-    data = _data()
+    data = common.data()
     train, held_out = self._streams(data, data)
     for i in range(6):
       _assert_equal(train[i], _batches(data, k=2, seed=3)[i])
@@ -176,22 +158,22 @@ class TrainAndEvalBatchesTest(absltest.TestCase):
         corruption=corruption.SftCorruptionConfig(
             min_noise=0.2, max_noise=0.9, seed=1
         ),
-        config=_CONFIG,
-        eos_id=_EOS,
+        config=common.CONFIG,
+        eos_id=common.EOS,
     )
     self.assertLen(held_out, len(want))
     for got, expected in zip(held_out, want):
       _assert_equal(got, expected)
 
   def test_errors_name_the_section_keys(self):
-    data = _data()
+    data = common.data()
     with self.assertRaisesRegex(
         ValueError, r"^eval\.batch_size=20 exceeds the \d+ examples"
     ):
       self._streams(data, data, eval_batch_size=20)
     # A held-out row is checked as well as a training row.
     keep = [c for c, n in zip(data.conversations, data.lengths) if n <= 36]
-    short = dataset_lib.tokenize(_TOKENIZER, keep, 36)
+    short = dataset_lib.tokenize(common.TOKENIZER, keep, 36)
     with self.assertRaisesRegex(ValueError, r"need 40 positions"):
       self._streams(data, short)
 

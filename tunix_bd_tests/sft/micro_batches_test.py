@@ -6,42 +6,23 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import grain
 import numpy as np
-from tunix_bd.core import bd_config
-from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tasks as tasks_lib
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.sft import corruption
 from tunix_bd.sft import micro_batches
-
-_TOKENIZER = tokenizer_lib.build_char_tokenizer()
-_EOS = _TOKENIZER.eos_token_id
-_MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
-_CONFIG = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
-_NUM_EXAMPLES = 18  # Not a multiple of the batch size: epochs drop examples.
-
-
-def _data(max_length=48):
-  mix = tasks_lib.TaskMix(
-      tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=5
-  )
-  conversations = dataset_lib.embedded_conversations(
-      mix, "train", _NUM_EXAMPLES
-  )
-  return dataset_lib.tokenize(_TOKENIZER, conversations, max_length)
+from tunix_bd_tests.sft import sft_test_common as common
 
 
 def _source(
     data=None, k=1, complementary=False, seed=0, num_epochs=None, shuffle=True
 ):
   return micro_batches.MicroBatches(
-      data or _data(),
+      data or common.data(),
       batch_size=4,
       accumulation_steps=k,
       corruption=corruption.SftCorruptionConfig(
           min_noise=0.2, max_noise=0.9, complementary=complementary, seed=1
       ),
-      config=_CONFIG,
-      eos_id=_EOS,
+      config=common.CONFIG,
+      eos_id=common.EOS,
       seed=seed,
       num_epochs=num_epochs,
       shuffle=shuffle,
@@ -84,7 +65,7 @@ class MicroBatchesTest(parameterized.TestCase):
         )
 
   def test_order_is_a_permutation_per_epoch(self):
-    data = _data()
+    data = common.data()
     ds = _batches(data, num_epochs=3)
     seen = []
     for epoch in range(3):
@@ -110,13 +91,13 @@ class MicroBatchesTest(parameterized.TestCase):
       ds[4]
 
   def test_where_names_the_conversation(self):
-    data = _data()
+    data = common.data()
     self.assertEqual(
         micro_batches.example_where(data, 3), data.conversations[3].where
     )
     self.assertEqual(
-        micro_batches.example_where(data, _NUM_EXAMPLES + 1),
-        f"example {_NUM_EXAMPLES + 1}",
+        micro_batches.example_where(data, common.NUM_EXAMPLES + 1),
+        f"example {common.NUM_EXAMPLES + 1}",
     )
 
 
