@@ -14,12 +14,9 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import settings as distillation_settings
 from tunix_bd.models import mask_token
-from tunix_bd.rl import decode_settings as rl_decode_settings
-from tunix_bd.rl import settings as rl_settings
-from tunix_bd.run import sections
 from tunix_bd.run import sources as sources_lib
-from tunix_bd.run import stage as stage_lib
 from tunix_bd_tests import test_common
+from tunix_bd_tests.run import run_test_common
 
 
 def _sources(extra_stop_ids=()) -> sources_lib.ConvertedSources:
@@ -94,28 +91,15 @@ class ConvertedSourcesTest(absltest.TestCase):
       _sources().stop_ids = ()
 
 
-def _stage(config):
-  """A GRPO-like stage over a converted model: what `read_converted` reads."""
-  return stage_lib.Stage(
-      config,
-      model=sections.GrpoModelSettings,
-      data=rl_settings.DataSettings,
-      rollout=rl_decode_settings.RolloutSettings,
-      export=sections.ExportSettings,
-  )
-
-
 class ReadConvertedTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
     self.root = self.create_tempdir().full_path
-    self.config = config_files.get_config("grpo", "smoke")
-    self.config.workdir = os.path.join(self.root, "run")
-    self.config.rollout.extra_stop_ids = (7,)
+    self.config = run_test_common.smoke_grpo_config(self.root)
 
   def test_the_sources_of_a_random_model(self):
-    stage = _stage(self.config)
+    stage = run_test_common.converted_stage(self.config)
     sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
     eos_id = sources.tokenizer.eos_token_id
     self.assertEqual(sources.stop_ids, (eos_id, 7))
@@ -131,17 +115,17 @@ class ReadConvertedTest(absltest.TestCase):
     self.assertFalse(os.path.exists(self.config.workdir))
 
   def test_colliding_special_ids_fail_before_anything_is_written(self):
-    stage = _stage(self.config)
+    stage = run_test_common.converted_stage(self.config)
     bd = sources_lib.read_converted(stage, "checkpoint", stage.rollout).bd
     self.config.rollout.extra_stop_ids = (bd.mask_token_id,)
-    stage = _stage(self.config)
+    stage = run_test_common.converted_stage(self.config)
     with self.assertRaisesRegex(ValueError, r"mask_token_id=\d+ equals"):
       sources_lib.read_converted(stage, "checkpoint", stage.rollout)
     self.assertFalse(os.path.exists(self.config.workdir))
 
   def test_an_export_the_model_cannot_fill_is_refused(self):
     self.config.export.format = "sdar"  # The random model is shifted.
-    stage = _stage(self.config)
+    stage = run_test_common.converted_stage(self.config)
     with self.assertRaisesRegex(ValueError, r"^export\.format='sdar'"):
       sources_lib.read_converted(stage, "checkpoint", stage.rollout)
 

@@ -15,8 +15,6 @@ from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.rl import decode_settings as rl_decode_settings
-from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
@@ -24,6 +22,7 @@ from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
+from tunix_bd_tests.run import run_test_common
 
 
 def _sft_stage(config):
@@ -168,28 +167,15 @@ class CheckExportTest(parameterized.TestCase):
     )
 
 
-def _converted_stage(config):
-  """A GRPO-like stage over a converted model."""
-  return stage_lib.Stage(
-      config,
-      model=sections.GrpoModelSettings,
-      data=rl_settings.DataSettings,
-      rollout=rl_decode_settings.RolloutSettings,
-      export=sections.ExportSettings,
-  )
-
-
 class ConvertedModelTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
     self.root = self.create_tempdir().full_path
-    self.config = config_files.get_config("grpo", "smoke")
-    self.config.workdir = os.path.join(self.root, "run")
-    self.config.rollout.extra_stop_ids = (7,)
+    self.config = run_test_common.smoke_grpo_config(self.root)
 
   def test_provenances_of_a_random_model_are_its_mark(self):
-    stage = _converted_stage(self.config)
+    stage = run_test_common.converted_stage(self.config)
     self.assertEqual(
         stage.provenances("checkpoint", "reference"), {"random_init": True}
     )
@@ -212,7 +198,7 @@ class ConvertedModelTest(absltest.TestCase):
     )
 
   def test_export_converted_is_export_block_diffusion_of_the_sources(self):
-    stage = _converted_stage(self.config)
+    stage = run_test_common.converted_stage(self.config)
     sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
     model = models.load(
         stage.model, "checkpoint", mesh_lib.make_mesh(mesh_lib.MeshSettings())
@@ -221,7 +207,9 @@ class ConvertedModelTest(absltest.TestCase):
         model, sources, stop_ids=(7,), extra={"run": {"a": 1}}
     )
     self.config.workdir = os.path.join(self.root, "by_hand")
-    by_hand = _converted_stage(self.config).export_block_diffusion(
+    by_hand = run_test_common.converted_stage(
+        self.config
+    ).export_block_diffusion(
         model,
         sources.tokenizer,
         bd=sources.bd,

@@ -1,0 +1,30 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A GRPO-like stage over a converted model, for the run package's tests."""
+
+import os
+
+from tunix_bd import config_files
+from tunix_bd.rl import decode_settings as rl_decode_settings
+from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import sections
+from tunix_bd.run import stage as stage_lib
+
+
+def smoke_grpo_config(root: str):
+  """`grpo.py:smoke` (a random policy) writing under `root`, stop id 7 too."""
+  config = config_files.get_config("grpo", "smoke")
+  config.workdir = os.path.join(root, "run")
+  config.rollout.extra_stop_ids = (7,)
+  return config
+
+
+def converted_stage(config) -> stage_lib.Stage:
+  """The sections `sources.read_converted` reads, of a GRPO config."""
+  return stage_lib.Stage(
+      config,
+      model=sections.GrpoModelSettings,
+      data=rl_settings.DataSettings,
+      rollout=rl_decode_settings.RolloutSettings,
+      export=sections.ExportSettings,
+  )
