@@ -6,7 +6,9 @@ Disjoint 4 + 4 meshes (`mesh.rollout.devices=4`): the rollout's copy lives
 on the sampler's devices, Tunix syncs it once per global step (different
 from the actor's weights before the sync, equal after; on CPU Tunix syncs
 under transfer guards, so the copy is device to device), and Tunix may run
-rollouts asynchronously. One shared device: the rollout still owns its
+rollouts asynchronously; also when the actor's leaves are split otherwise
+than the rollout's (norms split over `fsdp`, as the GRPO recipe's train
+step returns them, or a rollout mesh of other axis sizes). One shared device: the rollout still owns its
 buffers, so it is synced too (docs/design.md "RL invariants" 10 and 11).
 And GRPO with the actor on a 2 x 2 `(fsdp, tp)` mesh samples, scores and
 updates as on one device.
@@ -21,8 +23,11 @@ import dataclasses
 from typing import Any
 
 from absl.testing import absltest
+from absl.testing import parameterized
 from flax import nnx
 import jax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec
 import numpy as np
 from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix.rl import utils as rl_utils
@@ -60,9 +65,10 @@ class _SyncRecorder:
     self.equal_after.append(self._equal(params))
 
 
-def _cluster(meshes: meshes_lib.RoleMeshes):
+def _cluster(meshes: meshes_lib.RoleMeshes, actor=None):
+  actor = common.model(0) if actor is None else actor
   return common.cluster(
-      actor=role_shim.place_on_mesh(common.model(0), meshes.actor),
+      actor=role_shim.place_on_mesh(actor, meshes.actor),
       reference=None,
       max_steps=2,
       engine_kwargs=dict(role_to_mesh=meshes.role_to_mesh()),
@@ -88,14 +94,36 @@ def _train(cluster) -> tuple[Any, _SyncRecorder]:
 SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
 
 
-class RoleMeshesTest(multi_device.DeviceTestCase):
+class RoleMeshesTest(multi_device.DeviceTestCase, parameterized.TestCase):
   NUM_DEVICES = _NUM_DEVICES
 
-  def test_disjoint_meshes_sample_on_their_devices_and_sync_each_step(self):
+  @parameterized.named_parameters(
+      ("same_axes", {}, False),
+      # The actor's 1-D leaves split over fsdp: no rollout shard matches.
+      ("actor_norms_split", {}, True),
+      ("rollout_axes_differ", dict(fsdp=2, tp=2), False),
+  )
+  def test_disjoint_meshes_sample_on_their_devices_and_sync_each_step(
+      self, rollout_axes, split_norms
+  ):
     section = config_utils.to_section(meshes_lib.RoleMeshSettings)
-    section.rollout.devices = 4
+    section.rollout.update(devices=4, **rollout_axes)
     meshes = meshes_lib.build(section)
-    cluster = _cluster(meshes)
+    # Two KV heads, so that tp = 2 really splits them.
+    config = dataclasses.replace(
+        test_common.tiny_qwen3_config(tokenizer_lib.VOCAB_SIZE), num_kv_heads=2
+    )
+    cluster = _cluster(meshes, test_common.init_qwen3(config, 0))
+    if split_norms:
+      actor = cluster.actor_trainer.model
+      split = NamedSharding(meshes.actor, PartitionSpec("fsdp"))
+      nnx.update(
+          actor,
+          jax.tree.map(
+              lambda x: jax.device_put(x, split) if x.ndim == 1 else x,
+              nnx.state(actor, nnx.Param),
+          ),
+      )
     self.assertEqual(
         role_shim.device_ids(nnx.state(cluster.rollout.model())), [4, 5, 6, 7]
     )
@@ -104,12 +132,22 @@ class RoleMeshesTest(multi_device.DeviceTestCase):
         [0, 1, 2, 3],
     )
     self.assertEqual(cluster.r2m[rl_cluster_lib.Role.ROLLOUT], meshes.rollout)
+    rollout_shardings = jax.tree.map(
+        lambda x: x.sharding, nnx.state(cluster.rollout.model(), nnx.Param)
+    )
     learner, syncs = _train(cluster)
     self.assertTrue(learner.should_sync_weights)
     self.assertTrue(learner.can_enable_async_rollout)
     self.assertEqual(cluster.global_steps, 2)
     self.assertEqual(syncs.equal_before, [False, False])
     self.assertEqual(syncs.equal_after, [True, True])
+    # The rollout's weights stay placed as its mesh says.
+    self.assertEqual(
+        jax.tree.map(
+            lambda x: x.sharding, nnx.state(cluster.rollout.model(), nnx.Param)
+        ),
+        rollout_shardings,
+    )
 
   def test_one_shared_device_still_owns_buffers_and_syncs(self):
     meshes = meshes_lib.build(
