@@ -33,7 +33,6 @@ and held-out prompts; your reward functions by import path, each
 
   tunix run --plugin tunix_bd grpo.py \
       --config.model.checkpoint=runs/my_bd/export \
-      --config.model.reference=runs/my_bd/export \
       --config.data.prompts=rl.jsonl --config.data.eval=held_out.jsonl \
       --config.eval.num_prompts=100 \
       --config.reward.functions='("my_rewards:format_reward",)'
@@ -85,7 +84,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # `tunix_bd.rl.settings`, `tunix_bd.rl.decode_settings`,
   # `tunix_bd.rl.meshes`); this config states what it changes.
   # model.checkpoint: the policy, a converted model; model.reference: the
-  # frozen KL reference (empty: none, then grpo.beta must be 0);
+  # frozen KL reference (empty: the initial policy, model.checkpoint);
   # model.continued_sft: another converted model evaluated beside the
   # policy; `random_init`: a random policy (the reference is a copy).
   config.model = config_utils.to_section(sections.GrpoModelSettings)

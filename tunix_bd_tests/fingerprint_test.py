@@ -380,7 +380,9 @@ class ResumeRuleTest(parameterized.TestCase):
         fields["checkpoint"],
         provenance.identify(self.export).fingerprint_field(),
     )
-    self.assertIsNone(fields["reference"])
+    # No reference given: the KL reference is the policy, recorded so.
+    self.assertEqual(model.reference, self.export)
+    self.assertEqual(fields["reference"], fields["checkpoint"])
     # Resumable: left out; a nested section: its own fields.
     self.assertNotIn("continued_sft", fields)
     self.assertNotIn("remat", fields)
@@ -389,10 +391,10 @@ class ResumeRuleTest(parameterized.TestCase):
         dataclasses.asdict(from_scratch.ScratchModelSettings()),
     )
     # A random model reads no checkpoint.
-    random = dataclasses.replace(model, random_init=True)
-    self.assertIsNone(
-        stage_lib.section_fields(random, provenance.identify)["checkpoint"]
-    )
+    random = sections.GrpoModelSettings(random_init=True, reference="")
+    random_fields = stage_lib.section_fields(random, provenance.identify)
+    self.assertIsNone(random_fields["checkpoint"])
+    self.assertIsNone(random_fields["reference"])  # A copy of the policy.
 
   def _fingerprint(self, recipe, config):
     """`(stage, fingerprint)` as the recipe's `run` computes them."""

@@ -58,6 +58,18 @@ def validate(
   return stage, settings
 
 
+def kl_reference(stage, beta: float) -> str:
+  """Which model the KL reference is, as the report states it."""
+  model = stage.model
+  if not beta:
+    return "none (grpo.beta=0)"
+  if model.random_init:
+    return "the initial policy (a copy of the random policy)"
+  if model.reference == model.checkpoint:
+    return f"the initial policy (model.checkpoint={model.checkpoint!r})"
+  return f"model.reference={model.reference!r}"
+
+
 def check_fingerprint(stage, policy) -> dict:
   """The run fingerprint by the one rule, plus what the sources give."""
   return stage.check_fingerprint(
@@ -133,6 +145,8 @@ def run(config: ml_collections.ConfigDict) -> dict:
           }
       },
   )
-  content = results.write_report(stage.workdir, settings)
+  content = results.write_report(
+      stage.workdir, settings, kl_reference(stage, settings.grpo.beta)
+  )
   print(f"policy exported to {export_dir}")
   return content

@@ -67,17 +67,28 @@ class GrpoResults:
   train_seconds: float
 
   def write_report(
-      self, workdir: str, run: settings_lib.GrpoRunSettings
+      self, workdir: str, run: settings_lib.GrpoRunSettings, kl_reference: str
   ) -> dict[str, Any]:
-    """Writes `report.{txt,json,png}` (`report.write_report`); its JSON."""
+    """Writes `report.{txt,json,png}` (`report.write_report`); its JSON.
+
+    `kl_reference` says which model the KL reference is
+    (`recipes.grpo.kl_reference`).
+    """
     return report_lib.write_report(
         workdir,
         before=self.before,
         after=self.after,
         continued_sft=self.continued_sft,
-        title=f"{run.description} on block-diffusion rollouts",
+        title=(
+            f"{run.description} on block-diffusion rollouts; KL reference:"
+            f" {kl_reference}"
+        ),
         caption=report_lib.caption(run, self.steps, self.train_seconds),
-        extra={"steps": self.steps, "train_seconds": self.train_seconds},
+        extra={
+            "steps": self.steps,
+            "train_seconds": self.train_seconds,
+            "kl_reference": kl_reference,
+        },
     )
 
 

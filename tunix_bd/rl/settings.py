@@ -222,33 +222,30 @@ def from_config(config: Any) -> GrpoRunSettings:
       "grpo": section(GrpoSettings, "grpo"),
       "reward": section(RewardSettings, "reward"),
       "eval": section(decode_settings.EvalSettings, "eval"),
-      "model": config.model,  # Its `random_init` and `reference`.
   })
 
 
 def check_sections(sections: Mapping[str, Any]) -> GrpoRunSettings:
   """The RL sections of a run's typed sections, checked together.
 
-  `sections` are a `run.stage.Stage`'s (see `GrpoRunSettings.from_sections`);
-  its `model` says whether there is a reference model (`random_init` or
-  `model.reference`).
+  `sections` are a `run.stage.Stage`'s (see `GrpoRunSettings.from_sections`).
+  A run always has a KL reference: `model.reference`, by default the
+  initial policy (`run.sections.GrpoModelSettings`).
 
   Raises:
     ValueError: as `check_together`.
   """
   run = GrpoRunSettings.from_sections(sections)
-  model = sections["model"]
-  check_together(run, model.random_init or bool(model.reference))
+  check_together(run)
   return run
 
 
-def check_together(run: GrpoRunSettings, has_reference: bool) -> None:
+def check_together(run: GrpoRunSettings) -> None:
   """What spans sections.
 
   Raises:
     ValueError: for `train.gradient_accumulation_steps` (Tunix derives it
-      from the mini- and micro-batch sizes); sizes that do not divide;
-      `grpo.beta > 0` with no reference model.
+      from the mini- and micro-batch sizes); sizes that do not divide.
   """
   train, batches = run.train, run.batches
   if train.gradient_accumulation_steps is not None:
@@ -268,9 +265,4 @@ def check_together(run: GrpoRunSettings, has_reference: bool) -> None:
     raise ValueError(
         f"train.train_micro_batch_size={micro} must divide"
         f" train.mini_batch_size={mini}."
-    )
-  if run.grpo.beta and not has_reference:
-    raise ValueError(
-        f"grpo.beta={run.grpo.beta} needs a reference model: set"
-        " model.reference (e.g. to model.checkpoint) or grpo.beta=0."
     )

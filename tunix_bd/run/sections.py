@@ -235,7 +235,9 @@ class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
 
   Attributes:
     checkpoint: the policy, a converted model (with block_diffusion.json).
-    reference: the frozen KL reference; empty: none (then grpo.beta = 0).
+    reference: the frozen KL reference; empty: the initial policy (as
+      Tunix, TRL and verl), so `model.checkpoint` once checked (with
+      `random_init`, a copy of the random policy).
     continued_sft: optional, another converted model evaluated beside the
       policy before and after (the report's `continued SFT`); it is only
       evaluated, so a resume may change it.
@@ -244,9 +246,7 @@ class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
   checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
   )
-  reference: str = config_utils.source(
-      _CHECKPOINT, "runs/quickstart/sft/export"
-  )
+  reference: str = config_utils.source(_CHECKPOINT)
   continued_sft: str = config_utils.source(
       _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
   )
@@ -254,6 +254,9 @@ class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
   def __post_init__(self):
     PrecisionSettings.__post_init__(self)
     RandomInitSettings.__post_init__(self)
+    if not self.reference and not self.random_init:
+      # Named, so that the fingerprint holds the reference's digest.
+      object.__setattr__(self, "reference", self.checkpoint)
 
   def directory_hint(self, key: str) -> str:
     if key != "checkpoint":

@@ -89,7 +89,6 @@ class BadInputTest(parameterized.TestCase):
       ("vocab_filter", "rollout", dict(temperature=0.0), "temperature"),
       ("one_generation", "grpo", dict(num_generations=1), "num_generations"),
       ("loss_algo", "grpo", dict(loss_algo="dapo"), "loss_algo"),
-      ("beta_no_reference", "grpo", dict(beta=0.1), "reference"),
   )
   def test_bad_settings_fail_before_anything_is_written(
       self, section, change, message
@@ -159,6 +158,27 @@ class BadInputTest(parameterized.TestCase):
     )
     config.grpo.beta = 0.04
     return config
+
+  def test_the_kl_reference_defaults_to_the_policy(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = config_files.get_config("grpo")  # Its default reference.
+    config.workdir = workdir
+    policy = self._converted("policy", block_size=4, mask_token_id=3)
+    config.model.checkpoint = policy
+    stage, _ = grpo.validate(config)
+    self.assertEqual(stage.model.reference, policy)
+    self.assertEqual(
+        grpo.kl_reference(stage, config.grpo.beta),
+        f"the initial policy (model.checkpoint={policy!r})",
+    )
+    other = self._converted("other", block_size=4, mask_token_id=3)
+    config.model.reference = other
+    stage, _ = grpo.validate(config)
+    self.assertEqual(
+        grpo.kl_reference(stage, 0.04), f"model.reference={other!r}"
+    )
+    self.assertEqual(grpo.kl_reference(stage, 0.0), "none (grpo.beta=0)")
+    self.assertFalse(os.path.exists(workdir))
 
   def test_an_ar_reference_is_refused(self):
     workdir = os.path.join(self.create_tempdir().full_path, "grpo")

@@ -126,15 +126,19 @@ class GrpoResultsTest(absltest.TestCase):
     with mock.patch.object(
         report_plot, "plot_report", wraps=report_plot.plot_report
     ) as plot:
-      content = got.write_report(workdir, run)
+      content = got.write_report(workdir, run, "the initial policy")
     with open(os.path.join(workdir, "report.json")) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(content)))
     self.assertEqual((content["steps"], content["train_seconds"]), (3, 1.5))
     self.assertIn("continued_sft", content)
+    self.assertEqual(content["kl_reference"], "the initial policy")
     self.assertEqual(
         plot.call_args.kwargs["title"],
-        "GRPO (grpo) on block-diffusion rollouts",
+        "GRPO (grpo) on block-diffusion rollouts; KL reference: the initial"
+        " policy",
     )
+    with open(os.path.join(workdir, "report.txt")) as f:
+      self.assertIn("KL reference: the initial policy", f.readline())
     self.assertEqual(
         plot.call_args.kwargs["caption"], report.caption(run, 3, 1.5)
     )

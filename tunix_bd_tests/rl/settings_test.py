@@ -102,11 +102,6 @@ class GrpoConfigTest(parameterized.TestCase):
         settings_lib.check_sections(sections(config)),
         settings_lib.from_config(config),
     )
-    with self.assertRaisesRegex(ValueError, r"grpo\.beta=0\.03 needs"):
-      settings_lib.check_sections(sections(_config(model__reference="")))
-    # A random model is its own reference.
-    random = _config(model__reference="", model__random_init=True)
-    settings_lib.check_sections(sections(random))
     with self.assertRaisesRegex(ValueError, "train.mini_batch_size=3"):
       settings_lib.check_sections(sections(_config(train__mini_batch_size=3)))
 
@@ -114,7 +109,6 @@ class GrpoConfigTest(parameterized.TestCase):
     config = _config()
     generate = config_files.get_config("generate")
     self.assertEqual(config.model.checkpoint, generate.model.checkpoint)
-    self.assertEqual(config.model.reference, config.model.checkpoint)
     run = settings_lib.from_config(config)
     self.assertEqual(
         (run.rollout.threshold, run.rollout.temperature), (0.5, 1.0)
@@ -214,7 +208,6 @@ class GrpoConfigTest(parameterized.TestCase):
           "train.train_micro_batch_size",
       ),
       ("lr", dict(train__learning_rate=0.0), "train.learning_rate"),
-      ("no_reference", dict(model__reference=""), "grpo.beta=0.03 needs"),
   )
   def test_bad_values_fail_naming_the_key(self, overrides, message):
     with self.assertRaisesRegex(ValueError, message):
@@ -234,9 +227,6 @@ class GrpoConfigTest(parameterized.TestCase):
     config.train.gradient_accumulation_steps = 2
     with self.assertRaisesRegex(ValueError, "train.gradient_accumulation"):
       settings_lib.from_config(config)
-
-  def test_zero_beta_needs_no_reference(self):
-    settings_lib.from_config(_config(grpo__beta=0.0, model__reference=""))
 
 
 if __name__ == "__main__":
