@@ -12,6 +12,7 @@ from tunix_bd.benchmarking import comparison_report
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd_tests.benchmarking import comparison_test
 
 _HF = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
 
@@ -76,6 +77,21 @@ class CompareModelSettingsTest(absltest.TestCase):
     )
     # A model trained further (OPD, GRPO) records no AR source.
     self.assertEqual(warning(other, {}), "")
+
+  def test_the_warning_heads_the_report(self):
+    workdir = self.create_tempdir().full_path
+    # pylint: disable-next=protected-access
+    rows = comparison_test._rows([(0.9, 0.99)])
+    settings = comparison_report.Settings((0.9,), 8, 4, 2, 1)
+    text = comparison_report.write_report(
+        workdir, rows, settings, prompts="p", title="t", seconds=1.0,
+        warning="WARNING: w",
+    )  # fmt: skip
+    self.assertTrue(text.startswith("WARNING: w\n"))
+    with open(os.path.join(workdir, "report.txt")) as f:
+      self.assertEqual(f.read(), f"{text}\n")
+    with open(os.path.join(workdir, "report.json")) as f:
+      self.assertEqual(json.load(f)["warning"], "WARNING: w")
 
   def test_an_unknown_key_fails(self):
     with self.assertRaisesRegex(ValueError, "unknown model config keys"):
