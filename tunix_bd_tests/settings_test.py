@@ -5,13 +5,24 @@
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from tunix_bd import config_files
 from tunix_bd import config_utils
+from tunix_bd.cli import config_loading
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.distillation import settings as opd_settings
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings
+from tunix_bd.rl import decode_settings as grpo_settings
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
+
+# Each recipe's section it decodes with, and that section's dataclass.
+_DECODING_SECTIONS = {
+    "generate": ("decode", settings.DecodeSettings),
+    "opd": ("rollout", opd_settings.RolloutSettings),
+    "grpo": ("rollout", grpo_settings.RolloutSettings),
+}
 
 
 class DecodeSettingsTest(parameterized.TestCase):
@@ -38,6 +49,31 @@ class DecodeSettingsTest(parameterized.TestCase):
       config_utils.from_section(
           settings.DecodeSettings, {"top_p": 0.9}, "decode"
       )
+
+  @parameterized.named_parameters(
+      (f"{recipe}_{name}", recipe, name, typed, value)
+      for recipe in _DECODING_SECTIONS
+      for name, typed, value in (("top_k", "4", 4), ("factor", "0.5", 0.5))
+  )
+  def test_every_decoding_section_forwards_its_rules_parameter(
+      self, recipe, name, typed, value
+  ):
+    # As `--config.rollout.rule=top_k --config.rollout.top_k=4` on the CLI.
+    key, cls = _DECODING_SECTIONS[recipe]
+    config = config_loading.load_config(
+        config_files.config_dir() / f"{recipe}.py"
+    )
+    config_loading.apply_overrides(
+        config,
+        [
+            config_loading.Override(f"{key}.rule", name),
+            config_loading.Override(f"{key}.{name}", typed),
+        ],
+    )
+    section = config_utils.from_section(cls, config[key], key)
+    prompt_length = (8,) if cls is settings.DecodeSettings else ()
+    decode = section.denoise_config(_TOKENIZER, *prompt_length)
+    self.assertEqual((decode.rule, getattr(decode, name)), (name, value))
 
   def test_denoise_config_binds_the_tokenizer_and_prompt_length(self):
     decode = settings.DecodeSettings(threshold=0.7, max_new_tokens=12)

@@ -8,6 +8,8 @@ Only add to this module; other test modules import it.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any, NamedTuple
 
 from flax import nnx
@@ -269,3 +271,21 @@ def char_task_decoding(**config_kwargs) -> CharTaskDecoding:
       config,
       prompts,
   )
+
+
+SDAR_TINY = os.path.join(
+    os.path.dirname(__file__), "testdata", "bd_formats", "sdar_tiny"
+)
+
+
+def sdar_tiny_with_positions(directory: str, positions: int) -> str:
+  """The SDAR fixture (same-position, block 4) in `directory`, its files
+  linked, declaring `max_position_embeddings=positions`; returns it."""
+  for name in os.listdir(SDAR_TINY):
+    if name != "config.json":
+      os.symlink(os.path.join(SDAR_TINY, name), os.path.join(directory, name))
+  with open(os.path.join(SDAR_TINY, "config.json")) as f:
+    hf_config = json.load(f)
+  with open(os.path.join(directory, "config.json"), "w") as f:
+    json.dump(dict(hf_config, max_position_embeddings=positions), f)
+  return directory

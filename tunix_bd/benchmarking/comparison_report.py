@@ -124,6 +124,35 @@ class CompareModelSettings:
           " model; convert it with sft.py first."
       )
 
+  def conversion_warning(self, identify: Callable[[str], Any]) -> str:
+    """The report's warning when `bd` was converted from another model.
+
+    `sft.py`'s export records `converted_from` (its AR source's digest); a
+    model trained further (OPD, GRPO) or imported records none and is not
+    checked.
+
+    Args:
+      identify: `path -> provenance.SourceCheckpoint` (`Stage.identify`).
+
+    Returns:
+      One line, or "" when `bd`'s record names `ar` or nothing.
+    """
+    source = bd_config_lib.load_extra(self.bd, "converted_from")
+    if source is None:
+      return ""
+    if source.get("digest") == identify(self.ar).provenance()["digest"]:
+      return ""
+    named = source.get("path") or (
+        "a random model"
+        if source.get("random_init")
+        else f"digest {source.get('digest')}"
+    )
+    return (
+        f"WARNING: model.bd={self.bd!r} was converted from another checkpoint"
+        f" ({named}) than model.ar={self.ar!r}, so this report does not"
+        " compare a model with its own conversion."
+    )
+
 
 def machine() -> str:
   """The device the figures were measured on, for captions."""
@@ -188,6 +217,7 @@ def write_report(
     prompts: str,
     title: str,
     seconds: float,
+    warning: str = "",
 ) -> str:
   """Writes the report files under `workdir`; returns the text report.
 
@@ -199,6 +229,8 @@ def write_report(
       sort, reverse").
     title: the title of `report.png`.
     seconds: the run's wall time so far, recorded in `report.json`.
+    warning: a line that heads `report.txt` and is kept in `report.json`
+      (e.g. `CompareModelSettings.conversion_warning`); "" for none.
   """
   table = comparison.format_table(rows, settings.batch_size)
   caption = (
@@ -209,9 +241,10 @@ def write_report(
       f" {settings.repeats} passes. {machine()}."
   )
   headline = comparison.headline(rows, settings.batch_size)
-  files.write_text(
-      os.path.join(workdir, "report.txt"), f"{table}\n{caption}\n{headline}\n"
-  )
+  text = f"{table}\n{caption}\n{headline}"
+  if warning:
+    text = f"{warning}\n{text}"
+  files.write_text(os.path.join(workdir, "report.txt"), f"{text}\n")
   report.write_json(
       os.path.join(workdir, "report.json"),
       {
@@ -219,6 +252,7 @@ def write_report(
           "headline": headline,
           "machine": machine(),
           "seconds": seconds,
+          "warning": warning or None,
       },
   )
   plot.plot_comparison(
@@ -245,4 +279,4 @@ def write_report(
       ),
       reference=comparison.frontier_reference(rows),
   )
-  return f"{table}\n{caption}\n{headline}"
+  return text

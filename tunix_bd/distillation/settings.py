@@ -61,8 +61,9 @@ class OpdSettings:
     config_utils.check_number("opd.hard_loss_weight", self.hard_loss_weight, 0)
 
 
-# `RolloutSettings` fields that are `DenoiseConfig` fields of the same name.
-_DENOISER_FIELDS = ("rule", "threshold", "temperature", "use_cache")
+# `RolloutSettings` fields that are `DenoiseConfig` fields of the same name:
+# every one the generate recipe's `decode` section takes.
+_DENOISER_FIELDS = generate_settings.DENOISER_FIELDS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,7 +73,8 @@ class RolloutSettings:
   Attributes:
     max_new_tokens: completion positions per rollout.
     max_prompt_length: the longest prompt accepted.
-    rule, threshold, temperature, use_cache: as in `DenoiseConfig`.
+    rule, threshold, top_k, factor, temperature, use_cache: as in
+      `DenoiseConfig`.
     extra_stop_ids: stop ids besides the tokenizer's EOS.
   """
 
@@ -80,13 +82,16 @@ class RolloutSettings:
   max_prompt_length: int = 40
   rule: str = commit_rules.THRESHOLD
   threshold: float = 0.9
+  top_k: int = 1
+  factor: float = 1.0
   temperature: float = 1.0
   use_cache: bool = True
   extra_stop_ids: tuple[int, ...] = ()
 
   def __post_init__(self):
-    for key in ("max_new_tokens", "max_prompt_length"):
-      config_utils.check_int(f"rollout.{key}", getattr(self, key), 1)
+    config_utils.check_int(
+        "rollout.max_prompt_length", self.max_prompt_length, 1
+    )
     for name in _DENOISER_FIELDS:
       generate_settings.check_denoise_setting(
           f"rollout.{name}", name, getattr(self, name)
@@ -105,7 +110,6 @@ class RolloutSettings:
     config = generate_settings.denoise_config(
         tokenizer,
         self.max_prompt_length,
-        max_new_tokens=self.max_new_tokens,
         **{name: getattr(self, name) for name in _DENOISER_FIELDS},
     )
     return dataclasses.replace(config, stop_ids=self.stop_ids(tokenizer))

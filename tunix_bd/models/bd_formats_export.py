@@ -47,8 +47,9 @@ FORMATS = (TUNIX_BD, bd_formats.SDAR, bd_formats.FAST_DLLM_V2)
 FORMAT_KEY = "export.format"
 REFERENCE_CODE_KEY = "export.reference_code"
 # Fast-dLLM v2's `generate` does not pass its `block_size` to the denoising
-# forwards, whose inference mask then has blocks of 32 (docs/formats.md).
-FAST_DLLM_MAX_BLOCK = 32
+# forwards, whose inference mask then has blocks of 32 (docs/formats.md): a
+# block size must divide 32, or a block straddles a multiple of 32.
+FAST_DLLM_MASK_BLOCK = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +162,7 @@ def check_exportable(
   Raises:
     ValueError: naming `export.format`, for the other alignment or layers,
       or (Fast-dLLM v2) a mask token other than `|<MASK>|` or a block size
-      above `FAST_DLLM_MAX_BLOCK`.
+      that does not divide `FAST_DLLM_MASK_BLOCK`.
   """
   check_format(fmt)
   if fmt == TUNIX_BD:
@@ -202,13 +203,14 @@ def check_exportable(
           f" {mask_token!r}: train with bd.mask_token={spec.mask_token!r}"
           f" (sft.py), or export with {FORMAT_KEY}={TUNIX_BD}."
       )
-    if block_size > FAST_DLLM_MAX_BLOCK:
+    if FAST_DLLM_MASK_BLOCK % block_size:
       raise ValueError(
-          f"{where}: bd.block_size={block_size} is above"
-          f" {FAST_DLLM_MAX_BLOCK}; Fast-dLLM v2's generate masks its"
-          f" denoising forwards with blocks of {FAST_DLLM_MAX_BLOCK}, so it"
-          " would not decode this model. Train with bd.block_size <="
-          f" {FAST_DLLM_MAX_BLOCK}, or export with {FORMAT_KEY}={TUNIX_BD}."
+          f"{where}: bd.block_size={block_size} does not divide"
+          f" {FAST_DLLM_MASK_BLOCK}; Fast-dLLM v2's generate masks its"
+          f" denoising forwards with blocks of {FAST_DLLM_MASK_BLOCK}, which"
+          " would cut this model's blocks. Train with a bd.block_size"
+          f" dividing {FAST_DLLM_MASK_BLOCK} (1, 2, 4, 8, 16 or 32), or"
+          f" export with {FORMAT_KEY}={TUNIX_BD}."
       )
 
 

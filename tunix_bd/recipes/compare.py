@@ -35,6 +35,9 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   )
   model, data = stage.model, stage.data
   model.check_converted()
+  warning = model.conversion_warning(stage.identify)
+  if warning:
+    print(warning, flush=True)
   # Both models must share the tokenizer the comparison renders with.
   ar_tokenizer, bd_tokenizer = (
       tokenizer_lib.load_tokenizer(path, data.chat_template, key=f"model.{key}")
@@ -62,6 +65,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       prompts=f"{len(records)} prompts ({source})",
       title="AR model vs its block-diffusion conversion",
       seconds=time.monotonic() - start,
+      warning=warning,
   )
   print(text)
   print(

@@ -23,6 +23,7 @@ from tunix_bd.evaluation import completions
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import bd_formats
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
@@ -71,9 +72,18 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         key="decode.max_prompt_length",
         where=source,
     )
-  denoise_config = decode.denoise_config(
-      tokenizer, max(len(p) for p in prompts)
+  longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
+  settings_lib.check_positions(
+      hf_checkpoint.read_config(checkpoint),
+      len(prompts[longest]),
+      decode.max_new_tokens,
+      what=(
+          f"row {longest} (0-based) of {source} ({len(prompts[longest])}"
+          f" tokens) plus decode.max_new_tokens={decode.max_new_tokens}"
+      ),
+      model_key="model.checkpoint",
   )
+  denoise_config = decode.denoise_config(tokenizer, len(prompts[longest]))
   mesh = mesh_lib.make_mesh(stage.mesh)
   model = models.load_checkpoint(checkpoint, mesh, stage.model.precision)
   with mesh_lib.tunix_context(mesh):

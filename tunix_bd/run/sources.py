@@ -21,6 +21,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import hf_source
 from tunix_bd.run import models
 
@@ -113,8 +114,9 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
 
   Raises:
     ValueError: naming the key, for a directory that is not a converted
-      model, special ids that collide (`special_ids.check`), or an export
-      the model cannot fill (`Stage.check_export`).
+      model, special ids that collide (`special_ids.check`), an export
+      the model cannot fill (`Stage.check_export`), or a prompt and
+      completion longer than its `max_position_embeddings`.
   """
   tokenizer, bd = models.converted_tokenizer_and_bd(
       stage.sections["model"], key, stage.sections["data"].chat_template
@@ -126,6 +128,17 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
       stop_ids=decode.stop_ids,
   )
   chat_options, hf_files = stage.check_export(key, tokenizer, bd)
+  if hf_files is not None:
+    generate_settings.check_positions(
+        hf_files.config,
+        decode.max_prompt_length,
+        decode.max_new_tokens,
+        what=(
+            f"rollout.max_prompt_length={decode.max_prompt_length} plus"
+            f" rollout.max_new_tokens={decode.max_new_tokens}"
+        ),
+        model_key=f"model.{key}",
+    )
   return ConvertedSources(
       tokenizer=tokenizer,
       bd=bd,

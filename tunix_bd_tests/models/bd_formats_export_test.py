@@ -92,7 +92,16 @@ class CheckTest(parameterized.TestCase):
           64,
           "qwen2",
           "|<MASK>|",
-          r"bd.block_size=64 is above 32",
+          r"bd.block_size=64 does not divide 32",
+      ),
+      (
+          "fast_block_12",
+          _FAST,
+          "shifted",
+          12,
+          "qwen2",
+          "|<MASK>|",
+          r"bd.block_size=12 does not divide 32",
       ),
   )
   def test_refused_naming_the_key_and_the_fix(

@@ -10,8 +10,10 @@ import os
 
 from absl.testing import absltest
 from tunix_bd import config_files
+from tunix_bd.core import bd_config
 from tunix_bd.evaluation import completions
 from tunix_bd.recipes import generate
+from tunix_bd_tests import test_common
 
 
 def _config(**overrides):
@@ -64,6 +66,26 @@ class ValidateTest(absltest.TestCase):
     config = _config(output=self.workdir)  # A directory.
     with self.assertRaisesRegex(ValueError, r"^output="):
       generate.validate(config)
+
+
+class PositionsTest(absltest.TestCase):
+
+  def test_a_prompt_past_max_position_embeddings_is_refused(self):
+    # The embedded prompts and `tiny`'s 8-token budget need over 16.
+    config = _config(workdir=self.create_tempdir().full_path)
+    config.model.checkpoint = test_common.sdar_tiny_with_positions(
+        self.create_tempdir().full_path, 16
+    )
+    config.bd.alignment = bd_config.SAME_POSITION
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^row \d+ \(0-based\) of .* \(\d+ tokens\) plus"
+        r" decode\.max_new_tokens=8 need \d+ positions, but"
+        r" model\.checkpoint's config\.json declares"
+        r" max_position_embeddings=16",
+    ):
+      generate.run(config)
+    self.assertEqual(os.listdir(config.workdir), [])
 
 
 if __name__ == "__main__":

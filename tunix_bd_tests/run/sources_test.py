@@ -123,6 +123,25 @@ class ReadConvertedTest(absltest.TestCase):
       sources_lib.read_converted(stage, "checkpoint", stage.rollout)
     self.assertFalse(os.path.exists(self.config.workdir))
 
+  def test_a_rollout_past_max_position_embeddings_is_refused(self):
+    # smoke: prompts of up to 32 tokens and an 8-token budget.
+    self.config.model.update(
+        random_init=False,
+        reference="",
+        checkpoint=test_common.sdar_tiny_with_positions(
+            self.create_tempdir().full_path, 39
+        ),
+    )
+    stage = run_test_common.converted_stage(self.config)
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^rollout\.max_prompt_length=32 plus rollout\.max_new_tokens=8 need"
+        r" 40 positions, but model\.checkpoint's config\.json declares"
+        r" max_position_embeddings=39",
+    ):
+      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
   def test_an_export_the_model_cannot_fill_is_refused(self):
     self.config.export.format = "sdar"  # The random model is shifted.
     stage = run_test_common.converted_stage(self.config)
