@@ -146,10 +146,14 @@ class Stage:
     """
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
+    self._lock = None
     if writes != "workdir" and config.output:
       workdir_lib.check_file(config.output, "output")
     elif writes != "output":
       workdir_lib.check(config.workdir)
+      # An existing workdir is held from here; a new one from the
+      # fingerprint check (its first write), so a failed launch writes none.
+      self._lock = workdir_lib.lock(config.workdir, create=False)
     self.config = config
     self.workdir = config.get("workdir")
     self.sections = {
@@ -208,6 +212,8 @@ class Stage:
         **derived,
     }
     self.fingerprint = fingerprint_lib.fingerprint(fields)
+    if self._lock is None:  # A new workdir: made and held from here.
+      self._lock = workdir_lib.lock(self.workdir)
     workdir_lib.check_fingerprint(self.workdir, self.fingerprint)
     return self.fingerprint
 

@@ -105,6 +105,21 @@ class StageTest(parameterized.TestCase):
     stage.start(0)
     self.assertTrue(os.path.exists(record))
 
+  def test_a_held_workdir_is_refused_at_launch_or_before_its_first_write(self):
+    launch = lambda: stage_lib.Stage(
+        self.config, train=(options.TrainSettings, options.TimeBudget)
+    )
+    stage = launch()  # A new workdir: nothing written yet.
+    self.assertFalse(os.path.exists(self.config.workdir))
+    holder = run_test_common.hold_workdir(self.config.workdir)
+    self.addCleanup(holder.wait)
+    self.addCleanup(holder.kill)
+    in_use = rf"^workdir=.* is in use by a live run \(pid {holder.pid} "
+    with self.assertRaisesRegex(ValueError, in_use):
+      stage.check_fingerprint(tokenizer="t")
+    with self.assertRaisesRegex(ValueError, in_use):
+      launch()  # An existing one: refused first.
+
 
 class CheckExportTest(parameterized.TestCase):
   """`check_export` on an AR source: SFT's, whose tokenizer lacks the mask."""

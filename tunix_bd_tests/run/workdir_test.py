@@ -9,10 +9,14 @@ its offline bucket.
 """
 
 import contextlib
+import fcntl
+import gc
 import importlib
 import io
 import json
 import os
+import signal
+import socket
 from unittest import mock
 
 from absl.testing import absltest
@@ -21,6 +25,7 @@ from tunix_bd import config_files
 from tunix_bd.cli import main
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import metrics
+from tunix_bd_tests.run import run_test_common
 
 # Every recipe, and the key that names where it writes.
 _RECIPES = (
@@ -135,6 +140,52 @@ class EveryRecipeTest(parameterized.TestCase):
     self.assertEqual(status, 1)
     self.assertIn(f"tunix: error: workdir='{taken}' names", stderr.getvalue())
     self.assertNotIn("Traceback", stderr.getvalue())
+
+
+class LockTest(absltest.TestCase):
+  """One run at a time: a live holder is named, a killed one blocks nothing."""
+
+  def setUp(self):
+    super().setUp()
+    self.workdir = os.path.join(self.create_tempdir().full_path, "run")
+
+  def _hold(self):
+    holder = run_test_common.hold_workdir(self.workdir)
+    self.addCleanup(holder.wait)
+    self.addCleanup(holder.kill)
+    return holder
+
+  def test_a_live_holder_is_named_and_a_killed_one_does_not_block(self):
+    holder = self._hold()
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^workdir='{self.workdir}' is in use by a live run \(pid"
+        rf" {holder.pid} on {socket.gethostname()}, started 20\d\d-",
+    ):
+      workdir_lib.lock(self.workdir)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    self.assertIsNotNone(workdir_lib.lock(self.workdir))
+    with open(os.path.join(self.workdir, workdir_lib.LOCK_FILE)) as f:
+      self.assertEqual(json.load(f)["pid"], os.getpid())
+
+  def test_its_own_process_takes_it_again_until_the_handle_is_dropped(self):
+    held = workdir_lib.lock(self.workdir)
+    self.assertIs(workdir_lib.lock(self.workdir, create=False), held)
+    path = os.path.join(self.workdir, workdir_lib.LOCK_FILE)
+    with open(path) as other:  # Another open file: flock conflicts.
+      with self.assertRaises(BlockingIOError):
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      del held
+      gc.collect()
+      fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+  def test_a_missing_workdir_is_made_only_when_asked_and_a_url_is_left(self):
+    self.assertIsNone(workdir_lib.lock(self.workdir, create=False))
+    self.assertFalse(os.path.exists(self.workdir))
+    with mock.patch.object(os, "makedirs") as makedirs:
+      self.assertIsNone(workdir_lib.lock("gs://bucket/run"))
+    makedirs.assert_not_called()
 
 
 class ResumedTest(absltest.TestCase):
