@@ -108,6 +108,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     before = evaluation.run(trainer, trainer.train_steps)
     stage.record()
     trainer.run()
+    stage.stopped(trainer.train_steps)
     after = evaluation.final(trainer)
 
   export_dir = stage.export_converted(

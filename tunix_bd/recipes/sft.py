@@ -97,6 +97,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):
     trainer.train(budget.bounded(train_batches), eval_batches)
+  stage.stopped(trainer.train_steps)
 
   export_dir = stage.export_block_diffusion(
       lora.merge(model, model_config),

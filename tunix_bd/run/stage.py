@@ -238,6 +238,32 @@ class Stage:
         recipe=self.config.recipe,
         relogged_from=relogged_from,
     )
+    train = self._train_section(options.TrainSettings)
+    max_steps = train.max_steps if train else None
+    if max_steps is not None and restored_step >= max_steps:
+      print(
+          f"{self.config.recipe}: train.max_steps={max_steps} is not above"
+          f" the restored step {restored_step}: no step to train.",
+          flush=True,
+      )
+
+  def stopped(self, step: int) -> None:
+    """After training: says so when `train.time_budget_s` ended it early."""
+    budget = self._train_section(options.TimeBudget)
+    train = self._train_section(options.TrainSettings)
+    if budget and budget.seconds and train and step < train.max_steps:
+      print(
+          f"{self.config.recipe}: train.time_budget_s={budget.time_budget_s:g}"
+          f" spent: stopped at step {step} of"
+          f" train.max_steps={train.max_steps}.",
+          flush=True,
+      )
+
+  def _train_section(self, kind: type[Any]) -> Any:
+    """The part of the `train` section of dataclass `kind`, or None."""
+    train = self.sections.get("train")
+    parts = train if isinstance(train, tuple) else (train,)
+    return next((p for p in parts if isinstance(p, kind)), None)
 
   def record(self) -> None:
     """Records the fingerprint: once every check has passed."""
