@@ -85,14 +85,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       eos_id=tokenizer.eos_token_id,
       seed=config.seed,
   )
-  trainer = trainer_lib.DiffusionSftTrainer(
-      model,
-      options.optimizer(train),
-      options.training_config(train, stage.workdir, DESCRIPTION),
-      config=bd,
-      fingerprint=fingerprint,
-      logits_chunk=stage.model.precision.chunk,  # Refuses a LoRA'd head.
-  )
+  with stage.restoring():  # The newest checkpoint, one line if bad.
+    trainer = trainer_lib.DiffusionSftTrainer(
+        model,
+        options.optimizer(train),
+        options.training_config(train, stage.workdir, DESCRIPTION),
+        config=bd,
+        fingerprint=fingerprint,
+        logits_chunk=stage.model.precision.chunk,  # Refuses a LoRA'd head.
+    )
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):

@@ -217,6 +217,10 @@ class Stage:
     workdir_lib.check_fingerprint(self.workdir, self.fingerprint)
     return self.fingerprint
 
+  def restoring(self):
+    """Around building the trainer: `workdir.restoring`."""
+    return workdir_lib.restoring(self.workdir)
+
   def start(
       self,
       restored_step: int,

@@ -27,12 +27,14 @@ are checked without touching the local disk.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fcntl
 import json
 import os
 import socket
-from typing import Any, Callable, IO, Mapping
+import traceback
+from typing import Any, Callable, IO, Iterator, Mapping
 import weakref
 
 from etils import epath
@@ -195,6 +197,38 @@ def check_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
 def record_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
   """Records a new run's fingerprint: call once every check has passed."""
   fingerprint_lib.record(checkpoints(workdir), fingerprint)
+
+
+@contextlib.contextmanager
+def restoring(workdir: str) -> Iterator[None]:
+  """Around building a trainer, which restores the newest checkpoint.
+
+  Orbax fails on a checkpoint it cannot read (a truncated or lost file)
+  with a long traceback; this says it in one line naming the step
+  directory, and what to move away to resume from the one before.
+
+  Raises:
+    ValueError: for an error raised inside Orbax while checkpoints exist.
+  """
+  try:
+    yield
+  except Exception as e:  # Orbax raises plain `Exception`s.
+    frames = traceback.extract_tb(e.__traceback__)
+    root = epath.Path(checkpoints(workdir))
+    steps = sorted(
+        int(p.name)
+        for p in (root.iterdir() if root.is_dir() else ())
+        if p.name.isdigit()
+    )
+    if not steps or not any("/orbax/" in f.filename for f in frames):
+      raise
+    bad = os.path.join(checkpoints(workdir), str(steps[-1]))
+    why = str(e).strip().split("\n", 1)[0].split(" See full", 1)[0]
+    then = f"resume from step {steps[-2]}" if len(steps) > 1 else "start over"
+    raise ValueError(
+        f"checkpoint {bad!r} cannot be restored ({why.rstrip('.')}); move"
+        f" that directory away to {then}."
+    ) from e
 
 
 def _relogged_from(step: int) -> Callable[[str], int]:
