@@ -201,7 +201,7 @@ def _run(
   absl_logger.addFilter(notice)
   try:
     recipe_fn(config)
-  except ValueError as e:
+  except (ValueError, OSError) as e:  # A rejected config; a full disk.
     if args.traceback:
       raise
     _report(e, status=1)

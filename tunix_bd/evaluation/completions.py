@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from etils import epath
 import numpy as np
 
 from tunix_bd import files
@@ -22,6 +23,31 @@ from tunix_bd.generate import settings as settings_lib
 
 # Under `workdir` when `output` is empty.
 COMPLETIONS_FILE = "completions.jsonl"
+# Keys of every row, which tell an earlier output from another file.
+_ROW_KEYS = frozenset({"prompt", "completion", "num_forwards"})
+
+
+def check_output(path: str, key: str = "output") -> None:
+  """Refuses to replace a file other than an earlier `write_completions`'.
+
+  Raises:
+    ValueError: naming `key`, if `path` exists and its first line is not a
+      completions row (a weights file, the prompts file itself, ...).
+  """
+  output = epath.Path(path)
+  if not output.exists():
+    return
+  with output.open("rb") as f:
+    first = f.read(1 << 16).split(b"\n", 1)[0]
+  try:
+    ours = _ROW_KEYS <= json.loads(first).keys()
+  except (ValueError, AttributeError):  # Not JSON, or not an object.
+    ours = False
+  if not ours:
+    raise ValueError(
+        f"{key}={path!r} exists and is not a completions file written by"
+        " generate: remove it or choose another output."
+    )
 
 
 def write_completions(

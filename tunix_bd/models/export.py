@@ -366,10 +366,19 @@ def export_checkpoint(
       save(staged)
     return
   previous = export_dir + ".previous"
+  kept = ""
   if os.path.exists(export_dir):
     shutil.rmtree(previous, ignore_errors=True)
     os.replace(export_dir, previous)
-  save(export_dir)
+    kept = f"; the previous export is in {previous!r}"
+  try:
+    save(export_dir)
+  except OSError as e:  # Disk full, most often: one line, not a traceback.
+    raise ValueError(
+        f"writing the export {export_dir!r} failed: {e.strerror or e}{kept};"
+        " a relaunch with the same workdir resumes from the last checkpoint"
+        " and exports again."
+    ) from e
   shutil.rmtree(previous, ignore_errors=True)
 
 

@@ -75,12 +75,13 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   mesh = mesh_lib.make_mesh(stage.mesh)
   model_config = from_scratch.qwen3_config(stage.model, len(tokenizer))
   model = from_scratch.init_model(model_config, config.seed, mesh)
-  trainer = ar.FingerprintedTrainer(
-      model,
-      options.optimizer(train),
-      options.training_config(train, stage.workdir, DESCRIPTION),
-      fingerprint=fingerprint,
-  )
+  with stage.restoring():  # The newest checkpoint, one line if bad.
+    trainer = ar.FingerprintedTrainer(
+        model,
+        options.optimizer(train),
+        options.training_config(train, stage.workdir, DESCRIPTION),
+        fingerprint=fingerprint,
+    )
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   trainer.with_gen_model_input_fn(ar.ar_model_inputs)
   train_batches, eval_batches = dataset_lib.train_and_eval_batches(

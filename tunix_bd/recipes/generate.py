@@ -35,7 +35,7 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
   The checkpoint's directory is checked last, so that a bad setting is
   reported even without a model.
   """
-  return stage_lib.Stage(
+  stage = stage_lib.Stage(
       config,
       writes="output_or_workdir",
       decode=settings_lib.DecodeSettings,
@@ -44,6 +44,9 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       data=data_settings.PromptDataSettings,
       mesh=mesh_lib.MeshSettings,
   )
+  if config.output:  # Only an earlier output of this recipe is replaced.
+    completions.check_output(config.output)
+  return stage
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:

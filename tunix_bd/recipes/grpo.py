@@ -105,16 +105,17 @@ def run(config: ml_collections.ConfigDict) -> dict:
   held_out = results_lib.held_out_evaluation(eval_prompts, policy, stage.eval)
   with mesh_lib.tunix_context(meshes.actor):
     before = held_out(actor)
-    cluster, learner = wiring.build_grpo(
-        settings,
-        actor=actor,
-        reference=reference,
-        sources=policy,
-        meshes=meshes,
-        workdir=stage.workdir,
-        logits_chunk=model.precision.chunk,
-        fingerprint=fingerprint,
-    )
+    with stage.restoring():  # The newest checkpoint, one line if bad.
+      cluster, learner = wiring.build_grpo(
+          settings,
+          actor=actor,
+          reference=reference,
+          sources=policy,
+          meshes=meshes,
+          workdir=stage.workdir,
+          logits_chunk=model.precision.chunk,
+          fingerprint=fingerprint,
+      )
     stage.start(
         cluster.actor_trainer.train_steps,
         relogged_from=wiring.relogged_from(cluster),

@@ -86,28 +86,30 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   teacher = models.load(stage.model, "teacher", mesh, seed=config.seed)
   teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
   sources.validate_for_model(student.config)
-  trainer, evaluation = wiring.build_trainer(
-      student,
-      teacher,
-      student_sources=sources,
-      train_prompts=train_prompts,
-      eval_prompts=eval_prompts,
-      opd=stage.opd,
-      train=train,
-      budget=budget,
-      corruption=stage.corruption,
-      eval_settings=stage.eval,
-      mesh=mesh,
-      workdir=stage.workdir,
-      seed=config.seed,
-      logits_chunk=stage.model.precision.chunk,
-      fingerprint=fingerprint,
-  )
+  with stage.restoring():  # The newest checkpoint, one line if bad.
+    trainer, evaluation = wiring.build_trainer(
+        student,
+        teacher,
+        student_sources=sources,
+        train_prompts=train_prompts,
+        eval_prompts=eval_prompts,
+        opd=stage.opd,
+        train=train,
+        budget=budget,
+        corruption=stage.corruption,
+        eval_settings=stage.eval,
+        mesh=mesh,
+        workdir=stage.workdir,
+        seed=config.seed,
+        logits_chunk=stage.model.precision.chunk,
+        fingerprint=fingerprint,
+    )
   with mesh_lib.tunix_context(mesh):
     stage.resumed(trainer.train_steps)
     before = evaluation.run(trainer, trainer.train_steps)
     stage.record()
     trainer.run()
+    stage.stopped(trainer.train_steps)
     after = evaluation.final(trainer)
 
   export_dir = stage.export_converted(

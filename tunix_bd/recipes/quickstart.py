@@ -62,6 +62,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   sft_config.model.checkpoint = ar_dir
   ar_pretrain.validate(ar_config)
   workdir_lib.check(sft_config.workdir)
+  held = workdir_lib.lock(workdir)  # Each stage holds its own workdir too.
 
   print(f"quickstart 1/3: AR teacher -> {ar_config.workdir}", flush=True)
   ar_pretrain.run(ar_config)
@@ -103,4 +104,5 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       f"({time.monotonic() - start:.0f} s in all). Next, decode with the "
       f"converted model: {next_command}"
   )
+  del held
   return rows

@@ -85,18 +85,20 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       eos_id=tokenizer.eos_token_id,
       seed=config.seed,
   )
-  trainer = trainer_lib.DiffusionSftTrainer(
-      model,
-      options.optimizer(train),
-      options.training_config(train, stage.workdir, DESCRIPTION),
-      config=bd,
-      fingerprint=fingerprint,
-      logits_chunk=stage.model.precision.chunk,  # Refuses a LoRA'd head.
-  )
+  with stage.restoring():  # The newest checkpoint, one line if bad.
+    trainer = trainer_lib.DiffusionSftTrainer(
+        model,
+        options.optimizer(train),
+        options.training_config(train, stage.workdir, DESCRIPTION),
+        config=bd,
+        fingerprint=fingerprint,
+        logits_chunk=stage.model.precision.chunk,  # Refuses a LoRA'd head.
+    )
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):
     trainer.train(budget.bounded(train_batches), eval_batches)
+  stage.stopped(trainer.train_steps)
 
   export_dir = stage.export_block_diffusion(
       lora.merge(model, model_config),

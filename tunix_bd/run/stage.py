@@ -146,10 +146,14 @@ class Stage:
     """
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
+    self._lock = None
     if writes != "workdir" and config.output:
       workdir_lib.check_file(config.output, "output")
     elif writes != "output":
       workdir_lib.check(config.workdir)
+      # An existing workdir is held from here; a new one from the
+      # fingerprint check (its first write), so a failed launch writes none.
+      self._lock = workdir_lib.lock(config.workdir, create=False)
     self.config = config
     self.workdir = config.get("workdir")
     self.sections = {
@@ -208,8 +212,14 @@ class Stage:
         **derived,
     }
     self.fingerprint = fingerprint_lib.fingerprint(fields)
+    if self._lock is None:  # A new workdir: made and held from here.
+      self._lock = workdir_lib.lock(self.workdir)
     workdir_lib.check_fingerprint(self.workdir, self.fingerprint)
     return self.fingerprint
+
+  def restoring(self):
+    """Around building the trainer: `workdir.restoring`."""
+    return workdir_lib.restoring(self.workdir)
 
   def start(
       self,
@@ -232,6 +242,32 @@ class Stage:
         recipe=self.config.recipe,
         relogged_from=relogged_from,
     )
+    train = self._train_section(options.TrainSettings)
+    max_steps = train.max_steps if train else None
+    if max_steps is not None and restored_step >= max_steps:
+      print(
+          f"{self.config.recipe}: train.max_steps={max_steps} is not above"
+          f" the restored step {restored_step}: no step to train.",
+          flush=True,
+      )
+
+  def stopped(self, step: int) -> None:
+    """After training: says so when `train.time_budget_s` ended it early."""
+    budget = self._train_section(options.TimeBudget)
+    train = self._train_section(options.TrainSettings)
+    if budget and budget.seconds and train and step < train.max_steps:
+      print(
+          f"{self.config.recipe}: train.time_budget_s={budget.time_budget_s:g}"
+          f" spent: stopped at step {step} of"
+          f" train.max_steps={train.max_steps}.",
+          flush=True,
+      )
+
+  def _train_section(self, kind: type[Any]) -> Any:
+    """The part of the `train` section of dataclass `kind`, or None."""
+    train = self.sections.get("train")
+    parts = train if isinstance(train, tuple) else (train,)
+    return next((p for p in parts if isinstance(p, kind)), None)
 
   def record(self) -> None:
     """Records the fingerprint: once every check has passed."""

@@ -15,6 +15,11 @@ A recipe launch goes through four points, the same in every recipe:
 4. `resumed` once the trainer has restored its checkpoint: a line saying
    what was resumed, and `metrics.jsonl` keeps one row per step.
 
+One run at a time writes a workdir: `lock` holds `workdir/.lock` (an
+`fcntl.flock`, which the OS drops when its process dies, however it dies)
+while the run's `Stage` lives, and refuses a second launch naming the
+holder.
+
 Paths follow one rule (`tunix_bd.files.absolute`): local workdirs are made
 absolute (Orbax needs that), URL workdirs (`gs://bucket/run`) stay URLs and
 are checked without touching the local disk.
@@ -22,8 +27,15 @@ are checked without touching the local disk.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import fcntl
+import json
 import os
-from typing import Any, Callable, Mapping
+import socket
+import traceback
+from typing import Any, Callable, IO, Iterator, Mapping
+import weakref
 
 from etils import epath
 
@@ -32,6 +44,11 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.training import metrics
 
 CHECKPOINTS = "checkpoints"
+LOCK_FILE = ".lock"
+
+# The locks this process holds, by workdir: a process may take its own lock
+# again (quickstart's stages, a recipe's `validate` then `run`).
+_held: weakref.WeakValueDictionary[str, IO[str]] = weakref.WeakValueDictionary()
 
 
 def check(workdir: str, key: str = "workdir") -> str:
@@ -102,6 +119,71 @@ def _why_not_writable(path: str) -> str | None:
   return None
 
 
+def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
+  """Holds the workdir for this process, or refuses naming the holder.
+
+  The lock lasts as long as the returned handle is referenced (a recipe's
+  `Stage` keeps it); the OS drops it when the process dies, so a killed run
+  never blocks its relaunch. Taken by the writing process only; a URL
+  workdir (`gs://`) cannot be locked and is not (a no-op, None), nor is a
+  file system without `flock` (a note says so).
+
+  Args:
+    workdir: the run's workdir.
+    create: make the workdir if missing; False: lock only one that exists.
+
+  Returns:
+    The held lock file, or None where none is taken.
+
+  Raises:
+    ValueError: naming `workdir` and the live run (pid, host, start time)
+      that holds it.
+  """
+  if files.is_url(workdir):
+    return None
+  path = os.path.abspath(workdir)
+  held = _held.get(path)
+  if held is not None:
+    return held
+  if not create and not os.path.isdir(path) or not files.is_writer():
+    return None
+  os.makedirs(path, exist_ok=True)
+  handle = open(os.path.join(path, LOCK_FILE), "a+", encoding="utf-8")
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    handle.seek(0)
+    holder = handle.read().strip()
+    handle.close()
+    try:
+      holder = "pid {pid} on {host}, started {started}".format(
+          **json.loads(holder)
+      )
+    except (ValueError, KeyError, TypeError):
+      holder = "another process"
+    raise ValueError(
+        f"workdir={workdir!r} is in use by a live run ({holder}); wait for"
+        " it to end, stop it, or choose another workdir."
+    ) from None
+  except OSError as e:  # No flock here (some network file systems).
+    handle.close()
+    print(f"workdir={workdir!r} is not locked: {e.strerror}.", flush=True)
+    return None
+  handle.truncate(0)
+  started = datetime.datetime.now(datetime.timezone.utc)
+  json.dump(
+      {
+          "pid": os.getpid(),
+          "host": socket.gethostname(),
+          "started": started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+      },
+      handle,
+  )
+  handle.flush()
+  _held[path] = handle
+  return handle
+
+
 def checkpoints(workdir: str) -> str:
   """`workdir/checkpoints` by the one path rule (a URL stays a URL)."""
   return os.path.join(files.absolute(workdir), CHECKPOINTS)
@@ -115,6 +197,38 @@ def check_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
 def record_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
   """Records a new run's fingerprint: call once every check has passed."""
   fingerprint_lib.record(checkpoints(workdir), fingerprint)
+
+
+@contextlib.contextmanager
+def restoring(workdir: str) -> Iterator[None]:
+  """Around building a trainer, which restores the newest checkpoint.
+
+  Orbax fails on a checkpoint it cannot read (a truncated or lost file)
+  with a long traceback; this says it in one line naming the step
+  directory, and what to move away to resume from the one before.
+
+  Raises:
+    ValueError: for an error raised inside Orbax while checkpoints exist.
+  """
+  try:
+    yield
+  except Exception as e:  # Orbax raises plain `Exception`s.
+    frames = traceback.extract_tb(e.__traceback__)
+    root = epath.Path(checkpoints(workdir))
+    steps = sorted(
+        int(p.name)
+        for p in (root.iterdir() if root.is_dir() else ())
+        if p.name.isdigit()
+    )
+    if not steps or not any("/orbax/" in f.filename for f in frames):
+      raise
+    bad = os.path.join(checkpoints(workdir), str(steps[-1]))
+    why = str(e).strip().split("\n", 1)[0].split(" See full", 1)[0]
+    then = f"resume from step {steps[-2]}" if len(steps) > 1 else "start over"
+    raise ValueError(
+        f"checkpoint {bad!r} cannot be restored ({why.rstrip('.')}); move"
+        f" that directory away to {then}."
+    ) from e
 
 
 def _relogged_from(step: int) -> Callable[[str], int]:

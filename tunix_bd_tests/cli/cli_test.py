@@ -602,6 +602,25 @@ class CliTest(parameterized.TestCase):
     self.assertIn("--traceback", lines[-1])
     self.assertNotIn("Traceback", stderr)
 
+  def test_a_full_disk_is_one_line_and_exit_1(self):
+    real = main._import_target
+
+    def full(*unused):
+      raise OSError(28, "No space left on device", "/data/run")
+
+    with mock.patch.object(
+        main,
+        "_import_target",
+        lambda target: full if target.endswith(":crash") else real(target),
+    ):
+      status, _, stderr = self._run("--config.recipe=crash")
+    self.assertEqual(status, 1)
+    self.assertEqual(
+        stderr.splitlines()[-2],
+        "tunix: error: [Errno 28] No space left on device: '/data/run'",
+    )
+    self.assertNotIn("Traceback", stderr)
+
   def test_traceback_flag_reraises(self):
     with self.assertRaisesRegex(ValueError, "fake.lr must be below 1"):
       self._run("--config.recipe=reject", "--traceback")

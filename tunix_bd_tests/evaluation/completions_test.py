@@ -56,6 +56,23 @@ class OutputTest(absltest.TestCase):
         ],
     )  # fmt: skip
 
+  def test_only_an_earlier_output_is_replaced(self):
+    path = os.path.join(self.create_tempdir().full_path, "c.jsonl")
+    completions.check_output(path)  # A new file.
+    completions.write_completions(path, _records(), _result())
+    completions.check_output(path)
+    for content in (
+        b'{"prompt": "sort 31", "answer": "13"}\n',  # The prompts file.
+        b"\x08\x00\x00\x00\x00\x00\x00\x00{}",  # Weights (safetensors).
+        b"[1]\n",
+    ):
+      other = self.create_tempfile(content=content, mode="wb").full_path
+      with self.assertRaisesRegex(
+          ValueError,
+          rf"^output='{other}' exists and is not a completions file written",
+      ):
+        completions.check_output(other)
+
   def test_the_summary_and_its_lines(self):
     decode = generate_settings.DecodeSettings()
     summary, text = completions.summarize(

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.models.hf_checkpoint on tiny real Qwen3 models."""
 
+import errno
 import json
 import os
 import tempfile
@@ -369,6 +370,22 @@ class RoundTripTest(parameterized.TestCase):
         export.save_qwen3(model, out)
 
     self.assertEqual(os.listdir(parent), [])
+
+  def test_a_failed_re_export_says_where_the_previous_one_is(self):
+    model = _random_model(hf_tiny.qwen3_config(), 7)
+    out = os.path.join(_tempdir(self), "export")
+    export.export_checkpoint(model, None, out)
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    with mock.patch.object(export, "_fsync_tree", side_effect=full):
+      with self.assertRaisesRegex(
+          ValueError,
+          rf"^writing the export '{out}' failed: No space left on device; the"
+          rf" previous export is in '{out}.previous'; a relaunch with the"
+          " same workdir resumes from the last checkpoint and exports again",
+      ):
+        export.export_checkpoint(model, None, out)
+    self.assertFalse(os.path.exists(out))
+    self.assertIn("model.safetensors", os.listdir(out + ".previous"))
 
   def test_refuses_non_empty_output_dir_and_lora(self):
     model = _random_model(hf_tiny.qwen3_config(), 8)

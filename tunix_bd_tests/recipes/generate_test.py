@@ -45,6 +45,13 @@ class ValidateTest(absltest.TestCase):
     stage = generate.validate(config)
     self.assertEqual(stage.output_path(completions.COMPLETIONS_FILE), output)
 
+  def test_an_existing_file_not_its_own_output_is_refused(self):
+    victim = self.create_tempfile("model.safetensors", content="w").full_path
+    config = _config(output=victim)
+    config.model.checkpoint = self.checkpoint
+    with self.assertRaisesRegex(ValueError, r"^output=.* is not a completions"):
+      generate.validate(config)
+
   def test_a_decode_error_comes_before_the_checkpoints(self):
     config = _config(workdir=self.workdir)
     config.model.checkpoint = "no/such/dir"

@@ -3,6 +3,8 @@
 """A GRPO-like stage over a converted model, for the run package's tests."""
 
 import os
+import subprocess
+import sys
 
 from tunix_bd import config_files
 from tunix_bd.rl import decode_settings as rl_decode_settings
@@ -28,3 +30,26 @@ def converted_stage(config) -> stage_lib.Stage:
       rollout=rl_decode_settings.RolloutSettings,
       export=sections.ExportSettings,
   )
+
+
+def hold_workdir(workdir: str) -> subprocess.Popen:
+  """Another process holding `workdir`'s lock until its stdin is closed."""
+  holder = subprocess.Popen(
+      [
+          sys.executable,
+          "-c",
+          (
+              "import sys; from tunix_bd.run import workdir;"
+              " held = workdir.lock(sys.argv[1]); print('held', flush=True);"
+              " sys.stdin.read()"
+          ),
+          workdir,
+      ],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      text=True,
+  )
+  if holder.stdout.readline().strip() != "held":
+    holder.kill()
+    raise RuntimeError(f"the holder of {workdir} did not start.")
+  return holder

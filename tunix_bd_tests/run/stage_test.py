@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.run.stage: the run skeleton every training recipe uses."""
 
+import contextlib
+import io
 import os
 import tempfile
 from unittest import mock
@@ -104,6 +106,46 @@ class StageTest(parameterized.TestCase):
     self.assertIn("learning_rate", fingerprint["fields"]["train"])
     stage.start(0)
     self.assertTrue(os.path.exists(record))
+
+  def test_a_held_workdir_is_refused_at_launch_or_before_its_first_write(self):
+    launch = lambda: stage_lib.Stage(
+        self.config, train=(options.TrainSettings, options.TimeBudget)
+    )
+    stage = launch()  # A new workdir: nothing written yet.
+    self.assertFalse(os.path.exists(self.config.workdir))
+    holder = run_test_common.hold_workdir(self.config.workdir)
+    self.addCleanup(holder.wait)
+    self.addCleanup(holder.kill)
+    in_use = rf"^workdir=.* is in use by a live run \(pid {holder.pid} "
+    with self.assertRaisesRegex(ValueError, in_use):
+      stage.check_fingerprint(tokenizer="t")
+    with self.assertRaisesRegex(ValueError, in_use):
+      launch()  # An existing one: refused first.
+
+  def test_a_stop_short_of_max_steps_or_a_resume_past_it_is_said(self):
+    self.config.train.update(max_steps=20, time_budget_s=1.5)
+    stage = stage_lib.Stage(
+        self.config, train=(options.TrainSettings, options.TimeBudget)
+    )
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      stage.resumed(0)
+      stage.stopped(20)  # Reached max_steps: nothing to say.
+      stage.stopped(7)
+      stage.resumed(30)
+    self.assertEqual(
+        [l for l in stdout.getvalue().splitlines() if "resumed" not in l],
+        [
+            (
+                "sft: train.time_budget_s=1.5 spent: stopped at step 7 of"
+                " train.max_steps=20."
+            ),
+            (
+                "sft: train.max_steps=20 is not above the restored step 30: no"
+                " step to train."
+            ),
+        ],
+    )
 
 
 class CheckExportTest(parameterized.TestCase):

@@ -9,18 +9,29 @@ its offline bucket.
 """
 
 import contextlib
+import fcntl
+import gc
+import glob
 import importlib
 import io
 import json
 import os
+import signal
+import socket
 from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_files
 from tunix_bd.cli import main
+from tunix_bd.core import bd_config
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.run import workdir as workdir_lib
+from tunix_bd.sft import trainer as sft_trainer
 from tunix_bd.training import metrics
+from tunix_bd.training import options
+from tunix_bd_tests import test_common
+from tunix_bd_tests.run import run_test_common
 
 # Every recipe, and the key that names where it writes.
 _RECIPES = (
@@ -135,6 +146,101 @@ class EveryRecipeTest(parameterized.TestCase):
     self.assertEqual(status, 1)
     self.assertIn(f"tunix: error: workdir='{taken}' names", stderr.getvalue())
     self.assertNotIn("Traceback", stderr.getvalue())
+
+
+class LockTest(absltest.TestCase):
+  """One run at a time: a live holder is named, a killed one blocks nothing."""
+
+  def setUp(self):
+    super().setUp()
+    self.workdir = os.path.join(self.create_tempdir().full_path, "run")
+
+  def _hold(self):
+    holder = run_test_common.hold_workdir(self.workdir)
+    self.addCleanup(holder.wait)
+    self.addCleanup(holder.kill)
+    return holder
+
+  def test_a_live_holder_is_named_and_a_killed_one_does_not_block(self):
+    holder = self._hold()
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^workdir='{self.workdir}' is in use by a live run \(pid"
+        rf" {holder.pid} on {socket.gethostname()}, started 20\d\d-",
+    ):
+      workdir_lib.lock(self.workdir)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    self.assertIsNotNone(workdir_lib.lock(self.workdir))
+    with open(os.path.join(self.workdir, workdir_lib.LOCK_FILE)) as f:
+      self.assertEqual(json.load(f)["pid"], os.getpid())
+
+  def test_its_own_process_takes_it_again_until_the_handle_is_dropped(self):
+    held = workdir_lib.lock(self.workdir)
+    self.assertIs(workdir_lib.lock(self.workdir, create=False), held)
+    path = os.path.join(self.workdir, workdir_lib.LOCK_FILE)
+    with open(path) as other:  # Another open file: flock conflicts.
+      with self.assertRaises(BlockingIOError):
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      del held
+      gc.collect()
+      fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+  def test_a_missing_workdir_is_made_only_when_asked_and_a_url_is_left(self):
+    self.assertIsNone(workdir_lib.lock(self.workdir, create=False))
+    self.assertFalse(os.path.exists(self.workdir))
+    with mock.patch.object(os, "makedirs") as makedirs:
+      self.assertIsNone(workdir_lib.lock("gs://bucket/run"))
+    makedirs.assert_not_called()
+
+
+def _sft_trainer(workdir):
+  """A tiny SFT trainer as the recipe builds it, keeping two checkpoints."""
+  tokenizer = tokenizer_lib.build_char_tokenizer()
+  settings = options.TrainSettings(
+      max_steps=4, warmup_steps=0, checkpoints_to_keep=2
+  )
+  bd = bd_config.BlockDiffusionConfig(
+      block_size=8,
+      mask_token_id=tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN),
+  )
+  return sft_trainer.DiffusionSftTrainer(
+      test_common.init_qwen3(
+          test_common.tiny_qwen3_config(len(tokenizer)), seed=0, scale=0.05
+      ),
+      options.optimizer(settings),
+      options.training_config(settings, workdir, "SFT"),
+      config=bd,
+  )
+
+
+class RestoringTest(absltest.TestCase):
+
+  def test_a_checkpoint_orbax_cannot_read_is_named_in_one_line(self):
+    workdir = self.create_tempdir().full_path
+    trainer = _sft_trainer(workdir)
+    for step in (1, 2):
+      trainer.checkpoint_manager.save(
+          step, trainer.model, trainer.optimizer, force=True
+      )
+    trainer.close()
+    newest = os.path.join(workdir_lib.checkpoints(workdir), "2")
+    for name in glob.glob(f"{newest}/model_params/ocdbt.process_0/d/*"):
+      os.truncate(name, 10)
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^checkpoint '{newest}' cannot be restored \(Encountered error"
+        r" while reading .*\); move that directory away to resume from"
+        r" step 1\.$",
+    ):
+      with workdir_lib.restoring(workdir):
+        _sft_trainer(workdir)
+    os.rename(newest, f"{workdir}/step_2_corrupt")  # As the line says.
+    with workdir_lib.restoring(workdir):
+      self.assertEqual(_sft_trainer(workdir).train_steps, 1)
+    with self.assertRaises(KeyError):  # Errors not from Orbax pass.
+      with workdir_lib.restoring(workdir):
+        raise KeyError("x")
 
 
 class ResumedTest(absltest.TestCase):
