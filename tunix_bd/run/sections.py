@@ -29,6 +29,7 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.models import bd_formats_export
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import export as export_lib
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
@@ -391,10 +392,15 @@ def checkpoint_directories(settings) -> dict[str, str]:
 
 
 def check_directories(settings, section: str = "model") -> None:
-  """Fails closed on a checkpoint directory that does not exist."""
+  """Fails closed on a checkpoint directory that does not exist or whose
+  `*.safetensors` files are cut short (`checkpoint_digest`)."""
   for key, path in checkpoint_directories(settings).items():
     if not os.path.isdir(path):
       raise ValueError(
           f"{section}.{key}={path!r} is not a directory"
           f"{settings.directory_hint(key) or '.'}"
       )
+    try:
+      checkpoint_digest.check_weight_files(path)
+    except ValueError as e:
+      raise ValueError(f"{section}.{key}={path!r}: {e}") from e

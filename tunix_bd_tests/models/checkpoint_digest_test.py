@@ -290,8 +290,15 @@ class ErrorTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, f"{path}.*{message}"):
       checkpoint_digest.digest_checkpoint(self.directory)
 
+  def test_a_truncated_file_names_itself_and_the_tensor_past_its_end(self):
+    entry = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+    path = self.write("model.safetensors", self.header({"w": entry}, b"1234"))
+    with self.assertRaisesRegex(
+        ValueError, f"^{path} is truncated: tensor 'w' ends at byte 8 .* 4"
+    ):
+      checkpoint_digest.check_weight_files(self.directory)
+
   @parameterized.named_parameters(
-      ("truncated", [0, 8]),
       ("reversed", [4, 2]),
       ("negative", [-1, 2]),
       ("not_ints", [0.0, 2]),

@@ -66,6 +66,20 @@ class StageTest(parameterized.TestCase):
     ):
       _sft_stage(self.config)
 
+  def test_a_truncated_weight_file_names_the_key_and_file_before_writing(
+      self,
+  ):
+    header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+    path = os.path.join(self.root, "model.safetensors")
+    with open(path, "wb") as f:  # 4 of the tensor's 8 bytes.
+      f.write(len(header).to_bytes(8, "little") + header + b"1234")
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^model\.checkpoint='.*': .*model\.safetensors is truncated",
+    ):
+      _sft_stage(self.config)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
   def test_a_random_model_needs_no_checkpoint_but_an_optional_one_is_checked(
       self,
   ):
