@@ -11,7 +11,8 @@ The host knows nothing of any one plugin: it finds plugins through the
 config (see `config_loading`), and calls the recipe the config's `recipe` key
 names, after the plugin's `process_setup` (process-wide settings that
 must precede JAX). Mistakes on the command line print one `tunix: error:` line and exit
-with status 2; a ValueError from the recipe (a config it rejects) exits 1.
+with status 2; a ValueError from the recipe (a config it rejects) exits 1;
+Ctrl-C prints one line and exits 130.
 
 The `tunix` console script is tunix-bd's (google-tunix ships none today;
 `setup_cfg_test` checks that the installed one is this host), and
@@ -23,6 +24,7 @@ command.
 import argparse
 from collections.abc import Callable, Sequence
 import functools
+import glob
 import importlib
 import importlib.metadata
 import logging as std_logging
@@ -69,7 +71,7 @@ def main(argv: Sequence[str]) -> int:
 
   Returns:
     The exit status: 0 on success, 2 for a usage error, 1 when the recipe
-    rejects its config with a ValueError.
+    rejects its config with a ValueError, 130 on Ctrl-C.
   """
   try:
     overrides, rest = config_loading.split_override_args(argv)
@@ -210,9 +212,32 @@ def _run(
         file=sys.stderr,
     )
     return 1
+  except KeyboardInterrupt:
+    if args.traceback:
+      raise
+    print(f"{_PROG}: {_interrupted(config)}", file=sys.stderr)
+    return 130  # 128 + SIGINT, as a shell reports it.
   finally:
     absl_logger.removeFilter(notice)
   return 0
+
+
+def _interrupted(config: ml_collections.ConfigDict) -> str:
+  """The Ctrl-C line; says how to resume when the run saved checkpoints.
+
+  A recipe's checkpoints lie in `workdir/checkpoints`, or a stage's
+  (`workdir/STAGE/checkpoints`) for a recipe that chains stages.
+  """
+  workdir = config.get("workdir")
+  if isinstance(workdir, str) and workdir:
+    saved = glob.glob(os.path.join(glob.escape(workdir), "checkpoints"))
+    saved += glob.glob(os.path.join(glob.escape(workdir), "*", "checkpoints"))
+    if saved:
+      return (
+          f"interrupted; relaunch with the same workdir ({workdir}) to resume"
+          " from its last checkpoint"
+      )
+  return "interrupted"
 
 
 class _CpuHbmNotice(std_logging.Filter):

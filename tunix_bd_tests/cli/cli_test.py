@@ -68,6 +68,7 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
             "dump": "fakeplug_mod:dump",
             "reject": "fakeplug_mod:reject",
             "crash": "fakeplug_mod:crash",
+            "ctrl_c": "fakeplug_mod:ctrl_c",
             "hbm": "fakeplug_mod:hbm",
         },
         registers={"loss hooks": ["fake_loss"], "rollouts": ["fake_rollout"]},
@@ -118,6 +119,10 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
 
     def crash(config):
       raise RuntimeError("a real bug in the recipe")
+
+
+    def ctrl_c(config):
+      raise KeyboardInterrupt  # Ctrl-C.
 
 
     def hbm(config):
@@ -477,7 +482,7 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "no_recipe"],
           (
               "the config has no 'recipe' key naming what to run; plugin"
-              " 'fakeplug' provides recipes: crash, dump, hbm, reject$"
+              " 'fakeplug' provides recipes: crash, ctrl_c, dump, hbm, reject$"
           ),
       ),
       (
@@ -485,7 +490,7 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "fakeconf", "--config.recipe=train"],
           (
               "unknown recipe 'train' in config.recipe; plugin 'fakeplug'"
-              " provides recipes: crash, dump, hbm, reject$"
+              " provides recipes: crash, ctrl_c, dump, hbm, reject$"
           ),
       ),
   )
@@ -605,6 +610,24 @@ class CliTest(parameterized.TestCase):
   def test_traceback_flag_reraises(self):
     with self.assertRaisesRegex(ValueError, "fake.lr must be below 1"):
       self._run("--config.recipe=reject", "--traceback")
+
+  def test_ctrl_c_is_one_line_saying_how_to_resume_and_exit_130(self):
+    (self.cwd / "interrupted.py").write_text(
+        "import ml_collections\n\n\ndef get_config():\n  return"
+        " ml_collections.ConfigDict(\n      {'recipe': 'ctrl_c',"
+        " 'workdir': 'runs/x', 'output': ''}\n  )\n"
+    )
+    status, _, stderr = self._run(config="interrupted.py")
+    self.assertEqual(status, 130)
+    self.assertEqual(stderr.splitlines()[-1], "tunix: interrupted")
+    os.makedirs(self.cwd / "runs/x/checkpoints")
+    status, _, stderr = self._run(config="interrupted.py")
+    self.assertEqual((status, len(stderr.splitlines())), (130, 2))
+    self.assertEqual(
+        stderr.splitlines()[-1],
+        "tunix: interrupted; relaunch with the same workdir (runs/x) to resume"
+        " from its last checkpoint",
+    )
 
   def test_other_exceptions_propagate(self):
     with self.assertRaisesRegex(RuntimeError, "a real bug"):
