@@ -261,6 +261,22 @@ def digest_checkpoint(
   )
 
 
+def main(argv: list[str]) -> int:
+  """The command line: each directory's digest; one error line, status 1."""
+  if not argv:
+    print(
+        "usage: python -m tunix_bd.models.checkpoint_digest DIRECTORY ...",
+        file=sys.stderr,
+    )
+    return 2
+  for argument in argv:
+    try:
+      print(f"{digest_checkpoint(argument).digest}  {argument}")
+    except (OSError, ValueError) as e:
+      print(f"checkpoint_digest: error: {e}", file=sys.stderr)
+      return 1
+  return 0
+
+
 if __name__ == "__main__":
-  for argument in sys.argv[1:]:
-    print(f"{digest_checkpoint(argument).digest}  {argument}")
+  sys.exit(main(sys.argv[1:]))
