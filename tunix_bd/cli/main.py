@@ -135,7 +135,10 @@ def _parser() -> argparse.ArgumentParser:
       "--dry_run",
       "--dry-run",
       action="store_true",
-      help="print the resolved config and exit without running",
+      help=(
+          "print the resolved config, check its values as the recipe"
+          " would, and exit without running"
+      ),
   )
   run_parser.add_argument(
       "--log_level",
@@ -189,6 +192,13 @@ def _run(
     print("config:")
     for line in config_loading.format_config(config):
       print(f"  {line}")
+    if recipe in plugin.validators:  # The values, as the recipe checks them.
+      try:
+        _import_target(plugin.validators[recipe])(config)
+      except ValueError as e:
+        if args.traceback:
+          raise
+        return _report(e, status=1)
     return 0
   if plugin.process_setup:
     _import_target(plugin.process_setup)()  # Before anything starts JAX.

@@ -73,6 +73,7 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
         },
         registers={"loss hooks": ["fake_loss"], "rollouts": ["fake_rollout"]},
         description="A fake plugin for the CLI tests.",
+        validators={"dump": "fakeplug_mod:check_lr"},
         process_setup="fakeplug_mod:setup",
     )
     NOT_A_PLUGIN = {"name": "wrongtype"}
@@ -111,6 +112,11 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
           "types": {k: type(v).__name__ for k, v in leaves.items()},
           "locked": config.is_locked,
       }))
+
+
+    def check_lr(config):
+      if config.lr < 0:
+        raise ValueError(f"lr must be >= 0, got {config.lr}")
 
 
     def reject(config):
@@ -596,6 +602,15 @@ class CliTest(parameterized.TestCase):
     self.assertIn("  optimizer.b1 = 0.9\n", stdout)
     self.assertIn("  shape = (2, 3)\n", stdout)
     self.assertIn("  max_steps = None\n", stdout)
+
+  def test_dry_run_checks_values_with_the_plugins_validator(self):
+    status, stdout, stderr = self._run("--config.lr=-1.0", "--dry_run")
+    self.assertEqual(status, 1)
+    self.assertIn("  lr = -1.0\n", stdout)
+    self.assertEqual(
+        stderr.splitlines()[-1], "tunix: error: lr must be >= 0, got -1.0"
+    )
+    self.assertFalse(self.output.exists())
 
   def test_recipe_value_error_is_one_line_and_exit_1(self):
     status, _, stderr = self._run("--config.recipe=reject")
