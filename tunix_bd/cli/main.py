@@ -41,6 +41,7 @@ from tunix_bd.cli import errors
 from tunix_bd.cli import plugin_api
 
 _PROG = "tunix"
+_INTERRUPTED = 130  # 128 + SIGINT, the status a shell reports for Ctrl-C.
 # The extra of the distribution that ships this host and pins pathwaysutils.
 _PATHWAYS_INSTALL = "pip install 'tunix-bd[pathways]'"
 
@@ -60,7 +61,16 @@ the name of one of the plugin's configs (`{_PROG} plugins` lists them).
 
 def run() -> None:
   """The `tunix` console script: takes its arguments from `sys.argv`."""
-  sys.exit(main(sys.argv[1:]))
+  status = main(sys.argv[1:])
+  if status == _INTERRUPTED:
+    # Past the one line, without the interpreter's shutdown: background
+    # writers (Orbax's async checkpoint save) would each print a traceback
+    # as their executors close. An unfinished save is never committed, so
+    # the relaunch resumes from the last finished checkpoint.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # pylint: disable=protected-access
+  sys.exit(status)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -226,7 +236,7 @@ def _run(
     if args.traceback:
       raise
     print(f"{_PROG}: {_interrupted(config)}", file=sys.stderr)
-    return 130  # 128 + SIGINT, as a shell reports it.
+    return _INTERRUPTED
   finally:
     absl_logger.removeFilter(notice)
   return 0

@@ -644,6 +644,14 @@ class CliTest(parameterized.TestCase):
         " from its last checkpoint",
     )
 
+  def test_the_console_script_exits_130_without_interpreter_shutdown(self):
+    # Shutdown would print a traceback per background writer still saving.
+    with mock.patch.object(main, "main", return_value=130):
+      with mock.patch.object(os, "_exit", side_effect=SystemExit) as exit_:
+        with self.assertRaises(SystemExit):
+          main.run()
+    exit_.assert_called_once_with(130)
+
   def test_other_exceptions_propagate(self):
     with self.assertRaisesRegex(RuntimeError, "a real bug"):
       self._run("--config.recipe=crash")
