@@ -36,6 +36,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.recipe = "quickstart"
   config.variant = variant
   config.workdir = "runs/quickstart"
+  # What both stages train on and stage 3 evaluates.
   config.tasks = ("sort", "reverse", "double")
   config.num_prompts = 256
   config.batch_size = 64  # Of the throughput measurement.

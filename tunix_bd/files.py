@@ -14,10 +14,11 @@ would turn `gs://b/run` into `<cwd>/gs:/b/run`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
-from typing import Iterator
+from typing import Any, Iterator
 
 from etils import epath
 
@@ -59,6 +60,19 @@ def list_dir(path: str) -> list[str]:
 
 def read_text(path: str) -> str:
   return epath.Path(path).read_text(encoding="utf-8")
+
+
+def read_json(path: str, fix: str) -> Any:
+  """The JSON file `path`, parsed.
+
+  Raises:
+    ValueError: naming `path` and what to do (`fix`) if it is not JSON
+      (e.g. cut short when its disk filled up).
+  """
+  try:
+    return json.loads(read_text(path))
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path} is not valid JSON ({e}); {fix}") from e
 
 
 def write_bytes(path: str, data: bytes) -> None:

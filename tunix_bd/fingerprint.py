@@ -130,7 +130,11 @@ def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
   """
   path = os.path.join(checkpoint_dir, FILE_NAME)
   if files.exists(path):
-    recorded = json.loads(files.read_text(path))
+    recorded = files.read_json(
+        path,
+        f"it records what {checkpoint_dir}'s checkpoints were trained with:"
+        " use a new workdir, or delete that directory to start this one over.",
+    )
     if recorded.get("digest") != current["digest"]:
       _refuse_path_identified(checkpoint_dir, recorded)
       diff = differences(recorded, current)

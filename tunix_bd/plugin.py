@@ -34,6 +34,20 @@ PLUGIN = plugin_api.Plugin(
         "quickstart": "tunix_bd.recipes.quickstart:run",
         "compare": "tunix_bd.recipes.compare:run",
     },
+    # What `--dry_run` checks: every section's values, as the recipe does.
+    validators={
+        name: "tunix_bd.recipes:check_values"
+        for name in (
+            "ar_pretrain",
+            "sft",
+            "opd",
+            "grpo",
+            "bench_opd",
+            "bench_sft",
+            "bench_rl",
+            "generate",
+        )
+    },
     registers={
         "loss hooks": [
             "masked-diffusion SFT: PeftTrainer.with_loss_fn("

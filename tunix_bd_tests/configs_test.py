@@ -3,12 +3,14 @@
 """Tests for configs/*.py: every variant loads and the stages fit together."""
 
 import dataclasses
+import importlib
 
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd import plugin
+from tunix_bd import recipes
 from tunix_bd.benchmarking import equal_time
 from tunix_bd.benchmarking import grpo_step
 from tunix_bd.benchmarking import sft_step
@@ -165,6 +167,17 @@ class ConfigsTest(parameterized.TestCase):
       self.assertIn(config.recipe, plugin.PLUGIN.recipes)
     source = (plugin.PLUGIN.config_dir / f"{name}.py").read_text()
     self.assertIn(f"tunix run --plugin tunix_bd {name}.py", source)
+
+  def test_dry_run_validators_check_values_as_the_recipes_do(self):
+    for recipe in plugin.PLUGIN.validators:
+      module = importlib.import_module(f"tunix_bd.recipes.{recipe}")
+      self.assertTrue(callable(module.validate))
+    config = _load("sft", "tiny")
+    config.workdir = "gs://never/looked/at"  # Nor the missing checkpoint.
+    recipes.check_values(config)
+    config.bd.block_size = -8
+    with self.assertRaisesRegex(ValueError, r"^bd\.block_size must be >= 1"):
+      recipes.check_values(config)
 
   @parameterized.parameters(*_CONFIG_NAMES)
   def test_unknown_variant_fails_naming_it(self, name):

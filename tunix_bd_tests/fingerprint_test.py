@@ -215,6 +215,16 @@ class CheckOrRecordTest(absltest.TestCase):
         os.path.exists(os.path.join(self.root, fingerprint.FILE_NAME))
     )
 
+  def test_a_truncated_record_names_itself_and_the_fix(self):
+    fingerprint.check_or_record(self.root, self.current)
+    path = os.path.join(self.root, fingerprint.FILE_NAME)
+    with open(path, "r+") as f:
+      f.truncate(2)
+    with self.assertRaisesRegex(
+        ValueError, f"^{re.escape(path)} is not valid JSON .*use a new workdir"
+    ):
+      fingerprint.check_or_record(self.root, self.current)
+
   def test_non_step_entries_do_not_block_a_new_run(self):
     os.mkdir(os.path.join(self.root, "logs"))
     os.mkdir(os.path.join(self.root, "step_1"))

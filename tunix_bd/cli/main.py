@@ -11,7 +11,8 @@ The host knows nothing of any one plugin: it finds plugins through the
 config (see `config_loading`), and calls the recipe the config's `recipe` key
 names, after the plugin's `process_setup` (process-wide settings that
 must precede JAX). Mistakes on the command line print one `tunix: error:` line and exit
-with status 2; a ValueError from the recipe (a config it rejects) exits 1.
+with status 2; a ValueError from the recipe (a config it rejects) exits 1;
+Ctrl-C prints one line and exits 130.
 
 The `tunix` console script is tunix-bd's (google-tunix ships none today;
 `setup_cfg_test` checks that the installed one is this host), and
@@ -23,6 +24,7 @@ command.
 import argparse
 from collections.abc import Callable, Sequence
 import functools
+import glob
 import importlib
 import importlib.metadata
 import logging as std_logging
@@ -39,6 +41,7 @@ from tunix_bd.cli import errors
 from tunix_bd.cli import plugin_api
 
 _PROG = "tunix"
+_INTERRUPTED = 130  # 128 + SIGINT, the status a shell reports for Ctrl-C.
 # The extra of the distribution that ships this host and pins pathwaysutils.
 _PATHWAYS_INSTALL = "pip install 'tunix-bd[pathways]'"
 
@@ -58,7 +61,16 @@ the name of one of the plugin's configs (`{_PROG} plugins` lists them).
 
 def run() -> None:
   """The `tunix` console script: takes its arguments from `sys.argv`."""
-  sys.exit(main(sys.argv[1:]))
+  status = main(sys.argv[1:])
+  if status == _INTERRUPTED:
+    # Past the one line, without the interpreter's shutdown: background
+    # writers (Orbax's async checkpoint save) would each print a traceback
+    # as their executors close. An unfinished save is never committed, so
+    # the relaunch resumes from the last finished checkpoint.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # pylint: disable=protected-access
+  sys.exit(status)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -69,7 +81,7 @@ def main(argv: Sequence[str]) -> int:
 
   Returns:
     The exit status: 0 on success, 2 for a usage error, 1 when the recipe
-    rejects its config with a ValueError.
+    rejects its config with a ValueError, 130 on Ctrl-C.
   """
   try:
     overrides, rest = config_loading.split_override_args(argv)
@@ -133,7 +145,10 @@ def _parser() -> argparse.ArgumentParser:
       "--dry_run",
       "--dry-run",
       action="store_true",
-      help="print the resolved config and exit without running",
+      help=(
+          "print the resolved config, check its values as the recipe"
+          " would, and exit without running"
+      ),
   )
   run_parser.add_argument(
       "--log_level",
@@ -187,6 +202,13 @@ def _run(
     print("config:")
     for line in config_loading.format_config(config):
       print(f"  {line}")
+    if recipe in plugin.validators:  # The values, as the recipe checks them.
+      try:
+        _import_target(plugin.validators[recipe])(config)
+      except ValueError as e:
+        if args.traceback:
+          raise
+        return _report(e, status=1)
     return 0
   if plugin.process_setup:
     _import_target(plugin.process_setup)()  # Before anything starts JAX.
@@ -210,9 +232,32 @@ def _run(
         file=sys.stderr,
     )
     return 1
+  except KeyboardInterrupt:
+    if args.traceback:
+      raise
+    print(f"{_PROG}: {_interrupted(config)}", file=sys.stderr)
+    return _INTERRUPTED
   finally:
     absl_logger.removeFilter(notice)
   return 0
+
+
+def _interrupted(config: ml_collections.ConfigDict) -> str:
+  """The Ctrl-C line; says how to resume when the run saved checkpoints.
+
+  A recipe's checkpoints lie in `workdir/checkpoints`, or a stage's
+  (`workdir/STAGE/checkpoints`) for a recipe that chains stages.
+  """
+  workdir = config.get("workdir")
+  if isinstance(workdir, str) and workdir:
+    saved = glob.glob(os.path.join(glob.escape(workdir), "checkpoints"))
+    saved += glob.glob(os.path.join(glob.escape(workdir), "*", "checkpoints"))
+    if saved:
+      return (
+          f"interrupted; relaunch with the same workdir ({workdir}) to resume"
+          " from its last checkpoint"
+      )
+  return "interrupted"
 
 
 class _CpuHbmNotice(std_logging.Filter):

@@ -44,6 +44,9 @@ class Plugin:
       arguments, before the recipe is imported and before Pathways starts:
       process-wide settings that must precede JAX's first backend (XLA
       flags, allocator settings). Empty: none.
+    validators: recipe name -> `"package.module:function"` that checks a
+      config's values without compute or writes (a ValueError naming the
+      key); `--dry_run` calls it after printing the config.
   """
 
   name: str
@@ -55,6 +58,7 @@ class Plugin:
   )
   description: str = ""
   process_setup: str = ""
+  validators: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if not isinstance(self.name, str) or not self.name:
@@ -81,6 +85,12 @@ class Plugin:
         raise ValueError(
             f"Plugin {self.name!r}: recipe {recipe!r} must map to"
             f" 'package.module:function', got {target!r}"
+        )
+    for recipe, target in dict(self.validators).items():
+      if recipe not in self.recipes or not _is_target(target):
+        raise ValueError(
+            f"Plugin {self.name!r}: validators must map recipes to"
+            f" 'package.module:function', got {recipe!r}: {target!r}"
         )
     if self.process_setup and not _is_target(self.process_setup):
       raise ValueError(

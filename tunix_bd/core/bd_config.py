@@ -232,6 +232,13 @@ def save_settings(
   )
 
 
+# What fixes an export's unreadable settings file.
+_REEXPORT = (
+    "relaunch the run that exported it with the same workdir to export it"
+    " again."
+)
+
+
 def load_settings(
     directory: str, key: str | None = None
 ) -> BlockDiffusionConfig:
@@ -253,7 +260,7 @@ def load_settings(
         f"{named} has no {SETTINGS_FILE}: it is not a block-diffusion "
         "checkpoint (convert it with the `sft` recipe first)."
     )
-  content = json.loads(files.read_text(path))
+  content = files.read_json(path, _REEXPORT)
   settings = dict(content["block_diffusion"])
   settings.pop("mask_token", None)  # Descriptive: the id is authoritative.
   return BlockDiffusionConfig.from_config_dict(settings)
@@ -268,4 +275,4 @@ def load_extra(directory: str, key: str) -> Any:
   path = os.path.join(directory, SETTINGS_FILE)
   if not files.exists(path):
     load_settings(directory)  # Raises, naming the directory.
-  return json.loads(files.read_text(path)).get(key)
+  return files.read_json(path, _REEXPORT).get(key)

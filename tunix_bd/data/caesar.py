@@ -105,10 +105,15 @@ _SEED = flags.DEFINE_integer("seed", 0, "Seed of the draws.")
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
-  paths = write_dataset(
-      _OUT.value, _NUM_TRAIN.value, _NUM_EVAL.value, _SEED.value
-  )
+  """Writes the files; a bad flag or `--out` exits with one line."""
+  if len(argv) > 1:
+    raise SystemExit(f"caesar: error: unexpected arguments {argv[1:]}.")
+  try:
+    paths = write_dataset(
+        _OUT.value, _NUM_TRAIN.value, _NUM_EVAL.value, _SEED.value
+    )
+  except (OSError, ValueError) as e:
+    raise SystemExit(f"caesar: error: {e}") from e
   print(
       f"caesar: {_NUM_TRAIN.value} train and {_NUM_EVAL.value} held-out"
       f" pairs: {', '.join(paths.values())}"

@@ -134,19 +134,43 @@ def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
         isinstance(offsets, list)
         and len(offsets) == 2
         and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-        and 0 <= offsets[0] <= offsets[1] <= size - data_start
+        and 0 <= offsets[0] <= offsets[1]
         and isinstance(entry.get("dtype"), str)
         and isinstance(entry.get("shape"), list)
     ):
       raise ValueError(
-          f"{path}: tensor {name!r} has an invalid header entry {entry!r}"
-          f" (its data section holds {size - data_start} bytes)."
+          f"{path}: tensor {name!r} has an invalid header entry {entry!r}."
+      )
+    if offsets[1] > size - data_start:
+      raise ValueError(
+          f"{path} is truncated: tensor {name!r} ends at byte {offsets[1]} of"
+          f" a data section of {size - data_start} bytes; copy or download"
+          " it again."
       )
   return header, data_start
 
 
+def _weight_files(directory: str) -> list[str]:
+  return sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
+
+
+def check_weight_files(directory: str) -> None:
+  """Fails closed on a `*.safetensors` file of `directory` that is cut short.
+
+  Reads the headers only: tensors past a file's end (an interrupted copy)
+  would otherwise fail deep in a loader, naming neither file nor tensor.
+
+  Raises:
+    ValueError: naming the file, as `digest_checkpoint`.
+  """
+  for name in _weight_files(directory):
+    path = os.path.join(directory, name)
+    with open(path, "rb") as f:
+      _read_header(path, f)
+
+
 def _weights_digest(directory: str, streamer: _Streamer) -> str:
-  names = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
+  names = _weight_files(directory)
   if not names:
     raise ValueError(f"No *.safetensors weight files in {directory}.")
   with contextlib.ExitStack() as stack:
@@ -237,6 +261,22 @@ def digest_checkpoint(
   )
 
 
+def main(argv: list[str]) -> int:
+  """The command line: each directory's digest; one error line, status 1."""
+  if not argv:
+    print(
+        "usage: python -m tunix_bd.models.checkpoint_digest DIRECTORY ...",
+        file=sys.stderr,
+    )
+    return 2
+  for argument in argv:
+    try:
+      print(f"{digest_checkpoint(argument).digest}  {argument}")
+    except (OSError, ValueError) as e:
+      print(f"checkpoint_digest: error: {e}", file=sys.stderr)
+      return 1
+  return 0
+
+
 if __name__ == "__main__":
-  for argument in sys.argv[1:]:
-    print(f"{digest_checkpoint(argument).digest}  {argument}")
+  sys.exit(main(sys.argv[1:]))

@@ -30,16 +30,25 @@ from tunix_bd.recipes import sft
 from tunix_bd.run import workdir as workdir_lib
 
 
-def _stage_config(variant: str, workdir: str, name: str):
-  config = config_files.get_config(name, variant)
-  config.workdir = os.path.join(workdir, name)
-  config.lock()
-  return config
+def _stage_config(config: ml_collections.ConfigDict, name: str):
+  """Stage `name`'s config: same variant, under this run's workdir, trained
+  on this run's `tasks` (the ones stage 3 evaluates)."""
+  stage = config_files.get_config(name, config.variant)
+  stage.workdir = os.path.join(config.workdir, name)
+  stage.data.tasks = tuple(config.tasks)
+  stage.lock()
+  return stage
 
 
 def _validate(config: ml_collections.ConfigDict) -> None:
   workdir_lib.check(config.workdir)
   config_utils.check_int("num_prompts", config.num_prompts, 1)
+  unknown = [t for t in config.tasks if t not in tasks_lib.TASK_NAMES]
+  if not config.tasks or unknown:
+    raise ValueError(
+        f"tasks={tuple(config.tasks)!r}: every stage trains and evaluates on"
+        f" them; choose one or more of {tasks_lib.TASK_NAMES}."
+    )
   comparison_report.Settings.from_config(config, config.num_prompts)
 
 
@@ -56,9 +65,9 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   _validate(config)
   start = time.monotonic()
   workdir = config.workdir
-  ar_config = _stage_config(config.variant, workdir, "ar_pretrain")
+  ar_config = _stage_config(config, "ar_pretrain")
   ar_dir = os.path.join(ar_config.workdir, "export")
-  sft_config = _stage_config(config.variant, workdir, "sft")
+  sft_config = _stage_config(config, "sft")
   sft_config.model.checkpoint = ar_dir
   ar_pretrain.validate(ar_config)
   workdir_lib.check(sft_config.workdir)

@@ -34,9 +34,11 @@ the block-diffusion settings, stop ids). The same in every recipe.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import os
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import ml_collections
 
@@ -53,6 +55,22 @@ from tunix_bd.run import sections as sections_lib
 from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import options
+
+_VALUES_ONLY = contextvars.ContextVar("values_only", default=False)
+
+
+@contextlib.contextmanager
+def values_only() -> Iterator[None]:
+  """Within it, `Stage` checks its sections' values alone.
+
+  Neither the workdir (or output file) nor the checkpoint directories are
+  looked at: `tunix run --dry_run` may run where they are not.
+  """
+  token = _VALUES_ONLY.set(True)
+  try:
+    yield
+  finally:
+    _VALUES_ONLY.reset(token)
 
 
 def build_section(config: ml_collections.ConfigDict, name: str, spec: Any):
@@ -147,7 +165,10 @@ class Stage:
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
     self._lock = None
-    if writes != "workdir" and config.output:
+    paths = not _VALUES_ONLY.get()
+    if not paths:
+      pass
+    elif writes != "workdir" and config.output:
       workdir_lib.check_file(config.output, "output")
     elif writes != "output":
       workdir_lib.check(config.workdir)
@@ -159,7 +180,7 @@ class Stage:
     self.sections = {
         name: build_section(config, name, spec) for name, spec in specs.items()
     }
-    if "model" in self.sections:
+    if paths and "model" in self.sections:
       sections_lib.check_directories(self.sections["model"])
     self.fingerprint: dict[str, Any] | None = None
     self._identified: dict[str, provenance.SourceCheckpoint] = {}

@@ -68,10 +68,12 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
             "dump": "fakeplug_mod:dump",
             "reject": "fakeplug_mod:reject",
             "crash": "fakeplug_mod:crash",
+            "ctrl_c": "fakeplug_mod:ctrl_c",
             "hbm": "fakeplug_mod:hbm",
         },
         registers={"loss hooks": ["fake_loss"], "rollouts": ["fake_rollout"]},
         description="A fake plugin for the CLI tests.",
+        validators={"dump": "fakeplug_mod:check_lr"},
         process_setup="fakeplug_mod:setup",
     )
     NOT_A_PLUGIN = {"name": "wrongtype"}
@@ -112,12 +114,21 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
       }))
 
 
+    def check_lr(config):
+      if config.lr < 0:
+        raise ValueError(f"lr must be >= 0, got {config.lr}")
+
+
     def reject(config):
       raise ValueError(f"fake.lr must be below 1, got {config.lr}")
 
 
     def crash(config):
       raise RuntimeError("a real bug in the recipe")
+
+
+    def ctrl_c(config):
+      raise KeyboardInterrupt  # Ctrl-C.
 
 
     def hbm(config):
@@ -477,7 +488,7 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "no_recipe"],
           (
               "the config has no 'recipe' key naming what to run; plugin"
-              " 'fakeplug' provides recipes: crash, dump, hbm, reject$"
+              " 'fakeplug' provides recipes: crash, ctrl_c, dump, hbm, reject$"
           ),
       ),
       (
@@ -485,7 +496,7 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "fakeconf", "--config.recipe=train"],
           (
               "unknown recipe 'train' in config.recipe; plugin 'fakeplug'"
-              " provides recipes: crash, dump, hbm, reject$"
+              " provides recipes: crash, ctrl_c, dump, hbm, reject$"
           ),
       ),
   )
@@ -592,6 +603,15 @@ class CliTest(parameterized.TestCase):
     self.assertIn("  shape = (2, 3)\n", stdout)
     self.assertIn("  max_steps = None\n", stdout)
 
+  def test_dry_run_checks_values_with_the_plugins_validator(self):
+    status, stdout, stderr = self._run("--config.lr=-1.0", "--dry_run")
+    self.assertEqual(status, 1)
+    self.assertIn("  lr = -1.0\n", stdout)
+    self.assertEqual(
+        stderr.splitlines()[-1], "tunix: error: lr must be >= 0, got -1.0"
+    )
+    self.assertFalse(self.output.exists())
+
   def test_recipe_value_error_is_one_line_and_exit_1(self):
     status, _, stderr = self._run("--config.recipe=reject")
     self.assertEqual(status, 1)
@@ -624,6 +644,32 @@ class CliTest(parameterized.TestCase):
   def test_traceback_flag_reraises(self):
     with self.assertRaisesRegex(ValueError, "fake.lr must be below 1"):
       self._run("--config.recipe=reject", "--traceback")
+
+  def test_ctrl_c_is_one_line_saying_how_to_resume_and_exit_130(self):
+    (self.cwd / "interrupted.py").write_text(
+        "import ml_collections\n\n\ndef get_config():\n  return"
+        " ml_collections.ConfigDict(\n      {'recipe': 'ctrl_c',"
+        " 'workdir': 'runs/x', 'output': ''}\n  )\n"
+    )
+    status, _, stderr = self._run(config="interrupted.py")
+    self.assertEqual(status, 130)
+    self.assertEqual(stderr.splitlines()[-1], "tunix: interrupted")
+    os.makedirs(self.cwd / "runs/x/checkpoints")
+    status, _, stderr = self._run(config="interrupted.py")
+    self.assertEqual((status, len(stderr.splitlines())), (130, 2))
+    self.assertEqual(
+        stderr.splitlines()[-1],
+        "tunix: interrupted; relaunch with the same workdir (runs/x) to resume"
+        " from its last checkpoint",
+    )
+
+  def test_the_console_script_exits_130_without_interpreter_shutdown(self):
+    # Shutdown would print a traceback per background writer still saving.
+    with mock.patch.object(main, "main", return_value=130):
+      with mock.patch.object(os, "_exit", side_effect=SystemExit) as exit_:
+        with self.assertRaises(SystemExit):
+          main.run()
+    exit_.assert_called_once_with(130)
 
   def test_other_exceptions_propagate(self):
     with self.assertRaisesRegex(RuntimeError, "a real bug"):

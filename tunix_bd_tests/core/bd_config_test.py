@@ -3,6 +3,7 @@
 """Tests for tunix_bd.core.bd_config."""
 
 import dataclasses
+import os
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -140,6 +141,22 @@ class BlockDiffusionConfigTest(parameterized.TestCase):
     config = bd_config.BlockDiffusionConfig(4, 3)
     with self.assertRaisesRegex(ValueError, "model_config.vocab_size"):
       config.validate_for_model(object(), pad_id=0, eos_id=2)
+
+  def test_a_truncated_settings_file_names_itself_and_the_fix(self):
+    directory = self.create_tempdir().full_path
+    bd_config.save_settings(bd_config.BlockDiffusionConfig(4, 3), directory)
+    path = os.path.join(directory, bd_config.SETTINGS_FILE)
+    with open(path, "r+") as f:
+      f.truncate(12)
+    for load in (
+        bd_config.load_settings,
+        lambda d: bd_config.load_extra(d, "k"),
+    ):
+      with self.assertRaisesRegex(
+          ValueError,
+          f"^{path} is not valid JSON .*; relaunch the run that exported it",
+      ):
+        load(directory)
 
   def test_prompt_lengths(self):
     shifted = bd_config.BlockDiffusionConfig(4, 3, bd_config.SHIFTED)

@@ -5,6 +5,7 @@
 import os
 
 from absl.testing import absltest
+from absl.testing import flagsaver
 from absl.testing import parameterized
 from tunix_bd.data import caesar
 from tunix_bd.data import jsonl
@@ -48,6 +49,16 @@ class CaesarTest(parameterized.TestCase):
   def test_counts_below_one_are_refused(self, name, num_train, num_eval):
     with self.assertRaisesRegex(ValueError, name):
       caesar.write_dataset(self.create_tempdir().full_path, num_train, num_eval)
+
+  def test_command_line_mistakes_are_one_line(self):
+    a_file = self.create_tempfile().full_path
+    for flag_values, message in (
+        ({"num_train": 0}, "num_train must be >= 1"),
+        ({"out": a_file}, "File exists"),
+    ):
+      with flagsaver.flagsaver(**flag_values):
+        with self.assertRaisesRegex(SystemExit, f"^caesar: error: .*{message}"):
+          caesar.main(["caesar"])
 
 
 if __name__ == "__main__":

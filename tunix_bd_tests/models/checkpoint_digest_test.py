@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.models.checkpoint_digest: content, not paths."""
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -290,8 +292,15 @@ class ErrorTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, f"{path}.*{message}"):
       checkpoint_digest.digest_checkpoint(self.directory)
 
+  def test_a_truncated_file_names_itself_and_the_tensor_past_its_end(self):
+    entry = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+    path = self.write("model.safetensors", self.header({"w": entry}, b"1234"))
+    with self.assertRaisesRegex(
+        ValueError, f"^{path} is truncated: tensor 'w' ends at byte 8 .* 4"
+    ):
+      checkpoint_digest.check_weight_files(self.directory)
+
   @parameterized.named_parameters(
-      ("truncated", [0, 8]),
       ("reversed", [4, 2]),
       ("negative", [-1, 2]),
       ("not_ints", [0.0, 2]),
@@ -309,6 +318,23 @@ class ErrorTest(parameterized.TestCase):
     self.write("b.safetensors", self.header({"w": entry}, b"1"))
     with self.assertRaisesRegex(ValueError, "'w' is in both a.safetensors"):
       checkpoint_digest.digest_checkpoint(self.directory)
+
+  def test_command_line_mistakes_are_one_line(self):
+    missing = os.path.join(self.directory, "nope")
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+      self.assertEqual(checkpoint_digest.main([missing]), 1)
+      self.assertEqual(checkpoint_digest.main([]), 2)
+    self.assertEqual(
+        stderr.getvalue().splitlines(),
+        [
+            (
+                f"checkpoint_digest: error: Checkpoint directory {missing} does"
+                " not exist."
+            ),
+            "usage: python -m tunix_bd.models.checkpoint_digest DIRECTORY ...",
+        ],
+    )
 
   @parameterized.parameters(0, -4, 1.5, True)
   def test_chunk_bytes(self, chunk_bytes):

@@ -18,9 +18,11 @@ from absl.testing import absltest
 from flax import nnx
 from safetensors import numpy as safetensors_np
 
+from tunix_bd import config_files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.recipes import quickstart
 from tunix_bd.training import metrics
 
 
@@ -35,6 +37,21 @@ def _strings(value):
       yield from _strings(item)
   elif isinstance(value, str):
     yield value
+
+
+class QuickstartTasksTest(absltest.TestCase):
+
+  def test_tasks_are_checked_first_and_every_stage_trains_on_them(self):
+    config = config_files.get_config("quickstart", "tiny")
+    config.workdir = os.path.join(self.create_tempdir().full_path, "run")
+    config.tasks = ("sort", "nope")
+    with self.assertRaisesRegex(ValueError, r"^tasks=\('sort', 'nope'\): "):
+      quickstart._validate(config)
+    self.assertFalse(os.path.exists(config.workdir))
+    config.tasks = ("count",)
+    for name in ("ar_pretrain", "sft"):
+      stage = quickstart._stage_config(config, name)
+      self.assertEqual(tuple(stage.data.tasks), ("count",))
 
 
 class QuickstartTest(absltest.TestCase):

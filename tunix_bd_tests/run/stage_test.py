@@ -68,6 +68,46 @@ class StageTest(parameterized.TestCase):
     ):
       _sft_stage(self.config)
 
+  def test_a_truncated_weight_file_names_the_key_and_file_before_writing(
+      self,
+  ):
+    header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+    path = os.path.join(self.root, "model.safetensors")
+    with open(path, "wb") as f:  # 4 of the tensor's 8 bytes.
+      f.write(len(header).to_bytes(8, "little") + header + b"1234")
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^model\.checkpoint='.*': .*model\.safetensors is truncated",
+    ):
+      _sft_stage(self.config)
+    self.assertFalse(os.path.exists(self.config.workdir))
+
+  @parameterized.parameters(
+      ("sft", "long", "ar_pretrain.py:long`"),
+      ("sft", "long8", "quickstart.py:long`"),
+      ("sft", "long16", "sft.py:long8`"),
+      ("grpo", "weak", "--config.workdir=runs/sft_weak`"),
+  )
+  def test_a_variants_missing_input_names_the_command_that_makes_it(
+      self, name, variant, command
+  ):
+    self.enter_context(contextlib.chdir(self.root))  # No runs/ here.
+    config = config_files.get_config(name, variant)
+    model = dict(sft=sections.SftModelSettings, grpo=sections.GrpoModelSettings)
+    with self.assertRaisesRegex(
+        ValueError, f"is not a directory; make it with `tunix run .*{command}"
+    ):
+      stage_lib.Stage(config, model=model[name])
+
+  def test_a_runs_workdir_given_as_a_model_names_its_export(self):
+    os.makedirs(os.path.join(self.root, "export"))
+    with open(os.path.join(self.root, "export", "config.json"), "w") as f:
+      f.write("{}")
+    with self.assertRaisesRegex(
+        ValueError, r"is a run's workdir; its model is '.*/export': pass that"
+    ):
+      _sft_stage(self.config)
+
   def test_a_random_model_needs_no_checkpoint_but_an_optional_one_is_checked(
       self,
   ):
