@@ -170,32 +170,3 @@ def check_prompt_lengths(
         f"{key}={max_prompt_length} is shorter than rows {shown}{more} of "
         f"{where} (0-based); raise {key} or set it to 0 (the longest prompt)."
     )
-
-
-def check_positions(
-    hf_config: Mapping[str, Any],
-    prompt_length: int,
-    max_new_tokens: int,
-    *,
-    what: str,
-    model_key: str,
-) -> None:
-  """Fails closed when a prompt and its completion outrun the model.
-
-  Args:
-    hf_config: the model's `config.json`; without `max_position_embeddings`
-      nothing is checked.
-    prompt_length: the longest prompt, in tokens.
-    max_new_tokens: completion positions per row.
-    what: how the error names that prompt and budget (e.g. "row 3 of
-      p.jsonl (2005 tokens) plus decode.max_new_tokens=16").
-    model_key: the model's config key (e.g. "model.checkpoint").
-  """
-  limit = hf_config.get("max_position_embeddings")
-  needed = prompt_length + max_new_tokens
-  if isinstance(limit, int) and needed > limit:
-    raise ValueError(
-        f"{what} need {needed} positions, but {model_key}'s config.json"
-        f" declares max_position_embeddings={limit}: shorten the prompts or"
-        " the completion budget."
-    )

@@ -16,7 +16,7 @@ builds the model. `tunix_bd.models.export` writes the same layout.
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 import numpy as np
@@ -101,6 +101,35 @@ def read_config(checkpoint_dir: str) -> dict[str, Any]:
       return json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path} is not valid JSON: {e}") from e
+
+
+def check_positions(
+    hf_config: Mapping[str, Any],
+    prompt_length: int,
+    max_new_tokens: int,
+    *,
+    what: str,
+    model_key: str,
+) -> None:
+  """Fails closed when a prompt and its completion outrun the model.
+
+  Args:
+    hf_config: the model's `config.json`; without `max_position_embeddings`
+      nothing is checked.
+    prompt_length: the longest prompt, in tokens.
+    max_new_tokens: completion positions per row.
+    what: how the error names that prompt and budget (e.g. "row 3 of
+      p.jsonl (2005 tokens) plus decode.max_new_tokens=16").
+    model_key: the model's config key (e.g. "model.checkpoint").
+  """
+  limit = hf_config.get("max_position_embeddings")
+  needed = prompt_length + max_new_tokens
+  if isinstance(limit, int) and needed > limit:
+    raise ValueError(
+        f"{what} need {needed} positions, but {model_key}'s config.json"
+        f" declares max_position_embeddings={limit}: shorten the prompts or"
+        " the completion budget."
+    )
 
 
 def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:

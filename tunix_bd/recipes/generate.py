@@ -76,7 +76,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         where=source,
     )
   longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
-  settings_lib.check_positions(
+  hf_checkpoint.check_positions(
       hf_checkpoint.read_config(checkpoint),
       len(prompts[longest]),
       decode.max_new_tokens,

@@ -21,7 +21,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.generate import settings as generate_settings
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_source
 from tunix_bd.run import models
 
@@ -129,7 +129,7 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   )
   chat_options, hf_files = stage.check_export(key, tokenizer, bd)
   if hf_files is not None:
-    generate_settings.check_positions(
+    hf_checkpoint.check_positions(
         hf_files.config,
         decode.max_prompt_length,
         decode.max_new_tokens,
