@@ -79,7 +79,11 @@ class PositionsTest(absltest.TestCase):
 
   def test_a_prompt_past_max_position_embeddings_is_refused(self):
     # The embedded prompts and `tiny`'s 8-token budget need over 16.
-    config = _config(workdir=self.create_tempdir().full_path)
+    # A workdir not yet made: the refusal must not make it (an existing one
+    # would hold only the run's `.lock`).
+    config = _config(
+        workdir=os.path.join(self.create_tempdir().full_path, "run")
+    )
     config.model.checkpoint = test_common.sdar_tiny_with_positions(
         self.create_tempdir().full_path, 16
     )
@@ -92,7 +96,7 @@ class PositionsTest(absltest.TestCase):
         r" max_position_embeddings=16",
     ):
       generate.run(config)
-    self.assertEqual(os.listdir(config.workdir), [])
+    self.assertFalse(os.path.exists(config.workdir))
 
 
 if __name__ == "__main__":
