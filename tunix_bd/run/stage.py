@@ -165,12 +165,10 @@ class Stage:
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
     self._lock = None
-    paths = not _VALUES_ONLY.get()
-    if not paths:
-      pass
-    elif writes != "workdir" and config.output:
+    paths = not _VALUES_ONLY.get()  # False for `--dry_run`'s value check.
+    if paths and writes != "workdir" and config.output:
       workdir_lib.check_file(config.output, "output")
-    elif writes != "output":
+    elif paths and writes != "output":
       workdir_lib.check(config.workdir)
       # An existing workdir is held from here; a new one from the
       # fingerprint check (its first write), so a failed launch writes none.

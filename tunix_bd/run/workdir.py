@@ -145,7 +145,7 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
   held = _held.get(path)
   if held is not None:
     return held
-  if not create and not os.path.isdir(path) or not files.is_writer():
+  if not files.is_writer() or (not create and not os.path.isdir(path)):
     return None
   os.makedirs(path, exist_ok=True)
   handle = open(os.path.join(path, LOCK_FILE), "a+", encoding="utf-8")
