@@ -14,7 +14,6 @@ builds the model. `tunix_bd.models.export` writes the same layout.
 """
 
 import dataclasses
-import json
 import os
 from typing import Any, Mapping
 
@@ -25,6 +24,7 @@ from tunix.models.qwen2 import params as qwen2_params
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
+from tunix_bd import files
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_config
@@ -81,6 +81,10 @@ def expected_shapes(config: Any) -> dict[str, tuple[int, ...]]:
   return shapes
 
 
+# What fixes a checkpoint's unreadable file.
+RECOPY = "copy or download the checkpoint again."
+
+
 def read_config(checkpoint_dir: str) -> dict[str, Any]:
   """The parsed `config.json` of a checkpoint directory.
 
@@ -96,11 +100,7 @@ def read_config(checkpoint_dir: str) -> dict[str, Any]:
         f"{checkpoint_dir} is not a Hugging Face checkpoint directory:"
         f" {CONFIG_FILE} not found."
     )
-  with open(path) as f:
-    try:
-      return json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path} is not valid JSON: {e}") from e
+  return files.read_json(path, RECOPY)
 
 
 def check_positions(
@@ -144,25 +144,24 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
       or a tensor stored twice.
   """
   # Tunix's loader reads every *.safetensors file in the directory.
-  files = sorted(
+  weight_files = sorted(
       n for n in os.listdir(checkpoint_dir) if n.endswith(".safetensors")
   )
-  if not files:
+  if not weight_files:
     raise ValueError(f"No *.safetensors weight files in {checkpoint_dir}.")
   weight_map = None
   index_path = os.path.join(checkpoint_dir, INDEX_FILE)
   if os.path.isfile(index_path):
-    with open(index_path) as f:
-      weight_map = json.load(f).get("weight_map")
+    weight_map = files.read_json(index_path, RECOPY).get("weight_map")
     if not isinstance(weight_map, dict):
       raise ValueError(f"{index_path} has no 'weight_map' dict.")
-    if set(weight_map.values()) != set(files):
+    if set(weight_map.values()) != set(weight_files):
       raise ValueError(
           f"{index_path} lists files {sorted(set(weight_map.values()))} but"
-          f" {checkpoint_dir} holds {files}."
+          f" {checkpoint_dir} holds {weight_files}."
       )
   found = {}
-  for name in files:
+  for name in weight_files:
     with safetensors.safe_open(
         os.path.join(checkpoint_dir, name), framework="numpy"
     ) as f:

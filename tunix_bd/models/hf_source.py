@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 from typing import Any, Iterable
 
 import jax.numpy as jnp
 import transformers
 
+from tunix_bd import files
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config_export
@@ -83,11 +83,7 @@ def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
   generation_config = None
   path = os.path.join(checkpoint_dir, GENERATION_CONFIG_FILE)
   if os.path.isfile(path):
-    with open(path) as f:
-      try:
-        generation_config = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from e
+    generation_config = files.read_json(path, hf_checkpoint.RECOPY)
     if not isinstance(generation_config, dict):
       raise ValueError(f"{path} must hold a JSON object.")
   headers = hf_checkpoint.tensor_headers(checkpoint_dir)

@@ -19,6 +19,7 @@ import safetensors.numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_source
 from tunix_bd_tests.models import hf_tiny
 
 _LAYERS, _VOCAB, _EMBED = hf_tiny.LAYERS, hf_tiny.VOCAB, hf_tiny.EMBED
@@ -401,7 +402,7 @@ class RoundTripTest(parameterized.TestCase):
       export.save_qwen3(model, os.path.join(out, "x"))
 
 
-class LoadErrorTest(absltest.TestCase):
+class LoadErrorTest(parameterized.TestCase):
 
   def _checkpoint(self, tensors=None, hf_config=None):
     return _write_checkpoint(
@@ -485,6 +486,22 @@ class LoadErrorTest(absltest.TestCase):
     )
     with self.assertRaisesRegex(ValueError, "old.safetensors"):
       hf_checkpoint.load_qwen3(out)
+
+  @parameterized.parameters(
+      "config.json", "model.safetensors.index.json", "generation_config.json"
+  )
+  def test_a_file_that_is_not_json_names_itself_and_the_fix(self, name):
+    model = _random_model(hf_tiny.qwen3_config(), 9)
+    out = os.path.join(_tempdir(self), "export")
+    export.save_qwen3(model, out, max_shard_bytes=40_000)  # With an index.
+    with open(os.path.join(out, name), "w") as f:
+      f.write('{"cut short')
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^{os.path.join(out, name)} is not valid JSON .*; copy or download"
+        " the checkpoint again",
+    ):
+      hf_source.read(out)  # Reads all three.
 
 
 if __name__ == "__main__":
