@@ -146,10 +146,7 @@ def workload(
   trained = config_utils.from_section(TrainedWorkload, section, key)
   trained = dataclasses.replace(trained, tasks=tuple(trained.tasks))
   config_utils.check_int(f"{key}.max_new_tokens", trained.max_new_tokens, 1)
-  try:
-    tasks_lib.TaskMix(tasks=trained.tasks)
-  except ValueError as e:
-    raise ValueError(f"{key}.{str(e).removeprefix('data.')}") from None
+  tasks_lib.check_names(trained.tasks, f"{key}.tasks")
   return trained
 
 

@@ -103,6 +103,19 @@ _GENERATORS: dict[str, Callable[..., tuple[str, str]]] = {
     "count": _count,
 }
 TASK_NAMES = tuple(_GENERATORS)
+
+
+def check_names(tasks: Sequence[str], key: str) -> None:
+  """Fails closed, naming `key`, on no task or one that is not built in."""
+  if not tasks:
+    raise ValueError(f"{key} is empty; choose from {TASK_NAMES}.")
+  unknown = [t for t in tasks if t not in _GENERATORS]
+  if unknown:
+    raise ValueError(
+        f"{key} has unknown task(s) {unknown}; choose from {TASK_NAMES}."
+    )
+
+
 # `add` is opt-in: its carries take a tiny AR model far longer to learn.
 # `count` is opt-in: its long answers (up to 254 characters) exist to
 # benchmark long generation, and would make every training row that long.
@@ -127,13 +140,7 @@ class TaskMix:
   seed: int = 0
 
   def __post_init__(self):
-    if not self.tasks:
-      raise ValueError(f"data.tasks is empty; choose from {TASK_NAMES}.")
-    unknown = [t for t in self.tasks if t not in _GENERATORS]
-    if unknown:
-      raise ValueError(
-          f"data.tasks has unknown task(s) {unknown}; choose from {TASK_NAMES}."
-      )
+    check_names(self.tasks, "data.tasks")
     if not 1 <= self.min_len <= self.max_len:
       raise ValueError(
           "data.min_len and data.max_len must satisfy 1 <= min_len <= "

@@ -43,12 +43,7 @@ def _stage_config(config: ml_collections.ConfigDict, name: str):
 def _validate(config: ml_collections.ConfigDict) -> None:
   workdir_lib.check(config.workdir)
   config_utils.check_int("num_prompts", config.num_prompts, 1)
-  unknown = [t for t in config.tasks if t not in tasks_lib.TASK_NAMES]
-  if not config.tasks or unknown:
-    raise ValueError(
-        f"tasks={tuple(config.tasks)!r}: every stage trains and evaluates on"
-        f" them; choose one or more of {tasks_lib.TASK_NAMES}."
-    )
+  tasks_lib.check_names(config.tasks, "tasks")  # Of every stage.
   comparison_report.Settings.from_config(config, config.num_prompts)
 
 
