@@ -5,10 +5,17 @@
 Decoding, SFT, OPD and GRPO all read three kinds of special ids: the mask
 token (`bd.mask_token_id`, never a real token, never committed), the pad id
 (marks never-generated completion slots) and the stop ids (EOS first, then
-`rollout.extra_stop_ids`; the first one a row commits ends it). They must
-be distinct, or stop weights, trace checks and EOS fills would read one id
-as two things. `check` holds those rules for every stage and `stop_ids`
-composes the stop list the same way in OPD and GRPO.
+the checkpoint's other stop ids, then `rollout.extra_stop_ids`; the first
+one a row commits ends it). They must be distinct, or stop weights, trace
+checks and EOS fills would read one id as two things. `check` holds those
+rules for every stage and `stop_ids` composes the stop list the same way in
+OPD and GRPO.
+
+A checkpoint's other stop ids are those its import found besides the EOS
+(an SDAR checkpoint's `generation_config.json` lists several,
+`models.bd_formats.adapt_tokenizer`); they ride on its tokenizer
+(`checkpoint_stop_ids`), so every stage that reads the tokenizer stops at
+them.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 EXTRA_STOP_IDS_KEY = "rollout.extra_stop_ids"
+# The tokenizer attribute holding its checkpoint's stop ids besides the EOS.
+CHECKPOINT_STOP_IDS_ATTR = "tunix_bd_checkpoint_stop_ids"
 
 
 def _is_id(value: Any) -> bool:
@@ -71,6 +80,35 @@ def stop_ids(
         " always a stop id."
     )
   return (eos_id, *extra)
+
+
+def checkpoint_stop_ids(tokenizer: Any) -> tuple[int, ...]:
+  """The stop ids besides its EOS that the tokenizer's checkpoint names.
+
+  Empty but for a tokenizer whose import set them
+  (`models.bd_formats.adapt_tokenizer`).
+  """
+  return tuple(getattr(tokenizer, CHECKPOINT_STOP_IDS_ATTR, ()))
+
+
+def tokenizer_stop_ids(
+    tokenizer: Any,
+    extra_stop_ids: Sequence[int] = (),
+    *,
+    key: str = EXTRA_STOP_IDS_KEY,
+) -> tuple[int, ...]:
+  """`stop_ids` of the tokenizer's EOS and `extra_stop_ids`, with its
+  checkpoint's other stop ids (`checkpoint_stop_ids`) after the EOS.
+
+  An extra id that is already one of the checkpoint's is kept once.
+
+  Raises:
+    ValueError: as `stop_ids`.
+  """
+  ids = stop_ids(tokenizer.eos_token_id, extra_stop_ids, key=key)
+  head = 0 if tokenizer.eos_token_id is None else 1
+  checkpoint = checkpoint_stop_ids(tokenizer)
+  return tuple(dict.fromkeys((*ids[:head], *checkpoint, *ids[head:])))
 
 
 def check(

@@ -102,8 +102,9 @@ class RolloutSettings:
     object.__setattr__(self, "extra_stop_ids", extra)
 
   def stop_ids(self, tokenizer: Any) -> tuple[int, ...]:
-    """The tokenizer's EOS, then `extra_stop_ids` (`special_ids.stop_ids`)."""
-    return special_ids.stop_ids(tokenizer.eos_token_id, self.extra_stop_ids)
+    """The tokenizer's EOS, its checkpoint's other stop ids, then
+    `extra_stop_ids` (`special_ids.tokenizer_stop_ids`)."""
+    return special_ids.tokenizer_stop_ids(tokenizer, self.extra_stop_ids)
 
   def denoise_config(self, tokenizer: Any) -> Any:
     """The denoiser's config, stopping at `stop_ids`."""

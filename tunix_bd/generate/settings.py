@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from tunix_bd import config_utils
+from tunix_bd.core import special_ids
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 
@@ -101,10 +102,15 @@ def check_denoise_setting(key: str, field: str, value: Any) -> None:
 def denoise_config(
     tokenizer: Any, max_prompt_length: int, **settings
 ) -> denoise.DenoiseConfig:
-  """`DenoiseConfig(**settings)` stopping at the tokenizer's EOS, its pad."""
+  """`DenoiseConfig(**settings)` stopping at the tokenizer's EOS and its
+  checkpoint's other stop ids (`special_ids.checkpoint_stop_ids`), with its
+  pad."""
   return denoise.DenoiseConfig(
       max_prompt_length=max_prompt_length,
-      stop_ids=(tokenizer.eos_token_id,),
+      stop_ids=(
+          tokenizer.eos_token_id,
+          *special_ids.checkpoint_stop_ids(tokenizer),
+      ),
       pad_id=tokenizer.pad_token_id,
       **settings,
   )

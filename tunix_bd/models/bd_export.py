@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
+from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_export
 from tunix_bd.models import bd_formats_export_files
 from tunix_bd.models import export
@@ -70,6 +71,14 @@ def export_block_diffusion(
       mask_token=mask_token,
   )
   bd_formats_export.check_reference_code(fmt, reference_code)
+  # What tunix_bd stops at, which a format's generation config cannot tell
+  # from the pad it lists as an EOS (`bd_formats.adapt_tokenizer`).
+  extra = {
+      **dict(extra or {}),
+      bd_formats.STOP_IDS_KEY: bd_formats_export_files.stop_ids_record(
+          tokenizer, stop_ids
+      ),
+  }
   if fmt != bd_formats_export.TUNIX_BD:
     source = bd_formats_export_files.format_source(
         fmt,
@@ -95,6 +104,6 @@ def export_block_diffusion(
   bd_config_lib.save_settings(
       bd,
       export_dir,
-      extra={**dict(extra or {}), chat.SETTINGS_KEY: chat_options.to_dict()},
+      extra={**extra, chat.SETTINGS_KEY: chat_options.to_dict()},
       mask_token=mask_token,
   )

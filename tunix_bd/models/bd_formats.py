@@ -19,7 +19,9 @@ directory is a block-diffusion checkpoint without a `block_diffusion.json`:
 Recipes read any block-diffusion checkpoint through `load_settings`,
 `load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
 sit below this package and know no format). SDAR's tokenizer has one token
-as EOS and pad; `adapt_tokenizer` gives it its turn end as EOS.
+as EOS and pad, and its decoder stops at every EOS id of its generation
+config; `adapt_tokenizer` gives it its turn end as EOS, the other ids as
+further stop ids, and a pad that is none of them.
 
 Both train on `[noisy ; clean]` under the mask of our `clean_context`
 layout (noisy -> own block, noisy -> clean earlier blocks, clean ->
@@ -53,6 +55,7 @@ import os
 from typing import Any, Callable
 
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_config
 from tunix_bd.models import hf_config_fields
@@ -61,6 +64,10 @@ from tunix_bd.models import mask_token as mask_token_lib
 # Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
+# `block_diffusion.json`'s record of the ids an export in a format stops at.
+STOP_IDS_KEY = "stop_ids"
+# The pad of an imported tokenizer whose pad is one of its stop ids.
+PAD_TOKEN = "<|pad|>"
 SDAR = "sdar"
 FAST_DLLM_V2 = "fast_dllm_v2"
 
@@ -318,43 +325,145 @@ def settings(
   )
 
 
-def adapt_tokenizer(directory: str, tokenizer: Any) -> None:
-  """Gives an imported format's tokenizer an EOS that is not its pad.
+def _listed_stop_ids(
+    directory: str, tokenizer: Any
+) -> tuple[list[int], str] | None:
+  """The stop ids a format directory lists, and the file listing them.
 
-  SDAR's tokenizer has `<|endoftext|>` as both EOS and pad, and its chat
-  model ends a turn with `<|im_end|>`: its decoder stops at any id of
-  `generation_config.json`'s `eos_token_id`. tunix_bd stops at the EOS and
-  marks never-generated slots with the pad, so they must differ: the EOS
-  becomes the first of those ids that is not the pad. A directory in no
-  format, or whose EOS already differs from its pad, is left alone.
+  `block_diffusion.json`'s `stop_ids` (what tunix_bd stopped at, recorded
+  by its export in a format) or else `generation_config.json`'s
+  `eos_token_id`; None where neither lists any.
+
+  Raises:
+    ValueError: naming the file, for a list that is not token ids of the
+      tokenizer.
+  """
+  for name, key in (
+      (bd_config_lib.SETTINGS_FILE, STOP_IDS_KEY),
+      (GENERATION_CONFIG_FILE, "eos_token_id"),
+  ):
+    path = os.path.join(directory, name)
+    if not os.path.isfile(path):
+      continue
+    with open(path) as f:
+      try:
+        content = json.load(f)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from e
+    ids = content.get(key) if isinstance(content, dict) else None
+    if ids is None or ids == []:
+      continue
+    ids = [ids] if isinstance(ids, int) and not isinstance(ids, bool) else ids
+    valid = isinstance(ids, list) and all(
+        isinstance(i, int)
+        and not isinstance(i, bool)
+        and 0 <= i < len(tokenizer)
+        for i in ids
+    )
+    if not valid:
+      raise ValueError(
+          f"{path}: {key}={content.get(key)!r} must be token ids of the"
+          f" checkpoint's tokenizer (ints in [0, {len(tokenizer)}))."
+      )
+    return list(dict.fromkeys(ids)), path
+  return None
+
+
+def _move_pad_off(
+    directory: str, raw: dict[str, Any], tokenizer: Any, stops: list[int]
+) -> None:
+  """Makes `PAD_TOKEN` the tokenizer's pad, at an id that is no stop id and
+  not the mask (`config.json`'s `mask_token_id`, the tokenizer's).
+
+  The token is the tokenizer's own if it has it as an added token, else it
+  is added at the first embedding row past the tokenizer (SDAR checkpoints
+  carry spare rows, as for the mask token in `mask_token`).
+
+  Raises:
+    ValueError: where `PAD_TOKEN` is ordinary text, a stop id or the mask, or
+      there is no such row (naming `config.json`'s `vocab_size`).
+  """
+  added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
+  pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
+  if PAD_TOKEN not in added and PAD_TOKEN in tokenizer.get_vocab():
+    why = f"{PAD_TOKEN!r} is ordinary text in its tokenizer"
+  elif pad_id in stops or pad_id in (
+      raw.get("mask_token_id"),
+      tokenizer.mask_token_id,
+  ):
+    why = f"{PAD_TOKEN!r} (id {pad_id}) is a stop id or the mask"
+  elif not isinstance(rows, int) or pad_id >= rows:
+    why = (
+        f"{PAD_TOKEN!r} would take id {pad_id}, the first embedding row past"
+        f" the tokenizer, but {CONFIG_FILE} has vocab_size={rows!r}"
+    )
+  if why is not None:
+    raise ValueError(
+        f"{directory}: its pad {tokenizer.pad_token!r} is one of its stop ids"
+        f" {stops} and cannot become {PAD_TOKEN!r}: {why}."
+    )
+  tokenizer.add_special_tokens({"pad_token": PAD_TOKEN})
+  if tokenizer.pad_token_id != pad_id:
+    raise ValueError(
+        f"{directory}: the tokenizer gave its pad {PAD_TOKEN!r} id"
+        f" {tokenizer.pad_token_id}, expected {pad_id}."
+    )
+
+
+def adapt_tokenizer(directory: str, tokenizer: Any) -> None:
+  """Gives an imported format's tokenizer the stop ids its decoder uses.
+
+  SDAR's tokenizer has `<|endoftext|>` as both EOS and pad, and its decoder
+  stops at every id of `generation_config.json`'s `eos_token_id`
+  (SDAR-4B-Chat: `<|im_end|>`, the turn end its chat model writes, then
+  `<|endoftext|>`). tunix_bd's EOS becomes the first of them that is not
+  the pad and the others become the checkpoint's stop ids
+  (`special_ids.checkpoint_stop_ids`), so every stage stops at them all.
+  A pad among them cannot stay the pad (pads mark never-generated slots;
+  `special_ids.check`): the pad becomes `PAD_TOKEN`, at the first embedding
+  row past the tokenizer (`_move_pad_off`). A directory with tunix_bd's
+  `block_diffusion.json` reads the `stop_ids` recorded there instead
+  (`bd_export`, for an export in a format).
+
+  Fast-dLLM v2's decoder stops at its turn end alone, the tokenizer's EOS;
+  its EOS changes only if it is the pad (as SDAR's).
+
+  A directory in no format is left alone.
 
   Args:
     directory: the checkpoint directory the tokenizer was read from.
     tokenizer: its tokenizer; changed in place.
 
   Raises:
-    ValueError: for a format directory whose EOS is its pad and whose
-      `generation_config.json` names no other EOS id.
+    ValueError: naming the file, for a list of stop ids that is not token
+      ids, an EOS that is the pad with no other stop id listed, or a pad
+      among the stop ids with no spare row for a new pad.
   """
-  if read_dir(directory) is None:
+  found = read_dir(directory)
+  if found is None:
     return
-  pad = tokenizer.pad_token_id
-  if tokenizer.eos_token_id is None or tokenizer.eos_token_id != pad:
+  fmt, raw = found
+  pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+  if fmt.name != SDAR and (eos is None or eos != pad):
     return
-  path = os.path.join(directory, GENERATION_CONFIG_FILE)
-  eos_ids = []
-  if os.path.isfile(path):
-    with open(path) as f:
-      eos_ids = json.load(f).get("eos_token_id") or []
-  eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids)
-  others = [i for i in eos_ids if i != pad and i < len(tokenizer)]
-  if not others:
+  listed, path = _listed_stop_ids(directory, tokenizer) or (
+      [] if eos is None else [eos],
+      os.path.join(directory, GENERATION_CONFIG_FILE),
+  )
+  first = next((i for i in listed if i != pad), None)
+  if first is None:
     raise ValueError(
         f"{directory}: its tokenizer's EOS is its pad"
-        f" ({tokenizer.eos_token!r}) and {GENERATION_CONFIG_FILE} names no"
-        " other eos_token_id to stop at."
+        f" ({tokenizer.eos_token!r}) and {os.path.basename(path)} names no"
+        " other id to stop at."
     )
-  tokenizer.eos_token = tokenizer.convert_ids_to_tokens(others[0])
+  # The listed order, but the EOS first; Fast-dLLM v2's EOS alone.
+  stops = [first] + [i for i in listed if i != first and fmt.name == SDAR]
+  if pad in stops:
+    _move_pad_off(directory, raw, tokenizer, stops)
+  if stops[0] != eos:
+    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(stops[0])
+  setattr(tokenizer, special_ids.CHECKPOINT_STOP_IDS_ATTR, tuple(stops[1:]))
 
 
 def load_settings(

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_export
 from tunix_bd.models import hf_checkpoint
@@ -72,6 +73,28 @@ def _base_config(
   return bd_formats.family_config(source.config, found)
 
 
+def format_eos(tokenizer: Any) -> int | None:
+  """The id a format export lists last as an EOS (SDAR: its EOS and pad).
+
+  The pad, as SDAR-4B-Chat's `<|endoftext|>`; but where the import moved
+  the pad off a stop id (`bd_formats.adapt_tokenizer`), that stop id: the
+  pad it gave is no token either format's code stops at.
+  """
+  checkpoint = special_ids.checkpoint_stop_ids(tokenizer)
+  return checkpoint[-1] if checkpoint else tokenizer.pad_token_id
+
+
+def stop_ids_record(tokenizer: Any, stop_ids: Iterable[int]) -> list[int]:
+  """The ids tunix_bd stops at, EOS first, as a format export records them
+  in `block_diffusion.json` (`bd_formats.STOP_IDS_KEY`)."""
+  ids = (
+      tokenizer.eos_token_id,
+      *special_ids.checkpoint_stop_ids(tokenizer),
+      *map(int, stop_ids),
+  )
+  return list(dict.fromkeys(i for i in ids if i is not None))
+
+
 def format_source(
     fmt: str,
     model_config: Any,
@@ -98,13 +121,13 @@ def format_source(
   spec = bd_formats.FORMATS[fmt]
   config = _base_config(fmt, model_config, source, tokenizer)
   layers = model_config.num_layers
-  eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+  pad, last = tokenizer.pad_token_id, format_eos(tokenizer)
   if fmt == bd_formats.SDAR:
     defaults = {**_SDAR_DEFAULTS, "max_window_layers": layers}
     fields = {"block_size": bd.block_size, "mask_token_id": bd.mask_token_id}
-    if pad is not None:  # SDAR's EOS is its pad; the turn end is in the
-      config["eos_token_id"] = pad  # generation config (`format_tokenizer`).
-      config.setdefault("bos_token_id", pad)
+    if last is not None:  # SDAR's EOS is its pad; the turn end is in the
+      config["eos_token_id"] = last  # generation config (`format_tokenizer`).
+      config.setdefault("bos_token_id", last)
   else:
     defaults = {
         **_FAST_DLLM_DEFAULTS,
@@ -131,8 +154,10 @@ def format_source(
   ]
   config["rope_scaling"] = None  # Tunix implements the default RoPE only.
   generation = dict((source.generation_config if source else None) or {})
-  eos_ids = [i for i in (eos, *map(int, stop_ids), pad) if i is not None]
-  generation["eos_token_id"] = list(dict.fromkeys(eos_ids))
+  eos_ids = [*stop_ids_record(tokenizer, stop_ids), last]
+  generation["eos_token_id"] = list(
+      dict.fromkeys(i for i in eos_ids if i is not None)
+  )
   if pad is not None:
     generation["pad_token_id"] = pad
   if config.get("bos_token_id") is not None:
@@ -147,16 +172,17 @@ def format_source(
 
 
 def format_tokenizer(fmt: str, tokenizer: Any) -> Any:
-  """A copy of the tokenizer as `fmt` ships it (SDAR: EOS = pad).
+  """A copy of the tokenizer as `fmt` ships it (SDAR: EOS = `format_eos`).
 
   SDAR's tokenizers have `<|endoftext|>` as EOS and pad, and stop at the
   turn end through `generation_config.json`; the import
   (`bd_formats.adapt_tokenizer`) turns the EOS back into that turn end.
   """
-  if fmt != bd_formats.SDAR or tokenizer.pad_token is None:
+  last = format_eos(tokenizer)
+  if fmt != bd_formats.SDAR or last is None:
     return tokenizer
   out = copy.deepcopy(tokenizer)
-  out.eos_token = tokenizer.pad_token
+  out.eos_token = tokenizer.convert_ids_to_tokens(last)
   return out
 
 

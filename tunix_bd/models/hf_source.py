@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import transformers
 
 from tunix_bd import files
+from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config_export
@@ -210,7 +211,12 @@ def generation_config_json(
   if tokenizer is None:
     return None
   out = _tokenizer_ids(tokenizer)
-  eos = list(dict.fromkeys([tokenizer.eos_token_id, *map(int, stop_ids)]))
+  eos = [
+      tokenizer.eos_token_id,
+      *special_ids.checkpoint_stop_ids(tokenizer),
+      *map(int, stop_ids),
+  ]
+  eos = list(dict.fromkeys(eos))
   out["eos_token_id"] = eos[0] if len(eos) == 1 else eos
   out["transformers_version"] = transformers.__version__
   return out

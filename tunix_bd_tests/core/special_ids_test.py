@@ -7,6 +7,7 @@ import itertools
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd.core import special_ids
+from tunix_bd.data import tokenizer as tokenizer_lib
 
 _MASK, _PAD, _EOS = 9, 0, 2
 
@@ -46,6 +47,23 @@ class StopIdsTest(parameterized.TestCase):
   def test_errors_name_the_given_key(self):
     with self.assertRaisesRegex(ValueError, r"^opd\.stops has duplicates"):
       special_ids.stop_ids(_EOS, (4, 4), key="opd.stops")
+
+
+class TokenizerStopIdsTest(absltest.TestCase):
+
+  def test_the_checkpoints_stop_ids_follow_the_eos(self):
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    eos = tokenizer.eos_token_id
+    self.assertEqual(special_ids.checkpoint_stop_ids(tokenizer), ())
+    self.assertEqual(special_ids.tokenizer_stop_ids(tokenizer, (7,)), (eos, 7))
+    # As an SDAR import sets them (`bd_formats.adapt_tokenizer`).
+    setattr(tokenizer, special_ids.CHECKPOINT_STOP_IDS_ATTR, (5, 3))
+    self.assertEqual(special_ids.checkpoint_stop_ids(tokenizer), (5, 3))
+    self.assertEqual(
+        special_ids.tokenizer_stop_ids(tokenizer, (7, 3)), (eos, 5, 3, 7)
+    )
+    with self.assertRaisesRegex(ValueError, "repeats the tokenizer's EOS"):
+      special_ids.tokenizer_stop_ids(tokenizer, (eos,))
 
 
 class CheckTest(parameterized.TestCase):

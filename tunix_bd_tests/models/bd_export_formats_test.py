@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.generate import denoise
 from tunix_bd.models import bd_export
@@ -313,6 +314,12 @@ class RoundTripTest(parameterized.TestCase):
         (back.eos_token_id, back.pad_token_id, back.get_vocab()),
         (tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.get_vocab()),
     )
+    # The stop ids too, though the format's generation config lists the
+    # pad (an export of ours) or their pad (SDAR's own, e.g. sdar_tiny).
+    self.assertEqual(
+        special_ids.checkpoint_stop_ids(back),
+        special_ids.checkpoint_stop_ids(tokenizer),
+    )
     exported, _ = hf_checkpoint.load(tmp.name)
     tokens = np.random.default_rng(0).integers(3, 300, (2, 16))
     np.testing.assert_array_equal(
@@ -392,6 +399,10 @@ class RoundTripTest(parameterized.TestCase):
     for key, value in source.config.items():
       if key != "transformers_version":
         self.assertEqual(config[key], value, key)
+    # [<|im_end|>, <|endoftext|>] as theirs, not the pad an SDAR import
+    # gives (bd_formats.PAD_TOKEN), which neither format's code stops at.
+    generation = _read(out, "generation_config.json")
+    self.assertEqual(generation["eos_token_id"], [2, 0])
 
 
 class RefusalTest(parameterized.TestCase):

@@ -23,11 +23,15 @@ import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
+from safetensors import numpy as safetensors_numpy
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
+from tunix_bd.generate import settings as generate_settings
+from tunix_bd.generate import text
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
@@ -244,12 +248,117 @@ class DecodingTest(parameterized.TestCase):
 
 class RecipeTest(parameterized.TestCase):
 
-  def test_sdar_tokenizer_stops_at_its_turn_end_not_its_pad(self):
+  def test_sdar_tokenizer_stops_at_every_generation_config_eos(self):
+    # pylint: disable=g-import-not-at-top
+    from tunix_bd.distillation import settings as opd_settings
+    from tunix_bd.rl import decode_settings
+
     tokenizer = bd_formats.load_tokenizer(os.path.join(_DIR, _SDAR))
-    # Their tokenizer: EOS = pad = <|endoftext|>; generation_config [2, 0].
-    self.assertEqual(tokenizer.pad_token_id, 0)
+    # Their tokenizer: EOS = pad = <|endoftext|> (0); generation_config
+    # [2, 0]. The EOS is the turn end, both ids stop, and the pad moves to
+    # a new token at the first spare embedding row (config vocab_size 416).
     self.assertEqual(tokenizer.eos_token, "<|im_end|>")
+    self.assertEqual(special_ids.checkpoint_stop_ids(tokenizer), (0,))
+    self.assertEqual(
+        (tokenizer.pad_token, tokenizer.pad_token_id),
+        (bd_formats.PAD_TOKEN, 401),
+    )
     self.assertEqual(tokenizer.mask_token_id, _MASK_ID)
+    self.assertEqual(tokenizer.encode("a<|endoftext|>b")[1], 0)  # Unchanged.
+    decode = generate_settings.DecodeSettings().denoise_config(tokenizer, 8)
+    self.assertEqual((decode.stop_ids, decode.pad_id), ((2, 0), 401))
+    for rollout in (
+        decode_settings.RolloutSettings(extra_stop_ids=(7, 0)),
+        opd_settings.RolloutSettings(extra_stop_ids=(7, 0)),
+    ):
+      self.assertEqual(rollout.stop_ids(tokenizer), (2, 0, 7))
+    special_ids.check(
+        mask_token_id=_MASK_ID,
+        pad_id=tokenizer.pad_token_id,
+        stop_ids=decode.stop_ids,
+        vocab_size=416,
+    )
+    # Fast-dLLM v2's decoder stops at its `stop_token` (its EOS) alone.
+    fast = bd_formats.load_tokenizer(os.path.join(_DIR, _FAST))
+    self.assertEqual(
+        (fast.eos_token, fast.pad_token_id),
+        ("<|im_end|>", 0),
+    )
+    self.assertEqual(special_ids.checkpoint_stop_ids(fast), ())
+
+  def test_generation_stops_at_an_eos_that_is_their_pad(self):
+    # The fixture with token 0 (<|endoftext|>, their pad, listed second in
+    # generation_config) and a token t that it commits swapped in the
+    # weights: the same model up to the names of two tokens, so it commits
+    # 0 where the fixture commits t, and must stop there.
+    directory = os.path.join(_DIR, _SDAR)
+    oracle = _oracle(_SDAR)
+    prompts, lens = oracle["decode_prompts"], oracle["decode_prompt_lens"]
+    bd = bd_formats.load_settings(directory)
+    model, _ = hf_checkpoint.load(directory)
+    config = denoise.DenoiseConfig(
+        max_new_tokens=16,
+        max_prompt_length=prompts.shape[1],
+        threshold=0.9,
+        stop_ids=(2,),
+        pad_id=1,
+    )
+    padded = np.where(prompts < 0, 1, prompts)
+    before = denoise.generate(model, padded, lens, bd=bd, config=config)
+    before = [list(map(int, row)) for row in before.completions]
+    # t: the first token of row 0's second block not committed earlier.
+    position, t = next(
+        (i, x)
+        for i, x in enumerate(before[0])
+        if i >= 4 and x not in before[0][:i]
+    )
+    self.assertNotIn(t, padded)
+    self.assertNotIn(0, padded)
+
+    swapped = os.path.join(self.create_tempdir().full_path, "sdar")
+    shutil.copytree(directory, swapped)
+    weights = safetensors_numpy.load_file(
+        os.path.join(directory, "model.safetensors")
+    )
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+      weights[name][[0, t]] = weights[name][[t, 0]]
+    safetensors_numpy.save_file(
+        weights,
+        os.path.join(swapped, "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    converted = text.load_model(swapped)
+    decode = generate_settings.DecodeSettings(
+        max_new_tokens=16, threshold=0.9
+    ).denoise_config(converted.tokenizer, prompts.shape[1])
+    after = denoise.generate(
+        converted.model, padded, lens, bd=converted.bd, config=decode
+    )
+    after = [list(map(int, row)) for row in after.completions]
+    self.assertEqual(after[0], before[0][:position])
+    self.assertEqual(after[1:], before[1:])
+
+  def test_sdar_pad_without_a_spare_row_is_refused(self):
+    directory = os.path.join(self.create_tempdir().full_path, "sdar")
+    shutil.copytree(os.path.join(_DIR, _SDAR), directory)
+    path = os.path.join(directory, "config.json")
+    with open(path) as f:
+      config = json.load(f)
+    config["vocab_size"] = 401  # No row past the tokenizer's 401 ids.
+    with open(path, "w") as f:
+      json.dump(config, f)
+    with self.assertRaisesRegex(ValueError, r"pad .* vocab_size=401"):
+      bd_formats.load_tokenizer(directory)
+
+  def test_sdar_eos_ids_that_are_not_tokens_are_refused(self):
+    directory = os.path.join(self.create_tempdir().full_path, "sdar")
+    shutil.copytree(os.path.join(_DIR, _SDAR), directory)
+    with open(os.path.join(directory, "generation_config.json"), "w") as f:
+      json.dump({"eos_token_id": [2, 9999]}, f)
+    with self.assertRaisesRegex(
+        ValueError, r"generation_config\.json: eos_token_id=\[2, 9999\]"
+    ):
+      bd_formats.load_tokenizer(directory)
 
   def test_generate_recipe_runs_on_the_sdar_fixture(self):
     # pylint: disable=g-import-not-at-top

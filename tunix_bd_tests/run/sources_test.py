@@ -114,6 +114,21 @@ class ReadConvertedTest(absltest.TestCase):
     self.assertEqual(sources.chat_options, stage.data.chat_options)
     self.assertFalse(os.path.exists(self.config.workdir))
 
+  def test_an_sdar_policy_stops_at_every_eos_its_generation_config_lists(
+      self,
+  ):
+    # sdar_tiny's generation_config lists [2, 0]; 0 is its tokenizer's pad,
+    # so the import gives it a pad of its own (bd_formats.PAD_TOKEN).
+    self.config.model.update(
+        random_init=False, reference="", checkpoint=test_common.SDAR_TINY
+    )
+    stage = run_test_common.converted_stage(self.config)
+    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    self.assertEqual(sources.stop_ids, (2, 0, 7))
+    self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
+    self.assertEqual(sources.decode.pad_id, 401)
+    self.assertEqual(sources.fingerprint_fields()["stop_ids"], [2, 0, 7])
+
   def test_colliding_special_ids_fail_before_anything_is_written(self):
     stage = run_test_common.converted_stage(self.config)
     bd = sources_lib.read_converted(stage, "checkpoint", stage.rollout).bd
