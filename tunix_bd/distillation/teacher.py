@@ -30,6 +30,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
+from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
 
@@ -112,7 +113,8 @@ def check_compatible(
   Raises:
     ValueError: if `teacher_dir` holds block-diffusion settings or is an
       SDAR or Fast-dLLM v2 checkpoint (`bd_formats`), or the
-      tokenizers differ (other than by the mask token).
+      tokenizers differ (other than by the mask token and the pad an SDAR
+      import moves off a stop id).
   """
   if os.path.isfile(os.path.join(teacher_dir, bd_config_lib.SETTINGS_FILE)):
     raise ValueError(
@@ -132,12 +134,23 @@ def check_compatible(
   student_vocab = student_tokenizer.get_vocab()
   extra = sorted(set(student_vocab) - set(teacher_vocab))
   same_ids = all(student_vocab.get(k) == v for k, v in teacher_vocab.items())
+  # An SDAR student's import may have moved its pad off a stop id that is
+  # the teacher's pad (`bd_formats.adapt_tokenizer`): one more added token.
+  moved_pad = (
+      student_tokenizer.pad_token == bd_formats.PAD_TOKEN
+      and bd_formats.PAD_TOKEN in extra
+      and teacher_tokenizer.pad_token_id
+      in special_ids.checkpoint_stop_ids(student_tokenizer)
+  )
   same = (
       same_ids
-      and len(extra) <= 1
+      and len(extra) <= 1 + moved_pad
       and teacher_tokenizer.chat_template == student_tokenizer.chat_template
       and teacher_tokenizer.eos_token_id == student_tokenizer.eos_token_id
-      and teacher_tokenizer.pad_token_id == student_tokenizer.pad_token_id
+      and (
+          moved_pad
+          or teacher_tokenizer.pad_token_id == student_tokenizer.pad_token_id
+      )
   )
   if not same:
     raise ValueError(
@@ -145,7 +158,8 @@ def check_compatible(
         f" {fingerprint_lib.tokenizer_digest(teacher_tokenizer)}, its"
         " block-diffusion student"
         f" {fingerprint_lib.tokenizer_digest(student_tokenizer)}; they must"
-        " be identical (the student may only add its mask token)."
+        " be identical (the student may only add its mask token, and the"
+        f" pad {bd_formats.PAD_TOKEN!r} its SDAR import gave it)."
     )
 
 

@@ -9,8 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
+from tunix_bd.models import bd_formats
 from tunix_bd_tests import test_common
 
 _VOCAB = 64
@@ -128,6 +130,28 @@ class TeacherCompatibilityTest(absltest.TestCase):
     tok = tokenizer_lib.build_char_tokenizer()
     with self.assertRaisesRegex(ValueError, "block-diffusion checkpoint"):
       teacher_lib.check_compatible(directory, tok, tok)
+
+  def test_an_sdar_student_may_have_the_pad_its_import_gave_it(self):
+    # sdar_tiny's import moves its pad (<|endoftext|>, a stop id) to
+    # <|pad|>; the AR model it would be distilled from keeps <|endoftext|>.
+    data = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
+    template = os.path.join(
+        data, "bd_formats", "sdar_tiny", "chat_template.jinja"
+    )
+    student = bd_formats.load_tokenizer(
+        os.path.join(data, "bd_formats", "sdar_tiny"), template
+    )
+    teacher_dir = os.path.join(data, "hf", "q3_tied_hd32")
+    teacher = tokenizer_lib.load_tokenizer(teacher_dir, template)
+    self.assertEqual(
+        (student.pad_token, teacher.pad_token),
+        (bd_formats.PAD_TOKEN, "<|endoftext|>"),
+    )
+    teacher_lib.check_compatible(teacher_dir, teacher, student)
+    # A pad of its own only where the teacher's pad is one of its stop ids.
+    setattr(student, special_ids.CHECKPOINT_STOP_IDS_ATTR, ())
+    with self.assertRaisesRegex(ValueError, "the tokenizers differ"):
+      teacher_lib.check_compatible(teacher_dir, teacher, student)
 
   def test_sdar_and_fast_dllm_checkpoints_as_teacher_fail(self):
     tok = tokenizer_lib.build_char_tokenizer()
