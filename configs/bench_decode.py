@@ -26,6 +26,9 @@ k per step) for k in 1, 2, 4, 8, at batch 1 and 8, against Tunix's
 
   tunix run --plugin tunix_bd bench_decode.py:realistic
 
+`--config.workload_settings.realistic.dtype=bfloat16` decodes it in
+bfloat16, with the weights stored in it (as `generate.py` stores them).
+
 `peer` puts Fast-dLLM v2's own decoder (`generate`, block cache on) beside
 ours on one Fast-dLLM v2-format checkpoint (`runs/peer/fast_dllm_v2`, which
 `tools/bd_formats/make_peer_checkpoint.py` writes: random weights, 6.6 M

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 from tunix_bd import config_utils
 from tunix_bd.benchmarking import ar_sampler
@@ -27,6 +28,7 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch
+from tunix_bd.models import precision
 
 AR_SAMPLER = "ar"
 AR_LOOP = "ar_loop"
@@ -69,6 +71,9 @@ class FixedSchedule:
       is exactly k).
     max_new_tokens: tokens decoded per row, a multiple of `block_size`.
     seed: of the weights and the prompts.
+    dtype: the compute dtype, `float32` or `bfloat16`; the model only
+      decodes, so its matrices are stored in it
+      (`precision.matrices_to_compute_dtype`).
   """
 
   kind: str = RANDOM
@@ -81,6 +86,7 @@ class FixedSchedule:
   prompt_length: int = 32
   max_new_tokens: int = 256
   seed: int = 0
+  dtype: str = "float32"
 
   @classmethod
   def from_section(cls, section: Any, key: str) -> FixedSchedule:
@@ -117,6 +123,11 @@ class FixedSchedule:
     for name in ("vocab_size", "prompt_length", "max_new_tokens"):
       config_utils.check_int(f"{key}.{name}", getattr(workload, name), 1)
     config_utils.check_int(f"{key}.seed", workload.seed, 0)
+    if workload.dtype not in precision.DTYPES:
+      raise ValueError(
+          f"{key}.dtype must be one of {list(precision.DTYPES)}, got"
+          f" {workload.dtype!r}."
+      )
     if workload.vocab_size < tokenizer_lib.VOCAB_SIZE:
       raise ValueError(
           f"{key}.vocab_size must be >= {tokenizer_lib.VOCAB_SIZE} (the"
@@ -159,7 +170,9 @@ def build(
   """
   tokenizer = tokenizer_lib.build_char_tokenizer()
   config = from_scratch.qwen3_config(workload.model, workload.vocab_size)
+  config = dataclasses.replace(config, dtype=jnp.dtype(workload.dtype))
   model = from_scratch.init_model(config, workload.seed, mesh)
+  precision.matrices_to_compute_dtype(model, workload.dtype)
   mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
   # Printable characters only: the Sampler re-encodes the text exactly.
   characters = [

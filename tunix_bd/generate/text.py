@@ -56,7 +56,8 @@ def load_model(
   """Loads a converted checkpoint directory (`sft.py`'s `export/`).
 
   Also an SDAR or Fast-dLLM v2 directory (`models.bd_formats`). `precision`
-  sets the compute dtype (`model.dtype`; float32 by default).
+  sets the compute dtype (`model.dtype`; float32 by default); the model
+  only decodes, so its matrices are stored in that dtype.
   """
   bd = bd_formats.load_settings(checkpoint)
   trained = chat.trained_options(
@@ -65,10 +66,12 @@ def load_model(
   )
   tokenizer = bd_formats.load_tokenizer(checkpoint, key="checkpoint")
   if mesh is None:
-    model, _ = precision_lib.load(checkpoint, precision)
+    model, _ = precision_lib.load(checkpoint, precision, decoding_only=True)
   else:
     with mesh_lib.tunix_context(mesh):
-      model, _ = precision_lib.load(checkpoint, precision, mesh=mesh)
+      model, _ = precision_lib.load(
+          checkpoint, precision, mesh=mesh, decoding_only=True
+      )
   return ConvertedModel(model, tokenizer, bd, trained)
 
 

@@ -14,6 +14,9 @@ Every recipe that builds a model reads these keys of its `model` section
   attention and MLP block in the backward pass; `decoder`, recompute each
   decoder layer. Activations are then stored per layer input only; the
   values are the same.
+- Decoding recipes (`generate.text.load_model`) store a model's matrices in
+  the compute dtype (`matrices_to_compute_dtype`): the same logits, bit for
+  bit, at half the bytes a bfloat16 forward reads.
 - `model.logits_chunk` (training recipes): vocabulary columns per chunk of
   the output head in the losses (`core.lm_head`); 0 computes dense logits.
   The values equal the dense ones to float rounding.
@@ -25,6 +28,7 @@ import dataclasses
 import os
 from typing import Any, Mapping
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 from tunix_bd import config_utils
@@ -93,17 +97,48 @@ def from_section(model: Mapping[str, Any]) -> Precision:
   return Precision(**fields)
 
 
+def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:
+  """Stores a decoding model's matrices in its compute dtype, in place.
+
+  Tunix's layers cast every matrix (kernels, embeddings, the head) to the
+  compute dtype before they use it, so a model that only decodes can hold
+  them there: its logits are the same bit for bit, and each forward reads
+  half the bytes under bfloat16 (on a TPU the per-call cast of float32
+  weights costs more than a forward of a small model). Vectors (norm
+  scales) keep their dtype: RMSNorm computes in float32. Not for a model
+  that trains, whose float32 master weights the optimizer updates.
+
+  Args:
+    model: a Tunix decoder built with compute dtype `dtype`.
+    dtype: the compute dtype (`Precision.dtype`).
+  """
+  dtype = jnp.dtype(dtype)
+  params = nnx.state(model, nnx.Param)
+  nnx.update(
+      model,
+      jax.tree.map(lambda x: x.astype(dtype) if x.ndim >= 2 else x, params),
+  )
+
+
 def load(
     checkpoint: str | os.PathLike[str],
     precision: Precision,
     *,
     mesh: jax.sharding.Mesh | None = None,
+    decoding_only: bool = False,
 ):
-  """`hf_checkpoint.load` with these settings: `(model, config)`."""
-  return hf_checkpoint.load(
+  """`hf_checkpoint.load` with these settings: `(model, config)`.
+
+  With `decoding_only`, the matrices are stored in the compute dtype
+  (`matrices_to_compute_dtype`).
+  """
+  model, config = hf_checkpoint.load(
       checkpoint,
       mesh=mesh,
       dtype=precision.dtype,
       param_dtype=PARAM_DTYPE,
       remat=precision.remat,
   )
+  if decoding_only:
+    matrices_to_compute_dtype(model, precision.dtype)
+  return model, config

@@ -88,7 +88,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
   denoise_config = decode.denoise_config(tokenizer, len(prompts[longest]))
   mesh = mesh_lib.make_mesh(stage.mesh)
-  model = models.load_checkpoint(checkpoint, mesh, stage.model.precision)
+  model = models.load_checkpoint(
+      checkpoint, mesh, stage.model.precision, decoding_only=True
+  )
   with mesh_lib.tunix_context(mesh):
     result = prompt_batches.decode_prompts(
         model,

@@ -89,10 +89,17 @@ def load_checkpoint(
     path: str,
     mesh: jax.sharding.Mesh,
     precision: precision_lib.Precision = precision_lib.Precision(),
+    *,
+    decoding_only: bool = False,
 ) -> Any:
-  """The Tunix model of checkpoint directory `path` (float32 by default)."""
+  """The Tunix model of checkpoint directory `path` (float32 by default).
+
+  `decoding_only`: as for `precision.load`.
+  """
   with mesh_lib.tunix_context(mesh):
-    model, _ = precision_lib.load(path, precision, mesh=mesh)
+    model, _ = precision_lib.load(
+        path, precision, mesh=mesh, decoding_only=decoding_only
+    )
   return model
 
 

@@ -47,6 +47,22 @@ class PrecisionTest(absltest.TestCase):
     error = float(jnp.max(jnp.abs(logits - want)) / jnp.max(jnp.abs(want)))
     self.assertBetween(error, 1e-4, 5e-2)
 
+  def test_decoding_weights_in_bf16_give_the_same_logits_bit_for_bit(self):
+    directory = self.create_tempdir().full_path
+    export.save_qwen3(test_common.tiny_qwen3(_VOCAB), directory)
+    settings = precision_lib.Precision(dtype="bfloat16")
+    master, _ = precision_lib.load(directory, settings)
+    decoding, _ = precision_lib.load(directory, settings, decoding_only=True)
+    params = jax.tree.leaves(nnx.state(decoding, nnx.Param))
+    self.assertEqual(
+        {(x.ndim >= 2, x.dtype) for x in params},
+        {(True, jnp.dtype(jnp.bfloat16)), (False, jnp.dtype(jnp.float32))},
+    )
+    tokens, positions, mask = _inputs()
+    want, _ = master(tokens, positions, None, mask)
+    logits, _ = decoding(tokens, positions, None, mask)
+    np.testing.assert_array_equal(np.asarray(logits), np.asarray(want))
+
   def test_remat_changes_no_value_or_gradient(self):
     remat = "block"  # `decoder` is loaded above.
     config = test_common.tiny_family_model("qwen2", _VOCAB).config

@@ -1,0 +1,138 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""What a decoding call costs before its iterations, and what one costs.
+
+On an accelerator a call pays fixed costs (launching the program, moving its
+inputs and outputs, work outside the loop such as casting or relaying out
+the weights) that a small model's forward does not hide. This times
+`Denoiser` calls of `bench_decode.py:realistic`'s random Qwen3 at batch 1
+over 8 and 256 new tokens and splits each into a fixed cost and a cost per
+loop iteration, for float32, bfloat16 compute on float32 weights, and
+bfloat16 weights (`precision.matrices_to_compute_dtype`, what decoding
+recipes store); it also checks that the last two give the same tokens, and
+times the machine's floor (a trivial jitted call, with and without a small
+transfer each way). Results go to stdout and `OUT/decode_call_cost.json`:
+
+  python tools/tpu/decode_call_cost.py [--tiny] [--out DIR]
+
+`--tiny` runs the same code on a 2-layer model (a smoke run on a CPU).
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.benchmarking import fixed_schedule
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.generate import denoise
+from tunix_bd.models import from_scratch
+from tunix_bd.models import precision
+
+_PROMPT_LENGTH = 32
+_MASK_ID = 3
+_VARIANTS = (  # label, compute dtype, matrices stored in it
+    ("float32", "float32", False),
+    ("bf16_compute", "bfloat16", False),
+    ("bf16_weights", "bfloat16", True),
+)
+_METHODS = (
+    ("ar_loop", 1, dict(rule="threshold", threshold=1.0)),
+    ("bd_top8", 8, dict(rule="top_k", top_k=8)),
+)
+
+
+def _fastest_ms(call, repeats):
+  call()
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    call()
+    best = min(best, time.perf_counter() - start)
+  return round(best * 1e3, 3)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--tiny", action="store_true")
+  parser.add_argument("--out", default=os.environ.get("OUT", "."))
+  args = parser.parse_args()
+  shape = fixed_schedule.FixedSchedule().model
+  vocab = 65_536
+  if args.tiny:
+    shape = dataclasses.replace(
+        shape,
+        num_layers=2,
+        embed_dim=64,
+        hidden_dim=128,
+        num_heads=2,
+        head_dim=32,
+        num_kv_heads=1,
+    )
+    vocab = 256
+  mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
+  one = jnp.ones((1,), jnp.int32)
+  add_one = jax.jit(lambda x: x + 1)
+  small = np.ones((1, 3), np.int32)
+  result = dict(
+      device=str(jax.devices()[0].device_kind),
+      launch_floor_ms=_fastest_ms(
+          lambda: jax.block_until_ready(add_one(one)), 30
+      ),
+      launch_and_transfers_floor_ms=_fastest_ms(
+          lambda: np.asarray(add_one(small)), 30
+      ),
+  )
+  prompts = [np.random.default_rng(0).integers(10, 200, _PROMPT_LENGTH)]
+  tokens = {}
+  for label, dtype, store in _VARIANTS:
+    config = from_scratch.qwen3_config(shape, vocab)
+    config = dataclasses.replace(config, dtype=jnp.dtype(dtype))
+    model = from_scratch.init_model(config, 0, mesh)
+    if store:
+      precision.matrices_to_compute_dtype(model, dtype)
+    for method, block_size, rule in _METHODS:
+      bd = bd_config_lib.BlockDiffusionConfig(block_size, _MASK_ID)
+      runs = []
+      for new_tokens in (8, 256):
+        denoiser = denoise.Denoiser(
+            model,
+            bd=bd,
+            config=denoise.DenoiseConfig(
+                max_new_tokens=new_tokens,
+                max_prompt_length=_PROMPT_LENGTH,
+                **rule,
+            ),
+        )
+        out = denoiser(prompts)
+        tokens[label, method] = out.completion_tokens.tolist()
+        repeats = 15 if new_tokens == 8 else 5
+        runs.append((
+            _fastest_ms(lambda: denoiser(prompts), repeats),
+            int(out.num_forwards[0]),
+        ))
+      (short_ms, short_n), (long_ms, long_n) = runs
+      per_iteration = (long_ms - short_ms) / (long_n - short_n)
+      result[f"{label}/{method}"] = dict(
+          call_ms=[short_ms, long_ms],
+          forwards=[short_n, long_n],
+          ms_per_iteration=round(per_iteration, 4),
+          fixed_ms=round(short_ms - short_n * per_iteration, 3),
+      )
+      print(label, method, result[f"{label}/{method}"], flush=True)
+  for method, _, _ in _METHODS:
+    same = tokens["bf16_compute", method] == tokens["bf16_weights", method]
+    result[f"same_tokens/{method}"] = same
+  print(json.dumps(result, indent=1))
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, "decode_call_cost.json"), "w") as f:
+    json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
