@@ -256,7 +256,7 @@ class Denoiser:
     self._layout = decode_loop.Layout.create(
         bd.block_size, config.max_prompt_length, config.max_new_tokens
     )
-    # Sent to the device once: every transfer costs a call fixed latency.
+    # Sent to the device once: each transfer adds a fixed latency to a call.
     self._params = jax.device_put(
         step_lib.CommitParams.create(
             rule=config.rule,
