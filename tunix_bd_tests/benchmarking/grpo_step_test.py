@@ -5,6 +5,8 @@
 The arms themselves run in `recipes/bench_rl_test.py` (a real smoke run).
 """
 
+import contextlib
+
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix_bd import config_utils
@@ -25,6 +27,8 @@ class SettingsTest(parameterized.TestCase):
       grpo_step.GrpoStepSettings(**overrides)
 
   def test_both_checkpoints_are_required_unless_random(self):
+    # The default paths are relative: read them where no quickstart ran.
+    self.enter_context(contextlib.chdir(self.create_tempdir().full_path))
     model = grpo_step.GrpoStepModelSettings()
     with self.assertRaisesRegex(
         ValueError, r"model\.checkpoint=.* is not a model directory; .*quick"
