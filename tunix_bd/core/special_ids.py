@@ -105,10 +105,21 @@ def tokenizer_stop_ids(
   Raises:
     ValueError: as `stop_ids`.
   """
-  ids = stop_ids(tokenizer.eos_token_id, extra_stop_ids, key=key)
-  head = 0 if tokenizer.eos_token_id is None else 1
-  checkpoint = checkpoint_stop_ids(tokenizer)
-  return tuple(dict.fromkeys((*ids[:head], *checkpoint, *ids[head:])))
+  stop_ids(tokenizer.eos_token_id, extra_stop_ids, key=key)
+  return ordered_stop_ids(tokenizer, extra_stop_ids)
+
+
+def ordered_stop_ids(
+    tokenizer: Any, extra_stop_ids: Sequence[int] = ()
+) -> tuple[int, ...]:
+  """The tokenizer's EOS (if any), its checkpoint's other stop ids, then
+  `extra_stop_ids`, each once; unchecked (`tokenizer_stop_ids` checks)."""
+  ids = (
+      tokenizer.eos_token_id,
+      *checkpoint_stop_ids(tokenizer),
+      *map(int, extra_stop_ids),
+  )
+  return tuple(dict.fromkeys(i for i in ids if i is not None))
 
 
 def check(

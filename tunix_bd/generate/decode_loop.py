@@ -324,8 +324,7 @@ def decode(
     `logp_at`; per-row `num_steps` and `nonfinite`.
   """
   model = nnx.merge(graphdef, state)
-  length = (layout.first + layout.blocks) * layout.block_size
-  inputs, seeds = _unpack_inputs(packed_inputs, length)
+  inputs, seeds = _unpack_inputs(packed_inputs, layout.length)
   completion = inputs["completion"]
   first_block, num_blocks = inputs["first_block"], inputs["num_blocks"]
   batch, length = inputs["tokens"].shape

@@ -87,12 +87,7 @@ def format_eos(tokenizer: Any) -> int | None:
 def stop_ids_record(tokenizer: Any, stop_ids: Iterable[int]) -> list[int]:
   """The ids tunix_bd stops at, EOS first, as a format export records them
   in `block_diffusion.json` (`bd_formats.STOP_IDS_KEY`)."""
-  ids = (
-      tokenizer.eos_token_id,
-      *special_ids.checkpoint_stop_ids(tokenizer),
-      *map(int, stop_ids),
-  )
-  return list(dict.fromkeys(i for i in ids if i is not None))
+  return list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
 
 
 def format_source(
