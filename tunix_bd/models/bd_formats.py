@@ -50,10 +50,10 @@ own sampler has no greedy mode and a per-step quota.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, Callable
 
+from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -64,6 +64,8 @@ from tunix_bd.models import mask_token as mask_token_lib
 # Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
+# What fixes a checkpoint's unreadable file.
+RECOPY = "copy or download the checkpoint again."
 # `block_diffusion.json`'s record of the ids an export in a format stops at.
 STOP_IDS_KEY = "stop_ids"
 # The pad of an imported tokenizer whose pad is one of its stop ids.
@@ -180,11 +182,7 @@ def read_dir(directory: str) -> tuple[Format, dict[str, Any]] | None:
   path = os.path.join(directory, CONFIG_FILE)
   if not os.path.isfile(path):
     return None
-  with open(path) as f:
-    try:
-      raw = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path} is not valid JSON: {e}") from e
+  raw = files.read_json(path, RECOPY)
   fmt = detect(raw)
   return None if fmt is None else (fmt, raw)
 
@@ -338,22 +336,27 @@ def _listed_stop_ids(
     ValueError: naming the file, for a list that is not token ids of the
       tokenizer.
   """
-  for name, key in (
-      (bd_config_lib.SETTINGS_FILE, STOP_IDS_KEY),
-      (GENERATION_CONFIG_FILE, "eos_token_id"),
+
+  def generation_eos_ids(path):
+    content = files.read_json(path, RECOPY)
+    return content.get("eos_token_id") if isinstance(content, dict) else None
+
+  for name, key, read in (
+      (
+          bd_config_lib.SETTINGS_FILE,
+          STOP_IDS_KEY,
+          lambda _: bd_config_lib.load_extra(directory, STOP_IDS_KEY),
+      ),
+      (GENERATION_CONFIG_FILE, "eos_token_id", generation_eos_ids),
   ):
     path = os.path.join(directory, name)
     if not os.path.isfile(path):
       continue
-    with open(path) as f:
-      try:
-        content = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from e
-    ids = content.get(key) if isinstance(content, dict) else None
-    if ids is None or ids == []:
+    listed = read(path)
+    if listed is None or listed == []:
       continue
-    ids = [ids] if isinstance(ids, int) and not isinstance(ids, bool) else ids
+    single = isinstance(listed, int) and not isinstance(listed, bool)
+    ids = [listed] if single else listed
     valid = isinstance(ids, list) and all(
         isinstance(i, int)
         and not isinstance(i, bool)
@@ -362,7 +365,7 @@ def _listed_stop_ids(
     )
     if not valid:
       raise ValueError(
-          f"{path}: {key}={content.get(key)!r} must be token ids of the"
+          f"{path}: {key}={listed!r} must be token ids of the"
           f" checkpoint's tokenizer (ints in [0, {len(tokenizer)}))."
       )
     return list(dict.fromkeys(ids)), path

@@ -81,10 +81,6 @@ def expected_shapes(config: Any) -> dict[str, tuple[int, ...]]:
   return shapes
 
 
-# What fixes a checkpoint's unreadable file.
-RECOPY = "copy or download the checkpoint again."
-
-
 def read_config(checkpoint_dir: str) -> dict[str, Any]:
   """The parsed `config.json` of a checkpoint directory.
 
@@ -100,7 +96,7 @@ def read_config(checkpoint_dir: str) -> dict[str, Any]:
         f"{checkpoint_dir} is not a Hugging Face checkpoint directory:"
         f" {CONFIG_FILE} not found."
     )
-  return files.read_json(path, RECOPY)
+  return files.read_json(path, bd_formats.RECOPY)
 
 
 def check_positions(
@@ -152,7 +148,9 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
   weight_map = None
   index_path = os.path.join(checkpoint_dir, INDEX_FILE)
   if os.path.isfile(index_path):
-    weight_map = files.read_json(index_path, RECOPY).get("weight_map")
+    weight_map = files.read_json(index_path, bd_formats.RECOPY).get(
+        "weight_map"
+    )
     if not isinstance(weight_map, dict):
       raise ValueError(f"{index_path} has no 'weight_map' dict.")
     if set(weight_map.values()) != set(weight_files):

@@ -84,7 +84,7 @@ def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
   generation_config = None
   path = os.path.join(checkpoint_dir, GENERATION_CONFIG_FILE)
   if os.path.isfile(path):
-    generation_config = files.read_json(path, hf_checkpoint.RECOPY)
+    generation_config = files.read_json(path, bd_formats.RECOPY)
     if not isinstance(generation_config, dict):
       raise ValueError(f"{path} must hold a JSON object.")
   headers = hf_checkpoint.tensor_headers(checkpoint_dir)
