@@ -105,6 +105,15 @@ reshard_model_to_mesh = _reshard.reshard_model_to_mesh
 put_params_on_memory_kind = _rl_utils.put_params_on_memory_kind
 is_sharing_weights = _rl_utils.is_sharing_weights
 
+# Tunix's own diffusion contract (`DiffusionTokenBatch`,
+# `DiffusionBatchAdapter`, `DiffusionLogitsFn`, `compute_diffusion_logits`),
+# on Tunix main; None on google-tunix 0.1.7, which keeps tunix_bd's own path.
+try:
+  from tunix import diffusion as tunix_diffusion
+except ImportError:  # google-tunix 0.1.7.
+  tunix_diffusion = None
+HAS_DIFFUSION_CONTRACT = tunix_diffusion is not None
+
 # Tunix main's deferred-division metric; google-tunix 0.1.7 has none.
 _WeightedMetric = getattr(_sft_utils, "WeightedMetric", None)
 _LossOutput = getattr(_sft_utils, "LossOutput", None)
