@@ -107,12 +107,16 @@ class CheckTest(absltest.TestCase):
 
 
 class EveryRecipeTest(parameterized.TestCase):
-  """Each recipe refuses an unwritable workdir first, writing nothing."""
+  """Each recipe refuses an unwritable workdir first, writing nothing.
+
+  Each recipe meets one kind of bad workdir, the kinds taken in turn: every
+  kind is one rule, `workdir.check`, which `CheckTest` holds for each kind;
+  here each recipe shows that it calls that rule before anything else.
+  """
 
   @parameterized.named_parameters(
       dict(testcase_name=f"{name}_{bad}", name=name, key=key, bad=bad)
-      for name, key in _RECIPES
-      for bad in _BAD
+      for (name, key), bad in zip(_RECIPES, _BAD * len(_RECIPES))
   )
   def test_refused_before_any_compute(self, name, key, bad):
     root = self.create_tempdir().full_path
