@@ -7,8 +7,8 @@ and unsafe_rbg (the usual choice on TPU). `_use` also clears JAX's caches:
 the implementation is not part of the compile-cache key, so a program
 compiled by an earlier test would otherwise hide what a fresh process
 under that implementation computes. The decodes share one geometry (the
-heterogeneous shifted block-4 rows of `denoise_test`, 8 new tokens, cached
-as in `denoise_shifted_exactness_test`) on a one-layer model.
+heterogeneous shifted block-4 rows of `denoise_test`, 8 new tokens, cached)
+on a one-layer model.
 """
 
 import functools

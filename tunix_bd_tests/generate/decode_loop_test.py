@@ -2,14 +2,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.generate.decode_loop: every canvas geometry.
 
-The loop's static geometry (`Layout`) has edge classes that the exactness
-modules' fixed geometries do not reach: a canvas of one block (no earlier
-block to write to the cache), a prompt that ends on a block boundary, a
-partial final block, a completion spanning many blocks, and a multi-block
-prompt followed by a single loop block. Each class, for both alignments:
-cached == cache-free (docs/design.md invariant 4), and greedy decoding equals a
-brute-force reference that decodes each row alone at its logical positions,
-one full cache-free forward per step.
+The loop's static geometry (`Layout`) has edge classes: a canvas of one
+block (no earlier block to write to the cache), a prompt that ends on a
+block boundary, a partial final block, a completion spanning many blocks,
+and a multi-block prompt followed by a single loop block. Each class, for
+both alignments, holds docs/design.md's decoding invariants:
+
+4. Cached decoding equals cache-free decoding: identical tokens and commit
+   steps, log-probs within 1e-5 (float32), the same forwards per row; for
+   every commit rule, greedy and stochastic, with a row that stops early.
+5. Batch invariance: greedy decoding equals a brute-force reference that
+   decodes each row alone at its logical positions, one full cache-free
+   forward per step; and, in the many-block geometry, each row decoded
+   alone gives exactly its batch row, greedy and seeded stochastic.
+
+Each geometry compiles the decoder once per path (cached, cache-free):
+rules, temperatures and stop ids are runtime values.
 """
 
 import dataclasses
@@ -25,7 +33,6 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
-from tunix_bd_tests.generate import denoise_test_common
 from tunix_bd_tests import test_common
 
 _MASK = 127
@@ -71,26 +78,64 @@ def _bd(geometry, alignment):
   )
 
 
-def _decode(geometry, alignment, use_cache, temperature=0.0):
+# Rules and temperatures are runtime values: no recompiles. The first run
+# is the brute-force reference's rule.
+_RUNS = (
+    dict(rule=commit_rules.THRESHOLD, threshold=_THRESHOLD, temperature=0.0),
+    dict(rule=commit_rules.FACTOR, factor=1.5, temperature=0.0),
+    dict(rule=commit_rules.THRESHOLD, threshold=0.4, temperature=1.0),
+    dict(rule=commit_rules.TOP_K, top_k=2, temperature=0.7),
+)
+# Rows decoded alone too (a batch of one compiles once more per path): the
+# geometry whose three rows start at three offsets in their first block and
+# span up to five blocks. Same-position runs the cache-free path, shifted
+# the cached one.
+_SOLO = "many_blocks"
+_SOLO_USE_CACHE = {bd_config.SAME_POSITION: False, bd_config.SHIFTED: True}
+
+
+def _decode(geometry, alignment, use_cache, rows=None, stop_id=_STOP, **run):
   _, prompts, max_prompt_length, max_new_tokens = _GEOMETRIES[geometry]
+  rows = range(len(prompts)) if rows is None else rows
+  run = run or dict(_RUNS[0])
   config = denoise.DenoiseConfig(
       max_new_tokens=max_new_tokens,
       max_prompt_length=max_prompt_length,
-      stop_ids=(_STOP,),
+      stop_ids=(stop_id,),
       use_cache=use_cache,
-      rule=commit_rules.THRESHOLD,
-      threshold=_THRESHOLD,
-      temperature=temperature,
+      **run,
   )
   out = denoise.generate(
       _QWEN3,
-      prompts,
+      [prompts[r] for r in rows],
       bd=_bd(geometry, alignment),
       config=config,
-      seeds=list(range(31, 31 + len(prompts))),
+      seeds=[31 + r for r in rows],
   )
   out.trace.validate()
   return out
+
+
+def _stop_id(geometry, alignment, use_cache, run):
+  """Row 0's first completion token: row 0 stops in its first block."""
+  out = _decode(geometry, alignment, use_cache, **run)
+  return int(out.completion_tokens[0, 0])
+
+
+def _assert_same_trace(cached, free) -> None:
+  """Invariant 4 on two `DenoiseOutput`s of the same rows."""
+  for name in ("tokens", "action_step"):
+    np.testing.assert_array_equal(
+        getattr(cached.trace, name), getattr(free.trace, name), err_msg=name
+    )
+  np.testing.assert_allclose(
+      cached.trace.action_logp, free.trace.action_logp, atol=1e-5, rtol=0
+  )
+  np.testing.assert_array_equal(cached.num_forwards, free.num_forwards)
+  np.testing.assert_array_equal(cached.num_steps, free.num_steps)
+  # The cached path writes the cache within its denoising forwards.
+  np.testing.assert_array_equal(free.num_forwards, free.num_steps)
+  np.testing.assert_array_equal(cached.num_forwards, cached.num_steps)
 
 
 @functools.partial(jax.jit, static_argnames="bd")
@@ -172,11 +217,20 @@ class GeometryTest(parameterized.TestCase):
 
   @parameterized.named_parameters(*_CASES)
   def test_cached_equals_cache_free(self, geometry, alignment):
-    for temperature in (0.0, 1.0):
-      with self.subTest(temperature=temperature):
-        cached = _decode(geometry, alignment, True, temperature)
-        free = _decode(geometry, alignment, False, temperature)
-        denoise_test_common.assert_same_trace(cached, free)
+    size, prompts, _, max_new_tokens = _GEOMETRIES[geometry]
+    # Row 0 spans more than one block: stopping in its first leaves slots
+    # never generated while other rows may go on.
+    spans = (len(prompts[0]) + max_new_tokens - 1) // size > (
+        len(prompts[0]) // size
+    )
+    for run in _RUNS:
+      with self.subTest(**run):
+        stop_id = _stop_id(geometry, alignment, True, run)
+        cached = _decode(geometry, alignment, True, stop_id=stop_id, **run)
+        free = _decode(geometry, alignment, False, stop_id=stop_id, **run)
+        if spans:
+          self.assertTrue((cached.trace.action_step[0] < 0).any())
+        _assert_same_trace(cached, free)
 
   @parameterized.named_parameters(*_CASES)
   def test_greedy_equals_a_brute_force_row_alone(self, geometry, alignment):
@@ -187,6 +241,26 @@ class GeometryTest(parameterized.TestCase):
       want = _reference_greedy(prompt, bd, max_new_tokens)
       got = np.where(out.trace.action_step[row] >= 0, out.trace.tokens[row], -1)
       np.testing.assert_array_equal(got, want, err_msg=f"row {row}")
+
+  @parameterized.parameters(bd_config.SAME_POSITION, bd_config.SHIFTED)
+  def test_each_row_equals_its_solo_run(self, alignment):
+    use_cache = _SOLO_USE_CACHE[alignment]
+    rows = range(len(_GEOMETRIES[_SOLO][1]))
+    for run in _RUNS:
+      with self.subTest(**run):
+        stop_id = _stop_id(_SOLO, alignment, use_cache, run)
+        batch = _decode(_SOLO, alignment, use_cache, stop_id=stop_id, **run)
+        for row in rows:
+          solo = _decode(
+              _SOLO, alignment, use_cache, rows=(row,), stop_id=stop_id, **run
+          )
+          for name in ("tokens", "action_step", "action_logp"):
+            np.testing.assert_array_equal(
+                getattr(solo.trace, name)[0],
+                getattr(batch.trace, name)[row],
+                err_msg=f"row {row} {name}",
+            )
+          self.assertEqual(solo.num_forwards[0], batch.num_forwards[row])
 
 
 if __name__ == "__main__":
