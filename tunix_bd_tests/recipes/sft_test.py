@@ -5,7 +5,8 @@
 A tiny AR export with the embedded tokenizer is converted with Qwen3's own
 chat template and its thinking switch off: the run trains, and its export
 carries the template it was trained with. A failed launch leaves no
-fingerprint, and a resumed run says so and logs one metrics row per step.
+fingerprint, and a resumed run says so, logs one metrics row per step and
+gives the uninterrupted run's losses (docs/design.md invariant 7).
 Bad settings fail before compute, naming the config key at fault.
 """
 
@@ -109,7 +110,7 @@ def _tiny(workdir: str, checkpoint: str, num_eval: int):
 
 class SftRecipeTest(absltest.TestCase):
 
-  def test_a_failed_launch_leaves_no_fingerprint_and_a_resume_one_row(self):
+  def test_a_failed_launch_leaves_no_fingerprint_and_a_resume_its_losses(self):
     root = self.create_tempdir().full_path
     tokenizer = tokenizer_lib.build_char_tokenizer()
     ar_dir = os.path.join(root, "ar")
@@ -126,6 +127,7 @@ class SftRecipeTest(absltest.TestCase):
     # The corrected relaunch runs (its data differs from the failed one's).
     sft.run(_tiny(workdir, ar_dir, num_eval=8))
     self.assertTrue(os.path.exists(record))
+    straight = dict(metrics.read_metrics(workdir, "/train/loss"))
     # Killed after step 2, before its checkpoint was written.
     shutil.rmtree(os.path.join(workdir, "checkpoints", "2"))
     stdout = io.StringIO()
@@ -141,6 +143,12 @@ class SftRecipeTest(absltest.TestCase):
     for step in (1, 2):
       self.assertIn(("/train/loss", step), rows)
     self.assertIn(("/eval/loss", 1), rows)
+    # Invariant 7: the resumed run's losses are the uninterrupted run's.
+    again = dict(metrics.read_metrics(workdir, "/train/loss"))
+    self.assertEqual(sorted(straight), [1, 2])
+    self.assertEqual(sorted(again), [1, 2])
+    for step in (1, 2):
+      self.assertAlmostEqual(again[step], straight[step], places=5)
 
 
 def _tiny_config(workdir: str, checkpoint: str):
