@@ -9,6 +9,14 @@ Each pytest run also gets its own absltest temporary root: absltest's default
 (`/tmp/absl_testing`) outlives the run and is shared by every checkout on a
 machine, so a test that resumes from a workdir could meet another run's
 checkpoints there. The same holds for each pytest-xdist worker.
+
+Each pytest run also shares one persistent XLA compilation cache among its
+workers and the CLI subprocesses its tests launch: most of the suite's time
+is compiling tiny programs, and many are compiled again and again (each
+resumed or relaunched run, each Tunix trainer's fresh jitted step, each
+worker and subprocess). A cache hit is the program XLA would compile, keyed
+by its HLO and options, so nothing tested changes; the cache starts empty
+and is removed with the run, so no run sees another's programs.
 """
 
 import atexit
@@ -24,5 +32,13 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 if "TEST_TMPDIR" not in os.environ or "PYTEST_XDIST_WORKER" in os.environ:
   os.environ["TEST_TMPDIR"] = tempfile.mkdtemp(prefix="tunix_bd_tests_")
   atexit.register(shutil.rmtree, os.environ["TEST_TMPDIR"], True)
+# Set before JAX is imported (JAX reads these at import); the controller's
+# directory, inherited by the workers and by every subprocess.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(
+      prefix="tunix_bd_xla_cache_"
+  )
+  atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()
