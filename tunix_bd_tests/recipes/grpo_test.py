@@ -38,11 +38,27 @@ class GrpoRecipeTest(absltest.TestCase):
 
   def test_smoke_run_reports_resumes_and_refuses_other_settings(self):
     workdir = os.path.join(self.create_tempdir().full_path, "grpo")
-    config = _smoke(workdir)
-    config.grpo.beta = 0.04  # A reference model (a copy of the start).
+    record = os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
+
+    def smoke(**train):
+      config = _smoke(workdir, checkpoint_every_n_steps=1, **train)
+      config.grpo.beta = 0.04  # A reference model (a copy of the start).
+      return config
+
+    failing = smoke()
+    # An eval set smaller than eval.num_prompts (which data.num_eval
+    # follows by default): it fails after the models are built, and leaves
+    # no fingerprint.
+    failing.data = ml_collections.ConfigDict(failing.data.to_dict())
+    failing.data.num_eval = 4
+    with self.assertRaisesRegex(ValueError, r"eval\.num_prompts"):
+      grpo.run(failing)
+    self.assertFalse(os.path.exists(record))
+
+    # The corrected relaunch runs (its data differs from the failed one's).
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter("always")
-      content = grpo.run(config)
+      content = grpo.run(smoke())
     # Every mesh this project enters (`mesh.tunix_context`) is silent.
     ours = [
         f"{w.filename}:{w.lineno}"
@@ -52,6 +68,7 @@ class GrpoRecipeTest(absltest.TestCase):
     ]
     self.assertEmpty(ours)
     self.assertEqual(content["steps"], 2)
+    self.assertTrue(os.path.exists(record))
     for name in ("report.txt", "report.json", "report.png"):
       self.assertTrue(os.path.isfile(os.path.join(workdir, name)), name)
     self.assertTrue(
@@ -70,14 +87,25 @@ class GrpoRecipeTest(absltest.TestCase):
     self.assertNotEmpty(parity)
     self.assertLessEqual(max(v for _, v in parity), 1e-5)
 
-    resumed = _smoke(workdir, max_steps=3)
-    resumed.grpo.beta = 0.04
-    self.assertEqual(grpo.run(resumed)["steps"], 3)
+    # Killed after step 2, before its checkpoint was written: the relaunch
+    # resumes from step 1, says so, and keeps one metrics row per step.
+    shutil.rmtree(os.path.join(workdir, "checkpoints", "actor", "2"))
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      self.assertEqual(grpo.run(smoke(max_steps=3))["steps"], 3)
+    self.assertIn(
+        f"grpo: resumed from step 1 (workdir {workdir})", stdout.getvalue()
+    )
+    rows = collections.Counter(
+        (r["name"], r["step"]) for r in metrics.read_records(workdir)
+    )
+    self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
+    self.assertIn(("actor/train/loss", 2), rows)
+    self.assertIn(("rewards/train/sum", 1), rows)
     # A relaunch of a finished run trains no further step.
-    self.assertEqual(grpo.run(resumed)["steps"], 3)
+    self.assertEqual(grpo.run(smoke(max_steps=3))["steps"], 3)
 
-    other = _smoke(workdir, max_steps=4)
-    other.grpo.beta = 0.04
+    other = smoke(max_steps=4)
     other.rollout.threshold = 0.9
     with self.assertRaisesRegex(ValueError, r"rollout\.threshold"):
       grpo.run(other)
@@ -233,41 +261,6 @@ class BadInputTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, r"model\.checkpoint"):
       grpo.run(config)
     self.assertFalse(os.path.exists(workdir))
-
-
-class LaunchBookkeepingTest(absltest.TestCase):
-
-  def test_a_failed_launch_leaves_no_fingerprint_and_a_resume_one_row(self):
-    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
-    record = os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
-    failing = _smoke(workdir)
-    # An eval set smaller than eval.num_prompts (which data.num_eval
-    # follows by default): it fails after the models are built.
-    failing.data = ml_collections.ConfigDict(failing.data.to_dict())
-    failing.data.num_eval = 4
-    with self.assertRaisesRegex(ValueError, r"eval\.num_prompts"):
-      grpo.run(failing)
-    self.assertFalse(os.path.exists(record))
-
-    # The corrected relaunch runs (its data differs from the failed one's).
-    self.assertEqual(
-        grpo.run(_smoke(workdir, checkpoint_every_n_steps=1))["steps"], 2
-    )
-    self.assertTrue(os.path.exists(record))
-    # Killed after step 2, before its checkpoint was written.
-    shutil.rmtree(os.path.join(workdir, "checkpoints", "actor", "2"))
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-      grpo.run(_smoke(workdir, checkpoint_every_n_steps=1))
-    self.assertIn(
-        f"grpo: resumed from step 1 (workdir {workdir})", stdout.getvalue()
-    )
-    rows = collections.Counter(
-        (r["name"], r["step"]) for r in metrics.read_records(workdir)
-    )
-    self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
-    self.assertIn(("actor/train/loss", 2), rows)
-    self.assertIn(("rewards/train/sum", 1), rows)
 
 
 if __name__ == "__main__":
