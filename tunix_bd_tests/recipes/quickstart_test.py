@@ -7,6 +7,8 @@ One tiny quickstart (AR teacher -> SFT -> evaluation) runs through the real
 cache lets the repeated runs reuse compiled programs.
 """
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -17,6 +19,7 @@ from absl.testing import absltest
 from flax import nnx
 
 from tunix_bd import config_files
+from tunix_bd.cli import main
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
@@ -59,11 +62,16 @@ class QuickstartTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = absltest.get_default_test_tmpdir()
+    # The run's shared XLA cache (conftest.py), so that these runs and
+    # readme_test's quickstart reuse each other's programs; a cache of their
+    # own when run alone.
     cls.env = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
-        JAX_COMPILATION_CACHE_DIR=os.path.join(cls.root, "xla_cache"),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
+    cls.env.setdefault(
+        "JAX_COMPILATION_CACHE_DIR", os.path.join(cls.root, "xla_cache")
     )
     # The default, relative workdir of the README's main job.
     cls.workdir = os.path.join(cls.root, "runs", "quickstart")
@@ -88,6 +96,28 @@ class QuickstartTest(absltest.TestCase):
         capture_output=True,
         text=True,
         timeout=900,
+    )
+
+  @classmethod
+  def tunix_in_process(cls, *args):
+    """`tunix` in this process, for runs that fail before any compute.
+
+    The CLI's own process (one line, exit status, no traceback) is held by
+    cli/cli_test.py's subprocess tests; here only the recipes' checks run,
+    without a fresh interpreter's start-up per launch.
+    """
+    stdout, stderr = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(cls.root)
+    try:
+      with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(
+          stderr
+      ):
+        status = main.main(["run", "--plugin", "tunix_bd", *args])
+    finally:
+      os.chdir(cwd)
+    return subprocess.CompletedProcess(
+        args, status, stdout.getvalue(), stderr.getvalue()
     )
 
   def assertSucceeded(self, proc):
@@ -196,18 +226,28 @@ class QuickstartTest(absltest.TestCase):
         bd_config_lib.load_settings(self.bd_dir),
     )
 
-  def test_generate_writes_completions_and_verifies_replay(self):
+  def test_generate_needs_no_paths_writes_completions_and_verifies_replay(
+      self,
+  ):
     self.assertSucceeded(self.quickstart)
-    workdir = os.path.join(self.root, "generate")
+    # The quickstart names the next command, which needs no arguments: the
+    # default checkpoint is the quickstart's export, the default workdir
+    # runs/generate. Only the replay check and a temperature are set here.
+    last_line = self.quickstart.stdout.strip().splitlines()[-1]
+    self.assertTrue(
+        last_line.endswith(": tunix run --plugin tunix_bd generate.py"),
+        last_line,
+    )
     proc = self.tunix(
         "generate.py:tiny",
-        f"--config.model.checkpoint={self.bd_dir}",
-        f"--config.workdir={workdir}",
         "--config.verify_replay=True",
         "--config.decode.temperature=0.7",
     )
     self.assertSucceeded(proc)
-    completions = os.path.join(workdir, "completions.jsonl")
+    self.assertIn("generate: 8 prompts", proc.stdout)
+    completions = os.path.join(
+        self.root, "runs", "generate", "completions.jsonl"
+    )
     self.assertNoMachinePath(completions)
     with open(completions) as f:
       rows = [json.loads(line) for line in f]
@@ -241,26 +281,16 @@ class QuickstartTest(absltest.TestCase):
     self.assertIn("2 prompts (data.prompts=", proc.stdout)
 
   def test_compare_refuses_an_unconverted_model_before_compute(self):
-    proc = self.tunix("compare.py:tiny", f"--config.model.bd={self.ar_dir}")
+    proc = self.tunix_in_process(
+        "compare.py:tiny", f"--config.model.bd={self.ar_dir}"
+    )
     self.assertEqual(proc.returncode, 1)
     self.assertIn("model.bd=", proc.stderr)
     self.assertIn("not a block-diffusion model", proc.stderr)
 
-  def test_generate_after_quickstart_needs_no_arguments(self):
-    self.assertSucceeded(self.quickstart)
-    # The quickstart names the next command, which needs no arguments.
-    last_line = self.quickstart.stdout.strip().splitlines()[-1]
-    self.assertTrue(
-        last_line.endswith(": tunix run --plugin tunix_bd generate.py"),
-        last_line,
-    )
-    proc = self.tunix("generate.py:tiny")
-    self.assertSucceeded(proc)
-    self.assertIn("generate: 8 prompts", proc.stdout)
-
   def test_generate_names_the_converted_models_that_exist(self):
     self.assertSucceeded(self.quickstart)
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "generate.py:tiny", "--config.model.checkpoint=runs/sft/export"
     )
     self.assertEqual(proc.returncode, 1)
@@ -271,7 +301,7 @@ class QuickstartTest(absltest.TestCase):
 
   def test_generate_checks_decode_settings_before_the_checkpoint(self):
     # The checkpoint does not exist: the decode error must come first.
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "generate.py:tiny",
         "--config.model.checkpoint=no/such/dir",
         "--config.decode.threshold=2",
@@ -291,7 +321,7 @@ class QuickstartTest(absltest.TestCase):
           ("sort 2", "2"),
       ):
         f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "generate.py:tiny",
         f"--config.data.prompts={prompts}",
         "--config.decode.max_prompt_length=5",
@@ -304,7 +334,7 @@ class QuickstartTest(absltest.TestCase):
 
   def test_generate_rejects_settings_the_model_was_not_trained_with(self):
     self.assertSucceeded(self.quickstart)
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "generate.py:tiny",
         f"--config.model.checkpoint={self.bd_dir}",
         "--config.bd.block_size=4",
@@ -312,12 +342,9 @@ class QuickstartTest(absltest.TestCase):
     self.assertEqual(proc.returncode, 1)
     self.assertIn("bd.block_size=4 disagrees with the checkpoint", proc.stderr)
 
-  def test_benchmarks_print_side_by_side_ratios(self):
+  def test_bench_decode_prints_side_by_side_ratios(self):
+    # bench_sft's end-to-end run is recipes/bench_sft_test.py's SmokeTest.
     self.assertSucceeded(self.quickstart)
-    sft_bench = self.tunix("bench_sft.py:tiny")
-    self.assertSucceeded(sft_bench)
-    for variant in ("ar", "bd_single_canvas", "bd_clean_context"):
-      self.assertIn(variant, sft_bench.stdout)
     # Two workloads (budgets 8 and 12) on the tiny quickstart's models.
     checkpoints = []
     for name in ("short", "long"):
@@ -376,7 +403,7 @@ class QuickstartTest(absltest.TestCase):
       )
 
   def test_bench_decode_fails_before_compute_on_a_missing_checkpoint(self):
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "bench_decode.py:tiny",
         "--config.workloads=('short', 'long')",
         "--config.workload_settings.long.bd_checkpoint=no/such/dir",
