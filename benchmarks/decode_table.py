@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from benchmarks import chips
 from benchmarks import roofline
 import jax
 import numpy as np
@@ -142,9 +143,9 @@ def forward_hbm_seconds(
   """Block size -> a cached forward's bytes over this chip's HBM bandwidth.
 
   As `forward_costs`' forwards; None where the bandwidth is not known
-  (`roofline.HBM_BYTES_PER_S`).
+  (`chips.HBM_BYTES_PER_S`).
   """
-  bandwidth = roofline.hbm_bytes_per_s()
+  bandwidth = chips.hbm_bytes_per_s()
   if bandwidth is None:
     return None
   forwards = _forwards(models, batch_size, max_prompt_length, max_new_tokens)
@@ -207,7 +208,7 @@ def _peer_lines(name: str, result: Mapping[str, Any]) -> list[str]:
 def format_table(results: Mapping[str, Any], title: str) -> str:
   """The benchmark's results (`workloads` -> name -> cells) as text."""
   device = jax.devices()[0]
-  bandwidth = roofline.hbm_bytes_per_s(device)
+  bandwidth = chips.hbm_bytes_per_s(device)
   hbm = (
       f"hbm: share of the HBM roofline ({device.device_kind},"
       f" {bandwidth / 1e9:.0f} GB/s)"

@@ -19,7 +19,7 @@ efficiency is its measured speed-up over that ideal.
 The HBM roofline bounds the same forwards by memory instead: one cached
 forward at small batch must read every weight matrix and the whole KV cache
 (`forward_bytes`), so it takes at least those bytes over the chip's HBM
-bandwidth (`HBM_BYTES_PER_S`, by device kind). A method's share of that
+bandwidth (`chips.HBM_BYTES_PER_S`, by device kind). A method's share of that
 roofline, the HBM-bound time of its forwards over its measured time, cannot
 exceed 1, whatever the engine.
 """
@@ -41,18 +41,6 @@ from tunix_bd.core import masks
 # Each timed call runs about this long, so timer and dispatch noise stay
 # small against it.
 _TARGET_SECONDS = 0.005
-
-# HBM bandwidth in bytes/s by `jax.Device.device_kind`: the vendors' figures.
-HBM_BYTES_PER_S = {
-    "TPU v4": 1.2e12,
-    "TPU v5 lite": 819e9,  # TPU v5e.
-    "TPU v5": 2.765e12,  # TPU v5p.
-    "TPU v6 lite": 1.64e12,  # TPU v6e (Trillium).
-    "NVIDIA A100-SXM4-40GB": 1.555e12,
-    "NVIDIA A100-SXM4-80GB": 2.039e12,
-    "NVIDIA H100 80GB HBM3": 3.35e12,
-    "NVIDIA H200": 4.8e12,
-}
 
 
 @functools.partial(
@@ -139,12 +127,6 @@ class Forward:
           f"context {self.context} + width {self.width} must fit cache_size"
           f" {self.cache_size}."
       )
-
-
-def hbm_bytes_per_s(device: jax.Device | None = None) -> float | None:
-  """The device's HBM bandwidth (default: the first device); None: unknown."""
-  device = device or jax.devices()[0]
-  return HBM_BYTES_PER_S.get(device.device_kind)
 
 
 def forward_bytes(f: Forward) -> int:

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from benchmarks import chips
 from benchmarks import memory_plan
 from tunix_bd import compat
 from tunix_bd import config_utils
@@ -263,6 +264,50 @@ def measure(
   return times, peaks
 
 
+def model_flops(
+    shape: memory_plan.ModelShape, *, batch_size: int, length: int, variant: str
+) -> float:
+  """A training step's model FLOPs: forward and backward, recompute excluded.
+
+  Three times the forward's matmuls: per position the model runs over (the
+  `[noisy ; clean]` layout runs over `2 x length`), the attention
+  projections and the MLP; per layer the dense attention scores and their
+  values (`2 x 2 x T^2 x heads x head_dim`, the mask computed over, as
+  Tunix's attention does); the output head over the `length` loss
+  positions. What MFU divides by the chip's peak.
+
+  Args:
+    shape: the model.
+    batch_size: rows.
+    length: tokens per row.
+    variant: one of `VARIANTS`.
+  """
+  d, hd = shape.embed_dim, shape.head_dim
+  width = 2 * length if variant == "bd_clean_context" else length
+  per_position = 2 * d * hd * (2 * shape.num_heads + 2 * shape.num_kv_heads)
+  per_position += 2 * 3 * d * shape.hidden_dim
+  scores = 4 * width * width * shape.num_heads * hd
+  forward = shape.num_layers * (width * per_position + scores)
+  forward += 2 * length * d * shape.vocab_size
+  return 3.0 * batch_size * forward
+
+
+def model_shape(
+    settings: SftStepModelSettings, vocab_size: int
+) -> memory_plan.ModelShape:
+  """The model's dimensions, as `memory_plan` and `model_flops` take them."""
+  return memory_plan.ModelShape(
+      settings.num_layers,
+      settings.embed_dim,
+      settings.hidden_dim,
+      settings.num_heads,
+      settings.num_kv_heads,
+      settings.head_dim,
+      vocab_size,
+      settings.tie_embeddings,
+  )
+
+
 def planned_bytes(
     settings: SftStepModelSettings,
     vocab_size: int,
@@ -274,16 +319,7 @@ def planned_bytes(
   """`memory_plan.sft_step_plan`'s total for one variant."""
   precision = settings.precision
   return memory_plan.sft_step_plan(
-      memory_plan.ModelShape(
-          settings.num_layers,
-          settings.embed_dim,
-          settings.hidden_dim,
-          settings.num_heads,
-          settings.num_kv_heads,
-          settings.head_dim,
-          vocab_size,
-          settings.tie_embeddings,
-      ),
+      model_shape(settings, vocab_size),
       memory_plan.SftStep(
           batch_size=batch_size,
           length=length,
@@ -301,12 +337,17 @@ def summarize(
     peaks: Mapping[str, int],
     planned: Mapping[str, int],
     real_tokens: int,
+    flops: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, float]]:
   """Per variant: tokens/s, step ms and peak bytes, and their ratios to AR.
 
   Tokens/s counts the real (non-pad) tokens of the batch, the same for all
   variants, so the ratios compare the cost of learning from the same data.
+  With `flops` (`model_flops` per variant), `mfu` is the model FLOPs per
+  second over this chip's bfloat16 peak (`chips.PEAK_BF16_FLOPS`; None
+  where the chip is not listed).
   """
+  peak = chips.peak_flops()
   ar_rate = real_tokens / float(np.median(times["ar"]))
   report = {}
   for name in times:
@@ -318,6 +359,11 @@ def summarize(
         "peak_bytes": peaks[name],
         "peak_vs_ar": peaks[name] / max(peaks["ar"], 1),
         "planned_bytes": planned[name],
+        "mfu": (
+            None
+            if flops is None or peak is None
+            else flops[name] / float(np.median(times[name])) / peak
+        ),
     }
   return report
 
@@ -330,7 +376,7 @@ def format_table(
       *caption,
       (
           f"  {'variant':<18}{'tokens/s':>11}{'vs AR':>8}{'step ms':>10}"
-          f"{'peak MiB':>10}{'vs AR':>8}{'plan MiB':>10}"
+          f"{'peak MiB':>10}{'vs AR':>8}{'plan MiB':>10}{'MFU':>7}"
       ),
   ]
   for name, r in report.items():
@@ -338,5 +384,6 @@ def format_table(
         f"  {name:<18}{r['tokens_per_s']:>11.0f}{r['throughput_vs_ar']:>8.2f}"
         f"{r['step_ms']:>10.1f}{r['peak_bytes'] / 2**20:>10.2f}"
         f"{r['peak_vs_ar']:>8.2f}{r['planned_bytes'] / 2**20:>10.2f}"
+        f"{'-' if r.get('mfu') is None else format(r['mfu'], '.0%'):>7}"
     )
   return "\n".join(lines)

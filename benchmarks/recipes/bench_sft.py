@@ -91,7 +91,14 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       )
       for name in arms
   }
-  report = sft_step.summarize(times, peaks, planned, batch.real_tokens)
+  shape = sft_step.model_shape(model, model_config.vocab_size)
+  flops = {
+      name: sft_step.model_flops(
+          shape, batch_size=bench.batch_size, length=batch.length, variant=name
+      )
+      for name in arms
+  }
+  report = sft_step.summarize(times, peaks, planned, batch.real_tokens, flops)
   caption = [
       (
           f"SFT step benchmark: batch {bench.batch_size} x {batch.length}"

@@ -7,6 +7,7 @@ import math
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+from benchmarks import chips
 from benchmarks import decode_table
 from benchmarks import roofline
 from tunix_bd.evaluation import speed
@@ -65,9 +66,10 @@ class ForwardSecondsTest(parameterized.TestCase):
     )
 
   def test_the_hbm_bandwidth_is_known_by_device_kind(self):
-    self.assertEqual(roofline.HBM_BYTES_PER_S["TPU v5 lite"], 819e9)
+    self.assertEqual(chips.HBM_BYTES_PER_S["TPU v5 lite"], 819e9)
     # This CPU has no HBM figure: the roofline column stays empty.
-    self.assertIsNone(roofline.hbm_bytes_per_s())
+    self.assertIsNone(chips.hbm_bytes_per_s())
+    self.assertIsNone(chips.peak_flops())
 
   def test_a_forward_that_overflows_the_cache_fails(self):
     model = test_common.tiny_qwen3(vocab_size=64)

@@ -4,9 +4,13 @@
 
 from absl.testing import absltest
 from absl.testing import parameterized
-from tunix_bd import config_utils
-from benchmarks import sft_step
 from benchmarks import memory_plan
+from benchmarks import sft_step
+from flax import nnx
+import jax
+import jax.numpy as jnp
+from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd import config_utils
 
 
 class SettingsTest(parameterized.TestCase):
@@ -104,9 +108,59 @@ class PlanAndReportTest(absltest.TestCase):
     lines = sft_step.format_table(report, ["caption"]).splitlines()
     self.assertEqual(lines[0], "caption")
     self.assertEqual(
-        lines[2].split(), ["ar", "500", "1.00", "200.0", "1.00", "1.00", "2.00"]
+        lines[2].split(),
+        ["ar", "500", "1.00", "200.0", "1.00", "1.00", "2.00", "-"],
     )
+    # No MFU on this CPU, whose peak is not listed.
+    self.assertIsNone(report["ar"]["mfu"])
     self.assertEqual(lines[3].split()[0], "bd_clean_context")
+
+
+class ModelFlopsTest(absltest.TestCase):
+
+  def test_the_forward_is_what_xla_counts(self):
+    config = qwen3_lib.ModelConfig(
+        num_layers=2,
+        vocab_size=256,
+        embed_dim=128,
+        hidden_dim=256,
+        num_heads=4,
+        head_dim=32,
+        num_kv_heads=2,
+        rope_theta=1_000_000,
+        norm_eps=1e-6,
+        use_tied_embedding=False,
+    )
+    graphdef, state = nnx.split(
+        nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+    )
+    batch, length = 2, 64
+
+    def forward(state, tokens):
+      positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
+      mask = jnp.ones((batch, length, length), bool)
+      return nnx.merge(graphdef, state)(tokens, positions, None, mask)[0]
+
+    tokens = jax.ShapeDtypeStruct((batch, length), jnp.int32)
+    cost = jax.jit(forward).lower(state, tokens).compile().cost_analysis()
+    counted = (cost[0] if isinstance(cost, list) else cost)["flops"]
+    shape = memory_plan.ModelShape(2, 128, 256, 4, 2, 32, 256, False)
+    flops = sft_step.model_flops(
+        shape, batch_size=batch, length=length, variant="ar"
+    )
+    # The matmuls; XLA also counts the norms, softmax and activations.
+    self.assertBetween(flops / 3 / counted, 0.97, 1.0)
+    # `[noisy ; clean]` runs over twice the length, its head over one.
+    head = 3 * batch * 2 * length * 128 * 256
+    self.assertEqual(
+        sft_step.model_flops(
+            shape, batch_size=batch, length=length, variant="bd_clean_context"
+        ),
+        sft_step.model_flops(
+            shape, batch_size=batch, length=2 * length, variant="ar"
+        )
+        - head,
+    )
 
 
 if __name__ == "__main__":
