@@ -67,12 +67,7 @@ def rollout_arguments(
   stop ids need the tokenizer (`rollout.stop_ids(tokenizer)`).
   """
   return dict(
-      commit=dict(
-          rule=rollout.rule,
-          threshold=rollout.threshold,
-          top_k=rollout.top_k,
-          factor=rollout.factor,
-      ),
+      commit=rollout.commit_settings(),
       use_cache=rollout.use_cache,
       seed=rollout.seed,
       rollout_config=rollout_configs(
