@@ -56,6 +56,10 @@ UPSTREAM_SOURCE_SHA256 = {
     "0.1.8.dev20260821": (
         "a0acb61efdb36d0b87a93faa3e6f1ee6e9da87a647c580c05b54f0aae4094f6b"
     ),
+    # Main + PR #1891 (the diffusion SFT adapter): this method is unchanged.
+    "0.1.8.dev20260822": (
+        "a0acb61efdb36d0b87a93faa3e6f1ee6e9da87a647c580c05b54f0aae4094f6b"
+    ),
 }
 _LOG_RATIO_BOUND = 20.0  # Tunix's clip of the sampler/trainer log-ratio.
 
