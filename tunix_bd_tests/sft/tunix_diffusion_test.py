@@ -156,6 +156,9 @@ class PeftTrainerTest(absltest.TestCase):
     }
     want_loss, want = runs["hook", 1]
     self.assertGreater(max(np.abs(u).max() for u in want), 0.1)
+    # Unequal micro-batch weights: a mean of micro-batch means would differ.
+    weights = [b.loss_weights.sum() for b in _micro_batches(_config(), 2)]
+    self.assertGreater(max(weights) / min(weights), 1.1)
     for (name, k), (losses, update) in runs.items():
       with self.subTest(name=name, k=k):
         # One update, logged as the global batch's weighted mean: Tunix's
