@@ -232,6 +232,19 @@ except ImportError:  # google-tunix 0.1.7.
   tunix_diffusion = None
 HAS_DIFFUSION_CONTRACT = tunix_diffusion is not None
 
+# Tunix's diffusion SFT adapter (`configure_diffusion_sft`,
+# `diffusion_loss_fn`; Tunix PR #1891, on main after 2026-08-21); None on
+# google-tunix 0.1.7 and on main before it.
+try:
+  from tunix.sft import diffusion as tunix_sft_diffusion
+except ImportError:  # google-tunix 0.1.7, Tunix main before PR #1891.
+  tunix_sft_diffusion = None
+HAS_DIFFUSION_SFT = tunix_sft_diffusion is not None
+DIFFUSION_SFT_NEEDS = (
+    "Tunix's diffusion SFT adapter (tunix.sft.diffusion: Tunix main with PR"
+    " #1891, 0.1.8.dev20260822 or later, or the first release after 0.1.7)"
+)
+
 # Tunix main's deferred-division metric; google-tunix 0.1.7 has none.
 _WeightedMetric = getattr(_sft_utils, "WeightedMetric", None)
 _LossOutput = getattr(_sft_utils, "LossOutput", None)
