@@ -289,3 +289,13 @@ def sdar_tiny_with_positions(directory: str, positions: int) -> str:
   with open(os.path.join(directory, "config.json"), "w") as f:
     json.dump(dict(hf_config, max_position_embeddings=positions), f)
   return directory
+
+
+def device_ids(tree: Any) -> list[int]:
+  """The sorted ids of every device holding a shard of `tree`'s arrays."""
+  return sorted({
+      device.id
+      for leaf in jax.tree.leaves(tree)
+      if isinstance(leaf, jax.Array)
+      for device in leaf.sharding.device_set
+  })
