@@ -349,3 +349,14 @@ def tunix_progress_bar_visible() -> bool:
   """Whether `PeftTrainer`'s tqdm bar draws (its own test, in 0.1.7)."""
   in_ipython = getattr(_progress_bar, "_is_in_ipython", lambda: False)
   return in_ipython() or sys.stderr.isatty()
+
+
+# Tunix's prepared diffusion rollouts (the open PR stack #1745-#1749, wheel
+# 0.1.8.dev20260723): `RolloutOutput.diffusion_batch`, a
+# `DiffusionTokenBatch` that Tunix's GRPO scores with a `DiffusionLogitsFn`
+# (`tunix.rl.diffusion.compute_diffusion_per_token_logps`). google-tunix
+# 0.1.7 and Tunix main have no such field; there the trace rides beside
+# Tunix's output alone (`rl.cluster`).
+ROLLOUT_HAS_DIFFUSION_BATCH = (
+    "diffusion_batch" in inspect.signature(RolloutOutput).parameters
+)
