@@ -112,7 +112,7 @@ class UpstreamOpdTest(parameterized.TestCase):
         cls.student, _bd(), stop_id=_STOP, pad_id=_PAD
     )
 
-  def _setup(self, canvas, tau, hard, micro_batches=1):
+  def _setup(self, canvas, tau, hard):
     strategy = strategy_lib.DiffusionOpdStrategy(
         bd=_bd(),
         vocab_size=_VOCAB,
@@ -127,7 +127,6 @@ class UpstreamOpdTest(parameterized.TestCase):
         stop_ids=(_STOP,),
         eos_id=_STOP,
         corruption=_CORRUPTION,
-        num_micro_batches=micro_batches,
     )
     return strategy, [
         (b, strategy.get_teacher_outputs(self.teacher, {"batch": b}))
@@ -144,10 +143,11 @@ class UpstreamOpdTest(parameterized.TestCase):
         hard_loss_weight=hard,
     )
 
-  @parameterized.product(
-      canvas=(sources.TRACE, sources.CORRUPTED),
-      tau=(1.0, 2.0),
-      hard=(0.0, 0.5),
+  @parameterized.parameters(
+      (sources.TRACE, 1.0, 0.0),
+      (sources.TRACE, 2.0, 0.5),
+      (sources.CORRUPTED, 1.0, 0.5),
+      (sources.CORRUPTED, 2.0, 0.0),
   )
   def test_loss_and_gradients_equal_tunixs_objective(self, canvas, tau, hard):
     strategy, [(batch, targets)] = self._setup(canvas, tau, hard)
@@ -168,23 +168,30 @@ class UpstreamOpdTest(parameterized.TestCase):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
   def test_normalisation_global_weight_against_micro_batch_weight(self):
-    strategy, parts = self._setup(sources.TRACE, 1.0, 0.0, micro_batches=2)
-    ours, sums, weights = [], [], []
-    for batch, targets in parts:
-      ours.append(
-          float(strategy.get_train_loss(self.student, targets, None)[0])
+    strategy, [(batch, targets)] = self._setup(sources.TRACE, 1.0, 0.0)
+    # Two micro-batches of one update: rows 0-1 and rows 2-3 (as weights,
+    # so the shapes and compiled programs stay those of the whole batch).
+    weights = np.asarray(targets.weights)
+    halves = [weights * (np.arange(4) // 2 == k)[:, None] for k in (0, 1)]
+    total = weights.sum()
+    ours, sums, parts = [], [], []
+    for part in halves:
+      micro = targets.replace(
+          weights=jnp.asarray(part),
+          global_weight=jnp.full((4,), total, jnp.float32),
+          accumulation_steps=jnp.full((4,), 2, jnp.int32),
       )
-      prepared, logits_fn = _prepared(batch, targets, sources.TRACE, 1.0)
+      ours.append(float(strategy.get_train_loss(self.student, micro, None)[0]))
+      prepared, logits_fn = _prepared(batch, micro, sources.TRACE, 1.0)
       loss = self._tunix(self.student, prepared, logits_fn, 1.0, 0.0)
       sums.append(float(loss.primary_loss.unreduced_sum))
-      weights.append(float(loss.primary_loss.denominator))
-    self.assertNotAlmostEqual(weights[0], weights[1])
-    total = sum(weights)
-    for k, (loss, part) in enumerate(zip(ours, sums)):
-      # tunix_bd: the part over the global weight, times the k micro-batches
+      parts.append(float(loss.primary_loss.denominator))
+    self.assertNotAlmostEqual(parts[0], parts[1])
+    for loss, part_sum, part_weight in zip(ours, sums, parts):
+      # tunix_bd: the part over the global weight, times the 2 micro-batches
       # Tunix averages; not the micro-batch's own ratio.
-      self.assertAlmostEqual(loss, part * 2 / total, places=5)
-      self.assertNotAlmostEqual(loss, part / weights[k], places=3)
+      self.assertAlmostEqual(loss, part_sum * 2 / total, places=5)
+      self.assertNotAlmostEqual(loss, part_sum / part_weight, places=3)
     # Both reduce to one objective over the global batch.
     self.assertAlmostEqual(np.mean(ours), sum(sums) / total, places=5)
 
