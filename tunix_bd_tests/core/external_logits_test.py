@@ -20,7 +20,6 @@ from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix_bd.core import bd_config
 from tunix_bd.core import external_logits
 from tunix_bd.core import replay
-from tunix_bd.core import replayer
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.generate import denoise
@@ -92,10 +91,11 @@ class DecodeAndReplayTest(parameterized.TestCase):
     cls.model = test_common.tiny_qwen3(vocab_size=_VOCAB)
     cls.calls = external_logits.model_calls(qwen3_logits_fn(4))
 
-  @parameterized.parameters(False, True)
-  def test_greedy_tokens_equal_tunix_bds_own_path(self, own_cache):
+  def test_greedy_tokens_equal_tunix_bds_own_path(self):
+    # Its cache-free path gives the same logits bit for bit (the sampled
+    # test below); its cached path the same tokens.
     theirs = _decode(self.model, _bd(), temperature=0.0, calls=self.calls)
-    ours = _decode(self.model, _bd(), temperature=0.0, use_cache=own_cache)
+    ours = _decode(self.model, _bd(), temperature=0.0, use_cache=True)
     np.testing.assert_array_equal(
         theirs.completion_tokens, ours.completion_tokens
     )
@@ -119,7 +119,7 @@ class DecodeAndReplayTest(parameterized.TestCase):
   def test_sampled_trace_is_tunix_bds_and_replays_cache_free(self):
     theirs = _decode(self.model, _bd(), temperature=1.0, calls=self.calls)
     ours = _decode(self.model, _bd(), temperature=1.0)
-    for name in ("tokens", "action_step"):
+    for name in ("tokens", "action_step", "action_logp"):
       np.testing.assert_array_equal(
           getattr(theirs.trace, name), getattr(ours.trace, name)
       )
@@ -134,12 +134,6 @@ class DecodeAndReplayTest(parameterized.TestCase):
     error = np.abs(replayed - np.asarray(trace.action_logp))[generated]
     self.assertLessEqual(error.max(), 1e-5)
     np.testing.assert_array_equal(replayed[~generated], 0.0)
-    self.assertLessEqual(
-        replayer.max_replay_error(
-            self.model, trace, cached_logits_fn=cached_fn
-        ),
-        1e-5,
-    )
     own = np.asarray(replay.replay_logits(self.model, trace))
     free = np.asarray(
         replay.replay_logits(self.model, trace, cached_logits_fn=cached_fn)
