@@ -27,7 +27,13 @@ rows; otherwise one forward writes the context (with the raw logits at
 block ends) to a block KV cache and each group is scored against it. The
 model processes about as many tokens as the rollout did, in a few forwards
 instead of one per step, and attention stays linear in the number of
-canvases.
+canvases. A model call without a KV cache (`external_logits.CacheFree`)
+scores each canvas in a single-canvas forward of its own instead, the cost
+of the cache-free rollout.
+
+`ReplayLogitsFn` is replay as a Tunix `DiffusionLogitsFn` over a trace's
+fields, and `diffusion_batch` a trace as Tunix's prepared batch, for
+Tunix's own scoring of prepared diffusion rollouts where it has one.
 """
 
 from __future__ import annotations
@@ -378,7 +384,9 @@ def replay_log_probs(
       context).
     cached_logits_fn: the cached model call, given the canvases with
       `canvas_ids` and the clean context before them (id 0) in the same
-      call or, for many groups, in its cache (with the block-end logits).
+      call or, for many groups, in its cache (with the block-end logits);
+      or an `external_logits.CacheFree` one (a model without a KV cache),
+      whose `logits_fn` scores each canvas in a forward of its own.
     num_canvases: static (block, step) canvases per row, at least the most
       any row has; None counts them on a concrete trace and takes the most
       possible under jit.

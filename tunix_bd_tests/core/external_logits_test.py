@@ -14,10 +14,13 @@ import dataclasses
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from flax import nnx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix_bd.core import bd_config
+from tunix_bd.core import cached_logits
 from tunix_bd.core import external_logits
 from tunix_bd.core import replay
 from tunix_bd.distillation import sources
@@ -139,6 +142,27 @@ class DecodeAndReplayTest(parameterized.TestCase):
         replay.replay_logits(self.model, trace, cached_logits_fn=cached_fn)
     )
     np.testing.assert_allclose(free[generated], own[generated], atol=1e-4)
+
+  def test_cache_free_replay_gradient_is_the_cached_ones(self):
+    trace = _decode(self.model, _bd(), temperature=1.0).trace
+    grads = [
+        nnx.jit(
+            nnx.grad(
+                lambda model, fn=fn: replay.replay_log_probs(
+                    model, trace, cached_logits_fn=fn
+                ).sum()
+            )
+        )(self.model)
+        for fn in (
+            self.calls["cached_logits_fn"],
+            cached_logits.block_logits_with_cache,
+        )
+    ]
+    for free, cached in zip(*map(jax.tree.leaves, grads)):
+      np.testing.assert_allclose(free, cached, rtol=1e-4, atol=1e-5)
+    self.assertGreater(
+        max(np.abs(g).max() for g in jax.tree.leaves(grads[0])), 0
+    )
 
   def test_a_cache_free_call_refuses_a_cache_and_chunks(self):
     with self.assertRaisesRegex(ValueError, "no KV cache"):
