@@ -302,7 +302,7 @@ _RESUMABLE = {
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
     sections.ScratchBdSettings: set(),
-    sections.SftModelSettings: {"remat", "logits_chunk"},
+    sections.SftModelSettings: {"remat", "logits_chunk", "sft_loss"},
     sections.OpdModelSettings: {"remat", "logits_chunk"},
     sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},
     sections.DecodeModelSettings: {"remat"},

@@ -56,6 +56,7 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay as replay_lib
 from tunix_bd.core import special_ids
 from tunix_bd.core import tunix_layout
+from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
 
@@ -123,7 +124,7 @@ def _copy_across_meshes(params, target):
 # Row-seed streams: the mode is part of the seed, so evaluation never draws
 # from (or advances) the training stream.
 MODE_IDS = {"train": 0, "eval": 1}
-COMMIT_KEYS = ("rule", "threshold", "top_k", "factor")
+COMMIT_KEYS = ("rule", *commit_rules.PARAMETERS)
 
 
 def mode_name(mode: Any) -> str:

@@ -35,7 +35,6 @@ from tunix_bd.training import progress
 
 Mode = compat.Mode
 Role = compat.Role
-_OPTIONAL_ALGO_FIELDS = ("epsilon_high", "epsilon_c")
 
 
 def rollout_configs(
@@ -68,12 +67,7 @@ def rollout_arguments(
   stop ids need the tokenizer (`rollout.stop_ids(tokenizer)`).
   """
   return dict(
-      commit=dict(
-          rule=rollout.rule,
-          threshold=rollout.threshold,
-          top_k=rollout.top_k,
-          factor=rollout.factor,
-      ),
+      commit=rollout.commit_settings(),
       use_cache=rollout.use_cache,
       seed=rollout.seed,
       rollout_config=rollout_configs(
@@ -198,12 +192,7 @@ def grpo_config(
   Raises:
     ValueError: as `compat.grpo_config`.
   """
-  optional = {k: algo.pop(k) for k in _OPTIONAL_ALGO_FIELDS if k in algo}
-  config = compat.grpo_config(policy_loss_fn=policy_loss_fn, **algo)
-  for name, value in optional.items():
-    if value is not None:
-      setattr(config, name, value)
-  return config
+  return compat.grpo_config(policy_loss_fn=policy_loss_fn, **algo)
 
 
 def build_learner(

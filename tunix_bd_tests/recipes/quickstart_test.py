@@ -25,6 +25,11 @@ from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import quickstart
 from tunix_bd.training import metrics
 
+# The clone's root, where `python -m benchmarks` imports.
+_REPOSITORY = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
+
 
 def _strings(value):
   """Every string in a JSON value, keys included."""
@@ -75,19 +80,14 @@ class QuickstartTest(absltest.TestCase):
     cls.bd_dir = os.path.join(cls.workdir, "sft", "export")
 
   @classmethod
-  def tunix(cls, *args):
+  def tunix(cls, *args, module="tunix_bd"):
+    # `tunix run --plugin tunix_bd ARGS`, or the clone's `python -m
+    # benchmarks ARGS` with the repository's root importable.
+    command = ["run", "--plugin", "tunix_bd"] if module == "tunix_bd" else []
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tunix_bd",
-            "run",
-            "--plugin",
-            "tunix_bd",
-            *args,
-        ],
+        [sys.executable, "-m", module, *command, *args],
         cwd=cls.root,
-        env=cls.env,
+        env=dict(cls.env, PYTHONPATH=_REPOSITORY),
         capture_output=True,
         text=True,
         timeout=900,
@@ -364,7 +364,7 @@ class QuickstartTest(absltest.TestCase):
 
   def test_benchmarks_print_side_by_side_ratios(self):
     self.assertSucceeded(self.quickstart)
-    sft_bench = self.tunix("bench_sft.py:tiny")
+    sft_bench = self.tunix("bench_sft.py:tiny", module="benchmarks")
     self.assertSucceeded(sft_bench)
     for variant in ("ar", "bd_single_canvas", "bd_clean_context"):
       self.assertIn(variant, sft_bench.stdout)
@@ -382,6 +382,7 @@ class QuickstartTest(absltest.TestCase):
         "--config.workloads=('short', 'long')",
         "--config.workload_settings.long.max_new_tokens=12",
         f"--config.output={output}",
+        module="benchmarks",
     )
     self.assertSucceeded(decode_bench)
     for text in (
@@ -430,6 +431,7 @@ class QuickstartTest(absltest.TestCase):
         "bench_decode.py:tiny",
         "--config.workloads=('short', 'long')",
         "--config.workload_settings.long.bd_checkpoint=no/such/dir",
+        module="benchmarks",
     )
     self.assertEqual(proc.returncode, 1)
     self.assertIn("workload_settings", proc.stderr)
