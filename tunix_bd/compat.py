@@ -524,3 +524,14 @@ def train_step_state_args(trainer: Any) -> tuple[str, ...] | None:
   ):
     return None
   return state
+
+
+# Tunix's prepared diffusion rollouts (the open PR stack #1745-#1749, wheel
+# 0.1.8.dev20260723): `RolloutOutput.diffusion_batch`, a
+# `DiffusionTokenBatch` that Tunix's GRPO scores with a `DiffusionLogitsFn`
+# (`tunix.rl.diffusion.compute_diffusion_per_token_logps`). google-tunix
+# 0.1.7 and Tunix main have no such field; there the trace rides beside
+# Tunix's output alone (`rl.cluster`).
+ROLLOUT_HAS_DIFFUSION_BATCH = (
+    "diffusion_batch" in inspect.signature(RolloutOutput).parameters
+)

@@ -49,6 +49,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
+from tunix_bd.core import external_logits
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
@@ -221,7 +222,9 @@ class Denoiser:
       bd: the model's block-diffusion settings.
       config: the denoising settings.
       logits_fn: the cache-free model call (`use_cache=False`).
-      cached_logits_fn: the cached model call (`use_cache=True`).
+      cached_logits_fn: the cached model call (`use_cache=True`); an
+        `external_logits.CacheFree` one (a model without a KV cache) decodes
+        cache-free with its own `logits_fn` whatever `use_cache` says.
 
     Raises:
       ValueError: for a bad config, or a `bd` that does not fit the model
@@ -244,8 +247,10 @@ class Denoiser:
             **config.commit_settings(), temperature=config.temperature
         )
     )
+    cache_free = external_logits.cache_free_logits_fn(cached_logits_fn)
+    self._use_cache = config.use_cache and cache_free is None
     self._logits_fns = dict(
-        logits_fn=logits_fn, cached_logits_fn=cached_logits_fn
+        logits_fn=cache_free or logits_fn, cached_logits_fn=cached_logits_fn
     )
     self._stop_ids = jax.device_put(np.asarray(config.stop_ids, np.int32))
 
@@ -273,7 +278,7 @@ class Denoiser:
         self._stop_ids,
         bd=bd,
         layout=self._layout,
-        use_cache=config.use_cache,
+        use_cache=self._use_cache,
         **self._logits_fns,
     )
     out = decode_loop.unpack_outputs(packed, self._layout.length)
