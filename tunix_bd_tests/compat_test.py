@@ -133,14 +133,18 @@ class OverrideDigestTest(absltest.TestCase):
             and not node.attr.startswith("__")
         ):
           reached.setdefault(node.attr, path.name)
-    # Of those, the names Tunix's source defines or uses (not `os._exit`).
+    # Of those, the names Tunix's source defines (not `os._exit`).
     tunix_source = "\n".join(
         p.read_text() for p in pathlib.Path(tunix.__file__).parent.rglob("*.py")
     )
     reached = {
         name: where
         for name, where in reached.items()
-        if re.search(rf"\b{name}\b", tunix_source)
+        if re.search(
+            rf"def {name}\(|self\.{name}\s*[:=]|^{name}\s*=",
+            tunix_source,
+            re.M,
+        )
     }
     pinned = {n for names in compat.PRIVATE_SURFACE.values() for n in names}
     pinned |= {key.split(".")[-1] for key in compat.PRIVATE_SURFACE}
