@@ -47,12 +47,6 @@ _FIELDS = {
 }
 
 
-def _check_or_record(checkpoint_dir, current):
-  """What a launch does with nothing to check in between."""
-  fingerprint.check(checkpoint_dir, current)
-  fingerprint.record(checkpoint_dir, current)
-
-
 class DigestTest(parameterized.TestCase):
 
   def test_digest_matches_canonical_json_reference(self):
@@ -138,19 +132,19 @@ class CheckOrRecordTest(absltest.TestCase):
 
   def test_records_new_run_then_accepts_the_same_fingerprint(self):
     checkpoints = os.path.join(self.root, "run", "checkpoints")
-    _check_or_record(checkpoints, self.current)
+    test_common.check_or_record(checkpoints, self.current)
     path = os.path.join(checkpoints, fingerprint.FILE_NAME)
     with open(path, encoding="utf-8") as f:
       self.assertEqual(json.load(f), self.current)
     self.assertEqual(os.listdir(checkpoints), [fingerprint.FILE_NAME])
     os.mkdir(os.path.join(checkpoints, "100"))
     # Resuming with the same settings, in any key order, is accepted.
-    _check_or_record(checkpoints, self.current)
+    test_common.check_or_record(checkpoints, self.current)
     reordered = fingerprint.fingerprint(dict(reversed(list(_FIELDS.items()))))
-    _check_or_record(checkpoints, reordered)
+    test_common.check_or_record(checkpoints, reordered)
 
   def test_rejects_different_fingerprint_naming_each_field(self):
-    _check_or_record(self.root, self.current)
+    test_common.check_or_record(self.root, self.current)
     path = os.path.join(self.root, fingerprint.FILE_NAME)
     with open(path, encoding="utf-8") as f:
       recorded_text = f.read()
@@ -161,7 +155,7 @@ class CheckOrRecordTest(absltest.TestCase):
         "canvas": "clean_context",
     })
     with self.assertRaises(ValueError) as raised:
-      _check_or_record(self.root, changed)
+      test_common.check_or_record(self.root, changed)
     message = str(raised.exception)
     self.assertIn(f"cannot resume from {self.root}", message)
     for expected in (
@@ -177,17 +171,17 @@ class CheckOrRecordTest(absltest.TestCase):
     with open(path, encoding="utf-8") as f:
       self.assertEqual(f.read(), recorded_text)
     with self.assertRaisesRegex(ValueError, "fingerprint differs"):
-      _check_or_record(self.root, changed)
+      test_common.check_or_record(self.root, changed)
 
   def test_an_empty_data_field_is_compared_like_any_other(self):
     digest = fingerprint.DIGEST_PREFIX + "0" * 64
     # An empty field (the embedded data) against a digest: the usual
     # field-by-field refusal.
-    _check_or_record(
+    test_common.check_or_record(
         self.root, fingerprint.fingerprint({**_FIELDS, "data": {"train": ""}})
     )
     with self.assertRaisesRegex(ValueError, "data.train: checkpoint has ''"):
-      _check_or_record(
+      test_common.check_or_record(
           self.root,
           fingerprint.fingerprint({**_FIELDS, "data": {"train": digest}}),
       )
@@ -198,25 +192,25 @@ class CheckOrRecordTest(absltest.TestCase):
         ValueError,
         re.escape(f"{self.root} holds checkpoints without a fingerprint.json"),
     ):
-      _check_or_record(self.root, self.current)
+      test_common.check_or_record(self.root, self.current)
     self.assertFalse(
         os.path.exists(os.path.join(self.root, fingerprint.FILE_NAME))
     )
 
   def test_a_truncated_record_names_itself_and_the_fix(self):
-    _check_or_record(self.root, self.current)
+    test_common.check_or_record(self.root, self.current)
     path = os.path.join(self.root, fingerprint.FILE_NAME)
     with open(path, "r+") as f:
       f.truncate(2)
     with self.assertRaisesRegex(
         ValueError, f"^{re.escape(path)} is not valid JSON .*use a new workdir"
     ):
-      _check_or_record(self.root, self.current)
+      test_common.check_or_record(self.root, self.current)
 
   def test_non_step_entries_do_not_block_a_new_run(self):
     os.mkdir(os.path.join(self.root, "logs"))
     os.mkdir(os.path.join(self.root, "step_1"))
-    _check_or_record(self.root, self.current)
+    test_common.check_or_record(self.root, self.current)
     self.assertCountEqual(
         os.listdir(self.root), ["logs", "step_1", fingerprint.FILE_NAME]
     )
