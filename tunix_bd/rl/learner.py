@@ -45,7 +45,7 @@ from tunix_bd.rl import rollout as rollout_lib
 
 Mode = compat.Mode
 Role = compat.Role
-PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
+PARITY_METRIC = cluster_lib.PARITY_METRIC
 
 _LOG_RATIO_BOUND = 20.0  # Tunix's clip of the sampler/trainer log-ratio.
 
@@ -128,7 +128,8 @@ def old_logps_and_weights(
   return anchor, None
 
 
-def _checked(dataset: Iterable[Mapping[str, Any]], name: str) -> Iterator:
+def checked(dataset: Iterable[Mapping[str, Any]], name: str) -> Iterator:
+  """`dataset`'s items, each checked (`check_dataset_item`) as it is read."""
   for index, item in enumerate(dataset):
     check_dataset_item(item, f"{name} item {index}")
     yield item
@@ -245,7 +246,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
     training_config = self.rl_cluster.cluster_config.training_config
     if actor.train_steps >= training_config.max_steps:
       return
-    train_ds = _checked(train_ds, "train dataset")
+    train_ds = checked(train_ds, "train dataset")
     first = next(train_ds)
     full_batch = len(first["prompts"])
     mini_batch = training_config.mini_batch_size or full_batch
@@ -258,7 +259,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       yield first
       yield from train_ds
 
-    eval_ds = None if eval_ds is None else list(_checked(eval_ds, "eval"))
+    eval_ds = None if eval_ds is None else list(checked(eval_ds, "eval"))
     super().train(chained(), eval_ds, skip_jit)
 
   def _needs_old(self, mode: Mode) -> bool:
