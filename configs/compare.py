@@ -27,8 +27,8 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import mesh
-from tunix_bd.benchmarking import comparison_report
 from tunix_bd.data import settings as data_settings
+from tunix_bd.evaluation import comparison_report
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -20,6 +20,11 @@ Defaults follow the Fast-dLLM v2 recipe at small scale: shifted alignment
 (the AR head keeps its meaning), the clean-context `[noisy ; clean]` layout,
 per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
 
+Through Tunix's own diffusion SFT adapter (`configure_diffusion_sft`, on a
+Tunix that has it) instead of tunix_bd's loss hook:
+`--config.model.sft_loss=tunix` (the same losses; dense logits, no masked
+accuracy; docs/design.md, "Tunix's diffusion contract").
+
 LoRA instead of a full fine-tune: `--config.lora.rank=16`. The export keeps
 the checkpoint's config, generation config and weight dtype;
 `--config.export.dtype=bfloat16` (or float32, float16) sets another.

@@ -17,8 +17,10 @@ them directly.
 
 Every other tunix_bd module takes Tunix's RL, SFT and distillation names
 from here (`compat_test` checks the import graph; `tunix.models` may be
-imported directly), and the Tunix behaviours tunix_bd relies on are stated
-here, so a Tunix upgrade is a change to this file alone.
+imported directly), the Tunix behaviours tunix_bd relies on are stated
+here, every version check is here, and every private Tunix name tunix_bd
+reaches is listed here with its owner's source pinned per version
+(`PRIVATE_SURFACE`), so a Tunix upgrade is a change to this file alone.
 """
 
 # pylint: disable=g-import-not-at-top
@@ -41,6 +43,7 @@ from tunix.rl import algo_core as _algo_core
 from tunix.rl import common as _rl_common
 from tunix.rl import function_registry as _function_registry
 from tunix.rl import reshard as _reshard
+from tunix.rl import rl_learner as _rl_learner
 from tunix.rl import rl_cluster as _rl_cluster
 from tunix.rl import utils as _rl_utils
 from tunix.rl.grpo import grpo_learner as _grpo_learner
@@ -105,6 +108,121 @@ reshard_model_to_mesh = _reshard.reshard_model_to_mesh
 put_params_on_memory_kind = _rl_utils.put_params_on_memory_kind
 is_sharing_weights = _rl_utils.is_sharing_weights
 
+# Tunix's private surface: every non-public Tunix name tunix_bd reads,
+# calls or overrides, by the Tunix class or function that defines it (the
+# names `tunix_bd` subclasses reach: trainer steps and buffers, the RL
+# learner's batch sizes and reward call, the cluster's role meshes). Tunix
+# may change any of them in any release, so each owner's source is pinned
+# per supported version in `PRIVATE_SURFACE_SHA256`, and `compat_test`
+# fails on a new Tunix, or a changed owner, naming the owner to re-read.
+# `GRPOLearner._generate_and_compute_advantage` is the one method tunix_bd
+# replaces (`rl/learner.py` ports it), so it is pinned by its own source.
+PRIVATE_SURFACE = {
+    "PeftTrainer": (
+        "_jitted_train_step_fn",
+        "_jitted_eval_step_fn",
+        "_lora_enabled",
+        "_shard_optimizer",
+        "_prepare_inputs",
+        "_mode",
+        "_buffered_train_metrics",
+        "_buffered_eval_metrics",
+        "_post_process_train_step",
+        "_post_process_eval_step",
+        "_log_metrics",
+    ),
+    "RLLearner": (
+        "_rollout_micro_batch_size",
+        "_compute_logps_micro_batch_size",
+        "_compute_rewards",
+    ),
+    "RLCluster": (
+        "_get_mesh_and_logical_axis_rules_cm",
+        "_anchor_policy_state",
+        "_default_memory_kind",
+    ),
+    "BaseStrategy": ("_teacher_forward_fn",),
+    "GRPOLearner._generate_and_compute_advantage": (),
+    "peft_trainer._default_loss_fn": (),
+    "progress_bar._is_in_ipython": (),
+}
+
+# sha256 of `inspect.getsource` of each `PRIVATE_SURFACE` owner, per
+# supported google-tunix version. A new Tunix, or a changed digest, is a
+# decision: re-read the owner, port what changed, then add its digest.
+_MAIN_SURFACE_SHA256 = {
+    "PeftTrainer": (
+        "2c0650ba64a7dfd97f071dd2adea28421f42987796791c80e83d9b6c82e66560"
+    ),
+    "RLLearner": (
+        "cbab907d94af13e91ae902ead7bce0a9b59e4738971f5b43292f64308154dbeb"
+    ),
+    "RLCluster": (  # `RLEngine`, of which `RLCluster` is an alias.
+        "3df07294ca137fd2a59ab7beb0e40e5b6d031ed11936db07e31040e104027dbe"
+    ),
+    "BaseStrategy": (
+        "f814c1305908be59120b2232fc0063bc0a7ea2dad34dc768709023f9ad0f4e16"
+    ),
+    "GRPOLearner._generate_and_compute_advantage": (
+        "a0acb61efdb36d0b87a93faa3e6f1ee6e9da87a647c580c05b54f0aae4094f6b"
+    ),
+    "peft_trainer._default_loss_fn": (
+        "3323f0d1d953da36fe057e949f0700603d5c5e24e7b4977949511d4f66893849"
+    ),
+    "progress_bar._is_in_ipython": (
+        "f5ebc8ff01a23052a5c9372a07836044a595cd35b6a060c792f6a356bee62bf3"
+    ),
+}
+PRIVATE_SURFACE_SHA256 = {
+    "0.1.7": {
+        "PeftTrainer": (
+            "1b5d9c4879e1b5ff5844e5956a30b46be3a178e121ac1739885a67c8800d46ed"
+        ),
+        "RLLearner": (
+            "ccaf8b6188e0e3579bb03fe150dc67f38afe7bd5d5e13883e66f9731d78227fb"
+        ),
+        "RLCluster": (
+            "0ff7a0e5b7264873dddbc239316c8db2592b7b089aca932f3c87624f4cecbe69"
+        ),
+        "BaseStrategy": (
+            "f814c1305908be59120b2232fc0063bc0a7ea2dad34dc768709023f9ad0f4e16"
+        ),
+        "GRPOLearner._generate_and_compute_advantage": (
+            "c56268e58863fedb902bcc6e8041440569845c77bf9090c37c12bc8d68e3ab01"
+        ),
+        "peft_trainer._default_loss_fn": (
+            "a04af624f5ef514b4a17ef1f6280f68493dad6e175252f73a77af21b82f78b38"
+        ),
+        "progress_bar._is_in_ipython": (
+            "f5ebc8ff01a23052a5c9372a07836044a595cd35b6a060c792f6a356bee62bf3"
+        ),
+    },
+    # Tunix main, and main with the diffusion SFT adapter (#1891), which
+    # touches none of these.
+    "0.1.8.dev20260821": _MAIN_SURFACE_SHA256,
+    "0.1.8.dev20260822": _MAIN_SURFACE_SHA256,
+}
+
+
+def private_surface_owner(name: str) -> Any:
+  """The Tunix class or function a `PRIVATE_SURFACE` key names."""
+  owners = {
+      "PeftTrainer": PeftTrainer,
+      "RLLearner": _rl_learner.RLLearner,
+      "RLCluster": RLCluster,
+      "BaseStrategy": BaseStrategy,
+      "GRPOLearner._generate_and_compute_advantage": (
+          # pylint: disable-next=protected-access
+          GRPOLearner._generate_and_compute_advantage
+      ),
+      # pylint: disable-next=protected-access
+      "peft_trainer._default_loss_fn": _peft_trainer._default_loss_fn,
+      # pylint: disable-next=protected-access
+      "progress_bar._is_in_ipython": _progress_bar._is_in_ipython,
+  }
+  return owners[name]
+
+
 # Tunix's own diffusion contract (`DiffusionTokenBatch`,
 # `DiffusionBatchAdapter`, `DiffusionLogitsFn`, `compute_diffusion_logits`),
 # on Tunix main; None on google-tunix 0.1.7, which keeps tunix_bd's own path.
@@ -113,6 +231,19 @@ try:
 except ImportError:  # google-tunix 0.1.7.
   tunix_diffusion = None
 HAS_DIFFUSION_CONTRACT = tunix_diffusion is not None
+
+# Tunix's diffusion SFT adapter (`configure_diffusion_sft`,
+# `diffusion_loss_fn`; Tunix PR #1891, on main after 2026-08-21); None on
+# google-tunix 0.1.7 and on main before it.
+try:
+  from tunix.sft import diffusion as tunix_sft_diffusion
+except ImportError:  # google-tunix 0.1.7, Tunix main before PR #1891.
+  tunix_sft_diffusion = None
+HAS_DIFFUSION_SFT = tunix_sft_diffusion is not None
+DIFFUSION_SFT_NEEDS = (
+    "Tunix's diffusion SFT adapter (tunix.sft.diffusion: Tunix main with PR"
+    " #1891, 0.1.8.dev20260822 or later, or the first release after 0.1.7)"
+)
 
 # Tunix main's deferred-division metric; google-tunix 0.1.7 has none.
 _WeightedMetric = getattr(_sft_utils, "WeightedMetric", None)
@@ -282,7 +413,25 @@ def grpo_config(**fields: Any) -> Any:
           f"grpo.{name} needs a Tunix with it (main); google-tunix"
           f" {TUNIX_VERSION} has none."
       )
-  return GRPOConfig(**fields)
+  # google-tunix 0.1.7's `GRPOConfig` has no `epsilon_high` / `epsilon_c`
+  # fields, but its loss reads them by `getattr`: set on the instance.
+  clips = {
+      k: fields.pop(k) for k in ("epsilon_high", "epsilon_c") if k in fields
+  }
+  config = GRPOConfig(**fields)
+  for name, value in clips.items():
+    if value is not None:
+      setattr(config, name, value)
+  return config
+
+
+def clip_epsilons(config: Any) -> tuple[float, float, float | None]:
+  """`(epsilon, epsilon_high, epsilon_c)` of a `GRPOConfig`, as Tunix's
+  loss reads them (`algo_core`): without the attribute, `epsilon_high` is
+  `epsilon` and `epsilon_c` None (no dual clip)."""
+  epsilon = config.epsilon
+  high = config.epsilon_high if hasattr(config, "epsilon_high") else epsilon
+  return epsilon, high, getattr(config, "epsilon_c", None)
 
 
 def grpo_old_logps_source(config: Any) -> tuple[bool, str | None, float]:
@@ -347,5 +496,42 @@ def grpo_perf_span(
 
 def tunix_progress_bar_visible() -> bool:
   """Whether `PeftTrainer`'s tqdm bar draws (its own test, in 0.1.7)."""
-  in_ipython = getattr(_progress_bar, "_is_in_ipython", lambda: False)
-  return in_ipython() or sys.stderr.isatty()
+  # pylint: disable-next=protected-access
+  return _progress_bar._is_in_ipython() or sys.stderr.isatty()
+
+
+# The train step's arguments in google-tunix 0.1.7, donated but the batch.
+_TRAIN_STEP_LEADING_STATE = ("model", "optimizer")
+
+
+def train_step_state_args(trainer: Any) -> tuple[str, ...] | None:
+  """The trainer attributes Tunix's train step takes before `inputs`.
+
+  Returns:
+    `("model", "optimizer")` on google-tunix 0.1.7, `("model", "optimizer",
+    "grad_accumulator")` on Tunix main; None for a step of another shape.
+  """
+  if not hasattr(trainer, "_jitted_train_step_fn"):
+    return None
+  params = tuple(inspect.signature(trainer.create_train_step_fn()).parameters)
+  if "inputs" not in params:
+    return None
+  state = params[: params.index("inputs")]
+  if state[
+      : len(_TRAIN_STEP_LEADING_STATE)
+  ] != _TRAIN_STEP_LEADING_STATE or not all(
+      hasattr(trainer, name) for name in state
+  ):
+    return None
+  return state
+
+
+# Tunix's prepared diffusion rollouts (the open PR stack #1745-#1749, wheel
+# 0.1.8.dev20260723): `RolloutOutput.diffusion_batch`, a
+# `DiffusionTokenBatch` that Tunix's GRPO scores with a `DiffusionLogitsFn`
+# (`tunix.rl.diffusion.compute_diffusion_per_token_logps`). google-tunix
+# 0.1.7 and Tunix main have no such field; there the trace rides beside
+# Tunix's output alone (`rl.cluster`).
+ROLLOUT_HAS_DIFFUSION_BATCH = (
+    "diffusion_batch" in inspect.signature(RolloutOutput).parameters
+)

@@ -30,9 +30,8 @@ from tunix_bd import files
 
 METADATA_KEY = "tunix_bd_fingerprint"
 FILE_NAME = "fingerprint.json"
-# Fields that earlier versions recorded as paths; runs now record the
-# content digests of checkpoints and data files (`tunix_bd.run.provenance`).
-_FIELDS_ONCE_PATHS = ("model.checkpoint", "data.train", "data.eval")
+# Checkpoints and data files are recorded by the digests of their contents
+# (`tunix_bd.run.provenance`), this prefix before a data file's.
 DIGEST_PREFIX = "sha256:"
 
 
@@ -91,28 +90,6 @@ def differences(
   }
 
 
-def _refuse_path_identified(
-    checkpoint_dir: str, recorded: Mapping[str, Any]
-) -> None:
-  """Fails closed on a record that names a checkpoint by its path.
-
-  A path says nothing about what it held when the run started, so such a
-  record cannot be upgraded to a content digest (nor compared with one).
-  """
-  old = _flatten(recorded["fields"])
-  for key in _FIELDS_ONCE_PATHS:
-    value = old.get(key)
-    if isinstance(value, str) and value and not value.startswith(DIGEST_PREFIX):
-      raise ValueError(
-          f"cannot resume from {checkpoint_dir}: its {FILE_NAME} was written by"
-          f" an earlier tunix_bd that identified {key} by its path ({value!r})."
-          " Runs now identify checkpoints and data files by a digest of their"
-          " contents, which a path cannot be turned into after the fact."
-          " Finish this run with the tunix_bd version that started it, or"
-          " start it again in a new workdir."
-      )
-
-
 def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
   """Fails closed if `checkpoint_dir` holds a run with other settings.
 
@@ -136,7 +113,6 @@ def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
         " use a new workdir, or delete that directory to start this one over.",
     )
     if recorded.get("digest") != current["digest"]:
-      _refuse_path_identified(checkpoint_dir, recorded)
       diff = differences(recorded, current)
       described = "; ".join(
           f"{k}: checkpoint has {a!r}, config has {b!r}"
@@ -163,9 +139,3 @@ def record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
   path = os.path.join(checkpoint_dir, FILE_NAME)
   if not files.exists(path):
     files.write_text(path, json.dumps(current, indent=1, sort_keys=True))
-
-
-def check_or_record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
-  """`check`, then `record`: for callers with nothing to check in between."""
-  check(checkpoint_dir, current)
-  record(checkpoint_dir, current)

@@ -26,27 +26,14 @@ PLUGIN = plugin_api.Plugin(
         "sft": "tunix_bd.recipes.sft:run",
         "opd": "tunix_bd.recipes.opd:run",
         "grpo": "tunix_bd.recipes.grpo:run",
-        "bench_opd": "tunix_bd.recipes.bench_opd:run",
-        "bench_sft": "tunix_bd.recipes.bench_sft:run",
-        "bench_rl": "tunix_bd.recipes.bench_rl:run",
         "generate": "tunix_bd.recipes.generate:run",
-        "bench_decode": "tunix_bd.recipes.bench_decode:run",
         "quickstart": "tunix_bd.recipes.quickstart:run",
         "compare": "tunix_bd.recipes.compare:run",
     },
     # What `--dry_run` checks: every section's values, as the recipe does.
     validators={
         name: "tunix_bd.recipes:check_values"
-        for name in (
-            "ar_pretrain",
-            "sft",
-            "opd",
-            "grpo",
-            "bench_opd",
-            "bench_sft",
-            "bench_rl",
-            "generate",
-        )
+        for name in ("ar_pretrain", "sft", "opd", "grpo", "generate")
     },
     registers={
         "loss hooks": [

@@ -80,6 +80,20 @@ def _floors(units: dict[str, set[str]]) -> dict[str, int]:
 
 class ArchitectureTest(absltest.TestCase):
 
+  def test_the_library_never_imports_the_benchmarks(self):
+    # `benchmarks/` is the repository's, not the installed distribution's.
+    for path in sorted(_PACKAGE.rglob("*.py")):
+      for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+          names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+          names = [node.module or ""]
+        else:
+          continue
+        for name in names:
+          with self.subTest(module=str(path.relative_to(_ROOT)), name=name):
+            self.assertNotIn(name.split(".")[0], ("benchmarks", "tools"))
+
   def test_no_module_imports_itself_through_others(self):
     graph = _module_imports()
     state = {}

@@ -3,9 +3,10 @@
 """Tests for tunix_bd.compat: the one module that knows Tunix's versions.
 
 Three promises: only compat imports Tunix's RL, SFT, distillation (and
-other non-model) internals; the private Tunix method the GRPO learner
-overrides is the one its port was read from, per supported version; and
-compat reads both versions' loss outputs and GRPO fields alike.
+other non-model) internals; every private Tunix name tunix_bd reaches is in
+`compat.PRIVATE_SURFACE`, its owner's source pinned per supported version
+(the GRPO learner's ported method among them); and compat reads both
+versions' loss outputs and GRPO fields alike.
 """
 
 import ast
@@ -13,11 +14,13 @@ import dataclasses
 import hashlib
 import inspect
 import pathlib
+import re
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax.numpy as jnp
 import numpy as np
+import tunix
 from tunix_bd import compat
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd_tests import test_common
@@ -85,21 +88,72 @@ def f():
 
 class OverrideDigestTest(absltest.TestCase):
 
-  def test_overridden_tunix_method_is_the_one_ported(self):
-    method = compat.GRPOLearner._generate_and_compute_advantage
-    digest = hashlib.sha256(inspect.getsource(method).encode()).hexdigest()
-    known = learner_lib.UPSTREAM_SOURCE_SHA256
-    hint = (
-        "DiffusionGRPOLearner._generate_and_compute_advantage overrides"
-        " Tunix's GRPOLearner._generate_and_compute_advantage. Re-read the"
-        f" upstream method in google-tunix {compat.TUNIX_VERSION}, port what"
-        " changed into tunix_bd/rl/learner.py (and compat), then set"
-        f" UPSTREAM_SOURCE_SHA256[{compat.TUNIX_VERSION!r}] = {digest!r}."
+  def test_the_private_tunix_surface_is_the_pinned_one(self):
+    known = compat.PRIVATE_SURFACE_SHA256.get(compat.TUNIX_VERSION)
+    self.assertIsNotNone(
+        known,
+        f"unsupported Tunix {compat.TUNIX_VERSION}: re-read every"
+        " compat.PRIVATE_SURFACE owner, port what changed, then add its"
+        " digests to compat.PRIVATE_SURFACE_SHA256.",
     )
-    self.assertIn(compat.TUNIX_VERSION, known, "unsupported Tunix. " + hint)
-    self.assertEqual(
-        known[compat.TUNIX_VERSION], digest, "Tunix's source changed. " + hint
+    self.assertEqual(set(known), set(compat.PRIVATE_SURFACE))
+    for owner, names in compat.PRIVATE_SURFACE.items():
+      source = inspect.getsource(compat.private_surface_owner(owner))
+      digest = hashlib.sha256(source.encode()).hexdigest()
+      with self.subTest(owner=owner):
+        self.assertEqual(
+            known[owner],
+            digest,
+            f"Tunix's {owner} changed in {compat.TUNIX_VERSION}: re-read it"
+            " (and tunix_bd's uses of its private names), port what"
+            " changed, then set compat.PRIVATE_SURFACE_SHA256"
+            f"[{compat.TUNIX_VERSION!r}][{owner!r}] = {digest!r}.",
+        )
+        for name in names:  # Defined by the owner itself, not a base.
+          self.assertRegex(source, rf"def {name}\(|self\.{name}\s*[:=]")
+
+  def test_no_module_reaches_a_private_tunix_name_outside_the_surface(self):
+    # Every `x._name` in tunix_bd that is no name of tunix_bd's own.
+    own, reached = set(), {}
+    for path in _PACKAGE.rglob("*.py"):
+      for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+          own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(
+            node.ctx, ast.Store
+        ):
+          own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+          own.add(node.id)
+        elif isinstance(node, ast.alias):
+          own.add(node.asname or node.name.split(".")[-1])
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+          reached.setdefault(node.attr, path.name)
+    # Of those, the names Tunix's source defines (not `os._exit`).
+    tunix_source = "\n".join(
+        p.read_text() for p in pathlib.Path(tunix.__file__).parent.rglob("*.py")
     )
+    reached = {
+        name: where
+        for name, where in reached.items()
+        if re.search(
+            rf"def {name}\(|self\.{name}\s*[:=]|^{name}\s*=",
+            tunix_source,
+            re.M,
+        )
+    }
+    pinned = {n for names in compat.PRIVATE_SURFACE.values() for n in names}
+    pinned |= {key.split(".")[-1] for key in compat.PRIVATE_SURFACE}
+    foreign = {
+        name: where
+        for name, where in reached.items()
+        if name not in own and name not in pinned
+    }
+    self.assertEqual(foreign, {})
 
   def test_the_override_is_still_an_override(self):
     self.assertIn("_generate_and_compute_advantage", vars(compat.GRPOLearner))

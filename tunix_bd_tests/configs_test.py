@@ -7,13 +7,14 @@ import importlib
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from benchmarks import equal_time
+from benchmarks import grpo_step
+from benchmarks import plugin as benchmarks_plugin
+from benchmarks import sft_step
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd import plugin
 from tunix_bd import recipes
-from tunix_bd.benchmarking import equal_time
-from tunix_bd.benchmarking import grpo_step
-from tunix_bd.benchmarking import sft_step
 from tunix_bd.cli import config_loading
 from tunix_bd.data import dataset
 from tunix_bd.data import settings as data_settings
@@ -29,11 +30,17 @@ from tunix_bd.run import sections
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
 
-_CONFIG_NAMES = sorted(
-    p.stem
-    for p in plugin.PLUGIN.config_dir.glob("*.py")
+# Config name -> the plugin that ships it and the command that launches it.
+_PLUGINS = {
+    p.stem: (owner.PLUGIN, launch)
+    for owner, launch in (
+        (plugin, "tunix run --plugin tunix_bd"),
+        (benchmarks_plugin, "python -m benchmarks"),
+    )
+    for p in owner.PLUGIN.config_dir.glob("*.py")
     if not p.stem.startswith("_")
-)
+}
+_CONFIG_NAMES = sorted(_PLUGINS)
 # Configs with a `long` variant: the count task and a 256-token budget.
 _LONG = ("ar_pretrain", "generate", "quickstart", "sft")
 # Configs whose recipe renders chat prompts from its `data` section.
@@ -109,7 +116,7 @@ _TYPED_SECTIONS = {
 
 def _load(name, variant=None):
   return config_loading.load_config(
-      plugin.PLUGIN.config_dir / f"{name}.py", variant
+      _PLUGINS[name][0].config_dir / f"{name}.py", variant
   )
 
 
@@ -117,16 +124,19 @@ class ConfigsTest(parameterized.TestCase):
 
   @parameterized.parameters(*_CONFIG_NAMES)
   def test_default_and_tiny_load_and_name_their_launch(self, name):
+    owner, launch = _PLUGINS[name]
     for variant in (None, "tiny"):
       config = _load(name, variant)
-      self.assertIn(config.recipe, plugin.PLUGIN.recipes)
-    source = (plugin.PLUGIN.config_dir / f"{name}.py").read_text()
-    self.assertIn(f"tunix run --plugin tunix_bd {name}.py", source)
+      self.assertIn(config.recipe, owner.recipes)
+    source = (owner.config_dir / f"{name}.py").read_text()
+    self.assertIn(f"{launch} {name}.py", source)
 
   def test_dry_run_validators_check_values_as_the_recipes_do(self):
-    for recipe in plugin.PLUGIN.validators:
-      module = importlib.import_module(f"tunix_bd.recipes.{recipe}")
-      self.assertTrue(callable(module.validate))
+    for owner in (plugin.PLUGIN, benchmarks_plugin.PLUGIN):
+      for recipe, target in owner.validators.items():
+        package = target.partition(":")[0]
+        module = importlib.import_module(f"{package}.{recipe}")
+        self.assertTrue(callable(module.validate))
     config = _load("sft", "tiny")
     config.workdir = "gs://never/looked/at"  # Nor the missing checkpoint.
     recipes.check_values(config)

@@ -112,12 +112,12 @@ class FilesTest(absltest.TestCase):
     current = fingerprint.fingerprint({"model": "m"})
     checkpoints = f"{_URL}/checkpoints"
     with _fake_bucket(self.bucket) as local:
-      fingerprint.check_or_record(checkpoints, current)
+      test_common.check_or_record(checkpoints, current)
       with open(local(f"{checkpoints}/{fingerprint.FILE_NAME}")) as f:
         self.assertEqual(json.load(f), current)
-      fingerprint.check_or_record(checkpoints, current)  # A resume.
+      test_common.check_or_record(checkpoints, current)  # A resume.
       with self.assertRaisesRegex(ValueError, "model: checkpoint has 'm'"):
-        fingerprint.check_or_record(
+        test_common.check_or_record(
             checkpoints, fingerprint.fingerprint({"model": "n"})
         )
 

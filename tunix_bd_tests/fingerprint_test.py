@@ -67,7 +67,7 @@ class DigestTest(parameterized.TestCase):
     ).hexdigest()
     self.assertEqual(result["digest"], expected)
     self.assertRegex(result["digest"], r"^[0-9a-f]{64}$")
-    # What check_or_record writes must survive a JSON round trip unchanged.
+    # What check and record write must survive a JSON round trip unchanged.
     self.assertEqual(json.loads(json.dumps(result)), result)
 
   def test_digest_is_stable_under_key_order_and_tuple_vs_list(self):
@@ -132,19 +132,19 @@ class CheckOrRecordTest(absltest.TestCase):
 
   def test_records_new_run_then_accepts_the_same_fingerprint(self):
     checkpoints = os.path.join(self.root, "run", "checkpoints")
-    fingerprint.check_or_record(checkpoints, self.current)
+    test_common.check_or_record(checkpoints, self.current)
     path = os.path.join(checkpoints, fingerprint.FILE_NAME)
     with open(path, encoding="utf-8") as f:
       self.assertEqual(json.load(f), self.current)
     self.assertEqual(os.listdir(checkpoints), [fingerprint.FILE_NAME])
     os.mkdir(os.path.join(checkpoints, "100"))
     # Resuming with the same settings, in any key order, is accepted.
-    fingerprint.check_or_record(checkpoints, self.current)
+    test_common.check_or_record(checkpoints, self.current)
     reordered = fingerprint.fingerprint(dict(reversed(list(_FIELDS.items()))))
-    fingerprint.check_or_record(checkpoints, reordered)
+    test_common.check_or_record(checkpoints, reordered)
 
   def test_rejects_different_fingerprint_naming_each_field(self):
-    fingerprint.check_or_record(self.root, self.current)
+    test_common.check_or_record(self.root, self.current)
     path = os.path.join(self.root, fingerprint.FILE_NAME)
     with open(path, encoding="utf-8") as f:
       recorded_text = f.read()
@@ -155,7 +155,7 @@ class CheckOrRecordTest(absltest.TestCase):
         "canvas": "clean_context",
     })
     with self.assertRaises(ValueError) as raised:
-      fingerprint.check_or_record(self.root, changed)
+      test_common.check_or_record(self.root, changed)
     message = str(raised.exception)
     self.assertIn(f"cannot resume from {self.root}", message)
     for expected in (
@@ -171,35 +171,17 @@ class CheckOrRecordTest(absltest.TestCase):
     with open(path, encoding="utf-8") as f:
       self.assertEqual(f.read(), recorded_text)
     with self.assertRaisesRegex(ValueError, "fingerprint differs"):
-      fingerprint.check_or_record(self.root, changed)
+      test_common.check_or_record(self.root, changed)
 
-  def test_refuses_a_record_that_names_files_by_path(self):
-    # The fields earlier versions recorded as paths, now content digests.
+  def test_an_empty_data_field_is_compared_like_any_other(self):
     digest = fingerprint.DIGEST_PREFIX + "0" * 64
-    for key, old, new in (
-        ("model.checkpoint", "/models/qwen3", {"weights": "0" * 64}),
-        ("data.train", "train.jsonl", digest),
-        ("data.eval", "/data/eval.jsonl", digest),
-    ):
-      section, _, name = key.rpartition(".")
-      root = os.path.join(self.root, key)
-      fingerprint.check_or_record(
-          root, fingerprint.fingerprint({**_FIELDS, section: {name: old}})
-      )
-      with self.assertRaises(ValueError) as raised:
-        fingerprint.check_or_record(
-            root, fingerprint.fingerprint({**_FIELDS, section: {name: new}})
-        )
-      self.assertIn(
-          f"identified {key} by its path ({old!r})", str(raised.exception)
-      )
-    # A digest, or an empty field (the embedded data), is not a path: the
-    # usual field-by-field refusal.
-    fingerprint.check_or_record(
+    # An empty field (the embedded data) against a digest: the usual
+    # field-by-field refusal.
+    test_common.check_or_record(
         self.root, fingerprint.fingerprint({**_FIELDS, "data": {"train": ""}})
     )
     with self.assertRaisesRegex(ValueError, "data.train: checkpoint has ''"):
-      fingerprint.check_or_record(
+      test_common.check_or_record(
           self.root,
           fingerprint.fingerprint({**_FIELDS, "data": {"train": digest}}),
       )
@@ -210,25 +192,25 @@ class CheckOrRecordTest(absltest.TestCase):
         ValueError,
         re.escape(f"{self.root} holds checkpoints without a fingerprint.json"),
     ):
-      fingerprint.check_or_record(self.root, self.current)
+      test_common.check_or_record(self.root, self.current)
     self.assertFalse(
         os.path.exists(os.path.join(self.root, fingerprint.FILE_NAME))
     )
 
   def test_a_truncated_record_names_itself_and_the_fix(self):
-    fingerprint.check_or_record(self.root, self.current)
+    test_common.check_or_record(self.root, self.current)
     path = os.path.join(self.root, fingerprint.FILE_NAME)
     with open(path, "r+") as f:
       f.truncate(2)
     with self.assertRaisesRegex(
         ValueError, f"^{re.escape(path)} is not valid JSON .*use a new workdir"
     ):
-      fingerprint.check_or_record(self.root, self.current)
+      test_common.check_or_record(self.root, self.current)
 
   def test_non_step_entries_do_not_block_a_new_run(self):
     os.mkdir(os.path.join(self.root, "logs"))
     os.mkdir(os.path.join(self.root, "step_1"))
-    fingerprint.check_or_record(self.root, self.current)
+    test_common.check_or_record(self.root, self.current)
     self.assertCountEqual(
         os.listdir(self.root), ["logs", "step_1", fingerprint.FILE_NAME]
     )
@@ -302,7 +284,7 @@ _RESUMABLE = {
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
     sections.ScratchBdSettings: set(),
-    sections.SftModelSettings: {"remat", "logits_chunk"},
+    sections.SftModelSettings: {"remat", "logits_chunk", "sft_loss"},
     sections.OpdModelSettings: {"remat", "logits_chunk"},
     sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},
     sections.DecodeModelSettings: {"remat"},

@@ -87,11 +87,11 @@ class SetupCfgTest(absltest.TestCase):
         self.assertIn(pins[name], req.specifier, f"{line}: constraints.txt")
 
   def test_every_supported_tunix_is_in_the_range(self):
-    from tunix_bd.rl import learner  # pylint: disable=g-import-not-at-top
+    from tunix_bd import compat  # pylint: disable=g-import-not-at-top
 
     tunix = _requirements()["google-tunix"]
     self.assertEqual(_constraints()["google-tunix"], "0.1.7")
-    for version in learner.UPSTREAM_SOURCE_SHA256:
+    for version in compat.PRIVATE_SURFACE_SHA256:
       self.assertTrue(
           tunix.specifier.contains(version, prereleases=True), version
       )

@@ -19,6 +19,7 @@ import numpy as np
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd import fingerprint
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
@@ -289,3 +290,19 @@ def sdar_tiny_with_positions(directory: str, positions: int) -> str:
   with open(os.path.join(directory, "config.json"), "w") as f:
     json.dump(dict(hf_config, max_position_embeddings=positions), f)
   return directory
+
+
+def device_ids(tree: Any) -> list[int]:
+  """The sorted ids of every device holding a shard of `tree`'s arrays."""
+  return sorted({
+      device.id
+      for leaf in jax.tree.leaves(tree)
+      if isinstance(leaf, jax.Array)
+      for device in leaf.sharding.device_set
+  })
+
+
+def check_or_record(checkpoint_dir, current) -> None:
+  """A launch's fingerprint check, then its record (nothing in between)."""
+  fingerprint.check(checkpoint_dir, current)
+  fingerprint.record(checkpoint_dir, current)

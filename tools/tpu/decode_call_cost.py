@@ -24,11 +24,11 @@ import json
 import os
 import time
 
+from benchmarks import fixed_schedule
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.benchmarking import fixed_schedule
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch

@@ -59,9 +59,14 @@ the name of one of the plugin's configs (`{_PROG} plugins` lists them).
 """
 
 
-def run() -> None:
-  """The `tunix` console script: takes its arguments from `sys.argv`."""
-  status = main(sys.argv[1:])
+def run(plugin: plugin_api.Plugin | None = None) -> None:
+  """The `tunix` console script: takes its arguments from `sys.argv`.
+
+  Args:
+    plugin: a plugin that is not installed (a repository's own, run from
+      its clone), used for `tunix run --plugin NAME` of its name.
+  """
+  status = main(sys.argv[1:], plugin=plugin)
   if status == _INTERRUPTED:
     # Past the one line, without the interpreter's shutdown: background
     # writers (Orbax's async checkpoint save) would each print a traceback
@@ -73,11 +78,14 @@ def run() -> None:
   sys.exit(status)
 
 
-def main(argv: Sequence[str]) -> int:
+def main(
+    argv: Sequence[str], *, plugin: plugin_api.Plugin | None = None
+) -> int:
   """Runs `tunix` with `argv` (without the program name).
 
   Args:
     argv: command-line arguments.
+    plugin: as in `run`.
 
   Returns:
     The exit status: 0 on success, 2 for a usage error, 1 when the recipe
@@ -98,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
     )
   if args.command == "plugins":
     return _list_plugins()
-  return _run(args, overrides)
+  return _run(args, overrides, plugin)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -171,11 +179,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(
-    args: argparse.Namespace, overrides: Sequence[config_loading.Override]
+    args: argparse.Namespace,
+    overrides: Sequence[config_loading.Override],
+    local_plugin: plugin_api.Plugin | None,
 ) -> int:
   """`tunix run`: resolves everything, then calls the recipe."""
   try:
-    plugin = plugin_api.load_plugin(args.plugin)
+    if local_plugin is not None and local_plugin.name == args.plugin:
+      plugin = local_plugin
+    else:
+      plugin = plugin_api.load_plugin(args.plugin)
     path, arg = config_loading.resolve_config(args.config, plugin)
     config = config_loading.load_config(path, arg)
     applied = config_loading.apply_overrides(config, overrides)

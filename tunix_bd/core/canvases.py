@@ -8,9 +8,8 @@ others are the mask token; earlier blocks are clean. Two builders serve
 every consumer (replay, OPD on the student's own canvases, decoding
 checks), with the trace's arrays concrete or traced (under `jit`):
 
-  * `sequence` and `step_canvas`: the whole row in the trace's sequence
-    layout, `[prompt (right-padded) ; completion]` with logical positions,
-    clean, or with every block at its canvas before step s;
+  * `sequence`: the whole row in the trace's sequence layout, `[prompt
+    (right-padded) ; completion]` with logical positions, clean;
   * `packed_canvases`: only the (block, step) canvases that occurred, one
     block-long canvas each, packed side by side. Scored against the clean
     sequence with `masks.canvas_mask`, they cost what the rollout's
@@ -21,8 +20,6 @@ In both, never-generated slots and the prompt's right padding are pads
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import flax
 import jax
@@ -144,20 +141,6 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
       segment_ids=(in_prompt | generated).astype(jnp.int32),
       committed_at=jnp.where(in_prompt, -1, jnp.where(generated, step, NEVER)),
   )
-
-
-def step_canvas(trace: trace_lib.Trace, step: Any) -> jax.Array:
-  """int32 `[batch, prompt_len + T]`: every block's canvas before `step`.
-
-  In the sequence layout: each block holds its prompt tokens and its slots
-  committed before `step`, the mask token elsewhere (pads are 0). Block b's
-  part is what the denoiser saw at block b's step `step`.
-  """
-  rows = sequence(trace)
-  canvas = jnp.where(
-      rows.committed_at < step, rows.tokens, trace.bd.mask_token_id
-  )
-  return jnp.where(rows.segment_ids > 0, canvas, 0)
 
 
 def num_completion_blocks(block_size: int, completion_len: int) -> int:

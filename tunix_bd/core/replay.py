@@ -27,7 +27,13 @@ rows; otherwise one forward writes the context (with the raw logits at
 block ends) to a block KV cache and each group is scored against it. The
 model processes about as many tokens as the rollout did, in a few forwards
 instead of one per step, and attention stays linear in the number of
-canvases.
+canvases. A model call without a KV cache (`external_logits.CacheFree`)
+scores each canvas in a single-canvas forward of its own instead, the cost
+of the cache-free rollout.
+
+`ReplayLogitsFn` is replay as a Tunix `DiffusionLogitsFn` over a trace's
+fields, and `diffusion_batch` a trace as Tunix's prepared batch, for
+Tunix's own scoring of prepared diffusion rollouts where it has one.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import external_logits
 from tunix_bd.core import lm_head
 from tunix_bd.core import trace as trace_lib
 
@@ -183,6 +191,11 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
   )
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
+  logits_fn = external_logits.cache_free_logits_fn(cached_logits_fn)
+  if logits_fn is not None:
+    return _replay_cache_free(
+        model, trace, context, packed, config, logits_fn, per_slot
+    )
   batch, context_len = context.tokens.shape
   block = config.block_size
   width = canvases_per_forward(block, num_canvases) * block
@@ -261,6 +274,72 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
   return total
 
 
+def _replay_cache_free(model, trace, context, packed, config, fn, per_slot):
+  """`_replay` through a cache-free `LogitsFn`: one forward per canvas.
+
+  Canvas c of each row is scored on a single canvas in logical order: the
+  clean blocks before its block, its block, then pads; what the cached
+  denoiser saw, and under block-causal attention (later blocks unseen) what
+  the cache-free one saw. Canvases past every row's last are skipped.
+  """
+  size = config.block_size
+  batch = context.tokens.shape[0]
+  # One block past the clean context: the last block's canvas.
+  length = context.tokens.shape[1] + size
+  position = jnp.arange(length, dtype=jnp.int32)
+  position = jnp.broadcast_to(position, (batch, length))
+  clean = [
+      jnp.pad(x, ((0, 0), (0, size)))
+      for x in (context.tokens, context.segment_ids)
+  ]
+  row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, size))
+
+  def canvas_values(c):
+    """`per_slot` of canvas c's block, and where it goes."""
+    cols = lambda x: jax.lax.dynamic_slice_in_dim(x, c * size, size, axis=1)
+    start = jnp.max(cols(packed.positions), axis=1, keepdims=True)
+    start = start // size * size
+    offset = position - start
+    here, before = (offset >= 0) & (offset < size), offset < 0
+    index = jnp.clip(offset, 0, size - 1)
+    tokens, segments = (
+        jnp.where(
+            here,
+            jnp.take_along_axis(cols(x), index, axis=1),
+            jnp.where(before, whole, 0),
+        )
+        for x, whole in zip((packed.tokens, packed.segment_ids), clean)
+    )
+    logits = fn(model, tokens, position, segments, config=config)
+    block = jnp.take_along_axis(
+        logits, (start + jnp.arange(size))[:, :, None], axis=1
+    )
+    values = per_slot(
+        block, cols(packed.targets), temperature=trace.temperature
+    )
+    scored = cols(packed.scored)
+    scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
+    return jnp.where(scored, values, 0.0), cols(packed.slot)
+
+  values_shape = jax.eval_shape(canvas_values, 0)[0].shape
+  zeros = jnp.zeros(np.shape(trace.tokens) + values_shape[2:], jnp.float32)
+
+  @functools.partial(jax.checkpoint, prevent_cse=False)
+  def score(c):
+    values, slot = canvas_values(c)
+    return zeros.at[row, slot].add(values)
+
+  def body(total, c):
+    occupied = jax.lax.dynamic_slice_in_dim(
+        packed.segment_ids, c * size, size, axis=1
+    ).any()
+    return total + jax.lax.cond(occupied, score, lambda _: zeros, c), None
+
+  canvases = jnp.arange(packed.tokens.shape[1] // size)
+  total, _ = jax.lax.scan(body, zeros, canvases)
+  return total
+
+
 def _logits(logits, targets, temperature):
   """`per_slot` of `replay_logits`: the logits themselves."""
   del targets, temperature
@@ -305,7 +384,9 @@ def replay_log_probs(
       context).
     cached_logits_fn: the cached model call, given the canvases with
       `canvas_ids` and the clean context before them (id 0) in the same
-      call or, for many groups, in its cache (with the block-end logits).
+      call or, for many groups, in its cache (with the block-end logits);
+      or an `external_logits.CacheFree` one (a model without a KV cache),
+      whose `logits_fn` scores each canvas in a forward of its own.
     num_canvases: static (block, step) canvases per row, at least the most
       any row has; None counts them on a concrete trace and takes the most
       possible under jit.
@@ -433,4 +514,61 @@ def replay_hidden(
       cached_logits.block_hidden_with_cache,
       _logits,
       hidden=True,
+  )
+
+
+# The trace fields a prepared rollout carries as `model_inputs`; `bd` and
+# `temperature` are settings of the scorer, not batch-major arrays.
+TRACE_INPUTS = ("prompt_tokens", "prompt_lengths", "tokens", "action_step")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayLogitsFn:
+  """Replay as a Tunix `DiffusionLogitsFn` over prepared rollouts.
+
+  `fn(model, model_inputs)` with the `TRACE_INPUTS` of a trace returns
+  `replay_logits`: each completion slot's logits on its commit canvas,
+  float32 `[batch, completion_len, vocab]`, aligned with `trace.tokens`
+  (0 where never generated). Tunix applies the temperature
+  (`compute_diffusion_per_token_logps`), so the rollout's own temperature
+  reproduces `trace.action_logp`.
+
+  Attributes:
+    bd: the policy's block-diffusion settings.
+    cached_logits_fn: as for `replay_logits`.
+  """
+
+  bd: bd_config.BlockDiffusionConfig
+  cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+      cached_logits.block_logits_with_cache
+  )
+
+  def __call__(self, model, model_inputs) -> jax.Array:
+    trace = trace_lib.Trace(
+        **{name: model_inputs[name] for name in TRACE_INPUTS},
+        action_logp=jnp.zeros(jnp.shape(model_inputs["tokens"]), jnp.float32),
+        bd=self.bd,
+    )
+    return replay_logits(model, trace, cached_logits_fn=self.cached_logits_fn)
+
+
+def diffusion_batch(trace: trace_lib.Trace) -> object:
+  """A trace as Tunix's prepared `DiffusionTokenBatch` (`ReplayLogitsFn`).
+
+  Target ids are the trace's tokens, weighted 1 on every action (the
+  post-stop slots of the stop block included) and 0 where never generated.
+
+  Raises:
+    ValueError: on a Tunix without the diffusion contract.
+  """
+  if compat.tunix_diffusion is None:
+    raise ValueError("the installed Tunix has no tunix.diffusion contract.")
+  steps = np.asarray(trace.action_step)
+  return compat.tunix_diffusion.DiffusionTokenBatch.create(
+      model_inputs={
+          name: np.asarray(getattr(trace, name), np.int32)
+          for name in TRACE_INPUTS
+      },
+      target_ids=np.asarray(trace.tokens, np.int32),
+      loss_weights=(steps >= 0).astype(np.float32),
   )

@@ -67,7 +67,7 @@ _DENOISER_FIELDS = generate_settings.DENOISER_FIELDS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RolloutSettings:
+class RolloutSettings(commit_rules.CommitSettings):
   """How the student decodes its rollouts (see `denoise.DenoiseConfig`).
 
   Attributes:
@@ -80,10 +80,6 @@ class RolloutSettings:
 
   max_new_tokens: int = 16
   max_prompt_length: int = 40
-  rule: str = commit_rules.THRESHOLD
-  threshold: float = 0.9
-  top_k: int = 1
-  factor: float = 1.0
   temperature: float = 1.0
   use_cache: bool = True
   extra_stop_ids: tuple[int, ...] = ()

@@ -38,8 +38,10 @@ import jax
 import numpy as np
 
 from tunix_bd import compat
+from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases
 from tunix_bd.core import denominators
+from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos as eos_lib
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.data import prompts as prompts_lib
@@ -249,6 +251,10 @@ class StudentRolloutSource(compat.DataHooks):
       eos_id: int,
       corruption: corruption_lib.SftCorruptionConfig | None = None,
       time_budget_s: float | None = None,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+          cached_logits.block_logits_with_cache
+      ),
   ):
     """Builds the source (the denoiser is built at the first batch).
 
@@ -266,6 +272,9 @@ class StudentRolloutSource(compat.DataHooks):
         complementary).
       time_budget_s: stop at the first update boundary after this many
         seconds of training (for equal-time comparisons); None: no limit.
+      logits_fn, cached_logits_fn: the student's model calls, as for
+        `denoise.Denoiser` (`external_logits.model_calls` for a Tunix
+        `DiffusionLogitsFn`).
 
     Raises:
       ValueError: for an unknown canvas or corruption it does not support.
@@ -288,6 +297,9 @@ class StudentRolloutSource(compat.DataHooks):
     self.batch_size, self.accumulation = batch_size, gradient_accumulation_steps
     self.max_steps, self.seed, self.eos_id = max_steps, seed, eos_id
     self.time_budget_s = time_budget_s
+    self._model_calls = dict(
+        logits_fn=logits_fn, cached_logits_fn=cached_logits_fn
+    )
     self._denoiser = None
     self._started = None
     self._step_batches: tuple[int, list[OpdBatch]] | None = None
@@ -311,7 +323,9 @@ class StudentRolloutSource(compat.DataHooks):
   def rollout(self, model, step: int) -> denoise.DenoiseOutput:
     """The global batch of update `step`, rolled out at `model`'s weights."""
     if self._denoiser is None:
-      self._denoiser = denoise.Denoiser(model, bd=self.bd, config=self.decode)
+      self._denoiser = denoise.Denoiser(
+          model, bd=self.bd, config=self.decode, **self._model_calls
+      )
     index = self.prompt_indices(step)
     return self._denoiser(
         self.prompts.tokens[index],

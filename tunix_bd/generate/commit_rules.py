@@ -15,17 +15,88 @@ Rules (docs/design.md "Denoising step"):
   * `top_k`: the k most confident eligible positions (all if fewer).
   * `factor` (Fast-dLLM v1): with the eligible confidences sorted
     c(1) >= c(2) >= ..., commit the n-th while c(n) >= 1 - f / (n + 1).
+
+`CommitSettings` is the rule and its parameters as every decoding path
+takes them: `DenoiseConfig` and the decoding config sections (`decode`,
+OPD's and GRPO's `rollout`) inherit its fields, the traced `CommitParams`
+and GRPO's rollout read `PARAMETERS`. A rule with a new parameter is a
+function here, a branch of `commit_mask`, a field of `CommitSettings` and
+its entry in `PARAMETERS`: this module, and its test.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from typing import Any
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 THRESHOLD = "threshold"
 TOP_K = "top_k"
 FACTOR = "factor"
 RULES = (THRESHOLD, TOP_K, FACTOR)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommitSettings:
+  """Which rule commits a step's positions, and its parameters.
+
+  Attributes:
+    rule: one of `RULES`.
+    threshold: tau of the `threshold` rule, in (0, 1].
+    top_k: k of the `top_k` rule (positions per step, not a vocabulary
+      filter), >= 1.
+    factor: f of the `factor` rule, > 0.
+  """
+
+  rule: str = THRESHOLD
+  threshold: float = 0.9
+  top_k: int = 1
+  factor: float = 1.0
+
+  def commit_settings(self) -> dict[str, Any]:
+    """`{"rule": ..., parameter: value, ...}` of this rule and parameters."""
+    return {name: getattr(self, name) for name in ("rule", *PARAMETERS)}
+
+
+def _is_int(value: Any) -> bool:
+  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+  return (
+      isinstance(value, (int, float, np.integer, np.floating))
+      and not isinstance(value, bool)
+      and math.isfinite(value)
+  )
+
+
+# Each rule parameter: its type (an int is traced as int32, a float as
+# float32), whether a value is valid, and what it must be.
+PARAMETERS = {
+    "threshold": (float, lambda v: 0.0 < v <= 1.0, "a number in (0, 1]"),
+    "top_k": (int, lambda v: v >= 1, "an int >= 1"),
+    "factor": (float, lambda v: v > 0, "a number > 0"),
+}
+
+
+def check_setting(name: str, value: Any) -> Any:
+  """One `CommitSettings` field's value, normalised to its type.
+
+  Raises:
+    ValueError: "`name` must be ..., got `value`." for an invalid value.
+  """
+  if name == "rule":
+    if value not in RULES:
+      raise ValueError(f"rule must be one of {RULES}, got {value!r}.")
+    return value
+  kind, valid, want = PARAMETERS[name]
+  if not (_is_int if kind is int else _is_number)(value) or not valid(value):
+    raise ValueError(f"{name} must be {want}, got {value!r}.")
+  return kind(value)
 
 
 def confidence_ranks(confidence: jax.Array, eligible: jax.Array) -> jax.Array:

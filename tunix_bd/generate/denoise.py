@@ -49,6 +49,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
+from tunix_bd.core import external_logits
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
@@ -79,7 +80,7 @@ def _is_number(value: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DenoiseConfig:
+class DenoiseConfig(commit_rules.CommitSettings):
   """How to denoise. Frozen and hashable.
 
   Only `max_new_tokens`, `max_prompt_length`, `use_cache` and the number of
@@ -88,11 +89,8 @@ class DenoiseConfig:
   Attributes:
     max_new_tokens: T, completion positions per row, >= 1.
     max_prompt_length: the longest prompt accepted, >= 1; fixes the layout.
-    rule: the commit rule, one of `commit_rules.RULES`.
-    threshold: tau of the `threshold` rule, in (0, 1].
-    top_k: k of the `top_k` commit rule (positions per step, not a
-      vocabulary filter), >= 1.
-    factor: f of the `factor` rule, > 0.
+    rule, threshold, top_k, factor: the commit rule and its parameters
+      (`commit_rules.CommitSettings`).
     temperature: sampling temperature >= 0; 0 is greedy (argmax).
     stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
@@ -102,10 +100,6 @@ class DenoiseConfig:
 
   max_new_tokens: int
   max_prompt_length: int
-  rule: str = commit_rules.THRESHOLD
-  threshold: float = 0.9
-  top_k: int = 1
-  factor: float = 1.0
   temperature: float = 0.0
   stop_ids: tuple[int, ...] = ()
   pad_id: int = 0
@@ -137,16 +131,8 @@ class DenoiseConfig:
     check("max_new_tokens", self.max_new_tokens >= 1, ">= 1")
     check("max_prompt_length", _is_int(self.max_prompt_length), "an int")
     check("max_prompt_length", self.max_prompt_length >= 1, ">= 1")
-    check(
-        "rule", self.rule in commit_rules.RULES, f"one of {commit_rules.RULES}"
-    )
-    check(
-        "threshold",
-        _is_number(self.threshold) and 0.0 < self.threshold <= 1.0,
-        "a number in (0, 1]",
-    )
-    check("top_k", _is_int(self.top_k) and self.top_k >= 1, "an int >= 1")
-    check("factor", _is_number(self.factor) and self.factor > 0, "a number > 0")
+    for name, value in self.commit_settings().items():
+      object.__setattr__(self, name, commit_rules.check_setting(name, value))
     check(
         "temperature",
         _is_number(self.temperature) and self.temperature >= 0,
@@ -166,9 +152,6 @@ class DenoiseConfig:
     for name, value in (
         ("max_new_tokens", int(self.max_new_tokens)),
         ("max_prompt_length", int(self.max_prompt_length)),
-        ("threshold", float(self.threshold)),
-        ("top_k", int(self.top_k)),
-        ("factor", float(self.factor)),
         ("temperature", float(self.temperature)),
         ("pad_id", int(self.pad_id)),
         ("stop_ids", tuple(int(s) for s in stop_ids)),
@@ -239,7 +222,9 @@ class Denoiser:
       bd: the model's block-diffusion settings.
       config: the denoising settings.
       logits_fn: the cache-free model call (`use_cache=False`).
-      cached_logits_fn: the cached model call (`use_cache=True`).
+      cached_logits_fn: the cached model call (`use_cache=True`); an
+        `external_logits.CacheFree` one (a model without a KV cache) decodes
+        cache-free with its own `logits_fn` whatever `use_cache` says.
 
     Raises:
       ValueError: for a bad config, or a `bd` that does not fit the model
@@ -259,15 +244,13 @@ class Denoiser:
     # Sent to the device once: each transfer adds a fixed latency to a call.
     self._params = jax.device_put(
         step_lib.CommitParams.create(
-            rule=config.rule,
-            threshold=config.threshold,
-            top_k=config.top_k,
-            factor=config.factor,
-            temperature=config.temperature,
+            **config.commit_settings(), temperature=config.temperature
         )
     )
+    cache_free = external_logits.cache_free_logits_fn(cached_logits_fn)
+    self._use_cache = config.use_cache and cache_free is None
     self._logits_fns = dict(
-        logits_fn=logits_fn, cached_logits_fn=cached_logits_fn
+        logits_fn=cache_free or logits_fn, cached_logits_fn=cached_logits_fn
     )
     self._stop_ids = jax.device_put(np.asarray(config.stop_ids, np.int32))
 
@@ -295,7 +278,7 @@ class Denoiser:
         self._stop_ids,
         bd=bd,
         layout=self._layout,
-        use_cache=config.use_cache,
+        use_cache=self._use_cache,
         **self._logits_fns,
     )
     out = decode_loop.unpack_outputs(packed, self._layout.length)

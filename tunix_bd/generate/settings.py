@@ -26,16 +26,14 @@ from tunix_bd.generate import denoise
 DENOISER_FIELDS = (
     "max_new_tokens",
     "rule",
-    "threshold",
-    "top_k",
-    "factor",
+    *commit_rules.PARAMETERS,
     "temperature",
     "use_cache",
 )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DecodeSettings:
+class DecodeSettings(commit_rules.CommitSettings):
   """How a recipe decodes; see `denoise.DenoiseConfig` for the rule fields.
 
   Attributes:
@@ -50,10 +48,6 @@ class DecodeSettings:
 
   max_new_tokens: int = 16
   max_prompt_length: int = 0
-  rule: str = commit_rules.THRESHOLD
-  threshold: float = 0.9
-  top_k: int = 1
-  factor: float = 1.0
   temperature: float = 0.0
   use_cache: bool = True
   batch_size: int = 64

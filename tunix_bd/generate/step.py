@@ -18,7 +18,7 @@ compiled program serves every rule and threshold.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,38 +32,35 @@ class CommitParams(NamedTuple):
 
   Attributes:
     rule: int32 index into `commit_rules.RULES`.
-    threshold: float32 tau of the `threshold` rule.
-    top_k: int32 k of the `top_k` rule.
-    factor: float32 f of the `factor` rule.
+    parameters: each rule parameter (`commit_rules.PARAMETERS`) by name,
+      an int32 or float32 scalar.
     temperature: float32 sampling temperature; 0 is greedy.
   """
 
   rule: jax.Array
-  threshold: jax.Array
-  top_k: jax.Array
-  factor: jax.Array
+  parameters: dict[str, jax.Array]
   temperature: jax.Array
 
   @classmethod
   def create(
-      cls,
-      *,
-      rule: str,
-      threshold: float,
-      top_k: int,
-      factor: float,
-      temperature: float,
+      cls, *, rule: str, temperature: float, **parameters: Any
   ) -> CommitParams:
-    """NumPy scalars of validated settings (e.g. a `DenoiseConfig`'s)."""
+    """NumPy scalars of validated settings (e.g. a `DenoiseConfig`'s
+    `commit_settings()`); a parameter not given takes its default."""
     if rule not in commit_rules.RULES:
       raise ValueError(
           f"rule must be one of {list(commit_rules.RULES)}, got {rule!r}."
       )
+    defaults = commit_rules.CommitSettings()
+    values = {}
+    for name, (kind, _, _) in commit_rules.PARAMETERS.items():
+      dtype = np.int32 if kind is int else np.float32
+      values[name] = dtype(parameters.pop(name, getattr(defaults, name)))
+    if parameters:
+      raise ValueError(f"unknown commit parameters {sorted(parameters)}.")
     return cls(
         rule=np.int32(commit_rules.RULES.index(rule)),
-        threshold=np.float32(threshold),
-        top_k=np.int32(top_k),
-        factor=np.float32(factor),
+        parameters=values,
         temperature=np.float32(temperature),
     )
 
@@ -90,13 +87,7 @@ def select_commits(
   """bool `[batch, block]` commits of the traced rule `params.rule`."""
   # A switch runs only the selected rule's computation.
   branches = [
-      functools.partial(
-          commit_rules.commit_mask,
-          rule,
-          threshold=params.threshold,
-          top_k=params.top_k,
-          factor=params.factor,
-      )
+      functools.partial(commit_rules.commit_mask, rule, **params.parameters)
       for rule in commit_rules.RULES
   ]
   return jax.lax.switch(params.rule, branches, confidence, eligible)

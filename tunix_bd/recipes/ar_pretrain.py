@@ -27,7 +27,7 @@ import ml_collections
 
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.benchmarking import ar_sampler
+from tunix_bd.evaluation import ar_sampler
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib

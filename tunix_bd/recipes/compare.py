@@ -4,7 +4,7 @@
 
 The quickstart's last stage on any two checkpoints and any prompt set: a
 user's own AR model, its `sft.py` export and their `{"prompt", "answer"}`
-JSONL. Writes the report (`benchmarking.comparison_report`) under `workdir`;
+JSONL. Writes the report (`evaluation.comparison_report`) under `workdir`;
 the frontier shows the exact match each commit threshold keeps and the
 forwards and milliseconds it saves, which is how to tell whether a converted
 model is ready for parallel decoding.
@@ -17,7 +17,7 @@ import time
 
 import ml_collections
 
-from tunix_bd.benchmarking import comparison_report
+from tunix_bd.evaluation import comparison_report
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib

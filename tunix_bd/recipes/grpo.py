@@ -5,7 +5,10 @@
 Tunix's `RLCluster` and `GRPOLearner` loop with tunix_bd's rollout, cluster,
 learner and registered loss (`tunix_bd.rl`): rollouts are parallel block
 denoising, and the live, old and reference policies score each rollout's
-own trace. Every input is checked before any compute: the config, the
+own trace. With `grpo.learner=tunix` (a Tunix with prepared diffusion
+rollouts), Tunix's own `GRPOLearner` and stock `grpo` loss train instead,
+scoring the same traces by replay (`rl.settings.GrpoSettings.learner`).
+Every input is checked before any compute: the config, the
 checkpoints and tokenizer, the stop ids, every prompt, the fingerprint of a
 run being resumed.
 

@@ -5,7 +5,7 @@
 Runs the `ar_pretrain` and `sft` stages with their own configs (same
 variant, workdirs under this run's), then decodes the eval split with the AR
 teacher (Tunix's `Sampler`, and our loop with one-token blocks) and with the
-converted model at several commit thresholds (`benchmarking.comparison`), and
+converted model at several commit thresholds (`evaluation.comparison`), and
 writes a side-by-side table (`report.txt`, `report.json`) with a headline
 (batch-1 latency and batch-N throughput, with tokens per forward), a figure
 of speed relative to AR (`report.png`) and the speed/accuracy frontier
@@ -23,7 +23,7 @@ import ml_collections
 
 from tunix_bd import config_files
 from tunix_bd import config_utils
-from tunix_bd.benchmarking import comparison_report
+from tunix_bd.evaluation import comparison_report
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft

@@ -3,14 +3,15 @@
 """Recipe `sft`: convert an AR checkpoint into a block-diffusion model.
 
 Masked-diffusion SFT with Tunix's `PeftTrainer` and tunix_bd's loss hook
-(`tunix_bd.sft.loss`): the AR weights are reused as they are; the attention
-pattern (block-causal), the objective (recover corrupted completion tokens)
-and, later, the decoder change. The input is an HF-style directory (the
-embedded AR teacher's export, or a user's Qwen3 or Qwen2 with its
-tokenizer); the output is the same layout, its config, generation config and
-weight dtype kept (`export.dtype` may set another), plus
-`block_diffusion.json` (the settings, the mask token and the chat template
-switches trained with), which generation, OPD and RL read.
+(`tunix_bd.sft.loss`), or with `model.sft_loss=tunix` Tunix's own diffusion
+SFT adapter (`tunix_bd.sft.tunix_diffusion`): the AR weights are reused as
+they are; the attention pattern (block-causal), the objective (recover
+corrupted completion tokens) and, later, the decoder change. The input is
+an HF-style directory (the embedded AR teacher's export, or a user's Qwen3
+or Qwen2 with its tokenizer); the output is the same layout, its config,
+generation config and weight dtype kept (`export.dtype` may set another),
+plus `block_diffusion.json` (the settings, the mask token and the chat
+template switches trained with), which generation, OPD and RL read.
 
 Outputs under `config.workdir`: `checkpoints/` (orbax; resume is automatic and
 guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
@@ -31,6 +32,7 @@ from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import trainer as trainer_lib
+from tunix_bd.sft import tunix_diffusion
 from tunix_bd.training import options
 from tunix_bd.training import progress
 
@@ -39,7 +41,7 @@ DESCRIPTION = "Block-diffusion SFT"
 
 def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
   """Fails closed on settings that cannot work, before any compute."""
-  return stage_lib.Stage(
+  stage = stage_lib.Stage(
       config,
       model=sections.SftModelSettings,
       bd=sections.BdSettings,
@@ -51,6 +53,9 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
       export=sections.ExportSettings,
       mesh=mesh_lib.MeshSettings,
   )
+  if stage.model.sft_loss == sections.TUNIX_SFT_LOSS:
+    tunix_diffusion.require(f"model.sft_loss={sections.TUNIX_SFT_LOSS!r}")
+  return stage
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
@@ -85,6 +90,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       eos_id=tokenizer.eos_token_id,
       seed=config.seed,
   )
+  through_tunix = stage.model.sft_loss == sections.TUNIX_SFT_LOSS
   with stage.restoring():  # The newest checkpoint, one line if bad.
     trainer = trainer_lib.DiffusionSftTrainer(
         model,
@@ -92,8 +98,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         options.training_config(train, stage.workdir, DESCRIPTION),
         config=bd,
         fingerprint=fingerprint,
-        logits_chunk=stage.model.precision.chunk,  # Refuses a LoRA'd head.
+        # Refuses a LoRA'd head; Tunix's loss computes dense logits.
+        logits_chunk=None if through_tunix else stage.model.precision.chunk,
     )
+  if through_tunix:
+    tunix_diffusion.configure(trainer, bd)
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):

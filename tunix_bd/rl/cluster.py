@@ -18,6 +18,10 @@ chat templates and micro-batching stay Tunix's):
     snapshot (Tunix's anchor policy state), on the ACTOR role's mesh: the
     old policy stays on the actor role, not a new role.
   * With a fingerprint, the actor's checkpoint metadata carries it.
+  * Under a learner that does not log them (Tunix's own `GRPOLearner`,
+    `log_rollout_checks`), `generate` logs what tunix_bd's learner does:
+    tokens per forward, forwards per row and, every n global steps, the
+    replay parity (`PARITY_METRIC`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from tunix_bd.rl import rollout as rollout_lib
 
 Role = compat.Role
 Mode = compat.Mode
+# The largest |anchor replay - recorded| log-prob of a rollout's actions
+# (Tunix's name for it).
+PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
 
 
 @dataclasses.dataclass
@@ -99,6 +106,7 @@ class DiffusionRLCluster(compat.RLCluster):
     super().__init__(**kwargs)
     self._reference_replayer: replayer_lib.Replayer | None = None
     self._actor_replayer: replayer_lib.Replayer | None = None
+    self._checks_every: int | None = None
     # Tunix builds the rollout before the actor trainer restores a
     # checkpoint: a resumed run must roll out with the restored weights
     # (the anchor snapshot is already taken from them).
@@ -116,6 +124,21 @@ class DiffusionRLCluster(compat.RLCluster):
           **tunix_metadata(),
           fingerprint_lib.METADATA_KEY: fields,
       }
+
+  def log_rollout_checks(self, verify_replay_every_n_steps: int) -> None:
+    """Makes `generate` log what tunix_bd's learner logs, for another learner.
+
+    Each rollout then buffers `diffusion/tokens_per_forward` and
+    `diffusion/forwards_per_row`; every `verify_replay_every_n_steps`
+    global steps (0: never) a training rollout is also replayed under the
+    anchor snapshot and `PARITY_METRIC` buffered.
+
+    Raises:
+      ValueError: for a negative cadence.
+    """
+    if verify_replay_every_n_steps < 0:
+      raise ValueError("verify_replay_every_n_steps must be >= 0.")
+    self._checks_every = verify_replay_every_n_steps
 
   def generate(
       self,
@@ -156,11 +179,34 @@ class DiffusionRLCluster(compat.RLCluster):
           f"rollout tokens of rows {bad[:8]} are not their traces' tokens"
           " cut at the first stop token."
       )
+    if self._checks_every is not None:
+      self._log_rollout_checks(trace, forwards, visible, mode, micro_batch_size)
     return DiffusionRolloutOutput(
         **{f.name: getattr(out, f.name) for f in dataclasses.fields(out)},
         trace=trace,
         num_forwards=forwards,
     )
+
+  def _log_rollout_checks(self, trace, forwards, visible, mode, batch) -> None:
+    tokens = sum(len(v) for v in visible)
+    metrics = {
+        "diffusion/tokens_per_forward": (
+            float(tokens / max(int(forwards.sum()), 1)),
+            np.mean,
+        ),
+        "diffusion/forwards_per_row": (np.mean(forwards), np.mean),
+    }
+    every, step = self._checks_every, self.global_steps
+    if mode == Mode.TRAIN and every and step % every == 0:
+      with compat.grpo_perf_span(
+          self, "old_actor_inference", role=Role.ACTOR
+      ) as end:
+        anchor = self.anchor_replay_logps(trace, batch)
+        end([anchor])
+      generated = np.asarray(trace.action_step) >= 0
+      error = np.abs(anchor - np.asarray(trace.action_logp))[generated]
+      metrics[PARITY_METRIC] = (float(error.max(initial=0.0)), np.max)
+    self.buffer_metrics(metrics, mode=mode)
 
   def _replay(self, replay, trace, micro_batch_size) -> np.ndarray:
     rows = np.asarray(trace.prompt_lengths).shape[0]

@@ -26,7 +26,7 @@ _DENOISER_FIELDS = (*generate_settings.DENOISER_FIELDS, "max_prompt_length")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RolloutSettings:
+class RolloutSettings(commit_rules.CommitSettings):
   """How the policy decodes its rollouts (see `denoise.DenoiseConfig`).
 
   Attributes:
@@ -44,10 +44,7 @@ class RolloutSettings:
 
   max_new_tokens: int = 16
   max_prompt_length: int = 40
-  rule: str = commit_rules.THRESHOLD
   threshold: float = 0.5
-  top_k: int = 1
-  factor: float = 1.0
   temperature: float = 1.0
   eval_temperature: float = 0.0
   use_cache: bool = True

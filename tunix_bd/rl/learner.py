@@ -28,8 +28,8 @@ Tunix's `np.repeat` silently mangles list prompts.
 `_generate_and_compute_advantage` overrides Tunix's private method of that
 name (no public seam exists in 0.1.7 or main) and keeps its perf spans
 (`refer_inference`, `old_actor_inference`, `advantage_computation`).
-`UPSTREAM_SOURCE_SHA256` pins the Tunix source it replaces, per supported
-version; `compat_test` fails when it changes.
+`compat.PRIVATE_SURFACE_SHA256` pins the Tunix source it replaces, per
+supported version; `compat_test` fails when it changes.
 """
 
 from __future__ import annotations
@@ -45,18 +45,8 @@ from tunix_bd.rl import rollout as rollout_lib
 
 Mode = compat.Mode
 Role = compat.Role
-PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
+PARITY_METRIC = cluster_lib.PARITY_METRIC
 
-# sha256 of `inspect.getsource(GRPOLearner._generate_and_compute_advantage)`
-# per supported google-tunix version: the method the override below
-# replaces. A new Tunix, or a changed digest, is a decision: re-read the
-# upstream method, port what changed, then add or update its digest.
-UPSTREAM_SOURCE_SHA256 = {
-    "0.1.7": "c56268e58863fedb902bcc6e8041440569845c77bf9090c37c12bc8d68e3ab01",
-    "0.1.8.dev20260821": (
-        "a0acb61efdb36d0b87a93faa3e6f1ee6e9da87a647c580c05b54f0aae4094f6b"
-    ),
-}
 _LOG_RATIO_BOUND = 20.0  # Tunix's clip of the sampler/trainer log-ratio.
 
 
@@ -138,7 +128,8 @@ def old_logps_and_weights(
   return anchor, None
 
 
-def _checked(dataset: Iterable[Mapping[str, Any]], name: str) -> Iterator:
+def checked(dataset: Iterable[Mapping[str, Any]], name: str) -> Iterator:
+  """`dataset`'s items, each checked (`check_dataset_item`) as it is read."""
   for index, item in enumerate(dataset):
     check_dataset_item(item, f"{name} item {index}")
     yield item
@@ -252,12 +243,13 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
     out and take one more optimizer step before checking the limit.
     """
     actor = self.rl_cluster.actor_trainer
-    if actor.train_steps >= self._training_config.max_steps:
+    training_config = self.rl_cluster.cluster_config.training_config
+    if actor.train_steps >= training_config.max_steps:
       return
-    train_ds = _checked(train_ds, "train dataset")
+    train_ds = checked(train_ds, "train dataset")
     first = next(train_ds)
     full_batch = len(first["prompts"])
-    mini_batch = self._training_config.mini_batch_size or full_batch
+    mini_batch = training_config.mini_batch_size or full_batch
     # Every update after the first of a rollout runs on moved weights.
     self._updates_per_rollout = self.algo_config.num_iterations * max(
         1, full_batch // mini_batch
@@ -267,7 +259,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       yield first
       yield from train_ds
 
-    eval_ds = None if eval_ds is None else list(_checked(eval_ds, "eval"))
+    eval_ds = None if eval_ds is None else list(checked(eval_ds, "eval"))
     super().train(chained(), eval_ds, skip_jit)
 
   def _needs_old(self, mode: Mode) -> bool:

@@ -200,13 +200,7 @@ def grpo_objective(
     ValueError: for a per-token input whose shape is not the mask's.
   """
   _check_shapes(per_token_logps, train_example)
-  epsilon = algo_config.epsilon
-  epsilon_high = (
-      algo_config.epsilon_high
-      if hasattr(algo_config, "epsilon_high")
-      else epsilon
-  )
-  epsilon_c = getattr(algo_config, "epsilon_c", None)
+  epsilon, epsilon_high, epsilon_c = compat.clip_epsilons(algo_config)
   agg_mode = algo_config.loss_agg_mode
   mask = train_example.completion_mask
   per_token_logps = jnp.astype(per_token_logps, jnp.float32)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation as evaluation_lib
+from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import report as report_lib
 from tunix_bd.rl import settings as settings_lib
 
@@ -112,11 +113,19 @@ def train_and_evaluate(
     continued_sft: loads the continued-SFT model to evaluate beside the
       policy; None: none.
 
+  Every item is checked as it is read (`learner.check_dataset_item`), and a
+  run resumed at `max_steps` trains no further, whichever the learner.
+
   Returns:
     The results; `train_seconds` times `learner.train` alone.
+
+  Raises:
+    ValueError: as `learner.check_dataset_item`.
   """
   started = time.perf_counter()
-  learner.train(batches)
+  actor = cluster.actor_trainer
+  if actor.train_steps < cluster.cluster_config.training_config.max_steps:
+    learner.train(learner_lib.checked(batches, "train dataset"))
   train_seconds = time.perf_counter() - started
   after = evaluate(cluster.actor_trainer.model)
   continued = evaluate(continued_sft()) if continued_sft else None

@@ -257,13 +257,3 @@ def place_on_mesh(
   placed = nnx.merge(graphdef, moved)
   rebind_meshes(placed, mesh)
   return placed
-
-
-def device_ids(tree: Any) -> list[int]:
-  """The sorted ids of every device holding a shard of `tree`'s arrays."""
-  return sorted({
-      device.id
-      for leaf in jax.tree.leaves(tree)
-      if isinstance(leaf, jax.Array)
-      for device in leaf.sharding.device_set
-  })

@@ -56,6 +56,7 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay as replay_lib
 from tunix_bd.core import special_ids
 from tunix_bd.core import tunix_layout
+from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
 
@@ -123,7 +124,7 @@ def _copy_across_meshes(params, target):
 # Row-seed streams: the mode is part of the seed, so evaluation never draws
 # from (or advances) the training stream.
 MODE_IDS = {"train": 0, "eval": 1}
-COMMIT_KEYS = ("rule", "threshold", "top_k", "factor")
+COMMIT_KEYS = ("rule", *commit_rules.PARAMETERS)
 
 
 def mode_name(mode: Any) -> str:
@@ -380,8 +381,11 @@ class DiffusionRollout(compat.BaseRollout):
     Returns:
       Tunix's `RolloutOutput`: `text` and `tokens` (each row's completion
       before its first stop token), `left_padded_prompt_tokens` int32
-      `[batch, max_prompt_length]`; no logits or log-probs (the trace has
-      the log-prob of every action).
+      `[batch, max_prompt_length]`; no logits. Where Tunix's
+      `RolloutOutput` has `diffusion_batch` (`compat`), it is the trace's
+      prepared batch (`replay.diffusion_batch`, scored by
+      `replay.ReplayLogitsFn`) and `logprobs` each row's `action_logp`;
+      elsewhere no log-probs (the trace has the log-prob of every action).
 
     Raises:
       ValueError: without a generation context (use `DiffusionRLCluster`),
@@ -409,12 +413,20 @@ class DiffusionRollout(compat.BaseRollout):
     if self._local.collectors:
       self._local.collectors[-1].append((out.trace, out.num_forwards))
     layout = tunix_layout.to_tunix_layout(out.trace, pad_id=self.pad)
+    prepared = {}
+    if compat.ROLLOUT_HAS_DIFFUSION_BATCH:
+      # Tunix's own prepared-rollout scoring: the trace as its batch, and
+      # each row's recorded log-prob of every action (full trace width).
+      prepared = dict(
+          diffusion_batch=replay_lib.diffusion_batch(out.trace),
+          logprobs=list(np.asarray(out.trace.action_logp, np.float32)),
+      )
     return compat.RolloutOutput(
         text=[self._tokenizer.decode(c.tolist()) for c in out.completions],
         logits=None,
         tokens=[np.asarray(c, np.int32) for c in out.completions],
         left_padded_prompt_tokens=layout["prompt_ids"],
-        logprobs=None,
+        **{"logprobs": None, **prepared},
     )
 
   def get_per_token_logps(self, prompt_tokens, completion_tokens):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd.data import settings as data_settings
 from tunix_bd.rl import decode_settings
@@ -34,6 +35,11 @@ LOSS_AGG_MODES = (
     "sequence-mean-token-sum-norm",
 )
 KL_LOSS_MODES = ("kl", "mse_kl", "low_var_kl")
+# `grpo.learner`: tunix_bd's `DiffusionGRPOLearner`, or Tunix's own
+# `GRPOLearner` on the rollout's prepared diffusion batches.
+TUNIX_BD_LEARNER = "tunix_bd"
+TUNIX_LEARNER = "tunix"
+LEARNERS = (TUNIX_BD_LEARNER, TUNIX_LEARNER)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -53,6 +59,18 @@ class GrpoSettings:
       rollout under the start-of-step actor and log the largest difference
       from its recorded log-probs (`diffusion/rollout_anchor_logp_abs_max`,
       ~1e-6 when replay is exact); 0: only when old log-probs are needed.
+    learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner` and its
+      `diffusion_grpo` loss; `tunix`, Tunix's own `GRPOLearner` with its
+      stock `grpo` loss, scoring the rollout's prepared diffusion batches
+      with replay (`replay.ReplayLogitsFn`), on a Tunix that has them
+      (`RolloutOutput.diffusion_batch`: the PR stack #1745-#1749, not
+      0.1.7 or main). There the live, old and reference policies replay
+      with dense `[batch, length, vocab]` logits (`model.logits_chunk`
+      applies to the rollout alone), rewards get no `num_forwards` /
+      `num_completion_tokens` (no speed reward), and the cluster logs
+      tokens per forward and the replay parity, every
+      `verify_replay_every_n_steps` (with `num_iterations > 1` Tunix's
+      learner logs it on every step).
   """
 
   num_generations: int = 8
@@ -65,8 +83,20 @@ class GrpoSettings:
   kl_loss_mode: str = "low_var_kl"
   # A check's cadence: it logs, never changes a step.
   verify_replay_every_n_steps: int = config_utils.resumable(default=10)
+  learner: str = TUNIX_BD_LEARNER
 
   def __post_init__(self):
+    if self.learner not in LEARNERS:
+      raise ValueError(
+          f"grpo.learner must be one of {LEARNERS}, got {self.learner!r}."
+      )
+    if self.learner == TUNIX_LEARNER and not compat.ROLLOUT_HAS_DIFFUSION_BATCH:
+      raise ValueError(
+          f"grpo.learner={TUNIX_LEARNER!r} needs a Tunix whose rollouts carry"
+          " prepared diffusion batches (RolloutOutput.diffusion_batch, the PR"
+          f" stack #1745-#1749); google-tunix {compat.TUNIX_VERSION} has none."
+          f" Use grpo.learner={TUNIX_BD_LEARNER!r}."
+      )
     config_utils.check_int("grpo.num_generations", self.num_generations, 2)
     config_utils.check_int(
         "grpo.verify_replay_every_n_steps",
@@ -189,6 +219,8 @@ class GrpoRunSettings:
   @property
   def description(self) -> str:
     """The run's name in progress lines and the report."""
+    if self.grpo.learner == TUNIX_LEARNER:
+      return f"GRPO ({self.grpo.loss_algo}, Tunix's GRPOLearner)"
     return f"GRPO ({self.grpo.loss_algo})"
 
   @classmethod
@@ -245,9 +277,17 @@ def check_together(run: GrpoRunSettings) -> None:
 
   Raises:
     ValueError: for `train.gradient_accumulation_steps` (Tunix derives it
-      from the mini- and micro-batch sizes); sizes that do not divide.
+      from the mini- and micro-batch sizes); sizes that do not divide; a
+      speed reward under `grpo.learner=tunix`.
   """
   train, batches = run.train, run.batches
+  if run.grpo.learner == TUNIX_LEARNER and run.reward.speed_weight:
+    raise ValueError(
+        f"reward.speed_weight={run.reward.speed_weight} needs the forwards"
+        f" per row, which grpo.learner={TUNIX_LEARNER!r} (Tunix's"
+        " GRPOLearner) does not pass to reward functions; set it 0 or use"
+        f" grpo.learner={TUNIX_BD_LEARNER!r}."
+    )
   if train.gradient_accumulation_steps is not None:
     raise ValueError(
         "train.gradient_accumulation_steps is not an RL setting: Tunix"

@@ -5,7 +5,9 @@
 The recipe, the benchmark and the tests assemble the same pieces: Tunix's
 `RolloutConfig` per mode, a `ClusterConfig` whose rollout engine is a
 `functools.partial(DiffusionRollout, ...)`, the `DiffusionRLCluster` and
-the `DiffusionGRPOLearner` with the registered `diffusion_grpo` loss.
+the `DiffusionGRPOLearner` with the registered `diffusion_grpo` loss (or,
+`grpo.learner=tunix`, Tunix's own `GRPOLearner` over the rollout's prepared
+diffusion batches, scored by replay).
 `build_grpo` assembles them all from the checked sections of a GRPO config.
 """
 
@@ -22,6 +24,7 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import replay
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import learner as learner_lib
@@ -35,7 +38,6 @@ from tunix_bd.training import progress
 
 Mode = compat.Mode
 Role = compat.Role
-_OPTIONAL_ALGO_FIELDS = ("epsilon_high", "epsilon_c")
 
 
 def rollout_configs(
@@ -68,12 +70,7 @@ def rollout_arguments(
   stop ids need the tokenizer (`rollout.stop_ids(tokenizer)`).
   """
   return dict(
-      commit=dict(
-          rule=rollout.rule,
-          threshold=rollout.threshold,
-          top_k=rollout.top_k,
-          factor=rollout.factor,
-      ),
+      commit=rollout.commit_settings(),
       use_cache=rollout.use_cache,
       seed=rollout.seed,
       rollout_config=rollout_configs(
@@ -198,12 +195,7 @@ def grpo_config(
   Raises:
     ValueError: as `compat.grpo_config`.
   """
-  optional = {k: algo.pop(k) for k in _OPTIONAL_ALGO_FIELDS if k in algo}
-  config = compat.grpo_config(policy_loss_fn=policy_loss_fn, **algo)
-  for name, value in optional.items():
-    if value is not None:
-      setattr(config, name, value)
-  return config
+  return compat.grpo_config(policy_loss_fn=policy_loss_fn, **algo)
 
 
 def build_learner(
@@ -211,19 +203,53 @@ def build_learner(
     *,
     reward_fns,
     verify_replay_every_n_steps: int = 0,
+    learner: str = settings_lib.TUNIX_BD_LEARNER,
     **algo: Any,
-) -> learner_lib.DiffusionGRPOLearner:
-  """A `DiffusionGRPOLearner` with the `diffusion_grpo` loss.
+) -> compat.GRPOLearner:
+  """The `grpo.learner`: tunix_bd's, or Tunix's own on prepared rollouts.
 
   Args:
     cluster: the `DiffusionRLCluster`.
     reward_fns: Tunix reward functions.
-    verify_replay_every_n_steps: as `DiffusionGRPOLearner`.
+    verify_replay_every_n_steps: as `DiffusionGRPOLearner`; under Tunix's
+      learner with `num_iterations=1` the cluster replays the anchor at
+      that cadence (`DiffusionRLCluster.log_rollout_checks`), with more
+      Tunix's learner logs the parity on every step.
+    learner: `tunix_bd`, a `DiffusionGRPOLearner` with the `diffusion_grpo`
+      loss; `tunix`, Tunix's `GRPOLearner` with its stock `grpo` loss and
+      `replay.ReplayLogitsFn` over the rollout's model call as its
+      `diffusion_logits_fn` (`settings.GrpoSettings.learner`).
     **algo: `grpo_config`'s fields (`num_generations` >= 2 included).
 
   Raises:
-    ValueError: as `GRPOConfig` and `DiffusionGRPOLearner`.
+    ValueError: as `GRPOConfig` and `DiffusionGRPOLearner`; for Tunix's
+      learner on a Tunix without prepared diffusion rollouts.
   """
+  if learner == settings_lib.TUNIX_LEARNER:
+    if not compat.ROLLOUT_HAS_DIFFUSION_BATCH:
+      raise ValueError(
+          f"grpo.learner={learner!r} needs a Tunix with"
+          " RolloutOutput.diffusion_batch."
+      )
+    # Tunix's learner logs the parity itself whenever it replays the
+    # anchor for old log-probs (`num_iterations > 1`).
+    recomputes_old = algo.get("num_iterations", 1) > 1
+    cluster.log_rollout_checks(
+        0 if recomputes_old else verify_replay_every_n_steps
+    )
+    rollout = cluster.rollout
+    return compat.GRPOLearner(
+        rl_cluster=cluster,
+        algo_config=grpo_config(policy_loss_fn="grpo", **algo),
+        reward_fns=reward_fns,
+        diffusion_logits_fn=replay.ReplayLogitsFn(
+            rollout.bd, rollout.cached_logits_fn
+        ),
+    )
+  if learner != settings_lib.TUNIX_BD_LEARNER:
+    raise ValueError(
+        f"grpo.learner must be one of {settings_lib.LEARNERS}, got {learner!r}."
+    )
   return learner_lib.DiffusionGRPOLearner(
       cluster,
       grpo_config(**algo),
@@ -242,14 +268,14 @@ def build_grpo(
     workdir: str,
     logits_chunk: int | None = None,
     fingerprint: Mapping[str, Any] | None = None,
-) -> tuple[cluster_lib.DiffusionRLCluster, learner_lib.DiffusionGRPOLearner]:
+) -> tuple[cluster_lib.DiffusionRLCluster, compat.GRPOLearner]:
   """`(cluster, learner)` of a GRPO run, its checkpoint (if any) restored.
 
   The cluster trains `actor` in `workdir` on the role meshes, its rollout
   as the `rollout` section says; the actor trainer prints a progress line
   per step (`run.description`, the latest reward and tokens per forward); the
-  learner runs the `grpo` section's algorithm with the `diffusion_grpo`
-  loss, rewarding as the `reward` section says (`rewards.reward_fns`).
+  learner (`build_learner`, `grpo.learner`) runs the `grpo` section's
+  algorithm, rewarding as the `reward` section says (`rewards.reward_fns`).
 
   Args:
     run: the checked sections (`settings.GrpoRunSettings`).

@@ -43,6 +43,12 @@ RUN_THE_QUICKSTART = (
 )
 
 
+# `model.sft_loss`: tunix_bd's loss hook, or Tunix's diffusion SFT adapter.
+HOOK_SFT_LOSS = "tunix_bd"
+TUNIX_SFT_LOSS = "tunix"
+SFT_LOSSES = (HOOK_SFT_LOSS, TUNIX_SFT_LOSS)
+
+
 def _one_of(key: str, value: str, choices) -> None:
   if value not in choices:
     raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}.")
@@ -173,11 +179,21 @@ class SftModelSettings(PrecisionSettings):
   Attributes:
     checkpoint: an HF-style directory: config.json, *.safetensors and the
       tokenizer (a Qwen3 or Qwen2).
+    sft_loss: `tunix_bd`, tunix_bd's loss hook (`sft.loss`: the chunked
+      head, aux metrics such as masked accuracy); `tunix`, Tunix's own
+      diffusion SFT adapter (`sft.tunix_diffusion`, on a Tunix that has
+      it): dense `[batch, length, vocab]` logits, `logits_chunk` unused, no
+      aux metrics. Equal losses to float rounding: a resume may change it.
   """
 
   checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/ar_pretrain/export", required=True
   )
+  sft_loss: str = config_utils.resumable(default=HOOK_SFT_LOSS)
+
+  def __post_init__(self):
+    super().__post_init__()
+    _one_of("model.sft_loss", self.sft_loss, SFT_LOSSES)
 
   def directory_hint(self, key: str) -> str:
     del key

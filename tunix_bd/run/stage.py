@@ -22,7 +22,7 @@ A training recipe is five steps, in this order, whatever it trains:
       #    converted model's `ConvertedSources`).
 
 A benchmark recipe takes step 1 alone, then builds its arms, measures and
-writes its report (`tunix_bd.benchmarking`); one that writes a single
+writes its report (`benchmarks`, outside the library); one that writes a single
 report file rather than a workdir passes `writes="output"`.
 
 The fingerprint rule (`section_fields`): every field of every typed section,

@@ -35,7 +35,6 @@ import math
 import re
 from typing import Any, Mapping
 
-import grain
 import numpy as np
 
 from tunix_bd import config_utils
@@ -349,34 +348,3 @@ def corrupt_example(
   return {
       key: np.stack(values).astype(_DTYPES[key]) for key, values in out.items()
   }
-
-
-class CorruptExample(grain.transforms.Map):
-  """`corrupt_example` as a grain map transform.
-
-  Elements are `TokenizedDataset.row()` dicts plus int `example_id` and
-  `epoch`; outputs are `corrupt_example`'s `[rows, length]` dicts.
-  """
-
-  def __init__(
-      self,
-      corruption: SftCorruptionConfig,
-      config: bd_config.BlockDiffusionConfig,
-      eos_id: int,
-  ):
-    self._corruption = corruption
-    self._config = config
-    self._eos_id = eos_id
-
-  def map(self, element: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    for key in ("example_id", "epoch"):
-      if key not in element:
-        raise ValueError(f"the element has no {key!r}.")
-    return corrupt_example(
-        element,
-        example_id=int(element["example_id"]),
-        epoch=int(element["epoch"]),
-        corruption=self._corruption,
-        config=self._config,
-        eos_id=self._eos_id,
-    )

@@ -31,35 +31,12 @@ unchanged.
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Any, Callable
 
 from flax import nnx
 import jax
 from jax.interpreters import pxla
-
-# The train step's arguments in google-tunix 0.1.7, donated but the batch.
-_LEADING_STATE = ("model", "optimizer")
-
-
-def step_state_args(trainer: Any) -> tuple[str, ...] | None:
-  """The trainer attributes Tunix's train step takes before `inputs`.
-
-  Returns:
-    `("model", "optimizer")` on google-tunix 0.1.7, `("model", "optimizer",
-    "grad_accumulator")` on Tunix main; None for a step of another shape.
-  """
-  if not hasattr(trainer, "_jitted_train_step_fn"):
-    return None
-  params = tuple(inspect.signature(trainer.create_train_step_fn()).parameters)
-  if "inputs" not in params:
-    return None
-  state = params[: params.index("inputs")]
-  if state[: len(_LEADING_STATE)] != _LEADING_STATE or not all(
-      hasattr(trainer, name) for name in state
-  ):
-    return None
-  return state
+from tunix_bd import compat
 
 
 class DonatingStepMixin:
@@ -67,7 +44,10 @@ class DonatingStepMixin:
 
   def donates_model(self) -> bool:
     """Whether the jitted train step updates the weights in place."""
-    return not self._lora_enabled and step_state_args(self) is not None
+    return (
+        not self._lora_enabled
+        and compat.train_step_state_args(self) is not None
+    )
 
   def jit_train_and_eval_step(
       self, skip_jit: bool = False, cache_nnx_graph: bool = False
@@ -78,7 +58,7 @@ class DonatingStepMixin:
       return super().jit_train_and_eval_step(skip_jit, cache_nnx_graph)
     if self._jitted_train_step_fn is None:
       self._shard_optimizer(pxla.thread_resources.env.physical_mesh)
-      state = step_state_args(self)
+      state = compat.train_step_state_args(self)
       train_step = nnx.jit(self.create_train_step_fn(), donate_argnames=state)
       # nnx.jit returns the model's state: undonated, a copy of the weights.
       eval_step = nnx.jit(self.create_eval_step_fn(), donate_argnames="model")

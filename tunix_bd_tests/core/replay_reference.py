@@ -4,7 +4,7 @@
 
 * `unpacked_log_probs`: the previous product replay, one `[noisy ; clean]`
   clean-context forward over the whole sequence per step index, with every
-  block at its canvas before that step (`canvases.step_canvas`).
+  block at its canvas before that step (`step_canvas`).
 * `brute_force_log_probs`: one single-canvas forward per row, block and
   step, in NumPy loops.
 """
@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +20,21 @@ import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import trace as trace_lib
+
+
+def step_canvas(trace: trace_lib.Trace, step: Any) -> jax.Array:
+  """int32 `[batch, prompt_len + T]`: every block's canvas before `step`.
+
+  In the sequence layout: each block holds its prompt tokens and its slots
+  committed before `step`, the mask token elsewhere (pads are 0). Block b's
+  part is what the denoiser saw at block b's step `step`.
+  """
+  rows = canvases.sequence(trace)
+  canvas = jnp.where(
+      rows.committed_at < step, rows.tokens, trace.bd.mask_token_id
+  )
+  return jnp.where(rows.segment_ids > 0, canvas, 0)
 
 
 def unpacked_log_probs(model, trace, *, logits_fn=None):
@@ -34,7 +50,7 @@ def unpacked_log_probs(model, trace, *, logits_fn=None):
   def body(total, step):
     logits = logits_fn(
         model,
-        canvases.step_canvas(trace, step),
+        step_canvas(trace, step),
         rows.positions,
         rows.segment_ids,
         config=config,

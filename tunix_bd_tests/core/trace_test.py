@@ -14,6 +14,7 @@ from tunix_bd.core import trace as trace_lib
 from tunix_bd.core import tunix_layout
 from tunix_bd.generate import denoise
 from tunix_bd_tests import test_common
+from tunix_bd_tests.core import replay_reference
 
 _VOCAB = 96
 _MASK = 2
@@ -81,7 +82,8 @@ class TunixLayoutTest(absltest.TestCase):
     )
     # The round trip is exact: the same canvases, hence the same replay.
     np.testing.assert_array_equal(
-        canvases.step_canvas(back, 1), canvases.step_canvas(trace, 1)
+        replay_reference.step_canvas(back, 1),
+        replay_reference.step_canvas(trace, 1),
     )
 
   def test_bad_tunix_fields_fail_closed(self):
@@ -171,7 +173,7 @@ class StepCanvasTest(absltest.TestCase):
         # The denoiser's physical canvas, read in logical order.
         logical = dict(zip(positions[segments > 0], tokens[segments > 0]))
         real = np.asarray(rows.segment_ids)[0] > 0
-        want = np.asarray(canvases.step_canvas(trace, step))[0]
+        want = np.asarray(replay_reference.step_canvas(trace, step))[0]
         for i in np.flatnonzero(real & (blocks <= block)):
           expected = want[i] if blocks[i] == block else clean[i]
           self.assertEqual(logical[seq_position[i]], expected, (block, step))

@@ -25,6 +25,7 @@ from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd_tests import test_common
+from tunix_bd_tests.core import replay_reference
 
 _VOCAB, _MASK, _STOP, _PAD = 64, 2, 5, 0
 _CORRUPTION = corruption_lib.SftCorruptionConfig(min_noise=0.2, max_noise=0.9)
@@ -78,7 +79,7 @@ def _brute_student_logits(model, batch, bd, canvas):
     logits = np.asarray(
         diffusion_lm.diffusion_logits_fn(
             model,
-            canvases.step_canvas(full, step),
+            replay_reference.step_canvas(full, step),
             rows.positions,
             rows.segment_ids,
             config=bd,
@@ -238,7 +239,7 @@ class StrategyTest(parameterized.TestCase):
       for step in range(_bd().block_size):
         logits = diffusion_lm.diffusion_logits_fn(
             model,
-            canvases.step_canvas(full, step),
+            replay_reference.step_canvas(full, step),
             rows.positions,
             rows.segment_ids,
             config=_bd(),

@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.generate.commit_rules against NumPy references."""
 
+import dataclasses
+import inspect
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
@@ -130,6 +133,30 @@ class CommitRulesTest(parameterized.TestCase):
           top_k=1,
           factor=1.0,
       )
+
+
+class CommitSettingsTest(parameterized.TestCase):
+
+  def test_every_parameter_is_a_field_and_a_keyword_of_commit_mask(self):
+    fields = {f.name for f in dataclasses.fields(commit_rules.CommitSettings)}
+    self.assertEqual(fields, {"rule", *commit_rules.PARAMETERS})
+    keywords = set(inspect.signature(commit_rules.commit_mask).parameters)
+    self.assertContainsSubset(set(commit_rules.PARAMETERS), keywords)
+
+  @parameterized.parameters(
+      ("rule", "top_p", r"rule must be one of \('threshold'"),
+      ("threshold", 0.0, r"threshold must be a number in \(0, 1\], got 0.0"),
+      ("top_k", 1.5, r"top_k must be an int >= 1, got 1.5"),
+      ("top_k", True, r"top_k must be an int >= 1, got True"),
+      ("factor", float("nan"), r"factor must be a number > 0, got nan"),
+  )
+  def test_a_bad_value_names_its_field(self, name, value, message):
+    with self.assertRaisesRegex(ValueError, message):
+      commit_rules.check_setting(name, value)
+
+  def test_values_take_their_parameters_type(self):
+    self.assertIs(type(commit_rules.check_setting("top_k", np.int64(3))), int)
+    self.assertIs(type(commit_rules.check_setting("threshold", 1)), float)
 
 
 if __name__ == "__main__":

@@ -116,5 +116,20 @@ class DenoiseStepTest(parameterized.TestCase):
       _params(rule="top_p")
 
 
+class CommitParamsTest(absltest.TestCase):
+
+  def test_parameters_are_traced_in_their_type_with_defaults(self):
+    params = step_lib.CommitParams.create(rule="top_k", temperature=0, top_k=3)
+    self.assertEqual(params.rule, commit_rules.RULES.index("top_k"))
+    self.assertEqual(set(params.parameters), set(commit_rules.PARAMETERS))
+    self.assertEqual(params.parameters["top_k"].dtype, np.int32)
+    self.assertEqual(params.parameters["threshold"].dtype, np.float32)
+    self.assertAlmostEqual(float(params.parameters["threshold"]), 0.9)
+
+  def test_an_unknown_parameter_fails(self):
+    with self.assertRaisesRegex(ValueError, r"unknown commit parameters"):
+      step_lib.CommitParams.create(rule="top_k", temperature=0, k=3)
+
+
 if __name__ == "__main__":
   absltest.main()

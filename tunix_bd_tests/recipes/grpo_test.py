@@ -8,16 +8,20 @@ import io
 import json
 import os
 import shutil
+from unittest import mock
 import warnings
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import ml_collections
+from tunix_bd import compat
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.recipes import grpo
+from tunix_bd.rl import learner as learner_lib
+from tunix_bd.rl import wiring
 from tunix_bd.training import metrics
 
 _PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(grpo.__file__)))
@@ -109,6 +113,49 @@ class GrpoRecipeTest(absltest.TestCase):
     other.rollout.threshold = 0.9
     with self.assertRaisesRegex(ValueError, r"rollout\.threshold"):
       grpo.run(other)
+
+
+@absltest.skipUnless(
+    compat.ROLLOUT_HAS_DIFFUSION_BATCH,
+    "Tunix's GRPOLearner on prepared diffusion rollouts needs the PR stack"
+    " #1745-#1749 (wheel google_tunix-0.1.8.dev20260723)",
+)
+class TunixLearnerTest(absltest.TestCase):
+
+  def test_smoke_trains_through_tunix_s_learner_with_replay_parity(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    config = _smoke(workdir, max_steps=1, warmup_steps=0)
+    config.grpo.learner = "tunix"
+    learners, build = [], wiring.build_grpo
+
+    def build_grpo(*args, **kwargs):
+      cluster, learner = build(*args, **kwargs)
+      learners.append(learner)
+      return cluster, learner
+
+    with mock.patch.object(
+        learner_lib.DiffusionGRPOLearner,
+        "__init__",
+        side_effect=AssertionError("tunix_bd's learner was built"),
+    ), mock.patch.object(wiring, "build_grpo", build_grpo):
+      content = grpo.run(config)
+    self.assertEqual(content["steps"], 1)
+    with open(os.path.join(workdir, "report.txt"), encoding="utf-8") as f:
+      self.assertStartsWith(f.read(), "GRPO (grpo, Tunix's GRPOLearner) on")
+    self.assertIs(type(*learners), compat.GRPOLearner)
+    self.assertIsNotNone(learners[0].diffusion_logits_fn)
+    # The cluster replays the anchor at global step 0 (every 10 steps).
+    name = learner_lib.PARITY_METRIC.replace("/", "/train/", 1)
+    parity = metrics.read_metrics(workdir, name)
+    self.assertNotEmpty(parity)
+    print(f"{name}: {max(v for _, v in parity):.3g}")
+    self.assertLessEqual(max(v for _, v in parity), 1e-5)
+    for name in (
+        "actor/train/loss",
+        "rewards/train/sum",
+        "diffusion/train/tokens_per_forward",
+    ):
+      self.assertNotEmpty(metrics.read_metrics(workdir, name), name)
 
 
 class BadInputTest(parameterized.TestCase):

@@ -25,6 +25,11 @@ from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import quickstart
 
+# The clone's root, where `python -m benchmarks` imports.
+_REPOSITORY = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
+
 
 def _strings(value):
   """Every string in a JSON value, keys included."""
@@ -80,19 +85,14 @@ class QuickstartTest(absltest.TestCase):
     cls.bd_dir = os.path.join(cls.workdir, "sft", "export")
 
   @classmethod
-  def tunix(cls, *args):
+  def tunix(cls, *args, module="tunix_bd"):
+    # `tunix run --plugin tunix_bd ARGS`, or the clone's `python -m
+    # benchmarks ARGS` with the repository's root importable.
+    command = ["run", "--plugin", "tunix_bd"] if module == "tunix_bd" else []
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tunix_bd",
-            "run",
-            "--plugin",
-            "tunix_bd",
-            *args,
-        ],
+        [sys.executable, "-m", module, *command, *args],
         cwd=cls.root,
-        env=cls.env,
+        env=dict(cls.env, PYTHONPATH=_REPOSITORY),
         capture_output=True,
         text=True,
         timeout=900,
@@ -343,7 +343,7 @@ class QuickstartTest(absltest.TestCase):
     self.assertIn("bd.block_size=4 disagrees with the checkpoint", proc.stderr)
 
   def test_bench_decode_prints_side_by_side_ratios(self):
-    # bench_sft's end-to-end run is recipes/bench_sft_test.py's SmokeTest.
+    # bench_sft's end-to-end run: tunix_bd_tests/benchmarks/bench_sft_test.py.
     self.assertSucceeded(self.quickstart)
     # Two workloads (budgets 8 and 12) on the tiny quickstart's models.
     checkpoints = []
@@ -359,6 +359,7 @@ class QuickstartTest(absltest.TestCase):
         "--config.workloads=('short', 'long')",
         "--config.workload_settings.long.max_new_tokens=12",
         f"--config.output={output}",
+        module="benchmarks",
     )
     self.assertSucceeded(decode_bench)
     for text in (
@@ -403,10 +404,11 @@ class QuickstartTest(absltest.TestCase):
       )
 
   def test_bench_decode_fails_before_compute_on_a_missing_checkpoint(self):
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "bench_decode.py:tiny",
         "--config.workloads=('short', 'long')",
         "--config.workload_settings.long.bd_checkpoint=no/such/dir",
+        module="benchmarks",
     )
     self.assertEqual(proc.returncode, 1)
     self.assertIn("workload_settings", proc.stderr)

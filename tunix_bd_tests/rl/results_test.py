@@ -43,15 +43,20 @@ class _Learner:
     self.trainer, self.steps, self.batches = trainer, steps, None
 
   def train(self, batches):
-    self.batches = batches
+    self.batches = list(batches)
     self.trainer.train_steps += self.steps
     self.trainer.model = "trained"
 
 
-def _cluster():
+def _cluster(max_steps=10):
+  training = types.SimpleNamespace(max_steps=max_steps)
   return types.SimpleNamespace(
-      actor_trainer=types.SimpleNamespace(model="start", train_steps=1)
+      actor_trainer=types.SimpleNamespace(model="start", train_steps=1),
+      cluster_config=types.SimpleNamespace(training_config=training),
   )
+
+
+_ITEM = {"prompts": np.asarray(["1+1="]), "answer": np.asarray(["2"])}
 
 
 class TrainAndEvaluateTest(absltest.TestCase):
@@ -65,9 +70,9 @@ class TrainAndEvaluateTest(absltest.TestCase):
     clock = iter([10.0, 12.5])
     with mock.patch.object(results.time, "perf_counter", lambda: next(clock)):
       got = results.train_and_evaluate(
-          cluster, learner, ["batch"], evaluate, before=before
+          cluster, learner, [_ITEM], evaluate, before=before
       )
-    self.assertEqual(learner.batches, ["batch"])
+    self.assertEqual(learner.batches, [_ITEM])
     self.assertEqual(evaluated, ["trained"])
     self.assertIs(got.before, before)
     self.assertTrue(got.after.greedy[0.5].correct.all())
@@ -90,6 +95,26 @@ class TrainAndEvaluateTest(absltest.TestCase):
     )
     self.assertEqual(evaluated, ["trained", "sft after 2 steps"])
     self.assertIsNotNone(got.continued_sft)
+
+  def test_items_are_checked_whichever_the_learner(self):
+    cluster = _cluster()
+    learner = _Learner(cluster.actor_trainer, steps=1)
+    bad = {"prompts": ["1+1="]}  # Tunix would repeat a list element-wise.
+    with self.assertRaisesRegex(
+        ValueError, r"^train dataset item 0: 'prompts'"
+    ):
+      results.train_and_evaluate(
+          cluster, learner, [bad], lambda m: _result(True), before=None
+      )
+
+  def test_a_finished_run_trains_no_further_whichever_the_learner(self):
+    cluster = _cluster(max_steps=1)
+    learner = _Learner(cluster.actor_trainer, steps=1)
+    got = results.train_and_evaluate(
+        cluster, learner, [_ITEM], lambda m: _result(True), before=None
+    )
+    self.assertIsNone(learner.batches)
+    self.assertEqual(got.steps, 1)
 
 
 class HeldOutEvaluationTest(absltest.TestCase):

@@ -125,10 +125,10 @@ class RoleMeshesTest(multi_device.DeviceTestCase, parameterized.TestCase):
           ),
       )
     self.assertEqual(
-        role_shim.device_ids(nnx.state(cluster.rollout.model())), [4, 5, 6, 7]
+        test_common.device_ids(nnx.state(cluster.rollout.model())), [4, 5, 6, 7]
     )
     self.assertEqual(
-        role_shim.device_ids(nnx.state(cluster.actor_trainer.model)),
+        test_common.device_ids(nnx.state(cluster.actor_trainer.model)),
         [0, 1, 2, 3],
     )
     self.assertEqual(cluster.r2m[rl_cluster_lib.Role.ROLLOUT], meshes.rollout)
@@ -185,7 +185,7 @@ class RoleMeshesTest(multi_device.DeviceTestCase, parameterized.TestCase):
           engine_kwargs=dict(role_to_mesh=meshes.role_to_mesh()),
       )
       trained = cluster.actor_trainer.model
-      self.assertLen(role_shim.device_ids(nnx.state(trained)), fsdp * tp)
+      self.assertLen(test_common.device_ids(nnx.state(trained)), fsdp * tp)
       _train(cluster)
       logger = cluster._rl_metrics_logger  # pylint: disable=protected-access
       metrics[fsdp, tp] = {

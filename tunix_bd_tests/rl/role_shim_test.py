@@ -168,7 +168,7 @@ class RoleShimTest(multi_device.DeviceTestCase):
         _Toy.MESH_LEAVES - 2,  # The direct meshes were already rebound.
     )
     got = _forward(*nnx.split(model), x)
-    self.assertEqual(role_shim.device_ids(got), [4, 5, 6, 7])
+    self.assertEqual(test_common.device_ids(got), [4, 5, 6, 7])
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
   def test_counts_params_specs_and_idempotence(self):
@@ -217,7 +217,7 @@ class RoleShimTest(multi_device.DeviceTestCase):
     placed = role_shim.place_on_mesh(model, self.sampler, copy=True)
 
     placed_state = nnx.state(placed)
-    self.assertEqual(role_shim.device_ids(placed_state), [4, 5, 6, 7])
+    self.assertEqual(test_common.device_ids(placed_state), [4, 5, 6, 7])
     _assert_trees_equal(self, placed_state, state)
     self.assertEqual(
         nnx.get_partition_spec(placed_state), nnx.get_partition_spec(state)
@@ -225,9 +225,9 @@ class RoleShimTest(multi_device.DeviceTestCase):
     self.assertEqual(role_shim.rebind_meshes(placed, self.sampler), 0)
     x = jax.device_put(self.x, NamedSharding(self.sampler, P("fsdp")))
     got = _forward(*nnx.split(placed), x)
-    self.assertEqual(role_shim.device_ids(got), [4, 5, 6, 7])
+    self.assertEqual(test_common.device_ids(got), [4, 5, 6, 7])
     # The source model is untouched.
-    self.assertEqual(role_shim.device_ids(nnx.state(model)), [0, 1, 2, 3])
+    self.assertEqual(test_common.device_ids(nnx.state(model)), [0, 1, 2, 3])
     self.assertIs(model.layers[1].mesh, self.actor)
 
   def test_place_on_the_same_mesh_owns_its_buffers_only_with_copy(self):
@@ -273,7 +273,9 @@ class RoleShimTest(multi_device.DeviceTestCase):
       with self.subTest(name):
         self.assertEqual(role_shim.rebind_meshes(source, self.sampler), 0)
         placed = role_shim.place_on_mesh(source, self.sampler)
-        self.assertEqual(role_shim.device_ids(nnx.state(placed)), [4, 5, 6, 7])
+        self.assertEqual(
+            test_common.device_ids(nnx.state(placed)), [4, 5, 6, 7]
+        )
         _assert_trees_equal(self, nnx.state(placed), nnx.state(source))
     self.assertNotEmpty(nnx.state(placed, nnx.LoRAParam))
 

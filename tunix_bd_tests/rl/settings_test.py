@@ -194,6 +194,7 @@ class GrpoConfigTest(parameterized.TestCase):
       ("loss_algo", dict(grpo__loss_algo="gspo"), "grpo.loss_algo"),
       ("agg", dict(grpo__loss_agg_mode="mean"), "grpo.loss_agg_mode"),
       ("kl", dict(grpo__kl_loss_mode="k3"), "grpo.kl_loss_mode"),
+      ("learner", dict(grpo__learner="trl"), "grpo.learner"),
       ("exact", dict(reward__exact=float("nan")), "reward.exact"),
       ("speed_cap", dict(reward__speed_cap=0.0), "reward.speed_cap"),
       (
@@ -227,6 +228,44 @@ class GrpoConfigTest(parameterized.TestCase):
     config.train.gradient_accumulation_steps = 2
     with self.assertRaisesRegex(ValueError, "train.gradient_accumulation"):
       settings_lib.from_config(config)
+
+
+class LearnerSettingTest(absltest.TestCase):
+  """`grpo.learner`: tunix_bd's learner, or Tunix's on prepared rollouts."""
+
+  def test_the_default_is_tunix_bd_s_learner_and_it_is_fingerprinted(self):
+    run = settings_lib.from_config(_config("smoke"))
+    self.assertEqual(run.grpo.learner, settings_lib.TUNIX_BD_LEARNER)
+    # Another learner is another loss: a resume may not change it.
+    fields = stage_lib.section_fields(run.grpo, identify=None)
+    self.assertEqual(fields["learner"], settings_lib.TUNIX_BD_LEARNER)
+
+  def test_tunix_s_learner_needs_prepared_diffusion_rollouts(self):
+    config = _config("smoke", grpo__learner=settings_lib.TUNIX_LEARNER)
+    if compat.ROLLOUT_HAS_DIFFUSION_BATCH:
+      run = settings_lib.from_config(config)
+      self.assertEqual(run.grpo.learner, settings_lib.TUNIX_LEARNER)
+    else:
+      with self.assertRaisesRegex(
+          ValueError, r"^grpo\.learner='tunix' needs a Tunix whose rollouts"
+      ):
+        settings_lib.from_config(config)
+
+  @absltest.skipUnless(
+      compat.ROLLOUT_HAS_DIFFUSION_BATCH, "needs RolloutOutput.diffusion_batch"
+  )
+  def test_a_speed_reward_is_refused_under_tunix_s_learner(self):
+    config = _config(
+        "smoke",
+        grpo__learner=settings_lib.TUNIX_LEARNER,
+        reward__speed_weight=0.1,
+    )
+    with self.assertRaisesRegex(
+        ValueError, r"^reward\.speed_weight=0\.1 needs the forwards per row"
+    ):
+      settings_lib.from_config(config)
+    config.reward.speed_weight = 0.0
+    settings_lib.from_config(config)
 
 
 if __name__ == "__main__":

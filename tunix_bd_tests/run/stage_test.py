@@ -10,6 +10,7 @@ from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from benchmarks import plugin as benchmarks_plugin
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
@@ -120,7 +121,7 @@ class StageTest(parameterized.TestCase):
       stage_lib.Stage(config, model=sections.GrpoModelSettings)
 
   def test_a_run_writing_one_output_file_checks_that_file_instead(self):
-    config = config_files.get_config("bench_sft", "tiny")
+    config = benchmarks_plugin.get_config("bench_sft", "tiny")
     self.assertNotIn("workdir", config)
     stage = stage_lib.Stage(config, writes="output")  # Empty: no file.
     self.assertIsNone(stage.workdir)

@@ -278,15 +278,6 @@ class CorruptExampleTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "prefix"):
       _corrupt(left_padded, cc)
 
-  def test_grain_transform_matches_the_function(self):
-    data = _embedded()
-    cc = corruption.SftCorruptionConfig(complementary=True, max_noise=0.7)
-    transform = corruption.CorruptExample(cc, _config(), _EOS)
-    got = transform.map(data.row(2) | {"example_id": 2, "epoch": 4})
-    want = _corrupt(data.row(2), cc, example_id=2, epoch=4)
-    for key in corruption.FIELDS:
-      np.testing.assert_array_equal(got[key], want[key])
-
 
 def _corrupt_blocks_reference(rng, eligible, blocks, num_blocks, low, high):
   """Block by block: draws below t, else the block's smallest draw."""

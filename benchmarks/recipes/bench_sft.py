@@ -1,0 +1,119 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Recipe `bench_sft`: SFT step throughput and memory, side by side.
+
+Times plain AR SFT, single-canvas and clean-context block-diffusion SFT
+steps (`bench.variants`) on one random Qwen3 of the `model` shape and one
+batch of the embedded task, interleaved; prints tokens/s, XLA's peak memory
+and `memory_plan.sft_step_plan`'s estimate of each, as ratios to AR
+(`benchmarks.sft_step`), and writes them to `output` when set.
+
+The model is over the tokenizer's vocabulary or a larger `model.vocab_size`
+(a real model's, e.g. Qwen3's 151,936 ids), with the `model.dtype`,
+`model.remat` and `model.logits_chunk` of the SFT recipe; the AR step uses
+the same model.
+"""
+
+from __future__ import annotations
+
+import jax
+import ml_collections
+
+from benchmarks import sft_step
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import settings as data_settings
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.evaluation import report as report_lib
+from tunix_bd.run import stage as stage_lib
+
+
+def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+  """Fails closed on settings that cannot work, before any compute."""
+  return stage_lib.Stage(
+      config,
+      writes="output",
+      model=sft_step.SftStepModelSettings,
+      bd=sft_step.SftStepBdSettings,
+      data=data_settings.DataSettings,
+      bench=sft_step.SftStepSettings,
+      mesh=mesh_lib.MeshSettings,
+  )
+
+
+def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
+  """Prints and returns tokens/s, ratios and peak bytes of each variant."""
+  stage = validate(config)
+  bench, model, precision = stage.bench, stage.model, stage.model.precision
+  tokenizer = tokenizer_lib.override_chat_template(
+      tokenizer_lib.build_char_tokenizer(), stage.data.chat_template
+  )
+  conversations = dataset_lib.train_conversations(stage.data, "bench_sft")
+  data = dataset_lib.tokenize(
+      tokenizer, conversations, stage.data.max_length, stage.data.chat_options
+  )
+  mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
+  mesh = mesh_lib.make_mesh(stage.mesh)
+  model_config = model.model_config(len(tokenizer))
+
+  batch = sft_step.first_batch(
+      data,
+      batch_size=bench.batch_size,
+      bd=sft_step.block_diffusion(
+          stage.bd.block_size, mask_id, bd_config_lib.CLEAN_CONTEXT
+      ),
+      eos_id=tokenizer.eos_token_id,
+  )
+  arms = sft_step.variants(
+      bench.variants,
+      batch,
+      block_size=stage.bd.block_size,
+      mask_id=mask_id,
+      chunk=precision.chunk,
+  )
+  times, peaks = sft_step.measure(
+      arms,
+      model_config,
+      seed=config.seed,
+      mesh=mesh,
+      warmup_steps=bench.warmup_steps,
+      num_steps=bench.num_steps,
+  )
+
+  planned = {
+      name: sft_step.planned_bytes(
+          model,
+          model_config.vocab_size,
+          batch_size=bench.batch_size,
+          length=batch.length,
+          variant=name,
+      )
+      for name in arms
+  }
+  shape = sft_step.model_shape(model, model_config.vocab_size)
+  flops = {
+      name: sft_step.model_flops(
+          shape, batch_size=bench.batch_size, length=batch.length, variant=name
+      )
+      for name in arms
+  }
+  report = sft_step.summarize(times, peaks, planned, batch.real_tokens, flops)
+  caption = [
+      (
+          f"SFT step benchmark: batch {bench.batch_size} x {batch.length}"
+          f" tokens ({batch.real_tokens} real), block size"
+          f" {stage.bd.block_size}, {bench.num_steps} interleaved steps,"
+          f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
+      ),
+      (
+          f"  model: {model_config.num_layers} layers, width"
+          f" {model_config.embed_dim}, vocabulary {model_config.vocab_size},"
+          f" dtype {precision.dtype}, remat {precision.remat}, logits_chunk"
+          f" {precision.logits_chunk}"
+      ),
+  ]
+  print(sft_step.format_table(report, caption))
+  if config.output:
+    report_lib.write_json(config.output, report)
+  return report

@@ -1,0 +1,389 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""SFT step throughput and memory: AR vs block-diffusion steps, one batch.
+
+`bench_sft` times up to three full fine-tuning steps (`VARIANTS`) on one
+model and one batch: plain AR SFT (Tunix's next-token loss, causal mask),
+block-diffusion SFT on a single canvas, and block-diffusion SFT in the
+clean-context `[noisy ; clean]` layout (the model runs over twice the
+length). `measure` interleaves the steps round-robin, so that a noisy,
+shared machine slows all alike. Peak memory is XLA's compiled estimate
+(arguments + outputs + temporaries) of each step, the same on every run of
+a shape; `memory_plan.sft_step_plan`'s paper estimate is reported beside it.
+
+The typed sections of `bench_sft`'s config (`model`, `bd`, `bench`) are
+here too, each the one source of its defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Any, Callable, Mapping
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from benchmarks import chips
+from benchmarks import memory_plan
+from tunix_bd import compat
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.models import from_scratch
+from tunix_bd.run import sections
+from tunix_bd.sft import batching
+from tunix_bd.sft import corruption as corruption_lib
+from tunix_bd.sft import loss as loss_lib
+from tunix_bd.training import ar
+
+VARIANTS = ("ar", "bd_single_canvas", "bd_clean_context")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftStepModelSettings(
+    sections.PrecisionSettings, from_scratch.ScratchModelSettings
+):
+  """`bench_sft`'s `model`: a random Qwen3's shape, vocabulary, precision.
+
+  Attributes:
+    vocab_size: 0: the tokenizer's vocabulary; more: a real model's (e.g.
+      Qwen3's 151,936 ids; the ids past the tokenizer's go unused).
+  """
+
+  vocab_size: int = 0
+
+  def __post_init__(self):
+    sections.PrecisionSettings.__post_init__(self)
+    _ = self.shape  # Built, and so checked, apart from the vocabulary.
+    config_utils.check_int("model.vocab_size", self.vocab_size, 0)
+
+  @property
+  def shape(self) -> from_scratch.ScratchModelSettings:
+    """The model's shape (its vocabulary aside), checked."""
+    return from_scratch.ScratchModelSettings(**{
+        f.name: getattr(self, f.name)
+        for f in dataclasses.fields(from_scratch.ScratchModelSettings)
+    })
+
+  def model_config(self, tokenizer_size: int) -> Any:
+    """The Tunix Qwen3 config at this precision; refuses a small vocabulary."""
+    if self.vocab_size and self.vocab_size < tokenizer_size:
+      raise ValueError(
+          f"model.vocab_size={self.vocab_size} is smaller than the"
+          f" tokenizer's {tokenizer_size} ids."
+      )
+    return self.precision.model_config(
+        from_scratch.qwen3_config(self.shape, self.vocab_size or tokenizer_size)
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftStepBdSettings:
+  """`bench_sft`'s `bd`: the block size of both block-diffusion steps."""
+
+  block_size: int = 8
+
+  def __post_init__(self):
+    config_utils.check_int("bd.block_size", self.block_size, 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftStepSettings:
+  """`bench_sft`'s `bench`: what is timed, and how often.
+
+  Attributes:
+    batch_size: rows of the one batch every step trains on.
+    num_steps: timed interleaved steps of each variant (the median counts).
+    warmup_steps: untimed steps first; two, since the first update changes
+      the optimizer state's types and recompiles.
+    variants: among `VARIANTS`, `ar` always (the ratios are to it).
+  """
+
+  batch_size: int = 32
+  num_steps: int = 20
+  warmup_steps: int = 2
+  variants: tuple[str, ...] = VARIANTS
+
+  def __post_init__(self):
+    for key in ("batch_size", "num_steps", "warmup_steps"):
+      config_utils.check_int(f"bench.{key}", getattr(self, key), 1)
+    object.__setattr__(self, "variants", tuple(self.variants))
+    if "ar" not in self.variants or not set(self.variants) <= set(VARIANTS):
+      raise ValueError(
+          f"bench.variants must include 'ar' and be among {list(VARIANTS)},"
+          f" got {list(self.variants)}."
+      )
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+  """One batch as every variant's loss takes it.
+
+  Attributes:
+    ar: Tunix's AR SFT inputs (`ar.ar_model_inputs`).
+    diffusion: the block-diffusion loss's inputs (`loss.sft_model_inputs`).
+    length: tokens per row (the clean-context step runs twice as many).
+    real_tokens: the non-pad tokens, the same for every variant.
+  """
+
+  ar: Any
+  diffusion: Any
+  length: int
+  real_tokens: int
+
+
+def block_diffusion(block_size: int, mask_id: int, layout: str):
+  """The `BlockDiffusionConfig` of one variant (shifted alignment)."""
+  return bd_config_lib.BlockDiffusionConfig(
+      block_size=block_size,
+      mask_token_id=mask_id,
+      alignment=bd_config_lib.SHIFTED,
+      layout=layout,
+  )
+
+
+def first_batch(data, *, batch_size: int, bd, eos_id: int) -> Batch:
+  """The first seeded clean-context SFT batch of `data`, for every variant.
+
+  Per-block noise t ~ U[1e-3, 1], without complementary masks.
+  """
+  corruption = corruption_lib.SftCorruptionConfig(
+      min_noise=1e-3, max_noise=1.0, complementary=False
+  )
+  batch = next(
+      iter(
+          batching.sft_batches(
+              data,
+              batch_size=batch_size,
+              corruption=corruption,
+              config=bd,
+              eos_id=eos_id,
+              seed=0,
+          )
+      )
+  )
+  ar_inputs = ar.ar_model_inputs({
+      "tokens": jnp.asarray(batch.tokens),
+      "completion_mask": jnp.asarray(batch.completion_mask),
+      "valid_mask": jnp.asarray(batch.segment_ids > 0),
+  })
+  return Batch(
+      ar=ar_inputs,
+      diffusion=loss_lib.sft_model_inputs(jax.tree.map(jnp.asarray, batch)),
+      length=data.max_length,
+      real_tokens=int(np.sum(batch.segment_ids > 0)),
+  )
+
+
+def variants(
+    names, batch: Batch, *, block_size: int, mask_id: int, chunk
+) -> dict[str, tuple[Callable[..., Any], Any]]:
+  """`{name: (loss_fn, its inputs)}` of the chosen variants, in order."""
+  bd_loss = lambda layout: functools.partial(
+      loss_lib.sft_loss,
+      config=block_diffusion(block_size, mask_id, layout),
+      logits_chunk=chunk,
+  )
+  every = {
+      # Tunix's own AR SFT loss, the one `PeftTrainer` uses by default.
+      "ar": (compat.default_sft_loss, batch.ar),
+      "bd_single_canvas": (
+          bd_loss(bd_config_lib.SINGLE_CANVAS),
+          batch.diffusion,
+      ),
+      "bd_clean_context": (
+          bd_loss(bd_config_lib.CLEAN_CONTEXT),
+          batch.diffusion,
+      ),
+  }
+  return {name: every[name] for name in names}
+
+
+def _train_step(loss_fn: Callable[..., Any]):
+  """A jitted full fine-tuning step of `loss_fn(model, **batch)`."""
+
+  @nnx.jit
+  def step(model, optimizer, batch):
+    def loss_of(model):
+      out = loss_fn(model, **batch)
+      return out[0] if isinstance(out, tuple) else out
+
+    loss, grads = nnx.value_and_grad(loss_of)(model)
+    optimizer.update(model, grads)
+    return loss
+
+  return step
+
+
+def _peak_bytes(step, model, optimizer, batch) -> int:
+  analysis = step.lower(model, optimizer, batch).compile().memory_analysis()
+  if analysis is None:
+    return -1
+  return int(
+      analysis.argument_size_in_bytes
+      + analysis.output_size_in_bytes
+      + analysis.temp_size_in_bytes
+      - analysis.alias_size_in_bytes
+  )
+
+
+def measure(
+    arms: Mapping[str, tuple[Callable[..., Any], Any]],
+    model_config: Any,
+    *,
+    seed: int,
+    mesh: jax.sharding.Mesh,
+    warmup_steps: int,
+    num_steps: int,
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+  """`(seconds of every timed step, peak bytes)` of each arm.
+
+  One model and optimizer state for all arms, whose steps alternate on it
+  (the values do not change the cost): the memory of one.
+  """
+  states, times, peaks = {}, {name: [] for name in arms}, {}
+  with mesh_lib.tunix_context(mesh):
+    model = from_scratch.init_model(model_config, seed, mesh)
+    optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
+    for name, (loss_fn, batch) in arms.items():
+      step = _train_step(loss_fn)
+      peaks[name] = _peak_bytes(step, model, optimizer, batch)
+      for _ in range(warmup_steps):
+        jax.block_until_ready(step(model, optimizer, batch))
+      states[name] = (step, batch)
+    for _ in range(num_steps):
+      for name, (step, batch) in states.items():
+        start = time.perf_counter()
+        jax.block_until_ready(step(model, optimizer, batch))
+        times[name].append(time.perf_counter() - start)
+  return times, peaks
+
+
+def model_flops(
+    shape: memory_plan.ModelShape, *, batch_size: int, length: int, variant: str
+) -> float:
+  """A training step's model FLOPs: forward and backward, recompute excluded.
+
+  Three times the forward's matmuls: per position the model runs over (the
+  `[noisy ; clean]` layout runs over `2 x length`), the attention
+  projections and the MLP; per layer the dense attention scores and their
+  values (`2 x 2 x T^2 x heads x head_dim`, the mask computed over, as
+  Tunix's attention does); the output head over the `length` loss
+  positions. What MFU divides by the chip's peak.
+
+  Args:
+    shape: the model.
+    batch_size: rows.
+    length: tokens per row.
+    variant: one of `VARIANTS`.
+  """
+  d, hd = shape.embed_dim, shape.head_dim
+  width = 2 * length if variant == "bd_clean_context" else length
+  per_position = 2 * d * hd * (2 * shape.num_heads + 2 * shape.num_kv_heads)
+  per_position += 2 * 3 * d * shape.hidden_dim
+  scores = 4 * width * width * shape.num_heads * hd
+  forward = shape.num_layers * (width * per_position + scores)
+  forward += 2 * length * d * shape.vocab_size
+  return 3.0 * batch_size * forward
+
+
+def model_shape(
+    settings: SftStepModelSettings, vocab_size: int
+) -> memory_plan.ModelShape:
+  """The model's dimensions, as `memory_plan` and `model_flops` take them."""
+  return memory_plan.ModelShape(
+      settings.num_layers,
+      settings.embed_dim,
+      settings.hidden_dim,
+      settings.num_heads,
+      settings.num_kv_heads,
+      settings.head_dim,
+      vocab_size,
+      settings.tie_embeddings,
+  )
+
+
+def planned_bytes(
+    settings: SftStepModelSettings,
+    vocab_size: int,
+    *,
+    batch_size: int,
+    length: int,
+    variant: str,
+) -> int:
+  """`memory_plan.sft_step_plan`'s total for one variant."""
+  precision = settings.precision
+  return memory_plan.sft_step_plan(
+      model_shape(settings, vocab_size),
+      memory_plan.SftStep(
+          batch_size=batch_size,
+          length=length,
+          clean_context=variant == "bd_clean_context",
+          autoregressive=variant == "ar",
+          dtype_bytes=2 if precision.dtype == "bfloat16" else 4,
+          remat=precision.remat,
+          logits_chunk=0 if variant == "ar" else precision.logits_chunk,
+      ),
+  ).total
+
+
+def summarize(
+    times: Mapping[str, list[float]],
+    peaks: Mapping[str, int],
+    planned: Mapping[str, int],
+    real_tokens: int,
+    flops: Mapping[str, float] | None = None,
+) -> dict[str, dict[str, float]]:
+  """Per variant: tokens/s, step ms and peak bytes, and their ratios to AR.
+
+  Tokens/s counts the real (non-pad) tokens of the batch, the same for all
+  variants, so the ratios compare the cost of learning from the same data.
+  With `flops` (`model_flops` per variant), `mfu` is the model FLOPs per
+  second over this chip's bfloat16 peak (`chips.PEAK_BF16_FLOPS`; None
+  where the chip is not listed).
+  """
+  peak = chips.peak_flops()
+  ar_rate = real_tokens / float(np.median(times["ar"]))
+  report = {}
+  for name in times:
+    rate = real_tokens / float(np.median(times[name]))
+    report[name] = {
+        "tokens_per_s": rate,
+        "throughput_vs_ar": rate / ar_rate,
+        "step_ms": 1e3 * float(np.median(times[name])),
+        "peak_bytes": peaks[name],
+        "peak_vs_ar": peaks[name] / max(peaks["ar"], 1),
+        "planned_bytes": planned[name],
+        "mfu": (
+            None
+            if flops is None or peak is None
+            else flops[name] / float(np.median(times[name])) / peak
+        ),
+    }
+  return report
+
+
+def format_table(
+    report: Mapping[str, Mapping[str, float]], caption: list[str]
+) -> str:
+  """`caption`'s lines, then one row per variant."""
+  lines = [
+      *caption,
+      (
+          f"  {'variant':<18}{'tokens/s':>11}{'vs AR':>8}{'step ms':>10}"
+          f"{'peak MiB':>10}{'vs AR':>8}{'plan MiB':>10}{'MFU':>7}"
+      ),
+  ]
+  for name, r in report.items():
+    lines.append(
+        f"  {name:<18}{r['tokens_per_s']:>11.0f}{r['throughput_vs_ar']:>8.2f}"
+        f"{r['step_ms']:>10.1f}{r['peak_bytes'] / 2**20:>10.2f}"
+        f"{r['peak_vs_ar']:>8.2f}{r['planned_bytes'] / 2**20:>10.2f}"
+        f"{'-' if r.get('mfu') is None else format(r['mfu'], '.0%'):>7}"
+    )
+  return "\n".join(lines)

@@ -1,0 +1,130 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""A Tunix `DiffusionLogitsFn` as tunix_bd's model call, cache-free.
+
+Tunix's diffusion contract (`tunix.diffusion.DiffusionLogitsFn`) is a
+callable `fn(model, model_inputs) -> [batch, length, vocab]` target-aligned
+logits, its `model_inputs` a mapping of batch-major arrays the integration
+defines. `model_calls(fn)` makes such a function tunix_bd's model call, so a
+model integration written for Tunix's contract decodes (`generate.denoise`),
+rolls out (`rl.rollout.DiffusionRollout`), replays (`core.replay`) and
+distils (`distillation`) without any tunix_bd model code:
+
+    Denoiser(model, bd=bd, config=config, **external_logits.model_calls(fn))
+
+tunix_bd hands `fn` the `MODEL_INPUTS` of one single canvas per row: int32
+`[batch, length]` `tokens` (the mask id where not yet committed),
+`positions` (logical positions) and `segment_ids` (0 = pad, never attended;
+pads may sit anywhere, left of a row or right of it), plus `clean_tokens`
+only where the `clean_context` training layout asks for it (OPD's
+`corrupted` canvas under that layout). `fn` owns the block-diffusion
+attention (bidirectional within a block of `positions // block_size`,
+causal across blocks, pads masked) and the target alignment; a canvas's
+later blocks hold mask ids or pads, which block-causal attention never
+reads. Nothing of Tunix is imported: `fn` is just a callable.
+
+A model call without a KV cache is `CacheFree`: decoding takes one forward
+over the whole canvas per step (`DenoiseConfig.use_cache` is then ignored),
+and replay scores each (block, step) canvas of a trace in a forward of its
+own (`replay`), the cost of the cache-free rollout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import masks
+
+# What `fn` is given, beside `clean_tokens` under the `clean_context` layout.
+MODEL_INPUTS = ("tokens", "positions", "segment_ids")
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffusionLogitsAdapter:
+  """A `DiffusionLogitsFn` as a tunix_bd `LogitsFn` (hashable, jit-static).
+
+  Attributes:
+    fn: `fn(model, model_inputs) -> [batch, length, vocab]` target-aligned
+      logits of the canvases `MODEL_INPUTS` describe.
+  """
+
+  fn: Callable[[Any, Any], jax.Array]
+
+  def __call__(
+      self,
+      model,
+      tokens: jax.Array,
+      positions: jax.Array,
+      segment_ids: jax.Array | None,
+      *,
+      config: bd_config.BlockDiffusionConfig,
+      clean_tokens: jax.Array | None = None,
+  ) -> jax.Array:
+    """float32 logits of `fn`, its mask column `MASKED_LOGIT`.
+
+    Raises:
+      ValueError: as `diffusion_lm.check_inputs`, or for logits that are not
+        `[batch, length, vocab]` or have no column for the mask id.
+    """
+    tokens, positions, segment_ids = diffusion_lm.check_inputs(
+        model, tokens, positions, segment_ids, config
+    )
+    inputs = dict(tokens=tokens, positions=positions, segment_ids=segment_ids)
+    if clean_tokens is not None:
+      inputs["clean_tokens"] = masks.check_ids(
+          "clean_tokens", clean_tokens, tokens.shape
+      )
+    logits = jnp.asarray(self.fn(model, inputs))
+    if logits.ndim != 3 or logits.shape[:2] != tokens.shape:
+      raise ValueError(
+          f"the DiffusionLogitsFn returned logits of shape {logits.shape};"
+          f" want [batch, length, vocab] with [batch, length] {tokens.shape}."
+      )
+    return diffusion_lm.exclude_mask_token(
+        logits.astype(jnp.float32), config.mask_token_id
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheFree:
+  """The cached model call of a model without a KV cache.
+
+  Passed as `cached_logits_fn`, it makes decoding cache-free and replay
+  score each canvas with `logits_fn` in a forward of its own. It is never
+  called with a cache.
+
+  Attributes:
+    logits_fn: the cache-free `LogitsFn`.
+  """
+
+  logits_fn: diffusion_lm.LogitsFn
+
+  def __call__(self, *args, **kwargs):
+    del args, kwargs
+    raise ValueError(
+        "this model call has no KV cache (CacheFree); decode cache-free and"
+        " replay with core.replay, which score single canvases."
+    )
+
+
+def model_calls(fn: Callable[[Any, Any], jax.Array]) -> dict[str, Any]:
+  """`logits_fn` and `cached_logits_fn` keywords for a `DiffusionLogitsFn`.
+
+  For `Denoiser`, `generate`, `DiffusionRollout` (and `rl.wiring`),
+  `replay_log_probs` / `replay_logits` (`cached_logits_fn` only),
+  `StudentRolloutSource` and `DiffusionOpdStrategy`.
+  """
+  logits_fn = DiffusionLogitsAdapter(fn)
+  return dict(logits_fn=logits_fn, cached_logits_fn=CacheFree(logits_fn))
+
+
+def cache_free_logits_fn(cached_logits_fn: Any) -> diffusion_lm.LogitsFn | None:
+  """The `LogitsFn` of a `CacheFree` model call; None for a cached one."""
+  if isinstance(cached_logits_fn, CacheFree):
+    return cached_logits_fn.logits_fn
+  return None

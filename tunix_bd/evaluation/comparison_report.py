@@ -1,0 +1,282 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""An AR checkpoint vs its block-diffusion conversion, as a report.
+
+What the quickstart ends with and what `compare.py` runs on a user's own
+models and prompts: load both checkpoints, decode the prompts with every
+method of `comparison.compare` (Tunix's `Sampler`, our loop with one-token
+blocks, the converted model at each commit threshold), and write
+`report.txt` (the table, a caption saying what was measured, the headline),
+`report.json`, `report.png` (speed vs AR) and `frontier.png` (exact match
+vs tokens per forward and vs batch-1 latency) under a workdir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+
+from tunix_bd import config_utils
+from tunix_bd import files
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.evaluation import comparison
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.evaluation import plot
+from tunix_bd.evaluation import report
+from tunix_bd.models import hf_checkpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """How the comparison decodes and times.
+
+  Attributes:
+    thresholds: commit thresholds of the converted model, in (0, 1].
+    max_new_tokens: the completion budget of every method.
+    batch_size: rows per batch of the throughput measurement.
+    latency_prompts: prompts of the batch-1 latency measurement.
+    repeats: interleaved passes; each batch counts its fastest.
+  """
+
+  thresholds: tuple[float, ...]
+  max_new_tokens: int
+  batch_size: int
+  latency_prompts: int
+  repeats: int
+
+  @classmethod
+  def from_config(cls, config: Any, num_prompts: int) -> Settings:
+    """The settings of a config's top-level keys, checked before compute.
+
+    Raises:
+      ValueError: naming the key, for a value that cannot work with
+        `num_prompts` prompts.
+    """
+    for key in ("batch_size", "max_new_tokens", "latency_prompts", "repeats"):
+      config_utils.check_int(key, config[key], 1)
+    if config.latency_prompts > num_prompts:
+      raise ValueError(
+          f"latency_prompts={config.latency_prompts} must be <= the"
+          f" {num_prompts} prompts."
+      )
+    thresholds = tuple(config.thresholds)
+    if not thresholds or not all(
+        isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t <= 1
+        for t in thresholds
+    ):
+      raise ValueError(
+          f"thresholds must be values in (0, 1], got {config.thresholds}."
+      )
+    return cls(
+        thresholds=thresholds,
+        max_new_tokens=config.max_new_tokens,
+        batch_size=config.batch_size,
+        latency_prompts=config.latency_prompts,
+        repeats=config.repeats,
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompareModelSettings:
+  """`compare.py`'s `model`: an AR model and its conversion.
+
+  Attributes:
+    ar: the AR model, an HF-style directory.
+    bd: its block-diffusion conversion (`sft.py`'s export, with
+      `block_diffusion.json`).
+  """
+
+  ar: str = config_utils.source(
+      config_utils.CHECKPOINT,
+      "runs/quickstart/ar_pretrain/export",
+      required=True,
+  )
+  bd: str = config_utils.source(
+      config_utils.CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+
+  def directory_hint(self, key: str) -> str:
+    """What to set when checkpoint `key` is missing (`check_directories`)."""
+    del key
+    return (
+        "; the quickstart writes runs/quickstart/ar_pretrain/export (AR) and"
+        " runs/quickstart/sft/export (its conversion)."
+    )
+
+  def check_converted(self) -> None:
+    """Fails closed, naming the key, unless `bd` is a converted model.
+
+    Its directory is checked with every checkpoint's
+    (`sections.check_directories`, which `run.stage.Stage` runs).
+
+    Raises:
+      ValueError: for a `bd` without `block_diffusion.json`.
+    """
+    if not os.path.isfile(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE)):
+      raise ValueError(
+          f"model.bd={self.bd!r} has no"
+          f" {bd_config_lib.SETTINGS_FILE}: it is not a block-diffusion"
+          " model; convert it with sft.py first."
+      )
+
+  def conversion_warning(self, identify: Callable[[str], Any]) -> str:
+    """The report's warning when `bd` was converted from another model.
+
+    `sft.py`'s export records `converted_from` (its AR source's digest); a
+    model trained further (OPD, GRPO) or imported records none and is not
+    checked.
+
+    Args:
+      identify: `path -> provenance.SourceCheckpoint` (`Stage.identify`).
+
+    Returns:
+      One line, or "" when `bd`'s record names `ar` or nothing.
+    """
+    source = bd_config_lib.load_extra(self.bd, "converted_from")
+    if source is None:
+      return ""
+    if source.get("digest") == identify(self.ar).provenance()["digest"]:
+      return ""
+    named = source.get("path") or (
+        "a random model"
+        if source.get("random_init")
+        else f"digest {source.get('digest')}"
+    )
+    return (
+        f"WARNING: model.bd={self.bd!r} was converted from another checkpoint"
+        f" ({named}) than model.ar={self.ar!r}, so this report does not"
+        " compare a model with its own conversion."
+    )
+
+
+def machine() -> str:
+  """The device the figures were measured on, for captions."""
+  device = jax.devices()[0]
+  if device.platform == "cpu":
+    return f"CPU, {os.cpu_count()} cores"
+  return f"{jax.device_count()} x {device.device_kind}"
+
+
+def evaluate(
+    ar_dir: str,
+    bd_dir: str,
+    records: Sequence[Mapping[str, Any]],
+    settings: Settings,
+    mesh_section: Any,
+    *,
+    chat_template: str = "",
+    chat_options: chat.ChatOptions = chat.ChatOptions(),
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+  """Decodes `records` with both checkpoints; one row per method.
+
+  Args:
+    ar_dir: the AR checkpoint (HF directory).
+    bd_dir: its conversion (HF directory with `block_diffusion.json`).
+    records: prompts as `{"messages", "answer", "task"}`.
+    settings: how to decode and time.
+    mesh_section: the config's `mesh` section.
+    chat_template: a Jinja file replacing the tokenizer's template, or "".
+    chat_options: how prompts are rendered (`data.enable_thinking`).
+    log: where progress lines go.
+
+  Returns:
+    `comparison.compare`'s rows.
+  """
+  tokenizer = tokenizer_lib.load_tokenizer(bd_dir, chat_template)
+  mesh = mesh_lib.from_section(mesh_section)
+  with mesh_lib.tunix_context(mesh):
+    ar_model, _ = hf_checkpoint.load(ar_dir, mesh=mesh)
+    bd_model, _ = hf_checkpoint.load(bd_dir, mesh=mesh)
+    return comparison.compare(
+        ar_model,
+        bd_model,
+        tokenizer,
+        bd_config_lib.load_settings(bd_dir),
+        records,
+        thresholds=settings.thresholds,
+        max_new_tokens=settings.max_new_tokens,
+        batch_size=settings.batch_size,
+        latency_prompts=settings.latency_prompts,
+        repeats=settings.repeats,
+        chat_options=chat_options,
+        log=log,
+    )
+
+
+def write_report(
+    workdir: str,
+    rows: Sequence[dict[str, Any]],
+    settings: Settings,
+    *,
+    prompts: str,
+    title: str,
+    seconds: float,
+    warning: str = "",
+) -> str:
+  """Writes the report files under `workdir`; returns the text report.
+
+  Args:
+    workdir: where `report.*` and `frontier.png` go.
+    rows: `comparison.compare`'s rows.
+    settings: how they were measured.
+    prompts: what the prompts were, for captions (e.g. "256 eval prompts of
+      sort, reverse").
+    title: the title of `report.png`.
+    seconds: the run's wall time so far, recorded in `report.json`.
+    warning: a line that heads `report.txt` and is kept in `report.json`
+      (e.g. `CompareModelSettings.conversion_warning`); "" for none.
+  """
+  table = comparison.format_table(rows, settings.batch_size)
+  caption = (
+      f"{prompts}; greedy, {settings.max_new_tokens}-token budget, cached."
+      f" Batch 1: ms per prompt over {settings.latency_prompts} prompts;"
+      f" batch {settings.batch_size}: tokens/s over all prompts; methods"
+      " interleaved, each batch's fastest of"
+      f" {settings.repeats} passes. {machine()}."
+  )
+  headline = comparison.headline(rows, settings.batch_size)
+  text = f"{table}\n{caption}\n{headline}"
+  if warning:
+    text = f"{warning}\n{text}"
+  files.write_text(os.path.join(workdir, "report.txt"), f"{text}\n")
+  report.write_json(
+      os.path.join(workdir, "report.json"),
+      {
+          "rows": list(rows),
+          "headline": headline,
+          "machine": machine(),
+          "seconds": seconds,
+          "warning": warning or None,
+      },
+  )
+  plot.plot_comparison(
+      rows,
+      os.path.join(workdir, "report.png"),
+      batch_size=settings.batch_size,
+      title=title,
+      caption=caption,
+  )
+  plot.plot_frontier(
+      comparison.frontier(rows),
+      os.path.join(workdir, "frontier.png"),
+      title=(
+          "Speed/accuracy frontier: exact match vs tokens per forward and"
+          " vs batch-1 latency"
+      ),
+      caption=(
+          f"{prompts}; greedy; points of the block-diffusion model are"
+          " commit thresholds; the ceiling is every block an answer and its"
+          f" stop token touch decoded in one forward. {machine()}."
+      ),
+      ceiling=next(
+          r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None
+      ),
+      reference=comparison.frontier_reference(rows),
+  )
+  return text

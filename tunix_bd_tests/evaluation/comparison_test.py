@@ -1,0 +1,128 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tests for evaluation/comparison.py's headline and frontier, and the plot."""
+
+import itertools
+import os
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+from tunix_bd.evaluation import comparison
+from tunix_bd.evaluation import plot
+
+
+def _row(method, threshold, exact, tpf, ms, rate):
+  return dict(
+      method=method,
+      threshold=threshold,
+      exact_match=exact,
+      tokens_per_forward=tpf,
+      batch1_ms=ms,
+      batch1_speedup_vs_ar=3.0 / ms,
+      tokens_per_s=rate,
+      throughput_vs_ar=rate / 1000.0,
+      tpf_ceiling=None if threshold is None else 2.8,
+  )
+
+
+def _rows(exacts):
+  rows = [
+      _row(comparison.AR_SAMPLER, None, 1.0, 0.8, 3.0, 1000.0),
+      _row(comparison.AR_LOOP, None, 1.0, 0.8, 1.2, 1200.0),
+  ]
+  # Lower thresholds: faster, less accurate.
+  for (threshold, exact), ms in zip(exacts, (0.8, 0.9, 1.0)):
+    rows.append(
+        _row(comparison.threshold_method(threshold), threshold, exact, 2.5,
+             ms, 900.0)
+    )  # fmt: skip
+  return rows
+
+
+class HeadlineTest(absltest.TestCase):
+
+  def test_quotes_the_fastest_threshold_within_a_point_of_ar(self):
+    text = comparison.headline(
+        _rows([(0.5, 0.95), (0.7, 0.991), (0.9, 1.0)]), batch_size=64
+    )
+    self.assertIn("threshold 0.7:", text)
+    self.assertIn("Batch-1 latency 0.90 ms per prompt", text)
+    self.assertIn("1.33x our AR loop", text)  # 1.2 / 0.9.
+    self.assertIn("Batch 64 throughput 900 tokens/s", text)
+    self.assertIn("0.75x our AR loop", text)  # 900 / 1200.
+    self.assertIn("Block diffusion is for latency", text)
+
+  def test_quotes_the_most_accurate_if_none_is_within_a_point(self):
+    text = comparison.headline(
+        _rows([(0.5, 0.90), (0.7, 0.95), (0.9, 0.97)]), batch_size=64
+    )
+    self.assertIn("threshold 0.9:", text)
+
+
+class FrontierTest(absltest.TestCase):
+
+  def test_one_point_for_ar_and_one_per_threshold(self):
+    series = comparison.frontier(_rows([(0.5, 0.9), (0.9, 0.99)]))
+    self.assertEqual(list(series), ["AR teacher", "block-diffusion SFT"])
+    self.assertEqual(
+        [p["label"] for p in series["AR teacher"]], ["AR, our loop"]
+    )
+    self.assertEqual(
+        [p["label"] for p in series["block-diffusion SFT"]], ["0.5", "0.9"]
+    )
+    self.assertEqual(series["block-diffusion SFT"][1]["exact_match"], 0.99)
+    # Each point carries its measured latency, for the second panel.
+    self.assertEqual(series["AR teacher"][0]["batch1_ms"], 1.2)
+    self.assertEqual(
+        comparison.frontier_reference(_rows([(0.5, 0.9)]))["batch1_ms"], 3.0
+    )
+
+  def test_plot_writes_a_png(self):
+    path = os.path.join(self.create_tempdir().full_path, "frontier.png")
+    rows = _rows([(0.5, 0.9), (0.9, 0.99)])
+    plot.plot_frontier(
+        comparison.frontier(rows),
+        path,
+        title="t",
+        caption="c",
+        ceiling=2.8,
+        reference=comparison.frontier_reference(rows),
+    )
+    with open(path, "rb") as f:
+      header = f.read(24)
+    self.assertEqual(header[:8], b"\x89PNG\r\n\x1a\n")
+    # Two panels (tokens per forward, and latency): 13 inches at 150 dpi.
+    self.assertEqual(int.from_bytes(header[16:20], "big"), 1950)
+
+
+def _touched_blocks(prompt, answer, stopped, size):
+  """Brute force: the distinct blocks of the answer's (and stop's) slots."""
+  slots = range(prompt, prompt + answer + int(stopped))
+  return len({position // size for position in slots})
+
+
+class TpfCeilingTest(parameterized.TestCase):
+
+  @parameterized.parameters(1, 3, 4, 8)
+  def test_matches_counting_the_touched_blocks(self, size):
+    rows = list(itertools.product(range(1, 10), range(1, 12), (True, False)))
+    prompts, answers, stopped = (list(x) for x in zip(*rows))
+    want = np.mean([n / _touched_blocks(p, n, s, size) for p, n, s in rows])
+    got = comparison.tpf_ceiling(prompts, answers, size, stopped=stopped)
+    self.assertAlmostEqual(got, want, places=12)
+
+  def test_one_token_blocks_cost_a_forward_per_token_and_stop(self):
+    self.assertAlmostEqual(comparison.tpf_ceiling([5, 9], [4, 1], 1), 0.65)
+
+  def test_default_is_every_row_stopped(self):
+    self.assertEqual(
+        comparison.tpf_ceiling([8], [8], 8),
+        comparison.tpf_ceiling([8], [8], 8, stopped=[True]),
+    )
+    self.assertEqual(comparison.tpf_ceiling([8], [8], 8), 4.0)
+    self.assertEqual(comparison.tpf_ceiling([8], [8], 8, stopped=[False]), 8.0)
+
+
+if __name__ == "__main__":
+  absltest.main()
