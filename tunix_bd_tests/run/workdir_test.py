@@ -22,6 +22,7 @@ from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from benchmarks import plugin as benchmarks_plugin
 from tunix_bd import config_files
 from tunix_bd.cli import main
 from tunix_bd.core import bd_config
@@ -33,7 +34,8 @@ from tunix_bd.training import options
 from tunix_bd_tests import test_common
 from tunix_bd_tests.run import run_test_common
 
-# Every recipe, and the key that names where it writes.
+# Every recipe, and the key that names where it writes; the benchmarks'
+# are the clone's `benchmarks` package's.
 _RECIPES = (
     ("ar_pretrain", "workdir"),
     ("sft", "workdir"),
@@ -47,6 +49,7 @@ _RECIPES = (
     ("bench_sft", "output"),
     ("bench_decode", "output"),
 )
+_BENCHMARKS = ("bench_rl", "bench_opd", "bench_sft", "bench_decode")
 _BAD = ("existing_file", "under_a_file", "read_only")
 
 
@@ -129,9 +132,13 @@ class EveryRecipeTest(parameterized.TestCase):
         "under_a_file": os.path.join(taken, "run"),
         "read_only": os.path.join(root, "run"),
     }[bad]
-    config = config_files.get_config(name)
+    if name in _BENCHMARKS:
+      config = benchmarks_plugin.get_config(name)
+      module = importlib.import_module(f"benchmarks.recipes.{name}")
+    else:
+      config = config_files.get_config(name)
+      module = importlib.import_module(f"tunix_bd.recipes.{name}")
     config[key] = path
-    module = importlib.import_module(f"tunix_bd.recipes.{name}")
     before = _tree(root)
     real = os.access
     read_only = lambda p, mode: p != root and real(p, mode)
