@@ -193,11 +193,13 @@ def commit_mask(
     confidence: jax.Array,
     eligible: jax.Array,
     *,
-    threshold: float,
-    top_k: int,
-    factor: float,
+    threshold: float = 0.9,
+    top_k: int = 1,
+    factor: float = 1.0,
 ) -> jax.Array:
   """Dispatches to the named rule (`rule` and its parameters are static).
+
+  A parameter not given takes `CommitSettings`' default.
 
   Args:
     rule: one of `RULES`.

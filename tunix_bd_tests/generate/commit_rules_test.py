@@ -140,8 +140,10 @@ class CommitSettingsTest(parameterized.TestCase):
   def test_every_parameter_is_a_field_and_a_keyword_of_commit_mask(self):
     fields = {f.name for f in dataclasses.fields(commit_rules.CommitSettings)}
     self.assertEqual(fields, {"rule", *commit_rules.PARAMETERS})
-    keywords = set(inspect.signature(commit_rules.commit_mask).parameters)
-    self.assertContainsSubset(set(commit_rules.PARAMETERS), keywords)
+    keywords = inspect.signature(commit_rules.commit_mask).parameters
+    defaults = commit_rules.CommitSettings()
+    for name in commit_rules.PARAMETERS:  # With the settings' default.
+      self.assertEqual(keywords[name].default, getattr(defaults, name))
 
   @parameterized.parameters(
       ("rule", "top_p", r"rule must be one of \('threshold'"),
