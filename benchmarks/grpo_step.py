@@ -272,7 +272,8 @@ def ar_arm(stage, tokenizer, item, mesh) -> step_phases.Arm:
       ),
   )
   algo = dataclasses.asdict(grpo)
-  del algo["verify_replay_every_n_steps"]  # Diffusion replay only.
+  # Diffusion replay's and the diffusion learner's choice only.
+  del algo["verify_replay_every_n_steps"], algo["learner"]
   learner = compat.GRPOLearner(
       cluster,
       wiring.grpo_config(policy_loss_fn="grpo", **algo),

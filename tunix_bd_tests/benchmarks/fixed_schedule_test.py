@@ -64,8 +64,8 @@ class RandomWorkloadTest(absltest.TestCase):
         header,
         [
             "workload", "budget", "batch", "method", "tokens/s", "vs", "AR",
-            "vs", "loop", "ideal", "eff", "fwd", "tok/fwd", "ceil", "exact",
-            "tokens",
+            "vs", "loop", "ideal", "eff", "fwd", "hbm", "tok/fwd", "ceil",
+            "exact", "tokens",
         ],
     )  # fmt: skip
     self.assertIn("realistic batch=2: one cached forward", self.printed)
