@@ -205,9 +205,10 @@ def _sync_phase(learner) -> Callable[[], Any]:
 
 def diffusion_arm(stage, tokenizer, bd, item, mesh):
   """`(arm, the warm-up example's trace)` of tunix_bd's GRPO."""
-  rollout, grpo = stage.rollout, stage.grpo
+  settings = stage.settings
+  rollout, grpo, model = settings.rollout, settings.grpo, settings.model
   actor, reference = _policy_and_reference(
-      stage.model, stage.model.checkpoint, stage.config.seed, mesh
+      model, model.checkpoint, stage.config.seed, mesh
   )
   rows = len(item["prompts"])
   cluster = wiring.build_cluster(
@@ -216,7 +217,7 @@ def diffusion_arm(stage, tokenizer, bd, item, mesh):
       tokenizer=tokenizer,
       bd=bd,
       stop_ids=rollout.stop_ids(tokenizer),
-      training_config=_training_config(stage.bench),
+      training_config=_training_config(settings.bench),
       **wiring.rollout_arguments(rollout),
       role_to_mesh=wiring.shared_meshes(mesh),
   )
@@ -247,9 +248,10 @@ def diffusion_arm(stage, tokenizer, bd, item, mesh):
 
 def ar_arm(stage, tokenizer, item, mesh) -> step_phases.Arm:
   """The arm of Tunix's own GRPO with its `vanilla` rollout."""
-  rollout, grpo = stage.rollout, stage.grpo
+  settings = stage.settings
+  rollout, grpo, model = settings.rollout, settings.grpo, settings.model
   actor, reference = _policy_and_reference(
-      stage.model, stage.model.ar_checkpoint, stage.config.seed + 1, mesh
+      model, model.ar_checkpoint, stage.config.seed + 1, mesh
   )
   rows = len(item["prompts"])
   # Tunix's default cache holds 1024 tokens; a user sizes it to the budget.
@@ -267,7 +269,7 @@ def ar_arm(stage, tokenizer, item, mesh) -> step_phases.Arm:
           role_to_mesh=wiring.shared_meshes(mesh),
           rollout_engine="vanilla",
           offload_to_cpu=False,
-          training_config=_training_config(stage.bench),
+          training_config=_training_config(settings.bench),
           rollout_config=rollout_config,
       ),
   )

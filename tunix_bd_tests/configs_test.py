@@ -4,30 +4,27 @@
 
 import dataclasses
 import importlib
+import typing
 
 from absl.testing import absltest
 from absl.testing import parameterized
-from benchmarks import equal_time
-from benchmarks import grpo_step
 from benchmarks import plugin as benchmarks_plugin
-from benchmarks import sft_step
+from benchmarks.recipes import bench_opd
+from benchmarks.recipes import bench_rl
+from benchmarks.recipes import bench_sft
 from tunix_bd import config_utils
-from tunix_bd import mesh
 from tunix_bd import plugin
 from tunix_bd import recipes
 from tunix_bd.cli import config_loading
 from tunix_bd.data import dataset
-from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.distillation import settings as distillation_settings
-from tunix_bd.generate import settings as generate_settings
-from tunix_bd.models import from_scratch
-from tunix_bd.rl import decode_settings as rl_decode_settings
-from tunix_bd.rl import meshes
+from tunix_bd.recipes import ar_pretrain as ar_pretrain_recipe
+from tunix_bd.recipes import compare as compare_recipe
+from tunix_bd.recipes import generate as generate_recipe
+from tunix_bd.recipes import opd as opd_recipe
+from tunix_bd.recipes import sft as sft_recipe
 from tunix_bd.rl import settings as rl_settings
-from tunix_bd.run import sections
-from tunix_bd.sft import corruption
 from tunix_bd.training import options
 
 # Config name -> the plugin that ships it and the command that launches it.
@@ -55,62 +52,26 @@ _CHAT = (
 )
 
 
-# Sections built from their settings dataclass (`config_utils.to_section`).
-# A `train` section holding a recipe's own keys too is `(TrainSettings,
-# Extra)`. The values are not restated here: the configs hold them, and the
+# Each recipe's config class (`run.stage.Stage`): its fields are the
+# sections built from their settings dataclass (`config_utils.to_section`),
+# a `train` section holding a recipe's own keys too `tuple[TrainSettings,
+# Extra]`. The values are not restated here: the configs hold them, and the
 # dataclasses hold the one default.
-_SFT_TRAIN = (options.TrainSettings, options.TimeBudget)
-_RL_TRAIN = (options.TrainSettings, rl_settings.RlBatchSettings)
+_CONFIG_CLASSES = {
+    "ar_pretrain": ar_pretrain_recipe.ArPretrainConfig,
+    "bench_opd": bench_opd.BenchOpdConfig,
+    "bench_rl": bench_rl.BenchRlConfig,
+    "bench_sft": bench_sft.BenchSftConfig,
+    "compare": compare_recipe.CompareConfig,
+    "generate": generate_recipe.GenerateConfig,
+    "grpo": rl_settings.GrpoConfig,
+    "opd": opd_recipe.OpdConfig,
+    "sft": sft_recipe.SftConfig,
+}
 _TYPED_SECTIONS = {
-    ("grpo", "model"): sections.GrpoModelSettings,
-    ("grpo", "data"): rl_settings.DataSettings,
-    ("grpo", "rollout"): rl_decode_settings.RolloutSettings,
-    ("grpo", "grpo"): rl_settings.GrpoSettings,
-    ("grpo", "reward"): rl_settings.RewardSettings,
-    ("grpo", "eval"): rl_decode_settings.EvalSettings,
-    ("grpo", "export"): sections.ExportSettings,
-    ("grpo", "mesh"): meshes.RoleMeshSettings,
-    ("grpo", "train"): _RL_TRAIN,
-    ("bench_rl", "model"): grpo_step.GrpoStepModelSettings,
-    ("bench_rl", "data"): data_settings.DataSettings,
-    ("bench_rl", "rollout"): rl_decode_settings.RolloutSettings,
-    ("bench_rl", "grpo"): rl_settings.GrpoSettings,
-    ("bench_rl", "bench"): grpo_step.GrpoStepSettings,
-    ("bench_rl", "mesh"): mesh.MeshSettings,
-    ("bench_sft", "model"): sft_step.SftStepModelSettings,
-    ("bench_sft", "data"): data_settings.DataSettings,
-    ("bench_sft", "bd"): sft_step.SftStepBdSettings,
-    ("bench_sft", "bench"): sft_step.SftStepSettings,
-    ("bench_sft", "mesh"): mesh.MeshSettings,
-    ("bench_opd", "model"): equal_time.EqualTimeModelSettings,
-    ("bench_opd", "bench"): equal_time.EqualTimeSettings,
-    ("bench_opd", "mesh"): mesh.MeshSettings,
-    ("sft", "model"): sections.SftModelSettings,
-    ("sft", "bd"): sections.BdSettings,
-    ("sft", "corruption"): corruption.SftCorruptionConfig,
-    ("sft", "data"): data_settings.DataSettings,
-    ("sft", "train"): _SFT_TRAIN,
-    ("sft", "lora"): sections.LoraSettings,
-    ("sft", "eval"): sections.SftEvalSettings,
-    ("sft", "export"): sections.ExportSettings,
-    ("sft", "mesh"): mesh.MeshSettings,
-    ("opd", "model"): sections.OpdModelSettings,
-    ("opd", "data"): data_settings.DataSettings,
-    ("opd", "rollout"): distillation_settings.RolloutSettings,
-    ("opd", "opd"): distillation_settings.OpdSettings,
-    ("opd", "corruption"): corruption.SftCorruptionConfig,
-    ("opd", "train"): _SFT_TRAIN,
-    ("opd", "eval"): distillation_settings.EvalSettings,
-    ("opd", "export"): sections.ExportSettings,
-    ("opd", "mesh"): mesh.MeshSettings,
-    ("ar_pretrain", "model"): from_scratch.ScratchModelSettings,
-    ("ar_pretrain", "data"): data_settings.DataSettings,
-    ("ar_pretrain", "train"): options.TrainSettings,
-    ("ar_pretrain", "eval"): sections.ArEvalSettings,
-    ("ar_pretrain", "mesh"): mesh.MeshSettings,
-    ("generate", "model"): sections.DecodeModelSettings,
-    ("generate", "decode"): generate_settings.DecodeSettings,
-    ("generate", "mesh"): mesh.MeshSettings,
+    (name, section): typing.get_args(hint) or hint
+    for name, config_class in _CONFIG_CLASSES.items()
+    for section, hint in typing.get_type_hints(config_class).items()
 }
 
 

@@ -398,8 +398,8 @@ class ResumeRuleTest(parameterized.TestCase):
     if recipe == "opd":
       stage = opd.validate(config)
       return stage, opd.check_fingerprint(stage, *opd.read_sources(stage))
-    stage, _ = grpo.validate(config)
-    policy = sources.read_converted(stage, "checkpoint", stage.rollout)
+    stage = grpo.validate(config)
+    policy = sources.read_converted(stage, "checkpoint", stage.settings.rollout)
     return stage, grpo.check_fingerprint(stage, policy)
 
   @parameterized.parameters(
@@ -419,7 +419,8 @@ class ResumeRuleTest(parameterized.TestCase):
       config.model.checkpoint = self.export
     stage, base = self._fingerprint(recipe, config)
     checked = set()
-    for name, settings in stage.sections.items():
+    for field in dataclasses.fields(stage.settings):
+      name, settings = field.name, getattr(stage.settings, field.name)
       for key, value in config[name].items():
         for other in _changed(value):
           changed = copy.deepcopy(config)

@@ -14,6 +14,7 @@ Arms run one after another in this process; writes `bench_opd.json`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -31,14 +32,20 @@ from tunix_bd.recipes import sft
 from tunix_bd.run import stage as stage_lib
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+@dataclasses.dataclass(frozen=True)
+class BenchOpdConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  model: equal_time.EqualTimeModelSettings
+  bench: equal_time.EqualTimeSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(
+    config: ml_collections.ConfigDict,
+) -> stage_lib.Stage[BenchOpdConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  return stage_lib.Stage(
-      config,
-      model=equal_time.EqualTimeModelSettings,
-      bench=equal_time.EqualTimeSettings,
-      mesh=mesh_lib.MeshSettings,
-  )
+  return stage_lib.Stage(config, BenchOpdConfig)
 
 
 def _shipped(name: str) -> ml_collections.ConfigDict:
@@ -49,8 +56,8 @@ def _shipped(name: str) -> ml_collections.ConfigDict:
 def _opd_config(stage, canvas: str) -> ml_collections.ConfigDict:
   return equal_time.opd_arm_config(
       _shipped("opd"),
-      stage.model,
-      stage.bench,
+      stage.settings.model,
+      stage.settings.bench,
       canvas,
       seed=stage.config.seed,
       workdir=os.path.join(stage.workdir, f"opd_{canvas}"),
@@ -74,9 +81,9 @@ def _sft_arm(stage, mesh) -> dict:
   """Continued SFT of the student by the `sft` recipe, evaluated as OPD's."""
   config = equal_time.sft_arm_config(
       _shipped("sft"),
-      stage.model,
-      stage.bench,
-      stage.mesh,
+      stage.settings.model,
+      stage.settings.bench,
+      stage.settings.mesh,
       seed=stage.config.seed,
       workdir=os.path.join(stage.workdir, "sft"),
   )
@@ -92,10 +99,10 @@ def _sft_arm(stage, mesh) -> dict:
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the arms and prints the side-by-side table."""
   stage = validate(config)
-  mesh = mesh_lib.make_mesh(stage.mesh)
+  mesh = mesh_lib.make_mesh(stage.settings.mesh)
   start, corrupted = _opd_arm(stage, sources.CORRUPTED, "OPD corrupted")
   _, trace = _opd_arm(stage, sources.TRACE, "OPD trace")
   rows = [start, corrupted, trace, _sft_arm(stage, mesh)]
-  print(equal_time.format_table(rows, stage.bench))
+  print(equal_time.format_table(rows, stage.settings.bench))
   report_lib.write_json(os.path.join(config.workdir, "bench_opd.json"), rows)
   return rows

@@ -12,6 +12,7 @@ writes `bench_rl.json` under `workdir`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -31,31 +32,39 @@ from tunix_bd.rl import settings as settings_lib
 from tunix_bd.run import stage as stage_lib
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+@dataclasses.dataclass(frozen=True)
+class BenchRlConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  model: grpo_step.GrpoStepModelSettings
+  data: data_settings.DataSettings
+  rollout: decode_settings.RolloutSettings
+  grpo: settings_lib.GrpoSettings
+  bench: grpo_step.GrpoStepSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(
+    config: ml_collections.ConfigDict,
+) -> stage_lib.Stage[BenchRlConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  stage = stage_lib.Stage(
-      config,
-      model=grpo_step.GrpoStepModelSettings,
-      data=data_settings.DataSettings,
-      rollout=decode_settings.RolloutSettings,
-      grpo=settings_lib.GrpoSettings,
-      bench=grpo_step.GrpoStepSettings,
-      mesh=mesh_lib.MeshSettings,
-  )
-  stage.model.check_model_files()
+  stage = stage_lib.Stage(config, BenchRlConfig)
+  stage.settings.model.check_model_files()
   return stage
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """Times both GRPO steps; prints the table and writes `bench_rl.json`."""
   stage = validate(config)
-  rollout, grpo, bench = stage.rollout, stage.grpo, stage.bench
+  settings = stage.settings
+  rollout, grpo, bench = settings.rollout, settings.grpo, settings.bench
+  data = settings.data
   tokenizer, ar_tokenizer, bd = grpo_step.tokenizers_and_bd(
-      stage.model, stage.data.chat_template
+      settings.model, data.chat_template
   )
-  train_set = dataset_lib.train_conversations(stage.data, "bench_rl")
+  train_set = dataset_lib.train_conversations(data, "bench_rl")
   prompts = prompt_stream.render(
-      tokenizer, train_set, rollout.max_prompt_length, stage.data.chat_options
+      tokenizer, train_set, rollout.max_prompt_length, data.chat_options
   )
   item = next(
       prompt_stream.items(
@@ -65,7 +74,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   # Tunix's learner repeats each prompt G times before rolling out.
   item = {k: np.repeat(v, grpo.num_generations) for k, v in item.items()}
 
-  mesh = mesh_lib.make_mesh(stage.mesh)
+  mesh = mesh_lib.make_mesh(settings.mesh)
   with mesh_lib.tunix_context(mesh):
     diffusion, trace = grpo_step.diffusion_arm(stage, tokenizer, bd, item, mesh)
     arms = {

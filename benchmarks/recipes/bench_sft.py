@@ -16,6 +16,8 @@ the same model.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import ml_collections
 
@@ -29,46 +31,55 @@ from tunix_bd.evaluation import report as report_lib
 from tunix_bd.run import stage as stage_lib
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+@dataclasses.dataclass(frozen=True)
+class BenchSftConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  model: sft_step.SftStepModelSettings
+  bd: sft_step.SftStepBdSettings
+  data: data_settings.DataSettings
+  bench: sft_step.SftStepSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(
+    config: ml_collections.ConfigDict,
+) -> stage_lib.Stage[BenchSftConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  return stage_lib.Stage(
-      config,
-      writes="output",
-      model=sft_step.SftStepModelSettings,
-      bd=sft_step.SftStepBdSettings,
-      data=data_settings.DataSettings,
-      bench=sft_step.SftStepSettings,
-      mesh=mesh_lib.MeshSettings,
-  )
+  return stage_lib.Stage(config, BenchSftConfig, writes="output")
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   """Prints and returns tokens/s, ratios and peak bytes of each variant."""
-  stage = validate(config)
-  bench, model, precision = stage.bench, stage.model, stage.model.precision
+  settings = validate(config).settings
+  bench, model, data_section = settings.bench, settings.model, settings.data
+  precision = model.precision
   tokenizer = tokenizer_lib.override_chat_template(
-      tokenizer_lib.build_char_tokenizer(), stage.data.chat_template
+      tokenizer_lib.build_char_tokenizer(), data_section.chat_template
   )
-  conversations = dataset_lib.train_conversations(stage.data, "bench_sft")
+  conversations = dataset_lib.train_conversations(data_section, "bench_sft")
   data = dataset_lib.tokenize(
-      tokenizer, conversations, stage.data.max_length, stage.data.chat_options
+      tokenizer,
+      conversations,
+      data_section.max_length,
+      data_section.chat_options,
   )
   mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
-  mesh = mesh_lib.make_mesh(stage.mesh)
+  mesh = mesh_lib.make_mesh(settings.mesh)
   model_config = model.model_config(len(tokenizer))
 
   batch = sft_step.first_batch(
       data,
       batch_size=bench.batch_size,
       bd=sft_step.block_diffusion(
-          stage.bd.block_size, mask_id, bd_config_lib.CLEAN_CONTEXT
+          settings.bd.block_size, mask_id, bd_config_lib.CLEAN_CONTEXT
       ),
       eos_id=tokenizer.eos_token_id,
   )
   arms = sft_step.variants(
       bench.variants,
       batch,
-      block_size=stage.bd.block_size,
+      block_size=settings.bd.block_size,
       mask_id=mask_id,
       chunk=precision.chunk,
   )
@@ -103,7 +114,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       (
           f"SFT step benchmark: batch {bench.batch_size} x {batch.length}"
           f" tokens ({batch.real_tokens} real), block size"
-          f" {stage.bd.block_size}, {bench.num_steps} interleaved steps,"
+          f" {settings.bd.block_size}, {bench.num_steps} interleaved steps,"
           f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
       ),
       (

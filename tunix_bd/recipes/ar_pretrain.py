@@ -20,6 +20,7 @@ Outputs under `config.workdir`:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from absl import logging
@@ -42,26 +43,33 @@ from tunix_bd.training import progress
 DESCRIPTION = "AR pretraining"
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+@dataclasses.dataclass(frozen=True)
+class ArPretrainConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  model: from_scratch.ScratchModelSettings
+  data: data_settings.DataSettings
+  train: options.TrainSettings
+  eval: sections.ArEvalSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(
+    config: ml_collections.ConfigDict,
+) -> stage_lib.Stage[ArPretrainConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  return stage_lib.Stage(
-      config,
-      model=from_scratch.ScratchModelSettings,
-      data=data_settings.DataSettings,
-      train=options.TrainSettings,
-      eval=sections.ArEvalSettings,
-      mesh=mesh_lib.MeshSettings,
-  )
+  return stage_lib.Stage(config, ArPretrainConfig)
 
 
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Trains, exports and evaluates; returns exact match per task."""
   stage = validate(config)
-  train = stage.train
+  settings = stage.settings
+  train = settings.train
   tokenizer = tokenizer_lib.override_chat_template(
-      tokenizer_lib.build_char_tokenizer(), stage.data.chat_template
+      tokenizer_lib.build_char_tokenizer(), settings.data.chat_template
   )
-  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, stage.data)
+  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, settings.data)
   fingerprint = stage.check_fingerprint(
       tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
   )
@@ -69,11 +77,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       "ar_pretrain: %d train / %d eval examples of <= %d tokens.",
       len(train_data),
       len(eval_data),
-      stage.data.max_length,
+      settings.data.max_length,
   )
 
-  mesh = mesh_lib.make_mesh(stage.mesh)
-  model_config = from_scratch.qwen3_config(stage.model, len(tokenizer))
+  mesh = mesh_lib.make_mesh(settings.mesh)
+  model_config = from_scratch.qwen3_config(settings.model, len(tokenizer))
   model = from_scratch.init_model(model_config, config.seed, mesh)
   with stage.restoring():  # The newest checkpoint, one line if bad.
     trainer = ar.FingerprintedTrainer(
@@ -88,7 +96,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       train_data,
       eval_data,
       batch_size=train.batch_size,
-      eval_batch_size=stage.eval.batch_size,
+      eval_batch_size=settings.eval.batch_size,
       seed=config.seed,
   )
   stage.start(trainer.train_steps)
@@ -109,7 +117,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         tokenizer,
         conversations,
         path=os.path.join(stage.workdir, "eval.json"),
-        max_new_tokens=stage.eval.max_new_tokens,
-        batch_size=stage.eval.batch_size,
-        options=stage.data.chat_options,
+        max_new_tokens=settings.eval.max_new_tokens,
+        batch_size=settings.eval.batch_size,
+        options=settings.data.chat_options,
     )

@@ -12,6 +12,7 @@ model is ready for parallel decoding.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -25,15 +26,20 @@ from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.run import stage as stage_lib
 
 
+@dataclasses.dataclass(frozen=True)
+class CompareConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  model: comparison_report.CompareModelSettings
+  data: data_settings.PromptDataSettings
+
+
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Decodes the prompts with both models and writes the report."""
   start = time.monotonic()
-  stage = stage_lib.Stage(  # The values first, then the directories.
-      config,
-      model=comparison_report.CompareModelSettings,
-      data=data_settings.PromptDataSettings,
-  )
-  model, data = stage.model, stage.data
+  # The values first, then the directories.
+  stage = stage_lib.Stage(config, CompareConfig)
+  model, data = stage.settings.model, stage.settings.data
   model.check_converted()
   warning = model.conversion_warning(stage.identify)
   if warning:
@@ -46,7 +52,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   teacher_lib.check_compatible(
       model.ar, ar_tokenizer, bd_tokenizer, key="model.ar"
   )
-  records, source = dataset_lib.prompt_records(stage.data)
+  records, source = dataset_lib.prompt_records(data)
   settings = comparison_report.Settings.from_config(config, len(records))
   rows = comparison_report.evaluate(
       model.ar,

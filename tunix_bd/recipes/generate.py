@@ -13,6 +13,8 @@ replays every trace and reports the largest |replayed - recorded| log-prob.
 
 from __future__ import annotations
 
+import dataclasses
+
 import ml_collections
 
 from tunix_bd import mesh as mesh_lib
@@ -29,21 +31,26 @@ from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+@dataclasses.dataclass(frozen=True)
+class GenerateConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  decode: settings_lib.DecodeSettings
+  model: sections.DecodeModelSettings
+  bd: settings_lib.CheckpointBdSettings
+  data: data_settings.PromptDataSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(
+    config: ml_collections.ConfigDict,
+) -> stage_lib.Stage[GenerateConfig]:
   """Every section, checked before any model is read.
 
   The checkpoint's directory is checked last, so that a bad setting is
   reported even without a model.
   """
-  stage = stage_lib.Stage(
-      config,
-      writes="output_or_workdir",
-      decode=settings_lib.DecodeSettings,
-      model=sections.DecodeModelSettings,
-      bd=settings_lib.CheckpointBdSettings,
-      data=data_settings.PromptDataSettings,
-      mesh=mesh_lib.MeshSettings,
-  )
+  stage = stage_lib.Stage(config, GenerateConfig, writes="output_or_workdir")
   if config.output:  # Only an earlier output of this recipe is replaced.
     completions.check_output(config.output)
   return stage
@@ -52,18 +59,19 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Decodes, writes completions and returns the summary figures."""
   stage = validate(config)
-  decode, checkpoint = stage.decode, stage.model.checkpoint
+  settings = stage.settings
+  decode, checkpoint = settings.decode, settings.model.checkpoint
   bd = bd_formats.load_settings(checkpoint)
-  stage.bd.check(bd)
+  settings.bd.check(bd)
   tokenizer = bd_formats.load_tokenizer(
-      checkpoint, stage.data.chat_template, key="model.checkpoint"
+      checkpoint, settings.data.chat_template, key="model.checkpoint"
   )
   # Prompts are rendered as in training (the export's record).
   chat_options = chat.trained_options(
       bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
-      stage.data.chat_options,
+      settings.data.chat_options,
   )
-  records, source = dataset_lib.prompt_records(stage.data)
+  records, source = dataset_lib.prompt_records(settings.data)
   prompts = [
       chat.encode_prompt(tokenizer, r["messages"], chat_options)
       for r in records
@@ -87,9 +95,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       model_key="model.checkpoint",
   )
   denoise_config = decode.denoise_config(tokenizer, len(prompts[longest]))
-  mesh = mesh_lib.make_mesh(stage.mesh)
+  mesh = mesh_lib.make_mesh(settings.mesh)
   model = models.load_checkpoint(
-      checkpoint, mesh, stage.model.precision, decoding_only=True
+      checkpoint, mesh, settings.model.precision, decoding_only=True
   )
   with mesh_lib.tunix_context(mesh):
     result = prompt_batches.decode_prompts(

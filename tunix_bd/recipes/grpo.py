@@ -25,45 +25,31 @@ import dataclasses
 import ml_collections
 
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import results as results_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
-from tunix_bd.run import sections
 from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
-from tunix_bd.training import options
 
 
 def validate(
     config: ml_collections.ConfigDict,
-) -> tuple[stage_lib.Stage, settings_lib.GrpoRunSettings]:
+) -> stage_lib.Stage[settings_lib.GrpoConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  stage = stage_lib.Stage(
-      config,
-      model=sections.GrpoModelSettings,
-      data=settings_lib.DataSettings,
-      rollout=decode_settings.RolloutSettings,
-      grpo=settings_lib.GrpoSettings,
-      reward=settings_lib.RewardSettings,
-      train=(options.TrainSettings, settings_lib.RlBatchSettings),
-      eval=decode_settings.EvalSettings,
-      export=sections.ExportSettings,
-      mesh=meshes_lib.RoleMeshSettings,
-  )
-  settings = settings_lib.check_sections(stage.sections)
-  model = stage.model
-  if not model.random_init and stage.grpo.beta:
+  stage = stage_lib.Stage(config, settings_lib.GrpoConfig)
+  settings_lib.check_together(stage.settings)
+  model = stage.settings.model
+  if not model.random_init and stage.settings.grpo.beta:
     models.check_kl_reference(model.checkpoint, model.reference)
-  return stage, settings
+  return stage
 
 
 def kl_reference(stage, beta: float) -> str:
   """Which model the KL reference is, as the report states it."""
-  model = stage.model
+  model = stage.settings.model
   if not beta:
     return "none (grpo.beta=0)"
   if model.random_init:
@@ -84,18 +70,19 @@ def check_fingerprint(stage, policy) -> dict:
 
 def run(config: ml_collections.ConfigDict) -> dict:
   """Trains, evaluates, exports, reports; returns the report's content."""
-  stage, settings = validate(config)
-  model = stage.model
+  stage = validate(config)
+  settings = stage.settings
+  model = settings.model
   policy = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
   train_prompts, eval_prompts = prompt_stream.train_and_eval_prompts(
       policy,
-      stage.data,
+      settings.data,
       num_eval=settings.eval.num_prompts,
       max_prompt_length=settings.rollout.max_prompt_length,
   )
   fingerprint = check_fingerprint(stage, policy)
 
-  meshes = meshes_lib.build(stage.mesh)
+  meshes = meshes_lib.build(settings.mesh)
   actor, reference = models.load_policy_and_reference(
       model,
       meshes.actor,
@@ -105,7 +92,9 @@ def run(config: ml_collections.ConfigDict) -> dict:
   )
   meshes_lib.check_model_axes(actor, meshes)
   policy.validate_for_model(actor.config)
-  held_out = results_lib.held_out_evaluation(eval_prompts, policy, stage.eval)
+  held_out = results_lib.held_out_evaluation(
+      eval_prompts, policy, settings.eval
+  )
   with mesh_lib.tunix_context(meshes.actor):
     before = held_out(actor)
     with stage.restoring():  # The newest checkpoint, one line if bad.
@@ -124,7 +113,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
         relogged_from=wiring.relogged_from(cluster),
     )
     batches = prompt_stream.items(
-        train_prompts, batch_size=settings.train.batch_size, seed=config.seed
+        train_prompts, batch_size=settings.train[0].batch_size, seed=config.seed
     )
     load_continued_sft = lambda: models.load_checkpoint(
         model.continued_sft, meshes.actor, model.precision

@@ -33,32 +33,37 @@ from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import options
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+@dataclasses.dataclass(frozen=True)
+class OpdConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  model: sections.OpdModelSettings
+  data: data_settings.DataSettings
+  rollout: settings_lib.RolloutSettings
+  opd: settings_lib.OpdSettings
+  corruption: corruption_lib.SftCorruptionConfig
+  train: tuple[options.TrainSettings, options.TimeBudget]
+  eval: settings_lib.EvalSettings
+  export: sections.ExportSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage[OpdConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  return stage_lib.Stage(
-      config,
-      model=sections.OpdModelSettings,
-      data=data_settings.DataSettings,
-      rollout=settings_lib.RolloutSettings,
-      opd=settings_lib.OpdSettings,
-      corruption=corruption_lib.SftCorruptionConfig,
-      train=(options.TrainSettings, options.TimeBudget),
-      eval=settings_lib.EvalSettings,
-      export=sections.ExportSettings,
-      mesh=mesh_lib.MeshSettings,
-  )
+  return stage_lib.Stage(config, OpdConfig)
 
 
-def read_sources(stage: stage_lib.Stage):
+def read_sources(stage: stage_lib.Stage[OpdConfig]):
   """`(student_sources, teacher_tokenizer)`, checked before any compute.
 
   A random run's teacher has the student's tokenizer.
   """
-  student = sources_lib.read_converted(stage, "student", stage.rollout)
+  settings = stage.settings
+  student = sources_lib.read_converted(stage, "student", settings.rollout)
   if stage.random_init:
     return student, student.tokenizer
   return student, teacher_lib.load_tokenizer(
-      stage.model.teacher, stage.data.chat_template, student.tokenizer
+      settings.model.teacher, settings.data.chat_template, student.tokenizer
   )
 
 
@@ -74,16 +79,17 @@ def check_fingerprint(stage, sources, teacher_tokenizer) -> dict:
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Distills, exports and returns the final decode metrics."""
   stage = validate(config)
-  train, budget = stage.train
+  settings = stage.settings
+  train, budget = settings.train
   sources, teacher_tokenizer = read_sources(stage)
   train_prompts, eval_prompts = wiring.train_and_eval_prompts(
-      sources, stage.data, stage.rollout.max_prompt_length
+      sources, settings.data, settings.rollout.max_prompt_length
   )
   fingerprint = check_fingerprint(stage, sources, teacher_tokenizer)
 
-  mesh = mesh_lib.make_mesh(stage.mesh)
-  student = models.load(stage.model, "student", mesh, seed=config.seed + 1)
-  teacher = models.load(stage.model, "teacher", mesh, seed=config.seed)
+  mesh = mesh_lib.make_mesh(settings.mesh)
+  student = models.load(settings.model, "student", mesh, seed=config.seed + 1)
+  teacher = models.load(settings.model, "teacher", mesh, seed=config.seed)
   teacher_lib.check_teacher_model(teacher.config, student.config.vocab_size)
   sources.validate_for_model(student.config)
   with stage.restoring():  # The newest checkpoint, one line if bad.
@@ -93,15 +99,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         student_sources=sources,
         train_prompts=train_prompts,
         eval_prompts=eval_prompts,
-        opd=stage.opd,
+        opd=settings.opd,
         train=train,
         budget=budget,
-        corruption=stage.corruption,
-        eval_settings=stage.eval,
+        corruption=settings.corruption,
+        eval_settings=settings.eval,
         mesh=mesh,
         workdir=stage.workdir,
         seed=config.seed,
-        logits_chunk=stage.model.precision.chunk,
+        logits_chunk=settings.model.precision.chunk,
         fingerprint=fingerprint,
     )
   with mesh_lib.tunix_context(mesh):
@@ -115,15 +121,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   export_dir = stage.export_converted(
       trainer.model,
       sources,
-      stop_ids=stage.rollout.extra_stop_ids,
+      stop_ids=settings.rollout.extra_stop_ids,
       extra={
           "distilled": stage.provenances("student", "teacher"),
-          "opd": dataclasses.asdict(stage.opd),
+          "opd": dataclasses.asdict(settings.opd),
       },
   )
   evaluation_lib.write_report(
       stage.workdir,
-      canvas=stage.opd.canvas,
+      canvas=settings.opd.canvas,
       steps=trainer.train_steps,
       before=before,
       after=after,

@@ -19,6 +19,8 @@ guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import ml_collections
 
 from tunix_bd import fingerprint as fingerprint_lib
@@ -39,21 +41,25 @@ from tunix_bd.training import progress
 DESCRIPTION = "Block-diffusion SFT"
 
 
-def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
+@dataclasses.dataclass(frozen=True)
+class SftConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  model: sections.SftModelSettings
+  bd: sections.BdSettings
+  corruption: corruption_lib.SftCorruptionConfig
+  data: data_settings.DataSettings
+  train: tuple[options.TrainSettings, options.TimeBudget]
+  lora: sections.LoraSettings
+  eval: sections.SftEvalSettings
+  export: sections.ExportSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage[SftConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  stage = stage_lib.Stage(
-      config,
-      model=sections.SftModelSettings,
-      bd=sections.BdSettings,
-      corruption=corruption_lib.SftCorruptionConfig,
-      data=data_settings.DataSettings,
-      train=(options.TrainSettings, options.TimeBudget),
-      lora=sections.LoraSettings,
-      eval=sections.SftEvalSettings,
-      export=sections.ExportSettings,
-      mesh=mesh_lib.MeshSettings,
-  )
-  if stage.model.sft_loss == sections.TUNIX_SFT_LOSS:
+  stage = stage_lib.Stage(config, SftConfig)
+  if stage.settings.model.sft_loss == sections.TUNIX_SFT_LOSS:
     tunix_diffusion.require(f"model.sft_loss={sections.TUNIX_SFT_LOSS!r}")
   return stage
 
@@ -61,22 +67,25 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage:
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
   stage = validate(config)
-  (train, budget), lora = stage.train, stage.lora
+  settings = stage.settings
+  (train, budget), lora = settings.train, settings.lora
   tokenizer = tokenizer_lib.load_tokenizer(
-      stage.model.checkpoint, stage.data.chat_template, key="model.checkpoint"
+      settings.model.checkpoint,
+      settings.data.chat_template,
+      key="model.checkpoint",
   )
   # The AR tokenizer gets the mask token (`bd.mask_token`) when converted.
   chat_options, hf_files = stage.check_export(
-      "checkpoint", tokenizer, stage.bd, ar_mask_token=stage.bd.mask_token
+      "checkpoint", tokenizer, settings.bd, ar_mask_token=settings.bd.mask_token
   )
-  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, stage.data)
+  train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, settings.data)
   fingerprint = stage.check_fingerprint(
       tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)
   )
 
-  mesh = mesh_lib.make_mesh(stage.mesh)
+  mesh = mesh_lib.make_mesh(settings.mesh)
   model, model_config, bd = models.to_block_diffusion(
-      models.load(stage.model, "checkpoint", mesh), tokenizer, stage.bd
+      models.load(settings.model, "checkpoint", mesh), tokenizer, settings.bd
   )
   model = lora.apply(model, seed=config.seed, mesh=mesh)
   # Every row is validated here, before any training step.
@@ -84,13 +93,13 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       train_data,
       eval_data,
       train=train,
-      eval_batch_size=stage.eval.batch_size,
-      corruption=stage.corruption,
+      eval_batch_size=settings.eval.batch_size,
+      corruption=settings.corruption,
       config=bd,
       eos_id=tokenizer.eos_token_id,
       seed=config.seed,
   )
-  through_tunix = stage.model.sft_loss == sections.TUNIX_SFT_LOSS
+  through_tunix = settings.model.sft_loss == sections.TUNIX_SFT_LOSS
   with stage.restoring():  # The newest checkpoint, one line if bad.
     trainer = trainer_lib.DiffusionSftTrainer(
         model,
@@ -99,7 +108,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         config=bd,
         fingerprint=fingerprint,
         # Refuses a LoRA'd head; Tunix's loss computes dense logits.
-        logits_chunk=None if through_tunix else stage.model.precision.chunk,
+        logits_chunk=None if through_tunix else settings.model.precision.chunk,
     )
   if through_tunix:
     tunix_diffusion.configure(trainer, bd)
@@ -117,8 +126,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       source=hf_files,
       extra={
           "converted_from": stage.provenance("checkpoint"),
-          "corruption": stage.corruption.to_dict(),
-          "precision": stage.model.precision.provenance(),
+          "corruption": settings.corruption.to_dict(),
+          "precision": settings.model.precision.provenance(),
       },
   )
   return trainer_lib.report_conversion(

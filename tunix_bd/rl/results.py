@@ -68,7 +68,7 @@ class GrpoResults:
   train_seconds: float
 
   def write_report(
-      self, workdir: str, run: settings_lib.GrpoRunSettings, kl_reference: str
+      self, workdir: str, run: settings_lib.GrpoConfig, kl_reference: str
   ) -> dict[str, Any]:
     """Writes `report.{txt,json,png}` (`report.write_report`); its JSON.
 

@@ -7,20 +7,21 @@ One dataclass per section (`grpo`, `reward`, `data`, and the RL keys of
 `rl.decode_settings`'), field for field, each built with
 `config_utils.from_section`, so a typo or a bad value fails as a
 `ValueError` naming `section.key` before any model is loaded.
-`GrpoRunSettings` holds them all; `from_config` and `check_sections` check
-what spans sections.
+`GrpoConfig` holds them all, as the recipe's `run.stage.Stage` builds
+them; `check_together` checks what spans sections.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
 
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd.data import settings as data_settings
 from tunix_bd.rl import decode_settings
+from tunix_bd.rl import meshes
 from tunix_bd.rl import rewards
+from tunix_bd.run import sections
 from tunix_bd.training import options
 
 # Tunix 0.1.7's names: `GRPOConfig.loss_algo`, the `loss_agg_mode`s of
@@ -206,15 +207,18 @@ class DataSettings(data_settings.DataSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class GrpoRunSettings:
-  """Every checked section of a GRPO config."""
+class GrpoConfig:
+  """The `grpo` recipe's typed sections (`run.stage.Stage`), in check order."""
 
+  model: sections.GrpoModelSettings
+  data: DataSettings
   rollout: decode_settings.RolloutSettings
   grpo: GrpoSettings
   reward: RewardSettings
-  train: options.TrainSettings
-  batches: RlBatchSettings
+  train: tuple[options.TrainSettings, RlBatchSettings]
   eval: decode_settings.EvalSettings
+  export: sections.ExportSettings
+  mesh: meshes.RoleMeshSettings
 
   @property
   def description(self) -> str:
@@ -223,64 +227,16 @@ class GrpoRunSettings:
       return f"GRPO ({self.grpo.loss_algo}, Tunix's GRPOLearner)"
     return f"GRPO ({self.grpo.loss_algo})"
 
-  @classmethod
-  def from_sections(cls, sections: Mapping[str, Any]) -> GrpoRunSettings:
-    """The RL sections of a run's typed sections (`run.stage.Stage`).
 
-    `sections["train"]` is the `(TrainSettings, RlBatchSettings)` pair.
-    """
-    train, batches = sections["train"]
-    return cls(
-        rollout=sections["rollout"],
-        grpo=sections["grpo"],
-        reward=sections["reward"],
-        train=train,
-        batches=batches,
-        eval=sections["eval"],
-    )
-
-
-def from_config(config: Any) -> GrpoRunSettings:
-  """All sections of a GRPO config, checked alone and together.
-
-  Raises:
-    ValueError: naming the key, for an unknown key or a bad value in any
-      section, or as `check_together`.
-  """
-  section = lambda cls, name: config_utils.from_section(cls, config[name], name)
-  return check_sections({
-      "train": options.split_train_section(config.train, RlBatchSettings),
-      "rollout": section(decode_settings.RolloutSettings, "rollout"),
-      "grpo": section(GrpoSettings, "grpo"),
-      "reward": section(RewardSettings, "reward"),
-      "eval": section(decode_settings.EvalSettings, "eval"),
-  })
-
-
-def check_sections(sections: Mapping[str, Any]) -> GrpoRunSettings:
-  """The RL sections of a run's typed sections, checked together.
-
-  `sections` are a `run.stage.Stage`'s (see `GrpoRunSettings.from_sections`).
-  A run always has a KL reference: `model.reference`, by default the
-  initial policy (`run.sections.GrpoModelSettings`).
-
-  Raises:
-    ValueError: as `check_together`.
-  """
-  run = GrpoRunSettings.from_sections(sections)
-  check_together(run)
-  return run
-
-
-def check_together(run: GrpoRunSettings) -> None:
-  """What spans sections.
+def check_together(run: GrpoConfig) -> None:
+  """What spans sections (the recipe's `validate` checks them once built).
 
   Raises:
     ValueError: for `train.gradient_accumulation_steps` (Tunix derives it
       from the mini- and micro-batch sizes); sizes that do not divide; a
       speed reward under `grpo.learner=tunix`.
   """
-  train, batches = run.train, run.batches
+  train, batches = run.train
   if run.grpo.learner == TUNIX_LEARNER and run.reward.speed_weight:
     raise ValueError(
         f"reward.speed_weight={run.reward.speed_weight} needs the forwards"

@@ -88,7 +88,7 @@ def shared_meshes(mesh: jax.sharding.Mesh) -> dict[Role, jax.sharding.Mesh]:
 
 
 def training_config(
-    run: settings_lib.GrpoRunSettings,
+    run: settings_lib.GrpoConfig,
     workdir: str,
     data_sharding_axes: Sequence[str],
 ) -> compat.RLTrainingConfig:
@@ -98,7 +98,8 @@ def training_config(
   (`train.mini_batch_size`, `train.train_micro_batch_size`) and derives
   gradient accumulation from them.
   """
-  base = options.training_config(run.train, workdir, "GRPO")
+  train, batches = run.train
+  base = options.training_config(train, workdir, "GRPO")
   base.data_sharding_axis = data_sharding_axes
   fields = {
       f.name: getattr(base, f.name)
@@ -107,9 +108,9 @@ def training_config(
   }
   return compat.RLTrainingConfig(
       **fields,
-      actor_optimizer=options.optimizer(run.train),
-      mini_batch_size=run.batches.mini_batch_size,
-      train_micro_batch_size=run.batches.train_micro_batch_size,
+      actor_optimizer=options.optimizer(train),
+      mini_batch_size=batches.mini_batch_size,
+      train_micro_batch_size=batches.train_micro_batch_size,
   )
 
 
@@ -259,7 +260,7 @@ def build_learner(
 
 
 def build_grpo(
-    run: settings_lib.GrpoRunSettings,
+    run: settings_lib.GrpoConfig,
     *,
     actor,
     reference,
@@ -278,7 +279,7 @@ def build_grpo(
   algorithm, rewarding as the `reward` section says (`rewards.reward_fns`).
 
   Args:
-    run: the checked sections (`settings.GrpoRunSettings`).
+    run: the recipe's checked config (`settings.GrpoConfig`).
     actor, reference, logits_chunk, fingerprint: as `build_cluster`.
     sources: the policy's converted sources
       (`run.sources.ConvertedSources`): its `tokenizer`, `bd` and

@@ -119,7 +119,7 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
       completion longer than its `max_position_embeddings`.
   """
   tokenizer, bd = models.converted_tokenizer_and_bd(
-      stage.sections["model"], key, stage.sections["data"].chat_template
+      stage.settings.model, key, stage.settings.data.chat_template
   )
   decode = rollout.denoise_config(tokenizer)
   special_ids.check(

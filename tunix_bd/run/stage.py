@@ -4,7 +4,7 @@
 
 A training recipe is five steps, in this order, whatever it trains:
 
-  stage = Stage(config, model=SftModelSettings, train=TrainSettings, ...)
+  stage = Stage(config, SftConfig)  # stage.settings: a typed SftConfig
       # 1. Validate before compute: the workdir, every typed section (a
       #    `ValueError` naming `section.key`), the checkpoint directories.
   chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
@@ -21,15 +21,20 @@ A training recipe is five steps, in this order, whatever it trains:
       # 5. Export, with the sources' provenance (`export_converted`: of a
       #    converted model's `ConvertedSources`).
 
+A recipe declares its config, a frozen dataclass whose fields are its typed
+sections (`model: SftModelSettings`; `train: tuple[TrainSettings,
+TimeBudget]` for a `train` section that holds the recipe's own keys too).
+
 A benchmark recipe takes step 1 alone, then builds its arms, measures and
 writes its report (`benchmarks`, outside the library); one that writes a single
 report file rather than a workdir passes `writes="output"`.
 
-The fingerprint rule (`section_fields`): every field of every typed section,
-but those declared `config_utils.resumable()`; checkpoints and data files
-(`config_utils.source`) by the digests of their contents; plus the recipe,
-the seed and what the recipe derives from its sources (tokenizer digests,
-the block-diffusion settings, stop ids). The same in every recipe.
+The fingerprint rule (`section_fields`, over the config's fields): every
+field of every typed section, but those declared `config_utils.resumable()`;
+checkpoints and data files (`config_utils.source`) by the digests of their
+contents; plus the recipe, the seed and what the recipe derives from its
+sources (tokenizer digests, the block-diffusion settings, stop ids). The
+same in every recipe.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ import contextlib
 import contextvars
 import dataclasses
 import os
-from typing import Any, Callable, Iterable, Iterator, Mapping
+import typing
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping
 
 import ml_collections
 
@@ -56,6 +62,7 @@ from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import options
 
+SettingsT = typing.TypeVar("SettingsT")
 _VALUES_ONLY = contextvars.ContextVar("values_only", default=False)
 
 
@@ -76,11 +83,12 @@ def values_only() -> Iterator[None]:
 def build_section(config: ml_collections.ConfigDict, name: str, spec: Any):
   """Section `name` of `config` as dataclass `spec`, checked.
 
-  `spec` is a dataclass, or `(options.TrainSettings, Extra)` for a `train`
-  section that holds a recipe's own keys too (a tuple of both is returned).
+  `spec` is a dataclass, or `tuple[options.TrainSettings, Extra]` for a
+  `train` section that holds a recipe's own keys too (a tuple of both is
+  returned).
   """
-  if isinstance(spec, tuple):
-    return options.split_train_section(config[name], spec[1])
+  if typing.get_origin(spec) is tuple:
+    return options.split_train_section(config[name], typing.get_args(spec)[1])
   if hasattr(spec, "from_config_dict"):  # Its own builder (`corruption`).
     return spec.from_config_dict(config[name])
   return config_utils.from_section(spec, config[name], name)
@@ -129,34 +137,35 @@ def section_fields(
   return fields
 
 
-class Stage:
-  """One launch of a recipe: its checked sections and bookkeeping.
+class Stage(Generic[SettingsT]):
+  """One launch of a recipe: its checked, typed config and bookkeeping.
 
   Attributes:
     config: the config.
     workdir: `config.workdir` (None for a run that writes one `output`).
-    sections: `{name: settings}`, the typed sections; also attributes
-      (`stage.train`).
+    settings: the recipe's config class, each field its typed section
+      (`stage.settings.train`).
     fingerprint: the run fingerprint, once `check_fingerprint` ran.
   """
 
   def __init__(
       self,
       config: ml_collections.ConfigDict,
+      spec: type[SettingsT],
       *,
       writes: str = "workdir",
-      **specs: Any,
   ):
     """Validates before any compute: workdir, sections, checkpoints.
 
     Args:
       config: the recipe's config.
+      spec: the recipe's config class: a frozen dataclass whose fields are
+        its typed sections, in the order they are checked (each field's
+        type as `build_section`'s `spec`).
       writes: where the run writes: `workdir`, a directory; `output`, one
         report file (empty: none; the benchmarks that print their table);
         or `output_or_workdir`, `output` when set, else `workdir`
         (`output_path`).
-      **specs: `name=SettingsClass` for each typed section (see
-        `build_section`).
 
     Raises:
       ValueError: naming the key, for the workdir (or output file), a bad
@@ -175,24 +184,22 @@ class Stage:
       self._lock = workdir_lib.lock(config.workdir, create=False)
     self.config = config
     self.workdir = config.get("workdir")
-    self.sections = {
-        name: build_section(config, name, spec) for name, spec in specs.items()
-    }
-    if paths and "model" in self.sections:
-      sections_lib.check_directories(self.sections["model"])
+    hints = typing.get_type_hints(spec)
+    self.settings: SettingsT = spec(**{
+        f.name: build_section(config, f.name, hints[f.name])
+        for f in dataclasses.fields(spec)
+    })
+    model = getattr(self.settings, "model", None)
+    if paths and model is not None:
+      sections_lib.check_directories(model)
     self.fingerprint: dict[str, Any] | None = None
     self._identified: dict[str, provenance.SourceCheckpoint] = {}
-
-  def __getattr__(self, name: str) -> Any:
-    sections = self.__dict__.get("sections", {})
-    if name in sections:
-      return sections[name]
-    raise AttributeError(name)
 
   @property
   def random_init(self) -> bool:
     """Whether the run starts from a random model (`model.random_init`)."""
-    return bool(getattr(self.sections.get("model"), "random_init", False))
+    model = getattr(self.settings, "model", None)
+    return bool(getattr(model, "random_init", False))
 
   def output_path(self, default_name: str) -> str:
     """`output` when set, else `default_name` under the workdir."""
@@ -220,8 +227,8 @@ class Stage:
       The fingerprint (also `self.fingerprint`), to write into checkpoints.
     """
     sections = {
-        name: section_fields(settings, self.identify)
-        for name, settings in self.sections.items()
+        f.name: section_fields(getattr(self.settings, f.name), self.identify)
+        for f in dataclasses.fields(self.settings)
     }
     fields = {
         "recipe": self.config.recipe,
@@ -284,7 +291,7 @@ class Stage:
 
   def _train_section(self, kind: type[Any]) -> Any:
     """The part of the `train` section of dataclass `kind`, or None."""
-    train = self.sections.get("train")
+    train = getattr(self.settings, "train", None)
     parts = train if isinstance(train, tuple) else (train,)
     return next((p for p in parts if isinstance(p, kind)), None)
 
@@ -296,7 +303,7 @@ class Stage:
     """Checkpoint `model.<key>` as exports record it; a random model's mark."""
     if self.random_init:
       return {"random_init": True}
-    return self.identify(getattr(self.sections["model"], key)).provenance()
+    return self.identify(getattr(self.settings.model, key)).provenance()
 
   def check_export(
       self,
@@ -331,8 +338,8 @@ class Stage:
     Raises:
       ValueError: as `bd_formats_export.check_run`.
     """
-    model = self.sections["model"]
-    requested = self.sections["data"].chat_options
+    model = self.settings.model
+    requested = self.settings.data.chat_options
     if ar_mask_token is None:
       chat_options = models.trained_chat_options(model, key, requested)
       mask_token = bd_formats_export.mask_token_string(
@@ -342,7 +349,7 @@ class Stage:
       chat_options, mask_token = requested, ar_mask_token
     hf_files = models.hf_files(model, key)
     bd_formats_export.check_run(
-        self.sections["export"],
+        self.settings.export,
         bd=bd,
         mask_token=mask_token,
         vocab_size=len(tokenizer),
@@ -370,9 +377,9 @@ class Stage:
         bd=bd,
         chat_options=chat_options,
         source=source,
-        dtype=self.sections["export"].dtype,
-        fmt=self.sections["export"].format,
-        reference_code=self.sections["export"].reference_code,
+        dtype=self.settings.export.dtype,
+        fmt=self.settings.export.format,
+        reference_code=self.settings.export.reference_code,
         stop_ids=stop_ids,
         extra=extra,
     )
@@ -400,7 +407,6 @@ class Stage:
 
     The export records `extra`, then `precision` (`model.precision`'s).
     """
-    model_section = self.sections["model"]
     return self.export_block_diffusion(
         model,
         sources.tokenizer,
@@ -410,6 +416,6 @@ class Stage:
         stop_ids=stop_ids,
         extra={
             **(extra or {}),
-            "precision": model_section.precision.provenance(),
+            "precision": self.settings.model.precision.provenance(),
         },
     )

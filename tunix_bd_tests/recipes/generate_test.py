@@ -37,8 +37,8 @@ class ValidateTest(absltest.TestCase):
         stage.output_path(completions.COMPLETIONS_FILE),
         os.path.join(self.workdir, "completions.jsonl"),
     )
-    self.assertEqual(stage.decode.max_new_tokens, 8)
-    self.assertIsNone(stage.bd.block_size)
+    self.assertEqual(stage.settings.decode.max_new_tokens, 8)
+    self.assertIsNone(stage.settings.bd.block_size)
     output = os.path.join(self.workdir, "mine.jsonl")
     config = _config(output=output)
     config.model.checkpoint = self.checkpoint

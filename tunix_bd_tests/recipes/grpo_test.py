@@ -240,15 +240,15 @@ class BadInputTest(parameterized.TestCase):
     config.workdir = workdir
     policy = self._converted("policy", block_size=4, mask_token_id=3)
     config.model.checkpoint = policy
-    stage, _ = grpo.validate(config)
-    self.assertEqual(stage.model.reference, policy)
+    stage = grpo.validate(config)
+    self.assertEqual(stage.settings.model.reference, policy)
     self.assertEqual(
         grpo.kl_reference(stage, config.grpo.beta),
         f"the initial policy (model.checkpoint={policy!r})",
     )
     other = self._converted("other", block_size=4, mask_token_id=3)
     config.model.reference = other
-    stage, _ = grpo.validate(config)
+    stage = grpo.validate(config)
     self.assertEqual(
         grpo.kl_reference(stage, 0.04), f"model.reference={other!r}"
     )

@@ -11,12 +11,13 @@ from absl.testing import absltest
 import numpy as np
 from tunix_bd import config_files
 from tunix_bd.evaluation import held_out
+from tunix_bd.recipes import grpo
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
 from tunix_bd.rl import report_plot
 from tunix_bd.rl import results
-from tunix_bd.rl import settings as settings_lib
+from tunix_bd.run import stage as stage_lib
 
 _NUM = 4
 
@@ -140,7 +141,8 @@ class GrpoResultsTest(absltest.TestCase):
 
   def test_the_report_has_the_steps_wall_time_and_every_evaluation(self):
     workdir = self.create_tempdir().full_path
-    run = settings_lib.from_config(config_files.get_config("grpo", "smoke"))
+    with stage_lib.values_only():
+      run = grpo.validate(config_files.get_config("grpo", "smoke")).settings
     got = results.GrpoResults(
         before=_result(False),
         after=_result(True),

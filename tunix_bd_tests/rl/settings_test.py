@@ -11,13 +11,19 @@ from tunix.rl import common
 from tunix.rl.grpo import grpo_learner
 from tunix_bd import compat
 from tunix_bd import config_files
-from tunix_bd.rl import decode_settings
+from tunix_bd.recipes import grpo
 from tunix_bd.rl import settings as settings_lib
-from tunix_bd.run import sections as run_sections
 from tunix_bd.run import stage as stage_lib
-from tunix_bd.training import options
 
 _VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
+
+
+def _settings(config) -> settings_lib.GrpoConfig:
+  """The recipe's typed config, checked alone and together (no paths)."""
+  with stage_lib.values_only():
+    settings = stage_lib.Stage(config, settings_lib.GrpoConfig).settings
+  settings_lib.check_together(settings)
+  return settings
 
 
 def _config(variant=None, **overrides):
@@ -59,61 +65,27 @@ class GrpoConfigTest(parameterized.TestCase):
 
   @parameterized.parameters(*_VARIANTS)
   def test_every_variant_gives_valid_settings(self, variant):
-    run = settings_lib.from_config(_config(variant))
+    run = _settings(_config(variant))
     self.assertGreater(run.rollout.temperature, 0)
     self.assertGreaterEqual(run.grpo.num_generations, 2)
 
-  @parameterized.parameters(*_VARIANTS)
-  def test_from_sections_of_the_recipe_s_stage_is_from_config(self, variant):
-    config = _config(variant)
-    specs = dict(
-        rollout=decode_settings.RolloutSettings,
-        grpo=settings_lib.GrpoSettings,
-        reward=settings_lib.RewardSettings,
-        train=(options.TrainSettings, settings_lib.RlBatchSettings),
-        eval=decode_settings.EvalSettings,
-    )
-    sections = {
-        name: stage_lib.build_section(config, name, spec)
-        for name, spec in specs.items()
-    }
-    self.assertEqual(
-        settings_lib.GrpoRunSettings.from_sections(sections),
-        settings_lib.from_config(config),
-    )
-
-  def test_check_sections_checks_the_stage_s_sections_together(self):
-    def sections(config):
-      specs = dict(
-          model=run_sections.GrpoModelSettings,
-          rollout=decode_settings.RolloutSettings,
-          grpo=settings_lib.GrpoSettings,
-          reward=settings_lib.RewardSettings,
-          train=(options.TrainSettings, settings_lib.RlBatchSettings),
-          eval=decode_settings.EvalSettings,
-      )
-      return {
-          name: stage_lib.build_section(config, name, spec)
-          for name, spec in specs.items()
-      }
-
-    config = _config()
-    self.assertEqual(
-        settings_lib.check_sections(sections(config)),
-        settings_lib.from_config(config),
-    )
-    with self.assertRaisesRegex(ValueError, "train.mini_batch_size=3"):
-      settings_lib.check_sections(sections(_config(train__mini_batch_size=3)))
+  def test_the_recipe_checks_the_sections_together(self):
+    with stage_lib.values_only():
+      grpo.validate(_config("smoke"))
+      with self.assertRaisesRegex(ValueError, "train.mini_batch_size=3"):
+        grpo.validate(_config("smoke", train__mini_batch_size=3))
 
   def test_default_starts_from_the_quickstart_sft_export(self):
     config = _config()
     generate = config_files.get_config("generate")
     self.assertEqual(config.model.checkpoint, generate.model.checkpoint)
-    run = settings_lib.from_config(config)
+    run = _settings(config)
     self.assertEqual(
         (run.rollout.threshold, run.rollout.temperature), (0.5, 1.0)
     )
-    self.assertEqual((run.train.batch_size, run.grpo.num_generations), (16, 8))
+    self.assertEqual(
+        (run.train[0].batch_size, run.grpo.num_generations), (16, 8)
+    )
 
   def test_weak_starts_from_the_documented_sft_run(self):
     config = _config("weak")
@@ -212,7 +184,7 @@ class GrpoConfigTest(parameterized.TestCase):
   )
   def test_bad_values_fail_naming_the_key(self, overrides, message):
     with self.assertRaisesRegex(ValueError, message):
-      settings_lib.from_config(_config(**overrides))
+      _settings(_config(**overrides))
 
   @parameterized.parameters("rollout", "grpo", "reward", "eval", "train")
   def test_unknown_keys_fail_naming_the_section(self, section):
@@ -220,21 +192,21 @@ class GrpoConfigTest(parameterized.TestCase):
     config[section].unlock()
     config[section].top_p = 0.9
     with self.assertRaisesRegex(ValueError, f"unknown {section} config keys"):
-      settings_lib.from_config(config)
+      _settings(config)
 
   def test_gradient_accumulation_is_derived_by_tunix(self):
     config = _config()
     config.train.unlock()
     config.train.gradient_accumulation_steps = 2
     with self.assertRaisesRegex(ValueError, "train.gradient_accumulation"):
-      settings_lib.from_config(config)
+      _settings(config)
 
 
 class LearnerSettingTest(absltest.TestCase):
   """`grpo.learner`: tunix_bd's learner, or Tunix's on prepared rollouts."""
 
   def test_the_default_is_tunix_bd_s_learner_and_it_is_fingerprinted(self):
-    run = settings_lib.from_config(_config("smoke"))
+    run = _settings(_config("smoke"))
     self.assertEqual(run.grpo.learner, settings_lib.TUNIX_BD_LEARNER)
     # Another learner is another loss: a resume may not change it.
     fields = stage_lib.section_fields(run.grpo, identify=None)
@@ -243,13 +215,13 @@ class LearnerSettingTest(absltest.TestCase):
   def test_tunix_s_learner_needs_prepared_diffusion_rollouts(self):
     config = _config("smoke", grpo__learner=settings_lib.TUNIX_LEARNER)
     if compat.ROLLOUT_HAS_DIFFUSION_BATCH:
-      run = settings_lib.from_config(config)
+      run = _settings(config)
       self.assertEqual(run.grpo.learner, settings_lib.TUNIX_LEARNER)
     else:
       with self.assertRaisesRegex(
           ValueError, r"^grpo\.learner='tunix' needs a Tunix whose rollouts"
       ):
-        settings_lib.from_config(config)
+        _settings(config)
 
   @absltest.skipUnless(
       compat.ROLLOUT_HAS_DIFFUSION_BATCH, "needs RolloutOutput.diffusion_batch"
@@ -263,9 +235,9 @@ class LearnerSettingTest(absltest.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"^reward\.speed_weight=0\.1 needs the forwards per row"
     ):
-      settings_lib.from_config(config)
+      _settings(config)
     config.reward.speed_weight = 0.0
-    settings_lib.from_config(config)
+    _settings(config)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A GRPO-like stage over a converted model, for the run package's tests."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -21,14 +22,21 @@ def smoke_grpo_config(root: str):
   return config
 
 
+def spec(**sections_):
+  """A config class of typed sections `name=type`, as a recipe declares."""
+  return dataclasses.make_dataclass("Spec", sections_.items(), frozen=True)
+
+
 def converted_stage(config) -> stage_lib.Stage:
   """The sections `sources.read_converted` reads, of a GRPO config."""
   return stage_lib.Stage(
       config,
-      model=sections.GrpoModelSettings,
-      data=rl_settings.DataSettings,
-      rollout=rl_decode_settings.RolloutSettings,
-      export=sections.ExportSettings,
+      spec(
+          model=sections.GrpoModelSettings,
+          data=rl_settings.DataSettings,
+          rollout=rl_decode_settings.RolloutSettings,
+          export=sections.ExportSettings,
+      ),
   )
 
 

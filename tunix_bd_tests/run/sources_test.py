@@ -100,18 +100,20 @@ class ReadConvertedTest(absltest.TestCase):
 
   def test_the_sources_of_a_random_model(self):
     stage = run_test_common.converted_stage(self.config)
-    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    sources = sources_lib.read_converted(
+        stage, "checkpoint", stage.settings.rollout
+    )
     eos_id = sources.tokenizer.eos_token_id
     self.assertEqual(sources.stop_ids, (eos_id, 7))
     self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
     self.assertEqual(
-        sources.decode, stage.rollout.denoise_config(sources.tokenizer)
+        sources.decode, stage.settings.rollout.denoise_config(sources.tokenizer)
     )
     self.assertEqual(
         sources.bd.block_size, self.config.model.scratch_bd.block_size
     )
     self.assertIsNone(sources.hf_files)
-    self.assertEqual(sources.chat_options, stage.data.chat_options)
+    self.assertEqual(sources.chat_options, stage.settings.data.chat_options)
     self.assertFalse(os.path.exists(self.config.workdir))
 
   def test_an_sdar_policy_stops_at_every_eos_its_generation_config_lists(
@@ -123,7 +125,9 @@ class ReadConvertedTest(absltest.TestCase):
         random_init=False, reference="", checkpoint=test_common.SDAR_TINY
     )
     stage = run_test_common.converted_stage(self.config)
-    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    sources = sources_lib.read_converted(
+        stage, "checkpoint", stage.settings.rollout
+    )
     self.assertEqual(sources.stop_ids, (2, 0, 7))
     self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
     self.assertEqual(sources.decode.pad_id, 401)
@@ -131,11 +135,13 @@ class ReadConvertedTest(absltest.TestCase):
 
   def test_colliding_special_ids_fail_before_anything_is_written(self):
     stage = run_test_common.converted_stage(self.config)
-    bd = sources_lib.read_converted(stage, "checkpoint", stage.rollout).bd
+    bd = sources_lib.read_converted(
+        stage, "checkpoint", stage.settings.rollout
+    ).bd
     self.config.rollout.extra_stop_ids = (bd.mask_token_id,)
     stage = run_test_common.converted_stage(self.config)
     with self.assertRaisesRegex(ValueError, r"mask_token_id=\d+ equals"):
-      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+      sources_lib.read_converted(stage, "checkpoint", stage.settings.rollout)
     self.assertFalse(os.path.exists(self.config.workdir))
 
   def test_a_rollout_past_max_position_embeddings_is_refused(self):
@@ -154,14 +160,14 @@ class ReadConvertedTest(absltest.TestCase):
         r" 40 positions, but model\.checkpoint's config\.json declares"
         r" max_position_embeddings=39",
     ):
-      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+      sources_lib.read_converted(stage, "checkpoint", stage.settings.rollout)
     self.assertFalse(os.path.exists(self.config.workdir))
 
   def test_an_export_the_model_cannot_fill_is_refused(self):
     self.config.export.format = "sdar"  # The random model is shifted.
     stage = run_test_common.converted_stage(self.config)
     with self.assertRaisesRegex(ValueError, r"^export\.format='sdar'"):
-      sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+      sources_lib.read_converted(stage, "checkpoint", stage.settings.rollout)
 
 
 if __name__ == "__main__":

@@ -27,13 +27,18 @@ from tunix_bd.training import options
 from tunix_bd_tests import test_common
 from tunix_bd_tests.run import run_test_common
 
+_spec = run_test_common.spec
+_SFT_TRAIN = tuple[options.TrainSettings, options.TimeBudget]
+
 
 def _sft_stage(config):
   return stage_lib.Stage(
       config,
-      model=sections.SftModelSettings,
-      bd=sections.BdSettings,
-      train=(options.TrainSettings, options.TimeBudget),
+      _spec(
+          model=sections.SftModelSettings,
+          bd=sections.BdSettings,
+          train=_SFT_TRAIN,
+      ),
   )
 
 
@@ -98,7 +103,7 @@ class StageTest(parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, f"is not a directory; make it with `tunix run .*{command}"
     ):
-      stage_lib.Stage(config, model=model[name])
+      stage_lib.Stage(config, _spec(model=model[name]))
 
   def test_a_runs_workdir_given_as_a_model_names_its_export(self):
     os.makedirs(os.path.join(self.root, "export"))
@@ -115,27 +120,26 @@ class StageTest(parameterized.TestCase):
     config = config_files.get_config("grpo", "smoke")
     config.workdir = os.path.join(self.root, "grpo")
     config.model.checkpoint = os.path.join(self.root, "missing")
-    stage_lib.Stage(config, model=sections.GrpoModelSettings)
+    grpo_model = _spec(model=sections.GrpoModelSettings)
+    stage_lib.Stage(config, grpo_model)
     config.model.reference = os.path.join(self.root, "missing")
     with self.assertRaisesRegex(ValueError, r"^model\.reference="):
-      stage_lib.Stage(config, model=sections.GrpoModelSettings)
+      stage_lib.Stage(config, grpo_model)
 
   def test_a_run_writing_one_output_file_checks_that_file_instead(self):
     config = benchmarks_plugin.get_config("bench_sft", "tiny")
     self.assertNotIn("workdir", config)
-    stage = stage_lib.Stage(config, writes="output")  # Empty: no file.
+    stage = stage_lib.Stage(config, _spec(), writes="output")  # Empty: no file.
     self.assertIsNone(stage.workdir)
     config.output = os.path.join(self.root, "out", "report.json")
-    stage_lib.Stage(config, writes="output")
+    stage_lib.Stage(config, _spec(), writes="output")
     config.output = self.root
     with self.assertRaisesRegex(ValueError, r"^output=.*is a directory"):
-      stage_lib.Stage(config, writes="output")
+      stage_lib.Stage(config, _spec(), writes="output")
     self.assertEqual(os.listdir(self.root), [])
 
   def test_the_fingerprint_is_recorded_at_start_only(self):
-    stage = stage_lib.Stage(
-        self.config, train=(options.TrainSettings, options.TimeBudget)
-    )
+    stage = stage_lib.Stage(self.config, _spec(train=_SFT_TRAIN))
     fingerprint = stage.check_fingerprint(tokenizer="t")
     record = os.path.join(
         self.config.workdir, "checkpoints", fingerprint_lib.FILE_NAME
@@ -149,9 +153,7 @@ class StageTest(parameterized.TestCase):
     self.assertTrue(os.path.exists(record))
 
   def test_a_held_workdir_is_refused_at_launch_or_before_its_first_write(self):
-    launch = lambda: stage_lib.Stage(
-        self.config, train=(options.TrainSettings, options.TimeBudget)
-    )
+    launch = lambda: stage_lib.Stage(self.config, _spec(train=_SFT_TRAIN))
     stage = launch()  # A new workdir: nothing written yet.
     self.assertFalse(os.path.exists(self.config.workdir))
     holder = run_test_common.hold_workdir(self.config.workdir)
@@ -165,9 +167,7 @@ class StageTest(parameterized.TestCase):
 
   def test_a_stop_short_of_max_steps_or_a_resume_past_it_is_said(self):
     self.config.train.update(max_steps=20, time_budget_s=1.5)
-    stage = stage_lib.Stage(
-        self.config, train=(options.TrainSettings, options.TimeBudget)
-    )
+    stage = stage_lib.Stage(self.config, _spec(train=_SFT_TRAIN))
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
       stage.resumed(0)
@@ -214,21 +214,21 @@ class CheckExportTest(parameterized.TestCase):
       config[section][field] = value
     stage = stage_lib.Stage(
         config,
-        model=sections.SftModelSettings,
-        bd=sections.BdSettings,
-        data=data_settings.DataSettings,
-        export=sections.ExportSettings,
+        _spec(
+            model=sections.SftModelSettings,
+            bd=sections.BdSettings,
+            data=data_settings.DataSettings,
+            export=sections.ExportSettings,
+        ),
     )
+    bd = stage.settings.bd
     return stage, stage.check_export(
-        "checkpoint",
-        self.tokenizer,
-        stage.bd,
-        ar_mask_token=stage.bd.mask_token,
+        "checkpoint", self.tokenizer, bd, ar_mask_token=bd.mask_token
     )
 
   def test_returns_the_data_sections_switches_and_the_files_read_once(self):
     stage, (chat_options, hf_files) = self._check()
-    self.assertEqual(chat_options, stage.data.chat_options)
+    self.assertEqual(chat_options, stage.settings.data.chat_options)
     self.assertEqual(
         hf_files.config, hf_checkpoint.read_config(self.checkpoint)
     )
@@ -273,7 +273,9 @@ class ConvertedModelTest(absltest.TestCase):
     self.config.model.update(
         random_init=False, checkpoint=checkpoint, reference=checkpoint
     )
-    stage = stage_lib.Stage(self.config, model=sections.GrpoModelSettings)
+    stage = stage_lib.Stage(
+        self.config, _spec(model=sections.GrpoModelSettings)
+    )
     record = provenance.identify(checkpoint).provenance()
     self.assertEqual(
         stage.provenances("checkpoint", "reference"),
@@ -282,9 +284,12 @@ class ConvertedModelTest(absltest.TestCase):
 
   def test_export_converted_is_export_block_diffusion_of_the_sources(self):
     stage = run_test_common.converted_stage(self.config)
-    sources = sources_lib.read_converted(stage, "checkpoint", stage.rollout)
+    settings = stage.settings
+    sources = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
     model = models.load(
-        stage.model, "checkpoint", mesh_lib.make_mesh(mesh_lib.MeshSettings())
+        settings.model,
+        "checkpoint",
+        mesh_lib.make_mesh(mesh_lib.MeshSettings()),
     )
     exported = stage.export_converted(
         model, sources, stop_ids=(7,), extra={"run": {"a": 1}}
@@ -301,7 +306,7 @@ class ConvertedModelTest(absltest.TestCase):
         stop_ids=(7,),
         extra={
             "run": {"a": 1},
-            "precision": stage.model.precision.provenance(),
+            "precision": settings.model.precision.provenance(),
         },
     )
     names = sorted(os.listdir(exported))
