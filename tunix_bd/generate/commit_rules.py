@@ -62,11 +62,13 @@ class CommitSettings:
     return {name: getattr(self, name) for name in ("rule", *PARAMETERS)}
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+  """An int or NumPy integer, not a bool."""
   return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+  """A finite int or float (NumPy's too), not a bool."""
   return (
       isinstance(value, (int, float, np.integer, np.floating))
       and not isinstance(value, bool)
@@ -94,7 +96,7 @@ def check_setting(name: str, value: Any) -> Any:
       raise ValueError(f"rule must be one of {RULES}, got {value!r}.")
     return value
   kind, valid, want = PARAMETERS[name]
-  if not (_is_int if kind is int else _is_number)(value) or not valid(value):
+  if not (is_int if kind is int else is_number)(value) or not valid(value):
     raise ValueError(f"{name} must be {want}, got {value!r}.")
   return kind(value)
 

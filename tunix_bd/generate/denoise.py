@@ -38,7 +38,6 @@ model); `generate` is a one-off call.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping, Sequence
 
 from flax import nnx
@@ -65,18 +64,6 @@ _UNSUPPORTED_FILTERS = (
     "presence_penalty",
     "frequency_penalty",
 )
-
-
-def _is_int(value: Any) -> bool:
-  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-  return (
-      isinstance(value, (int, float, np.integer, np.floating))
-      and not isinstance(value, bool)
-      and math.isfinite(value)
-  )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -127,25 +114,33 @@ class DenoiseConfig(commit_rules.CommitSettings):
         value = getattr(self, name)
         raise ValueError(f"{name} must be {want}, got {value!r}.")
 
-    check("max_new_tokens", _is_int(self.max_new_tokens), "an int")
+    check("max_new_tokens", commit_rules.is_int(self.max_new_tokens), "an int")
     check("max_new_tokens", self.max_new_tokens >= 1, ">= 1")
-    check("max_prompt_length", _is_int(self.max_prompt_length), "an int")
+    check(
+        "max_prompt_length",
+        commit_rules.is_int(self.max_prompt_length),
+        "an int",
+    )
     check("max_prompt_length", self.max_prompt_length >= 1, ">= 1")
     for name, value in self.commit_settings().items():
       object.__setattr__(self, name, commit_rules.check_setting(name, value))
     check(
         "temperature",
-        _is_number(self.temperature) and self.temperature >= 0,
+        commit_rules.is_number(self.temperature) and self.temperature >= 0,
         "a finite number >= 0",
     )
-    check("pad_id", _is_int(self.pad_id) and self.pad_id >= 0, "an int >= 0")
+    check(
+        "pad_id",
+        commit_rules.is_int(self.pad_id) and self.pad_id >= 0,
+        "an int >= 0",
+    )
     check("use_cache", isinstance(self.use_cache, bool), "a bool")
     stop_ids = self.stop_ids
     check(
         "stop_ids",
         isinstance(stop_ids, Sequence)
         and not isinstance(stop_ids, str)
-        and all(_is_int(s) and s >= 0 for s in stop_ids),
+        and all(commit_rules.is_int(s) and s >= 0 for s in stop_ids),
         "a sequence of ints >= 0",
     )
     # Normalise NumPy scalars and lists so that equal settings are equal.
