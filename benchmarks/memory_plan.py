@@ -53,6 +53,20 @@ measured by its memory analysis of 2- and 6-layer steps at Qwen3-0.6B's
 widths, remat `decoder`); `SftStep.update_buffers` sets the count, 0 for an
 update in place. A step's rows are `batch_size` x the canvases per example
 (two with complementary masking, the `sft` recipe's default).
+
+XLA's TPU plan of the same step holds less (`SftStep.backend="tpu"`,
+calibrated against its memory analysis of 2- and 4-layer bfloat16 steps at
+Qwen3-0.6B's widths on a TPU v5e, `tools/tpu/sft_memory.py`): it fuses the
+attention's softmax, so per token, layer and key only `TPU_SCORE_BYTES`
+per head stay (no float32 copies; one, in the layer that remat `decoder`
+recomputes); the activations above take
+`TPU_ACTIVATION_SCALE` times their size; the loss holds one float32
+`[rows, vocab]` copy for Tunix's AR loss and none beyond the chunk for the
+chunked loss; and the update runs in place, but two float32
+embedding-sized buffers (the tied table's two gradient paths) stay. Held
+out: 12 steps of 2 to 6 layers and every remat mode, within 7 %. Not yet
+at 28 layers, where the peak moves from the backward pass to the update
+(docs/results.md, "TPU v5e").
 """
 
 from __future__ import annotations
@@ -63,6 +77,10 @@ from typing import Mapping, Sequence
 
 GIB = 1024**3
 _F32, _BF16 = 4, 2
+# XLA's TPU plan of an SFT step (see the module doc): bytes per token, layer,
+# key and head of the attention scores, and the activations' factor.
+TPU_SCORE_BYTES = 1.25
+TPU_ACTIVATION_SCALE = 1.38
 # Query tokens per rematerialised replay group (`core.replay.GROUP_TOKENS`).
 _REPLAY_GROUP_TOKENS = 64
 
@@ -183,7 +201,9 @@ class SftStep:
     remat: `none`, `block` or `decoder` (`model.remat`).
     logits_chunk: vocabulary columns per chunk; 0 for dense logits.
     update_buffers: parameter-sized buffers per decoder layer the optimizer
-      update holds beyond the gradients (see the module doc).
+      update holds beyond the gradients (see the module doc); XLA's CPU
+      plan only.
+    backend: whose plan: `cpu` (XLA's CPU plan) or `tpu` (XLA's TPU plan).
   """
 
   batch_size: int
@@ -194,6 +214,11 @@ class SftStep:
   remat: str = "none"
   logits_chunk: int = 8192
   update_buffers: int = 4
+  backend: str = "cpu"
+
+  def __post_init__(self):
+    if self.backend not in ("cpu", "tpu"):
+      raise ValueError(f"backend must be 'cpu' or 'tpu', got {self.backend!r}.")
 
 
 def sft_step_plan(shape: ModelShape, step: SftStep) -> DevicePlan:
@@ -203,38 +228,56 @@ def sft_step_plan(shape: ModelShape, step: SftStep) -> DevicePlan:
   keys = copies * step.length
   tokens = step.batch_size * keys
   heads = (shape.num_heads + shape.num_kv_heads) * shape.head_dim
-  layer = (
+  tpu = step.backend == "tpu"
+  kept_per_layer = (
       2 * shape.embed_dim + 3 * heads + 3 * shape.hidden_dim
-  ) * step.dtype_bytes + shape.num_heads * keys * (3 * _F32 + step.dtype_bytes)
+  ) * step.dtype_bytes
+  if tpu:
+    kept_per_layer *= TPU_ACTIVATION_SCALE
+    scores = shape.num_heads * keys * TPU_SCORE_BYTES
+  else:
+    scores = shape.num_heads * keys * (3 * _F32 + step.dtype_bytes)
+  layer = kept_per_layer + scores
+  # A whole decoder layer recomputed for its backward holds float32 scores
+  # on a TPU.
+  recomputed = layer
+  if tpu and step.remat == "decoder":
+    recomputed = kept_per_layer + shape.num_heads * keys * _F32
   # Kept for the backward pass, per token (and the recomputed layer's).
   kept = {
       "none": shape.num_layers * layer,
       "block": (
           2 * shape.num_layers * shape.embed_dim * step.dtype_bytes + layer
       ),
-      "decoder": shape.num_layers * shape.embed_dim * step.dtype_bytes + layer,
+      "decoder": (
+          shape.num_layers * shape.embed_dim * step.dtype_bytes + recomputed
+      ),
   }[step.remat]
   if step.autoregressive:
-    logits = 4 * tokens * shape.vocab_size * _F32
+    logits = (1 if tpu else 4) * tokens * shape.vocab_size * _F32
+  elif tpu:
+    logits = 0
   elif step.logits_chunk:
     rows = step.batch_size * step.length
     logits = 3 * rows * min(step.logits_chunk, shape.vocab_size) * _F32
   else:
     logits = 2 * tokens * shape.vocab_size * _F32
+  if tpu:
+    update = 2 * shape.vocab_size * shape.embed_dim * _F32
+  else:
+    update = (
+        step.update_buffers * shape.num_layers * shape.layer_params() * _F32
+    )
   return DevicePlan(
       1,
       {
           "parameters": params * _F32,
           "gradients": params * _F32,
           "optimizer": 2 * params * _F32,
-          "activations": tokens * (kept + layer),
+          # XLA's CPU plan also holds the backward's cotangents of a layer.
+          "activations": tokens * (kept if tpu else kept + layer),
           "logits": logits,
-          "update temporaries": (
-              step.update_buffers
-              * shape.num_layers
-              * shape.layer_params()
-              * _F32
-          ),
+          "update temporaries": update,
       },
   )
 

@@ -328,6 +328,8 @@ def planned_bytes(
           dtype_bytes=2 if precision.dtype == "bfloat16" else 4,
           remat=precision.remat,
           logits_chunk=0 if variant == "ar" else precision.logits_chunk,
+          # XLA plans a TPU step apart from every other backend's.
+          backend="tpu" if jax.devices()[0].platform == "tpu" else "cpu",
       ),
   ).total
 

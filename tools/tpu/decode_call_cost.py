@@ -13,7 +13,7 @@ recipes store); it also checks that the last two give the same tokens, and
 times the machine's floor (a trivial jitted call, with and without a small
 transfer each way). Results go to stdout and `OUT/decode_call_cost.json`:
 
-  python tools/tpu/decode_call_cost.py [--tiny] [--out DIR]
+  PYTHONPATH=. python tools/tpu/decode_call_cost.py [--tiny] [--out DIR]
 
 `--tiny` runs the same code on a 2-layer model (a smoke run on a CPU).
 """

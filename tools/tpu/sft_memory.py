@@ -1,0 +1,137 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""XLA's peak memory of SFT steps over a grid of shapes, beside the plan.
+
+Compiles (does not run) `bench_sft.py:qwen3_0p6b`'s full fine-tuning steps
+(AR, single canvas, clean context) for each number of layers, remat mode
+and batch x length of the grid, in bfloat16 compute, and records XLA's
+peak (arguments + outputs + temporaries - aliases, as `bench_sft` reports
+it) beside `memory_plan.sft_step_plan`'s estimate and the compile time. One
+JSON line per step goes to `OUT/sft_memory.jsonl` as it is measured:
+
+  PYTHONPATH=. python tools/tpu/sft_memory.py [--tiny] [--out DIR] \
+      [--points LAYERS:REMAT:BATCH:LENGTH,...]
+
+`--tiny` compiles one small grid point (a smoke run on a CPU).
+"""
+
+import argparse
+import itertools
+import json
+import os
+import time
+
+from benchmarks import sft_step
+from benchmarks.configs import bench_sft
+from benchmarks.recipes import bench_sft as recipe
+from flax import nnx
+import optax
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import from_scratch
+
+# (layers, remat, batch, length)
+_GRID = list(
+    itertools.product((2, 4), ("none", "block"), ((16, 512), (4, 1024)))
+)
+_TINY_GRID = [(2, "block", (2, 64))]
+
+
+def _steps(config):
+  """`(settings, arms, length)` of one bench_sft config."""
+  settings = recipe.validate(config).settings
+  tokenizer = tokenizer_lib.build_char_tokenizer()
+  data = dataset_lib.tokenize(
+      tokenizer,
+      dataset_lib.train_conversations(settings.data, "bench_sft"),
+      settings.data.max_length,
+      settings.data.chat_options,
+  )
+  mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
+  batch = sft_step.first_batch(
+      data,
+      batch_size=settings.bench.batch_size,
+      bd=sft_step.block_diffusion(
+          settings.bd.block_size, mask_id, bd_config_lib.CLEAN_CONTEXT
+      ),
+      eos_id=tokenizer.eos_token_id,
+  )
+  arms = sft_step.variants(
+      settings.bench.variants,
+      batch,
+      block_size=settings.bd.block_size,
+      mask_id=mask_id,
+      chunk=settings.model.precision.chunk,
+  )
+  return settings, arms, batch.length, len(tokenizer)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--tiny", action="store_true")
+  parser.add_argument(
+      "--points",
+      default="",
+      help="LAYERS:REMAT:BATCH:LENGTH,... instead of the default grid",
+  )
+  parser.add_argument("--out", default=os.environ.get("OUT", "."))
+  args = parser.parse_args()
+  os.makedirs(args.out, exist_ok=True)
+  path = os.path.join(args.out, "sft_memory.jsonl")
+  grid = _TINY_GRID if args.tiny else _GRID
+  if args.points:
+    grid = [
+        (int(l), r, (int(b), int(n)))
+        for l, r, b, n in (p.split(":") for p in args.points.split(","))
+    ]
+  for layers, remat, (batch_size, length) in grid:
+    config = bench_sft.get_config("tiny" if args.tiny else "qwen3_0p6b")
+    config.model.update(num_layers=layers, remat=remat, dtype="bfloat16")
+    config.bench.update(
+        batch_size=batch_size,
+        variants=("ar", "bd_single_canvas", "bd_clean_context"),
+    )
+    config.data.update(max_length=length, num_train=batch_size)
+    settings, arms, length, tokens = _steps(config)
+    model_config = settings.model.model_config(tokens)
+    mesh = mesh_lib.make_mesh(settings.mesh)
+    with mesh_lib.tunix_context(mesh):
+      model = from_scratch.init_model(model_config, 0, mesh)
+      optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
+      for name, (loss_fn, batch) in arms.items():
+        start = time.perf_counter()
+        peak = sft_step._peak_bytes(  # pylint: disable=protected-access
+            sft_step._train_step(loss_fn),  # pylint: disable=protected-access
+            model,
+            optimizer,
+            batch,
+        )
+        row = dict(
+            layers=layers,
+            remat=remat,
+            batch_size=batch_size,
+            length=length,
+            variant=name,
+            peak_mib=round(peak / 2**20, 1),
+            plan_mib=round(
+                sft_step.planned_bytes(
+                    settings.model,
+                    model_config.vocab_size,
+                    batch_size=batch_size,
+                    length=length,
+                    variant=name,
+                )
+                / 2**20,
+                1,
+            ),
+            compile_s=round(time.perf_counter() - start, 1),
+        )
+        print(json.dumps(row), flush=True)
+        with open(path, "a") as f:
+          f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+  main()
