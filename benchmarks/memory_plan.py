@@ -16,7 +16,7 @@ the bytes each device holds, under these stated assumptions:
 * Replay activations (actor, one micro-batch of `train_micro_batch` rows):
   `core.replay` runs one clean forward over at most `prompt + rollout`
   tokens, kept for the backward pass, then scans canvas groups of
-  `replay.GROUP_TOKENS` query tokens, each rematerialised (canvases that
+  `canvases.GROUP_TOKENS` query tokens, each rematerialised (canvases that
   fit one group ride on the clean forward: the same bound). Saved per
   token and layer, in bfloat16: the two norm inputs (2 x embed), q/k/v
   and their norm inputs and the attention output (3 x (heads + kv_heads)
@@ -63,7 +63,7 @@ from typing import Mapping, Sequence
 
 GIB = 1024**3
 _F32, _BF16 = 4, 2
-# Query tokens per rematerialised replay group (`core.replay.GROUP_TOKENS`).
+# Query tokens per rematerialised replay group (`core.canvases.GROUP_TOKENS`).
 _REPLAY_GROUP_TOKENS = 64
 
 
