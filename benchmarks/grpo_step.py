@@ -52,6 +52,7 @@ from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
+from tunix_bd.run import provenance
 from tunix_bd.run import sections
 
 Mode = compat.Mode
@@ -81,7 +82,7 @@ class GrpoStepModelSettings(sections.RandomInitSettings):
 
   def check_model_files(self) -> None:
     """Fails closed on a checkpoint directory without a `config.json`."""
-    for key, path in sections.checkpoint_directories(self).items():
+    for key, path in provenance.checkpoint_directories(self).items():
       if not os.path.isfile(os.path.join(path, "config.json")):
         raise ValueError(
             f"model.{key}={path!r} is not a model directory"
