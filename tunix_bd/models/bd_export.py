@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
-from tunix_bd.models import bd_formats
+from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import bd_formats_export
 from tunix_bd.models import bd_formats_export_files
 from tunix_bd.models import export
@@ -75,8 +75,8 @@ def export_block_diffusion(
   # from the pad it lists as an EOS (`bd_formats.adapt_tokenizer`).
   extra = {
       **dict(extra or {}),
-      bd_formats.STOP_IDS_KEY: bd_formats_export_files.stop_ids_record(
-          tokenizer, stop_ids
+      bd_formats_tokenizer.STOP_IDS_KEY: (
+          bd_formats_export_files.stop_ids_record(tokenizer, stop_ids)
       ),
   }
   if fmt != bd_formats_export.TUNIX_BD:

@@ -86,7 +86,7 @@ def format_eos(tokenizer: Any) -> int | None:
 
 def stop_ids_record(tokenizer: Any, stop_ids: Iterable[int]) -> list[int]:
   """The ids tunix_bd stops at, EOS first, as a format export records them
-  in `block_diffusion.json` (`bd_formats.STOP_IDS_KEY`)."""
+  in `block_diffusion.json` (`bd_formats_tokenizer.STOP_IDS_KEY`)."""
   return list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
 
 

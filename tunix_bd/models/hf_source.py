@@ -47,6 +47,7 @@ import transformers
 from tunix_bd import files
 from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
+from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config_export
 
@@ -84,7 +85,7 @@ def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
   generation_config = None
   path = os.path.join(checkpoint_dir, GENERATION_CONFIG_FILE)
   if os.path.isfile(path):
-    generation_config = files.read_json(path, bd_formats.RECOPY)
+    generation_config = files.read_json(path, bd_formats_tokenizer.RECOPY)
     if not isinstance(generation_config, dict):
       raise ValueError(f"{path} must hold a JSON object.")
   headers = hf_checkpoint.tensor_headers(checkpoint_dir)
