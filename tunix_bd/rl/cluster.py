@@ -78,6 +78,7 @@ def speed_metrics(lengths, forwards: np.ndarray) -> dict[str, Any]:
 
 
 def check_cadence(verify_replay_every_n_steps: int) -> None:
+  """Fails closed on a negative replay-parity cadence (0: never)."""
   if verify_replay_every_n_steps < 0:
     raise ValueError("verify_replay_every_n_steps must be >= 0.")
 
