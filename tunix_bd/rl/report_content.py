@@ -8,7 +8,7 @@ manager logs, per step, the mean over rows of the summed reward
 The held-out rows give each metric before and after with the paired change
 and its standard error clustered by prompt (`rl.evaluation`), and, when
 given, the same for an equal-compute continued-SFT model. `format_text` is
-`report.txt`; `report_plot` draws the same as `report.png`.
+`report.txt`; `report.plot_report` draws the same as `report.png`.
 """
 
 from __future__ import annotations
