@@ -21,7 +21,7 @@ A source in SDAR or Fast-dLLM v2 format (`bd_formats`) keeps its format's
 `config.json` the same way (`model_type`, `auto_map`, block size, mask id),
 so the export is a directory of that format plus `block_diffusion.json`.
 `export.format` writes either format from any source
-(`bd_formats_export_files.format_source`).
+(`bd_export.format_source`).
 
 Its `generation_config.json` is the source's, as it is (Qwen3's EOS list and
 sampling defaults). Weights keep each source tensor's dtype (a bfloat16
