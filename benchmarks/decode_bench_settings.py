@@ -23,7 +23,7 @@ from tunix_bd import config_utils
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
-from tunix_bd.run import sections
+from tunix_bd.run import provenance
 from tunix_bd.run import workdir as workdir_lib
 
 # The `kind` of a `workload_settings` entry that is a `FixedSchedule`.
@@ -193,7 +193,7 @@ def validate(config: Any) -> DecodeBench:
   for name, checked in workloads.items():
     if isinstance(checked, TrainedWorkload):
       key = f"workload_settings.{name}"
-      sections.check_directories(checked, key)
+      provenance.check_directories(checked, key)
       if peer is not None:
         peer_lib.check_checkpoint(
             peer, checked.bd_checkpoint, f"{key}.bd_checkpoint"

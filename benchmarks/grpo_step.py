@@ -44,7 +44,6 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import canvases as canvases_lib
-from tunix_bd.core import replay
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.models import from_scratch
@@ -53,6 +52,7 @@ from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
+from tunix_bd.run import provenance
 from tunix_bd.run import sections
 
 Mode = compat.Mode
@@ -82,7 +82,7 @@ class GrpoStepModelSettings(sections.RandomInitSettings):
 
   def check_model_files(self) -> None:
     """Fails closed on a checkpoint directory without a `config.json`."""
-    for key, path in sections.checkpoint_directories(self).items():
+    for key, path in provenance.checkpoint_directories(self).items():
       if not os.path.isfile(os.path.join(path, "config.json")):
         raise ValueError(
             f"model.{key}={path!r} is not a model directory"
@@ -311,11 +311,11 @@ def ar_arm(stage, tokenizer, item, mesh) -> step_phases.Arm:
 
 def replay_layout(trace, block_size: int) -> dict[str, int]:
   """What a replay forward holds: the clean context, groups of canvases."""
-  num_canvases = replay.static_num_canvases(trace)
-  context = replay.static_context_length(trace)
+  num_canvases = canvases_lib.static_num_canvases(trace)
+  context = canvases_lib.static_context_length(trace)
   return {
       "max_canvases_per_row": canvases_lib.count_canvases(trace),
-      "canvases_per_group": replay.canvases_per_forward(
+      "canvases_per_group": canvases_lib.canvases_per_forward(
           block_size, num_canvases
       ),
       "context_positions": context,

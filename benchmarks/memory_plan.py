@@ -16,7 +16,7 @@ the bytes each device holds, under these stated assumptions:
 * Replay activations (actor, one micro-batch of `train_micro_batch` rows):
   `core.replay` runs one clean forward over at most `prompt + rollout`
   tokens, kept for the backward pass, then scans canvas groups of
-  `replay.GROUP_TOKENS` query tokens, each rematerialised (canvases that
+  `canvases.GROUP_TOKENS` query tokens, each rematerialised (canvases that
   fit one group ride on the clean forward: the same bound). Saved per
   token and layer, in bfloat16: the two norm inputs (2 x embed), q/k/v
   and their norm inputs and the attention output (3 x (heads + kv_heads)
@@ -81,7 +81,7 @@ _F32, _BF16 = 4, 2
 # key and head of the attention scores, and the activations' factor.
 TPU_SCORE_BYTES = 1.25
 TPU_ACTIVATION_SCALE = 1.38
-# Query tokens per rematerialised replay group (`core.replay.GROUP_TOKENS`).
+# Query tokens per rematerialised replay group (`core.canvases.GROUP_TOKENS`).
 _REPLAY_GROUP_TOKENS = 64
 
 

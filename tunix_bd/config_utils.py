@@ -115,7 +115,7 @@ def resumable(**field_kwargs) -> Any:
   Such a field does not change what the run's checkpoints mean, only how far
   the run goes or how often it reports: e.g. `train.max_steps` (extend a
   finished run), `train.eval_every_n_steps`. Every other field of a settings
-  dataclass enters the fingerprint (`tunix_bd.run.stage.section_fields`).
+  dataclass enters the fingerprint (`tunix_bd.run.provenance.section_fields`).
 
   Args:
     **field_kwargs: passed to `dataclasses.field` (e.g. `default=`).

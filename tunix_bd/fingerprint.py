@@ -11,7 +11,7 @@ Resuming compares the two field by field and names every field that differs.
 Which settings may change on resume is declared once, on the settings
 dataclasses' fields (`config_utils.resumable()`: how long to train and how
 often to evaluate or checkpoint); every other field enters the fingerprint,
-by the one rule of `tunix_bd.run.stage.section_fields`, the same in every
+by the one rule of `tunix_bd.run.provenance.section_fields`, the same in every
 recipe. Checkpoints and data files a run reads enter by content
 (`config_utils.source`, `tunix_bd.run.provenance`), so a moved model resumes
 and a replaced one is refused.

@@ -31,7 +31,6 @@ from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
 from tunix_bd.run import sources
-from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
@@ -361,13 +360,13 @@ class ResumeRuleTest(parameterized.TestCase):
   def test_section_fields_refuses_a_class_or_a_plain_dict(self):
     for value in (options.TrainSettings, {"a": 1}):
       with self.assertRaisesRegex(ValueError, "dataclass instance"):
-        stage_lib.section_fields(value, provenance.identify)
+        provenance.section_fields(value, provenance.identify)
 
   def test_sources_enter_by_content_and_nested_sections_by_the_rule(self):
     model = sections.GrpoModelSettings(
         checkpoint=self.export, reference="", continued_sft=self.export
     )
-    fields = stage_lib.section_fields(model, provenance.identify)
+    fields = provenance.section_fields(model, provenance.identify)
     self.assertEqual(
         fields["checkpoint"],
         provenance.identify(self.export).fingerprint_field(),
@@ -384,7 +383,7 @@ class ResumeRuleTest(parameterized.TestCase):
     )
     # A random model reads no checkpoint.
     random = sections.GrpoModelSettings(random_init=True, reference="")
-    random_fields = stage_lib.section_fields(random, provenance.identify)
+    random_fields = provenance.section_fields(random, provenance.identify)
     self.assertIsNone(random_fields["checkpoint"])
     self.assertIsNone(random_fields["reference"])  # A copy of the policy.
 

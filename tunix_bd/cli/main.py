@@ -10,9 +10,9 @@ The host knows nothing of any one plugin: it finds plugins through the
 `tunix.plugins` entry-point group (see `plugin_api`), loads and overrides the
 config (see `config_loading`), and calls the recipe the config's `recipe` key
 names, after the plugin's `process_setup` (process-wide settings that
-must precede JAX). Mistakes on the command line print one `tunix: error:` line and exit
-with status 2; a ValueError from the recipe (a config it rejects) exits 1;
-Ctrl-C prints one line and exits 130.
+must precede JAX). Mistakes on the command line print one `tunix: error:`
+line and exit with status 2; a ValueError from the recipe (a config it
+rejects) exits 1; Ctrl-C prints one line and exits 130.
 
 The `tunix` console script is tunix-bd's (google-tunix ships none today;
 `setup_cfg_test` checks that the installed one is this host), and
@@ -42,8 +42,6 @@ from tunix_bd.cli import plugin_api
 
 _PROG = "tunix"
 _INTERRUPTED = 130  # 128 + SIGINT, the status a shell reports for Ctrl-C.
-# The extra of the distribution that ships this host and pins pathwaysutils.
-_PATHWAYS_INSTALL = "pip install 'tunix-bd[pathways]'"
 
 _RUN_EPILOG = f"""\
 overrides:
@@ -334,7 +332,7 @@ def _pathways_module() -> types.ModuleType | None:
   except ImportError as e:
     raise errors.UsageError(
         f"JAX_PLATFORMS={platforms!r} selects Pathways, but pathwaysutils is"
-        f" not installed: {_PATHWAYS_INSTALL}"
+        " not installed: pip install 'tunix-bd[pathways]'"
     ) from e
   return pathwaysutils
 
@@ -365,7 +363,8 @@ def _list_plugins() -> int:
       plugin = plugin_api.load_plugin(name)
     except Exception as e:  # pylint: disable=broad-exception-caught
       # One broken plugin must not hide the others.
-      print(f"{name} (failed to load {entry_point.value}): {_one_line(e)}")
+      error = f"{type(e).__name__}: {e}".replace("\n", " ")
+      print(f"{name} (failed to load {entry_point.value}): {error}")
       continue
     header = f"{plugin.name} {plugin.version}"
     print(f"{header}: {plugin.description}" if plugin.description else header)
@@ -391,10 +390,6 @@ def _distribution_version(distribution: str) -> str:
     return importlib.metadata.version(distribution)
   except importlib.metadata.PackageNotFoundError:
     return "not installed"
-
-
-def _one_line(error: BaseException) -> str:
-  return f"{type(error).__name__}: {error}".replace("\n", " ")
 
 
 def _report(error: BaseException, status: int) -> int:

@@ -21,6 +21,8 @@ In both, never-generated slots and the prompt's right padding are pads
 
 from __future__ import annotations
 
+import functools
+
 import flax
 import jax
 import jax.numpy as jnp
@@ -240,4 +242,118 @@ def packed_canvases(
       targets=flat(jnp.where(scored, token, 0)),
       scored=flat(scored),
       slot=flat(jnp.where(scored, slot, 0)),
+  )
+
+
+# Query tokens per forward: enough canvases to amortize a forward, few enough
+# that attention stays linear in the number of canvases.
+GROUP_TOKENS = 64
+
+
+def _round_up(value: int, unit: int) -> int:
+  """`value` rounded up to a multiple of `unit`."""
+  return -(-value // unit) * unit
+
+
+def group_size(block_size: int) -> int:
+  """Canvases scored per forward at most: about `GROUP_TOKENS` query tokens."""
+  return max(1, GROUP_TOKENS // block_size)
+
+
+def canvases_per_forward(block_size: int, num_canvases: int) -> int:
+  """Canvases each replay forward scores, given the static count per row.
+
+  Never wider than the canvases (padding costs whole forwards); it divides
+  any count `static_num_canvases` returns.
+  """
+  return min(group_size(block_size), num_canvases)
+
+
+def canvas_bucket(count: int, block_size: int) -> int:
+  """`count` canvases per row rounded up to a static bucket.
+
+  A power of two below one group, whole groups above: short rollouts (RL's
+  answers often fit in a canvas or two) are not padded to a whole group,
+  and a group always divides the bucket.
+  """
+  group = group_size(block_size)
+  if count >= group:
+    return _round_up(count, group)
+  return min(1 << (count - 1).bit_length(), group)
+
+
+def _static_size(name, given, trace, need, most, bucket, unit):
+  """`given` (checked) or what a concrete `trace` needs (`most` if traced).
+
+  Rounded up by `bucket`, so traces of similar shapes share one program.
+
+  Raises:
+    ValueError: for a `given` outside [1, `most`] or below what the trace
+      needs (`unit` names what is counted).
+  """
+  concrete = not isinstance(trace.action_step, jax.core.Tracer)
+  if given is None:
+    return bucket(need(trace) if concrete else most)
+  if isinstance(given, bool) or not isinstance(given, int):
+    raise ValueError(f"{name} must be an int, got {given!r}.")
+  if not 1 <= given <= most:
+    raise ValueError(f"{name} must be in [1, {most}], got {given}.")
+  if concrete and need(trace) > given:
+    raise ValueError(
+        f"{name}={given} is too small: the trace needs {need(trace)} {unit}."
+    )
+  return bucket(given)
+
+
+def static_num_canvases(
+    trace: trace_lib.Trace, num_canvases: int | None = None
+) -> int:
+  """Static canvases per row: given, counted, or the most possible.
+
+  Rounded up to a bucket (a power of two below one group, whole groups
+  above), so traces of similar lengths share one program (and a count so
+  rounded is accepted again).
+
+  Raises:
+    ValueError: for a `num_canvases` outside [1, the most possible rounded
+      up to its bucket], or fewer than a row of a concrete trace has.
+  """
+  size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
+  bucket = functools.partial(canvas_bucket, block_size=size)
+  most = bucket(num_completion_blocks(size, width) * size)
+  return _static_size(
+      "num_canvases",
+      num_canvases,
+      trace,
+      count_canvases,
+      most,
+      bucket,
+      "(block, step) canvases in a row",
+  )
+
+
+def static_context_length(
+    trace: trace_lib.Trace, length: int | None = None
+) -> int:
+  """Static clean positions per row: given, counted, or the whole sequence.
+
+  Rounded up to whole blocks. Any length from the counted one up gives the
+  same replay: the canvases never attend the positions past it.
+
+  Raises:
+    ValueError: for a `length` outside [1, prompt_len +
+      completion_len rounded up to whole blocks], or below what a concrete
+      trace needs.
+  """
+  size = trace.bd.block_size
+  bucket = lambda length: _round_up(length, size)
+  most = bucket(np.shape(trace.prompt_tokens)[1] + np.shape(trace.tokens)[1])
+  return _static_size(
+      "context_length",
+      length,
+      trace,
+      context_length,
+      most,
+      bucket,
+      "clean positions",
   )

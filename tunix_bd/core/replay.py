@@ -21,15 +21,17 @@ to its last generated block (`canvases.clean_context`): no prompt padding,
 and no clean copy of a block no canvas attends. Through the cached logits
 function with canvas ids, under `masks.canvas_mask` each canvas sees
 exactly the clean earlier blocks and itself, as the denoiser did. When the
-canvases fit one group (at most `GROUP_TOKENS` query tokens; RL's short
-answers), context and canvases are one forward, as long as the rollout's
-rows; otherwise one forward writes the context (with the raw logits at
+canvases fit one group (at most `canvases.GROUP_TOKENS` query tokens; RL's
+short answers), context and canvases are one forward, as long as the
+rollout's rows; otherwise one forward writes the context (with the raw logits at
 block ends) to a block KV cache and each group is scored against it. The
 model processes about as many tokens as the rollout did, in a few forwards
 instead of one per step, and attention stays linear in the number of
 canvases. A model call without a KV cache (`external_logits.CacheFree`)
 scores each canvas in a single-canvas forward of its own instead, the cost
-of the cache-free rollout.
+of the cache-free rollout (`external_logits.replay_cache_free`). The static
+canvas count and context length are `canvases.static_num_canvases` and
+`canvases.static_context_length`.
 
 `ReplayLogitsFn` is replay as a Tunix `DiffusionLogitsFn` over a trace's
 fields, and `diffusion_batch` a trace as Tunix's prepared batch, for
@@ -54,15 +56,6 @@ from tunix_bd.core import external_logits
 from tunix_bd.core import lm_head
 from tunix_bd.core import trace as trace_lib
 
-# Query tokens per forward: enough canvases to amortize a forward, few enough
-# that attention stays linear in the number of canvases.
-GROUP_TOKENS = 64
-
-
-def _round_up(value: int, unit: int) -> int:
-  """`value` rounded up to a multiple of `unit`."""
-  return -(-value // unit) * unit
-
 
 def check_trace(model, trace) -> trace_lib.Trace:
   """`trace.validate()`, with the ids checked against `model`'s vocabulary.
@@ -77,96 +70,6 @@ def check_trace(model, trace) -> trace_lib.Trace:
     )
   vocab = getattr(getattr(model, "config", None), "vocab_size", None)
   return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
-
-
-def canvas_bucket(count: int, block_size: int) -> int:
-  """`count` canvases per row rounded up to a static bucket.
-
-  A power of two below one group, whole groups above: short rollouts (RL's
-  answers often fit in a canvas or two) are not padded to a whole group,
-  and a group always divides the bucket.
-  """
-  group = group_size(block_size)
-  if count >= group:
-    return _round_up(count, group)
-  return min(1 << (count - 1).bit_length(), group)
-
-
-def _static_size(name, given, trace, need, most, bucket, unit):
-  """`given` (checked) or what a concrete `trace` needs (`most` if traced).
-
-  Rounded up by `bucket`, so traces of similar shapes share one program.
-
-  Raises:
-    ValueError: for a `given` outside [1, `most`] or below what the trace
-      needs (`unit` names what is counted).
-  """
-  concrete = not isinstance(trace.action_step, jax.core.Tracer)
-  if given is None:
-    return bucket(need(trace) if concrete else most)
-  if isinstance(given, bool) or not isinstance(given, int):
-    raise ValueError(f"{name} must be an int, got {given!r}.")
-  if not 1 <= given <= most:
-    raise ValueError(f"{name} must be in [1, {most}], got {given}.")
-  if concrete and need(trace) > given:
-    raise ValueError(
-        f"{name}={given} is too small: the trace needs {need(trace)} {unit}."
-    )
-  return bucket(given)
-
-
-def static_num_canvases(
-    trace: trace_lib.Trace, num_canvases: int | None = None
-) -> int:
-  """Static canvases per row: given, counted, or the most possible.
-
-  Rounded up to a bucket (a power of two below one group, whole groups
-  above), so traces of similar lengths share one program (and a count so
-  rounded is accepted again).
-
-  Raises:
-    ValueError: for a `num_canvases` outside [1, the most possible rounded
-      up to its bucket], or fewer than a row of a concrete trace has.
-  """
-  size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
-  bucket = functools.partial(canvas_bucket, block_size=size)
-  most = bucket(canvases_lib.num_completion_blocks(size, width) * size)
-  return _static_size(
-      "num_canvases",
-      num_canvases,
-      trace,
-      canvases_lib.count_canvases,
-      most,
-      bucket,
-      "(block, step) canvases in a row",
-  )
-
-
-def static_context_length(
-    trace: trace_lib.Trace, context_length: int | None = None
-) -> int:
-  """Static clean positions per row: given, counted, or the whole sequence.
-
-  Rounded up to whole blocks. Any length from the counted one up gives the
-  same replay: the canvases never attend the positions past it.
-
-  Raises:
-    ValueError: for a `context_length` outside [1, prompt_len +
-      completion_len rounded up to whole blocks], or below what a concrete
-      trace needs.
-  """
-  size = trace.bd.block_size
-  bucket = lambda length: _round_up(length, size)
-  most = bucket(np.shape(trace.prompt_tokens)[1] + np.shape(trace.tokens)[1])
-  return _static_size(
-      "context_length",
-      context_length,
-      trace,
-      canvases_lib.context_length,
-      most,
-      bucket,
-      "clean positions",
-  )
 
 
 def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
@@ -185,20 +88,20 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
     slot on its commit canvas; 0 where `action_step == -1`.
   """
   trace = check_trace(model, trace)
-  num_canvases = static_num_canvases(trace, shape[0])
+  num_canvases = canvases_lib.static_num_canvases(trace, shape[0])
   context = canvases_lib.clean_context(
-      trace, static_context_length(trace, shape[1])
+      trace, canvases_lib.static_context_length(trace, shape[1])
   )
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
   logits_fn = external_logits.cache_free_logits_fn(cached_logits_fn)
   if logits_fn is not None:
-    return _replay_cache_free(
+    return external_logits.replay_cache_free(
         model, trace, context, packed, config, logits_fn, per_slot
     )
   batch, context_len = context.tokens.shape
   block = config.block_size
-  width = canvases_per_forward(block, num_canvases) * block
+  width = canvases_lib.canvases_per_forward(block, num_canvases) * block
   cache = block_cache.init_block_cache(
       model,
       batch,
@@ -274,90 +177,10 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
   return total
 
 
-def _replay_cache_free(model, trace, context, packed, config, fn, per_slot):
-  """`_replay` through a cache-free `LogitsFn`: one forward per canvas.
-
-  Canvas c of each row is scored on a single canvas in logical order: the
-  clean blocks before its block, its block, then pads; what the cached
-  denoiser saw, and under block-causal attention (later blocks unseen) what
-  the cache-free one saw. Canvases past every row's last are skipped.
-  """
-  size = config.block_size
-  batch = context.tokens.shape[0]
-  # One block past the clean context: the last block's canvas.
-  length = context.tokens.shape[1] + size
-  position = jnp.arange(length, dtype=jnp.int32)
-  position = jnp.broadcast_to(position, (batch, length))
-  clean = [
-      jnp.pad(x, ((0, 0), (0, size)))
-      for x in (context.tokens, context.segment_ids)
-  ]
-  row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, size))
-
-  def canvas_values(c):
-    """`per_slot` of canvas c's block, and where it goes."""
-    cols = lambda x: jax.lax.dynamic_slice_in_dim(x, c * size, size, axis=1)
-    start = jnp.max(cols(packed.positions), axis=1, keepdims=True)
-    start = start // size * size
-    offset = position - start
-    here, before = (offset >= 0) & (offset < size), offset < 0
-    index = jnp.clip(offset, 0, size - 1)
-    tokens, segments = (
-        jnp.where(
-            here,
-            jnp.take_along_axis(cols(x), index, axis=1),
-            jnp.where(before, whole, 0),
-        )
-        for x, whole in zip((packed.tokens, packed.segment_ids), clean)
-    )
-    logits = fn(model, tokens, position, segments, config=config)
-    block = jnp.take_along_axis(
-        logits, (start + jnp.arange(size))[:, :, None], axis=1
-    )
-    values = per_slot(
-        block, cols(packed.targets), temperature=trace.temperature
-    )
-    scored = cols(packed.scored)
-    scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
-    return jnp.where(scored, values, 0.0), cols(packed.slot)
-
-  values_shape = jax.eval_shape(canvas_values, 0)[0].shape
-  zeros = jnp.zeros(np.shape(trace.tokens) + values_shape[2:], jnp.float32)
-
-  @functools.partial(jax.checkpoint, prevent_cse=False)
-  def score(c):
-    values, slot = canvas_values(c)
-    return zeros.at[row, slot].add(values)
-
-  def body(total, c):
-    occupied = jax.lax.dynamic_slice_in_dim(
-        packed.segment_ids, c * size, size, axis=1
-    ).any()
-    return total + jax.lax.cond(occupied, score, lambda _: zeros, c), None
-
-  canvases = jnp.arange(packed.tokens.shape[1] // size)
-  total, _ = jax.lax.scan(body, zeros, canvases)
-  return total
-
-
 def _logits(logits, targets, temperature):
   """`per_slot` of `replay_logits`: the logits themselves."""
   del targets, temperature
   return logits
-
-
-def group_size(block_size: int) -> int:
-  """Canvases scored per forward at most: about `GROUP_TOKENS` query tokens."""
-  return max(1, GROUP_TOKENS // block_size)
-
-
-def canvases_per_forward(block_size: int, num_canvases: int) -> int:
-  """Canvases each replay forward scores, given the static count per row.
-
-  Never wider than the canvases (padding costs whole forwards); it divides
-  any count `static_num_canvases` returns.
-  """
-  return min(group_size(block_size), num_canvases)
 
 
 def replay_log_probs(

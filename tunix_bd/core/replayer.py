@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import cached_logits
+from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
@@ -120,8 +121,8 @@ class Replayer:
         self._graphdef,
         self._state if state is None else state,
         trimmed,
-        num_canvases=replay.static_num_canvases(trimmed),
-        context_length=replay.static_context_length(trimmed),
+        num_canvases=canvases.static_num_canvases(trimmed),
+        context_length=canvases.static_context_length(trimmed),
         cached_logits_fn=self._cached_logits_fn,
         logits_chunk=self._logits_chunk,
     )

@@ -7,7 +7,7 @@
 defaults (`config_utils.to_section`). The `train` section holds every
 `training.options.TrainSettings` key (its `eval_every_n_steps` paces the
 decode evaluation, OPD's only evaluation) and `time_budget_s`, which
-`TimeBudget` holds; `train_settings` splits the section between the two.
+`training.options.TimeBudget` holds (`options.split_train_section`).
 """
 
 from __future__ import annotations
@@ -20,18 +20,6 @@ from tunix_bd.core import special_ids
 from tunix_bd.distillation import sources
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import settings as generate_settings
-from tunix_bd.training import options
-
-TimeBudget = options.TimeBudget
-
-
-def train_settings(section) -> tuple[options.TrainSettings, TimeBudget]:
-  """Splits OPD's `train` section into its two dataclasses, checked.
-
-  Raises:
-    ValueError: naming the key, for an unknown key or a bad value.
-  """
-  return options.split_train_section(section, TimeBudget)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -102,11 +102,6 @@ def trace_canvas_logits(
   )
 
 
-def trace_canvas_hidden(model, targets: OpdTargets) -> jax.Array:
-  """`[batch, T, embed]`: `trace_canvas_logits` before the student's head."""
-  return replay.replay_hidden(model, targets.trace)
-
-
 def trace_kl(
     model,
     targets: OpdTargets,
@@ -129,7 +124,7 @@ def trace_kl(
     )
   return chunked_kl.distill_stats(
       lm_head.model_head(model, targets.trace.bd.mask_token_id),
-      trace_canvas_hidden(model, targets),
+      replay.replay_hidden(model, targets.trace),
       targets.teacher_head,
       targets.teacher_hidden,
       targets.trace.tokens,
@@ -238,14 +233,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     self.logits_fn = logits_fn
     self.cached_logits_fn = cached_logits_fn
     self.logits_chunk = sft_loss.check_logits_chunk(logits_chunk, logits_fn)
-    if self.logits_chunk and (
-        cached_logits_fn is not cached_logits.block_logits_with_cache
-    ):
-      raise ValueError(
-          "logits_chunk applies the model's own head to its hidden states, so"
-          " it cannot use an injected cached_logits_fn; pass"
-          " logits_chunk=None."
-      )
+    replay.check_logits_chunk(self.logits_chunk, cached_logits_fn)
     super().__init__(
         student_forward_fn=self.student_logits,
         teacher_forward_fn=self._teacher_log_probs,
@@ -314,7 +302,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     chunked = self.logits_chunk is not None
     if self.canvas == sources.TRACE and chunked:
       head = lm_head.model_head(model, self.bd.mask_token_id)
-      return trace_canvas_hidden(model, targets), head
+      return replay.replay_hidden(model, targets.trace), head
     if self.canvas == sources.TRACE:
       return trace_canvas_logits(model, targets, self.cached_logits_fn)
     rows = sft_loss.sft_logits(

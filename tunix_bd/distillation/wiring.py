@@ -7,6 +7,14 @@ the student to the teacher on the `opd.canvas`), the student-rollout source
 (`train` batches, corruption, time budget), the decode evaluation (`eval`,
 paced by `train.eval_every_n_steps`) and the `OpdTrainer` that runs them
 with a progress line per step.
+
+`OpdTrainer` is Tunix's `DistillationTrainer` with only what 0.1.7 lacks:
+the student-rollout source as its data hooks, the `{"batch": batch}` model
+input that makes the strategy receive the raw rollout batch, logging of the
+strategy's aux metrics (reduced over the micro-batches of a step like
+SFT's), and the run fingerprint in every checkpoint. Training runs with at
+most one computation in flight (`max_inflight_computations=1`), which
+bounds the dense `[batch, T, vocab]` teacher log-probs held at once.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from typing import Any, Mapping
 
 import jax
 
+from tunix_bd import compat
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
@@ -22,11 +31,73 @@ from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.distillation import trainer as trainer_lib
 from tunix_bd.sft import corruption as corruption_lib
+from tunix_bd.training import aux_metrics
 from tunix_bd.training import hook_chain
 from tunix_bd.training import options
 from tunix_bd.training import progress
+
+
+def model_inputs(batch: Any) -> dict[str, Any]:
+  """The `gen_model_input_fn`: the whole batch, as the strategy's input."""
+  return {"batch": batch}
+
+
+class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
+  """A `DistillationTrainer` over a `StudentRolloutSource`."""
+
+  def __init__(
+      self,
+      student_model,
+      teacher_model,
+      strategy: strategy_lib.DiffusionOpdStrategy,
+      optimizer,
+      training_config: compat.DistillationTrainingConfig,
+      *,
+      source: sources.StudentRolloutSource,
+      fingerprint: Mapping[str, Any] | None = None,
+      training_hooks=None,
+  ):
+    """Builds the trainer; a checkpoint in its directory is restored.
+
+    Args:
+      student_model: the block-diffusion student (trained).
+      teacher_model: the causal teacher (frozen).
+      strategy: the OPD strategy.
+      optimizer: an optax optimizer.
+      training_config: Tunix's config; its gradient accumulation must equal
+        the source's, and `max_inflight_computations` must be 1.
+      source: the student-rollout source.
+      fingerprint: stored in every checkpoint's metadata.
+      training_hooks: e.g. the decode evaluation.
+
+    Raises:
+      ValueError: for a config that disagrees with the source.
+    """
+    accumulation = training_config.gradient_accumulation_steps or 1
+    if accumulation != source.accumulation:
+      raise ValueError(
+          f"the trainer's gradient_accumulation_steps={accumulation} differs"
+          f" from the source's {source.accumulation}."
+      )
+    if training_config.max_inflight_computations != 1:
+      raise ValueError(
+          "OPD holds dense teacher log-probs per step; set"
+          " max_inflight_computations=1."
+      )
+    self._set_fingerprint(fingerprint)
+    super().__init__(
+        student_model, teacher_model, strategy, optimizer, training_config
+    )
+    self.with_gen_model_input_fn(model_inputs)
+    self.with_data_hooks(source)
+    if training_hooks is not None:
+      self.with_training_hooks(training_hooks)
+
+  def run(self) -> None:
+    """Trains until the source ends (max steps or time budget)."""
+    # The data hooks serve every batch; the iterable is never read.
+    self.train([], None)
 
 
 def train_and_eval_prompts(
@@ -72,7 +143,7 @@ def build_trainer(
     seed: int,
     logits_chunk: int | None = None,
     fingerprint: Mapping[str, Any] | None = None,
-) -> tuple[trainer_lib.OpdTrainer, evaluation_lib.DecodeEvaluation]:
+) -> tuple[OpdTrainer, evaluation_lib.DecodeEvaluation]:
   """`(trainer, evaluation)` of an OPD run, its checkpoint (if any) restored.
 
   Args:
@@ -133,7 +204,7 @@ def build_trainer(
   training_config = options.training_config(train, workdir, description)
   training_config.max_inflight_computations = 1
   with mesh_lib.tunix_context(mesh):
-    trainer = trainer_lib.OpdTrainer(
+    trainer = OpdTrainer(
         student,
         teacher,
         strategy,

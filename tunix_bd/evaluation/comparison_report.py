@@ -112,7 +112,7 @@ class CompareModelSettings:
     """Fails closed, naming the key, unless `bd` is a converted model.
 
     Its directory is checked with every checkpoint's
-    (`sections.check_directories`, which `run.stage.Stage` runs).
+    (`provenance.check_directories`, which `run.stage.Stage` runs).
 
     Raises:
       ValueError: for a `bd` without `block_diffusion.json`.

@@ -18,10 +18,8 @@ directory is a block-diffusion checkpoint without a `block_diffusion.json`:
 
 Recipes read any block-diffusion checkpoint through `load_settings`,
 `load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
-sit below this package and know no format). SDAR's tokenizer has one token
-as EOS and pad, and its decoder stops at every EOS id of its generation
-config; `adapt_tokenizer` gives it its turn end as EOS, the other ids as
-further stop ids, and a pad that is none of them.
+sit below this package and know no format); `load_tokenizer` gives a
+format's tokenizer the stop ids its decoder uses (`bd_formats_tokenizer`).
 
 Both train on `[noisy ; clean]` under the mask of our `clean_context`
 layout (noisy -> own block, noisy -> clean earlier blocks, clean ->
@@ -37,14 +35,8 @@ reserved token, a missing block size. One numeric difference is accepted:
 SDAR's RMSNorm multiplies by its weight before casting back to the compute
 dtype, Qwen3's after; identical in float32, a rounding apart in bfloat16.
 
-Decoding is tunix_bd's decoder, not theirs. At the same block size and
-threshold it differs from theirs in: the commit rule (ours commits
-confidence >= threshold, theirs > threshold); the mask token (ours gives it
-probability 0, theirs normalise over the whole vocabulary); Fast-dLLM v2
-commits a block's first token as the argmax of the previous block's last
-logit before denoising the block, and commits only inside `small_block_size`
-sub-blocks, where ours denoises the whole block by the threshold rule; SDAR's
-own sampler has no greedy mode and a per-step quota.
+Decoding is tunix_bd's decoder, not theirs; docs/formats.md lists how it
+differs from theirs at the same block size and threshold.
 """
 
 from __future__ import annotations
@@ -55,21 +47,14 @@ from typing import Any, Callable
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_config
 from tunix_bd.models import hf_config_fields
 from tunix_bd.models import mask_token as mask_token_lib
 
 # Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
 CONFIG_FILE = "config.json"
-GENERATION_CONFIG_FILE = "generation_config.json"
-# What fixes a checkpoint's unreadable file.
-RECOPY = "copy or download the checkpoint again."
-# `block_diffusion.json`'s record of the ids an export in a format stops at.
-STOP_IDS_KEY = "stop_ids"
-# The pad of an imported tokenizer whose pad is one of its stop ids.
-PAD_TOKEN = "<|pad|>"
 SDAR = "sdar"
 FAST_DLLM_V2 = "fast_dllm_v2"
 
@@ -182,7 +167,7 @@ def read_dir(directory: str) -> tuple[Format, dict[str, Any]] | None:
   path = os.path.join(directory, CONFIG_FILE)
   if not os.path.isfile(path):
     return None
-  raw = files.read_json(path, RECOPY)
+  raw = files.read_json(path, bd_formats_tokenizer.RECOPY)
   fmt = detect(raw)
   return None if fmt is None else (fmt, raw)
 
@@ -323,150 +308,19 @@ def settings(
   )
 
 
-def _listed_stop_ids(
-    directory: str, tokenizer: Any
-) -> tuple[list[int], str] | None:
-  """The stop ids a format directory lists, and the file listing them.
-
-  `block_diffusion.json`'s `stop_ids` (what tunix_bd stopped at, recorded
-  by its export in a format) or else `generation_config.json`'s
-  `eos_token_id`; None where neither lists any.
-
-  Raises:
-    ValueError: naming the file, for a list that is not token ids of the
-      tokenizer.
-  """
-
-  def generation_eos_ids(path):
-    content = files.read_json(path, RECOPY)
-    return content.get("eos_token_id") if isinstance(content, dict) else None
-
-  for name, key, read in (
-      (
-          bd_config_lib.SETTINGS_FILE,
-          STOP_IDS_KEY,
-          lambda _: bd_config_lib.load_extra(directory, STOP_IDS_KEY),
-      ),
-      (GENERATION_CONFIG_FILE, "eos_token_id", generation_eos_ids),
-  ):
-    path = os.path.join(directory, name)
-    if not os.path.isfile(path):
-      continue
-    listed = read(path)
-    if listed is None or listed == []:
-      continue
-    single = isinstance(listed, int) and not isinstance(listed, bool)
-    ids = [listed] if single else listed
-    valid = isinstance(ids, list) and all(
-        isinstance(i, int)
-        and not isinstance(i, bool)
-        and 0 <= i < len(tokenizer)
-        for i in ids
-    )
-    if not valid:
-      raise ValueError(
-          f"{path}: {key}={listed!r} must be token ids of the"
-          f" checkpoint's tokenizer (ints in [0, {len(tokenizer)}))."
-      )
-    return list(dict.fromkeys(ids)), path
-  return None
-
-
-def _move_pad_off(
-    directory: str, raw: dict[str, Any], tokenizer: Any, stops: list[int]
-) -> None:
-  """Makes `PAD_TOKEN` the tokenizer's pad, at an id that is no stop id and
-  not the mask (`config.json`'s `mask_token_id`, the tokenizer's).
-
-  The token is the tokenizer's own if it has it as an added token, else it
-  is added at the first embedding row past the tokenizer (SDAR checkpoints
-  carry spare rows, as for the mask token in `mask_token`).
-
-  Raises:
-    ValueError: where `PAD_TOKEN` is ordinary text, a stop id or the mask, or
-      there is no such row (naming `config.json`'s `vocab_size`).
-  """
-  added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
-  pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
-  if PAD_TOKEN not in added and PAD_TOKEN in tokenizer.get_vocab():
-    why = f"{PAD_TOKEN!r} is ordinary text in its tokenizer"
-  elif pad_id in stops or pad_id in (
-      raw.get("mask_token_id"),
-      tokenizer.mask_token_id,
-  ):
-    why = f"{PAD_TOKEN!r} (id {pad_id}) is a stop id or the mask"
-  elif not isinstance(rows, int) or pad_id >= rows:
-    why = (
-        f"{PAD_TOKEN!r} would take id {pad_id}, the first embedding row past"
-        f" the tokenizer, but {CONFIG_FILE} has vocab_size={rows!r}"
-    )
-  if why is not None:
-    raise ValueError(
-        f"{directory}: its pad {tokenizer.pad_token!r} is one of its stop ids"
-        f" {stops} and cannot become {PAD_TOKEN!r}: {why}."
-    )
-  tokenizer.add_special_tokens({"pad_token": PAD_TOKEN})
-  if tokenizer.pad_token_id != pad_id:
-    raise ValueError(
-        f"{directory}: the tokenizer gave its pad {PAD_TOKEN!r} id"
-        f" {tokenizer.pad_token_id}, expected {pad_id}."
-    )
-
-
 def adapt_tokenizer(directory: str, tokenizer: Any) -> None:
   """Gives an imported format's tokenizer the stop ids its decoder uses.
 
-  SDAR's tokenizer has `<|endoftext|>` as both EOS and pad, and its decoder
-  stops at every id of `generation_config.json`'s `eos_token_id`
-  (SDAR-4B-Chat: `<|im_end|>`, the turn end its chat model writes, then
-  `<|endoftext|>`). tunix_bd's EOS becomes the first of them that is not
-  the pad and the others become the checkpoint's stop ids
-  (`special_ids.checkpoint_stop_ids`), so every stage stops at them all.
-  A pad among them cannot stay the pad (pads mark never-generated slots;
-  `special_ids.check`): the pad becomes `PAD_TOKEN`, at the first embedding
-  row past the tokenizer (`_move_pad_off`). A directory with tunix_bd's
-  `block_diffusion.json` reads the `stop_ids` recorded there instead
-  (`bd_export`, for an export in a format).
-
-  Fast-dLLM v2's decoder stops at its turn end alone, the tokenizer's EOS;
-  its EOS changes only if it is the pad (as SDAR's).
-
-  A directory in no format is left alone.
-
-  Args:
-    directory: the checkpoint directory the tokenizer was read from.
-    tokenizer: its tokenizer; changed in place.
+  `bd_formats_tokenizer.adapt` for a directory in a format; a directory in
+  no format is left alone.
 
   Raises:
-    ValueError: naming the file, for a list of stop ids that is not token
-      ids, an EOS that is the pad with no other stop id listed, or a pad
-      among the stop ids with no spare row for a new pad.
+    ValueError: as `bd_formats_tokenizer.adapt`.
   """
   found = read_dir(directory)
-  if found is None:
-    return
-  fmt, raw = found
-  pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-  if fmt.name != SDAR and (eos is None or eos != pad):
-    return
-  listed, path = _listed_stop_ids(directory, tokenizer) or (
-      [] if eos is None else [eos],
-      os.path.join(directory, GENERATION_CONFIG_FILE),
-  )
-  first = next((i for i in listed if i != pad), None)
-  if first is None:
-    raise ValueError(
-        f"{directory}: its tokenizer's EOS is its pad"
-        f" ({tokenizer.eos_token!r}) and {os.path.basename(path)} names no"
-        " other id to stop at."
-    )
-  # The listed order, but the EOS first; Fast-dLLM v2's EOS alone.
-  stops = [first] + [i for i in listed if i != first and fmt.name == SDAR]
-  if pad in stops:
-    _move_pad_off(directory, raw, tokenizer, stops)
-  if stops[0] != eos:
-    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(stops[0])
-  setattr(tokenizer, special_ids.CHECKPOINT_STOP_IDS_ATTR, tuple(stops[1:]))
+  if found is not None:
+    fmt, raw = found
+    bd_formats_tokenizer.adapt(directory, raw, tokenizer, sdar=fmt.name == SDAR)
 
 
 def load_settings(

@@ -24,7 +24,7 @@ with. The formats' modeling code is not part of tunix_bd:
 `export.reference_code=DIR` copies a user's local copy of it into the
 export (`REFERENCE_CODE` lists the files), which their code then loads
 with `trust_remote_code=True` (docs/formats.md, "Export").
-`bd_formats_export_files` writes the files; this module checks, before any
+`bd_export` writes the files; this module checks, before any
 compute (`check_options`, `check_run`), that they can be written.
 """
 

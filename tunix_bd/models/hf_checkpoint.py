@@ -27,6 +27,7 @@ from tunix.models.qwen3 import params as qwen3_params
 from tunix_bd import files
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
+from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_config
 
 CONFIG_FILE = "config.json"
@@ -96,7 +97,7 @@ def read_config(checkpoint_dir: str) -> dict[str, Any]:
         f"{checkpoint_dir} is not a Hugging Face checkpoint directory:"
         f" {CONFIG_FILE} not found."
     )
-  return files.read_json(path, bd_formats.RECOPY)
+  return files.read_json(path, bd_formats_tokenizer.RECOPY)
 
 
 def check_positions(
@@ -148,7 +149,7 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
   weight_map = None
   index_path = os.path.join(checkpoint_dir, INDEX_FILE)
   if os.path.isfile(index_path):
-    weight_map = files.read_json(index_path, bd_formats.RECOPY).get(
+    weight_map = files.read_json(index_path, bd_formats_tokenizer.RECOPY).get(
         "weight_map"
     )
     if not isinstance(weight_map, dict):

@@ -21,7 +21,7 @@ A source in SDAR or Fast-dLLM v2 format (`bd_formats`) keeps its format's
 `config.json` the same way (`model_type`, `auto_map`, block size, mask id),
 so the export is a directory of that format plus `block_diffusion.json`.
 `export.format` writes either format from any source
-(`bd_formats_export_files.format_source`).
+(`bd_export.format_source`).
 
 Its `generation_config.json` is the source's, as it is (Qwen3's EOS list and
 sampling defaults). Weights keep each source tensor's dtype (a bfloat16
@@ -47,6 +47,7 @@ import transformers
 from tunix_bd import files
 from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
+from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config_export
 
@@ -84,7 +85,7 @@ def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
   generation_config = None
   path = os.path.join(checkpoint_dir, GENERATION_CONFIG_FILE)
   if os.path.isfile(path):
-    generation_config = files.read_json(path, bd_formats.RECOPY)
+    generation_config = files.read_json(path, bd_formats_tokenizer.RECOPY)
     if not isinstance(generation_config, dict):
       raise ValueError(f"{path} must hold a JSON object.")
   headers = hf_checkpoint.tensor_headers(checkpoint_dir)

@@ -61,6 +61,28 @@ class DiffusionRolloutOutput(compat.RolloutOutput):
   num_forwards: np.ndarray | None = None
 
 
+def speed_metrics(lengths, forwards: np.ndarray) -> dict[str, Any]:
+  """Tokens per forward and forwards per row, as Tunix buffers metrics.
+
+  Args:
+    lengths: each row's visible completion length.
+    forwards: each row's model forwards.
+  """
+  return {
+      "diffusion/tokens_per_forward": (
+          float(np.sum(lengths) / max(int(forwards.sum()), 1)),
+          np.mean,
+      ),
+      "diffusion/forwards_per_row": (np.mean(forwards), np.mean),
+  }
+
+
+def check_cadence(verify_replay_every_n_steps: int) -> None:
+  """Fails closed on a negative replay-parity cadence (0: never)."""
+  if verify_replay_every_n_steps < 0:
+    raise ValueError("verify_replay_every_n_steps must be >= 0.")
+
+
 def concatenate_traces(traces) -> trace_lib.Trace:
   """One trace of chunks decoded with the same settings, rows in order."""
   return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *traces)
@@ -136,8 +158,7 @@ class DiffusionRLCluster(compat.RLCluster):
     Raises:
       ValueError: for a negative cadence.
     """
-    if verify_replay_every_n_steps < 0:
-      raise ValueError("verify_replay_every_n_steps must be >= 0.")
+    check_cadence(verify_replay_every_n_steps)
     self._checks_every = verify_replay_every_n_steps
 
   def generate(
@@ -188,25 +209,30 @@ class DiffusionRLCluster(compat.RLCluster):
     )
 
   def _log_rollout_checks(self, trace, forwards, visible, mode, batch) -> None:
-    tokens = sum(len(v) for v in visible)
-    metrics = {
-        "diffusion/tokens_per_forward": (
-            float(tokens / max(int(forwards.sum()), 1)),
-            np.mean,
-        ),
-        "diffusion/forwards_per_row": (np.mean(forwards), np.mean),
-    }
-    every, step = self._checks_every, self.global_steps
-    if mode == Mode.TRAIN and every and step % every == 0:
-      with compat.grpo_perf_span(
-          self, "old_actor_inference", role=Role.ACTOR
-      ) as end:
-        anchor = self.anchor_replay_logps(trace, batch)
-        end([anchor])
-      generated = np.asarray(trace.action_step) >= 0
-      error = np.abs(anchor - np.asarray(trace.action_logp))[generated]
-      metrics[PARITY_METRIC] = (float(error.max(initial=0.0)), np.max)
-    self.buffer_metrics(metrics, mode=mode)
+    lengths = [len(v) for v in visible]
+    self.buffer_metrics(speed_metrics(lengths, forwards), mode=mode)
+    if self.replay_check_due(self._checks_every, mode):
+      self.anchor_replay_with_parity(trace, batch, mode)
+
+  def replay_check_due(self, every: int, mode: Mode) -> bool:
+    """Whether this is a training step on the `every`-step parity cadence."""
+    return mode == Mode.TRAIN and every > 0 and self.global_steps % every == 0
+
+  def anchor_replay_with_parity(
+      self, trace: trace_lib.Trace, micro_batch_size: int | None, mode: Mode
+  ) -> np.ndarray:
+    """`anchor_replay_logps` in Tunix's span, buffering `PARITY_METRIC`."""
+    with compat.grpo_perf_span(
+        self, "old_actor_inference", role=Role.ACTOR
+    ) as end:
+      anchor = self.anchor_replay_logps(trace, micro_batch_size)
+      end([anchor])
+    generated = np.asarray(trace.action_step) >= 0
+    error = np.abs(anchor - np.asarray(trace.action_logp))[generated]
+    self.buffer_metrics(
+        {PARITY_METRIC: (float(error.max(initial=0.0)), np.max)}, mode=mode
+    )
+    return anchor
 
   def _replay(self, replay, trace, micro_batch_size) -> np.ndarray:
     rows = np.asarray(trace.prompt_lengths).shape[0]

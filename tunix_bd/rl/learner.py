@@ -194,8 +194,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
           "diffusion GRPO runs single-controller (one JAX process, as on"
           f" Pathways); got {jax.process_count()} processes."
       )
-    if verify_replay_every_n_steps < 0:
-      raise ValueError("verify_replay_every_n_steps must be >= 0.")
+    cluster_lib.check_cadence(verify_replay_every_n_steps)
     super().__init__(
         rl_cluster=rl_cluster,
         algo_config=algo_config,
@@ -270,15 +269,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
     return (
         sampler_is == "token"
         or (self._needs_old(mode) and not use_rollout)
-        or self._verify_now(mode)
-    )
-
-  def _verify_now(self, mode: Mode) -> bool:
-    step = self.rl_cluster.global_steps
-    return (
-        mode == Mode.TRAIN
-        and self._verify_every > 0
-        and step % self._verify_every == 0
+        or self.rl_cluster.replay_check_due(self._verify_every, mode)
     )
 
   def _generate_and_compute_advantage(
@@ -305,20 +296,11 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         ref = cluster.reference_replay_logps(trace, logps_batch)
         end([ref])
     generated = np.asarray(trace.action_step) >= 0
-    rollout_logp = np.asarray(trace.action_logp)
     anchor = None
     if self._needs_anchor(mode):
-      with compat.grpo_perf_span(
-          cluster, "old_actor_inference", role=Role.ACTOR
-      ) as end:
-        anchor = cluster.anchor_replay_logps(trace, logps_batch)
-        end([anchor])
-      error = np.abs(anchor - rollout_logp)[generated]
-      cluster.buffer_metrics(
-          {PARITY_METRIC: (float(error.max(initial=0.0)), np.max)}, mode=mode
-      )
+      anchor = cluster.anchor_replay_with_parity(trace, logps_batch, mode)
     old, weights = old_logps_and_weights(
-        rollout_logp,
+        np.asarray(trace.action_logp),
         generated,
         anchor,
         needs_old=self._needs_old(mode),
@@ -370,11 +352,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
             "completions/mean_length": (np.mean(visible), np.mean),
             "completions/max_length": (np.max(visible), np.max),
             "completions/min_length": (np.min(visible), np.min),
-            "diffusion/tokens_per_forward": (
-                float(visible.sum() / max(int(forwards.sum()), 1)),
-                np.mean,
-            ),
-            "diffusion/forwards_per_row": (np.mean(forwards), np.mean),
+            **cluster_lib.speed_metrics(visible, forwards),
         },
         mode=mode,
     )

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd import compat
 from tunix_bd.core import cached_logits
+from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
@@ -64,11 +65,11 @@ class DiffusionTrainExample(compat.TrainExample):
     trace: the rollout's `Trace` (batch-major arrays, so Tunix slices and
       shards it with the rest), or None, which the diffusion loss rejects.
     num_canvases: static (block, step) canvases per row for the live
-      replay, counted on the concrete trace (`replay.static_num_canvases`,
+      replay, counted on the concrete trace (`canvases.static_num_canvases`,
       an upper bound for any slice of it); None replays every possible
       canvas, padding short rollouts' forwards several times over.
     context_length: static clean positions per row for the live replay,
-      counted likewise (`replay.static_context_length`); None replays the
+      counted likewise (`canvases.static_context_length`); None replays the
       whole prompt and completion budget as context.
   """
 
@@ -110,8 +111,8 @@ class DiffusionTrainExample(compat.TrainExample):
         old_per_token_logps=old_per_token_logps,
         sampler_is_weights=sampler_is_weights,
         trace=trace,
-        num_canvases=replay.static_num_canvases(trace),
-        context_length=replay.static_context_length(trace),
+        num_canvases=canvases.static_num_canvases(trace),
+        context_length=canvases.static_context_length(trace),
     )
 
 

@@ -2,24 +2,297 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO run's report: the reward curve and held-out before and after.
 
-`write_report` writes `report.txt`, `report.json` and `report.png` into the
-workdir: the reward curves and held-out rows of `report_content`, drawn by
-`report_plot`; `caption` says what was run, under the figure.
+`write_report` writes `report.txt` (`format_text`), `report.json` and
+`report.png` (`plot_report`: left, the train reward curves, per step and a
+moving mean; right, each held-out exact match's change from before, with
+its paired standard error) into the workdir; `caption` says what was run,
+under the figure.
+
+The reward curves are read from `metrics.jsonl`, where Tunix's reward
+manager logs, per step, the mean over rows of the summed reward
+(`rewards/train/sum`) and of each reward function (`rewards/train/<name>`).
+The held-out rows give each metric before and after with the paired change
+and its standard error clustered by prompt (`rl.evaluation`), and, when
+given, the same for an equal-compute continued-SFT model.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import jax
+import numpy as np
 
 from tunix_bd import files
+from tunix_bd.evaluation import plot as plot_lib
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.rl import evaluation as evaluation_lib
-from tunix_bd.rl import report_content as content_lib
-from tunix_bd.rl import report_plot
 from tunix_bd.rl import settings as settings_lib
+from tunix_bd.training import metrics as metrics_lib
+
+REWARD_PREFIX = "rewards/train/"
+REWARD_SUM = REWARD_PREFIX + "sum"
+# Statistics of the summed reward that Tunix logs beside `sum`.
+_SUM_STATISTICS = ("sum", "mean", "min", "max")
+
+
+def reward_curves(workdir: str) -> dict[str, list[tuple[int, float]]]:
+  """Per-step train reward: `sum` first, then each reward function.
+
+  Returns:
+    Name (`sum` or a function's `__name__`) -> `(step, value)` pairs sorted
+    by step; a step logged twice keeps its last value.
+  """
+  curves: dict[str, dict[int, float]] = {}
+  for record in metrics_lib.read_records(workdir):
+    name = record["name"]
+    if not name.startswith(REWARD_PREFIX) or record["step"] is None:
+      continue
+    key = name[len(REWARD_PREFIX) :]
+    if "/" in key or (key in _SUM_STATISTICS and key != "sum"):
+      continue  # Tunix's `score/*` and the sum's min, max and mean.
+    curves.setdefault(key, {})[int(record["step"])] = float(record["value"])
+  order = sorted(curves, key=lambda k: (k != "sum", k))
+  return {k: sorted(curves[k].items()) for k in order}
+
+
+def metric_label(row: dict[str, Any]) -> str:
+  """How the text and the figure name a held-out row's metric."""
+  name, _, threshold = row["metric"].partition("@")
+  if name == "exact_match":
+    return f"greedy exact match, threshold {threshold}"
+  if name == "tokens_per_forward":
+    return f"greedy tokens/forward, threshold {threshold}"
+  return f"sampled exact match ({row.get('setting', '')})"
+
+
+def _format(metric: str, value: float, *, change: bool = False) -> str:
+  if metric.startswith("tokens_per_forward"):
+    return f"{value:+.2f}" if change else f"{value:.2f}"
+  return f"{100 * value:+.1f} pts" if change else f"{value:.1%}"
+
+
+def held_out_rows(
+    before: evaluation_lib.HeldOutResult,
+    after: evaluation_lib.HeldOutResult,
+    continued_sft: evaluation_lib.HeldOutResult | None = None,
+) -> list[dict[str, Any]]:
+  """One row per metric: before, after, change ± paired SE (and SFT's)."""
+  grpo = evaluation_lib.compare(before, after)
+  sft = evaluation_lib.compare(before, continued_sft) if continued_sft else {}
+  rows = []
+  for metric, change in grpo.items():
+    row = {
+        "metric": metric,
+        "before": change.before,
+        "after": change.after,
+        "change": change.delta,
+        "change_se": change.se,
+    }
+    if metric == evaluation_lib.SAMPLED:
+      row["setting"] = after.sampled_setting
+    if metric in sft:
+      row.update(
+          continued_sft=sft[metric].after,
+          continued_sft_change=sft[metric].delta,
+          continued_sft_change_se=sft[metric].se,
+      )
+    rows.append(row)
+  return rows
+
+
+def format_text(
+    rows: Sequence[dict[str, Any]],
+    curves: dict[str, list[tuple[int, float]]],
+    *,
+    title: str,
+    num_prompts: int,
+) -> str:
+  """The report as text: the train reward trend and the held-out table."""
+  lines = [title, ""]
+  total = curves.get("sum", [])
+  if total:
+    values = np.asarray([v for _, v in total])
+    span = max(1, len(values) // 10)
+    lines.append(
+        f"train reward ({REWARD_SUM}) over {len(values)} steps: first"
+        f" {span} steps {values[:span].mean():.3f} -> last {span} steps"
+        f" {values[-span:].mean():.3f}"
+    )
+  else:
+    lines.append(f"train reward: no {REWARD_SUM} in metrics.jsonl")
+  sft = any("continued_sft" in r for r in rows)
+  width = max([len(metric_label(r)) + 2 for r in rows] + [24])
+  header = (
+      f"{f'held-out ({num_prompts} prompts)':<{width}}"
+      f"{'before':>9}{'after':>9}{'change ± paired SE':>24}"
+  )
+  if sft:
+    header += f"{'cont. SFT':>11}{'change ± paired SE':>24}"
+  lines += ["", header]
+  for r in rows:
+    m = r["metric"]
+    change = f"{_format(m, r['change'], change=True)} ± {_se(m, r)}"
+    line = (
+        f"{metric_label(r):<{width}}{_format(m, r['before']):>9}"
+        f"{_format(m, r['after']):>9}{change:>24}"
+    )
+    if "continued_sft" in r:
+      sft_change = (
+          f"{_format(m, r['continued_sft_change'], change=True)} ±"
+          f" {_se(m, r, 'continued_sft_change_se')}"
+      )
+      line += f"{_format(m, r['continued_sft']):>11}{sft_change:>24}"
+    lines.append(line)
+  return "\n".join(lines)
+
+
+def _se(metric: str, row: dict[str, Any], key: str = "change_se") -> str:
+  value = row[key]
+  return f"{value:.2f}" if metric.startswith("tokens") else f"{100 * value:.1f}"
+
+
+_AFTER, _SFT = "#1f77b4", "#ff7f0e"
+_CURVE_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#8c564b")
+
+
+def plot_report(
+    curves: dict[str, list[tuple[int, float]]],
+    rows: Sequence[dict[str, Any]],
+    path: str,
+    *,
+    title: str,
+    caption: str,
+) -> None:
+  """The reward curve (left) and held-out exact match bars (right), PNG."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, (left, right) = plt.subplots(
+      1, 2, figsize=(13, 5.2), gridspec_kw=dict(width_ratios=(1, 1.15))
+  )
+  _plot_curves(left, curves)
+  _plot_held_out(right, rows)
+  fig.suptitle(title, fontsize=12)
+  plot_lib.save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 0.95))
+
+
+def _plot_curves(ax, curves) -> None:
+  colors = itertools.cycle(_CURVE_COLORS)
+  for name, points in curves.items():
+    if not points:
+      continue
+    steps, values = map(np.asarray, zip(*points))
+    color = next(colors)
+    label = "total" if name == "sum" else name
+    ax.plot(steps, values, color=color, alpha=0.25, linewidth=1)
+    window = max(1, min(10, len(values) // 5))
+    smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+    ax.plot(
+        steps[window - 1 :],
+        smooth,
+        color=color,
+        linewidth=2,
+        label=label,
+    )
+  if curves:
+    _legend_above(ax, len(curves))
+  else:
+    ax.text(0.5, 0.5, "no reward logged", ha="center", transform=ax.transAxes)
+  ax.set_title(
+      "train reward, mean over rollouts (thin: per step; thick: moving mean)",
+      fontsize=10,
+      pad=24,
+  )
+  ax.set_xlabel("step")
+  ax.set_ylabel("reward")
+  ax.grid(alpha=0.3)
+
+
+def _tokens_per_forward(rows, metric: str) -> str:
+  """`TPF before -> after (SFT x)` of an exact-match row's threshold."""
+  row = next(
+      (
+          r
+          for r in rows
+          if r["metric"] == metric.replace("exact_match", "tokens_per_forward")
+      ),
+      None,
+  )
+  if row is None:
+    return ""
+  text = f"\ntokens/forward {row['before']:.2f} → {row['after']:.2f}"
+  if "continued_sft" in row:
+    text += f" (SFT {row['continued_sft']:.2f})"
+  return text
+
+
+def _plot_held_out(ax, all_rows) -> None:
+  """Each held-out exact match's change, in points, with its paired SE.
+
+  A run moves exact match by a point or two: on a 0-100 % axis that is a
+  hair's width, so the axis is the change itself, centred on zero, and the
+  absolute values stand beside each dot.
+  """
+  rows = [r for r in all_rows if "exact_match" in r["metric"]]
+  series = [("", "after GRPO", _AFTER)]
+  if any("continued_sft" in r for r in rows):
+    series.append(("continued_sft_", "continued SFT", _SFT))
+  offset = 0.36 / len(series)
+  positions = np.arange(len(rows))[::-1]
+  reach = 1.0  # Half-width of the axis, in points.
+  for k, (prefix, label, color) in enumerate(series):
+    changes = np.asarray([100 * r.get(prefix + "change", np.nan) for r in rows])
+    errors = np.asarray(
+        [100 * r.get(prefix + "change_se", np.nan) for r in rows]
+    )
+    y = positions + (len(series) - 1 - 2 * k) * offset
+    ax.errorbar(
+        changes, y, xerr=errors, fmt="o", color=color, capsize=4, label=label
+    )
+    after_key = "after" if not prefix else "continued_sft"
+    for x, yi, e, r in zip(changes, y, errors, rows):
+      if not np.isfinite(x):
+        continue
+      reach = max(reach, abs(x) + (e if np.isfinite(e) else 0))
+      ax.annotate(
+          f"{x:+.1f} ± {e:.1f}  ({100 * r['before']:.1f} →"
+          f" {100 * r[after_key]:.1f} %)",
+          (x, yi),
+          textcoords="offset points",
+          xytext=(0, 8),
+          ha="center",
+          fontsize=8,
+          bbox=dict(facecolor="white", edgecolor="none", pad=1),
+      )
+  labels = [
+      metric_label(r).replace(" (", "\n(")
+      + _tokens_per_forward(all_rows, r["metric"])
+      for r in rows
+  ]
+  ax.axvline(0.0, color="black", linewidth=1)
+  ax.set_yticks(positions, labels, fontsize=9)
+  ax.set_ylim(-0.6, len(rows) - 0.4)
+  ax.set_xlim(-1.6 * reach, 1.6 * reach)
+  ax.set_xlabel("change in held-out exact match (points), ± paired SE")
+  ax.set_title("held-out exact match: change from before", fontsize=10, pad=24)
+  ax.grid(axis="x", alpha=0.3)
+  _legend_above(ax, len(series))
+
+
+def _legend_above(ax, columns: int) -> None:
+  """The legend in one row between the title and the axes: over no data."""
+  ax.legend(
+      fontsize=8,
+      loc="lower center",
+      bbox_to_anchor=(0.5, 1.0),
+      ncol=columns,
+      frameon=False,
+  )
 
 
 def caption(
@@ -59,12 +332,10 @@ def write_report(
   Returns:
     The JSON content written.
   """
-  curves = content_lib.reward_curves(workdir)
-  rows = content_lib.held_out_rows(before, after, continued_sft)
+  curves = reward_curves(workdir)
+  rows = held_out_rows(before, after, continued_sft)
   num_prompts = len(next(iter(before.greedy.values())).correct)
-  text = content_lib.format_text(
-      rows, curves, title=title, num_prompts=num_prompts
-  )
+  text = format_text(rows, curves, title=title, num_prompts=num_prompts)
   content = {
       **(extra or {}),
       "held_out": rows,
@@ -76,7 +347,7 @@ def write_report(
     content["continued_sft"] = continued_sft.to_json()
   report_lib.write_json(os.path.join(workdir, "report.json"), content)
   files.write_text(os.path.join(workdir, "report.txt"), text + "\n")
-  report_plot.plot_report(
+  plot_report(
       curves,
       rows,
       os.path.join(workdir, "report.png"),

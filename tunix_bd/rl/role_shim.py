@@ -12,7 +12,8 @@ mesh fails with JAX's "incompatible devices" error. `rebind_meshes` walks
 every module (and every `Variable`'s metadata) and rebinds each such value,
 however deeply it sits in tuples, lists, dicts and partials, to the new mesh.
 It never touches parameter values or partition specs, and it fails closed
-before changing anything.
+before changing anything. `copy_params` copies synced weights into the
+rollout's own buffers, device to device, across meshes too.
 
 Tunix's own Qwen3 holds no static mesh (it reads the ambient mesh at trace
 time), so on it the shim rebinds 0 values. Only the diffusion rollout calls
@@ -23,14 +24,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, Mapping
 
 from absl import logging
 from flax import nnx
 import jax
+import jax.numpy as jnp
 from jax.sharding import Mesh
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec
+import numpy as np
 from tunix_bd import compat
 from tunix_bd import mesh as mesh_lib
 
@@ -257,3 +261,83 @@ def place_on_mesh(
   placed = nnx.merge(graphdef, moved)
   rebind_meshes(placed, mesh)
   return placed
+
+
+def _copies(tree):
+  """Device copies of `tree`'s arrays (new buffers, never the inputs)."""
+  return jax.tree.map(jnp.copy, tree)
+
+
+_fresh_copy = jax.jit(_copies)  # On their own shardings, in one call.
+
+
+def _staging(
+    sharding: jax.sharding.Sharding, shape: tuple[int, ...], parts: int
+) -> jax.sharding.NamedSharding:
+  """`sharding`'s devices holding a leaf in `parts` pieces.
+
+  The leaf is split along its first dimension that `parts` divides
+  (replicated if none), each piece on `devices / parts` devices.
+  """
+  devices = sorted(sharding.device_set, key=lambda d: d.id)
+  mesh = jax.sharding.Mesh(
+      np.array(devices).reshape(-1, parts), ("copies", "parts")
+  )
+  dim = next((i for i, n in enumerate(shape) if n % parts == 0), None)
+  spec = () if dim is None else (None,) * dim + ("parts",)
+  return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
+
+
+def _copy_across_meshes(params, target):
+  """Copies of `params` placed as `target`'s leaves, device to device.
+
+  JAX moves an array to other devices without the host only where each
+  destination shard is a shard the source already holds; otherwise (e.g.
+  actor norms that its train step returns split over `fsdp`, or a rollout
+  mesh with other axes) it goes through the host, which the transfer
+  guards of Tunix's `sync_weights` forbid on CPU (and which is slow
+  anywhere). So each leaf is first resharded on its own devices into
+  `gcd(source devices, target devices)` pieces, the same pieces on the
+  target's devices, copied across, then resharded as the target.
+
+  Args:
+    params: the actor's state.
+    target: the rollout's state (same tree), giving the shardings.
+  """
+  parts = jax.tree.map(
+      lambda a, b: math.gcd(
+          len(a.sharding.device_set), len(b.sharding.device_set)
+      ),
+      params,
+      target,
+  )
+
+  def out(tree):
+    return jax.tree.map(
+        lambda x, k: _staging(x.sharding, x.shape, k), tree, parts
+    )
+
+  staged = jax.jit(_copies, out_shardings=out(params))(params)
+  moved = compat.reshard_pytree(staged, out(target))
+  shardings = jax.tree.map(lambda x: x.sharding, target)
+  return jax.jit(_copies, out_shardings=shardings)(moved)
+
+
+def copy_params(params, target):
+  """Fresh copies of `params` placed as `target`'s leaves, device to device.
+
+  Args:
+    params: the actor's filtered state (on the actor mesh).
+    target: the rollout's state (same tree), giving the shardings.
+  """
+  placed_alike = jax.tree.map(
+      lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
+      params,
+      target,
+  )
+  if all(jax.tree.leaves(placed_alike)):
+    # One mesh (the default): one compiled copy, so the rollout never
+    # shares (or loses, to donation) the actor's arrays; Tunix's reshard
+    # would return them as they are, after starting a logging thread.
+    return _fresh_copy(params)
+  return _copy_across_meshes(params, target)

@@ -21,7 +21,7 @@ Why each rule (docs/design.md "Why the rollout rules"):
     synced and would go stale after the first optimizer step.
   * `update_params` copies device to device: on CPU Tunix syncs under
     transfer guards that forbid host round trips. On one mesh it is one
-    compiled copy; across meshes, a staged copy (`_copy_across_meshes`).
+    compiled copy; across meshes, a staged copy (`role_shim.copy_params`).
   * Row seeds derive from (seed, mode, global step, call index within that
     step and mode), set by `set_generation_context`, so train and eval
     streams are independent and a resumed run draws the same rollouts.
@@ -39,14 +39,12 @@ Why each rule (docs/design.md "Why the rollout rules"):
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from typing import Any, Iterator, Mapping, Sequence
 
 from absl import logging
 from flax import nnx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from tunix_bd import compat
@@ -59,67 +57,6 @@ from tunix_bd.core import tunix_layout
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
-
-
-def _copies(tree):
-  """Device copies of `tree`'s arrays (new buffers, never the inputs)."""
-  return jax.tree.map(jnp.copy, tree)
-
-
-_fresh_copy = jax.jit(_copies)  # On their own shardings, in one call.
-
-
-def _staging(
-    sharding: jax.sharding.Sharding, shape: tuple[int, ...], parts: int
-) -> jax.sharding.NamedSharding:
-  """`sharding`'s devices holding a leaf in `parts` pieces.
-
-  The leaf is split along its first dimension that `parts` divides
-  (replicated if none), each piece on `devices / parts` devices.
-  """
-  devices = sorted(sharding.device_set, key=lambda d: d.id)
-  mesh = jax.sharding.Mesh(
-      np.array(devices).reshape(-1, parts), ("copies", "parts")
-  )
-  dim = next((i for i, n in enumerate(shape) if n % parts == 0), None)
-  spec = () if dim is None else (None,) * dim + ("parts",)
-  return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
-
-
-def _copy_across_meshes(params, target):
-  """Copies of `params` placed as `target`'s leaves, device to device.
-
-  JAX moves an array to other devices without the host only where each
-  destination shard is a shard the source already holds; otherwise (e.g.
-  actor norms that its train step returns split over `fsdp`, or a rollout
-  mesh with other axes) it goes through the host, which the transfer
-  guards of Tunix's `sync_weights` forbid on CPU (and which is slow
-  anywhere). So each leaf is first resharded on its own devices into
-  `gcd(source devices, target devices)` pieces, the same pieces on the
-  target's devices, copied across, then resharded as the target.
-
-  Args:
-    params: the actor's state.
-    target: the rollout's state (same tree), giving the shardings.
-  """
-  parts = jax.tree.map(
-      lambda a, b: math.gcd(
-          len(a.sharding.device_set), len(b.sharding.device_set)
-      ),
-      params,
-      target,
-  )
-
-  def out(tree):
-    return jax.tree.map(
-        lambda x, k: _staging(x.sharding, x.shape, k), tree, parts
-    )
-
-  staged = jax.jit(_copies, out_shardings=out(params))(params)
-  moved = compat.reshard_pytree(staged, out(target))
-  shardings = jax.tree.map(lambda x: x.sharding, target)
-  return jax.jit(_copies, out_shardings=shardings)(moved)
-
 
 # Row-seed streams: the mode is part of the seed, so evaluation never draws
 # from (or advances) the training stream.
@@ -445,19 +382,7 @@ class DiffusionRollout(compat.BaseRollout):
         or `nnx.LoRAParam` with LoRA).
     """
     target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
-    placed_alike = jax.tree.map(
-        lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
-        params,
-        target,
-    )
-    if all(jax.tree.leaves(placed_alike)):
-      # One mesh (the default): one compiled copy, so the rollout never
-      # shares (or loses, to donation) the actor's arrays; Tunix's reshard
-      # would return them as they are, after starting a logging thread.
-      placed = _fresh_copy(params)
-    else:
-      placed = _copy_across_meshes(params, target)
-    nnx.update(self._model, placed)
+    nnx.update(self._model, role_shim.copy_params(params, target))
     logging.log_first_n(logging.INFO, "rollout weights synced.", 1)
 
   def pad_id(self) -> int:

@@ -16,14 +16,19 @@ GRPO's policy and reference) identifies each one once, before any compute
     wrote it when it lies inside the working directory; never an absolute
     path.
 
-Data files enter fingerprints by content too (`run.stage.section_fields`).
+Data files enter fingerprints by content too. `section_fields` is the one
+fingerprint rule of a typed section (`run.stage`'s docstring), and
+`check_directories` fails closed on a checkpoint directory a run cannot read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any, Callable
 
+from tunix_bd import config_utils
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.models import checkpoint_digest
 
 
@@ -81,3 +86,110 @@ def portable_path(
   if relative == os.pardir or relative.startswith(os.pardir + os.sep):
     return None
   return relative
+
+
+def checkpoint_directories(settings) -> dict[str, str]:
+  """`{key: path}` of the checkpoints a `model` section makes a run read.
+
+  Required ones even when empty, optional ones when set; none that
+  `random_init` replaces.
+  """
+  random_init = getattr(settings, "random_init", False)
+  paths = {}
+  for field in dataclasses.fields(settings):
+    if config_utils.source_kind(field) != config_utils.CHECKPOINT:
+      continue
+    required = field.metadata.get("required")
+    path = getattr(settings, field.name)
+    if (required and not random_init) or (not required and path):
+      paths[field.name] = path
+  return paths
+
+
+# The commands that make the inputs of the configs' other variants (the
+# `directory_hint`s name those of the embedded default).
+_TUNIX_RUN = "tunix run --plugin tunix_bd"
+_MADE_BY = {
+    "runs/ar_pretrain_long/export": f"{_TUNIX_RUN} ar_pretrain.py:long",
+    "runs/quickstart_long/sft/export": f"{_TUNIX_RUN} quickstart.py:long",
+    "runs/sft_long8/export": f"{_TUNIX_RUN} sft.py:long8",
+    "runs/sft_weak/export": (
+        f"{_TUNIX_RUN} sft.py --config.train.max_steps=100"
+        " --config.model.checkpoint=runs/quickstart/ar_pretrain/export"
+        " --config.workdir=runs/sft_weak"
+    ),
+}
+
+
+def _missing_hint(settings, key: str, path: str) -> str:
+  for made, command in _MADE_BY.items():
+    if os.path.abspath(path) == os.path.abspath(made):
+      return f"; make it with `{command}`."
+  return settings.directory_hint(key) or "."
+
+
+def check_directories(settings, section: str = "model") -> None:
+  """Fails closed on a checkpoint directory that does not exist, is a
+  run's workdir rather than its export, or whose `*.safetensors` files are
+  cut short (`checkpoint_digest`)."""
+  for key, path in checkpoint_directories(settings).items():
+    if not os.path.isdir(path):
+      raise ValueError(
+          f"{section}.{key}={path!r} is not a directory"
+          f"{_missing_hint(settings, key, path)}"
+      )
+    export = os.path.join(path, "export")
+    if not os.path.exists(os.path.join(path, "config.json")) and (
+        os.path.isfile(os.path.join(export, "config.json"))
+    ):
+      raise ValueError(
+          f"{section}.{key}={path!r} is a run's workdir; its model is"
+          f" {export!r}: pass that."
+      )
+    try:
+      checkpoint_digest.check_weight_files(path)
+    except ValueError as e:
+      raise ValueError(f"{section}.{key}={path!r}: {e}") from e
+
+
+def section_fields(
+    settings: Any, identify: Callable[[str], SourceCheckpoint]
+) -> dict[str, Any]:
+  """A typed section's fingerprint fields: the one rule (module docstring).
+
+  Args:
+    settings: a settings dataclass instance, or a tuple of them (one
+      section of several concerns; their fields are merged).
+    identify: `path -> SourceCheckpoint`, for the checkpoints
+      the section makes the run read.
+
+  Raises:
+    ValueError: if `settings` is not a dataclass instance.
+  """
+  if isinstance(settings, tuple):
+    return {
+        k: v
+        for part in settings
+        for k, v in section_fields(part, identify).items()
+    }
+  if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
+    raise ValueError(
+        f"settings must be a dataclass instance, got {type(settings).__name__}."
+    )
+  read = checkpoint_directories(settings)
+  fields = {}
+  for field in dataclasses.fields(settings):
+    if config_utils.is_resumable(field):
+      continue
+    value = getattr(settings, field.name)
+    kind = config_utils.source_kind(field)
+    if dataclasses.is_dataclass(value):
+      value = section_fields(value, identify)
+    elif kind == config_utils.CHECKPOINT:
+      path = read.get(field.name)
+      value = identify(path).fingerprint_field() if path else None
+    elif kind == config_utils.FILE and value:
+      digest = checkpoint_digest.digest_file(value)
+      value = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
+    fields[field.name] = value
+  return fields

@@ -22,14 +22,12 @@ sections of SFT and AR pretraining.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.models import bd_formats_export
-from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import export as export_lib
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
@@ -390,67 +388,3 @@ class ArEvalSettings:
   def __post_init__(self):
     for key in ("max_new_tokens", "batch_size"):
       config_utils.check_int(f"eval.{key}", getattr(self, key), 1)
-
-
-def checkpoint_directories(settings) -> dict[str, str]:
-  """`{key: path}` of the checkpoints a `model` section makes a run read.
-
-  Required ones even when empty, optional ones when set; none that
-  `random_init` replaces.
-  """
-  random_init = getattr(settings, "random_init", False)
-  paths = {}
-  for field in dataclasses.fields(settings):
-    if config_utils.source_kind(field) != _CHECKPOINT:
-      continue
-    required = field.metadata.get("required")
-    path = getattr(settings, field.name)
-    if (required and not random_init) or (not required and path):
-      paths[field.name] = path
-  return paths
-
-
-# The commands that make the inputs of the configs' other variants (the
-# `directory_hint`s name those of the embedded default).
-_TUNIX_RUN = "tunix run --plugin tunix_bd"
-_MADE_BY = {
-    "runs/ar_pretrain_long/export": f"{_TUNIX_RUN} ar_pretrain.py:long",
-    "runs/quickstart_long/sft/export": f"{_TUNIX_RUN} quickstart.py:long",
-    "runs/sft_long8/export": f"{_TUNIX_RUN} sft.py:long8",
-    "runs/sft_weak/export": (
-        f"{_TUNIX_RUN} sft.py --config.train.max_steps=100"
-        " --config.model.checkpoint=runs/quickstart/ar_pretrain/export"
-        " --config.workdir=runs/sft_weak"
-    ),
-}
-
-
-def _missing_hint(settings, key: str, path: str) -> str:
-  for made, command in _MADE_BY.items():
-    if os.path.abspath(path) == os.path.abspath(made):
-      return f"; make it with `{command}`."
-  return settings.directory_hint(key) or "."
-
-
-def check_directories(settings, section: str = "model") -> None:
-  """Fails closed on a checkpoint directory that does not exist, is a
-  run's workdir rather than its export, or whose `*.safetensors` files are
-  cut short (`checkpoint_digest`)."""
-  for key, path in checkpoint_directories(settings).items():
-    if not os.path.isdir(path):
-      raise ValueError(
-          f"{section}.{key}={path!r} is not a directory"
-          f"{_missing_hint(settings, key, path)}"
-      )
-    export = os.path.join(path, "export")
-    if not os.path.exists(os.path.join(path, "config.json")) and (
-        os.path.isfile(os.path.join(export, "config.json"))
-    ):
-      raise ValueError(
-          f"{section}.{key}={path!r} is a run's workdir; its model is"
-          f" {export!r}: pass that."
-      )
-    try:
-      checkpoint_digest.check_weight_files(path)
-    except ValueError as e:
-      raise ValueError(f"{section}.{key}={path!r}: {e}") from e

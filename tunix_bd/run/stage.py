@@ -29,12 +29,12 @@ A benchmark recipe takes step 1 alone, then builds its arms, measures and
 writes its report (`benchmarks`, outside the library); one that writes a single
 report file rather than a workdir passes `writes="output"`.
 
-The fingerprint rule (`section_fields`, over the config's fields): every
-field of every typed section, but those declared `config_utils.resumable()`;
-checkpoints and data files (`config_utils.source`) by the digests of their
-contents; plus the recipe, the seed and what the recipe derives from its
-sources (tokenizer digests, the block-diffusion settings, stop ids). The
-same in every recipe.
+The fingerprint rule (`provenance.section_fields`, over the config's
+fields): every field of every typed section, but those declared
+`config_utils.resumable()`; checkpoints and data files
+(`config_utils.source`) by the digests of their contents; plus the recipe,
+the seed and what the recipe derives from its sources (tokenizer digests,
+the block-diffusion settings, stop ids). The same in every recipe.
 """
 
 from __future__ import annotations
@@ -53,11 +53,9 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats_export
-from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_source
 from tunix_bd.run import models
 from tunix_bd.run import provenance
-from tunix_bd.run import sections as sections_lib
 from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import workdir as workdir_lib
 from tunix_bd.training import options
@@ -92,49 +90,6 @@ def build_section(config: ml_collections.ConfigDict, name: str, spec: Any):
   if hasattr(spec, "from_config_dict"):  # Its own builder (`corruption`).
     return spec.from_config_dict(config[name])
   return config_utils.from_section(spec, config[name], name)
-
-
-def section_fields(
-    settings: Any, identify: Callable[[str], provenance.SourceCheckpoint]
-) -> dict[str, Any]:
-  """A typed section's fingerprint fields: the one rule (module docstring).
-
-  Args:
-    settings: a settings dataclass instance, or a tuple of them (one
-      section of several concerns; their fields are merged).
-    identify: `path -> provenance.SourceCheckpoint`, for the checkpoints
-      the section makes the run read.
-
-  Raises:
-    ValueError: if `settings` is not a dataclass instance.
-  """
-  if isinstance(settings, tuple):
-    return {
-        k: v
-        for part in settings
-        for k, v in section_fields(part, identify).items()
-    }
-  if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
-    raise ValueError(
-        f"settings must be a dataclass instance, got {type(settings).__name__}."
-    )
-  read = sections_lib.checkpoint_directories(settings)
-  fields = {}
-  for field in dataclasses.fields(settings):
-    if config_utils.is_resumable(field):
-      continue
-    value = getattr(settings, field.name)
-    kind = config_utils.source_kind(field)
-    if dataclasses.is_dataclass(value):
-      value = section_fields(value, identify)
-    elif kind == config_utils.CHECKPOINT:
-      path = read.get(field.name)
-      value = identify(path).fingerprint_field() if path else None
-    elif kind == config_utils.FILE and value:
-      digest = checkpoint_digest.digest_file(value)
-      value = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"
-    fields[field.name] = value
-  return fields
 
 
 class Stage(Generic[SettingsT]):
@@ -191,7 +146,7 @@ class Stage(Generic[SettingsT]):
     })
     model = getattr(self.settings, "model", None)
     if paths and model is not None:
-      sections_lib.check_directories(model)
+      provenance.check_directories(model)
     self.fingerprint: dict[str, Any] | None = None
     self._identified: dict[str, provenance.SourceCheckpoint] = {}
 
@@ -227,7 +182,9 @@ class Stage(Generic[SettingsT]):
       The fingerprint (also `self.fingerprint`), to write into checkpoints.
     """
     sections = {
-        f.name: section_fields(getattr(self.settings, f.name), self.identify)
+        f.name: provenance.section_fields(
+            getattr(self.settings, f.name), self.identify
+        )
         for f in dataclasses.fields(self.settings)
     }
     fields = {

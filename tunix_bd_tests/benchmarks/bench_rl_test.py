@@ -12,7 +12,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 from benchmarks import step_phases
 from benchmarks.recipes import bench_rl
-from tunix_bd.core import replay as replay_lib
+from tunix_bd.core import canvases
 
 
 def _smoke(workdir: str):
@@ -69,7 +69,7 @@ class SmokeTest(absltest.TestCase):
     self.assertEqual(context % size, 0)
     width = self.config.rollout.max_prompt_length + budget
     self.assertBetween(context, size, -(-width // size) * size)
-    bucket = replay_lib.canvas_bucket(replay["max_canvases_per_row"], size)
+    bucket = canvases.canvas_bucket(replay["max_canvases_per_row"], size)
     self.assertEqual(replay["tokens_per_row"], context + bucket * size)
 
   def test_rollouts_stay_within_the_token_budget(self):

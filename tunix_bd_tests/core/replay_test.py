@@ -255,13 +255,13 @@ class ReplayTest(parameterized.TestCase):
       got = _replay(trace)
       # One group of canvases: scored with the clean context in one forward.
       self.assertLessEqual(
-          canvases.count_canvases(trace), replay.group_size(_BLOCK)
+          canvases.count_canvases(trace), canvases.group_size(_BLOCK)
       )
       self.assertEqual(
           _CALLS,
           [
-              replay.static_context_length(trace)
-              + replay.static_num_canvases(trace) * _BLOCK
+              canvases.static_context_length(trace)
+              + canvases.static_num_canvases(trace) * _BLOCK
           ],
       )
       want = np.asarray(replay_reference.unpacked_log_probs(_MODEL, trace))
@@ -279,8 +279,8 @@ class ReplayTest(parameterized.TestCase):
         temperature=0.7,
         seed=5,
     )
-    group = replay.group_size(_BLOCK)
-    context = replay.static_context_length(trace)
+    group = canvases.group_size(_BLOCK)
+    context = canvases.static_context_length(trace)
     got = _replay_shaped(trace, num_canvases=2 * group, context_length=context)
     # A forward writes the context to the cache, then one per group that
     # holds a canvas (groups past every row's last canvas are skipped).
@@ -300,10 +300,10 @@ class ReplayTest(parameterized.TestCase):
     ]
     need = int(max(position // _BLOCK * _BLOCK for position in last))
     self.assertEqual(canvases.context_length(trace), need)
-    self.assertEqual(replay.static_context_length(trace), need)
+    self.assertEqual(canvases.static_context_length(trace), need)
     # Positions past it are never attended: a longer context scores alike.
     whole = len(trace.prompt_tokens[0]) + len(trace.tokens[0])  # 8 + 11.
-    count = replay.static_num_canvases(trace)
+    count = canvases.static_num_canvases(trace)
     longer = _replay_shaped(trace, num_canvases=count, context_length=whole)
     self.assertEqual(_CALLS, [20 + count * _BLOCK])  # In whole blocks.
     np.testing.assert_allclose(longer, _replay(trace), atol=1e-5, rtol=0)
@@ -317,12 +317,12 @@ class ReplayTest(parameterized.TestCase):
   )
   def test_canvas_counts_round_to_a_bucket(self, count, bucket):
     # Block 4: groups of 16 canvases; a power of two below one group.
-    self.assertEqual(replay.group_size(_BLOCK), 16)
-    self.assertEqual(replay.canvas_bucket(count, _BLOCK), bucket)
+    self.assertEqual(canvases.group_size(_BLOCK), 16)
+    self.assertEqual(canvases.canvas_bucket(count, _BLOCK), bucket)
     trace = _simulate(_MODEL, _config(bd_config.SHIFTED), seed=5)
     self.assertEqual(
-        replay.static_num_canvases(trace),
-        replay.canvas_bucket(canvases.count_canvases(trace), _BLOCK),
+        canvases.static_num_canvases(trace),
+        canvases.canvas_bucket(canvases.count_canvases(trace), _BLOCK),
     )
 
   def test_a_replayer_scores_under_a_given_state(self):
@@ -517,8 +517,8 @@ class ChunkedReplayTest(parameterized.TestCase):
     shape = {}
     if groups:
       shape = dict(
-          num_canvases=groups * replay.group_size(_BLOCK),
-          context_length=replay.static_context_length(trace),
+          num_canvases=groups * canvases.group_size(_BLOCK),
+          context_length=canvases.static_context_length(trace),
       )
     weights = np.random.default_rng(0).standard_normal(trace.tokens.shape)
 

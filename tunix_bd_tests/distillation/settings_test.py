@@ -1,12 +1,11 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of `tunix_bd.distillation.settings`: OPD's `train` section split."""
+"""Tests of OPD's `train` section: `TrainSettings` and `TimeBudget`, split."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import ml_collections
 
-from tunix_bd.distillation import settings
 from tunix_bd.training import options
 
 _TRAIN = dict(
@@ -23,16 +22,20 @@ _TRAIN = dict(
 )
 
 
+def _split(section):
+  return options.split_train_section(section, options.TimeBudget)
+
+
 class TrainSettingsTest(parameterized.TestCase):
 
   def test_splits_train_settings_from_the_time_budget(self):
     section = ml_collections.ConfigDict(dict(_TRAIN, time_budget_s=30))
-    train, budget = settings.train_settings(section)
+    train, budget = _split(section)
     self.assertEqual(train, options.TrainSettings(**_TRAIN))
     self.assertEqual(budget.seconds, 30.0)
-    _, none = settings.train_settings(dict(_TRAIN, time_budget_s=0.0))
+    _, none = _split(dict(_TRAIN, time_budget_s=0.0))
     self.assertIsNone(none.seconds)
-    _, absent = settings.train_settings(_TRAIN)
+    _, absent = _split(_TRAIN)
     self.assertIsNone(absent.seconds)
 
   @parameterized.named_parameters(
@@ -43,13 +46,13 @@ class TrainSettingsTest(parameterized.TestCase):
   )
   def test_a_bad_budget_names_its_key(self, value):
     with self.assertRaisesRegex(ValueError, r"train\.time_budget_s"):
-      settings.train_settings(dict(_TRAIN, time_budget_s=value))
+      _split(dict(_TRAIN, time_budget_s=value))
 
   def test_other_keys_are_checked_by_train_settings(self):
     with self.assertRaisesRegex(ValueError, r"unknown train config keys"):
-      settings.train_settings(dict(_TRAIN, max_step=3))
+      _split(dict(_TRAIN, max_step=3))
     with self.assertRaisesRegex(ValueError, r"train\.warmup_steps"):
-      settings.train_settings(dict(_TRAIN, warmup_steps=10))
+      _split(dict(_TRAIN, warmup_steps=10))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.distillation import trainer as trainer_lib
+from tunix_bd.distillation import wiring
 from tunix_bd.generate import denoise
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd_tests import test_common
@@ -92,7 +92,7 @@ def _train(
       checkpoint_root_directory=checkpoint_dir,
       checkpointing_options=ocp.CheckpointManagerOptions(save_interval_steps=1),
   )
-  trainer = trainer_lib.OpdTrainer(
+  trainer = wiring.OpdTrainer(
       student,
       teacher,
       strategy_cls(bd=_BD, vocab_size=256, canvas=canvas),
@@ -168,7 +168,7 @@ class OpdTrainerTest(absltest.TestCase):
           seed=0,
           eos_id=_TOKENIZER.eos_token_id,
       )
-      trainer_lib.OpdTrainer(
+      wiring.OpdTrainer(
           test_common.tiny_qwen3(256),
           test_common.tiny_qwen3(256, seed=1),
           strategy_lib.DiffusionOpdStrategy(bd=_BD, vocab_size=256),

@@ -11,7 +11,6 @@ from tunix_bd import config_utils
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.run import provenance
-from tunix_bd.run import sections
 from tunix_bd_tests.evaluation import comparison_test
 
 _HF = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
@@ -47,7 +46,7 @@ class CompareModelSettingsTest(absltest.TestCase):
           r" writes runs/quickstart/ar_pretrain/export \(AR\) and"
           r" runs/quickstart/sft/export \(its conversion\)\.$",
       ):
-        sections.check_directories(_model(**paths))
+        provenance.check_directories(_model(**paths))
 
   def test_an_unconverted_model_is_refused(self):
     with self.assertRaisesRegex(

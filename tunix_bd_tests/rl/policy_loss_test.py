@@ -241,9 +241,11 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
     part = rl_utils.get_batch_slice(example, slice(1, 3))
     self.assertEqual(part.trace.bd, self.trace.bd)
     # The static replay shape is the whole batch's, a bound for any slice.
-    self.assertEqual(part.num_canvases, replay.static_num_canvases(self.trace))
     self.assertEqual(
-        part.context_length, replay.static_context_length(self.trace)
+        part.num_canvases, canvases.static_num_canvases(self.trace)
+    )
+    self.assertEqual(
+        part.context_length, canvases.static_context_length(self.trace)
     )
     np.testing.assert_allclose(
         replayer.compiled_replay_log_probs(self.model, part.trace),
@@ -258,7 +260,7 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
     # case the jitted loss assumes.
     size, width = self.trace.bd.block_size, self.trace.tokens.shape[1]
     worst = canvases.num_completion_blocks(size, width) * size
-    self.assertLess(example.num_canvases, replay.canvas_bucket(worst, size))
+    self.assertLess(example.num_canvases, canvases.canvas_bucket(worst, size))
     whole = self.trace.prompt_tokens.shape[1] + width
     self.assertLess(example.context_length, whole)
     config = _grpo_config(beta=0.04)

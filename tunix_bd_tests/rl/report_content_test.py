@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.rl.report_content: curves logged as Tunix's RL does.
+"""Tests for tunix_bd.rl.report's reward curves: logged as Tunix's RL does.
 
 The held-out rows and the text are checked through `write_report`
 (`report_test`).
@@ -9,7 +9,7 @@ The held-out rows and the text are checked through `write_report`
 import tempfile
 
 from absl.testing import absltest
-from tunix_bd.rl import report_content
+from tunix_bd.rl import report
 from tunix_bd_tests.rl import rl_test_common
 
 
@@ -21,7 +21,7 @@ class RewardCurvesTest(absltest.TestCase):
 
   def test_reward_curves_read_tunix_names(self):
     rl_test_common.log_rewards_like_tunix(self.workdir, [1, 1, 2, 3])
-    curves = report_content.reward_curves(self.workdir)
+    curves = report.reward_curves(self.workdir)
     self.assertEqual(list(curves), ["sum", "exact_match", "partial_credit"])
     self.assertEqual([s for s, _ in curves["sum"]], [1, 2, 3])
     for (_, total), (_, e), (_, p) in zip(

@@ -15,7 +15,6 @@ from tunix_bd.recipes import grpo
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
-from tunix_bd.rl import report_plot
 from tunix_bd.rl import results
 from tunix_bd.run import stage as stage_lib
 
@@ -151,7 +150,7 @@ class GrpoResultsTest(absltest.TestCase):
         train_seconds=1.5,
     )
     with mock.patch.object(
-        report_plot, "plot_report", wraps=report_plot.plot_report
+        report, "plot_report", wraps=report.plot_report
     ) as plot:
       content = got.write_report(workdir, run, "the initial policy")
     with open(os.path.join(workdir, "report.json")) as f:

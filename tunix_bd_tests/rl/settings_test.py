@@ -13,6 +13,7 @@ from tunix_bd import compat
 from tunix_bd import config_files
 from tunix_bd.recipes import grpo
 from tunix_bd.rl import settings as settings_lib
+from tunix_bd.run import provenance
 from tunix_bd.run import stage as stage_lib
 
 _VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
@@ -209,7 +210,7 @@ class LearnerSettingTest(absltest.TestCase):
     run = _settings(_config("smoke"))
     self.assertEqual(run.grpo.learner, settings_lib.TUNIX_BD_LEARNER)
     # Another learner is another loss: a resume may not change it.
-    fields = stage_lib.section_fields(run.grpo, identify=None)
+    fields = provenance.section_fields(run.grpo, identify=None)
     self.assertEqual(fields["learner"], settings_lib.TUNIX_BD_LEARNER)
 
   def test_tunix_s_learner_needs_prepared_diffusion_rollouts(self):

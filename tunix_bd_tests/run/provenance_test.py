@@ -22,7 +22,6 @@ from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import sft
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
-from tunix_bd.run import stage as stage_lib
 from tunix_bd_tests import test_common
 
 
@@ -52,7 +51,7 @@ class DataFieldsTest(absltest.TestCase):
 
   def fields(self, **data):
     settings = rl_settings.DataSettings(**data)
-    return stage_lib.section_fields(settings, provenance.identify)
+    return provenance.section_fields(settings, provenance.identify)
 
   def test_files_enter_by_content(self):
     root = self.create_tempdir().full_path
