@@ -344,7 +344,8 @@ class ReplayTest(parameterized.TestCase):
   def test_replay_logits_are_the_distributions_of_replay_log_probs(self):
     bd = _config(bd_config.SAME_POSITION)
     trace = _simulate(_MODEL, bd, temperature=0.7, seed=6)
-    logits = np.asarray(replay.replay_logits(_QWEN3, trace))
+    logits = nnx.jit(lambda m: replay.replay_logits(m, trace))(_QWEN3)
+    logits = np.asarray(logits)
     self.assertEqual(logits.shape, trace.tokens.shape + (_VOCAB,))
     generated = trace.action_step >= 0
     np.testing.assert_array_equal(logits[~generated], 0.0)
@@ -542,9 +543,10 @@ class ChunkedReplayTest(parameterized.TestCase):
         jax.tree.leaves(nnx.to_pure_dict(got_grads)),
     ):
       self.assertLess(_rel(got_leaf, want_leaf), 1e-6)
-    # The rows themselves: the head maps them to `replay_logits`.
-    rows = replay.replay_hidden(_QWEN3, trace, **shape)
-    logits = replay.replay_logits(_QWEN3, trace, **shape)
+    # The rows themselves: the head maps them to `replay_logits` (both
+    # compiled, not op by op).
+    rows = nnx.jit(lambda m: replay.replay_hidden(m, trace, **shape))(_QWEN3)
+    logits = nnx.jit(lambda m: replay.replay_logits(m, trace, **shape))(_QWEN3)
     head = lm_head.model_head(_QWEN3, _MASK)
     generated = trace.action_step >= 0
     np.testing.assert_allclose(

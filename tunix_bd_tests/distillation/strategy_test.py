@@ -167,7 +167,10 @@ class StrategyTest(parameterized.TestCase):
     targets = strategy.get_teacher_outputs(
         teacher or self.teacher, {"batch": batch}
     )
-    loss, aux = strategy.get_train_loss(student or self.student, targets, None)
+    # Compiled, not op by op: the same loss, a fraction of the time.
+    loss, aux = nnx.jit(lambda m: strategy.get_train_loss(m, targets, None))(
+        student or self.student
+    )
     return float(loss), aux, batch, targets
 
   @parameterized.product(
@@ -225,9 +228,10 @@ class StrategyTest(parameterized.TestCase):
     for leaf in jax.tree.leaves(batch):
       self.assertIsInstance(leaf, np.ndarray)
     targets = strategy.get_teacher_outputs(self.teacher, {"batch": batch})
-    grads = nnx.grad(lambda m: strategy.get_train_loss(m, targets, None)[0])(
-        self.student
-    )
+    # Compiled, not op by op: the same gradients, a fraction of the time.
+    grads = nnx.jit(
+        nnx.grad(lambda m: strategy.get_train_loss(m, targets, None)[0])
+    )(self.student)
     teacher_logp = jnp.asarray(_brute_teacher_logp(self.teacher, batch, 1.0))
     weights = jnp.asarray(batch.weights)
     full = batch.trace
@@ -252,7 +256,7 @@ class StrategyTest(parameterized.TestCase):
         total += jnp.sum(jnp.where(here, weights * kl, 0.0))
       return total / jnp.sum(weights)
 
-    want = nnx.grad(brute)(self.student)
+    want = nnx.jit(nnx.grad(brute))(self.student)
     for got_leaf, want_leaf in zip(
         jax.tree.leaves(grads), jax.tree.leaves(want)
     ):

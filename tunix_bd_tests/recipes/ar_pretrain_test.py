@@ -3,6 +3,8 @@
 """End-to-end tests of the `ar_pretrain` recipe through the real CLI."""
 
 import collections
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -17,6 +19,7 @@ from tunix.sft import checkpoint_manager
 
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
+from tunix_bd.cli import main
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.training import metrics
@@ -32,6 +35,26 @@ def _tunix(cwd, *args):
       capture_output=True,
       text=True,
       timeout=600,
+  )
+
+
+def _tunix_in_process(cwd, *args):
+  """`tunix ARGS` in this process, for runs that fail before any compute.
+
+  The CLI's own process (one line, exit status, no traceback) is held by
+  cli/cli_test.py's subprocess tests; here only the recipe's checks run,
+  without a fresh interpreter's start-up.
+  """
+  stdout, stderr = io.StringIO(), io.StringIO()
+  before = os.getcwd()
+  os.chdir(cwd)
+  try:
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+      status = main.main(list(args))
+  finally:
+    os.chdir(before)
+  return subprocess.CompletedProcess(
+      args, status, stdout.getvalue(), stderr.getvalue()
   )
 
 
@@ -127,7 +150,7 @@ class ArPretrainTest(absltest.TestCase):
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
   def test_changed_settings_on_resume_fail_naming_the_field(self):
-    proc = _tunix(
+    proc = _tunix_in_process(
         self.cwd,
         "run",
         "--plugin",

@@ -3,10 +3,12 @@
 """End-to-end: quickstart, generate and benchmarks via the CLI.
 
 One tiny quickstart (AR teacher -> SFT -> evaluation) runs through the real
-`tunix` host; the other recipes then run on its exports. A persistent XLA
-cache lets the repeated runs reuse compiled programs.
+`tunix` host; the other recipes, and README.md's "Decoding from Python"
+snippet as written, then run on its exports. A persistent XLA cache lets the
+repeated runs reuse compiled programs.
 """
 
+import ast
 import contextlib
 import io
 import json
@@ -24,6 +26,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import quickstart
+from tunix_bd_tests import readme
 
 # The clone's root, where `python -m benchmarks` imports.
 _REPOSITORY = os.path.dirname(
@@ -67,9 +70,9 @@ class QuickstartTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = absltest.get_default_test_tmpdir()
-    # The run's shared XLA cache (conftest.py), so that these runs and
-    # readme_test's quickstart reuse each other's programs; a cache of their
-    # own when run alone.
+    # The run's shared XLA cache (conftest.py), so that these runs and the
+    # rest of the suite reuse each other's programs; a cache of their own
+    # when run alone.
     cls.env = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
@@ -149,6 +152,39 @@ class QuickstartTest(absltest.TestCase):
     # Output is a pipe, not a terminal: progress lines instead of the bar.
     for stage in ("AR pretraining", "Block-diffusion SFT"):
       self.assertIn(f"[{stage}] step 4/4 (100%)", self.quickstart.stdout)
+
+  def test_readme_decoding_from_python_runs_verbatim(self):
+    # The snippet, extracted from README.md, runs unchanged where the
+    # README's main job wrote `runs/quickstart`.
+    self.assertSucceeded(self.quickstart)
+    snippet = subprocess.run(
+        [sys.executable, "-c", readme.python_snippet("Decoding from Python")],
+        cwd=self.root,
+        env=self.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    self.assertSucceeded(snippet)
+    # Three prints: the completions of two strings, the completion of one
+    # BatchEncoding, then the token-level API's completion of that same
+    # prompt with its tokens per forward.
+    printed = snippet.stdout.strip().splitlines()
+    self.assertLen(printed, 3)
+    strings, encoded = map(ast.literal_eval, printed[:2])
+    self.assertLen(strings, 2)
+    self.assertLen(encoded, 1)
+    for completion in (*strings, *encoded):
+      self.assertIsInstance(completion, str)
+    token_level = re.fullmatch(r"(.*) \[([0-9.]+)\]", printed[2])
+    self.assertIsNotNone(token_level, printed[2])
+    # Tokens per forward (0 for the tiny model's empty answers).
+    self.assertGreaterEqual(float(token_level.group(2)), 0.0)
+    # Text in and token ids in decode the same prompt greedily at the same
+    # threshold: the same completion.
+    self.assertEqual(token_level.group(1), encoded[0])
+    # No "PyTorch was not found" notice (transformers is imported).
+    self.assertNotIn("PyTorch", snippet.stderr)
 
   def test_sft_export_carries_the_block_diffusion_settings(self):
     self.assertSucceeded(self.quickstart)
@@ -345,18 +381,14 @@ class QuickstartTest(absltest.TestCase):
   def test_bench_decode_prints_side_by_side_ratios(self):
     # bench_sft's end-to-end run: tunix_bd_tests/benchmarks/bench_sft_test.py.
     self.assertSucceeded(self.quickstart)
-    # Two workloads (budgets 8 and 12) on the tiny quickstart's models.
-    checkpoints = []
-    for name in ("short", "long"):
-      checkpoints += [
-          f"--config.workload_settings.{name}.ar_checkpoint={self.ar_dir}",
-          f"--config.workload_settings.{name}.bd_checkpoint={self.bd_dir}",
-      ]
+    # The long workload at a budget of 12 on the tiny quickstart's models
+    # (which workloads are read: decode_bench_settings_test.py).
     output = os.path.join(self.root, "bench_decode.json")
     decode_bench = self.tunix(
         "bench_decode.py:tiny",
-        *checkpoints,
-        "--config.workloads=('short', 'long')",
+        f"--config.workload_settings.long.ar_checkpoint={self.ar_dir}",
+        f"--config.workload_settings.long.bd_checkpoint={self.bd_dir}",
+        "--config.workloads=('long',)",
         "--config.workload_settings.long.max_new_tokens=12",
         f"--config.output={output}",
         module="benchmarks",
@@ -374,7 +406,7 @@ class QuickstartTest(absltest.TestCase):
       self.assertIn(text, decode_bench.stdout)
     with open(output) as f:
       report = json.load(f)
-    self.assertEqual(list(report["workloads"]), ["short", "long"])
+    self.assertEqual(list(report["workloads"]), ["long"])
     long = report["workloads"]["long"]
     self.assertEqual(long["max_new_tokens"], 12)
     self.assertEqual(list(long["cells"]), ["batch=1", "batch=2"])

@@ -33,7 +33,7 @@ from tunix_bd.recipes import sft
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.sft import tunix_diffusion
 from tunix_bd.training import metrics
-from tunix_bd_tests import readme_test
+from tunix_bd_tests import readme
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
@@ -241,7 +241,7 @@ class ReadmeTest(absltest.TestCase):
 
   @absltest.skipUnless(_HAS, _NEEDS)
   def test_readme_snippet_trains_two_steps_as_written(self):
-    snippet = readme_test.python_snippet(_README_SECTION)
+    snippet = readme.python_snippet(_README_SECTION)
     self.assertIn("configure_diffusion_sft", snippet)
     done = subprocess.run(
         [sys.executable, "-c", snippet],
