@@ -87,7 +87,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=50,
       checkpoint_every_n_steps=50,
   )
-  config.eval = config_utils.to_section(settings.EvalSettings)
+  config.eval = config_utils.to_section(
+      sections.EvalSettings, keys=sections.OPD_EVAL_KEYS
+  )
   config.export = config_utils.to_section(sections.ExportSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 

@@ -278,7 +278,6 @@ _RESUMABLE = {
     },
     distillation_settings.OpdSettings: set(),
     distillation_settings.RolloutSettings: set(),
-    distillation_settings.EvalSettings: {"batch_size", "thresholds"},
     data_settings.DataSettings: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
@@ -290,8 +289,7 @@ _RESUMABLE = {
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format", "reference_code"},
-    sections.SftEvalSettings: {"batch_size"},
-    sections.ArEvalSettings: {"max_new_tokens", "batch_size"},
+    sections.EvalSettings: {"max_new_tokens", "batch_size", "thresholds"},
     mesh.MeshSettings: {"fsdp", "tp"},
     meshes.RoleMeshSettings: {
         "fsdp",

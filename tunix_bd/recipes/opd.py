@@ -18,6 +18,7 @@ import dataclasses
 
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
@@ -43,7 +44,7 @@ class OpdConfig:
   opd: settings_lib.OpdSettings
   corruption: corruption_lib.SftCorruptionConfig
   train: tuple[options.TrainSettings, options.TimeBudget]
-  eval: settings_lib.EvalSettings
+  eval: sections.EvalSettings = config_utils.section(*sections.OPD_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
 

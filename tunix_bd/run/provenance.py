@@ -178,7 +178,7 @@ def section_fields(
     )
   read = checkpoint_directories(settings)
   fields = {}
-  for field in dataclasses.fields(settings):
+  for field in config_utils.section_fields(settings):
     if config_utils.is_resumable(field):
       continue
     value = getattr(settings, field.name)

@@ -16,7 +16,7 @@ Sections of one library package live beside what they configure
 `mesh`); this module holds the
 recipes' own: the `model` sections (a checkpoint or a random model, and the
 compute precision), SFT's `bd` and `lora`, `export`, and the `eval`
-sections of SFT and AR pretraining.
+sections of SFT, AR pretraining and OPD.
 """
 
 from __future__ import annotations
@@ -369,22 +369,49 @@ class ExportSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SftEvalSettings:
-  """SFT's `eval`: the held-out loss's batch size."""
+class EvalSettings:
+  """The `eval` of SFT, AR pretraining and OPD: each holds some of the keys.
 
-  batch_size: int = config_utils.resumable(default=64)
+  SFT's (`SFT_EVAL_KEYS`) sizes its held-out loss's batches; AR
+  pretraining's (`AR_EVAL_KEYS`, with `batch_size=128` from its config)
+  decodes greedily with Tunix's `Sampler`; OPD's (`OPD_EVAL_KEYS`) is its
+  decode evaluation before, during and after training. How the run is
+  measured, never what it trains: a resume may change any.
 
-  def __post_init__(self):
-    config_utils.check_int("eval.batch_size", self.batch_size, 1)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ArEvalSettings:
-  """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler`."""
+  Attributes:
+    max_new_tokens: tokens the AR evaluation decodes.
+    batch_size: rows (prompts) per evaluation call.
+    thresholds: commit thresholds of OPD's greedy evaluation, in (0, 1].
+  """
 
   max_new_tokens: int = config_utils.resumable(default=16)
-  batch_size: int = config_utils.resumable(default=128)
+  batch_size: int = config_utils.resumable(default=64)
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
 
   def __post_init__(self):
-    for key in ("max_new_tokens", "batch_size"):
-      config_utils.check_int(f"eval.{key}", getattr(self, key), 1)
+    for name in ("max_new_tokens", "batch_size"):
+      config_utils.check_int(
+          config_utils.key(name, "eval"), getattr(self, name), 1
+      )
+    thresholds = self.thresholds
+    if (
+        isinstance(thresholds, (str, bytes))
+        or not thresholds
+        or not all(
+            isinstance(t, (int, float))
+            and not isinstance(t, bool)
+            and 0 < t <= 1
+            for t in thresholds
+        )
+    ):
+      raise ValueError(
+          f"{config_utils.key('thresholds', 'eval')} must be numbers in"
+          f" (0, 1], got {thresholds!r}."
+      )
+    object.__setattr__(self, "thresholds", tuple(thresholds))
+
+
+# The `eval` keys of each recipe whose `eval` is an `EvalSettings`.
+SFT_EVAL_KEYS = ("batch_size",)
+AR_EVAL_KEYS = ("max_new_tokens", "batch_size")
+OPD_EVAL_KEYS = ("batch_size", "thresholds")
