@@ -57,6 +57,7 @@ earlier run.
 import ml_collections
 
 from tunix_bd import config_utils
+from tunix_bd.data import settings as data_settings
 from tunix_bd.models import from_scratch
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import meshes
@@ -93,7 +94,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Held-out prompts: `eval` (either form; a chat record's last assistant
   # turn is the answer), which a train file needs, or, empty, the embedded
   # eval split (`tunix_bd.rl.prompt_stream.conversations`).
-  config.data = config_utils.to_section(settings.DataSettings)
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, keys=data_settings.RL_DATA_KEYS
+  )
   config.rollout = config_utils.to_section(decode_settings.RolloutSettings)
   config.grpo = config_utils.to_section(settings.GrpoSettings)
   config.reward = config_utils.to_section(settings.RewardSettings)

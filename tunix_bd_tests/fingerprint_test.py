@@ -266,7 +266,6 @@ _RESUMABLE = {
     rl_decode_settings.RolloutSettings: set(),
     rl_settings.RewardSettings: set(),
     rl_settings.RlBatchSettings: set(),
-    rl_settings.DataSettings: set(),
     rl_decode_settings.EvalSettings: {
         "num_prompts",
         "thresholds",

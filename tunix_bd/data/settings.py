@@ -6,8 +6,9 @@
 defaults: configs build it with `config_utils.to_section(DataSettings,
 num_eval=256, ...)`, recipes build it back with `config_utils.from_section`,
 checked before any compute. Its files enter run fingerprints by content
-(`config_utils.source`). `PromptDataSettings` is the `data` of a recipe
-that decodes and scores a prompt set (`generate.py`, `compare.py`).
+(`config_utils.source`). GRPO's `data` holds `prompts` too
+(`RL_DATA_KEYS`). `PromptDataSettings` is the `data` of a recipe that
+decodes and scores a prompt set (`generate.py`, `compare.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tunix_bd.data import tasks as tasks_lib
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataSettings:
-  """The embedded tasks, or a user's chat JSONL files.
+  """The embedded tasks, or a user's chat JSONL files (GRPO: or an RL JSONL).
 
   Attributes:
     train, eval: JSONL paths; empty means the embedded tasks (a `train` file
@@ -36,6 +37,9 @@ class DataSettings:
       thinking switch; None passes nothing, leaving the template's
       default). A block-diffusion export records the one it was trained
       with; generation, OPD and GRPO default to it and refuse another.
+    prompts: GRPO's alone (`RL_DATA_KEYS`): an RL JSONL (`{"prompt",
+      "answer"}` per line) of train prompts; empty: `train` (a chat JSONL)
+      or the embedded tasks.
   """
 
   train: str = config_utils.source(config_utils.FILE)
@@ -49,6 +53,23 @@ class DataSettings:
   max_length: int = 48
   chat_template: str = config_utils.source(config_utils.FILE)
   enable_thinking: bool | None = None
+  prompts: str = config_utils.source(config_utils.FILE)
+
+  # The keys of a `data` section (`config_utils.section_keys`): all but
+  # GRPO's `prompts`.
+  SECTION_KEYS = (
+      "train",
+      "eval",
+      "tasks",
+      "min_len",
+      "max_len",
+      "seed",
+      "num_train",
+      "num_eval",
+      "max_length",
+      "chat_template",
+      "enable_thinking",
+  )
 
   def __post_init__(self):
     for key in ("num_train", "num_eval", "max_length"):
@@ -60,6 +81,10 @@ class DataSettings:
   def chat_options(self) -> chat.ChatOptions:
     """The template switches every render passes (`enable_thinking`)."""
     return chat.options_from_data(self)
+
+
+# GRPO's `data` keys.
+RL_DATA_KEYS = (*DataSettings.SECTION_KEYS, "prompts")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
