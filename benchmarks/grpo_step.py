@@ -123,7 +123,9 @@ def tokenizers_and_bd(model: GrpoStepModelSettings, chat_template: str):
   """
   if model.random_init:
     tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
-        **dataclasses.asdict(model.scratch_bd)
+        block_size=model.scratch_bd.block_size,
+        alignment=model.scratch_bd.alignment,
+        layout=model.scratch_bd.layout,
     )
     tokenizer_lib.override_chat_template(tokenizer, chat_template)
     return tokenizer, tokenizer, bd

@@ -4,6 +4,7 @@
 
 import dataclasses
 import importlib
+import re
 import typing
 
 from absl.testing import absltest
@@ -189,6 +190,31 @@ class ConfigsTest(parameterized.TestCase):
       config_utils.from_section(
           sections.EvalSettings, {"batch_size": 0}, "evals", keys
       )
+
+  def test_one_bd_class_names_the_keys_of_each_of_its_sections(self):
+    for section, what in (("bd", "bd"), ("model", "model.scratch_bd")):
+      values = {"block_size": 0}
+      if section == "model":
+        values = {"random_init": True, "scratch_bd": values}
+      cls = (
+          sections.BdSettings if section == "bd" else sections.OpdModelSettings
+      )
+      with self.assertRaisesRegex(
+          ValueError, rf"^{re.escape(what)}\.block_size must be >= 1"
+      ):
+        config_utils.from_section(cls, values, section)
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^unknown model.scratch_bd config keys \['mask_token'\]; valid keys"
+        r" are \['block_size', 'alignment', 'layout'\]\.$",
+    ):
+      sections.OpdModelSettings(scratch_bd={"mask_token": "<m>"})
+    # Not a key of `model.scratch_bd`: neither in the section nor its
+    # fingerprint.
+    self.assertNotIn(
+        "mask_token",
+        config_utils.to_section(sections.OpdModelSettings).scratch_bd,
+    )
 
   def test_optional_defaults_take_typed_overrides(self):
     section = config_utils.to_section(rl_settings.GrpoSettings)

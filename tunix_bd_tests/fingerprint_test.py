@@ -280,7 +280,6 @@ _RESUMABLE = {
     data_settings.DataSettings: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
-    sections.ScratchBdSettings: set(),
     sections.SftModelSettings: {"remat", "logits_chunk", "sft_loss"},
     sections.OpdModelSettings: {"remat", "logits_chunk"},
     sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},

@@ -124,17 +124,39 @@ class DecodeModelSettings(ComputeSettings):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ScratchBdSettings:
-  """The block-diffusion settings of a random converted model."""
+class BdSettings:
+  """Block-diffusion settings: SFT's `bd`, what the model is converted to;
+  `model.scratch_bd` (`SCRATCH_BD_KEYS`), a random converted model's.
+
+  Attributes:
+    block_size: tokens per block.
+    mask_token: a token of the tokenizer, a reserved id, or a new token
+      that is added (growing the embedding) when the tokenizer lacks it.
+    alignment: `shifted` (the AR head keeps its meaning) or
+      `same_position`.
+    layout: `clean_context` (`[noisy ; clean]`) or `single_canvas`.
+  """
 
   block_size: int = 8
+  mask_token: str = "<|mask|>"
   alignment: str = bd_config.SHIFTED
   layout: str = bd_config.CLEAN_CONTEXT
 
   def __post_init__(self):
-    config_utils.check_int("model.scratch_bd.block_size", self.block_size, 1)
-    _one_of("model.scratch_bd.alignment", self.alignment, bd_config.ALIGNMENTS)
-    _one_of("model.scratch_bd.layout", self.layout, bd_config.LAYOUTS)
+    key = lambda name: config_utils.key(name, "bd")
+    config_utils.check_int(key("block_size"), self.block_size, 1)
+    _one_of(key("alignment"), self.alignment, bd_config.ALIGNMENTS)
+    _one_of(key("layout"), self.layout, bd_config.LAYOUTS)
+
+
+# `model.scratch_bd`'s keys: a random model's tokenizer has its mask token.
+SCRATCH_BD_KEYS = ("block_size", "alignment", "layout")
+
+
+def _scratch_bd() -> BdSettings:
+  return config_utils.nested(
+      BdSettings, {}, "model.scratch_bd", SCRATCH_BD_KEYS
+  )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -146,27 +168,27 @@ class RandomInitSettings:
       `scratch` shape with the embedded tokenizer and the `scratch_bd`
       block-diffusion settings (smoke runs).
     scratch: the random model's shape.
-    scratch_bd: its block-diffusion settings.
+    scratch_bd: its block-diffusion settings (`SCRATCH_BD_KEYS`).
   """
 
   random_init: bool = False
   scratch: from_scratch.ScratchModelSettings = dataclasses.field(
       default_factory=from_scratch.ScratchModelSettings
   )
-  scratch_bd: ScratchBdSettings = dataclasses.field(
-      default_factory=ScratchBdSettings
-  )
+  scratch_bd: BdSettings = dataclasses.field(default_factory=_scratch_bd)
 
   def __post_init__(self):
     if not isinstance(self.random_init, bool):
       raise ValueError(
           f"model.random_init must be a bool, got {self.random_init!r}."
       )
-    for name, cls in (
-        ("scratch", from_scratch.ScratchModelSettings),
-        ("scratch_bd", ScratchBdSettings),
+    for name, cls, keys in (
+        ("scratch", from_scratch.ScratchModelSettings, ()),
+        ("scratch_bd", BdSettings, SCRATCH_BD_KEYS),
     ):
-      value = config_utils.nested(cls, getattr(self, name), f"model.{name}")
+      value = config_utils.nested(
+          cls, getattr(self, name), f"model.{name}", keys
+      )
       object.__setattr__(self, name, value)
 
 
@@ -280,30 +302,6 @@ class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
         ": it must be a converted model directory; on the embedded default"
         f" {RUN_THE_QUICKSTART}"
     )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BdSettings:
-  """SFT's `bd`: the block-diffusion settings the model is converted to.
-
-  Attributes:
-    block_size: tokens per block.
-    mask_token: a token of the tokenizer, a reserved id, or a new token
-      that is added (growing the embedding) when the tokenizer lacks it.
-    alignment: `shifted` (the AR head keeps its meaning) or
-      `same_position`.
-    layout: `clean_context` (`[noisy ; clean]`) or `single_canvas`.
-  """
-
-  block_size: int = 8
-  mask_token: str = "<|mask|>"
-  alignment: str = bd_config.SHIFTED
-  layout: str = bd_config.CLEAN_CONTEXT
-
-  def __post_init__(self):
-    config_utils.check_int("bd.block_size", self.block_size, 1)
-    _one_of("bd.alignment", self.alignment, bd_config.ALIGNMENTS)
-    _one_of("bd.layout", self.layout, bd_config.LAYOUTS)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
