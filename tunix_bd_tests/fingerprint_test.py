@@ -348,7 +348,7 @@ class ResumeRuleTest(parameterized.TestCase):
     for settings, expected in _RESUMABLE.items():
       declared = {
           f.name
-          for f in dataclasses.fields(settings)
+          for f in config_utils.section_fields(settings)
           if config_utils.is_resumable(f)
       }
       self.assertEqual(declared, expected, settings.__name__)

@@ -53,18 +53,24 @@ def _one_of(key: str, value: str, choices) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ComputeSettings:
+class PrecisionSettings:
   """The `model` keys of compute precision and memory (`models.precision`).
+
+  A decoding recipe's `model` has no `logits_chunk` (`DecodeModelSettings`'
+  `SECTION_KEYS`): it computes no loss.
 
   Attributes:
     dtype: `float32` or `bfloat16` compute; parameters and optimizer state
       stay float32. It changes what a run computes: fingerprinted.
     remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
       are the same, so a resume may change it.
+    logits_chunk: vocabulary columns per chunk of the output head in the
+      loss; 0: dense logits. Equal to float rounding: a resume may change it.
   """
 
   dtype: str = "float32"
   remat: str = config_utils.resumable(default="none")
+  logits_chunk: int = config_utils.resumable(default=8192)
 
   def __post_init__(self):
     self.precision  # pylint: disable=pointless-statement; checks the values.
@@ -72,10 +78,11 @@ class ComputeSettings:
   @property
   def precision(self) -> precision_lib.Precision:
     """The settings as `models.precision` takes them."""
+    keys = config_utils.section_keys(self)
     return precision_lib.Precision(
         dtype=self.dtype,
         remat=self.remat,
-        logits_chunk=getattr(self, "logits_chunk", 0),
+        logits_chunk=self.logits_chunk if "logits_chunk" in keys else 0,
     )
 
   def directory_hint(self, key: str) -> str:
@@ -85,19 +92,7 @@ class ComputeSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrecisionSettings(ComputeSettings):
-  """`ComputeSettings` and the chunked head of the training losses.
-
-  Attributes:
-    logits_chunk: vocabulary columns per chunk of the output head in the
-      loss; 0: dense logits. Equal to float rounding: a resume may change it.
-  """
-
-  logits_chunk: int = config_utils.resumable(default=8192)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DecodeModelSettings(ComputeSettings):
+class DecodeModelSettings(PrecisionSettings):
   """The `model` of a recipe that decodes with a converted model.
 
   Attributes:
@@ -108,6 +103,8 @@ class DecodeModelSettings(ComputeSettings):
   checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
   )
+
+  SECTION_KEYS = ("dtype", "remat", "checkpoint")
 
   def directory_hint(self, key: str) -> str:
     del key
