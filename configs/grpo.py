@@ -57,10 +57,10 @@ earlier run.
 import ml_collections
 
 from tunix_bd import config_utils
+from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
 from tunix_bd.models import from_scratch
 from tunix_bd.rl import decode_settings
-from tunix_bd.rl import meshes
 from tunix_bd.rl import settings
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -118,7 +118,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.export = config_utils.to_section(sections.ExportSettings)
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
   # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
-  config.mesh = config_utils.to_section(meshes.RoleMeshSettings)
+  config.mesh = config_utils.to_section(
+      mesh.MeshSettings, keys=mesh.ROLE_MESH_KEYS
+  )
 
   if variant == "weak":
     config.workdir = "runs/grpo_weak"

@@ -26,7 +26,6 @@ from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
 from tunix_bd.rl import decode_settings as rl_decode_settings
-from tunix_bd.rl import meshes
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
@@ -283,13 +282,12 @@ _RESUMABLE = {
     sections.SftModelSettings: {"remat", "logits_chunk", "sft_loss"},
     sections.OpdModelSettings: {"remat", "logits_chunk"},
     sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},
-    sections.DecodeModelSettings: {"remat"},
+    sections.DecodeModelSettings: {"remat", "logits_chunk"},
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format", "reference_code"},
     sections.EvalSettings: {"max_new_tokens", "batch_size", "thresholds"},
-    mesh.MeshSettings: {"fsdp", "tp"},
-    meshes.RoleMeshSettings: {
+    mesh.MeshSettings: {
         "fsdp",
         "tp",
         "data_sharding_axes",
@@ -298,7 +296,7 @@ _RESUMABLE = {
         "reference",
         "rollout",
     },
-    meshes.RoleSettings: {"devices", "slices", "fsdp", "tp"},
+    mesh.RoleSettings: {"devices", "slices", "fsdp", "tp"},
 }
 
 
@@ -348,7 +346,7 @@ class ResumeRuleTest(parameterized.TestCase):
     for settings, expected in _RESUMABLE.items():
       declared = {
           f.name
-          for f in config_utils.section_fields(settings)
+          for f in dataclasses.fields(settings)
           if config_utils.is_resumable(f)
       }
       self.assertEqual(declared, expected, settings.__name__)

@@ -17,9 +17,9 @@ import dataclasses
 
 from tunix_bd import compat
 from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.rl import decode_settings
-from tunix_bd.rl import meshes
 from tunix_bd.rl import rewards
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -208,7 +208,7 @@ class GrpoConfig:
   train: tuple[options.TrainSettings, RlBatchSettings]
   eval: decode_settings.EvalSettings
   export: sections.ExportSettings
-  mesh: meshes.RoleMeshSettings
+  mesh: mesh_lib.MeshSettings = config_utils.section(*mesh_lib.ROLE_MESH_KEYS)
 
   @property
   def description(self) -> str:
