@@ -26,6 +26,7 @@ from tunix_bd.recipes import generate as generate_recipe
 from tunix_bd.recipes import opd as opd_recipe
 from tunix_bd.recipes import sft as sft_recipe
 from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import provenance
 from tunix_bd.run import sections
 from tunix_bd.training import options
 
@@ -194,11 +195,10 @@ class ConfigsTest(parameterized.TestCase):
   def test_one_bd_class_names_the_keys_of_each_of_its_sections(self):
     for section, what in (("bd", "bd"), ("model", "model.scratch_bd")):
       values = {"block_size": 0}
+      cls = sections.BdSettings
       if section == "model":
         values = {"random_init": True, "scratch_bd": values}
-      cls = (
-          sections.BdSettings if section == "bd" else sections.OpdModelSettings
-      )
+        cls = sections.ConvertedModelSettings
       with self.assertRaisesRegex(
           ValueError, rf"^{re.escape(what)}\.block_size must be >= 1"
       ):
@@ -208,12 +208,34 @@ class ConfigsTest(parameterized.TestCase):
         r"^unknown model.scratch_bd config keys \['mask_token'\]; valid keys"
         r" are \['block_size', 'alignment', 'layout'\]\.$",
     ):
-      sections.OpdModelSettings(scratch_bd={"mask_token": "<m>"})
+      sections.ConvertedModelSettings(scratch_bd={"mask_token": "<m>"})
     # Not a key of `model.scratch_bd`: neither in the section nor its
     # fingerprint.
     self.assertNotIn(
         "mask_token",
-        config_utils.to_section(sections.OpdModelSettings).scratch_bd,
+        config_utils.to_section(sections.ConvertedModelSettings).scratch_bd,
+    )
+
+  def test_opd_and_grpo_models_are_one_class_of_their_own_keys(self):
+    opd = config_utils.to_section(
+        sections.ConvertedModelSettings, keys=sections.OPD_MODEL_KEYS
+    )
+    self.assertEqual(set(opd), set(sections.OPD_MODEL_KEYS))
+    with self.assertRaisesRegex(
+        ValueError, r"^unknown model config keys \['checkpoint'\]"
+    ):
+      config_utils.from_section(
+          sections.ConvertedModelSettings,
+          {"checkpoint": "x"},
+          "model",
+          sections.OPD_MODEL_KEYS,
+      )
+    built = config_utils.from_section(
+        sections.ConvertedModelSettings, opd, "model", sections.OPD_MODEL_KEYS
+    )
+    # OPD reads its student and teacher, never GRPO's policy.
+    self.assertEqual(
+        set(provenance.checkpoint_directories(built)), {"student", "teacher"}
     )
 
   def test_optional_defaults_take_typed_overrides(self):

@@ -280,8 +280,7 @@ _RESUMABLE = {
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
     sections.SftModelSettings: {"remat", "logits_chunk", "sft_loss"},
-    sections.OpdModelSettings: {"remat", "logits_chunk"},
-    sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},
+    sections.ConvertedModelSettings: {"remat", "logits_chunk", "continued_sft"},
     sections.DecodeModelSettings: {"remat", "logits_chunk"},
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
@@ -357,7 +356,7 @@ class ResumeRuleTest(parameterized.TestCase):
         provenance.section_fields(value, provenance.identify)
 
   def test_sources_enter_by_content_and_nested_sections_by_the_rule(self):
-    model = sections.GrpoModelSettings(
+    model = sections.ConvertedModelSettings(
         checkpoint=self.export, reference="", continued_sft=self.export
     )
     fields = provenance.section_fields(model, provenance.identify)
@@ -376,7 +375,7 @@ class ResumeRuleTest(parameterized.TestCase):
         dataclasses.asdict(from_scratch.ScratchModelSettings()),
     )
     # A random model reads no checkpoint.
-    random = sections.GrpoModelSettings(random_init=True, reference="")
+    random = sections.ConvertedModelSettings(random_init=True, reference="")
     random_fields = provenance.section_fields(random, provenance.identify)
     self.assertIsNone(random_fields["checkpoint"])
     self.assertIsNone(random_fields["reference"])  # A copy of the policy.

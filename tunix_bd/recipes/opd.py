@@ -38,7 +38,9 @@ from tunix_bd.training import options
 class OpdConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.OpdModelSettings
+  model: sections.ConvertedModelSettings = config_utils.section(
+      *sections.OPD_MODEL_KEYS
+  )
   data: data_settings.DataSettings
   rollout: settings_lib.RolloutSettings
   opd: settings_lib.OpdSettings

@@ -198,7 +198,7 @@ class RlBatchSettings:
 class GrpoConfig:
   """The `grpo` recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.GrpoModelSettings
+  model: sections.ConvertedModelSettings
   data: data_settings.DataSettings = config_utils.section(
       *data_settings.RL_DATA_KEYS
   )

@@ -222,12 +222,22 @@ class SftModelSettings(PrecisionSettings):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class OpdModelSettings(PrecisionSettings, RandomInitSettings):
-  """OPD's `model`: the block-diffusion student and the causal AR teacher.
+class ConvertedModelSettings(PrecisionSettings, RandomInitSettings):
+  """The `model` of a recipe training a converted model: GRPO's policy, its
+  KL reference and a model to compare (`SECTION_KEYS`); OPD's student and
+  causal AR teacher (`OPD_MODEL_KEYS`).
 
   Attributes:
-    student: the converted student (with block_diffusion.json).
-    teacher: the AR teacher; one tokenizer with the student.
+    student: OPD: the converted student (with block_diffusion.json).
+    teacher: OPD: the AR teacher; one tokenizer with the student.
+    checkpoint: GRPO: the policy, a converted model (with
+      block_diffusion.json).
+    reference: GRPO: the frozen KL reference; empty: the initial policy (as
+      Tunix, TRL and verl), so `model.checkpoint` once checked (with
+      `random_init`, a copy of the random policy).
+    continued_sft: GRPO: optional, another converted model evaluated beside
+      the policy before and after (the report's `continued SFT`); it is only
+      evaluated, so a resume may change it.
   """
 
   student: str = config_utils.source(
@@ -236,12 +246,45 @@ class OpdModelSettings(PrecisionSettings, RandomInitSettings):
   teacher: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
   )
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+  reference: str = config_utils.source(_CHECKPOINT)
+  continued_sft: str = config_utils.source(
+      _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
+  )
+
+  # GRPO's `model` keys.
+  SECTION_KEYS = (
+      "random_init",
+      "scratch",
+      "scratch_bd",
+      "dtype",
+      "remat",
+      "logits_chunk",
+      "checkpoint",
+      "reference",
+      "continued_sft",
+  )
 
   def __post_init__(self):
     PrecisionSettings.__post_init__(self)
     RandomInitSettings.__post_init__(self)
+    if not self.reference and not self.random_init:
+      # Named, so that the fingerprint holds the reference's digest.
+      object.__setattr__(self, "reference", self.checkpoint)
 
   def directory_hint(self, key: str) -> str:
+    if key in ("student", "teacher"):
+      return self._opd_hint(key)
+    if key != "checkpoint":
+      return ""
+    return (
+        ": it must be a converted model directory; on the embedded default"
+        f" {RUN_THE_QUICKSTART}"
+    )
+
+  def _opd_hint(self, key: str) -> str:
     if key == "student":
       what = (
           "the converted student (e.g. runs/quickstart/sft/export, or"
@@ -263,42 +306,12 @@ class OpdModelSettings(PrecisionSettings, RandomInitSettings):
     )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
-  """GRPO's `model`: the policy, its KL reference, a model to compare.
-
-  Attributes:
-    checkpoint: the policy, a converted model (with block_diffusion.json).
-    reference: the frozen KL reference; empty: the initial policy (as
-      Tunix, TRL and verl), so `model.checkpoint` once checked (with
-      `random_init`, a copy of the random policy).
-    continued_sft: optional, another converted model evaluated beside the
-      policy before and after (the report's `continued SFT`); it is only
-      evaluated, so a resume may change it.
-  """
-
-  checkpoint: str = config_utils.source(
-      _CHECKPOINT, "runs/quickstart/sft/export", required=True
-  )
-  reference: str = config_utils.source(_CHECKPOINT)
-  continued_sft: str = config_utils.source(
-      _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
-  )
-
-  def __post_init__(self):
-    PrecisionSettings.__post_init__(self)
-    RandomInitSettings.__post_init__(self)
-    if not self.reference and not self.random_init:
-      # Named, so that the fingerprint holds the reference's digest.
-      object.__setattr__(self, "reference", self.checkpoint)
-
-  def directory_hint(self, key: str) -> str:
-    if key != "checkpoint":
-      return ""
-    return (
-        ": it must be a converted model directory; on the embedded default"
-        f" {RUN_THE_QUICKSTART}"
-    )
+# OPD's `model` keys.
+OPD_MODEL_KEYS = (
+    *ConvertedModelSettings.SECTION_KEYS[:6],
+    "student",
+    "teacher",
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
