@@ -157,39 +157,6 @@ def _scratch_bd() -> BdSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RandomInitSettings:
-  """`model` keys of a random converted model, for runs needing no checkpoint.
-
-  Attributes:
-    random_init: False: load the checkpoints; True: a random model of the
-      `scratch` shape with the embedded tokenizer and the `scratch_bd`
-      block-diffusion settings (smoke runs).
-    scratch: the random model's shape.
-    scratch_bd: its block-diffusion settings (`SCRATCH_BD_KEYS`).
-  """
-
-  random_init: bool = False
-  scratch: from_scratch.ScratchModelSettings = dataclasses.field(
-      default_factory=from_scratch.ScratchModelSettings
-  )
-  scratch_bd: BdSettings = dataclasses.field(default_factory=_scratch_bd)
-
-  def __post_init__(self):
-    if not isinstance(self.random_init, bool):
-      raise ValueError(
-          f"model.random_init must be a bool, got {self.random_init!r}."
-      )
-    for name, cls, keys in (
-        ("scratch", from_scratch.ScratchModelSettings, ()),
-        ("scratch_bd", BdSettings, SCRATCH_BD_KEYS),
-    ):
-      value = config_utils.nested(
-          cls, getattr(self, name), f"model.{name}", keys
-      )
-      object.__setattr__(self, name, value)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class SftModelSettings(PrecisionSettings):
   """SFT's `model`: the AR checkpoint to convert, and the precision.
 
@@ -222,12 +189,18 @@ class SftModelSettings(PrecisionSettings):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ConvertedModelSettings(PrecisionSettings, RandomInitSettings):
+class ConvertedModelSettings(PrecisionSettings):
   """The `model` of a recipe training a converted model: GRPO's policy, its
   KL reference and a model to compare (`SECTION_KEYS`); OPD's student and
-  causal AR teacher (`OPD_MODEL_KEYS`).
+  causal AR teacher (`OPD_MODEL_KEYS`). Either may be a random model, for
+  runs needing no checkpoint.
 
   Attributes:
+    random_init: False: load the checkpoints; True: a random model of the
+      `scratch` shape with the embedded tokenizer and the `scratch_bd`
+      block-diffusion settings (smoke runs).
+    scratch: the random model's shape.
+    scratch_bd: its block-diffusion settings (`SCRATCH_BD_KEYS`).
     student: OPD: the converted student (with block_diffusion.json).
     teacher: OPD: the AR teacher; one tokenizer with the student.
     checkpoint: GRPO: the policy, a converted model (with
@@ -240,6 +213,11 @@ class ConvertedModelSettings(PrecisionSettings, RandomInitSettings):
       evaluated, so a resume may change it.
   """
 
+  random_init: bool = False
+  scratch: from_scratch.ScratchModelSettings = dataclasses.field(
+      default_factory=from_scratch.ScratchModelSettings
+  )
+  scratch_bd: BdSettings = dataclasses.field(default_factory=_scratch_bd)
   student: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
   )
@@ -268,8 +246,19 @@ class ConvertedModelSettings(PrecisionSettings, RandomInitSettings):
   )
 
   def __post_init__(self):
-    PrecisionSettings.__post_init__(self)
-    RandomInitSettings.__post_init__(self)
+    super().__post_init__()
+    if not isinstance(self.random_init, bool):
+      raise ValueError(
+          f"model.random_init must be a bool, got {self.random_init!r}."
+      )
+    for name, cls, keys in (
+        ("scratch", from_scratch.ScratchModelSettings, ()),
+        ("scratch_bd", BdSettings, SCRATCH_BD_KEYS),
+    ):
+      value = config_utils.nested(
+          cls, getattr(self, name), f"model.{name}", keys
+      )
+      object.__setattr__(self, name, value)
     if not self.reference and not self.random_init:
       # Named, so that the fingerprint holds the reference's digest.
       object.__setattr__(self, "reference", self.checkpoint)
