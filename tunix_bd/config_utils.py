@@ -38,8 +38,9 @@ SECTION_KEYS = "tunix_bd_section_keys"
 def section_keys(settings: Any) -> tuple[str, ...]:
   """The config keys of settings dataclass (or instance) `settings`.
 
-  Those of the section it was built from (`from_section`'s `keys`), else
-  the class's `SECTION_KEYS`, else every init field.
+  Those of the section it was built from (`from_section`'s `keys`, known
+  to its `__post_init__` already), else the class's `SECTION_KEYS`, else
+  every init field.
   """
   keys = getattr(settings, _KEYS, None) or getattr(
       settings, "SECTION_KEYS", None
@@ -270,13 +271,14 @@ def from_section(
     raise ValueError(
         f"unknown {what} config keys {unknown}; valid keys are {fields}."
     )
+  settings = cls.__new__(cls)
+  if keys:  # Before `__post_init__`, whose checks may depend on them.
+    object.__setattr__(settings, _KEYS, tuple(keys))
   token = _SECTION.set(what)
   try:
-    settings = cls(**values)
+    settings.__init__(**values)
   finally:
     _SECTION.reset(token)
-  if keys:
-    object.__setattr__(settings, _KEYS, tuple(keys))
   return settings
 
 
