@@ -3,8 +3,9 @@
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
 One dataclass per section (`grpo`, `reward`, and the RL keys of `train`;
-`data` is `data.settings.DataSettings`' `RL_DATA_KEYS`; how the run
-decodes, `rollout` and `eval`, is `rl.decode_settings`'), field for field, each built with
+`data` is `data.settings.DataSettings`' `RL_DATA_KEYS`, `mesh`
+`mesh.MeshSettings`' `ROLE_MESH_KEYS`; how the run decodes, `rollout` and
+`eval`, is `rl.decode_settings`'), field for field, each built with
 `config_utils.from_section`, so a typo or a bad value fails as a
 `ValueError` naming `section.key` before any model is loaded.
 `GrpoConfig` holds them all, as the recipe's `run.stage.Stage` builds

@@ -6,14 +6,17 @@ Each dataclass is a config section field for field and the one source of
 its defaults: `configs/*.py` build their sections with
 `config_utils.to_section(Cls, **what_this_config_changes)`, a recipe builds
 the dataclass back (`run.stage.Stage`), checked before any compute, errors
-naming `section.key`. The fingerprint rule is declared on the fields:
+naming `section.key`. One class may serve several sections, each holding
+some of its fields (`*_KEYS` below, `config_utils.section_keys`): the
+`eval` of three recipes, `bd` and `model.scratch_bd`, OPD's and GRPO's
+`model`. The fingerprint rule is declared on the fields:
 `config_utils.resumable()` marks what may change on resume, and
 `config_utils.source()` what enters by content (checkpoints, data files).
 
 Sections of one library package live beside what they configure
 (`data.settings`, `sft.corruption`, `distillation.settings`,
-`rl.settings`, `rl.decode_settings`, `rl.meshes`, `training.options`,
-`mesh`); this module holds the
+`rl.settings`, `rl.decode_settings`, `training.options`, `mesh`); this
+module holds the
 recipes' own: the `model` sections (a checkpoint or a random model, and the
 compute precision), SFT's `bd` and `lora`, `export`, and the `eval`
 sections of SFT, AR pretraining and OPD.

@@ -191,7 +191,7 @@ class AssignDevicesTest(parameterized.TestCase):
         meshes.build(_section(rollout=dict(devices=4)))
 
 
-class RoleMeshSettingsTest(absltest.TestCase):
+class RlMeshSectionTest(absltest.TestCase):
 
   def test_the_rl_section_is_the_mesh_section_and_the_role_keys(self):
     section = config_utils.to_section(
