@@ -60,8 +60,10 @@ _CHECKPOINT = config_utils.CHECKPOINT
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GrpoStepModelSettings(sections.RandomInitSettings):
+class GrpoStepModelSettings(sections.ConvertedModelSettings):
   """`bench_rl`'s `model`: the two policies, each its own KL reference.
+
+  The keys of a random model (`random_init`, `scratch`, `scratch_bd`) and:
 
   Attributes:
     checkpoint: the block-diffusion policy, a converted model.
@@ -69,11 +71,16 @@ class GrpoStepModelSettings(sections.RandomInitSettings):
       converted model's, but for its mask token.
   """
 
-  checkpoint: str = config_utils.source(
-      _CHECKPOINT, "runs/quickstart/sft/export", required=True
-  )
   ar_checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
+  )
+
+  SECTION_KEYS = (
+      "random_init",
+      "scratch",
+      "scratch_bd",
+      "checkpoint",
+      "ar_checkpoint",
   )
 
   def directory_hint(self, key: str) -> str:
@@ -123,7 +130,9 @@ def tokenizers_and_bd(model: GrpoStepModelSettings, chat_template: str):
   """
   if model.random_init:
     tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
-        **dataclasses.asdict(model.scratch_bd)
+        block_size=model.scratch_bd.block_size,
+        alignment=model.scratch_bd.alignment,
+        layout=model.scratch_bd.layout,
     )
     tokenizer_lib.override_chat_template(tokenizer, chat_template)
     return tokenizer, tokenizer, bd

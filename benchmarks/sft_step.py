@@ -82,14 +82,9 @@ class SftStepModelSettings(
     )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SftStepBdSettings:
-  """`bench_sft`'s `bd`: the block size of both block-diffusion steps."""
-
-  block_size: int = 8
-
-  def __post_init__(self):
-    config_utils.check_int("bd.block_size", self.block_size, 1)
+# `bench_sft`'s `bd` keys (`sections.BdSettings`): the block size of both
+# block-diffusion steps.
+BD_KEYS = ("block_size",)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -53,7 +53,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=500,
       checkpoint_every_n_steps=500,
   )
-  config.eval = config_utils.to_section(sections.ArEvalSettings)
+  config.eval = config_utils.to_section(
+      sections.EvalSettings, keys=sections.AR_EVAL_KEYS, batch_size=128
+  )
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 
   if variant == "long":

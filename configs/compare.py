@@ -44,7 +44,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # The AR model and its conversion (`comparison_report`).
   config.model = config_utils.to_section(comparison_report.CompareModelSettings)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
-  config.data = config_utils.to_section(data_settings.PromptDataSettings)
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, keys=data_settings.PROMPT_DATA_KEYS
+  )
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
   config.max_new_tokens = 16
   config.batch_size = 64  # Of the throughput measurement.

@@ -50,7 +50,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # a value that disagrees with the checkpoint is an error.
   config.bd = config_utils.to_section(settings.CheckpointBdSettings)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
-  config.data = config_utils.to_section(data_settings.PromptDataSettings)
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, keys=data_settings.PROMPT_DATA_KEYS
+  )
   # max_prompt_length 0: the longest prompt (`generate.settings`).
   config.decode = config_utils.to_section(settings.DecodeSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)

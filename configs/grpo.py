@@ -57,9 +57,10 @@ earlier run.
 import ml_collections
 
 from tunix_bd import config_utils
+from tunix_bd import mesh
+from tunix_bd.data import settings as data_settings
 from tunix_bd.models import from_scratch
 from tunix_bd.rl import decode_settings
-from tunix_bd.rl import meshes
 from tunix_bd.rl import settings
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -87,13 +88,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # frozen KL reference (empty: the initial policy, model.checkpoint);
   # model.continued_sft: another converted model evaluated beside the
   # policy; `random_init`: a random policy (the reference is a copy).
-  config.model = config_utils.to_section(sections.GrpoModelSettings)
+  config.model = config_utils.to_section(sections.ConvertedModelSettings)
   # Train prompts: `prompts` (an RL JSONL, `{"prompt", "answer"}` per line),
   # `train` (a chat JSONL) or, both empty, the embedded tasks' train split.
   # Held-out prompts: `eval` (either form; a chat record's last assistant
   # turn is the answer), which a train file needs, or, empty, the embedded
   # eval split (`tunix_bd.rl.prompt_stream.conversations`).
-  config.data = config_utils.to_section(settings.DataSettings)
+  config.data = config_utils.to_section(
+      data_settings.DataSettings, keys=data_settings.RL_DATA_KEYS
+  )
   config.rollout = config_utils.to_section(decode_settings.RolloutSettings)
   config.grpo = config_utils.to_section(settings.GrpoSettings)
   config.reward = config_utils.to_section(settings.RewardSettings)
@@ -115,7 +118,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.export = config_utils.to_section(sections.ExportSettings)
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
   # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
-  config.mesh = config_utils.to_section(meshes.RoleMeshSettings)
+  config.mesh = config_utils.to_section(
+      mesh.MeshSettings, keys=mesh.ROLE_MESH_KEYS
+  )
 
   if variant == "weak":
     config.workdir = "runs/grpo_weak"

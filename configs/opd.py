@@ -62,9 +62,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # --config.model.teacher=runs/ar_pretrain/export. `random_init`: a random
   # student and teacher (smoke).
   config.model = config_utils.to_section(
-      sections.OpdModelSettings,
-      scratch_bd=sections.ScratchBdSettings(block_size=4),
+      sections.ConvertedModelSettings, keys=sections.OPD_MODEL_KEYS
   )
+  config.model.scratch_bd.block_size = 4
   # Prompts: the train split's (last assistant turn re-generated); the
   # held-out split's for evaluation (`num_eval` prompts).
   config.data = config_utils.to_section(
@@ -87,7 +87,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=50,
       checkpoint_every_n_steps=50,
   )
-  config.eval = config_utils.to_section(settings.EvalSettings)
+  config.eval = config_utils.to_section(
+      sections.EvalSettings, keys=sections.OPD_EVAL_KEYS
+  )
   config.export = config_utils.to_section(sections.ExportSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 

@@ -6,10 +6,18 @@ A settings dataclass is the single source of its section's defaults:
 `to_section` builds a config's section from it (a config states only what
 it changes), and `from_section` builds the dataclass back from the section,
 checked. Also the checks of single setting values the dataclasses share.
+
+One dataclass may serve several sections (`model.scratch_bd` and `bd`), each
+holding some of its fields: a section's keys are `section_keys` (a builder's
+`keys`, else the class's `SECTION_KEYS`, else every field), and only they
+are read, written and fingerprinted. Its checks name a key by `key(name,
+section)`: under the section being built (`from_section`'s `what`), so the
+one class's errors name each section's own keys.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
 from typing import Any, Mapping, TypeVar
@@ -18,6 +26,49 @@ from ml_collections import config_dict
 import numpy as np
 
 T = TypeVar("T")
+
+# The section `from_section` is building, for `key`.
+_SECTION = contextvars.ContextVar("section", default="")
+# The instance attribute holding the keys of the section it was built from.
+_KEYS = "_tunix_bd_section_keys"
+# The recipe config field metadata key that `section()` sets.
+SECTION_KEYS = "tunix_bd_section_keys"
+
+
+def section_keys(settings: Any) -> tuple[str, ...]:
+  """The config keys of settings dataclass (or instance) `settings`.
+
+  Those of the section it was built from (`from_section`'s `keys`, known
+  to its `__post_init__` already), else the class's `SECTION_KEYS`, else
+  every init field.
+  """
+  keys = getattr(settings, _KEYS, None) or getattr(
+      settings, "SECTION_KEYS", None
+  )
+  if keys:
+    return tuple(keys)
+  return tuple(f.name for f in dataclasses.fields(settings) if f.init)
+
+
+def section_fields(settings: Any) -> list[dataclasses.Field]:
+  """The dataclass fields of `settings`' keys (`section_keys`), in order."""
+  keys = set(section_keys(settings))
+  return [f for f in dataclasses.fields(settings) if f.name in keys]
+
+
+def key(name: str, section: str) -> str:
+  """`SECTION.name`, how a check names a key: under the section `from_section`
+  is building, else `section` (an instance built directly)."""
+  return f"{_SECTION.get() or section}.{name}"
+
+
+def section(*keys: str) -> Any:
+  """A recipe config field whose section holds only `keys` of its class.
+
+  `run.stage.Stage` builds the section with them (`from_section`'s `keys`).
+  """
+  return dataclasses.field(metadata={SECTION_KEYS: keys})
+
 
 # Optional fields' types, for typed command-line overrides of a None default.
 _PLACEHOLDER_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
@@ -38,7 +89,9 @@ def _section_value(field: dataclasses.Field) -> Any:
   return value
 
 
-def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
+def to_section(
+    cls: type, *, keys: tuple[str, ...] = (), **overrides: Any
+) -> config_dict.ConfigDict:
   """A config section of dataclass `cls`: its defaults, then `overrides`.
 
   Configs build their typed sections with this, so a setting's default is
@@ -46,6 +99,7 @@ def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
 
   Args:
     cls: a settings dataclass.
+    keys: the fields the section holds; empty: `section_keys(cls)`.
     **overrides: the fields this config sets otherwise; fields without a
       default must be given.
 
@@ -53,7 +107,10 @@ def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
     ValueError: for an override that is not a field, or a field without a
       default that is not given.
   """
-  fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+  keys = keys or section_keys(cls)
+  fields = {
+      f.name: f for f in dataclasses.fields(cls) if f.init and f.name in keys
+  }
   unknown = sorted(set(overrides) - set(fields))
   if unknown:
     raise ValueError(
@@ -67,7 +124,9 @@ def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
       raise ValueError(f"{cls.__name__}.{name} has no default: set it.")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
       # A nested section (e.g. `model.scratch`): its own fields, as they are.
-      value = to_section(type(value), **_field_values(value))
+      value = to_section(
+          type(value), keys=section_keys(value), **_field_values(value)
+      )
     section[name] = value
   return config_dict.ConfigDict(section)
 
@@ -95,14 +154,24 @@ def merged_section(*classes: type, **overrides: Any) -> config_dict.ConfigDict:
 def _field_values(settings: Any) -> dict[str, Any]:
   return {
       f.name: getattr(settings, f.name)
-      for f in dataclasses.fields(settings)
+      for f in section_fields(settings)
       if f.init
   }
 
 
-def nested(cls: type[T], value: Any, what: str) -> T:
-  """`value` as dataclass `cls`: as it is, or built from its section."""
-  return value if isinstance(value, cls) else from_section(cls, value, what)
+def nested(
+    cls: type[T], value: Any, what: str, keys: tuple[str, ...] = ()
+) -> T:
+  """`value` as dataclass `cls` of section `what` holding `keys`.
+
+  An instance of those keys as it is; else built from its section (or from
+  the instance's values of `keys`).
+  """
+  if isinstance(value, cls):
+    if not keys or section_keys(value) == tuple(keys):
+      return value
+    value = {k: getattr(value, k) for k in keys}
+  return from_section(cls, value, what, keys)
 
 
 # The field metadata key that `resumable()` sets.
@@ -178,26 +247,39 @@ def section_dict(cfg: Any, what: str) -> dict[str, Any]:
   return dict(cfg)
 
 
-def from_section(cls: type[T], cfg: Any, what: str) -> T:
+def from_section(
+    cls: type[T], cfg: Any, what: str, keys: tuple[str, ...] = ()
+) -> T:
   """Builds dataclass `cls` from a config section; unknown keys fail.
 
   Args:
     cls: a dataclass whose fields are the section's keys.
     cfg: a ConfigDict section or a mapping.
-    what: how errors name the section (e.g. "corruption").
+    what: how errors name the section (e.g. "corruption"); the checks of
+      `cls` name their keys under it (`key`).
+    keys: the fields the section holds (the others keep their defaults and
+      are not the section's); empty: `section_keys(cls)`.
 
   Raises:
     ValueError: for a key that is not a field (a typo must never fall back
       silently to a default), or an invalid value.
   """
   values = section_dict(cfg, what)
-  fields = [f.name for f in dataclasses.fields(cls)]
+  fields = list(keys or section_keys(cls))
   unknown = sorted(set(values) - set(fields))
   if unknown:
     raise ValueError(
         f"unknown {what} config keys {unknown}; valid keys are {fields}."
     )
-  return cls(**values)
+  settings = cls.__new__(cls)
+  if keys:  # Before `__post_init__`, whose checks may depend on them.
+    object.__setattr__(settings, _KEYS, tuple(keys))
+  token = _SECTION.set(what)
+  try:
+    settings.__init__(**values)
+  finally:
+    _SECTION.reset(token)
+  return settings
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `(fsdp, tp)` device mesh every recipe trains and decodes on.
 
-`MeshSettings` is the `mesh` config section, field for field. Code that
+`MeshSettings` is the `mesh` config section: `fsdp` and `tp`, and in an RL
+recipe's (`ROLE_MESH_KEYS`) each role's devices too (`rl.meshes`). Code that
 calls Tunix under a mesh enters it with `tunix_context` (see there).
 """
 
@@ -19,23 +20,89 @@ from jax.experimental import mesh_utils
 from tunix_bd import config_utils
 
 MESH_AXES = ("fsdp", "tp")
+# The roles of an RL run, each with a mesh (`rl.meshes`).
+ROLES = ("actor", "reference", "rollout")
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleSettings:
+  """One role's `mesh.<role>` subsection (an RL recipe's, `rl.meshes`).
+
+  `devices` is a count (int >= 1) or a fraction of all devices (float in
+  (0, 1]); `slices` a number of whole slices. Neither: the actor takes the
+  devices left over, the other roles share the actor's mesh. `fsdp`/`tp`
+  default to `mesh.fsdp`/`mesh.tp`. Where a role computes, not what: a
+  resume may change them.
+  """
+
+  devices: int | float | None = config_utils.resumable(default=None)
+  slices: int | None = config_utils.resumable(default=None)
+  fsdp: int | None = config_utils.resumable(default=None)
+  tp: int | None = config_utils.resumable(default=None)
 
 
 @dataclasses.dataclass(frozen=True)
 class MeshSettings:
   """Axis sizes; `fsdp=-1` takes every device that `tp` leaves.
 
-  Where a run computes, not what: a resume may change them.
+  A recipe's `mesh` holds `fsdp` and `tp` (`SECTION_KEYS`); an RL recipe's
+  (`ROLE_MESH_KEYS`) the role keys too. Where a run computes, not what: a
+  resume may change any.
+
+  Attributes:
+    fsdp, tp: the axis sizes (a role's default).
+    data_sharding_axes: RL: the mesh axes Tunix shards each batch over.
+    disjoint: RL: whether roles given devices of their own must not
+      overlap.
+    actor, reference, rollout: RL: each role's devices and axis sizes.
   """
 
   fsdp: int = config_utils.resumable(default=-1)
   tp: int = config_utils.resumable(default=1)
+  data_sharding_axes: tuple[str, ...] = config_utils.resumable(
+      default=("fsdp",)
+  )
+  disjoint: bool = config_utils.resumable(default=True)
+  actor: RoleSettings = config_utils.resumable(default=RoleSettings())
+  reference: RoleSettings = config_utils.resumable(default=RoleSettings())
+  rollout: RoleSettings = config_utils.resumable(default=RoleSettings())
+
+  SECTION_KEYS = ("fsdp", "tp")
 
   def __post_init__(self):
     config_utils.check_int("mesh.tp", self.tp, 1)
     config_utils.check_int("mesh.fsdp", self.fsdp, -1)
     if self.fsdp == 0:
       raise ValueError("mesh.fsdp must be >= 1 or -1, got 0.")
+    for role in ROLES:
+      value = config_utils.nested(
+          RoleSettings, getattr(self, role), f"mesh.{role}"
+      )
+      object.__setattr__(self, role, value)
+    axes = tuple(self.data_sharding_axes)
+    if not axes or len(set(axes)) != len(axes):
+      raise ValueError(
+          "mesh.data_sharding_axes must name distinct mesh axes, got"
+          f" {self.data_sharding_axes!r}."
+      )
+    unknown = sorted(set(axes) - set(MESH_AXES))
+    if unknown:
+      raise ValueError(
+          f"mesh.data_sharding_axes names {unknown}, which are not mesh axes"
+          f" {MESH_AXES}."
+      )
+    if not isinstance(self.disjoint, bool):
+      raise ValueError(f"mesh.disjoint must be a bool, got {self.disjoint!r}.")
+
+
+# An RL recipe's `mesh` keys.
+ROLE_MESH_KEYS = (
+    "fsdp",
+    "tp",
+    "data_sharding_axes",
+    "disjoint",
+    *ROLES,
+)
 
 
 def make_mesh(

@@ -4,6 +4,7 @@
 
 import dataclasses
 import importlib
+import re
 import typing
 
 from absl.testing import absltest
@@ -25,6 +26,8 @@ from tunix_bd.recipes import generate as generate_recipe
 from tunix_bd.recipes import opd as opd_recipe
 from tunix_bd.recipes import sft as sft_recipe
 from tunix_bd.rl import settings as rl_settings
+from tunix_bd.run import provenance
+from tunix_bd.run import sections
 from tunix_bd.training import options
 
 # Config name -> the plugin that ships it and the command that launches it.
@@ -73,6 +76,13 @@ _TYPED_SECTIONS = {
     for name, config_class in _CONFIG_CLASSES.items()
     for section, hint in typing.get_type_hints(config_class).items()
 }
+# The keys of a section holding some fields of its class (`section()`).
+_SECTION_KEYS = {
+    (name, f.name): f.metadata[config_utils.SECTION_KEYS]
+    for name, config_class in _CONFIG_CLASSES.items()
+    for f in dataclasses.fields(config_class)
+    if config_utils.SECTION_KEYS in f.metadata
+}
 
 
 def _load(name, variant=None):
@@ -119,25 +129,31 @@ class ConfigsTest(parameterized.TestCase):
 
   def test_typed_sections_hold_every_field_and_build_their_dataclass(self):
     # One check per section: its keys are exactly its dataclass's fields
-    # (none falls back to a hidden default), and its values build that
-    # dataclass (every shipped value passes validation).
+    # (or the ones it declares, `config_utils.section`; none falls back to a
+    # hidden default), and its values build that dataclass (every shipped
+    # value passes validation).
     for (name, section), settings in _TYPED_SECTIONS.items():
       with self.subTest(name=name, section=section):
         values = _load(name)[section].to_dict()
         classes = settings if isinstance(settings, tuple) else (settings,)
-        fields = {f.name for cls in classes for f in dataclasses.fields(cls)}
+        keys = _SECTION_KEYS.get((name, section), ())
+        fields = set(keys) or {
+            k for cls in classes for k in config_utils.section_keys(cls)
+        }
         self.assertEqual(set(values), fields)
         if isinstance(settings, tuple):
           built = options.split_train_section(values, settings[1])
         else:
-          built = (config_utils.from_section(settings, values, section),)
+          built = (config_utils.from_section(settings, values, section, keys),)
         for cls, part in zip(classes, built):
           self.assertIsInstance(part, cls)
+          if keys:
+            self.assertEqual(config_utils.section_keys(part), keys)
           # The built section round-trips: its fields rebuild it unchanged.
-          again = {
-              f.name: getattr(part, f.name) for f in dataclasses.fields(cls)
-          }
-          self.assertEqual(config_utils.from_section(cls, again, section), part)
+          again = {k: getattr(part, k) for k in config_utils.section_keys(part)}
+          self.assertEqual(
+              config_utils.from_section(cls, again, section, keys), part
+          )
 
   def test_to_section_refuses_unknown_fields_and_missing_required_ones(self):
     with self.assertRaisesRegex(ValueError, r"no fields \['betta'\]"):
@@ -149,6 +165,78 @@ class ConfigsTest(parameterized.TestCase):
 
     with self.assertRaisesRegex(ValueError, "batch_size has no default"):
       config_utils.to_section(Required)
+
+  def test_a_section_may_hold_some_keys_of_a_class_that_serves_several(self):
+    keys = sections.SFT_EVAL_KEYS
+    section = config_utils.to_section(sections.EvalSettings, keys=keys)
+    self.assertEqual(list(section), ["batch_size"])
+    built = config_utils.from_section(
+        sections.EvalSettings, section, "eval", keys
+    )
+    self.assertEqual(config_utils.section_keys(built), keys)
+    self.assertEqual(
+        config_utils.section_keys(sections.EvalSettings()),
+        ("max_new_tokens", "batch_size", "thresholds"),
+    )
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^unknown eval config keys \['thresholds'\]; valid keys are"
+        r" \['batch_size'\]\.$",
+    ):
+      config_utils.from_section(
+          sections.EvalSettings, {"thresholds": (0.5,)}, "eval", keys
+      )
+    # Its checks name the key under the section being built.
+    with self.assertRaisesRegex(ValueError, r"^evals\.batch_size must be >= 1"):
+      config_utils.from_section(
+          sections.EvalSettings, {"batch_size": 0}, "evals", keys
+      )
+
+  def test_one_bd_class_names_the_keys_of_each_of_its_sections(self):
+    for section, what in (("bd", "bd"), ("model", "model.scratch_bd")):
+      values = {"block_size": 0}
+      cls = sections.BdSettings
+      if section == "model":
+        values = {"random_init": True, "scratch_bd": values}
+        cls = sections.ConvertedModelSettings
+      with self.assertRaisesRegex(
+          ValueError, rf"^{re.escape(what)}\.block_size must be >= 1"
+      ):
+        config_utils.from_section(cls, values, section)
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^unknown model.scratch_bd config keys \['mask_token'\]; valid keys"
+        r" are \['block_size', 'alignment', 'layout'\]\.$",
+    ):
+      sections.ConvertedModelSettings(scratch_bd={"mask_token": "<m>"})
+    # Not a key of `model.scratch_bd`: neither in the section nor its
+    # fingerprint.
+    self.assertNotIn(
+        "mask_token",
+        config_utils.to_section(sections.ConvertedModelSettings).scratch_bd,
+    )
+
+  def test_opd_and_grpo_models_are_one_class_of_their_own_keys(self):
+    opd = config_utils.to_section(
+        sections.ConvertedModelSettings, keys=sections.OPD_MODEL_KEYS
+    )
+    self.assertEqual(set(opd), set(sections.OPD_MODEL_KEYS))
+    with self.assertRaisesRegex(
+        ValueError, r"^unknown model config keys \['checkpoint'\]"
+    ):
+      config_utils.from_section(
+          sections.ConvertedModelSettings,
+          {"checkpoint": "x"},
+          "model",
+          sections.OPD_MODEL_KEYS,
+      )
+    built = config_utils.from_section(
+        sections.ConvertedModelSettings, opd, "model", sections.OPD_MODEL_KEYS
+    )
+    # OPD reads its student and teacher, never GRPO's policy.
+    self.assertEqual(
+        set(provenance.checkpoint_directories(built)), {"student", "teacher"}
+    )
 
   def test_optional_defaults_take_typed_overrides(self):
     section = config_utils.to_section(rl_settings.GrpoSettings)

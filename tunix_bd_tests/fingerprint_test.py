@@ -26,7 +26,6 @@ from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
 from tunix_bd.rl import decode_settings as rl_decode_settings
-from tunix_bd.rl import meshes
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
@@ -266,7 +265,6 @@ _RESUMABLE = {
     rl_decode_settings.RolloutSettings: set(),
     rl_settings.RewardSettings: set(),
     rl_settings.RlBatchSettings: set(),
-    rl_settings.DataSettings: set(),
     rl_decode_settings.EvalSettings: {
         "num_prompts",
         "thresholds",
@@ -278,22 +276,17 @@ _RESUMABLE = {
     },
     distillation_settings.OpdSettings: set(),
     distillation_settings.RolloutSettings: set(),
-    distillation_settings.EvalSettings: {"batch_size", "thresholds"},
     data_settings.DataSettings: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
-    sections.ScratchBdSettings: set(),
     sections.SftModelSettings: {"remat", "logits_chunk", "sft_loss"},
-    sections.OpdModelSettings: {"remat", "logits_chunk"},
-    sections.GrpoModelSettings: {"remat", "logits_chunk", "continued_sft"},
-    sections.DecodeModelSettings: {"remat"},
+    sections.ConvertedModelSettings: {"remat", "logits_chunk", "continued_sft"},
+    sections.DecodeModelSettings: {"remat", "logits_chunk"},
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format", "reference_code"},
-    sections.SftEvalSettings: {"batch_size"},
-    sections.ArEvalSettings: {"max_new_tokens", "batch_size"},
-    mesh.MeshSettings: {"fsdp", "tp"},
-    meshes.RoleMeshSettings: {
+    sections.EvalSettings: {"max_new_tokens", "batch_size", "thresholds"},
+    mesh.MeshSettings: {
         "fsdp",
         "tp",
         "data_sharding_axes",
@@ -302,7 +295,7 @@ _RESUMABLE = {
         "reference",
         "rollout",
     },
-    meshes.RoleSettings: {"devices", "slices", "fsdp", "tp"},
+    mesh.RoleSettings: {"devices", "slices", "fsdp", "tp"},
 }
 
 
@@ -363,7 +356,7 @@ class ResumeRuleTest(parameterized.TestCase):
         provenance.section_fields(value, provenance.identify)
 
   def test_sources_enter_by_content_and_nested_sections_by_the_rule(self):
-    model = sections.GrpoModelSettings(
+    model = sections.ConvertedModelSettings(
         checkpoint=self.export, reference="", continued_sft=self.export
     )
     fields = provenance.section_fields(model, provenance.identify)
@@ -382,7 +375,7 @@ class ResumeRuleTest(parameterized.TestCase):
         dataclasses.asdict(from_scratch.ScratchModelSettings()),
     )
     # A random model reads no checkpoint.
-    random = sections.GrpoModelSettings(random_init=True, reference="")
+    random = sections.ConvertedModelSettings(random_init=True, reference="")
     random_fields = provenance.section_fields(random, provenance.identify)
     self.assertIsNone(random_fields["checkpoint"])
     self.assertIsNone(random_fields["reference"])  # A copy of the policy.

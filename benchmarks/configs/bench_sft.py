@@ -19,6 +19,7 @@ from benchmarks import sft_step
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
+from tunix_bd.run import sections
 
 _VARIANTS = ("default", "qwen3_0p6b", "tiny")
 
@@ -39,7 +40,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # model: the random Qwen3's shape, `vocab_size` (0: the tokenizer's; more:
   # a real model's, unused ids) and the SFT recipe's precision keys.
   config.model = config_utils.to_section(sft_step.SftStepModelSettings)
-  config.bd = config_utils.to_section(sft_step.SftStepBdSettings)
+  config.bd = config_utils.to_section(
+      sections.BdSettings, keys=sft_step.BD_KEYS
+  )
   config.data = config_utils.to_section(
       data_settings.DataSettings, num_train=256, num_eval=8, max_length=56
   )

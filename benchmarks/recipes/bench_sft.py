@@ -22,12 +22,14 @@ import jax
 import ml_collections
 
 from benchmarks import sft_step
+from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import report as report_lib
+from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 
 
@@ -36,7 +38,7 @@ class BenchSftConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   model: sft_step.SftStepModelSettings
-  bd: sft_step.SftStepBdSettings
+  bd: sections.BdSettings = config_utils.section(*sft_step.BD_KEYS)
   data: data_settings.DataSettings
   bench: sft_step.SftStepSettings
   mesh: mesh_lib.MeshSettings

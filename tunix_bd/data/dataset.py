@@ -107,7 +107,7 @@ def split_conversations(data: Any, split: str) -> list[Conversation]:
   """The conversations of one split of a `data` section (see below).
 
   Here and below, `data` is a recipe's checked `data` settings
-  (`data.settings`, `rl.settings.DataSettings`), or a config section with
+  (`data.settings.DataSettings`), or a config section with
   the same keys.
   """
   path = getattr(data, split)

@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `data` config sections as frozen, checked dataclasses.
 
-`DataSettings` is the section field for field and the one source of its
+`DataSettings` is the section and the one source of its
 defaults: configs build it with `config_utils.to_section(DataSettings,
 num_eval=256, ...)`, recipes build it back with `config_utils.from_section`,
 checked before any compute. Its files enter run fingerprints by content
-(`config_utils.source`). `PromptDataSettings` is the `data` of a recipe
-that decodes and scores a prompt set (`generate.py`, `compare.py`).
+(`config_utils.source`). GRPO's `data` holds `prompts` too
+(`RL_DATA_KEYS`); that of a recipe that decodes and scores a prompt set
+(`generate.py`, `compare.py`) `PROMPT_DATA_KEYS`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tunix_bd.data import tasks as tasks_lib
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataSettings:
-  """The embedded tasks, or a user's chat JSONL files.
+  """The embedded tasks, or a user's chat JSONL files (GRPO: or an RL JSONL).
 
   Attributes:
     train, eval: JSONL paths; empty means the embedded tasks (a `train` file
@@ -36,6 +37,12 @@ class DataSettings:
       thinking switch; None passes nothing, leaving the template's
       default). A block-diffusion export records the one it was trained
       with; generation, OPD and GRPO default to it and refuse another.
+    prompts: GRPO's (`RL_DATA_KEYS`): an RL JSONL (`{"prompt", "answer"}`
+      per line) of train prompts; empty: `train` (a chat JSONL) or the
+      embedded tasks. A decoding recipe's (`PROMPT_DATA_KEYS`): the prompts
+      it decodes and scores; empty: the embedded tasks' eval split.
+    num_prompts: a decoding recipe's: eval prompts drawn from the embedded
+      tasks (read by `dataset.prompt_records`).
   """
 
   train: str = config_utils.source(config_utils.FILE)
@@ -49,51 +56,32 @@ class DataSettings:
   max_length: int = 48
   chat_template: str = config_utils.source(config_utils.FILE)
   enable_thinking: bool | None = None
-
-  def __post_init__(self):
-    for key in ("num_train", "num_eval", "max_length"):
-      config_utils.check_int(f"data.{key}", getattr(self, key), 1)
-    object.__setattr__(self, "tasks", tuple(self.tasks))
-    chat.options_from_data(self)
-
-  @property
-  def chat_options(self) -> chat.ChatOptions:
-    """The template switches every render passes (`enable_thinking`)."""
-    return chat.options_from_data(self)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PromptDataSettings:
-  """The `data` of a recipe that decodes and scores prompts.
-
-  Read by `dataset.prompt_records` and `chat.options_from_data`.
-
-  Attributes:
-    prompts: a `{"prompt", "answer"}` JSONL; empty: the embedded tasks'
-      eval split, drawn from `tasks`, `min_len`, `max_len` and `seed`.
-    tasks, min_len, max_len, seed: the embedded tasks' generator
-      (`tasks.TaskMix`).
-    num_prompts: eval prompts drawn from the embedded tasks.
-    chat_template: a Jinja file that replaces the tokenizer's template
-      (empty: keep it; an export carries the one trained with).
-    enable_thinking: passed to the template on every render (Qwen3's
-      thinking switch; None passes nothing, leaving the template's
-      default). A block-diffusion export records the one it was trained
-      with; generation defaults to it and refuses another.
-  """
-
   prompts: str = config_utils.source(config_utils.FILE)
-  tasks: tuple[str, ...] = ("sort", "reverse", "double")
-  min_len: int = 1
-  max_len: int = 6
-  seed: int = 0
   num_prompts: int = 256
-  chat_template: str = config_utils.source(config_utils.FILE)
-  enable_thinking: bool | None = None
+
+  # The keys of a training recipe's `data` (`config_utils.section_keys`).
+  SECTION_KEYS = (
+      "train",
+      "eval",
+      "tasks",
+      "min_len",
+      "max_len",
+      "seed",
+      "num_train",
+      "num_eval",
+      "max_length",
+      "chat_template",
+      "enable_thinking",
+  )
 
   def __post_init__(self):
+    keys = config_utils.section_keys(self)
+    for key in ("num_train", "num_eval", "max_length"):
+      if key in keys:
+        config_utils.check_int(f"data.{key}", getattr(self, key), 1)
     object.__setattr__(self, "tasks", tuple(self.tasks))
-    if not self.prompts:  # The embedded tasks' keys matter only then.
+    # A decoding recipe's embedded tasks' keys matter only without prompts.
+    if "num_prompts" in keys and not self.prompts:
       config_utils.check_int("data.num_prompts", self.num_prompts, 1)
       tasks_lib.TaskMix(
           tasks=self.tasks,
@@ -107,3 +95,20 @@ class PromptDataSettings:
   def chat_options(self) -> chat.ChatOptions:
     """The template switches every render passes (`enable_thinking`)."""
     return chat.options_from_data(self)
+
+
+# GRPO's `data` keys.
+RL_DATA_KEYS = (*DataSettings.SECTION_KEYS, "prompts")
+
+# The `data` keys of a recipe that decodes and scores prompts (`generate.py`,
+# `compare.py`): `prompts`, or the embedded tasks' eval split.
+PROMPT_DATA_KEYS = (
+    "prompts",
+    "tasks",
+    "min_len",
+    "max_len",
+    "seed",
+    "num_prompts",
+    "chat_template",
+    "enable_thinking",
+)

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """OPD's own config sections as frozen, checked dataclasses.
 
-`OpdSettings` (`opd`), `RolloutSettings` (`rollout`) and `EvalSettings`
-(`eval`) are their sections field for field and the one source of their
-defaults (`config_utils.to_section`). The `train` section holds every
+`OpdSettings` (`opd`) and `RolloutSettings` (`rollout`) are their sections
+field for field and the one source of their defaults
+(`config_utils.to_section`); `eval` is `run.sections.EvalSettings`'
+`OPD_EVAL_KEYS`. The `train` section holds every
 `training.options.TrainSettings` key (its `eval_every_n_steps` paces the
 decode evaluation, OPD's only evaluation) and `time_budget_s`, which
 `training.options.TimeBudget` holds (`options.split_train_section`).
@@ -98,35 +99,3 @@ class RolloutSettings(commit_rules.CommitSettings):
         **{name: getattr(self, name) for name in _DENOISER_FIELDS},
     )
     return dataclasses.replace(config, stop_ids=self.stop_ids(tokenizer))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalSettings:
-  """The decode evaluation before, during and after training.
-
-  Attributes:
-    batch_size: prompts per decoding call.
-    thresholds: commit thresholds of the greedy evaluation, in (0, 1].
-  """
-
-  # How the run is measured, never what it trains.
-  batch_size: int = config_utils.resumable(default=64)
-  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
-
-  def __post_init__(self):
-    config_utils.check_int("eval.batch_size", self.batch_size, 1)
-    thresholds = self.thresholds
-    if (
-        isinstance(thresholds, (str, bytes))
-        or not thresholds
-        or not all(
-            isinstance(t, (int, float))
-            and not isinstance(t, bool)
-            and 0 < t <= 1
-            for t in thresholds
-        )
-    ):
-      raise ValueError(
-          f"eval.thresholds must be numbers in (0, 1], got {thresholds!r}."
-      )
-    object.__setattr__(self, "thresholds", tuple(thresholds))

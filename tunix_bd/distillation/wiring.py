@@ -137,7 +137,7 @@ def build_trainer(
     train: options.TrainSettings,
     budget: options.TimeBudget,
     corruption: corruption_lib.SftCorruptionConfig,
-    eval_settings: settings_lib.EvalSettings,
+    eval_settings: Any,
     mesh: jax.sharding.Mesh,
     workdir: str,
     seed: int,
@@ -155,7 +155,8 @@ def build_trainer(
     train_prompts: the prompts the student rolls out on.
     eval_prompts: the held-out prompts with their answers.
     opd, train, budget, corruption, eval_settings: the checked `opd`,
-      `train` (and its time budget), `corruption` and `eval` sections.
+      `train` (and its time budget), `corruption` and `eval` sections
+      (`eval`: a `run.sections.EvalSettings`).
     mesh: the mesh the trainer is built under.
     workdir: the run directory (checkpoints, metrics).
     seed: `config.seed`, for the rollouts.

@@ -26,6 +26,7 @@ import os
 from absl import logging
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.evaluation import ar_sampler
@@ -50,7 +51,7 @@ class ArPretrainConfig:
   model: from_scratch.ScratchModelSettings
   data: data_settings.DataSettings
   train: options.TrainSettings
-  eval: sections.ArEvalSettings
+  eval: sections.EvalSettings = config_utils.section(*sections.AR_EVAL_KEYS)
   mesh: mesh_lib.MeshSettings
 
 

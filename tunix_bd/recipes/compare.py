@@ -18,6 +18,7 @@ import time
 
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
@@ -31,7 +32,9 @@ class CompareConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   model: comparison_report.CompareModelSettings
-  data: data_settings.PromptDataSettings
+  data: data_settings.DataSettings = config_utils.section(
+      *data_settings.PROMPT_DATA_KEYS
+  )
 
 
 def run(config: ml_collections.ConfigDict) -> list[dict]:

@@ -17,6 +17,7 @@ import dataclasses
 
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
@@ -38,7 +39,9 @@ class GenerateConfig:
   decode: settings_lib.DecodeSettings
   model: sections.DecodeModelSettings
   bd: settings_lib.CheckpointBdSettings
-  data: data_settings.PromptDataSettings
+  data: data_settings.DataSettings = config_utils.section(
+      *data_settings.PROMPT_DATA_KEYS
+  )
   mesh: mesh_lib.MeshSettings
 
 

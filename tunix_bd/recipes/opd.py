@@ -18,6 +18,7 @@ import dataclasses
 
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
@@ -37,13 +38,15 @@ from tunix_bd.training import options
 class OpdConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.OpdModelSettings
+  model: sections.ConvertedModelSettings = config_utils.section(
+      *sections.OPD_MODEL_KEYS
+  )
   data: data_settings.DataSettings
   rollout: settings_lib.RolloutSettings
   opd: settings_lib.OpdSettings
   corruption: corruption_lib.SftCorruptionConfig
   train: tuple[options.TrainSettings, options.TimeBudget]
-  eval: settings_lib.EvalSettings
+  eval: sections.EvalSettings = config_utils.section(*sections.OPD_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
 

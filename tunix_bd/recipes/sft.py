@@ -23,6 +23,7 @@ import dataclasses
 
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
@@ -51,7 +52,7 @@ class SftConfig:
   data: data_settings.DataSettings
   train: tuple[options.TrainSettings, options.TimeBudget]
   lora: sections.LoraSettings
-  eval: sections.SftEvalSettings
+  eval: sections.EvalSettings = config_utils.section(*sections.SFT_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The actor, reference and rollout meshes of an RL run, from config.
 
-The `mesh` section (`RoleMeshSettings`) says which devices each role gets:
+The `mesh` section (`mesh.MeshSettings` of `mesh.ROLE_MESH_KEYS`) says which
+devices each role gets:
 
     mesh.rollout.devices=4      # the last 4 devices sample
     mesh.rollout.devices=0.25   # the last quarter of the devices
@@ -12,7 +13,7 @@ Devices are ordered by `slice_index` when they have one. The actor takes the
 first devices, a reference given its own devices the ones after the actor's,
 and the rollout the last ones; the actor's default is every device the other
 two leave. A role given no devices shares the actor's mesh, so a section
-without role keys (a `mesh.MeshSettings` section) means one shared mesh. Each
+without role keys (another recipe's `mesh`) means one shared mesh. Each
 role's mesh is `(fsdp, tp)` over its devices (`mesh_lib.make_mesh`,
 topology-aware). With `mesh.disjoint` (the default) explicit sets must not
 overlap.
@@ -33,73 +34,18 @@ from jax.sharding import PartitionSpec
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 
-ROLES = ("actor", "reference", "rollout")
+ROLES = mesh_lib.ROLES
 
 
-@dataclasses.dataclass(frozen=True)
-class RoleSettings:
-  """One role's `mesh.<role>` subsection.
+def role_mesh_settings(section: Any) -> mesh_lib.MeshSettings:
+  """An RL `mesh` section (`mesh.ROLE_MESH_KEYS`), checked; unknown keys fail.
 
-  `devices` is a count (int >= 1) or a fraction of all devices (float in
-  (0, 1]); `slices` a number of whole slices. Neither: the actor takes the
-  devices left over, the other roles share the actor's mesh. `fsdp`/`tp`
-  default to `mesh.fsdp`/`mesh.tp`. Where a role computes, not what: a
-  resume may change them.
+  `section`: a config section or mapping (one without role keys means one
+  shared mesh), or `MeshSettings`, taken as it is when of those keys.
   """
-
-  devices: int | float | None = config_utils.resumable(default=None)
-  slices: int | None = config_utils.resumable(default=None)
-  fsdp: int | None = config_utils.resumable(default=None)
-  tp: int | None = config_utils.resumable(default=None)
-
-
-@dataclasses.dataclass(frozen=True)
-class RoleMeshSettings(mesh_lib.MeshSettings):
-  """The RL `mesh` section: `mesh.MeshSettings` plus the role subsections.
-
-  `fsdp`/`tp` (and their defaults) are `MeshSettings`'; every field is
-  where the run computes, not what, so a resume may change it.
-
-  Attributes:
-    data_sharding_axes: the mesh axes Tunix shards each batch over.
-    disjoint: whether roles given devices of their own must not overlap.
-    actor, reference, rollout: each role's devices and axis sizes.
-  """
-
-  data_sharding_axes: tuple[str, ...] = config_utils.resumable(
-      default=("fsdp",)
+  return config_utils.nested(
+      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
   )
-  disjoint: bool = config_utils.resumable(default=True)
-  actor: RoleSettings = config_utils.resumable(default=RoleSettings())
-  reference: RoleSettings = config_utils.resumable(default=RoleSettings())
-  rollout: RoleSettings = config_utils.resumable(default=RoleSettings())
-
-  def __post_init__(self):
-    super().__post_init__()  # Checks mesh.fsdp, mesh.tp.
-    for role in ROLES:
-      value = config_utils.nested(
-          RoleSettings, getattr(self, role), f"mesh.{role}"
-      )
-      object.__setattr__(self, role, value)
-    axes = tuple(self.data_sharding_axes)
-    if not axes or len(set(axes)) != len(axes):
-      raise ValueError(
-          "mesh.data_sharding_axes must name distinct mesh axes, got"
-          f" {self.data_sharding_axes!r}."
-      )
-    unknown = sorted(set(axes) - set(mesh_lib.MESH_AXES))
-    if unknown:
-      raise ValueError(
-          f"mesh.data_sharding_axes names {unknown}, which are not mesh axes"
-          f" {mesh_lib.MESH_AXES}."
-      )
-    if not isinstance(self.disjoint, bool):
-      raise ValueError(f"mesh.disjoint must be a bool, got {self.disjoint!r}.")
-
-  @classmethod
-  def from_section(cls, section: Any) -> RoleMeshSettings:
-    """Parses a `mesh` section; unknown keys fail, naming the section."""
-    return config_utils.nested(cls, section, "mesh")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +79,7 @@ def _slice_groups(devices: Sequence[Any]) -> list[list[Any]] | None:
 
 
 def _role_size(
-    role: str, settings: RoleSettings, devices: Sequence[Any]
+    role: str, settings: mesh_lib.RoleSettings, devices: Sequence[Any]
 ) -> int | None:
   """How many devices `role` asks for; None when it names none."""
   name = f"mesh.{role}"
@@ -179,7 +125,7 @@ def _role_size(
 
 
 def assign_devices(
-    settings: RoleMeshSettings, devices: Sequence[Any]
+    settings: mesh_lib.MeshSettings, devices: Sequence[Any]
 ) -> dict[str, list[Any]]:
   """Each role's devices; a role sharing the actor's mesh is left out.
 
@@ -227,7 +173,9 @@ def assign_devices(
   return {role: [ordered[k] for k in ranges[role]] for role in ranges}
 
 
-def _axis_sizes(settings: RoleMeshSettings, role: str) -> mesh_lib.MeshSettings:
+def _axis_sizes(
+    settings: mesh_lib.MeshSettings, role: str
+) -> mesh_lib.MeshSettings:
   """`mesh.<role>.fsdp`/`tp`, defaulting to `mesh.fsdp`/`mesh.tp`."""
   role_settings = getattr(settings, role)
   fsdp, tp = role_settings.fsdp, role_settings.tp
@@ -244,13 +192,13 @@ def _axis_sizes(settings: RoleMeshSettings, role: str) -> mesh_lib.MeshSettings:
 def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
   """The role meshes of a `mesh` section, over `devices` (default: all).
 
-  `section` is a `RoleMeshSettings`, or a config section (or mapping) of it.
+  `section` is as `role_mesh_settings` takes it.
 
   Raises:
     ValueError: naming the config key, for a bad section or device split,
       or when JAX runs more than one controller process.
   """
-  settings = RoleMeshSettings.from_section(section)
+  settings = role_mesh_settings(section)
   if jax.process_count() > 1:
     raise ValueError(
         "role meshes need a single controller (jax.process_count() == 1: one"

@@ -67,7 +67,7 @@ def conversations(
   scored on the embedded tasks. Every set given is read, or an error.
 
   Args:
-    data: the `data` section (`rl.settings.DataSettings`).
+    data: the `data` section (`data.settings.DataSettings`, `RL_DATA_KEYS`).
     num_eval: held-out prompts the evaluation uses (`eval.num_prompts`).
 
   Raises:

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
-One dataclass per section (`grpo`, `reward`, `data`, and the RL keys of
-`train`; how the run decodes, `rollout` and `eval`, is
-`rl.decode_settings`'), field for field, each built with
+One dataclass per section (`grpo`, `reward`, and the RL keys of `train`;
+`data` is `data.settings.DataSettings`' `RL_DATA_KEYS`, `mesh`
+`mesh.MeshSettings`' `ROLE_MESH_KEYS`; how the run decodes, `rollout` and
+`eval`, is `rl.decode_settings`'), field for field, each built with
 `config_utils.from_section`, so a typo or a bad value fails as a
 `ValueError` naming `section.key` before any model is loaded.
 `GrpoConfig` holds them all, as the recipe's `run.stage.Stage` builds
@@ -17,9 +18,9 @@ import dataclasses
 
 from tunix_bd import compat
 from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.rl import decode_settings
-from tunix_bd.rl import meshes
 from tunix_bd.rl import rewards
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -194,31 +195,21 @@ class RlBatchSettings:
         config_utils.check_int(f"train.{key}", getattr(self, key), 1)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DataSettings(data_settings.DataSettings):
-  """GRPO's `data`: the embedded tasks, a chat JSONL or an RL JSONL.
-
-  Attributes:
-    prompts: an RL JSONL (`{"prompt", "answer"}` per line) of train
-      prompts; empty: `train` (a chat JSONL) or the embedded tasks.
-  """
-
-  prompts: str = config_utils.source(config_utils.FILE)
-
-
 @dataclasses.dataclass(frozen=True)
 class GrpoConfig:
   """The `grpo` recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.GrpoModelSettings
-  data: DataSettings
+  model: sections.ConvertedModelSettings
+  data: data_settings.DataSettings = config_utils.section(
+      *data_settings.RL_DATA_KEYS
+  )
   rollout: decode_settings.RolloutSettings
   grpo: GrpoSettings
   reward: RewardSettings
   train: tuple[options.TrainSettings, RlBatchSettings]
   eval: decode_settings.EvalSettings
   export: sections.ExportSettings
-  mesh: meshes.RoleMeshSettings
+  mesh: mesh_lib.MeshSettings = config_utils.section(*mesh_lib.ROLE_MESH_KEYS)
 
   @property
   def description(self) -> str:

@@ -96,7 +96,7 @@ def checkpoint_directories(settings) -> dict[str, str]:
   """
   random_init = getattr(settings, "random_init", False)
   paths = {}
-  for field in dataclasses.fields(settings):
+  for field in config_utils.section_fields(settings):
     if config_utils.source_kind(field) != config_utils.CHECKPOINT:
       continue
     required = field.metadata.get("required")
@@ -178,7 +178,7 @@ def section_fields(
     )
   read = checkpoint_directories(settings)
   fields = {}
-  for field in dataclasses.fields(settings):
+  for field in config_utils.section_fields(settings):
     if config_utils.is_resumable(field):
       continue
     value = getattr(settings, field.name)

@@ -6,17 +6,20 @@ Each dataclass is a config section field for field and the one source of
 its defaults: `configs/*.py` build their sections with
 `config_utils.to_section(Cls, **what_this_config_changes)`, a recipe builds
 the dataclass back (`run.stage.Stage`), checked before any compute, errors
-naming `section.key`. The fingerprint rule is declared on the fields:
+naming `section.key`. One class may serve several sections, each holding
+some of its fields (`*_KEYS` below, `config_utils.section_keys`): the
+`eval` of three recipes, `bd` and `model.scratch_bd`, OPD's and GRPO's
+`model`. The fingerprint rule is declared on the fields:
 `config_utils.resumable()` marks what may change on resume, and
 `config_utils.source()` what enters by content (checkpoints, data files).
 
 Sections of one library package live beside what they configure
 (`data.settings`, `sft.corruption`, `distillation.settings`,
-`rl.settings`, `rl.decode_settings`, `rl.meshes`, `training.options`,
-`mesh`); this module holds the
+`rl.settings`, `rl.decode_settings`, `training.options`, `mesh`); this
+module holds the
 recipes' own: the `model` sections (a checkpoint or a random model, and the
 compute precision), SFT's `bd` and `lora`, `export`, and the `eval`
-sections of SFT and AR pretraining.
+sections of SFT, AR pretraining and OPD.
 """
 
 from __future__ import annotations
@@ -53,18 +56,24 @@ def _one_of(key: str, value: str, choices) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ComputeSettings:
+class PrecisionSettings:
   """The `model` keys of compute precision and memory (`models.precision`).
+
+  A decoding recipe's `model` has no `logits_chunk` (`DecodeModelSettings`'
+  `SECTION_KEYS`): it computes no loss.
 
   Attributes:
     dtype: `float32` or `bfloat16` compute; parameters and optimizer state
       stay float32. It changes what a run computes: fingerprinted.
     remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
       are the same, so a resume may change it.
+    logits_chunk: vocabulary columns per chunk of the output head in the
+      loss; 0: dense logits. Equal to float rounding: a resume may change it.
   """
 
   dtype: str = "float32"
   remat: str = config_utils.resumable(default="none")
+  logits_chunk: int = config_utils.resumable(default=8192)
 
   def __post_init__(self):
     self.precision  # pylint: disable=pointless-statement; checks the values.
@@ -72,10 +81,11 @@ class ComputeSettings:
   @property
   def precision(self) -> precision_lib.Precision:
     """The settings as `models.precision` takes them."""
+    keys = config_utils.section_keys(self)
     return precision_lib.Precision(
         dtype=self.dtype,
         remat=self.remat,
-        logits_chunk=getattr(self, "logits_chunk", 0),
+        logits_chunk=self.logits_chunk if "logits_chunk" in keys else 0,
     )
 
   def directory_hint(self, key: str) -> str:
@@ -85,19 +95,7 @@ class ComputeSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrecisionSettings(ComputeSettings):
-  """`ComputeSettings` and the chunked head of the training losses.
-
-  Attributes:
-    logits_chunk: vocabulary columns per chunk of the output head in the
-      loss; 0: dense logits. Equal to float rounding: a resume may change it.
-  """
-
-  logits_chunk: int = config_utils.resumable(default=8192)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DecodeModelSettings(ComputeSettings):
+class DecodeModelSettings(PrecisionSettings):
   """The `model` of a recipe that decodes with a converted model.
 
   Attributes:
@@ -108,6 +106,8 @@ class DecodeModelSettings(ComputeSettings):
   checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
   )
+
+  SECTION_KEYS = ("dtype", "remat", "checkpoint")
 
   def directory_hint(self, key: str) -> str:
     del key
@@ -124,50 +124,39 @@ class DecodeModelSettings(ComputeSettings):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ScratchBdSettings:
-  """The block-diffusion settings of a random converted model."""
+class BdSettings:
+  """Block-diffusion settings: SFT's `bd`, what the model is converted to;
+  `model.scratch_bd` (`SCRATCH_BD_KEYS`), a random converted model's.
+
+  Attributes:
+    block_size: tokens per block.
+    mask_token: a token of the tokenizer, a reserved id, or a new token
+      that is added (growing the embedding) when the tokenizer lacks it.
+    alignment: `shifted` (the AR head keeps its meaning) or
+      `same_position`.
+    layout: `clean_context` (`[noisy ; clean]`) or `single_canvas`.
+  """
 
   block_size: int = 8
+  mask_token: str = "<|mask|>"
   alignment: str = bd_config.SHIFTED
   layout: str = bd_config.CLEAN_CONTEXT
 
   def __post_init__(self):
-    config_utils.check_int("model.scratch_bd.block_size", self.block_size, 1)
-    _one_of("model.scratch_bd.alignment", self.alignment, bd_config.ALIGNMENTS)
-    _one_of("model.scratch_bd.layout", self.layout, bd_config.LAYOUTS)
+    key = lambda name: config_utils.key(name, "bd")
+    config_utils.check_int(key("block_size"), self.block_size, 1)
+    _one_of(key("alignment"), self.alignment, bd_config.ALIGNMENTS)
+    _one_of(key("layout"), self.layout, bd_config.LAYOUTS)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RandomInitSettings:
-  """`model` keys of a random converted model, for runs needing no checkpoint.
+# `model.scratch_bd`'s keys: a random model's tokenizer has its mask token.
+SCRATCH_BD_KEYS = ("block_size", "alignment", "layout")
 
-  Attributes:
-    random_init: False: load the checkpoints; True: a random model of the
-      `scratch` shape with the embedded tokenizer and the `scratch_bd`
-      block-diffusion settings (smoke runs).
-    scratch: the random model's shape.
-    scratch_bd: its block-diffusion settings.
-  """
 
-  random_init: bool = False
-  scratch: from_scratch.ScratchModelSettings = dataclasses.field(
-      default_factory=from_scratch.ScratchModelSettings
+def _scratch_bd() -> BdSettings:
+  return config_utils.nested(
+      BdSettings, {}, "model.scratch_bd", SCRATCH_BD_KEYS
   )
-  scratch_bd: ScratchBdSettings = dataclasses.field(
-      default_factory=ScratchBdSettings
-  )
-
-  def __post_init__(self):
-    if not isinstance(self.random_init, bool):
-      raise ValueError(
-          f"model.random_init must be a bool, got {self.random_init!r}."
-      )
-    for name, cls in (
-        ("scratch", from_scratch.ScratchModelSettings),
-        ("scratch_bd", ScratchBdSettings),
-    ):
-      value = config_utils.nested(cls, getattr(self, name), f"model.{name}")
-      object.__setattr__(self, name, value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -203,26 +192,91 @@ class SftModelSettings(PrecisionSettings):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class OpdModelSettings(PrecisionSettings, RandomInitSettings):
-  """OPD's `model`: the block-diffusion student and the causal AR teacher.
+class ConvertedModelSettings(PrecisionSettings):
+  """The `model` of a recipe training a converted model: GRPO's policy, its
+  KL reference and a model to compare (`SECTION_KEYS`); OPD's student and
+  causal AR teacher (`OPD_MODEL_KEYS`). Either may be a random model, for
+  runs needing no checkpoint.
 
   Attributes:
-    student: the converted student (with block_diffusion.json).
-    teacher: the AR teacher; one tokenizer with the student.
+    random_init: False: load the checkpoints; True: a random model of the
+      `scratch` shape with the embedded tokenizer and the `scratch_bd`
+      block-diffusion settings (smoke runs).
+    scratch: the random model's shape.
+    scratch_bd: its block-diffusion settings (`SCRATCH_BD_KEYS`).
+    student: OPD: the converted student (with block_diffusion.json).
+    teacher: OPD: the AR teacher; one tokenizer with the student.
+    checkpoint: GRPO: the policy, a converted model (with
+      block_diffusion.json).
+    reference: GRPO: the frozen KL reference; empty: the initial policy (as
+      Tunix, TRL and verl), so `model.checkpoint` once checked (with
+      `random_init`, a copy of the random policy).
+    continued_sft: GRPO: optional, another converted model evaluated beside
+      the policy before and after (the report's `continued SFT`); it is only
+      evaluated, so a resume may change it.
   """
 
+  random_init: bool = False
+  scratch: from_scratch.ScratchModelSettings = dataclasses.field(
+      default_factory=from_scratch.ScratchModelSettings
+  )
+  scratch_bd: BdSettings = dataclasses.field(default_factory=_scratch_bd)
   student: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
   )
   teacher: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
   )
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+  reference: str = config_utils.source(_CHECKPOINT)
+  continued_sft: str = config_utils.source(
+      _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
+  )
+
+  # GRPO's `model` keys.
+  SECTION_KEYS = (
+      "random_init",
+      "scratch",
+      "scratch_bd",
+      "dtype",
+      "remat",
+      "logits_chunk",
+      "checkpoint",
+      "reference",
+      "continued_sft",
+  )
 
   def __post_init__(self):
-    PrecisionSettings.__post_init__(self)
-    RandomInitSettings.__post_init__(self)
+    super().__post_init__()
+    if not isinstance(self.random_init, bool):
+      raise ValueError(
+          f"model.random_init must be a bool, got {self.random_init!r}."
+      )
+    for name, cls, keys in (
+        ("scratch", from_scratch.ScratchModelSettings, ()),
+        ("scratch_bd", BdSettings, SCRATCH_BD_KEYS),
+    ):
+      value = config_utils.nested(
+          cls, getattr(self, name), f"model.{name}", keys
+      )
+      object.__setattr__(self, name, value)
+    if not self.reference and not self.random_init:
+      # Named, so that the fingerprint holds the reference's digest.
+      object.__setattr__(self, "reference", self.checkpoint)
 
   def directory_hint(self, key: str) -> str:
+    if key in ("student", "teacher"):
+      return self._opd_hint(key)
+    if key != "checkpoint":
+      return ""
+    return (
+        ": it must be a converted model directory; on the embedded default"
+        f" {RUN_THE_QUICKSTART}"
+    )
+
+  def _opd_hint(self, key: str) -> str:
     if key == "student":
       what = (
           "the converted student (e.g. runs/quickstart/sft/export, or"
@@ -244,66 +298,12 @@ class OpdModelSettings(PrecisionSettings, RandomInitSettings):
     )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GrpoModelSettings(PrecisionSettings, RandomInitSettings):
-  """GRPO's `model`: the policy, its KL reference, a model to compare.
-
-  Attributes:
-    checkpoint: the policy, a converted model (with block_diffusion.json).
-    reference: the frozen KL reference; empty: the initial policy (as
-      Tunix, TRL and verl), so `model.checkpoint` once checked (with
-      `random_init`, a copy of the random policy).
-    continued_sft: optional, another converted model evaluated beside the
-      policy before and after (the report's `continued SFT`); it is only
-      evaluated, so a resume may change it.
-  """
-
-  checkpoint: str = config_utils.source(
-      _CHECKPOINT, "runs/quickstart/sft/export", required=True
-  )
-  reference: str = config_utils.source(_CHECKPOINT)
-  continued_sft: str = config_utils.source(
-      _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
-  )
-
-  def __post_init__(self):
-    PrecisionSettings.__post_init__(self)
-    RandomInitSettings.__post_init__(self)
-    if not self.reference and not self.random_init:
-      # Named, so that the fingerprint holds the reference's digest.
-      object.__setattr__(self, "reference", self.checkpoint)
-
-  def directory_hint(self, key: str) -> str:
-    if key != "checkpoint":
-      return ""
-    return (
-        ": it must be a converted model directory; on the embedded default"
-        f" {RUN_THE_QUICKSTART}"
-    )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BdSettings:
-  """SFT's `bd`: the block-diffusion settings the model is converted to.
-
-  Attributes:
-    block_size: tokens per block.
-    mask_token: a token of the tokenizer, a reserved id, or a new token
-      that is added (growing the embedding) when the tokenizer lacks it.
-    alignment: `shifted` (the AR head keeps its meaning) or
-      `same_position`.
-    layout: `clean_context` (`[noisy ; clean]`) or `single_canvas`.
-  """
-
-  block_size: int = 8
-  mask_token: str = "<|mask|>"
-  alignment: str = bd_config.SHIFTED
-  layout: str = bd_config.CLEAN_CONTEXT
-
-  def __post_init__(self):
-    config_utils.check_int("bd.block_size", self.block_size, 1)
-    _one_of("bd.alignment", self.alignment, bd_config.ALIGNMENTS)
-    _one_of("bd.layout", self.layout, bd_config.LAYOUTS)
+# OPD's `model` keys.
+OPD_MODEL_KEYS = (
+    *ConvertedModelSettings.SECTION_KEYS[:6],
+    "student",
+    "teacher",
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -369,22 +369,49 @@ class ExportSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SftEvalSettings:
-  """SFT's `eval`: the held-out loss's batch size."""
+class EvalSettings:
+  """The `eval` of SFT, AR pretraining and OPD: each holds some of the keys.
 
-  batch_size: int = config_utils.resumable(default=64)
+  SFT's (`SFT_EVAL_KEYS`) sizes its held-out loss's batches; AR
+  pretraining's (`AR_EVAL_KEYS`, with `batch_size=128` from its config)
+  decodes greedily with Tunix's `Sampler`; OPD's (`OPD_EVAL_KEYS`) is its
+  decode evaluation before, during and after training. How the run is
+  measured, never what it trains: a resume may change any.
 
-  def __post_init__(self):
-    config_utils.check_int("eval.batch_size", self.batch_size, 1)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ArEvalSettings:
-  """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler`."""
+  Attributes:
+    max_new_tokens: tokens the AR evaluation decodes.
+    batch_size: rows (prompts) per evaluation call.
+    thresholds: commit thresholds of OPD's greedy evaluation, in (0, 1].
+  """
 
   max_new_tokens: int = config_utils.resumable(default=16)
-  batch_size: int = config_utils.resumable(default=128)
+  batch_size: int = config_utils.resumable(default=64)
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
 
   def __post_init__(self):
-    for key in ("max_new_tokens", "batch_size"):
-      config_utils.check_int(f"eval.{key}", getattr(self, key), 1)
+    for name in ("max_new_tokens", "batch_size"):
+      config_utils.check_int(
+          config_utils.key(name, "eval"), getattr(self, name), 1
+      )
+    thresholds = self.thresholds
+    if (
+        isinstance(thresholds, (str, bytes))
+        or not thresholds
+        or not all(
+            isinstance(t, (int, float))
+            and not isinstance(t, bool)
+            and 0 < t <= 1
+            for t in thresholds
+        )
+    ):
+      raise ValueError(
+          f"{config_utils.key('thresholds', 'eval')} must be numbers in"
+          f" (0, 1], got {thresholds!r}."
+      )
+    object.__setattr__(self, "thresholds", tuple(thresholds))
+
+
+# The `eval` keys of each recipe whose `eval` is an `EvalSettings`.
+SFT_EVAL_KEYS = ("batch_size",)
+AR_EVAL_KEYS = ("max_new_tokens", "batch_size")
+OPD_EVAL_KEYS = ("batch_size", "thresholds")

@@ -23,7 +23,9 @@ A training recipe is five steps, in this order, whatever it trains:
 
 A recipe declares its config, a frozen dataclass whose fields are its typed
 sections (`model: SftModelSettings`; `train: tuple[TrainSettings,
-TimeBudget]` for a `train` section that holds the recipe's own keys too).
+TimeBudget]` for a `train` section that holds the recipe's own keys too;
+`eval: sections.EvalSettings = config_utils.section("batch_size")` for a
+section holding some fields of a class that serves several).
 
 A benchmark recipe takes step 1 alone, then builds its arms, measures and
 writes its report (`benchmarks`, outside the library); one that writes a single
@@ -78,18 +80,24 @@ def values_only() -> Iterator[None]:
     _VALUES_ONLY.reset(token)
 
 
-def build_section(config: ml_collections.ConfigDict, name: str, spec: Any):
+def build_section(
+    config: ml_collections.ConfigDict,
+    name: str,
+    spec: Any,
+    keys: tuple[str, ...] = (),
+):
   """Section `name` of `config` as dataclass `spec`, checked.
 
   `spec` is a dataclass, or `tuple[options.TrainSettings, Extra]` for a
   `train` section that holds a recipe's own keys too (a tuple of both is
-  returned).
+  returned). `keys`: the fields of `spec` the section holds
+  (`config_utils.section`); empty: its `config_utils.section_keys`.
   """
   if typing.get_origin(spec) is tuple:
     return options.split_train_section(config[name], typing.get_args(spec)[1])
   if hasattr(spec, "from_config_dict"):  # Its own builder (`corruption`).
     return spec.from_config_dict(config[name])
-  return config_utils.from_section(spec, config[name], name)
+  return config_utils.from_section(spec, config[name], name, keys)
 
 
 class Stage(Generic[SettingsT]):
@@ -141,7 +149,12 @@ class Stage(Generic[SettingsT]):
     self.workdir = config.get("workdir")
     hints = typing.get_type_hints(spec)
     self.settings: SettingsT = spec(**{
-        f.name: build_section(config, f.name, hints[f.name])
+        f.name: build_section(
+            config,
+            f.name,
+            hints[f.name],
+            f.metadata.get(config_utils.SECTION_KEYS, ()),
+        )
         for f in dataclasses.fields(spec)
     })
     model = getattr(self.settings, "model", None)

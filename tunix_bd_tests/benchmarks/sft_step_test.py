@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd import config_utils
+from tunix_bd.run import sections
 
 
 class SettingsTest(parameterized.TestCase):
@@ -37,7 +38,9 @@ class SettingsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       sft_step.SftStepModelSettings(**overrides)
     with self.assertRaisesRegex(ValueError, r"bd\.block_size"):
-      sft_step.SftStepBdSettings(block_size=0)
+      config_utils.from_section(
+          sections.BdSettings, {"block_size": 0}, "bd", sft_step.BD_KEYS
+      )
 
   def test_the_model_is_over_the_tokenizer_or_a_larger_vocabulary(self):
     dense = sft_step.SftStepModelSettings(logits_chunk=0)  # Dense: valid.

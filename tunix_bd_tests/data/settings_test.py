@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for data/settings.py's `PromptDataSettings`."""
+"""Tests for data/settings.py's `DataSettings` of `PROMPT_DATA_KEYS`."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -12,13 +12,15 @@ from tunix_bd.data import settings
 def _data(**overrides):
   section = config_files.get_config("generate", "tiny").data
   section.update(overrides)
-  return config_utils.from_section(settings.PromptDataSettings, section, "data")
+  return config_utils.from_section(
+      settings.DataSettings, section, "data", settings.PROMPT_DATA_KEYS
+  )
 
 
-class PromptDataSettingsTest(parameterized.TestCase):
+class PromptDataTest(parameterized.TestCase):
 
   def test_a_config_states_only_what_it_changes(self):
-    self.assertEqual(_data(), settings.PromptDataSettings(num_prompts=8))
+    self.assertEqual(_data(), settings.DataSettings(num_prompts=8))
     self.assertIsNone(_data().chat_options.enable_thinking)
 
   @parameterized.named_parameters(
@@ -37,8 +39,19 @@ class PromptDataSettingsTest(parameterized.TestCase):
   def test_a_typo_fails(self):
     with self.assertRaisesRegex(ValueError, "unknown data config keys"):
       config_utils.from_section(
-          settings.PromptDataSettings, {"prompt": "p.jsonl"}, "data"
+          settings.DataSettings,
+          {"prompt": "p.jsonl"},
+          "data",
+          settings.PROMPT_DATA_KEYS,
       )
+
+  def test_a_training_recipe_s_data_checks_no_prompt_keys(self):
+    # Its keys leave out `num_prompts`, so the embedded tasks are not
+    # checked here (a `train` file needs none).
+    data = config_utils.from_section(
+        settings.DataSettings, {"tasks": ("nope",), "train": "t.jsonl"}, "data"
+    )
+    self.assertEqual(data.tasks, ("nope",))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ _SlicedDevice = collections.namedtuple("_SlicedDevice", ["id", "slice_index"])
 
 def _section(**roles):
   """The RL `mesh` section with `roles` ({"rollout": {"devices": 4}})."""
-  section = config_utils.to_section(meshes.RoleMeshSettings)
+  section = config_utils.to_section(
+      mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
+  )
   for role, values in roles.items():
     if isinstance(values, dict):
       for key, value in values.items():
@@ -49,7 +51,7 @@ def _ids(assigned):
 
 def _assign(section, devices=None):
   devices = devices or [_Device(i) for i in range(_NUM_DEVICES)]
-  settings = meshes.RoleMeshSettings.from_section(section)
+  settings = meshes.role_mesh_settings(section)
   return _ids(meshes.assign_devices(settings, devices))
 
 
@@ -61,7 +63,12 @@ class AssignDevicesTest(parameterized.TestCase):
         _assign(config_utils.to_section(mesh_lib.MeshSettings)), want
     )
     self.assertEqual(
-        _assign(config_utils.to_section(meshes.RoleMeshSettings)), want
+        _assign(
+            config_utils.to_section(
+                mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
+            )
+        ),
+        want,
     )
 
   @parameterized.named_parameters(
@@ -163,7 +170,9 @@ class AssignDevicesTest(parameterized.TestCase):
   )
   def test_bad_sections_fail_naming_the_key(self, roles, message):
     with self.assertRaisesRegex(ValueError, message):
-      section = config_utils.to_section(meshes.RoleMeshSettings)
+      section = config_utils.to_section(
+          mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
+      )
       for key, value in roles.items():
         if isinstance(value, dict):
           section[key] = dict(section[key].to_dict(), **value)
@@ -182,40 +191,51 @@ class AssignDevicesTest(parameterized.TestCase):
         meshes.build(_section(rollout=dict(devices=4)))
 
 
-class RoleMeshSettingsTest(absltest.TestCase):
+class RlMeshSectionTest(absltest.TestCase):
 
-  def test_the_axis_defaults_are_mesh_settings_own(self):
-    self.assertTrue(issubclass(meshes.RoleMeshSettings, mesh_lib.MeshSettings))
-    shared = mesh_lib.MeshSettings()
-    settings = meshes.RoleMeshSettings()
-    self.assertEqual((settings.fsdp, settings.tp), (shared.fsdp, shared.tp))
-    section = config_utils.to_section(meshes.RoleMeshSettings)
+  def test_the_rl_section_is_the_mesh_section_and_the_role_keys(self):
+    section = config_utils.to_section(
+        mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
+    )
     self.assertEqual(
         {k: section[k] for k in ("fsdp", "tp")},
         config_utils.to_section(mesh_lib.MeshSettings).to_dict(),
     )
+    self.assertEqual(set(section), set(mesh_lib.ROLE_MESH_KEYS))
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^unknown mesh config keys \['rollout'\]; valid keys are"
+        r" \['fsdp', 'tp'\]\.$",
+    ):
+      config_utils.from_section(
+          mesh_lib.MeshSettings, {"rollout": {"devices": 4}}, "mesh"
+      )
 
   def test_the_grpo_config_s_mesh_is_the_dataclass_s(self):
     config = config_files.get_config("grpo")
     self.assertEqual(
         config.mesh.to_dict(),
-        config_utils.to_section(meshes.RoleMeshSettings).to_dict(),
+        config_utils.to_section(
+            mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
+        ).to_dict(),
     )
     self.assertEqual(
-        meshes.RoleMeshSettings.from_section(config.mesh),
-        meshes.RoleMeshSettings(),
+        meshes.role_mesh_settings(config.mesh),
+        mesh_lib.MeshSettings(),
     )
 
   def test_role_subsections_become_role_settings(self):
     section = _section(rollout=dict(devices=4, tp=2))
-    settings = meshes.RoleMeshSettings.from_section(section)
-    self.assertEqual(settings.rollout, meshes.RoleSettings(devices=4, tp=2))
-    self.assertEqual(settings.actor, meshes.RoleSettings())
+    settings = meshes.role_mesh_settings(section)
+    self.assertEqual(settings.rollout, mesh_lib.RoleSettings(devices=4, tp=2))
+    self.assertEqual(settings.actor, mesh_lib.RoleSettings())
     # A typed section is taken as it is.
-    self.assertIs(meshes.RoleMeshSettings.from_section(settings), settings)
+    self.assertIs(meshes.role_mesh_settings(settings), settings)
 
   def test_a_role_s_optional_keys_take_command_line_ints(self):
-    section = config_utils.to_section(meshes.RoleMeshSettings)
+    section = config_utils.to_section(
+        mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
+    )
     section.rollout.slices = 1
     section.rollout.tp = 2
     with self.assertRaises(TypeError):

@@ -13,10 +13,10 @@ import numpy as np
 from tunix_bd import config_utils
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tasks
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.rl import prompt_stream
-from tunix_bd.rl import settings as rl_settings
 
 
 def _conversations(num=10):
@@ -102,7 +102,10 @@ class ConversationsTest(absltest.TestCase):
         [{"prompt": "reverse 12", "completion": "21"}],
     )
     self.data = config_utils.to_section(
-        rl_settings.DataSettings, num_train=4, num_eval=2
+        data_settings.DataSettings,
+        keys=data_settings.RL_DATA_KEYS,
+        num_train=4,
+        num_eval=2,
     )
 
   def test_held_out_file_is_read_beside_rl_prompts(self):

@@ -13,14 +13,15 @@ from unittest import mock
 from absl.testing import absltest
 from absl.testing import parameterized
 from safetensors import numpy as safetensors_np
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import plugin
 from tunix_bd.cli import config_loading
+from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import sft
-from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
 from tunix_bd_tests import test_common
 
@@ -50,7 +51,9 @@ class DataFieldsTest(absltest.TestCase):
   """A `data` section's files enter the run fingerprint by content."""
 
   def fields(self, **data):
-    settings = rl_settings.DataSettings(**data)
+    settings = config_utils.from_section(
+        data_settings.DataSettings, data, "data", data_settings.RL_DATA_KEYS
+    )
     return provenance.section_fields(settings, provenance.identify)
 
   def test_files_enter_by_content(self):
@@ -76,6 +79,11 @@ class DataFieldsTest(absltest.TestCase):
     for key in ("prompts", "chat_template"):
       self.assertEqual(self.fields(**{key: paths[0]})[key], f"sha256:{digest}")
     self.assertEqual(self.fields()["chat_template"], "")
+    # The other recipes' `data` has no `prompts`, nor does their fingerprint.
+    plain = provenance.section_fields(
+        data_settings.DataSettings(), provenance.identify
+    )
+    self.assertEqual(set(plain), set(data_settings.DataSettings.SECTION_KEYS))
 
 
 class SourceCheckpointTest(absltest.TestCase):

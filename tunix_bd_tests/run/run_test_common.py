@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 from tunix_bd import config_files
+from tunix_bd import config_utils
+from tunix_bd.data import settings as data_settings
 from tunix_bd.rl import decode_settings as rl_decode_settings
-from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 
@@ -23,8 +24,15 @@ def smoke_grpo_config(root: str):
 
 
 def spec(**sections_):
-  """A config class of typed sections `name=type`, as a recipe declares."""
-  return dataclasses.make_dataclass("Spec", sections_.items(), frozen=True)
+  """A config class of typed sections `name=type`, as a recipe declares.
+
+  `name=(type, config_utils.section(*keys))` for a section of some keys.
+  """
+  fields = [
+      (name, *kind) if isinstance(kind, tuple) else (name, kind)
+      for name, kind in sections_.items()
+  ]
+  return dataclasses.make_dataclass("Spec", fields, frozen=True)
 
 
 def converted_stage(config) -> stage_lib.Stage:
@@ -32,8 +40,11 @@ def converted_stage(config) -> stage_lib.Stage:
   return stage_lib.Stage(
       config,
       spec(
-          model=sections.GrpoModelSettings,
-          data=rl_settings.DataSettings,
+          model=sections.ConvertedModelSettings,
+          data=(
+              data_settings.DataSettings,
+              config_utils.section(*data_settings.RL_DATA_KEYS),
+          ),
           rollout=rl_decode_settings.RolloutSettings,
           export=sections.ExportSettings,
       ),

@@ -99,7 +99,9 @@ class StageTest(parameterized.TestCase):
   ):
     self.enter_context(contextlib.chdir(self.root))  # No runs/ here.
     config = config_files.get_config(name, variant)
-    model = dict(sft=sections.SftModelSettings, grpo=sections.GrpoModelSettings)
+    model = dict(
+        sft=sections.SftModelSettings, grpo=sections.ConvertedModelSettings
+    )
     with self.assertRaisesRegex(
         ValueError, f"is not a directory; make it with `tunix run .*{command}"
     ):
@@ -120,7 +122,7 @@ class StageTest(parameterized.TestCase):
     config = config_files.get_config("grpo", "smoke")
     config.workdir = os.path.join(self.root, "grpo")
     config.model.checkpoint = os.path.join(self.root, "missing")
-    grpo_model = _spec(model=sections.GrpoModelSettings)
+    grpo_model = _spec(model=sections.ConvertedModelSettings)
     stage_lib.Stage(config, grpo_model)
     config.model.reference = os.path.join(self.root, "missing")
     with self.assertRaisesRegex(ValueError, r"^model\.reference="):
@@ -274,7 +276,7 @@ class ConvertedModelTest(absltest.TestCase):
         random_init=False, checkpoint=checkpoint, reference=checkpoint
     )
     stage = stage_lib.Stage(
-        self.config, _spec(model=sections.GrpoModelSettings)
+        self.config, _spec(model=sections.ConvertedModelSettings)
     )
     record = provenance.identify(checkpoint).provenance()
     self.assertEqual(
