@@ -18,16 +18,15 @@ transfer each way). Results go to stdout and `OUT/decode_call_cost.json`:
 `--tiny` runs the same code on a 2-layer model (a smoke run on a CPU).
 """
 
-import argparse
 import dataclasses
 import json
 import os
 import time
 
-from benchmarks import fixed_schedule
 import jax
 import jax.numpy as jnp
 import numpy as np
+import realistic
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.generate import denoise
@@ -58,23 +57,8 @@ def _fastest_ms(call, repeats):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--tiny", action="store_true")
-  parser.add_argument("--out", default=os.environ.get("OUT", "."))
-  args = parser.parse_args()
-  shape = fixed_schedule.FixedSchedule().model
-  vocab = 65_536
-  if args.tiny:
-    shape = dataclasses.replace(
-        shape,
-        num_layers=2,
-        embed_dim=64,
-        hidden_dim=128,
-        num_heads=2,
-        head_dim=32,
-        num_kv_heads=1,
-    )
-    vocab = 256
+  args = realistic.parse_args(__doc__.split("\n")[0])
+  shape, vocab = realistic.model_shape(args.tiny)
   mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
   one = jnp.ones((1,), jnp.int32)
   add_one = jax.jit(lambda x: x + 1)

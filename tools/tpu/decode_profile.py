@@ -21,7 +21,6 @@ stdout and `OUT/decode_profile.json` (with each method's compiled program,
 ops run on host threads).
 """
 
-import argparse
 import collections
 import dataclasses
 import glob
@@ -31,11 +30,11 @@ import re
 import tempfile
 import time
 
-from benchmarks import fixed_schedule
 from benchmarks import roofline
 import jax
 import jax.numpy as jnp
 import numpy as np
+import realistic
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.generate import decode_loop
@@ -131,23 +130,8 @@ def _engine_only(vocab):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--tiny", action="store_true")
-  parser.add_argument("--out", default=os.environ.get("OUT", "."))
-  args = parser.parse_args()
-  shape = fixed_schedule.FixedSchedule().model
-  vocab = 65_536
-  if args.tiny:
-    shape = dataclasses.replace(
-        shape,
-        num_layers=2,
-        embed_dim=64,
-        hidden_dim=128,
-        num_heads=2,
-        head_dim=32,
-        num_kv_heads=1,
-    )
-    vocab = 256
+  args = realistic.parse_args(__doc__.split("\n")[0])
+  shape, vocab = realistic.model_shape(args.tiny)
   mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
   config = from_scratch.qwen3_config(shape, vocab)
   config = dataclasses.replace(config, dtype=jnp.bfloat16)

@@ -1,0 +1,39 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The TPU scripts' shared setup: `bench_decode.py:realistic`'s model shape.
+
+Imported by its neighbours (run as `PYTHONPATH=. python tools/tpu/X.py`,
+which puts this folder on the path).
+"""
+
+import argparse
+import dataclasses
+import os
+
+from benchmarks import fixed_schedule
+from tunix_bd.models import from_scratch
+
+
+def parse_args(description: str) -> argparse.Namespace:
+  """`--tiny` (a 2-layer smoke run on a CPU) and `--out` (default `$OUT`)."""
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--tiny", action="store_true")
+  parser.add_argument("--out", default=os.environ.get("OUT", "."))
+  return parser.parse_args()
+
+
+def model_shape(tiny: bool) -> tuple[from_scratch.ScratchModelSettings, int]:
+  """`(shape, vocabulary)`: the realistic 0.26 B Qwen3, or a 2-layer one."""
+  shape = fixed_schedule.FixedSchedule().model
+  if not tiny:
+    return shape, 65_536
+  tiny_shape = dataclasses.replace(
+      shape,
+      num_layers=2,
+      embed_dim=64,
+      hidden_dim=128,
+      num_heads=2,
+      head_dim=32,
+      num_kv_heads=1,
+  )
+  return tiny_shape, 256
