@@ -59,8 +59,8 @@ calibrated against its memory analysis of 2- and 4-layer bfloat16 steps at
 Qwen3-0.6B's widths on a TPU v5e, `tools/tpu/sft_memory.py`): it fuses the
 attention's softmax, so per token, layer and key only `TPU_SCORE_BYTES`
 per head stay (no float32 copies; one, in the layer that remat `decoder`
-recomputes); the activations above take
-`TPU_ACTIVATION_SCALE` times their size; the loss holds one float32
+recomputes); the activations above take `TPU_ACTIVATION_SCALE` times their
+size; the loss holds one float32
 `[rows, vocab]` copy for Tunix's AR loss and none beyond the chunk for the
 chunked loss; and the update runs in place, but two float32
 embedding-sized buffers (the tied table's two gradient paths) stay. Held

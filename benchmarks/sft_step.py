@@ -199,7 +199,7 @@ def variants(
   return {name: every[name] for name in names}
 
 
-def _train_step(loss_fn: Callable[..., Any]):
+def train_step(loss_fn: Callable[..., Any]):
   """A jitted full fine-tuning step of `loss_fn(model, **batch)`."""
 
   @nnx.jit
@@ -215,7 +215,9 @@ def _train_step(loss_fn: Callable[..., Any]):
   return step
 
 
-def _peak_bytes(step, model, optimizer, batch) -> int:
+def peak_bytes(step, model, optimizer, batch) -> int:
+  """XLA's compiled peak of `step` (arguments + outputs + temporaries -
+  aliases), without running it; -1 where the backend gives no analysis."""
   analysis = step.lower(model, optimizer, batch).compile().memory_analysis()
   if analysis is None:
     return -1
@@ -246,8 +248,8 @@ def measure(
     model = from_scratch.init_model(model_config, seed, mesh)
     optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
     for name, (loss_fn, batch) in arms.items():
-      step = _train_step(loss_fn)
-      peaks[name] = _peak_bytes(step, model, optimizer, batch)
+      step = train_step(loss_fn)
+      peaks[name] = peak_bytes(step, model, optimizer, batch)
       for _ in range(warmup_steps):
         jax.block_until_ready(step(model, optimizer, batch))
       states[name] = (step, batch)

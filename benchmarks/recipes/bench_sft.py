@@ -17,6 +17,7 @@ the same model.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import ml_collections
@@ -51,11 +52,12 @@ def validate(
   return stage_lib.Stage(config, BenchSftConfig, writes="output")
 
 
-def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
-  """Prints and returns tokens/s, ratios and peak bytes of each variant."""
-  settings = validate(config).settings
-  bench, model, data_section = settings.bench, settings.model, settings.data
-  precision = model.precision
+def prepare(
+    settings: BenchSftConfig,
+) -> tuple[dict[str, Any], sft_step.Batch, int]:
+  """`(arms, batch, tokenizer size)`: each variant's `(loss_fn, inputs)`
+  on the first batch of the embedded task, and that batch."""
+  data_section = settings.data
   tokenizer = tokenizer_lib.override_chat_template(
       tokenizer_lib.build_char_tokenizer(), data_section.chat_template
   )
@@ -67,24 +69,32 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       data_section.chat_options,
   )
   mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
-  mesh = mesh_lib.make_mesh(settings.mesh)
-  model_config = model.model_config(len(tokenizer))
-
   batch = sft_step.first_batch(
       data,
-      batch_size=bench.batch_size,
+      batch_size=settings.bench.batch_size,
       bd=sft_step.block_diffusion(
           settings.bd.block_size, mask_id, bd_config_lib.CLEAN_CONTEXT
       ),
       eos_id=tokenizer.eos_token_id,
   )
   arms = sft_step.variants(
-      bench.variants,
+      settings.bench.variants,
       batch,
       block_size=settings.bd.block_size,
       mask_id=mask_id,
-      chunk=precision.chunk,
+      chunk=settings.model.precision.chunk,
   )
+  return arms, batch, len(tokenizer)
+
+
+def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
+  """Prints and returns tokens/s, ratios and peak bytes of each variant."""
+  settings = validate(config).settings
+  bench, model = settings.bench, settings.model
+  precision = model.precision
+  arms, batch, tokenizer_size = prepare(settings)
+  mesh = mesh_lib.make_mesh(settings.mesh)
+  model_config = model.model_config(tokenizer_size)
   times, peaks = sft_step.measure(
       arms,
       model_config,

@@ -21,7 +21,6 @@ transfer each way). Results go to stdout and `OUT/decode_call_cost.json`:
 import dataclasses
 import json
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -46,16 +45,6 @@ _METHODS = (
 )
 
 
-def _fastest_ms(call, repeats):
-  call()
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
-    call()
-    best = min(best, time.perf_counter() - start)
-  return round(best * 1e3, 3)
-
-
 def main():
   args = realistic.parse_args(__doc__.split("\n")[0])
   shape, vocab = realistic.model_shape(args.tiny)
@@ -65,10 +54,10 @@ def main():
   small = np.ones((1, 3), np.int32)
   result = dict(
       device=str(jax.devices()[0].device_kind),
-      launch_floor_ms=_fastest_ms(
+      launch_floor_ms=realistic.fastest_ms(
           lambda: jax.block_until_ready(add_one(one)), 30
       ),
-      launch_and_transfers_floor_ms=_fastest_ms(
+      launch_and_transfers_floor_ms=realistic.fastest_ms(
           lambda: np.asarray(add_one(small)), 30
       ),
   )
@@ -97,7 +86,7 @@ def main():
         tokens[label, method] = out.completion_tokens.tolist()
         repeats = 15 if new_tokens == 8 else 5
         runs.append((
-            _fastest_ms(lambda: denoiser(prompts), repeats),
+            realistic.fastest_ms(lambda: denoiser(prompts), repeats),
             int(out.num_forwards[0]),
         ))
       (short_ms, short_n), (long_ms, long_n) = runs

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import tempfile
-import time
 
 from benchmarks import roofline
 import jax
@@ -107,16 +106,6 @@ def _device_ops(xplane: str) -> tuple[dict[str, float], list[str]]:
   return dict(totals), seen
 
 
-def _fastest_ms(call, repeats):
-  call()
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
-    call()
-    best = min(best, time.perf_counter() - start)
-  return round(best * 1e3, 3)
-
-
 def _engine_only(vocab):
   """A cached model call that runs no model: logits from the tokens."""
 
@@ -153,8 +142,8 @@ def main():
     iterations = int(out.num_forwards[0])
     entry = dict(
         iterations=iterations,
-        call_ms=_fastest_ms(lambda: denoiser(prompts), 5),
-        engine_only_call_ms=_fastest_ms(lambda: engine(prompts), 5),
+        call_ms=realistic.fastest_ms(lambda: denoiser(prompts), 5),
+        engine_only_call_ms=realistic.fastest_ms(lambda: engine(prompts), 5),
     )
     # The compiled program's metadata names each op's source line.
     layout = denoiser._layout  # pylint: disable=protected-access

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The TPU scripts' shared setup: `bench_decode.py:realistic`'s model shape.
+"""The TPU scripts' shared setup: the realistic model's shape, a timer.
 
 Imported by its neighbours (run as `PYTHONPATH=. python tools/tpu/X.py`,
 which puts this folder on the path).
@@ -9,6 +9,7 @@ which puts this folder on the path).
 import argparse
 import dataclasses
 import os
+import time
 
 from benchmarks import fixed_schedule
 from tunix_bd.models import from_scratch
@@ -37,3 +38,14 @@ def model_shape(tiny: bool) -> tuple[from_scratch.ScratchModelSettings, int]:
       num_kv_heads=1,
   )
   return tiny_shape, 256
+
+
+def fastest_ms(call, repeats: int) -> float:
+  """The fastest of `repeats` timed calls (after one untimed), in ms."""
+  call()
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    call()
+    best = min(best, time.perf_counter() - start)
+  return round(best * 1e3, 3)

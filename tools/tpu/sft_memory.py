@@ -27,9 +27,6 @@ from benchmarks.recipes import bench_sft as recipe
 from flax import nnx
 import optax
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.data import dataset as dataset_lib
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import from_scratch
 
 # (layers, remat, batch, length)
@@ -37,35 +34,6 @@ _GRID = list(
     itertools.product((2, 4), ("none", "block"), ((16, 512), (4, 1024)))
 )
 _TINY_GRID = [(2, "block", (2, 64))]
-
-
-def _steps(config):
-  """`(settings, arms, length)` of one bench_sft config."""
-  settings = recipe.validate(config).settings
-  tokenizer = tokenizer_lib.build_char_tokenizer()
-  data = dataset_lib.tokenize(
-      tokenizer,
-      dataset_lib.train_conversations(settings.data, "bench_sft"),
-      settings.data.max_length,
-      settings.data.chat_options,
-  )
-  mask_id = tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
-  batch = sft_step.first_batch(
-      data,
-      batch_size=settings.bench.batch_size,
-      bd=sft_step.block_diffusion(
-          settings.bd.block_size, mask_id, bd_config_lib.CLEAN_CONTEXT
-      ),
-      eos_id=tokenizer.eos_token_id,
-  )
-  arms = sft_step.variants(
-      settings.bench.variants,
-      batch,
-      block_size=settings.bd.block_size,
-      mask_id=mask_id,
-      chunk=settings.model.precision.chunk,
-  )
-  return settings, arms, batch.length, len(tokenizer)
 
 
 def main():
@@ -94,19 +62,18 @@ def main():
         variants=("ar", "bd_single_canvas", "bd_clean_context"),
     )
     config.data.update(max_length=length, num_train=batch_size)
-    settings, arms, length, tokens = _steps(config)
-    model_config = settings.model.model_config(tokens)
+    settings = recipe.validate(config).settings
+    arms, batch, tokenizer_size = recipe.prepare(settings)
+    length = batch.length
+    model_config = settings.model.model_config(tokenizer_size)
     mesh = mesh_lib.make_mesh(settings.mesh)
     with mesh_lib.tunix_context(mesh):
       model = from_scratch.init_model(model_config, 0, mesh)
       optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
-      for name, (loss_fn, batch) in arms.items():
+      for name, (loss_fn, inputs) in arms.items():
         start = time.perf_counter()
-        peak = sft_step._peak_bytes(  # pylint: disable=protected-access
-            sft_step._train_step(loss_fn),  # pylint: disable=protected-access
-            model,
-            optimizer,
-            batch,
+        peak = sft_step.peak_bytes(
+            sft_step.train_step(loss_fn), model, optimizer, inputs
         )
         row = dict(
             layers=layers,
