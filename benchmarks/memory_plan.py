@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from typing import Mapping, Sequence
 
 GIB = 1024**3
@@ -105,6 +106,15 @@ class ModelShape:
     norms = 2 * d + 2 * hd  # Input and post-attention norms; q and k norms.
     return attention + norms + 3 * d * self.hidden_dim
 
+  def weight_shapes(self) -> list[tuple[int, ...]]:
+    """The shapes of the Tunix Qwen3's weights (its Einsum kernels)."""
+    d, hd, h = self.embed_dim, self.head_dim, self.hidden_dim
+    heads, kv = self.num_heads, self.num_kv_heads
+    layer = [(d, heads, hd), (d, kv, hd), (d, kv, hd), (heads, hd, d)]
+    layer += [(d, h), (d, h), (h, d), (d,), (d,), (hd,), (hd,)]
+    tables = [(self.vocab_size, d)] * (1 if self.tied_embedding else 2)
+    return self.num_layers * layer + tables + [(d,)]
+
   def num_params(self) -> int:
     """Parameters of the Tunix Qwen3 of this shape."""
     heads = 1 if self.tied_embedding else 2
@@ -112,6 +122,24 @@ class ModelShape:
     return (
         self.num_layers * self.layer_params() + heads * self.vocab_size * d + d
     )
+
+
+def optimizer_state_bytes(shape: ModelShape, optimizer: str) -> float:
+  """The float32 state of `train.optimizer` over all of a model's weights.
+
+  AdamW: two moments of every weight. Adafactor (optax's
+  `scale_by_factored_rms`): a weight whose two largest dimensions are both
+  at least 128 keeps its squared gradients' means over each of them (a row
+  and a column); any other weight keeps them whole.
+  """
+  if optimizer == "adamw":
+    return 2 * shape.num_params() * _F32
+  floats = 0
+  for dims in shape.weight_shapes():
+    size = math.prod(dims)
+    smaller, larger = sorted(dims)[-2:] if len(dims) > 1 else (0, 0)
+    floats += size // smaller + size // larger if smaller >= 128 else size
+  return floats * _F32
 
 
 # The published configs (Hugging Face `Qwen/Qwen3-*` config.json).
@@ -204,6 +232,7 @@ class SftStep:
       update holds beyond the gradients (see the module doc); XLA's CPU
       plan only.
     backend: whose plan: `cpu` (XLA's CPU plan) or `tpu` (XLA's TPU plan).
+    optimizer: `adamw` or `adafactor` (`optimizer_state_bytes`).
   """
 
   batch_size: int
@@ -215,6 +244,7 @@ class SftStep:
   logits_chunk: int = 8192
   update_buffers: int = 4
   backend: str = "cpu"
+  optimizer: str = "adamw"
 
   def __post_init__(self):
     if self.backend not in ("cpu", "tpu"):
@@ -273,7 +303,7 @@ def sft_step_plan(shape: ModelShape, step: SftStep) -> DevicePlan:
       {
           "parameters": params * _F32,
           "gradients": params * _F32,
-          "optimizer": 2 * params * _F32,
+          "optimizer": optimizer_state_bytes(shape, step.optimizer),
           # XLA's CPU plan also holds the backward's cotangents of a layer.
           "activations": tokens * (kept if tpu else kept + layer),
           "logits": logits,

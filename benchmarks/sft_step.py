@@ -40,6 +40,7 @@ from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.training import ar
+from tunix_bd.training import options
 
 VARIANTS = ("ar", "bd_single_canvas", "bd_clean_context")
 
@@ -97,14 +98,21 @@ class SftStepSettings:
     warmup_steps: untimed steps first; two, since the first update changes
       the optimizer state's types and recompiles.
     variants: among `VARIANTS`, `ar` always (the ratios are to it).
+    optimizer: as the recipes' `train.optimizer` (`options.OPTIMIZERS`).
   """
 
   batch_size: int = 32
   num_steps: int = 20
   warmup_steps: int = 2
   variants: tuple[str, ...] = VARIANTS
+  optimizer: str = "adamw"
 
   def __post_init__(self):
+    if self.optimizer not in options.OPTIMIZERS:
+      raise ValueError(
+          f"bench.optimizer must be one of {list(options.OPTIMIZERS)}, got"
+          f" {self.optimizer!r}."
+      )
     for key in ("batch_size", "num_steps", "warmup_steps"):
       config_utils.check_int(f"bench.{key}", getattr(self, key), 1)
     object.__setattr__(self, "variants", tuple(self.variants))
@@ -237,6 +245,7 @@ def measure(
     mesh: jax.sharding.Mesh,
     warmup_steps: int,
     num_steps: int,
+    optimizer: str = "adamw",
 ) -> tuple[dict[str, list[float]], dict[str, int]]:
   """`(seconds of every timed step, peak bytes)` of each arm.
 
@@ -246,7 +255,9 @@ def measure(
   states, times, peaks = {}, {name: [] for name in arms}, {}
   with mesh_lib.tunix_context(mesh):
     model = from_scratch.init_model(model_config, seed, mesh)
-    optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
+    optimizer = nnx.Optimizer(
+        model, update_rule(optimizer, num_steps), wrt=nnx.Param
+    )
     for name, (loss_fn, batch) in arms.items():
       step = train_step(loss_fn)
       peaks[name] = peak_bytes(step, model, optimizer, batch)
@@ -259,6 +270,18 @@ def measure(
         jax.block_until_ready(step(model, optimizer, batch))
         times[name].append(time.perf_counter() - start)
   return times, peaks
+
+
+def update_rule(name: str, num_steps: int) -> optax.GradientTransformation:
+  """The recipes' optimizer `name` (`options.optimizer`), as SFT runs it."""
+  return options.optimizer(
+      options.TrainSettings(
+          optimizer=name,
+          learning_rate=1e-4,
+          warmup_steps=0,
+          max_steps=num_steps,
+      )
+  )
 
 
 def model_flops(
@@ -312,6 +335,7 @@ def planned_bytes(
     batch_size: int,
     length: int,
     variant: str,
+    optimizer: str = "adamw",
 ) -> int:
   """`memory_plan.sft_step_plan`'s total for one variant."""
   precision = settings.precision
@@ -327,6 +351,7 @@ def planned_bytes(
           logits_chunk=0 if variant == "ar" else precision.logits_chunk,
           # XLA plans a TPU step apart from every other backend's.
           backend="tpu" if jax.devices()[0].platform == "tpu" else "cpu",
+          optimizer=optimizer,
       ),
   ).total
 

@@ -102,6 +102,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       mesh=mesh,
       warmup_steps=bench.warmup_steps,
       num_steps=bench.num_steps,
+      optimizer=bench.optimizer,
   )
 
   planned = {
@@ -111,6 +112,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
           batch_size=bench.batch_size,
           length=batch.length,
           variant=name,
+          optimizer=bench.optimizer,
       )
       for name in arms
   }

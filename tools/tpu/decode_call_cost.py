@@ -9,9 +9,10 @@ the weights) that a small model's forward does not hide. This times
 over 8 and 256 new tokens and splits each into a fixed cost and a cost per
 loop iteration, for float32, bfloat16 compute on float32 weights, and
 bfloat16 weights (`precision.matrices_to_compute_dtype`, what decoding
-recipes store); it also checks that the last two give the same tokens, and
-times the machine's floor (a trivial jitted call, with and without a small
-transfer each way). Results go to stdout and `OUT/decode_call_cost.json`:
+recipes store), and splits the 8-token call into its compiled program
+(with its transfers) and the host's work around it; it also checks that the
+last two give the same tokens, and times the machine's floor (a trivial
+jitted call, with and without a small transfer each way). Results go to stdout and `OUT/decode_call_cost.json`:
 
   PYTHONPATH=. python tools/tpu/decode_call_cost.py [--tiny] [--out DIR]
 
@@ -28,6 +29,7 @@ import numpy as np
 import realistic
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch
 from tunix_bd.models import precision
@@ -43,6 +45,30 @@ _METHODS = (
     ("ar_loop", 1, dict(rule="threshold", threshold=1.0)),
     ("bd_top8", 8, dict(rule="top_k", top_k=8)),
 )
+
+
+def _program_only(denoiser, prompts):
+  """A call of `denoiser`'s compiled program alone, inputs packed before."""
+  # pylint: disable=protected-access
+  layout = denoiser._layout
+  lengths = np.asarray([len(p) for p in prompts])
+  canvas = decode_loop.build_canvas(
+      np.asarray(prompts), lengths, layout, denoiser.bd.mask_token_id
+  )
+  packed = decode_loop.pack_inputs(canvas, np.zeros(len(prompts), np.uint32))
+  return lambda: np.asarray(
+      decode_loop.decode(
+          denoiser._graphdef,
+          denoiser._state,
+          packed,
+          denoiser._params,
+          denoiser._stop_ids,
+          bd=denoiser.bd,
+          layout=layout,
+          use_cache=denoiser._use_cache,
+          **denoiser._logits_fns,
+      )
+  )
 
 
 def main():
@@ -88,14 +114,19 @@ def main():
         runs.append((
             realistic.fastest_ms(lambda: denoiser(prompts), repeats),
             int(out.num_forwards[0]),
+            realistic.fastest_ms(_program_only(denoiser, prompts), repeats),
         ))
-      (short_ms, short_n), (long_ms, long_n) = runs
+      (short_ms, short_n, program_ms), (long_ms, long_n, _) = runs
       per_iteration = (long_ms - short_ms) / (long_n - short_n)
       result[f"{label}/{method}"] = dict(
           call_ms=[short_ms, long_ms],
           forwards=[short_n, long_n],
           ms_per_iteration=round(per_iteration, 4),
           fixed_ms=round(short_ms - short_n * per_iteration, 3),
+          # Of the 8-token call: the compiled program with its transfers,
+          # and the host's work around it (inputs, outputs, the trace).
+          program_ms=program_ms,
+          host_ms=round(short_ms - program_ms, 3),
       )
       print(label, method, result[f"{label}/{method}"], flush=True)
   for method, _, _ in _METHODS:

@@ -73,15 +73,16 @@ def _ops_of(hlo_text: str) -> dict[str, tuple[str, str]]:
 
 
 def _part(op_name: str) -> str:
-  """The code an op came from: the first name under the loop body, past
-  control flow (`attention`, `feed_forward`, `argmax`, ...)."""
+  """The code an op came from: the model call's first named part
+  (`attention`, `feed_forward`, ...) or, in the loop body beside it, the
+  first name under the innermost loop body (`argmax`, ...)."""
   if not op_name:
     return "(no name: XLA's copies and converts)"
-  inner = op_name.split("while/body/", 1)[-1].split("/")
-  inner = [
-      p for p in inner if p != "cond" and not re.match(r"branch_\d+_fun", p)
-  ]
-  where = "model call" if "/branch_" in op_name else "loop body"
+  if "model_call/" in op_name:
+    where, inner = "model call", op_name.split("model_call/", 1)[1]
+  else:
+    where, inner = "loop body", op_name.rsplit("while/body/", 1)[-1]
+  inner = [p for p in inner.split("/") if p not in ("cond", "while", "body")]
   return f"{where}: {inner[0] if inner else '-'}"
 
 
@@ -175,12 +176,13 @@ def main():
     ops, lines = _device_ops(xplane)
     per_iteration = _CALLS * iterations
     buckets = collections.defaultdict(float)
-    containers = collections.defaultdict(float)
+    loops = {}
     rows = []
     for name, us in sorted(ops.items(), key=lambda kv: -kv[1]):
       opcode, op_name = instructions.get(name, ("?", ""))
       if opcode in _CONTAINERS:
-        containers[opcode] += us / per_iteration
+        if opcode == "while":
+          loops[name] = us / per_iteration
         continue
       buckets[_part(op_name)] += us / per_iteration
       rows.append(
@@ -192,9 +194,9 @@ def main():
           )
       )
     entry.update(
-        # The loop's time, and the model call's (the switch of block_logits).
-        while_us_per_iteration=round(containers["while"], 1),
-        conditional_us_per_iteration=round(containers["conditional"], 1),
+        # The outermost loop's time (the nested loops run inside it).
+        while_us_per_iteration=round(max(loops.values(), default=0), 1),
+        loops_us_per_iteration={k: round(v, 1) for k, v in loops.items()},
         leaf_ops_us_per_iteration=round(sum(buckets.values()), 1),
         parts_us_per_iteration={
             k: round(v, 1)
@@ -209,7 +211,7 @@ def main():
     )
     for row in rows[:25]:
       print("  ", row, flush=True)
-  # Plain cached forwards (no cache write, no switch) by width: what the
+  # Plain cached forwards (no cache write) by width: what the
   # fused forward of a block's first step (2 tokens for the AR loop, 16 at
   # block 8) would cost bare.
   widths = ((1, 1), (2, 1), (8, 8), (16, 8))

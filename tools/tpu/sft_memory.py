@@ -10,7 +10,10 @@ it) beside `memory_plan.sft_step_plan`'s estimate and the compile time. One
 JSON line per step goes to `OUT/sft_memory.jsonl` as it is measured:
 
   PYTHONPATH=. python tools/tpu/sft_memory.py [--tiny] [--out DIR] \
-      [--points LAYERS:REMAT:BATCH:LENGTH,...]
+      [--points LAYERS:REMAT:BATCH:LENGTH[:OPTIMIZER],...] \
+      [--variants ar,bd_single_canvas,bd_clean_context]
+
+OPTIMIZER is `train.optimizer`'s (default `adamw`).
 
 `--tiny` compiles one small grid point (a smoke run on a CPU).
 """
@@ -25,15 +28,16 @@ from benchmarks import sft_step
 from benchmarks.configs import bench_sft
 from benchmarks.recipes import bench_sft as recipe
 from flax import nnx
-import optax
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.models import from_scratch
 
-# (layers, remat, batch, length)
+# (layers, remat, (batch, length), optimizer)
 _GRID = list(
-    itertools.product((2, 4), ("none", "block"), ((16, 512), (4, 1024)))
+    itertools.product(
+        (2, 4), ("none", "block"), ((16, 512), (4, 1024)), ("adamw",)
+    )
 )
-_TINY_GRID = [(2, "block", (2, 64))]
+_TINY_GRID = [(2, "block", (2, 64), "adafactor")]
 
 
 def main():
@@ -42,24 +46,32 @@ def main():
   parser.add_argument(
       "--points",
       default="",
-      help="LAYERS:REMAT:BATCH:LENGTH,... instead of the default grid",
+      help="LAYERS:REMAT:BATCH:LENGTH[:OPTIMIZER],... instead of the grid",
   )
+  parser.add_argument("--variants", default=",".join(sft_step.VARIANTS))
   parser.add_argument("--out", default=os.environ.get("OUT", "."))
   args = parser.parse_args()
   os.makedirs(args.out, exist_ok=True)
   path = os.path.join(args.out, "sft_memory.jsonl")
   grid = _TINY_GRID if args.tiny else _GRID
   if args.points:
-    grid = [
-        (int(l), r, (int(b), int(n)))
-        for l, r, b, n in (p.split(":") for p in args.points.split(","))
-    ]
-  for layers, remat, (batch_size, length) in grid:
+    grid = []
+    for point in args.points.split(","):
+      layers, remat, batch, length, *rest = point.split(":")
+      grid.append((
+          int(layers),
+          remat,
+          (int(batch), int(length)),
+          rest[0] if rest else "adamw",
+      ))
+  variants = tuple(args.variants.split(","))
+  for layers, remat, (batch_size, length), optimizer in grid:
     config = bench_sft.get_config("tiny" if args.tiny else "qwen3_0p6b")
     config.model.update(num_layers=layers, remat=remat, dtype="bfloat16")
     config.bench.update(
         batch_size=batch_size,
-        variants=("ar", "bd_single_canvas", "bd_clean_context"),
+        variants=("ar", *(v for v in variants if v != "ar")),
+        optimizer=optimizer,
     )
     config.data.update(max_length=length, num_train=batch_size)
     settings = recipe.validate(config).settings
@@ -69,11 +81,14 @@ def main():
     mesh = mesh_lib.make_mesh(settings.mesh)
     with mesh_lib.tunix_context(mesh):
       model = from_scratch.init_model(model_config, 0, mesh)
-      optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)
+      rule = sft_step.update_rule(optimizer, 1)
+      state = nnx.Optimizer(model, rule, wrt=nnx.Param)
       for name, (loss_fn, inputs) in arms.items():
+        if name not in variants:
+          continue
         start = time.perf_counter()
         peak = sft_step.peak_bytes(
-            sft_step.train_step(loss_fn), model, optimizer, inputs
+            sft_step.train_step(loss_fn), model, state, inputs
         )
         row = dict(
             layers=layers,
@@ -81,6 +96,7 @@ def main():
             batch_size=batch_size,
             length=length,
             variant=name,
+            optimizer=optimizer,
             peak_mib=round(peak / 2**20, 1),
             plan_mib=round(
                 sft_step.planned_bytes(
@@ -89,6 +105,7 @@ def main():
                     batch_size=batch_size,
                     length=length,
                     variant=name,
+                    optimizer=optimizer,
                 )
                 / 2**20,
                 1,

@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """The compiled block-denoising loop behind `denoise.generate`.
 
-One `lax.while_loop` runs all of decoding; each iteration is one model
-forward (`block_logits`, through the injected cache-free or cached logits
+One compiled program runs all of decoding; each iteration is one model
+forward (`model_calls`, through the injected cache-free or cached logits
 function) and one `step.denoise_step` of the current block. On the cached
 path the first step of a block is fused with the cache write of the clean
-block before it (or with the prompt prefill): one forward over both, the earlier
-one committed to the cache (`cached_logits`, `commit_length`), so writing the
-cache costs no forward of its own. Shapes depend only on the
+block before it (or with the prompt prefill): one forward over both, the
+earlier one committed to the cache (`cached_logits`, `commit_length`), so
+writing the cache costs no forward of its own. The fused and the plain
+steps run in nested `lax.while_loop`s, each forward unconditionally. Shapes depend only on the
 `Layout` and the batch size, and the commit rule, its parameters and the
 temperature are traced values, so one compiled program serves every setting
 of a given geometry (and number of stop ids).
@@ -218,39 +219,32 @@ def put_block(x, layout: Layout, j, value) -> jax.Array:
   return jax.lax.dynamic_update_slice_in_dim(x, value, start, axis=1)
 
 
-def block_logits(model, carry: Carry, inputs, *, bd, layout, fns):
-  """Loop block j's logits `[batch, block, vocab]` and the cache.
+def model_calls(model, inputs, *, bd, layout, fns, use_cache):
+  """The loop's model calls, each `carry -> (logits, cache)`.
 
-  Cache-free: one forward over the whole canvas. Cached: a plain step, or
-  (`carry.fuse`) one forward over the clean block before (or the prompt's
-  complete blocks) and block j's canvas, committing the clean part.
+  Each returns loop block j's logits `[batch, block, vocab]` and the cache.
+  Cache-free (`"step"` only): one forward over the whole canvas. Cached:
+  `"step"` is a plain step against the cache; `"write_previous"` (a block's
+  first step after the first) one forward over the clean block before and
+  block j's canvas, committing the clean block; `"prefill"` (the first
+  step, when the loop starts past block 0) the same over the prompt's
+  complete blocks. Only the calls this geometry can make are built: a
+  one-block canvas has no block j - 1 to write (its two-block slice would
+  not fit), and a loop that starts at block 0 has no prompt to prefill.
   """
   logits_fn, cached_logits_fn = fns
-  j, size = carry.j, layout.block_size
+  size = layout.block_size
   positions, segments = inputs["positions"], inputs["segments"]
-  if carry.cache is None:
-    logits = logits_fn(model, carry.canvas, positions, segments, config=bd)
-    return block_slice(logits, layout, j), None
+  if not use_cache:
 
-  def chunk_logits(start, width):
-    # Physical blocks [start, first + j]: the clean blocks to commit, then
-    # block j's canvas.
-    chunk = lambda x: jax.lax.dynamic_slice_in_dim(
-        x, start * size, width * size, axis=1
-    )
-    logits, kept = cached_logits_fn(
-        model,
-        chunk(carry.canvas),
-        chunk(positions),
-        chunk(segments),
-        carry.cache,
-        config=bd,
-        commit_length=(width - 1) * size,
-    )
-    return logits[:, -size:], kept
+    def cache_free(carry):
+      logits = logits_fn(model, carry.canvas, positions, segments, config=bd)
+      return block_slice(logits, layout, carry.j), None
 
-  def plain_step():
-    here = lambda x: block_slice(x, layout, j)
+    return {"step": cache_free}
+
+  def plain_step(carry):
+    here = lambda x: block_slice(x, layout, carry.j)
     logits, _ = cached_logits_fn(
         model,
         here(carry.canvas),
@@ -261,21 +255,32 @@ def block_logits(model, carry: Carry, inputs, *, bd, layout, fns):
     )
     return logits, carry.cache
 
-  # Only the branches this geometry can take are built: a one-block canvas
-  # has no block j - 1 to write (its two-block slice would not fit), and a
-  # canvas whose loop starts at block 0 has no prompt blocks to prefill.
-  branches = [plain_step]
-  write_previous = prefill = 0
+  def fused_step(first, width):
+    # Physical blocks [first(j), first(j) + width): the clean blocks to
+    # commit, then block j's canvas.
+    def call(carry):
+      chunk = lambda x: jax.lax.dynamic_slice_in_dim(
+          x, first(carry.j) * size, width * size, axis=1
+      )
+      logits, kept = cached_logits_fn(
+          model,
+          chunk(carry.canvas),
+          chunk(positions),
+          chunk(segments),
+          carry.cache,
+          config=bd,
+          commit_length=(width - 1) * size,
+      )
+      return logits[:, -size:], kept
+
+    return call
+
+  calls = {"step": plain_step}
   if layout.blocks > 1:
-    write_previous = len(branches)
-    branches.append(lambda: chunk_logits(layout.first + j - 1, 2))
+    calls["write_previous"] = fused_step(lambda j: layout.first + j - 1, 2)
   if layout.first:
-    prefill = len(branches)
-    branches.append(lambda: chunk_logits(0, layout.first + 1))
-  if len(branches) == 1:
-    return plain_step()
-  branch = jnp.where(carry.fuse, jnp.where(j == 0, prefill, write_previous), 0)
-  return jax.lax.switch(branch, branches)
+    calls["prefill"] = fused_step(lambda j: 0, layout.first + 1)
+  return calls
 
 
 @functools.partial(
@@ -330,13 +335,19 @@ def decode(
   batch, length = inputs["tokens"].shape
   bd = dataclasses.replace(bd, layout=bd_config_lib.SINGLE_CANVAS)
   keys = rng.keys(seeds)
-  fns = (logits_fn, cached_logits_fn)
+  calls = model_calls(
+      model,
+      inputs,
+      bd=bd,
+      layout=layout,
+      fns=(logits_fn, cached_logits_fn),
+      use_cache=use_cache,
+  )
 
-  def body(carry: Carry) -> Carry:
+  def body(carry: Carry, call) -> Carry:
     j, s = carry.j, carry.s
-    logits, cache = block_logits(
-        model, carry, inputs, bd=bd, layout=layout, fns=fns
-    )
+    with jax.named_scope("model_call"):  # Names its ops in profiles.
+      logits, cache = call(carry)
     here = lambda x: block_slice(x, layout, j)
     blk_completion = here(completion)
     active = ~carry.stopped & (j < num_blocks)
@@ -382,8 +393,7 @@ def decode(
   carry = Carry(
       j=jnp.int32(0),
       s=jnp.int32(0),
-      # The first forward also prefills the prompt's complete blocks.
-      fuse=jnp.bool_(use_cache and layout.first > 0),
+      fuse=jnp.bool_("prefill" in calls),
       done=jnp.bool_(False),
       iteration=jnp.int32(0),
       canvas=inputs["tokens"],
@@ -401,9 +411,34 @@ def decode(
   # Forced progress: a block takes at most `size` steps; the bound only
   # guards against a bug (left masks fail after the loop).
   max_iterations = layout.blocks * layout.block_size
+  going = lambda c: ~c.done & (c.iteration < max_iterations)
+  step = functools.partial(body, call=calls["step"])
+  # Each kind of forward runs unconditionally, in a loop body of its own,
+  # never as a branch of a switch: on a TPU v5e the fused forward inside a
+  # switch ran a third slower than the same forward in a loop body
+  # (docs/results.md). Iterations run in the order one loop over a switch
+  # would run them.
+  if "prefill" in calls:
+    # The first forward also prefills the prompt's complete blocks.
+    carry = body(carry, calls["prefill"])
+  if "write_previous" not in calls:
+    # Cache-free, or one block: every other iteration is a plain step.
+    return _pack_outputs(jax.lax.while_loop(going, step, carry))
+
+  def steps(c):
+    return jax.lax.while_loop(lambda c: going(c) & ~c.fuse, step, c)
+
+  write_previous = functools.partial(body, call=calls["write_previous"])
+  # A block's plain steps end where the next block's fused first step
+  # (`fuse`) is due.
   carry = jax.lax.while_loop(
-      lambda c: ~c.done & (c.iteration < max_iterations), body, carry
+      going, lambda c: steps(write_previous(c)), steps(carry)
   )
+  return _pack_outputs(carry)
+
+
+def _pack_outputs(carry: Carry) -> jax.Array:
+  """`decode`'s int32 `[batch, 3 * length + 2]` output (`unpack_outputs`)."""
   logp_bits = jax.lax.bitcast_convert_type(carry.logp_at, jnp.int32)
   per_row = [carry.num_steps, carry.nonfinite.astype(jnp.int32)]
   return jnp.concatenate(

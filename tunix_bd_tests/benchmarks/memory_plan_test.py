@@ -17,6 +17,7 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import from_scratch
+from tunix_bd.training import options
 from benchmarks import memory_plan
 
 _MEMORY_DOC = (
@@ -98,6 +99,26 @@ class MemoryPlanTest(parameterized.TestCase):
     mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(), jax.devices()[:1])
     model = from_scratch.init_model(config, seed=0, mesh=mesh)
     self.assertEqual(_shape(config).num_params(), _num_params(model))
+
+  @parameterized.parameters("adamw", "adafactor")
+  def test_optimizer_state_equals_optax_state_bytes(self, name):
+    # Qwen3-0.6B's layer widths (each factored dimension >= 128), abstractly.
+    config = dataclasses.replace(
+        _TUNIX_PRESETS["Qwen3-0.6B"](), num_layers=2, vocab_size=512
+    )
+    abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
+    rule = options.optimizer(options.TrainSettings(optimizer=name))
+    state = jax.eval_shape(rule.init, nnx.state(abstract, nnx.Param))
+    # The weights' shaped state; scalars (step counts, hyperparameters) and
+    # Adafactor's placeholders (its `v` of a factored weight) aside.
+    state_bytes = sum(
+        leaf.size * leaf.dtype.itemsize
+        for leaf in jax.tree.leaves(state)
+        if leaf.size > 1
+    )
+    self.assertEqual(
+        memory_plan.optimizer_state_bytes(_shape(config), name), state_bytes
+    )
 
   def test_kv_cache_equals_tunix_cache_bytes(self):
     # The planner's bfloat16 cache; Tunix's cache takes the config's dtype.

@@ -36,6 +36,7 @@ class TrainSettingsTest(parameterized.TestCase):
       ("max_grad_norm", float("nan")),
       ("weight_decay", -0.1),
       ("gradient_accumulation_steps", 0),
+      ("optimizer", "sgd"),
   )
   def test_a_bad_value_names_its_key(self, key, value):
     with self.assertRaisesRegex(ValueError, rf"^train\.{key}\b"):
@@ -57,6 +58,31 @@ class TrainSettingsTest(parameterized.TestCase):
     self.assertAlmostEqual(
         float(state.hyperparams["weight_decay"]), _TRAIN["weight_decay"]
     )
+
+  def test_adafactor_state_and_first_update(self):
+    # A 128 x 256 weight keeps a row and a column (AdamW two full moments);
+    # the first update, from zero moments, by brute force: the gradient over
+    # the root of its factored second moment, clipped to RMS 1, plus the
+    # decoupled decay, times minus the rate.
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(128, 256)).astype(np.float32)
+    g = rng.normal(size=(128, 256)).astype(np.float32)
+    g[:, :8] *= 30  # Heavy columns, so the factoring matters.
+    train = dict(learning_rate=0.1, warmup_steps=0, max_steps=10)
+    sizes, updates = {}, {}
+    for name in options.OPTIMIZERS:
+      rule = options.optimizer(_settings(optimizer=name, **train))
+      updates[name], state = rule.update(
+          {"w": g}, rule.init({"w": w}), {"w": w}
+      )
+      sizes[name] = sum(x.size for x in jax.tree.leaves(state) if x.size > 1)
+    self.assertEqual(sizes, {"adamw": 2 * 128 * 256, "adafactor": 128 + 256})
+    squares = g.astype(np.float64) ** 2 + 1e-30
+    rows, cols = squares.mean(axis=1), squares.mean(axis=0)
+    direction = g / np.sqrt(np.outer(rows, cols) / rows.mean())
+    direction /= max(1.0, np.sqrt(np.mean(direction**2)))
+    expected = -0.1 * (direction + _TRAIN["weight_decay"] * w)
+    np.testing.assert_allclose(updates["adafactor"]["w"], expected, rtol=1e-4, atol=1e-7)
 
   def test_training_config(self):
     # A section without the key (ar_pretrain's) gives Tunix no accumulation.
