@@ -18,7 +18,8 @@ The contract (docs/design.md "Splash attention"):
   tokens a copy). SFT rows are (`sft.corruption`: right padding). Others
   (left padding, packing with restarting positions, shuffled orders) are
   refused: a ValueError for concrete positions; under jit, where they are
-  traced, the call's output is NaN, never a wrong finite value.
+  traced, the hidden states are NaN (so is every logit and loss over
+  them), never a wrong finite value.
 * Segment ids go to the kernel as `SegmentIds`. A real query's output is the
   dense path's; a pad query (segment 0) attends other pads instead of
   nothing, so its output differs, undefined on both paths (zero loss
@@ -145,23 +146,28 @@ class BlockDiffusionSplashMask(splash_mask._ComputableMask):  # pylint: disable=
 
 @functools.lru_cache(maxsize=16)
 def _kernel(num_heads, length, block_size, copy_length, interpret):
-  """The Splash kernel of one mask; built once (its block map is NumPy)."""
+  """The Splash kernel of one mask, built once: its block map is NumPy work.
+
+  Built with concrete arrays even when first asked for under a trace, so
+  the cached kernel holds no tracer.
+  """
   mask = BlockDiffusionSplashMask(length, block_size, copy_length)
   tile = max(t for t in (512, 256, 128) if length % t == 0)
-  return splash.make_splash_mha(
-      splash_mask.MultiHeadMask([mask] * num_heads),
-      block_sizes=splash.BlockSizes(
-          block_q=tile,
-          block_kv=tile,
-          block_q_dkv=tile,
-          block_kv_dkv=tile,
-          block_q_dq=tile,
-          block_kv_dq=tile,
-      ),
-      head_shards=1,
-      q_seq_shards=1,
-      interpret=interpret,
-  )
+  with jax.ensure_compile_time_eval():
+    return splash.make_splash_mha(
+        splash_mask.MultiHeadMask([mask] * num_heads),
+        block_sizes=splash.BlockSizes(
+            block_q=tile,
+            block_kv=tile,
+            block_q_dkv=tile,
+            block_kv_dkv=tile,
+            block_q_dq=tile,
+            block_kv_dq=tile,
+        ),
+        head_shards=1,
+        q_seq_shards=1,
+        interpret=interpret,
+    )
 
 
 def _layer(layer, x, positions, segment_ids, kernel):
