@@ -259,7 +259,8 @@ def hidden_states(
       padded if clean_context else None,
       jax.default_backend() != "tpu",
   )
-  layer_fn = functools.partial(_layer, kernel=kernel)
+  # A closure, not a partial: `nnx.remat` binds arguments by position.
+  layer_fn = lambda layer, x, pos, ids: _layer(layer, x, pos, ids, kernel)
   no_remat = families.remat_config(config, "none")
   if config.remat_config not in (no_remat, no_remat.value):
     layer_fn = nnx.remat(layer_fn)
