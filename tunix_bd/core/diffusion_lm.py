@@ -24,6 +24,10 @@ stay finite, but they must get zero loss weight and never be sampled.
 The mask token's logit is always `MASKED_LOGIT`, so every softmax over these
 logits gives it probability exactly 0.
 
+`attention="splash"` computes the same rows through the Splash kernel
+(`splash_attention`: linear memory in length; Qwen3, positions = physical
+index), in place of the model's call under a dense mask.
+
 The KV-cache path (`tunix_bd.core.cached_logits`) evaluates one block at a
 time against cached clean blocks with the same `alignment` helpers, so both
 paths align logits in exactly one way.

@@ -75,9 +75,7 @@ def check_model(model, key: str = "model.attention") -> None:
         f"{key}={SPLASH!r} supports Tunix Qwen3 models only, got"
         f" {type(model).__name__}; use {key}={DENSE!r}."
     )
-  if hasattr(type(model), "_unquantized_type") or compat.is_lora_enabled(
-      model
-  ):
+  if hasattr(type(model), "_unquantized_type") or compat.is_lora_enabled(model):
     raise ValueError(
         f"{key}={SPLASH!r} calls the model's modules itself, outside qwix's"
         f" LoRA or quantization interception; use {key}={DENSE!r} or full"
@@ -179,7 +177,8 @@ def _layer(layer, x, positions, segment_ids, kernel):
   v = attn.v_proj(h)
   q = compat.qwen3_apply_rope(q, positions, head_dim=attn.head_dim)
   k = compat.qwen3_apply_rope(k, positions, head_dim=attn.head_dim)
-  heads_first = lambda a: a.transpose(0, 2, 1, 3)  # [b, t, n, h] <-> [b, n, t, h]
+  # [batch, time, heads, head_dim] <-> [batch, heads, time, head_dim].
+  heads_first = lambda a: a.transpose(0, 2, 1, 3)
   ids = splash.SegmentIds(q=segment_ids, kv=segment_ids)
   out = jax.vmap(lambda q, k, v, ids: kernel(q, k, v, segment_ids=ids))(
       heads_first(q * attn.scale), heads_first(k), heads_first(v), ids

@@ -113,7 +113,9 @@ def rows_fn(
     )
   if logits_chunk is None:
     return functools.partial(logits_fn, attention=attention)
-  return functools.partial(diffusion_lm.diffusion_hidden_fn, attention=attention)
+  return functools.partial(
+      diffusion_lm.diffusion_hidden_fn, attention=attention
+  )
 
 
 def check_logits_chunk(logits_chunk, logits_fn) -> int | None:

@@ -200,7 +200,11 @@ class FailClosedTest(absltest.TestCase):
 
     def call(positions):
       return diffusion_lm.diffusion_logits_fn(
-          model, tokens, positions, segment_ids, config=config,
+          model,
+          tokens,
+          positions,
+          segment_ids,
+          config=config,
           attention="splash",
       )
 
