@@ -17,6 +17,8 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ke
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
 import jax.numpy as jnp
 import numpy as np
+import optax
+from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
@@ -30,6 +32,7 @@ from tunix_bd.run import sections
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
+from tunix_bd.sft import trainer as trainer_lib
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
@@ -233,7 +236,14 @@ class FailClosedTest(absltest.TestCase):
         test_common.tiny_qwen3(_VOCAB), rank=2, alpha=2.0
     )
     with self.assertRaisesRegex(ValueError, "model.attention='splash'.*LoRA"):
-      splash_attention.check_model(lora_model)
+      # The trainer refuses before any step.
+      trainer_lib.DiffusionSftTrainer(
+          lora_model,
+          optax.adam(1e-2),
+          compat.TrainingConfig(eval_every_n_steps=1, max_steps=1),
+          config=_config(bd_config.SINGLE_CANVAS),
+          attention="splash",
+      )
     with self.assertRaisesRegex(ValueError, "model.attention must be one of"):
       loss_lib.sft_loss_fn(_config(bd_config.SINGLE_CANVAS), attention="flash")
     with self.assertRaisesRegex(ValueError, "injected logits_fn"):
