@@ -241,9 +241,8 @@ def hidden_states(
         " its index in its copy (no left padding, restarting packed"
         f" positions or shuffles); use attention={DENSE!r} for such rows."
     )
-  padded = -(-length // math.lcm(_TILE, block_size)) * math.lcm(
-      _TILE, block_size
-  )
+  unit = math.lcm(_TILE, block_size)
+  padded = -(-length // unit) * unit
   tokens = _pad_copies(tokens, copies, padded, 0)
   segment_ids = _pad_copies(segment_ids, copies, padded, 0)
   positions = jnp.broadcast_to(
