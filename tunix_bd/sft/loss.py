@@ -87,7 +87,7 @@ def sft_logits(
   )
 
 
-def rows_fn(
+def _rows_fn(
     logits_fn: diffusion_lm.LogitsFn,
     logits_chunk: int | None,
     attention: str = splash_attention.DENSE,
@@ -126,7 +126,7 @@ def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
   """
   if logits_chunk is None:
     return None
-  rows_fn(logits_fn, logits_chunk)
+  _rows_fn(logits_fn, logits_chunk)
   return lm_head.check_chunk(logits_chunk)
 
 
@@ -179,7 +179,7 @@ def sft_loss(
       positions=batch.positions,
       segment_ids=segment_ids,
       config=config,
-      logits_fn=rows_fn(logits_fn, logits_chunk, attention),
+      logits_fn=_rows_fn(logits_fn, logits_chunk, attention),
   )
   if logits_chunk is None:
     # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
@@ -252,7 +252,7 @@ def sft_loss_fn(
 
   Raises:
     ValueError: for a config of the wrong type, a bucket count < 1, a bad
-      `logits_chunk` (`check_logits_chunk`) or `attention` (`rows_fn`).
+      `logits_chunk` (`check_logits_chunk`) or `attention` (`_rows_fn`).
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
@@ -267,7 +267,7 @@ def sft_loss_fn(
         f"num_noise_buckets must be an int >= 1, got {num_noise_buckets!r}."
     )
   logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
-  rows_fn(logits_fn, logits_chunk, attention)
+  _rows_fn(logits_fn, logits_chunk, attention)
 
   def loss_fn(model, batch):
     return sft_loss(
