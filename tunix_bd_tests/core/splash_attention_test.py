@@ -149,8 +149,9 @@ class SplashSftLossTest(parameterized.TestCase):
   """The SFT loss through the kernel is the dense one, gradients included."""
 
   # The single canvas is 96 tokens (padded to 128); the [noisy ; clean] row
-  # 2 x 40 (each copy padded to 128), with remat and a 5-token block that
-  # does not divide the copy; the tied head on one, chunked on the other.
+  # 2 x 40, with remat and 5-token blocks, which do not divide Splash's
+  # 128-token tiles (each copy is padded to 640); the tied head on one, the
+  # chunked head on the other.
   @parameterized.parameters(
       (bd_config.SINGLE_CANVAS, 8, 96, "none", False, None),
       (bd_config.CLEAN_CONTEXT, 5, 40, "decoder", True, 48),
