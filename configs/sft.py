@@ -25,6 +25,10 @@ Tunix that has it) instead of tunix_bd's loss hook:
 `--config.model.sft_loss=tunix` (the same losses; dense logits, no masked
 accuracy; docs/design.md, "Tunix's diffusion contract").
 
+Long rows on a TPU: `--config.model.attention=splash` runs attention through
+the Pallas Splash kernel, memory linear in length, equal to the dense path
+(Qwen3 without LoRA; docs/design.md, "Splash attention").
+
 LoRA instead of a full fine-tune: `--config.lora.rank=16`. The export keeps
 the checkpoint's config, generation config and weight dtype;
 `--config.export.dtype=bfloat16` (or float32, float16) sets another.

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from tunix.distillation import distillation_trainer as _distillation_trainer
 from tunix.distillation.strategies import base_strategy as _base_strategy
 from tunix.generate import sampler as _sampler
+from tunix.models.qwen3 import model as _qwen3_model
 from tunix.perf.experimental import constants as _perf_constants
 from tunix.rl import algo_core as _algo_core
 from tunix.rl import common as _rl_common
@@ -269,6 +270,13 @@ ACCUMULATION_AVERAGES_GRADIENTS = True
 # differs from the one applied, and `families_test` probes every family
 # (and a Hugging Face Llama checkpoint) to pin this table.
 ROPE_THETA_APPLIED = {"qwen3": 1_000_000, "qwen2": None, "llama3": 1_000_000}
+
+# Tunix Qwen3's RoPE, `(x [b, t, heads, head_dim], positions [b, t],
+# head_dim)`, as its `Attention.block` calls it (default theta, see above).
+# `core.splash_attention` replays that block around the Splash kernel; its
+# tests hold it equal to `model(...)`, so a Tunix change to the block fails
+# them.
+qwen3_apply_rope = _qwen3_model.apply_rope
 
 
 def final_hidden_states(

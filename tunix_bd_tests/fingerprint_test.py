@@ -279,7 +279,12 @@ _RESUMABLE = {
     data_settings.DataSettings: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
-    sections.SftModelSettings: {"remat", "logits_chunk", "sft_loss"},
+    sections.SftModelSettings: {
+        "remat",
+        "logits_chunk",
+        "sft_loss",
+        "attention",
+    },
     sections.ConvertedModelSettings: {"remat", "logits_chunk", "continued_sft"},
     sections.DecodeModelSettings: {"remat", "logits_chunk"},
     sections.BdSettings: set(),

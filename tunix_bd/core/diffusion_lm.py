@@ -24,6 +24,10 @@ stay finite, but they must get zero loss weight and never be sampled.
 The mask token's logit is always `MASKED_LOGIT`, so every softmax over these
 logits gives it probability exactly 0.
 
+`attention="splash"` computes the same rows through the Splash kernel
+(`splash_attention`: linear memory in length; Qwen3, positions = physical
+index), in place of the model's call under a dense mask.
+
 The KV-cache path (`tunix_bd.core.cached_logits`) evaluates one block at a
 time against cached clean blocks with the same `alignment` helpers, so both
 paths align logits in exactly one way.
@@ -41,6 +45,7 @@ from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
 from tunix_bd.core import families
 from tunix_bd.core import masks
+from tunix_bd.core import splash_attention
 
 # The mask token's logit. Finite on purpose: -inf would make `0 * log p` and
 # `inf - inf` NaN in losses and their gradients. In float32,
@@ -193,6 +198,7 @@ def diffusion_logits_fn(
     *,
     config: bd_config.BlockDiffusionConfig,
     clean_tokens: jax.Array | None = None,
+    attention: str = splash_attention.DENSE,
 ) -> jax.Array:
   """Target-aligned block-diffusion logits of a canvas, in one forward.
 
@@ -204,6 +210,8 @@ def diffusion_logits_fn(
     config: the block-diffusion settings (static under jit).
     clean_tokens: int `[batch, length]` uncorrupted canvas; required by the
       `clean_context` layout, rejected by `single_canvas`.
+    attention: `dense`, the model's call with a dense mask; `splash`, the
+      Splash kernel (`splash_attention`: Qwen3, positions = physical index).
 
   Returns:
     float32 `[batch, length, vocab]` target-aligned logits: index i predicts
@@ -213,15 +221,22 @@ def diffusion_logits_fn(
 
   Raises:
     ValueError: for ids of the wrong rank, dtype or shape (naming the
-      argument), a missing or unexpected `clean_tokens`, or a mask id outside
-      the model's vocabulary.
+      argument), a missing or unexpected `clean_tokens`, a mask id outside
+      the model's vocabulary, or what `splash_attention` refuses.
   """
 
   def forward(tokens, positions, mask):
     return model(tokens, positions, None, mask)[0].astype(jnp.float32)
 
   logits = _aligned_rows(
-      model, forward, tokens, positions, segment_ids, config, clean_tokens
+      model,
+      forward,
+      tokens,
+      positions,
+      segment_ids,
+      config,
+      clean_tokens,
+      attention=attention,
   )
   return exclude_mask_token(logits, config.mask_token_id)
 
@@ -234,6 +249,7 @@ def diffusion_hidden_fn(
     *,
     config: bd_config.BlockDiffusionConfig,
     clean_tokens: jax.Array | None = None,
+    attention: str = splash_attention.DENSE,
 ) -> jax.Array:
   """Target-aligned final hidden states: `diffusion_logits_fn` before the head.
 
@@ -245,8 +261,8 @@ def diffusion_hidden_fn(
   gather, and the zero rows (no predecessor) give logits 0.
 
   Args:
-    model, tokens, positions, segment_ids, config, clean_tokens: as for
-      `diffusion_logits_fn`.
+    model, tokens, positions, segment_ids, config, clean_tokens, attention:
+      as for `diffusion_logits_fn`.
 
   Returns:
     `[batch, length, embed]` hidden rows in the model's compute dtype: row i
@@ -271,6 +287,8 @@ def diffusion_hidden_fn(
       config,
       clean_tokens,
       check_mask=False,
+      attention=attention,
+      hidden=True,
   )
 
 
@@ -283,12 +301,19 @@ def _aligned_rows(
     config,
     clean_tokens,
     check_mask=True,
+    attention=splash_attention.DENSE,
+    hidden=False,
 ):
   """Target-aligned rows `[batch, length, width]` of `forward`'s output.
 
-  `forward(tokens, positions, mask)` is the model call (logits or hidden
-  states); this is the one layout and alignment of both calls above.
+  `forward(tokens, positions, mask)` is the model call (logits, or hidden
+  states if `hidden`); this is the one layout and alignment of both calls
+  above. `attention="splash"` runs `splash_attention` instead, which needs
+  no mask.
   """
+  splash = splash_attention.check_attention(attention, "attention") == (
+      splash_attention.SPLASH
+  )
   tokens, positions, segment_ids = check_inputs(
       model, tokens, positions, segment_ids, config, check_mask=check_mask
   )
@@ -304,12 +329,29 @@ def _aligned_rows(
 
   if clean_context:
     clean_tokens = masks.check_ids("clean_tokens", clean_tokens, tokens.shape)
+    both_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
+  if splash:
+    row_positions, row_segments = (
+        masks.clean_context_inputs(positions, segment_ids)
+        if clean_context
+        else (positions, segment_ids)
+    )
+    raw = splash_attention.hidden_states(
+        model,
+        both_tokens if clean_context else tokens,
+        row_positions,
+        row_segments,
+        block_size=config.block_size,
+        clean_context=clean_context,
+    )
+    if not hidden:
+      raw = splash_attention.logits(model, raw)
+  elif clean_context:
     # Both copies share positions; the mask carries the segments.
     both_positions, _ = masks.clean_context_inputs(positions)
     mask = masks.clean_context_mask(
         positions, config.block_size, segment_ids=segment_ids
     )
-    both_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
     raw = forward(both_tokens, both_positions, mask)
   else:
     mask = masks.block_causal_mask(

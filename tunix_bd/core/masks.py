@@ -15,10 +15,10 @@ all-masked row is uniform over the keys: finite, but meaningless. Callers must
 give pad positions zero loss weight and never read their logits. Tunix's own
 `make_causal_attn_mask` produces the same all-False rows for left-pad queries.
 
-The builders return `bool[batch, q_len, kv_len]` masks for the non-flash
-attention path (`use_flash_attention=False`); flash attention is refused
-(`BlockDiffusionConfig.validate_for_model`), so no product path needs a
-Splash mask object (the tests keep one, checked against these).
+The builders return `bool[batch, q_len, kv_len]` masks for Tunix's dense
+attention path (`use_flash_attention=False`; Tunix's flash path is refused:
+it ignores the mask). `core.splash_attention` computes the same masks inside
+the Splash kernel, for rows whose positions are the physical index.
 """
 
 from __future__ import annotations

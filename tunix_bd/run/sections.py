@@ -30,6 +30,7 @@ from typing import Any
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
+from tunix_bd.core import splash_attention
 from tunix_bd.models import bd_formats_export
 from tunix_bd.models import export as export_lib
 from tunix_bd.models import from_scratch
@@ -171,16 +172,31 @@ class SftModelSettings(PrecisionSettings):
       diffusion SFT adapter (`sft.tunix_diffusion`, on a Tunix that has
       it): dense `[batch, length, vocab]` logits, `logits_chunk` unused, no
       aux metrics. Equal losses to float rounding: a resume may change it.
+    attention: `dense`, the model's attention under a dense mask
+      (`[batch, length, length]` scores per layer); `splash`, the Pallas
+      Splash kernel, memory linear in length (`core.splash_attention`:
+      Qwen3 without LoRA, `sft_loss=tunix_bd`; a TPU kernel, interpreted
+      elsewhere). Equal losses to float rounding: a resume may change it.
   """
 
   checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/ar_pretrain/export", required=True
   )
   sft_loss: str = config_utils.resumable(default=HOOK_SFT_LOSS)
+  attention: str = config_utils.resumable(default=splash_attention.DENSE)
 
   def __post_init__(self):
     super().__post_init__()
     _one_of("model.sft_loss", self.sft_loss, SFT_LOSSES)
+    splash_attention.check_attention(self.attention)
+    if (
+        self.attention == splash_attention.SPLASH
+        and self.sft_loss != HOOK_SFT_LOSS
+    ):
+      raise ValueError(
+          f"model.attention={self.attention!r} runs in tunix_bd's loss hook;"
+          f" set model.sft_loss={HOOK_SFT_LOSS!r}."
+      )
 
   def directory_hint(self, key: str) -> str:
     del key

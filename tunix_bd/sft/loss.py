@@ -23,6 +23,8 @@ own total, so the same function gives their weighted mean.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,6 +34,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
+from tunix_bd.core import splash_attention
 from tunix_bd.sft import micro_batches
 
 
@@ -84,14 +87,35 @@ def sft_logits(
   )
 
 
-def _hidden_fn(logits_fn: diffusion_lm.LogitsFn) -> diffusion_lm.LogitsFn:
-  """The hidden-rows call of the chunked head; fails closed on another fn."""
+def _rows_fn(
+    logits_fn: diffusion_lm.LogitsFn,
+    logits_chunk: int | None,
+    attention: str = splash_attention.DENSE,
+) -> diffusion_lm.LogitsFn:
+  """The call that gives the loss its rows; fails closed on a mismatch.
+
+  `logits_fn` itself, unless `logits_chunk` (the hidden rows,
+  `diffusion_hidden_fn`) or Splash attention (`attention` passed on) asks
+  for tunix_bd's own forward.
+
+  Raises:
+    ValueError: for an unknown `attention`, or a chunked head or Splash
+      attention with an injected `logits_fn`.
+  """
+  splash_attention.check_attention(attention)
+  if logits_chunk is None and attention == splash_attention.DENSE:
+    return logits_fn
   if logits_fn is not diffusion_lm.diffusion_logits_fn:
     raise ValueError(
-        "logits_chunk applies the model's own head to its hidden states, so"
-        " it cannot use an injected logits_fn; pass logits_chunk=None."
+        "logits_chunk and model.attention='splash' run tunix_bd's own model"
+        " call, so they cannot use an injected logits_fn; pass"
+        " logits_chunk=None and attention='dense'."
     )
-  return diffusion_lm.diffusion_hidden_fn
+  if logits_chunk is None:
+    return functools.partial(logits_fn, attention=attention)
+  return functools.partial(
+      diffusion_lm.diffusion_hidden_fn, attention=attention
+  )
 
 
 def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
@@ -102,7 +126,7 @@ def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
   """
   if logits_chunk is None:
     return None
-  _hidden_fn(logits_fn)
+  _rows_fn(logits_fn, logits_chunk)
   return lm_head.check_chunk(logits_chunk)
 
 
@@ -120,6 +144,7 @@ def sft_loss(
     num_noise_buckets: int = 4,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     logits_chunk: int | None = None,
+    attention: str = splash_attention.DENSE,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Weighted masked-token cross-entropy of one micro-batch.
 
@@ -134,6 +159,9 @@ def sft_loss(
       (`diffusion_lm.diffusion_hidden_fn`) this many vocabulary columns at a
       time (`lm_head.token_stats`), equal to the dense loss to float
       rounding; `logits_fn` must then be the default.
+    attention: `dense` (the model's call with a dense mask) or `splash`
+      (`core.splash_attention`: memory linear in length, Qwen3, positions
+      = physical index); `logits_fn` must then be the default.
 
   Returns:
     `(loss, aux)`. `aux` values are scalars, totals that add up over the
@@ -151,7 +179,7 @@ def sft_loss(
       positions=batch.positions,
       segment_ids=segment_ids,
       config=config,
-      logits_fn=logits_fn if logits_chunk is None else _hidden_fn(logits_fn),
+      logits_fn=_rows_fn(logits_fn, logits_chunk, attention),
   )
   if logits_chunk is None:
     # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
@@ -202,6 +230,7 @@ def sft_loss_fn(
     num_noise_buckets: int = 4,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     logits_chunk: int | None = None,
+    attention: str = splash_attention.DENSE,
 ):
   """`sft_loss` bound to its settings, ready for `PeftTrainer.with_loss_fn`.
 
@@ -216,13 +245,14 @@ def sft_loss_fn(
     num_noise_buckets: see `sft_loss`.
     logits_fn: see `sft_loss`.
     logits_chunk: see `sft_loss`.
+    attention: see `sft_loss`.
 
   Returns:
     `loss_fn(model, batch) -> (loss, aux)` of an `SftBatch`.
 
   Raises:
-    ValueError: for a config of the wrong type, a bucket count < 1, or a bad
-      `logits_chunk` (`check_logits_chunk`).
+    ValueError: for a config of the wrong type, a bucket count < 1, a bad
+      `logits_chunk` (`check_logits_chunk`) or `attention` (`_rows_fn`).
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
@@ -237,6 +267,7 @@ def sft_loss_fn(
         f"num_noise_buckets must be an int >= 1, got {num_noise_buckets!r}."
     )
   logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
+  _rows_fn(logits_fn, logits_chunk, attention)
 
   def loss_fn(model, batch):
     return sft_loss(
@@ -246,6 +277,7 @@ def sft_loss_fn(
         num_noise_buckets=num_noise_buckets,
         logits_fn=logits_fn,
         logits_chunk=logits_chunk,
+        attention=attention,
     )
 
   return loss_fn
@@ -258,6 +290,7 @@ def configure(
     num_noise_buckets: int = 4,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     logits_chunk: int | None = None,
+    attention: str = splash_attention.DENSE,
 ) -> compat.PeftTrainer:
   """Makes a `PeftTrainer` train (and evaluate) with the SFT loss.
 
@@ -270,6 +303,7 @@ def configure(
     num_noise_buckets: see `sft_loss`.
     logits_fn: see `sft_loss`.
     logits_chunk: see `sft_loss`.
+    attention: see `sft_loss`.
 
   Returns:
     The trainer.
@@ -282,6 +316,7 @@ def configure(
       num_noise_buckets=num_noise_buckets,
       logits_fn=logits_fn,
       logits_chunk=logits_chunk,
+      attention=attention,
   )
   trainer.with_gen_model_input_fn(sft_model_inputs)
   trainer.with_loss_fn(loss_fn, has_aux=True)

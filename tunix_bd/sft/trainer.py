@@ -19,6 +19,7 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
+from tunix_bd.core import splash_attention
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.training import aux_metrics
 from tunix_bd.training import donation
@@ -49,6 +50,7 @@ class DiffusionSftTrainer(
       metrics_logger=None,
       logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
       logits_chunk: int | None = None,
+      attention: str = splash_attention.DENSE,
   ):
     """Builds the trainer.
 
@@ -65,14 +67,18 @@ class DiffusionSftTrainer(
         `training_config.metrics_logging_options`.
       logits_fn: see `loss.sft_loss`.
       logits_chunk: see `loss.sft_loss`.
+      attention: see `loss.sft_loss`.
 
     Raises:
       ValueError: with `logits_chunk`, for a LoRA'd output head or a mask
-        id outside the vocabulary (`lm_head.model_head`).
+        id outside the vocabulary (`lm_head.model_head`); with Splash
+        attention, for a model it does not run (`splash_attention`).
     """
     if logits_chunk:
       # Fails closed before any step: chunks cannot apply a LoRA'd head.
       lm_head.model_head(model, config.mask_token_id)
+    if splash_attention.check_attention(attention) == splash_attention.SPLASH:
+      splash_attention.check_model(model)
     self._set_fingerprint(fingerprint)
     super().__init__(model, optimizer, training_config, metrics_logger)
     loss_lib.configure(
@@ -81,6 +87,7 @@ class DiffusionSftTrainer(
         num_noise_buckets=num_noise_buckets,
         logits_fn=logits_fn,
         logits_chunk=logits_chunk,
+        attention=attention,
     )
 
   def _prepare_inputs(self, input_data: Any) -> Any:

@@ -6,15 +6,12 @@ from absl.testing import absltest
 from absl.testing import parameterized
 from flax import nnx
 import jax
-from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
-from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask_info as splash_info
 import jax.numpy as jnp
 import numpy as np
 from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd.core import masks
-from tunix_bd_tests.core import splash_mask
 from tunix_bd_tests import test_common
 
 _LAYOUTS = ("canonical", "shuffled", "left_padded", "packed", "packed_shuffled")
@@ -233,89 +230,6 @@ class CleanContextMaskTest(parameterized.TestCase):
     self.assertIsNone(got_seg)
 
 
-class SplashMaskTest(parameterized.TestCase):
-
-  @parameterized.named_parameters(
-      dict(testcase_name="square", q_len=17, kv_len=17, block_size=4, offset=0),
-      dict(testcase_name="bs1", q_len=16, kv_len=16, block_size=1, offset=0),
-      dict(testcase_name="bs5", q_len=32, kv_len=32, block_size=5, offset=0),
-      dict(testcase_name="cached", q_len=8, kv_len=24, block_size=8, offset=16),
-      dict(testcase_name="ragged", q_len=13, kv_len=29, block_size=3, offset=7),
-      dict(testcase_name="wide", q_len=3, kv_len=40, block_size=16, offset=30),
-  )
-  def test_matches_dense_block_by_block(
-      self, q_len, kv_len, block_size, offset
-  ):
-    mask = splash_mask.BlockCausalSplashMask(
-        (q_len, kv_len), block_size, offset=offset
-    )
-    self.assertEqual(mask.shape, (q_len, kv_len))
-    dense = np.asarray(
-        masks.block_causal_mask(
-            offset + np.arange(q_len)[None], np.arange(kv_len)[None], block_size
-        )[0]
-    )
-    np.testing.assert_array_equal(mask[:, :], dense)
-    # Splash reads the mask tile by tile; the last tiles are partial.
-    tile = 8
-    for q0 in range(0, q_len, tile):
-      q_tile = slice(q0, min(q0 + tile, q_len))
-      for k0 in range(0, kv_len, tile):
-        kv_tile = slice(k0, min(k0 + tile, kv_len))
-        np.testing.assert_array_equal(
-            mask[q_tile, kv_tile], dense[q_tile, kv_tile]
-        )
-
-  def test_equality_and_hash(self):
-    a = splash_mask.BlockCausalSplashMask((16, 16), 4)
-    self.assertEqual(a, splash_mask.BlockCausalSplashMask((16, 16), 4))
-    self.assertEqual(
-        hash(a), hash(splash_mask.BlockCausalSplashMask((16, 16), 4))
-    )
-    self.assertNotEqual(a, splash_mask.BlockCausalSplashMask((16, 16), 2))
-    self.assertNotEqual(a, splash_mask.BlockCausalSplashMask((16, 16), 4, 4))
-
-  def test_multi_head_mask_is_processed_with_its_mask_function(self):
-    mask = splash_mask.make_splash_multi_head_mask(3, 256, 48)
-    self.assertEqual(mask.shape, (3, 256, 256))
-    _, mask_function = splash_info.process_mask(mask, (128, 128))
-    self.assertIsNotNone(mask_function)
-
-  def test_kernel_matches_dense_attention_with_packing(self):
-    # Interpret mode runs the real Splash kernel on CPU. Each document starts
-    # at a multiple of the block size, as the canonical splash mask requires.
-    heads, length, dim, block_size = 2, 256, 128, 48
-    doc_lengths = (144, 112)
-    segments = np.concatenate(
-        [np.full(n, d + 1) for d, n in enumerate(doc_lengths)]
-    ).astype(np.int32)
-    positions = np.concatenate([np.arange(n) for n in doc_lengths])
-    kernel = splash.make_splash_mha(
-        splash_mask.make_splash_multi_head_mask(heads, length, block_size),
-        block_sizes=splash.BlockSizes(
-            block_q=128, block_kv=128, block_kv_compute=128
-        ),
-        head_shards=1,
-        q_seq_shards=1,
-        interpret=True,
-    )
-    keys = jax.random.split(jax.random.key(0), 3)
-    q, k, v = (jax.random.normal(key, (heads, length, dim)) for key in keys)
-    got = kernel(
-        q, k, v, segment_ids=splash.SegmentIds(q=segments, kv=segments)
-    )
-    dense = masks.block_causal_mask(
-        positions[None],
-        positions[None],
-        block_size,
-        q_segment_ids=segments[None],
-        kv_segment_ids=segments[None],
-    )[0]
-    scores = jnp.where(dense, jnp.einsum("hqd,hkd->hqk", q, k), -1e30)
-    want = jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(scores, axis=-1), v)
-    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
-
-
 class Qwen3AttentionTest(absltest.TestCase):
 
   @classmethod
@@ -411,8 +325,6 @@ class ValidationTest(parameterized.TestCase):
       masks.block_causal_mask(self._POS, self._POS, block_size)
     with self.assertRaisesRegex(ValueError, "block_size"):
       masks.clean_context_mask(self._POS, block_size)
-    with self.assertRaisesRegex(ValueError, "block_size"):
-      splash_mask.BlockCausalSplashMask((6, 6), block_size)
 
   @parameterized.named_parameters(
       dict(
@@ -479,18 +391,6 @@ class ValidationTest(parameterized.TestCase):
       masks.clean_context_inputs(np.zeros((1, 6), np.float32))
     with self.assertRaisesRegex(ValueError, "segment_ids"):
       masks.clean_context_inputs(self._POS, np.ones((6,), np.int32))
-
-  def test_bad_splash_arguments(self):
-    with self.assertRaisesRegex(ValueError, "shape"):
-      splash_mask.BlockCausalSplashMask((6,), 2)
-    with self.assertRaisesRegex(ValueError, "kv_len"):
-      splash_mask.BlockCausalSplashMask((6, 0), 2)
-    with self.assertRaisesRegex(ValueError, "offset"):
-      splash_mask.BlockCausalSplashMask((6, 6), 2, offset=-1)
-    with self.assertRaisesRegex(ValueError, "num_heads"):
-      splash_mask.make_splash_multi_head_mask(0, 6, 2)
-    with self.assertRaisesRegex(ValueError, "seq_len"):
-      splash_mask.make_splash_multi_head_mask(2, 6.0, 2)
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ _QWEN3_TEMPLATE = os.path.join(
 class SftChatTemplateTest(absltest.TestCase):
 
   def test_qwen3_template_without_thinking_trains_and_is_exported(self):
-    # Also bf16 compute on float32 master weights, remat and a chunked head
-    # whose last chunk overlaps (50 columns of 128).
+    # Also bf16 compute on float32 master weights, remat, a chunked head
+    # whose last chunk overlaps (50 columns of 128) and Splash attention.
     root = self.create_tempdir().full_path
     tokenizer = tokenizer_lib.build_char_tokenizer()
     source = os.path.join(root, "ar")
@@ -59,7 +59,9 @@ class SftChatTemplateTest(absltest.TestCase):
     config.model.checkpoint = source
     config.workdir = os.path.join(root, "run")
     config.data.update(chat_template=_QWEN3_TEMPLATE, enable_thinking=False)
-    config.model.update(dtype="bfloat16", remat="block", logits_chunk=50)
+    config.model.update(
+        dtype="bfloat16", remat="block", logits_chunk=50, attention="splash"
+    )
     config.train.update(max_steps=2, warmup_steps=1)
     losses = sft.run(config)
     self.assertTrue(np.isfinite(losses["train_loss"]))
@@ -203,6 +205,7 @@ class SftErrorsTest(parameterized.TestCase):
           r"export\.format='fast_dllm_v2' \(Fast-dLLM v2\) has Qwen2 layers",
       ),
       ("export", "reference_code", "/nonexistent", r"export\.reference_code"),
+      ("model", "attention", "flash", r"model\.attention must be one of"),
   )
   def test_bad_setting_names_the_key(self, section, key, value, regex):
     config = _tiny_config(self.workdir, self.export)

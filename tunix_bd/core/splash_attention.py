@@ -1,0 +1,277 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Block-diffusion attention through the Pallas Splash kernel: linear memory.
+
+`attention="splash"` (`model.attention` of SFT) runs a Qwen3 forward of its
+own over Tunix's modules (embedder; per layer the norms, projections,
+q/k norms, Tunix's RoPE, MLP; final norm, head), the attention core
+replaced by Splash attention: the block-diffusion mask is computed inside
+the kernel tile by tile (`BlockDiffusionSplashMask`), so no `[q, kv]` scores
+or mask are materialised and fully masked tiles are skipped. Tunix's own
+flash path stays refused: it hard-codes a causal mask.
+
+The contract (docs/design.md "Splash attention"):
+
+* The kernel's mask is a function of the physical index, so the positions
+  of every non-pad token must be its physical index in its copy: `i` at
+  index `i` (single canvas), `i` at `i` and `L + i` (`[noisy ; clean]`, `L`
+  tokens a copy). SFT rows are (`sft.corruption`: right padding). Others
+  (left padding, packing with restarting positions, shuffled orders) are
+  refused: a ValueError for concrete positions; under jit, where they are
+  traced, the hidden states are NaN (so is every logit and loss over
+  them), never a wrong finite value.
+* Segment ids go to the kernel as `SegmentIds`. A real query's output is the
+  dense path's; a pad query (segment 0) attends other pads instead of
+  nothing, so its output differs, undefined on both paths (zero loss
+  weight, never read).
+* Each copy is padded to a multiple of `lcm(128, block_size)` (Splash tiles
+  are 128 wide) with pad tokens, cut off again after the final norm.
+* Qwen3 only; no qwix LoRA or quantization (their interception wraps
+  `model(...)`, which this forward does not call); one device (Mosaic
+  kernels are not partitioned automatically). On TPU the kernel is
+  compiled; elsewhere it runs in Pallas interpret mode (the CPU tests).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from flax import nnx
+import jax
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
+import jax.numpy as jnp
+from tunix_bd import compat
+from tunix_bd import config_utils
+from tunix_bd.core import families
+
+DENSE = "dense"
+SPLASH = "splash"
+ATTENTIONS = (DENSE, SPLASH)
+# Splash's lane width: sequence tiles are multiples of it.
+_TILE = 128
+
+
+def check_attention(attention, key: str = "model.attention") -> str:
+  """`attention` if it is one of `ATTENTIONS`; a ValueError naming `key`."""
+  if attention not in ATTENTIONS:
+    raise ValueError(
+        f"{key} must be one of {list(ATTENTIONS)}, got {attention!r}."
+    )
+  return attention
+
+
+def check_model(model, key: str = "model.attention") -> None:
+  """Fails closed on a model the Splash forward would compute wrongly.
+
+  Raises:
+    ValueError: naming `key`, for a model other than a Tunix Qwen3, or one
+      wrapped by qwix (LoRA adapters, quantization).
+  """
+  config = getattr(model, "config", None)
+  if config is None or families.family(config) != "qwen3":
+    raise ValueError(
+        f"{key}={SPLASH!r} supports Tunix Qwen3 models only, got"
+        f" {type(model).__name__}; use {key}={DENSE!r}."
+    )
+  if hasattr(type(model), "_unquantized_type") or compat.is_lora_enabled(model):
+    raise ValueError(
+        f"{key}={SPLASH!r} calls the model's modules itself, outside qwix's"
+        f" LoRA or quantization interception; use {key}={DENSE!r} or full"
+        " fine-tuning."
+    )
+
+
+class BlockDiffusionSplashMask(splash_mask._ComputableMask):  # pylint: disable=protected-access
+  """The block-diffusion mask of physical indices, for the Splash kernel.
+
+  Single canvas (`copy_length=None`): query i attends key j iff `j //
+  block_size <= i // block_size` (`masks.block_causal_mask` at positions
+  = indices). `[noisy ; clean]` (`copy_length=L`, `L % block_size == 0`):
+  with blocks `Q = i // block_size`, `K = j // block_size` and `n = L //
+  block_size` blocks a copy, a noisy query (`Q < n`) attends its own block
+  (`K == Q`) and the earlier clean blocks (`n <= K < Q + n`); a clean query
+  the clean blocks up to its own (`n <= K <= Q`)
+  (`masks.clean_context_mask`). For shape (4, 4) and block size 2:
+
+      single canvas     [noisy ; clean], L = 2 (n0 n1 c0 c1)
+      1 1 0 0           1 1 0 0
+      1 1 0 0           1 1 0 0
+      1 1 1 1           0 0 1 1
+      1 1 1 1           0 0 1 1
+
+  Segments go to the kernel apart, as `SegmentIds`.
+  """
+
+  def __init__(
+      self, length: int, block_size: int, copy_length: int | None = None
+  ):
+    self.block_size = config_utils.check_int("block_size", block_size, 1)
+    self.copy_length = copy_length
+    if copy_length is not None and (
+        copy_length % block_size or 2 * copy_length != length
+    ):
+      raise ValueError(
+          f"copy_length={copy_length} must be half of length={length} and"
+          f" a multiple of block_size={block_size}."
+      )
+
+    # Runs on NumPy slices when Splash builds its block map, and on int32
+    # iotas inside the kernel: comparisons and integer arithmetic only.
+    def mask_function(q_ids, kv_ids):
+      q, k = q_ids // block_size, kv_ids // block_size
+      if copy_length is None:
+        return k <= q
+      n = copy_length // block_size
+      noisy = (q < n) & ((k == q) | ((k >= n) & (k < q + n)))
+      return noisy | ((q >= n) & (k >= n) & (k <= q))
+
+    super().__init__((length, length), mask_function)
+
+  def _key(self):
+    return (type(self), self.shape, self.block_size, self.copy_length)
+
+  def __eq__(self, other: object):
+    if not isinstance(other, BlockDiffusionSplashMask):
+      return NotImplemented
+    return self._key() == other._key()
+
+  def __hash__(self):
+    # Splash caches processed masks by hash.
+    return hash(self._key())
+
+
+@functools.lru_cache(maxsize=16)
+def _kernel(num_heads, length, block_size, copy_length, interpret):
+  """The Splash kernel of one mask, built once: its block map is NumPy work.
+
+  Built with concrete arrays even when first asked for under a trace, so
+  the cached kernel holds no tracer.
+  """
+  mask = BlockDiffusionSplashMask(length, block_size, copy_length)
+  tile = max(t for t in (512, 256, 128) if length % t == 0)
+  with jax.ensure_compile_time_eval():
+    return splash.make_splash_mha(
+        splash_mask.MultiHeadMask([mask] * num_heads),
+        block_sizes=splash.BlockSizes(
+            block_q=tile,
+            block_kv=tile,
+            block_q_dkv=tile,
+            block_kv_dkv=tile,
+            block_q_dq=tile,
+            block_kv_dq=tile,
+        ),
+        head_shards=1,
+        q_seq_shards=1,
+        interpret=interpret,
+    )
+
+
+def _layer(layer, x, positions, segment_ids, kernel):
+  """Tunix's Qwen3 `DecoderLayer.block`, attention through `kernel`."""
+  attn = layer.attn
+  h = layer.input_layernorm(x)
+  q = attn.q_norm(attn.q_proj(h))
+  k = attn.k_norm(attn.k_proj(h))
+  v = attn.v_proj(h)
+  q = compat.qwen3_apply_rope(q, positions, head_dim=attn.head_dim)
+  k = compat.qwen3_apply_rope(k, positions, head_dim=attn.head_dim)
+  # [batch, time, heads, head_dim] <-> [batch, heads, time, head_dim].
+  heads_first = lambda a: a.transpose(0, 2, 1, 3)
+  ids = splash.SegmentIds(q=segment_ids, kv=segment_ids)
+  out = jax.vmap(lambda q, k, v, ids: kernel(q, k, v, segment_ids=ids))(
+      heads_first(q * attn.scale), heads_first(k), heads_first(v), ids
+  )
+  x = x + attn.o_proj(heads_first(out))
+  return x + layer.mlp(layer.post_attention_layernorm(x))
+
+
+def _pad_copies(array, copies: int, padded: int, fill):
+  """`[batch, copies * length]` -> each copy padded to `padded` with `fill`."""
+  parts = jnp.split(array, copies, axis=1)
+  width = padded - parts[0].shape[1]
+  return jnp.concatenate(
+      [jnp.pad(p, ((0, 0), (0, width)), constant_values=fill) for p in parts],
+      axis=1,
+  )
+
+
+def hidden_states(
+    model,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array,
+    *,
+    block_size: int,
+    clean_context: bool,
+) -> jax.Array:
+  """The final-norm hidden states of the model's row, Splash attention.
+
+  Args:
+    model: a Tunix Qwen3 (`check_model`).
+    tokens: int `[batch, n]` the model's row: one canvas, or `[noisy ;
+      clean]` (`n = 2 L`) when `clean_context`.
+    positions: int `[batch, n]`: the physical index in each copy on every
+      non-pad token (module docstring).
+    segment_ids: int `[batch, n]`, 0 = pad.
+    block_size: tokens per block.
+    clean_context: the row is `[noisy ; clean]`.
+
+  Returns:
+    `[batch, n, embed]` in the model's compute dtype, equal to the dense
+    forward's at every non-pad token; NaN everywhere when traced positions
+    break the contract.
+
+  Raises:
+    ValueError: for an unsupported model (`check_model`), an odd `n` under
+      `clean_context`, or concrete positions that break the contract.
+  """
+  check_model(model)
+  copies = 2 if clean_context else 1
+  batch, n = tokens.shape
+  if n % copies:
+    raise ValueError(f"a [noisy ; clean] row has an even length, got {n}.")
+  length = n // copies
+  expected = jnp.tile(jnp.arange(length, dtype=jnp.int32), copies)
+  fits = jnp.all((positions == expected) | (segment_ids == 0))
+  if not isinstance(fits, jax.core.Tracer) and not fits:
+    raise ValueError(
+        f"attention={SPLASH!r} needs every non-pad token's position to be"
+        " its index in its copy (no left padding, restarting packed"
+        f" positions or shuffles); use attention={DENSE!r} for such rows."
+    )
+  unit = math.lcm(_TILE, block_size)
+  padded = -(-length // unit) * unit
+  tokens = _pad_copies(tokens, copies, padded, 0)
+  segment_ids = _pad_copies(segment_ids, copies, padded, 0)
+  positions = jnp.broadcast_to(
+      jnp.tile(jnp.arange(padded, dtype=jnp.int32), copies),
+      (batch, copies * padded),
+  )
+  config = model.config
+  kernel = _kernel(
+      config.num_heads,
+      copies * padded,
+      block_size,
+      padded if clean_context else None,
+      jax.default_backend() != "tpu",
+  )
+  # A closure, not a partial: `nnx.remat` binds arguments by position.
+  layer_fn = lambda layer, x, pos, ids: _layer(layer, x, pos, ids, kernel)
+  no_remat = families.remat_config(config, "none")
+  if config.remat_config not in (no_remat, no_remat.value):
+    layer_fn = nnx.remat(layer_fn)
+  x = model.embedder.encode(tokens)
+  for layer in model.layers:
+    x = layer_fn(layer, x, positions, segment_ids)
+  x = model.final_norm(x)
+  x = jnp.concatenate([c[:, :length] for c in jnp.split(x, copies, 1)], 1)
+  return jnp.where(fits, x, jnp.nan)
+
+
+def logits(model, hidden: jax.Array) -> jax.Array:
+  """float32 `[..., vocab]`: Tunix Qwen3's head on final hidden states."""
+  if model.config.use_tied_embedding:
+    return model.embedder.decode(hidden).astype(jnp.float32)
+  return model.lm_head(hidden).astype(jnp.float32)
