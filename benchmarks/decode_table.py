@@ -24,7 +24,7 @@ from benchmarks import roofline
 import jax
 import numpy as np
 from tunix_bd.evaluation import speed
-from tunix_bd.generate import decode_loop
+from tunix_bd.generate import canvas as canvas_lib
 
 
 def cells(
@@ -159,7 +159,7 @@ def _forwards(models, batch_size, max_prompt_length, max_new_tokens):
   """Per model, its cached forward at our decoder's cache size."""
   forwards = []
   for size, model in models.items():
-    layout = decode_loop.Layout.create(size, max_prompt_length, max_new_tokens)
+    layout = canvas_lib.Layout.create(size, max_prompt_length, max_new_tokens)
     forwards.append(
         roofline.Forward(
             model,

@@ -29,6 +29,7 @@ import numpy as np
 import realistic
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch
@@ -52,10 +53,10 @@ def _program_only(denoiser, prompts):
   # pylint: disable=protected-access
   layout = denoiser._layout
   lengths = np.asarray([len(p) for p in prompts])
-  canvas = decode_loop.build_canvas(
+  canvas = canvas_lib.build_canvas(
       np.asarray(prompts), lengths, layout, denoiser.bd.mask_token_id
   )
-  packed = decode_loop.pack_inputs(canvas, np.zeros(len(prompts), np.uint32))
+  packed = canvas_lib.pack_inputs(canvas, np.zeros(len(prompts), np.uint32))
   return lambda: np.asarray(
       decode_loop.decode(
           denoiser._graphdef,

@@ -15,7 +15,8 @@ plain cached forwards of 1, 2, 8 and 16 tokens in a compiled loop
 stdout and `OUT/decode_profile.json` (with each method's compiled program,
 `OUT/METHOD.hlo.txt`):
 
-  PYTHONPATH=. python tools/tpu/decode_profile.py [--tiny] [--out DIR]
+  PYTHONPATH=. python tools/tpu/decode_profile.py [--tiny] [--out DIR] \
+      [--methods ar_loop,bd_top8]
 
 `--tiny` runs the same code on a 2-layer model (a smoke run on a CPU, where
 ops run on host threads).
@@ -36,6 +37,7 @@ import numpy as np
 import realistic
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch
@@ -120,7 +122,9 @@ def _engine_only(vocab):
 
 
 def main():
-  args = realistic.parse_args(__doc__.split("\n")[0])
+  args = realistic.parse_args(
+      __doc__.split("\n")[0], tuple(m for m, _, _ in _METHODS)
+  )
   shape, vocab = realistic.model_shape(args.tiny)
   mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
   config = from_scratch.qwen3_config(shape, vocab)
@@ -131,6 +135,8 @@ def main():
   result = dict(device=str(jax.devices()[0].device_kind))
   os.makedirs(args.out, exist_ok=True)
   for method, block_size, rule in _METHODS:
+    if method not in args.methods:
+      continue
     bd = bd_config_lib.BlockDiffusionConfig(block_size, _MASK_ID)
     settings = denoise.DenoiseConfig(
         max_new_tokens=_NEW_TOKENS, max_prompt_length=_PROMPT_LENGTH, **rule
@@ -148,14 +154,14 @@ def main():
     )
     # The compiled program's metadata names each op's source line.
     layout = denoiser._layout  # pylint: disable=protected-access
-    canvas = decode_loop.build_canvas(
+    canvas = canvas_lib.build_canvas(
         np.asarray(prompts), np.asarray([_PROMPT_LENGTH]), layout, _MASK_ID
     )
     hlo = (
         decode_loop.decode.lower(
             denoiser._graphdef,  # pylint: disable=protected-access
             denoiser._state,  # pylint: disable=protected-access
-            decode_loop.pack_inputs(canvas, np.zeros(1, np.uint32)),
+            canvas_lib.pack_inputs(canvas, np.zeros(1, np.uint32)),
             denoiser._params,  # pylint: disable=protected-access
             denoiser._stop_ids,  # pylint: disable=protected-access
             bd=bd,

@@ -15,12 +15,22 @@ from benchmarks import fixed_schedule
 from tunix_bd.models import from_scratch
 
 
-def parse_args(description: str) -> argparse.Namespace:
-  """`--tiny` (a 2-layer smoke run on a CPU) and `--out` (default `$OUT`)."""
+def parse_args(
+    description: str, methods: tuple[str, ...] = ()
+) -> argparse.Namespace:
+  """`--tiny` (a 2-layer smoke run on a CPU), `--out` (default `$OUT`) and,
+  given `methods`, `--methods` (comma-separated, default all)."""
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--tiny", action="store_true")
   parser.add_argument("--out", default=os.environ.get("OUT", "."))
-  return parser.parse_args()
+  if methods:
+    parser.add_argument("--methods", default=",".join(methods))
+  args = parser.parse_args()
+  if methods:
+    args.methods = tuple(args.methods.split(","))
+    if not set(args.methods) <= set(methods):
+      parser.error(f"--methods must be among {list(methods)}")
+  return args
 
 
 def model_shape(tiny: bool) -> tuple[from_scratch.ScratchModelSettings, int]:

@@ -9,23 +9,10 @@ path the first step of a block is fused with the cache write of the clean
 block before it (or with the prompt prefill): one forward over both, the
 earlier one committed to the cache (`cached_logits`, `commit_length`), so
 writing the cache costs no forward of its own. The fused and the plain
-steps run in nested `lax.while_loop`s, each forward unconditionally. Shapes depend only on the
-`Layout` and the batch size, and the commit rule, its parameters and the
-temperature are traced values, so one compiled program serves every setting
-of a given geometry (and number of stop ids).
-
-Physical layout: row r is left-padded by whole blocks so that its first block
-to denoise (logical block `P_r // block_size`) sits at physical block
-`layout.first` in every row, and loop index j is the j-th block each row
-denoises. The canvas is as long as the longest row in whole blocks: a
-`layout.first` past the last block any completion of `layout.blocks` blocks
-can start at would leave a block unused. Rows whose prompt ends past
-`layout.first` (the longest prompts, when the prompt budget is whole blocks)
-start at the prompt block there, with nothing to denoise in it.
-
-A call moves one array each way (`pack_inputs`, `unpack_outputs`): on an
-accelerator every host-device transfer costs a fixed latency (about 0.25 ms
-on a TPU v5e host), more than a forward of a small model.
+steps run in nested `lax.while_loop`s, each forward unconditionally. Shapes
+depend only on the `canvas.Layout` and the batch size, and the commit rule,
+its parameters and the temperature are traced values, so one compiled
+program serves every setting of a given geometry (and number of stop ids).
 """
 
 from __future__ import annotations
@@ -38,140 +25,13 @@ import flax
 from flax import nnx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import rng
+from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import step as step_lib
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout:
-  """Static geometry of a batch.
-
-  Attributes:
-    block_size: tokens per block.
-    first: physical block of loop block 0; the blocks before it are
-      prefilled.
-    blocks: loop blocks, the most any row's completion spans.
-    max_new_tokens: completion positions per row.
-  """
-
-  block_size: int
-  first: int
-  blocks: int
-  max_new_tokens: int
-
-  @classmethod
-  def create(
-      cls, block_size: int, max_prompt_length: int, max_new_tokens: int
-  ) -> Layout:
-    # The longest row's last block, and the most blocks a completion spans
-    # (one starting at the last offset of a block).
-    last = (max_prompt_length + max_new_tokens - 1) // block_size
-    spans = (max_new_tokens + block_size - 2) // block_size + 1
-    blocks = min(spans, last + 1)
-    return cls(block_size, last + 1 - blocks, blocks, max_new_tokens)
-
-  @property
-  def length(self) -> int:
-    return (self.first + self.blocks) * self.block_size
-
-
-def build_canvas(
-    prompts: np.ndarray, lengths: np.ndarray, layout: Layout, mask_id: int
-) -> dict[str, np.ndarray]:
-  """The initial physical canvas and each row's geometry.
-
-  Args:
-    prompts: int `[batch, width]` right-padded prompts.
-    lengths: int `[batch]` prompt lengths, >= 1 and <= `width`.
-    layout: the static geometry.
-    mask_id: the mask token id.
-
-  Returns:
-    `tokens`, `positions`, `segments` (int32 `[batch, length]`),
-    `completion` (bool `[batch, length]`), `first_block` and `num_blocks`
-    (int32 `[batch]`: the row's logical block at loop block 0, its first to
-    denoise or a prompt block before it, and how many loop blocks it spans)
-    and `offsets` (int `[batch]`: the physical index of logical position 0).
-  """
-  size, total = layout.block_size, layout.max_new_tokens
-  first_block = np.minimum(lengths // size, layout.first)
-  offsets = (layout.first - first_block) * size
-  logical = np.arange(layout.length)[None, :] - offsets[:, None]
-  real = (logical >= 0) & (logical < (lengths + total)[:, None])
-  completion = real & (logical >= lengths[:, None])
-  prompt_at = np.take_along_axis(
-      prompts, np.clip(logical, 0, prompts.shape[1] - 1), axis=1
-  )
-  tokens = np.where(completion, mask_id, np.where(real, prompt_at, 0))
-  num_blocks = (lengths + total - 1) // size - first_block + 1
-  return dict(
-      tokens=tokens.astype(np.int32),
-      positions=np.where(real, logical, 0).astype(np.int32),
-      segments=real.astype(np.int32),
-      completion=completion,
-      first_block=first_block.astype(np.int32),
-      num_blocks=num_blocks.astype(np.int32),
-      offsets=offsets,
-  )
-
-
-# The per-row `[batch, length]` canvas arrays `pack_inputs` sends, in order.
-_CANVAS_FIELDS = ("tokens", "positions", "segments", "completion")
-# The `decode` outputs, each `[batch, length]`, then the per-row ones.
-_OUTPUT_FIELDS = ("canvas", "steps_at", "logp_at")
-
-
-def pack_inputs(canvas: dict[str, np.ndarray], seeds: np.ndarray) -> np.ndarray:
-  """One int32 `[batch, 4 * length + 3]` array of a call's inputs.
-
-  Args:
-    canvas: `build_canvas` output (its `offsets` are not sent).
-    seeds: uint32 `[batch]` per-row seeds.
-
-  Returns:
-    The canvas arrays of `_CANVAS_FIELDS` side by side, then
-    `first_block`, `num_blocks` and the seeds' bits.
-  """
-  columns = [canvas[name].astype(np.int32) for name in _CANVAS_FIELDS]
-  rows = [canvas["first_block"], canvas["num_blocks"]]
-  rows.append(np.asarray(seeds, np.uint32).view(np.int32))
-  return np.concatenate(columns + [np.stack(rows, axis=1)], axis=1)
-
-
-def _unpack_inputs(packed: jax.Array, length: int):
-  """`(inputs, seeds)` of a `pack_inputs` array, inside `decode`."""
-  inputs = {
-      name: packed[:, i * length : (i + 1) * length]
-      for i, name in enumerate(_CANVAS_FIELDS)
-  }
-  inputs["completion"] = inputs["completion"].astype(bool)
-  rows = packed[:, len(_CANVAS_FIELDS) * length :]
-  inputs["first_block"], inputs["num_blocks"] = rows[:, 0], rows[:, 1]
-  seeds = jax.lax.bitcast_convert_type(rows[:, 2], jnp.uint32)
-  return inputs, seeds
-
-
-def unpack_outputs(packed: np.ndarray, length: int) -> dict[str, np.ndarray]:
-  """`decode`'s int32 `[batch, 3 * length + 2]` output as named arrays.
-
-  Returns:
-    `canvas`, `steps_at` (int32) and `logp_at` (float32), each `[batch,
-    length]`; `num_steps` (int32) and `nonfinite` (bool), each `[batch]`.
-  """
-  packed = np.asarray(packed)
-  out = {
-      name: packed[:, i * length : (i + 1) * length]
-      for i, name in enumerate(_OUTPUT_FIELDS)
-  }
-  out["logp_at"] = np.ascontiguousarray(out["logp_at"]).view(np.float32)
-  out["num_steps"] = packed[:, -2]
-  out["nonfinite"] = packed[:, -1].astype(bool)
-  return out
 
 
 @flax.struct.dataclass
@@ -208,13 +68,15 @@ class Carry:
   cache: Any
 
 
-def block_slice(x: jax.Array, layout: Layout, j: jax.Array) -> jax.Array:
+def block_slice(
+    x: jax.Array, layout: canvas_lib.Layout, j: jax.Array
+) -> jax.Array:
   """Columns of loop block j of a physical `[batch, length]` array."""
   start = (layout.first + j) * layout.block_size
   return jax.lax.dynamic_slice_in_dim(x, start, layout.block_size, axis=1)
 
 
-def put_block(x, layout: Layout, j, value) -> jax.Array:
+def put_block(x, layout: canvas_lib.Layout, j, value) -> jax.Array:
   start = (layout.first + j) * layout.block_size
   return jax.lax.dynamic_update_slice_in_dim(x, value, start, axis=1)
 
@@ -301,7 +163,7 @@ def decode(
     stop_ids: jax.Array,
     *,
     bd: bd_config_lib.BlockDiffusionConfig,
-    layout: Layout,
+    layout: canvas_lib.Layout,
     use_cache: bool,
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
@@ -329,7 +191,7 @@ def decode(
     `logp_at`; per-row `num_steps` and `nonfinite`.
   """
   model = nnx.merge(graphdef, state)
-  inputs, seeds = _unpack_inputs(packed_inputs, layout.length)
+  inputs, seeds = canvas_lib.unpack_inputs(packed_inputs, layout.length)
   completion = inputs["completion"]
   first_block, num_blocks = inputs["first_block"], inputs["num_blocks"]
   batch, length = inputs["tokens"].shape
@@ -423,7 +285,7 @@ def decode(
     carry = body(carry, calls["prefill"])
   if "write_previous" not in calls:
     # Cache-free, or one block: every other iteration is a plain step.
-    return _pack_outputs(jax.lax.while_loop(going, step, carry))
+    return canvas_lib.pack_outputs(jax.lax.while_loop(going, step, carry))
 
   def steps(c):
     return jax.lax.while_loop(lambda c: going(c) & ~c.fuse, step, c)
@@ -434,14 +296,4 @@ def decode(
   carry = jax.lax.while_loop(
       going, lambda c: steps(write_previous(c)), steps(carry)
   )
-  return _pack_outputs(carry)
-
-
-def _pack_outputs(carry: Carry) -> jax.Array:
-  """`decode`'s int32 `[batch, 3 * length + 2]` output (`unpack_outputs`)."""
-  logp_bits = jax.lax.bitcast_convert_type(carry.logp_at, jnp.int32)
-  per_row = [carry.num_steps, carry.nonfinite.astype(jnp.int32)]
-  return jnp.concatenate(
-      [carry.canvas, carry.steps_at, logp_bits, jnp.stack(per_row, axis=1)],
-      axis=1,
-  )
+  return canvas_lib.pack_outputs(carry)

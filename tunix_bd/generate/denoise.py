@@ -50,6 +50,7 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
 from tunix_bd.core import external_logits
 from tunix_bd.core import trace as trace_lib
+from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
 from tunix_bd.generate import inputs as inputs_lib
@@ -233,7 +234,7 @@ class Denoiser:
     self.bd, self.config = bd, config
     self._vocab_size = vocab_size
     self._graphdef, self._state = nnx.split(model)
-    self._layout = decode_loop.Layout.create(
+    self._layout = canvas_lib.Layout.create(
         bd.block_size, config.max_prompt_length, config.max_new_tokens
     )
     # Sent to the device once: each transfer adds a fixed latency to a call.
@@ -262,13 +263,13 @@ class Denoiser:
         prompt_tokens, prompt_lengths, config, bd, self._vocab_size
     )
     seeds = inputs_lib.seeds(seeds, len(lengths), config)
-    canvas = decode_loop.build_canvas(
+    canvas = canvas_lib.build_canvas(
         prompts, lengths, self._layout, bd.mask_token_id
     )
     packed = decode_loop.decode(
         self._graphdef,
         self._state,
-        decode_loop.pack_inputs(canvas, seeds),
+        canvas_lib.pack_inputs(canvas, seeds),
         self._params,
         self._stop_ids,
         bd=bd,
@@ -276,7 +277,7 @@ class Denoiser:
         use_cache=self._use_cache,
         **self._logits_fns,
     )
-    out = decode_loop.unpack_outputs(packed, self._layout.length)
+    out = canvas_lib.unpack_outputs(packed, self._layout.length)
     offsets = canvas["offsets"]
 
     # Completion slot t of row r sits at physical offset_r + P_r + t.

@@ -30,8 +30,8 @@ import jax
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import commit_rules
-from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
 from tunix_bd_tests import test_common
 
@@ -187,14 +187,14 @@ class LayoutTest(parameterized.TestCase):
     for size in (1, 2, 3, 4, 8):
       for max_prompt_length in range(1, 10):
         for max_new_tokens in range(1, 10):
-          layout = decode_loop.Layout.create(
+          layout = canvas_lib.Layout.create(
               size, max_prompt_length, max_new_tokens
           )
           total = max_prompt_length + max_new_tokens
           self.assertEqual(layout.length, -(-total // size) * size)
           lengths = np.arange(1, max_prompt_length + 1)
           prompts = np.ones((len(lengths), max_prompt_length), np.int32)
-          canvas = decode_loop.build_canvas(prompts, lengths, layout, _MASK)
+          canvas = canvas_lib.build_canvas(prompts, lengths, layout, _MASK)
           # Each row's completion lies in its loop blocks, in order.
           np.testing.assert_array_equal(
               canvas["completion"].sum(axis=1), max_new_tokens

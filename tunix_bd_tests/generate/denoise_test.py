@@ -17,8 +17,8 @@ import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
+from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import commit_rules
-from tunix_bd.generate import decode_loop
 from tunix_bd.generate import denoise
 from tunix_bd_tests import test_common
 
@@ -249,13 +249,13 @@ class GenerateTest(parameterized.TestCase):
   def test_the_canvas_is_the_longest_row_in_whole_blocks(
       self, size, max_prompt_length, budget, late
   ):
-    layout = decode_loop.Layout.create(size, max_prompt_length, budget)
+    layout = canvas_lib.Layout.create(size, max_prompt_length, budget)
     self.assertEqual(
         layout.length, -(-(max_prompt_length + budget) // size) * size
     )
     lengths = np.arange(1, max_prompt_length + 1)
     prompts = np.tile(lengths + 9, (max_prompt_length, 1))
-    canvas = decode_loop.build_canvas(prompts, lengths, layout, mask_id=7)
+    canvas = canvas_lib.build_canvas(prompts, lengths, layout, mask_id=7)
     real, positions = canvas["segments"] > 0, canvas["positions"]
     for row, length in enumerate(lengths):
       # The whole row, in order, at a whole-block offset.
