@@ -34,6 +34,7 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import splash_attention
 from tunix_bd.models import from_scratch
 from tunix_bd.run import sections
 from tunix_bd.sft import batching
@@ -54,12 +55,16 @@ class SftStepModelSettings(
   Attributes:
     vocab_size: 0: the tokenizer's vocabulary; more: a real model's (e.g.
       Qwen3's 151,936 ids; the ids past the tokenizer's go unused).
+    attention: the block-diffusion steps' (`sft` recipe's
+      `model.attention`): `dense` or `splash`.
   """
 
   vocab_size: int = 0
+  attention: str = splash_attention.DENSE
 
   def __post_init__(self):
     sections.PrecisionSettings.__post_init__(self)
+    splash_attention.check_attention(self.attention)
     _ = self.shape  # Built, and so checked, apart from the vocabulary.
     config_utils.check_int("model.vocab_size", self.vocab_size, 0)
 
@@ -184,13 +189,21 @@ def first_batch(data, *, batch_size: int, bd, eos_id: int) -> Batch:
 
 
 def variants(
-    names, batch: Batch, *, block_size: int, mask_id: int, chunk
+    names,
+    batch: Batch,
+    *,
+    block_size: int,
+    mask_id: int,
+    chunk,
+    attention: str = splash_attention.DENSE,
 ) -> dict[str, tuple[Callable[..., Any], Any]]:
-  """`{name: (loss_fn, its inputs)}` of the chosen variants, in order."""
+  """`{name: (loss_fn, its inputs)}` of the chosen variants, in order; the
+  block-diffusion ones with `attention` (`model.attention`)."""
   bd_loss = lambda layout: functools.partial(
       loss_lib.sft_loss,
       config=block_diffusion(block_size, mask_id, layout),
       logits_chunk=chunk,
+      attention=attention,
   )
   every = {
       # Tunix's own AR SFT loss, the one `PeftTrainer` uses by default.

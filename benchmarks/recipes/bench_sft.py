@@ -83,6 +83,7 @@ def prepare(
       block_size=settings.bd.block_size,
       mask_id=mask_id,
       chunk=settings.model.precision.chunk,
+      attention=settings.model.attention,
   )
   return arms, batch, len(tokenizer)
 
