@@ -244,9 +244,12 @@ def _shardings(state: nnx.State, mesh: Mesh):
 def is_placed(model: nnx.Module, mesh: Mesh) -> bool:
   """Whether `model` already sits on `mesh` as `place_on_mesh` puts it.
 
-  True when every `Variable` is on `NamedSharding(mesh, its partition spec)`
-  in the mesh's default memory and no static mesh reference needs
-  rebinding: the model runs on `mesh` as it is, with its own arrays.
+  True when every `Variable` is on `mesh` itself (not merely its devices),
+  as `NamedSharding(mesh, its partition spec)` in the mesh's default memory,
+  and no static mesh reference needs rebinding: the model runs on `mesh`
+  as it is, with its own arrays. (Tunix places the actor on the ACTOR
+  mesh, so a rollout that finds it placed on the ROLLOUT mesh shares the
+  actor's mesh, and Tunix never rolls out while it trains.)
 
   Raises:
     ValueError: as `rebind_meshes`, for static meshes it cannot map.
@@ -254,6 +257,7 @@ def is_placed(model: nnx.Module, mesh: Mesh) -> bool:
   state = nnx.state(model)
   placed = jax.tree.map(
       lambda x, s: isinstance(x, jax.Array)
+      and getattr(x.sharding, "mesh", None) == mesh
       and x.sharding.is_equivalent_to(s, x.ndim),
       state,
       _shardings(state, mesh),
@@ -368,8 +372,9 @@ def copy_params(params, target):
       target,
   )
   if all(jax.tree.leaves(placed_alike)):
-    # One mesh (the default): one compiled copy, so the rollout never
-    # shares (or loses, to donation) the actor's arrays; Tunix's reshard
-    # would return them as they are, after starting a logging thread.
+    # Placed alike (the same devices, e.g. another mesh over them): one
+    # compiled copy, so the rollout never shares (or loses, to donation)
+    # the actor's arrays; Tunix's reshard would return them as they are,
+    # after starting a logging thread.
     return _fresh_copy(params)
   return _copy_across_meshes(params, target)
