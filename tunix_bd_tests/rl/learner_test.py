@@ -177,6 +177,27 @@ class OldPolicyTest(parameterized.TestCase):
     np.testing.assert_allclose(clip[0::2], 0.0, atol=1e-6)
     self.assertGreater(np.abs(ratio[1::2] - 1.0).max(), 0.0)
 
+  def test_later_mini_batches_sample_the_updated_actor(self):
+    # On one mesh the rollout is the live actor: each mini-batch's rollout
+    # is on-policy at its first update, and the anchor replays it.
+    cluster = common.cluster(
+        reference=None,
+        max_steps=4,
+        mini_batch_size=2,
+        train_micro_batch_size=2,
+    )
+    learner = wiring.build_learner(
+        cluster, reward_fns=[common.char_reward], num_generations=4, beta=0.0
+    )
+    learner.train(common.dataset(8, 4))
+    self.assertEqual(cluster.global_steps, 2)
+    self.assertEqual(cluster.actor_trainer.train_steps, 4)
+    parity = _history(cluster, "diffusion", "rollout_anchor_logp_abs_max")
+    self.assertNotEmpty(parity)
+    self.assertLessEqual(parity.max(), 1e-5)
+    ratio = _history(cluster, "actor", "is_ratio/mean")
+    np.testing.assert_allclose(ratio, 1.0, atol=1e-6)
+
 
 class ResumeTest(absltest.TestCase):
 
