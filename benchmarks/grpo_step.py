@@ -24,7 +24,7 @@ call:
              trainer (as the learner calls it);
   sync       the learner's end of a step: `sync_weights` (rollout weights
              and the anchor snapshot) unless the rollout shares the
-             actor's weights, as Tunix's vanilla rollout on one mesh does.
+             actor's weights, as both rollouts do on one mesh.
 
 The typed sections of `bench_rl`'s config (`model`, `bench`) are here too.
 """

@@ -25,7 +25,8 @@ the bytes each device holds, under these stated assumptions:
   float32 logits of one group and the clean pass's block-end logits.
   Split over the actor devices.
 
-A role that shares the actor's devices adds its memory to theirs. "Fits"
+A role that shares the actor's devices adds its memory to theirs (a rollout
+there decodes with the actor's own weights: its KV cache alone). "Fits"
 means the total is at most `USABLE` of the device's memory (the rest is left
 to XLA's temporaries and fragmentation). Commands:
 
@@ -361,6 +362,7 @@ def plan(
     if devices:
       groups[role] = (devices, parts)
     else:
+      parts.pop("rollout copy", None)  # The actor's own parameters.
       groups["actor"][1].update(parts)
   return {
       role: DevicePlan(devices, {k: v / devices for k, v in parts.items()})

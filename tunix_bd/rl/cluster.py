@@ -126,13 +126,16 @@ class DiffusionRLCluster(compat.RLCluster):
           " rollout; set it False."
       )
     super().__init__(**kwargs)
+    if self.rollout.shares_actor:
+      self._anchor_snapshot = None  # Tunix's host copy; never read.
     self._reference_replayer: replayer_lib.Replayer | None = None
     self._actor_replayer: replayer_lib.Replayer | None = None
     self._checks_every: int | None = None
     # Tunix builds the rollout before the actor trainer restores a
     # checkpoint: a resumed run must roll out with the restored weights
-    # (the anchor snapshot is already taken from them).
-    if self.actor_trainer.train_steps:
+    # (the anchor snapshot is already taken from them), which a rollout
+    # sharing the actor already does.
+    if self.actor_trainer.train_steps and not self.rollout.shares_actor:
       actor = self.actor_trainer.model
       filter_types = (
           nnx.LoRAParam if compat.is_lora_enabled(actor) else nnx.Param,
@@ -146,6 +149,23 @@ class DiffusionRLCluster(compat.RLCluster):
           **tunix_metadata(),
           fingerprint_lib.METADATA_KEY: fields,
       }
+
+  @property
+  def _anchor_policy_state(self):
+    """Tunix's anchor: the actor state that old log-probs are scored under.
+
+    Tunix snapshots it at each weight sync. A rollout that shares the actor
+    is never synced: it samples with the actor's live weights, and so the
+    anchor is the actor's live state (on one mesh nothing trains between a
+    rollout and its scoring).
+    """
+    if self.rollout.shares_actor:
+      return nnx.state(self.actor_trainer.model)
+    return self._anchor_snapshot
+
+  @_anchor_policy_state.setter
+  def _anchor_policy_state(self, state):
+    self._anchor_snapshot = state
 
   def log_rollout_checks(self, verify_replay_every_n_steps: int) -> None:
     """Makes `generate` log what tunix_bd's learner logs, for another learner.
@@ -269,8 +289,8 @@ class DiffusionRLCluster(compat.RLCluster):
     """float32 `[batch, T]` log-probs under the start-of-step actor snapshot.
 
     The snapshot is Tunix's anchor policy state (taken at every weight sync,
-    when the rollout's weights are set to the actor's), so it is the policy
-    that sampled the trace.
+    when the rollout's weights are set to the actor's; the live actor where
+    the rollout shares it), so it is the policy that sampled the trace.
     """
     with self._get_mesh_and_logical_axis_rules_cm(Role.ACTOR):
       if self._actor_replayer is None:

@@ -7,7 +7,8 @@ checkpoints and metrics; this subclass replaces only the step that turns
 prompts into a `TrainExample`, so that every policy scores the rollout's
 own trace with one function (docs/design.md "RL policies on one trace"):
 
-  * rollout: the sampler's copy, synced to the actor at each global step;
+  * rollout: on one mesh the actor's live weights; on another mesh the
+    sampler's copy, synced to the actor at each global step;
   * old: replay under the start-of-step actor snapshot (the anchor, on the
     actor role), computed whenever more than one optimizer update uses a
     rollout (`num_iterations > 1`, or mini-batches); otherwise None, so the

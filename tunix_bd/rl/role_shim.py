@@ -12,8 +12,10 @@ mesh fails with JAX's "incompatible devices" error. `rebind_meshes` walks
 every module (and every `Variable`'s metadata) and rebinds each such value,
 however deeply it sits in tuples, lists, dicts and partials, to the new mesh.
 It never touches parameter values or partition specs, and it fails closed
-before changing anything. `copy_params` copies synced weights into the
-rollout's own buffers, device to device, across meshes too.
+before changing anything. `is_placed` tells whether a model already runs
+on a mesh as it is (the rollout then decodes with the actor's own weights);
+otherwise `copy_params` copies synced weights into the rollout's own
+buffers, device to device, across meshes too.
 
 Tunix's own Qwen3 holds no static mesh (it reads the ambient mesh at trace
 time), so on it the shim rebinds 0 values. Only the diffusion rollout calls
@@ -174,6 +176,19 @@ def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
       another sharding (e.g. `SingleDeviceSharding`) on devices outside
       `mesh`, or meshes from two different sources. Nothing is changed then.
   """
+  rebinder, updates = _rebinds(model, mesh)
+  for setter, name, new in updates:
+    setter(name, new)
+  logging.info(
+      "Rebound %d static mesh references onto the mesh over devices %s.",
+      rebinder.count,
+      [d.id for d in mesh.devices.flat],
+  )
+  return rebinder.count
+
+
+def _rebinds(model: nnx.Module, mesh: Mesh) -> tuple[_Rebinder, list[Any]]:
+  """`rebind_meshes`'s plan: `(rebinder, [(setter, name, new value)])`."""
   rebinder = _Rebinder(mesh)
   updates = []  # (setter, attribute name or metadata key, new value).
   for path, node in nnx.graph.iter_graph(model):
@@ -191,14 +206,7 @@ def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
         if new is not value:
           updates.append((functools.partial(setattr, node), name, new))
   rebinder.check_single_source()
-  for setter, name, new in updates:
-    setter(name, new)
-  logging.info(
-      "Rebound %d static mesh references onto the mesh over devices %s.",
-      rebinder.count,
-      [d.id for d in mesh.devices.flat],
-  )
-  return rebinder.count
+  return rebinder, updates
 
 
 def rebind_keywords(
@@ -218,6 +226,43 @@ def rebind_keywords(
   }
   rebinder.check_single_source()
   return rebound, rebinder.count
+
+
+def _shardings(state: nnx.State, mesh: Mesh):
+  """Each leaf's `NamedSharding(mesh, its spec)` in the default memory."""
+  memory_kind = mesh.devices.flat[0].default_memory().kind
+  return jax.tree.map(
+      lambda spec: NamedSharding(
+          mesh,
+          spec if spec is not None else PartitionSpec(),
+          memory_kind=memory_kind,
+      ),
+      nnx.get_partition_spec(state),
+  )
+
+
+def is_placed(model: nnx.Module, mesh: Mesh) -> bool:
+  """Whether `model` already sits on `mesh` as `place_on_mesh` puts it.
+
+  True when every `Variable` is on `mesh` itself (not merely its devices),
+  as `NamedSharding(mesh, its partition spec)` in the mesh's default memory,
+  and no static mesh reference needs rebinding: the model runs on `mesh`
+  as it is, with its own arrays. (Tunix places the actor on the ACTOR
+  mesh, so a rollout that finds it placed on the ROLLOUT mesh shares the
+  actor's mesh, and Tunix never rolls out while it trains.)
+
+  Raises:
+    ValueError: as `rebind_meshes`, for static meshes it cannot map.
+  """
+  state = nnx.state(model)
+  placed = jax.tree.map(
+      lambda x, s: isinstance(x, jax.Array)
+      and getattr(x.sharding, "mesh", None) == mesh
+      and x.sharding.is_equivalent_to(s, x.ndim),
+      state,
+      _shardings(state, mesh),
+  )
+  return all(jax.tree.leaves(placed)) and not _rebinds(model, mesh)[1]
 
 
 def place_on_mesh(
@@ -244,16 +289,7 @@ def place_on_mesh(
     `model`.
   """
   graphdef, state = nnx.split(model)
-  memory_kind = mesh.devices.flat[0].default_memory().kind
-  shardings = jax.tree.map(
-      lambda spec: NamedSharding(
-          mesh,
-          spec if spec is not None else PartitionSpec(),
-          memory_kind=memory_kind,
-      ),
-      nnx.get_partition_spec(state),
-  )
-  moved = compat.reshard_pytree(state, shardings)
+  moved = compat.reshard_pytree(state, _shardings(state, mesh))
   if copy:
     moved = jax.tree.map(
         lambda new, old: new.copy() if new is old else new, moved, state
@@ -336,8 +372,9 @@ def copy_params(params, target):
       target,
   )
   if all(jax.tree.leaves(placed_alike)):
-    # One mesh (the default): one compiled copy, so the rollout never
-    # shares (or loses, to donation) the actor's arrays; Tunix's reshard
-    # would return them as they are, after starting a logging thread.
+    # Placed alike (the same devices, e.g. another mesh over them): one
+    # compiled copy, so the rollout never shares (or loses, to donation)
+    # the actor's arrays; Tunix's reshard would return them as they are,
+    # after starting a logging thread.
     return _fresh_copy(params)
   return _copy_across_meshes(params, target)

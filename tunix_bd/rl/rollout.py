@@ -15,13 +15,18 @@ action, its step and log-prob) goes to the collector that
 `RLCluster.generate` would drop any extra output field.
 
 Why each rule (docs/design.md "Why the rollout rules"):
-  * The rollout owns its parameter buffers. Tunix syncs weights only when
-    the rollout's leaves are not the actor's (`rl_utils.is_sharing_weights`),
-    and an `nnx.clone` shares arrays, so a shared copy would never be
-    synced and would go stale after the first optimizer step.
-  * `update_params` copies device to device: on CPU Tunix syncs under
-    transfer guards that forbid host round trips. On one mesh it is one
-    compiled copy; across meshes, a staged copy (`role_shim.copy_params`).
+  * Where the actor Tunix hands over already sits on the rollout's mesh as
+    the rollout would place it (one mesh, the default), the rollout decodes
+    with the actor module itself, as Tunix's vanilla sampler does: its
+    denoisers hold the actor's `nnx.Variable`s, so each call reads the
+    weights of the latest optimizer step, and nothing is copied. Tunix
+    then sees shared weights (`rl_utils.is_sharing_weights`) and skips the
+    sync; on one mesh it never rolls out while it trains.
+  * Otherwise (another mesh) the rollout owns its buffers: an
+    `nnx.clone` would share arrays, never be synced and go stale after the
+    first optimizer step. `update_params` copies device to device (on CPU
+    Tunix syncs under transfer guards that forbid host round trips), a
+    staged copy across meshes (`role_shim.copy_params`).
   * Row seeds derive from (seed, mode, global step, call index within that
     step and mode), set by `set_generation_context`, so train and eval
     streams are independent and a resumed run draws the same rollouts.
@@ -153,7 +158,9 @@ class DiffusionRollout(compat.BaseRollout):
 
     Args:
       rollout_actor: the actor Tunix hands over (on the actor mesh); the
-        rollout copies its buffers, never shares them.
+        rollout decodes with it where it already sits on `mesh` as
+        `role_shim.place_on_mesh` would put it (`shares_actor`), else with
+        its own copy on `mesh`.
       tokenizer: Tunix's `TokenizerAdapter` (prompts arrive rendered).
       mesh: the ROLLOUT role's mesh.
       rollout_config: the TRAIN rollout config.
@@ -203,7 +210,12 @@ class DiffusionRollout(compat.BaseRollout):
           "DiffusionRollout needs the ROLLOUT role's mesh (Tunix passes"
           " role_to_mesh[Role.ROLLOUT]); got none."
       )
-    self._model = role_shim.place_on_mesh(rollout_actor, mesh, copy=True)
+    self.shares_actor = role_shim.is_placed(rollout_actor, mesh)
+    self._model = (
+        rollout_actor
+        if self.shares_actor
+        else role_shim.place_on_mesh(rollout_actor, mesh, copy=True)
+    )
     self.mesh = mesh
     fns, rebound = role_shim.rebind_keywords(
         dict(logits_fn=logits_fn, cached_logits_fn=cached_logits_fn), mesh
@@ -376,12 +388,29 @@ class DiffusionRollout(compat.BaseRollout):
   def update_params(self, params, filter_types=None) -> None:
     """Copies synced parameters into the rollout's own buffers, on device.
 
+    A rollout that shares the actor has nothing to copy: `params` must then
+    be its own weights.
+
     Args:
       params: the actor's filtered state (still on the actor mesh).
       filter_types: the `nnx.Variable` types `params` holds (`nnx.Param`,
         or `nnx.LoRAParam` with LoRA).
+
+    Raises:
+      ValueError: if the rollout shares the actor and `params` are not its
+        weights (another model's would go stale after its next update).
     """
     target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
+    if self.shares_actor:
+      mine, theirs = jax.tree.leaves(target), jax.tree.leaves(params)
+      if len(mine) != len(theirs) or any(
+          a is not b for a, b in zip(mine, theirs)
+      ):
+        raise ValueError(
+            "this rollout decodes with the actor's live weights; sync it"
+            " from that actor only."
+        )
+      return
     nnx.update(self._model, role_shim.copy_params(params, target))
     logging.log_first_n(logging.INFO, "rollout weights synced.", 1)
 

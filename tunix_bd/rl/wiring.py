@@ -83,7 +83,7 @@ def rollout_arguments(
 
 
 def shared_meshes(mesh: jax.sharding.Mesh) -> dict[Role, jax.sharding.Mesh]:
-  """Every role on one mesh (the rollout still owns its buffers)."""
+  """Every role on one mesh (the rollout decodes with the actor itself)."""
   return {role: mesh for role in (Role.ACTOR, Role.REFERENCE, Role.ROLLOUT)}
 
 

@@ -8,8 +8,9 @@ from the actor's weights before the sync, equal after; on CPU Tunix syncs
 under transfer guards, so the copy is device to device), and Tunix may run
 rollouts asynchronously; also when the actor's leaves are split otherwise
 than the rollout's (norms split over `fsdp`, as the GRPO recipe's train
-step returns them, or a rollout mesh of other axis sizes). One shared device: the rollout still owns its
-buffers, so it is synced too (docs/design.md "RL invariants" 10 and 11).
+step returns them, or a rollout mesh of other axis sizes). One shared
+device: the rollout decodes with the actor's own weights, so Tunix never
+syncs it (docs/design.md "RL invariants" 10 and 11).
 And GRPO with the actor on a 2 x 2 `(fsdp, tp)` mesh samples, scores and
 updates as on one device.
 """
@@ -151,21 +152,22 @@ class RoleMeshesTest(multi_device.DeviceTestCase, parameterized.TestCase):
         rollout_shardings,
     )
 
-  def test_one_shared_device_still_owns_buffers_and_syncs(self):
+  def test_one_shared_device_shares_the_actor_and_never_syncs(self):
     meshes = meshes_lib.build(
         config_utils.to_section(mesh_lib.MeshSettings), jax.devices()[:1]
     )
     self.assertIs(meshes.rollout, meshes.actor)
     cluster = _cluster(meshes)
-    self.assertFalse(
+    self.assertTrue(
         rl_utils.is_sharing_weights(
             cluster.actor_trainer.model, cluster.rollout.model()
         )
     )
     learner, syncs = _train(cluster)
-    self.assertTrue(learner.should_sync_weights)
-    self.assertEqual(syncs.equal_before, [False, False])
-    self.assertEqual(syncs.equal_after, [True, True])
+    self.assertFalse(learner.should_sync_weights)
+    self.assertFalse(learner.can_enable_async_rollout)
+    self.assertEqual(cluster.global_steps, 2)
+    self.assertEqual(syncs.equal_before, [])
 
   def test_grpo_on_a_2x2_actor_mesh_equals_one_device(self):
     # Two KV heads, so that tp = 2 really splits them.

@@ -223,6 +223,12 @@ class RoleShimTest(multi_device.DeviceTestCase):
         nnx.get_partition_spec(placed_state), nnx.get_partition_spec(state)
     )
     self.assertEqual(role_shim.rebind_meshes(placed, self.sampler), 0)
+    self.assertTrue(role_shim.is_placed(placed, self.sampler))
+    self.assertTrue(role_shim.is_placed(model, self.actor))
+    self.assertFalse(role_shim.is_placed(model, self.sampler))
+    # The actor's devices alike, but another mesh: Tunix's roles differ.
+    other = Mesh(self.actor.devices, ("fsdp", "other"))
+    self.assertFalse(role_shim.is_placed(model, other))
     x = jax.device_put(self.x, NamedSharding(self.sampler, P("fsdp")))
     got = _forward(*nnx.split(placed), x)
     self.assertEqual(test_common.device_ids(got), [4, 5, 6, 7])

@@ -4,8 +4,8 @@
 
 docs/design.md "RL invariants" 1 (replay parity, early-stopped rows
 included), 2 (stop handling), 7 (RNG by step and mode, eval isolated), 8
-(batch invariance through the rollout), 9 (fail closed) and 10 (own
-buffers, sync) on a tiny Qwen3.
+(batch invariance through the rollout), 9 (fail closed) and 10 (on one
+mesh, the actor's live weights) on a tiny Qwen3.
 """
 
 import collections
@@ -16,15 +16,16 @@ from absl.testing import absltest
 from absl.testing import parameterized
 from flax import nnx
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tunix.rl import rl_cluster as rl_cluster_lib
-from tunix.rl import utils as rl_utils
 
 from tunix_bd.core import cached_logits
 from tunix_bd.core import eos
 from tunix_bd.generate import denoise
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import rollout as rollout_lib
+from tunix_bd.rl import wiring
 from tunix_bd_tests.rl import rl_test_common as common
 
 Mode = rl_cluster_lib.Mode
@@ -38,10 +39,6 @@ def _prompts(num=6):
 def _generate(cluster, prompts, step=0, mode=Mode.TRAIN):
   cluster.global_steps = step
   return cluster.generate(prompts, mode=mode)
-
-
-def _params(model):
-  return jax.tree.leaves(nnx.state(model, nnx.Param))
 
 
 @functools.cache
@@ -189,40 +186,45 @@ class ModelCallTest(absltest.TestCase):
     )
 
 
-class BuffersTest(absltest.TestCase):
+class SharedWeightsTest(absltest.TestCase):
 
-  def test_rollout_owns_its_buffers_and_update_copies_device_to_device(self):
-    cluster = common.cluster(reference=None)
-    actor = cluster.actor_trainer.model
-    rollout = cluster.rollout
-    self.assertFalse(rl_utils.is_sharing_weights(actor, rollout.model()))
-    # Move the actor, as an optimizer step would.
-    moved = jax.tree.map(lambda x: x + 1.0, nnx.state(actor, nnx.Param))
-    nnx.update(actor, moved)
-    for a, r in zip(_params(actor), _params(rollout.model())):
-      self.assertFalse(np.array_equal(a, r))
-    cluster.sync_weights()  # Under Tunix's CPU transfer guards.
-    for a, r in zip(_params(actor), _params(rollout.model())):
-      np.testing.assert_array_equal(a, r)
-      self.assertIsNot(a, r)
-      self.assertNotEqual(a.unsafe_buffer_pointer(), r.unsafe_buffer_pointer())
-    self.assertFalse(rl_utils.is_sharing_weights(actor, rollout.model()))
-    # A jitted optimizer step returns the same placement spelled `P()`:
-    # still a copy on device, never the actor's own buffers.
-    respelled = jax.tree.map(
-        lambda x: jax.device_put(
-            x * 2.0,
-            jax.sharding.NamedSharding(
-                x.sharding.mesh, jax.sharding.PartitionSpec()
-            ),
-        ),
-        nnx.state(actor, nnx.Param),
+  def test_one_mesh_decodes_with_the_actor_s_live_weights(self):
+    cluster = common.cluster(reference=None, max_steps=1)
+    actor, rollout = cluster.actor_trainer.model, cluster.rollout
+    self.assertTrue(rollout.shares_actor)
+    self.assertIs(rollout.model(), actor)  # Nothing copied.
+    prompts = _prompts(4)
+    # Step 7's first rollout (its seeds) under the initial weights.
+    before = _generate(common.cluster(reference=None), prompts, step=7)
+    learner = wiring.build_learner(
+        cluster, reward_fns=[common.char_reward], num_generations=2, beta=0.0
     )
-    nnx.update(actor, respelled)
-    cluster.sync_weights()
-    for a, r in zip(_params(actor), _params(rollout.model())):
-      np.testing.assert_array_equal(a, r)
-      self.assertNotEqual(a.unsafe_buffer_pointer(), r.unsafe_buffer_pointer())
+    self.assertFalse(learner.should_sync_weights)  # Tunix skips the sync.
+    learner.train(common.dataset(2, 2))  # One optimizer step.
+    self.assertEqual(cluster.actor_trainer.train_steps, 1)
+    after = _generate(cluster, prompts, step=7)
+    # A fresh rollout on a copy of the updated weights decodes the same.
+    updated = common.model(0)
+    nnx.update(updated, jax.tree.map(jnp.copy, nnx.state(actor)))
+    fresh = _generate(
+        common.cluster(actor=updated, reference=None), prompts, step=7
+    )
+    for name in ("tokens", "action_step", "action_logp"):
+      np.testing.assert_array_equal(
+          getattr(after.trace, name), getattr(fresh.trace, name), name
+      )
+    self.assertFalse(
+        np.array_equal(before.trace.action_logp, after.trace.action_logp)
+    )
+    # The anchor is the live actor, the policy that sampled.
+    old = cluster.anchor_replay_logps(after.trace)
+    generated = np.asarray(after.trace.action_step) >= 0
+    error = np.abs(old - np.asarray(after.trace.action_logp))[generated]
+    self.assertLessEqual(error.max(), 1e-5)
+    # Syncing is a no-op from the actor, refused from another model.
+    rollout.update_params(nnx.state(actor, nnx.Param))
+    with self.assertRaisesRegex(ValueError, "live weights"):
+      rollout.update_params(nnx.state(updated, nnx.Param))
 
 
 class FailClosedTest(parameterized.TestCase):
