@@ -69,7 +69,7 @@ def run_modules(test: absltest.TestCase) -> None:
       ),
   })
   result = subprocess.run(
-      [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider"]
+      [sys.executable, "-m", "pytest", "-q", "-n0"]
       + [os.path.join(root, m) for m in MODULES],
       env=env,
       cwd=root,
