@@ -1,17 +1,19 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Runs a test module on several fake CPU devices.
+"""Runs the multi-device test modules on fake CPU devices, in one subprocess.
 
-JAX fixes the device count when it starts. A multi-device test module calls
-`request(n)` before it imports JAX, so that run alone it gets `n` CPU
-devices; under a pytest session that started JAX earlier it has fewer, and
-`rerun_in_subprocess` runs the whole module again in a fresh interpreter.
-Import this module before JAX: it imports nothing that starts JAX.
+JAX fixes the device count when it starts. A multi-device test module run
+alone (`python FILE`) calls `request(n)` before it imports JAX, to get `n`
+CPU devices. Under pytest it asks for nothing (that would change the device
+count of every test in the session, were JAX not started yet): its
+`DeviceTestCase`s skip, and `multi_device_test.py` runs every module in
+`MODULES` in one fresh interpreter with `NUM_DEVICES` devices, one start of
+Python, JAX and Tunix for all of them. Import this module before JAX: it
+imports nothing that starts JAX.
 
-    multi_device.request(8)
+    if __name__ == "__main__":
+      multi_device.request(8)
     ...
-    SubprocessTest = multi_device.subprocess_test(__file__, 8)
-
     class MeshTest(multi_device.DeviceTestCase):  # Runs in the subprocess.
       NUM_DEVICES = 8
 """
@@ -23,6 +25,15 @@ import sys
 from absl.testing import absltest
 
 _CHILD_MARKER = "TUNIX_BD_MULTI_DEVICE_CHILD"
+# The modules of `DeviceTestCase`s, relative to the repository root.
+MODULES = (
+    "tunix_bd_tests/rl/meshes_test.py",
+    "tunix_bd_tests/rl/role_meshes_test.py",
+    "tunix_bd_tests/rl/role_shim_test.py",
+    "tunix_bd_tests/sft/mesh_test.py",
+)
+# The most any module asks for.
+NUM_DEVICES = 8
 
 
 def request(num_devices: int) -> None:
@@ -33,55 +44,45 @@ def request(num_devices: int) -> None:
   ]).strip()
 
 
-def rerun_in_subprocess(
-    test: absltest.TestCase, module_file: str, num_devices: int
-) -> None:
-  """Runs `module_file`'s tests on `num_devices` devices; fails if any fails."""
-  if os.environ.get(_CHILD_MARKER):
-    test.fail(f"the subprocess did not get {num_devices} devices.")
+def run_modules(test: absltest.TestCase) -> None:
+  """Runs `MODULES` under pytest on `NUM_DEVICES` devices; fails if any does.
+
+  A test that skips there fails this one too: each must run.
+  """
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(
-      os.environ,
-      **{_CHILD_MARKER: "1"},
+  env = {
+      k: v
+      for k, v in os.environ.items()
+      if not k.startswith(("PYTEST_", "TUNIX_BD_MULTI_DEVICE"))
+  }
+  env.update({
+      _CHILD_MARKER: "1",
       # Unoptimised LLVM codegen compiles ~3x faster; sharding semantics
       # (the SPMD partitioner works on HLO) are unchanged.
-      XLA_FLAGS=(
-          f"--xla_force_host_platform_device_count={num_devices}"
+      "XLA_FLAGS": (
+          f"--xla_force_host_platform_device_count={NUM_DEVICES}"
           " --xla_backend_optimization_level=0"
       ),
-      JAX_PLATFORMS="cpu",
-      PYTHONPATH=os.pathsep.join(
+      "JAX_PLATFORMS": "cpu",
+      "PYTHONPATH": os.pathsep.join(
           [root] + [p for p in [os.environ.get("PYTHONPATH")] if p]
       ),
-  )
+  })
   result = subprocess.run(
-      [sys.executable, os.path.abspath(module_file)],
+      [sys.executable, "-m", "pytest", "-q", "-n0"]
+      + [os.path.join(root, m) for m in MODULES],
       env=env,
+      cwd=root,
       capture_output=True,
       text=True,
       timeout=900,
       check=False,
   )
-  test.assertEqual(
-      result.returncode, 0, result.stdout[-4000:] + result.stderr[-8000:]
-  )
-  test.assertIn("OK", result.stderr)
-
-
-def subprocess_test(
-    module_file: str, num_devices: int
-) -> type[absltest.TestCase]:
-  """A test that reruns `module_file` when this process has too few devices."""
-
-  class SubprocessTest(absltest.TestCase):
-
-    def test_on_enough_devices(self):
-      import jax  # pylint: disable=g-import-not-at-top
-
-      if jax.device_count() < num_devices:
-        rerun_in_subprocess(self, module_file, num_devices)
-
-  return SubprocessTest
+  output = result.stdout[-8000:] + result.stderr[-4000:]
+  test.assertEqual(result.returncode, 0, output)
+  summary = result.stdout.strip().splitlines()[-1]
+  test.assertRegex(summary, r"\d+ passed", output)
+  test.assertNotRegex(summary, r"skipped|deselected", output)
 
 
 class DeviceTestCase(absltest.TestCase):
@@ -94,4 +95,6 @@ class DeviceTestCase(absltest.TestCase):
     import jax  # pylint: disable=g-import-not-at-top
 
     if jax.device_count() < self.NUM_DEVICES:
+      if os.environ.get(_CHILD_MARKER):
+        self.fail(f"the subprocess did not get {self.NUM_DEVICES} devices.")
       self.skipTest(f"runs in the {self.NUM_DEVICES}-device subprocess.")

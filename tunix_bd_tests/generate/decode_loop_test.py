@@ -42,9 +42,9 @@ _QWEN3 = test_common.tiny_qwen3(vocab_size=128)
 
 # name -> block size, prompts, max prompt length, max new tokens.
 _GEOMETRIES = dict(
-    # The issue's repro: prompt and completion share the only block.
-    one_block=(4, [[4]], 1, 3),
-    one_block_batch=(8, [[4, 9, 30], [8], [60, 2, 7, 11]], 4, 4),
+    # The issue's repro: prompt and completion share the only block (row 2
+    # fills it to its end, row 1 is a one-token prompt).
+    one_block=(8, [[4, 9, 30], [8], [60, 2, 7, 11]], 4, 4),
     prompt_on_boundary=(
         4,
         [[5, 17, 33, 8], [22, 9, 71, 15, 101, 44, 6, 30]],
@@ -145,8 +145,13 @@ def _logits(graphdef, state, tokens, positions, segment_ids, *, bd):
   )
 
 
+# The reference's forwards are padded to one width (one compile per
+# block size and alignment): the positions after a canvas are padding.
+_WIDTH = 16
+
+
 def _reference_greedy(prompt, bd, max_new_tokens):
-  """One row decoded alone, greedy, threshold rule, no cache, no padding.
+  """One row decoded alone, greedy, threshold rule, no cache.
 
   Returns:
     int `[max_new_tokens]` completion, -1 where never generated.
@@ -154,7 +159,8 @@ def _reference_greedy(prompt, bd, max_new_tokens):
   size, length = bd.block_size, len(prompt)
   sequence = np.array(list(prompt) + [_MASK] * max_new_tokens, np.int32)
   width = len(sequence)
-  positions = np.arange(width, dtype=np.int32)[None]
+  padded = np.zeros(_WIDTH, np.int32)
+  positions = np.arange(_WIDTH, dtype=np.int32)[None]
   single = dataclasses.replace(bd, layout=bd_config.SINGLE_CANVAS)
   generated_to = length
   for block in range(length // size, (width - 1) // size + 1):
@@ -162,9 +168,10 @@ def _reference_greedy(prompt, bd, max_new_tokens):
     here = np.arange(max(block * size, length), end)
     while (sequence[here] == _MASK).any():
       # Later blocks are padding: the canvas ends with this block.
-      segments = (np.arange(width) < end).astype(np.int32)[None]
+      segments = (np.arange(_WIDTH) < end).astype(np.int32)[None]
+      padded[:width] = sequence
       logits = _logits(
-          *nnx.split(_QWEN3), sequence[None], positions, segments, bd=single
+          *nnx.split(_QWEN3), padded[None], positions, segments, bd=single
       )
       probs = np.asarray(jax.nn.softmax(logits[0], axis=-1))
       masked = here[sequence[here] == _MASK]

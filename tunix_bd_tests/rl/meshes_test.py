@@ -9,7 +9,8 @@ on 8 CPU devices in a subprocess.
 
 from tunix_bd_tests import multi_device
 
-multi_device.request(8)
+if __name__ == "__main__":  # Run alone; under pytest, multi_device_test.
+  multi_device.request(8)
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
 import collections
@@ -240,9 +241,6 @@ class RlMeshSectionTest(absltest.TestCase):
     section.rollout.tp = 2
     with self.assertRaises(TypeError):
       section.rollout.tp = "2"
-
-
-SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
 
 
 class BuildTest(multi_device.DeviceTestCase):

@@ -17,7 +17,8 @@ updates as on one device.
 
 from tunix_bd_tests import multi_device
 
-multi_device.request(8)
+if __name__ == "__main__":  # Run alone; under pytest, multi_device_test.
+  multi_device.request(8)
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
 import dataclasses
@@ -90,9 +91,6 @@ def _train(cluster) -> tuple[Any, _SyncRecorder]:
   recorder = _SyncRecorder(cluster.rollout)
   learner.train(common.dataset(4, 2))
   return learner, recorder
-
-
-SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
 
 
 class RoleMeshesTest(multi_device.DeviceTestCase, parameterized.TestCase):

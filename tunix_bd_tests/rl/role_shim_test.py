@@ -11,7 +11,8 @@ against the actor's devices; the shim makes it run on the sampler's.
 
 from tunix_bd_tests import multi_device
 
-multi_device.request(8)
+if __name__ == "__main__":  # Run alone; under pytest, multi_device_test.
+  multi_device.request(8)
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
 import functools
@@ -137,9 +138,6 @@ def _assert_trees_equal(test, got, want):
   test.assertEqual(jax.tree.structure(got), jax.tree.structure(want))
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
     np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-
-
-SubprocessTest = multi_device.subprocess_test(__file__, _NUM_DEVICES)
 
 
 class RoleShimTest(multi_device.DeviceTestCase):

@@ -131,7 +131,7 @@ class SeedTest(absltest.TestCase):
 
   def test_a_row_decodes_alone_as_in_its_batch(self):
     cluster = common.cluster(reference=None)
-    prompts = _prompts(4)
+    prompts = _prompts()  # The other tests' batch: their compiled decoder.
     batch = _generate(cluster, prompts, step=2)
     seeds = rollout_lib.row_seeds(0, "train", 2, 0, len(prompts))
     rollout = cluster.rollout
@@ -289,7 +289,7 @@ class FailClosedTest(parameterized.TestCase):
     actor.lm_head.w.set_value(actor.lm_head.w.get_value() * np.nan)
     cluster = common.cluster(actor=actor, reference=None)
     with self.assertRaisesRegex(ValueError, "finite"):
-      _generate(cluster, _prompts(2))
+      _generate(cluster, _prompts())
 
   @parameterized.named_parameters(
       ("offload", dict(offload_to_cpu=True), "offload_to_cpu"),

@@ -6,12 +6,14 @@ Meshes `(fsdp, tp)` = (4, 1) and (2, 2) shard the batch on `fsdp` (as
 Tunix's `shard_input` does, every leaf on dim 0) and the tiny Qwen3 by its
 own sharding annotations. The device count is fixed when JAX starts: run
 alone, this module asks for 4 CPU devices before importing JAX; under a
-pytest session that started JAX earlier, it reruns itself in a subprocess.
+pytest session that started JAX earlier, `multi_device_test.py` runs it in
+its subprocess.
 """
 
 from tunix_bd_tests import multi_device
 
-multi_device.request(4)
+if __name__ == "__main__":  # Run alone; under pytest, multi_device_test.
+  multi_device.request(4)
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
 import dataclasses
@@ -67,12 +69,10 @@ def _loss(graphdef, state, batch):
   )
 
 
-class SftMeshTest(absltest.TestCase):
+class SftMeshTest(multi_device.DeviceTestCase):
+  NUM_DEVICES = _NUM_DEVICES
 
   def test_mesh_losses_equal_single_device(self):
-    if jax.device_count() < _NUM_DEVICES:
-      multi_device.rerun_in_subprocess(self, __file__, _NUM_DEVICES)
-      return
     batch = _batches(1)[0]
     model = _model()
     want_loss, want_aux = _loss(*nnx.split(model), batch)
@@ -101,8 +101,6 @@ class SftMeshTest(absltest.TestCase):
         )
 
   def test_tunix_context_is_the_mesh_tunix_reads_and_is_silent(self):
-    if jax.device_count() < _NUM_DEVICES:
-      return  # Run by the subprocess of the first test.
     mesh = jax.sharding.Mesh(
         np.asarray(jax.devices()[:_NUM_DEVICES]).reshape(4, 1), ("fsdp", "tp")
     )
@@ -130,8 +128,6 @@ class SftMeshTest(absltest.TestCase):
       )
 
   def test_trainer_step_on_a_mesh_logs_the_global_batch_loss(self):
-    if jax.device_count() < _NUM_DEVICES:
-      return  # Run by the subprocess of the test above.
     # One update of 2 micro-batches of 8 rows each, on a (2, 2) mesh.
     batches = _batches(2)
     global_batch = _batches(1)[0]
