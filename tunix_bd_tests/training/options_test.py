@@ -82,7 +82,9 @@ class TrainSettingsTest(parameterized.TestCase):
     direction = g / np.sqrt(np.outer(rows, cols) / rows.mean())
     direction /= max(1.0, np.sqrt(np.mean(direction**2)))
     expected = -0.1 * (direction + _TRAIN["weight_decay"] * w)
-    np.testing.assert_allclose(updates["adafactor"]["w"], expected, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(
+        updates["adafactor"]["w"], expected, rtol=1e-4, atol=1e-7
+    )
 
   def test_training_config(self):
     # A section without the key (ar_pretrain's) gives Tunix no accumulation.
