@@ -365,6 +365,8 @@ def planned_bytes(
           # XLA plans a TPU step apart from every other backend's.
           backend="tpu" if jax.devices()[0].platform == "tpu" else "cpu",
           optimizer=optimizer,
+          splash=variant != "ar"
+          and settings.attention == splash_attention.SPLASH,
       ),
   ).total
 
