@@ -10,8 +10,8 @@ a `LogitsFn` (cache-free) or a `CachedLogitsFn` (block KV cache), defaulting
 to `diffusion_logits_fn` and `cached_logits.block_logits_with_cache`; each
 consumer takes them as parameters, so another model call (a biased one in a
 test, a teacher, a served model) plugs in without touching the consumers.
-`log_probs` is the one temperature-scaled log-softmax: rollout commits,
-recorded log-probs and replay all use it.
+`core.scoring` turns these logits into log-probabilities, the same way for
+every sampler and scorer.
 
 Target-aligned logits: the logit at physical index i predicts the token at i.
 Under `shifted` alignment it is the model's raw logit at the token whose
@@ -39,7 +39,6 @@ from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from tunix_bd import compat
 from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
@@ -98,26 +97,6 @@ class CachedLogitsFn(Protocol):
       canvas_ids: jax.Array | None = None,
   ) -> tuple[jax.Array, Any]:
     ...
-
-
-def check_temperature(temperature: Any, name: str = "temperature") -> float:
-  """A static temperature as a float; fails closed unless finite and > 0."""
-  if isinstance(temperature, jax.core.Tracer):
-    raise ValueError(
-        f"{name} must be a static number, got a traced value; keep it out of"
-        " jit arguments."
-    )
-  if isinstance(temperature, (np.ndarray, jax.Array)) and temperature.ndim:
-    raise ValueError(f"{name} must be a scalar, got {temperature!r}.")
-  try:
-    value = float(temperature)
-  except (TypeError, ValueError):
-    value = float("nan")
-  if isinstance(temperature, bool) or not 0.0 < value < float("inf"):
-    raise ValueError(
-        f"{name} must be a finite number > 0, got {temperature!r}."
-    )
-  return value
 
 
 def check_inputs(
@@ -372,67 +351,3 @@ def _aligned_rows(
     first_of_block = positions % config.block_size == 0
     index = jnp.where(first_of_block, index + length, index)
   return jnp.where(found[:, :, None], alignment.gather_rows(raw, index), 0)
-
-
-def scale_logits(logits: jax.Array, temperature: Any) -> jax.Array:
-  """float32 logits divided by the temperature, excluded entries kept.
-
-  Entries at or below `MASKED_LOGIT` (the mask token) stay at
-  `MASKED_LOGIT` at any temperature, so their probability is exactly 0 and
-  no value or gradient overflows.
-
-  Args:
-    logits: `[..., vocab]` target-aligned logits.
-    temperature: a finite number > 0, static (checked) or a traced scalar
-      (the compiled denoising loop's; checked by its config).
-
-  Raises:
-    ValueError: for a static temperature that is not a finite number > 0.
-  """
-  if not isinstance(temperature, jax.Array):
-    temperature = check_temperature(temperature)
-  logits = logits.astype(jnp.float32)
-  excluded = logits <= jnp.float32(MASKED_LOGIT)
-  return jnp.where(excluded, jnp.float32(MASKED_LOGIT), logits / temperature)
-
-
-def log_probs(logits: jax.Array, temperature: Any = 1.0) -> jax.Array:
-  """The temperature-scaled log-softmax of every sampler and scorer.
-
-  Rollout commits and recorded log-probs, replay and OPD all call this, so
-  replay reproduces the rollout's log-probs by construction.
-
-  Args:
-    logits: `[..., vocab]` target-aligned logits.
-    temperature: as for `scale_logits`.
-
-  Returns:
-    float32 `[..., vocab]` log-probabilities; the mask token's is
-    `MASKED_LOGIT`-small (probability exactly 0).
-
-  Raises:
-    ValueError: for a static temperature that is not a finite number > 0.
-  """
-  return jax.nn.log_softmax(scale_logits(logits, temperature), axis=-1)
-
-
-def token_log_probs(
-    logits: jax.Array, targets: jax.Array, temperature: Any = 1.0
-) -> jax.Array:
-  """`log_probs(logits, temperature)` at `targets`, without `[..., vocab]` out.
-
-  Args:
-    logits: `[batch, length, vocab]` target-aligned logits.
-    targets: int `[batch, length]` token ids.
-    temperature: as for `scale_logits`.
-
-  Returns:
-    float32 `[batch, length]` log-probabilities of the targets.
-
-  Raises:
-    ValueError: for a bad temperature or targets of the wrong shape.
-  """
-  targets = masks.check_ids("targets", targets, logits.shape[:-1])
-  scaled = scale_logits(logits, temperature)
-  picked = jnp.take_along_axis(scaled, targets[..., None], axis=-1)[..., 0]
-  return picked - jax.nn.logsumexp(scaled, axis=-1)

@@ -11,7 +11,7 @@ hidden rows `chunk` columns at a time with an online logsumexp, under
 `jax.checkpoint`, so no `[rows, vocab]` float32 array is built in the forward or
 the backward pass (the backward recomputes a chunk's logits). The values equal
 the dense path (`dense_logits` through
-`diffusion_lm.token_log_probs`) to float rounding (`lm_head_test`).
+`scoring.token_log_probs`) to float rounding (`lm_head_test`).
 
 A row of zeros gives logits 0 (the heads have no bias), which is what the
 dense path puts at rows with no predecessor, so the target alignment can be
@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from tunix_bd import config_utils
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
+from tunix_bd.core import scoring
 
 MASKED_LOGIT = diffusion_lm.MASKED_LOGIT
 # Vocabulary columns per chunk by default: a 152k vocabulary in 19 chunks,
@@ -202,7 +203,7 @@ def token_stats(
 ) -> tuple[jax.Array, jax.Array]:
   """Log-probs of `targets` and the argmax, `chunk` columns at a time.
 
-  Equal (to float rounding) to `diffusion_lm.token_log_probs(dense_logits(
+  Equal (to float rounding) to `scoring.token_log_probs(dense_logits(
   head, hidden), targets, temperature)` and `jnp.argmax(dense_logits(...),
   -1)`, gradients included, with `[rows, chunk]` logits at a time.
 
@@ -210,7 +211,7 @@ def token_stats(
     head: the output head.
     hidden: `[..., embed]` hidden rows (any float dtype).
     targets: int `[...]` token ids.
-    temperature: as for `diffusion_lm.scale_logits` (static or traced).
+    temperature: as for `scoring.scale_logits` (static or traced).
     chunk: vocabulary columns per chunk (>= 1; capped at the vocabulary).
 
   Returns:
@@ -227,7 +228,7 @@ def token_stats(
         f" {hidden.shape[:-1]}."
     )
   if not isinstance(temperature, jax.Array):
-    temperature = diffusion_lm.check_temperature(temperature)
+    temperature = scoring.check_temperature(temperature)
   chunks = chunks_of(head.vocab_size, chunk)
   rows = targets.shape
   targets = targets.astype(jnp.int32)
@@ -237,7 +238,7 @@ def token_stats(
     start, valid = chunks.start(i), chunks.valid(i)
     logits = chunk_logits(head, hidden, start, chunks.size)
     logits = jnp.where(valid, logits, MASKED_LOGIT)
-    scaled = diffusion_lm.scale_logits(logits, temperature)
+    scaled = scoring.scale_logits(logits, temperature)
     m, s = online_logsumexp(m, s, scaled)
     columns = start + jnp.arange(chunks.size)
     is_target = valid & (columns == targets[..., None])

@@ -8,7 +8,7 @@ OPD's student, all score the very actions the rollout took: RL through
 `replay_log_probs`, OPD (which needs whole distributions) through
 `replay_logits`. Under the rollout's parameters it reproduces
 `trace.action_logp` (docs/design.md invariant 6): both go through
-`diffusion_lm.log_probs` at `trace.temperature`. For eager callers,
+`scoring.log_probs` at `trace.temperature`. For eager callers,
 `core.replayer` compiles it once per model. With `logits_chunk` the same
 forward keeps hidden rows (`cached_logits.block_hidden_with_cache`) and the
 model's head is applied to the scored rows in vocabulary chunks
@@ -54,6 +54,7 @@ from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import external_logits
 from tunix_bd.core import lm_head
+from tunix_bd.core import scoring
 from tunix_bd.core import trace as trace_lib
 
 
@@ -234,7 +235,7 @@ def replay_log_probs(
   shape = (num_canvases, context_length)
   if logits_chunk is None:
     return _replay(
-        model, trace, shape, cached_logits_fn, diffusion_lm.token_log_probs
+        model, trace, shape, cached_logits_fn, scoring.token_log_probs
     )
   chunk = check_logits_chunk(logits_chunk, cached_logits_fn)
   head = lm_head.model_head(model, trace.bd.mask_token_id)
@@ -284,7 +285,7 @@ def replay_logits(
   """Each generated slot's target-aligned logits on its commit canvas.
 
   The packed forward of `replay_log_probs` (the same canvases against the
-  same cached clean context), keeping whole logits: `diffusion_lm.log_probs`
+  same cached clean context), keeping whole logits: `scoring.log_probs`
   of them at `trace.temperature`, taken at `trace.tokens`, is
   `replay_log_probs`. For consumers of whole distributions (OPD's KL);
   `trace.action_logp` and `trace.temperature` are not read. Usable under

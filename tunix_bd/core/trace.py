@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.core import diffusion_lm
+from tunix_bd.core import scoring
 
 
 def _is_concrete(*xs) -> bool:
@@ -76,7 +76,7 @@ class Trace:
     action_step: int32 `[batch, max_new_tokens]` the step within its block
       (from 0) at which each position was committed; -1 if never generated.
     action_logp: float32 `[batch, max_new_tokens]` log-prob of the committed
-      token under the step's distribution, `diffusion_lm.log_probs` at
+      token under the step's distribution, `scoring.log_probs` at
       `temperature`; 0 where never generated.
     temperature: the temperature of that distribution: the sampling
       temperature, or 1.0 for greedy decoding (which samples nothing).
@@ -131,7 +131,7 @@ class Trace:
       raise ValueError(
           f"trace.bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
       )
-    diffusion_lm.check_temperature(self.temperature, "trace.temperature")
+    scoring.check_temperature(self.temperature, "trace.temperature")
     prompt = _array("prompt_tokens", self.prompt_tokens, 2, True)
     lengths = _array("prompt_lengths", self.prompt_lengths, 1, True)
     tokens = _array("tokens", self.tokens, 2, True)

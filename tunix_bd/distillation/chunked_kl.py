@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
+from tunix_bd.core import scoring
 
 MASKED_LOGIT = diffusion_lm.MASKED_LOGIT
 
@@ -88,7 +89,7 @@ def distill_stats(
         f"hidden rows {student_hidden.shape[:-1]} (student),"
         f" {teacher_hidden.shape[:-1]} (teacher) and completion {rows} differ."
     )
-  tau = diffusion_lm.check_temperature(temperature, "opd.temperature")
+  tau = scoring.check_temperature(temperature, "opd.temperature")
   chunks = lm_head.chunks_of(teacher.vocab_size, chunk)
   completion = completion.astype(jnp.int32)
   teacher_hidden = jax.lax.stop_gradient(teacher_hidden)
@@ -105,8 +106,8 @@ def distill_stats(
     t = masked(
         lm_head.chunk_logits(teacher, teacher_hidden, start, chunks.size)
     )
-    s_tau = diffusion_lm.scale_logits(s, tau)
-    t_tau = diffusion_lm.scale_logits(t, tau)
+    s_tau = scoring.scale_logits(s, tau)
+    t_tau = scoring.scale_logits(t, tau)
     ms, zs = lm_head.online_logsumexp(ms, zs, s_tau)
     ms1, zs1 = lm_head.online_logsumexp(ms1, zs1, s)
     # The teacher's running sums, and A of the module docstring with them.

@@ -45,6 +45,7 @@ from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
 from tunix_bd.core import replay
+from tunix_bd.core import scoring
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.distillation import chunked_kl
 from tunix_bd.distillation import sources
@@ -120,7 +121,7 @@ def trace_kl(
   if logits_chunk is None:
     logits = trace_canvas_logits(model, targets, cached_logits_fn)
     return forward_kl(
-        targets.teacher_logp, diffusion_lm.log_probs(logits, temperature)
+        targets.teacher_logp, scoring.log_probs(logits, temperature)
     )
   return chunked_kl.distill_stats(
       lm_head.model_head(model, targets.trace.bd.mask_token_id),
@@ -221,9 +222,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       raise ValueError(
           f"opd.canvas must be one of {sources.CANVASES}, got {canvas!r}."
       )
-    self.temperature = diffusion_lm.check_temperature(
-        temperature, "opd.temperature"
-    )
+    self.temperature = scoring.check_temperature(temperature, "opd.temperature")
     if isinstance(hard_loss_weight, bool) or not hard_loss_weight >= 0:
       raise ValueError(
           f"opd.hard_loss_weight must be >= 0, got {hard_loss_weight!r}."
@@ -341,10 +340,10 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           stats["teacher_nll"],
           stats["agree"],
       )
-    student_logp = diffusion_lm.log_probs(student_output, tau)
+    student_logp = scoring.log_probs(student_output, tau)
     kl = forward_kl(targets.teacher_logp, student_logp)
     teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)
-    hard = -diffusion_lm.token_log_probs(student_output, teacher_argmax)
+    hard = -scoring.token_log_probs(student_output, teacher_argmax)
     teacher_nll = -jnp.take_along_axis(
         targets.teacher_logp, targets.trace.tokens[..., None], axis=-1
     )[..., 0]

@@ -30,6 +30,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
+from tunix_bd.core import scoring
 from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
@@ -277,4 +278,4 @@ def completion_log_probs(
       vocab_size=vocab_size,
       mask_token_id=mask_token_id,
   )
-  return diffusion_lm.log_probs(logits[:, prompt_width:], temperature)
+  return scoring.log_probs(logits[:, prompt_width:], temperature)

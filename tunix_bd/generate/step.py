@@ -7,7 +7,7 @@ may commit, the commit-rule parameters and per-row sampling keys, a step
 picks a token for every position (argmax, or a sample at the temperature),
 scores the positions by confidence (max probability over the vocabulary
 without the mask token), commits by the rule and records each committed
-token's log-probability under `diffusion_lm.log_probs` (the distribution
+token's log-probability under `scoring.log_probs` (the distribution
 replay scores). The compiled loop (`decode_loop`) only fetches logits and
 moves from block to block.
 
@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix_bd.core import diffusion_lm
+from tunix_bd.core import scoring
 from tunix_bd.generate import commit_rules
 
 
@@ -141,7 +141,7 @@ def denoise_step(
   greedy = params.temperature == 0
   # Greedy decoding samples nothing; its log-probs are at temperature 1.
   temperature = jnp.where(greedy, 1.0, params.temperature)
-  log_probs = diffusion_lm.log_probs(logits, temperature)
+  log_probs = scoring.log_probs(logits, temperature)
   confidence = jnp.exp(jnp.max(log_probs, axis=-1))
   sampled = jax.lax.cond(
       greedy,

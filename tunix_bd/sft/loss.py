@@ -34,6 +34,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
+from tunix_bd.core import scoring
 from tunix_bd.core import splash_attention
 from tunix_bd.sft import micro_batches
 
@@ -183,7 +184,7 @@ def sft_loss(
   )
   if logits_chunk is None:
     # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
-    log_probs = diffusion_lm.token_log_probs(rows, tokens)
+    log_probs = scoring.token_log_probs(rows, tokens)
     predicted = jnp.argmax(rows, axis=-1)
   else:
     log_probs, predicted = lm_head.token_stats(

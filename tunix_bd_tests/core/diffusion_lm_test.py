@@ -14,6 +14,7 @@ from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import scoring
 from tunix_bd_tests import test_common
 
 _VOCAB = 96
@@ -240,9 +241,9 @@ class DiffusionLogitsTest(parameterized.TestCase):
           config=config,
           clean_tokens=clean,
       )
-      logp = diffusion_lm.log_probs(logits, temperature=0.5)
+      logp = scoring.log_probs(logits, temperature=0.5)
       entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
-      nll = -diffusion_lm.token_log_probs(logits, targets, temperature=0.5)
+      nll = -scoring.token_log_probs(logits, targets, temperature=0.5)
       return jnp.sum((nll + entropy) * weights) / jnp.sum(weights), logits
 
     grads, logits = jax.grad(loss, has_aux=True)(jnp.zeros(raw.shape))
@@ -250,14 +251,14 @@ class DiffusionLogitsTest(parameterized.TestCase):
     self.assertGreater(float(jnp.abs(grads).sum()), 0.0)
     np.testing.assert_array_equal(grads[..., _MASK], 0.0)
     for temperature in (1.0, 0.01, 7.0):
-      logp = diffusion_lm.log_probs(logits, temperature)
+      logp = scoring.log_probs(logits, temperature)
       self.assertTrue(np.isfinite(np.asarray(logp)).all())
       np.testing.assert_array_equal(jnp.exp(logp)[..., _MASK], 0.0)
       np.testing.assert_allclose(
           jax.nn.logsumexp(logp, axis=-1), 0.0, atol=1e-5
       )
       np.testing.assert_allclose(
-          diffusion_lm.token_log_probs(logits, targets, temperature),
+          scoring.token_log_probs(logits, targets, temperature),
           np.take_along_axis(logp, targets[..., None], -1)[..., 0],
           atol=1e-5,
       )
@@ -320,8 +321,8 @@ class DiffusionLogitsTest(parameterized.TestCase):
             "use_flash_attention=True",
             lambda: fn(_FLASH_MODEL, noisy, pos, seg, config=single),
         ),
-        ("temperature", lambda: diffusion_lm.log_probs(noisy * 1.0, 0.0)),
-        ("temperature", lambda: diffusion_lm.log_probs(noisy * 1.0, True)),
+        ("temperature", lambda: scoring.log_probs(noisy * 1.0, 0.0)),
+        ("temperature", lambda: scoring.log_probs(noisy * 1.0, True)),
     ]
     for message, call in cases:
       with self.subTest(message):

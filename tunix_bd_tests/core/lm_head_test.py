@@ -22,6 +22,7 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
+from tunix_bd.core import scoring
 from tunix_bd.models import lora as lora_lib
 from tunix_bd_tests import test_common
 
@@ -131,9 +132,7 @@ class TokenStatsTest(parameterized.TestCase):
     def dense(weight, hidden):
       head = lm_head.Head(weight, vocab_axis, None, (_MASK,))
       logits = lm_head.dense_logits(head, hidden)
-      log_probs = diffusion_lm.token_log_probs(
-          logits, self.targets, temperature
-      )
+      log_probs = scoring.token_log_probs(logits, self.targets, temperature)
       return log_probs, jnp.argmax(logits, axis=-1)
 
     def chunked(weight, hidden):

@@ -20,6 +20,7 @@ import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import scoring
 from tunix_bd.core import trace as trace_lib
 
 
@@ -56,7 +57,7 @@ def unpacked_log_probs(model, trace, *, logits_fn=None):
         config=config,
         clean_tokens=rows.tokens,
     )
-    logp = diffusion_lm.token_log_probs(
+    logp = scoring.token_log_probs(
         logits[:, prompt_len:], targets, trace.temperature
     )
     return total + jnp.where(steps == step, logp, 0.0), None
@@ -102,7 +103,7 @@ def brute_force_log_probs(model, trace) -> np.ndarray:
             segments[None].astype(np.int32),
             config=config,
         )
-        logp = np.asarray(diffusion_lm.log_probs(logits, trace.temperature))[0]
+        logp = np.asarray(scoring.log_probs(logits, trace.temperature))[0]
         for i in here[commit_step[here] == step]:
           out[row, i - start] = logp[i, sequence[i]]
   return out

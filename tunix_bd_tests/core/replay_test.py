@@ -23,6 +23,7 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
 from tunix_bd.core import replay
 from tunix_bd.core import replayer
+from tunix_bd.core import scoring
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import denoise
 from tunix_bd_tests.core import replay_reference
@@ -110,7 +111,7 @@ def _simulate(
       logits = diffusion_lm.diffusion_logits_fn(
           model, canvas, positions, visible.astype(np.int32), config=config
       )
-      logp = np.asarray(diffusion_lm.log_probs(logits, sample_temperature))
+      logp = np.asarray(scoring.log_probs(logits, sample_temperature))
       for row in np.flatnonzero(todo.any(axis=1)):
         open_ = np.flatnonzero(todo[row])
         if rule == "random":
@@ -349,7 +350,7 @@ class ReplayTest(parameterized.TestCase):
     self.assertEqual(logits.shape, trace.tokens.shape + (_VOCAB,))
     generated = trace.action_step >= 0
     np.testing.assert_array_equal(logits[~generated], 0.0)
-    logp = diffusion_lm.token_log_probs(logits, trace.tokens, trace.temperature)
+    logp = scoring.token_log_probs(logits, trace.tokens, trace.temperature)
     logp = np.where(generated, logp, 0.0)
     np.testing.assert_allclose(logp, _replay(trace), atol=1e-5, rtol=0)
     np.testing.assert_allclose(

@@ -20,6 +20,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
+from tunix_bd.core import scoring
 from tunix_bd.distillation import chunked_kl
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
@@ -250,7 +251,7 @@ class StrategyTest(parameterized.TestCase):
             clean_tokens=rows.tokens,
         )[:, width:]
         kl = strategy_lib.forward_kl(
-            teacher_logp.astype(jnp.float32), diffusion_lm.log_probs(logits)
+            teacher_logp.astype(jnp.float32), scoring.log_probs(logits)
         )
         here = jnp.asarray(batch.trace.action_step == step)
         total += jnp.sum(jnp.where(here, weights * kl, 0.0))
@@ -377,14 +378,14 @@ class ChunkedStrategyTest(parameterized.TestCase):
         ((0, 0), (0, 0), (0, 1)),
         constant_values=diffusion_lm.MASKED_LOGIT,
     )
-    teacher_logp = diffusion_lm.log_probs(padded, 0.8)
+    teacher_logp = scoring.log_probs(padded, 0.8)
     student_logits = lm_head.dense_logits(student, hidden)
     kl = strategy_lib.forward_kl(
-        teacher_logp, diffusion_lm.log_probs(student_logits, 0.8)
+        teacher_logp, scoring.log_probs(student_logits, 0.8)
     )
     self.assertLess(_rel(got["kl"], kl), 1e-6)
     argmax = jnp.argmax(teacher_logp, axis=-1)
-    hard = -diffusion_lm.token_log_probs(student_logits, argmax)
+    hard = -scoring.token_log_probs(student_logits, argmax)
     self.assertLess(_rel(got["hard_nll"], hard), 1e-6)
     nll = -jnp.take_along_axis(teacher_logp, completion[..., None], -1)[..., 0]
     self.assertLess(_rel(got["teacher_nll"], nll), 1e-6)

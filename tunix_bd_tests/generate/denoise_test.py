@@ -17,6 +17,7 @@ import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
+from tunix_bd.core import scoring
 from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
@@ -135,7 +136,7 @@ def _brute_force_check(test, out, config, model=_QWEN3):
   logits = np.asarray(
       _single_canvas_logits(*nnx.split(model), tokens, positions, segment_ids)
   )
-  logp = np.asarray(diffusion_lm.log_probs(logits, trace.temperature))
+  logp = np.asarray(scoring.log_probs(logits, trace.temperature))
   committed = []
   for k, (row, length, here, masked, step) in enumerate(items):
     idx = np.flatnonzero(here)

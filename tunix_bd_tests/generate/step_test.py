@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import rng
+from tunix_bd.core import scoring
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import step as step_lib
 
@@ -51,7 +52,7 @@ class DenoiseStepTest(parameterized.TestCase):
     params = _params(rule, temperature)
     out = _step(logits, tokens, steps, logp, eligible, params, keys, 1)
     scale = 1.0 if temperature == 0 else temperature
-    log_probs = np.asarray(diffusion_lm.log_probs(logits, scale))
+    log_probs = np.asarray(scoring.log_probs(logits, scale))
     confidence = np.exp(log_probs.max(axis=-1))
     want_commit = np.asarray(
         commit_rules.commit_mask(

@@ -1,0 +1,104 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The one temperature-scaled log-softmax of every sampler and scorer.
+
+Rollout commits and recorded log-probs (`generate.step`), replay
+(`core.replay`), OPD and the losses all score target-aligned logits
+(`diffusion_lm`) through `log_probs` / `token_log_probs`, so replay
+reproduces a rollout's log-probs by construction. The mask token's logit
+(`diffusion_lm.MASKED_LOGIT`) stays excluded at any temperature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tunix_bd.core import masks
+from tunix_bd.core.diffusion_lm import MASKED_LOGIT
+
+
+def check_temperature(temperature: Any, name: str = "temperature") -> float:
+  """A static temperature as a float; fails closed unless finite and > 0."""
+  if isinstance(temperature, jax.core.Tracer):
+    raise ValueError(
+        f"{name} must be a static number, got a traced value; keep it out of"
+        " jit arguments."
+    )
+  if isinstance(temperature, (np.ndarray, jax.Array)) and temperature.ndim:
+    raise ValueError(f"{name} must be a scalar, got {temperature!r}.")
+  try:
+    value = float(temperature)
+  except (TypeError, ValueError):
+    value = float("nan")
+  if isinstance(temperature, bool) or not 0.0 < value < float("inf"):
+    raise ValueError(
+        f"{name} must be a finite number > 0, got {temperature!r}."
+    )
+  return value
+
+
+def scale_logits(logits: jax.Array, temperature: Any) -> jax.Array:
+  """float32 logits divided by the temperature, excluded entries kept.
+
+  Entries at or below `MASKED_LOGIT` (the mask token) stay at
+  `MASKED_LOGIT` at any temperature, so their probability is exactly 0 and
+  no value or gradient overflows.
+
+  Args:
+    logits: `[..., vocab]` target-aligned logits.
+    temperature: a finite number > 0, static (checked) or a traced scalar
+      (the compiled denoising loop's; checked by its config).
+
+  Raises:
+    ValueError: for a static temperature that is not a finite number > 0.
+  """
+  if not isinstance(temperature, jax.Array):
+    temperature = check_temperature(temperature)
+  logits = logits.astype(jnp.float32)
+  excluded = logits <= jnp.float32(MASKED_LOGIT)
+  return jnp.where(excluded, jnp.float32(MASKED_LOGIT), logits / temperature)
+
+
+def log_probs(logits: jax.Array, temperature: Any = 1.0) -> jax.Array:
+  """The temperature-scaled log-softmax of every sampler and scorer.
+
+  Rollout commits and recorded log-probs, replay and OPD all call this, so
+  replay reproduces the rollout's log-probs by construction.
+
+  Args:
+    logits: `[..., vocab]` target-aligned logits.
+    temperature: as for `scale_logits`.
+
+  Returns:
+    float32 `[..., vocab]` log-probabilities; the mask token's is
+    `MASKED_LOGIT`-small (probability exactly 0).
+
+  Raises:
+    ValueError: for a static temperature that is not a finite number > 0.
+  """
+  return jax.nn.log_softmax(scale_logits(logits, temperature), axis=-1)
+
+
+def token_log_probs(
+    logits: jax.Array, targets: jax.Array, temperature: Any = 1.0
+) -> jax.Array:
+  """`log_probs(logits, temperature)` at `targets`, without `[..., vocab]` out.
+
+  Args:
+    logits: `[batch, length, vocab]` target-aligned logits.
+    targets: int `[batch, length]` token ids.
+    temperature: as for `scale_logits`.
+
+  Returns:
+    float32 `[batch, length]` log-probabilities of the targets.
+
+  Raises:
+    ValueError: for a bad temperature or targets of the wrong shape.
+  """
+  targets = masks.check_ids("targets", targets, logits.shape[:-1])
+  scaled = scale_logits(logits, temperature)
+  picked = jnp.take_along_axis(scaled, targets[..., None], axis=-1)[..., 0]
+  return picked - jax.nn.logsumexp(scaled, axis=-1)
