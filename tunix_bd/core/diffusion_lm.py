@@ -203,13 +203,8 @@ def diffusion_logits_fn(
       argument), a missing or unexpected `clean_tokens`, a mask id outside
       the model's vocabulary, or what `splash_attention` refuses.
   """
-
-  def forward(tokens, positions, mask):
-    return model(tokens, positions, None, mask)[0].astype(jnp.float32)
-
   logits = _aligned_rows(
       model,
-      forward,
       tokens,
       positions,
       segment_ids,
@@ -251,15 +246,10 @@ def diffusion_hidden_fn(
     ValueError: as `diffusion_logits_fn`, or for a model that cannot return
       its hidden states (`compat.final_hidden_states`).
   """
-
-  def forward(tokens, positions, mask):
-    return compat.final_hidden_states(model, tokens, positions, None, mask)[0]
-
   # The mask id is checked by whoever applies the head (`lm_head.model_head`):
   # a causal teacher's vocabulary may lack the student's mask token.
   return _aligned_rows(
       model,
-      forward,
       tokens,
       positions,
       segment_ids,
@@ -273,7 +263,6 @@ def diffusion_hidden_fn(
 
 def _aligned_rows(
     model,
-    forward,
     tokens,
     positions,
     segment_ids,
@@ -283,12 +272,12 @@ def _aligned_rows(
     attention=splash_attention.DENSE,
     hidden=False,
 ):
-  """Target-aligned rows `[batch, length, width]` of `forward`'s output.
+  """Target-aligned rows `[batch, length, width]` of the model's row.
 
-  `forward(tokens, positions, mask)` is the model call (logits, or hidden
-  states if `hidden`); this is the one layout and alignment of both calls
-  above. `attention="splash"` runs `splash_attention` instead, which needs
-  no mask.
+  The model's float32 logits, or its final hidden states if `hidden`
+  (`compat.final_hidden_states`), over the layout's row under its dense
+  mask, or through `splash_attention` (no mask) for `attention="splash"`;
+  this is the one layout and alignment of both calls above.
   """
   splash = splash_attention.check_attention(attention, "attention") == (
       splash_attention.SPLASH
@@ -308,16 +297,17 @@ def _aligned_rows(
 
   if clean_context:
     clean_tokens = masks.check_ids("clean_tokens", clean_tokens, tokens.shape)
-    both_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
-  if splash:
-    row_positions, row_segments = (
-        masks.clean_context_inputs(positions, segment_ids)
-        if clean_context
-        else (positions, segment_ids)
+    # Both copies share positions (and segments).
+    row_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
+    row_positions, row_segments = masks.clean_context_inputs(
+        positions, segment_ids
     )
+  else:
+    row_tokens, row_positions, row_segments = tokens, positions, segment_ids
+  if splash:
     raw = splash_attention.hidden_states(
         model,
-        both_tokens if clean_context else tokens,
+        row_tokens,
         row_positions,
         row_segments,
         block_size=config.block_size,
@@ -325,22 +315,26 @@ def _aligned_rows(
     )
     if not hidden:
       raw = splash_attention.logits(model, raw)
-  elif clean_context:
-    # Both copies share positions; the mask carries the segments.
-    both_positions, _ = masks.clean_context_inputs(positions)
-    mask = masks.clean_context_mask(
-        positions, config.block_size, segment_ids=segment_ids
-    )
-    raw = forward(both_tokens, both_positions, mask)
   else:
-    mask = masks.block_causal_mask(
-        positions,
-        positions,
-        config.block_size,
-        q_segment_ids=segment_ids,
-        kv_segment_ids=segment_ids,
-    )
-    raw = forward(tokens, positions, mask)
+    if clean_context:
+      mask = masks.clean_context_mask(
+          positions, config.block_size, segment_ids=segment_ids
+      )
+    else:
+      mask = masks.block_causal_mask(
+          positions,
+          positions,
+          config.block_size,
+          q_segment_ids=segment_ids,
+          kv_segment_ids=segment_ids,
+      )
+    if hidden:
+      raw = compat.final_hidden_states(
+          model, row_tokens, row_positions, None, mask
+      )[0]
+    else:
+      raw = model(row_tokens, row_positions, None, mask)[0]
+      raw = raw.astype(jnp.float32)
 
   if config.alignment == bd_config.SAME_POSITION:
     return raw[:, :length]
