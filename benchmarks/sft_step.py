@@ -26,7 +26,6 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from benchmarks import chips
 from benchmarks import memory_plan
@@ -268,26 +267,25 @@ def measure(
   states, times, peaks = {}, {name: [] for name in arms}, {}
   with mesh_lib.tunix_context(mesh):
     model = from_scratch.init_model(model_config, seed, mesh)
-    optimizer = nnx.Optimizer(
-        model, update_rule(optimizer, num_steps), wrt=nnx.Param
-    )
+    state = optimizer_state(model, optimizer, num_steps)
     for name, (loss_fn, batch) in arms.items():
       step = train_step(loss_fn)
-      peaks[name] = peak_bytes(step, model, optimizer, batch)
+      peaks[name] = peak_bytes(step, model, state, batch)
       for _ in range(warmup_steps):
-        jax.block_until_ready(step(model, optimizer, batch))
+        jax.block_until_ready(step(model, state, batch))
       states[name] = (step, batch)
     for _ in range(num_steps):
       for name, (step, batch) in states.items():
         start = time.perf_counter()
-        jax.block_until_ready(step(model, optimizer, batch))
+        jax.block_until_ready(step(model, state, batch))
         times[name].append(time.perf_counter() - start)
   return times, peaks
 
 
-def update_rule(name: str, num_steps: int) -> optax.GradientTransformation:
-  """The recipes' optimizer `name` (`options.optimizer`), as SFT runs it."""
-  return options.optimizer(
+def optimizer_state(model, name: str, num_steps: int) -> nnx.Optimizer:
+  """`model`'s optimizer state under the recipes' optimizer `name`
+  (`options.optimizer`, as SFT runs it) for `num_steps` updates."""
+  rule = options.optimizer(
       options.TrainSettings(
           optimizer=name,
           learning_rate=1e-4,
@@ -295,6 +293,7 @@ def update_rule(name: str, num_steps: int) -> optax.GradientTransformation:
           max_steps=num_steps,
       )
   )
+  return nnx.Optimizer(model, rule, wrt=nnx.Param)
 
 
 def model_flops(

@@ -27,7 +27,6 @@ import time
 from benchmarks import sft_step
 from benchmarks.configs import bench_sft
 from benchmarks.recipes import bench_sft as recipe
-from flax import nnx
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.models import from_scratch
 
@@ -81,8 +80,7 @@ def main():
     mesh = mesh_lib.make_mesh(settings.mesh)
     with mesh_lib.tunix_context(mesh):
       model = from_scratch.init_model(model_config, 0, mesh)
-      rule = sft_step.update_rule(optimizer, 1)
-      state = nnx.Optimizer(model, rule, wrt=nnx.Param)
+      state = sft_step.optimizer_state(model, optimizer, 1)
       for name, (loss_fn, inputs) in arms.items():
         if name not in variants:
           continue
