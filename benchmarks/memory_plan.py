@@ -103,29 +103,29 @@ class ModelShape:
   vocab_size: int
   tied_embedding: bool
 
-  def layer_params(self) -> int:
-    """Parameters of one decoder layer."""
-    d, hd = self.embed_dim, self.head_dim
-    attention = d * hd * (2 * self.num_heads + 2 * self.num_kv_heads)
-    norms = 2 * d + 2 * hd  # Input and post-attention norms; q and k norms.
-    return attention + norms + 3 * d * self.hidden_dim
-
-  def weight_shapes(self) -> list[tuple[int, ...]]:
-    """The shapes of the Tunix Qwen3's weights (its Einsum kernels)."""
+  def layer_shapes(self) -> list[tuple[int, ...]]:
+    """The shapes of one decoder layer's weights (Tunix's Einsum kernels):
+    q, k, v, o, the MLP's gate, up and down, then the input and
+    post-attention norms and the q and k norms."""
     d, hd, h = self.embed_dim, self.head_dim, self.hidden_dim
     heads, kv = self.num_heads, self.num_kv_heads
     layer = [(d, heads, hd), (d, kv, hd), (d, kv, hd), (heads, hd, d)]
-    layer += [(d, h), (d, h), (h, d), (d,), (d,), (hd,), (hd,)]
-    tables = [(self.vocab_size, d)] * (1 if self.tied_embedding else 2)
-    return self.num_layers * layer + tables + [(d,)]
+    return layer + [(d, h), (d, h), (h, d), (d,), (d,), (hd,), (hd,)]
+
+  def weight_shapes(self) -> list[tuple[int, ...]]:
+    """The shapes of the Tunix Qwen3's weights: the layers', the embedding
+    (and an untied head), the final norm."""
+    tables = [(self.vocab_size, self.embed_dim)]
+    tables *= 1 if self.tied_embedding else 2
+    return self.num_layers * self.layer_shapes() + tables + [(self.embed_dim,)]
+
+  def layer_params(self) -> int:
+    """Parameters of one decoder layer."""
+    return sum(math.prod(dims) for dims in self.layer_shapes())
 
   def num_params(self) -> int:
     """Parameters of the Tunix Qwen3 of this shape."""
-    heads = 1 if self.tied_embedding else 2
-    d = self.embed_dim
-    return (
-        self.num_layers * self.layer_params() + heads * self.vocab_size * d + d
-    )
+    return sum(math.prod(dims) for dims in self.weight_shapes())
 
 
 def optimizer_state_bytes(shape: ModelShape, optimizer: str) -> float:
