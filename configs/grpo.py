@@ -59,6 +59,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import from_scratch
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import settings
@@ -83,6 +84,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Each section takes its defaults from its settings dataclass, whose
   # docstring says what each key does (`tunix_bd.run.sections`,
   # `tunix_bd.rl.settings`, `tunix_bd.rl.decode_settings`,
+  # `tunix_bd.generate.settings`,
   # `tunix_bd.rl.meshes`); this config states what it changes.
   # model.checkpoint: the policy, a converted model; model.reference: the
   # frozen KL reference (empty: the initial policy, model.checkpoint);
@@ -97,7 +99,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data = config_utils.to_section(
       data_settings.DataSettings, keys=data_settings.RL_DATA_KEYS
   )
-  config.rollout = config_utils.to_section(decode_settings.RolloutSettings)
+  config.rollout = config_utils.to_section(
+      generate_settings.DecodeSettings,
+      keys=generate_settings.GRPO_ROLLOUT_KEYS,
+      max_prompt_length=40,
+      threshold=0.5,
+      temperature=1.0,
+  )
   config.grpo = config_utils.to_section(settings.GrpoSettings)
   config.reward = config_utils.to_section(settings.RewardSettings)
   # batch_size: prompts per step, G rollouts each; mini_batch_size and

@@ -35,6 +35,7 @@ from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
 from tunix_bd.distillation import settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import from_scratch
 from tunix_bd.run import sections
 from tunix_bd.sft import corruption
@@ -70,7 +71,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data = config_utils.to_section(
       data_settings.DataSettings, num_eval=128
   )
-  config.rollout = config_utils.to_section(settings.RolloutSettings)
+  config.rollout = config_utils.to_section(
+      generate_settings.DecodeSettings,
+      keys=generate_settings.OPD_ROLLOUT_KEYS,
+      max_prompt_length=40,
+      temperature=1.0,
+  )
   config.opd = config_utils.to_section(settings.OpdSettings)
   # The `corrupted` canvas's noise: SFT's schedule, one row, uniform.
   config.corruption = config_utils.to_section(corruption.SftCorruptionConfig)

@@ -19,6 +19,7 @@ from tunix_bd.cli import config_loading
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import settings as distillation_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.recipes import ar_pretrain
@@ -262,7 +263,7 @@ _RESUMABLE = {
     },
     options.TimeBudget: {"time_budget_s"},
     rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
-    rl_decode_settings.RolloutSettings: set(),
+    generate_settings.DecodeSettings: set(),
     rl_settings.RewardSettings: set(),
     rl_settings.RlBatchSettings: set(),
     rl_decode_settings.EvalSettings: {
@@ -275,7 +276,6 @@ _RESUMABLE = {
         "seed",
     },
     distillation_settings.OpdSettings: set(),
-    distillation_settings.RolloutSettings: set(),
     data_settings.DataSettings: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),

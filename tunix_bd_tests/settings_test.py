@@ -10,19 +10,25 @@ from tunix_bd import config_utils
 from tunix_bd.cli import config_loading
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.distillation import settings as opd_settings
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings
-from tunix_bd.rl import decode_settings as grpo_settings
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 
-# Each recipe's section it decodes with, and that section's dataclass.
+# Each recipe's section it decodes with, and that section's keys.
 _DECODING_SECTIONS = {
-    "generate": ("decode", settings.DecodeSettings),
-    "opd": ("rollout", opd_settings.RolloutSettings),
-    "grpo": ("rollout", grpo_settings.RolloutSettings),
+    "generate": ("decode", settings.DecodeSettings.SECTION_KEYS),
+    "opd": ("rollout", settings.OPD_ROLLOUT_KEYS),
+    "grpo": ("rollout", settings.GRPO_ROLLOUT_KEYS),
 }
+
+
+def _section(recipe, **changes):
+  """The recipe's decoding section, with `changes`, as its run builds it."""
+  key, keys = _DECODING_SECTIONS[recipe]
+  section = config_files.get_config(recipe)[key]
+  section.update(changes)
+  return config_utils.from_section(settings.DecodeSettings, section, key, keys)
 
 
 class DecodeSettingsTest(parameterized.TestCase):
@@ -44,11 +50,78 @@ class DecodeSettingsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, rf"^decode\.{key}\b"):
       config_utils.from_section(settings.DecodeSettings, {key: value}, "decode")
 
-  def test_unknown_key_fails(self):
-    with self.assertRaisesRegex(ValueError, "unknown decode config keys"):
-      config_utils.from_section(
-          settings.DecodeSettings, {"top_p": 0.9}, "decode"
-      )
+  @parameterized.named_parameters(
+      (
+          "grpo_temperature_0",
+          "grpo",
+          dict(temperature=0.0),
+          "temperature must be > 0",
+      ),
+      ("grpo_threshold", "grpo", dict(threshold=1.5), "threshold"),
+      ("grpo_top_k", "grpo", dict(top_k=0), "top_k"),
+      ("grpo_rule", "grpo", dict(rule="greedy"), "rule"),
+      (
+          "grpo_eval_temperature",
+          "grpo",
+          dict(eval_temperature=-1.0),
+          "eval_temperature",
+      ),
+      (
+          "grpo_stop_ids",
+          "grpo",
+          dict(extra_stop_ids=(5, 5)),
+          "extra_stop_ids has duplicates",
+      ),
+      ("grpo_seed", "grpo", dict(seed=-1), "seed"),
+      (
+          "grpo_max_prompt_length",
+          "grpo",
+          dict(max_prompt_length=0),
+          "max_prompt_length must be >= 1",
+      ),
+      (
+          "opd_max_prompt_length",
+          "opd",
+          dict(max_prompt_length=0),
+          "max_prompt_length must be >= 1",
+      ),
+      (
+          "opd_stop_ids",
+          "opd",
+          dict(extra_stop_ids=(-1,)),
+          "extra_stop_ids must be token ids",
+      ),
+      ("opd_threshold", "opd", dict(threshold=0.0), "threshold"),
+  )
+  def test_a_bad_rollout_value_names_its_key(self, recipe, change, message):
+    with self.assertRaisesRegex(ValueError, rf"^rollout\.{message}"):
+      _section(recipe, **change)
+
+  def test_only_grpo_needs_a_sampled_rollout(self):
+    self.assertEqual(_section("opd", temperature=0.0).temperature, 0.0)
+    self.assertEqual(_section("generate", temperature=0.0).temperature, 0.0)
+
+  @parameterized.parameters(
+      ("generate", "default"),
+      ("generate", "long"),
+      ("opd", "smoke"),
+      ("grpo", "default"),
+      ("grpo", "long"),
+      ("grpo", "smoke"),
+  )
+  def test_every_variant_s_decoding_section_is_valid(self, recipe, variant):
+    key, keys = _DECODING_SECTIONS[recipe]
+    section = config_files.get_config(recipe, variant)[key]
+    config_utils.from_section(settings.DecodeSettings, section, key, keys)
+
+  @parameterized.parameters("generate", "opd", "grpo")
+  def test_unknown_key_fails(self, recipe):
+    key, _ = _DECODING_SECTIONS[recipe]
+    with self.assertRaisesRegex(ValueError, f"unknown {key} config keys"):
+      _section(recipe, top_p=0.9)
+    if recipe != "generate":  # A key of another recipe's section.
+      with self.assertRaisesRegex(ValueError, f"unknown {key} config keys"):
+        _section(recipe, batch_size=8)
 
   @parameterized.named_parameters(
       (f"{recipe}_{name}", recipe, name, typed, value)
@@ -59,7 +132,7 @@ class DecodeSettingsTest(parameterized.TestCase):
       self, recipe, name, typed, value
   ):
     # As `--config.rollout.rule=top_k --config.rollout.top_k=4` on the CLI.
-    key, cls = _DECODING_SECTIONS[recipe]
+    key, keys = _DECODING_SECTIONS[recipe]
     config = config_loading.load_config(
         config_files.config_dir() / f"{recipe}.py"
     )
@@ -70,9 +143,10 @@ class DecodeSettingsTest(parameterized.TestCase):
             config_loading.Override(f"{key}.{name}", typed),
         ],
     )
-    section = config_utils.from_section(cls, config[key], key)
-    prompt_length = (8,) if cls is settings.DecodeSettings else ()
-    decode = section.denoise_config(_TOKENIZER, *prompt_length)
+    section = config_utils.from_section(
+        settings.DecodeSettings, config[key], key, keys
+    )
+    decode = section.denoise_config(_TOKENIZER, 8)
     self.assertEqual((decode.rule, getattr(decode, name)), (name, value))
 
   def test_denoise_config_binds_the_tokenizer_and_prompt_length(self):
@@ -90,6 +164,18 @@ class DecodeSettingsTest(parameterized.TestCase):
     # A set max_prompt_length wins over the prompts' longest.
     fixed = settings.DecodeSettings(max_prompt_length=64)
     self.assertEqual(fixed.denoise_config(_TOKENIZER, 30).max_prompt_length, 64)
+
+  def test_a_rollout_stops_at_its_extra_stop_ids(self):
+    rollout = _section("grpo", threshold=0.7, extra_stop_ids=(7,))
+    decode = rollout.denoise_config(_TOKENIZER)
+    self.assertEqual(decode.stop_ids, (_TOKENIZER.eos_token_id, 7))
+    self.assertEqual(
+        (decode.threshold, decode.temperature, decode.max_prompt_length),
+        (0.7, 1.0, 40),
+    )
+    repeated = _section("opd", extra_stop_ids=(_TOKENIZER.eos_token_id,))
+    with self.assertRaisesRegex(ValueError, "repeats the tokenizer's EOS"):
+      repeated.denoise_config(_TOKENIZER)
 
   def test_prompt_length_error_lists_exactly_the_long_rows(self):
     prompts = [[1] * 4, [1] * 9, [1] * 5, [1] * 12]

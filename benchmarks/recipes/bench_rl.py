@@ -22,11 +22,12 @@ import numpy as np
 
 from benchmarks import grpo_step
 from benchmarks import step_phases
+from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.evaluation import report as report_lib
-from tunix_bd.rl import decode_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.rl import prompt_stream
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.run import stage as stage_lib
@@ -38,7 +39,9 @@ class BenchRlConfig:
 
   model: grpo_step.GrpoStepModelSettings
   data: data_settings.DataSettings
-  rollout: decode_settings.RolloutSettings
+  rollout: generate_settings.DecodeSettings = config_utils.section(
+      *generate_settings.GRPO_ROLLOUT_KEYS
+  )
   grpo: settings_lib.GrpoSettings
   bench: grpo_step.GrpoStepSettings
   mesh: mesh_lib.MeshSettings

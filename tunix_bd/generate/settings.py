@@ -1,13 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""A recipe's `decode` and `bd` sections, checked before anything is loaded.
+"""How a recipe decodes (`decode`, `rollout`) and its `bd`, checked first.
 
-`DecodeSettings` is the `decode` config section field for field (build it
-with `config_utils.from_section(DecodeSettings, config.decode, "decode")`).
+`DecodeSettings` is generate's `decode` section field for field, and OPD's
+and GRPO's `rollout` (each a subset of its keys, `config_utils.section`).
 Every denoiser setting is checked by `DenoiseConfig` itself, one at a time,
-so an error names the config key (`decode.threshold`) before any model or
-tokenizer is read; `denoise_config` then binds the settings to a
-tokenizer's stop and pad ids and to the prompts' length.
+so an error names the config key (`decode.threshold`, `rollout.top_k`)
+before any model or tokenizer is read; `denoise_config` then binds the
+settings to a tokenizer's stop and pad ids and to the prompts' length.
 `CheckpointBdSettings` is the `bd` section of a recipe that decodes a
 converted model: what it asserts of the checkpoint's settings.
 """
@@ -31,47 +31,111 @@ DENOISER_FIELDS = (
     "use_cache",
 )
 
+# The sections a `DecodeSettings` is, each holding some of its keys: the
+# `decode` of generate (`SECTION_KEYS`), OPD's and GRPO's `rollout`.
+OPD_ROLLOUT_KEYS = (
+    "rule",
+    *commit_rules.PARAMETERS,
+    "max_new_tokens",
+    "max_prompt_length",
+    "temperature",
+    "use_cache",
+    "extra_stop_ids",
+)
+GRPO_ROLLOUT_KEYS = (
+    *OPD_ROLLOUT_KEYS[:-2],
+    "eval_temperature",
+    "use_cache",
+    "seed",
+    "extra_stop_ids",
+)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DecodeSettings(commit_rules.CommitSettings):
-  """How a recipe decodes; see `denoise.DenoiseConfig` for the rule fields.
+  """How a recipe decodes: generate's `decode`; OPD's and GRPO's `rollout`
+  (`OPD_ROLLOUT_KEYS`, `GRPO_ROLLOUT_KEYS`), how the policy samples its
+  training rollouts. See `denoise.DenoiseConfig` for the rule fields.
 
   Attributes:
-    max_new_tokens: completion positions per row.
-    max_prompt_length: the longest prompt accepted; 0 takes the longest
-      prompt given.
-    rule, threshold, top_k, factor, temperature, use_cache: as in
-      `DenoiseConfig`.
-    batch_size: rows per call (the last batch is padded; one program).
-    seed: row `i` samples with seed `seed + i` (temperature > 0).
+    max_new_tokens: completion positions per row (the trace width T).
+    max_prompt_length: the longest prompt accepted. A rollout's fixes the
+      layout, >= 1; `decode`'s may be 0: the longest prompt given.
+    rule, threshold, top_k, factor, use_cache: as in `DenoiseConfig`; `top_k`
+      is the k of the `top_k` COMMIT rule (positions per step), never a
+      vocabulary filter, which block denoising does not implement.
+    temperature: the sampling temperature; GRPO's (with `eval_temperature`)
+      is its training rollouts', > 0: greedy groups give no signal.
+    eval_temperature: GRPO: Tunix's eval rollouts' temperature; 0 is greedy.
+    batch_size: `decode`: rows per call (the last batch is padded; one
+      program).
+    seed: row `i` samples with seed `seed + i`; GRPO: the root of every
+      rollout's per-row seeds.
+    extra_stop_ids: rollouts: stop ids besides the tokenizer's EOS.
   """
 
   max_new_tokens: int = 16
   max_prompt_length: int = 0
   temperature: float = 0.0
+  eval_temperature: float = 0.0
   use_cache: bool = True
   batch_size: int = 64
   seed: int = 0
+  extra_stop_ids: tuple[int, ...] = ()
+
+  SECTION_KEYS = (
+      "rule",
+      *commit_rules.PARAMETERS,
+      "max_new_tokens",
+      "max_prompt_length",
+      "temperature",
+      "use_cache",
+      "batch_size",
+      "seed",
+  )
 
   def __post_init__(self):
+    key = lambda name: config_utils.key(name, "decode")
+    keys = config_utils.section_keys(self)
+    # A rollout (no `batch_size`: its trainer batches) lays out prompts it
+    # has not seen: it needs a length, where `decode` may take the longest.
     config_utils.check_int(
-        "decode.max_prompt_length", self.max_prompt_length, 0
+        key("max_prompt_length"),
+        self.max_prompt_length,
+        0 if "batch_size" in keys else 1,
     )
-    config_utils.check_int("decode.batch_size", self.batch_size, 1)
-    config_utils.check_int("decode.seed", self.seed, 0)
+    config_utils.check_int(key("batch_size"), self.batch_size, 1)
+    config_utils.check_int(key("seed"), self.seed, 0)
     for name in DENOISER_FIELDS:
-      check_denoise_setting(f"decode.{name}", name, getattr(self, name))
+      check_denoise_setting(key(name), name, getattr(self, name))
+    if "eval_temperature" in keys and self.temperature == 0:
+      raise ValueError(
+          f"{key('temperature')} must be > 0 for training: greedy rollouts"
+          " make every sample of a group alike, so GRPO has no signal."
+      )
+    check_denoise_setting(
+        key("eval_temperature"), "temperature", self.eval_temperature
+    )
+    extra = special_ids.check_distinct(
+        key("extra_stop_ids"), self.extra_stop_ids
+    )
+    object.__setattr__(self, "extra_stop_ids", extra)
+
+  def stop_ids(self, tokenizer: Any) -> tuple[int, ...]:
+    """The tokenizer's EOS, its checkpoint's other stop ids, then
+    `extra_stop_ids` (`special_ids.tokenizer_stop_ids`)."""
+    return special_ids.tokenizer_stop_ids(tokenizer, self.extra_stop_ids)
 
   def denoise_config(
-      self, tokenizer: Any, max_prompt_length: int
+      self, tokenizer: Any, max_prompt_length: int = 0
   ) -> denoise.DenoiseConfig:
-    """The denoiser's config for prompts of up to `max_prompt_length` tokens.
-
-    `max_prompt_length` is used when this section's is 0.
-    """
-    return denoise_config(
-        tokenizer,
-        self.max_prompt_length or max_prompt_length,
+    """The denoiser's config, stopping at `stop_ids`, with the tokenizer's
+    pad; `max_prompt_length` (the prompts' longest) is used when this
+    section's is 0."""
+    return denoise.DenoiseConfig(
+        max_prompt_length=self.max_prompt_length or max_prompt_length,
+        stop_ids=self.stop_ids(tokenizer),
+        pad_id=tokenizer.pad_token_id,
         **{name: getattr(self, name) for name in DENOISER_FIELDS},
     )
 

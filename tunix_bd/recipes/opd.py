@@ -26,6 +26,7 @@ from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.distillation import wiring
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import sources as sources_lib
@@ -42,7 +43,9 @@ class OpdConfig:
       *sections.OPD_MODEL_KEYS
   )
   data: data_settings.DataSettings
-  rollout: settings_lib.RolloutSettings
+  rollout: generate_settings.DecodeSettings = config_utils.section(
+      *generate_settings.OPD_ROLLOUT_KEYS
+  )
   opd: settings_lib.OpdSettings
   corruption: corruption_lib.SftCorruptionConfig
   train: tuple[options.TrainSettings, options.TimeBudget]

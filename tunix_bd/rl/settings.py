@@ -4,8 +4,9 @@
 
 One dataclass per section (`grpo`, `reward`, and the RL keys of `train`;
 `data` is `data.settings.DataSettings`' `RL_DATA_KEYS`, `mesh`
-`mesh.MeshSettings`' `ROLE_MESH_KEYS`; how the run decodes, `rollout` and
-`eval`, is `rl.decode_settings`'), field for field, each built with
+`mesh.MeshSettings`' `ROLE_MESH_KEYS`; `rollout`
+`generate.settings.DecodeSettings`' `GRPO_ROLLOUT_KEYS`; `eval`
+`rl.decode_settings.EvalSettings`), field for field, each built with
 `config_utils.from_section`, so a typo or a bad value fails as a
 `ValueError` naming `section.key` before any model is loaded.
 `GrpoConfig` holds them all, as the recipe's `run.stage.Stage` builds
@@ -20,6 +21,7 @@ from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.rl import decode_settings
 from tunix_bd.rl import rewards
 from tunix_bd.run import sections
@@ -203,7 +205,9 @@ class GrpoConfig:
   data: data_settings.DataSettings = config_utils.section(
       *data_settings.RL_DATA_KEYS
   )
-  rollout: decode_settings.RolloutSettings
+  rollout: generate_settings.DecodeSettings = config_utils.section(
+      *generate_settings.GRPO_ROLLOUT_KEYS
+  )
   grpo: GrpoSettings
   reward: RewardSettings
   train: tuple[options.TrainSettings, RlBatchSettings]

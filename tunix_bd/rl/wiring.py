@@ -25,8 +25,8 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.rl import cluster as cluster_lib
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import policy_loss
@@ -62,7 +62,7 @@ def rollout_configs(
 
 
 def rollout_arguments(
-    rollout: decode_settings.RolloutSettings,
+    rollout: generate_settings.DecodeSettings,
 ) -> dict[str, Any]:
   """`build_cluster`'s rollout arguments from the `rollout` section.
 

@@ -250,10 +250,6 @@ class DecodingTest(parameterized.TestCase):
 class RecipeTest(parameterized.TestCase):
 
   def test_sdar_tokenizer_stops_at_every_generation_config_eos(self):
-    # pylint: disable=g-import-not-at-top
-    from tunix_bd.distillation import settings as opd_settings
-    from tunix_bd.rl import decode_settings
-
     tokenizer = bd_formats.load_tokenizer(os.path.join(_DIR, _SDAR))
     # Their tokenizer: EOS = pad = <|endoftext|> (0); generation_config
     # [2, 0]. The EOS is the turn end, both ids stop, and the pad moves to
@@ -268,11 +264,8 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual(tokenizer.encode("a<|endoftext|>b")[1], 0)  # Unchanged.
     decode = generate_settings.DecodeSettings().denoise_config(tokenizer, 8)
     self.assertEqual((decode.stop_ids, decode.pad_id), ((2, 0), 401))
-    for rollout in (
-        decode_settings.RolloutSettings(extra_stop_ids=(7, 0)),
-        opd_settings.RolloutSettings(extra_stop_ids=(7, 0)),
-    ):
-      self.assertEqual(rollout.stop_ids(tokenizer), (2, 0, 7))
+    rollout = generate_settings.DecodeSettings(extra_stop_ids=(7, 0))
+    self.assertEqual(rollout.stop_ids(tokenizer), (2, 0, 7))
     special_ids.check(
         mask_token_id=_MASK_ID,
         pad_id=tokenizer.pad_token_id,

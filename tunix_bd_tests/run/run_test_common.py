@@ -10,7 +10,7 @@ import sys
 from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd.data import settings as data_settings
-from tunix_bd.rl import decode_settings as rl_decode_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 
@@ -45,7 +45,10 @@ def converted_stage(config) -> stage_lib.Stage:
               data_settings.DataSettings,
               config_utils.section(*data_settings.RL_DATA_KEYS),
           ),
-          rollout=rl_decode_settings.RolloutSettings,
+          rollout=(
+              generate_settings.DecodeSettings,
+              config_utils.section(*generate_settings.GRPO_ROLLOUT_KEYS),
+          ),
           export=sections.ExportSettings,
       ),
   )

@@ -12,7 +12,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.distillation import settings as distillation_settings
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import mask_token
 from tunix_bd.run import sources as sources_lib
 from tunix_bd_tests import test_common
@@ -21,7 +21,9 @@ from tunix_bd_tests.run import run_test_common
 
 def _sources(extra_stop_ids=()) -> sources_lib.ConvertedSources:
   tokenizer, bd = mask_token.embedded_tokenizer_and_bd(block_size=4)
-  rollout = distillation_settings.RolloutSettings(extra_stop_ids=extra_stop_ids)
+  rollout = generate_settings.DecodeSettings(
+      max_prompt_length=40, temperature=1.0, extra_stop_ids=extra_stop_ids
+  )
   decode = rollout.denoise_config(tokenizer)
   return sources_lib.ConvertedSources(
       tokenizer=tokenizer,
