@@ -22,7 +22,6 @@ from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
 from tunix_bd.models import from_scratch
-from tunix_bd.run import sections
 from tunix_bd.training import options
 
 
@@ -54,7 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       checkpoint_every_n_steps=500,
   )
   config.eval = config_utils.to_section(
-      sections.EvalSettings, keys=sections.AR_EVAL_KEYS, batch_size=128
+      options.EvalSettings, keys=options.AR_EVAL_KEYS, batch_size=128
   )
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 

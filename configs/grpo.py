@@ -61,7 +61,6 @@ from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import from_scratch
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import settings
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -83,9 +82,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # Each section takes its defaults from its settings dataclass, whose
   # docstring says what each key does (`tunix_bd.run.sections`,
-  # `tunix_bd.rl.settings`, `tunix_bd.rl.decode_settings`,
-  # `tunix_bd.generate.settings`,
-  # `tunix_bd.rl.meshes`); this config states what it changes.
+  # `tunix_bd.rl.settings`, `tunix_bd.generate.settings`,
+  # `tunix_bd.training.options`, `tunix_bd.rl.meshes`); this config states
+  # what it changes.
   # model.checkpoint: the policy, a converted model; model.reference: the
   # frozen KL reference (empty: the initial policy, model.checkpoint);
   # model.continued_sft: another converted model evaluated beside the
@@ -120,7 +119,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=40,
       checkpoint_every_n_steps=40,
   )
-  config.eval = config_utils.to_section(decode_settings.EvalSettings)
+  config.eval = config_utils.to_section(
+      options.EvalSettings, keys=options.GRPO_EVAL_KEYS
+  )
   # The held-out split is as long as the evaluation needs.
   config.data.num_eval = config.eval.get_ref("num_prompts")
   config.export = config_utils.to_section(sections.ExportSettings)

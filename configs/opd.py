@@ -94,7 +94,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       checkpoint_every_n_steps=50,
   )
   config.eval = config_utils.to_section(
-      sections.EvalSettings, keys=sections.OPD_EVAL_KEYS
+      options.EvalSettings, keys=options.OPD_EVAL_KEYS
   )
   config.export = config_utils.to_section(sections.ExportSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)

@@ -105,7 +105,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # rank 0: full fine-tune; rank > 0: LoRA adapters.
   config.lora = config_utils.to_section(sections.LoraSettings)
   config.eval = config_utils.to_section(
-      sections.EvalSettings, keys=sections.SFT_EVAL_KEYS
+      options.EvalSettings, keys=options.SFT_EVAL_KEYS
   )
   config.export = config_utils.to_section(sections.ExportSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)

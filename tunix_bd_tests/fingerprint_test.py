@@ -26,7 +26,6 @@ from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
-from tunix_bd.rl import decode_settings as rl_decode_settings
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
@@ -266,7 +265,8 @@ _RESUMABLE = {
     generate_settings.DecodeSettings: set(),
     rl_settings.RewardSettings: set(),
     rl_settings.RlBatchSettings: set(),
-    rl_decode_settings.EvalSettings: {
+    options.EvalSettings: {
+        "max_new_tokens",
         "num_prompts",
         "thresholds",
         "sampled_samples",
@@ -290,7 +290,6 @@ _RESUMABLE = {
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format", "reference_code"},
-    sections.EvalSettings: {"max_new_tokens", "batch_size", "thresholds"},
     mesh.MeshSettings: {
         "fsdp",
         "tp",

@@ -156,7 +156,7 @@ def build_trainer(
     eval_prompts: the held-out prompts with their answers.
     opd, train, budget, corruption, eval_settings: the checked `opd`,
       `train` (and its time budget), `corruption` and `eval` sections
-      (`eval`: a `run.sections.EvalSettings`).
+      (`eval`: a `training.options.EvalSettings`).
     mesh: the mesh the trainer is built under.
     workdir: the run directory (checkpoints, metrics).
     seed: `config.seed`, for the rollouts.

@@ -35,7 +35,6 @@ from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
-from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import ar
 from tunix_bd.training import options
@@ -51,7 +50,7 @@ class ArPretrainConfig:
   model: from_scratch.ScratchModelSettings
   data: data_settings.DataSettings
   train: options.TrainSettings
-  eval: sections.EvalSettings = config_utils.section(*sections.AR_EVAL_KEYS)
+  eval: options.EvalSettings = config_utils.section(*options.AR_EVAL_KEYS)
   mesh: mesh_lib.MeshSettings
 
 

@@ -49,7 +49,7 @@ class OpdConfig:
   opd: settings_lib.OpdSettings
   corruption: corruption_lib.SftCorruptionConfig
   train: tuple[options.TrainSettings, options.TimeBudget]
-  eval: sections.EvalSettings = config_utils.section(*sections.OPD_EVAL_KEYS)
+  eval: options.EvalSettings = config_utils.section(*options.OPD_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
 

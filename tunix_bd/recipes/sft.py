@@ -52,7 +52,7 @@ class SftConfig:
   data: data_settings.DataSettings
   train: tuple[options.TrainSettings, options.TimeBudget]
   lora: sections.LoraSettings
-  eval: sections.EvalSettings = config_utils.section(*sections.SFT_EVAL_KEYS)
+  eval: options.EvalSettings = config_utils.section(*options.SFT_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
 

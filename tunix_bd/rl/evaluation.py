@@ -27,7 +27,7 @@ import numpy as np
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.evaluation import held_out
 from tunix_bd.generate import denoise
-from tunix_bd.rl import decode_settings
+from tunix_bd.training import options
 
 SAMPLED = "sampled_exact_match"
 
@@ -83,7 +83,7 @@ def evaluate(
     *,
     bd: Any,
     decode: denoise.DenoiseConfig,
-    settings: decode_settings.EvalSettings,
+    settings: options.EvalSettings,
     tokenizer: Any,
 ) -> HeldOutResult:
   """Greedy and sampled held-out evaluation (see the module docstring).

@@ -16,11 +16,11 @@ import time
 from typing import Any, Callable, Iterable
 
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import report as report_lib
 from tunix_bd.rl import settings as settings_lib
+from tunix_bd.training import options
 
 Evaluate = Callable[[Any], evaluation_lib.HeldOutResult]
 
@@ -28,7 +28,7 @@ Evaluate = Callable[[Any], evaluation_lib.HeldOutResult]
 def held_out_evaluation(
     prompts: prompts_lib.PromptSet,
     sources: Any,
-    settings: decode_settings.EvalSettings,
+    settings: options.EvalSettings,
 ) -> Evaluate:
   """`model -> HeldOutResult`: `evaluation.evaluate` on fixed prompts.
 

@@ -6,7 +6,7 @@ One dataclass per section (`grpo`, `reward`, and the RL keys of `train`;
 `data` is `data.settings.DataSettings`' `RL_DATA_KEYS`, `mesh`
 `mesh.MeshSettings`' `ROLE_MESH_KEYS`; `rollout`
 `generate.settings.DecodeSettings`' `GRPO_ROLLOUT_KEYS`; `eval`
-`rl.decode_settings.EvalSettings`), field for field, each built with
+`training.options.EvalSettings`' `GRPO_EVAL_KEYS`), field for field, each built with
 `config_utils.from_section`, so a typo or a bad value fails as a
 `ValueError` naming `section.key` before any model is loaded.
 `GrpoConfig` holds them all, as the recipe's `run.stage.Stage` builds
@@ -22,7 +22,6 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import settings as generate_settings
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import rewards
 from tunix_bd.run import sections
 from tunix_bd.training import options
@@ -211,7 +210,7 @@ class GrpoConfig:
   grpo: GrpoSettings
   reward: RewardSettings
   train: tuple[options.TrainSettings, RlBatchSettings]
-  eval: decode_settings.EvalSettings
+  eval: options.EvalSettings = config_utils.section(*options.GRPO_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings = config_utils.section(*mesh_lib.ROLE_MESH_KEYS)
 

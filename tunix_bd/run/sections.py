@@ -7,19 +7,18 @@ its defaults: `configs/*.py` build their sections with
 `config_utils.to_section(Cls, **what_this_config_changes)`, a recipe builds
 the dataclass back (`run.stage.Stage`), checked before any compute, errors
 naming `section.key`. One class may serve several sections, each holding
-some of its fields (`*_KEYS` below, `config_utils.section_keys`): the
-`eval` of three recipes, `bd` and `model.scratch_bd`, OPD's and GRPO's
-`model`. The fingerprint rule is declared on the fields:
-`config_utils.resumable()` marks what may change on resume, and
-`config_utils.source()` what enters by content (checkpoints, data files).
+some of its fields (`*_KEYS` below, `config_utils.section_keys`): `bd` and
+`model.scratch_bd`, OPD's and GRPO's `model`. The fingerprint rule is
+declared on the fields: `config_utils.resumable()` marks what may change on
+resume, and `config_utils.source()` what enters by content (checkpoints,
+data files).
 
 Sections of one library package live beside what they configure
 (`data.settings`, `sft.corruption`, `distillation.settings`,
-`rl.settings`, `rl.decode_settings`, `training.options`, `mesh`); this
-module holds the
-recipes' own: the `model` sections (a checkpoint or a random model, and the
-compute precision), SFT's `bd` and `lora`, `export`, and the `eval`
-sections of SFT, AR pretraining and OPD.
+`rl.settings`, `generate.settings`, `training.options`, `mesh`); this
+module holds the recipes' own: the `model` sections (a checkpoint or a
+random model, and the compute precision), SFT's `bd` and `lora`, and
+`export`.
 """
 
 from __future__ import annotations
@@ -382,52 +381,3 @@ class ExportSettings:
   def __post_init__(self):
     hf_source.check_dtype(self.dtype, "export.dtype")
     bd_formats_export.check_options(self)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalSettings:
-  """The `eval` of SFT, AR pretraining and OPD: each holds some of the keys.
-
-  SFT's (`SFT_EVAL_KEYS`) sizes its held-out loss's batches; AR
-  pretraining's (`AR_EVAL_KEYS`, with `batch_size=128` from its config)
-  decodes greedily with Tunix's `Sampler`; OPD's (`OPD_EVAL_KEYS`) is its
-  decode evaluation before, during and after training. How the run is
-  measured, never what it trains: a resume may change any.
-
-  Attributes:
-    max_new_tokens: tokens the AR evaluation decodes.
-    batch_size: rows (prompts) per evaluation call.
-    thresholds: commit thresholds of OPD's greedy evaluation, in (0, 1].
-  """
-
-  max_new_tokens: int = config_utils.resumable(default=16)
-  batch_size: int = config_utils.resumable(default=64)
-  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
-
-  def __post_init__(self):
-    for name in ("max_new_tokens", "batch_size"):
-      config_utils.check_int(
-          config_utils.key(name, "eval"), getattr(self, name), 1
-      )
-    thresholds = self.thresholds
-    if (
-        isinstance(thresholds, (str, bytes))
-        or not thresholds
-        or not all(
-            isinstance(t, (int, float))
-            and not isinstance(t, bool)
-            and 0 < t <= 1
-            for t in thresholds
-        )
-    ):
-      raise ValueError(
-          f"{config_utils.key('thresholds', 'eval')} must be numbers in"
-          f" (0, 1], got {thresholds!r}."
-      )
-    object.__setattr__(self, "thresholds", tuple(thresholds))
-
-
-# The `eval` keys of each recipe whose `eval` is an `EvalSettings`.
-SFT_EVAL_KEYS = ("batch_size",)
-AR_EVAL_KEYS = ("max_new_tokens", "batch_size")
-OPD_EVAL_KEYS = ("batch_size", "thresholds")

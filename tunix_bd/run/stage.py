@@ -24,7 +24,7 @@ A training recipe is five steps, in this order, whatever it trains:
 A recipe declares its config, a frozen dataclass whose fields are its typed
 sections (`model: SftModelSettings`; `train: tuple[TrainSettings,
 TimeBudget]` for a `train` section that holds the recipe's own keys too;
-`eval: sections.EvalSettings = config_utils.section("batch_size")` for a
+`eval: options.EvalSettings = config_utils.section("batch_size")` for a
 section holding some fields of a class that serves several).
 
 A benchmark recipe takes step 1 alone, then builds its arms, measures and

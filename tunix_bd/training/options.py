@@ -7,7 +7,8 @@ source of its defaults (configs build the section with
 `config_utils.to_section`; a recipe builds it back with
 `config_utils.from_section(TrainSettings, config.train, "train")`), checked
 as a whole when built, before any compute. `TimeBudget` is the key of
-recipes that may also stop on wall time.
+recipes that may also stop on wall time. `EvalSettings` is the `eval`
+section of every training recipe, each holding some of its keys.
 """
 
 from __future__ import annotations
@@ -130,6 +131,92 @@ class TimeBudget:
     if not self.seconds:
       return batches
     return _until(self.seconds, batches)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalSettings:
+  """The `eval` of every training recipe: each holds some of the keys.
+
+  SFT's (`SFT_EVAL_KEYS`) sizes its held-out loss's batches; AR
+  pretraining's (`AR_EVAL_KEYS`, with `batch_size=128` from its config)
+  decodes greedily with Tunix's `Sampler`; OPD's (`OPD_EVAL_KEYS`) is its
+  decode evaluation before, during and after training; GRPO's
+  (`GRPO_EVAL_KEYS`) its held-out evaluation before and after
+  (`rl.evaluation`). How the run is measured, never what it trains: a
+  resume may change any.
+
+  Attributes:
+    max_new_tokens: tokens the AR evaluation decodes.
+    num_prompts: held-out prompts (the data's eval split).
+    thresholds: commit thresholds of the greedy evaluation, in (0, 1].
+    sampled_samples: samples per prompt of the sampled evaluation; 0: none.
+    sampled_threshold: its commit threshold, in (0, 1].
+    sampled_temperature: its temperature, > 0.
+    batch_size: rows (prompts) per evaluation call.
+    seed: sample `s` of prompt `i` uses seed `seed + s * num_prompts + i`,
+      the same before and after training, so the two are paired.
+  """
+
+  max_new_tokens: int = config_utils.resumable(default=16)
+  num_prompts: int = config_utils.resumable(default=256)
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
+  sampled_samples: int = config_utils.resumable(default=4)
+  sampled_threshold: float = config_utils.resumable(default=0.5)
+  sampled_temperature: float = config_utils.resumable(default=1.0)
+  batch_size: int = config_utils.resumable(default=64)
+  seed: int = config_utils.resumable(default=0)
+
+  def __post_init__(self):
+    key = lambda name: config_utils.key(name, "eval")
+    for name, minimum in (
+        ("max_new_tokens", 1),
+        ("num_prompts", 1),
+        ("sampled_samples", 0),
+        ("batch_size", 1),
+        ("seed", 0),
+    ):
+      config_utils.check_int(key(name), getattr(self, name), minimum)
+    thresholds = self.thresholds
+    if (
+        isinstance(thresholds, (str, bytes))
+        or not thresholds
+        or not all(map(_is_threshold, thresholds))
+    ):
+      raise ValueError(
+          f"{key('thresholds')} must be numbers in (0, 1], got {thresholds!r}."
+      )
+    object.__setattr__(self, "thresholds", tuple(map(float, thresholds)))
+    if not _is_threshold(self.sampled_threshold):
+      raise ValueError(
+          f"{key('sampled_threshold')} must be a number in (0, 1], got"
+          f" {self.sampled_threshold!r}."
+      )
+    config_utils.check_number(
+        key("sampled_temperature"), self.sampled_temperature, 0, strict=True
+    )
+
+
+def _is_threshold(value: Any) -> bool:
+  return (
+      isinstance(value, (int, float))
+      and not isinstance(value, bool)
+      and 0 < value <= 1
+  )
+
+
+# The `eval` keys of each recipe.
+SFT_EVAL_KEYS = ("batch_size",)
+AR_EVAL_KEYS = ("max_new_tokens", "batch_size")
+OPD_EVAL_KEYS = ("batch_size", "thresholds")
+GRPO_EVAL_KEYS = (
+    "num_prompts",
+    "thresholds",
+    "sampled_samples",
+    "sampled_threshold",
+    "sampled_temperature",
+    "batch_size",
+    "seed",
+)
 
 
 def _until(seconds: float, batches: Iterable[T]) -> Iterator[T]:

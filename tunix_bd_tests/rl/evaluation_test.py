@@ -12,8 +12,8 @@ from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation
+from tunix_bd.training import options
 from tunix_bd_tests import test_common
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
@@ -25,7 +25,7 @@ _DECODE = denoise.DenoiseConfig(
     stop_ids=(_TOKENIZER.eos_token_id,),
     pad_id=_TOKENIZER.pad_token_id,
 )
-_SETTINGS = decode_settings.EvalSettings(
+_SETTINGS = options.EvalSettings(
     num_prompts=_NUM,
     thresholds=(0.5, 0.9),
     sampled_samples=2,

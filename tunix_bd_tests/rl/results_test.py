@@ -12,11 +12,11 @@ import numpy as np
 from tunix_bd import config_files
 from tunix_bd.evaluation import held_out
 from tunix_bd.recipes import grpo
-from tunix_bd.rl import decode_settings
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
 from tunix_bd.rl import results
 from tunix_bd.run import stage as stage_lib
+from tunix_bd.training import options
 
 _NUM = 4
 
@@ -121,7 +121,7 @@ class HeldOutEvaluationTest(absltest.TestCase):
 
   def test_binds_the_sources_and_settings_to_evaluate(self):
     sources = types.SimpleNamespace(bd="bd", decode="decode", tokenizer="tok")
-    settings = decode_settings.EvalSettings()
+    settings = options.EvalSettings()
     evaluate = results.held_out_evaluation("prompts", sources, settings)
     self.assertIs(evaluate.func, evaluation.evaluate)
     self.assertEqual(

@@ -1,6 +1,7 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of `tunix_bd.training.options`: the `train` section to Tunix."""
+"""Tests of `tunix_bd.training.options`: the `train` section to Tunix, and
+the `eval` sections."""
 
 import os
 
@@ -115,6 +116,59 @@ class TrainSettingsTest(parameterized.TestCase):
     config = options.training_config(_settings(), "rel/dir", "SFT")
     self.assertEqual(jax.default_backend(), "cpu")
     self.assertFalse(config.checkpointing_options.enable_async_checkpointing)
+
+
+# Each recipe's `eval` keys.
+_EVAL_KEYS = {
+    "sft": options.SFT_EVAL_KEYS,
+    "ar_pretrain": options.AR_EVAL_KEYS,
+    "opd": options.OPD_EVAL_KEYS,
+    "grpo": options.GRPO_EVAL_KEYS,
+}
+
+
+def _eval(recipe, variant=None, **changes) -> options.EvalSettings:
+  section = config_files.get_config(recipe, variant).eval
+  section.update(changes)
+  return config_utils.from_section(
+      options.EvalSettings, section, "eval", _EVAL_KEYS[recipe]
+  )
+
+
+class EvalSettingsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("thresholds", "grpo", dict(thresholds=(0.5, 0.0)), "thresholds"),
+      ("no_thresholds", "grpo", dict(thresholds=()), "thresholds"),
+      ("opd_thresholds", "opd", dict(thresholds=(1.5,)), "thresholds"),
+      ("sampled_t", "grpo", dict(sampled_temperature=0.0), "sampled_temp"),
+      ("sampled_threshold", "grpo", dict(sampled_threshold=0), "sampled_thr"),
+      ("num_prompts", "grpo", dict(num_prompts=0), "num_prompts"),
+      ("sampled_samples", "grpo", dict(sampled_samples=-1), "sampled_samp"),
+      ("seed", "grpo", dict(seed=-1), "seed"),
+      ("batch_size", "sft", dict(batch_size=0), "batch_size"),
+      ("max_new_tokens", "ar_pretrain", dict(max_new_tokens=0), "max_new"),
+  )
+  def test_a_bad_value_names_its_key(self, recipe, change, key):
+    with self.assertRaisesRegex(ValueError, rf"^eval\.{key}"):
+      _eval(recipe, **change)
+
+  @parameterized.parameters(
+      ("grpo", "default"),
+      ("grpo", "long"),
+      ("grpo", "smoke"),
+      ("opd", "smoke"),
+      ("sft", None),
+      ("ar_pretrain", None),
+  )
+  def test_every_variant_s_eval_section_is_valid(self, recipe, variant):
+    self.assertEqual(
+        config_utils.section_keys(_eval(recipe, variant)), _EVAL_KEYS[recipe]
+    )
+
+  def test_another_recipe_s_key_fails(self):
+    with self.assertRaisesRegex(ValueError, "unknown eval config keys"):
+      _eval("opd", num_prompts=8)
 
 
 if __name__ == "__main__":
