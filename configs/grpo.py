@@ -109,9 +109,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.reward = config_utils.to_section(settings.RewardSettings)
   # batch_size: prompts per step, G rollouts each; mini_batch_size and
   # train_micro_batch_size: Tunix's RLTrainingConfig, in prompts.
-  config.train = config_utils.merged_section(
+  config.train = config_utils.to_section(
       options.TrainSettings,
-      settings.RlBatchSettings,
+      keys=options.GRPO_TRAIN_KEYS,
       batch_size=16,
       max_steps=120,
       learning_rate=1e-4,

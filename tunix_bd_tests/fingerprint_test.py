@@ -264,7 +264,6 @@ _RESUMABLE = {
     rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
     generate_settings.DecodeSettings: set(),
     rl_settings.RewardSettings: set(),
-    rl_settings.RlBatchSettings: set(),
     options.EvalSettings: {
         "max_new_tokens",
         "num_prompts",

@@ -113,7 +113,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
         relogged_from=wiring.relogged_from(cluster),
     )
     batches = prompt_stream.items(
-        train_prompts, batch_size=settings.train[0].batch_size, seed=config.seed
+        train_prompts, batch_size=settings.train.batch_size, seed=config.seed
     )
     load_continued_sft = lambda: models.load_checkpoint(
         model.continued_sft, meshes.actor, model.precision

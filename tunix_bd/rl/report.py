@@ -300,7 +300,7 @@ def caption(
 ) -> str:
   """The figure's caption: steps, batch, G, rollout settings, wall time."""
   return (
-      f"{steps} steps x {run.train[0].batch_size} prompts x"
+      f"{steps} steps x {run.train.batch_size} prompts x"
       f" G={run.grpo.num_generations}, threshold {run.rollout.threshold:g},"
       f" T={run.rollout.temperature:g}, {train_seconds:.0f} s on"
       f" {jax.device_count()} {jax.devices()[0].platform} device(s)"

@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
-One dataclass per section (`grpo`, `reward`, and the RL keys of `train`;
-`data` is `data.settings.DataSettings`' `RL_DATA_KEYS`, `mesh`
-`mesh.MeshSettings`' `ROLE_MESH_KEYS`; `rollout`
-`generate.settings.DecodeSettings`' `GRPO_ROLLOUT_KEYS`; `eval`
-`training.options.EvalSettings`' `GRPO_EVAL_KEYS`), field for field, each built with
-`config_utils.from_section`, so a typo or a bad value fails as a
+One dataclass per section (`grpo`, `reward`; the others hold some keys of
+a shared class: `data` of `data.settings.DataSettings` (`RL_DATA_KEYS`),
+`mesh` of `mesh.MeshSettings` (`ROLE_MESH_KEYS`), `rollout` of
+`generate.settings.DecodeSettings` (`GRPO_ROLLOUT_KEYS`), `train` and
+`eval` of `training.options`' (`GRPO_TRAIN_KEYS`, `GRPO_EVAL_KEYS`)), field
+for field, each built with `config_utils.from_section`, so a typo or a bad value fails as a
 `ValueError` naming `section.key` before any model is loaded.
 `GrpoConfig` holds them all, as the recipe's `run.stage.Stage` builds
 them; `check_together` checks what spans sections.
@@ -176,26 +176,6 @@ class RewardSettings:
     rewards.reward_fns(self)  # Resolves every function; names must differ.
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RlBatchSettings:
-  """The `train` keys of Tunix's `RLTrainingConfig`, in prompts.
-
-  Attributes:
-    mini_batch_size: prompts per optimizer update; divides
-      `train.batch_size`. None: the whole batch.
-    train_micro_batch_size: prompts per forward/backward; divides
-      `mini_batch_size`. None: the mini-batch.
-  """
-
-  mini_batch_size: int | None = None
-  train_micro_batch_size: int | None = None
-
-  def __post_init__(self):
-    for key in ("mini_batch_size", "train_micro_batch_size"):
-      if getattr(self, key) is not None:
-        config_utils.check_int(f"train.{key}", getattr(self, key), 1)
-
-
 @dataclasses.dataclass(frozen=True)
 class GrpoConfig:
   """The `grpo` recipe's typed sections (`run.stage.Stage`), in check order."""
@@ -209,7 +189,7 @@ class GrpoConfig:
   )
   grpo: GrpoSettings
   reward: RewardSettings
-  train: tuple[options.TrainSettings, RlBatchSettings]
+  train: options.TrainSettings = config_utils.section(*options.GRPO_TRAIN_KEYS)
   eval: options.EvalSettings = config_utils.section(*options.GRPO_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings = config_utils.section(*mesh_lib.ROLE_MESH_KEYS)
@@ -230,7 +210,7 @@ def check_together(run: GrpoConfig) -> None:
       from the mini- and micro-batch sizes); sizes that do not divide; a
       speed reward under `grpo.learner=tunix`.
   """
-  train, batches = run.train
+  train = run.train
   if run.grpo.learner == TUNIX_LEARNER and run.reward.speed_weight:
     raise ValueError(
         f"reward.speed_weight={run.reward.speed_weight} needs the forwards"
@@ -244,8 +224,8 @@ def check_together(run: GrpoConfig) -> None:
         " accumulates train.mini_batch_size // train.train_micro_batch_size"
         " micro-batches; set those instead."
     )
-  mini = batches.mini_batch_size or train.batch_size
-  micro = batches.train_micro_batch_size or mini
+  mini = train.mini_batch_size or train.batch_size
+  micro = train.train_micro_batch_size or mini
   if train.batch_size % mini:
     raise ValueError(
         f"train.mini_batch_size={mini} must divide"

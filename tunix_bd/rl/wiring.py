@@ -98,7 +98,7 @@ def training_config(
   (`train.mini_batch_size`, `train.train_micro_batch_size`) and derives
   gradient accumulation from them.
   """
-  train, batches = run.train
+  train = run.train
   base = options.training_config(train, workdir, "GRPO")
   base.data_sharding_axis = data_sharding_axes
   fields = {
@@ -109,8 +109,8 @@ def training_config(
   return compat.RLTrainingConfig(
       **fields,
       actor_optimizer=options.optimizer(train),
-      mini_batch_size=batches.mini_batch_size,
-      train_micro_batch_size=batches.train_micro_batch_size,
+      mini_batch_size=train.mini_batch_size,
+      train_micro_batch_size=train.train_micro_batch_size,
   )
 
 

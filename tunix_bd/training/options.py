@@ -55,6 +55,11 @@ class TrainSettings:
       of two float32 copies of the weights (what fits full fine-tuning of
       Qwen3-0.6B on one 16 GiB chip); the same schedule, clipping and
       decoupled weight decay.
+    mini_batch_size: GRPO (`GRPO_TRAIN_KEYS`), Tunix's `RLTrainingConfig`:
+      prompts per optimizer update; divides `batch_size`. None: the whole
+      batch.
+    train_micro_batch_size: GRPO: prompts per forward/backward; divides
+      `mini_batch_size`. None: the mini-batch.
   """
 
   batch_size: int = 16
@@ -70,6 +75,22 @@ class TrainSettings:
   checkpoints_to_keep: int = config_utils.resumable(default=2)
   gradient_accumulation_steps: int | None = None
   optimizer: str = "adamw"
+  mini_batch_size: int | None = None
+  train_micro_batch_size: int | None = None
+
+  SECTION_KEYS = (
+      "batch_size",
+      "max_steps",
+      "learning_rate",
+      "warmup_steps",
+      "weight_decay",
+      "max_grad_norm",
+      "eval_every_n_steps",
+      "checkpoint_every_n_steps",
+      "checkpoints_to_keep",
+      "gradient_accumulation_steps",
+      "optimizer",
+  )
 
   def __post_init__(self):
     if self.optimizer not in OPTIMIZERS:
@@ -92,6 +113,9 @@ class TrainSettings:
           f"train.warmup_steps={self.warmup_steps} must be smaller than "
           f"train.max_steps={self.max_steps}."
       )
+    for name in ("mini_batch_size", "train_micro_batch_size"):
+      if getattr(self, name) is not None:
+        config_utils.check_int(f"train.{name}", getattr(self, name), 1)
     accumulation = self.gradient_accumulation_steps
     if accumulation is None:
       return
@@ -102,6 +126,14 @@ class TrainSettings:
           f"{self.gradient_accumulation_steps} must divide "
           f"train.batch_size={self.batch_size}."
       )
+
+
+# GRPO's `train` keys: Tunix's RL batch sizes too.
+GRPO_TRAIN_KEYS = (
+    *TrainSettings.SECTION_KEYS,
+    "mini_batch_size",
+    "train_micro_batch_size",
+)
 
 
 @dataclasses.dataclass(frozen=True)

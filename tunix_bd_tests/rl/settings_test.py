@@ -84,9 +84,7 @@ class GrpoConfigTest(parameterized.TestCase):
     self.assertEqual(
         (run.rollout.threshold, run.rollout.temperature), (0.5, 1.0)
     )
-    self.assertEqual(
-        (run.train[0].batch_size, run.grpo.num_generations), (16, 8)
-    )
+    self.assertEqual((run.train.batch_size, run.grpo.num_generations), (16, 8))
 
   def test_weak_starts_from_the_documented_sft_run(self):
     config = _config("weak")

@@ -38,10 +38,17 @@ class TrainSettingsTest(parameterized.TestCase):
       ("weight_decay", -0.1),
       ("gradient_accumulation_steps", 0),
       ("optimizer", "sgd"),
+      ("mini_batch_size", 0),
+      ("train_micro_batch_size", 1.5),
   )
   def test_a_bad_value_names_its_key(self, key, value):
     with self.assertRaisesRegex(ValueError, rf"^train\.{key}\b"):
-      _settings(**{key: value})
+      config_utils.from_section(
+          options.TrainSettings,
+          dict(_TRAIN, **{key: value}),
+          "train",
+          options.GRPO_TRAIN_KEYS,
+      )
 
   def test_cross_field_rules(self):
     with self.assertRaisesRegex(ValueError, "train.warmup_steps=1000 must"):
@@ -50,6 +57,9 @@ class TrainSettingsTest(parameterized.TestCase):
       _settings(gradient_accumulation_steps=3)
     with self.assertRaisesRegex(ValueError, "unknown train config keys"):
       _settings(lr=1.0)
+    # GRPO's RL batch sizes are no key of the other recipes' `train`.
+    with self.assertRaisesRegex(ValueError, "unknown train config keys"):
+      _settings(mini_batch_size=4)
 
   def test_optimizer_exposes_the_scheduled_learning_rate(self):
     state = options.optimizer(_settings()).init({"w": np.zeros(2, np.float32)})
