@@ -83,9 +83,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # eval_every_n_steps: updates between decode evaluations (the last update
   # is always evaluated); time_budget_s > 0: also stop at the first step
   # after this many seconds.
-  config.train = config_utils.merged_section(
+  config.train = config_utils.to_section(
       options.TrainSettings,
-      options.TimeBudget,
+      keys=options.TIMED_TRAIN_KEYS,
       batch_size=16,
       gradient_accumulation_steps=1,
       max_steps=200,

@@ -93,9 +93,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       data_settings.DataSettings, num_eval=256, max_length=56
   )
   # time_budget_s > 0 also stops at the first step after that many seconds.
-  config.train = config_utils.merged_section(
+  config.train = config_utils.to_section(
       options.TrainSettings,
-      options.TimeBudget,
+      keys=options.TIMED_TRAIN_KEYS,
       batch_size=16,
       gradient_accumulation_steps=1,
       max_steps=1000,

@@ -131,26 +131,6 @@ def to_section(
   return config_dict.ConfigDict(section)
 
 
-def merged_section(*classes: type, **overrides: Any) -> config_dict.ConfigDict:
-  """One section holding the fields of several dataclasses (`to_section`).
-
-  For a section two dataclasses share, one per concern (e.g. `train`:
-  `TrainSettings` and a recipe's own keys); each override goes to the class
-  that has the field.
-  """
-  section = config_dict.ConfigDict()
-  for cls in classes:
-    names = {f.name for f in dataclasses.fields(cls)}
-    own = {k: v for k, v in overrides.items() if k in names}
-    section.update(to_section(cls, **own))
-  unknown = sorted(set(overrides) - set(section))
-  if unknown:
-    raise ValueError(
-        f"{[c.__name__ for c in classes]} have no fields {unknown}."
-    )
-  return section
-
-
 def _field_values(settings: Any) -> dict[str, Any]:
   return {
       f.name: getattr(settings, f.name)

@@ -72,7 +72,7 @@ _CONFIG_CLASSES = {
     "sft": sft_recipe.SftConfig,
 }
 _TYPED_SECTIONS = {
-    (name, section): typing.get_args(hint) or hint
+    (name, section): hint
     for name, config_class in _CONFIG_CLASSES.items()
     for section, hint in typing.get_type_hints(config_class).items()
 }
@@ -135,25 +135,18 @@ class ConfigsTest(parameterized.TestCase):
     for (name, section), settings in _TYPED_SECTIONS.items():
       with self.subTest(name=name, section=section):
         values = _load(name)[section].to_dict()
-        classes = settings if isinstance(settings, tuple) else (settings,)
         keys = _SECTION_KEYS.get((name, section), ())
-        fields = set(keys) or {
-            k for cls in classes for k in config_utils.section_keys(cls)
-        }
+        fields = set(keys or config_utils.section_keys(settings))
         self.assertEqual(set(values), fields)
-        if isinstance(settings, tuple):
-          built = options.split_train_section(values, settings[1])
-        else:
-          built = (config_utils.from_section(settings, values, section, keys),)
-        for cls, part in zip(classes, built):
-          self.assertIsInstance(part, cls)
-          if keys:
-            self.assertEqual(config_utils.section_keys(part), keys)
-          # The built section round-trips: its fields rebuild it unchanged.
-          again = {k: getattr(part, k) for k in config_utils.section_keys(part)}
-          self.assertEqual(
-              config_utils.from_section(cls, again, section, keys), part
-          )
+        built = config_utils.from_section(settings, values, section, keys)
+        self.assertIsInstance(built, settings)
+        if keys:
+          self.assertEqual(config_utils.section_keys(built), keys)
+        # The built section round-trips: its fields rebuild it unchanged.
+        again = {k: getattr(built, k) for k in config_utils.section_keys(built)}
+        self.assertEqual(
+            config_utils.from_section(settings, again, section, keys), built
+        )
 
   def test_to_section_refuses_unknown_fields_and_missing_required_ones(self):
     with self.assertRaisesRegex(ValueError, r"no fields \['betta'\]"):

@@ -17,6 +17,7 @@ from etils.epath import testing as epath_testing
 import jax
 import ml_collections
 from tunix_bd import config_files
+from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import fingerprint
 from tunix_bd.core import bd_config
@@ -137,8 +138,11 @@ class FilesTest(absltest.TestCase):
     # The SFT config's own train section, with the workdir a user would pass.
     sft_config = config_files.get_config("sft")
     sft_config.workdir = _URL
-    settings, _ = options.split_train_section(
-        sft_config.train, options.TimeBudget
+    settings = config_utils.from_section(
+        options.TrainSettings,
+        sft_config.train,
+        "train",
+        options.TIMED_TRAIN_KEYS,
     )
     config = options.training_config(settings, sft_config.workdir, "test")
     self.assertEqual(config.checkpoint_root_directory, f"{_URL}/checkpoints")

@@ -5,10 +5,9 @@
 `OpdSettings` is the `opd` section field for field and the one source of
 its defaults (`config_utils.to_section`); `rollout` is
 `generate.settings.DecodeSettings`' `OPD_ROLLOUT_KEYS`, `eval`
-`training.options.EvalSettings`' `OPD_EVAL_KEYS`. The `train` section holds every
-`training.options.TrainSettings` key (its `eval_every_n_steps` paces the
-decode evaluation, OPD's only evaluation) and `time_budget_s`, which
-`training.options.TimeBudget` holds (`options.split_train_section`).
+`training.options.EvalSettings`' `OPD_EVAL_KEYS`, `train` `training.options.TrainSettings`'
+`TIMED_TRAIN_KEYS` (its `eval_every_n_steps` paces the decode evaluation,
+OPD's only evaluation).
 """
 
 from __future__ import annotations

@@ -135,7 +135,6 @@ def build_trainer(
     eval_prompts: prompts_lib.PromptSet,
     opd: settings_lib.OpdSettings,
     train: options.TrainSettings,
-    budget: options.TimeBudget,
     corruption: corruption_lib.SftCorruptionConfig,
     eval_settings: Any,
     mesh: jax.sharding.Mesh,
@@ -154,8 +153,8 @@ def build_trainer(
       denoising settings `decode` (rollouts and evaluation) and `tokenizer`.
     train_prompts: the prompts the student rolls out on.
     eval_prompts: the held-out prompts with their answers.
-    opd, train, budget, corruption, eval_settings: the checked `opd`,
-      `train` (and its time budget), `corruption` and `eval` sections
+    opd, train, corruption, eval_settings: the checked `opd`, `train`
+      (with its time budget), `corruption` and `eval` sections
       (`eval`: a `training.options.EvalSettings`).
     mesh: the mesh the trainer is built under.
     workdir: the run directory (checkpoints, metrics).
@@ -187,7 +186,7 @@ def build_trainer(
       seed=seed,
       eos_id=tokenizer.eos_token_id,
       corruption=corruption,
-      time_budget_s=budget.seconds,
+      time_budget_s=train.seconds,
   )
   evaluation = evaluation_lib.DecodeEvaluation(
       prompts=eval_prompts,

@@ -48,7 +48,7 @@ class OpdConfig:
   )
   opd: settings_lib.OpdSettings
   corruption: corruption_lib.SftCorruptionConfig
-  train: tuple[options.TrainSettings, options.TimeBudget]
+  train: options.TrainSettings = config_utils.section(*options.TIMED_TRAIN_KEYS)
   eval: options.EvalSettings = config_utils.section(*options.OPD_EVAL_KEYS)
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
@@ -86,7 +86,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Distills, exports and returns the final decode metrics."""
   stage = validate(config)
   settings = stage.settings
-  train, budget = settings.train
+  train = settings.train
   sources, teacher_tokenizer = read_sources(stage)
   train_prompts, eval_prompts = wiring.train_and_eval_prompts(
       sources, settings.data, settings.rollout.max_prompt_length
@@ -107,7 +107,6 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         eval_prompts=eval_prompts,
         opd=settings.opd,
         train=train,
-        budget=budget,
         corruption=settings.corruption,
         eval_settings=settings.eval,
         mesh=mesh,

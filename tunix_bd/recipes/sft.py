@@ -50,7 +50,7 @@ class SftConfig:
   bd: sections.BdSettings
   corruption: corruption_lib.SftCorruptionConfig
   data: data_settings.DataSettings
-  train: tuple[options.TrainSettings, options.TimeBudget]
+  train: options.TrainSettings = config_utils.section(*options.TIMED_TRAIN_KEYS)
   lora: sections.LoraSettings
   eval: options.EvalSettings = config_utils.section(*options.SFT_EVAL_KEYS)
   export: sections.ExportSettings
@@ -69,7 +69,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
   stage = validate(config)
   settings = stage.settings
-  (train, budget), lora = settings.train, settings.lora
+  train, lora = settings.train, settings.lora
   tokenizer = tokenizer_lib.load_tokenizer(
       settings.model.checkpoint,
       settings.data.chat_template,
@@ -117,7 +117,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):
-    trainer.train(budget.bounded(train_batches), eval_batches)
+    trainer.train(train.bounded(train_batches), eval_batches)
   stage.stopped(trainer.train_steps)
 
   export_dir = stage.export_block_diffusion(

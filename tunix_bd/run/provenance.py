@@ -158,20 +158,13 @@ def section_fields(
   """A typed section's fingerprint fields: the one rule (module docstring).
 
   Args:
-    settings: a settings dataclass instance, or a tuple of them (one
-      section of several concerns; their fields are merged).
+    settings: a settings dataclass instance.
     identify: `path -> SourceCheckpoint`, for the checkpoints
       the section makes the run read.
 
   Raises:
     ValueError: if `settings` is not a dataclass instance.
   """
-  if isinstance(settings, tuple):
-    return {
-        k: v
-        for part in settings
-        for k, v in section_fields(part, identify).items()
-    }
   if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
     raise ValueError(
         f"settings must be a dataclass instance, got {type(settings).__name__}."

@@ -22,10 +22,9 @@ A training recipe is five steps, in this order, whatever it trains:
       #    converted model's `ConvertedSources`).
 
 A recipe declares its config, a frozen dataclass whose fields are its typed
-sections (`model: SftModelSettings`; `train: tuple[TrainSettings,
-TimeBudget]` for a `train` section that holds the recipe's own keys too;
-`eval: options.EvalSettings = config_utils.section("batch_size")` for a
-section holding some fields of a class that serves several).
+sections (`model: SftModelSettings`; `eval: options.EvalSettings =
+config_utils.section("batch_size")` for a section holding some fields of a
+class that serves several).
 
 A benchmark recipe takes step 1 alone, then builds its arms, measures and
 writes its report (`benchmarks`, outside the library); one that writes a single
@@ -88,13 +87,9 @@ def build_section(
 ):
   """Section `name` of `config` as dataclass `spec`, checked.
 
-  `spec` is a dataclass, or `tuple[options.TrainSettings, Extra]` for a
-  `train` section that holds a recipe's own keys too (a tuple of both is
-  returned). `keys`: the fields of `spec` the section holds
+  `keys`: the fields of dataclass `spec` the section holds
   (`config_utils.section`); empty: its `config_utils.section_keys`.
   """
-  if typing.get_origin(spec) is tuple:
-    return options.split_train_section(config[name], typing.get_args(spec)[1])
   if hasattr(spec, "from_config_dict"):  # Its own builder (`corruption`).
     return spec.from_config_dict(config[name])
   return config_utils.from_section(spec, config[name], name, keys)
@@ -238,7 +233,7 @@ class Stage(Generic[SettingsT]):
         recipe=self.config.recipe,
         relogged_from=relogged_from,
     )
-    train = self._train_section(options.TrainSettings)
+    train = self._train_section()
     max_steps = train.max_steps if train else None
     if max_steps is not None and restored_step >= max_steps:
       print(
@@ -249,21 +244,19 @@ class Stage(Generic[SettingsT]):
 
   def stopped(self, step: int) -> None:
     """After training: says so when `train.time_budget_s` ended it early."""
-    budget = self._train_section(options.TimeBudget)
-    train = self._train_section(options.TrainSettings)
-    if budget and budget.seconds and train and step < train.max_steps:
+    train = self._train_section()
+    if train and train.seconds and step < train.max_steps:
       print(
-          f"{self.config.recipe}: train.time_budget_s={budget.time_budget_s:g}"
+          f"{self.config.recipe}: train.time_budget_s={train.time_budget_s:g}"
           f" spent: stopped at step {step} of"
           f" train.max_steps={train.max_steps}.",
           flush=True,
       )
 
-  def _train_section(self, kind: type[Any]) -> Any:
-    """The part of the `train` section of dataclass `kind`, or None."""
+  def _train_section(self) -> options.TrainSettings | None:
+    """The `train` section, or None (a recipe without one)."""
     train = getattr(self.settings, "train", None)
-    parts = train if isinstance(train, tuple) else (train,)
-    return next((p for p in parts if isinstance(p, kind)), None)
+    return train if isinstance(train, options.TrainSettings) else None
 
   def record(self) -> None:
     """Records the fingerprint: once every check has passed."""

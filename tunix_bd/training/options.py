@@ -6,9 +6,10 @@
 source of its defaults (configs build the section with
 `config_utils.to_section`; a recipe builds it back with
 `config_utils.from_section(TrainSettings, config.train, "train")`), checked
-as a whole when built, before any compute. `TimeBudget` is the key of
-recipes that may also stop on wall time. `EvalSettings` is the `eval`
-section of every training recipe, each holding some of its keys.
+as a whole when built, before any compute; GRPO's section adds Tunix's RL
+batch sizes, SFT's and OPD's a wall-time budget (`*_TRAIN_KEYS`).
+`EvalSettings` is the `eval` section of every training recipe, each holding
+some of its keys.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class TrainSettings:
       batch.
     train_micro_batch_size: GRPO: prompts per forward/backward; divides
       `mini_batch_size`. None: the mini-batch.
+    time_budget_s: SFT and OPD (`TIMED_TRAIN_KEYS`): > 0 also stops
+      training at the first update boundary after this many seconds
+      (equal-time comparisons); 0: no limit.
   """
 
   batch_size: int = 16
@@ -77,6 +81,7 @@ class TrainSettings:
   optimizer: str = "adamw"
   mini_batch_size: int | None = None
   train_micro_batch_size: int | None = None
+  time_budget_s: float = config_utils.resumable(default=0.0)
 
   SECTION_KEYS = (
       "batch_size",
@@ -113,6 +118,7 @@ class TrainSettings:
           f"train.warmup_steps={self.warmup_steps} must be smaller than "
           f"train.max_steps={self.max_steps}."
       )
+    config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
     for name in ("mini_batch_size", "train_micro_batch_size"):
       if getattr(self, name) is not None:
         config_utils.check_int(f"train.{name}", getattr(self, name), 1)
@@ -127,42 +133,29 @@ class TrainSettings:
           f"train.batch_size={self.batch_size}."
       )
 
-
-# GRPO's `train` keys: Tunix's RL batch sizes too.
-GRPO_TRAIN_KEYS = (
-    *TrainSettings.SECTION_KEYS,
-    "mini_batch_size",
-    "train_micro_batch_size",
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class TimeBudget:
-  """The `train` key of recipes that may stop on wall time (SFT, OPD).
-
-  Attributes:
-    time_budget_s: > 0 also stops training at the first update boundary
-      after this many seconds (equal-time comparisons); 0: no limit.
-  """
-
-  time_budget_s: float = config_utils.resumable(default=0.0)
-
-  def __post_init__(self):
-    config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
-
   @property
   def seconds(self) -> float | None:
-    """The budget in seconds; None when there is none."""
+    """`time_budget_s`; None when there is none."""
     return float(self.time_budget_s) or None
 
   def bounded(self, batches: Iterable[T]) -> Iterable[T]:
-    """`batches`, ending once the budget is spent (as they are without one).
+    """`batches`, ending once the time budget is spent (as they are without).
 
     The clock starts at the first batch, so compilation counts.
     """
     if not self.seconds:
       return batches
     return _until(self.seconds, batches)
+
+
+# GRPO's `train` keys: Tunix's RL batch sizes too; SFT's and OPD's: the
+# time budget too.
+GRPO_TRAIN_KEYS = (
+    *TrainSettings.SECTION_KEYS,
+    "mini_batch_size",
+    "train_micro_batch_size",
+)
+TIMED_TRAIN_KEYS = (*TrainSettings.SECTION_KEYS, "time_budget_s")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -258,27 +251,6 @@ def _until(seconds: float, batches: Iterable[T]) -> Iterator[T]:
     if time.perf_counter() - start > seconds:
       return
     yield batch
-
-
-def split_train_section(
-    section: Any, extra: type[T]
-) -> tuple[TrainSettings, T]:
-  """A `train` section holding `TrainSettings` keys and dataclass `extra`'s.
-
-  Recipes that add keys to `train` (OPD's time budget, RL's mini-batches)
-  keep one dataclass per concern, each mapping its keys one to one.
-
-  Raises:
-    ValueError: naming the key, for an unknown key or a bad value.
-  """
-  values = config_utils.section_dict(section, "train")
-  own = {
-      field.name: values.pop(field.name)
-      for field in dataclasses.fields(extra)
-      if field.name in values
-  }
-  train = config_utils.from_section(TrainSettings, values, "train")
-  return train, extra(**own)
 
 
 def optimizer(settings: TrainSettings) -> optax.GradientTransformation:

@@ -1,11 +1,12 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of OPD's `train` section: `TrainSettings` and `TimeBudget`, split."""
+"""Tests of OPD's `train` section: `TrainSettings` with a time budget."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import ml_collections
 
+from tunix_bd import config_utils
 from tunix_bd.training import options
 
 _TRAIN = dict(
@@ -23,20 +24,20 @@ _TRAIN = dict(
 
 
 def _split(section):
-  return options.split_train_section(section, options.TimeBudget)
+  return config_utils.from_section(
+      options.TrainSettings, section, "train", options.TIMED_TRAIN_KEYS
+  )
 
 
 class TrainSettingsTest(parameterized.TestCase):
 
-  def test_splits_train_settings_from_the_time_budget(self):
+  def test_holds_the_train_settings_and_the_time_budget(self):
     section = ml_collections.ConfigDict(dict(_TRAIN, time_budget_s=30))
-    train, budget = _split(section)
-    self.assertEqual(train, options.TrainSettings(**_TRAIN))
-    self.assertEqual(budget.seconds, 30.0)
-    _, none = _split(dict(_TRAIN, time_budget_s=0.0))
-    self.assertIsNone(none.seconds)
-    _, absent = _split(_TRAIN)
-    self.assertIsNone(absent.seconds)
+    train = _split(section)
+    self.assertEqual(train, options.TrainSettings(**_TRAIN, time_budget_s=30))
+    self.assertEqual(train.seconds, 30.0)
+    self.assertIsNone(_split(dict(_TRAIN, time_budget_s=0.0)).seconds)
+    self.assertIsNone(_split(_TRAIN).seconds)
 
   @parameterized.named_parameters(
       ("negative", -1.0),

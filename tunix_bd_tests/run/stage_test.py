@@ -12,6 +12,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 from benchmarks import plugin as benchmarks_plugin
 from tunix_bd import config_files
+from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
@@ -28,7 +29,10 @@ from tunix_bd_tests import test_common
 from tunix_bd_tests.run import run_test_common
 
 _spec = run_test_common.spec
-_SFT_TRAIN = tuple[options.TrainSettings, options.TimeBudget]
+_SFT_TRAIN = (
+    options.TrainSettings,
+    config_utils.section(*options.TIMED_TRAIN_KEYS),
+)
 
 
 def _sft_stage(config):
@@ -323,12 +327,13 @@ class TimeBudgetTest(absltest.TestCase):
 
   def test_no_budget_passes_the_batches_through(self):
     batches = [1, 2, 3]
-    self.assertIs(options.TimeBudget().bounded(batches), batches)
+    self.assertIs(options.TrainSettings().bounded(batches), batches)
 
   def test_a_budget_ends_the_batches_once_spent(self):
     clock = iter([0.0, 0.0, 1.0, 1.9, 2.5])
     with mock.patch.object(options.time, "perf_counter", lambda: next(clock)):
-      bounded = list(options.TimeBudget(time_budget_s=2.0).bounded("abcdef"))
+      timed = options.TrainSettings(time_budget_s=2.0)
+      bounded = list(timed.bounded("abcdef"))
     # The clock starts at the first batch; the fourth comes after 2 s.
     self.assertEqual(bounded, ["a", "b", "c"])
 

@@ -14,8 +14,8 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd.training import options
 
-# The `TrainSettings` keys of the `sft` recipe's `train` section (it sets
-# gradient accumulation; its `time_budget_s` is `TimeBudget`'s).
+# The `sft` recipe's `train` section but its time budget (it sets gradient
+# accumulation).
 _TRAIN = config_files.get_config("sft").train.to_dict()
 del _TRAIN["time_budget_s"]
 
