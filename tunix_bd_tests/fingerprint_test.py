@@ -285,7 +285,6 @@ _RESUMABLE = {
         "attention",
     },
     sections.ConvertedModelSettings: {"remat", "logits_chunk", "continued_sft"},
-    sections.DecodeModelSettings: {"remat", "logits_chunk"},
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format", "reference_code"},

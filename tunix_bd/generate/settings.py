@@ -31,8 +31,9 @@ DENOISER_FIELDS = (
     "use_cache",
 )
 
-# The sections a `DecodeSettings` is, each holding some of its keys: the
-# `decode` of generate (`SECTION_KEYS`), OPD's and GRPO's `rollout`.
+# The sections a `DecodeSettings` is, each holding some of its keys (in field
+# order): the `decode` of generate (`SECTION_KEYS`), OPD's and GRPO's
+# `rollout`. A rule's parameter (`commit_rules.PARAMETERS`) is in each.
 OPD_ROLLOUT_KEYS = (
     "rule",
     *commit_rules.PARAMETERS,

@@ -37,7 +37,9 @@ class GenerateConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   decode: settings_lib.DecodeSettings
-  model: sections.DecodeModelSettings
+  model: sections.ConvertedModelSettings = config_utils.section(
+      *sections.DECODE_MODEL_KEYS
+  )
   bd: settings_lib.CheckpointBdSettings
   data: data_settings.DataSettings = config_utils.section(
       *data_settings.PROMPT_DATA_KEYS

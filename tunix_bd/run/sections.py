@@ -59,8 +59,8 @@ def _one_of(key: str, value: str, choices) -> None:
 class PrecisionSettings:
   """The `model` keys of compute precision and memory (`models.precision`).
 
-  A decoding recipe's `model` has no `logits_chunk` (`DecodeModelSettings`'
-  `SECTION_KEYS`): it computes no loss.
+  A decoding recipe's `model` has no `logits_chunk` (`DECODE_MODEL_KEYS`):
+  it computes no loss.
 
   Attributes:
     dtype: `float32` or `bfloat16` compute; parameters and optimizer state
@@ -92,35 +92,6 @@ class PrecisionSettings:
     """What to set when checkpoint `key` is missing (see `Stage`)."""
     del key
     return ""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DecodeModelSettings(PrecisionSettings):
-  """The `model` of a recipe that decodes with a converted model.
-
-  Attributes:
-    checkpoint: the converted model (`sft.py`'s `export/`, or an SDAR or
-      Fast-dLLM v2 directory).
-  """
-
-  checkpoint: str = config_utils.source(
-      _CHECKPOINT, "runs/quickstart/sft/export", required=True
-  )
-
-  SECTION_KEYS = ("dtype", "remat", "checkpoint")
-
-  def directory_hint(self, key: str) -> str:
-    del key
-    found = export_lib.find_block_diffusion_exports("runs")
-    if found:
-      return (
-          f"; converted models under runs/: {', '.join(found)}; pass one"
-          " with --config.model.checkpoint=DIR."
-      )
-    return (
-        "; no converted model under runs/; make one with `tunix run"
-        " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
-    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -211,7 +182,8 @@ class ConvertedModelSettings(PrecisionSettings):
   """The `model` of a recipe training a converted model: GRPO's policy, its
   KL reference and a model to compare (`SECTION_KEYS`); OPD's student and
   causal AR teacher (`OPD_MODEL_KEYS`). Either may be a random model, for
-  runs needing no checkpoint.
+  runs needing no checkpoint. Also generate's converted model to decode
+  (`DECODE_MODEL_KEYS`).
 
   Attributes:
     random_init: False: load the checkpoints; True: a random model of the
@@ -222,7 +194,8 @@ class ConvertedModelSettings(PrecisionSettings):
     student: OPD: the converted student (with block_diffusion.json).
     teacher: OPD: the AR teacher; one tokenizer with the student.
     checkpoint: GRPO: the policy, a converted model (with
-      block_diffusion.json).
+      block_diffusion.json); generate: the converted model (`sft.py`'s
+      `export/`, or an SDAR or Fast-dLLM v2 directory).
     reference: GRPO: the frozen KL reference; empty: the initial policy (as
       Tunix, TRL and verl), so `model.checkpoint` once checked (with
       `random_init`, a copy of the random policy).
@@ -286,6 +259,8 @@ class ConvertedModelSettings(PrecisionSettings):
       return self._opd_hint(key)
     if key != "checkpoint":
       return ""
+    if "random_init" not in config_utils.section_keys(self):
+      return _decode_hint()
     return (
         ": it must be a converted model directory; on the embedded default"
         f" {RUN_THE_QUICKSTART}"
@@ -313,6 +288,22 @@ class ConvertedModelSettings(PrecisionSettings):
     )
 
 
+def _decode_hint() -> str:
+  """Where generate's `model.checkpoint` may come from."""
+  found = export_lib.find_block_diffusion_exports("runs")
+  if found:
+    return (
+        f"; converted models under runs/: {', '.join(found)}; pass one"
+        " with --config.model.checkpoint=DIR."
+    )
+  return (
+      "; no converted model under runs/; make one with `tunix run"
+      " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
+  )
+
+
+# Generate's `model` keys.
+DECODE_MODEL_KEYS = ("dtype", "remat", "checkpoint")
 # OPD's `model` keys.
 OPD_MODEL_KEYS = (
     *ConvertedModelSettings.SECTION_KEYS[:6],
