@@ -21,12 +21,8 @@ only where the `clean_context` training layout asks for it (OPD's
 attention (bidirectional within a block of `positions // block_size`,
 causal across blocks, pads masked) and the target alignment; a canvas's
 later blocks hold mask ids or pads, which block-causal attention never
-reads. Nothing of Tunix is imported: `fn` is just a callable.
-
-A model call without a KV cache is `CacheFree`: decoding takes one forward
-over the whole canvas per step (`DenoiseConfig.use_cache` is then ignored),
-and replay scores each (block, step) canvas of a trace in a forward of its
-own (`replay`), the cost of the cache-free rollout.
+reads. Nothing of Tunix is imported: `fn` is just a callable. Such a
+model call has no KV cache (`CacheFree`).
 """
 
 from __future__ import annotations

@@ -81,18 +81,6 @@ class StepOutput(NamedTuple):
   commit: jax.Array
 
 
-def select_commits(
-    params: CommitParams, confidence: jax.Array, eligible: jax.Array
-) -> jax.Array:
-  """bool `[batch, block]` commits of the traced rule `params.rule`."""
-  # A switch runs only the selected rule's computation.
-  branches = [
-      functools.partial(commit_rules.commit_mask, rule, **params.parameters)
-      for rule in commit_rules.RULES
-  ]
-  return jax.lax.switch(params.rule, branches, confidence, eligible)
-
-
 def step_keys(keys: jax.Array, logical_block: jax.Array, step: jax.Array):
   """Per-row sampling keys of (seed, logical block, step).
 
@@ -151,7 +139,12 @@ def denoise_step(
       ),
   )
   sampled_logp = jnp.take_along_axis(log_probs, sampled[..., None], axis=-1)
-  commit = select_commits(params, confidence, eligible)
+  # A switch runs only the selected rule's computation.
+  branches = [
+      functools.partial(commit_rules.commit_mask, rule, **params.parameters)
+      for rule in commit_rules.RULES
+  ]
+  commit = jax.lax.switch(params.rule, branches, confidence, eligible)
   return StepOutput(
       tokens=jnp.where(commit, sampled, tokens),
       steps=jnp.where(commit, step, steps),
