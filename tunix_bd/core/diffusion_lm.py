@@ -91,22 +91,13 @@ class CachedLogitsFn(Protocol):
 def check_inputs(
     model, tokens, positions, segment_ids, config, prefix="", check_mask=True
 ):
-  """Validates the inputs of a logits call; `prefix` names the argument.
+  """`(tokens, positions, segment_ids)` of a logits call, checked, as int32.
 
-  Args:
-    model: the decoder; its `config` (if any) is checked for a supported
-      family and RoPE base (`families`), flash attention and a mask id
-      outside the vocabulary.
-    tokens: int `[batch, length]` ids.
-    positions: int `[batch, length]` logical positions.
-    segment_ids: int `[batch, length]`, 0 = pad; None means one segment.
-    config: the `BlockDiffusionConfig`.
-    prefix: prepended to argument names in error messages.
-    check_mask: check the mask id against the model's vocabulary (callers
-      that apply no head leave it to whoever applies one).
-
-  Returns:
-    `(tokens, positions, segment_ids)` as int32 arrays.
+  The model's `config` (if any) is checked for a supported family and RoPE
+  base (`families`), flash attention and, with `check_mask` (callers that
+  apply no head leave it to whoever applies one), a mask id outside the
+  vocabulary. `segment_ids` None means one segment; `prefix` is prepended
+  to argument names in error messages.
 
   Raises:
     ValueError: for a wrong config type, an unsupported model family or

@@ -33,16 +33,10 @@ def fill_mask(
   SFT fills after the completion's EOS; OPD after a rollout's first stop,
   whose block the denoiser committed whole. Both call this.
 
-  Args:
-    stop_position: logical position of the stop token, a scalar or int
-      `[batch, 1]` (one per row; a row without a stop passes a position no
-      logical position reaches, e.g. the canvas length).
-    positions: int `[..., length]` logical positions of the slots.
-    block_size: block size in tokens.
-
-  Returns:
-    bool, the broadcast shape: slots strictly after the stop and before the
-    end of its block (`fill_length(stop_position + 1, block_size)`).
+  `stop_position` is the stop token's logical position, a scalar or int
+  `[batch, 1]` (a row without a stop passes a position no logical position
+  reaches, e.g. the canvas length); `positions` int `[..., length]` are the
+  slots'. Returns bool of the broadcast shape.
   """
   stop_position = np.asarray(stop_position)
   block_end = fill_length(stop_position + 1, block_size)

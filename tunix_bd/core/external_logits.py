@@ -111,12 +111,8 @@ class CacheFree:
 
 
 def model_calls(fn: Callable[[Any, Any], jax.Array]) -> dict[str, Any]:
-  """`logits_fn` and `cached_logits_fn` keywords for a `DiffusionLogitsFn`.
-
-  For `Denoiser`, `generate`, `DiffusionRollout` (and `rl.wiring`),
-  `replay_log_probs` / `replay_logits` (`cached_logits_fn` only),
-  `StudentRolloutSource` and `DiffusionOpdStrategy`.
-  """
+  """`logits_fn` and `cached_logits_fn` keywords for a `DiffusionLogitsFn`
+  (replay takes `cached_logits_fn` only)."""
   logits_fn = DiffusionLogitsAdapter(fn)
   return dict(logits_fn=logits_fn, cached_logits_fn=CacheFree(logits_fn))
 

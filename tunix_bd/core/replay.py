@@ -279,18 +279,9 @@ def replay_logits(
   of them at `trace.temperature`, taken at `trace.tokens`, is
   `replay_log_probs`. For consumers of whole distributions (OPD's KL);
   `trace.action_logp` and `trace.temperature` are not read. Usable under
-  jit and grad like `replay_log_probs`.
-
-  Args:
-    model, trace, cached_logits_fn, num_canvases, context_length: as
-      `replay_log_probs`.
-
-  Returns:
-    float32 `[batch, completion_len, vocab]` logits; 0 where
-    `action_step == -1`.
-
-  Raises:
-    ValueError: as `replay_log_probs`.
+  jit and grad like `replay_log_probs`, whose arguments and errors it has.
+  Returns float32 `[batch, completion_len, vocab]` logits; 0 where
+  `action_step == -1`.
   """
   return _replay(
       model, trace, (num_canvases, context_length), cached_logits_fn, _logits
@@ -309,17 +300,9 @@ def replay_hidden(
   `lm_head.dense_logits(lm_head.model_head(model, mask_id), rows)` is
   `replay_logits`; for consumers of whole distributions that apply the head
   in chunks (OPD's KL, `distillation.chunked_kl`). Usable under jit and grad
-  like `replay_log_probs`.
-
-  Args:
-    model, trace, num_canvases, context_length: as `replay_log_probs`.
-
-  Returns:
-    `[batch, completion_len, embed]` rows (float32); 0 where `action_step
-    == -1`.
-
-  Raises:
-    ValueError: as `replay_log_probs`.
+  like `replay_log_probs`, whose arguments and errors it has. Returns
+  float32 `[batch, completion_len, embed]` rows; 0 where `action_step ==
+  -1`.
   """
   return _replay(
       model,

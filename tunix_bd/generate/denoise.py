@@ -30,12 +30,11 @@ model); `generate` is a one-off call.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from flax import nnx
 import jax
 import numpy as np
-from tunix_bd import config_utils
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
@@ -149,11 +148,6 @@ class DenoiseConfig(commit_rules.CommitSettings):
   @property
   def greedy(self) -> bool:
     return self.temperature == 0.0
-
-  @classmethod
-  def from_config_dict(cls, cfg: Mapping[str, Any]) -> DenoiseConfig:
-    """Builds the config from a ConfigDict (or mapping); unknown keys fail."""
-    return cls(**config_utils.section_dict(cfg, "decode"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,17 +39,8 @@ LOSS_WEIGHTINGS = (UNIFORM, INVERSE_T)
 CORRUPTION_STREAM = 1
 ORDER_STREAM = 2
 
-# Every field of a corrupted example (and of an SFT batch), `[rows, length]`.
-FIELDS = (
-    "tokens",
-    "noisy_tokens",
-    "positions",
-    "segment_ids",
-    "completion_mask",
-    "corruption_mask",
-    "loss_weights",
-    "noise_level",
-)
+# Every field of a corrupted example (and of an SFT batch), `[rows, length]`,
+# and its dtype.
 _DTYPES = {
     "tokens": np.int32,
     "noisy_tokens": np.int32,
@@ -60,6 +51,7 @@ _DTYPES = {
     "loss_weights": np.float32,
     "noise_level": np.float32,
 }
+FIELDS = tuple(_DTYPES)
 
 
 def _check_noise(name: str, value: Any) -> float:

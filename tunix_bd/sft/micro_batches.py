@@ -22,7 +22,6 @@ it.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import sys
 import threading
 from typing import Any, Callable
@@ -71,10 +70,6 @@ class SftBatch:
   noise_level: Any
   global_weight: Any
   accumulation_steps: Any
-
-
-# Every field of an SFT micro-batch, each `[micro_batch, ...]`.
-BATCH_FIELDS = tuple(field.name for field in dataclasses.fields(SftBatch))
 
 
 def example_where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:

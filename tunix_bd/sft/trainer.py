@@ -107,15 +107,9 @@ def report_conversion(
 ) -> dict[str, float]:
   """The converted run's final losses, printed with what it exported.
 
-  Args:
-    workdir: the run's workdir (its `metrics.jsonl` is read).
-    export_dir: where the block-diffusion model was exported.
-    bd: its block-diffusion settings.
-    steps: the optimizer steps trained (`trainer.train_steps`).
-
-  Returns:
-    `{"train_loss", "eval_loss", "steps"}`: the last logged `/train/loss`
-    and `/eval/loss` (NaN if never logged), and `steps`.
+  Returns `{"train_loss", "eval_loss", "steps"}`: the last `/train/loss` and
+  `/eval/loss` in `workdir`'s `metrics.jsonl` (NaN if never logged), and
+  `steps` (the optimizer steps trained), for the model in `export_dir`.
   """
   losses = {
       "train_loss": metrics.last_metric(workdir, "/train/loss"),
