@@ -2,15 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """One denoising step of one block, as a unit (docs/design.md "Denoising step").
 
-Given the block's target-aligned logits, its canvas state, which positions
-may commit, the commit-rule parameters and per-row sampling keys, a step
-picks a token for every position (argmax, or a sample at the temperature),
-scores the positions by confidence (max probability over the vocabulary
-without the mask token), commits by the rule and records each committed
-token's log-probability under `scoring.log_probs` (the distribution
-replay scores). The compiled loop (`decode_loop`) only fetches logits and
-moves from block to block.
-
+Given the block's target-aligned logits, a step picks a token for every
+position (argmax, or a sample at the temperature), commits positions by the
+rule (`commit_rules`) and records each committed token's log-probability
+under `scoring.log_probs` (the distribution replay scores). The compiled
+loop (`decode_loop`) only fetches logits and moves from block to block.
 `CommitParams` holds the rule and its parameters as traced scalars, so one
 compiled program serves every rule and threshold.
 """
