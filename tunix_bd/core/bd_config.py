@@ -82,17 +82,11 @@ class BlockDiffusionConfig:
 
   @classmethod
   def from_config_dict(cls, cfg: Mapping[str, Any]) -> BlockDiffusionConfig:
-    """Builds the config from an `ml_collections.ConfigDict` section.
-
-    Args:
-      cfg: a ConfigDict (or mapping) with `block_size` and `mask_token_id`,
-        and optionally `alignment` and `layout`; no other keys.
-
-    Returns:
-      The validated config.
+    """The config of a ConfigDict section (or mapping) of its fields.
 
     Raises:
-      ValueError: for a missing or unknown key, or an invalid value.
+      ValueError: for a missing `block_size` or `mask_token_id`, an unknown
+        key, or an invalid value.
     """
     values = config_utils.section_dict(cfg, "block-diffusion")
     for required in ("block_size", "mask_token_id"):
@@ -106,11 +100,9 @@ class BlockDiffusionConfig:
 
     Denoising an AR model with these settings is greedy (or sampled)
     next-token decoding through the same compiled loop, the baseline that
-    isolates what parallel denoising saves.
-
-    Args:
-      mask_token_id: an id the model never needs to predict (its logit is
-        excluded); with one-token blocks no logit that is used sees it.
+    isolates what parallel denoising saves. `mask_token_id` is an id the
+    model never needs to predict: with one-token blocks no logit that is
+    used sees it.
     """
     return cls(block_size=1, mask_token_id=mask_token_id, alignment=SHIFTED)
 
@@ -144,11 +136,6 @@ class BlockDiffusionConfig:
     vocab_size = config_utils.check_int(
         "model_config.vocab_size", vocab_size, 1
     )
-    if self.mask_token_id >= vocab_size:
-      raise ValueError(
-          f"mask_token_id={self.mask_token_id} is outside the model vocabulary"
-          f" [0, {vocab_size})."
-      )
     special_ids.check(
         mask_token_id=self.mask_token_id,
         pad_id=pad_id,
@@ -171,12 +158,7 @@ class BlockDiffusionConfig:
 
     Under `shifted`, logical position 0 has no predicting logit, so it must
     be prompt context: every row needs a prompt of at least one token.
-
-    Args:
-      prompt_lengths: concrete int `[batch]` prompt lengths (in tokens).
-
-    Returns:
-      The lengths as an int64 NumPy array.
+    Returns the concrete int `[batch]` lengths as an int64 NumPy array.
 
     Raises:
       ValueError: for a wrong rank or dtype, a negative length, or (under

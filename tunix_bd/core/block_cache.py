@@ -84,9 +84,6 @@ def init_block_cache(
     hidden_states: keep hidden rows (`model.config.embed_dim` wide) where
       logits are kept, for `cached_logits.block_hidden_with_cache`.
 
-  Returns:
-    The empty cache.
-
   Raises:
     ValueError: for a non-positive size or an unsupported model.
   """

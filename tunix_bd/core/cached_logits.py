@@ -2,36 +2,28 @@
 # SPDX-License-Identifier: Apache-2.0
 """Logits of blocks against a block KV cache: the default `CachedLogitsFn`.
 
-Under the block-causal mask a block attends only to earlier blocks and to
-itself, so the keys and values of committed (clean) blocks can be cached:
-`block_logits_with_cache` evaluates one block of a canvas against the cache
-and gives the target-aligned logits `diffusion_lm.diffusion_logits_fn` gives
-for those positions on the whole single canvas (to float tolerance).
-
-A decoder commits the prompt's complete blocks, then for each block runs
-denoising steps with `block_logits_with_cache` (discarding the returned
-cache). A clean block is written by a forward over it and the next block's
-canvas together (`commit_length`): the block-causal mask keeps the clean
-block blind to the next one, so its keys and values are exactly those of a
-forward of its own, and the next block's logits are those of its first
-denoising step. Shifted alignment needs the raw logit of the last committed
-token (the predictor of the next block's first token); the cache carries it.
+`block_logits_with_cache` evaluates one block of a canvas against the cached
+clean earlier blocks and gives the target-aligned logits
+`diffusion_lm.diffusion_logits_fn` gives for those positions on the whole
+single canvas (to float tolerance; docs/design.md "KV cache"). A decoder
+runs each denoising step with it (discarding the returned cache) and writes
+a clean block in one forward over it and the next block's canvas
+(`commit_length`): the block-causal mask keeps the clean block blind to the
+next one. Under shifted alignment the cache carries the raw logit of the
+last committed token, the predictor of the next block's first token.
 """
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
-from tunix_bd import compat
 from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import masks
-
-
-def _is_concrete(*xs) -> bool:
-  return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
 def _rewind(new_kv: dict, old_kv: dict, commit_length: int) -> dict:
@@ -67,6 +59,7 @@ def block_logits_with_cache(
     config: bd_config.BlockDiffusionConfig,
     commit_length: int | None = None,
     canvas_ids: jax.Array | None = None,
+    hidden: bool = False,
 ) -> tuple[jax.Array, block_cache.BlockCache]:
   """Target-aligned logits of one block against the cached earlier blocks.
 
@@ -100,6 +93,7 @@ def block_logits_with_cache(
     canvas_ids: int `[batch, block_len]` ids >= 1 of noisy canvases (0 for
       clean context columns before them), or None (a clean block or one
       denoising canvas).
+    hidden: the same rows before the head (`block_hidden_with_cache`).
 
   Returns:
     `(logits, new_cache)`: float32 `[batch, block_len, vocab]` target-aligned
@@ -113,73 +107,6 @@ def block_logits_with_cache(
       (or any with `canvas_ids`), canvas ids against a cache without
       logits, or (when known) a cache without room.
   """
-  return _block_rows(
-      model,
-      block_tokens,
-      block_positions,
-      block_segment_ids,
-      cache,
-      config=config,
-      commit_length=commit_length,
-      canvas_ids=canvas_ids,
-      hidden=False,
-  )
-
-
-def block_hidden_with_cache(
-    model,
-    block_tokens: jax.Array,
-    block_positions: jax.Array,
-    block_segment_ids: jax.Array | None,
-    cache: block_cache.BlockCache,
-    *,
-    config: bd_config.BlockDiffusionConfig,
-    commit_length: int | None = None,
-    canvas_ids: jax.Array | None = None,
-) -> tuple[jax.Array, block_cache.BlockCache]:
-  """`block_logits_with_cache` before the head: target-aligned hidden rows.
-
-  The same forward, cache and alignment on the model's final hidden states
-  (`compat.final_hidden_states`): `[batch, block_len, embed]` rows whose
-  `lm_head.dense_logits` are `block_logits_with_cache`'s logits. The cache
-  keeps hidden rows where that one keeps logits, so it must be made with
-  `block_cache.init_block_cache(..., hidden_states=True)`. Arguments,
-  returns and errors as `block_logits_with_cache`.
-  """
-  return _block_rows(
-      model,
-      block_tokens,
-      block_positions,
-      block_segment_ids,
-      cache,
-      config=config,
-      commit_length=commit_length,
-      canvas_ids=canvas_ids,
-      hidden=True,
-  )
-
-
-def _forward(model, tokens, positions, kv, mask, hidden):
-  """`(rows, new_kv)`: float32 logits, or hidden states with `hidden`."""
-  if hidden:
-    return compat.final_hidden_states(model, tokens, positions, kv, mask)
-  raw, new_kv = model(tokens, positions, kv, mask)
-  return raw.astype(jnp.float32), new_kv
-
-
-def _block_rows(
-    model,
-    block_tokens,
-    block_positions,
-    block_segment_ids,
-    cache,
-    *,
-    config,
-    commit_length,
-    canvas_ids,
-    hidden,
-):
-  """`block_logits_with_cache`'s rows: logits, or hidden rows (`hidden`)."""
   tokens, positions, segments = diffusion_lm.check_inputs(
       model,
       block_tokens,
@@ -221,7 +148,7 @@ def _block_rows(
         f" {cache_batch}."
     )
   end = cache.end_index
-  if _is_concrete(end) and int(end) + block_len > cache_size:
+  if not isinstance(end, jax.core.Tracer) and int(end) + block_len > cache_size:
     # Tunix would wrap around and overwrite the oldest slots.
     raise ValueError(
         f"the cache has {cache_size - int(end)} free slots, but the block"
@@ -240,7 +167,9 @@ def _block_rows(
       q_segment_ids=segments,
       kv_segment_ids=kv_segments,
   )
-  raw, new_kv = _forward(model, tokens, positions, cache.kv, mask, hidden)
+  raw, new_kv = diffusion_lm.model_rows(
+      model, tokens, positions, cache.kv, mask, hidden
+  )
 
   if config.alignment == bd_config.SAME_POSITION:
     logits = raw
@@ -304,6 +233,16 @@ def _block_rows(
   return _excluded(logits, config, hidden), new_cache
 
 
+# `block_logits_with_cache` before the head: the same forward, cache and
+# alignment on the model's final hidden states (`compat.final_hidden_states`),
+# `[batch, block_len, embed]` rows whose `lm_head.dense_logits` are its
+# logits. The cache keeps hidden rows where that one keeps logits, so it must
+# be made with `block_cache.init_block_cache(..., hidden_states=True)`.
+block_hidden_with_cache = functools.partial(
+    block_logits_with_cache, hidden=True
+)
+
+
 def _excluded(rows, config, hidden):
   """Logits with the mask column excluded; hidden rows as they are."""
   if hidden:
@@ -344,7 +283,9 @@ def _canvas_logits(
       q_segment_ids=segments,
       kv_segment_ids=put(cache.segment_ids, segments),
   )
-  raw, _ = _forward(model, tokens, positions, cache.kv, mask, hidden)
+  raw, _ = diffusion_lm.model_rows(
+      model, tokens, positions, cache.kv, mask, hidden
+  )
   if config.alignment == bd_config.SAME_POSITION:
     return _excluded(raw, config, hidden), cache
   index, found = alignment.predecessors(positions, segments, ids)

@@ -2,21 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """The canvases of a trace: what each block looked like before each step.
 
-docs/design.md "Step canvases": before step s, block b holds its prompt
-positions and exactly its completion slots committed at steps < s; the
-others are the mask token; earlier blocks are clean. Two builders serve
-every consumer (replay, OPD on the student's own canvases, decoding
-checks), with the trace's arrays concrete or traced (under `jit`):
-
-  * `sequence`: the whole row in the trace's sequence layout, `[prompt
-    (right-padded) ; completion]` with logical positions, clean;
-  * `packed_canvases`: only the (block, step) canvases that occurred, one
-    block-long canvas each, packed side by side. Scored against the clean
-    sequence with `masks.canvas_mask`, they cost what the rollout's
-    denoising forwards cost.
-
-In both, never-generated slots and the prompt's right padding are pads
-(segment 0), so masks and the shifted alignment skip them.
+docs/design.md "Step canvases". Two builders serve every consumer (replay,
+OPD on the student's own canvases, decoding checks), with the trace's
+arrays concrete or traced (under `jit`): `sequence`, the clean rows in the
+trace's sequence layout `[prompt (right-padded) ; completion]`, and
+`packed_canvases`, only the (block, step) canvases that occurred, one
+block long each, packed side by side (scored against the clean context
+with `masks.canvas_mask`). In both, never-generated slots and the prompt's
+right padding are pads (segment 0), so masks and the shifted alignment
+skip them.
 """
 
 from __future__ import annotations
@@ -125,12 +119,8 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
   clean context is as short as the longest row's, not the prompt budget
   plus the completion budget.
 
-  Args:
-    trace: the rollout; arrays concrete or traced.
-    length: static number of positions (columns), >= 1.
-
-  Returns:
-    `Sequence` of `[batch, length]`; pads have segment 0 and `NEVER`.
+  Returns a `Sequence` of `[batch, length]` (`length` static, >= 1); pads
+  have segment 0 and `NEVER`.
   """
   batch = np.shape(trace.prompt_tokens)[0]
   position = jnp.arange(length, dtype=jnp.int32)[None, :]
@@ -205,13 +195,8 @@ def packed_canvases(
 ) -> PackedCanvases:
   """Packs every row's occurring (block, step) canvases, in order.
 
-  Args:
-    trace: the rollout; arrays concrete or traced.
-    num_canvases: static canvases per row, at least `count_canvases`; rows
-      with fewer get empty canvases.
-
-  Returns:
-    The packed canvases; each completion slot is scored in exactly one.
+  `num_canvases` (static) is at least `count_canvases`: rows with fewer get
+  empty canvases. Each completion slot is scored in exactly one canvas.
   """
   size, mask_id = trace.bd.block_size, trace.bd.mask_token_id
   lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
@@ -310,9 +295,7 @@ def static_num_canvases(
 ) -> int:
   """Static canvases per row: given, counted, or the most possible.
 
-  Rounded up to a bucket (a power of two below one group, whole groups
-  above), so traces of similar lengths share one program (and a count so
-  rounded is accepted again).
+  Rounded up to its `canvas_bucket` (a count so rounded is accepted again).
 
   Raises:
     ValueError: for a `num_canvases` outside [1, the most possible rounded

@@ -3,34 +3,23 @@
 """`diffusion_logits_fn`: the one model contract of every tunix_bd stage.
 
 Any Tunix decoder called as `model(tokens, positions, cache, attention_mask)`
-returning `(logits, cache)` (Qwen3, Qwen2, Llama 3; see `models.families`)
+returning `(logits, cache)` (Qwen3, Qwen2, Llama 3; see `core.families`)
 plugs in: this module only builds masks, calls the model and re-aligns its
 logits. SFT, denoising, replay and RL all read target-aligned logits through
 a `LogitsFn` (cache-free) or a `CachedLogitsFn` (block KV cache), defaulting
 to `diffusion_logits_fn` and `cached_logits.block_logits_with_cache`; each
 consumer takes them as parameters, so another model call (a biased one in a
 test, a teacher, a served model) plugs in without touching the consumers.
-`core.scoring` turns these logits into log-probabilities, the same way for
-every sampler and scorer.
+`core.scoring` turns these logits into log-probabilities.
 
-Target-aligned logits: the logit at physical index i predicts the token at i.
-Under `shifted` alignment it is the model's raw logit at the token whose
-logical position is one less in the same segment, wherever that token sits
-physically (left padding, packing and shuffled orders all work). Positions
-with no such token (logical position 0, pads, gaps) are undefined; their
-logits are 0 everywhere, i.e. uniform over the allowed vocabulary, so they
-stay finite, but they must get zero loss weight and never be sampled.
-
-The mask token's logit is always `MASKED_LOGIT`, so every softmax over these
-logits gives it probability exactly 0.
-
-`attention="splash"` computes the same rows through the Splash kernel
-(`splash_attention`: linear memory in length; Qwen3, positions = physical
-index), in place of the model's call under a dense mask.
-
-The KV-cache path (`tunix_bd.core.cached_logits`) evaluates one block at a
-time against cached clean blocks with the same `alignment` helpers, so both
-paths align logits in exactly one way.
+Target-aligned logits (docs/design.md "Target alignment"): the logit at
+physical index i predicts the token at i, wherever its predecessor sits
+physically. Positions with no predictor (logical position 0, pads, gaps)
+get logits 0 everywhere: finite, but they must get zero loss weight and
+never be sampled. The mask token's logit is always `MASKED_LOGIT`, so every
+softmax over these logits gives it probability exactly 0. Both paths (and
+`attention="splash"`, `splash_attention`) align logits with the same
+`alignment` helpers.
 """
 
 from __future__ import annotations
@@ -102,22 +91,13 @@ class CachedLogitsFn(Protocol):
 def check_inputs(
     model, tokens, positions, segment_ids, config, prefix="", check_mask=True
 ):
-  """Validates the inputs of a logits call; `prefix` names the argument.
+  """`(tokens, positions, segment_ids)` of a logits call, checked, as int32.
 
-  Args:
-    model: the decoder; its `config` (if any) is checked for a supported
-      family and RoPE base (`families`), flash attention and a mask id
-      outside the vocabulary.
-    tokens: int `[batch, length]` ids.
-    positions: int `[batch, length]` logical positions.
-    segment_ids: int `[batch, length]`, 0 = pad; None means one segment.
-    config: the `BlockDiffusionConfig`.
-    prefix: prepended to argument names in error messages.
-    check_mask: check the mask id against the model's vocabulary (callers
-      that apply no head leave it to whoever applies one).
-
-  Returns:
-    `(tokens, positions, segment_ids)` as int32 arrays.
+  The model's `config` (if any) is checked for a supported family and RoPE
+  base (`families`), flash attention and, with `check_mask` (callers that
+  apply no head leave it to whoever applies one), a mask id outside the
+  vocabulary. `segment_ids` None means one segment; `prefix` is prepended
+  to argument names in error messages.
 
   Raises:
     ValueError: for a wrong config type, an unsupported model family or
@@ -167,6 +147,15 @@ def exclude_mask_token(logits: jax.Array, mask_token_id: int) -> jax.Array:
         f" vocabulary of size {logits.shape[-1]}."
     )
   return logits.at[..., mask_token_id].set(MASKED_LOGIT)
+
+
+def model_rows(model, tokens, positions, kv, mask, hidden=False):
+  """`(rows, new_kv)` of a Tunix decoder call: float32 logits, or its final
+  hidden states (`compat.final_hidden_states`) with `hidden`."""
+  if hidden:
+    return compat.final_hidden_states(model, tokens, positions, kv, mask)
+  raw, new_kv = model(tokens, positions, kv, mask)
+  return raw.astype(jnp.float32), new_kv
 
 
 def diffusion_logits_fn(
@@ -234,17 +223,10 @@ def diffusion_hidden_fn(
   mask_id), hidden)` is `diffusion_logits_fn`'s result: alignment is a row
   gather, and the zero rows (no predecessor) give logits 0.
 
-  Args:
-    model, tokens, positions, segment_ids, config, clean_tokens, attention:
-      as for `diffusion_logits_fn`.
-
-  Returns:
-    `[batch, length, embed]` hidden rows in the model's compute dtype: row i
-    is what the head maps to the logits that predict the token at i.
-
-  Raises:
-    ValueError: as `diffusion_logits_fn`, or for a model that cannot return
-      its hidden states (`compat.final_hidden_states`).
+  Returns `[batch, length, embed]` hidden rows in the model's compute dtype
+  (row i is what the head maps to the logits that predict the token at i);
+  arguments and errors as `diffusion_logits_fn` (and a model that cannot
+  return its hidden states fails in `compat.final_hidden_states`).
   """
   # The mask id is checked by whoever applies the head (`lm_head.model_head`):
   # a causal teacher's vocabulary may lack the student's mask token.
@@ -328,13 +310,7 @@ def _aligned_rows(
           q_segment_ids=segment_ids,
           kv_segment_ids=segment_ids,
       )
-    if hidden:
-      raw = compat.final_hidden_states(
-          model, row_tokens, row_positions, None, mask
-      )[0]
-    else:
-      raw = model(row_tokens, row_positions, None, mask)[0]
-      raw = raw.astype(jnp.float32)
+    raw, _ = model_rows(model, row_tokens, row_positions, None, mask, hidden)
 
   if config.alignment == bd_config.SAME_POSITION:
     return raw[:, :length]

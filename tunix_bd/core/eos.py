@@ -2,23 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one EOS and padding rule shared by SFT, generation, OPD, RL and eval.
 
-A completion is the answer followed by EOS. Blocks are `block_size` tokens
-on logical positions, so the block holding the first EOS usually has room
-left after it. The rule:
-
-1. **Fill.** The rest of that block is filled with EOS ("EOS fill"). In SFT
-   these fill tokens are ordinary completion tokens: loss-eligible, corrupted
-   like the others. The model therefore learns to finish a block it ended in
-   with EOS, which is exactly what a denoiser asks of it.
-2. **Padding.** Positions after the EOS-filled block are padding: segment id
-   0, never attended, never supervised, never corrupted.
-3. **Stopping.** A row decodes block by block and stops after the block in
-   which it commits its first stop token (any of `stop_ids`, EOS included).
-   Every position of that block is still committed, so traces are complete.
-4. **Returning.** The returned completion is the tokens before the first stop
-   token; nothing after it is returned or scored.
-
-Everything here works on logical positions, not physical indices.
+docs/design.md "EOS and padding", on logical positions: (1) the rest of
+the block holding the first EOS is filled with EOS, ordinary completion
+tokens in SFT; (2) positions after that block are padding; (3) a row
+decodes block by block and stops after the block in which it commits its
+first stop token, every position of it committed; (4) the returned
+completion is the tokens before the first stop token.
 """
 
 from __future__ import annotations
@@ -29,16 +18,8 @@ import numpy as np
 
 
 def fill_length(completion_end: int, block_size: int) -> int:
-  """Logical end of the EOS-filled block.
-
-  Args:
-    completion_end: logical position one past the first EOS (prompt length
-      plus completion length, EOS included).
-    block_size: block size in tokens.
-
-  Returns:
-    The smallest multiple of `block_size` that is >= `completion_end`.
-  """
+  """Logical end of the EOS-filled block: the smallest multiple of
+  `block_size` >= `completion_end` (one past the first EOS)."""
   if block_size < 1:
     raise ValueError(f"block_size must be >= 1, got {block_size}.")
   return -(-completion_end // block_size) * block_size
@@ -52,34 +33,19 @@ def fill_mask(
   SFT fills after the completion's EOS; OPD after a rollout's first stop,
   whose block the denoiser committed whole. Both call this.
 
-  Args:
-    stop_position: logical position of the stop token, a scalar or int
-      `[batch, 1]` (one per row; a row without a stop passes a position no
-      logical position reaches, e.g. the canvas length).
-    positions: int `[..., length]` logical positions of the slots.
-    block_size: block size in tokens.
-
-  Returns:
-    bool, the broadcast shape: slots strictly after the stop and before the
-    end of its block (`fill_length(stop_position + 1, block_size)`).
+  `stop_position` is the stop token's logical position, a scalar or int
+  `[batch, 1]` (a row without a stop passes a position no logical position
+  reaches, e.g. the canvas length); `positions` int `[..., length]` are the
+  slots'. Returns bool of the broadcast shape.
   """
-  if block_size < 1:
-    raise ValueError(f"block_size must be >= 1, got {block_size}.")
   stop_position = np.asarray(stop_position)
-  block_end = -(-(stop_position + 1) // block_size) * block_size
+  block_end = fill_length(stop_position + 1, block_size)
   return (positions > stop_position) & (positions < block_end)
 
 
 def first_stop_index(tokens: np.ndarray, stop_ids: Sequence[int]) -> np.ndarray:
-  """Index of the first stop token of each row, or the row length.
-
-  Args:
-    tokens: `[batch, length]` completion tokens in logical order.
-    stop_ids: ids that end a completion.
-
-  Returns:
-    `[batch]` int: where each row's returned completion ends.
-  """
+  """int `[batch]` index of each row's first stop token (or its length):
+  where the returned completion of `[batch, length]` `tokens` ends."""
   tokens = np.asarray(tokens)
   is_stop = np.isin(tokens, np.asarray(list(stop_ids)))
   has_stop = is_stop.any(axis=-1)

@@ -21,12 +21,8 @@ only where the `clean_context` training layout asks for it (OPD's
 attention (bidirectional within a block of `positions // block_size`,
 causal across blocks, pads masked) and the target alignment; a canvas's
 later blocks hold mask ids or pads, which block-causal attention never
-reads. Nothing of Tunix is imported: `fn` is just a callable.
-
-A model call without a KV cache is `CacheFree`: decoding takes one forward
-over the whole canvas per step (`DenoiseConfig.use_cache` is then ignored),
-and replay scores each (block, step) canvas of a trace in a forward of its
-own (`replay`), the cost of the cache-free rollout.
+reads. Nothing of Tunix is imported: `fn` is just a callable. Such a
+model call has no KV cache (`CacheFree`).
 """
 
 from __future__ import annotations
@@ -115,12 +111,8 @@ class CacheFree:
 
 
 def model_calls(fn: Callable[[Any, Any], jax.Array]) -> dict[str, Any]:
-  """`logits_fn` and `cached_logits_fn` keywords for a `DiffusionLogitsFn`.
-
-  For `Denoiser`, `generate`, `DiffusionRollout` (and `rl.wiring`),
-  `replay_log_probs` / `replay_logits` (`cached_logits_fn` only),
-  `StudentRolloutSource` and `DiffusionOpdStrategy`.
-  """
+  """`logits_fn` and `cached_logits_fn` keywords for a `DiffusionLogitsFn`
+  (replay takes `cached_logits_fn` only)."""
   logits_fn = DiffusionLogitsAdapter(fn)
   return dict(logits_fn=logits_fn, cached_logits_fn=CacheFree(logits_fn))
 

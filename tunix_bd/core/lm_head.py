@@ -4,14 +4,12 @@
 
 A Tunix decoder's logits are its final hidden states times its head (the tied
 embedding `[vocab, embed]` or `lm_head` `[embed, vocab]`) in the compute dtype,
-then float32. A loss over a 152k vocabulary needs a few numbers per row of them:
-the log-prob of a target and the argmax (SFT, RL replay) or a divergence from a
-teacher (OPD, `distillation.chunked_kl`). `token_stats` computes them from the
-hidden rows `chunk` columns at a time with an online logsumexp, under
-`jax.checkpoint`, so no `[rows, vocab]` float32 array is built in the forward or
-the backward pass (the backward recomputes a chunk's logits). The values equal
-the dense path (`dense_logits` through
-`scoring.token_log_probs`) to float rounding (`lm_head_test`).
+then float32. `token_stats` computes what a loss reads of them (a target's
+log-prob and the argmax; OPD's divergence is `distillation.chunked_kl`)
+`chunk` columns at a time with an online logsumexp, under `jax.checkpoint`,
+so no `[rows, vocab]` float32 array is built in either pass; the values
+equal the dense path (`dense_logits` through `scoring.token_log_probs`) to
+float rounding (docs/design.md "Output head and precision").
 
 A row of zeros gives logits 0 (the heads have no bias), which is what the
 dense path puts at rows with no predecessor, so the target alignment can be

@@ -8,12 +8,10 @@ of logical positions and segment ids only, never of the physical index, so it
 stays correct after left padding or a context-parallel reordering. Segment id
 0 marks a pad; ids 1.. are packed documents.
 
-Pad rule: a pad key is never attended, and a pad query attends nothing (an
-all-False row). Tunix's dense attention fills masked scores with the finite
-`K_MASK = -2.38e38` (`tunix.models.qwen3.model`), so the softmax of an
-all-masked row is uniform over the keys: finite, but meaningless. Callers must
-give pad positions zero loss weight and never read their logits. Tunix's own
-`make_causal_attn_mask` produces the same all-False rows for left-pad queries.
+Pad rule (docs/design.md "Segments"): a pad key is never attended, and a pad
+query attends nothing (an all-False row, whose softmax under Tunix's finite
+`K_MASK` is uniform: finite, but meaningless). Callers must give pad
+positions zero loss weight and never read their logits.
 
 The builders return `bool[batch, q_len, kv_len]` masks for Tunix's dense
 attention path (`use_flash_attention=False`; Tunix's flash path is refused:
@@ -79,14 +77,6 @@ def _check_segment_pair(
 
 # Named sub-masks. Each maps `[batch, q_len]` and `[batch, kv_len]` ids to a
 # `bool[batch, q_len, kv_len]` mask.
-
-
-def _same_block(q_blocks: jax.Array, kv_blocks: jax.Array) -> jax.Array:
-  return q_blocks[:, :, None] == kv_blocks[:, None, :]
-
-
-def _earlier_block(q_blocks: jax.Array, kv_blocks: jax.Array) -> jax.Array:
-  return kv_blocks[:, None, :] < q_blocks[:, :, None]
 
 
 def _block_causal(q_blocks: jax.Array, kv_blocks: jax.Array) -> jax.Array:
@@ -180,14 +170,10 @@ def canvas_mask(
   canvases of the same block side by side.
 
   Args:
-    q_positions: int `[batch, q_len]` logical positions of the queries.
-    kv_positions: int `[batch, kv_len]` logical positions of the keys.
-    block_size: static number of tokens per block, >= 1.
+    q_positions, kv_positions, block_size, q_segment_ids, kv_segment_ids:
+      as for `block_causal_mask`.
     q_canvas_ids: int `[batch, q_len]`, 0 = clean, 1.. = a noisy canvas.
     kv_canvas_ids: int `[batch, kv_len]`, as `q_canvas_ids`.
-    q_segment_ids: int `[batch, q_len]`, 0 = pad; None (with
-      `kv_segment_ids` None) puts every position in one segment.
-    kv_segment_ids: int `[batch, kv_len]`, 0 = pad.
 
   Returns:
     `bool[batch, q_len, kv_len]`, True where the query attends the key.
@@ -210,10 +196,10 @@ def canvas_mask(
   to_clean = jnp.where(
       q_clean,
       _block_causal(q_blocks, kv_blocks),
-      _earlier_block(q_blocks, kv_blocks),
+      kv_blocks[:, None, :] < q_blocks[:, :, None],
   )
-  same_canvas = (q_canvas[:, :, None] == kv_canvas[:, None, :]) & _same_block(
-      q_blocks, kv_blocks
+  same_canvas = (q_canvas[:, :, None] == kv_canvas[:, None, :]) & (
+      q_blocks[:, :, None] == kv_blocks[:, None, :]
   )
   to_noisy = ~q_clean & same_canvas
   return jnp.where(kv_clean, to_clean, to_noisy) & _same_segment(
@@ -230,13 +216,9 @@ def clean_context_mask(
   """The BD3-LM / Fast-dLLM v2 training mask for `[noisy copy ; clean copy]`.
 
   Both copies carry the same positions and segment ids (see
-  `clean_context_inputs`); the noisy copy is one canvas per block
-  (`canvas_mask`). With q and k the blocks of the query and the key:
-  noisy->noisy iff same block; noisy->clean iff block(k) < block(q);
-  clean->clean iff block(k) <= block(q); clean->noisy never; all within one
-  non-pad segment. Each noisy block thus sees what it sees at inference: the
-  clean earlier blocks and its own canvas. For positions 0..2, block size 2
-  (noisy n0..n2, then clean c0..c2):
+  `clean_context_inputs`); the noisy copy is one canvas per block, scored
+  by `canvas_mask`. For positions 0..2, block size 2 (noisy n0..n2, then
+  clean c0..c2):
 
          n0 n1 n2 c0 c1 c2
     n0:   1  1  0  0  0  0
@@ -285,13 +267,8 @@ def clean_context_inputs(
 ) -> tuple[jax.Array, jax.Array | None]:
   """Duplicates positions and segment ids for the `[noisy ; clean]` layout.
 
-  Args:
-    positions: int `[batch, length]` logical positions.
-    segment_ids: int `[batch, length]` segment ids, or None.
-
-  Returns:
-    `(positions, segment_ids)` of shape `[batch, 2 * length]`, each the input
-    concatenated with itself along the length; segment ids stay None if None.
+  Returns `(positions, segment_ids)`, each int `[batch, length]` concatenated
+  with itself to `[batch, 2 * length]`; segment ids stay None if None.
 
   Raises:
     ValueError: for ids of the wrong rank, dtype or shape.

@@ -14,24 +14,14 @@ forward keeps hidden rows (`cached_logits.block_hidden_with_cache`) and the
 model's head is applied to the scored rows in vocabulary chunks
 (`lm_head.token_stats`): no `[rows, vocab]` logits, equal to float rounding.
 
-Packed layout, at the rollout's cost. The canvases are only those that
-occurred, one per (block, step) of each row (`canvases.packed_canvases`),
-each a block long. Their clean context is each row's positions in order up
-to its last generated block (`canvases.clean_context`): no prompt padding,
-and no clean copy of a block no canvas attends. Through the cached logits
-function with canvas ids, under `masks.canvas_mask` each canvas sees
-exactly the clean earlier blocks and itself, as the denoiser did. When the
-canvases fit one group (at most `canvases.GROUP_TOKENS` query tokens; RL's
-short answers), context and canvases are one forward, as long as the
-rollout's rows; otherwise one forward writes the context (with the raw logits at
-block ends) to a block KV cache and each group is scored against it. The
-model processes about as many tokens as the rollout did, in a few forwards
-instead of one per step, and attention stays linear in the number of
-canvases. A model call without a KV cache (`external_logits.CacheFree`)
-scores each canvas in a single-canvas forward of its own instead, the cost
-of the cache-free rollout (`external_logits.replay_cache_free`). The static
-canvas count and context length are `canvases.static_num_canvases` and
-`canvases.static_context_length`.
+Packed layout, at the rollout's cost: the occurring (block, step) canvases
+(`canvases.packed_canvases`) against each row's clean context
+(`canvases.clean_context`) under `masks.canvas_mask`. Canvases that fit one
+group (`canvases.GROUP_TOKENS` query tokens) share one forward with the
+context; otherwise one forward writes the context (with the raw logits at
+block ends) to a block KV cache and each group is scored against it. A
+model call without a KV cache (`external_logits.CacheFree`) scores each
+canvas in a forward of its own (`external_logits.replay_cache_free`).
 
 `ReplayLogitsFn` is replay as a Tunix `DiffusionLogitsFn` over a trace's
 fields, and `diffusion_batch` a trace as Tunix's prepared batch, for
@@ -289,18 +279,9 @@ def replay_logits(
   of them at `trace.temperature`, taken at `trace.tokens`, is
   `replay_log_probs`. For consumers of whole distributions (OPD's KL);
   `trace.action_logp` and `trace.temperature` are not read. Usable under
-  jit and grad like `replay_log_probs`.
-
-  Args:
-    model, trace, cached_logits_fn, num_canvases, context_length: as
-      `replay_log_probs`.
-
-  Returns:
-    float32 `[batch, completion_len, vocab]` logits; 0 where
-    `action_step == -1`.
-
-  Raises:
-    ValueError: as `replay_log_probs`.
+  jit and grad like `replay_log_probs`, whose arguments and errors it has.
+  Returns float32 `[batch, completion_len, vocab]` logits; 0 where
+  `action_step == -1`.
   """
   return _replay(
       model, trace, (num_canvases, context_length), cached_logits_fn, _logits
@@ -319,17 +300,9 @@ def replay_hidden(
   `lm_head.dense_logits(lm_head.model_head(model, mask_id), rows)` is
   `replay_logits`; for consumers of whole distributions that apply the head
   in chunks (OPD's KL, `distillation.chunked_kl`). Usable under jit and grad
-  like `replay_log_probs`.
-
-  Args:
-    model, trace, num_canvases, context_length: as `replay_log_probs`.
-
-  Returns:
-    `[batch, completion_len, embed]` rows (float32); 0 where `action_step
-    == -1`.
-
-  Raises:
-    ValueError: as `replay_log_probs`.
+  like `replay_log_probs`, whose arguments and errors it has. Returns
+  float32 `[batch, completion_len, embed]` rows; 0 where `action_step ==
+  -1`.
   """
   return _replay(
       model,

@@ -11,6 +11,7 @@ measures docs/design.md invariant 6 (`max_replay_error`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from flax import nnx
 import jax
@@ -24,17 +25,8 @@ from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
 
 
-def _replay_graph(graphdef, state, trace, *, cached_logits_fn, **kwargs):
-  return replay.replay_log_probs(
-      nnx.merge(graphdef, state),
-      trace,
-      cached_logits_fn=cached_logits_fn,
-      **kwargs,
-  )
-
-
-_replay_graph_jit = jax.jit(
-    _replay_graph,
+@functools.partial(
+    jax.jit,
     static_argnames=(
         "num_canvases",
         "context_length",
@@ -42,6 +34,13 @@ _replay_graph_jit = jax.jit(
         "logits_chunk",
     ),
 )
+def _replay_graph(graphdef, state, trace, *, cached_logits_fn, **kwargs):
+  return replay.replay_log_probs(
+      nnx.merge(graphdef, state),
+      trace,
+      cached_logits_fn=cached_logits_fn,
+      **kwargs,
+  )
 
 
 class Replayer:
@@ -117,7 +116,7 @@ class Replayer:
         # The layout does not matter to replay: one compile for both.
         bd=dataclasses.replace(trace.bd, layout=bd_config.CLEAN_CONTEXT),
     )
-    scores = _replay_graph_jit(
+    scores = _replay_graph(
         self._graphdef,
         self._state if state is None else state,
         trimmed,
@@ -127,22 +126,6 @@ class Replayer:
         logits_chunk=self._logits_chunk,
     )
     return jnp.pad(scores, ((0, 0), (0, steps.shape[1] - width)))
-
-
-def compiled_replay_log_probs(
-    model: nnx.Module,
-    trace: trace_lib.Trace,
-    *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-) -> jax.Array:
-  """A one-off `Replayer(model, cached_logits_fn=...)(trace)`.
-
-  Raises:
-    ValueError: as `Replayer`.
-  """
-  return Replayer(model, cached_logits_fn=cached_logits_fn)(trace)
 
 
 def max_replay_error(
@@ -157,18 +140,14 @@ def max_replay_error(
 
   Replay under the rollout's own parameters must give ~0 (docs/design.md
   invariant 6); `generate.py --config.verify_replay=True` reports this. An
-  `nnx.Module` is replayed by `compiled_replay_log_probs`.
-
-  Returns:
-    The max absolute difference, 0.0 if no position was generated.
+  `nnx.Module` is replayed by a `Replayer`. 0.0 if no position was
+  generated.
 
   Raises:
     ValueError: as `replay.replay_log_probs`.
   """
   if isinstance(model, nnx.Module):
-    replayed = compiled_replay_log_probs(
-        model, trace, cached_logits_fn=cached_logits_fn
-    )
+    replayed = Replayer(model, cached_logits_fn=cached_logits_fn)(trace)
   else:
     replayed = replay.replay_log_probs(
         model, trace, cached_logits_fn=cached_logits_fn

@@ -65,9 +65,6 @@ def scale_logits(logits: jax.Array, temperature: Any) -> jax.Array:
 def log_probs(logits: jax.Array, temperature: Any = 1.0) -> jax.Array:
   """The temperature-scaled log-softmax of every sampler and scorer.
 
-  Rollout commits and recorded log-probs, replay and OPD all call this, so
-  replay reproduces the rollout's log-probs by construction.
-
   Args:
     logits: `[..., vocab]` target-aligned logits.
     temperature: as for `scale_logits`.

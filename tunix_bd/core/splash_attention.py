@@ -3,33 +3,19 @@
 """Block-diffusion attention through the Pallas Splash kernel: linear memory.
 
 `attention="splash"` (`model.attention` of SFT) runs a Qwen3 forward of its
-own over Tunix's modules (embedder; per layer the norms, projections,
-q/k norms, Tunix's RoPE, MLP; final norm, head), the attention core
-replaced by Splash attention: the block-diffusion mask is computed inside
-the kernel tile by tile (`BlockDiffusionSplashMask`), so no `[q, kv]` scores
-or mask are materialised and fully masked tiles are skipped. Tunix's own
-flash path stays refused: it hard-codes a causal mask.
+own over Tunix's modules, the attention core replaced by Splash attention:
+the block-diffusion mask is computed inside the kernel tile by tile
+(`BlockDiffusionSplashMask`), so no `[q, kv]` scores or mask are
+materialised and fully masked tiles are skipped. Tunix's own flash path
+stays refused: it hard-codes a causal mask.
 
-The contract (docs/design.md "Splash attention"):
-
-* The kernel's mask is a function of the physical index, so the positions
-  of every non-pad token must be its physical index in its copy: `i` at
-  index `i` (single canvas), `i` at `i` and `L + i` (`[noisy ; clean]`, `L`
-  tokens a copy). SFT rows are (`sft.corruption`: right padding). Others
-  (left padding, packing with restarting positions, shuffled orders) are
-  refused: a ValueError for concrete positions; under jit, where they are
-  traced, the hidden states are NaN (so is every logit and loss over
-  them), never a wrong finite value.
-* Segment ids go to the kernel as `SegmentIds`. A real query's output is the
-  dense path's; a pad query (segment 0) attends other pads instead of
-  nothing, so its output differs, undefined on both paths (zero loss
-  weight, never read).
-* Each copy is padded to a multiple of `lcm(128, block_size)` (Splash tiles
-  are 128 wide) with pad tokens, cut off again after the final norm.
-* Qwen3 only; no qwix LoRA or quantization (their interception wraps
-  `model(...)`, which this forward does not call); one device (Mosaic
-  kernels are not partitioned automatically). On TPU the kernel is
-  compiled; elsewhere it runs in Pallas interpret mode (the CPU tests).
+The contract is docs/design.md "Splash attention": every non-pad token's
+position is its physical index in its copy (a ValueError for concrete
+positions, NaN hidden states under jit); a pad query attends other pads
+(undefined on both paths); each copy is padded to a multiple of
+`lcm(128, block_size)`; Qwen3 only, no qwix LoRA or quantization, one
+device. On TPU the kernel is compiled; elsewhere it runs in Pallas
+interpret mode (the CPU tests).
 """
 
 from __future__ import annotations

@@ -8,23 +8,14 @@ log-probability at that step (`action_logp`). It carries the settings that
 give those numbers their meaning, `bd` and `temperature`, once: consumers
 read them from the trace and never take them again beside it.
 
-Logical layout (docs/design.md "Logical positions", "Trace"). Row r's prompt has
-logical positions `0 .. P_r - 1`, its completion slot j has logical
-position `P_r + j`, and block b holds positions `[b * S, (b + 1) * S)`
-(S = `bd.block_size`); the first completion block may start inside the
-prompt and the last may be partial. Steps are numbered from 0 within each
-block. A row generates whole blocks, in order, up to the block holding its
-first stop token (or to its last block): slots of later blocks are never
-generated (`action_step == -1`, `action_logp == 0`, `tokens` the pad id).
-
-Step canvases (docs/design.md "Step canvases"): before step s, block b holds its
-prompt positions and exactly its completion slots with `0 <= action_step <
-s`; the others are the mask token; earlier blocks are clean. The builders
-are in `tunix_bd.core.canvases`.
-
-Physical layout: prompts are right-padded (`prompt_tokens` `[batch, P]` with
-`prompt_lengths`), completion slot j sits in column j. `tunix_layout`
-converts to and from Tunix's RL `TrainExample` layout without loss.
+The rules are docs/design.md "Trace" and "Logical positions": row r's
+completion slot j has logical position `P_r + j`, blocks follow logical
+positions, steps count from 0 within each block, and a row generates whole
+blocks, in order, up to the block holding its first stop token (later
+slots: `action_step == -1`, `action_logp == 0`, `tokens` the pad id).
+Prompts are right-padded (`prompt_tokens` with `prompt_lengths`) and
+completion slot j sits in column j; `tunix_layout` converts to and from
+Tunix's RL `TrainExample` layout, `canvases` builds the step canvases.
 """
 
 from __future__ import annotations
@@ -102,7 +93,7 @@ class Trace:
   def validate(
       self, *, vocab_size: int | None = None, stop_ids: Sequence[int] = ()
   ) -> Trace:
-    """Checks the trace against its rules (fail closed); the one validator.
+    """The trace, checked against its rules (fail closed); the one validator.
 
     Static checks (types, ranks, dtypes, shapes, `bd`, `temperature`)
     always run; value checks only on concrete arrays (not under `jit`).
@@ -112,9 +103,6 @@ class Trace:
       stop_ids: if given, every row must have generated exactly up to the
         block holding its first generated stop token, or every block (the
         stopping rule of `tunix_bd.core.eos`).
-
-    Returns:
-      The trace itself.
 
     Raises:
       ValueError: naming the field, for a `bd` or temperature that is not

@@ -46,8 +46,7 @@ def to_tunix_layout(
     pad_id: the id of left-padding prompt slots and never-generated slots.
 
   Returns:
-    `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`,
-    `action_step` and `action_logp`, NumPy arrays.
+    The six fields, NumPy arrays.
 
   Raises:
     ValueError: as `Trace.validate`.
@@ -90,20 +89,8 @@ def from_tunix_layout(
 ) -> trace_lib.Trace:
   """The `Trace` of fields in Tunix's `TrainExample` layout; validated.
 
-  Args:
-    prompt_ids: int `[batch, P]` left-padded prompts.
-    prompt_mask: bool `[batch, P]`, True on real prompt tokens, which must
-      be the last columns of each row.
-    completion_ids: int `[batch, T]` right-padded completions.
-    completion_mask: bool `[batch, T]`, True exactly where `action_step >=
-      0`.
-    action_step: int `[batch, T]` the trace's commit steps.
-    action_logp: float `[batch, T]` the trace's log-probs.
-    bd: the rollout's block-diffusion settings.
-    temperature: the rollout's temperature (1.0 if greedy).
-
-  Returns:
-    The trace.
+  The fields are `to_tunix_layout`'s (module docstring); `bd` and
+  `temperature` are the rollout's (1.0 if greedy).
 
   Raises:
     ValueError: for a prompt mask that is not a left padding, a completion

@@ -173,17 +173,14 @@ def decode(
   """Denoises a batch; see `denoise.generate` for the semantics.
 
   Args:
-    graphdef: the model's `nnx.split` graph.
-    state: the model's `nnx.split` state.
+    graphdef, state: the model's `nnx.split`.
     packed_inputs: int32 `[batch, 4 * length + 3]`, the canvas and the
       per-row RNG seeds (`pack_inputs`).
     params: the commit rule, its parameters and the temperature (traced).
     stop_ids: int32 `[num_stop_ids]` ids that stop a row.
-    bd: the block-diffusion settings.
-    layout: the static geometry.
-    use_cache: decode with the block KV cache.
-    logits_fn: the cache-free model call.
-    cached_logits_fn: the cached model call.
+    bd, layout, use_cache, logits_fn, cached_logits_fn: as the `Denoiser`
+      holds them (static): the settings, the geometry, whether to decode
+      with the block KV cache, and the cache-free and cached model calls.
 
   Returns:
     int32 `[batch, 3 * length + 2]`, read by `unpack_outputs`: physical

@@ -4,32 +4,24 @@
 
 Each row's completion occupies logical positions `P_r .. P_r + T - 1`
 (`P_r` its prompt length, `T = max_new_tokens`). Blocks follow logical
-positions (`position // block_size`): the first block to denoise may start
-inside the prompt (its prompt tokens are clean and fixed) and the last may be
-partial. Blocks are decoded in order; each denoising step computes the
-target-aligned logits of the current block, scores every masked position by
-its confidence (max probability over the vocabulary without the mask token)
-and commits positions by the configured rule (`commit_rules`). On the cached
-path a block with no mask left is written to the KV cache by the next
-block's first step: one forward over the clean block and the next block's
-canvas (the prompt prefill likewise rides on the first step).
-Rows stop per `tunix_bd.core.eos`: after the block holding their first stop
-token.
+positions: the first block to denoise may start inside the prompt (its
+prompt tokens are clean and fixed) and the last may be partial. Blocks are
+decoded in order, each by denoising steps (`step.denoise_step`,
+docs/design.md "Denoising step"); on the cached path a finished block is
+written to the KV cache by the next block's first step (the prompt prefill
+likewise rides on the first step). Rows stop per `tunix_bd.core.eos`: after
+the block holding their first stop token.
 
-Layout: every row is left-padded by whole blocks so that its first block to
-denoise sits at the same physical block `F` in every row; the canvas is the
-longest row in whole blocks, `((max_prompt_length + T - 1) // block_size +
-1) * block_size`, with `F` the last block a completion of the most blocks
-can start at (rows with longer prompts start at their prompt block there).
-The layout depends on the settings only, so one compiled program serves
-every batch of a given size, and a row's computation does not depend on its
-batch mates: batch invariance holds by construction (attention never
-crosses rows; sampling uses per-row threefry keys, `core.rng`, whatever
-JAX's default implementation).
+Rows are left-padded by whole blocks so that their first block to denoise
+sits at the same physical block (`canvas.Layout`). The layout depends on
+the settings only, so one compiled program serves every batch of a given
+size, and a row's computation does not depend on its batch mates: batch
+invariance holds by construction (attention never crosses rows; sampling
+uses per-row threefry keys, `core.rng`, whatever JAX's default
+implementation).
 
-All of decoding is one jitted `lax.while_loop` (`decode_loop`) with one
-model forward per iteration (a denoising step, maybe fused with a cache
-write), so there is no per-step Python dispatch. The commit rule, its
+All of decoding is one jitted loop (`decode_loop`) with one model forward
+per iteration and no per-step Python dispatch; the commit rule, its
 parameters and the temperature are traced, so changing them does not
 recompile. A `Denoiser` holds what calls share (checked settings, the split
 model); `generate` is a one-off call.
@@ -38,12 +30,11 @@ model); `generate` is a one-off call.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from flax import nnx
 import jax
 import numpy as np
-from tunix_bd import config_utils
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
@@ -157,11 +148,6 @@ class DenoiseConfig(commit_rules.CommitSettings):
   @property
   def greedy(self) -> bool:
     return self.temperature == 0.0
-
-  @classmethod
-  def from_config_dict(cls, cfg: Mapping[str, Any]) -> DenoiseConfig:
-    """Builds the config from a ConfigDict (or mapping); unknown keys fail."""
-    return cls(**config_utils.section_dict(cfg, "decode"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,7 +283,13 @@ class Denoiser:
         temperature=1.0 if config.greedy else config.temperature,
         bd=bd,
     )
-    inputs_lib.check_finished(out["nonfinite"], trace, config.stop_ids)
+    if out["nonfinite"].any():
+      raise ValueError(
+          "non-finite logits while denoising rows"
+          f" {np.flatnonzero(out['nonfinite']).tolist()}."
+      )
+    # Rows must have generated whole blocks up to their stop block (or all).
+    trace.validate(stop_ids=config.stop_ids)
 
     completions = eos.truncate_at_stop(tokens, config.stop_ids)
     # Every forward is a denoising step of each row it serves: cache writes
@@ -333,17 +325,13 @@ def generate(
   `Denoiser` to decode many batches.
 
   Args:
-    model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
+    model, bd, config, logits_fn, cached_logits_fn: as for `Denoiser`.
     prompt_tokens: a list of per-row token lists, or an int `[batch, width]`
       right-padded array together with `prompt_lengths`.
     prompt_lengths: int `[batch]` real lengths of a padded array; None for
       a list of lists.
-    bd: the model's block-diffusion settings.
-    config: the denoising settings.
     seeds: `[batch]` ints in [0, 2**32), one RNG stream per row; required
       when `config.temperature > 0`, ignored when greedy.
-    logits_fn: as for `Denoiser`.
-    cached_logits_fn: as for `Denoiser`.
 
   Returns:
     The `DenoiseOutput`, with the trace of every row.

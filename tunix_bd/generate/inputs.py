@@ -1,22 +1,17 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Fail-closed checks of what block denoising is given and what it returns.
+"""Fail-closed checks of what block denoising is given, before any compute.
 
-Prompts and seeds are checked before any compute, with errors that name the
-rows; a finished decode is checked for non-finite logits and against the
-trace rules (`Trace.validate`), e.g. for positions left masked.
+Errors about prompts and seeds name the rows.
 """
 
 from __future__ import annotations
-
-from typing import Sequence
 
 from flax import nnx
 import jax
 import numpy as np
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import families
-from tunix_bd.core import trace as trace_lib
 
 
 def check_model(model, bd, config) -> int:
@@ -86,7 +81,6 @@ def prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
         f" {lengths[too_long].tolist()} tokens, more than"
         f" max_prompt_length={config.max_prompt_length}."
     )
-  bd.validate_prompt_lengths(lengths)
   out = np.full((len(rows), config.max_prompt_length), config.pad_id, np.int32)
   for r, row in enumerate(rows):
     if not np.issubdtype(row.dtype, np.integer):
@@ -124,27 +118,3 @@ def seeds(values, batch: int, config) -> np.ndarray:
   if ((values < 0) | (values >= 2**32)).any():
     raise ValueError("seeds must be in [0, 2**32).")
   return values.astype(np.uint32)
-
-
-def check_finished(
-    nonfinite: np.ndarray, trace: trace_lib.Trace, stop_ids: Sequence[int]
-) -> None:
-  """Fails closed on non-finite logits or a trace that breaks its rules.
-
-  Args:
-    nonfinite: bool `[batch]`, rows that met a non-finite logit.
-    trace: the decoded batch's trace, checked by `Trace.validate` with the
-      stop ids (rows must have generated whole blocks up to their stop
-      block, or all of them).
-    stop_ids: the ids that stop a row.
-
-  Raises:
-    ValueError: naming the rows.
-  """
-  nonfinite = np.asarray(nonfinite)
-  if nonfinite.any():
-    raise ValueError(
-        "non-finite logits while denoising rows"
-        f" {np.flatnonzero(nonfinite).tolist()}."
-    )
-  trace.validate(stop_ids=stop_ids)

@@ -51,13 +51,9 @@ class DecodeResult:
 def call_rows(num_prompts: int, batch_size: int) -> list[np.ndarray]:
   """The prompt indices of each call: in order, the last call wrapped.
 
-  Args:
-    num_prompts: N >= 1.
-    batch_size: rows per call, >= 1.
-
-  Returns:
-    `ceil(N / batch_size)` int arrays of `batch_size` indices each, in
-    `[0, N)`: 0, 1, ..., N - 1, then 0, 1, ... to fill the last call.
+  `ceil(N / batch_size)` int arrays of `batch_size` indices each, in `[0,
+  N)` (N = `num_prompts` >= 1): 0, 1, ..., N - 1, then 0, 1, ... to fill
+  the last call.
   """
   if num_prompts < 1 or batch_size < 1:
     raise ValueError(

@@ -2,15 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """One denoising step of one block, as a unit (docs/design.md "Denoising step").
 
-Given the block's target-aligned logits, its canvas state, which positions
-may commit, the commit-rule parameters and per-row sampling keys, a step
-picks a token for every position (argmax, or a sample at the temperature),
-scores the positions by confidence (max probability over the vocabulary
-without the mask token), commits by the rule and records each committed
-token's log-probability under `scoring.log_probs` (the distribution
-replay scores). The compiled loop (`decode_loop`) only fetches logits and
-moves from block to block.
-
+Given the block's target-aligned logits, a step picks a token for every
+position (argmax, or a sample at the temperature), commits positions by the
+rule (`commit_rules`) and records each committed token's log-probability
+under `scoring.log_probs` (the distribution replay scores). The compiled
+loop (`decode_loop`) only fetches logits and moves from block to block.
 `CommitParams` holds the rule and its parameters as traced scalars, so one
 compiled program serves every rule and threshold.
 """
@@ -81,18 +77,6 @@ class StepOutput(NamedTuple):
   commit: jax.Array
 
 
-def select_commits(
-    params: CommitParams, confidence: jax.Array, eligible: jax.Array
-) -> jax.Array:
-  """bool `[batch, block]` commits of the traced rule `params.rule`."""
-  # A switch runs only the selected rule's computation.
-  branches = [
-      functools.partial(commit_rules.commit_mask, rule, **params.parameters)
-      for rule in commit_rules.RULES
-  ]
-  return jax.lax.switch(params.rule, branches, confidence, eligible)
-
-
 def step_keys(keys: jax.Array, logical_block: jax.Array, step: jax.Array):
   """Per-row sampling keys of (seed, logical block, step).
 
@@ -151,7 +135,12 @@ def denoise_step(
       ),
   )
   sampled_logp = jnp.take_along_axis(log_probs, sampled[..., None], axis=-1)
-  commit = select_commits(params, confidence, eligible)
+  # A switch runs only the selected rule's computation.
+  branches = [
+      functools.partial(commit_rules.commit_mask, rule, **params.parameters)
+      for rule in commit_rules.RULES
+  ]
+  commit = jax.lax.switch(params.rule, branches, confidence, eligible)
   return StepOutput(
       tokens=jnp.where(commit, sampled, tokens),
       steps=jnp.where(commit, step, steps),

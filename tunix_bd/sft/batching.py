@@ -30,11 +30,6 @@ def validate_dataset(
 ) -> None:
   """Checks every row up front, so bad data fails before any compute.
 
-  Args:
-    dataset: the encoded rows.
-    config: the block-diffusion settings.
-    eos_id: the EOS id.
-
   Raises:
     ValueError: naming the first offending example, for a row that does not
       fit `max_length` after its EOS fill, a completion that does not end
@@ -189,17 +184,8 @@ def eval_batches(
   The canvases are the same at every evaluation. A last partial batch is
   dropped, as in training.
 
-  Args:
-    dataset: the encoded held-out rows.
-    batch_size: examples per batch.
-    corruption: the corruption settings.
-    config: the block-diffusion settings.
-    eos_id: the EOS id.
-    section: the config section holding `batch_size` (e.g. "eval"), for
-      errors.
-
-  Returns:
-    A MapDataset of `micro_batches.SftBatch`es.
+  Arguments as `sft_batches`; returns a MapDataset of
+  `micro_batches.SftBatch`es.
   """
   return sft_batches(
       dataset,
@@ -238,10 +224,7 @@ def train_and_eval_batches(
     train: the `train` section (`batch_size`,
       `gradient_accumulation_steps`).
     eval_batch_size: `eval.batch_size`.
-    corruption: the corruption settings.
-    config: the block-diffusion settings.
-    eos_id: the EOS id.
-    seed: seeds the training order.
+    corruption, config, eos_id, seed: as for `sft_batches`.
 
   Returns:
     `(train_batches, eval_batches)`: MapDatasets of `micro_batches.SftBatch`

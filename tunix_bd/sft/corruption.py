@@ -3,25 +3,13 @@
 """Masked-diffusion SFT corruption: a pure NumPy function of one example.
 
 `corrupt_example` turns one `TokenizedDataset` row into the canvases the SFT
-loss trains on (docs/design.md "Corruption (SFT)"):
-
-* The completion gets its EOS fill (`tunix_bd.core.eos`): EOS up to the end of
-  the block holding the first EOS. Fill tokens are ordinary completion tokens;
-  positions after the filled block are padding (segment 0).
-* Per block of `block_size` logical positions (the last may be partial), a
-  noise level t ~ U[min_noise, max_noise]; each loss-eligible token (the
-  completion, EOS fill included) becomes the mask token with probability t.
-  A block with eligible tokens always gets at least one: if the draws
-  corrupt none, its eligible token with the smallest draw is corrupted (the
-  one that a slightly larger t would have taken first). Prompt tokens and
-  padding are never corrupted.
-* Loss weights are 0 off the corrupted positions and 1 (`uniform`) or 1/t
-  (`inverse_t`) on them.
-* `complementary` adds a second row whose corruption is the complement over
-  the eligible tokens, with noise level 1 - t (weight 1/(1 - t)). Every
-  eligible token is then supervised exactly once per example. A block whose
-  first row corrupted all its eligible tokens has no corruption at all in
-  the complementary row; it simply contributes no loss.
+loss trains on, by the rules of docs/design.md "Corruption (SFT)": the EOS
+fill (`tunix_bd.core.eos`), a noise level t per block and at least one
+corrupted eligible token per block (`corrupt_blocks`, shared with OPD),
+`uniform` or `inverse_t` loss weights, and the optional `complementary`
+row (noise 1 - t). A block whose first row corrupted all its eligible
+tokens has no corruption at all in the complementary row; it simply
+contributes no loss.
 
 Everything is a function of `(seed, example id, epoch)` only, drawn from
 `np.random.default_rng([seed, example_id, epoch, stream])`, so a resumed run,
@@ -51,17 +39,8 @@ LOSS_WEIGHTINGS = (UNIFORM, INVERSE_T)
 CORRUPTION_STREAM = 1
 ORDER_STREAM = 2
 
-# Every field of a corrupted example (and of an SFT batch), `[rows, length]`.
-FIELDS = (
-    "tokens",
-    "noisy_tokens",
-    "positions",
-    "segment_ids",
-    "completion_mask",
-    "corruption_mask",
-    "loss_weights",
-    "noise_level",
-)
+# Every field of a corrupted example (and of an SFT batch), `[rows, length]`,
+# and its dtype.
 _DTYPES = {
     "tokens": np.int32,
     "noisy_tokens": np.int32,
@@ -72,6 +51,7 @@ _DTYPES = {
     "loss_weights": np.float32,
     "noise_level": np.float32,
 }
+FIELDS = tuple(_DTYPES)
 
 
 def _check_noise(name: str, value: Any) -> float:

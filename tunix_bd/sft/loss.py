@@ -7,18 +7,14 @@ its public seams, `with_gen_model_input_fn` and `with_loss_fn(...,
 has_aux=True)`; `tunix_bd.sft.trainer.DiffusionSftTrainer` also logs its
 aux metrics.
 
-The loss of a micro-batch is
-
-    sum(w * -log p(token)) * denominators.loss_scale(...)
-
-over its corrupted positions, with float32 target-aligned logits from the
-injected `logits_fn` (`diffusion_logits_fn` by default) or, with `logits_chunk`,
-from the model's head applied to its target-aligned hidden rows in vocabulary
-chunks (`core.lm_head`: no `[batch, length, vocab]` array, no logits for the
-clean copy), and `w` the loss weights; the scale (`k / global_weight`,
-`tunix_bd.core.denominators`) makes k accumulated micro-batches exactly one big
-batch (docs/design.md "Loss denominators"). Eval batches carry k = 1 and their
-own total, so the same function gives their weighted mean.
+The loss of a micro-batch is `sum(w * -log p(token)) *
+denominators.loss_scale(...)` over its corrupted positions, `w` the loss
+weights, with float32 target-aligned logits from the injected `logits_fn`
+or, with `logits_chunk`, from the model's head applied to its hidden rows
+in vocabulary chunks (`core.lm_head`: no `[batch, length, vocab]` array).
+The scale `k / global_weight` makes k accumulated micro-batches exactly one
+big batch (docs/design.md "Loss denominators"); eval batches carry k = 1
+and their own total, so the same function gives their weighted mean.
 """
 
 from __future__ import annotations
@@ -42,13 +38,7 @@ from tunix_bd.sft import micro_batches
 def sft_model_inputs(
     batch: micro_batches.SftBatch,
 ) -> dict[str, micro_batches.SftBatch]:
-  """The `gen_model_input_fn`: the loss's keyword arguments.
-
-  Args:
-    batch: an SFT micro-batch.
-
-  Returns:
-    `{"batch": batch}`.
+  """The `gen_model_input_fn`: `{"batch": batch}`, the loss's keywords.
 
   Raises:
     ValueError: for anything but an `SftBatch`.
@@ -242,11 +232,8 @@ def sft_loss_fn(
   to positions").
 
   Args:
-    config: the block-diffusion settings.
-    num_noise_buckets: see `sft_loss`.
-    logits_fn: see `sft_loss`.
-    logits_chunk: see `sft_loss`.
-    attention: see `sft_loss`.
+    config, num_noise_buckets, logits_fn, logits_chunk, attention: as for
+      `sft_loss`.
 
   Returns:
     `loss_fn(model, batch) -> (loss, aux)` of an `SftBatch`.
@@ -299,15 +286,9 @@ def configure(
   `trainer.DiffusionSftTrainer` does.
 
   Args:
-    trainer: the trainer to configure.
-    config: the block-diffusion settings.
-    num_noise_buckets: see `sft_loss`.
-    logits_fn: see `sft_loss`.
-    logits_chunk: see `sft_loss`.
-    attention: see `sft_loss`.
-
-  Returns:
-    The trainer.
+    trainer: the trainer to configure; returned.
+    config, num_noise_buckets, logits_fn, logits_chunk, attention: as for
+      `sft_loss`.
 
   Raises:
     ValueError: as `sft_loss_fn`.

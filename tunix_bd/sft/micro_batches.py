@@ -2,30 +2,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """The SFT micro-batch, and the grain source that assembles the stream.
 
-A global batch is `batch_size` examples (two rows each with complementary
-corruption): what one optimizer update sees. It is split into
-`gradient_accumulation_steps` = k micro-batches, the items `PeftTrainer`
-iterates: each an `SftBatch`, a pytree of batch-major arrays that Tunix
-shards row-wise like any input. Each micro-batch carries the per-row fields
-of `tunix_bd.core.denominators`: `global_weight` (the total loss weight of
-its whole global batch) and `accumulation_steps` (k). Together they make k
-accumulated micro-batches exactly one big batch.
+A global batch is `batch_size` examples: what one optimizer update sees. It
+is split into `gradient_accumulation_steps` = k micro-batches, the items
+`PeftTrainer` iterates: each an `SftBatch`, whose every leaf is batch-major
+(Tunix shards row-wise), with the per-row denominator fields of
+`tunix_bd.core.denominators` that make k accumulated micro-batches exactly
+one big batch.
 
 The stream is a pure function of the index: example order is a permutation
 per epoch drawn from `(seed, epoch)`, each epoch drops its last partial
 global batch, and corruption is `corrupt_example` of `(corruption.seed,
-example id, epoch)`. Item m of the dataset is therefore the same in every
-run, so a resumed `PeftTrainer` that skips its first `iter_steps` items
-trains on exactly the canvases an uninterrupted run would.
-
-`MicroBatches` checks nothing: `tunix_bd.sft.batching` validates the
-settings and every row, then builds it.
+example id, epoch)`. A resumed `PeftTrainer` that skips its first
+`iter_steps` items therefore trains on exactly the canvases an
+uninterrupted run would. `MicroBatches` checks nothing:
+`tunix_bd.sft.batching` validates the settings and every row, then builds
+it.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import sys
 import threading
 from typing import Any, Callable
@@ -74,10 +70,6 @@ class SftBatch:
   noise_level: Any
   global_weight: Any
   accumulation_steps: Any
-
-
-# Every field of an SFT micro-batch, each `[micro_batch, ...]`.
-BATCH_FIELDS = tuple(field.name for field in dataclasses.fields(SftBatch))
 
 
 def example_where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:
@@ -137,19 +129,8 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
   Each item has `batch_size * corruption.rows_per_example // k` rows of
   `dataset.max_length` columns. Each global batch is the next `batch_size`
   examples of its epoch's order, corrupted once however many threads ask
-  for its micro-batches.
-
-  Args:
-    dataset: the encoded rows (validated by the caller).
-    batch_size: examples per global batch.
-    accumulation_steps: k micro-batches per global batch; divides
-      `batch_size`.
-    corruption: the corruption settings.
-    config: the block-diffusion settings.
-    eos_id: the EOS id.
-    seed: seeds the example order.
-    num_epochs: passes over the data; None repeats forever.
-    shuffle: a permutation per epoch, else the dataset's order.
+  for its micro-batches. The arguments are `batching.sft_batches`' (checked
+  there; `accumulation_steps` is its `gradient_accumulation_steps`).
   """
 
   def __init__(

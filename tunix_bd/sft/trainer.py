@@ -31,12 +31,7 @@ class DiffusionSftTrainer(
     donation.DonatingStepMixin,
     compat.PeftTrainer,
 ):
-  """A `PeftTrainer` configured with the SFT loss that logs its aux metrics.
-
-  Aux metrics are reduced over each update step's micro-batches and logged
-  like `loss` (`tunix_bd.training.aux_metrics`). A full fine-tuning step
-  updates the weights in place (`tunix_bd.training.donation`).
-  """
+  """A `PeftTrainer` configured with the SFT loss (see the module doc)."""
 
   def __init__(
       self,
@@ -62,12 +57,10 @@ class DiffusionSftTrainer(
       config: the block-diffusion settings.
       fingerprint: a `tunix_bd.fingerprint.fingerprint(...)` dict stored in
         every checkpoint's metadata; None stores nothing.
-      num_noise_buckets: see `loss.sft_loss`.
       metrics_logger: Tunix's metrics logger; None builds one from
         `training_config.metrics_logging_options`.
-      logits_fn: see `loss.sft_loss`.
-      logits_chunk: see `loss.sft_loss`.
-      attention: see `loss.sft_loss`.
+      num_noise_buckets, logits_fn, logits_chunk, attention: as for
+        `loss.sft_loss`.
 
     Raises:
       ValueError: with `logits_chunk`, for a LoRA'd output head or a mask
@@ -114,15 +107,9 @@ def report_conversion(
 ) -> dict[str, float]:
   """The converted run's final losses, printed with what it exported.
 
-  Args:
-    workdir: the run's workdir (its `metrics.jsonl` is read).
-    export_dir: where the block-diffusion model was exported.
-    bd: its block-diffusion settings.
-    steps: the optimizer steps trained (`trainer.train_steps`).
-
-  Returns:
-    `{"train_loss", "eval_loss", "steps"}`: the last logged `/train/loss`
-    and `/eval/loss` (NaN if never logged), and `steps`.
+  Returns `{"train_loss", "eval_loss", "steps"}`: the last `/train/loss` and
+  `/eval/loss` in `workdir`'s `metrics.jsonl` (NaN if never logged), and
+  `steps` (the optimizer steps trained), for the model in `export_dir`.
   """
   losses = {
       "train_loss": metrics.last_metric(workdir, "/train/loss"),

@@ -8,25 +8,17 @@ tunix_bd's:
 
 - `logits_fn(config)`: tunix_bd's model call as a Tunix `DiffusionLogitsFn`,
   `(model, model_inputs) -> float32 [batch, length, vocab]` target-aligned
-  logits (`diffusion_lm.diffusion_logits_fn`, the mask column at
-  `MASKED_LOGIT`). The block-diffusion settings are static, so they are
-  bound here, not carried in the batch.
+  logits, the block-diffusion settings bound here.
 - `batch_adapter(batch)`: a `DiffusionBatchAdapter` from an `SftBatch` to a
-  `DiffusionTokenBatch`: `model_inputs` are `diffusion_logits_fn`'s array
-  arguments (`MODEL_INPUTS`), the targets are the clean tokens, and the loss
-  weights are the SFT loss's (zero off the corrupted positions).
+  `DiffusionTokenBatch` (`MODEL_INPUTS`, the clean tokens as targets, the
+  SFT loss's weights).
 - `configure(trainer, config)`: `configure_diffusion_sft` with both.
 
-Tunix's loss returns `WeightedMetric(sum(w * nll), sum(w))` and its trainer
-divides the gradients summed over an update's micro-batches by the summed
-weights: the update of `sum(w * nll) / W` over the global batch, the very
-update of tunix_bd's hook (`sft.loss`, whose micro-batches carry `k / W`,
-`core.denominators`), so `global_weight` and `accumulation_steps` are not
-needed here. The losses and gradients are equal to float rounding
-(`tunix_diffusion_test`). Tunix's loss builds the dense float32 `[batch,
-length, vocab]` logits, which the hook's chunked head never does, and logs
-no aux metrics (masked accuracy, loss per noise level): docs/design.md
-"Tunix's diffusion contract".
+Tunix's trainer divides the summed `sum(w * nll)` by the summed weights:
+the update of tunix_bd's hook (`sft.loss`), so `global_weight` and
+`accumulation_steps` are not needed here; losses and gradients are equal to
+float rounding (docs/design.md "Tunix's diffusion contract", which also says
+why the hook stays the default).
 
 `logits_fn` needs no Tunix; the others need a Tunix with the contract and
 raise a `ValueError` naming it on google-tunix 0.1.7.
@@ -98,9 +90,6 @@ def batch_adapter(batch: micro_batches.SftBatch):
 
   Runs inside Tunix's jitted step, so on traced arrays too.
 
-  Args:
-    batch: an `SftBatch` (`[batch, length]` rows).
-
   Returns:
     `DiffusionTokenBatch(model_inputs, target_ids, loss_weights)`:
     `model_inputs` a dict of `MODEL_INPUTS`, `target_ids` int32 `[batch,
@@ -138,12 +127,9 @@ def configure(
   """Makes `trainer` train (and evaluate) with Tunix's diffusion SFT loss.
 
   Args:
-    trainer: a `PeftTrainer` fed `SftBatch`es.
-    config: the block-diffusion settings.
-    model_call: see `logits_fn`.
-
-  Returns:
-    The trainer, from Tunix's `configure_diffusion_sft`.
+    trainer: a `PeftTrainer` fed `SftBatch`es; returned, as Tunix's
+      `configure_diffusion_sft` returns it.
+    config, model_call: as for `logits_fn`.
 
   Raises:
     ValueError: on a Tunix without `tunix.sft.diffusion`.

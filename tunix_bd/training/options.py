@@ -301,9 +301,8 @@ def accumulation_steps(settings: TrainSettings) -> int | None:
   """Tunix's `gradient_accumulation_steps`: None unless it is over 1.
 
   Tunix wraps the optimizer in `optax.MultiSteps` whenever the setting is
-  not None; at k=1 that applies the same update (the mean of one gradient)
-  but keeps a parameter-sized accumulator in the optimizer state and
-  selects between the old and new AdamW moments in every step.
+  not None, which at k=1 applies the same update with a parameter-sized
+  accumulator more (`TrainSettings.gradient_accumulation_steps`).
   """
   steps = settings.gradient_accumulation_steps
   return steps if steps is not None and steps > 1 else None

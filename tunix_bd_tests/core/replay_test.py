@@ -170,7 +170,7 @@ _COUNTED = _CountingModel(_QWEN3)
 def _replay(trace, **kwargs):
   """Compiled replay; returns NumPy log-probs (and counts the forwards)."""
   _CALLS.clear()
-  got = replayer.compiled_replay_log_probs(_COUNTED, trace, **kwargs)
+  got = replayer.Replayer(_COUNTED, **kwargs)(trace)
   got = np.asarray(got)
   jax.effects_barrier()
   return got
@@ -334,7 +334,7 @@ class ReplayTest(parameterized.TestCase):
     # start-of-step snapshot); the model's own state again after it.
     np.testing.assert_allclose(
         replay_of(trace, state=nnx.state(other)),
-        replayer.compiled_replay_log_probs(other, trace),
+        replayer.Replayer(other)(trace),
         atol=1e-6,
         rtol=0,
     )

@@ -212,7 +212,7 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
         cls.model, _bd(), stop_id=_STOP, pad_id=_PAD
     )
     cls.advantages = np.asarray([1.0, -0.5, 0.25, -0.75], np.float32)
-    cls.live = replayer.compiled_replay_log_probs(cls.model, cls.trace)
+    cls.live = replayer.Replayer(cls.model)(cls.trace)
 
   def _example(self, **kwargs):
     return policy_loss.DiffusionTrainExample.from_trace(
@@ -248,7 +248,7 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
         part.context_length, canvases.static_context_length(self.trace)
     )
     np.testing.assert_allclose(
-        replayer.compiled_replay_log_probs(self.model, part.trace),
+        replayer.Replayer(self.model)(part.trace),
         self.live[1:3],
         atol=1e-5,
     )
@@ -282,9 +282,7 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
   def test_live_gradient_is_nonzero_and_finite(self):
     other = test_common.tiny_qwen3(vocab_size=_VOCAB, seed=1)
     example = self._example(
-        ref_per_token_logps=replayer.compiled_replay_log_probs(
-            other, self.trace
-        )
+        ref_per_token_logps=replayer.Replayer(other)(self.trace)
     )
     config = _grpo_config(beta=0.04)
     loss_fn = lambda model: policy_loss.diffusion_grpo_loss(

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.sft.batching: checked streams, resume, row checks."""
 
+import dataclasses
 import pickle
 import re
 
@@ -33,7 +34,8 @@ def _batches(data=None, k=1, complementary=False, seed=0, **kwargs):
 
 
 def _assert_equal(a, b):
-  for key in micro_batches.BATCH_FIELDS:
+  for field in dataclasses.fields(micro_batches.SftBatch):
+    key = field.name
     np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
 
 
