@@ -37,7 +37,7 @@ from tunix_bd.models import bd_formats_export
 from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config_export
+from tunix_bd.models import hf_config
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 
@@ -152,7 +152,7 @@ def _base_config(
   """What `fmt`'s fields are written over: the source's config (a source in
   another format as its Qwen3/Qwen2 config), or the model's."""
   if source is None:
-    out = hf_config_export.config_to_hf(model_config)
+    out = hf_config.config_to_hf(model_config)
     ids = {
         "bos_token_id": getattr(tokenizer, "bos_token_id", None),
         "eos_token_id": tokenizer.eos_token_id,
@@ -237,7 +237,7 @@ def format_source(
   if "dtype" in config and "torch_dtype" not in config:
     config["torch_dtype"] = config.pop("dtype")
   config.pop("rope_parameters", None)
-  config["rope_theta"] = hf_config_export.config_to_hf(model_config)[
+  config["rope_theta"] = hf_config.config_to_hf(model_config)[
       "rope_theta"
   ]
   config["rope_scaling"] = None  # Tunix implements the default RoPE only.

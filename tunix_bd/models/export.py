@@ -31,7 +31,6 @@ from jax.experimental import multihost_utils
 import ml_dtypes
 import numpy as np
 from safetensors import numpy as safetensors_np
-from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
@@ -326,15 +325,6 @@ def _write_json(directory: str, name: str, content: dict[str, Any]) -> None:
     f.write("\n")
 
 
-def save_qwen3(
-    model: qwen3_lib.Qwen3, output_dir: str | os.PathLike[str], **kwargs: Any
-) -> None:
-  """`save_checkpoint` of a Tunix Qwen3; any other model is refused."""
-  if not isinstance(model, qwen3_lib.Qwen3):
-    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
-  save_checkpoint(model, output_dir, **kwargs)
-
-
 def export_checkpoint(
     model: Any,
     tokenizer: Any,
@@ -380,13 +370,6 @@ def export_checkpoint(
         " and exports again."
     ) from e
   shutil.rmtree(previous, ignore_errors=True)
-
-
-def export_qwen3(model: qwen3_lib.Qwen3, tokenizer: Any, export_dir: str):
-  """`export_checkpoint` of a Tunix Qwen3 trained from scratch."""
-  if not isinstance(model, qwen3_lib.Qwen3):
-    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
-  export_checkpoint(model, tokenizer, export_dir)
 
 
 def find_block_diffusion_exports(root: str, max_depth: int = 4) -> list[str]:

@@ -6,8 +6,7 @@ Each helper reads one group of fields (type and architecture, RoPE, widths
 and heads, dtypes) and raises a `ValueError` naming the field for a missing
 or malformed value, or for a setting the Tunix model cannot represent
 (`FIXED_FIELDS`: activations, sliding windows, biases, MoE routing...).
-`hf_config` builds the Tunix configs from them; `hf_config_export` writes
-them back.
+`hf_config` builds the Tunix configs from them and writes them back.
 """
 
 from typing import Any

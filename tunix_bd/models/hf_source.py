@@ -49,7 +49,7 @@ from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config_export
+from tunix_bd.models import hf_config
 
 GENERATION_CONFIG_FILE = "generation_config.json"
 # The weight dtypes `export.dtype` may name.
@@ -161,7 +161,7 @@ def config_json(
     ValueError: if the source's config describes another model than
       `model_config` (in any field but `vocab_size`).
   """
-  derived = hf_config_export.config_to_hf(model_config)
+  derived = hf_config.config_to_hf(model_config)
   file_dtypes = sorted(set(file_dtypes))
   if source is None:
     out = dict(derived)
@@ -181,7 +181,7 @@ def config_json(
 
 def _check_describes(out: dict[str, Any], derived: dict[str, Any]) -> None:
   """Fails closed unless `out` parses to the model `derived` describes."""
-  parsed = hf_config_export.config_to_hf(bd_formats.model_config_from_hf(out))
+  parsed = hf_config.config_to_hf(bd_formats.model_config_from_hf(out))
   for key, value in derived.items():
     if key != "dtype" and parsed[key] != value:
       raise ValueError(

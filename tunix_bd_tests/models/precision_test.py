@@ -33,7 +33,7 @@ class PrecisionTest(absltest.TestCase):
   def test_load_computes_in_bf16_on_float32_weights(self):
     directory = self.create_tempdir().full_path
     source = test_common.tiny_qwen3(_VOCAB)
-    export.save_qwen3(source, directory)
+    export.save_checkpoint(source, directory)
     settings = precision_lib.Precision(dtype="bfloat16", remat="decoder")
     model, config = precision_lib.load(directory, settings)
     self.assertEqual(config.dtype, jnp.bfloat16)
@@ -49,7 +49,7 @@ class PrecisionTest(absltest.TestCase):
 
   def test_decoding_weights_in_bf16_give_the_same_logits_bit_for_bit(self):
     directory = self.create_tempdir().full_path
-    export.save_qwen3(test_common.tiny_qwen3(_VOCAB), directory)
+    export.save_checkpoint(test_common.tiny_qwen3(_VOCAB), directory)
     settings = precision_lib.Precision(dtype="bfloat16")
     master, _ = precision_lib.load(directory, settings)
     decoding, _ = precision_lib.load(directory, settings, decoding_only=True)
