@@ -23,7 +23,6 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import scoring
 from tunix_bd.evaluation import ar_sampler
-from tunix_bd.evaluation import block_diffusion
 from tunix_bd.evaluation import speed
 from tunix_bd.generate import settings as settings_lib
 
@@ -40,9 +39,7 @@ def _decoders(ar_model, bd_model, tokenizer, bd, thresholds, width, budget):
     config = settings_lib.denoise_config(
         tokenizer, width, max_new_tokens=budget, threshold=threshold
     )
-    return block_diffusion.denoiser_decoder(
-        model, tokenizer, bd=model_bd, config=config
-    )
+    return speed.denoiser_decoder(model, tokenizer, bd=model_bd, config=config)
 
   decoders = {
       AR_SAMPLER: ar_sampler.greedy_decoder(

@@ -152,14 +152,10 @@ def _base_config(
   """What `fmt`'s fields are written over: the source's config (a source in
   another format as its Qwen3/Qwen2 config), or the model's."""
   if source is None:
-    out = hf_config.config_to_hf(model_config)
-    ids = {
-        "bos_token_id": getattr(tokenizer, "bos_token_id", None),
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
+    return {
+        **hf_config.config_to_hf(model_config),
+        **hf_source.tokenizer_ids(tokenizer),
     }
-    out.update({k: v for k, v in ids.items() if v is not None})
-    return out
   found = bd_formats.detect(source.config)
   if found is None or found.name == fmt:
     return dict(source.config)
@@ -237,9 +233,7 @@ def format_source(
   if "dtype" in config and "torch_dtype" not in config:
     config["torch_dtype"] = config.pop("dtype")
   config.pop("rope_parameters", None)
-  config["rope_theta"] = hf_config.config_to_hf(model_config)[
-      "rope_theta"
-  ]
+  config["rope_theta"] = hf_config.config_to_hf(model_config)["rope_theta"]
   config["rope_scaling"] = None  # Tunix implements the default RoPE only.
   generation = dict((source.generation_config if source else None) or {})
   eos_ids = [*stop_ids_record(tokenizer, stop_ids), last]

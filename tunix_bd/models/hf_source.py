@@ -133,7 +133,8 @@ def tensor_dtypes(
   return {key: source.tensor_dtypes.get(key, common[0][0]) for key in tensors}
 
 
-def _tokenizer_ids(tokenizer: Any) -> dict[str, Any]:
+def tokenizer_ids(tokenizer: Any) -> dict[str, Any]:
+  """The tokenizer's BOS, EOS and pad ids that are set, as config keys."""
   ids = {
       "bos_token_id": getattr(tokenizer, "bos_token_id", None),
       "eos_token_id": tokenizer.eos_token_id,
@@ -165,7 +166,7 @@ def config_json(
   file_dtypes = sorted(set(file_dtypes))
   if source is None:
     out = dict(derived)
-    out.update(_tokenizer_ids(tokenizer) if tokenizer is not None else {})
+    out.update(tokenizer_ids(tokenizer) if tokenizer is not None else {})
     out["dtype"] = file_dtypes[0] if len(file_dtypes) == 1 else "float32"
   else:
     out = dict(source.config)
@@ -211,7 +212,7 @@ def generation_config_json(
     return source.generation_config
   if tokenizer is None:
     return None
-  out = _tokenizer_ids(tokenizer)
+  out = tokenizer_ids(tokenizer)
   eos = [
       tokenizer.eos_token_id,
       *special_ids.checkpoint_stop_ids(tokenizer),
