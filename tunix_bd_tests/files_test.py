@@ -84,7 +84,6 @@ class FilesTest(absltest.TestCase):
       self.assertEqual(files.read_text(f"{_URL}/a/report.json"), '{"x": 1}')
       self.assertEqual(files.list_dir(_URL), ["a", "m.jsonl"])
       self.assertEqual(files.list_dir(f"{_URL}/missing"), [])
-      self.assertTrue(files.is_dir(f"{_URL}/a"))
       with open(local(f"{_URL}/m.jsonl")) as f:
         self.assertEqual(f.read(), "1\n2\n3\n")
       files.remove_tree(f"{_URL}/a")

@@ -7,16 +7,10 @@ source checkpoint's config, generation config and weight dtypes kept) and,
 beside it, the block-diffusion settings with the mask token's string next to
 its id and the chat template switches the model was trained with
 (`chat.SETTINGS_KEY`), which generation, OPD and GRPO render with. The
-tokenizer's `mask_token` is the mask token.
-
-With `fmt` (`export.format`) `sdar` or `fast_dllm_v2` the directory is in
-that format instead of the source's: the `config.json` and
-`generation_config.json` of `format_source` (the source's, or the model's,
-with the format's fields), the tokenizer as the format ships it
-(`format_tokenizer`; `write_legacy_tokenizer_config` for the transformers
-4.5x their code runs on) and, with `export.reference_code`, the format's
-modeling files (`copy_reference_code`). `bd_formats_export` checks
-beforehand that the model is exportable in the format.
+tokenizer's `mask_token` is the mask token. With `export.format` `sdar` or
+`fast_dllm_v2` the directory is in that format instead (`format_source`,
+`format_tokenizer`; docs/formats.md, "Export"), which `bd_formats_export`
+checks beforehand.
 """
 
 from __future__ import annotations
@@ -112,8 +106,10 @@ def export_block_diffusion(
   )
   if fmt != bd_formats_export.TUNIX_BD:
     write_legacy_tokenizer_config(export_dir)
-  if reference_code:
-    copy_reference_code(fmt, reference_code, export_dir)
+  if reference_code:  # Copies the format's modeling files.
+    for name in bd_formats_export.REFERENCE_CODE[fmt].files:
+      with open(os.path.join(reference_code, name), "rb") as f:
+        files.write_bytes(os.path.join(export_dir, name), f.read())
   bd_config_lib.save_settings(
       bd,
       export_dir,
@@ -290,10 +286,3 @@ def write_legacy_tokenizer_config(export_dir: str) -> None:
     changed["tokenizer_class"] = "PreTrainedTokenizerFast"
   if changed != content:
     files.write_text(path, json.dumps(changed, indent=2) + "\n")
-
-
-def copy_reference_code(fmt: str, directory: str, export_dir: str) -> None:
-  """Copies `fmt`'s modeling files from `directory` into `export_dir`."""
-  for name in bd_formats_export.REFERENCE_CODE[fmt].files:
-    with open(os.path.join(directory, name), "rb") as f:
-      files.write_bytes(os.path.join(export_dir, name), f.read())

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Any
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
@@ -181,14 +181,6 @@ def family_config(raw: dict[str, Any], fmt: Format) -> dict[str, Any]:
   return out
 
 
-def _in_format(fmt: Format, fn: Callable[[], Any]) -> Any:
-  """`fn()`, its ValueError prefixed with the format's name."""
-  try:
-    return fn()
-  except ValueError as e:
-    raise ValueError(f"{fmt.name} checkpoint: {e}") from e
-
-
 def model_config_from_hf(
     raw: Any, *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
@@ -208,12 +200,12 @@ def model_config_from_hf(
     return hf_config.model_config_from_hf(
         raw, dtype=dtype, param_dtype=param_dtype
     )
-  return _in_format(
-      fmt,
-      lambda: hf_config.model_config_from_hf(
-          family_config(raw, fmt), dtype=dtype, param_dtype=param_dtype
-      ),
-  )
+  try:
+    return hf_config.model_config_from_hf(
+        family_config(raw, fmt), dtype=dtype, param_dtype=param_dtype
+    )
+  except ValueError as e:
+    raise ValueError(f"{fmt.name} checkpoint: {e}") from e
 
 
 def _block_size(raw: dict[str, Any], fmt: Format) -> int:

@@ -137,23 +137,19 @@ def _hf_tensors(model: Any) -> dict[str, np.ndarray]:
   return {key: tensors[key] for key in expected}
 
 
-def _fsync_tree(directory: str) -> None:
-  for root, _, names in os.walk(directory):
-    for name in names:
-      fd = os.open(os.path.join(root, name), os.O_RDONLY)
-      try:
-        os.fsync(fd)
-      finally:
-        os.close(fd)
-  _fsync_dir(directory)
-
-
-def _fsync_dir(directory: str) -> None:
-  fd = os.open(directory, os.O_RDONLY)
+def _fsync(path: str) -> None:
+  fd = os.open(path, os.O_RDONLY)
   try:
     os.fsync(fd)
   finally:
     os.close(fd)
+
+
+def _fsync_tree(directory: str) -> None:
+  for root, _, names in os.walk(directory):
+    for name in names:
+      _fsync(os.path.join(root, name))
+  _fsync(directory)
 
 
 def _write_weights(
@@ -316,7 +312,7 @@ def save_checkpoint(
   except BaseException:
     shutil.rmtree(tmp_dir, ignore_errors=True)
     raise
-  _fsync_dir(parent)
+  _fsync(parent)
 
 
 def _write_json(directory: str, name: str, content: dict[str, Any]) -> None:

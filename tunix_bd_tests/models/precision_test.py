@@ -90,14 +90,12 @@ class PrecisionTest(absltest.TestCase):
 
   def test_settings_fail_closed_and_fingerprint_the_dtype(self):
     with self.assertRaisesRegex(ValueError, "^model.dtype must be one of"):
-      precision_lib.from_section({"dtype": "float16"})
+      precision_lib.Precision(dtype="float16")
     with self.assertRaisesRegex(ValueError, "^model.remat must be one of"):
-      precision_lib.from_section({"remat": "full"})
+      precision_lib.Precision(remat="full")
     with self.assertRaisesRegex(ValueError, "^model.logits_chunk must be"):
-      precision_lib.from_section({"logits_chunk": 1.5})
-    settings = precision_lib.from_section(
-        {"dtype": "bfloat16", "logits_chunk": 0, "checkpoint": "x"}
-    )
+      precision_lib.Precision(logits_chunk=1.5)
+    settings = precision_lib.Precision(dtype="bfloat16", logits_chunk=0)
     self.assertIsNone(settings.chunk)
     self.assertEqual(settings.fingerprint_fields(), {"model.dtype": "bfloat16"})
 
