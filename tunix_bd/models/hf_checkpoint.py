@@ -178,11 +178,7 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
 
 
 def _check_weights(checkpoint_dir: str, config: Any) -> bool:
-  """Checks the safetensors headers against `config`, before any loading.
-
-  Args:
-    checkpoint_dir: The checkpoint directory.
-    config: The config parsed from its `config.json`.
+  """Checks the safetensors headers against the parsed `config.json`.
 
   Returns:
     Whether some file mixes tensor dtypes (Tunix's optimized loader reads a
