@@ -36,7 +36,6 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_config
-from tunix_bd.models import hf_config_fields
 from tunix_bd.models import mask_token as mask_token_lib
 
 # Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
@@ -177,7 +176,7 @@ def family_config(raw: dict[str, Any], fmt: Format) -> dict[str, Any]:
       if k not in fmt.dropped + ("auto_map", fmt.block_field, "mask_token_id")
   }
   out["model_type"] = fmt.family_type
-  out["architectures"] = [hf_config_fields.ARCHITECTURES[fmt.family_type]]
+  out["architectures"] = [hf_config.ARCHITECTURES[fmt.family_type]]
   return out
 
 
