@@ -23,7 +23,6 @@ from tunix_bd import config_utils
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import ar_sampler
-from tunix_bd.evaluation import block_diffusion
 from tunix_bd.evaluation import speed
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
@@ -199,9 +198,7 @@ def build(
         pad_id=tokenizer.pad_token_id,
         **rule,
     )
-    return block_diffusion.denoiser_decoder(
-        model, tokenizer, bd=bd, config=config
-    )
+    return speed.denoiser_decoder(model, tokenizer, bd=bd, config=config)
 
   bd = bd_config_lib.BlockDiffusionConfig(
       block_size=workload.block_size, mask_token_id=mask_id

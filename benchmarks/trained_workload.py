@@ -30,7 +30,7 @@ from tunix_bd.core import replayer
 from tunix_bd.data import chat
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.evaluation import ar_sampler
-from tunix_bd.evaluation import block_diffusion
+from tunix_bd.evaluation import speed
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import bd_formats
@@ -116,9 +116,7 @@ def measure(
     config = settings_lib.denoise_config(
         tokenizer, width, max_new_tokens=new_tokens, use_cache=cache, **rule
     )
-    return block_diffusion.denoiser_decoder(
-        model, tokenizer, bd=model_bd, config=config
-    )
+    return speed.denoiser_decoder(model, tokenizer, bd=model_bd, config=config)
 
   rule = settings.commit_rule()
   decoders = {

@@ -46,10 +46,6 @@ def exists(path: str) -> bool:
   return epath.Path(path).exists()
 
 
-def is_dir(path: str) -> bool:
-  return epath.Path(path).is_dir()
-
-
 def list_dir(path: str) -> list[str]:
   """The names in directory `path` (sorted); empty if it does not exist."""
   directory = epath.Path(path)

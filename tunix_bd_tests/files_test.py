@@ -85,7 +85,6 @@ class FilesTest(absltest.TestCase):
       self.assertEqual(files.read_text(f"{_URL}/a/report.json"), '{"x": 1}')
       self.assertEqual(files.list_dir(_URL), ["a", "m.jsonl"])
       self.assertEqual(files.list_dir(f"{_URL}/missing"), [])
-      self.assertTrue(files.is_dir(f"{_URL}/a"))
       with open(local(f"{_URL}/m.jsonl")) as f:
         self.assertEqual(f.read(), "1\n2\n3\n")
       files.remove_tree(f"{_URL}/a")
@@ -157,10 +156,10 @@ class FilesTest(absltest.TestCase):
     model = test_common.tiny_qwen3(vocab_size=len(tokenizer))
     settings = bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=3)
     local_dir = os.path.join(self.create_tempdir().full_path, "export")
-    export.export_qwen3(model, tokenizer, local_dir)
+    export.export_checkpoint(model, tokenizer, local_dir)
     with _fake_bucket(self.bucket) as local:
       for _ in range(2):  # The second export replaces the first.
-        export.export_qwen3(model, tokenizer, f"{_URL}/export")
+        export.export_checkpoint(model, tokenizer, f"{_URL}/export")
       bd_config.save_settings(settings, f"{_URL}/export")
       self.assertEqual(bd_config.load_settings(f"{_URL}/export"), settings)
       url_dir = local(f"{_URL}/export")

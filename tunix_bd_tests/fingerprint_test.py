@@ -337,7 +337,7 @@ class ResumeRuleTest(parameterized.TestCase):
     cls.tokenizer = tokenizer_lib.build_char_tokenizer()
     cls.export = os.path.join(absltest.get_default_test_tmpdir(), "rule_ar")
     if not os.path.isdir(cls.export):
-      export.save_qwen3(
+      export.save_checkpoint(
           test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
           cls.export,
           tokenizer=cls.tokenizer,

@@ -13,7 +13,6 @@ key or a mistyped value fails before anything runs.
 
 import ast
 from collections.abc import Sequence
-import difflib
 import inspect
 import pathlib
 from typing import Any, NamedTuple
@@ -30,14 +29,8 @@ _FALSE = frozenset({"false", "0", "no"})
 
 
 class Override(NamedTuple):
-  """One `--config.KEY=VALUE` from the command line, as typed."""
-
-  key: str
-  value: str
-
-
-class AppliedOverride(NamedTuple):
-  """An override after parsing: `value` has the field's type."""
+  """One `--config.KEY=VALUE`: `value` as typed (`split_override_args`), or
+  parsed to the field's type (`apply_overrides`)."""
 
   key: str
   value: Any
@@ -135,11 +128,7 @@ def resolve_config(
       f"config {name!r} not found: no file {str(as_path)!r}, and plugin"
       f" {plugin.name!r} has no config {relative.stem!r}"
   )
-  close = difflib.get_close_matches(relative.stem, configs, n=1)
-  if close:
-    message += f"; did you mean {close[0]!r}?"
-  else:
-    message += "."
+  message += errors.did_you_mean(relative.stem, configs)
   listed = ", ".join(configs) if configs else "none"
   raise errors.UsageError(f"{message} Its configs: {listed}")
 
@@ -189,7 +178,7 @@ def load_config(
 
 def apply_overrides(
     config: ml_collections.ConfigDict, overrides: Sequence[Override]
-) -> list[AppliedOverride]:
+) -> list[Override]:
   """Applies overrides in order, each parsed to its field's type.
 
   Args:
@@ -213,11 +202,11 @@ def apply_overrides(
       raise errors.UsageError(
           f"invalid value for --config.{override.key}: {e}"
       ) from e
-    applied.append(AppliedOverride(override.key, value))
+    applied.append(Override(override.key, value))
   return applied
 
 
-def describe_overrides(applied: Sequence[AppliedOverride]) -> str:
+def describe_overrides(applied: Sequence[Override]) -> str:
   """Returns the parsed overrides as `key=value` text, or 'none'."""
   if not applied:
     return "none"
@@ -268,12 +257,9 @@ def _unknown_key_message(
   """Names the unknown part of `key`, the closest valid key and the rest."""
   parts = key.split(".")
   where = ".".join(parts[:depth])
-  message = f"unknown config key {key!r}"
-  close = difflib.get_close_matches(parts[depth], list(node.keys()), n=1)
-  if close:
-    message += f"; did you mean {'.'.join(parts[:depth] + close)!r}?"
-  else:
-    message += "."
+  message = f"unknown config key {key!r}" + errors.did_you_mean(
+      parts[depth], node.keys(), "".join(p + "." for p in parts[:depth])
+  )
   scope = f"under {where!r}" if where else "at the top level"
   return f"{message} Valid keys {scope}: {', '.join(node.keys())}"
 

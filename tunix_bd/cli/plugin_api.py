@@ -16,7 +16,6 @@ when `tunix run` calls them, so `tunix plugins` never imports heavy code.
 
 from collections.abc import Mapping, Sequence
 import dataclasses
-import difflib
 import importlib.metadata
 import pathlib
 
@@ -169,10 +168,7 @@ def _unknown_plugin_message(name: str, installed: Sequence[str]) -> str:
         f"unknown plugin {name!r}: no plugins are installed (plugins declare"
         f" an entry point in the {ENTRY_POINT_GROUP!r} group)"
     )
-  message = f"unknown plugin {name!r}"
-  close = difflib.get_close_matches(name, installed, n=1)
-  if close:
-    message += f"; did you mean {close[0]!r}?"
-  else:
-    message += "."
-  return message + f" Installed plugins: {', '.join(installed)}"
+  return (
+      f"unknown plugin {name!r}{errors.did_you_mean(name, installed)}"
+      f" Installed plugins: {', '.join(installed)}"
+  )

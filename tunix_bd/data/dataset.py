@@ -103,6 +103,15 @@ def jsonl_conversations(
   ]
 
 
+def _task_mix(data: Any) -> tasks_lib.TaskMix:
+  return tasks_lib.TaskMix(
+      tasks=tuple(data.tasks),
+      min_len=data.min_len,
+      max_len=data.max_len,
+      seed=data.seed,
+  )
+
+
 def split_conversations(data: Any, split: str) -> list[Conversation]:
   """The conversations of one split of a `data` section (see below).
 
@@ -114,13 +123,9 @@ def split_conversations(data: Any, split: str) -> list[Conversation]:
   if path:
     # A held-out file may hold prompts with answers, as GRPO's does.
     return jsonl_conversations(path, held_out=split == "eval")
-  mix = tasks_lib.TaskMix(
-      tasks=tuple(data.tasks),
-      min_len=data.min_len,
-      max_len=data.max_len,
-      seed=data.seed,
+  return embedded_conversations(
+      _task_mix(data), split, getattr(data, f"num_{split}")
   )
-  return embedded_conversations(mix, split, getattr(data, f"num_{split}"))
 
 
 def conversations(
@@ -181,15 +186,9 @@ def prompt_records(
     records = [dict(r, task=JSONL_TASK) for r in records]
     return records, f"data.prompts={data.prompts!r}"
   config_utils.check_int("data.num_prompts", data.num_prompts, 1)
-  mix = tasks_lib.TaskMix(
-      tasks=tuple(data.tasks),
-      min_len=data.min_len,
-      max_len=data.max_len,
-      seed=data.seed,
-  )
   records = [
       {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
-      for e in mix.examples("eval", data.num_prompts)
+      for e in _task_mix(data).examples("eval", data.num_prompts)
   ]
   return records, "the embedded task's eval prompts"
 

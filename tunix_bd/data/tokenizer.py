@@ -87,36 +87,6 @@ def build_char_tokenizer() -> transformers.PreTrainedTokenizerFast:
   return tokenizer
 
 
-def read_chat_template(path: str, key: str = "data.chat_template") -> str:
-  """The text of a chat template file (Jinja), checked.
-
-  Args:
-    path: the file; "" means no override.
-    key: the config key that named it, for errors.
-
-  Returns:
-    The template text, or "" when `path` is "".
-
-  Raises:
-    ValueError: naming `key`, if `path` is not a string, or not a readable,
-      non-empty UTF-8 file.
-  """
-  if not isinstance(path, str):
-    raise ValueError(f"{key} must be a path (a string), got {path!r}.")
-  if not path:
-    return ""
-  if not os.path.isfile(path):
-    raise ValueError(f"{key}={path!r}: no such file.")
-  try:
-    with open(path, encoding="utf-8") as f:
-      text = f.read()
-  except (OSError, UnicodeDecodeError) as e:
-    raise ValueError(f"{key}={path!r}: cannot read the file ({e}).") from e
-  if not text.strip():
-    raise ValueError(f"{key}={path!r}: the file is empty.")
-  return text
-
-
 def override_chat_template(
     tokenizer: transformers.PreTrainedTokenizerBase,
     path: str,
@@ -136,12 +106,23 @@ def override_chat_template(
     `tokenizer`.
 
   Raises:
-    ValueError: naming `key`, for a file `read_chat_template` refuses or a
-      template that does not render a one-turn generation prompt.
+    ValueError: naming `key`, if `path` is not a string, or not a readable,
+      non-empty UTF-8 file, or a template that does not render a one-turn
+      generation prompt.
   """
-  text = read_chat_template(path, key)
-  if not text:
+  if not isinstance(path, str):
+    raise ValueError(f"{key} must be a path (a string), got {path!r}.")
+  if not path:
     return tokenizer
+  if not os.path.isfile(path):
+    raise ValueError(f"{key}={path!r}: no such file.")
+  try:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+  except (OSError, UnicodeDecodeError) as e:
+    raise ValueError(f"{key}={path!r}: cannot read the file ({e}).") from e
+  if not text.strip():
+    raise ValueError(f"{key}={path!r}: the file is empty.")
   try:
     tokenizer.apply_chat_template(
         [{"role": "user", "content": "x"}],

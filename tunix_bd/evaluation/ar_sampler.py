@@ -24,37 +24,6 @@ from tunix_bd.data import scoring
 from tunix_bd.evaluation import report
 
 
-def prompt_texts(
-    tokenizer: transformers.PreTrainedTokenizerBase,
-    conversations: Sequence[dataset_lib.Conversation],
-    options: chat.ChatOptions = chat.ChatOptions(),
-) -> list[str]:
-  """Generation prompts (the context before the final assistant turn)."""
-  return [
-      chat.prompt_text(tokenizer, c.messages[:-1], options)
-      for c in conversations
-  ]
-
-
-def make_sampler(
-    model: nnx.Module,
-    tokenizer: transformers.PreTrainedTokenizerBase,
-    cache_size: int,
-) -> compat.Sampler:
-  """Tunix's KV-cached AR Sampler for `model`, with `cache_size` slots."""
-  config = model.config
-  return compat.Sampler(
-      model,
-      tokenizer,
-      compat.CacheConfig(
-          cache_size=cache_size,
-          num_layers=config.num_layers,
-          num_kv_heads=config.num_kv_heads,
-          head_dim=config.head_dim,
-      ),
-  )
-
-
 def greedy_decoder(
     model: nnx.Module,
     tokenizer: transformers.PreTrainedTokenizerBase,
@@ -70,7 +39,17 @@ def greedy_decoder(
   tokenizer's EOS as the ids that stop a row.
   """
   eos_tokens = list(eos_tokens or [tokenizer.eos_token_id])
-  sampler = make_sampler(model, tokenizer, max_prompt_length + max_new_tokens)
+  config = model.config
+  sampler = compat.Sampler(
+      model,
+      tokenizer,
+      compat.CacheConfig(
+          cache_size=max_prompt_length + max_new_tokens,
+          num_layers=config.num_layers,
+          num_kv_heads=config.num_kv_heads,
+          head_dim=config.head_dim,
+      ),
+  )
 
   def decode(batch: Sequence[str]) -> speed.BatchOutput:
     out = sampler(
@@ -84,63 +63,6 @@ def greedy_decoder(
     return speed.BatchOutput(out.text, lengths, lengths + 1)
 
   return decode
-
-
-def greedy_predictions(
-    model: nnx.Module,
-    tokenizer: transformers.PreTrainedTokenizerBase,
-    conversations: Sequence[dataset_lib.Conversation],
-    *,
-    max_new_tokens: int,
-    batch_size: int,
-    options: chat.ChatOptions = chat.ChatOptions(),
-) -> list[str]:
-  """Greedy completions (text before the first EOS) of each conversation.
-
-  `options` are the chat template's switches, the ones training used.
-  """
-  decode = greedy_decoder(
-      model,
-      tokenizer,
-      max_prompt_length=max(
-          len(chat.encode_prompt(tokenizer, c.messages[:-1], options))
-          for c in conversations
-      ),
-      max_new_tokens=max_new_tokens,
-  )
-  prompts = prompt_texts(tokenizer, conversations, options)
-  # Pad the last batch so every call reuses one compiled program.
-  padded = prompts + [prompts[-1]] * (-len(prompts) % batch_size)
-  texts = []
-  for i in range(0, len(padded), batch_size):
-    texts += decode(padded[i : i + batch_size]).texts
-  return texts[: len(prompts)]
-
-
-def exact_match(
-    model: nnx.Module,
-    tokenizer: transformers.PreTrainedTokenizerBase,
-    conversations: Sequence[dataset_lib.Conversation],
-    *,
-    max_new_tokens: int,
-    batch_size: int,
-    options: chat.ChatOptions = chat.ChatOptions(),
-) -> tuple[dict[str, float], list[str]]:
-  """Exact-match accuracy per task (and `"all"`) and the predictions."""
-  predictions = greedy_predictions(
-      model,
-      tokenizer,
-      conversations,
-      max_new_tokens=max_new_tokens,
-      batch_size=batch_size,
-      options=options,
-  )
-  scores = scoring.score_by_task(
-      [c.task for c in conversations],
-      predictions,
-      [c.answer for c in conversations],
-  )
-  return scores, predictions
 
 
 def prediction_records(
@@ -172,7 +94,7 @@ def write_exact_match(
     batch_size: int,
     options: chat.ChatOptions = chat.ChatOptions(),
 ) -> dict[str, float]:
-  """`exact_match`, written to `path` and printed as a table.
+  """Greedy exact match per task, written to `path` and printed as a table.
 
   Args:
     model: the AR model.
@@ -180,20 +102,38 @@ def write_exact_match(
     conversations: the held-out conversations.
     path: the JSON file written (`eval.json`): `{"exact_match": {task:
       accuracy, "all": ...}, "predictions": prediction_records(...)}`.
-    max_new_tokens: the greedy decoding budget.
+    max_new_tokens: the greedy decoding budget (text before the first EOS
+      is the prediction).
     batch_size: prompts per decoding call.
     options: the chat template's switches, the ones training used.
 
   Returns:
     Exact-match accuracy per task and `"all"`.
   """
-  scores, predictions = exact_match(
+  decode = greedy_decoder(
       model,
       tokenizer,
-      conversations,
+      max_prompt_length=max(
+          len(chat.encode_prompt(tokenizer, c.messages[:-1], options))
+          for c in conversations
+      ),
       max_new_tokens=max_new_tokens,
-      batch_size=batch_size,
-      options=options,
+  )
+  # The context before the final assistant turn.
+  prompts = [
+      chat.prompt_text(tokenizer, c.messages[:-1], options)
+      for c in conversations
+  ]
+  # Pad the last batch so every call reuses one compiled program.
+  padded = prompts + [prompts[-1]] * (-len(prompts) % batch_size)
+  predictions = []
+  for i in range(0, len(padded), batch_size):
+    predictions += decode(padded[i : i + batch_size]).texts
+  predictions = predictions[: len(prompts)]
+  scores = scoring.score_by_task(
+      [c.task for c in conversations],
+      predictions,
+      [c.answer for c in conversations],
   )
   report.write_json(
       path,

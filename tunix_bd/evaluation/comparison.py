@@ -1,31 +1,19 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""AR vs block diffusion on one prompt set: accuracy, latency, throughput.
+"""AR vs block diffusion on one prompt set: the rows' table, frontier and
+headline, and the tokens-per-forward ceiling of a block decoder.
 
-Methods: Tunix's `Sampler` on the AR teacher (the reference); the teacher in
-tunix_bd's decoding loop with one-token blocks (exactly AR decoding, which
-separates what parallel denoising saves from what the implementation does);
-and the converted model at each commit threshold. All greedy and cached.
-
-Two speeds, each measured with the methods interleaved, each batch's
-fastest of `repeats` passes (`speed.measure`): batch-1 latency (seconds
-per prompt over the first `latency_prompts` prompts) and
-batch-`batch_size` throughput (tokens/s over all prompts, which also gives
-the exact match).
+The rows are `comparison_report.evaluate`'s, one per method: Tunix's
+`Sampler` on the AR teacher (`AR_SAMPLER`, the reference), the teacher in
+tunix_bd's decoding loop with one-token blocks (`AR_LOOP`) and the converted
+model at each commit threshold (`threshold_method`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.data import chat
-from tunix_bd.data import scoring
-from tunix_bd.evaluation import ar_sampler
-from tunix_bd.evaluation import block_diffusion
-from tunix_bd.evaluation import speed
-from tunix_bd.generate import settings as settings_lib
 
 AR_SAMPLER = "AR (Tunix Sampler)"
 AR_LOOP = "AR, one-token blocks"
@@ -33,127 +21,6 @@ AR_LOOP = "AR, one-token blocks"
 
 def threshold_method(threshold: float) -> str:
   return f"BD threshold {threshold}"
-
-
-def _decoders(ar_model, bd_model, tokenizer, bd, thresholds, width, budget):
-  def denoiser(model, model_bd, threshold):
-    config = settings_lib.denoise_config(
-        tokenizer, width, max_new_tokens=budget, threshold=threshold
-    )
-    return block_diffusion.denoiser_decoder(
-        model, tokenizer, bd=model_bd, config=config
-    )
-
-  decoders = {
-      AR_SAMPLER: ar_sampler.greedy_decoder(
-          ar_model, tokenizer, max_prompt_length=width, max_new_tokens=budget
-      ),
-      AR_LOOP: denoiser(
-          ar_model,
-          bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id),
-          1.0,
-      ),
-  }
-  for threshold in thresholds:
-    decoders[threshold_method(threshold)] = denoiser(bd_model, bd, threshold)
-  return decoders
-
-
-def compare(
-    ar_model: Any,
-    bd_model: Any,
-    tokenizer: Any,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    records: Sequence[Mapping[str, Any]],
-    *,
-    thresholds: Sequence[float],
-    max_new_tokens: int,
-    batch_size: int,
-    latency_prompts: int,
-    repeats: int,
-    chat_options: chat.ChatOptions = chat.ChatOptions(),
-    log: Callable[[str], None] = print,
-) -> list[dict[str, Any]]:
-  """One row per method; ratios are against Tunix's `Sampler` (row 0).
-
-  Args:
-    ar_model: the AR model (Tunix Qwen3).
-    bd_model: its block-diffusion conversion.
-    tokenizer: their tokenizer.
-    bd: the conversion's block-diffusion settings.
-    records: the prompts, `{"messages", "answer", "task"}` each: the
-      messages are rendered with the chat template as the prompt; the
-      completion is scored against `answer` (`scoring.score_by_task`).
-    thresholds: commit thresholds of the converted model.
-    max_new_tokens: the completion budget of every method.
-    batch_size: rows per batch of the throughput measurement.
-    latency_prompts: the first prompts, timed at batch 1.
-    repeats: interleaved passes; each batch counts its fastest.
-    chat_options: how prompts are rendered (`data.enable_thinking`).
-    log: where progress lines go.
-
-  Returns:
-    Rows with `method`, `threshold` (None for AR), `exact_match`,
-    `tokens_per_forward`, `batch1_ms` (ms per prompt at batch 1),
-    `batch1_speedup_vs_ar` (the Sampler's ms over this method's),
-    `tokens_per_s` (at `batch_size`), `throughput_vs_ar` and, for block
-    diffusion, `tpf_ceiling` (`tpf_ceiling` of the prompts at its
-    block size).
-  """
-  ids = [
-      chat.encode_prompt(tokenizer, r["messages"], chat_options)
-      for r in records
-  ]
-  texts = [tokenizer.decode(p) for p in ids]
-  width = max(len(p) for p in ids)
-  decoders = _decoders(
-      ar_model, bd_model, tokenizer, bd, thresholds, width, max_new_tokens
-  )
-  inputs = {m: ids for m in decoders}
-  inputs[AR_SAMPLER] = texts
-  log(
-      f"  batch 1: {latency_prompts} prompts x {len(decoders)} methods x"
-      f" {repeats} repeats"
-  )
-  latency = speed.measure(
-      decoders,
-      {m: rows[:latency_prompts] for m, rows in inputs.items()},
-      batch_size=1,
-      repeats=repeats,
-  )
-  log(
-      f"  batch {batch_size}: {len(ids)} prompts x {len(decoders)} methods x"
-      f" {repeats} repeats"
-  )
-  throughput = speed.measure(
-      decoders, inputs, batch_size=batch_size, repeats=repeats
-  )
-  answers = [r["answer"] for r in records]
-  tasks = [r["task"] for r in records]
-  ar_latency = latency[AR_SAMPLER].seconds_per_row
-  ar_rate = throughput[AR_SAMPLER].tokens_per_s
-  thresholds_of = {threshold_method(t): t for t in thresholds}
-  ceiling = tpf_ceiling(
-      [len(p) for p in ids],
-      [len(tokenizer.encode(a, add_special_tokens=False)) for a in answers],
-      bd.block_size,
-  )
-  rows = []
-  for method, timing in throughput.items():
-    rows.append({
-        "method": method,
-        "threshold": thresholds_of.get(method),
-        "exact_match": scoring.score_by_task(tasks, timing.texts, answers)[
-            "all"
-        ],
-        "tokens_per_forward": timing.tokens_per_forward,
-        "batch1_ms": 1e3 * latency[method].seconds_per_row,
-        "batch1_speedup_vs_ar": ar_latency / latency[method].seconds_per_row,
-        "tokens_per_s": timing.tokens_per_s,
-        "throughput_vs_ar": timing.tokens_per_s / max(ar_rate, 1e-9),
-        "tpf_ceiling": ceiling if method in thresholds_of else None,
-    })
-  return rows
 
 
 def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:

@@ -4,11 +4,17 @@
 
 What the quickstart ends with and what `compare.py` runs on a user's own
 models and prompts: load both checkpoints, decode the prompts with every
-method of `comparison.compare` (Tunix's `Sampler`, our loop with one-token
-blocks, the converted model at each commit threshold), and write
-`report.txt` (the table, a caption saying what was measured, the headline),
-`report.json`, `report.png` (speed vs AR) and `frontier.png` (exact match
-vs tokens per forward and vs batch-1 latency) under a workdir.
+method (Tunix's `Sampler` on the AR model, the reference; the AR model in
+tunix_bd's decoding loop with one-token blocks, exactly AR decoding, which
+separates what parallel denoising saves from what the implementation does;
+the converted model at each commit threshold; all greedy and cached), time
+two speeds with the methods interleaved, each batch's fastest of `repeats`
+passes (`speed.measure`): batch-1 latency over the first `latency_prompts`
+prompts and batch-`batch_size` throughput over all (which also gives the
+exact match), and write `report.txt` (the table, a caption saying what was
+measured, the headline), `report.json`, `report.png` (speed vs AR) and
+`frontier.png` (exact match vs tokens per forward and vs batch-1 latency)
+under a workdir.
 """
 
 from __future__ import annotations
@@ -22,12 +28,16 @@ import jax
 from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.evaluation import comparison
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
+from tunix_bd.data import scoring
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.evaluation import ar_sampler
+from tunix_bd.evaluation import comparison
 from tunix_bd.evaluation import plot
 from tunix_bd.evaluation import report
+from tunix_bd.evaluation import speed
+from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import hf_checkpoint
 
 
@@ -162,6 +172,30 @@ def machine() -> str:
   return f"{jax.device_count()} x {device.device_kind}"
 
 
+def _decoders(ar_model, bd_model, tokenizer, bd, thresholds, width, budget):
+  def denoiser(model, model_bd, threshold):
+    config = settings_lib.denoise_config(
+        tokenizer, width, max_new_tokens=budget, threshold=threshold
+    )
+    return speed.denoiser_decoder(model, tokenizer, bd=model_bd, config=config)
+
+  decoders = {
+      comparison.AR_SAMPLER: ar_sampler.greedy_decoder(
+          ar_model, tokenizer, max_prompt_length=width, max_new_tokens=budget
+      ),
+      comparison.AR_LOOP: denoiser(
+          ar_model,
+          bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id),
+          1.0,
+      ),
+  }
+  for threshold in thresholds:
+    decoders[comparison.threshold_method(threshold)] = denoiser(
+        bd_model, bd, threshold
+    )
+  return decoders
+
+
 def evaluate(
     ar_dir: str,
     bd_dir: str,
@@ -175,10 +209,14 @@ def evaluate(
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints; one row per method.
 
+  Ratios are against Tunix's `Sampler` (row 0).
+
   Args:
     ar_dir: the AR checkpoint (HF directory).
     bd_dir: its conversion (HF directory with `block_diffusion.json`).
-    records: prompts as `{"messages", "answer", "task"}`.
+    records: the prompts, `{"messages", "answer", "task"}` each: the
+      messages are rendered with the chat template as the prompt; the
+      completion is scored against `answer` (`scoring.score_by_task`).
     settings: how to decode and time.
     mesh_section: the config's `mesh` section.
     chat_template: a Jinja file replacing the tokenizer's template, or "".
@@ -186,27 +224,81 @@ def evaluate(
     log: where progress lines go.
 
   Returns:
-    `comparison.compare`'s rows.
+    Rows with `method`, `threshold` (None for AR), `exact_match`,
+    `tokens_per_forward`, `batch1_ms` (ms per prompt at batch 1),
+    `batch1_speedup_vs_ar` (the Sampler's ms over this method's),
+    `tokens_per_s` (at `batch_size`), `throughput_vs_ar` and, for block
+    diffusion, `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts at
+    its block size).
   """
   tokenizer = tokenizer_lib.load_tokenizer(bd_dir, chat_template)
   mesh = mesh_lib.from_section(mesh_section)
   with mesh_lib.tunix_context(mesh):
     ar_model, _ = hf_checkpoint.load(ar_dir, mesh=mesh)
     bd_model, _ = hf_checkpoint.load(bd_dir, mesh=mesh)
-    return comparison.compare(
+    bd = bd_config_lib.load_settings(bd_dir)
+    ids = [
+        chat.encode_prompt(tokenizer, r["messages"], chat_options)
+        for r in records
+    ]
+    width = max(len(p) for p in ids)
+    decoders = _decoders(
         ar_model,
         bd_model,
         tokenizer,
-        bd_config_lib.load_settings(bd_dir),
-        records,
-        thresholds=settings.thresholds,
-        max_new_tokens=settings.max_new_tokens,
-        batch_size=settings.batch_size,
-        latency_prompts=settings.latency_prompts,
-        repeats=settings.repeats,
-        chat_options=chat_options,
-        log=log,
+        bd,
+        settings.thresholds,
+        width,
+        settings.max_new_tokens,
     )
+    inputs = {m: ids for m in decoders}
+    inputs[comparison.AR_SAMPLER] = [tokenizer.decode(p) for p in ids]
+    repeats, batch_size = settings.repeats, settings.batch_size
+    log(
+        f"  batch 1: {settings.latency_prompts} prompts x {len(decoders)}"
+        f" methods x {repeats} repeats"
+    )
+    latency = speed.measure(
+        decoders,
+        {m: rows[: settings.latency_prompts] for m, rows in inputs.items()},
+        batch_size=1,
+        repeats=repeats,
+    )
+    log(
+        f"  batch {batch_size}: {len(ids)} prompts x {len(decoders)} methods"
+        f" x {repeats} repeats"
+    )
+    throughput = speed.measure(
+        decoders, inputs, batch_size=batch_size, repeats=repeats
+    )
+  answers = [r["answer"] for r in records]
+  tasks = [r["task"] for r in records]
+  ar_latency = latency[comparison.AR_SAMPLER].seconds_per_row
+  ar_rate = throughput[comparison.AR_SAMPLER].tokens_per_s
+  thresholds_of = {
+      comparison.threshold_method(t): t for t in settings.thresholds
+  }
+  ceiling = comparison.tpf_ceiling(
+      [len(p) for p in ids],
+      [len(tokenizer.encode(a, add_special_tokens=False)) for a in answers],
+      bd.block_size,
+  )
+  rows = []
+  for method, timing in throughput.items():
+    rows.append({
+        "method": method,
+        "threshold": thresholds_of.get(method),
+        "exact_match": scoring.score_by_task(tasks, timing.texts, answers)[
+            "all"
+        ],
+        "tokens_per_forward": timing.tokens_per_forward,
+        "batch1_ms": 1e3 * latency[method].seconds_per_row,
+        "batch1_speedup_vs_ar": ar_latency / latency[method].seconds_per_row,
+        "tokens_per_s": timing.tokens_per_s,
+        "throughput_vs_ar": timing.tokens_per_s / max(ar_rate, 1e-9),
+        "tpf_ceiling": ceiling if method in thresholds_of else None,
+    })
+  return rows
 
 
 def write_report(
@@ -223,7 +315,7 @@ def write_report(
 
   Args:
     workdir: where `report.*` and `frontier.png` go.
-    rows: `comparison.compare`'s rows.
+    rows: `evaluate`'s rows.
     settings: how they were measured.
     prompts: what the prompts were, for captions (e.g. "256 eval prompts of
       sort, reverse").

@@ -36,7 +36,7 @@ def plot_comparison(
     title: str,
     caption: str,
 ) -> None:
-  """Writes the figure of `comparison.compare`'s rows to `path` (PNG)."""
+  """Writes the figure of `comparison_report.evaluate`'s rows to `path` (PNG)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")

@@ -7,16 +7,10 @@ source checkpoint's config, generation config and weight dtypes kept) and,
 beside it, the block-diffusion settings with the mask token's string next to
 its id and the chat template switches the model was trained with
 (`chat.SETTINGS_KEY`), which generation, OPD and GRPO render with. The
-tokenizer's `mask_token` is the mask token.
-
-With `fmt` (`export.format`) `sdar` or `fast_dllm_v2` the directory is in
-that format instead of the source's: the `config.json` and
-`generation_config.json` of `format_source` (the source's, or the model's,
-with the format's fields), the tokenizer as the format ships it
-(`format_tokenizer`; `write_legacy_tokenizer_config` for the transformers
-4.5x their code runs on) and, with `export.reference_code`, the format's
-modeling files (`copy_reference_code`). `bd_formats_export` checks
-beforehand that the model is exportable in the format.
+tokenizer's `mask_token` is the mask token. With `export.format` `sdar` or
+`fast_dllm_v2` the directory is in that format instead (`format_source`,
+`format_tokenizer`; docs/formats.md, "Export"), which `bd_formats_export`
+checks beforehand.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ from tunix_bd.models import bd_formats_export
 from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config_export
+from tunix_bd.models import hf_config
 from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 
@@ -112,8 +106,10 @@ def export_block_diffusion(
   )
   if fmt != bd_formats_export.TUNIX_BD:
     write_legacy_tokenizer_config(export_dir)
-  if reference_code:
-    copy_reference_code(fmt, reference_code, export_dir)
+  if reference_code:  # Copies the format's modeling files.
+    for name in bd_formats_export.REFERENCE_CODE[fmt].files:
+      with open(os.path.join(reference_code, name), "rb") as f:
+        files.write_bytes(os.path.join(export_dir, name), f.read())
   bd_config_lib.save_settings(
       bd,
       export_dir,
@@ -152,14 +148,10 @@ def _base_config(
   """What `fmt`'s fields are written over: the source's config (a source in
   another format as its Qwen3/Qwen2 config), or the model's."""
   if source is None:
-    out = hf_config_export.config_to_hf(model_config)
-    ids = {
-        "bos_token_id": getattr(tokenizer, "bos_token_id", None),
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
+    return {
+        **hf_config.config_to_hf(model_config),
+        **hf_source.tokenizer_ids(tokenizer),
     }
-    out.update({k: v for k, v in ids.items() if v is not None})
-    return out
   found = bd_formats.detect(source.config)
   if found is None or found.name == fmt:
     return dict(source.config)
@@ -237,9 +229,7 @@ def format_source(
   if "dtype" in config and "torch_dtype" not in config:
     config["torch_dtype"] = config.pop("dtype")
   config.pop("rope_parameters", None)
-  config["rope_theta"] = hf_config_export.config_to_hf(model_config)[
-      "rope_theta"
-  ]
+  config["rope_theta"] = hf_config.config_to_hf(model_config)["rope_theta"]
   config["rope_scaling"] = None  # Tunix implements the default RoPE only.
   generation = dict((source.generation_config if source else None) or {})
   eos_ids = [*stop_ids_record(tokenizer, stop_ids), last]
@@ -296,10 +286,3 @@ def write_legacy_tokenizer_config(export_dir: str) -> None:
     changed["tokenizer_class"] = "PreTrainedTokenizerFast"
   if changed != content:
     files.write_text(path, json.dumps(changed, indent=2) + "\n")
-
-
-def copy_reference_code(fmt: str, directory: str, export_dir: str) -> None:
-  """Copies `fmt`'s modeling files from `directory` into `export_dir`."""
-  for name in bd_formats_export.REFERENCE_CODE[fmt].files:
-    with open(os.path.join(directory, name), "rb") as f:
-      files.write_bytes(os.path.join(export_dir, name), f.read())

@@ -1,56 +1,41 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Importing SDAR and Fast-dLLM v2 checkpoint directories.
+"""Importing SDAR and Fast-dLLM v2 checkpoint directories (docs/formats.md).
 
-Two public block-diffusion families ship checkpoints in formats of their own
-(docs/formats.md): SDAR (`model_type` `sdar`, Qwen3 layers) and Fast-dLLM v2
-(`model_type` `Fast_dLLM_Qwen`, Qwen2 layers with q/k/v biases). This module
-is the one place that knows them: `detect` recognises a `config.json`,
-`model_config_from_hf` maps it to the Tunix Qwen3 or Qwen2 config the
-weights load into (the weight names are the family's), and `settings` gives
-the `BlockDiffusionConfig` their code trains and decodes with, so such a
-directory is a block-diffusion checkpoint without a `block_diffusion.json`:
-
-  * SDAR: block `block_size`, mask id `mask_token_id` (or the tokenizer's
-    `mask_token`), `same_position` alignment (the logit at i predicts i).
-  * Fast-dLLM v2: block `bd_size`, mask token `|<MASK>|` found in the
-    tokenizer (config.json has no mask field), `shifted` alignment.
-
-Recipes read any block-diffusion checkpoint through `load_settings`,
-`load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
-sit below this package and know no format); `load_tokenizer` gives a
-format's tokenizer the stop ids its decoder uses (`bd_formats_tokenizer`).
-
-Both train on `[noisy ; clean]` under the mask of our `clean_context`
-layout (noisy -> own block, noisy -> clean earlier blocks, clean ->
-block-causal), so `layout` is `clean_context`. One difference remains in
-Fast-dLLM v2's training forward: it predicts a block's first token from the
-last position of the previous block's *noisy* copy, where ours (and its own
-decoder) uses the clean copy; tunix_bd trains with its own objective.
+Two public block-diffusion families ship checkpoints in formats of their own:
+SDAR (`model_type` `sdar`, Qwen3 layers) and Fast-dLLM v2 (`model_type`
+`Fast_dLLM_Qwen`, Qwen2 layers with q/k/v biases). This module is the one
+place that knows them (`FORMATS`): `detect` recognises a `config.json`,
+`model_config_from_hf` maps it to the Tunix Qwen3 or Qwen2 config the weights
+load into (the weight names are the family's), and `settings` gives the
+`BlockDiffusionConfig` their code trains and decodes with (the format's block
+size field, its mask id or token and alignment; layout `clean_context`, the
+mask both train under), so such a directory is a block-diffusion checkpoint
+without a `block_diffusion.json`. Recipes read any block-diffusion checkpoint
+through `load_settings`, `load_extra` and `load_tokenizer` here
+(`tunix_bd.core` and `tunix_bd.data` sit below this package and know no
+format); `load_tokenizer` gives a format's tokenizer the stop ids its decoder
+uses (`bd_formats_tokenizer`).
 
 Anything the Tunix model cannot represent exactly is refused, naming the
 field: another `auto_map` (other modeling code), RoPE scaling, sliding
 windows, attention biases on SDAR, a mask id outside the vocabulary or not a
-reserved token, a missing block size. One numeric difference is accepted:
-SDAR's RMSNorm multiplies by its weight before casting back to the compute
-dtype, Qwen3's after; identical in float32, a rounding apart in bfloat16.
-
-Decoding is tunix_bd's decoder, not theirs; docs/formats.md lists how it
-differs from theirs at the same block size and threshold.
+reserved token, a missing block size. The differences accepted (SDAR's
+RMSNorm rounding in bfloat16, Fast-dLLM v2's training forward) and how
+tunix_bd's decoder differs from theirs are in docs/formats.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Any
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_config
-from tunix_bd.models import hf_config_fields
 from tunix_bd.models import mask_token as mask_token_lib
 
 # Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
@@ -191,16 +176,8 @@ def family_config(raw: dict[str, Any], fmt: Format) -> dict[str, Any]:
       if k not in fmt.dropped + ("auto_map", fmt.block_field, "mask_token_id")
   }
   out["model_type"] = fmt.family_type
-  out["architectures"] = [hf_config_fields.ARCHITECTURES[fmt.family_type]]
+  out["architectures"] = [hf_config.ARCHITECTURES[fmt.family_type]]
   return out
-
-
-def _in_format(fmt: Format, fn: Callable[[], Any]) -> Any:
-  """`fn()`, its ValueError prefixed with the format's name."""
-  try:
-    return fn()
-  except ValueError as e:
-    raise ValueError(f"{fmt.name} checkpoint: {e}") from e
 
 
 def model_config_from_hf(
@@ -222,12 +199,12 @@ def model_config_from_hf(
     return hf_config.model_config_from_hf(
         raw, dtype=dtype, param_dtype=param_dtype
     )
-  return _in_format(
-      fmt,
-      lambda: hf_config.model_config_from_hf(
-          family_config(raw, fmt), dtype=dtype, param_dtype=param_dtype
-      ),
-  )
+  try:
+    return hf_config.model_config_from_hf(
+        family_config(raw, fmt), dtype=dtype, param_dtype=param_dtype
+    )
+  except ValueError as e:
+    raise ValueError(f"{fmt.name} checkpoint: {e}") from e
 
 
 def _block_size(raw: dict[str, Any], fmt: Format) -> int:

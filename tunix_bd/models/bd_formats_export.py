@@ -1,31 +1,19 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Which format an export is in, and whether the model fits it.
+"""Which format an export is in (`export.format`), and whether the model fits.
 
-`export.format` chooses what a recipe's export directory is:
-
-  * `tunix_bd` (the default): the source checkpoint's HF format plus
-    `block_diffusion.json` (`bd_export`).
-  * `sdar`: an SDAR checkpoint (`SDARForCausalLM`, model_type `sdar`, its
-    `auto_map`, `block_size`, `mask_token_id`); the tokenizer's EOS is its
-    pad and `generation_config.json` lists the turn end first, as SDAR's
-    released checkpoints.
-  * `fast_dllm_v2`: a Fast-dLLM v2 checkpoint (`Fast_dLLM_QwenForCausalLM`,
-    model_type `Fast_dLLM_Qwen`, its `auto_map`, `bd_size`; the mask is the
-    tokenizer's `|<MASK>|`, as config.json has no mask field).
-
-Both keep `block_diffusion.json` beside the format's fields (they agree;
-the import reads either). `check_exportable` refuses, naming the key and
-the fix, what the format cannot express: the other alignment (SDAR is
-same-position, Fast-dLLM v2 shifted), other layers (SDAR: Qwen3 without
-attention biases; Fast-dLLM v2: Qwen2 with q/k/v biases), a Fast-dLLM v2
-mask token other than `|<MASK>|` or block above the 32 its decoder masks
-with. The formats' modeling code is not part of tunix_bd:
-`export.reference_code=DIR` copies a user's local copy of it into the
-export (`REFERENCE_CODE` lists the files), which their code then loads
-with `trust_remote_code=True` (docs/formats.md, "Export").
-`bd_export` writes the files; this module checks, before any
-compute (`check_options`, `check_run`), that they can be written.
+`tunix_bd` (the default) is the source checkpoint's HF format plus
+`block_diffusion.json` (`bd_export`); `sdar` and `fast_dllm_v2` are
+checkpoints of those formats (`bd_formats.FORMATS`) that keep
+`block_diffusion.json` beside the format's fields (they agree; the import
+reads either). `check_exportable` refuses, naming the key and the fix, what
+the format cannot express: the other alignment (SDAR is same-position,
+Fast-dLLM v2 shifted), other layers, a Fast-dLLM v2 mask token other than
+`|<MASK>|` or block above the 32 its decoder masks with. The formats'
+modeling code is not part of tunix_bd: `export.reference_code=DIR` copies a
+user's copy of it into the export (`REFERENCE_CODE`). This module checks,
+before any compute (`check_options`, `check_run`), that the files can be
+written; docs/formats.md ("Export") lists the fields and refusals.
 """
 
 from __future__ import annotations

@@ -122,20 +122,15 @@ def adapt(
 ) -> None:
   """Gives an imported format's tokenizer the stop ids its decoder uses.
 
-  SDAR's tokenizer has `<|endoftext|>` as both EOS and pad, and its decoder
-  stops at every id of `generation_config.json`'s `eos_token_id`
-  (SDAR-4B-Chat: `<|im_end|>`, the turn end its chat model writes, then
-  `<|endoftext|>`). tunix_bd's EOS becomes the first of them that is not
-  the pad and the others become the checkpoint's stop ids
-  (`special_ids.checkpoint_stop_ids`), so every stage stops at them all.
-  A pad among them cannot stay the pad (pads mark never-generated slots;
-  `special_ids.check`): the pad becomes `PAD_TOKEN`, at the first embedding
-  row past the tokenizer (`_move_pad_off`). A directory with tunix_bd's
-  `block_diffusion.json` reads the `stop_ids` recorded there instead
-  (`bd_export`, for an export in a format).
-
-  Fast-dLLM v2's decoder stops at its turn end alone, the tokenizer's EOS;
-  its EOS changes only if it is the pad (as SDAR's).
+  SDAR's decoder stops at every id of `generation_config.json`'s
+  `eos_token_id` (SDAR-4B-Chat: `<|im_end|>`, then `<|endoftext|>`, its
+  pad), or of the `stop_ids` an export in a format records in
+  `block_diffusion.json`. tunix_bd's EOS becomes the first of them that is
+  not the pad and the others the checkpoint's stop ids
+  (`special_ids.checkpoint_stop_ids`); a pad among them cannot stay the pad
+  (`special_ids.check`) and becomes `PAD_TOKEN` (`_move_pad_off`).
+  Fast-dLLM v2's decoder stops at its EOS alone, which changes only if it
+  is the pad. docs/formats.md, "Import", has the details.
 
   Args:
     directory: the checkpoint directory the tokenizer was read from.

@@ -31,7 +31,6 @@ from jax.experimental import multihost_utils
 import ml_dtypes
 import numpy as np
 from safetensors import numpy as safetensors_np
-from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
@@ -138,23 +137,19 @@ def _hf_tensors(model: Any) -> dict[str, np.ndarray]:
   return {key: tensors[key] for key in expected}
 
 
-def _fsync_tree(directory: str) -> None:
-  for root, _, names in os.walk(directory):
-    for name in names:
-      fd = os.open(os.path.join(root, name), os.O_RDONLY)
-      try:
-        os.fsync(fd)
-      finally:
-        os.close(fd)
-  _fsync_dir(directory)
-
-
-def _fsync_dir(directory: str) -> None:
-  fd = os.open(directory, os.O_RDONLY)
+def _fsync(path: str) -> None:
+  fd = os.open(path, os.O_RDONLY)
   try:
     os.fsync(fd)
   finally:
     os.close(fd)
+
+
+def _fsync_tree(directory: str) -> None:
+  for root, _, names in os.walk(directory):
+    for name in names:
+      _fsync(os.path.join(root, name))
+  _fsync(directory)
 
 
 def _write_weights(
@@ -317,22 +312,13 @@ def save_checkpoint(
   except BaseException:
     shutil.rmtree(tmp_dir, ignore_errors=True)
     raise
-  _fsync_dir(parent)
+  _fsync(parent)
 
 
 def _write_json(directory: str, name: str, content: dict[str, Any]) -> None:
   with open(os.path.join(directory, name), "w") as f:
     json.dump(content, f, indent=2, sort_keys=True)
     f.write("\n")
-
-
-def save_qwen3(
-    model: qwen3_lib.Qwen3, output_dir: str | os.PathLike[str], **kwargs: Any
-) -> None:
-  """`save_checkpoint` of a Tunix Qwen3; any other model is refused."""
-  if not isinstance(model, qwen3_lib.Qwen3):
-    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
-  save_checkpoint(model, output_dir, **kwargs)
 
 
 def export_checkpoint(
@@ -380,13 +366,6 @@ def export_checkpoint(
         " and exports again."
     ) from e
   shutil.rmtree(previous, ignore_errors=True)
-
-
-def export_qwen3(model: qwen3_lib.Qwen3, tokenizer: Any, export_dir: str):
-  """`export_checkpoint` of a Tunix Qwen3 trained from scratch."""
-  if not isinstance(model, qwen3_lib.Qwen3):
-    raise ValueError(f"model must be a Tunix Qwen3, got {type(model)}.")
-  export_checkpoint(model, tokenizer, export_dir)
 
 
 def find_block_diffusion_exports(root: str, max_depth: int = 4) -> list[str]:

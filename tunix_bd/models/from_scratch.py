@@ -20,7 +20,7 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import families
 from tunix_bd.core import rng
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import hf_config_fields
+from tunix_bd.models import hf_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +78,7 @@ def qwen3_config(
       num_kv_heads=settings.num_kv_heads,
       # Tunix's Qwen3 applies RoPE with a fixed theta of 1e6 whatever this
       # says, so the config states the value that is really used.
-      rope_theta=hf_config_fields.TUNIX_ROPE_THETA,
+      rope_theta=hf_config.TUNIX_ROPE_THETA,
       norm_eps=settings.norm_eps,
       use_tied_embedding=settings.tie_embeddings,
   )

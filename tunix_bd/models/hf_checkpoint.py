@@ -21,14 +21,12 @@ import jax
 import numpy as np
 import safetensors
 from tunix.models.qwen2 import params as qwen2_params
-from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
 from tunix_bd import files
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_tokenizer
-from tunix_bd.models import hf_config
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -180,11 +178,7 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
 
 
 def _check_weights(checkpoint_dir: str, config: Any) -> bool:
-  """Checks the safetensors headers against `config`, before any loading.
-
-  Args:
-    checkpoint_dir: The checkpoint directory.
-    config: The config parsed from its `config.json`.
+  """Checks the safetensors headers against the parsed `config.json`.
 
   Returns:
     Whether some file mixes tensor dtypes (Tunix's optimized loader reads a
@@ -308,30 +302,3 @@ def _load(
       mode="original" if mixed_dtypes else "auto",
   )
   return model, config
-
-
-def load_qwen3(
-    checkpoint_dir: str | os.PathLike[str],
-    *,
-    mesh: jax.sharding.Mesh | None = None,
-    dtype: Any = None,
-    param_dtype: Any = None,
-    remat: str = "none",
-) -> tuple[qwen3_lib.Qwen3, qwen3_lib.ModelConfig]:
-  """`load` for a Qwen3 (or Qwen3-MoE, or SDAR) checkpoint; any other is
-  refused.
-
-  Args, Returns and Raises: as `load`.
-  """
-  checkpoint_dir = os.fspath(checkpoint_dir)
-  raw = read_config(checkpoint_dir)
-  fmt = bd_formats.detect(raw)
-  if fmt is not None and fmt.family_type == "qwen3":
-    config = bd_formats.model_config_from_hf(
-        raw, dtype=dtype, param_dtype=param_dtype
-    )
-  else:
-    config = hf_config.qwen3_config_from_hf(
-        raw, dtype=dtype, param_dtype=param_dtype
-    )
-  return _load(checkpoint_dir, config, mesh, remat)

@@ -1,31 +1,263 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Hugging Face `config.json` to Tunix's Qwen3 and Qwen2 configs.
+"""Hugging Face `config.json` to Tunix's Qwen3 and Qwen2 configs, and back.
 
 Tunix parses no `config.json`: its presets are hand-written. This module maps
 every field that changes the model's math and rejects, naming the field, any
-setting the Tunix model cannot represent (RoPE scaling, biases, sliding
-windows...; `hf_config_fields`), so a checkpoint never runs silently as a
-different model. `model_config_from_hf` picks the family from `model_type`
-(`qwen3`, `qwen3_moe`, `qwen2`); `hf_config_export` is the way back.
+setting the Tunix model cannot represent, so a checkpoint never runs silently
+as a different model: each helper reads one group of fields (type and
+architecture, RoPE, widths and heads, dtypes) and raises a `ValueError`
+naming the field for a missing or malformed value, or for a setting the
+Tunix model lacks (`FIXED_FIELDS`: activations, sliding windows, biases, MoE
+routing...). `model_config_from_hf` picks the family from `model_type`
+(`qwen3`, `qwen3_moe`, `qwen2`); `config_to_hf` is the way back.
 """
 
 from typing import Any
 
+import jax.numpy as jnp
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import compat
-from tunix_bd.models import hf_config_fields as fields_lib
+
+# Tunix's Qwen3 attention rotates with this base whatever
+# `ModelConfig.rope_theta` says (`compat.ROPE_THETA_APPLIED`). Any other
+# theta is rejected.
+TUNIX_ROPE_THETA = compat.ROPE_THETA_APPLIED["qwen3"]
+
+ARCHITECTURES = {
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+}
+_DTYPES = {
+    "float32": jnp.float32,
+    "bfloat16": jnp.bfloat16,
+    "float16": jnp.float16,
+}
+MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
 
 
-def qwen3_config_from_hf(
-    hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
-) -> qwen3_lib.ModelConfig:
-  """Builds a Tunix Qwen3 `ModelConfig` from a Hugging Face `config.json`.
+def required_field(hf_config: dict[str, Any], key: str) -> Any:
+  """`hf_config[key]`; a `ValueError` naming `key` if it is missing or null."""
+  if hf_config.get(key) is None:
+    raise ValueError(f"HF config is missing required field {key!r}.")
+  return hf_config[key]
+
+
+def positive_int(hf_config: dict[str, Any], key: str) -> int:
+  """`hf_config[key]` if it is a positive integer (not a bool)."""
+  value = required_field(hf_config, key)
+  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    raise ValueError(f"HF config {key}={value!r} must be a positive integer.")
+  return value
+
+
+def check_dtype(name: str, value: Any) -> Any:
+  """`value` as one of the supported JAX dtypes; `name` is the setting.
+
+  Raises:
+    ValueError: naming `name`, for anything but float32, bfloat16, float16.
+  """
+  try:
+    key = jnp.dtype(value).name
+  except TypeError as e:
+    raise ValueError(f"{name}={value!r} is not a dtype.") from e
+  if key not in _DTYPES:
+    raise ValueError(f"{name}={value!r} is not one of {sorted(_DTYPES)}.")
+  return _DTYPES[key]
+
+
+def rope_theta(hf_config: dict[str, Any], label: str, applied: Any) -> Any:
+  """The RoPE base, after checking that the Tunix model implements the RoPE.
 
   Args:
-    hf_config: The parsed `config.json` of a Qwen3 or Qwen3-MoE model.
+    hf_config: the parsed `config.json`.
+    label: the family, for messages.
+    applied: the base the family's attention rotates with whatever its
+      config says (`compat.ROPE_THETA_APPLIED`), or None if it applies the
+      config's.
+  """
+  theta = hf_config.get("rope_theta")
+  # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.
+  for key in ("rope_scaling", "rope_parameters"):
+    rope = hf_config.get(key)
+    if rope is None:
+      continue
+    if not isinstance(rope, dict):
+      raise ValueError(f"HF config {key}={rope!r} must be a dict or null.")
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default":
+      raise ValueError(
+          f"HF config {key} has rope_type {rope_type!r}; Tunix {label} only"
+          " implements the default RoPE."
+      )
+    unknown = sorted(set(rope) - {"rope_type", "type", "rope_theta"})
+    if unknown:
+      raise ValueError(f"HF config {key} has unsupported keys {unknown}.")
+    if "rope_theta" in rope:
+      if theta is not None and rope["rope_theta"] != theta:
+        raise ValueError(
+            f"HF config {key}.rope_theta={rope['rope_theta']!r} conflicts"
+            f" with rope_theta={theta!r}."
+        )
+      theta = rope["rope_theta"]
+  if theta is None:
+    raise ValueError(
+        "HF config is missing required field 'rope_theta' (Hugging Face"
+        " would default it to 10000)."
+    )
+  if isinstance(theta, bool) or not isinstance(theta, (int, float)):
+    raise ValueError(f"HF config rope_theta={theta!r} must be a number.")
+  if applied is not None and theta != applied:
+    raise ValueError(
+        f"HF config rope_theta={theta!r} is not supported: Tunix {label}"
+        f" always applies RoPE with theta {applied}."
+    )
+  if theta <= 0:
+    raise ValueError(f"HF config rope_theta={theta!r} must be positive.")
+  return int(theta) if float(theta).is_integer() else float(theta)
+
+
+# Settings that change the math but the Tunix models lack:
+# (field, transformers' default, accepted(value), what Tunix does).
+FIXED_FIELDS = (
+    ("hidden_act", "silu", lambda v: v == "silu", "it uses silu"),
+    ("use_sliding_window", False, lambda v: not v, "it has full attention"),
+    (
+        "layer_types",
+        None,
+        lambda v: all(t == "full_attention" for t in v or []),
+        "it has full attention",
+    ),
+    ("attention_dropout", 0.0, lambda v: not v, "it has no dropout"),
+    ("partial_rotary_factor", 1.0, lambda v: v == 1.0, "it rotates all dims"),
+    ("quantization_config", None, lambda v: v is None, "it is unquantized"),
+)
+# Qwen2 always has q/k/v biases (and Tunix's Qwen2 too); Qwen3 has none.
+FIXED_QWEN3_FIELDS = (
+    ("attention_bias", False, lambda v: not v, "it has no attention bias"),
+    ("mlp_bias", False, lambda v: not v, "it has no MLP bias"),
+)
+FIXED_MOE_FIELDS = (
+    # Hugging Face defaults norm_topk_prob to false.
+    ("norm_topk_prob", False, lambda v: v is True, "it renormalizes top-k"),
+    ("decoder_sparse_step", 1, lambda v: v == 1, "every layer is MoE"),
+    ("mlp_only_layers", None, lambda v: not v, "every layer is MoE"),
+    ("shared_expert_intermediate_size", 0, lambda v: not v, "no shared expert"),
+)
+
+
+def check_fixed(
+    hf_config: dict[str, Any], fields: tuple[Any, ...], label: str
+) -> None:
+  """Refuses, naming the field, a setting of `fields` Tunix `label` lacks."""
+  for key, default, accepted, reason in fields:
+    value = hf_config.get(key, default)
+    if not accepted(value):
+      raise ValueError(
+          f"HF config {key}={value!r} is not supported by Tunix {label}:"
+          f" {reason}."
+      )
+
+
+def check_type(hf_config: Any, model_types: tuple[str, ...]) -> str:
+  """The `model_type`, after checking it and `architectures`."""
+  if not isinstance(hf_config, dict):
+    raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
+  model_type = hf_config.get("model_type")
+  if model_type not in model_types:
+    raise ValueError(
+        f"HF config model_type={model_type!r} is not supported; expected one"
+        f" of {sorted(model_types)}."
+    )
+  architectures = hf_config.get("architectures")
+  if architectures is not None and architectures != [ARCHITECTURES[model_type]]:
+    raise ValueError(
+        f"HF config architectures={architectures!r} is not supported for"
+        f" model_type {model_type!r}; expected"
+        f" [{ARCHITECTURES[model_type]!r}]."
+    )
+  return model_type
+
+
+def attention_fields(
+    hf_config: dict[str, Any], default_head_dim: int | None
+) -> dict[str, Any]:
+  """Width, heads, head_dim, norm and tying fields of `ModelConfig`.
+
+  Args:
+    hf_config: the parsed `config.json`.
+    default_head_dim: what transformers assumes when `head_dim` is absent
+      (Qwen3: 128), or None for hidden_size // num_attention_heads (Qwen2).
+  """
+  embed_dim = positive_int(hf_config, "hidden_size")
+  num_heads = positive_int(hf_config, "num_attention_heads")
+  if hf_config.get("head_dim") is not None:
+    head_dim = positive_int(hf_config, "head_dim")
+  else:
+    head_dim = embed_dim // num_heads
+    if embed_dim % num_heads or head_dim != (default_head_dim or head_dim):
+      raise ValueError(
+          "HF config is missing field 'head_dim' and hidden_size //"
+          f" num_attention_heads = {head_dim} differs from Hugging Face's"
+          f" default of {default_head_dim}; write head_dim explicitly."
+      )
+  if hf_config.get("num_key_value_heads") is None:
+    # An explicit null means "same as num_attention_heads" in transformers.
+    if "num_key_value_heads" not in hf_config:
+      required_field(hf_config, "num_key_value_heads")
+    num_kv_heads = num_heads
+  else:
+    num_kv_heads = positive_int(hf_config, "num_key_value_heads")
+  if num_heads % num_kv_heads:
+    raise ValueError(
+        f"HF config num_attention_heads={num_heads} is not a multiple of"
+        f" num_key_value_heads={num_kv_heads}."
+    )
+  norm_eps = hf_config.get("rms_norm_eps", 1e-6)
+  if not isinstance(norm_eps, (int, float)) or norm_eps <= 0:
+    raise ValueError(f"HF config rms_norm_eps={norm_eps!r} must be positive.")
+  tied = hf_config.get("tie_word_embeddings", False)
+  if not isinstance(tied, bool):
+    raise ValueError(f"HF config tie_word_embeddings={tied!r} must be a bool.")
+  return dict(
+      num_layers=positive_int(hf_config, "num_hidden_layers"),
+      vocab_size=positive_int(hf_config, "vocab_size"),
+      embed_dim=embed_dim,
+      num_heads=num_heads,
+      head_dim=head_dim,
+      num_kv_heads=num_kv_heads,
+      norm_eps=float(norm_eps),
+      use_tied_embedding=tied,
+  )
+
+
+def dtype_fields(compute: Any, params: Any) -> dict[str, Any]:
+  """`dtype` (float32 if None) and `param_dtype` (`dtype` if None)."""
+  compute = check_dtype("dtype", jnp.float32 if compute is None else compute)
+  return dict(
+      dtype=compute,
+      param_dtype=check_dtype(
+          "param_dtype", compute if params is None else params
+      ),
+  )
+
+
+def model_config_from_hf(
+    hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
+) -> Any:
+  """The Tunix `ModelConfig` of a Qwen3, Qwen3-MoE or Qwen2 `config.json`.
+
+  Qwen2 (and Qwen2.5) has q/k/v projection biases, as Tunix's Qwen2 does,
+  and its attention applies the config's `rope_theta`. A sliding window is
+  refused only when it is on (`use_sliding_window`, or a `sliding_attention`
+  layer): real Qwen2.5 configs carry a `sliding_window` size that
+  transformers ignores while it is off.
+
+  Args:
+    hf_config: The parsed `config.json`; the family is its `model_type`'s.
     dtype: Compute dtype (float32, bfloat16 or float16); float32 if None.
       `torch_dtype` in the file is not used to choose it.
     param_dtype: Parameter dtype; `dtype` (or float32) if None.
@@ -37,93 +269,117 @@ def qwen3_config_from_hf(
   Raises:
     ValueError: If a field is missing, or a setting (model type, RoPE
       variant, attention bias, sliding window, MoE routing, ...) is one the
-      Tunix Qwen3 cannot represent. The message names the field.
+      Tunix model cannot represent. The message names the field.
   """
-  model_type = fields_lib.check_type(hf_config, ("qwen3", "qwen3_moe"))
-  fields_lib.check_fixed(
-      hf_config,
-      fields_lib.FIXED_FIELDS + fields_lib.FIXED_QWEN3_FIELDS,
-      "Qwen3",
-  )
-  rope_theta = fields_lib.rope_theta(
-      hf_config, "Qwen3", fields_lib.TUNIX_ROPE_THETA
+  model_type = check_type(hf_config, tuple(ARCHITECTURES))
+  qwen2 = model_type == "qwen2"
+  label = "Qwen2" if qwen2 else "Qwen3"
+  qwen3_fixed = () if qwen2 else FIXED_QWEN3_FIELDS
+  check_fixed(hf_config, FIXED_FIELDS + qwen3_fixed, label)
+  theta = rope_theta(
+      hf_config, label, compat.ROPE_THETA_APPLIED["qwen2" if qwen2 else "qwen3"]
   )
   # transformers' Qwen3Config defaults head_dim to 128.
-  attention = fields_lib.attention_fields(hf_config, default_head_dim=128)
+  attention = attention_fields(
+      hf_config, default_head_dim=None if qwen2 else 128
+  )
 
-  num_experts = num_experts_per_tok = None
+  moe = {}
   if model_type == "qwen3_moe":
     if hf_config.get("num_experts") is None and "num_local_experts" in (
         hf_config
     ):
       # transformers>=5 writes `num_local_experts` for `num_experts`.
       hf_config = {**hf_config, "num_experts": hf_config["num_local_experts"]}
-    num_experts = fields_lib.positive_int(hf_config, "num_experts")
-    num_experts_per_tok = fields_lib.positive_int(
-        hf_config, "num_experts_per_tok"
-    )
-    hidden_dim = fields_lib.positive_int(hf_config, "moe_intermediate_size")
-    if num_experts_per_tok > num_experts:
+    moe = {
+        key: positive_int(hf_config, key)
+        for key in ("num_experts", "num_experts_per_tok")
+    }
+    hidden_dim = positive_int(hf_config, "moe_intermediate_size")
+    if moe["num_experts_per_tok"] > moe["num_experts"]:
       raise ValueError(
-          f"HF config num_experts_per_tok={num_experts_per_tok} exceeds"
-          f" num_experts={num_experts}."
+          f"HF config num_experts_per_tok={moe['num_experts_per_tok']} exceeds"
+          f" num_experts={moe['num_experts']}."
       )
-    fields_lib.check_fixed(hf_config, fields_lib.FIXED_MOE_FIELDS, "Qwen3")
+    check_fixed(hf_config, FIXED_MOE_FIELDS, "Qwen3")
   else:
-    for key in fields_lib.MOE_FIELDS + ("num_local_experts",):
+    for key in () if qwen2 else MOE_FIELDS + ("num_local_experts",):
       if hf_config.get(key):
         raise ValueError(
             f"HF config {key}={hf_config[key]!r} is an MoE field, but"
             " model_type is 'qwen3'; use model_type 'qwen3_moe'."
         )
-    hidden_dim = fields_lib.positive_int(hf_config, "intermediate_size")
-  return qwen3_lib.ModelConfig(
+    hidden_dim = positive_int(hf_config, "intermediate_size")
+  config_class = qwen2_lib.ModelConfig if qwen2 else qwen3_lib.ModelConfig
+  return config_class(
       **attention,
       hidden_dim=hidden_dim,
-      rope_theta=rope_theta,
-      num_experts=num_experts,
-      num_experts_per_tok=num_experts_per_tok,
-      **fields_lib.dtype_fields(dtype, param_dtype),
+      rope_theta=theta,
+      **moe,
+      **dtype_fields(dtype, param_dtype),
       use_flash_attention=False,
   )
 
 
-def qwen2_config_from_hf(
-    hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
-) -> qwen2_lib.ModelConfig:
-  """Builds a Tunix Qwen2 `ModelConfig` from a Hugging Face `config.json`.
+def config_to_hf(config: Any) -> dict[str, Any]:
+  """The `config.json` of a Tunix Qwen3 or Qwen2 config.
 
-  Qwen2 (and Qwen2.5) has q/k/v projection biases, as Tunix's Qwen2 does,
-  and its attention applies the config's `rope_theta`. A sliding window is
-  refused only when it is on (`use_sliding_window`, or a `sliding_attention`
-  layer): real Qwen2.5 configs carry a `sliding_window` size that
-  transformers ignores while it is off.
+  Writes every field `model_config_from_hf` reads; it loads in transformers
+  as `Qwen3Config`, `Qwen3MoeConfig` or `Qwen2Config` (`head_dim` is
+  written, which transformers' Qwen2 reads).
 
-  Args and Raises: as `qwen3_config_from_hf`.
+  Raises:
+    ValueError: for another config class, or one `config.json` would
+      describe as another model: a RoPE theta Tunix does not apply, an
+      unsupported dtype.
   """
-  fields_lib.check_type(hf_config, ("qwen2",))
-  fields_lib.check_fixed(hf_config, fields_lib.FIXED_FIELDS, "Qwen2")
-  rope_theta = fields_lib.rope_theta(
-      hf_config, "Qwen2", compat.ROPE_THETA_APPLIED["qwen2"]
-  )
-  return qwen2_lib.ModelConfig(
-      **fields_lib.attention_fields(hf_config, default_head_dim=None),
-      hidden_dim=fields_lib.positive_int(hf_config, "intermediate_size"),
-      rope_theta=rope_theta,
-      **fields_lib.dtype_fields(dtype, param_dtype),
-      use_flash_attention=False,
-  )
-
-
-def model_config_from_hf(
-    hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
-) -> Any:
-  """The Tunix `ModelConfig` of a Qwen3, Qwen3-MoE or Qwen2 `config.json`.
-
-  Args and Raises: as `qwen3_config_from_hf`; the family is `model_type`'s.
-  """
-  model_type = fields_lib.check_type(hf_config, tuple(fields_lib.ARCHITECTURES))
-  parse = (
-      qwen2_config_from_hf if model_type == "qwen2" else (qwen3_config_from_hf)
-  )
-  return parse(hf_config, dtype=dtype, param_dtype=param_dtype)
+  if isinstance(config, qwen3_lib.ModelConfig):
+    if config.rope_theta != TUNIX_ROPE_THETA:
+      raise ValueError(
+          f"ModelConfig.rope_theta={config.rope_theta!r} cannot be exported:"
+          f" Tunix Qwen3 applies RoPE with theta {TUNIX_ROPE_THETA}"
+          " whatever the config says, so config.json would describe another"
+          " model."
+      )
+    moe = config.num_experts is not None
+    model_type = "qwen3_moe" if moe else "qwen3"
+  elif isinstance(config, qwen2_lib.ModelConfig):
+    moe, model_type = False, "qwen2"
+  else:
+    raise ValueError(
+        f"{type(config).__module__}.{type(config).__name__} has no Hugging"
+        " Face export; supported: Tunix Qwen3 and Qwen2."
+    )
+  hf_config = {
+      "architectures": [ARCHITECTURES[model_type]],
+      "model_type": model_type,
+      "vocab_size": config.vocab_size,
+      "hidden_size": config.embed_dim,
+      "num_hidden_layers": config.num_layers,
+      "num_attention_heads": config.num_heads,
+      "num_key_value_heads": config.num_kv_heads,
+      "head_dim": config.head_dim,
+      "hidden_act": "silu",
+      "rms_norm_eps": float(config.norm_eps),
+      "rope_theta": config.rope_theta,
+      "rope_scaling": None,
+      "tie_word_embeddings": bool(config.use_tied_embedding),
+      "attention_dropout": 0.0,
+      "use_sliding_window": False,
+      "sliding_window": None,
+      "dtype": jnp.dtype(check_dtype("param_dtype", config.param_dtype)).name,
+  }
+  if model_type != "qwen2":
+    hf_config["attention_bias"] = False
+  if moe:
+    hf_config.update({
+        "num_experts": config.num_experts,
+        "num_experts_per_tok": config.num_experts_per_tok,
+        "moe_intermediate_size": config.hidden_dim,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+    })
+  else:
+    hf_config["intermediate_size"] = config.hidden_dim
+  return hf_config

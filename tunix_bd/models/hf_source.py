@@ -49,7 +49,7 @@ from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_config_export
+from tunix_bd.models import hf_config
 
 GENERATION_CONFIG_FILE = "generation_config.json"
 # The weight dtypes `export.dtype` may name.
@@ -133,7 +133,8 @@ def tensor_dtypes(
   return {key: source.tensor_dtypes.get(key, common[0][0]) for key in tensors}
 
 
-def _tokenizer_ids(tokenizer: Any) -> dict[str, Any]:
+def tokenizer_ids(tokenizer: Any) -> dict[str, Any]:
+  """The tokenizer's BOS, EOS and pad ids that are set, as config keys."""
   ids = {
       "bos_token_id": getattr(tokenizer, "bos_token_id", None),
       "eos_token_id": tokenizer.eos_token_id,
@@ -161,11 +162,11 @@ def config_json(
     ValueError: if the source's config describes another model than
       `model_config` (in any field but `vocab_size`).
   """
-  derived = hf_config_export.config_to_hf(model_config)
+  derived = hf_config.config_to_hf(model_config)
   file_dtypes = sorted(set(file_dtypes))
   if source is None:
     out = dict(derived)
-    out.update(_tokenizer_ids(tokenizer) if tokenizer is not None else {})
+    out.update(tokenizer_ids(tokenizer) if tokenizer is not None else {})
     out["dtype"] = file_dtypes[0] if len(file_dtypes) == 1 else "float32"
   else:
     out = dict(source.config)
@@ -181,7 +182,7 @@ def config_json(
 
 def _check_describes(out: dict[str, Any], derived: dict[str, Any]) -> None:
   """Fails closed unless `out` parses to the model `derived` describes."""
-  parsed = hf_config_export.config_to_hf(bd_formats.model_config_from_hf(out))
+  parsed = hf_config.config_to_hf(bd_formats.model_config_from_hf(out))
   for key, value in derived.items():
     if key != "dtype" and parsed[key] != value:
       raise ValueError(
@@ -211,7 +212,7 @@ def generation_config_json(
     return source.generation_config
   if tokenizer is None:
     return None
-  out = _tokenizer_ids(tokenizer)
+  out = tokenizer_ids(tokenizer)
   eos = [
       tokenizer.eos_token_id,
       *special_ids.checkpoint_stop_ids(tokenizer),

@@ -7,9 +7,9 @@ Two ways, both leaving every existing weight bit-identical:
   (a) Reuse a reserved id: the tokenizer's own special `<|mask|>` or
       `<|reserved_k|>` token, or an embedding row past the tokenizer's last id
       (Qwen3 checkpoints carry ~270 such rows). `resolve_reserved_mask_id`.
-  (b) Add a token: append it to the tokenizer (`add_mask_token`) and append
-      one embedding row (and lm_head column when untied) to a Tunix Qwen3 or
-      Qwen2 (`resize_vocab`). `provision_mask_token` picks (a) or (b).
+  (b) Add a token: append it to the tokenizer and one embedding row (and
+      lm_head column when untied) to a Tunix Qwen3 or Qwen2 (`resize_vocab`).
+      `provision_mask_token` picks (a) or (b).
 
 Either way a token the tokenizer has becomes its named `mask_token`, so an
 export's `AutoTokenizer.from_pretrained(...).mask_token` is the mask token.
@@ -142,40 +142,6 @@ def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
   return token
 
 
-def add_mask_token(
-    tokenizer: Any, token: str = DEFAULT_MASK_TOKEN, *, expected_id: int
-) -> int:
-  """Adds `token` to the tokenizer as its special `mask_token`, at a known id.
-
-  Args:
-    tokenizer: a Hugging Face tokenizer; modified in place.
-    token: the new token; must not exist yet.
-    expected_id: the embedding row reserved for it; must be
-      `len(tokenizer)`, the id the tokenizer will assign.
-
-  Returns:
-    The new id (== `expected_id`).
-
-  Raises:
-    ValueError: before changing the tokenizer, if the token exists or its id
-      would not be `expected_id`.
-  """
-  if token in tokenizer.get_vocab():
-    raise ValueError(f"token {token!r} is already in the tokenizer.")
-  if len(tokenizer) != expected_id:
-    raise ValueError(
-        f"the tokenizer would give {token!r} id {len(tokenizer)}, but its"
-        f" embedding row is {expected_id}."
-    )
-  tokenizer.add_special_tokens({"mask_token": token})
-  new_id = tokenizer.convert_tokens_to_ids(token)
-  if new_id != expected_id:
-    raise ValueError(
-        f"the tokenizer gave {token!r} id {new_id}, expected {expected_id}."
-    )
-  return new_id
-
-
 def resize_vocab(model: Any, num_new_tokens: int) -> tuple[Any, Any]:
   """Appends embedding rows (and untied lm_head columns) to a Tunix model.
 
@@ -286,7 +252,12 @@ def provision_mask_token(
     model, config = resize_vocab(model, 1)
   else:
     config = model.config
-  mask_id = add_mask_token(tokenizer, token, expected_id=new_id)
+  tokenizer.add_special_tokens({"mask_token": token})
+  mask_id = tokenizer.convert_tokens_to_ids(token)
+  if mask_id != new_id:
+    raise ValueError(
+        f"the tokenizer gave {token!r} id {mask_id}, expected {new_id}."
+    )
   _check_id_allowed(tokenizer, mask_id, config.vocab_size, stop_ids)
   return model, config, mask_id
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping
+from typing import Any
 
 from flax import nnx
 import jax
@@ -81,20 +81,6 @@ class Precision:
   def provenance(self) -> dict[str, Any]:
     """The settings as recorded beside a run's outputs."""
     return dataclasses.asdict(self)
-
-
-def from_section(model: Mapping[str, Any]) -> Precision:
-  """The settings of a `model` section; absent keys take the defaults.
-
-  Raises:
-    ValueError: naming `model.dtype`, `model.remat` or `model.logits_chunk`.
-  """
-  fields = {
-      f.name: model[f.name]
-      for f in dataclasses.fields(Precision)
-      if f.name in model
-  }
-  return Precision(**fields)
 
 
 def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:

@@ -103,7 +103,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   with mesh_lib.tunix_context(mesh):
     trainer.train(train_batches, eval_batches)
 
-  export.export_qwen3(model, tokenizer, stage.export_dir)
+  export.export_checkpoint(model, tokenizer, stage.export_dir)
   logging.info("ar_pretrain: exported the model to %s", stage.export_dir)
   conversations = eval_data.conversations
   print(

@@ -69,7 +69,7 @@ class ExportDigestTest(parameterized.TestCase):
     cls.sharded = os.path.join(cls.root, "sharded")
     for directory, max_shard_bytes in ((cls.whole, None), (cls.sharded, 9000)):
       shutil.rmtree(directory, ignore_errors=True)
-      export.save_qwen3(
+      export.save_checkpoint(
           cls.model,
           directory,
           tokenizer=cls.tokenizer,

@@ -184,7 +184,7 @@ class LoadTest(parameterized.TestCase):
     tensors = _hf_tensors(tied, kv_heads)
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
 
-    model, config = hf_checkpoint.load_qwen3(path)
+    model, config = hf_checkpoint.load(path)
 
     self.assertEqual(config.use_tied_embedding, tied)
     self.assertEqual(config.num_kv_heads, kv_heads)
@@ -201,10 +201,10 @@ class LoadTest(parameterized.TestCase):
     hf_config = hf_tiny.qwen3_hf_config(tied, kv_heads=1)
     tensors = _hf_tensors(tied, kv_heads=1)
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
-    model, _ = hf_checkpoint.load_qwen3(path)
+    model, _ = hf_checkpoint.load(path)
     out = os.path.join(_tempdir(self), "export")
 
-    export.save_qwen3(model, out)
+    export.save_checkpoint(model, out)
 
     saved = _read_dir_tensors(out)
     self.assertEqual(sorted(saved), sorted(tensors))
@@ -220,13 +220,13 @@ class LoadTest(parameterized.TestCase):
     tensors = _hf_tensors(tied=True, kv_heads=1)
     tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].copy()
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
-    model, _ = hf_checkpoint.load_qwen3(path)
+    model, _ = hf_checkpoint.load(path)
     self.assertFalse(hasattr(model, "lm_head"))
 
     tensors["lm_head.weight"][0, 0] += 1.0
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
     with self.assertRaisesRegex(ValueError, "differs from"):
-      hf_checkpoint.load_qwen3(path)
+      hf_checkpoint.load(path)
 
   def test_file_with_mixed_dtypes_loads_exactly(self):
     # Tunix's optimized loader would read the whole file as the first dtype.
@@ -237,7 +237,7 @@ class LoadTest(parameterized.TestCase):
     )
     path = _write_checkpoint(_tempdir(self), hf_config, tensors)
 
-    model, _ = hf_checkpoint.load_qwen3(path)
+    model, _ = hf_checkpoint.load(path)
 
     params = _params(model)
     np.testing.assert_array_equal(
@@ -263,13 +263,13 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 3)
     out = os.path.join(_tempdir(self), "export")
 
-    export.save_qwen3(
+    export.save_checkpoint(
         model,
         out,
         max_shard_bytes=max_shard_bytes,
         hf_config_extra={"max_position_embeddings": 256, "eos_token_id": 2},
     )
-    loaded, loaded_config = hf_checkpoint.load_qwen3(out)
+    loaded, loaded_config = hf_checkpoint.load(out)
 
     names = os.listdir(out)
     if max_shard_bytes is None:
@@ -298,8 +298,8 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 4)
     out = _tempdir(self)  # An existing empty dir is replaced.
 
-    export.save_qwen3(model, out)
-    loaded, loaded_config = hf_checkpoint.load_qwen3(out, dtype=jnp.bfloat16)
+    export.save_checkpoint(model, out)
+    loaded, loaded_config = hf_checkpoint.load(out, dtype=jnp.bfloat16)
 
     with open(os.path.join(out, "config.json")) as f:
       self.assertEqual(json.load(f)["dtype"], "bfloat16")
@@ -316,8 +316,8 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 5)
     out = os.path.join(_tempdir(self), "export")
 
-    export.save_qwen3(model, out)
-    loaded, loaded_config = hf_checkpoint.load_qwen3(out)
+    export.save_checkpoint(model, out)
+    loaded, loaded_config = hf_checkpoint.load(out)
 
     saved = _read_dir_tensors(out)
     gate = np.asarray(model.layers[1].mlp.gate_proj.get_value())  # [E, D, F]
@@ -348,7 +348,7 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(hf_tiny.qwen3_config(), 6)
     out = os.path.join(_tempdir(self), "export")
 
-    export.save_qwen3(model, out, tokenizer=tokenizer)
+    export.save_checkpoint(model, out, tokenizer=tokenizer)
 
     reloaded = transformers.AutoTokenizer.from_pretrained(out)
     self.assertEqual(reloaded("a b a")["input_ids"], [2, 3, 2])
@@ -368,7 +368,7 @@ class RoundTripTest(parameterized.TestCase):
         export, "_fsync_tree", side_effect=OSError("disk full")
     ):
       with self.assertRaisesRegex(OSError, "disk full"):
-        export.save_qwen3(model, out)
+        export.save_checkpoint(model, out)
 
     self.assertEqual(os.listdir(parent), [])
 
@@ -394,12 +394,12 @@ class RoundTripTest(parameterized.TestCase):
     with open(os.path.join(out, "keep.txt"), "w") as f:
       f.write("old")
     with self.assertRaisesRegex(ValueError, "not an empty directory"):
-      export.save_qwen3(model, out)
+      export.save_checkpoint(model, out)
     self.assertEqual(os.listdir(out), ["keep.txt"])
 
     model.layers[0].attn.q_proj.lora_a = nnx.LoRAParam(jnp.zeros((64, 4)))
     with self.assertRaisesRegex(ValueError, "LoRA"):
-      export.save_qwen3(model, os.path.join(out, "x"))
+      export.save_checkpoint(model, os.path.join(out, "x"))
 
 
 class LoadErrorTest(parameterized.TestCase):
@@ -411,20 +411,10 @@ class LoadErrorTest(parameterized.TestCase):
         tensors or _hf_tensors(tied=False, kv_heads=1),
     )
 
-  def test_load_qwen3_refuses_a_qwen2_checkpoint(self):
-    directory = os.path.join(
-        os.path.dirname(os.path.dirname(__file__)),
-        "testdata",
-        "hf",
-        "qwen2_untied",
-    )
-    with self.assertRaisesRegex(ValueError, "model_type='qwen2'"):
-      hf_checkpoint.load_qwen3(directory)
-
   def test_missing_directory(self):
     path = os.path.join(_tempdir(self), "nope")
     with self.assertRaisesRegex(ValueError, "does not exist"):
-      hf_checkpoint.load_qwen3(path)
+      hf_checkpoint.load(path)
 
   def test_missing_config(self):
     path = self._checkpoint()
@@ -433,19 +423,19 @@ class LoadErrorTest(parameterized.TestCase):
         ValueError,
         "is not a Hugging Face checkpoint directory: config.json not found",
     ):
-      hf_checkpoint.load_qwen3(path)
+      hf_checkpoint.load(path)
 
   def test_no_safetensors(self):
     path = self._checkpoint()
     os.remove(os.path.join(path, "model.safetensors"))
     with self.assertRaisesRegex(ValueError, "No \\*.safetensors"):
-      hf_checkpoint.load_qwen3(path)
+      hf_checkpoint.load(path)
 
   def test_unsupported_model_type(self):
     hf_config = hf_tiny.qwen3_hf_config(tied=False, kv_heads=1)
     hf_config["model_type"] = "llama"
     with self.assertRaisesRegex(ValueError, "model_type='llama'"):
-      hf_checkpoint.load_qwen3(self._checkpoint(hf_config=hf_config))
+      hf_checkpoint.load(self._checkpoint(hf_config=hf_config))
 
   def test_wrong_shape_names_tensor_and_both_shapes(self):
     tensors = _hf_tensors(tied=False, kv_heads=1)
@@ -454,7 +444,7 @@ class LoadErrorTest(parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, rf"'{key}'.*\[64, 64\].*\[32, 64\]"
     ):
-      hf_checkpoint.load_qwen3(self._checkpoint(tensors=tensors))
+      hf_checkpoint.load(self._checkpoint(tensors=tensors))
 
   def test_missing_tensor(self):
     tensors = _hf_tensors(tied=False, kv_heads=1)
@@ -462,12 +452,12 @@ class LoadErrorTest(parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, "missing tensor 'model.layers.0.mlp.up_proj.weight'"
     ):
-      hf_checkpoint.load_qwen3(self._checkpoint(tensors=tensors))
+      hf_checkpoint.load(self._checkpoint(tensors=tensors))
 
   def test_untied_config_without_lm_head(self):
     tensors = _hf_tensors(tied=True, kv_heads=1)
     with self.assertRaisesRegex(ValueError, "missing tensor 'lm_head.weight'"):
-      hf_checkpoint.load_qwen3(self._checkpoint(tensors=tensors))
+      hf_checkpoint.load(self._checkpoint(tensors=tensors))
 
   def test_unexpected_tensor(self):
     tensors = _hf_tensors(tied=False, kv_heads=1)
@@ -475,17 +465,17 @@ class LoadErrorTest(parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'"
     ):
-      hf_checkpoint.load_qwen3(self._checkpoint(tensors=tensors))
+      hf_checkpoint.load(self._checkpoint(tensors=tensors))
 
   def test_stray_shard_not_in_index(self):
     model = _random_model(hf_tiny.qwen3_config(), 9)
     out = os.path.join(_tempdir(self), "export")
-    export.save_qwen3(model, out, max_shard_bytes=40_000)
+    export.save_checkpoint(model, out, max_shard_bytes=40_000)
     safetensors_np.save_file(
         {"x": np.zeros(2, np.float32)}, os.path.join(out, "old.safetensors")
     )
     with self.assertRaisesRegex(ValueError, "old.safetensors"):
-      hf_checkpoint.load_qwen3(out)
+      hf_checkpoint.load(out)
 
   @parameterized.parameters(
       "config.json", "model.safetensors.index.json", "generation_config.json"
@@ -493,7 +483,7 @@ class LoadErrorTest(parameterized.TestCase):
   def test_a_file_that_is_not_json_names_itself_and_the_fix(self, name):
     model = _random_model(hf_tiny.qwen3_config(), 9)
     out = os.path.join(_tempdir(self), "export")
-    export.save_qwen3(model, out, max_shard_bytes=40_000)  # With an index.
+    export.save_checkpoint(model, out, max_shard_bytes=40_000)  # With an index.
     with open(os.path.join(out, name), "w") as f:
       f.write('{"cut short')
     with self.assertRaisesRegex(

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A tiny Qwen3 as a Hugging Face `config.json` and as a Tunix config.
 
-Shared by the tests of `hf_checkpoint`, `hf_config` and `hf_config_export`;
+Shared by the tests of `hf_checkpoint` and `hf_config`;
 `qwen2_hf_config` is the Qwen2 fixture's `config.json` (testdata/hf).
 """
 

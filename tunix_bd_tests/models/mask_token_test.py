@@ -149,20 +149,6 @@ class TokenizerTest(parameterized.TestCase):
               tok, mask, vocab_size=_TOKENIZER_SIZE, **kwargs
           )
 
-  def test_add_mask_token(self):
-    tok = self.tokenizer
-    with self.assertRaisesRegex(ValueError, "embedding row is 130"):
-      mask_token.add_mask_token(tok, _NEW_TOKEN, expected_id=130)
-    with self.assertRaisesRegex(ValueError, "already in the tokenizer"):
-      mask_token.add_mask_token(tok, "<|mask|>", expected_id=128)
-    self.assertLen(tok, _TOKENIZER_SIZE)  # Failures change nothing.
-    new_id = mask_token.add_mask_token(tok, _NEW_TOKEN, expected_id=128)
-    self.assertEqual(new_id, 128)
-    self.assertEqual(tok.encode("a" + _NEW_TOKEN), [self.char_id, 128])
-    # Earlier special tokens stay special.
-    self.assertIn(tokenizer_lib.MASK_TOKEN, tok.all_special_tokens)
-    self.assertIn(_NEW_TOKEN, tok.all_special_tokens)
-
 
 class ProvisionTest(absltest.TestCase):
 
@@ -190,6 +176,11 @@ class ProvisionTest(absltest.TestCase):
     )
     self.assertEqual(tok.convert_tokens_to_ids(_NEW_TOKEN), mask_id)
     self.assertEqual((tok.mask_token, tok.mask_token_id), (_NEW_TOKEN, mask_id))
+    self.assertEqual(
+        tok.encode("a" + _NEW_TOKEN), [tok.encode("a")[0], mask_id]
+    )
+    # Earlier special tokens stay special.
+    self.assertIn(tokenizer_lib.MASK_TOKEN, tok.all_special_tokens)
     bd_config.BlockDiffusionConfig(4, mask_id).validate_for_model(
         config, pad_id=tok.pad_token_id, eos_id=tok.eos_token_id
     )

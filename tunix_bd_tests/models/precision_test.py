@@ -33,7 +33,7 @@ class PrecisionTest(absltest.TestCase):
   def test_load_computes_in_bf16_on_float32_weights(self):
     directory = self.create_tempdir().full_path
     source = test_common.tiny_qwen3(_VOCAB)
-    export.save_qwen3(source, directory)
+    export.save_checkpoint(source, directory)
     settings = precision_lib.Precision(dtype="bfloat16", remat="decoder")
     model, config = precision_lib.load(directory, settings)
     self.assertEqual(config.dtype, jnp.bfloat16)
@@ -49,7 +49,7 @@ class PrecisionTest(absltest.TestCase):
 
   def test_decoding_weights_in_bf16_give_the_same_logits_bit_for_bit(self):
     directory = self.create_tempdir().full_path
-    export.save_qwen3(test_common.tiny_qwen3(_VOCAB), directory)
+    export.save_checkpoint(test_common.tiny_qwen3(_VOCAB), directory)
     settings = precision_lib.Precision(dtype="bfloat16")
     master, _ = precision_lib.load(directory, settings)
     decoding, _ = precision_lib.load(directory, settings, decoding_only=True)
@@ -90,14 +90,12 @@ class PrecisionTest(absltest.TestCase):
 
   def test_settings_fail_closed_and_fingerprint_the_dtype(self):
     with self.assertRaisesRegex(ValueError, "^model.dtype must be one of"):
-      precision_lib.from_section({"dtype": "float16"})
+      precision_lib.Precision(dtype="float16")
     with self.assertRaisesRegex(ValueError, "^model.remat must be one of"):
-      precision_lib.from_section({"remat": "full"})
+      precision_lib.Precision(remat="full")
     with self.assertRaisesRegex(ValueError, "^model.logits_chunk must be"):
-      precision_lib.from_section({"logits_chunk": 1.5})
-    settings = precision_lib.from_section(
-        {"dtype": "bfloat16", "logits_chunk": 0, "checkpoint": "x"}
-    )
+      precision_lib.Precision(logits_chunk=1.5)
+    settings = precision_lib.Precision(dtype="bfloat16", logits_chunk=0)
     self.assertIsNone(settings.chunk)
     self.assertEqual(settings.fingerprint_fields(), {"model.dtype": "bfloat16"})
 

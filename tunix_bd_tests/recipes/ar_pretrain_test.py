@@ -132,10 +132,10 @@ class ArPretrainTest(absltest.TestCase):
     export_dir = os.path.join(self.straight, "export")
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
       self.assertTrue(os.path.exists(os.path.join(export_dir, name)), name)
-    exported, _ = hf_checkpoint.load_qwen3(export_dir)
+    exported, _ = hf_checkpoint.load(export_dir)
     # Zeroed, then restored from the last orbax checkpoint: the trained
     # parameters, independently of the export.
-    trained, _ = hf_checkpoint.load_qwen3(export_dir)
+    trained, _ = hf_checkpoint.load(export_dir)
     nnx.update(trained, jax.tree.map(jnp.zeros_like, nnx.state(trained)))
     manager = checkpoint_manager.CheckpointManager(
         os.path.join(self.straight, "checkpoints")

@@ -79,7 +79,7 @@ class OpdRecipeTest(absltest.TestCase):
     root = self.create_tempdir().full_path
     tokenizer = tokenizer_lib.build_char_tokenizer()
     student, teacher = (os.path.join(root, n) for n in ("student", "teacher"))
-    export.save_qwen3(
+    export.save_checkpoint(
         test_common.tiny_qwen3(vocab_size=len(tokenizer), num_layers=1),
         student,
         tokenizer=tokenizer,

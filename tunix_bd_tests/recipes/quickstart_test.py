@@ -255,7 +255,7 @@ class QuickstartTest(absltest.TestCase):
         "--config.lora.rank=4",
     )
     self.assertSucceeded(proc)
-    model, _ = hf_checkpoint.load_qwen3(os.path.join(workdir, "export"))
+    model, _ = hf_checkpoint.load(os.path.join(workdir, "export"))
     self.assertEmpty(nnx.state(model, nnx.LoRAParam))
     self.assertEqual(
         bd_config_lib.load_settings(os.path.join(workdir, "export")),

@@ -48,7 +48,7 @@ class SftChatTemplateTest(absltest.TestCase):
     root = self.create_tempdir().full_path
     tokenizer = tokenizer_lib.build_char_tokenizer()
     source = os.path.join(root, "ar")
-    export.save_qwen3(
+    export.save_checkpoint(
         test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
         source,
         tokenizer=tokenizer,
@@ -116,7 +116,7 @@ class SftRecipeTest(absltest.TestCase):
     root = self.create_tempdir().full_path
     tokenizer = tokenizer_lib.build_char_tokenizer()
     ar_dir = os.path.join(root, "ar")
-    export.export_qwen3(
+    export.export_checkpoint(
         test_common.tiny_qwen3(vocab_size=len(tokenizer)), tokenizer, ar_dir
     )
     workdir = os.path.join(root, "sft")
@@ -173,7 +173,7 @@ class SftErrorsTest(parameterized.TestCase):
     cls.export = os.path.join(
         tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "ar_export"
     )
-    export.save_qwen3(
+    export.save_checkpoint(
         test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
         cls.export,
         tokenizer=tokenizer,

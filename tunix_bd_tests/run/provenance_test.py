@@ -95,7 +95,7 @@ class SourceCheckpointTest(absltest.TestCase):
     cls.tokenizer = tokenizer_lib.build_char_tokenizer()
     cls.export = os.path.join(absltest.get_default_test_tmpdir(), "ar_export")
     shutil.rmtree(cls.export, ignore_errors=True)
-    export.save_qwen3(
+    export.save_checkpoint(
         test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
         cls.export,
         tokenizer=cls.tokenizer,

@@ -205,7 +205,7 @@ class CheckExportTest(parameterized.TestCase):
     cls.checkpoint = os.path.join(
         tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "ar_export"
     )
-    export.save_qwen3(
+    export.save_checkpoint(
         test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
         cls.checkpoint,
         tokenizer=cls.tokenizer,
@@ -271,7 +271,7 @@ class ConvertedModelTest(absltest.TestCase):
 
   def test_provenances_record_each_checkpoint(self):
     checkpoint = os.path.join(self.root, "ar")
-    export.save_qwen3(
+    export.save_checkpoint(
         test_common.tiny_qwen3(vocab_size=64, num_layers=1),
         checkpoint,
         tokenizer=tokenizer_lib.build_char_tokenizer(),

@@ -186,7 +186,7 @@ class SftRecipeTest(absltest.TestCase):
     super().setUp()
     self.root = self.create_tempdir().full_path
     self.ar = os.path.join(self.root, "ar")
-    export.save_qwen3(
+    export.save_checkpoint(
         test_common.tiny_qwen3(vocab_size=len(_TOKENIZER), seed=2),
         self.ar,
         tokenizer=_TOKENIZER,
