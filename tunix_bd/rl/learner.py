@@ -23,6 +23,7 @@ name (no public seam exists in 0.1.7 or main), keeping its perf spans;
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterable, Iterator, Mapping
 
 import jax
@@ -232,12 +233,8 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         1, full_batch // mini_batch
     )
 
-    def chained():
-      yield first
-      yield from train_ds
-
     eval_ds = None if eval_ds is None else list(checked(eval_ds, "eval"))
-    super().train(chained(), eval_ds, skip_jit)
+    super().train(itertools.chain([first], train_ds), eval_ds, skip_jit)
 
   def _generate_and_compute_advantage(
       self, training_input: dict[str, Any], mode: Mode = Mode.TRAIN

@@ -28,28 +28,13 @@ import functools
 import importlib
 import inspect
 import math
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
 from tunix_bd.data import scoring
 
 RewardFn = Callable[..., list[float]]
-
-
-class RewardWeights(Protocol):
-  """The `reward` section's fields (`settings.RewardSettings` holds them).
-
-  Declared here so this module needs nothing from `settings`, which
-  imports it to validate the section.
-  """
-
-  exact: float
-  partial: float
-  speed_weight: float
-  speed_cap: float
-  speed_gate: str
-  functions: Sequence[str]
 
 
 # `reward.speed_gate` values: "" (a penalty on every row) or "exact".
@@ -205,8 +190,9 @@ def _checked(fn: RewardFn, key: str) -> RewardFn:
   return reward
 
 
-def reward_fns(settings: RewardWeights) -> list[RewardFn]:
-  """The reward functions handed to Tunix, in `reward` section order.
+def reward_fns(settings: Any) -> list[RewardFn]:
+  """The reward functions of the `reward` section (`settings.RewardSettings`,
+  which imports this module), handed to Tunix in the section's order.
 
   Terms with weight 0 are left out (so their keys need not exist); user
   functions follow, each checked on every call.
