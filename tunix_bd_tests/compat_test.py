@@ -99,7 +99,7 @@ class OverrideDigestTest(absltest.TestCase):
     self.assertEqual(set(known), set(compat.PRIVATE_SURFACE))
     for owner, names in compat.PRIVATE_SURFACE.items():
       source = inspect.getsource(compat.private_surface_owner(owner))
-      digest = hashlib.sha256(source.encode()).hexdigest()
+      digest = hashlib.sha256(source.encode()).hexdigest()[:16]
       with self.subTest(owner=owner):
         self.assertEqual(
             known[owner],

@@ -28,6 +28,7 @@ import jax
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
 import jax.numpy as jnp
+from tunix.models.qwen3 import model as qwen3_model
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd.core import families
@@ -161,8 +162,10 @@ def _layer(layer, x, positions, segment_ids, kernel):
   q = attn.q_norm(attn.q_proj(h))
   k = attn.k_norm(attn.k_proj(h))
   v = attn.v_proj(h)
-  q = compat.qwen3_apply_rope(q, positions, head_dim=attn.head_dim)
-  k = compat.qwen3_apply_rope(k, positions, head_dim=attn.head_dim)
+  # Tunix Qwen3's RoPE as its `Attention.block` calls it (default theta,
+  # `compat.ROPE_THETA_APPLIED`); the tests hold this equal to `model(...)`.
+  q = qwen3_model.apply_rope(q, positions, head_dim=attn.head_dim)
+  k = qwen3_model.apply_rope(k, positions, head_dim=attn.head_dim)
   # [batch, time, heads, head_dim] <-> [batch, heads, time, head_dim].
   heads_first = lambda a: a.transpose(0, 2, 1, 3)
   ids = splash.SegmentIds(q=segment_ids, kv=segment_ids)

@@ -8,20 +8,15 @@ log-probs score tokens autoregressively. This subclass adds what a
 block-diffusion policy needs and changes nothing else (offload, perf spans,
 chat templates and micro-batching stay Tunix's):
 
-  * `generate` tells the rollout the global step and mode (its row seeds),
-    collects each chunk's `Trace` on the calling thread and returns them in
-    a `DiffusionRolloutOutput`, checking that every visible completion is
-    the trace's tokens cut at the first stop token.
-  * `reference_replay_logps` scores a trace under the reference model, on
-    the REFERENCE role's mesh.
-  * `anchor_replay_logps` scores a trace under the start-of-step actor
-    snapshot (Tunix's anchor policy state), on the ACTOR role's mesh: the
-    old policy stays on the actor role, not a new role.
+  * `generate` tells the rollout the global step and mode (its row seeds)
+    and returns each chunk's `Trace` in a `DiffusionRolloutOutput`, checked
+    against the visible completions.
+  * `reference_replay_logps` and `anchor_replay_logps` score a trace under
+    the reference model and the start-of-step actor snapshot, on the
+    REFERENCE and ACTOR roles' meshes (the old policy is no new role).
   * With a fingerprint, the actor's checkpoint metadata carries it.
-  * Under a learner that does not log them (Tunix's own `GRPOLearner`,
-    `log_rollout_checks`), `generate` logs what tunix_bd's learner does:
-    tokens per forward, forwards per row and, every n global steps, the
-    replay parity (`PARITY_METRIC`).
+  * Under Tunix's own `GRPOLearner` (`log_rollout_checks`), `generate` logs
+    what tunix_bd's learner does.
 """
 
 from __future__ import annotations
@@ -62,12 +57,8 @@ class DiffusionRolloutOutput(compat.RolloutOutput):
 
 
 def speed_metrics(lengths, forwards: np.ndarray) -> dict[str, Any]:
-  """Tokens per forward and forwards per row, as Tunix buffers metrics.
-
-  Args:
-    lengths: each row's visible completion length.
-    forwards: each row's model forwards.
-  """
+  """Tokens per forward and forwards per row, as Tunix buffers metrics, of
+  each row's visible completion `lengths` and model `forwards`."""
   return {
       "diffusion/tokens_per_forward": (
           float(np.sum(lengths) / max(int(forwards.sum()), 1)),
@@ -81,16 +72,6 @@ def check_cadence(verify_replay_every_n_steps: int) -> None:
   """Fails closed on a negative replay-parity cadence (0: never)."""
   if verify_replay_every_n_steps < 0:
     raise ValueError("verify_replay_every_n_steps must be >= 0.")
-
-
-def concatenate_traces(traces) -> trace_lib.Trace:
-  """One trace of chunks decoded with the same settings, rows in order."""
-  return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *traces)
-
-
-def _row_chunks(rows: int, size: int | None):
-  size = size or rows
-  return [slice(s, min(s + size, rows)) for s in range(0, rows, size)]
 
 
 class DiffusionRLCluster(compat.RLCluster):
@@ -170,13 +151,10 @@ class DiffusionRLCluster(compat.RLCluster):
   def log_rollout_checks(self, verify_replay_every_n_steps: int) -> None:
     """Makes `generate` log what tunix_bd's learner logs, for another learner.
 
-    Each rollout then buffers `diffusion/tokens_per_forward` and
-    `diffusion/forwards_per_row`; every `verify_replay_every_n_steps`
-    global steps (0: never) a training rollout is also replayed under the
-    anchor snapshot and `PARITY_METRIC` buffered.
-
-    Raises:
-      ValueError: for a negative cadence.
+    Each rollout then buffers `speed_metrics`; every
+    `verify_replay_every_n_steps` global steps (0: never; negative: a
+    ValueError) a training rollout is also replayed under the anchor
+    snapshot and `PARITY_METRIC` buffered.
     """
     check_cadence(verify_replay_every_n_steps)
     self._checks_every = verify_replay_every_n_steps
@@ -207,7 +185,10 @@ class DiffusionRLCluster(compat.RLCluster):
           trace_tags=trace_tags,
           max_generation_steps=max_generation_steps,
       )
-    trace = concatenate_traces([t for t, _ in collected])
+    # One trace of the chunks (decoded with the same settings), in order.
+    trace = jax.tree.map(
+        lambda *xs: np.concatenate(xs, axis=0), *[t for t, _ in collected]
+    )
     forwards = np.concatenate([f for _, f in collected]).astype(np.int32)
     visible = eos.truncate_at_stop(np.asarray(trace.tokens), rollout.stop_ids)
     bad = [
@@ -221,18 +202,15 @@ class DiffusionRLCluster(compat.RLCluster):
           " cut at the first stop token."
       )
     if self._checks_every is not None:
-      self._log_rollout_checks(trace, forwards, visible, mode, micro_batch_size)
+      lengths = [len(v) for v in visible]
+      self.buffer_metrics(speed_metrics(lengths, forwards), mode=mode)
+      if self.replay_check_due(self._checks_every, mode):
+        self.anchor_replay_with_parity(trace, micro_batch_size, mode)
     return DiffusionRolloutOutput(
         **{f.name: getattr(out, f.name) for f in dataclasses.fields(out)},
         trace=trace,
         num_forwards=forwards,
     )
-
-  def _log_rollout_checks(self, trace, forwards, visible, mode, batch) -> None:
-    lengths = [len(v) for v in visible]
-    self.buffer_metrics(speed_metrics(lengths, forwards), mode=mode)
-    if self.replay_check_due(self._checks_every, mode):
-      self.anchor_replay_with_parity(trace, batch, mode)
 
   def replay_check_due(self, every: int, mode: Mode) -> bool:
     """Whether this is a training step on the `every`-step parity cadence."""
@@ -256,11 +234,21 @@ class DiffusionRLCluster(compat.RLCluster):
 
   def _replay(self, replay, trace, micro_batch_size) -> np.ndarray:
     rows = np.asarray(trace.prompt_lengths).shape[0]
+    size = micro_batch_size or rows
+    chunks = [slice(s, min(s + size, rows)) for s in range(0, rows, size)]
     parts = [
         np.asarray(replay(jax.tree.map(lambda x, s=s: x[s], trace)))
-        for s in _row_chunks(rows, micro_batch_size)
+        for s in chunks
     ]
     return np.concatenate(parts, axis=0)
+
+  def _replayer(self, model) -> replayer_lib.Replayer:
+    """A replayer of `model` that scores as the rollout samples."""
+    return replayer_lib.Replayer(
+        model,
+        cached_logits_fn=self.rollout.cached_logits_fn,
+        logits_chunk=self.rollout.logits_chunk,
+    )
 
   def reference_replay_logps(
       self, trace: trace_lib.Trace, micro_batch_size: int | None = None
@@ -276,31 +264,19 @@ class DiffusionRLCluster(compat.RLCluster):
     with self._get_mesh_and_logical_axis_rules_cm(Role.REFERENCE):
       if self._reference_replayer is None:
         # The reference never changes: split it and compile once.
-        self._reference_replayer = replayer_lib.Replayer(
-            worker.get_model("reference"),
-            cached_logits_fn=self.rollout.cached_logits_fn,
-            logits_chunk=self.rollout.logits_chunk,
-        )
+        self._reference_replayer = self._replayer(worker.get_model("reference"))
       return self._replay(self._reference_replayer, trace, micro_batch_size)
 
   def anchor_replay_logps(
       self, trace: trace_lib.Trace, micro_batch_size: int | None = None
   ) -> np.ndarray:
-    """float32 `[batch, T]` log-probs under the start-of-step actor snapshot.
-
-    The snapshot is Tunix's anchor policy state (taken at every weight sync,
-    when the rollout's weights are set to the actor's; the live actor where
-    the rollout shares it), so it is the policy that sampled the trace.
-    """
+    """float32 `[batch, T]` log-probs under the start-of-step actor snapshot:
+    Tunix's anchor policy state, the policy that sampled the trace."""
     with self._get_mesh_and_logical_axis_rules_cm(Role.ACTOR):
       if self._actor_replayer is None:
         # The actor's structure never changes: compile once, and replay
         # each step's snapshot state through it.
-        self._actor_replayer = replayer_lib.Replayer(
-            self.actor_trainer.model,
-            cached_logits_fn=self.rollout.cached_logits_fn,
-            logits_chunk=self.rollout.logits_chunk,
-        )
+        self._actor_replayer = self._replayer(self.actor_trainer.model)
       state = compat.put_params_on_memory_kind(
           self._anchor_policy_state, self._default_memory_kind
       )

@@ -4,37 +4,26 @@
 
 Tunix's `GRPOLearner` owns the loop, the advantages, the optimizer,
 checkpoints and metrics; this subclass replaces only the step that turns
-prompts into a `TrainExample`, so that every policy scores the rollout's
-own trace with one function (docs/design.md "RL policies on one trace"):
+prompts into a `TrainExample`, so that every policy (rollout, old,
+reference, live) scores the rollout's own trace with one function
+(docs/design.md "RL policies on one trace"). On a Tunix with `GRPOConfig`'s
+`use_rollout_logps` set (main), the old log-probs are the trace's own
+`action_logp`; under `sampler_is="token"`, the anchor replay always, and
+the loss is weighted by the truncated sampler/trainer ratio
+(`old_logps_and_weights`).
 
-  * rollout: on one mesh the actor's live weights; on another mesh the
-    sampler's copy, synced to the actor at each global step;
-  * old: replay under the start-of-step actor snapshot (the anchor, on the
-    actor role), computed whenever more than one optimizer update uses a
-    rollout (`num_iterations > 1`, or mini-batches); otherwise None, so the
-    importance ratio is exactly 1. On a Tunix with `GRPOConfig`'s
-    `use_rollout_logps` set (main), the trace's own `action_logp` instead;
-    under `sampler_is="token"`, the anchor always, and the loss is weighted
-    by the truncated sampler/trainer ratio (`old_logps_and_weights`);
-  * reference: replay under the reference model when `beta != 0`;
-  * live: replay inside the registered `diffusion_grpo` loss.
-
-The completion mask covers every committed action, including slots after
-the first stop token inside its block; rewards see the visible completion
-(cut at the first stop token) plus `num_forwards` and
-`num_completion_tokens` for speed terms. The dataset boundary is checked
-(`prompts` an `np.ndarray` of str, other fields 1-D of equal length), since
-Tunix's `np.repeat` silently mangles list prompts.
+The dataset boundary is checked (`prompts` an `np.ndarray` of str, other
+fields 1-D of equal length), since Tunix's `np.repeat` silently mangles
+list prompts.
 
 `_generate_and_compute_advantage` overrides Tunix's private method of that
-name (no public seam exists in 0.1.7 or main) and keeps its perf spans
-(`refer_inference`, `old_actor_inference`, `advantage_computation`).
-`compat.PRIVATE_SURFACE_SHA256` pins the Tunix source it replaces, per
-supported version; `compat_test` fails when it changes.
+name (no public seam exists in 0.1.7 or main), keeping its perf spans;
+`compat.PRIVATE_SURFACE` pins the Tunix source it replaces.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterable, Iterator, Mapping
 
 import jax
@@ -48,17 +37,11 @@ Mode = compat.Mode
 Role = compat.Role
 PARITY_METRIC = cluster_lib.PARITY_METRIC
 
-_LOG_RATIO_BOUND = 20.0  # Tunix's clip of the sampler/trainer log-ratio.
-
 
 def check_dataset_item(item: Mapping[str, Any], where: str) -> None:
-  """Fails closed on a dataset item Tunix would silently mangle.
-
-  Raises:
-    ValueError: naming the item and key, unless `prompts` is a non-empty
-      1-D `np.ndarray` of str and every other value is a 1-D array of the
-      same length.
-  """
+  """Fails closed (a ValueError naming `where` and the key) on a dataset
+  item Tunix would silently mangle: `prompts` must be a non-empty 1-D
+  `np.ndarray` of str and every other value a 1-D array of its length."""
   if not isinstance(item, Mapping) or "prompts" not in item:
     raise ValueError(f"{where}: an item must be a dict with 'prompts'.")
   prompts = item["prompts"]
@@ -97,7 +80,7 @@ def old_logps_and_weights(
     trace_action_logp: float32 `[batch, T]`, the rollout's own log-probs.
     action_mask: bool `[batch, T]`, the committed actions.
     anchor: float32 `[batch, T]` anchor replay (the trainer's log-probs),
-      or None when not computed.
+      or None when not computed (a ValueError if a branch needs it).
     needs_old: whether several updates use the rollout.
     algo_config: the `GRPOConfig` (`compat.grpo_old_logps_source`).
 
@@ -107,18 +90,14 @@ def old_logps_and_weights(
     `min(exp(clip(anchor - rollout, +-20)), threshold)` on the actions, 0
     elsewhere (Tunix main's correction); else, when `needs_old`, the
     rollout's log-probs with `use_rollout_logps`, the anchor without.
-
-  Raises:
-    ValueError: if the anchor a branch needs is None.
   """
   use_rollout, sampler_is, threshold = compat.grpo_old_logps_source(algo_config)
   if sampler_is == "token" or (needs_old and not use_rollout):
     if anchor is None:
       raise ValueError("the anchor replay is needed but was not computed.")
   if sampler_is == "token":
-    log_ratio = np.clip(
-        anchor - trace_action_logp, -_LOG_RATIO_BOUND, _LOG_RATIO_BOUND
-    )
+    bound = policy_loss.LOG_RATIO_BOUND
+    log_ratio = np.clip(anchor - trace_action_logp, -bound, bound)
     weights = np.minimum(np.exp(log_ratio), threshold) * action_mask
     return anchor, weights.astype(np.float32)
   if not needs_old:
@@ -155,8 +134,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       algo_config: a `GRPOConfig` with `policy_loss_fn="diffusion_grpo"`.
       reward_fns: Tunix reward functions (they also receive `num_forwards`
         and `num_completion_tokens`).
-      metric_fns: as `GRPOLearner`.
-      data_shuffle_seed: as `GRPOLearner`.
+      metric_fns, data_shuffle_seed: as `GRPOLearner`.
       verify_replay_every_n_steps: > 0 also replays the anchor on steps
         where old log-probs are not needed, every this many global steps,
         to log the replay-parity metric; 0 only when they are computed.
@@ -255,29 +233,15 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         1, full_batch // mini_batch
     )
 
-    def chained():
-      yield first
-      yield from train_ds
-
     eval_ds = None if eval_ds is None else list(checked(eval_ds, "eval"))
-    super().train(chained(), eval_ds, skip_jit)
-
-  def _needs_old(self, mode: Mode) -> bool:
-    return mode == Mode.TRAIN and self._updates_per_rollout > 1
-
-  def _needs_anchor(self, mode: Mode) -> bool:
-    use_rollout, sampler_is, _ = compat.grpo_old_logps_source(self.algo_config)
-    return (
-        sampler_is == "token"
-        or (self._needs_old(mode) and not use_rollout)
-        or self.rl_cluster.replay_check_due(self._verify_every, mode)
-    )
+    super().train(itertools.chain([first], train_ds), eval_ds, skip_jit)
 
   def _generate_and_compute_advantage(
       self, training_input: dict[str, Any], mode: Mode = Mode.TRAIN
   ) -> policy_loss.DiffusionTrainExample:
     """Rolls out, scores ref and old by replay, and computes advantages."""
     prompts = list(training_input["prompts"])
+    extra = {k: v for k, v in training_input.items() if k != "prompts"}
     num_generations = self.algo_config.num_generations
     cluster = self.rl_cluster
     out = cluster.generate(
@@ -296,15 +260,20 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       ) as end:
         ref = cluster.reference_replay_logps(trace, logps_batch)
         end([ref])
-    generated = np.asarray(trace.action_step) >= 0
+    needs_old = mode == Mode.TRAIN and self._updates_per_rollout > 1
+    use_rollout, sampler_is, _ = compat.grpo_old_logps_source(self.algo_config)
     anchor = None
-    if self._needs_anchor(mode):
+    if (
+        sampler_is == "token"
+        or (needs_old and not use_rollout)
+        or cluster.replay_check_due(self._verify_every, mode)
+    ):
       anchor = cluster.anchor_replay_with_parity(trace, logps_batch, mode)
     old, weights = old_logps_and_weights(
         np.asarray(trace.action_logp),
-        generated,
+        np.asarray(trace.action_step) >= 0,
         anchor,
-        needs_old=self._needs_old(mode),
+        needs_old=needs_old,
         algo_config=self.algo_config,
     )
 
@@ -316,13 +285,25 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
           mode=mode,
           num_forwards=out.num_forwards,
           num_completion_tokens=visible,
-          **{k: v for k, v in training_input.items() if k != "prompts"},
+          **extra,
       )
       estimator = compat.get_advantage_estimator(
           self.algo_config.advantage_estimator
       )
       advantages = estimator(rewards=rewards, num_generations=num_generations)
-    self._buffer_rollout_metrics(rewards, visible, out.num_forwards, mode)
+    # Tunix's reward and length metrics, plus tokens per forward.
+    cluster.buffer_metrics(
+        {
+            "rewards/score/mean": (np.mean(rewards), np.mean),
+            "rewards/score/max": (np.max(rewards), np.max),
+            "rewards/score/min": (np.min(rewards), np.min),
+            "completions/mean_length": (np.mean(visible), np.mean),
+            "completions/max_length": (np.max(visible), np.max),
+            "completions/min_length": (np.min(visible), np.min),
+            **cluster_lib.speed_metrics(visible, out.num_forwards),
+        },
+        mode=mode,
+    )
     for metric_fn in self.metric_fns:
       cluster.buffer_metrics(
           metric_fn(
@@ -330,7 +311,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
               completions=out.text,
               advantages=advantages,
               rewards=rewards,
-              **{k: v for k, v in training_input.items() if k != "prompts"},
+              **extra,
           ),
           mode=mode,
       )
@@ -341,19 +322,4 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         ref_per_token_logps=ref,
         old_per_token_logps=old,
         sampler_is_weights=weights,
-    )
-
-  def _buffer_rollout_metrics(self, rewards, visible, forwards, mode) -> None:
-    """Tunix's reward and length metrics, plus tokens per forward."""
-    self.rl_cluster.buffer_metrics(
-        {
-            "rewards/score/mean": (np.mean(rewards), np.mean),
-            "rewards/score/max": (np.max(rewards), np.max),
-            "rewards/score/min": (np.min(rewards), np.min),
-            "completions/mean_length": (np.mean(visible), np.mean),
-            "completions/max_length": (np.max(visible), np.max),
-            "completions/min_length": (np.min(visible), np.min),
-            **cluster_lib.speed_metrics(visible, forwards),
-        },
-        mode=mode,
     )

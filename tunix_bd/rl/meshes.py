@@ -3,23 +3,18 @@
 """The actor, reference and rollout meshes of an RL run, from config.
 
 The `mesh` section (`mesh.MeshSettings` of `mesh.ROLE_MESH_KEYS`) says which
-devices each role gets:
+devices each role gets (docs/design.md "Role meshes"):
 
     mesh.rollout.devices=4      # the last 4 devices sample
     mesh.rollout.devices=0.25   # the last quarter of the devices
     mesh.rollout.slices=1       # the last slice (devices with slice_index)
 
 Devices are ordered by `slice_index` when they have one. The actor takes the
-first devices, a reference given its own devices the ones after the actor's,
-and the rollout the last ones; the actor's default is every device the other
-two leave. A role given no devices shares the actor's mesh, so a section
-without role keys (another recipe's `mesh`) means one shared mesh. Each
-role's mesh is `(fsdp, tp)` over its devices (`mesh_lib.make_mesh`,
-topology-aware). With `mesh.disjoint` (the default) explicit sets must not
-overlap.
-
-Only single-controller JAX is supported (`jax.process_count() == 1`: one
-host, or Pathways, where one client sees every device of the job).
+first devices (by default every device the others leave), a reference with
+its own devices the next, the rollout the last; a role given none shares
+the actor's mesh. Each is `(fsdp, tp)` (`mesh_lib.make_mesh`). With
+`mesh.disjoint` (the default) explicit sets must not overlap. Only
+single-controller JAX (one host, or Pathways) is supported.
 """
 
 from __future__ import annotations

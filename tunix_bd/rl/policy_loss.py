@@ -44,7 +44,7 @@ from tunix_bd.core import tunix_layout
 POLICY_LOSS_NAME = "diffusion_grpo"
 
 # Tunix's bounds on the (per-token, resp. GSPO sequence) log-ratio.
-_LOG_RATIO_BOUND = 20.0
+LOG_RATIO_BOUND = 20.0
 _GSPO_LOG_RATIO_MAX = 10.0
 
 _masked_mean = compat.masked_mean
@@ -90,14 +90,10 @@ class DiffusionTrainExample(compat.TrainExample):
       old_per_token_logps: Any = None,
       sampler_is_weights: Any = None,
   ) -> DiffusionTrainExample:
-    """The example of a concrete trace (`core.tunix_layout`).
+    """The example of a concrete trace `[batch, ...]` (`core.tunix_layout`).
 
-    Args:
-      trace: the rollout's trace, `[batch, ...]`.
-      pad_id: the id of left-padding and never-generated slots.
-      advantages: float `[batch]`.
-      ref_per_token_logps, old_per_token_logps, sampler_is_weights: float
-        `[batch, T]`, or None.
+    `pad_id` fills left-padding and never-generated slots; `advantages` are
+    float `[batch]`, the per-token fields float `[batch, T]` or None.
 
     Raises:
       ValueError: as `Trace.validate`.
@@ -136,7 +132,7 @@ def _clipped_log_ratio(per_token_logps, old_per_token_logps, mask, loss_algo):
   log_ratio = per_token_logps - old_per_token_logps
   # Recorded before clipping, as Tunix does.
   ppo_kl = _masked_mean(-log_ratio, mask)
-  log_ratio = jnp.clip(log_ratio, -_LOG_RATIO_BOUND, _LOG_RATIO_BOUND)
+  log_ratio = jnp.clip(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
   if loss_algo == "gspo-token":
     sequence = (log_ratio * mask).sum(axis=-1) / jnp.clip(mask.sum(-1), min=1)
     # The sequence ratio's value with each token's own gradient.
@@ -192,8 +188,7 @@ def grpo_objective(
 
   Returns:
     The scalar loss and Tunix's aux dict (`kl`, `pg_clipfrac`, `ppo_kl`,
-    `is_ratio/{mean,min,max}`, ...) without `entropy`, as scalars on every
-    Tunix version (`compat.loss_and_aux` reads Tunix's the same way); the
+    `is_ratio/{mean,min,max}`, ...) without `entropy`, as scalars; the
     policy term under both 0.1.7's name (`pg_loss`) and main's
     (`reduced_pg_loss`, `unreduced_pg_loss`).
 
@@ -339,16 +334,13 @@ def diffusion_grpo_loss(
     model: the live policy, a Tunix decoder `nnx.Module`.
     train_example: a `DiffusionTrainExample` with its trace `[batch, ...]`.
     algo_config: a Tunix `GRPOConfig`.
-    pad_id, eos_id: unused: the trace holds the actions.
-    cached_logits_fn: the cached model call of replay (as the rollout's).
-    logits_chunk: the replay's head in vocabulary chunks (as the
-      rollout's), or None for dense logits.
-    **kwargs: ignored, as by Tunix's `grpo_loss_fn`.
+    pad_id, eos_id, **kwargs: unused (the trace holds the actions).
+    cached_logits_fn, logits_chunk: replay's model call and vocabulary
+      chunks, as the rollout's.
 
   Returns:
-    `grpo_objective` of `replay_log_probs(model, train_example.trace)`,
-    replaying `train_example.num_canvases` canvases per row against
-    `train_example.context_length` clean positions.
+    `grpo_objective` of `replay_log_probs(model, train_example.trace)` (of
+    the example's static `num_canvases` and `context_length`).
 
   Raises:
     ValueError: for a missing trace, packed sequences, a trace whose shape

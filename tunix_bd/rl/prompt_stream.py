@@ -151,16 +151,12 @@ def train_and_eval_prompts(
 ) -> tuple[RlPrompts, prompts_lib.PromptSet]:
   """GRPO's training prompts (`render`) and held-out prompts, checked.
 
-  Args:
-    sources: the policy's converted sources (`run.sources.ConvertedSources`):
-      its `tokenizer` and the `chat_options` it was trained with.
-    data: the `data` section, as `conversations` takes it.
-    num_eval: held-out prompts the evaluation uses (`eval.num_prompts`).
-    max_prompt_length: `rollout.max_prompt_length`.
+  `sources` are the policy's converted sources (`run.sources`: its
+  `tokenizer` and the `chat_options` it was trained with); `data` and
+  `num_eval` as `conversations` takes them.
 
   Raises:
-    ValueError: as `conversations`, `render` and
-      `prompts.encode_prompts`.
+    ValueError: as `conversations`, `render` and `prompts.encode_prompts`.
   """
   train, held_out = conversations(data, num_eval)
   return (

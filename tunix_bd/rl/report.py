@@ -192,13 +192,7 @@ def _plot_curves(ax, curves) -> None:
     ax.plot(steps, values, color=color, alpha=0.25, linewidth=1)
     window = max(1, min(10, len(values) // 5))
     smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-    ax.plot(
-        steps[window - 1 :],
-        smooth,
-        color=color,
-        linewidth=2,
-        label=label,
-    )
+    ax.plot(steps[window - 1 :], smooth, color=color, linewidth=2, label=label)
   if curves:
     _legend_above(ax, len(curves))
   else:
@@ -215,14 +209,8 @@ def _plot_curves(ax, curves) -> None:
 
 def _tokens_per_forward(rows, metric: str) -> str:
   """`TPF before -> after (SFT x)` of an exact-match row's threshold."""
-  row = next(
-      (
-          r
-          for r in rows
-          if r["metric"] == metric.replace("exact_match", "tokens_per_forward")
-      ),
-      None,
-  )
+  tokens_metric = metric.replace("exact_match", "tokens_per_forward")
+  row = next((r for r in rows if r["metric"] == tokens_metric), None)
   if row is None:
     return ""
   text = f"\ntokens/forward {row['before']:.2f} → {row['after']:.2f}"

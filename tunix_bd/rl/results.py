@@ -30,14 +30,9 @@ def held_out_evaluation(
     sources: Any,
     settings: options.EvalSettings,
 ) -> Evaluate:
-  """`model -> HeldOutResult`: `evaluation.evaluate` on fixed prompts.
-
-  Args:
-    prompts: the held-out prompts with their answers.
-    sources: the policy's converted sources (`run.sources.ConvertedSources`:
-      its `bd`, `decode` and `tokenizer`).
-    settings: the `eval` section.
-  """
+  """`model -> HeldOutResult`: `evaluation.evaluate` on fixed prompts,
+  with the policy's converted `sources` (`bd`, `decode`, `tokenizer`) and
+  the `eval` section's `settings`."""
   return functools.partial(
       evaluation_lib.evaluate,
       prompts=prompts,
@@ -104,6 +99,10 @@ def train_and_evaluate(
 ) -> GrpoResults:
   """Trains on `batches`, timed, then evaluates as `before` was.
 
+  Every item is checked as it is read (a ValueError as
+  `learner.check_dataset_item`), and a run resumed at `max_steps` trains no
+  further, whichever the learner (Tunix's or tunix_bd's).
+
   Args:
     cluster: the run's `RLCluster` (its actor trainer holds the policy).
     learner: the GRPO learner; `learner.train(batches)` trains.
@@ -112,15 +111,6 @@ def train_and_evaluate(
     before: the starting policy's evaluation.
     continued_sft: loads the continued-SFT model to evaluate beside the
       policy; None: none.
-
-  Every item is checked as it is read (`learner.check_dataset_item`), and a
-  run resumed at `max_steps` trains no further, whichever the learner.
-
-  Returns:
-    The results; `train_seconds` times `learner.train` alone.
-
-  Raises:
-    ValueError: as `learner.check_dataset_item`.
   """
   started = time.perf_counter()
   actor = cluster.actor_trainer

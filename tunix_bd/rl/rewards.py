@@ -28,28 +28,13 @@ import functools
 import importlib
 import inspect
 import math
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
 from tunix_bd.data import scoring
 
 RewardFn = Callable[..., list[float]]
-
-
-class RewardWeights(Protocol):
-  """The `reward` section's fields (`settings.RewardSettings` holds them).
-
-  Declared here so this module needs nothing from `settings`, which
-  imports it to validate the section.
-  """
-
-  exact: float
-  partial: float
-  speed_weight: float
-  speed_cap: float
-  speed_gate: str
-  functions: Sequence[str]
 
 
 # `reward.speed_gate` values: "" (a penalty on every row) or "exact".
@@ -91,19 +76,6 @@ def partial_credit(prompts, completions, **kwargs) -> list[float]:
   ]
 
 
-def forwards_per_token(
-    completions, *, speed_cap: float, **kwargs
-) -> list[float]:
-  """`min(num_forwards / max(num_completion_tokens, 1), speed_cap)` per row."""
-  num = len(completions)
-  forwards = _column(kwargs, "num_forwards", num, "speed")
-  tokens = _column(kwargs, "num_completion_tokens", num, "speed")
-  return [
-      min(float(f) / max(int(t), 1), speed_cap)
-      for f, t in zip(forwards, tokens)
-  ]
-
-
 def _named(name: str, fn: RewardFn, weight: float) -> RewardFn:
   """`weight * fn(...)` as a reward function called `name`."""
 
@@ -124,7 +96,12 @@ def _speed(weight: float, cap: float, gate: str) -> RewardFn:
   """
 
   def speed(prompts, completions, **kwargs) -> list[float]:
-    per_row = forwards_per_token(completions, speed_cap=cap, **kwargs)
+    num = len(completions)
+    forwards = _column(kwargs, "num_forwards", num, "speed")
+    tokens = _column(kwargs, "num_completion_tokens", num, "speed")
+    per_row = [
+        min(float(f) / max(int(t), 1), cap) for f, t in zip(forwards, tokens)
+    ]
     if gate != SPEED_GATE_EXACT:
       return [-weight * r for r in per_row]
     correct = exact_match(prompts, completions, **kwargs)
@@ -169,28 +146,23 @@ def resolve_function(path: str, key: str) -> RewardFn:
     target = getattr(target, part)
   if not callable(target):
     raise ValueError(f"{key}={path!r} is not callable.")
-  _check_signature(target, f"{key}={path!r}")
-  return target
-
-
-def _check_signature(fn: Callable[..., Any], where: str) -> None:
   try:
-    signature = inspect.signature(fn)
+    signature = inspect.signature(target)
   except (TypeError, ValueError):
-    return  # Not introspectable (a builtin): the first call will tell.
-  parameters = signature.parameters.values()
-  if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+    return target  # Not introspectable (a builtin): the first call will tell.
+  if not any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
     raise ValueError(
-        f"{where} must accept **kwargs: Tunix passes every dataset key and"
-        " `mode` by keyword."
+        f"{key}={path!r} must accept **kwargs: Tunix passes every dataset key"
+        " and `mode` by keyword."
     )
   try:
     signature.bind(prompts=[], completions=[])
   except TypeError as e:
     raise ValueError(
-        f"{where} cannot be called as fn(prompts=..., completions=...,"
+        f"{key}={path!r} cannot be called as fn(prompts=..., completions=...,"
         f" **kwargs): {e}."
     ) from None
+  return target
 
 
 def _checked(fn: RewardFn, key: str) -> RewardFn:
@@ -218,8 +190,9 @@ def _checked(fn: RewardFn, key: str) -> RewardFn:
   return reward
 
 
-def reward_fns(settings: RewardWeights) -> list[RewardFn]:
-  """The reward functions handed to Tunix, in `reward` section order.
+def reward_fns(settings: Any) -> list[RewardFn]:
+  """The reward functions of the `reward` section (`settings.RewardSettings`,
+  which imports this module), handed to Tunix in the section's order.
 
   Terms with weight 0 are left out (so their keys need not exist); user
   functions follow, each checked on every call.
@@ -240,12 +213,6 @@ def reward_fns(settings: RewardWeights) -> list[RewardFn]:
   for i, path in enumerate(settings.functions):
     key = f"reward.functions[{i}]"
     fns.append(_checked(resolve_function(path, key), key))
-  check_names(fns)
-  return fns
-
-
-def check_names(fns: Sequence[RewardFn]) -> None:
-  """Fails closed on no functions or on two sharing a `__name__`."""
   if not fns:
     raise ValueError(
         "the reward is empty: set reward.exact, reward.partial or"
@@ -258,3 +225,4 @@ def check_names(fns: Sequence[RewardFn]) -> None:
         f"reward functions {repeated} share a name; Tunix logs each"
         " function's reward by name (`rewards/<name>`), so names must differ."
     )
+  return fns

@@ -8,14 +8,12 @@ A module may also hold the mesh as static graph data: a `Mesh` attribute, a
 precomputed `NamedSharding`, or a
 `functools.partial(jax.lax.with_sharding_constraint, shardings=...)`. Those
 keep naming the actor's devices, and the first jitted forward on the sampler
-mesh fails with JAX's "incompatible devices" error. `rebind_meshes` walks
-every module (and every `Variable`'s metadata) and rebinds each such value,
-however deeply it sits in tuples, lists, dicts and partials, to the new mesh.
-It never touches parameter values or partition specs, and it fails closed
-before changing anything. `is_placed` tells whether a model already runs
-on a mesh as it is (the rollout then decodes with the actor's own weights);
-otherwise `copy_params` copies synced weights into the rollout's own
-buffers, device to device, across meshes too.
+mesh fails with JAX's "incompatible devices" error. `rebind_meshes` rebinds
+each such value to the new mesh, never touching parameter values or
+partition specs, and fails closed before changing anything. `is_placed`
+tells whether a model already runs on a mesh as it is (the rollout then
+decodes with the actor's own weights); otherwise `copy_params` copies
+synced weights into the rollout's own buffers, device to device.
 
 Tunix's own Qwen3 holds no static mesh (it reads the ambient mesh at trace
 time), so on it the shim rebinds 0 values. Only the diffusion rollout calls
@@ -156,19 +154,15 @@ def _path_name(path: tuple[Any, ...]) -> str:
 def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
   """Rebinds every static mesh reference of `model` to `mesh`, in place.
 
-  Visits every graph node of `model` (modules, `nnx.List`/`nnx.Dict`, and
-  the metadata of every `nnx.Variable`) and replaces each concrete `Mesh`
-  with `mesh` and each `NamedSharding` with one on `mesh` (same spec and
-  memory kind), also inside `functools.partial` functions, arguments and
-  keywords and inside tuples, lists and dicts. Values already on `mesh` are
-  left alone, so a second call returns 0.
-
-  Args:
-    model: the model, whose `Variable`s already live on `mesh`.
-    mesh: the mesh the model now runs on.
+  Visits every graph node of `model` (whose `Variable`s already live on
+  `mesh`; modules, `nnx.List`/`nnx.Dict`, every `Variable`'s metadata) and
+  replaces each concrete `Mesh` with `mesh` and each `NamedSharding` with
+  one on `mesh` (same spec and memory kind), also inside partials, tuples,
+  lists and dicts. Values already on `mesh` are left alone.
 
   Returns:
-    How many `Mesh` and `NamedSharding` values were replaced.
+    How many `Mesh` and `NamedSharding` values were replaced (0 on a second
+    call).
 
   Raises:
     ValueError: naming the attribute path, for a mesh whose axis names differ
@@ -190,7 +184,7 @@ def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
 def _rebinds(model: nnx.Module, mesh: Mesh) -> tuple[_Rebinder, list[Any]]:
   """`rebind_meshes`'s plan: `(rebinder, [(setter, name, new value)])`."""
   rebinder = _Rebinder(mesh)
-  updates = []  # (setter, attribute name or metadata key, new value).
+  updates = []
   for path, node in nnx.graph.iter_graph(model):
     if isinstance(node, nnx.Variable):
       for key, value in node.get_metadata().items():
@@ -247,9 +241,7 @@ def is_placed(model: nnx.Module, mesh: Mesh) -> bool:
   True when every `Variable` is on `mesh` itself (not merely its devices),
   as `NamedSharding(mesh, its partition spec)` in the mesh's default memory,
   and no static mesh reference needs rebinding: the model runs on `mesh`
-  as it is, with its own arrays. (Tunix places the actor on the ACTOR
-  mesh, so a rollout that finds it placed on the ROLLOUT mesh shares the
-  actor's mesh, and Tunix never rolls out while it trains.)
+  as it is, with its own arrays.
 
   Raises:
     ValueError: as `rebind_meshes`, for static meshes it cannot map.
@@ -279,14 +271,9 @@ def place_on_mesh(
     model: the source model; it is left as it was.
     mesh: the target mesh.
     copy: give the result its own buffers even where a leaf already sits on
-      its target sharding (where a reshard would return the same array). The
-      sampler role needs this: Tunix syncs weights only when the rollout
-      shares no leaf with the actor. Leaves that move are fresh buffers
-      anyway, so the copy never doubles memory on the source devices.
-
-  Returns:
-    A new model on `mesh`; with `copy=False` it may share arrays with
-    `model`.
+      its target sharding; else it may share arrays with `model`. The
+      sampler needs this: Tunix syncs weights only when the rollout shares
+      no leaf with the actor. (Leaves that move are fresh buffers anyway.)
   """
   graphdef, state = nnx.split(model)
   moved = compat.reshard_pytree(state, _shardings(state, mesh))
@@ -336,9 +323,8 @@ def _copy_across_meshes(params, target):
   `gcd(source devices, target devices)` pieces, the same pieces on the
   target's devices, copied across, then resharded as the target.
 
-  Args:
-    params: the actor's state.
-    target: the rollout's state (same tree), giving the shardings.
+  `params` is the actor's state, `target` the rollout's (the same tree),
+  giving the shardings.
   """
   parts = jax.tree.map(
       lambda a, b: math.gcd(
@@ -360,12 +346,8 @@ def _copy_across_meshes(params, target):
 
 
 def copy_params(params, target):
-  """Fresh copies of `params` placed as `target`'s leaves, device to device.
-
-  Args:
-    params: the actor's filtered state (on the actor mesh).
-    target: the rollout's state (same tree), giving the shardings.
-  """
+  """Fresh copies of `params` (the actor's filtered state, on its mesh)
+  placed as `target`'s leaves (the rollout's state), device to device."""
   placed_alike = jax.tree.map(
       lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
       params,

@@ -14,31 +14,13 @@ action, its step and log-prob) goes to the collector that
 `DiffusionRLCluster.generate` opens, because Tunix's own
 `RLCluster.generate` would drop any extra output field.
 
-Why each rule (docs/design.md "Why the rollout rules"):
-  * Where the actor Tunix hands over already sits on the rollout's mesh as
-    the rollout would place it (one mesh, the default), the rollout decodes
-    with the actor module itself, as Tunix's vanilla sampler does: its
-    denoisers hold the actor's `nnx.Variable`s, so each call reads the
-    weights of the latest optimizer step, and nothing is copied. Tunix
-    then sees shared weights (`rl_utils.is_sharing_weights`) and skips the
-    sync; on one mesh it never rolls out while it trains.
-  * Otherwise (another mesh) the rollout owns its buffers: an
-    `nnx.clone` would share arrays, never be synced and go stale after the
-    first optimizer step. `update_params` copies device to device (on CPU
-    Tunix syncs under transfer guards that forbid host round trips), a
-    staged copy across meshes (`role_shim.copy_params`).
-  * Row seeds derive from (seed, mode, global step, call index within that
-    step and mode), set by `set_generation_context`, so train and eval
-    streams are independent and a resumed run draws the same rollouts.
-  * Generation context and trace collection are thread-local: Tunix
-    prepares training data on a producer thread and evaluation data on the
-    main thread, which can overlap when the meshes are disjoint. Call
-    indices count per (step, mode), so evaluation never shifts training's.
-  * `RolloutConfig.top_k` / `top_p` are vocabulary filters; the commit
-    rule's k is `commit["top_k"]`. Filters are rejected, never forwarded.
-  * `get_per_token_logps` fails closed: a denoising policy is scored from
-    its trace (which canvas each action was committed from), never from
-    tokens alone.
+docs/design.md "Why the rollout rules" gives each rule's reason: on one
+mesh the rollout decodes with the actor itself, on another it owns its
+buffers (`update_params` copies device to device); row seeds derive from
+(seed, mode, global step, call index), set per thread by
+`set_generation_context`; vocabulary filters are refused; and
+`get_per_token_logps` fails closed (a denoising policy is scored from its
+trace, never from tokens alone).
 """
 
 from __future__ import annotations
@@ -69,21 +51,10 @@ MODE_IDS = {"train": 0, "eval": 1}
 COMMIT_KEYS = ("rule", *commit_rules.PARAMETERS)
 
 
-def mode_name(mode: Any) -> str:
-  """'train' or 'eval' for a Tunix `Mode` (an enum or its string value)."""
-  name = str(getattr(mode, "value", mode)).lower()
-  if name not in MODE_IDS:
-    raise ValueError(f"unknown rollout mode {mode!r}; want train or eval.")
-  return name
-
-
 def row_seeds(
     seed: int, mode: str, global_step: int, call_index: int, rows: int
 ) -> np.ndarray:
-  """uint32 `[rows]` sampling seeds of one `generate` call.
-
-  See docs/design.md "Why the rollout rules".
-  """
+  """uint32 `[rows]` sampling seeds of one `generate` call."""
   entropy = [int(seed), MODE_IDS[mode], int(global_step), int(call_index)]
   return np.random.SeedSequence(entropy).generate_state(rows)
 
@@ -91,13 +62,9 @@ def row_seeds(
 def check_rollout_config(
     config: compat.RolloutConfig, *, training: bool, model_dtype: Any
 ) -> None:
-  """Fails closed on `RolloutConfig` fields a denoising rollout cannot honor.
-
-  Raises:
-    ValueError: naming the field, for a vocabulary filter (`top_k`, `top_p`
-      below 1), a training temperature that is not > 0, or a `data_type`
-      other than the model's (replay parity needs the rollout's dtype).
-  """
+  """Fails closed, naming the field, on what a denoising rollout cannot
+  honor: a vocabulary filter, a training temperature that is not > 0, or a
+  `data_type` other than the model's (replay parity needs it)."""
   if config.top_k is not None:
     raise ValueError(
         f"rollout_config.top_k={config.top_k} is a vocabulary filter, which"
@@ -157,28 +124,25 @@ class DiffusionRollout(compat.BaseRollout):
     """Checks the settings and places the rollout's own copy of the model.
 
     Args:
-      rollout_actor: the actor Tunix hands over (on the actor mesh); the
-        rollout decodes with it where it already sits on `mesh` as
-        `role_shim.place_on_mesh` would put it (`shares_actor`), else with
-        its own copy on `mesh`.
+      rollout_actor: the actor Tunix hands over; the rollout decodes with it
+        where it already sits on `mesh` as `role_shim.place_on_mesh` would
+        put it (`shares_actor`), else with its own copy on `mesh`.
       tokenizer: Tunix's `TokenizerAdapter` (prompts arrive rendered).
       mesh: the ROLLOUT role's mesh.
       rollout_config: the TRAIN rollout config.
       bd: the policy's block-diffusion settings.
       stop_ids: ids that end a row (the EOS included, if the tokenizer has
         one); unique, and neither the mask nor the pad id.
-      commit: the commit rule: `rule`, `threshold`, `top_k` (positions per
-        step) and `factor`, as `denoise.DenoiseConfig` takes them.
+      commit: the commit rule's `COMMIT_KEYS`, as `denoise.DenoiseConfig`
+        takes them.
       use_cache: decode with the exact block KV cache.
       seed: the base of every row seed.
       logits_fn: the policy's cache-free model call (`use_cache=False`).
       cached_logits_fn: its cached model call, also the one that replays
-        the trace for the old, reference and live policies. Any `Mesh` or
-        `NamedSharding` they hold (e.g. in a `functools.partial`) is rebound
-        to the rollout's mesh, as the model's are.
-      logits_chunk: the replays' head in vocabulary chunks (old, reference
-        and live policies; `replay.replay_log_probs`), or None for dense
-        logits.
+        the trace for the old, reference and live policies. Meshes they hold
+        (e.g. in a `functools.partial`) are rebound to `mesh`.
+      logits_chunk: the replays' head in vocabulary chunks, or None for
+        dense logits.
 
     Raises:
       ValueError: for any setting above that is not valid (before any
@@ -224,10 +188,8 @@ class DiffusionRollout(compat.BaseRollout):
       logging.info(
           "rollout: rebound %d meshes in its logits functions.", rebound
       )
-    self.logits_fn, self.cached_logits_fn = (
-        fns["logits_fn"],
-        fns["cached_logits_fn"],
-    )
+    self.logits_fn = fns["logits_fn"]
+    self.cached_logits_fn = fns["cached_logits_fn"]
     self.logits_chunk = replay_lib.check_logits_chunk(
         logits_chunk, cached_logits_fn
     )
@@ -249,7 +211,10 @@ class DiffusionRollout(compat.BaseRollout):
     The name and meaning of Tunix PR 1749's hook: calls within one (step,
     mode) are numbered 0, 1, ... in order, and each number seeds its rows.
     """
-    self._local.context = (int(global_step), mode_name(mode))
+    name = str(getattr(mode, "value", mode)).lower()  # A `Mode` or its value.
+    if name not in MODE_IDS:
+      raise ValueError(f"unknown rollout mode {mode!r}; want train or eval.")
+    self._local.context = (int(global_step), name)
 
   @contextlib.contextmanager
   def collect_traces(self) -> Iterator[list[tuple[Any, np.ndarray]]]:
@@ -330,11 +295,10 @@ class DiffusionRollout(compat.BaseRollout):
     Returns:
       Tunix's `RolloutOutput`: `text` and `tokens` (each row's completion
       before its first stop token), `left_padded_prompt_tokens` int32
-      `[batch, max_prompt_length]`; no logits. Where Tunix's
-      `RolloutOutput` has `diffusion_batch` (`compat`), it is the trace's
-      prepared batch (`replay.diffusion_batch`, scored by
-      `replay.ReplayLogitsFn`) and `logprobs` each row's `action_logp`;
-      elsewhere no log-probs (the trace has the log-prob of every action).
+      `[batch, max_prompt_length]`; no logits. Where it has
+      `diffusion_batch` (`compat`), the trace's prepared batch
+      (`replay.diffusion_batch`) and `logprobs` each row's `action_logp`;
+      elsewhere no log-probs.
 
     Raises:
       ValueError: without a generation context (use `DiffusionRLCluster`),
@@ -342,12 +306,12 @@ class DiffusionRollout(compat.BaseRollout):
         as `Denoiser` (non-finite logits, unresolved masks).
     """
     del kwargs
-    if self._local.context is None:
+    context = self._local.context
+    if context is None:
       raise ValueError(
           "DiffusionRollout.generate needs a generation context: drive it"
           " with DiffusionRLCluster (RLCluster would drop the trace)."
       )
-    context = self._local.context
     global_step, mode = context
     check_rollout_config(
         rollout_config, training=mode == "train", model_dtype=self._dtype
@@ -388,17 +352,14 @@ class DiffusionRollout(compat.BaseRollout):
   def update_params(self, params, filter_types=None) -> None:
     """Copies synced parameters into the rollout's own buffers, on device.
 
-    A rollout that shares the actor has nothing to copy: `params` must then
-    be its own weights.
-
     Args:
       params: the actor's filtered state (still on the actor mesh).
       filter_types: the `nnx.Variable` types `params` holds (`nnx.Param`,
         or `nnx.LoRAParam` with LoRA).
 
     Raises:
-      ValueError: if the rollout shares the actor and `params` are not its
-        weights (another model's would go stale after its next update).
+      ValueError: if the rollout shares the actor (nothing to copy) and
+        `params` are not its weights, which would go stale.
     """
     target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
     if self.shares_actor:

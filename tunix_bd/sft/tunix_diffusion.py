@@ -42,6 +42,10 @@ from tunix_bd.sft import micro_batches
 # corrupted canvas the model reads; `clean_tokens` its clean copy (the
 # context of the `clean_context` layout, unused by `single_canvas`).
 MODEL_INPUTS = ("tokens", "positions", "segment_ids", "clean_tokens")
+_SFT_NEEDS = (
+    "Tunix's diffusion SFT adapter (tunix.sft.diffusion: Tunix main with PR"
+    " #1891, 0.1.8.dev20260822 or later, or the first release after 0.1.7)"
+)
 
 
 def require(what: str, module: Any = compat.tunix_sft_diffusion) -> Any:
@@ -49,7 +53,7 @@ def require(what: str, module: Any = compat.tunix_sft_diffusion) -> Any:
   `what` and the Tunix it needs where the installed Tunix lacks it."""
   if module is None:
     raise ValueError(
-        f"{what} needs {compat.DIFFUSION_SFT_NEEDS}; the installed"
+        f"{what} needs {_SFT_NEEDS}; the installed"
         f" google-tunix {compat.TUNIX_VERSION} has none."
     )
   return module

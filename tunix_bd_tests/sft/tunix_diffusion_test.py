@@ -39,7 +39,7 @@ from tunix_bd_tests import test_common
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 _MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
 _NEEDS = "needs tunix.sft.diffusion (Tunix main with PR #1891)"
-_HAS = compat.HAS_DIFFUSION_SFT
+_HAS = compat.tunix_sft_diffusion is not None
 _README_SECTION = "With Tunix's own diffusion API"
 
 
@@ -223,7 +223,7 @@ class SftRecipeTest(absltest.TestCase):
     self.assertFalse(os.path.exists(workdir))
     with self.assertRaisesRegex(ValueError, r"^tunix_diffusion\.configure"):
       tunix_diffusion.configure(None, _config())
-    if not compat.HAS_DIFFUSION_CONTRACT:
+    if compat.tunix_diffusion is None:
       (batch,) = _micro_batches(_config(), 1)
       with self.assertRaisesRegex(ValueError, r"^batch_adapter needs"):
         tunix_diffusion.batch_adapter(batch)
