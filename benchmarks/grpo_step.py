@@ -60,7 +60,7 @@ _CHECKPOINT = config_utils.CHECKPOINT
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GrpoStepModelSettings(sections.ConvertedModelSettings):
+class GrpoStepModelSettings(sections.ModelSettings):
   """`bench_rl`'s `model`: the two policies, each its own KL reference.
 
   The keys of a random model (`random_init`, `scratch`, `scratch_bd`) and:

@@ -47,23 +47,32 @@ VARIANTS = ("ar", "bd_single_canvas", "bd_clean_context")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SftStepModelSettings(
-    sections.PrecisionSettings, from_scratch.ScratchModelSettings
+    sections.ModelSettings, from_scratch.ScratchModelSettings
 ):
   """`bench_sft`'s `model`: a random Qwen3's shape, vocabulary, precision.
+
+  The shape's keys (`from_scratch.ScratchModelSettings`), the SFT recipe's
+  `dtype`, `remat`, `logits_chunk` and `attention` (`sections.ModelSettings`:
+  `dense` or `splash`, for the block-diffusion steps) and:
 
   Attributes:
     vocab_size: 0: the tokenizer's vocabulary; more: a real model's (e.g.
       Qwen3's 151,936 ids; the ids past the tokenizer's go unused).
-    attention: the block-diffusion steps' (`sft` recipe's
-      `model.attention`): `dense` or `splash`.
   """
 
   vocab_size: int = 0
-  attention: str = splash_attention.DENSE
+
+  SECTION_KEYS = (
+      *(f.name for f in dataclasses.fields(from_scratch.ScratchModelSettings)),
+      "dtype",
+      "remat",
+      "logits_chunk",
+      "vocab_size",
+      "attention",
+  )
 
   def __post_init__(self):
-    sections.PrecisionSettings.__post_init__(self)
-    splash_attention.check_attention(self.attention)
+    sections.ModelSettings.__post_init__(self)
     _ = self.shape  # Built, and so checked, apart from the vocabulary.
     config_utils.check_int("model.vocab_size", self.vocab_size, 0)
 

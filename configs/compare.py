@@ -28,7 +28,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
-from tunix_bd.evaluation import comparison_report
+from tunix_bd.run import sections
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -41,8 +41,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.recipe = "compare"
   config.workdir = "runs/compare"
-  # The AR model and its conversion (`comparison_report`).
-  config.model = config_utils.to_section(comparison_report.CompareModelSettings)
+  # The AR model and its conversion (`run.sections.ModelSettings`).
+  config.model = config_utils.to_section(
+      sections.ModelSettings, keys=sections.COMPARE_MODEL_KEYS
+  )
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
   config.data = config_utils.to_section(
       data_settings.DataSettings, keys=data_settings.PROMPT_DATA_KEYS

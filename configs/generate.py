@@ -46,7 +46,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # After `sft.py` alone: --config.model.checkpoint=runs/sft/export.
   # The converted model, compute dtype and remat (`tunix_bd.run.sections`).
   config.model = config_utils.to_section(
-      sections.ConvertedModelSettings, keys=sections.DECODE_MODEL_KEYS
+      sections.ModelSettings, keys=sections.DECODE_MODEL_KEYS
   )
   # Settings of the checkpoint (block_diffusion.json); set one to assert it:
   # a value that disagrees with the checkpoint is an error.

@@ -89,7 +89,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # frozen KL reference (empty: the initial policy, model.checkpoint);
   # model.continued_sft: another converted model evaluated beside the
   # policy; `random_init`: a random policy (the reference is a copy).
-  config.model = config_utils.to_section(sections.ConvertedModelSettings)
+  config.model = config_utils.to_section(sections.ModelSettings)
   # Train prompts: `prompts` (an RL JSONL, `{"prompt", "answer"}` per line),
   # `train` (a chat JSONL) or, both empty, the embedded tasks' train split.
   # Held-out prompts: `eval` (either form; a chat record's last assistant

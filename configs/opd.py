@@ -63,7 +63,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # --config.model.teacher=runs/ar_pretrain/export. `random_init`: a random
   # student and teacher (smoke).
   config.model = config_utils.to_section(
-      sections.ConvertedModelSettings, keys=sections.OPD_MODEL_KEYS
+      sections.ModelSettings, keys=sections.OPD_MODEL_KEYS
   )
   config.model.scratch_bd.block_size = 4
   # Prompts: the train split's (last assistant turn re-generated); the

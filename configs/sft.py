@@ -84,7 +84,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # docstring says what each key does; this config states what it changes.
   # model.checkpoint: an HF-style directory (config.json, *.safetensors and
   # the tokenizer); dtype, remat and logits_chunk (`models.precision`).
-  config.model = config_utils.to_section(sections.SftModelSettings)
+  config.model = config_utils.to_section(
+      sections.ModelSettings,
+      keys=sections.SFT_MODEL_KEYS,
+      checkpoint="runs/ar_pretrain/export",
+  )
   config.bd = config_utils.to_section(sections.BdSettings)
   config.corruption = config_utils.to_section(
       corruption.SftCorruptionConfig, complementary=True

@@ -191,7 +191,7 @@ class ConfigsTest(parameterized.TestCase):
       cls = sections.BdSettings
       if section == "model":
         values = {"random_init": True, "scratch_bd": values}
-        cls = sections.ConvertedModelSettings
+        cls = sections.ModelSettings
       with self.assertRaisesRegex(
           ValueError, rf"^{re.escape(what)}\.block_size must be >= 1"
       ):
@@ -201,34 +201,45 @@ class ConfigsTest(parameterized.TestCase):
         r"^unknown model.scratch_bd config keys \['mask_token'\]; valid keys"
         r" are \['block_size', 'alignment', 'layout'\]\.$",
     ):
-      sections.ConvertedModelSettings(scratch_bd={"mask_token": "<m>"})
+      sections.ModelSettings(scratch_bd={"mask_token": "<m>"})
     # Not a key of `model.scratch_bd`: neither in the section nor its
     # fingerprint.
     self.assertNotIn(
         "mask_token",
-        config_utils.to_section(sections.ConvertedModelSettings).scratch_bd,
+        config_utils.to_section(sections.ModelSettings).scratch_bd,
     )
 
-  def test_opd_and_grpo_models_are_one_class_of_their_own_keys(self):
+  def test_every_recipes_model_is_one_class_of_its_own_keys(self):
     opd = config_utils.to_section(
-        sections.ConvertedModelSettings, keys=sections.OPD_MODEL_KEYS
+        sections.ModelSettings, keys=sections.OPD_MODEL_KEYS
     )
     self.assertEqual(set(opd), set(sections.OPD_MODEL_KEYS))
-    with self.assertRaisesRegex(
-        ValueError, r"^unknown model config keys \['checkpoint'\]"
+    for keys, other in (
+        (sections.OPD_MODEL_KEYS, "checkpoint"),
+        (sections.SFT_MODEL_KEYS, "random_init"),
     ):
-      config_utils.from_section(
-          sections.ConvertedModelSettings,
-          {"checkpoint": "x"},
-          "model",
-          sections.OPD_MODEL_KEYS,
-      )
+      with self.assertRaisesRegex(
+          ValueError, rf"^unknown model config keys \['{other}'\]"
+      ):
+        config_utils.from_section(
+            sections.ModelSettings, {other: "x"}, "model", keys
+        )
     built = config_utils.from_section(
-        sections.ConvertedModelSettings, opd, "model", sections.OPD_MODEL_KEYS
+        sections.ModelSettings, opd, "model", sections.OPD_MODEL_KEYS
     )
     # OPD reads its student and teacher, never GRPO's policy.
     self.assertEqual(
         set(provenance.checkpoint_directories(built)), {"student", "teacher"}
+    )
+    sft = _load("sft").model
+    self.assertEqual(set(sft), set(sections.SFT_MODEL_KEYS))
+    built = config_utils.from_section(
+        sections.ModelSettings, sft, "model", sections.SFT_MODEL_KEYS
+    )
+    # SFT reads its AR checkpoint alone, the one its config names.
+    self.assertEqual(
+        provenance.checkpoint_directories(built),
+        {"checkpoint": "runs/ar_pretrain/export"},
     )
 
   def test_optional_defaults_take_typed_overrides(self):

@@ -278,13 +278,13 @@ _RESUMABLE = {
     data_settings.DataSettings: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
-    sections.SftModelSettings: {
+    sections.ModelSettings: {
         "remat",
         "logits_chunk",
+        "continued_sft",
         "sft_loss",
         "attention",
     },
-    sections.ConvertedModelSettings: {"remat", "logits_chunk", "continued_sft"},
     sections.BdSettings: set(),
     sections.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format", "reference_code"},
@@ -358,7 +358,7 @@ class ResumeRuleTest(parameterized.TestCase):
         provenance.section_fields(value, provenance.identify)
 
   def test_sources_enter_by_content_and_nested_sections_by_the_rule(self):
-    model = sections.ConvertedModelSettings(
+    model = sections.ModelSettings(
         checkpoint=self.export, reference="", continued_sft=self.export
     )
     fields = provenance.section_fields(model, provenance.identify)
@@ -377,7 +377,7 @@ class ResumeRuleTest(parameterized.TestCase):
         dataclasses.asdict(from_scratch.ScratchModelSettings()),
     )
     # A random model reads no checkpoint.
-    random = sections.ConvertedModelSettings(random_init=True, reference="")
+    random = sections.ModelSettings(random_init=True, reference="")
     random_fields = provenance.section_fields(random, provenance.identify)
     self.assertIsNone(random_fields["checkpoint"])
     self.assertIsNone(random_fields["reference"])  # A copy of the policy.

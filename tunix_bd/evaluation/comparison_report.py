@@ -91,77 +91,56 @@ class Settings:
     )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CompareModelSettings:
-  """`compare.py`'s `model`: an AR model and its conversion.
+def check_converted(model: Any) -> None:
+  """Fails closed, naming the key, unless `model.bd` is a converted model.
 
-  Attributes:
-    ar: the AR model, an HF-style directory.
-    bd: its block-diffusion conversion (`sft.py`'s export, with
-      `block_diffusion.json`).
+  Its directory is checked with every checkpoint's
+  (`provenance.check_directories`, which `run.stage.Stage` runs).
+
+  Args:
+    model: `compare.py`'s `model` (`run.sections.ModelSettings` of
+      `COMPARE_MODEL_KEYS`): the AR model `ar` and its conversion `bd`.
+
+  Raises:
+    ValueError: for a `bd` without `block_diffusion.json`.
   """
+  if not os.path.isfile(os.path.join(model.bd, bd_config_lib.SETTINGS_FILE)):
+    raise ValueError(
+        f"model.bd={model.bd!r} has no"
+        f" {bd_config_lib.SETTINGS_FILE}: it is not a block-diffusion"
+        " model; convert it with sft.py first."
+    )
 
-  ar: str = config_utils.source(
-      config_utils.CHECKPOINT,
-      "runs/quickstart/ar_pretrain/export",
-      required=True,
+
+def conversion_warning(model: Any, identify: Callable[[str], Any]) -> str:
+  """The report's warning when `model.bd` was converted from another model.
+
+  `sft.py`'s export records `converted_from` (its AR source's digest); a
+  model trained further (OPD, GRPO) or imported records none and is not
+  checked.
+
+  Args:
+    model: `compare.py`'s `model`, as `check_converted` takes it.
+    identify: `path -> provenance.SourceCheckpoint` (`Stage.identify`).
+
+  Returns:
+    One line, or "" when `bd`'s record names `ar` or nothing.
+  """
+  source = bd_config_lib.load_extra(model.bd, "converted_from")
+  if source is None:
+    return ""
+  if source.get("digest") == identify(model.ar).provenance()["digest"]:
+    return ""
+  named = source.get("path") or (
+      "a random model"
+      if source.get("random_init")
+      else f"digest {source.get('digest')}"
   )
-  bd: str = config_utils.source(
-      config_utils.CHECKPOINT, "runs/quickstart/sft/export", required=True
+  return (
+      f"WARNING: model.bd={model.bd!r} was converted from another checkpoint"
+      f" ({named}) than model.ar={model.ar!r}, so this report does not"
+      " compare a model with its own conversion."
   )
-
-  def directory_hint(self, key: str) -> str:
-    """What to set when checkpoint `key` is missing (`check_directories`)."""
-    del key
-    return (
-        "; the quickstart writes runs/quickstart/ar_pretrain/export (AR) and"
-        " runs/quickstart/sft/export (its conversion)."
-    )
-
-  def check_converted(self) -> None:
-    """Fails closed, naming the key, unless `bd` is a converted model.
-
-    Its directory is checked with every checkpoint's
-    (`provenance.check_directories`, which `run.stage.Stage` runs).
-
-    Raises:
-      ValueError: for a `bd` without `block_diffusion.json`.
-    """
-    if not os.path.isfile(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE)):
-      raise ValueError(
-          f"model.bd={self.bd!r} has no"
-          f" {bd_config_lib.SETTINGS_FILE}: it is not a block-diffusion"
-          " model; convert it with sft.py first."
-      )
-
-  def conversion_warning(self, identify: Callable[[str], Any]) -> str:
-    """The report's warning when `bd` was converted from another model.
-
-    `sft.py`'s export records `converted_from` (its AR source's digest); a
-    model trained further (OPD, GRPO) or imported records none and is not
-    checked.
-
-    Args:
-      identify: `path -> provenance.SourceCheckpoint` (`Stage.identify`).
-
-    Returns:
-      One line, or "" when `bd`'s record names `ar` or nothing.
-    """
-    source = bd_config_lib.load_extra(self.bd, "converted_from")
-    if source is None:
-      return ""
-    if source.get("digest") == identify(self.ar).provenance()["digest"]:
-      return ""
-    named = source.get("path") or (
-        "a random model"
-        if source.get("random_init")
-        else f"digest {source.get('digest')}"
-    )
-    return (
-        f"WARNING: model.bd={self.bd!r} was converted from another checkpoint"
-        f" ({named}) than model.ar={self.ar!r}, so this report does not"
-        " compare a model with its own conversion."
-    )
 
 
 def machine() -> str:
@@ -322,7 +301,7 @@ def write_report(
     title: the title of `report.png`.
     seconds: the run's wall time so far, recorded in `report.json`.
     warning: a line that heads `report.txt` and is kept in `report.json`
-      (e.g. `CompareModelSettings.conversion_warning`); "" for none.
+      (e.g. `conversion_warning`); "" for none.
   """
   table = comparison.format_table(rows, settings.batch_size)
   caption = (

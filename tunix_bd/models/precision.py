@@ -3,7 +3,7 @@
 """Compute precision, rematerialization and the chunked head: `model.*` keys.
 
 Every recipe that builds a model reads these keys of its `model` section
-(`run.sections.PrecisionSettings`):
+(`run.sections.ModelSettings`):
 
 - `model.dtype`: the compute dtype of every matmul (Tunix's
   `ModelConfig.dtype`): `float32` or `bfloat16`. Parameters, and so the

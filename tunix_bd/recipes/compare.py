@@ -24,6 +24,7 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
+from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 
 
@@ -31,7 +32,9 @@ from tunix_bd.run import stage as stage_lib
 class CompareConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: comparison_report.CompareModelSettings
+  model: sections.ModelSettings = config_utils.section(
+      *sections.COMPARE_MODEL_KEYS
+  )
   data: data_settings.DataSettings = config_utils.section(
       *data_settings.PROMPT_DATA_KEYS
   )
@@ -43,8 +46,8 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   # The values first, then the directories.
   stage = stage_lib.Stage(config, CompareConfig)
   model, data = stage.settings.model, stage.settings.data
-  model.check_converted()
-  warning = model.conversion_warning(stage.identify)
+  comparison_report.check_converted(model)
+  warning = comparison_report.conversion_warning(model, stage.identify)
   if warning:
     print(warning, flush=True)
   # Both models must share the tokenizer the comparison renders with.

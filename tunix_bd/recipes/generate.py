@@ -37,7 +37,7 @@ class GenerateConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   decode: settings_lib.DecodeSettings
-  model: sections.ConvertedModelSettings = config_utils.section(
+  model: sections.ModelSettings = config_utils.section(
       *sections.DECODE_MODEL_KEYS
   )
   bd: settings_lib.CheckpointBdSettings

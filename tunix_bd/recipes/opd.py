@@ -39,7 +39,7 @@ from tunix_bd.training import options
 class OpdConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ConvertedModelSettings = config_utils.section(
+  model: sections.ModelSettings = config_utils.section(
       *sections.OPD_MODEL_KEYS
   )
   data: data_settings.DataSettings

@@ -46,7 +46,7 @@ DESCRIPTION = "Block-diffusion SFT"
 class SftConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.SftModelSettings
+  model: sections.ModelSettings = config_utils.section(*sections.SFT_MODEL_KEYS)
   bd: sections.BdSettings
   corruption: corruption_lib.SftCorruptionConfig
   data: data_settings.DataSettings

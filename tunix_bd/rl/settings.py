@@ -180,7 +180,7 @@ class RewardSettings:
 class GrpoConfig:
   """The `grpo` recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ConvertedModelSettings
+  model: sections.ModelSettings
   data: data_settings.DataSettings = config_utils.section(
       *data_settings.RL_DATA_KEYS
   )

@@ -8,7 +8,7 @@ its defaults: `configs/*.py` build their sections with
 the dataclass back (`run.stage.Stage`), checked before any compute, errors
 naming `section.key`. One class may serve several sections, each holding
 some of its fields (`*_KEYS` below, `config_utils.section_keys`): `bd` and
-`model.scratch_bd`, OPD's and GRPO's `model`. The fingerprint rule is
+`model.scratch_bd`; every recipe's `model`. The fingerprint rule is
 declared on the fields: `config_utils.resumable()` marks what may change on
 resume, and `config_utils.source()` what enters by content (checkpoints,
 data files).
@@ -16,8 +16,8 @@ data files).
 Sections of one library package live beside what they configure
 (`data.settings`, `sft.corruption`, `distillation.settings`,
 `rl.settings`, `generate.settings`, `training.options`, `mesh`); this
-module holds the recipes' own: the `model` sections (a checkpoint or a
-random model, and the compute precision), SFT's `bd` and `lora`, and
+module holds the recipes' own: the `model` (a checkpoint or a random
+model, and the compute precision), SFT's `bd` and `lora`, and
 `export`.
 """
 
@@ -53,45 +53,6 @@ SFT_LOSSES = (HOOK_SFT_LOSS, TUNIX_SFT_LOSS)
 def _one_of(key: str, value: str, choices) -> None:
   if value not in choices:
     raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}.")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PrecisionSettings:
-  """The `model` keys of compute precision and memory (`models.precision`).
-
-  A decoding recipe's `model` has no `logits_chunk` (`DECODE_MODEL_KEYS`):
-  it computes no loss.
-
-  Attributes:
-    dtype: `float32` or `bfloat16` compute; parameters and optimizer state
-      stay float32. It changes what a run computes: fingerprinted.
-    remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
-      are the same, so a resume may change it.
-    logits_chunk: vocabulary columns per chunk of the output head in the
-      loss; 0: dense logits. Equal to float rounding: a resume may change it.
-  """
-
-  dtype: str = "float32"
-  remat: str = config_utils.resumable(default="none")
-  logits_chunk: int = config_utils.resumable(default=8192)
-
-  def __post_init__(self):
-    self.precision  # pylint: disable=pointless-statement; checks the values.
-
-  @property
-  def precision(self) -> precision_lib.Precision:
-    """The settings as `models.precision` takes them."""
-    keys = config_utils.section_keys(self)
-    return precision_lib.Precision(
-        dtype=self.dtype,
-        remat=self.remat,
-        logits_chunk=self.logits_chunk if "logits_chunk" in keys else 0,
-    )
-
-  def directory_hint(self, key: str) -> str:
-    """What to set when checkpoint `key` is missing (see `Stage`)."""
-    del key
-    return ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -131,61 +92,25 @@ def _scratch_bd() -> BdSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SftModelSettings(PrecisionSettings):
-  """SFT's `model`: the AR checkpoint to convert, and the precision.
+class ModelSettings:
+  """A recipe's `model`: the checkpoints it reads, or a random model, and
+  the compute precision (`models.precision`).
+
+  Each recipe's section holds some of the keys: SFT's, the AR checkpoint to
+  convert (`SFT_MODEL_KEYS`); GRPO's, the policy, its KL reference and a
+  model to compare (`SECTION_KEYS`); OPD's, the student and the causal AR
+  teacher (`OPD_MODEL_KEYS`); generate's, the converted model to decode
+  (`DECODE_MODEL_KEYS`: no `logits_chunk`, it computes no loss); compare's,
+  an AR model and its conversion (`COMPARE_MODEL_KEYS`). GRPO's and OPD's
+  may be a random model, for runs needing no checkpoint.
 
   Attributes:
-    checkpoint: an HF-style directory: config.json, *.safetensors and the
-      tokenizer (a Qwen3 or Qwen2).
-    sft_loss: `tunix_bd`, tunix_bd's loss hook (`sft.loss`: the chunked
-      head, aux metrics such as masked accuracy); `tunix`, Tunix's own
-      diffusion SFT adapter (`sft.tunix_diffusion`, on a Tunix that has
-      it): dense `[batch, length, vocab]` logits, `logits_chunk` unused, no
-      aux metrics. Equal losses to float rounding: a resume may change it.
-    attention: `dense`, the model's attention under a dense mask
-      (`[batch, length, length]` scores per layer); `splash`, the Pallas
-      Splash kernel, memory linear in length (`core.splash_attention`:
-      Qwen3 without LoRA, `sft_loss=tunix_bd`; a TPU kernel, interpreted
-      elsewhere). Equal losses to float rounding: a resume may change it.
-  """
-
-  checkpoint: str = config_utils.source(
-      _CHECKPOINT, "runs/ar_pretrain/export", required=True
-  )
-  sft_loss: str = config_utils.resumable(default=HOOK_SFT_LOSS)
-  attention: str = config_utils.resumable(default=splash_attention.DENSE)
-
-  def __post_init__(self):
-    super().__post_init__()
-    _one_of("model.sft_loss", self.sft_loss, SFT_LOSSES)
-    splash_attention.check_attention(self.attention)
-    if (
-        self.attention == splash_attention.SPLASH
-        and self.sft_loss != HOOK_SFT_LOSS
-    ):
-      raise ValueError(
-          f"model.attention={self.attention!r} runs in tunix_bd's loss hook;"
-          f" set model.sft_loss={HOOK_SFT_LOSS!r}."
-      )
-
-  def directory_hint(self, key: str) -> str:
-    del key
-    return (
-        ". On the embedded default, train the AR teacher first (`tunix run"
-        " --plugin tunix_bd ar_pretrain.py`); otherwise point it at an HF"
-        " Qwen3 or Qwen2 directory."
-    )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ConvertedModelSettings(PrecisionSettings):
-  """The `model` of a recipe training a converted model: GRPO's policy, its
-  KL reference and a model to compare (`SECTION_KEYS`); OPD's student and
-  causal AR teacher (`OPD_MODEL_KEYS`). Either may be a random model, for
-  runs needing no checkpoint. Also generate's converted model to decode
-  (`DECODE_MODEL_KEYS`).
-
-  Attributes:
+    dtype: `float32` or `bfloat16` compute; parameters and optimizer state
+      stay float32. It changes what a run computes: fingerprinted.
+    remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
+      are the same, so a resume may change it.
+    logits_chunk: vocabulary columns per chunk of the output head in the
+      loss; 0: dense logits. Equal to float rounding: a resume may change it.
     random_init: False: load the checkpoints; True: a random model of the
       `scratch` shape with the embedded tokenizer and the `scratch_bd`
       block-diffusion settings (smoke runs).
@@ -193,17 +118,35 @@ class ConvertedModelSettings(PrecisionSettings):
     scratch_bd: its block-diffusion settings (`SCRATCH_BD_KEYS`).
     student: OPD: the converted student (with block_diffusion.json).
     teacher: OPD: the AR teacher; one tokenizer with the student.
-    checkpoint: GRPO: the policy, a converted model (with
-      block_diffusion.json); generate: the converted model (`sft.py`'s
-      `export/`, or an SDAR or Fast-dLLM v2 directory).
+    checkpoint: SFT: the AR model to convert, an HF-style directory:
+      config.json, *.safetensors and the tokenizer (a Qwen3 or Qwen2; its
+      config sets `runs/ar_pretrain/export`). GRPO: the policy, a converted
+      model (with block_diffusion.json); generate: the converted model
+      (`sft.py`'s `export/`, or an SDAR or Fast-dLLM v2 directory).
     reference: GRPO: the frozen KL reference; empty: the initial policy (as
       Tunix, TRL and verl), so `model.checkpoint` once checked (with
       `random_init`, a copy of the random policy).
     continued_sft: GRPO: optional, another converted model evaluated beside
       the policy before and after (the report's `continued SFT`); it is only
       evaluated, so a resume may change it.
+    ar: compare: the AR model, an HF-style directory.
+    bd: compare: its block-diffusion conversion (`sft.py`'s export, with
+      `block_diffusion.json`).
+    sft_loss: SFT: `tunix_bd`, tunix_bd's loss hook (`sft.loss`: the
+      chunked head, aux metrics such as masked accuracy); `tunix`, Tunix's
+      own diffusion SFT adapter (`sft.tunix_diffusion`, on a Tunix that has
+      it): dense `[batch, length, vocab]` logits, `logits_chunk` unused, no
+      aux metrics. Equal losses to float rounding: a resume may change it.
+    attention: SFT: `dense`, the model's attention under a dense mask
+      (`[batch, length, length]` scores per layer); `splash`, the Pallas
+      Splash kernel, memory linear in length (`core.splash_attention`:
+      Qwen3 without LoRA, `sft_loss=tunix_bd`; a TPU kernel, interpreted
+      elsewhere). Equal losses to float rounding: a resume may change it.
   """
 
+  dtype: str = "float32"
+  remat: str = config_utils.resumable(default="none")
+  logits_chunk: int = config_utils.resumable(default=8192)
   random_init: bool = False
   scratch: from_scratch.ScratchModelSettings = dataclasses.field(
       default_factory=from_scratch.ScratchModelSettings
@@ -222,6 +165,14 @@ class ConvertedModelSettings(PrecisionSettings):
   continued_sft: str = config_utils.source(
       _CHECKPOINT, metadata={config_utils.RESUMABLE: True}
   )
+  ar: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
+  )
+  bd: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
+  sft_loss: str = config_utils.resumable(default=HOOK_SFT_LOSS)
+  attention: str = config_utils.resumable(default=splash_attention.DENSE)
 
   # GRPO's `model` keys.
   SECTION_KEYS = (
@@ -237,7 +188,7 @@ class ConvertedModelSettings(PrecisionSettings):
   )
 
   def __post_init__(self):
-    super().__post_init__()
+    self.precision  # pylint: disable=pointless-statement; checks the values.
     if not isinstance(self.random_init, bool):
       raise ValueError(
           f"model.random_init must be a bool, got {self.random_init!r}."
@@ -250,42 +201,75 @@ class ConvertedModelSettings(PrecisionSettings):
           cls, getattr(self, name), f"model.{name}", keys
       )
       object.__setattr__(self, name, value)
+    _one_of("model.sft_loss", self.sft_loss, SFT_LOSSES)
+    splash_attention.check_attention(self.attention)
+    if (
+        self.attention == splash_attention.SPLASH
+        and self.sft_loss != HOOK_SFT_LOSS
+    ):
+      raise ValueError(
+          f"model.attention={self.attention!r} runs in tunix_bd's loss hook;"
+          f" set model.sft_loss={HOOK_SFT_LOSS!r}."
+      )
     if not self.reference and not self.random_init:
       # Named, so that the fingerprint holds the reference's digest.
       object.__setattr__(self, "reference", self.checkpoint)
 
+  @property
+  def precision(self) -> precision_lib.Precision:
+    """The settings as `models.precision` takes them."""
+    keys = config_utils.section_keys(self)
+    return precision_lib.Precision(
+        dtype=self.dtype,
+        remat=self.remat,
+        logits_chunk=self.logits_chunk if "logits_chunk" in keys else 0,
+    )
+
   def directory_hint(self, key: str) -> str:
+    """What to set when checkpoint `key` is missing (see `Stage`)."""
+    keys = config_utils.section_keys(self)
+    if "ar" in keys:
+      return (
+          "; the quickstart writes runs/quickstart/ar_pretrain/export (AR) and"
+          " runs/quickstart/sft/export (its conversion)."
+      )
+    if "sft_loss" in keys:
+      return (
+          ". On the embedded default, train the AR teacher first (`tunix run"
+          " --plugin tunix_bd ar_pretrain.py`); otherwise point it at an HF"
+          " Qwen3 or Qwen2 directory."
+      )
     if key in ("student", "teacher"):
-      return self._opd_hint(key)
+      return _opd_hint(key)
     if key != "checkpoint":
       return ""
-    if "random_init" not in config_utils.section_keys(self):
+    if "random_init" not in keys:
       return _decode_hint()
     return (
         ": it must be a converted model directory; on the embedded default"
         f" {RUN_THE_QUICKSTART}"
     )
 
-  def _opd_hint(self, key: str) -> str:
-    if key == "student":
-      what = (
-          "the converted student (e.g. runs/quickstart/sft/export, or"
-          " sft.py's workdir/export)"
-      )
-      found = export_lib.find_block_diffusion_exports("runs")
-    else:
-      what = (
-          "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
-          " ar_pretrain.py's workdir/export)"
-      )
-      found = []
-    hint = (
-        f"; converted models under runs/: {', '.join(found)}" if found else ""
+
+def _opd_hint(key: str) -> str:
+  """Where OPD's `model.student` or `model.teacher` may come from."""
+  if key == "student":
+    what = (
+        "the converted student (e.g. runs/quickstart/sft/export, or"
+        " sft.py's workdir/export)"
     )
-    return (
-        f": set --config.model.{key}=DIR to {what}{hint}. On the embedded"
-        " default, `tunix run --plugin tunix_bd quickstart.py` makes both."
+    found = export_lib.find_block_diffusion_exports("runs")
+  else:
+    what = (
+        "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+        " ar_pretrain.py's workdir/export)"
     )
+    found = []
+  hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
+  return (
+      f": set --config.model.{key}=DIR to {what}{hint}. On the embedded"
+      " default, `tunix run --plugin tunix_bd quickstart.py` makes both."
+  )
 
 
 def _decode_hint() -> str:
@@ -302,14 +286,21 @@ def _decode_hint() -> str:
   )
 
 
+# SFT's `model` keys.
+SFT_MODEL_KEYS = (
+    "dtype",
+    "remat",
+    "logits_chunk",
+    "checkpoint",
+    "sft_loss",
+    "attention",
+)
 # Generate's `model` keys.
 DECODE_MODEL_KEYS = ("dtype", "remat", "checkpoint")
+# Compare's `model` keys.
+COMPARE_MODEL_KEYS = ("ar", "bd")
 # OPD's `model` keys.
-OPD_MODEL_KEYS = (
-    *ConvertedModelSettings.SECTION_KEYS[:6],
-    "student",
-    "teacher",
-)
+OPD_MODEL_KEYS = (*ModelSettings.SECTION_KEYS[:6], "student", "teacher")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

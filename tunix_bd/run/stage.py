@@ -22,7 +22,7 @@ A training recipe is five steps, in this order, whatever it trains:
       #    converted model's `ConvertedSources`).
 
 A recipe declares its config, a frozen dataclass whose fields are its typed
-sections (`model: SftModelSettings`; `eval: options.EvalSettings =
+sections (`bd: sections.BdSettings`; `eval: options.EvalSettings =
 config_utils.section("batch_size")` for a section holding some fields of a
 class that serves several).
 

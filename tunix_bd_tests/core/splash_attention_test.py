@@ -254,11 +254,11 @@ class FailClosedTest(absltest.TestCase):
           logits_fn=lambda *a, **k: None,
       )
     with self.assertRaisesRegex(ValueError, "model.sft_loss='tunix_bd'"):
-      sections.SftModelSettings(
+      sections.ModelSettings(
           checkpoint="x", attention="splash", sft_loss="tunix"
       )
     with self.assertRaisesRegex(ValueError, "model.attention must be one of"):
-      sections.SftModelSettings(checkpoint="x", attention="flash")
+      sections.ModelSettings(checkpoint="x", attention="flash")
 
 
 if __name__ == "__main__":

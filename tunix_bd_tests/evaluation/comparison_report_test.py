@@ -11,6 +11,7 @@ from tunix_bd import config_utils
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.run import provenance
+from tunix_bd.run import sections
 from tunix_bd_tests.evaluation import comparison_test
 
 _HF = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
@@ -20,11 +21,11 @@ def _model(**paths):
   section = config_files.get_config("compare", "tiny").model
   section.update(paths)
   return config_utils.from_section(
-      comparison_report.CompareModelSettings, section, "model"
+      sections.ModelSettings, section, "model", sections.COMPARE_MODEL_KEYS
   )
 
 
-class CompareModelSettingsTest(absltest.TestCase):
+class CompareModelTest(absltest.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -52,10 +53,10 @@ class CompareModelSettingsTest(absltest.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"^model\.bd=.* it is not a block-diffusion model"
     ):
-      _model(ar=self.ar, bd=self.bd).check_converted()
+      comparison_report.check_converted(_model(ar=self.ar, bd=self.bd))
     with open(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE), "w") as f:
       f.write("{}")
-    _model(ar=self.ar, bd=self.bd).check_converted()
+    comparison_report.check_converted(_model(ar=self.ar, bd=self.bd))
 
   def test_a_conversion_of_another_model_is_warned(self):
     ar, other = (os.path.join(_HF, n) for n in ("qwen2_tied", "qwen2_untied"))
@@ -65,7 +66,7 @@ class CompareModelSettingsTest(absltest.TestCase):
       with open(settings_file, "w") as f:
         json.dump(record, f)
       model = _model(ar=ar_path, bd=self.bd)
-      return model.conversion_warning(provenance.identify)
+      return comparison_report.conversion_warning(model, provenance.identify)
 
     source = provenance.identify(ar).provenance()
     self.assertEqual(warning(ar, {"converted_from": source}), "")

@@ -40,7 +40,7 @@ def converted_stage(config) -> stage_lib.Stage:
   return stage_lib.Stage(
       config,
       spec(
-          model=sections.ConvertedModelSettings,
+          model=sections.ModelSettings,
           data=(
               data_settings.DataSettings,
               config_utils.section(*data_settings.RL_DATA_KEYS),

@@ -33,13 +33,17 @@ _SFT_TRAIN = (
     options.TrainSettings,
     config_utils.section(*options.TIMED_TRAIN_KEYS),
 )
+_SFT_MODEL = (
+    sections.ModelSettings,
+    config_utils.section(*sections.SFT_MODEL_KEYS),
+)
 
 
 def _sft_stage(config):
   return stage_lib.Stage(
       config,
       _spec(
-          model=sections.SftModelSettings,
+          model=_SFT_MODEL,
           bd=sections.BdSettings,
           train=_SFT_TRAIN,
       ),
@@ -103,9 +107,7 @@ class StageTest(parameterized.TestCase):
   ):
     self.enter_context(contextlib.chdir(self.root))  # No runs/ here.
     config = config_files.get_config(name, variant)
-    model = dict(
-        sft=sections.SftModelSettings, grpo=sections.ConvertedModelSettings
-    )
+    model = dict(sft=_SFT_MODEL, grpo=sections.ModelSettings)
     with self.assertRaisesRegex(
         ValueError, f"is not a directory; make it with `tunix run .*{command}"
     ):
@@ -126,7 +128,7 @@ class StageTest(parameterized.TestCase):
     config = config_files.get_config("grpo", "smoke")
     config.workdir = os.path.join(self.root, "grpo")
     config.model.checkpoint = os.path.join(self.root, "missing")
-    grpo_model = _spec(model=sections.ConvertedModelSettings)
+    grpo_model = _spec(model=sections.ModelSettings)
     stage_lib.Stage(config, grpo_model)
     config.model.reference = os.path.join(self.root, "missing")
     with self.assertRaisesRegex(ValueError, r"^model\.reference="):
@@ -221,7 +223,7 @@ class CheckExportTest(parameterized.TestCase):
     stage = stage_lib.Stage(
         config,
         _spec(
-            model=sections.SftModelSettings,
+            model=_SFT_MODEL,
             bd=sections.BdSettings,
             data=data_settings.DataSettings,
             export=sections.ExportSettings,
@@ -279,9 +281,7 @@ class ConvertedModelTest(absltest.TestCase):
     self.config.model.update(
         random_init=False, checkpoint=checkpoint, reference=checkpoint
     )
-    stage = stage_lib.Stage(
-        self.config, _spec(model=sections.ConvertedModelSettings)
-    )
+    stage = stage_lib.Stage(self.config, _spec(model=sections.ModelSettings))
     record = provenance.identify(checkpoint).provenance()
     self.assertEqual(
         stage.provenances("checkpoint", "reference"),
