@@ -18,6 +18,7 @@ import numpy as np
 
 from tunix_bd import files
 from tunix_bd.data import scoring
+from tunix_bd.generate import commit_rules
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 
@@ -111,7 +112,7 @@ def summarize(
   }
   lines = [
       f"generate: {len(records)} prompts, block size {block_size}, rule "
-      f"{decode.rule} (threshold {decode.threshold}), temperature "
+      f"{_rule_text(decode)}, temperature "
       f"{decode.temperature}, {'cached' if decode.use_cache else 'cache-free'}"
   ]
   lines += [f"  exact match {k:<8} {v:7.2%}" for k, v in scores.items()]
@@ -126,3 +127,10 @@ def summarize(
         f"{result.max_replay_error:.2e}"
     )
   return summary, "\n".join(lines)
+
+
+def _rule_text(decode) -> str:
+  """`top_k=2`: the rule and its parameter where one is named like it."""
+  if decode.rule in commit_rules.PARAMETERS:
+    return f"{decode.rule}={getattr(decode, decode.rule)}"
+  return decode.rule

@@ -73,6 +73,13 @@ class OutputTest(absltest.TestCase):
       ):
         completions.check_output(other)
 
+  def test_the_summary_names_the_rules_own_parameter(self):
+    decode = generate_settings.DecodeSettings(rule="top_k", top_k=2)
+    _, text = completions.summarize(
+        _records(), _result(), decode, 8, "out/c.jsonl"
+    )
+    self.assertIn("rule top_k=2, temperature", text)
+
   def test_the_summary_and_its_lines(self):
     decode = generate_settings.DecodeSettings()
     summary, text = completions.summarize(
@@ -87,8 +94,8 @@ class OutputTest(absltest.TestCase):
         text.splitlines(),
         [
             (
-                "generate: 2 prompts, block size 8, rule threshold (threshold"
-                " 0.9), temperature 0.0, cached"
+                "generate: 2 prompts, block size 8, rule threshold=0.9,"
+                " temperature 0.0, cached"
             ),
             "  exact match reverse    0.00%",
             "  exact match sort     100.00%",
