@@ -40,84 +40,36 @@ _QWEN3_TEMPLATE = os.path.join(
 )
 
 
-class SftChatTemplateTest(absltest.TestCase):
-
-  def test_qwen3_template_without_thinking_trains_and_is_exported(self):
-    # Also bf16 compute on float32 master weights, remat, a chunked head
-    # whose last chunk overlaps (50 columns of 128) and Splash attention.
-    root = self.create_tempdir().full_path
-    tokenizer = tokenizer_lib.build_char_tokenizer()
-    source = os.path.join(root, "ar")
-    export.save_checkpoint(
-        test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
-        source,
-        tokenizer=tokenizer,
-    )
-    config = config_loading.load_config(
-        plugin.PLUGIN.config_dir / "sft.py", "tiny"
-    )
-    config.model.checkpoint = source
-    config.workdir = os.path.join(root, "run")
-    config.data.update(chat_template=_QWEN3_TEMPLATE, enable_thinking=False)
-    config.model.update(
-        dtype="bfloat16", remat="block", logits_chunk=50, attention="splash"
-    )
-    config.train.update(max_steps=2, warmup_steps=1)
-    losses = sft.run(config)
-    self.assertTrue(np.isfinite(losses["train_loss"]))
-    export_dir = os.path.join(config.workdir, "export")
-    with open(os.path.join(export_dir, "block_diffusion.json")) as f:
-      self.assertEqual(
-          json.load(f)["precision"],
-          dict(dtype="bfloat16", remat="block", logits_chunk=50),
-      )
-
-    with open(_QWEN3_TEMPLATE, encoding="utf-8") as f:
-      template = f.read()
-    exported = tokenizer_lib.load_tokenizer(
-        os.path.join(config.workdir, "export")
-    )
-    self.assertEqual(exported.chat_template, template)
-    # Generation from the export, with the switch, renders the prompt SFT
-    # trained on: the empty think block closes it.
-    messages = [{"role": "user", "content": "sort 31"}]
-    prompt = exported.decode(
-        list(
-            chat.encode_prompt(
-                exported, messages, chat.ChatOptions(enable_thinking=False)
-            )
-        )
-    )
-    self.assertEndsWith(
-        prompt, "<|im_start|>assistant\n<think>\n\n</think>\n\n"
-    )
-    # The fingerprint holds the template by content, not by path.
-    path = os.path.join(config.workdir, "checkpoints", "fingerprint.json")
-    with open(path, encoding="utf-8") as f:
-      data = json.load(f)["fields"]["data"]
-    self.assertStartsWith(data["chat_template"], "sha256:")
-    self.assertIs(data["enable_thinking"], False)
-    with open(path, encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["fields"]["model"]["dtype"], "bfloat16")
-
-
 def _tiny(workdir: str, checkpoint: str, num_eval: int):
+  """The `tiny` run on Qwen3's chat template, its thinking switch off.
+
+  Also bf16 compute on float32 master weights, remat, a chunked head whose
+  last chunk overlaps (50 columns of 128) and Splash attention.
+  """
   config = config_files.get_config("sft", "tiny")
   config.workdir = workdir
   config.model.checkpoint = checkpoint
-  config.data.num_eval = num_eval
-  config.train.update(max_steps=2, checkpoint_every_n_steps=1)
+  config.model.update(
+      dtype="bfloat16", remat="block", logits_chunk=50, attention="splash"
+  )
+  config.data.update(
+      num_eval=num_eval, chat_template=_QWEN3_TEMPLATE, enable_thinking=False
+  )
+  config.train.update(max_steps=2, warmup_steps=1, checkpoint_every_n_steps=1)
   return config
 
 
 class SftRecipeTest(absltest.TestCase):
+  """The recipe's one end-to-end run: a failed launch, a run, a resume."""
 
   def test_a_failed_launch_leaves_no_fingerprint_and_a_resume_its_losses(self):
     root = self.create_tempdir().full_path
     tokenizer = tokenizer_lib.build_char_tokenizer()
     ar_dir = os.path.join(root, "ar")
-    export.export_checkpoint(
-        test_common.tiny_qwen3(vocab_size=len(tokenizer)), tokenizer, ar_dir
+    export.save_checkpoint(
+        test_common.tiny_qwen3(vocab_size=len(tokenizer), seed=2),
+        ar_dir,
+        tokenizer=tokenizer,
     )
     workdir = os.path.join(root, "sft")
     record = os.path.join(workdir, "checkpoints", fingerprint_lib.FILE_NAME)
@@ -127,9 +79,11 @@ class SftRecipeTest(absltest.TestCase):
     self.assertFalse(os.path.exists(record))
 
     # The corrected relaunch runs (its data differs from the failed one's).
-    sft.run(_tiny(workdir, ar_dir, num_eval=8))
+    losses = sft.run(_tiny(workdir, ar_dir, num_eval=8))
     self.assertTrue(os.path.exists(record))
+    self.assertTrue(np.isfinite(losses["train_loss"]))
     straight = dict(metrics.read_metrics(workdir, "/train/loss"))
+    self._check_export_and_fingerprint(workdir)
     # Killed after step 2, before its checkpoint was written.
     shutil.rmtree(os.path.join(workdir, "checkpoints", "2"))
     stdout = io.StringIO()
@@ -151,6 +105,39 @@ class SftRecipeTest(absltest.TestCase):
     self.assertEqual(sorted(again), [1, 2])
     for step in (1, 2):
       self.assertAlmostEqual(again[step], straight[step], places=5)
+
+  def _check_export_and_fingerprint(self, workdir):
+    """The export carries the precision and the template trained with."""
+    export_dir = os.path.join(workdir, "export")
+    with open(os.path.join(export_dir, "block_diffusion.json")) as f:
+      self.assertEqual(
+          json.load(f)["precision"],
+          dict(dtype="bfloat16", remat="block", logits_chunk=50),
+      )
+    with open(_QWEN3_TEMPLATE, encoding="utf-8") as f:
+      template = f.read()
+    exported = tokenizer_lib.load_tokenizer(export_dir)
+    self.assertEqual(exported.chat_template, template)
+    # Generation from the export, with the switch, renders the prompt SFT
+    # trained on: the empty think block closes it.
+    messages = [{"role": "user", "content": "sort 31"}]
+    prompt = exported.decode(
+        list(
+            chat.encode_prompt(
+                exported, messages, chat.ChatOptions(enable_thinking=False)
+            )
+        )
+    )
+    self.assertEndsWith(
+        prompt, "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
+    # The fingerprint holds the template by content, not by path.
+    path = os.path.join(workdir, "checkpoints", "fingerprint.json")
+    with open(path, encoding="utf-8") as f:
+      fields = json.load(f)["fields"]
+    self.assertStartsWith(fields["data"]["chat_template"], "sha256:")
+    self.assertIs(fields["data"]["enable_thinking"], False)
+    self.assertEqual(fields["model"]["dtype"], "bfloat16")
 
 
 def _tiny_config(workdir: str, checkpoint: str):
