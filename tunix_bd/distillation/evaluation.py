@@ -32,15 +32,11 @@ from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import denoise
 
 
-def _kl_sums(model, targets, **settings):
-  kl = strategy_lib.trace_kl(model, targets, **settings)
+@nnx.jit(static_argnames=("strategy",))
+def _kl_sums(model, targets, strategy):
+  """Weighted sum and weight of each slot's KL on its commit canvas."""
+  kl = strategy.slot_stats(strategy.trace_output(model, targets), targets)[0]
   return jnp.sum(targets.weights * kl), jnp.sum(targets.weights)
-
-
-_kl_sums_jit = nnx.jit(
-    _kl_sums,
-    static_argnames=("temperature", "cached_logits_fn", "logits_chunk"),
-)
 
 
 @dataclasses.dataclass
@@ -103,13 +99,7 @@ class DecodeEvaluation(compat.TrainingHooks):
     )
     targets = self.strategy.get_teacher_outputs(self.teacher, {"batch": batch})
     targets = jax.tree.map(jnp.asarray, targets)
-    total, weight = _kl_sums_jit(
-        model,
-        targets,
-        temperature=self.strategy.temperature,
-        cached_logits_fn=self.strategy.cached_logits_fn,
-        logits_chunk=self.strategy.logits_chunk,
-    )
+    total, weight = _kl_sums(model, targets, strategy=self.strategy)
     return float(total), float(weight)
 
   def run(self, trainer, step: int) -> dict[str, float]:

@@ -52,10 +52,6 @@ CORRUPTED = "corrupted"
 TRACE = "trace"
 CANVASES = (CORRUPTED, TRACE)
 
-# The streams of `default_rng([seed, ..., stream])`, as in SFT.
-ORDER_STREAM = corruption_lib.ORDER_STREAM
-CORRUPTION_STREAM = corruption_lib.CORRUPTION_STREAM
-
 
 @flax.struct.dataclass(frozen=True)
 class OpdBatch(compat.DistillationTrainingInput):
@@ -94,70 +90,6 @@ def stop_weights(
   return ((np.asarray(action_step) >= 0) & upto).astype(np.float32)
 
 
-def corrupt_rollout(
-    rows: canvases.Sequence,
-    weights: np.ndarray,
-    *,
-    prompt_width: int,
-    block_size: int,
-    mask_token_id: int,
-    eos_id: int,
-    stop_ids: Sequence[int],
-    corruption: corruption_lib.SftCorruptionConfig,
-    row_keys: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Re-corrupts clean rollouts like SFT (see the module docstring).
-
-  Args:
-    rows: the rollouts in the sequence layout (NumPy arrays).
-    weights: `[batch, T]` stop weights.
-    prompt_width: P.
-    block_size: S.
-    mask_token_id: the mask id.
-    eos_id: the EOS id of the fill.
-    stop_ids: the stop ids.
-    corruption: noise range and seed (uniform, not complementary).
-    row_keys: int `[batch, 2]` (step, global row index) of each row.
-
-  Returns:
-    `(clean, noisy, weights)`: int32 `[batch, P + T]` EOS-filled clean
-    and corrupted sequences, and float32 `[batch, T]` weights of the
-    corrupted weighted slots.
-  """
-  clean = np.array(rows.tokens, np.int32)
-  completion = clean[:, prompt_width:]
-  generated = np.asarray(rows.segment_ids)[:, prompt_width:] > 0
-  positions = np.asarray(rows.positions)[:, prompt_width:]
-  # The stop block was committed whole: EOS after the stop, as in SFT.
-  first = eos_lib.first_stop_index(completion, stop_ids)
-  stopped = first < completion.shape[1]
-  stop_position = np.take_along_axis(
-      positions, np.minimum(first, completion.shape[1] - 1)[:, None], 1
-  )
-  fill = (
-      generated
-      & stopped[:, None]
-      & eos_lib.fill_mask(stop_position, positions, block_size)
-  )
-  completion[:] = np.where(fill, eos_id, completion)
-  blocks = positions // block_size
-  corrupted = np.zeros(completion.shape, bool)
-  for r, (step, index) in enumerate(row_keys):
-    rng = np.random.default_rng(
-        [corruption.seed, int(step), int(index), CORRUPTION_STREAM]
-    )
-    corrupted[r], _ = corruption_lib.corrupt_blocks(
-        rng,
-        generated[r],
-        blocks[r],
-        num_blocks=int(blocks.max()) + 1,
-        corruption=corruption,
-    )
-  noisy = clean.copy()
-  noisy[:, prompt_width:] = np.where(corrupted, mask_token_id, completion)
-  return clean, noisy, np.where(corrupted, weights, 0.0).astype(np.float32)
-
-
 def rollout_batches(
     trace: trace_lib.Trace,
     *,
@@ -189,7 +121,6 @@ def rollout_batches(
       action_step=np.asarray(trace.action_step, np.int32),
       action_logp=np.asarray(trace.action_logp, np.float32),
   )
-  bd = trace.bd
   rows = canvases.sequence(trace)
   rows = canvases.Sequence(*(np.asarray(x) for x in dataclasses.astuple(rows)))
   width = trace.prompt_tokens.shape[1]
@@ -197,18 +128,44 @@ def rollout_batches(
   count = len(weights)
   clean = noisy = rows.tokens
   if canvas == CORRUPTED:
-    index = step * count + np.arange(count)
-    clean, noisy, weights = corrupt_rollout(
-        rows,
-        weights,
-        prompt_width=width,
-        block_size=bd.block_size,
-        mask_token_id=bd.mask_token_id,
-        eos_id=eos_id,
-        stop_ids=stop_ids,
-        corruption=corruption,
-        row_keys=np.stack([np.full(count, step), index], axis=1),
+    # Re-corrupted like SFT (the module docstring); the stop block was
+    # committed whole: EOS after the stop, as in SFT.
+    block_size = trace.bd.block_size
+    clean = np.array(rows.tokens, np.int32)
+    completion = clean[:, width:]
+    generated = rows.segment_ids[:, width:] > 0
+    positions = rows.positions[:, width:]
+    first = eos_lib.first_stop_index(completion, stop_ids)
+    stopped = first < completion.shape[1]
+    stop_position = np.take_along_axis(
+        positions, np.minimum(first, completion.shape[1] - 1)[:, None], 1
     )
+    fill = (
+        generated
+        & stopped[:, None]
+        & eos_lib.fill_mask(stop_position, positions, block_size)
+    )
+    completion[:] = np.where(fill, eos_id, completion)
+    blocks = positions // block_size
+    corrupted = np.zeros(completion.shape, bool)
+    for r in range(count):
+      # Keyed by (step, global row index).
+      rng = np.random.default_rng([
+          corruption.seed,
+          int(step),
+          int(step * count + r),
+          corruption_lib.CORRUPTION_STREAM,
+      ])
+      corrupted[r], _ = corruption_lib.corrupt_blocks(
+          rng,
+          generated[r],
+          blocks[r],
+          num_blocks=int(blocks.max()) + 1,
+          corruption=corruption,
+      )
+    noisy = clean.copy()
+    noisy[:, width:] = np.where(corrupted, trace.bd.mask_token_id, completion)
+    weights = np.where(corrupted, weights, 0.0).astype(np.float32)
   total = float(weights.sum(dtype=np.float64))
   global_batch = OpdBatch(
       input_tokens=clean,
@@ -303,7 +260,6 @@ class StudentRolloutSource(compat.DataHooks):
     self._denoiser = None
     self._started = None
     self._step_batches: tuple[int, list[OpdBatch]] | None = None
-    self.last_rollout: denoise.DenoiseOutput | None = None
 
   def prompt_indices(self, step: int) -> np.ndarray:
     """int `[GA * B]` prompt indices of update `step` (epoch-shuffled)."""
@@ -312,7 +268,7 @@ class StudentRolloutSource(compat.DataHooks):
         self.accumulation * self.batch_size,
         step,
         seed=self.seed,
-        stream=ORDER_STREAM,
+        stream=corruption_lib.ORDER_STREAM,
     )
 
   def rollout_seeds(self, step: int) -> np.ndarray:
@@ -333,18 +289,6 @@ class StudentRolloutSource(compat.DataHooks):
         seeds=self.rollout_seeds(step),
     )
 
-  def global_batches(self, out: denoise.DenoiseOutput, step: int):
-    """The GA micro-batches (`OpdBatch`) of one rolled-out global batch."""
-    return rollout_batches(
-        out.trace,
-        step=step,
-        canvas=self.canvas,
-        stop_ids=self.decode.stop_ids,
-        eos_id=self.eos_id,
-        corruption=self.corruption,
-        num_micro_batches=self.accumulation,
-    )
-
   def load_next_train_batch(self, train_ctx) -> OpdBatch | None:
     step, micro = divmod(train_ctx.iter_steps, self.accumulation)
     if step != train_ctx.train_steps:
@@ -361,8 +305,16 @@ class StudentRolloutSource(compat.DataHooks):
           self.time_budget_s is not None and elapsed > self.time_budget_s
       ):
         return None
-      self.last_rollout = self.rollout(train_ctx.model, step)
-      self._step_batches = (step, self.global_batches(self.last_rollout, step))
+      batches = rollout_batches(
+          self.rollout(train_ctx.model, step).trace,
+          step=step,
+          canvas=self.canvas,
+          stop_ids=self.decode.stop_ids,
+          eos_id=self.eos_id,
+          corruption=self.corruption,
+          num_micro_batches=self.accumulation,
+      )
+      self._step_batches = (step, batches)
     if self._step_batches is None or self._step_batches[0] != step:
       raise ValueError(f"no rollout of update {step}; resume mid-step?")
     return self._step_batches[1][micro]

@@ -86,54 +86,6 @@ class OpdTargets:
   accumulation_steps: Any
 
 
-def trace_canvas_logits(
-    model,
-    targets: OpdTargets,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-) -> jax.Array:
-  """float32 `[batch, T, vocab]`: each slot's logits on its commit canvas.
-
-  `core.replay.replay_logits` of the rollout the targets hold. Slots never
-  generated get 0 logits (and must carry weight 0).
-  """
-  return replay.replay_logits(
-      model, targets.trace, cached_logits_fn=cached_logits_fn
-  )
-
-
-def trace_kl(
-    model,
-    targets: OpdTargets,
-    *,
-    temperature: float,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-    logits_chunk: int | None = None,
-) -> jax.Array:
-  """float32 `[batch, T]` KL(teacher || student) on each commit canvas.
-
-  Dense from `targets.teacher_logp`, or with `logits_chunk` from the
-  teacher's rows and head (`chunked_kl`).
-  """
-  if logits_chunk is None:
-    logits = trace_canvas_logits(model, targets, cached_logits_fn)
-    return forward_kl(
-        targets.teacher_logp, scoring.log_probs(logits, temperature)
-    )
-  return chunked_kl.distill_stats(
-      lm_head.model_head(model, targets.trace.bd.mask_token_id),
-      replay.replay_hidden(model, targets.trace),
-      targets.teacher_head,
-      targets.teacher_hidden,
-      targets.trace.tokens,
-      temperature=temperature,
-      chunk=logits_chunk,
-  )["kl"]
-
-
 def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
   """float32 `[...]` KL(teacher || student) over the last axis.
 
@@ -146,10 +98,21 @@ def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
 
 @nnx.jit(static_argnames=("prompt_width",))
 def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
-  """`teacher_lib.completion_hidden`, compiled: no head in the program."""
-  return teacher_lib.completion_hidden(
-      teacher, tokens, positions, segment_ids, prompt_width=prompt_width
+  """`[batch, T, teacher_embed]` the teacher's target-aligned hidden rows.
+
+  What `teacher_lib.completion_log_probs` normalizes, before the head:
+  `chunked_kl.teacher_head` maps row j to the raw logits
+  `teacher_lib.aligned_logits` gives at slot j. Compiled: no head in the
+  program.
+  """
+  hidden = diffusion_lm.diffusion_hidden_fn(
+      teacher,
+      tokens,
+      positions,
+      segment_ids,
+      config=teacher_lib.ar_config(0),  # The mask id is the head's to exclude.
   )
+  return hidden[:, prompt_width:]
 
 
 def _check_batch(batch: Any, bd, canvas: str) -> None:
@@ -298,12 +261,9 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     float32 `[batch, T, vocab]` logits (dense), or `(hidden rows [batch, T,
     embed], head)` (chunked).
     """
-    chunked = self.logits_chunk is not None
-    if self.canvas == sources.TRACE and chunked:
-      head = lm_head.model_head(model, self.bd.mask_token_id)
-      return replay.replay_hidden(model, targets.trace), head
     if self.canvas == sources.TRACE:
-      return trace_canvas_logits(model, targets, self.cached_logits_fn)
+      return self.trace_output(model, targets)
+    chunked = self.logits_chunk is not None
     rows = sft_loss.sft_logits(
         model,
         tokens=targets.clean,
@@ -320,7 +280,20 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       return rows, lm_head.model_head(model, self.bd.mask_token_id)
     return rows
 
-  def _slot_stats(self, student_output, targets: OpdTargets):
+  def trace_output(self, model, targets: OpdTargets) -> Any:
+    """`student_logits` on the `trace` canvas: each slot's commit canvas.
+
+    `core.replay` of the rollout the targets hold; slots never generated
+    get 0 logits (and carry weight 0).
+    """
+    if self.logits_chunk is not None:
+      head = lm_head.model_head(model, self.bd.mask_token_id)
+      return replay.replay_hidden(model, targets.trace), head
+    return replay.replay_logits(
+        model, targets.trace, cached_logits_fn=self.cached_logits_fn
+    )
+
+  def slot_stats(self, student_output, targets: OpdTargets):
     """Per slot `(kl, hard_nll, teacher_nll, agree)`, dense or chunked."""
     tau = self.temperature
     if self.logits_chunk:
@@ -355,7 +328,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     del labels
     targets, tau = teacher_output, self.temperature
     weights = targets.weights.astype(jnp.float32)
-    kl, hard, teacher_nll, agree = self._slot_stats(student_output, targets)
+    kl, hard, teacher_nll, agree = self.slot_stats(student_output, targets)
     scale = denominators.loss_scale(
         targets.global_weight, targets.accumulation_steps
     )
