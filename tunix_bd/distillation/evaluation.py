@@ -72,7 +72,21 @@ class DecodeEvaluation(compat.TrainingHooks):
     kl = np.zeros(2)  # Weighted KL sum and weight, over the first threshold.
 
     def add_kl(out: denoise.DenoiseOutput) -> None:
-      kl[:] += self._kl(model, out)
+      (batch,) = sources.rollout_batches(
+          out.trace,
+          step=0,
+          canvas=sources.TRACE,
+          stop_ids=self.decode.stop_ids,
+          eos_id=self.tokenizer.eos_token_id,
+          corruption=None,
+      )
+      targets = self.strategy.get_teacher_outputs(
+          self.teacher, {"batch": batch}
+      )
+      targets = jax.tree.map(jnp.asarray, targets)
+      kl[:] += [
+          float(x) for x in _kl_sums(model, targets, strategy=self.strategy)
+      ]
 
     results = held_out.greedy(
         model,
@@ -87,20 +101,6 @@ class DecodeEvaluation(compat.TrainingHooks):
     metrics = held_out.greedy_metrics(results)
     metrics[f"kl@{next(iter(results))}"] = float(kl[0] / max(kl[1], 1e-30))
     return metrics
-
-  def _kl(self, model, out: denoise.DenoiseOutput) -> tuple[float, float]:
-    (batch,) = sources.rollout_batches(
-        out.trace,
-        step=0,
-        canvas=sources.TRACE,
-        stop_ids=self.decode.stop_ids,
-        eos_id=self.tokenizer.eos_token_id,
-        corruption=None,
-    )
-    targets = self.strategy.get_teacher_outputs(self.teacher, {"batch": batch})
-    targets = jax.tree.map(jnp.asarray, targets)
-    total, weight = _kl_sums(model, targets, strategy=self.strategy)
-    return float(total), float(weight)
 
   def run(self, trainer, step: int) -> dict[str, float]:
     """Evaluates `trainer.model`, logs the metrics and a progress line."""

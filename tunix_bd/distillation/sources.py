@@ -2,15 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The student-rollout source of on-policy distillation (a Tunix `DataHooks`).
 
-Per update step k the source takes the next `GA * B` prompts of a
-deterministic stream, rolls all of them out with the student's denoiser at
-its live weights (the `Denoiser` reads the trainer's model's variables), and
-serves the step's GA micro-batches. Everything is a function of (seed, k),
-so a resumed run sees exactly the rollouts of an uninterrupted one without
-replaying anything, and rolling the whole global batch out at its first
-micro-batch is on-policy (no update happens inside a step). Rollouts run in
-the trainer's loop thread, never in grain workers, and are NumPy constants
-to the loss: generation is outside any gradient by construction.
+Per update step k it rolls the next `GA * B` prompts out at the student's
+live weights and serves the step's GA micro-batches (docs/design.md,
+"OPD"). All is a function of (seed, k), so a resume sees the rollouts of an
+uninterrupted run, and rolling the global batch out at its first
+micro-batch is on-policy (no update inside a step). Rollouts run in the
+trainer's loop thread and are NumPy constants to the loss.
 
 Each batch carries its rows' `Trace` as recorded (tokens, steps and
 log-probs) and the rollout in the `canvases.sequence` layout `[prompt

@@ -2,25 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionOpdStrategy`: forward KL from a causal teacher on student rollouts.
 
-A Tunix distillation `BaseStrategy` for `DistillationTrainer`. Tunix 0.1.7
-rebuilds every batch as a plain `TrainingInput(input_tokens, input_mask,
-teacher_output)` before the jitted step, dropping other fields, so
-`get_teacher_outputs` (eager, outside the gradient) returns an `OpdTargets`
-holding the teacher's log-probs AND the prepared student inputs; the loss
-reads only `teacher_output` (the trainer's `gen_model_input_fn` is `lambda
-batch: {"batch": batch}`).
-
-The loss of a micro-batch, over completion slots j with weights w:
-
-    sum_j w_j * tau^2 * KL(p_teacher^tau || p_student^tau)_j * k / W
-    + hard_loss_weight * sum_j w_j * -log p_student(argmax p_teacher)_j * k / W
-
-with `k / W` the exact global denominator (`tunix_bd.core.denominators`). The
-student's distribution at slot j comes from its canvas (`opd.canvas`):
-`corrupted`, the re-corrupted rollout scored like SFT; or `trace`, the
-student's own canvas before the step that committed j (the packed step
-canvases of `core.canvases`, scored against the clean sequence as replay
-does), so each slot is trained where the student actually decided it.
+A Tunix distillation `BaseStrategy` for `DistillationTrainer`; the loss and
+its canvases are docs/design.md's "OPD". Tunix 0.1.7 rebuilds every batch
+as a plain `TrainingInput(input_tokens, input_mask, teacher_output)` before
+the jitted step, dropping other fields, so `get_teacher_outputs` (eager,
+outside the gradient) returns an `OpdTargets` holding the teacher's view
+AND the prepared student inputs; the loss reads only `teacher_output`.
 
 With `logits_chunk` the targets hold the teacher's hidden rows and head
 instead of its `[batch, T, vocab]` log-probs, and the loss applies both
@@ -115,37 +102,6 @@ def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
   return hidden[:, prompt_width:]
 
 
-def _check_batch(batch: Any, bd, canvas: str) -> None:
-  """Fails closed on a batch the loss would misread (eager, no compute)."""
-  if not isinstance(batch, sources.OpdBatch):
-    raise ValueError(
-        "DiffusionOpdStrategy needs OpdBatch micro-batches from"
-        f" StudentRolloutSource, got {type(batch).__name__}; set the trainer's"
-        " gen_model_input_fn to `lambda batch: {'batch': batch}`."
-    )
-  if batch.trace.bd != bd:
-    raise ValueError(
-        f"the rollout's bd {batch.trace.bd} differs from the strategy's"
-        f" {bd}; the student must roll out with the settings it is trained"
-        " under."
-    )
-  weights = np.asarray(batch.weights)
-  if (weights < 0).any() or not np.isfinite(weights).all():
-    raise ValueError("OPD weights must be finite and >= 0.")
-  if (weights[np.asarray(batch.trace.action_step) < 0] != 0).any():
-    raise ValueError("OPD weights must be 0 on slots never generated.")
-  same_position = bd.alignment == bd_config_lib.SAME_POSITION
-  if canvas == sources.CORRUPTED and same_position:
-    width = np.shape(batch.trace.prompt_tokens)[1]
-    visible = np.asarray(batch.noisy_tokens)[:, width:] != bd.mask_token_id
-    if ((weights > 0) & visible).any():
-      raise ValueError(
-          "alignment='same_position' scores a slot from its own canvas"
-          " position, but weighted slots are uncorrupted (the student would"
-          " see its target); weight only corrupted slots."
-      )
-
-
 class DiffusionOpdStrategy(compat.BaseStrategy):
   """On-policy distillation of a causal teacher into a block-diffusion LM."""
 
@@ -222,7 +178,37 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     Its log-probs (dense) or its hidden rows and head (chunked).
     """
     batch = inputs["batch"]
-    _check_batch(batch, self.bd, self.canvas)
+    # Fails closed on a batch the loss would misread (eager, no compute).
+    if not isinstance(batch, sources.OpdBatch):
+      raise ValueError(
+          "DiffusionOpdStrategy needs OpdBatch micro-batches from"
+          f" StudentRolloutSource, got {type(batch).__name__}; set the"
+          " trainer's gen_model_input_fn to `lambda batch: {'batch':"
+          " batch}`."
+      )
+    if batch.trace.bd != self.bd:
+      raise ValueError(
+          f"the rollout's bd {batch.trace.bd} differs from the strategy's"
+          f" {self.bd}; the student must roll out with the settings it is"
+          " trained under."
+      )
+    weights = np.asarray(batch.weights)
+    if (weights < 0).any() or not np.isfinite(weights).all():
+      raise ValueError("OPD weights must be finite and >= 0.")
+    if (weights[np.asarray(batch.trace.action_step) < 0] != 0).any():
+      raise ValueError("OPD weights must be 0 on slots never generated.")
+    same_position = self.bd.alignment == bd_config_lib.SAME_POSITION
+    width = np.shape(batch.trace.prompt_tokens)[1]
+    if self.canvas == sources.CORRUPTED and same_position:
+      visible = (
+          np.asarray(batch.noisy_tokens)[:, width:] != self.bd.mask_token_id
+      )
+      if ((weights > 0) & visible).any():
+        raise ValueError(
+            "alignment='same_position' scores a slot from its own canvas"
+            " position, but weighted slots are uncorrupted (the student would"
+            " see its target); weight only corrupted slots."
+        )
     args = (
         teacher_model,
         jnp.asarray(batch.input_tokens),
@@ -231,7 +217,6 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     )
     teacher_logp = teacher_hidden = teacher_head = None
     if self.logits_chunk:
-      width = np.shape(batch.trace.prompt_tokens)[1]
       teacher_hidden = _teacher_hidden(*args, prompt_width=width)
       teacher_head = chunked_kl.teacher_head(
           teacher_model, self.bd.mask_token_id

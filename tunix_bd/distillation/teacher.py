@@ -3,19 +3,12 @@
 """The causal teacher of on-policy distillation, on the student's vocabulary.
 
 The teacher is any AR model of a supported family called through the one
-logits contract (`diffusion_lm.diffusion_logits_fn`) at block size 1 with
-the shifted alignment (`BlockDiffusionConfig.autoregressive`): the
-block-causal mask of one-token blocks is the causal mask, so its
-target-aligned logit at a slot is exactly the raw causal logit of the slot
-before it (docs/design.md invariant 2). It scores the clean rollout only.
-
-Vocabularies. The student may have one more row than the teacher: the mask
-token that SFT added when the tokenizer lacked one. The teacher's logits
-are padded to the student's width with `MASKED_LOGIT`, so the extra ids get
-probability exactly 0, and the mask column is excluded on both sides (also
-when the mask id is a reserved id inside the teacher's vocabulary), so both
-distributions have one support. A larger teacher vocabulary or a different
-tokenizer fails closed (`check_compatible`).
+logits contract at block size 1 with the shifted alignment, so its
+target-aligned logit at a slot is the raw causal logit of the slot before
+it (docs/design.md invariant 2). Its logits are padded to the student's
+width with `MASKED_LOGIT` (the student may add the mask token) and the mask
+column is excluded on both sides; a larger teacher vocabulary or another
+tokenizer fails closed (docs/design.md, "OPD").
 """
 
 from __future__ import annotations

@@ -26,9 +26,7 @@ temporaries with `decoder` remat and with none alike, 2.65 GiB with this
 scheduler; the 28-layer step went from over 16 GB resident (stopped) to a
 completed run.
 
-`prepare_process` applies both. The `tunix` host calls it for every recipe
-(`plugin.PLUGIN.process_setup`) before the recipe imports JAX; a Python
-program that calls a recipe's `run` itself calls it first.
+`prepare_process` applies both (docs/recipes.md says when).
 """
 
 from __future__ import annotations
@@ -64,12 +62,10 @@ def return_freed_buffers() -> bool:
 
 
 def schedule_for_memory() -> bool:
-  """Adds `--xla_cpu_enable_concurrency_optimized_scheduler=false` to
-  `XLA_FLAGS`.
+  """Sets `--xla_cpu_enable_concurrency_optimized_scheduler=false`.
 
   XLA reads `XLA_FLAGS` once, when its first backend starts, so this must
-  run before any computation. The flag changes only how the CPU compiler
-  orders a step, not what it computes.
+  run before any computation.
 
   Returns:
     Whether the flag was added (False when `XLA_FLAGS` already names it:
@@ -102,14 +98,9 @@ def computes_on_cpu() -> bool:
 
 
 def prepare_process() -> None:
-  """Both settings, for the whole process: before JAX's first backend.
-
-  The scheduler flag only changes how XLA's CPU compiler orders a step. The
-  allocator setting is made only for a process that computes on the CPU
-  (`computes_on_cpu`), where every array is a host buffer; elsewhere it
-  would only add a system call per large host-side array. Neither changes
-  what is computed.
-  """
+  """Both settings, before JAX's first backend; the allocator's only where
+  every array is a host buffer (`computes_on_cpu`): elsewhere it would only
+  add a system call per large host-side array."""
   schedule_for_memory()
   if computes_on_cpu():
     return_freed_buffers()

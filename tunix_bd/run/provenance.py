@@ -121,22 +121,18 @@ _MADE_BY = {
 }
 
 
-def _missing_hint(settings, key: str, path: str) -> str:
-  for made, command in _MADE_BY.items():
-    if os.path.abspath(path) == os.path.abspath(made):
-      return f"; make it with `{command}`."
-  return settings.directory_hint(key) or "."
-
-
 def check_directories(settings, section: str = "model") -> None:
   """Fails closed on a checkpoint directory that does not exist, is a
   run's workdir rather than its export, or whose `*.safetensors` files are
   cut short (`checkpoint_digest`)."""
   for key, path in checkpoint_directories(settings).items():
     if not os.path.isdir(path):
+      made = {os.path.abspath(k): v for k, v in _MADE_BY.items()}
+      command = made.get(os.path.abspath(path))
+      hint = f"; make it with `{command}`." if command else None
       raise ValueError(
           f"{section}.{key}={path!r} is not a directory"
-          f"{_missing_hint(settings, key, path)}"
+          f"{hint or settings.directory_hint(key) or '.'}"
       )
     export = os.path.join(path, "export")
     if not os.path.exists(os.path.join(path, "config.json")) and (

@@ -394,7 +394,14 @@ class ChunkedStrategyTest(parameterized.TestCase):
         got["agree"], jnp.argmax(student_logits, -1) == argmax
     )
     with self.assertRaisesRegex(ValueError, "may only add excluded ids"):
-      chunked_kl.check_heads(dataclasses.replace(student, excluded=()), teacher)
+      chunked_kl.distill_stats(
+          dataclasses.replace(student, excluded=()),
+          hidden,
+          teacher,
+          teacher_hidden,
+          completion,
+          temperature=0.8,
+      )
 
 
 if __name__ == "__main__":
