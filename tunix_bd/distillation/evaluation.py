@@ -36,7 +36,7 @@ from tunix_bd.generate import denoise
 def _kl_sums(model, targets, strategy):
   """Weighted sum and weight of each slot's KL on its commit canvas."""
   kl = strategy.slot_stats(strategy.trace_output(model, targets), targets)[0]
-  return jnp.sum(targets.weights * kl), jnp.sum(targets.weights)
+  return jnp.sum(targets.batch.weights * kl), jnp.sum(targets.batch.weights)
 
 
 @dataclasses.dataclass

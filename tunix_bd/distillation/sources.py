@@ -175,17 +175,12 @@ def rollout_batches(
       weights=weights,
   )
   size = count // num_micro_batches
-  batches = []
-  for micro in range(num_micro_batches):
-    part = jax.tree.map(
-        lambda x, m=micro: x[m * size : (m + 1) * size], global_batch
-    )
-    batches.append(
-        part.replace(
-            **denominators.batch_fields(total, num_micro_batches, size)
-        )
-    )
-  return batches
+  return [
+      jax.tree.map(
+          lambda x, m=m: x[m * size : (m + 1) * size], global_batch
+      ).replace(**denominators.batch_fields(total, num_micro_batches, size))
+      for m in range(num_micro_batches)
+  ]
 
 
 class StudentRolloutSource(compat.DataHooks):

@@ -33,7 +33,6 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
 from tunix_bd.core import replay
 from tunix_bd.core import scoring
-from tunix_bd.core import trace as trace_lib
 from tunix_bd.distillation import chunked_kl
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import teacher as teacher_lib
@@ -45,32 +44,19 @@ class OpdTargets:
   """What the jitted step sees of a micro-batch (all batch-major).
 
   Attributes:
+    batch: the micro-batch (`sources.OpdBatch`; its trace's `bd` is the
+      strategy's).
     teacher_logp: float32 `[batch, T, vocab]` teacher log-probs at `tau`
       (dense), or None.
     teacher_hidden: `[batch, T, teacher_embed]` the teacher's aligned hidden
       rows (chunked), or None.
     teacher_head: the teacher's `lm_head.Head` (chunked), or None.
-    clean: int32 `[batch, P + T]` clean sequences (EOS-filled).
-    noisy: int32 `[batch, P + T]` corrupted sequences (`corrupted` mode).
-    positions: int32 `[batch, P + T]` logical positions.
-    segment_ids: int32 `[batch, P + T]`, 0 = pad.
-    trace: the rollout (`Trace`: `tokens` `[batch, T]` are the completions
-      scored; its `bd` is the strategy's).
-    weights: float32 `[batch, T]` loss weights.
-    global_weight: float32 `[batch]`; accumulation_steps int32 `[batch]`.
   """
 
-  teacher_logp: Any
-  teacher_hidden: Any
-  teacher_head: Any
-  clean: Any
-  noisy: Any
-  positions: Any
-  segment_ids: Any
-  trace: trace_lib.Trace
-  weights: Any
-  global_weight: Any
-  accumulation_steps: Any
+  batch: sources.OpdBatch
+  teacher_logp: Any = None
+  teacher_hidden: Any = None
+  teacher_head: Any = None
 
 
 def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
@@ -225,19 +211,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       teacher_logp = self._teacher_forward_fn(
           *args, jnp.asarray(batch.trace.tokens)
       )
-    targets = OpdTargets(
-        teacher_logp=teacher_logp,
-        teacher_hidden=teacher_hidden,
-        teacher_head=teacher_head,
-        clean=batch.input_tokens,
-        noisy=batch.noisy_tokens,
-        positions=batch.positions,
-        segment_ids=batch.segment_ids,
-        trace=batch.trace,
-        weights=batch.weights,
-        global_weight=batch.global_weight,
-        accumulation_steps=batch.accumulation_steps,
-    )
+    targets = OpdTargets(batch, teacher_logp, teacher_hidden, teacher_head)
     return jax.tree.map(jax.lax.stop_gradient, targets)
 
   def student_logits(self, model, targets: OpdTargets) -> Any:
@@ -251,16 +225,16 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     chunked = self.logits_chunk is not None
     rows = sft_loss.sft_logits(
         model,
-        tokens=targets.clean,
-        noisy_tokens=targets.noisy,
-        positions=targets.positions,
-        segment_ids=targets.segment_ids,
+        tokens=targets.batch.input_tokens,
+        noisy_tokens=targets.batch.noisy_tokens,
+        positions=targets.batch.positions,
+        segment_ids=targets.batch.segment_ids,
         config=self.bd,
         logits_fn=(
             diffusion_lm.diffusion_hidden_fn if chunked else self.logits_fn
         ),
     )
-    rows = rows[:, targets.trace.prompt_tokens.shape[1] :]
+    rows = rows[:, targets.batch.trace.prompt_tokens.shape[1] :]
     if chunked:
       return rows, lm_head.model_head(model, self.bd.mask_token_id)
     return rows
@@ -273,9 +247,9 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     """
     if self.logits_chunk is not None:
       head = lm_head.model_head(model, self.bd.mask_token_id)
-      return replay.replay_hidden(model, targets.trace), head
+      return replay.replay_hidden(model, targets.batch.trace), head
     return replay.replay_logits(
-        model, targets.trace, cached_logits_fn=self.cached_logits_fn
+        model, targets.batch.trace, cached_logits_fn=self.cached_logits_fn
     )
 
   def slot_stats(self, student_output, targets: OpdTargets):
@@ -288,7 +262,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           hidden,
           targets.teacher_head,
           targets.teacher_hidden,
-          targets.trace.tokens,
+          targets.batch.trace.tokens,
           temperature=tau,
           chunk=self.logits_chunk,
       )
@@ -303,7 +277,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)
     hard = -scoring.token_log_probs(student_output, teacher_argmax)
     teacher_nll = -jnp.take_along_axis(
-        targets.teacher_logp, targets.trace.tokens[..., None], axis=-1
+        targets.teacher_logp, targets.batch.trace.tokens[..., None], axis=-1
     )[..., 0]
     agree = jnp.argmax(student_logp, axis=-1) == teacher_argmax
     return kl, hard, teacher_nll, agree
@@ -312,10 +286,10 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     """`(loss, aux)` of the student's output (`student_logits`; see module)."""
     del labels
     targets, tau = teacher_output, self.temperature
-    weights = targets.weights.astype(jnp.float32)
+    weights = targets.batch.weights.astype(jnp.float32)
     kl, hard, teacher_nll, agree = self.slot_stats(student_output, targets)
     scale = denominators.loss_scale(
-        targets.global_weight, targets.accumulation_steps
+        targets.batch.global_weight, targets.batch.accumulation_steps
     )
     kl_sum = jnp.sum(weights * kl)
     loss = tau**2 * kl_sum * scale
