@@ -3,28 +3,17 @@
 """Host memory on CPU: steps that keep little, buffers freed to the system.
 
 On the CPU backend every array, activation and XLA temporary is a host
-`malloc`. glibc serves an allocation under its mmap threshold from its heaps,
-and memory freed inside a heap stays with the process. The threshold starts
-at 128 KiB but rises to the size of each mapped block that is freed, up to
-32 MiB: once a model is loaded, every buffer under 32 MiB (a layer's weights,
-gradients and activations at Qwen3-0.6B's widths) comes from the heaps, and
-what an evaluation or a train step frees stays resident while the next one
-allocates anew. At Qwen3-0.6B (28 layers, batch 1 x 512) the first
-evaluation left about 4 GB resident that way, on top of which the train step
-ran.
+`malloc`. glibc's mmap threshold rises to the size of each mapped block
+freed, up to 32 MiB, so once a model is loaded a layer's buffers come from
+its heaps, and what an evaluation or a train step frees stays resident
+while the next one allocates anew. `return_freed_buffers` fixes the
+threshold at `THRESHOLD_BYTES`: every larger buffer is mapped on its own
+and unmapped when freed.
 
-`return_freed_buffers` fixes the threshold at `THRESHOLD_BYTES`, which also
-stops it moving: every larger buffer is mapped on its own and unmapped when
-freed. Smaller ones (norm weights, scalars) stay on the heaps.
-
-`schedule_for_memory` asks XLA's CPU compiler for its memory-minimising
-scheduler. Its default, concurrency-optimised one runs the recomputation of
-every rematerialised layer as early as it can, so `model.remat` saved
-nothing on CPU: XLA's own memory analysis of a 6-layer step at Qwen3-0.6B's
-widths (batch 1 x 512, complementary rows, float32) planned 4.86 GiB of
-temporaries with `decoder` remat and with none alike, 2.65 GiB with this
-scheduler; the 28-layer step went from over 16 GB resident (stopped) to a
-completed run.
+XLA's default, concurrency-optimised CPU scheduler runs the recomputation
+of every rematerialised layer as early as it can, so `model.remat` saved
+nothing on CPU; `schedule_for_memory` asks for the memory-minimising one
+(docs/results.md measures both at Qwen3-0.6B).
 
 `prepare_process` applies both (docs/recipes.md says when).
 """

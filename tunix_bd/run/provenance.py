@@ -2,23 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Provenance: the checkpoints a run reads, named by content.
 
-A recipe that reads a model (SFT's AR checkpoint; OPD's teacher and student;
-GRPO's policy and reference) identifies each one once, before any compute
-(`tunix_bd.run.stage.Stage.identify`), and records it in two places:
-
-  - its run fingerprint, as `SourceCheckpoint.fingerprint_field()`: the
-    digests of the checkpoint's parts (`tunix_bd.models.checkpoint_digest`),
-    so a resume with the same model under any path is accepted and one with
-    other content under the same path is refused, naming the part
-    (`model.checkpoint.weights`, ...);
-  - what it writes for people to share (exports, reports), as
-    `SourceCheckpoint.provenance()`: the digest, plus the path as the user
-    wrote it when it lies inside the working directory; never an absolute
-    path.
-
-Data files enter fingerprints by content too. `section_fields` is the one
-fingerprint rule of a typed section (`run.stage`'s docstring), and
-`check_directories` fails closed on a checkpoint directory a run cannot read.
+A recipe identifies each checkpoint it reads once, before any compute
+(`tunix_bd.run.stage.Stage.identify`): its run fingerprint holds the
+digests of the checkpoint's parts (`SourceCheckpoint.fingerprint_field`),
+what it writes for people to share holds the digest and a path only when it
+lies inside the working directory (`SourceCheckpoint.provenance`).
+`section_fields` is the one fingerprint rule of a typed section
+(docs/design.md, "Fingerprint"), and `check_directories` fails closed on a
+checkpoint directory a run cannot read.
 """
 
 from __future__ import annotations
