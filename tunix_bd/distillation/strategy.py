@@ -17,7 +17,6 @@ model exists, and the values equal the dense path's to float rounding.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import flax
@@ -141,13 +140,23 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     replay.check_logits_chunk(self.logits_chunk, cached_logits_fn)
     super().__init__(
         student_forward_fn=self.student_logits,
-        teacher_forward_fn=functools.partial(
-            teacher_lib.completion_log_probs,
-            vocab_size=vocab_size,
-            mask_token_id=bd.mask_token_id,
-            temperature=self.temperature,
-        ),
+        teacher_forward_fn=self._teacher_log_probs,
         labels_fn=lambda **_: None,
+    )
+
+  def _teacher_log_probs(
+      self, teacher, tokens, positions, segment_ids, completion
+  ):
+    # `BaseStrategy` jits this: the prompt width comes from static shapes.
+    return teacher_lib.completion_log_probs(
+        teacher,
+        tokens,
+        positions,
+        segment_ids,
+        prompt_width=tokens.shape[1] - completion.shape[1],
+        vocab_size=self.vocab_size,
+        mask_token_id=self.bd.mask_token_id,
+        temperature=self.temperature,
     )
 
   def get_teacher_outputs(self, teacher_model, inputs) -> OpdTargets:
@@ -200,7 +209,9 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           teacher_model, self.bd.mask_token_id
       )
     else:
-      teacher_logp = self._teacher_forward_fn(*args, prompt_width=width)
+      teacher_logp = self._teacher_forward_fn(
+          *args, jnp.asarray(batch.trace.tokens)
+      )
     targets = OpdTargets(batch, teacher_logp, teacher_hidden, teacher_head)
     return jax.tree.map(jax.lax.stop_gradient, targets)
 
