@@ -9,19 +9,9 @@ uninterrupted run, and rolling the global batch out at its first
 micro-batch is on-policy (no update inside a step). Rollouts run in the
 trainer's loop thread and are NumPy constants to the loss.
 
-Each batch carries its rows' `Trace` as recorded (tokens, steps and
-log-probs) and the rollout in the `canvases.sequence` layout `[prompt
-(right-padded to P) ; completion (T)]` with:
-
-  * `weights` `[B, T]`: 1 on generated slots up to and including the first
-    stop token (the student learns when to stop), 0 after it and on slots
-    never generated; rows that never stop weight every generated slot;
-  * in `corrupted` mode, `noisy_tokens`: the clean rollout re-corrupted
-    like SFT (per-block noise t ~ U[min_noise, max_noise], each generated
-    slot masked with probability t, at least one per block; prompt tokens
-    never), with the slots after the first stop of the stop block EOS-filled
-    as in SFT (`tunix_bd.core.eos`); only corrupted weighted slots are scored;
-  * `global_weight` and `accumulation_steps` (`tunix_bd.core.denominators`).
+Each batch (`OpdBatch`) carries its rows' `Trace` as recorded and the
+rollout in the `canvases.sequence` layout `[prompt (right-padded to P) ;
+completion (T)]`.
 """
 
 from __future__ import annotations
@@ -55,16 +45,22 @@ class OpdBatch(compat.DistillationTrainingInput):
   """A micro-batch of rollouts; every array batch-major, NumPy.
 
   Attributes:
-    input_tokens: int32 `[batch, P + T]` clean sequences (EOS-filled in the
-      `corrupted` canvas).
+    input_tokens: int32 `[batch, P + T]` clean sequences; in the `corrupted`
+      canvas the slots after the first stop of the stop block EOS-filled as
+      in SFT (`tunix_bd.core.eos`).
     input_mask: bool `[batch, P + T]` their real tokens.
     positions: int32 `[batch, P + T]` logical positions.
     segment_ids: int32 `[batch, P + T]`, 0 = pad.
-    noisy_tokens: int32 `[batch, P + T]` corrupted sequences (`corrupted`),
-      else the clean ones.
+    noisy_tokens: int32 `[batch, P + T]`: in the `corrupted` canvas the
+      clean rollout re-corrupted like SFT (per-block noise t ~ U[min_noise,
+      max_noise], each generated slot masked with probability t, at least
+      one per block; prompt tokens never), else the clean sequences.
     trace: the rows' rollout as recorded (`prompt_tokens` `[batch, P]`,
       `tokens`, `action_step`, `action_logp` `[batch, T]`, `bd`).
-    weights: float32 `[batch, T]` loss weights.
+    weights: float32 `[batch, T]`: 1 on generated slots up to and including
+      the first stop token (the student learns when to stop; a row that
+      never stops weights every generated slot), else 0; in the `corrupted`
+      canvas only corrupted slots keep their weight.
     global_weight: float32 `[batch]`; accumulation_steps int32 `[batch]`
       (`tunix_bd.core.denominators`).
   """

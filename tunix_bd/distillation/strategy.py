@@ -267,12 +267,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           temperature=tau,
           chunk=self.logits_chunk,
       )
-      return (
-          stats["kl"],
-          stats["hard_nll"],
-          stats["teacher_nll"],
-          stats["agree"],
-      )
+      return tuple(stats[k] for k in ("kl", "hard_nll", "teacher_nll", "agree"))
     student_logp = scoring.log_probs(student_output, tau)
     kl = forward_kl(targets.teacher_logp, student_logp)
     teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)

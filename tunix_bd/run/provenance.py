@@ -4,7 +4,7 @@
 
 A recipe identifies each checkpoint it reads once, before any compute
 (`tunix_bd.run.stage.Stage.identify`): its run fingerprint holds the
-digests of the checkpoint's parts (`SourceCheckpoint.fingerprint_field`),
+digests of the checkpoint's parts (`CheckpointDigest.parts`), no path;
 what it writes for people to share holds the digest and a path only when it
 lies inside the working directory (`SourceCheckpoint.provenance`).
 `section_fields` is the one fingerprint rule of a typed section
@@ -34,10 +34,6 @@ class SourceCheckpoint:
 
   path: str
   digest: checkpoint_digest.CheckpointDigest
-
-  def fingerprint_field(self) -> dict[str, str | None]:
-    """The run-fingerprint value: `{part: digest}`, no path."""
-    return self.digest.parts()
 
   def provenance(self) -> dict[str, str]:
     """`{"digest": ..., "path": ...}` for exports and reports.
@@ -167,7 +163,7 @@ def section_fields(
       value = section_fields(value, identify)
     elif kind == config_utils.CHECKPOINT:
       path = read.get(field.name)
-      value = identify(path).fingerprint_field() if path else None
+      value = identify(path).digest.parts() if path else None  # No path.
     elif kind == config_utils.FILE and value:
       digest = checkpoint_digest.digest_file(value)
       value = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"

@@ -211,12 +211,8 @@ def restoring(workdir: str) -> Iterator[None]:
     yield
   except Exception as e:  # Orbax raises plain `Exception`s.
     frames = traceback.extract_tb(e.__traceback__)
-    root = epath.Path(checkpoints(workdir))
-    steps = sorted(
-        int(p.name)
-        for p in (root.iterdir() if root.is_dir() else ())
-        if p.name.isdigit()
-    )
+    names = files.list_dir(checkpoints(workdir))
+    steps = sorted(int(name) for name in names if name.isdigit())
     if not steps or not any("/orbax/" in f.filename for f in frames):
       raise
     bad = os.path.join(checkpoints(workdir), str(steps[-1]))
