@@ -83,8 +83,7 @@ def differences(
 def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
   """Fails closed if `checkpoint_dir` holds a run with other settings.
 
-  Writes nothing: a launch checks early and records (`record`) only once
-  every other check has passed, so a launch that fails leaves no record.
+  Writes nothing (`record` does, once every other check has passed).
 
   Args:
     checkpoint_dir: the run's checkpoint root directory.

@@ -51,8 +51,8 @@ def distill_stats(
   Args:
     student: the student's head.
     student_hidden: `[..., embed]` student rows (differentiated).
-    teacher: the teacher's head; its vocabulary covers the student's but
-      excluded ids.
+    teacher: the teacher's head; the student's ids past its vocabulary
+      must be excluded ones.
     teacher_hidden: `[..., teacher_embed]` teacher rows, same leading shape.
     completion: int `[...]` the rollout's tokens.
     temperature: tau of the KL and the teacher's NLL (static, > 0).
@@ -67,7 +67,7 @@ def distill_stats(
   Raises:
     ValueError: for incompatible heads, shapes, a bad chunk or temperature.
   """
-  # The teacher's vocabulary must cover the student's but excluded ids.
+  # The student may only add excluded ids to the teacher's vocabulary.
   extra = set(range(teacher.vocab_size, student.vocab_size))
   if teacher.vocab_size > student.vocab_size or extra - set(student.excluded):
     raise ValueError(

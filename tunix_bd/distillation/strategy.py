@@ -73,10 +73,8 @@ def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
 def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
   """`[batch, T, teacher_embed]` the teacher's target-aligned hidden rows.
 
-  What `teacher_lib.completion_log_probs` normalizes, before the head:
-  `chunked_kl.teacher_head` maps row j to the raw logits
-  `teacher_lib.aligned_logits` gives at slot j. Compiled: no head in the
-  program.
+  `chunked_kl.teacher_head` maps row j to `teacher_lib.aligned_logits` at
+  slot j. Compiled, with no head in the program.
   """
   hidden = diffusion_lm.diffusion_hidden_fn(
       teacher,
