@@ -135,18 +135,16 @@ def local_staging(path: str) -> Iterator[str]:
   try:
     staged = os.path.join(local, "out")
     yield staged
-    if is_writer():
-      _copy_tree(staged, epath.Path(path))
+    if is_writer():  # Copy what was written, tree for tree.
+      for root, _, names in os.walk(staged):
+        relative = os.path.relpath(root, staged)
+        directory = epath.Path(path)
+        if relative != ".":
+          directory /= relative
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in names:
+          with open(os.path.join(root, name), "rb") as src:
+            with (directory / name).open("wb") as dst:
+              shutil.copyfileobj(src, dst)
   finally:
     shutil.rmtree(local, ignore_errors=True)
-
-
-def _copy_tree(source: str, target: epath.Path) -> None:
-  for root, _, names in os.walk(source):
-    relative = os.path.relpath(root, source)
-    directory = target if relative == "." else target / relative
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in names:
-      with open(os.path.join(root, name), "rb") as src:
-        with (directory / name).open("wb") as dst:
-          shutil.copyfileobj(src, dst)

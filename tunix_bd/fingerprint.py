@@ -2,19 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Run fingerprints: resuming with different semantics fails closed.
 
-A fingerprint holds every setting that changes what a checkpoint means
-(model, tokenizer, data, block-diffusion settings, seeds of data order...).
-It is stored in each checkpoint's metadata and, authoritatively, in
-`fingerprint.json` beside the checkpoints, written when a run first starts.
-Resuming compares the two field by field and names every field that differs.
-
-Which settings may change on resume is declared once, on the settings
-dataclasses' fields (`config_utils.resumable()`: how long to train and how
-often to evaluate or checkpoint); every other field enters the fingerprint,
-by the one rule of `tunix_bd.run.provenance.section_fields`, the same in every
-recipe. Checkpoints and data files a run reads enter by content
-(`config_utils.source`, `tunix_bd.run.provenance`), so a moved model resumes
-and a replaced one is refused.
+What enters a fingerprint, where it is stored and how a resume compares it
+is docs/design.md's "Fingerprint"; the fields come from
+`tunix_bd.run.provenance.section_fields`, the one rule of every recipe.
 """
 
 from __future__ import annotations
@@ -93,8 +83,7 @@ def differences(
 def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
   """Fails closed if `checkpoint_dir` holds a run with other settings.
 
-  Writes nothing: a launch checks early and records (`record`) only once
-  every other check has passed, so a launch that fails leaves no record.
+  Writes nothing (`record` does, once every other check has passed).
 
   Args:
     checkpoint_dir: the run's checkpoint root directory.

@@ -364,7 +364,7 @@ class ResumeRuleTest(parameterized.TestCase):
     fields = provenance.section_fields(model, provenance.identify)
     self.assertEqual(
         fields["checkpoint"],
-        provenance.identify(self.export).fingerprint_field(),
+        provenance.identify(self.export).digest.parts(),
     )
     # No reference given: the KL reference is the policy, recorded so.
     self.assertEqual(model.reference, self.export)

@@ -36,22 +36,6 @@ from tunix_bd.core import scoring
 MASKED_LOGIT = diffusion_lm.MASKED_LOGIT
 
 
-def check_heads(student: lm_head.Head, teacher: lm_head.Head) -> None:
-  """Fails closed unless the teacher's vocabulary covers the student's.
-
-  Raises:
-    ValueError: for a teacher vocabulary larger than the student's, or
-      student ids past it that are not excluded.
-  """
-  extra = set(range(teacher.vocab_size, student.vocab_size))
-  if teacher.vocab_size > student.vocab_size or extra - set(student.excluded):
-    raise ValueError(
-        f"the teacher's head has {teacher.vocab_size} ids and the student's"
-        f" {student.vocab_size} (excluded {list(student.excluded)}); the"
-        " student may only add excluded ids (its mask token)."
-    )
-
-
 def distill_stats(
     student: lm_head.Head,
     student_hidden: jax.Array,
@@ -67,7 +51,8 @@ def distill_stats(
   Args:
     student: the student's head.
     student_hidden: `[..., embed]` student rows (differentiated).
-    teacher: the teacher's head (`check_heads`).
+    teacher: the teacher's head; the student's ids past its vocabulary
+      must be excluded ones.
     teacher_hidden: `[..., teacher_embed]` teacher rows, same leading shape.
     completion: int `[...]` the rollout's tokens.
     temperature: tau of the KL and the teacher's NLL (static, > 0).
@@ -82,7 +67,14 @@ def distill_stats(
   Raises:
     ValueError: for incompatible heads, shapes, a bad chunk or temperature.
   """
-  check_heads(student, teacher)
+  # The student may only add excluded ids to the teacher's vocabulary.
+  extra = set(range(teacher.vocab_size, student.vocab_size))
+  if teacher.vocab_size > student.vocab_size or extra - set(student.excluded):
+    raise ValueError(
+        f"the teacher's head has {teacher.vocab_size} ids and the student's"
+        f" {student.vocab_size} (excluded {list(student.excluded)}); the"
+        " student may only add excluded ids (its mask token)."
+    )
   rows = completion.shape
   if student_hidden.shape[:-1] != rows or teacher_hidden.shape[:-1] != rows:
     raise ValueError(
@@ -170,7 +162,7 @@ def teacher_head(teacher: Any, mask_token_id: int) -> lm_head.Head:
   """The teacher's head, the mask id excluded when it is in its vocabulary.
 
   A mask id past the teacher's vocabulary (the one SFT added) is excluded on
-  the student's side (`check_heads`).
+  the student's side (`distill_stats` checks it).
   """
   head = lm_head.model_head(teacher)
   if mask_token_id < head.vocab_size:

@@ -32,15 +32,11 @@ from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import denoise
 
 
-def _kl_sums(model, targets, **settings):
-  kl = strategy_lib.trace_kl(model, targets, **settings)
-  return jnp.sum(targets.weights * kl), jnp.sum(targets.weights)
-
-
-_kl_sums_jit = nnx.jit(
-    _kl_sums,
-    static_argnames=("temperature", "cached_logits_fn", "logits_chunk"),
-)
+@nnx.jit(static_argnames=("strategy",))
+def _kl_sums(model, targets, strategy):
+  """Weighted sum and weight of each slot's KL on its commit canvas."""
+  kl = strategy.slot_stats(strategy.trace_output(model, targets), targets)[0]
+  return jnp.sum(targets.batch.weights * kl), jnp.sum(targets.batch.weights)
 
 
 @dataclasses.dataclass
@@ -76,7 +72,21 @@ class DecodeEvaluation(compat.TrainingHooks):
     kl = np.zeros(2)  # Weighted KL sum and weight, over the first threshold.
 
     def add_kl(out: denoise.DenoiseOutput) -> None:
-      kl[:] += self._kl(model, out)
+      (batch,) = sources.rollout_batches(
+          out.trace,
+          step=0,
+          canvas=sources.TRACE,
+          stop_ids=self.decode.stop_ids,
+          eos_id=self.tokenizer.eos_token_id,
+          corruption=None,
+      )
+      targets = self.strategy.get_teacher_outputs(
+          self.teacher, {"batch": batch}
+      )
+      targets = jax.tree.map(jnp.asarray, targets)
+      kl[:] += [
+          float(x) for x in _kl_sums(model, targets, strategy=self.strategy)
+      ]
 
     results = held_out.greedy(
         model,
@@ -91,26 +101,6 @@ class DecodeEvaluation(compat.TrainingHooks):
     metrics = held_out.greedy_metrics(results)
     metrics[f"kl@{next(iter(results))}"] = float(kl[0] / max(kl[1], 1e-30))
     return metrics
-
-  def _kl(self, model, out: denoise.DenoiseOutput) -> tuple[float, float]:
-    (batch,) = sources.rollout_batches(
-        out.trace,
-        step=0,
-        canvas=sources.TRACE,
-        stop_ids=self.decode.stop_ids,
-        eos_id=self.tokenizer.eos_token_id,
-        corruption=None,
-    )
-    targets = self.strategy.get_teacher_outputs(self.teacher, {"batch": batch})
-    targets = jax.tree.map(jnp.asarray, targets)
-    total, weight = _kl_sums_jit(
-        model,
-        targets,
-        temperature=self.strategy.temperature,
-        cached_logits_fn=self.strategy.cached_logits_fn,
-        logits_chunk=self.strategy.logits_chunk,
-    )
-    return float(total), float(weight)
 
   def run(self, trainer, step: int) -> dict[str, float]:
     """Evaluates `trainer.model`, logs the metrics and a progress line."""

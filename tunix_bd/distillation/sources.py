@@ -2,29 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """The student-rollout source of on-policy distillation (a Tunix `DataHooks`).
 
-Per update step k the source takes the next `GA * B` prompts of a
-deterministic stream, rolls all of them out with the student's denoiser at
-its live weights (the `Denoiser` reads the trainer's model's variables), and
-serves the step's GA micro-batches. Everything is a function of (seed, k),
-so a resumed run sees exactly the rollouts of an uninterrupted one without
-replaying anything, and rolling the whole global batch out at its first
-micro-batch is on-policy (no update happens inside a step). Rollouts run in
-the trainer's loop thread, never in grain workers, and are NumPy constants
-to the loss: generation is outside any gradient by construction.
+Per update step k it rolls the next `GA * B` prompts out at the student's
+live weights and serves the step's GA micro-batches (docs/design.md,
+"OPD"). All is a function of (seed, k), so a resume sees the rollouts of an
+uninterrupted run, and rolling the global batch out at its first
+micro-batch is on-policy (no update inside a step). Rollouts run in the
+trainer's loop thread and are NumPy constants to the loss.
 
-Each batch carries its rows' `Trace` as recorded (tokens, steps and
-log-probs) and the rollout in the `canvases.sequence` layout `[prompt
-(right-padded to P) ; completion (T)]` with:
-
-  * `weights` `[B, T]`: 1 on generated slots up to and including the first
-    stop token (the student learns when to stop), 0 after it and on slots
-    never generated; rows that never stop weight every generated slot;
-  * in `corrupted` mode, `noisy_tokens`: the clean rollout re-corrupted
-    like SFT (per-block noise t ~ U[min_noise, max_noise], each generated
-    slot masked with probability t, at least one per block; prompt tokens
-    never), with the slots after the first stop of the stop block EOS-filled
-    as in SFT (`tunix_bd.core.eos`); only corrupted weighted slots are scored;
-  * `global_weight` and `accumulation_steps` (`tunix_bd.core.denominators`).
+Each batch (`OpdBatch`) carries its rows' `Trace` as recorded and the
+rollout in the `canvases.sequence` layout `[prompt (right-padded to P) ;
+completion (T)]`.
 """
 
 from __future__ import annotations
@@ -52,26 +39,28 @@ CORRUPTED = "corrupted"
 TRACE = "trace"
 CANVASES = (CORRUPTED, TRACE)
 
-# The streams of `default_rng([seed, ..., stream])`, as in SFT.
-ORDER_STREAM = corruption_lib.ORDER_STREAM
-CORRUPTION_STREAM = corruption_lib.CORRUPTION_STREAM
-
 
 @flax.struct.dataclass(frozen=True)
 class OpdBatch(compat.DistillationTrainingInput):
   """A micro-batch of rollouts; every array batch-major, NumPy.
 
   Attributes:
-    input_tokens: int32 `[batch, P + T]` clean sequences (EOS-filled in the
-      `corrupted` canvas).
+    input_tokens: int32 `[batch, P + T]` clean sequences; in the `corrupted`
+      canvas the slots after the first stop of the stop block EOS-filled as
+      in SFT (`tunix_bd.core.eos`).
     input_mask: bool `[batch, P + T]` their real tokens.
     positions: int32 `[batch, P + T]` logical positions.
     segment_ids: int32 `[batch, P + T]`, 0 = pad.
-    noisy_tokens: int32 `[batch, P + T]` corrupted sequences (`corrupted`),
-      else the clean ones.
+    noisy_tokens: int32 `[batch, P + T]`: in the `corrupted` canvas the
+      clean rollout re-corrupted like SFT (per-block noise t ~ U[min_noise,
+      max_noise], each generated slot masked with probability t, at least
+      one per block; prompt tokens never), else the clean sequences.
     trace: the rows' rollout as recorded (`prompt_tokens` `[batch, P]`,
       `tokens`, `action_step`, `action_logp` `[batch, T]`, `bd`).
-    weights: float32 `[batch, T]` loss weights.
+    weights: float32 `[batch, T]`: 1 on generated slots up to and including
+      the first stop token (the student learns when to stop; a row that
+      never stops weights every generated slot), else 0; in the `corrupted`
+      canvas only corrupted slots keep their weight.
     global_weight: float32 `[batch]`; accumulation_steps int32 `[batch]`
       (`tunix_bd.core.denominators`).
   """
@@ -92,70 +81,6 @@ def stop_weights(
   first = eos_lib.first_stop_index(tokens, stop_ids)
   upto = np.arange(tokens.shape[1])[None, :] <= first[:, None]
   return ((np.asarray(action_step) >= 0) & upto).astype(np.float32)
-
-
-def corrupt_rollout(
-    rows: canvases.Sequence,
-    weights: np.ndarray,
-    *,
-    prompt_width: int,
-    block_size: int,
-    mask_token_id: int,
-    eos_id: int,
-    stop_ids: Sequence[int],
-    corruption: corruption_lib.SftCorruptionConfig,
-    row_keys: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Re-corrupts clean rollouts like SFT (see the module docstring).
-
-  Args:
-    rows: the rollouts in the sequence layout (NumPy arrays).
-    weights: `[batch, T]` stop weights.
-    prompt_width: P.
-    block_size: S.
-    mask_token_id: the mask id.
-    eos_id: the EOS id of the fill.
-    stop_ids: the stop ids.
-    corruption: noise range and seed (uniform, not complementary).
-    row_keys: int `[batch, 2]` (step, global row index) of each row.
-
-  Returns:
-    `(clean, noisy, weights)`: int32 `[batch, P + T]` EOS-filled clean
-    and corrupted sequences, and float32 `[batch, T]` weights of the
-    corrupted weighted slots.
-  """
-  clean = np.array(rows.tokens, np.int32)
-  completion = clean[:, prompt_width:]
-  generated = np.asarray(rows.segment_ids)[:, prompt_width:] > 0
-  positions = np.asarray(rows.positions)[:, prompt_width:]
-  # The stop block was committed whole: EOS after the stop, as in SFT.
-  first = eos_lib.first_stop_index(completion, stop_ids)
-  stopped = first < completion.shape[1]
-  stop_position = np.take_along_axis(
-      positions, np.minimum(first, completion.shape[1] - 1)[:, None], 1
-  )
-  fill = (
-      generated
-      & stopped[:, None]
-      & eos_lib.fill_mask(stop_position, positions, block_size)
-  )
-  completion[:] = np.where(fill, eos_id, completion)
-  blocks = positions // block_size
-  corrupted = np.zeros(completion.shape, bool)
-  for r, (step, index) in enumerate(row_keys):
-    rng = np.random.default_rng(
-        [corruption.seed, int(step), int(index), CORRUPTION_STREAM]
-    )
-    corrupted[r], _ = corruption_lib.corrupt_blocks(
-        rng,
-        generated[r],
-        blocks[r],
-        num_blocks=int(blocks.max()) + 1,
-        corruption=corruption,
-    )
-  noisy = clean.copy()
-  noisy[:, prompt_width:] = np.where(corrupted, mask_token_id, completion)
-  return clean, noisy, np.where(corrupted, weights, 0.0).astype(np.float32)
 
 
 def rollout_batches(
@@ -189,7 +114,6 @@ def rollout_batches(
       action_step=np.asarray(trace.action_step, np.int32),
       action_logp=np.asarray(trace.action_logp, np.float32),
   )
-  bd = trace.bd
   rows = canvases.sequence(trace)
   rows = canvases.Sequence(*(np.asarray(x) for x in dataclasses.astuple(rows)))
   width = trace.prompt_tokens.shape[1]
@@ -197,18 +121,44 @@ def rollout_batches(
   count = len(weights)
   clean = noisy = rows.tokens
   if canvas == CORRUPTED:
-    index = step * count + np.arange(count)
-    clean, noisy, weights = corrupt_rollout(
-        rows,
-        weights,
-        prompt_width=width,
-        block_size=bd.block_size,
-        mask_token_id=bd.mask_token_id,
-        eos_id=eos_id,
-        stop_ids=stop_ids,
-        corruption=corruption,
-        row_keys=np.stack([np.full(count, step), index], axis=1),
+    # Re-corrupted like SFT (the module docstring); the stop block was
+    # committed whole: EOS after the stop, as in SFT.
+    block_size = trace.bd.block_size
+    clean = np.array(rows.tokens, np.int32)
+    completion = clean[:, width:]
+    generated = rows.segment_ids[:, width:] > 0
+    positions = rows.positions[:, width:]
+    first = eos_lib.first_stop_index(completion, stop_ids)
+    stopped = first < completion.shape[1]
+    stop_position = np.take_along_axis(
+        positions, np.minimum(first, completion.shape[1] - 1)[:, None], 1
     )
+    fill = (
+        generated
+        & stopped[:, None]
+        & eos_lib.fill_mask(stop_position, positions, block_size)
+    )
+    completion[:] = np.where(fill, eos_id, completion)
+    blocks = positions // block_size
+    corrupted = np.zeros(completion.shape, bool)
+    for r in range(count):
+      # Keyed by (step, global row index).
+      rng = np.random.default_rng([
+          corruption.seed,
+          int(step),
+          int(step * count + r),
+          corruption_lib.CORRUPTION_STREAM,
+      ])
+      corrupted[r], _ = corruption_lib.corrupt_blocks(
+          rng,
+          generated[r],
+          blocks[r],
+          num_blocks=int(blocks.max()) + 1,
+          corruption=corruption,
+      )
+    noisy = clean.copy()
+    noisy[:, width:] = np.where(corrupted, trace.bd.mask_token_id, completion)
+    weights = np.where(corrupted, weights, 0.0).astype(np.float32)
   total = float(weights.sum(dtype=np.float64))
   global_batch = OpdBatch(
       input_tokens=clean,
@@ -221,17 +171,12 @@ def rollout_batches(
       weights=weights,
   )
   size = count // num_micro_batches
-  batches = []
-  for micro in range(num_micro_batches):
-    part = jax.tree.map(
-        lambda x, m=micro: x[m * size : (m + 1) * size], global_batch
-    )
-    batches.append(
-        part.replace(
-            **denominators.batch_fields(total, num_micro_batches, size)
-        )
-    )
-  return batches
+  return [
+      jax.tree.map(
+          lambda x, m=m: x[m * size : (m + 1) * size], global_batch
+      ).replace(**denominators.batch_fields(total, num_micro_batches, size))
+      for m in range(num_micro_batches)
+  ]
 
 
 class StudentRolloutSource(compat.DataHooks):
@@ -303,7 +248,6 @@ class StudentRolloutSource(compat.DataHooks):
     self._denoiser = None
     self._started = None
     self._step_batches: tuple[int, list[OpdBatch]] | None = None
-    self.last_rollout: denoise.DenoiseOutput | None = None
 
   def prompt_indices(self, step: int) -> np.ndarray:
     """int `[GA * B]` prompt indices of update `step` (epoch-shuffled)."""
@@ -312,7 +256,7 @@ class StudentRolloutSource(compat.DataHooks):
         self.accumulation * self.batch_size,
         step,
         seed=self.seed,
-        stream=ORDER_STREAM,
+        stream=corruption_lib.ORDER_STREAM,
     )
 
   def rollout_seeds(self, step: int) -> np.ndarray:
@@ -333,18 +277,6 @@ class StudentRolloutSource(compat.DataHooks):
         seeds=self.rollout_seeds(step),
     )
 
-  def global_batches(self, out: denoise.DenoiseOutput, step: int):
-    """The GA micro-batches (`OpdBatch`) of one rolled-out global batch."""
-    return rollout_batches(
-        out.trace,
-        step=step,
-        canvas=self.canvas,
-        stop_ids=self.decode.stop_ids,
-        eos_id=self.eos_id,
-        corruption=self.corruption,
-        num_micro_batches=self.accumulation,
-    )
-
   def load_next_train_batch(self, train_ctx) -> OpdBatch | None:
     step, micro = divmod(train_ctx.iter_steps, self.accumulation)
     if step != train_ctx.train_steps:
@@ -361,8 +293,16 @@ class StudentRolloutSource(compat.DataHooks):
           self.time_budget_s is not None and elapsed > self.time_budget_s
       ):
         return None
-      self.last_rollout = self.rollout(train_ctx.model, step)
-      self._step_batches = (step, self.global_batches(self.last_rollout, step))
+      batches = rollout_batches(
+          self.rollout(train_ctx.model, step).trace,
+          step=step,
+          canvas=self.canvas,
+          stop_ids=self.decode.stop_ids,
+          eos_id=self.eos_id,
+          corruption=self.corruption,
+          num_micro_batches=self.accumulation,
+      )
+      self._step_batches = (step, batches)
     if self._step_batches is None or self._step_batches[0] != step:
       raise ValueError(f"no rollout of update {step}; resume mid-step?")
     return self._step_batches[1][micro]

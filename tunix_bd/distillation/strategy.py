@@ -2,25 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionOpdStrategy`: forward KL from a causal teacher on student rollouts.
 
-A Tunix distillation `BaseStrategy` for `DistillationTrainer`. Tunix 0.1.7
-rebuilds every batch as a plain `TrainingInput(input_tokens, input_mask,
-teacher_output)` before the jitted step, dropping other fields, so
-`get_teacher_outputs` (eager, outside the gradient) returns an `OpdTargets`
-holding the teacher's log-probs AND the prepared student inputs; the loss
-reads only `teacher_output` (the trainer's `gen_model_input_fn` is `lambda
-batch: {"batch": batch}`).
-
-The loss of a micro-batch, over completion slots j with weights w:
-
-    sum_j w_j * tau^2 * KL(p_teacher^tau || p_student^tau)_j * k / W
-    + hard_loss_weight * sum_j w_j * -log p_student(argmax p_teacher)_j * k / W
-
-with `k / W` the exact global denominator (`tunix_bd.core.denominators`). The
-student's distribution at slot j comes from its canvas (`opd.canvas`):
-`corrupted`, the re-corrupted rollout scored like SFT; or `trace`, the
-student's own canvas before the step that committed j (the packed step
-canvases of `core.canvases`, scored against the clean sequence as replay
-does), so each slot is trained where the student actually decided it.
+A Tunix distillation `BaseStrategy` for `DistillationTrainer`; the loss and
+its canvases are docs/design.md's "OPD". Tunix 0.1.7 rebuilds every batch
+as a plain `TrainingInput(input_tokens, input_mask, teacher_output)` before
+the jitted step, dropping other fields, so `get_teacher_outputs` (eager,
+outside the gradient) returns an `OpdTargets` holding the teacher's view
+AND the prepared student inputs; the loss reads only `teacher_output`.
 
 With `logits_chunk` the targets hold the teacher's hidden rows and head
 instead of its `[batch, T, vocab]` log-probs, and the loss applies both
@@ -46,7 +33,6 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
 from tunix_bd.core import replay
 from tunix_bd.core import scoring
-from tunix_bd.core import trace as trace_lib
 from tunix_bd.distillation import chunked_kl
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import teacher as teacher_lib
@@ -58,80 +44,19 @@ class OpdTargets:
   """What the jitted step sees of a micro-batch (all batch-major).
 
   Attributes:
+    batch: the micro-batch (`sources.OpdBatch`; its trace's `bd` is the
+      strategy's).
     teacher_logp: float32 `[batch, T, vocab]` teacher log-probs at `tau`
       (dense), or None.
     teacher_hidden: `[batch, T, teacher_embed]` the teacher's aligned hidden
       rows (chunked), or None.
     teacher_head: the teacher's `lm_head.Head` (chunked), or None.
-    clean: int32 `[batch, P + T]` clean sequences (EOS-filled).
-    noisy: int32 `[batch, P + T]` corrupted sequences (`corrupted` mode).
-    positions: int32 `[batch, P + T]` logical positions.
-    segment_ids: int32 `[batch, P + T]`, 0 = pad.
-    trace: the rollout (`Trace`: `tokens` `[batch, T]` are the completions
-      scored; its `bd` is the strategy's).
-    weights: float32 `[batch, T]` loss weights.
-    global_weight: float32 `[batch]`; accumulation_steps int32 `[batch]`.
   """
 
-  teacher_logp: Any
-  teacher_hidden: Any
-  teacher_head: Any
-  clean: Any
-  noisy: Any
-  positions: Any
-  segment_ids: Any
-  trace: trace_lib.Trace
-  weights: Any
-  global_weight: Any
-  accumulation_steps: Any
-
-
-def trace_canvas_logits(
-    model,
-    targets: OpdTargets,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-) -> jax.Array:
-  """float32 `[batch, T, vocab]`: each slot's logits on its commit canvas.
-
-  `core.replay.replay_logits` of the rollout the targets hold. Slots never
-  generated get 0 logits (and must carry weight 0).
-  """
-  return replay.replay_logits(
-      model, targets.trace, cached_logits_fn=cached_logits_fn
-  )
-
-
-def trace_kl(
-    model,
-    targets: OpdTargets,
-    *,
-    temperature: float,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-    logits_chunk: int | None = None,
-) -> jax.Array:
-  """float32 `[batch, T]` KL(teacher || student) on each commit canvas.
-
-  Dense from `targets.teacher_logp`, or with `logits_chunk` from the
-  teacher's rows and head (`chunked_kl`).
-  """
-  if logits_chunk is None:
-    logits = trace_canvas_logits(model, targets, cached_logits_fn)
-    return forward_kl(
-        targets.teacher_logp, scoring.log_probs(logits, temperature)
-    )
-  return chunked_kl.distill_stats(
-      lm_head.model_head(model, targets.trace.bd.mask_token_id),
-      replay.replay_hidden(model, targets.trace),
-      targets.teacher_head,
-      targets.teacher_hidden,
-      targets.trace.tokens,
-      temperature=temperature,
-      chunk=logits_chunk,
-  )["kl"]
+  batch: sources.OpdBatch
+  teacher_logp: Any = None
+  teacher_hidden: Any = None
+  teacher_head: Any = None
 
 
 def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
@@ -146,41 +71,19 @@ def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
 
 @nnx.jit(static_argnames=("prompt_width",))
 def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
-  """`teacher_lib.completion_hidden`, compiled: no head in the program."""
-  return teacher_lib.completion_hidden(
-      teacher, tokens, positions, segment_ids, prompt_width=prompt_width
+  """`[batch, T, teacher_embed]` the teacher's target-aligned hidden rows.
+
+  `chunked_kl.teacher_head` maps row j to `teacher_lib.aligned_logits` at
+  slot j. Compiled, with no head in the program.
+  """
+  hidden = diffusion_lm.diffusion_hidden_fn(
+      teacher,
+      tokens,
+      positions,
+      segment_ids,
+      config=teacher_lib.ar_config(0),  # The mask id is the head's to exclude.
   )
-
-
-def _check_batch(batch: Any, bd, canvas: str) -> None:
-  """Fails closed on a batch the loss would misread (eager, no compute)."""
-  if not isinstance(batch, sources.OpdBatch):
-    raise ValueError(
-        "DiffusionOpdStrategy needs OpdBatch micro-batches from"
-        f" StudentRolloutSource, got {type(batch).__name__}; set the trainer's"
-        " gen_model_input_fn to `lambda batch: {'batch': batch}`."
-    )
-  if batch.trace.bd != bd:
-    raise ValueError(
-        f"the rollout's bd {batch.trace.bd} differs from the strategy's"
-        f" {bd}; the student must roll out with the settings it is trained"
-        " under."
-    )
-  weights = np.asarray(batch.weights)
-  if (weights < 0).any() or not np.isfinite(weights).all():
-    raise ValueError("OPD weights must be finite and >= 0.")
-  if (weights[np.asarray(batch.trace.action_step) < 0] != 0).any():
-    raise ValueError("OPD weights must be 0 on slots never generated.")
-  same_position = bd.alignment == bd_config_lib.SAME_POSITION
-  if canvas == sources.CORRUPTED and same_position:
-    width = np.shape(batch.trace.prompt_tokens)[1]
-    visible = np.asarray(batch.noisy_tokens)[:, width:] != bd.mask_token_id
-    if ((weights > 0) & visible).any():
-      raise ValueError(
-          "alignment='same_position' scores a slot from its own canvas"
-          " position, but weighted slots are uncorrupted (the student would"
-          " see its target); weight only corrupted slots."
-      )
+  return hidden[:, prompt_width:]
 
 
 class DiffusionOpdStrategy(compat.BaseStrategy):
@@ -242,6 +145,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
   def _teacher_log_probs(
       self, teacher, tokens, positions, segment_ids, completion
   ):
+    # `BaseStrategy` jits this: the prompt width comes from static shapes.
     return teacher_lib.completion_log_probs(
         teacher,
         tokens,
@@ -259,7 +163,37 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     Its log-probs (dense) or its hidden rows and head (chunked).
     """
     batch = inputs["batch"]
-    _check_batch(batch, self.bd, self.canvas)
+    # Fails closed on a batch the loss would misread (eager, no compute).
+    if not isinstance(batch, sources.OpdBatch):
+      raise ValueError(
+          "DiffusionOpdStrategy needs OpdBatch micro-batches from"
+          f" StudentRolloutSource, got {type(batch).__name__}; set the"
+          " trainer's gen_model_input_fn to `lambda batch: {'batch':"
+          " batch}`."
+      )
+    if batch.trace.bd != self.bd:
+      raise ValueError(
+          f"the rollout's bd {batch.trace.bd} differs from the strategy's"
+          f" {self.bd}; the student must roll out with the settings it is"
+          " trained under."
+      )
+    weights = np.asarray(batch.weights)
+    if (weights < 0).any() or not np.isfinite(weights).all():
+      raise ValueError("OPD weights must be finite and >= 0.")
+    if (weights[np.asarray(batch.trace.action_step) < 0] != 0).any():
+      raise ValueError("OPD weights must be 0 on slots never generated.")
+    same_position = self.bd.alignment == bd_config_lib.SAME_POSITION
+    width = np.shape(batch.trace.prompt_tokens)[1]
+    if self.canvas == sources.CORRUPTED and same_position:
+      visible = (
+          np.asarray(batch.noisy_tokens)[:, width:] != self.bd.mask_token_id
+      )
+      if ((weights > 0) & visible).any():
+        raise ValueError(
+            "alignment='same_position' scores a slot from its own canvas"
+            " position, but weighted slots are uncorrupted (the student would"
+            " see its target); weight only corrupted slots."
+        )
     args = (
         teacher_model,
         jnp.asarray(batch.input_tokens),
@@ -268,7 +202,6 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     )
     teacher_logp = teacher_hidden = teacher_head = None
     if self.logits_chunk:
-      width = np.shape(batch.trace.prompt_tokens)[1]
       teacher_hidden = _teacher_hidden(*args, prompt_width=width)
       teacher_head = chunked_kl.teacher_head(
           teacher_model, self.bd.mask_token_id
@@ -277,19 +210,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       teacher_logp = self._teacher_forward_fn(
           *args, jnp.asarray(batch.trace.tokens)
       )
-    targets = OpdTargets(
-        teacher_logp=teacher_logp,
-        teacher_hidden=teacher_hidden,
-        teacher_head=teacher_head,
-        clean=batch.input_tokens,
-        noisy=batch.noisy_tokens,
-        positions=batch.positions,
-        segment_ids=batch.segment_ids,
-        trace=batch.trace,
-        weights=batch.weights,
-        global_weight=batch.global_weight,
-        accumulation_steps=batch.accumulation_steps,
-    )
+    targets = OpdTargets(batch, teacher_logp, teacher_hidden, teacher_head)
     return jax.tree.map(jax.lax.stop_gradient, targets)
 
   def student_logits(self, model, targets: OpdTargets) -> Any:
@@ -298,29 +219,39 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     float32 `[batch, T, vocab]` logits (dense), or `(hidden rows [batch, T,
     embed], head)` (chunked).
     """
-    chunked = self.logits_chunk is not None
-    if self.canvas == sources.TRACE and chunked:
-      head = lm_head.model_head(model, self.bd.mask_token_id)
-      return replay.replay_hidden(model, targets.trace), head
     if self.canvas == sources.TRACE:
-      return trace_canvas_logits(model, targets, self.cached_logits_fn)
+      return self.trace_output(model, targets)
+    chunked = self.logits_chunk is not None
     rows = sft_loss.sft_logits(
         model,
-        tokens=targets.clean,
-        noisy_tokens=targets.noisy,
-        positions=targets.positions,
-        segment_ids=targets.segment_ids,
+        tokens=targets.batch.input_tokens,
+        noisy_tokens=targets.batch.noisy_tokens,
+        positions=targets.batch.positions,
+        segment_ids=targets.batch.segment_ids,
         config=self.bd,
         logits_fn=(
             diffusion_lm.diffusion_hidden_fn if chunked else self.logits_fn
         ),
     )
-    rows = rows[:, targets.trace.prompt_tokens.shape[1] :]
+    rows = rows[:, targets.batch.trace.prompt_tokens.shape[1] :]
     if chunked:
       return rows, lm_head.model_head(model, self.bd.mask_token_id)
     return rows
 
-  def _slot_stats(self, student_output, targets: OpdTargets):
+  def trace_output(self, model, targets: OpdTargets) -> Any:
+    """`student_logits` on the `trace` canvas: each slot's commit canvas.
+
+    `core.replay` of the rollout the targets hold; slots never generated
+    get 0 logits (and carry weight 0).
+    """
+    if self.logits_chunk is not None:
+      head = lm_head.model_head(model, self.bd.mask_token_id)
+      return replay.replay_hidden(model, targets.batch.trace), head
+    return replay.replay_logits(
+        model, targets.batch.trace, cached_logits_fn=self.cached_logits_fn
+    )
+
+  def slot_stats(self, student_output, targets: OpdTargets):
     """Per slot `(kl, hard_nll, teacher_nll, agree)`, dense or chunked."""
     tau = self.temperature
     if self.logits_chunk:
@@ -330,22 +261,17 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           hidden,
           targets.teacher_head,
           targets.teacher_hidden,
-          targets.trace.tokens,
+          targets.batch.trace.tokens,
           temperature=tau,
           chunk=self.logits_chunk,
       )
-      return (
-          stats["kl"],
-          stats["hard_nll"],
-          stats["teacher_nll"],
-          stats["agree"],
-      )
+      return tuple(stats[k] for k in ("kl", "hard_nll", "teacher_nll", "agree"))
     student_logp = scoring.log_probs(student_output, tau)
     kl = forward_kl(targets.teacher_logp, student_logp)
     teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)
     hard = -scoring.token_log_probs(student_output, teacher_argmax)
     teacher_nll = -jnp.take_along_axis(
-        targets.teacher_logp, targets.trace.tokens[..., None], axis=-1
+        targets.teacher_logp, targets.batch.trace.tokens[..., None], axis=-1
     )[..., 0]
     agree = jnp.argmax(student_logp, axis=-1) == teacher_argmax
     return kl, hard, teacher_nll, agree
@@ -354,10 +280,10 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     """`(loss, aux)` of the student's output (`student_logits`; see module)."""
     del labels
     targets, tau = teacher_output, self.temperature
-    weights = targets.weights.astype(jnp.float32)
-    kl, hard, teacher_nll, agree = self._slot_stats(student_output, targets)
+    weights = targets.batch.weights.astype(jnp.float32)
+    kl, hard, teacher_nll, agree = self.slot_stats(student_output, targets)
     scale = denominators.loss_scale(
-        targets.global_weight, targets.accumulation_steps
+        targets.batch.global_weight, targets.batch.accumulation_steps
     )
     kl_sum = jnp.sum(weights * kl)
     loss = tau**2 * kl_sum * scale

@@ -3,19 +3,12 @@
 """The causal teacher of on-policy distillation, on the student's vocabulary.
 
 The teacher is any AR model of a supported family called through the one
-logits contract (`diffusion_lm.diffusion_logits_fn`) at block size 1 with
-the shifted alignment (`BlockDiffusionConfig.autoregressive`): the
-block-causal mask of one-token blocks is the causal mask, so its
-target-aligned logit at a slot is exactly the raw causal logit of the slot
-before it (docs/design.md invariant 2). It scores the clean rollout only.
-
-Vocabularies. The student may have one more row than the teacher: the mask
-token that SFT added when the tokenizer lacked one. The teacher's logits
-are padded to the student's width with `MASKED_LOGIT`, so the extra ids get
-probability exactly 0, and the mask column is excluded on both sides (also
-when the mask id is a reserved id inside the teacher's vocabulary), so both
-distributions have one support. A larger teacher vocabulary or a different
-tokenizer fails closed (`check_compatible`).
+logits contract at block size 1 with the shifted alignment, so its
+target-aligned logit at a slot is the raw causal logit of the slot before
+it (docs/design.md invariant 2). Its logits are padded to the student's
+width with `MASKED_LOGIT` (the student may add the mask token) and the mask
+column is excluded on both sides; a larger teacher vocabulary or another
+tokenizer fails closed (docs/design.md, "OPD").
 """
 
 from __future__ import annotations
@@ -35,29 +28,6 @@ from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
 from tunix_bd.models import bd_formats_tokenizer
-
-
-class PaddedVocab:
-  """A decoder whose raw logits are padded to `vocab_size` columns.
-
-  Called like a Tunix decoder; the padded columns are `MASKED_LOGIT`. It
-  has no `config`, so `diffusion_logits_fn` checks the mask id against the
-  padded width (the model itself is checked by `check_teacher_model`).
-  """
-
-  def __init__(self, model: Any, vocab_size: int):
-    self.model = model
-    self.vocab_size = vocab_size
-
-  def __call__(self, tokens, positions, cache, attention_mask):
-    raw, cache = self.model(tokens, positions, cache, attention_mask)
-    extra = self.vocab_size - raw.shape[-1]
-    raw = jnp.pad(
-        raw.astype(jnp.float32),
-        ((0, 0), (0, 0), (0, extra)),
-        constant_values=diffusion_lm.MASKED_LOGIT,
-    )
-    return raw, cache
 
 
 def ar_config(mask_token_id: int) -> bd_config_lib.BlockDiffusionConfig:
@@ -205,44 +175,26 @@ def aligned_logits(
     columns past the teacher's vocabulary and the mask column are
     `MASKED_LOGIT`.
   """
+
+  def padded(tokens, positions, cache, attention_mask):
+    # No `config`: `diffusion_logits_fn` checks the mask id against the
+    # padded width (the model itself is checked by `check_teacher_model`).
+    raw, cache = teacher(tokens, positions, cache, attention_mask)
+    extra = vocab_size - raw.shape[-1]
+    raw = jnp.pad(
+        raw.astype(jnp.float32),
+        ((0, 0), (0, 0), (0, extra)),
+        constant_values=diffusion_lm.MASKED_LOGIT,
+    )
+    return raw, cache
+
   return diffusion_lm.diffusion_logits_fn(
-      PaddedVocab(teacher, vocab_size),
+      padded,
       tokens,
       positions,
       segment_ids,
       config=ar_config(mask_token_id),
   )
-
-
-def completion_hidden(
-    teacher: Any,
-    tokens: jax.Array,
-    positions: jax.Array,
-    segment_ids: jax.Array,
-    *,
-    prompt_width: int,
-) -> jax.Array:
-  """The teacher's target-aligned hidden rows at the completion slots.
-
-  What `completion_log_probs` normalizes, before the head: the teacher's
-  `lm_head.model_head` maps row j to the raw logits `aligned_logits` gives
-  at slot j (`chunked_kl.teacher_head` excludes the mask id).
-
-  Args:
-    teacher, tokens, positions, segment_ids: as for `aligned_logits`.
-    prompt_width: P, the column where completions start.
-
-  Returns:
-    `[batch, length - P, embed]` rows in the teacher's compute dtype.
-  """
-  hidden = diffusion_lm.diffusion_hidden_fn(
-      teacher,
-      tokens,
-      positions,
-      segment_ids,
-      config=ar_config(0),  # The mask id is the head's to exclude.
-  )
-  return hidden[:, prompt_width:]
 
 
 def completion_log_probs(

@@ -2,18 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The comparison as figures: speed relative to AR, and the frontier.
 
-`plot_comparison`: one bar per method.
-
-Two panels share the method axis: batch-1 speedup (latency) and
-batch-N throughput, both as ratios to Tunix's AR `Sampler` (the dashed line
-at 1x). Each bar is labelled with its ratio and each method with its exact
-match, so nothing is placed by hand and nothing can overlap; colour tells AR
-from block diffusion (legend), and the caption states what was measured and
-on which machine.
-
-`plot_frontier`: exact match against tokens per forward and against
-batch-1 latency, one line per model stage through its commit thresholds
-(the speed/accuracy frontier, in forwards and in milliseconds).
+`plot_comparison`: one bar per method, batch-1 speedup and batch-N
+throughput as ratios to Tunix's AR `Sampler`; `plot_frontier`: exact match
+against tokens per forward and against batch-1 latency.
 """
 
 from __future__ import annotations
@@ -36,7 +27,13 @@ def plot_comparison(
     title: str,
     caption: str,
 ) -> None:
-  """Writes the figure of `comparison_report.evaluate`'s rows to `path` (PNG)."""
+  """Writes the figure of `comparison_report.evaluate`'s rows to `path` (PNG).
+
+  Two panels share the method axis, ratios to the AR `Sampler` (the dashed
+  line at 1x). Each bar is labelled with its ratio and each method with its
+  exact match, so nothing is placed by hand and nothing can overlap; colour
+  tells AR from block diffusion, and the caption states what was measured.
+  """
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")

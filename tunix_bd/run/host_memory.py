@@ -3,32 +3,19 @@
 """Host memory on CPU: steps that keep little, buffers freed to the system.
 
 On the CPU backend every array, activation and XLA temporary is a host
-`malloc`. glibc serves an allocation under its mmap threshold from its heaps,
-and memory freed inside a heap stays with the process. The threshold starts
-at 128 KiB but rises to the size of each mapped block that is freed, up to
-32 MiB: once a model is loaded, every buffer under 32 MiB (a layer's weights,
-gradients and activations at Qwen3-0.6B's widths) comes from the heaps, and
-what an evaluation or a train step frees stays resident while the next one
-allocates anew. At Qwen3-0.6B (28 layers, batch 1 x 512) the first
-evaluation left about 4 GB resident that way, on top of which the train step
-ran.
+`malloc`. glibc's mmap threshold rises to the size of each mapped block
+freed, up to 32 MiB, so once a model is loaded a layer's buffers come from
+its heaps, and what an evaluation or a train step frees stays resident
+while the next one allocates anew. `return_freed_buffers` fixes the
+threshold at `THRESHOLD_BYTES`: every larger buffer is mapped on its own
+and unmapped when freed.
 
-`return_freed_buffers` fixes the threshold at `THRESHOLD_BYTES`, which also
-stops it moving: every larger buffer is mapped on its own and unmapped when
-freed. Smaller ones (norm weights, scalars) stay on the heaps.
+XLA's default, concurrency-optimised CPU scheduler runs the recomputation
+of every rematerialised layer as early as it can, so `model.remat` saved
+nothing on CPU; `schedule_for_memory` asks for the memory-minimising one
+(docs/results.md measures both at Qwen3-0.6B).
 
-`schedule_for_memory` asks XLA's CPU compiler for its memory-minimising
-scheduler. Its default, concurrency-optimised one runs the recomputation of
-every rematerialised layer as early as it can, so `model.remat` saved
-nothing on CPU: XLA's own memory analysis of a 6-layer step at Qwen3-0.6B's
-widths (batch 1 x 512, complementary rows, float32) planned 4.86 GiB of
-temporaries with `decoder` remat and with none alike, 2.65 GiB with this
-scheduler; the 28-layer step went from over 16 GB resident (stopped) to a
-completed run.
-
-`prepare_process` applies both. The `tunix` host calls it for every recipe
-(`plugin.PLUGIN.process_setup`) before the recipe imports JAX; a Python
-program that calls a recipe's `run` itself calls it first.
+`prepare_process` applies both (docs/recipes.md says when).
 """
 
 from __future__ import annotations
@@ -64,12 +51,10 @@ def return_freed_buffers() -> bool:
 
 
 def schedule_for_memory() -> bool:
-  """Adds `--xla_cpu_enable_concurrency_optimized_scheduler=false` to
-  `XLA_FLAGS`.
+  """Sets `--xla_cpu_enable_concurrency_optimized_scheduler=false`.
 
   XLA reads `XLA_FLAGS` once, when its first backend starts, so this must
-  run before any computation. The flag changes only how the CPU compiler
-  orders a step, not what it computes.
+  run before any computation.
 
   Returns:
     Whether the flag was added (False when `XLA_FLAGS` already names it:
@@ -102,14 +87,9 @@ def computes_on_cpu() -> bool:
 
 
 def prepare_process() -> None:
-  """Both settings, for the whole process: before JAX's first backend.
-
-  The scheduler flag only changes how XLA's CPU compiler orders a step. The
-  allocator setting is made only for a process that computes on the CPU
-  (`computes_on_cpu`), where every array is a host buffer; elsewhere it
-  would only add a system call per large host-side array. Neither changes
-  what is computed.
-  """
+  """Both settings, before JAX's first backend; the allocator's only where
+  every array is a host buffer (`computes_on_cpu`): elsewhere it would only
+  add a system call per large host-side array."""
   schedule_for_memory()
   if computes_on_cpu():
     return_freed_buffers()

@@ -2,23 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Provenance: the checkpoints a run reads, named by content.
 
-A recipe that reads a model (SFT's AR checkpoint; OPD's teacher and student;
-GRPO's policy and reference) identifies each one once, before any compute
-(`tunix_bd.run.stage.Stage.identify`), and records it in two places:
-
-  - its run fingerprint, as `SourceCheckpoint.fingerprint_field()`: the
-    digests of the checkpoint's parts (`tunix_bd.models.checkpoint_digest`),
-    so a resume with the same model under any path is accepted and one with
-    other content under the same path is refused, naming the part
-    (`model.checkpoint.weights`, ...);
-  - what it writes for people to share (exports, reports), as
-    `SourceCheckpoint.provenance()`: the digest, plus the path as the user
-    wrote it when it lies inside the working directory; never an absolute
-    path.
-
-Data files enter fingerprints by content too. `section_fields` is the one
-fingerprint rule of a typed section (`run.stage`'s docstring), and
-`check_directories` fails closed on a checkpoint directory a run cannot read.
+A recipe identifies each checkpoint it reads once, before any compute
+(`tunix_bd.run.stage.Stage.identify`): its run fingerprint holds the
+digests of the checkpoint's parts (`CheckpointDigest.parts`), no path;
+what it writes for people to share holds the digest and a path only when it
+lies inside the working directory (`SourceCheckpoint.provenance`).
+`section_fields` is the one fingerprint rule of a typed section
+(docs/design.md, "Fingerprint"), and `check_directories` fails closed on a
+checkpoint directory a run cannot read.
 """
 
 from __future__ import annotations
@@ -43,10 +34,6 @@ class SourceCheckpoint:
 
   path: str
   digest: checkpoint_digest.CheckpointDigest
-
-  def fingerprint_field(self) -> dict[str, str | None]:
-    """The run-fingerprint value: `{part: digest}`, no path."""
-    return self.digest.parts()
 
   def provenance(self) -> dict[str, str]:
     """`{"digest": ..., "path": ...}` for exports and reports.
@@ -121,22 +108,18 @@ _MADE_BY = {
 }
 
 
-def _missing_hint(settings, key: str, path: str) -> str:
-  for made, command in _MADE_BY.items():
-    if os.path.abspath(path) == os.path.abspath(made):
-      return f"; make it with `{command}`."
-  return settings.directory_hint(key) or "."
-
-
 def check_directories(settings, section: str = "model") -> None:
   """Fails closed on a checkpoint directory that does not exist, is a
   run's workdir rather than its export, or whose `*.safetensors` files are
   cut short (`checkpoint_digest`)."""
   for key, path in checkpoint_directories(settings).items():
     if not os.path.isdir(path):
+      made = {os.path.abspath(k): v for k, v in _MADE_BY.items()}
+      command = made.get(os.path.abspath(path))
+      hint = f"; make it with `{command}`." if command else None
       raise ValueError(
           f"{section}.{key}={path!r} is not a directory"
-          f"{_missing_hint(settings, key, path)}"
+          f"{hint or settings.directory_hint(key) or '.'}"
       )
     export = os.path.join(path, "export")
     if not os.path.exists(os.path.join(path, "config.json")) and (
@@ -180,7 +163,7 @@ def section_fields(
       value = section_fields(value, identify)
     elif kind == config_utils.CHECKPOINT:
       path = read.get(field.name)
-      value = identify(path).fingerprint_field() if path else None
+      value = identify(path).digest.parts() if path else None  # No path.
     elif kind == config_utils.FILE and value:
       digest = checkpoint_digest.digest_file(value)
       value = f"{fingerprint_lib.DIGEST_PREFIX}{digest}"

@@ -15,10 +15,7 @@ A recipe launch goes through four points, the same in every recipe:
 4. `resumed` once the trainer has restored its checkpoint: a line saying
    what was resumed, and `metrics.jsonl` keeps one row per step.
 
-One run at a time writes a workdir: `lock` holds `workdir/.lock` (an
-`fcntl.flock`, which the OS drops when its process dies, however it dies)
-while the run's `Stage` lives, and refuses a second launch naming the
-holder.
+One run at a time writes a workdir (`lock`).
 
 Paths follow one rule (`tunix_bd.files.absolute`): local workdirs are made
 absolute (Orbax needs that), URL workdirs (`gs://bucket/run`) stay URLs and
@@ -214,12 +211,8 @@ def restoring(workdir: str) -> Iterator[None]:
     yield
   except Exception as e:  # Orbax raises plain `Exception`s.
     frames = traceback.extract_tb(e.__traceback__)
-    root = epath.Path(checkpoints(workdir))
-    steps = sorted(
-        int(p.name)
-        for p in (root.iterdir() if root.is_dir() else ())
-        if p.name.isdigit()
-    )
+    names = files.list_dir(checkpoints(workdir))
+    steps = sorted(int(name) for name in names if name.isdigit())
     if not steps or not any("/orbax/" in f.filename for f in frames):
       raise
     bad = os.path.join(checkpoints(workdir), str(steps[-1]))
@@ -229,12 +222,6 @@ def restoring(workdir: str) -> Iterator[None]:
         f"checkpoint {bad!r} cannot be restored ({why.rstrip('.')}); move"
         f" that directory away to {then}."
     ) from e
-
-
-def _relogged_from(step: int) -> Callable[[str], int]:
-  # Tunix's trainers (and OPD's decode evaluation) evaluate at the restored
-  # step before training on; every other metric starts at the next step.
-  return lambda name: step if "/eval/" in name else step + 1
 
 
 def resumed(
@@ -261,7 +248,9 @@ def resumed(
   """
   if not step:
     return
-  first = relogged_from or _relogged_from(step)
+  # Tunix's trainers (and OPD's decode evaluation) evaluate at the restored
+  # step before training on; every other metric starts at the next step.
+  first = relogged_from or (lambda name: step if "/eval/" in name else step + 1)
   dropped = 0
   if files.is_writer():
     dropped = metrics.drop_records(

@@ -199,10 +199,11 @@ class StrategyTest(parameterized.TestCase):
     self.assertGreater(
         batch.trace.action_step.max(), 0
     )  # Several steps a block.
-    targets = strategy_lib.DiffusionOpdStrategy(
+    strategy = strategy_lib.DiffusionOpdStrategy(
         bd=bd, vocab_size=_VOCAB, canvas=sources.TRACE
-    ).get_teacher_outputs(self.teacher, {"batch": batch})
-    got = np.asarray(strategy_lib.trace_canvas_logits(self.student, targets))
+    )
+    targets = strategy.get_teacher_outputs(self.teacher, {"batch": batch})
+    got = np.asarray(strategy.trace_output(self.student, targets))
     want = _brute_student_logits(self.student, batch, bd, sources.TRACE)
     generated = batch.trace.action_step >= 0
     np.testing.assert_allclose(got[generated], want[generated], atol=2e-4)
@@ -393,7 +394,14 @@ class ChunkedStrategyTest(parameterized.TestCase):
         got["agree"], jnp.argmax(student_logits, -1) == argmax
     )
     with self.assertRaisesRegex(ValueError, "may only add excluded ids"):
-      chunked_kl.check_heads(dataclasses.replace(student, excluded=()), teacher)
+      chunked_kl.distill_stats(
+          dataclasses.replace(student, excluded=()),
+          hidden,
+          teacher,
+          teacher_hidden,
+          completion,
+          temperature=0.8,
+      )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def _corrupted_logits_fn(bd, prompt_width):
 
 def _prepared(batch, targets, canvas, tau, hard_targets="teacher"):
   """Tunix's prepared batch and student logits fn, from tunix_bd's batch."""
-  bd, trace = targets.trace.bd, targets.trace
+  bd, trace = targets.batch.trace.bd, targets.batch.trace
   if canvas == sources.TRACE:
     inputs = {n: jnp.asarray(getattr(trace, n)) for n in replay.TRACE_INPUTS}
     logits_fn = replay.ReplayLogitsFn(bd)
@@ -92,7 +92,7 @@ def _prepared(batch, targets, canvas, tau, hard_targets="teacher"):
   student = compat.tunix_diffusion.DiffusionTokenBatch.create(
       model_inputs=inputs,
       target_ids=target_ids.astype(jnp.int32),
-      loss_weights=jnp.asarray(targets.weights, jnp.float32),
+      loss_weights=jnp.asarray(targets.batch.weights, jnp.float32),
   )
   prepared = tunix_opd_batch.DiffusionDistillationBatch.create(
       student_batch=student, teacher_logits=tau * targets.teacher_logp
@@ -171,15 +171,17 @@ class UpstreamOpdTest(parameterized.TestCase):
     strategy, [(batch, targets)] = self._setup(sources.TRACE, 1.0, 0.0)
     # Two micro-batches of one update: rows 0-1 and rows 2-3 (as weights,
     # so the shapes and compiled programs stay those of the whole batch).
-    weights = np.asarray(targets.weights)
+    weights = np.asarray(targets.batch.weights)
     halves = [weights * (np.arange(4) // 2 == k)[:, None] for k in (0, 1)]
     total = weights.sum()
     ours, sums, parts = [], [], []
     for part in halves:
       micro = targets.replace(
-          weights=jnp.asarray(part),
-          global_weight=jnp.full((4,), total, jnp.float32),
-          accumulation_steps=jnp.full((4,), 2, jnp.int32),
+          batch=targets.batch.replace(
+              weights=jnp.asarray(part),
+              global_weight=jnp.full((4,), total, jnp.float32),
+              accumulation_steps=jnp.full((4,), 2, jnp.int32),
+          )
       )
       ours.append(float(strategy.get_train_loss(self.student, micro, None)[0]))
       prepared, logits_fn = _prepared(batch, micro, sources.TRACE, 1.0)
