@@ -34,11 +34,7 @@ def _listed_stop_ids(
 
   `block_diffusion.json`'s `stop_ids` (what tunix_bd stopped at, recorded
   by its export in a format) or else `generation_config.json`'s
-  `eos_token_id`; None where neither lists any.
-
-  Raises:
-    ValueError: naming the file, for a list that is not token ids of the
-      tokenizer.
+  `eos_token_id`; None where neither lists any. Errors name the file.
   """
 
   def generation_eos_ids(path):
@@ -84,11 +80,8 @@ def _move_pad_off(
 
   The token is the tokenizer's own if it has it as an added token, else it
   is added at the first embedding row past the tokenizer (SDAR checkpoints
-  carry spare rows, as for the mask token in `mask_token`).
-
-  Raises:
-    ValueError: where `PAD_TOKEN` is ordinary text, a stop id or the mask, or
-      there is no such row (naming `config.json`'s `vocab_size`).
+  carry spare rows, as for the mask token in `mask_token`); without one the
+  error names `config.json`'s `vocab_size`.
   """
   added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
   pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
