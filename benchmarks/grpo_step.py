@@ -287,7 +287,7 @@ def ar_arm(stage, tokenizer, item, mesh) -> step_phases.Arm:
   del algo["verify_replay_every_n_steps"], algo["learner"]
   learner = compat.GRPOLearner(
       cluster,
-      wiring.grpo_config(policy_loss_fn="grpo", **algo),
+      compat.grpo_config(policy_loss_fn="grpo", **algo),
       rewards_lib.reward_fns(settings_lib.RewardSettings()),
   )
   example = _first_example(learner, item)

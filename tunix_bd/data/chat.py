@@ -2,25 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Conversations to (prompt, completion) token ids through a chat template.
 
-The supervised span is the final assistant turn only: every earlier turn is
-prompt context. This one rule keeps every supervised token from seeing a
-later turn, also inside a bidirectional block, and it is shared by AR
-pretraining, diffusion SFT, generation and evaluation.
-
-The prompt is the generation prompt, `encode_prompt` of the turns before the
-answer: the very ids that generation, OPD and GRPO show the model. The
-completion is what the template renders after that prompt up to the end of
-the assistant content, followed by the tokenizer's EOS (`<|im_end|>` for
-Qwen), so a model learns to stop. It is found in the rendering itself, not
-assumed: for ChatML it is the content alone; for Qwen3 with thinking on it
-starts with the empty `<think>\n\n</think>\n\n` block the template puts
-on the final turn (which the model must then generate); with
-`enable_thinking=False` that block is part of the generation prompt. What the
-template appends after EOS (Qwen adds a newline) is not supervised.
-
-Every render goes through `render`, which passes the template switches of
-`ChatOptions` (`data.enable_thinking`), so training and generation cannot
-render with different switches.
+The supervised span is the final assistant turn: the prompt is the
+generation prompt of the turns before it, the completion what the template
+renders after that prompt up to the end of the assistant content, then EOS.
+Every render passes the same `ChatOptions`. AR pretraining, diffusion SFT,
+generation and evaluation share these rules: docs/design.md "Chat
+rendering".
 """
 
 from __future__ import annotations
@@ -69,15 +56,8 @@ SETTINGS_KEY = "chat"
 
 
 def options_from_data(data: Any) -> ChatOptions:
-  """The `ChatOptions` of a recipe's `data` section, checked.
-
-  Args:
-    data: the section's settings dataclass or config section (its
-      `enable_thinking`, None where it has none).
-
-  Raises:
-    ValueError: naming `data.enable_thinking` if it is not None or a bool.
-  """
+  """The `ChatOptions` of a recipe's `data` section (its `enable_thinking`,
+  None where it has none), checked, errors naming `data.enable_thinking`."""
   try:
     return ChatOptions(enable_thinking=getattr(data, "enable_thinking", None))
   except ValueError as e:
@@ -89,16 +69,10 @@ def trained_options(
 ) -> ChatOptions:
   """The switches to render with: the ones a model was trained with.
 
-  Args:
-    recorded: the export's `SETTINGS_KEY` entry (`ChatOptions.to_dict`), or
-      None for an export that records none.
-    requested: the recipe's own (`options_from_data`); a None switch takes
-      the recorded value.
-
-  Raises:
-    ValueError: naming `data.enable_thinking`, if it is set to another value
-      than the recorded one (the model would see prompts rendered unlike
-      those it was trained on).
+  `recorded` is the export's `SETTINGS_KEY` entry, or None for an export
+  that records none; a None switch of `requested` takes the recorded value.
+  Raises ValueError naming `data.enable_thinking` if it is set to another
+  value than the recorded one.
   """
   trained = ChatOptions(**(recorded or {}))
   if requested.enable_thinking is None:
@@ -134,12 +108,7 @@ class EncodedConversation:
 
 
 def validate_messages(messages: Messages, where: str = "conversation") -> None:
-  """Checks the shape of a conversation, naming `where` in errors.
-
-  Raises:
-    ValueError: if the conversation is empty, a message is malformed, or the
-      last message is not a non-empty assistant turn.
-  """
+  """Checks the shape of a conversation, naming `where` in errors."""
   if not isinstance(messages, (list, tuple)) or not messages:
     raise ValueError(f"{where}: 'messages' must be a non-empty list.")
   for i, message in enumerate(messages):
@@ -171,11 +140,8 @@ def render(
     tokenize: bool,
     options: ChatOptions = ChatOptions(),
 ) -> str | tuple[int, ...]:
-  """Renders `messages` with the chat template and `options`' switches.
-
-  Returns:
-    The rendered text, or its token ids if `tokenize`.
-  """
+  """Renders `messages` with the chat template and `options`' switches: the
+  text, or its token ids if `tokenize`."""
   out = tokenizer.apply_chat_template(
       list(messages),
       add_generation_prompt=add_generation_prompt,
@@ -240,24 +206,10 @@ def encode_conversation(
   and the EOS token. The completion ids are the preamble, the content and
   the EOS id, each tokenized on its own: they decode to exactly the text
   the template renders after the prompt, though a tokenization of the whole
-  rendering may merge tokens across the prompt/completion boundary. Those
-  merged ids are not what a model is trained on, since generation produces
-  the completion after the prompt's own ids.
-
-  Args:
-    tokenizer: a chat tokenizer with an EOS token.
-    messages: `[{"role": ..., "content": ...}, ...]` ending with assistant.
-    where: how errors name this conversation (e.g. `file.jsonl:12`).
-    options: the template switches; the same as generation uses.
-
-  Returns:
-    The prompt and completion ids.
-
-  Raises:
-    ValueError: naming `where`, on a malformed conversation, a completion
-      that contains characters the tokenizer cannot represent, or a chat
-      template that does not render the generation prompt followed by the
-      assistant content and EOS as one contiguous span.
+  rendering may merge tokens across the prompt/completion boundary (ids
+  generation never produces after the prompt's own). What the template
+  appends after EOS (Qwen adds a newline) is not supervised. `where` names
+  the conversation in errors (e.g. `file.jsonl:12`).
   """
   validate_messages(messages, where)
   prompt_ids = encode_prompt(tokenizer, messages[:-1], options)

@@ -2,13 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Datasets as fixed-length token rows, and their grain batch pipelines.
 
-Every recipe reads data the same way: conversations (the embedded task or a
-user's JSONL) are encoded once, up front, into right-padded rows. Encoding
-first means a bad record or an over-long one fails before any compute, with
-the record named. Batches are then a deterministic function of
-`(seed, epoch, step)`: grain shuffles example indices, so a resumed run that
-skips already-trained batches sees exactly the data an uninterrupted run
-would.
+Conversations (the embedded task or a user's JSONL) are encoded once, up
+front, into right-padded rows, so a bad or over-long record fails before any
+compute, named. Batches are a deterministic function of `(seed, epoch,
+step)`, so a resumed run that skips trained batches sees the same data.
 """
 
 from __future__ import annotations
@@ -113,11 +110,10 @@ def _task_mix(data: Any) -> tasks_lib.TaskMix:
 
 
 def split_conversations(data: Any, split: str) -> list[Conversation]:
-  """The conversations of one split of a `data` section (see below).
+  """The conversations of one split of a `data` section.
 
   Here and below, `data` is a recipe's checked `data` settings
-  (`data.settings.DataSettings`), or a config section with
-  the same keys.
+  (`data.settings.DataSettings`), or a config section with the same keys.
   """
   path = getattr(data, split)
   if path:
@@ -131,17 +127,11 @@ def split_conversations(data: Any, split: str) -> list[Conversation]:
 def conversations(
     data: Any,
 ) -> tuple[list[Conversation], list[Conversation]]:
-  """Train and eval conversations of a recipe's `data` config section.
+  """`(train, eval)` conversations of a recipe's `data` config section.
 
-  Args:
-    data: with `train`/`eval` JSONL paths; an empty one is the embedded
-      tasks' split, drawn from `tasks`, `min_len`, `max_len`, `seed` and
-      `num_train` or `num_eval`. A `train` file needs an `eval` file (a
-      user's task is never scored on the embedded one); an `eval` file
-      beside the embedded train split is read too: every set given is.
-
-  Returns:
-    `(train, eval)` conversations.
+  An empty `train`/`eval` path is the embedded tasks' split (`tasks`,
+  `min_len`, `max_len`, `seed`, `num_train` or `num_eval`). A `train` file
+  needs an `eval` file (a user's task is never scored on the embedded one).
   """
   if data.train and not data.eval:
     raise ValueError("data.eval must be set when data.train is a file.")
@@ -149,11 +139,8 @@ def conversations(
 
 
 def train_conversations(data: Any, recipe: str) -> list[Conversation]:
-  """The train split, for a recipe that reads no held-out set.
-
-  Raises:
-    ValueError: if `data.eval` is set, since `recipe` would not read it.
-  """
+  """The train split, for a recipe that reads no held-out set (a set
+  `data.eval` is refused, since `recipe` would not read it)."""
   if data.eval:
     raise ValueError(
         f"data.eval={data.eval!r} is set, but {recipe} reads no held-out"
@@ -167,19 +154,10 @@ def prompt_records(
 ) -> tuple[list[dict[str, Any]], str]:
   """Prompts to decode and score, from a recipe's `data` config section.
 
-  Args:
-    data: with `prompts`, a `{"prompt", "answer"}` JSONL path (empty: the
-      embedded tasks' eval split, drawn from `tasks`, `min_len`, `max_len`,
-      `seed` and `num_prompts`).
-
-  Returns:
-    `([{"messages", "answer", "task"}], source)`: the prompt turns, the
-    reference answer and its task (`JSONL_TASK` for a file), and how errors
-    name the set.
-
-  Raises:
-    ValueError: naming the file and record, for a bad line; or
-      `data.num_prompts`, for a count below 1.
+  `data.prompts` is a `{"prompt", "answer"}` JSONL path (empty: the embedded
+  tasks' eval split, `data.num_prompts` of them). Returns `([{"messages",
+  "answer", "task"}], source)`: the prompt turns, the reference answer and
+  its task (`JSONL_TASK` for a file), and how errors name the set.
   """
   if data.prompts:
     records = jsonl.read_jsonl(data.prompts, kind="rl")
@@ -201,11 +179,9 @@ def tokenize(
 ) -> TokenizedDataset:
   """Encodes conversations into rows of `max_length` tokens.
 
-  `options` are the chat template's switches (`chat.options_from_data`).
-
-  Raises:
-    ValueError: naming the record, if a conversation is malformed or does not
-      fit in `max_length` (it is rejected, never silently truncated).
+  `options` are the chat template's switches (`chat.options_from_data`). A
+  conversation that does not fit is rejected, naming the record, never
+  silently truncated.
   """
   if max_length < 2:
     raise ValueError(f"data.max_length must be >= 2, got {max_length}.")
@@ -235,12 +211,8 @@ def tokenize(
 def tokenized_splits(
     tokenizer: transformers.PreTrainedTokenizerBase, data: Any
 ) -> tuple[TokenizedDataset, TokenizedDataset]:
-  """Train and eval rows of a `data` section, `data.max_length` wide.
-
-  See `conversations` for the section's fields; `enable_thinking` is passed
-  to the chat template (a `data.chat_template` override is the tokenizer's,
-  `tokenizer_lib.load_tokenizer`).
-  """
+  """Train and eval rows of a `data` section, `data.max_length` wide, with
+  its `enable_thinking` passed to the chat template."""
   options = chat.options_from_data(data)
   train, held_out = conversations(data)
   return (
@@ -284,17 +256,11 @@ def batches(
 ) -> grain.MapDataset:
   """A deterministic grain pipeline of `[batch_size, max_length]` batches.
 
-  Args:
-    dataset: the encoded rows.
-    batch_size: rows per batch; the last partial batch is dropped.
-    seed: seeds the shuffle; each epoch reshuffles deterministically.
-    num_epochs: epochs to yield; None repeats forever.
-    shuffle: shuffle example order (off for evaluation).
-    key: the config key of `batch_size` (e.g. "eval.batch_size"), for errors.
-
-  Returns:
-    A MapDataset whose items are dicts of numpy arrays
-    `{"tokens", "completion_mask", "valid_mask"}`.
+  The last partial batch is dropped; each epoch reshuffles deterministically
+  from `seed` (`shuffle=False` for evaluation); `num_epochs=None` repeats
+  forever; `key` names `batch_size` in errors (e.g. "eval.batch_size").
+  Items are dicts of numpy arrays `{"tokens", "completion_mask",
+  "valid_mask"}`.
   """
   if batch_size < 1:
     raise ValueError(f"{key} must be >= 1, got {batch_size}.")
@@ -316,18 +282,10 @@ def train_and_eval_batches(
 ) -> tuple[grain.MapDataset, grain.MapDataset]:
   """An AR training run's streams of `batches`, keys named for errors.
 
-  Args:
-    train_data: the encoded training rows.
-    eval_data: the encoded held-out rows.
-    batch_size: `train.batch_size`.
-    eval_batch_size: `eval.batch_size`.
-    seed: seeds the training shuffle.
-
-  Returns:
-    `(train_batches, eval_batches)`: `[batch_size, max_length]` batches,
-    reshuffled every epoch, forever; one unshuffled pass of
-    `[eval_batch_size, max_length]` batches. MapDatasets, not iterators:
-    Tunix re-iterates the eval data at each evaluation.
+  `(train_batches, eval_batches)`: `[batch_size, max_length]` batches
+  reshuffled every epoch from `seed`, forever; one unshuffled pass of
+  `[eval_batch_size, max_length]` batches. MapDatasets, not iterators:
+  Tunix re-iterates the eval data at each evaluation.
   """
   train_batches = batches(
       train_data, batch_size, seed=seed, key="train.batch_size"

@@ -80,18 +80,10 @@ def _rl_record(record: dict[str, Any], where: str) -> dict[str, Any]:
 def read_jsonl(path: str, kind: Kind = "sft") -> list[dict[str, Any]]:
   """Reads and validates a JSONL dataset.
 
-  Args:
-    path: a local `.jsonl` file.
-    kind: `"sft"` for chat/completion data, `"rl"` for prompt/answer data,
-      `"held_out"` for either, record by record.
-
-  Returns:
-    For `"sft"` and `"held_out"`, `[{"messages": [...]}, ...]`; for `"rl"`,
-    `[{"messages": [...prompt turns], "answer": str}, ...]`.
-
-  Raises:
-    ValueError: naming `path:line` for invalid JSON, a non-object line, a
-      missing or mistyped field, an empty completion, or an empty file.
+  `kind` is `"sft"` for chat/completion data, `"rl"` for prompt/answer
+  data, `"held_out"` for either, record by record. Returns, for `"sft"` and
+  `"held_out"`, `[{"messages": [...]}, ...]`; for `"rl"`, `[{"messages":
+  [...prompt turns], "answer": str}, ...]`.
   """
   return [record for _, record in read_jsonl_records(path, kind)]
 

@@ -23,16 +23,8 @@ def prompt_messages(
 ) -> tuple[list[Mapping[str, str]], str]:
   """The rollout prompt of a conversation: turns before its last answer.
 
-  The last assistant turn is the completion the model re-generates;
-  earlier turns are context and later (user) turns are dropped, so the
-  model never sees a future turn.
-
-  Returns:
-    `(prompt_messages, reference_answer)`.
-
-  Raises:
-    ValueError: naming `where`, for a conversation without an assistant
-      turn (no completion span) or without a turn before it (empty prompt).
+  Returns `(prompt_messages, reference_answer)` (see the module docstring);
+  errors name `where`.
   """
   roles = [m.get("role") if isinstance(m, Mapping) else None for m in messages]
   if "assistant" not in roles:
@@ -102,10 +94,6 @@ def encode_prompts(
   """A `PromptSet` of `dataset.Conversation`s (see `prompt_messages`).
 
   `options` are the chat template's switches, the ones SFT trained with.
-
-  Raises:
-    ValueError: naming the conversation, for one without a completion span
-      or prompt, or a prompt longer than `max_prompt_length`.
   """
   rows, answers = [], []
   for conversation in conversations:

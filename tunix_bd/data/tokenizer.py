@@ -96,19 +96,9 @@ def override_chat_template(
 
   The template is set on the tokenizer itself, so every render, the run's
   fingerprint and the exported tokenizer (`save_pretrained`) carry it.
-
-  Args:
-    tokenizer: the tokenizer to change.
-    path: a Jinja chat template file; "" keeps the tokenizer's own.
-    key: the config key that named it, for errors.
-
-  Returns:
-    `tokenizer`.
-
-  Raises:
-    ValueError: naming `key`, if `path` is not a string, or not a readable,
-      non-empty UTF-8 file, or a template that does not render a one-turn
-      generation prompt.
+  `path` "" keeps the tokenizer's own. Raises ValueError naming `key`
+  unless `path` is a readable, non-empty UTF-8 template that renders a
+  one-turn generation prompt. Returns `tokenizer`.
   """
   if not isinstance(path, str):
     raise ValueError(f"{key} must be a path (a string), got {path!r}.")
@@ -144,20 +134,10 @@ def load_tokenizer(
 ) -> transformers.PreTrainedTokenizerBase:
   """Loads a tokenizer directory exactly as a user's would be loaded.
 
-  Args:
-    directory: a directory written by `save_pretrained`.
-    chat_template: a Jinja file that replaces the directory's chat template
-      (`data.chat_template`); "" keeps it.
-    key: the config key that names `directory` (e.g. `model.checkpoint`),
-      for errors; None names the directory alone.
-
-  Returns:
-    The tokenizer.
-
-  Raises:
-    ValueError: naming `key`, if the directory has no tokenizer files or
-      they do not load, or the tokenizer has no pad/EOS token or no chat
-      template; or if `chat_template` is not a usable template file.
+  `chat_template` is a Jinja file that replaces the directory's template
+  (`data.chat_template`; "" keeps it); `key` names `directory` in errors
+  (e.g. `model.checkpoint`). Raises ValueError naming `key` if the
+  tokenizer does not load or has no pad/EOS token or chat template.
   """
   named = f"{key}={directory!r}" if key else repr(directory)
   if not any(

@@ -2,15 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """A block-diffusion export: the HF directory plus `block_diffusion.json`.
 
-What SFT, OPD and GRPO write: `export.export_checkpoint`'s directory (the
-source checkpoint's config, generation config and weight dtypes kept) and,
+What SFT, OPD and GRPO write: `export.export_checkpoint`'s directory and,
 beside it, the block-diffusion settings with the mask token's string next to
-its id and the chat template switches the model was trained with
-(`chat.SETTINGS_KEY`), which generation, OPD and GRPO render with. The
-tokenizer's `mask_token` is the mask token. With `export.format` `sdar` or
-`fast_dllm_v2` the directory is in that format instead (`format_source`,
-`format_tokenizer`; docs/formats.md, "Export"), which `bd_formats_export`
-checks beforehand.
+its id and the chat switches the model was trained with
+(`chat.SETTINGS_KEY`). With `export.format` `sdar` or `fast_dllm_v2` the
+directory is in that format instead (`format_source`, `format_tokenizer`;
+docs/formats.md "Export"), which `bd_formats_export` checks beforehand.
 """
 
 from __future__ import annotations
@@ -52,24 +49,11 @@ def export_block_diffusion(
 ) -> None:
   """Writes a block-diffusion export, replacing a previous one.
 
-  Args:
-    model: the trained Tunix Qwen3 or Qwen2 (LoRA merged).
-    tokenizer: its tokenizer; the mask token becomes its `mask_token`.
-    export_dir: the directory (or URL) to write.
-    bd: the model's block-diffusion settings.
-    chat_options: the chat template switches it was trained with.
-    source: the checkpoint it was loaded from (`hf_source.read`), or None.
-    dtype: `export.dtype`; None or "" keeps the source's.
-    stop_ids: further ids that end generation.
-    extra: provenance entries for `block_diffusion.json`.
-    fmt: `export.format`, one of `bd_formats_export.FORMATS`.
-    reference_code: `export.reference_code`: a directory holding the
-      format's modeling files to copy into the export, or "".
-
-  Raises:
-    ValueError: as `export.export_checkpoint`, and as
-      `bd_formats_export.check_exportable` and `check_reference_code`,
-      before anything is written.
+  `model` is a trained Tunix Qwen3 or Qwen2 (LoRA merged); the mask token
+  becomes `tokenizer`'s `mask_token`; `extra` are provenance entries for
+  `block_diffusion.json`; `fmt` and `reference_code` are `export.format`
+  and `export.reference_code`. Raises ValueError, before anything is
+  written, as `export.export_checkpoint` and `bd_formats_export`'s checks.
   """
   mask_token = mask_token_lib.register_mask_token(tokenizer, bd.mask_token_id)
   bd_formats_export.check_exportable(
@@ -188,15 +172,8 @@ def format_source(
 
   `export.save_checkpoint` keeps a source's config and generation config,
   checking that the config describes the model; this one is the source's
-  (or, without a source, the model's) with the format's fields.
-
-  Args:
-    fmt: `sdar` or `fast_dllm_v2`.
-    model_config: the exported model's Tunix config.
-    source: the checkpoint it was loaded from, or None.
-    tokenizer: its tokenizer, before `format_tokenizer`.
-    bd: its block-diffusion settings.
-    stop_ids: further ids that end generation.
+  (or, without a source, the model's) with the format's fields. `tokenizer`
+  is the one before `format_tokenizer`.
   """
   spec = bd_formats.FORMATS[fmt]
   config = _base_config(fmt, model_config, source, tokenizer)

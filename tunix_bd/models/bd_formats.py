@@ -1,28 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Importing SDAR and Fast-dLLM v2 checkpoint directories (docs/formats.md).
+"""Importing SDAR and Fast-dLLM v2 checkpoint directories.
 
-Two public block-diffusion families ship checkpoints in formats of their own:
-SDAR (`model_type` `sdar`, Qwen3 layers) and Fast-dLLM v2 (`model_type`
-`Fast_dLLM_Qwen`, Qwen2 layers with q/k/v biases). This module is the one
-place that knows them (`FORMATS`): `detect` recognises a `config.json`,
-`model_config_from_hf` maps it to the Tunix Qwen3 or Qwen2 config the weights
-load into (the weight names are the family's), and `settings` gives the
-`BlockDiffusionConfig` their code trains and decodes with (the format's block
-size field, its mask id or token and alignment; layout `clean_context`, the
-mask both train under), so such a directory is a block-diffusion checkpoint
-without a `block_diffusion.json`. Recipes read any block-diffusion checkpoint
-through `load_settings`, `load_extra` and `load_tokenizer` here
-(`tunix_bd.core` and `tunix_bd.data` sit below this package and know no
-format); `load_tokenizer` gives a format's tokenizer the stop ids its decoder
-uses (`bd_formats_tokenizer`).
-
-Anything the Tunix model cannot represent exactly is refused, naming the
-field: another `auto_map` (other modeling code), RoPE scaling, sliding
-windows, attention biases on SDAR, a mask id outside the vocabulary or not a
-reserved token, a missing block size. The differences accepted (SDAR's
-RMSNorm rounding in bfloat16, Fast-dLLM v2's training forward) and how
-tunix_bd's decoder differs from theirs are in docs/formats.md.
+This module is the one place that knows those formats (`FORMATS`): `detect`
+recognises a `config.json`, `model_config_from_hf` maps it to the Tunix
+Qwen3 or Qwen2 config the weights load into, and `settings` gives the
+`BlockDiffusionConfig` their code trains and decodes with, so such a
+directory is a block-diffusion checkpoint without a `block_diffusion.json`.
+Recipes read any block-diffusion checkpoint through `load_settings`,
+`load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
+know no format). What is read and refused: docs/formats.md "Import".
 """
 
 from __future__ import annotations
@@ -49,13 +36,8 @@ class Format:
   """What identifies a format's `config.json` and what it means.
 
   Attributes:
-    name: `SDAR` or `FAST_DLLM_V2`.
-    model_type: its `model_type`.
-    architecture: its one `architectures` entry.
-    auto_map: the modeling code its `auto_map` names.
     family_type: the `model_type` of the layers (`qwen3`, `qwen2`).
     block_field: the field holding the training block size.
-    alignment: its target alignment.
     mask_token: the mask token's string where config.json names no id.
     dropped: format fields that do not change the model's math (training
       kernels, attention backends, fields no code reads).
@@ -119,9 +101,8 @@ _BY_ARCHITECTURE = {f.architecture: f for f in FORMATS.values()}
 def detect(raw: Any) -> Format | None:
   """The format of a parsed `config.json`, or None for any other config.
 
-  Raises:
-    ValueError: for a config that names one format's `model_type` and
-      another `architectures`, or the reverse.
+  Raises ValueError for a config that names one format's `model_type` and
+  another's `architectures`, or the reverse.
   """
   if not isinstance(raw, dict):
     return None
@@ -142,13 +123,8 @@ def detect(raw: Any) -> Format | None:
 
 
 def read_dir(directory: str) -> tuple[Format, dict[str, Any]] | None:
-  """The format and parsed `config.json` of `directory`, or None.
-
-  None if the directory has no `config.json` or it is in another format.
-
-  Raises:
-    ValueError: for a `config.json` that is not JSON, or as `detect`.
-  """
+  """The format and parsed `config.json` of `directory`, or None if it has
+  no `config.json` or one in another format."""
   path = os.path.join(directory, CONFIG_FILE)
   if not os.path.isfile(path):
     return None
@@ -158,12 +134,7 @@ def read_dir(directory: str) -> tuple[Format, dict[str, Any]] | None:
 
 
 def family_config(raw: dict[str, Any], fmt: Format) -> dict[str, Any]:
-  """The Qwen3 or Qwen2 `config.json` a format's config describes.
-
-  Raises:
-    ValueError: naming the field, for modeling code other than the format's
-      (`auto_map`).
-  """
+  """The Qwen3 or Qwen2 `config.json` a format's config describes."""
   auto_map = raw.get("auto_map")
   if auto_map is not None and auto_map != fmt.auto_map:
     raise ValueError(
@@ -185,14 +156,8 @@ def model_config_from_hf(
 ) -> Any:
   """`hf_config.model_config_from_hf`, reading the formats too.
 
-  Args:
-    raw: a parsed `config.json`: Qwen3, Qwen3-MoE, Qwen2, SDAR or Fast-dLLM
-      v2.
-    dtype, param_dtype: as `hf_config.model_config_from_hf`.
-
-  Raises:
-    ValueError: as `hf_config.model_config_from_hf`, naming the field, for
-      a setting the Tunix family cannot represent exactly.
+  `raw` is a parsed Qwen3, Qwen3-MoE, Qwen2, SDAR or Fast-dLLM v2
+  `config.json`.
   """
   fmt = detect(raw)
   if fmt is None:
@@ -259,18 +224,8 @@ def settings(
 ) -> bd_config_lib.BlockDiffusionConfig | None:
   """The block-diffusion settings of an SDAR or Fast-dLLM v2 directory.
 
-  Args:
-    directory: a checkpoint directory.
-    key: the config key that names it (e.g. `model.checkpoint`), for errors.
-
-  Returns:
-    The settings their code trains and decodes with, or None if the
-    directory is in neither format.
-
-  Raises:
-    ValueError: naming the field, for a block size or mask token that is
-      missing or unusable, or a model config `model_config_from_hf`
-      refuses.
+  The settings their code trains and decodes with, or None if the directory
+  is in neither format. `key` (e.g. `model.checkpoint`) names it in errors.
   """
   found = read_dir(directory)
   if found is None:
@@ -286,14 +241,8 @@ def settings(
 
 
 def adapt_tokenizer(directory: str, tokenizer: Any) -> None:
-  """Gives an imported format's tokenizer the stop ids its decoder uses.
-
-  `bd_formats_tokenizer.adapt` for a directory in a format; a directory in
-  no format is left alone.
-
-  Raises:
-    ValueError: as `bd_formats_tokenizer.adapt`.
-  """
+  """Gives an imported format's tokenizer the stop ids its decoder uses
+  (`bd_formats_tokenizer.adapt`); a directory in no format is left alone."""
   found = read_dir(directory)
   if found is not None:
     fmt, raw = found
@@ -304,10 +253,7 @@ def load_settings(
     directory: str, key: str | None = None
 ) -> bd_config_lib.BlockDiffusionConfig:
   """A block-diffusion checkpoint's settings: its `block_diffusion.json`, or
-  else its format's (`settings`).
-
-  Args and Raises: as `bd_config.load_settings`, and as `settings`.
-  """
+  else its format's (`settings`)."""
   if not os.path.isfile(os.path.join(directory, bd_config_lib.SETTINGS_FILE)):
     imported = settings(directory, key)
     if imported is not None:
@@ -317,11 +263,7 @@ def load_settings(
 
 def load_extra(directory: str, key: str) -> Any:
   """`bd_config.load_extra`; None for an imported directory without
-  `block_diffusion.json` (it records nothing of ours).
-
-  Raises:
-    ValueError: as `load_settings`.
-  """
+  `block_diffusion.json` (it records nothing of ours)."""
   if not os.path.isfile(os.path.join(directory, bd_config_lib.SETTINGS_FILE)):
     load_settings(directory)  # Raises unless the directory is in a format.
     return None
@@ -331,11 +273,7 @@ def load_extra(directory: str, key: str) -> Any:
 def load_tokenizer(
     directory: str, chat_template: str = "", *, key: str | None = None
 ) -> Any:
-  """`tokenizer.load_tokenizer`, then `adapt_tokenizer`.
-
-  Args, Returns and Raises: as `tunix_bd.data.tokenizer.load_tokenizer`,
-  and as `adapt_tokenizer`.
-  """
+  """`tokenizer.load_tokenizer`, then `adapt_tokenizer`."""
   tokenizer = tokenizer_lib.load_tokenizer(directory, chat_template, key=key)
   adapt_tokenizer(directory, tokenizer)
   return tokenizer

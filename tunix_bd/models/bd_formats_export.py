@@ -4,16 +4,12 @@
 
 `tunix_bd` (the default) is the source checkpoint's HF format plus
 `block_diffusion.json` (`bd_export`); `sdar` and `fast_dllm_v2` are
-checkpoints of those formats (`bd_formats.FORMATS`) that keep
-`block_diffusion.json` beside the format's fields (they agree; the import
-reads either). `check_exportable` refuses, naming the key and the fix, what
-the format cannot express: the other alignment (SDAR is same-position,
-Fast-dLLM v2 shifted), other layers, a Fast-dLLM v2 mask token other than
-`|<MASK>|` or block above the 32 its decoder masks with. The formats'
-modeling code is not part of tunix_bd: `export.reference_code=DIR` copies a
-user's copy of it into the export (`REFERENCE_CODE`). This module checks,
-before any compute (`check_options`, `check_run`), that the files can be
-written; docs/formats.md ("Export") lists the fields and refusals.
+checkpoints of those formats that keep `block_diffusion.json` beside the
+format's fields. `export.reference_code=DIR` copies a user's copy of the
+format's modeling code into the export (`REFERENCE_CODE`). This module
+checks, before any compute (`check_options`, `check_run`), that the model
+fits the format and the files can be written; docs/formats.md "Export"
+lists the fields and refusals.
 """
 
 from __future__ import annotations
@@ -140,17 +136,11 @@ def check_exportable(
 ) -> None:
   """Fails closed, naming the key and the fix, on what `fmt` cannot express.
 
-  Args:
-    fmt: one of `FORMATS`; `tunix_bd` expresses everything.
-    alignment: the model's `bd.alignment`.
-    block_size: its block size.
-    model_config: its Tunix model config.
-    mask_token: the mask token's string (None: an id no string encodes to).
-
-  Raises:
-    ValueError: naming `export.format`, for the other alignment or layers,
-      or (Fast-dLLM v2) a mask token other than `|<MASK>|` or a block size
-      that does not divide `FAST_DLLM_MASK_BLOCK`.
+  `tunix_bd` expresses everything; the others refuse the other alignment
+  (SDAR is same-position, Fast-dLLM v2 shifted) or layers, and Fast-dLLM v2
+  a mask token other than `|<MASK>|` or a block size that does not divide
+  `FAST_DLLM_MASK_BLOCK`. `mask_token` is None for an id no string encodes
+  to.
   """
   check_format(fmt)
   if fmt == TUNIX_BD:
@@ -203,11 +193,7 @@ def check_exportable(
 
 
 def check_options(section: Any) -> None:
-  """Checks an `export` section's `format` and `reference_code` keys.
-
-  Raises:
-    ValueError: as `check_format` and `check_reference_code`.
-  """
+  """Checks an `export` section's `format` and `reference_code` keys."""
   fmt = check_format(section.format)
   check_reference_code(fmt, section.reference_code)
 
@@ -223,20 +209,9 @@ def check_run(
 ) -> None:
   """Before any compute: the run's model is exportable as `section` asks.
 
-  Args:
-    section: the `export` section.
-    bd: the model's block-diffusion settings (its `alignment` and
-      `block_size`).
-    mask_token: its mask token's string (`mask_token_string`; None for an
-      id no string encodes to).
-    vocab_size: its tokenizer's size (a random model's vocabulary).
-    source: the checkpoint it is loaded from, or None for a random model
-      of shape `scratch`.
-    scratch: a random model's shape (`model.scratch`, a Qwen3): its
-      `from_scratch.ScratchModelSettings` or config section.
-
-  Raises:
-    ValueError: as `check_options` and `check_exportable`.
+  `mask_token` is the mask token's string (`mask_token_string`);
+  `vocab_size` its tokenizer's size; `source` the checkpoint it is loaded
+  from, or None for a random model of shape `scratch` (`model.scratch`).
   """
   check_options(section)
   if section.format == TUNIX_BD:

@@ -34,11 +34,7 @@ def _listed_stop_ids(
 
   `block_diffusion.json`'s `stop_ids` (what tunix_bd stopped at, recorded
   by its export in a format) or else `generation_config.json`'s
-  `eos_token_id`; None where neither lists any.
-
-  Raises:
-    ValueError: naming the file, for a list that is not token ids of the
-      tokenizer.
+  `eos_token_id`; None where neither lists any. Errors name the file.
   """
 
   def generation_eos_ids(path):
@@ -84,11 +80,8 @@ def _move_pad_off(
 
   The token is the tokenizer's own if it has it as an added token, else it
   is added at the first embedding row past the tokenizer (SDAR checkpoints
-  carry spare rows, as for the mask token in `mask_token`).
-
-  Raises:
-    ValueError: where `PAD_TOKEN` is ordinary text, a stop id or the mask, or
-      there is no such row (naming `config.json`'s `vocab_size`).
+  carry spare rows, as for the mask token in `mask_token`); without one the
+  error names `config.json`'s `vocab_size`.
   """
   added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
   pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
@@ -127,21 +120,10 @@ def adapt(
   pad), or of the `stop_ids` an export in a format records in
   `block_diffusion.json`. tunix_bd's EOS becomes the first of them that is
   not the pad and the others the checkpoint's stop ids
-  (`special_ids.checkpoint_stop_ids`); a pad among them cannot stay the pad
-  (`special_ids.check`) and becomes `PAD_TOKEN` (`_move_pad_off`).
+  (`special_ids.checkpoint_stop_ids`); a pad among them becomes `PAD_TOKEN`.
   Fast-dLLM v2's decoder stops at its EOS alone, which changes only if it
-  is the pad. docs/formats.md, "Import", has the details.
-
-  Args:
-    directory: the checkpoint directory the tokenizer was read from.
-    raw: its parsed `config.json`.
-    tokenizer: its tokenizer; changed in place.
-    sdar: whether the directory is an SDAR one (else Fast-dLLM v2).
-
-  Raises:
-    ValueError: naming the file, for a list of stop ids that is not token
-      ids, an EOS that is the pad with no other stop id listed, or a pad
-      among the stop ids with no spare row for a new pad.
+  is the pad. `tokenizer` is changed in place; ValueErrors name the file.
+  See docs/formats.md "Import".
   """
   pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
   if not sdar and (eos is None or eos != pad):

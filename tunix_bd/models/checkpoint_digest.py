@@ -3,28 +3,21 @@
 """Content digests of Hugging Face checkpoint directories.
 
 Runs identify the checkpoints they read by what those hold, not by where
-they lie: the same model under another path gets the same digest, and a
-different model under the same path gets another. A digest is SHA-256 over
-four parts, each a SHA-256 itself:
+they lie. A digest is SHA-256 over four parts, each a SHA-256 itself:
 
   config     the bytes of `config.json`.
-  weights    every tensor of every `*.safetensors` file of the directory (the
-             files Tunix's loader reads), in tensor-name order: its name,
-             dtype, shape and byte length, then its data bytes. How tensors
-             are split into shards, the order and padding of a file's header
-             and its free-form `__metadata__` are layout, not content: the
-             same tensors saved whole or sharded give one digest, so the
-             shard index file is not hashed.
+  weights    every tensor of every `*.safetensors` file (the files Tunix's
+             loader reads), in tensor-name order: its name, dtype, shape and
+             byte length, then its data bytes. Sharding, header order and
+             padding and `__metadata__` are layout, not content: the same
+             tensors saved whole or sharded give one digest.
   tokenizer  the name, length and bytes of each tokenizer file present
-             (`TOKENIZER_FILES`), by name; None if there is none.
-  settings   the bytes of `block_diffusion.json`, which makes a directory a
-             block-diffusion model (block size, mask id...); None for an AR
-             checkpoint.
+             (`TOKENIZER_FILES`); None if there is none.
+  settings   the bytes of `block_diffusion.json`; None for an AR checkpoint.
 
-Nothing is loaded as an array, and this module imports the standard library
-only: safetensors headers are parsed as JSON and tensor bytes stream through
-`hashlib` in chunks of `chunk_bytes` read into one reused buffer, so a
-multi-GB shard costs one pass of disk reads in constant memory.
+Nothing is loaded as an array and only the standard library is imported:
+tensor bytes stream through `hashlib` in chunks read into one reused
+buffer, so a multi-GB shard costs one pass of disk reads in constant memory.
 
   python -m tunix_bd.models.checkpoint_digest DIRECTORY  # prints the digest
 """
@@ -107,12 +100,7 @@ def _frame(digest, *fields) -> None:
 
 
 def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
-  """`({tensor: header entry}, data start)` of one safetensors file.
-
-  Raises:
-    ValueError: if the file is not safetensors or an entry points outside
-      its data section.
-  """
+  """`({tensor: header entry}, data start)` of one safetensors file."""
   size = os.fstat(f.fileno()).st_size
   prefix = f.read(8)
   header_bytes = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else 0
@@ -159,9 +147,6 @@ def check_weight_files(directory: str) -> None:
 
   Reads the headers only: tensors past a file's end (an interrupted copy)
   would otherwise fail deep in a loader, naming neither file nor tensor.
-
-  Raises:
-    ValueError: naming the file, as `digest_checkpoint`.
   """
   for name in _weight_files(directory):
     path = os.path.join(directory, name)
@@ -230,18 +215,10 @@ def digest_checkpoint(
 ) -> CheckpointDigest:
   """Digests a checkpoint directory without loading it (see the module doc).
 
-  Args:
-    directory: an HF-style directory: `config.json`, `*.safetensors` and,
-      optionally, tokenizer files and `block_diffusion.json`.
-    chunk_bytes: the most bytes read from disk at a time.
-
-  Returns:
-    The digests of its parts; `.digest` combines them.
-
-  Raises:
-    ValueError: if `directory` or its `config.json` is missing, it holds no
-      `*.safetensors` file, a weight file is not safetensors (or is
-      truncated), or a tensor is in two files.
+  `directory` holds `config.json`, `*.safetensors` and, optionally,
+  tokenizer files and `block_diffusion.json`; `chunk_bytes` is the most
+  read from disk at a time. Raises ValueError for a missing directory or
+  `config.json`, no or bad weight files, or a tensor in two files.
   """
   directory = os.fspath(directory)
   if not os.path.isdir(directory):

@@ -3,15 +3,11 @@
 """Writing Tunix Qwen3 and Qwen2 models as Hugging Face checkpoint directories.
 
 An export is an HF-style Qwen3 or Qwen2 directory (`config.json`,
-`generation_config.json`, `model.safetensors` or shards with
-`model.safetensors.index.json`, in the layout that `hf_checkpoint` reads)
-with its tokenizer; a block-diffusion export also holds
-`block_diffusion.json`. Given the checkpoint the model was loaded from
-(`hf_source.Source`), the export keeps every field of its `config.json`, its
-`generation_config.json` and its weight dtypes (`hf_source` lists the
-documented changes). Directories are written to a temporary sibling and
-renamed into place, so a crash never leaves half an export. Also finds the
-block-diffusion exports that exist under a directory.
+`generation_config.json`, `model.safetensors` or shards with an index, in
+the layout `hf_checkpoint` reads) with its tokenizer; what it keeps of its
+source checkpoint is `hf_source`'s. Directories are written to a temporary
+sibling and renamed into place, so a crash never leaves half an export.
+Also finds the block-diffusion exports that exist under a directory.
 """
 
 from __future__ import annotations
@@ -219,19 +215,13 @@ def save_checkpoint(
 ) -> None:
   """Exports a Tunix Qwen3 or Qwen2 as a Hugging Face checkpoint directory.
 
-  Everything is written into a temporary sibling directory that is renamed
-  to `output_dir` only when complete, so a crash never leaves a partial
-  export. On multi-host runs every process gathers the parameters and
-  process 0 writes.
+  On multi-host runs every process gathers the parameters and process 0
+  writes. LoRA models are refused (merge the adapters first); `output_dir`
+  must not exist or be empty.
 
   Args:
-    model: The model; LoRA models are refused (merge the adapters first).
-    output_dir: The directory to create; it must not exist or be empty.
-    tokenizer: Optional `transformers.PreTrainedTokenizerBase`, saved with
-      `save_pretrained` into the same directory.
-    source: The checkpoint the model was loaded from (`hf_source.read`):
-      its config, generation config and weight dtypes are kept. None for a
-      model trained from scratch.
+    source: The checkpoint the model was loaded from (`hf_source.read`), or
+      None for a model trained from scratch.
     dtype: The weight dtype (`hf_source.EXPORT_DTYPES`); None keeps the
       source's (the model's without a source).
     stop_ids: Further ids that end generation, for the generation config of
@@ -240,12 +230,6 @@ def save_checkpoint(
       that is already there.
     max_shard_bytes: If set, weights are split into shards of at most this
       many bytes (a larger tensor gets its own shard) with an index file.
-
-  Raises:
-    ValueError: On a model other than a Qwen3 or Qwen2, a LoRA model, a
-      non-empty `output_dir`, an invalid tokenizer, `dtype`,
-      `hf_config_extra` or `max_shard_bytes`, or a source config that
-      describes another model.
   """
   _check_model(model)
   if max_shard_bytes is not None and (

@@ -87,13 +87,8 @@ def qwen3_config(
 def init_model(
     config: qwen3_lib.ModelConfig, seed: int, mesh: jax.sharding.Mesh
 ) -> qwen3_lib.Qwen3:
-  """A randomly initialised Qwen3, sharded over `mesh`.
-
-  Raises:
-    ValueError: for a config the Tunix Qwen3 does not compute as written
-      (a `rope_theta` other than the one it rotates with; `families`),
-      before anything is built.
-  """
+  """A randomly initialised Qwen3, sharded over `mesh`; a config the Tunix
+  Qwen3 does not compute as written (`families`) fails before any build."""
   families.family(config)
 
   @nnx.jit
@@ -109,17 +104,8 @@ def init_model(
 
 
 def embedded_model(section, seed: int, mesh: jax.sharding.Mesh, precision=None):
-  """A random Qwen3 of a `model.scratch` section over the embedded vocab.
-
-  Args:
-    section: the `model.scratch` section.
-    seed: the weights' seed.
-    mesh: the mesh to shard over.
-    precision: a `precision.Precision` (compute dtype, remat), or None.
-
-  Raises:
-    ValueError: naming `model.scratch.<key>`, for a bad section.
-  """
+  """A random Qwen3 of a `model.scratch` section over the embedded vocab,
+  at `precision` (a `precision.Precision`, or None)."""
   settings = config_utils.nested(ScratchModelSettings, section, "model.scratch")
   config = qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
   if precision is not None:

@@ -2,15 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Reading Hugging Face Qwen3 and Qwen2 checkpoint directories into Tunix.
 
-A checkpoint directory holds `config.json` plus `model.safetensors` (or shards
-`model-0000i-of-0000n.safetensors` and `model.safetensors.index.json`) in the
-Hugging Face key layout, so tunix_bd's own exports and a downloaded Qwen3 or
-Qwen2 are read by one code path (`load`; the family is the config's
-`model_type`). Tunix parses no `config.json` and its safetensors loader does
-not check what it reads (a missing tensor stays abstract, an extra one is
-skipped, a file with mixed dtypes is misread by the "optimized" mode), so
-everything is validated here from the safetensors headers before Tunix
-builds the model. `tunix_bd.models.export` writes the same layout.
+One code path (`load`; the family is the config's `model_type`) reads
+tunix_bd's own exports and downloaded checkpoints: `config.json` plus
+`model.safetensors` or shards with an index, in the HF key layout. Tunix's
+safetensors loader does not check what it reads (a missing tensor stays
+abstract, an extra one is skipped, a file with mixed dtypes is misread by
+the "optimized" mode), so everything is validated here from the
+safetensors headers before Tunix builds the model.
 """
 
 import dataclasses
@@ -81,12 +79,7 @@ def expected_shapes(config: Any) -> dict[str, tuple[int, ...]]:
 
 
 def read_config(checkpoint_dir: str) -> dict[str, Any]:
-  """The parsed `config.json` of a checkpoint directory.
-
-  Raises:
-    ValueError: if the directory or its `config.json` is missing or the file
-      is not JSON.
-  """
+  """The parsed `config.json` of a checkpoint directory."""
   if not os.path.isdir(checkpoint_dir):
     raise ValueError(f"Checkpoint directory {checkpoint_dir} does not exist.")
   path = os.path.join(checkpoint_dir, CONFIG_FILE)
@@ -108,14 +101,10 @@ def check_positions(
 ) -> None:
   """Fails closed when a prompt and its completion outrun the model.
 
-  Args:
-    hf_config: the model's `config.json`; without `max_position_embeddings`
-      nothing is checked.
-    prompt_length: the longest prompt, in tokens.
-    max_new_tokens: completion positions per row.
-    what: how the error names that prompt and budget (e.g. "row 3 of
-      p.jsonl (2005 tokens) plus decode.max_new_tokens=16").
-    model_key: the model's config key (e.g. "model.checkpoint").
+  Nothing is checked without `max_position_embeddings` in `hf_config`;
+  `what` names the prompt and budget in the error (e.g. "row 3 of p.jsonl
+  (2005 tokens) plus decode.max_new_tokens=16"), `model_key` the model's
+  config key.
   """
   limit = hf_config.get("max_position_embeddings")
   needed = prompt_length + max_new_tokens
@@ -128,16 +117,9 @@ def check_positions(
 
 
 def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
-  """Every stored tensor's file, shape and header dtype, from the headers.
-
-  Returns:
-    HF key -> `(file name, shape, dtype)`, the dtype as safetensors names it
-    (`"BF16"`, `"F32"`, ...).
-
-  Raises:
-    ValueError: On no weight files, an index that disagrees with the files,
-      or a tensor stored twice.
-  """
+  """Every stored tensor's file, shape and header dtype, from the headers:
+  HF key -> `(file name, shape, dtype)`, the dtype as safetensors names it
+  (`"BF16"`, `"F32"`, ...)."""
   # Tunix's loader reads every *.safetensors file in the directory.
   weight_files = sorted(
       n for n in os.listdir(checkpoint_dir) if n.endswith(".safetensors")
@@ -180,13 +162,9 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
 def _check_weights(checkpoint_dir: str, config: Any) -> bool:
   """Checks the safetensors headers against the parsed `config.json`.
 
-  Returns:
-    Whether some file mixes tensor dtypes (Tunix's optimized loader reads a
-    whole file with the dtype of its first tensor, so it must not be used).
-
-  Raises:
-    ValueError: As `tensor_headers`, or on a missing or unexpected tensor, a
-      shape that `config` does not imply, or a dtype Tunix cannot read.
+  Returns whether some file mixes tensor dtypes (Tunix's optimized loader
+  reads a whole file with the dtype of its first tensor, so it must not be
+  used).
   """
   found = tensor_headers(checkpoint_dir)
   file_dtypes = {}
@@ -257,27 +235,14 @@ def load(
 ) -> tuple[Any, Any]:
   """Loads a Hugging Face-layout Qwen3 or Qwen2 checkpoint into Tunix.
 
-  Args:
-    checkpoint_dir: A local directory with `config.json` and safetensors;
-      its `model_type` (`qwen3`, `qwen3_moe` or `qwen2`) picks the Tunix
-      model (`tunix.models.qwen3.Qwen3` or `tunix.models.qwen2.Qwen2`). An
-      SDAR or Fast-dLLM v2 directory loads as its layers' family
-      (`bd_formats`).
-    mesh: Optional mesh (axes named by `ModelConfig.shd_config`) to shard the
-      parameters over; one device if None.
-    dtype: Compute and parameter dtype (float32, bfloat16 or float16);
-      float32 if None. Stored tensors are cast to it.
-    param_dtype: Parameter dtype if other than `dtype` (e.g. float32
-      master weights under bfloat16 compute).
-    remat: Tunix's `RematConfig` by name (`families.REMAT_MODES`).
-
-  Returns:
-    The model and its config.
-
-  Raises:
-    ValueError: If the directory, `config.json` or the weights are missing,
-      the config is unsupported, or a tensor is missing, unexpected or of
-      the wrong shape. All checked before the model is built.
+  The directory's `model_type` (`qwen3`, `qwen3_moe` or `qwen2`) picks the
+  Tunix model; an SDAR or Fast-dLLM v2 directory loads as its layers'
+  family (`bd_formats`). `mesh` (axes named by `ModelConfig.shd_config`)
+  shards the parameters, one device if None; stored tensors are cast to
+  `dtype` (float32 if None); `param_dtype` may differ (float32 master
+  weights under bfloat16 compute); `remat` is a `families.REMAT_MODES`
+  name. Returns `(model, config)`; everything is checked, naming the field
+  or tensor, before the model is built.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
   config = bd_formats.model_config_from_hf(

@@ -2,15 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hugging Face `config.json` to Tunix's Qwen3 and Qwen2 configs, and back.
 
-Tunix parses no `config.json`: its presets are hand-written. This module maps
-every field that changes the model's math and rejects, naming the field, any
-setting the Tunix model cannot represent, so a checkpoint never runs silently
-as a different model: each helper reads one group of fields (type and
-architecture, RoPE, widths and heads, dtypes) and raises a `ValueError`
-naming the field for a missing or malformed value, or for a setting the
-Tunix model lacks (`FIXED_FIELDS`: activations, sliding windows, biases, MoE
-routing...). `model_config_from_hf` picks the family from `model_type`
-(`qwen3`, `qwen3_moe`, `qwen2`); `config_to_hf` is the way back.
+Tunix parses no `config.json`. `model_config_from_hf` maps every field that
+changes the model's math, picking the family from `model_type` (`qwen3`,
+`qwen3_moe`, `qwen2`), and raises a `ValueError` naming the field for a
+missing or malformed value or a setting the Tunix model lacks
+(`FIXED_FIELDS`: activations, sliding windows, biases, MoE routing...), so a
+checkpoint never runs silently as a different model. `config_to_hf` is the
+way back.
 """
 
 from typing import Any
@@ -187,10 +185,8 @@ def attention_fields(
 ) -> dict[str, Any]:
   """Width, heads, head_dim, norm and tying fields of `ModelConfig`.
 
-  Args:
-    hf_config: the parsed `config.json`.
-    default_head_dim: what transformers assumes when `head_dim` is absent
-      (Qwen3: 128), or None for hidden_size // num_attention_heads (Qwen2).
+  `default_head_dim` is what transformers assumes when `head_dim` is absent
+  (Qwen3: 128), or None for hidden_size // num_attention_heads (Qwen2).
   """
   embed_dim = positive_int(hf_config, "hidden_size")
   num_heads = positive_int(hf_config, "num_attention_heads")
@@ -254,22 +250,10 @@ def model_config_from_hf(
   and its attention applies the config's `rope_theta`. A sliding window is
   refused only when it is on (`use_sliding_window`, or a `sliding_attention`
   layer): real Qwen2.5 configs carry a `sliding_window` size that
-  transformers ignores while it is off.
-
-  Args:
-    hf_config: The parsed `config.json`; the family is its `model_type`'s.
-    dtype: Compute dtype (float32, bfloat16 or float16); float32 if None.
-      `torch_dtype` in the file is not used to choose it.
-    param_dtype: Parameter dtype; `dtype` (or float32) if None.
-
-  Returns:
-    The equivalent `ModelConfig`, with `use_flash_attention=False` (the flash
-    path ignores custom attention masks).
-
-  Raises:
-    ValueError: If a field is missing, or a setting (model type, RoPE
-      variant, attention bias, sliding window, MoE routing, ...) is one the
-      Tunix model cannot represent. The message names the field.
+  transformers ignores while it is off. `dtype` is the compute dtype
+  (float32 if None; the file's `torch_dtype` does not choose it),
+  `param_dtype` defaults to it. The result has `use_flash_attention=False`
+  (the flash path ignores custom attention masks).
   """
   model_type = check_type(hf_config, tuple(ARCHITECTURES))
   qwen2 = model_type == "qwen2"
@@ -326,12 +310,9 @@ def config_to_hf(config: Any) -> dict[str, Any]:
 
   Writes every field `model_config_from_hf` reads; it loads in transformers
   as `Qwen3Config`, `Qwen3MoeConfig` or `Qwen2Config` (`head_dim` is
-  written, which transformers' Qwen2 reads).
-
-  Raises:
-    ValueError: for another config class, or one `config.json` would
-      describe as another model: a RoPE theta Tunix does not apply, an
-      unsupported dtype.
+  written, which transformers' Qwen2 reads). Raises ValueError for a config
+  `config.json` would describe as another model (a RoPE theta Tunix does not
+  apply, an unsupported dtype).
   """
   if isinstance(config, qwen3_lib.ModelConfig):
     if config.rope_theta != TUNIX_ROPE_THETA:

@@ -4,34 +4,14 @@
 
 An export of a model loaded from a checkpoint (its `Source`) is that
 checkpoint as transformers would see it, changed only where training changed
-the model. Its `config.json` is the source's, every field kept
-(`max_position_embeddings`, `bos_token_id`, `max_window_layers`,
-`transformers_version`, ...), with these documented changes:
-
-  * `vocab_size`: the model's embedding rows, one more than the source's
-    when the mask token needed a new row (`mask_token.provision_mask_token`);
-  * `dtype` (or the source's legacy `torch_dtype`): what the weight files
-    hold;
-  * `architectures`: the family's causal-LM class, added if absent;
-  * `transformers_version`: added if absent, as the installed transformers
-    (without it transformers 5 takes any tokenizer of over 100,000 ids for a
-    Mistral one with a broken regex and logs a misleading warning).
-
-A source in SDAR or Fast-dLLM v2 format (`bd_formats`) keeps its format's
-`config.json` the same way (`model_type`, `auto_map`, block size, mask id),
-so the export is a directory of that format plus `block_diffusion.json`.
-`export.format` writes either format from any source
-(`bd_export.format_source`).
-
-Its `generation_config.json` is the source's, as it is (Qwen3's EOS list and
-sampling defaults). Weights keep each source tensor's dtype (a bfloat16
-source exports bfloat16), unless `export.dtype` sets one for all.
-
-A model without a source (trained from scratch) exports the config derived
-from its Tunix `ModelConfig`, plus the tokenizer's `eos_token_id`,
-`pad_token_id` and `bos_token_id` and `transformers_version`, and a
-`generation_config.json` with those ids (the EOS and stop ids as the EOS
-list) and transformers' default (greedy) decoding.
+the model: docs/design.md "Hugging Face checkpoints in and out" lists the
+`config.json` fields that change. A source in SDAR or Fast-dLLM v2 format
+keeps its format's `config.json` the same way (`model_type`, `auto_map`,
+block size, mask id); `export.format` writes either format from any source
+(`bd_export.format_source`). A model without a source (trained from
+scratch) exports the config derived from its Tunix `ModelConfig`, plus the
+tokenizer's EOS, pad and BOS ids, and a `generation_config.json` with those
+ids (the EOS and stop ids as the EOS list) and greedy decoding.
 """
 
 from __future__ import annotations
@@ -60,13 +40,9 @@ _DTYPE_KEYS = ("dtype", "torch_dtype")
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-  """The Hugging Face files of the checkpoint a model was loaded from.
-
-  Attributes:
-    config: its `config.json`.
-    generation_config: its `generation_config.json`, or None if it has none.
-    tensor_dtypes: each stored tensor's NumPy dtype name, by HF key.
-  """
+  """The Hugging Face files of the checkpoint a model was loaded from:
+  `config.json`, `generation_config.json` (None if absent) and each stored
+  tensor's NumPy dtype name, by HF key."""
 
   config: dict[str, Any]
   generation_config: dict[str, Any] | None
@@ -74,12 +50,7 @@ class Source:
 
 
 def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
-  """Reads what an export keeps of `checkpoint_dir` (headers, not weights).
-
-  Raises:
-    ValueError: as `hf_checkpoint.read_config` and `tensor_headers`, or for
-      a `generation_config.json` that is not a JSON object.
-  """
+  """Reads what an export keeps of `checkpoint_dir` (headers, not weights)."""
   checkpoint_dir = os.fspath(checkpoint_dir)
   config = hf_checkpoint.read_config(checkpoint_dir)
   generation_config = None
@@ -99,9 +70,8 @@ def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
 def check_dtype(value: Any, key: str = "export.dtype") -> str | None:
   """The weight dtype an export setting asks for; None keeps the source's.
 
-  Raises:
-    ValueError: naming `key`, for anything but "" (or None) and
-      `EXPORT_DTYPES`.
+  Raises ValueError naming `key` for anything but "" (or None) and
+  `EXPORT_DTYPES`.
   """
   if value is None or value == "":
     return None
@@ -118,12 +88,9 @@ def tensor_dtypes(
 ) -> dict[str, str]:
   """The dtype each exported tensor is written in, by HF key.
 
-  Args:
-    tensors: the exported tensors (their own dtype is the model's).
-    source: the source checkpoint, or None.
-    dtype: `check_dtype`'s value: one dtype for all, or None for the
-      source's dtype of each tensor (the model's without a source; a tensor
-      the source lacks takes the source's most common dtype).
+  `dtype` (`check_dtype`'s value) sets one for all; None keeps the source's
+  dtype of each tensor (the model's without a source; a tensor the source
+  lacks takes the source's most common dtype).
   """
   if dtype is not None:
     return dict.fromkeys(tensors, dtype)
@@ -150,17 +117,12 @@ def config_json(
     tokenizer: Any,
     file_dtypes: Iterable[str],
 ) -> dict[str, Any]:
-  """The exported `config.json` (see the module docstring for its fields).
+  """The exported `config.json`, for weight files holding `file_dtypes`.
 
-  Args:
-    model_config: the exported model's Tunix config.
-    source: the checkpoint it was loaded from, or None.
-    tokenizer: its tokenizer, or None.
-    file_dtypes: the dtypes the weight files hold.
+  Its fields: docs/design.md "Hugging Face checkpoints in and out".
 
-  Raises:
-    ValueError: if the source's config describes another model than
-      `model_config` (in any field but `vocab_size`).
+  Raises ValueError if the source's config describes another model than
+  `model_config` (in any field but `vocab_size`).
   """
   derived = hf_config.config_to_hf(model_config)
   file_dtypes = sorted(set(file_dtypes))
@@ -197,16 +159,10 @@ def generation_config_json(
 ) -> dict[str, Any] | None:
   """The exported `generation_config.json`, or None to write none.
 
-  Args:
-    source: the checkpoint the model was loaded from, or None.
-    tokenizer: the model's tokenizer, or None.
-    stop_ids: further ids that end generation (`rollout.extra_stop_ids`).
-
-  Returns:
-    The source's own file, as it is; None for a source without one (then
-    transformers derives one from `config.json` as it did for the source);
-    without a source, the tokenizer's ids with its EOS and `stop_ids` as
-    the EOS list, or None without a tokenizer.
+  The source's own file, as it is (None for a source without one: then
+  transformers derives one from `config.json` as it did for the source);
+  without a source, the tokenizer's ids with its EOS and `stop_ids`
+  (`rollout.extra_stop_ids`) as the EOS list, or None without a tokenizer.
   """
   if source is not None:
     return source.generation_config

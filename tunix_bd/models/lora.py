@@ -37,11 +37,7 @@ def apply_lora(
     seed: int = 0,
     mesh: jax.sharding.Mesh | None = None,
 ) -> nnx.Module:
-  """Returns `model` with LoRA adapters on the modules matching `module_path`.
-
-  Raises:
-    ValueError: for a rank < 1, an alpha <= 0, or a path matching nothing.
-  """
+  """`model` with LoRA adapters on the modules matching `module_path`."""
   if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
     raise ValueError(f"lora.rank must be an int >= 1, got {rank!r}.")
   if not alpha > 0:
@@ -74,16 +70,8 @@ def _node(root: Any, path: tuple[Any, ...]) -> Any:
 def merge_lora(
     lora_model: nnx.Module, config: Any, *, alpha: float
 ) -> nnx.Module:
-  """A plain model whose weights are the LoRA model's, adapters folded in.
-
-  Args:
-    lora_model: a model returned by `apply_lora` (trained or not).
-    config: its Tunix `ModelConfig` (Qwen3, Qwen2 or Llama 3).
-    alpha: the LoRA alpha it was built with (the rank is read from A).
-
-  Returns:
-    A new model of `config`'s class without LoRA parameters.
-  """
+  """A plain model of `config`'s class whose weights are `apply_lora`'s
+  model's, adapters folded in (`alpha` as built; the rank is read from A)."""
   model_class = families.model_class(config)
   merged = nnx.eval_shape(lambda: model_class(config, rngs=rng.rngs(0)))
   for path, param in nnx.iter_graph(merged):

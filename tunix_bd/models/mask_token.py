@@ -2,22 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Provisioning the block-diffusion mask token for a model and tokenizer.
 
-Two ways, both leaving every existing weight bit-identical:
-
-  (a) Reuse a reserved id: the tokenizer's own special `<|mask|>` or
-      `<|reserved_k|>` token, or an embedding row past the tokenizer's last id
-      (Qwen3 checkpoints carry ~270 such rows). `resolve_reserved_mask_id`.
-  (b) Add a token: append it to the tokenizer and one embedding row (and
-      lm_head column when untied) to a Tunix Qwen3 or Qwen2 (`resize_vocab`).
-      `provision_mask_token` picks (a) or (b).
-
-Either way a token the tokenizer has becomes its named `mask_token`, so an
-export's `AutoTokenizer.from_pretrained(...).mask_token` is the mask token.
-
-New rows are the mean of the existing rows (as Hugging Face's
-`mean_resizing`): the mask embedding starts inside the distribution of real
-embeddings, and a new output column scores every input with the mean of the
-old logits. The mask logit is excluded anyway (`diffusion_lm.MASKED_LOGIT`).
+`provision_mask_token` reuses a reserved id (`resolve_reserved_mask_id`:
+the tokenizer's own `<|mask|>` or `<|reserved_k|>` token, or an embedding
+row past its last id; Qwen3 checkpoints carry ~270 such rows) or adds a
+token and one embedding row (and lm_head column when untied) to a Tunix
+Qwen3 or Qwen2 (`resize_vocab`), leaving every existing weight
+bit-identical. New rows are the mean of the existing rows (as Hugging
+Face's `mean_resizing`), so a new output column scores every input with the
+mean of the old logits. See docs/design.md "Mask token".
 """
 
 from __future__ import annotations
@@ -69,20 +61,11 @@ def resolve_reserved_mask_id(
 ) -> int:
   """Checks and returns a reserved, never-generated id for the mask token.
 
-  Args:
-    tokenizer: a Hugging Face tokenizer.
-    mask_token: a special/added token string (e.g. `<|mask|>`,
-      `<|reserved_3|>`) or an id; an id at or past `len(tokenizer)` names an
-      embedding row the tokenizer never produces.
-    vocab_size: the model's vocabulary size (embedding rows).
-    stop_ids: further ids that end generation.
-
-  Returns:
-    The mask token id.
-
-  Raises:
-    ValueError: if the token is unknown, the id is out of range or equals the
-      pad/EOS/BOS/UNK or a stop id, or the id is an ordinary text token.
+  `mask_token` is a special/added token string (e.g. `<|mask|>`,
+  `<|reserved_3|>`) or an id; an id at or past `len(tokenizer)` names an
+  embedding row the tokenizer never produces. Raises ValueError for an
+  unknown token, an id out of range, equal to a special or stop id, or an
+  ordinary text token.
   """
   if isinstance(mask_token, str):
     added = tokenizer.get_added_vocab()
@@ -115,14 +98,8 @@ def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
   """Names the token of `mask_id` the tokenizer's `mask_token`, in place.
 
   Ids and tokenization are unchanged: the token is already a special or
-  reserved one (`resolve_reserved_mask_id`).
-
-  Returns:
-    The mask token's string, or None for an id past the tokenizer's last
-    (an embedding row no string encodes to).
-
-  Raises:
-    ValueError: if the id is an ordinary text token.
+  reserved one. Returns the token's string, or None for an id past the
+  tokenizer's last (an embedding row no string encodes to).
   """
   if mask_id >= len(tokenizer):
     return None
@@ -145,22 +122,12 @@ def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
 def resize_vocab(model: Any, num_new_tokens: int) -> tuple[Any, Any]:
   """Appends embedding rows (and untied lm_head columns) to a Tunix model.
 
-  Existing rows and every other weight are copied bit-identically; new rows
-  are the mean of the existing ones (in float32, cast back). The new arrays
-  are placed by `jnp.concatenate`; reshard a sharded model afterwards.
-
-  Args:
-    model: a Tunix Qwen3, Qwen2 or Llama 3 without LoRA params; left
-      unchanged.
-    num_new_tokens: rows to append, >= 1; their ids are
-      `vocab_size .. vocab_size + num_new_tokens - 1`.
-
-  Returns:
-    `(new_model, new_config)`.
-
-  Raises:
-    ValueError: for another model, a bad count, or extra (e.g. LoRA)
-      state that the resized model would not carry.
+  `model` is a Tunix Qwen3, Qwen2 or Llama 3 without LoRA params, left
+  unchanged; the new rows' ids are `vocab_size .. vocab_size +
+  num_new_tokens - 1`, each the mean of the existing rows (in float32, cast
+  back), every other weight copied bit-identically. The new arrays are
+  placed by `jnp.concatenate`; reshard a sharded model afterwards. Returns
+  `(new_model, new_config)`.
   """
   if not isinstance(model, tuple(families.MODEL_CLASSES.values())):
     raise ValueError(
@@ -216,24 +183,11 @@ def provision_mask_token(
 ) -> tuple[Any, Any, int]:
   """Returns a model, config and mask id with `token` as the mask token.
 
-  If the tokenizer has `token` it is reused (a). Otherwise it is added to the
+  If the tokenizer has `token` it is reused. Otherwise it is added to the
   tokenizer (in place); its id reuses an unused embedding row when the model
-  has rows past the tokenizer, else the model gains one row (b). Either way
-  it becomes the tokenizer's `mask_token` (`register_mask_token`).
-
-  Args:
-    model: a Tunix Qwen3 or Qwen2.
-    tokenizer: its Hugging Face tokenizer.
-    token: the mask token string.
-    stop_ids: further ids that end generation.
-
-  Returns:
-    `(model, model_config, mask_id)`; the model is the input when no row was
-    added.
-
-  Raises:
-    ValueError: if the token is unusable or the tokenizer has more ids than
-      the model has rows.
+  has rows past the tokenizer, else the model gains one row. Either way it
+  becomes the tokenizer's `mask_token`. Returns `(model, model_config,
+  mask_id)`; the model is the input when no row was added.
   """
   vocab_size = model.config.vocab_size
   if token in tokenizer.get_vocab():
@@ -268,14 +222,8 @@ def embedded_tokenizer_and_bd(
   """The embedded tokenizer and block-diffusion settings on its mask token.
 
   For random-initialised policies (smoke variants), which have no converted
-  checkpoint to read them from.
-
-  Args:
-    **bd_settings: `BlockDiffusionConfig` fields but the mask token id
-      (`block_size`, `alignment`, `layout`).
-
-  Raises:
-    ValueError: as `BlockDiffusionConfig`.
+  checkpoint to read them from; `bd_settings` are the other
+  `BlockDiffusionConfig` fields.
   """
   tokenizer = tokenizer_lib.build_char_tokenizer()
   mask_id = resolve_reserved_mask_id(

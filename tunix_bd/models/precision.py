@@ -2,24 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Compute precision, rematerialization and the chunked head: `model.*` keys.
 
-Every recipe that builds a model reads these keys of its `model` section
-(`run.sections.ModelSettings`):
-
-- `model.dtype`: the compute dtype of every matmul (Tunix's
-  `ModelConfig.dtype`): `float32` or `bfloat16`. Parameters, and so the
-  optimizer state, stay float32 (`ModelConfig.param_dtype`): bf16 compute
-  on float32 master weights. It changes what a run computes, so training
-  recipes fingerprint it.
-- `model.remat`: Tunix's `RematConfig`: `none`; `block`, recompute each
-  attention and MLP block in the backward pass; `decoder`, recompute each
-  decoder layer. Activations are then stored per layer input only; the
-  values are the same.
-- Decoding recipes (`generate.text.load_model`) store a model's matrices in
-  the compute dtype (`matrices_to_compute_dtype`): the same logits, bit for
-  bit, at half the bytes a bfloat16 forward reads.
-- `model.logits_chunk` (training recipes): vocabulary columns per chunk of
-  the output head in the losses (`core.lm_head`); 0 computes dense logits.
-  The values equal the dense ones to float rounding.
+`model.dtype` (bf16 compute on float32 master weights), `model.remat`
+(Tunix's `RematConfig`: `none`, `block`, `decoder`) and, for decoding, the
+matrices stored in the compute dtype; docs/design.md "Output head and
+precision" gives their rules.
 """
 
 from __future__ import annotations

@@ -2,21 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionRLCluster`: Tunix's `RLCluster` that keeps the rollout's trace.
 
-Tunix's `RLCluster.generate` rebuilds a plain `RolloutOutput` from the
-rollout's chunks and drops any extra field, and its reference and old
-log-probs score tokens autoregressively. This subclass adds what a
-block-diffusion policy needs and changes nothing else (offload, perf spans,
-chat templates and micro-batching stay Tunix's):
-
-  * `generate` tells the rollout the global step and mode (its row seeds)
-    and returns each chunk's `Trace` in a `DiffusionRolloutOutput`, checked
-    against the visible completions.
-  * `reference_replay_logps` and `anchor_replay_logps` score a trace under
-    the reference model and the start-of-step actor snapshot, on the
-    REFERENCE and ACTOR roles' meshes (the old policy is no new role).
-  * With a fingerprint, the actor's checkpoint metadata carries it.
-  * Under Tunix's own `GRPOLearner` (`log_rollout_checks`), `generate` logs
-    what tunix_bd's learner does.
+Tunix's `RLCluster.generate` drops any extra rollout field, and its
+reference and old log-probs score tokens autoregressively. This subclass
+changes nothing else: `generate` seeds the rollout (global step, mode) and
+returns each chunk's checked `Trace`; `reference_replay_logps` and
+`anchor_replay_logps` score a trace by replay on the REFERENCE and ACTOR
+meshes; the actor's checkpoints carry the fingerprint; and under Tunix's own
+`GRPOLearner` (`log_rollout_checks`) `generate` logs what tunix_bd's learner
+does. See docs/design.md "Why the rollout rules".
 """
 
 from __future__ import annotations
@@ -80,15 +73,10 @@ class DiffusionRLCluster(compat.RLCluster):
   def __init__(self, *, fingerprint: Mapping[str, Any] | None = None, **kwargs):
     """Builds Tunix's cluster, then checks the rollout and adds metadata.
 
-    Args:
-      fingerprint: the run's fingerprint (`tunix_bd.fingerprint`), stored in
-        every actor checkpoint's metadata; None stores nothing extra.
-      **kwargs: `RLCluster`'s arguments.
-
-    Raises:
-      ValueError: for a rollout engine that is not a `DiffusionRollout`, or
-        `offload_to_cpu` (Tunix's offload path syncs unfiltered state into
-        the rollout, untested with a denoising rollout).
+    `fingerprint` (`tunix_bd.fingerprint`) goes into every actor
+    checkpoint's metadata. Raises ValueError for a rollout engine that is
+    not a `DiffusionRollout`, or `offload_to_cpu` (Tunix's offload path
+    syncs unfiltered state into the rollout, untested with a denoising one).
     """
     config = kwargs["cluster_config"]
     engine = config.rollout_engine
@@ -170,9 +158,8 @@ class DiffusionRLCluster(compat.RLCluster):
   ) -> DiffusionRolloutOutput:
     """`RLCluster.generate`, returning the trace as well.
 
-    Raises:
-      ValueError: if a visible completion is not its trace's tokens cut at
-        the first stop token (a rollout that broke the contract).
+    Raises ValueError if a visible completion is not its trace's tokens cut
+    at the first stop token (a rollout that broke the contract).
     """
     rollout = self.rollout
     rollout.set_generation_context(global_step=self.global_steps, mode=mode)
@@ -255,8 +242,7 @@ class DiffusionRLCluster(compat.RLCluster):
   ) -> np.ndarray:
     """float32 `[batch, T]` log-probs of the trace's actions, reference model.
 
-    Raises:
-      ValueError: without a reference model.
+    Raises ValueError without a reference model.
     """
     worker = self.inference_worker
     if "reference" not in getattr(worker, "_models", {}):

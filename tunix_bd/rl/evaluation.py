@@ -88,18 +88,9 @@ def evaluate(
 ) -> HeldOutResult:
   """Greedy and sampled held-out evaluation (see the module docstring).
 
-  Args:
-    model: the policy.
-    prompts: held-out prompts with answers; the first `settings.num_prompts`
-      are used.
-    bd: the model's block-diffusion settings.
-    decode: the rollout's denoising settings (budget, stop ids, commit
-      rule); the threshold and temperature are set per measurement.
-    settings: the `eval` section.
-    tokenizer: decodes completions to text.
-
-  Raises:
-    ValueError: if there are fewer prompts than `eval.num_prompts`.
+  Uses the first `settings.num_prompts` of `prompts` (a ValueError if there
+  are fewer); `decode` is the rollout's denoising settings, whose threshold
+  and temperature are set per measurement.
   """
   num = settings.num_prompts
   if len(prompts) < num:
@@ -148,14 +139,8 @@ def evaluate(
 
 @dataclasses.dataclass(frozen=True)
 class PairedDifference:
-  """A before -> after change on the same prompts.
-
-  Attributes:
-    before: the mean before.
-    after: the mean after.
-    delta: `after - before`.
-    se: the standard error of `delta`, clustered by prompt.
-  """
+  """A before -> after change on the same prompts: the two means, `delta =
+  after - before` and `se`, its standard error clustered by prompt."""
 
   before: float
   after: float
@@ -168,19 +153,11 @@ def paired_difference(
 ) -> PairedDifference:
   """The change of a per-sample score, with its SE clustered by prompt.
 
-  Args:
-    before: `[num_prompts]` or `[num_prompts, samples]` scores (e.g. 0/1
-      correctness) of one model; sample `s` of prompt `i` must be paired
-      with `after[i, s]` (same prompt and seed).
-    after: the same shape, of the other model.
-
-  Returns:
-    The means, their difference and its standard error: with `d_i` the
-    mean over prompt `i`'s samples of `after - before`, `se = std(d, ddof=1)
-    / sqrt(num_prompts)`, the cluster-robust SE for equal-size clusters.
-
-  Raises:
-    ValueError: for shapes that differ or fewer than two prompts.
+  `before` and `after` are `[num_prompts]` or `[num_prompts, samples]`
+  scores, sample `s` of prompt `i` paired (same prompt and seed). With `d_i`
+  the mean over prompt `i`'s samples of `after - before`, `se = std(d,
+  ddof=1) / sqrt(num_prompts)`, the cluster-robust SE for equal-size
+  clusters.
   """
   before = np.asarray(before, np.float64)
   after = np.asarray(after, np.float64)
@@ -206,12 +183,8 @@ def compare(
     before: HeldOutResult, after: HeldOutResult
 ) -> dict[str, PairedDifference]:
   """Every metric's paired change: greedy exact match and tokens per forward
-  per threshold, and sampled exact match; keys as in `metrics()`.
-
-  Raises:
-    ValueError: if the two were not evaluated alike (thresholds, prompts or
-      samples differ).
-  """
+  per threshold, and sampled exact match; keys as in `metrics()`. Raises
+  ValueError if the two were not evaluated alike."""
   if list(before.greedy) != list(after.greedy):
     raise ValueError(
         f"thresholds differ: {list(before.greedy)} vs {list(after.greedy)}."

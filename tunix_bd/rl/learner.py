@@ -4,20 +4,10 @@
 
 Tunix's `GRPOLearner` owns the loop, the advantages, the optimizer,
 checkpoints and metrics; this subclass replaces only the step that turns
-prompts into a `TrainExample`, so that every policy (rollout, old,
-reference, live) scores the rollout's own trace with one function
-(docs/design.md "RL policies on one trace"). On a Tunix with `GRPOConfig`'s
-`use_rollout_logps` set (main), the old log-probs are the trace's own
-`action_logp`; under `sampler_is="token"`, the anchor replay always, and
-the loss is weighted by the truncated sampler/trainer ratio
-(`old_logps_and_weights`).
-
-The dataset boundary is checked (`prompts` an `np.ndarray` of str, other
-fields 1-D of equal length), since Tunix's `np.repeat` silently mangles
-list prompts.
-
-`_generate_and_compute_advantage` overrides Tunix's private method of that
-name (no public seam exists in 0.1.7 or main), keeping its perf spans;
+prompts into a `TrainExample`, so that every policy scores the rollout's own
+trace (docs/design.md "RL policies on one trace"), and checks the dataset
+boundary. `_generate_and_compute_advantage` overrides Tunix's private
+method of that name (no public seam exists in 0.1.7 or main);
 `compat.PRIVATE_SURFACE` pins the Tunix source it replaces.
 """
 
@@ -76,13 +66,10 @@ def old_logps_and_weights(
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
   """The old log-probs and sampler weights of an example, as Tunix sources.
 
-  Args:
-    trace_action_logp: float32 `[batch, T]`, the rollout's own log-probs.
-    action_mask: bool `[batch, T]`, the committed actions.
-    anchor: float32 `[batch, T]` anchor replay (the trainer's log-probs),
-      or None when not computed (a ValueError if a branch needs it).
-    needs_old: whether several updates use the rollout.
-    algo_config: the `GRPOConfig` (`compat.grpo_old_logps_source`).
+  `trace_action_logp` is the rollout's float32 `[batch, T]`, `action_mask`
+  bool `[batch, T]`, `anchor` the float32 `[batch, T]` anchor replay or None
+  when not computed (a ValueError if a branch needs it); `needs_old` says
+  several updates use the rollout.
 
   Returns:
     `(old_per_token_logps, sampler_is_weights)`, each `[batch, T]` or None:
@@ -129,20 +116,11 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
   ):
     """Checks the wiring, then builds Tunix's learner.
 
-    Args:
-      rl_cluster: a `DiffusionRLCluster`.
-      algo_config: a `GRPOConfig` with `policy_loss_fn="diffusion_grpo"`.
-      reward_fns: Tunix reward functions (they also receive `num_forwards`
-        and `num_completion_tokens`).
-      metric_fns, data_shuffle_seed: as `GRPOLearner`.
-      verify_replay_every_n_steps: > 0 also replays the anchor on steps
-        where old log-probs are not needed, every this many global steps,
-        to log the replay-parity metric; 0 only when they are computed.
-
-    Raises:
-      ValueError: naming the setting, before any compute, for a cluster or
-        rollout that is not a diffusion one, another policy loss, packing,
-        `beta > 0` without a reference model, or several JAX processes.
+    Reward functions also receive `num_forwards` and
+    `num_completion_tokens`. `verify_replay_every_n_steps` > 0 also replays
+    the anchor on steps where old log-probs are not needed, every this many
+    global steps, to log the replay-parity metric. Raises ValueError naming
+    the setting, before any compute, for wiring it cannot run.
     """
     if not isinstance(rl_cluster, cluster_lib.DiffusionRLCluster):
       raise ValueError(

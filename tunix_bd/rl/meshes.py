@@ -2,19 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The actor, reference and rollout meshes of an RL run, from config.
 
-The `mesh` section (`mesh.MeshSettings` of `mesh.ROLE_MESH_KEYS`) says which
-devices each role gets (docs/design.md "Role meshes"):
-
-    mesh.rollout.devices=4      # the last 4 devices sample
-    mesh.rollout.devices=0.25   # the last quarter of the devices
-    mesh.rollout.slices=1       # the last slice (devices with slice_index)
-
-Devices are ordered by `slice_index` when they have one. The actor takes the
-first devices (by default every device the others leave), a reference with
-its own devices the next, the rollout the last; a role given none shares
-the actor's mesh. Each is `(fsdp, tp)` (`mesh_lib.make_mesh`). With
-`mesh.disjoint` (the default) explicit sets must not overlap. Only
-single-controller JAX (one host, or Pathways) is supported.
+The `mesh` section (`mesh.ROLE_MESH_KEYS`) says which devices each role gets
+(docs/design.md "Role meshes"), e.g. `mesh.rollout.devices=4` (the last 4),
+`=0.25` (the last quarter) or `mesh.rollout.slices=1` (the last slice).
+Devices are ordered by `slice_index` when they have one; with
+`mesh.disjoint` (the default) explicit sets must not overlap.
 """
 
 from __future__ import annotations
@@ -124,14 +116,8 @@ def assign_devices(
 ) -> dict[str, list[Any]]:
   """Each role's devices; a role sharing the actor's mesh is left out.
 
-  Args:
-    settings: the `mesh` section.
-    devices: every device (anything with `id`, and `slice_index` if sliced).
-
-  Raises:
-    ValueError: naming the config key, for a role asking for more devices
-      than there are or ending with none, or (with `mesh.disjoint`)
-      overlapping sets.
+  `devices` are anything with `id` (and `slice_index` if sliced). Raises
+  ValueError naming the config key for a split that cannot be made.
   """
   groups = _slice_groups(devices)
   ordered = list(devices) if groups is None else sum(groups, [])
@@ -187,11 +173,8 @@ def _axis_sizes(
 def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
   """The role meshes of a `mesh` section, over `devices` (default: all).
 
-  `section` is as `role_mesh_settings` takes it.
-
-  Raises:
-    ValueError: naming the config key, for a bad section or device split,
-      or when JAX runs more than one controller process.
+  `section` is as `role_mesh_settings` takes it. Raises ValueError naming
+  the config key, or when JAX runs more than one controller process.
   """
   settings = role_mesh_settings(section)
   if jax.process_count() > 1:
@@ -216,11 +199,8 @@ def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
 
 
 def check_model_axes(model: nnx.Module, meshes: RoleMeshes) -> None:
-  """Fails when the model's partition specs name an axis a role mesh lacks.
-
-  Raises:
-    ValueError: naming the role's mesh section and the missing axes.
-  """
+  """Fails, naming the role's mesh section, when the model's partition specs
+  name an axis a role mesh lacks."""
   specs = jax.tree.leaves(
       nnx.get_partition_spec(nnx.state(model)),
       is_leaf=lambda x: isinstance(x, PartitionSpec),

@@ -2,26 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `"diffusion_grpo"` policy loss: GRPO / token-level GSPO on traces.
 
-Tunix's `GRPOLearner` calls the policy loss named by
-`algo_config.policy_loss_fn`; its own `"grpo"` scores completions
-autoregressively, meaningless for a block-diffusion policy. Importing this
-module registers `"diffusion_grpo"`, whose live log-probs are the replay of
-the rollout's own trace (`core.replay.replay_log_probs`: each action scored
-on the canvas it was committed from) and whose remaining math is Tunix's
-`algo_core.grpo_loss_fn`, ported in `grpo_objective` and pinned to it by
-`policy_loss_test`.
-
-The trace rides in `DiffusionTrainExample.trace` through Tunix's slicing,
-queue and sharding (every array leaf is batch-major; `bd` and `temperature`
-are static). `completion_mask` is `trace.action_step >= 0`: every committed
-action, including the post-stop slots of the stop block. Under `gspo-token`
-the "sequence" is that set of actions, so the sequence ratio is the
-geometric mean of the per-action ratios.
-
-Not ported: Tunix's `aux["entropy"]`, the entropy of the AR logits. Replay
-would need every commit canvas's full-vocabulary logits (`[batch,
-completion_len, vocab]`) beside the log-probs, a diagnostic that the
-learner does not log and no loss term uses.
+Importing this module registers `"diffusion_grpo"`, whose live log-probs are
+the replay of the rollout's own trace (`core.replay.replay_log_probs`: each
+action scored on the canvas it was committed from) and whose remaining math
+is Tunix's `algo_core.grpo_loss_fn`, ported in `grpo_objective` and pinned
+to it by `policy_loss_test`. The trace rides in `DiffusionTrainExample.trace`
+through Tunix's slicing, queue and sharding (every array leaf batch-major).
+See docs/design.md "RL policies on one trace".
 """
 
 from __future__ import annotations
@@ -173,27 +160,18 @@ def grpo_objective(
   """Tunix's GRPO / `gspo-token` loss, given the live per-token log-probs.
 
   The math of `tunix.rl.algo_core.grpo_loss_fn` after its forward: the
-  importance ratio against `old_per_token_logps` (None: the live log-probs
-  under `stop_gradient`, ratio 1), the PPO clip `[1 - epsilon, 1 +
-  epsilon_high]` (`epsilon_high` if the config has it), the dual clip
-  `epsilon_c`, `sampler_is_weights`, `aggregate_loss(loss_agg_mode)`, and
-  `beta` times the KL to `ref_per_token_logps` (`kl_loss_mode`,
-  `kl_clamp_value`).
-
-  Args:
-    per_token_logps: float `[batch, T]` live log-probs of the actions.
-    train_example: the example; its `completion_mask` `[batch, T]` selects
-      the actions, its `advantages` are `[batch]` (or `[batch, T]`).
-    algo_config: a Tunix `GRPOConfig` (or anything with its fields).
+  importance ratio against `old_per_token_logps` (None: ratio 1), the PPO
+  clip `[1 - epsilon, 1 + epsilon_high]`, the dual clip `epsilon_c`,
+  `sampler_is_weights`, `aggregate_loss(loss_agg_mode)`, and `beta` times
+  the KL to `ref_per_token_logps`. `per_token_logps` is float `[batch, T]`,
+  `completion_mask` `[batch, T]` selects the actions, `advantages` are
+  `[batch]` (or `[batch, T]`); `algo_config` is a Tunix `GRPOConfig`.
 
   Returns:
     The scalar loss and Tunix's aux dict (`kl`, `pg_clipfrac`, `ppo_kl`,
     `is_ratio/{mean,min,max}`, ...) without `entropy`, as scalars; the
     policy term under both 0.1.7's name (`pg_loss`) and main's
     (`reduced_pg_loss`, `unreduced_pg_loss`).
-
-  Raises:
-    ValueError: for a per-token input whose shape is not the mask's.
   """
   _check_shapes(per_token_logps, train_example)
   epsilon, epsilon_high, epsilon_c = compat.clip_epsilons(algo_config)
@@ -327,25 +305,11 @@ def diffusion_grpo_loss(
 ) -> tuple[jax.Array, dict[str, Any]]:
   """GRPO loss of a diffusion rollout, with live log-probs by trace replay.
 
-  Tunix's policy-loss signature; differentiable in `model` and jit-able
-  (the trace's arrays may be traced).
-
-  Args:
-    model: the live policy, a Tunix decoder `nnx.Module`.
-    train_example: a `DiffusionTrainExample` with its trace `[batch, ...]`.
-    algo_config: a Tunix `GRPOConfig`.
-    pad_id, eos_id, **kwargs: unused (the trace holds the actions).
-    cached_logits_fn, logits_chunk: replay's model call and vocabulary
-      chunks, as the rollout's.
-
-  Returns:
-    `grpo_objective` of `replay_log_probs(model, train_example.trace)` (of
-    the example's static `num_canvases` and `context_length`).
-
-  Raises:
-    ValueError: for a missing trace, packed sequences, a trace whose shape
-      is not `completion_ids`'s, a config temperature that is not the
-      trace's, or as `replay.replay_log_probs` and `grpo_objective`.
+  Tunix's policy-loss signature; differentiable in `model` and jit-able.
+  `grpo_objective` of `replay_log_probs(model, train_example.trace)` (of the
+  example's static `num_canvases` and `context_length`); `cached_logits_fn`
+  and `logits_chunk` are the rollout's. `pad_id`, `eos_id` and `kwargs` are
+  unused (the trace holds the actions).
   """
   del pad_id, eos_id, kwargs
   trace = _checked_trace(train_example, algo_config)

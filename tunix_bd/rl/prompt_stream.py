@@ -2,14 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """GRPO's training prompts: rendered, checked, served as Tunix dataset items.
 
-Tunix's RL learner takes an iterable of dicts, one per batch of prompts:
-`prompts` (rendered chat strings, which the rollout encodes) and any other
-per-prompt field, here `answer` (passed to the reward functions). Items are
-`np.ndarray`s, since Tunix repeats each field G times with `np.repeat`.
-
-The stream is a deterministic function of the seed: epochs in a seeded
-shuffled order. Tunix resumes by skipping the items already consumed, so a
-resumed run sees the same prompts as an uninterrupted one.
+Each item is one batch of `prompts` (rendered chat strings, which the
+rollout encodes) and `answer`s (for the reward functions), as `np.ndarray`s
+since Tunix repeats each field G times with `np.repeat`. The stream is
+epochs in a seeded shuffled order; Tunix resumes by skipping the items
+already consumed, so a resumed run sees the same prompts.
 """
 
 from __future__ import annotations
@@ -66,13 +63,7 @@ def conversations(
   eval split. A user's train file needs a held-out file: its run is never
   scored on the embedded tasks. Every set given is read, or an error.
 
-  Args:
-    data: the `data` section (`data.settings.DataSettings`, `RL_DATA_KEYS`).
-    num_eval: held-out prompts the evaluation uses (`eval.num_prompts`).
-
-  Raises:
-    ValueError: naming the key, for both train files, a train file without
-      `data.eval`, fewer held-out prompts than `num_eval`, or a bad record.
+  `num_eval` is `eval.num_prompts`. Raises ValueError naming the key.
   """
   if data.prompts and data.train:
     raise ValueError(
@@ -115,12 +106,9 @@ def render(
   """The generation prompts of conversations, as the rollout will see them.
 
   `options` are the chat template's switches, the ones SFT trained with.
-
-  Raises:
-    ValueError: naming the conversation, for one without a prompt or an
-      answer, a prompt longer than `rollout.max_prompt_length`, or a chat
-      template whose rendered text does not re-encode to its own tokens
-      (the rollout encodes text, SFT encoded the messages).
+  Raises ValueError naming the conversation, also for a chat template whose
+  rendered text does not re-encode to its own tokens (the rollout encodes
+  text, SFT encoded the messages).
   """
   if not conversations:
     raise ValueError("the GRPO prompt set is empty.")
@@ -152,11 +140,7 @@ def train_and_eval_prompts(
   """GRPO's training prompts (`render`) and held-out prompts, checked.
 
   `sources` are the policy's converted sources (`run.sources`: its
-  `tokenizer` and the `chat_options` it was trained with); `data` and
-  `num_eval` as `conversations` takes them.
-
-  Raises:
-    ValueError: as `conversations`, `render` and `prompts.encode_prompts`.
+  `tokenizer` and the `chat_options` it was trained with).
   """
   train, held_out = conversations(data, num_eval)
   return (

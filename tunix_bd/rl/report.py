@@ -2,18 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO run's report: the reward curve and held-out before and after.
 
-`write_report` writes `report.txt` (`format_text`), `report.json` and
-`report.png` (`plot_report`: left, the train reward curves, per step and a
-moving mean; right, each held-out exact match's change from before, with
-its paired standard error) into the workdir; `caption` says what was run,
-under the figure.
-
-The reward curves are read from `metrics.jsonl`, where Tunix's reward
-manager logs, per step, the mean over rows of the summed reward
-(`rewards/train/sum`) and of each reward function (`rewards/train/<name>`).
-The held-out rows give each metric before and after with the paired change
-and its standard error clustered by prompt (`rl.evaluation`), and, when
-given, the same for an equal-compute continued-SFT model.
+`write_report` writes `report.txt`, `report.json` and `report.png` (left,
+the train reward curves from `metrics.jsonl`, per step and a moving mean;
+right, each held-out exact match's change from before, with its paired
+standard error clustered by prompt, `rl.evaluation`), and, when given, the
+same for an equal-compute continued-SFT model.
 """
 
 from __future__ import annotations
@@ -41,9 +34,10 @@ _SUM_STATISTICS = ("sum", "mean", "min", "max")
 def reward_curves(workdir: str) -> dict[str, list[tuple[int, float]]]:
   """Per-step train reward: `sum` first, then each reward function.
 
-  Returns:
-    Name (`sum` or a function's `__name__`) -> `(step, value)` pairs sorted
-    by step; a step logged twice keeps its last value.
+  Tunix's reward manager logs, per step, the mean over rows of the summed
+  reward (`rewards/train/sum`) and of each function (`rewards/train/<name>`).
+  Returns name -> `(step, value)` pairs sorted by step; a step logged twice
+  keeps its last value.
   """
   curves: dict[str, dict[int, float]] = {}
   for record in metrics_lib.read_records(workdir):
@@ -307,18 +301,10 @@ def write_report(
 ) -> dict[str, Any]:
   """Writes `report.txt`, `report.json` and `report.png` into `workdir`.
 
-  Args:
-    workdir: the run's directory (with its `metrics.jsonl`).
-    before: the held-out evaluation of the starting model.
-    after: the same evaluation (same prompts, seeds) after training.
-    continued_sft: optionally, the same evaluation of the starting model
-      trained with SFT for the same compute.
-    title: the report's first line and the figure's title.
-    caption: what was run, for the figure (settings, machine, wall time).
-    extra: more JSON fields (e.g. steps, settings, wall times).
-
-  Returns:
-    The JSON content written.
+  `before` and `after` are evaluations on the same prompts and seeds;
+  `continued_sft`, optionally, of the starting model trained with SFT for
+  the same compute; `caption` says what was run, under the figure; `extra`
+  adds JSON fields. Returns the JSON content written.
   """
   curves = reward_curves(workdir)
   rows = held_out_rows(before, after, continued_sft)

@@ -2,10 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A GRPO run's results: held-out evaluations around its timed training.
 
-The recipe evaluates the starting policy, trains, then evaluates the
-trained policy (and, when given, a continued-SFT model) on the same
-held-out prompts and seeds (`rl.evaluation`); `GrpoResults` holds the
-three and writes the run's report (`rl.report`).
+The starting policy, the trained one and, when given, a continued-SFT model
+are evaluated on the same held-out prompts and seeds (`rl.evaluation`).
 """
 
 from __future__ import annotations
@@ -47,13 +45,9 @@ def held_out_evaluation(
 class GrpoResults:
   """The held-out evaluations of one run, and how long it trained.
 
-  Attributes:
-    before: the starting policy's.
-    after: the trained policy's (same prompts and seeds).
-    continued_sft: the continued-SFT model's (`model.continued_sft`), or
-      None.
-    steps: the actor's update steps once trained.
-    train_seconds: the wall time of training (`learner.train`) alone.
+  `continued_sft` is None without `model.continued_sft`; `steps` are the
+  actor's update steps once trained; `train_seconds` the wall time of
+  `learner.train` alone.
   """
 
   before: evaluation_lib.HeldOutResult
@@ -99,18 +93,9 @@ def train_and_evaluate(
 ) -> GrpoResults:
   """Trains on `batches`, timed, then evaluates as `before` was.
 
-  Every item is checked as it is read (a ValueError as
-  `learner.check_dataset_item`), and a run resumed at `max_steps` trains no
-  further, whichever the learner (Tunix's or tunix_bd's).
-
-  Args:
-    cluster: the run's `RLCluster` (its actor trainer holds the policy).
-    learner: the GRPO learner; `learner.train(batches)` trains.
-    batches: the training prompts' batches.
-    evaluate: the held-out evaluation (`held_out_evaluation`).
-    before: the starting policy's evaluation.
-    continued_sft: loads the continued-SFT model to evaluate beside the
-      policy; None: none.
+  Every item is checked as it is read (`learner.check_dataset_item`), and a
+  run resumed at `max_steps` trains no further, whichever the learner.
+  `continued_sft` loads the continued-SFT model to evaluate beside it.
   """
   started = time.perf_counter()
   actor = cluster.actor_trainer

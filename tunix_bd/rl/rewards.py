@@ -2,24 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Reward functions for GRPO, in Tunix's signature.
 
-Tunix calls each reward function as `fn(prompts=..., completions=...,
-**kwargs)` with the `B * G` rendered prompts and visible completions (cut at
-the first stop token), `mode`, every other dataset key repeated per
-generation (`answer`, ...), and, from tunix_bd's learner, `num_forwards` and
-`num_completion_tokens` per row. It sums the functions' lists per row and
-logs each function's mean as `rewards/<fn.__name__>`, so every function here
-carries a readable name.
-
-- `exact_match`: `reward.exact` if the completion is the `answer`.
-- `partial_credit`: `reward.partial` times the fraction of answer characters
-  right, position by position, over the longer of the two, so a truncated
-  or over-long completion loses credit.
-- `speed`: `-reward.speed_weight * min(forwards / tokens, reward.speed_cap)`;
-  the cap keeps an empty completion (tokens 0) from dominating a group.
-- user functions named by import path in `reward.functions`.
-
-Both answer rewards read the `answer` key, which the embedded tasks and RL
-JSONL (`{"prompt", "answer"}`) datasets both carry.
+Tunix calls each as `fn(prompts=..., completions=..., **kwargs)` with the
+`B * G` rendered prompts and visible completions (cut at the first stop
+token), `mode`, every other dataset key repeated per generation (`answer`,
+...), and, from tunix_bd's learner, `num_forwards` and
+`num_completion_tokens` per row. It sums the functions per row and logs each
+one's mean as `rewards/<fn.__name__>`, so every function carries a readable
+name. `partial_credit` scores characters position by position over the
+longer of the two, so a truncated or over-long completion loses credit;
+the speed cap keeps an empty completion (tokens 0) from dominating a group.
 """
 
 from __future__ import annotations
@@ -113,15 +104,9 @@ def _speed(weight: float, cap: float, gate: str) -> RewardFn:
 def resolve_function(path: str, key: str) -> RewardFn:
   """The reward function at `package.module:function` or dotted path.
 
-  Args:
-    path: `"package.module:function"` (the part after the colon may be
-      dotted, e.g. `module:Class.method`) or `"package.module.function"`.
-    key: how errors name the setting (e.g. "reward.functions[0]").
-
-  Raises:
-    ValueError: naming `key`, if the module cannot be imported, the name is
-      missing, it is not callable, or it cannot take Tunix's call
-      `fn(prompts=..., completions=..., **kwargs)`.
+  The part after the colon may be dotted (`module:Class.method`). Raises
+  ValueError naming `key` (e.g. "reward.functions[0]") unless the function
+  can take Tunix's call `fn(prompts=..., completions=..., **kwargs)`.
   """
   if not isinstance(path, str) or not path.strip():
     raise ValueError(f"{key} must be a non-empty import path, got {path!r}.")
@@ -195,11 +180,8 @@ def reward_fns(settings: Any) -> list[RewardFn]:
   which imports this module), handed to Tunix in the section's order.
 
   Terms with weight 0 are left out (so their keys need not exist); user
-  functions follow, each checked on every call.
-
-  Raises:
-    ValueError: if two functions share a `__name__` (Tunix would log one
-      under the other's name), or none is left.
+  functions follow, each checked on every call. Names must differ: Tunix
+  logs each function's reward by name.
   """
   fns = []
   if settings.exact:

@@ -3,21 +3,11 @@
 """Moves a model, static mesh references included, onto another role's mesh.
 
 Tunix reshards only a model's `nnx.Variable` values when it gives a role its
-own mesh (`RLCluster._load_model`, `tunix.rl.reshard.reshard_model_to_mesh`).
-A module may also hold the mesh as static graph data: a `Mesh` attribute, a
-precomputed `NamedSharding`, or a
-`functools.partial(jax.lax.with_sharding_constraint, shardings=...)`. Those
-keep naming the actor's devices, and the first jitted forward on the sampler
-mesh fails with JAX's "incompatible devices" error. `rebind_meshes` rebinds
-each such value to the new mesh, never touching parameter values or
-partition specs, and fails closed before changing anything. `is_placed`
-tells whether a model already runs on a mesh as it is (the rollout then
-decodes with the actor's own weights); otherwise `copy_params` copies
-synced weights into the rollout's own buffers, device to device.
-
-Tunix's own Qwen3 holds no static mesh (it reads the ambient mesh at trace
-time), so on it the shim rebinds 0 values. Only the diffusion rollout calls
-this module; the autoregressive paths never do.
+own mesh (`tunix.rl.reshard.reshard_model_to_mesh`); a `Mesh`,
+`NamedSharding` or sharding partial held as static graph data keeps naming
+the actor's devices, and the first jitted forward on the sampler mesh fails
+with JAX's "incompatible devices" error. Only the diffusion rollout calls
+this module. See docs/design.md "Role meshes" and "Why the rollout rules".
 """
 
 from __future__ import annotations
@@ -154,21 +144,12 @@ def _path_name(path: tuple[Any, ...]) -> str:
 def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
   """Rebinds every static mesh reference of `model` to `mesh`, in place.
 
-  Visits every graph node of `model` (whose `Variable`s already live on
-  `mesh`; modules, `nnx.List`/`nnx.Dict`, every `Variable`'s metadata) and
-  replaces each concrete `Mesh` with `mesh` and each `NamedSharding` with
-  one on `mesh` (same spec and memory kind), also inside partials, tuples,
-  lists and dicts. Values already on `mesh` are left alone.
-
-  Returns:
-    How many `Mesh` and `NamedSharding` values were replaced (0 on a second
-    call).
-
-  Raises:
-    ValueError: naming the attribute path, for a mesh whose axis names differ
-      from `mesh`'s, a `NamedSharding` whose spec names an axis `mesh` lacks,
-      another sharding (e.g. `SingleDeviceSharding`) on devices outside
-      `mesh`, or meshes from two different sources. Nothing is changed then.
+  Visits every graph node (modules, `nnx.List`/`nnx.Dict`, every
+  `Variable`'s metadata) and replaces each concrete `Mesh` with `mesh` and
+  each `NamedSharding` with one on `mesh` (same spec and memory kind), also
+  inside partials, tuples, lists and dicts. Returns how many were replaced
+  (0 on a second call). Raises ValueError naming the attribute path, before
+  changing anything, for a mesh it cannot map.
   """
   rebinder, updates = _rebinds(model, mesh)
   for setter, name, new in updates:
@@ -206,12 +187,9 @@ def _rebinds(model: nnx.Module, mesh: Mesh) -> tuple[_Rebinder, list[Any]]:
 def rebind_keywords(
     keywords: Mapping[str, Any], mesh: Mesh
 ) -> tuple[dict[str, Any], int]:
-  """`keywords` (e.g. those bound in the rollout partial) rebound to `mesh`.
+  """`keywords` rebound to `mesh`, and the number of values replaced.
 
   The same rules and errors as `rebind_meshes`; errors name the keyword.
-
-  Returns:
-    A new dict of the keywords and the number of values replaced.
   """
   rebinder = _Rebinder(mesh)
   rebound = {
@@ -240,11 +218,7 @@ def is_placed(model: nnx.Module, mesh: Mesh) -> bool:
 
   True when every `Variable` is on `mesh` itself (not merely its devices),
   as `NamedSharding(mesh, its partition spec)` in the mesh's default memory,
-  and no static mesh reference needs rebinding: the model runs on `mesh`
-  as it is, with its own arrays.
-
-  Raises:
-    ValueError: as `rebind_meshes`, for static meshes it cannot map.
+  and no static mesh reference needs rebinding. Raises as `rebind_meshes`.
   """
   state = nnx.state(model)
   placed = jax.tree.map(
@@ -262,18 +236,12 @@ def place_on_mesh(
 ) -> nnx.Module:
   """`model` on `mesh`: its state resharded by spec, its meshes rebound.
 
-  Every `Variable` moves to `NamedSharding(mesh, its partition spec)` in the
-  mesh's default memory, device to device (Tunix's `reshard_pytree`, which
-  uses Pathways' resharding under the proxy backend), then `rebind_meshes`
-  runs on the result. Call it before anything jits the model.
-
-  Args:
-    model: the source model; it is left as it was.
-    mesh: the target mesh.
-    copy: give the result its own buffers even where a leaf already sits on
-      its target sharding; else it may share arrays with `model`. The
-      sampler needs this: Tunix syncs weights only when the rollout shares
-      no leaf with the actor. (Leaves that move are fresh buffers anyway.)
+  Every `Variable` moves device to device (Tunix's `reshard_pytree`) to
+  `NamedSharding(mesh, its partition spec)` in the mesh's default memory,
+  then `rebind_meshes` runs. Call it before anything jits the model.
+  `model` is left as it was. `copy` gives the result its own buffers even
+  where a leaf already sits on its target sharding: Tunix syncs weights only
+  when the rollout shares no leaf with the actor.
   """
   graphdef, state = nnx.split(model)
   moved = compat.reshard_pytree(state, _shardings(state, mesh))

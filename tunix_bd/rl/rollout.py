@@ -2,25 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionRollout`: Tunix's rollout engine for a block-diffusion policy.
 
-Tunix builds its rollout engine from `ClusterConfig.rollout_engine`; a
-`functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)`
-(optionally with the policy's `logits_fn` / `cached_logits_fn`, by default
-the Tunix decoder's) is accepted there, and Tunix adds `rollout_actor`,
+A `functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)` is
+Tunix's `ClusterConfig.rollout_engine`; Tunix adds `rollout_actor`,
 `tokenizer`, `mesh` and the TRAIN `rollout_config`. Each `generate` call
-decodes a batch of rendered prompt strings by parallel block denoising
-(`generate.denoise.Denoiser`, exact block KV cache) and returns what
-Tunix's `RolloutOutput` holds; the rollout's `Trace` (every committed
-action, its step and log-prob) goes to the collector that
-`DiffusionRLCluster.generate` opens, because Tunix's own
-`RLCluster.generate` would drop any extra output field.
-
-docs/design.md "Why the rollout rules" gives each rule's reason: on one
-mesh the rollout decodes with the actor itself, on another it owns its
-buffers (`update_params` copies device to device); row seeds derive from
-(seed, mode, global step, call index), set per thread by
-`set_generation_context`; vocabulary filters are refused; and
-`get_per_token_logps` fails closed (a denoising policy is scored from its
-trace, never from tokens alone).
+decodes rendered prompts by parallel block denoising
+(`generate.denoise.Denoiser`) and returns Tunix's `RolloutOutput`; the
+`Trace` goes to the collector that `DiffusionRLCluster.generate` opens, as
+Tunix's `RLCluster.generate` drops extra output fields. docs/design.md
+"Why the rollout rules" gives each rule's reason.
 """
 
 from __future__ import annotations
@@ -123,30 +112,14 @@ class DiffusionRollout(compat.BaseRollout):
   ):
     """Checks the settings and places the rollout's own copy of the model.
 
-    Args:
-      rollout_actor: the actor Tunix hands over; the rollout decodes with it
-        where it already sits on `mesh` as `role_shim.place_on_mesh` would
-        put it (`shares_actor`), else with its own copy on `mesh`.
-      tokenizer: Tunix's `TokenizerAdapter` (prompts arrive rendered).
-      mesh: the ROLLOUT role's mesh.
-      rollout_config: the TRAIN rollout config.
-      bd: the policy's block-diffusion settings.
-      stop_ids: ids that end a row (the EOS included, if the tokenizer has
-        one); unique, and neither the mask nor the pad id.
-      commit: the commit rule's `COMMIT_KEYS`, as `denoise.DenoiseConfig`
-        takes them.
-      use_cache: decode with the exact block KV cache.
-      seed: the base of every row seed.
-      logits_fn: the policy's cache-free model call (`use_cache=False`).
-      cached_logits_fn: its cached model call, also the one that replays
-        the trace for the old, reference and live policies. Meshes they hold
-        (e.g. in a `functools.partial`) are rebound to `mesh`.
-      logits_chunk: the replays' head in vocabulary chunks, or None for
-        dense logits.
-
-    Raises:
-      ValueError: for any setting above that is not valid (before any
-        compute), as `check_rollout_config` or `denoise.Denoiser`.
+    The rollout decodes with `rollout_actor` where it already sits on `mesh`
+    as `role_shim.place_on_mesh` would put it (`shares_actor`), else with its
+    own copy on `mesh`. `stop_ids` end a row (the EOS included, if the
+    tokenizer has one); `commit` holds the commit rule's `COMMIT_KEYS`;
+    `cached_logits_fn` also replays the trace for the old, reference and
+    live policies, and meshes the model calls hold are rebound to `mesh`;
+    `logits_chunk` is the replays' head in vocabulary chunks (None: dense).
+    Raises ValueError for any setting that is not valid, before any compute.
     """
     unknown = sorted(set(commit) - set(COMMIT_KEYS))
     if unknown:
@@ -292,18 +265,13 @@ class DiffusionRollout(compat.BaseRollout):
   ) -> compat.RolloutOutput:
     """Decodes rendered prompts; the trace goes to the open collector.
 
-    Returns:
-      Tunix's `RolloutOutput`: `text` and `tokens` (each row's completion
-      before its first stop token), `left_padded_prompt_tokens` int32
-      `[batch, max_prompt_length]`; no logits. Where it has
-      `diffusion_batch` (`compat`), the trace's prepared batch
-      (`replay.diffusion_batch`) and `logprobs` each row's `action_logp`;
-      elsewhere no log-probs.
-
-    Raises:
-      ValueError: without a generation context (use `DiffusionRLCluster`),
-        for a bad config, a prompt that is not a string or is too long, and
-        as `Denoiser` (non-finite logits, unresolved masks).
+    Returns Tunix's `RolloutOutput`: `text` and `tokens` (each row's
+    completion before its first stop token), `left_padded_prompt_tokens`
+    int32 `[batch, max_prompt_length]`; no logits. Where it has
+    `diffusion_batch` (`compat`), the trace's prepared batch
+    (`replay.diffusion_batch`) and `logprobs` each row's `action_logp`;
+    elsewhere no log-probs. Raises ValueError without a generation context
+    (use `DiffusionRLCluster`).
     """
     del kwargs
     context = self._local.context
@@ -352,14 +320,10 @@ class DiffusionRollout(compat.BaseRollout):
   def update_params(self, params, filter_types=None) -> None:
     """Copies synced parameters into the rollout's own buffers, on device.
 
-    Args:
-      params: the actor's filtered state (still on the actor mesh).
-      filter_types: the `nnx.Variable` types `params` holds (`nnx.Param`,
-        or `nnx.LoRAParam` with LoRA).
-
-    Raises:
-      ValueError: if the rollout shares the actor (nothing to copy) and
-        `params` are not its weights, which would go stale.
+    `params` is the actor's filtered state (on the actor mesh) of
+    `filter_types` (`nnx.Param`, or `nnx.LoRAParam` with LoRA). Raises
+    ValueError if the rollout shares the actor and `params` are not its
+    weights, which would go stale.
     """
     target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
     if self.shares_actor:

@@ -2,15 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
-One dataclass per section (`grpo`, `reward`; the others hold some keys of
-a shared class: `data` of `data.settings.DataSettings` (`RL_DATA_KEYS`),
-`mesh` of `mesh.MeshSettings` (`ROLE_MESH_KEYS`), `rollout` of
-`generate.settings.DecodeSettings` (`GRPO_ROLLOUT_KEYS`), `train` and
-`eval` of `training.options`' (`GRPO_TRAIN_KEYS`, `GRPO_EVAL_KEYS`)), field
-for field, each built with `config_utils.from_section`, so a typo or a bad value fails as a
-`ValueError` naming `section.key` before any model is loaded.
-`GrpoConfig` holds them all, as the recipe's `run.stage.Stage` builds
-them; `check_together` checks what spans sections.
+`grpo` and `reward` are GRPO's own; `data`, `mesh`, `rollout`, `train` and
+`eval` hold some keys of a shared class (`RL_DATA_KEYS`, `ROLE_MESH_KEYS`,
+`GRPO_ROLLOUT_KEYS`, `GRPO_TRAIN_KEYS`, `GRPO_EVAL_KEYS`). `GrpoConfig` holds
+them all; `check_together` checks what spans sections.
 """
 
 from __future__ import annotations
@@ -64,16 +59,9 @@ class GrpoSettings:
       ~1e-6 when replay is exact); 0: only when old log-probs are needed.
     learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner` and its
       `diffusion_grpo` loss; `tunix`, Tunix's own `GRPOLearner` with its
-      stock `grpo` loss, scoring the rollout's prepared diffusion batches
-      with replay (`replay.ReplayLogitsFn`), on a Tunix that has them
-      (`RolloutOutput.diffusion_batch`: the PR stack #1745-#1749, not
-      0.1.7 or main). There the live, old and reference policies replay
-      with dense `[batch, length, vocab]` logits (`model.logits_chunk`
-      applies to the rollout alone), rewards get no `num_forwards` /
-      `num_completion_tokens` (no speed reward), and the cluster logs
-      tokens per forward and the replay parity, every
-      `verify_replay_every_n_steps` (with `num_iterations > 1` Tunix's
-      learner logs it on every step).
+      stock `grpo` loss on the rollout's prepared diffusion batches, on a
+      Tunix that has them (docs/design.md, the section on a model call
+      brought as a Tunix `DiffusionLogitsFn`).
   """
 
   num_generations: int = 8
@@ -203,13 +191,7 @@ class GrpoConfig:
 
 
 def check_together(run: GrpoConfig) -> None:
-  """What spans sections (the recipe's `validate` checks them once built).
-
-  Raises:
-    ValueError: for `train.gradient_accumulation_steps` (Tunix derives it
-      from the mini- and micro-batch sizes); sizes that do not divide; a
-      speed reward under `grpo.learner=tunix`.
-  """
+  """What spans sections (the recipe's `validate` checks them once built)."""
   train = run.train
   if run.grpo.learner == TUNIX_LEARNER and run.reward.speed_weight:
     raise ValueError(

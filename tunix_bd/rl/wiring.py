@@ -3,12 +3,9 @@
 """Builds Tunix's RL objects for a block-diffusion policy, in one place.
 
 The recipe, the benchmark and the tests assemble the same pieces: Tunix's
-`RolloutConfig` per mode, a `ClusterConfig` whose rollout engine is a
-`functools.partial(DiffusionRollout, ...)`, the `DiffusionRLCluster` and
-the `DiffusionGRPOLearner` with the registered `diffusion_grpo` loss (or,
-`grpo.learner=tunix`, Tunix's own `GRPOLearner` over the rollout's prepared
-diffusion batches, scored by replay).
-`build_grpo` assembles them all from the checked sections of a GRPO config.
+per-mode `RolloutConfig`, a `ClusterConfig` whose rollout engine is a
+`functools.partial(DiffusionRollout, ...)`, the `DiffusionRLCluster` and the
+`grpo.learner`. `build_grpo` assembles them all from a checked GRPO config.
 """
 
 from __future__ import annotations
@@ -136,20 +133,10 @@ def build_cluster(
 ) -> cluster_lib.DiffusionRLCluster:
   """A `DiffusionRLCluster` whose rollout engine denoises with `commit`.
 
-  Args:
-    actor: the policy to train (a Tunix decoder `nnx.Module`).
-    reference: the frozen reference model, or None (then `beta` must be 0).
-    tokenizer: the HF tokenizer (Tunix wraps it).
-    bd, stop_ids, commit, use_cache, seed, logits_fn, cached_logits_fn,
-      logits_chunk: the `DiffusionRollout`'s (the model calls default to the
-      Tunix decoder's).
-    training_config: Tunix's RL training config.
-    rollout_config: per-mode `RolloutConfig`s (`rollout_configs`).
-    role_to_mesh: a mesh for ACTOR, REFERENCE and ROLLOUT.
-    fingerprint: stored in the actor checkpoints' metadata.
-
-  Raises:
-    ValueError: as `DiffusionRollout` and `DiffusionRLCluster`.
+  `reference` may be None (then `beta` must be 0); `bd`, `stop_ids`,
+  `commit`, `use_cache`, `seed` and the model calls are the
+  `DiffusionRollout`'s; `role_to_mesh` has a mesh for ACTOR, REFERENCE and
+  ROLLOUT; `fingerprint` goes into the actor checkpoints' metadata.
   """
   engine = functools.partial(
       rollout_lib.DiffusionRollout,
@@ -178,27 +165,6 @@ def build_cluster(
   )
 
 
-def grpo_config(
-    *, policy_loss_fn: str = policy_loss.POLICY_LOSS_NAME, **algo: Any
-) -> compat.GRPOConfig:
-  """Tunix's `GRPOConfig` of the `grpo` section's algorithm fields.
-
-  Args:
-    policy_loss_fn: the registered loss (Tunix's stock `grpo` for an AR
-      baseline).
-    **algo: `GRPOConfig` fields (`num_generations`, `num_iterations`,
-      `beta`, `epsilon`, `loss_algo`, `loss_agg_mode`, `kl_loss_mode`, ...)
-      and `epsilon_high` / `epsilon_c`, which Tunix's loss reads by
-      `getattr` (0.1.7's `GRPOConfig` has no such fields; None: unset).
-      Old log-probs are recomputed on the trainer on every Tunix version
-      (`compat.grpo_config`).
-
-  Raises:
-    ValueError: as `compat.grpo_config`.
-  """
-  return compat.grpo_config(policy_loss_fn=policy_loss_fn, **algo)
-
-
 def build_learner(
     cluster: cluster_lib.DiffusionRLCluster,
     *,
@@ -209,22 +175,13 @@ def build_learner(
 ) -> compat.GRPOLearner:
   """The `grpo.learner`: tunix_bd's, or Tunix's own on prepared rollouts.
 
-  Args:
-    cluster: the `DiffusionRLCluster`.
-    reward_fns: Tunix reward functions.
-    verify_replay_every_n_steps: as `DiffusionGRPOLearner`; under Tunix's
-      learner with `num_iterations=1` the cluster replays the anchor at
-      that cadence (`DiffusionRLCluster.log_rollout_checks`), with more
-      Tunix's learner logs the parity on every step.
-    learner: `tunix_bd`, a `DiffusionGRPOLearner` with the `diffusion_grpo`
-      loss; `tunix`, Tunix's `GRPOLearner` with its stock `grpo` loss and
-      `replay.ReplayLogitsFn` over the rollout's model call as its
-      `diffusion_logits_fn` (`settings.GrpoSettings.learner`).
-    **algo: `grpo_config`'s fields (`num_generations` >= 2 included).
-
-  Raises:
-    ValueError: as `GRPOConfig` and `DiffusionGRPOLearner`; for Tunix's
-      learner on a Tunix without prepared diffusion rollouts.
+  `tunix_bd` is a `DiffusionGRPOLearner` with the `diffusion_grpo` loss;
+  `tunix` is Tunix's `GRPOLearner` with its stock `grpo` loss and
+  `replay.ReplayLogitsFn` over the rollout's model call as its
+  `diffusion_logits_fn`; under it with `num_iterations=1` the cluster
+  replays the anchor every `verify_replay_every_n_steps` steps
+  (`DiffusionRLCluster.log_rollout_checks`), with more Tunix's learner logs
+  the parity on every step. `algo` are `compat.grpo_config`'s fields.
   """
   if learner == settings_lib.TUNIX_LEARNER:
     if not compat.ROLLOUT_HAS_DIFFUSION_BATCH:
@@ -241,7 +198,7 @@ def build_learner(
     rollout = cluster.rollout
     return compat.GRPOLearner(
         rl_cluster=cluster,
-        algo_config=grpo_config(policy_loss_fn="grpo", **algo),
+        algo_config=compat.grpo_config(policy_loss_fn="grpo", **algo),
         reward_fns=reward_fns,
         diffusion_logits_fn=replay.ReplayLogitsFn(
             rollout.bd, rollout.cached_logits_fn
@@ -253,7 +210,7 @@ def build_learner(
     )
   return learner_lib.DiffusionGRPOLearner(
       cluster,
-      grpo_config(**algo),
+      compat.grpo_config(policy_loss_fn=policy_loss.POLICY_LOSS_NAME, **algo),
       reward_fns,
       verify_replay_every_n_steps=verify_replay_every_n_steps,
   )
@@ -272,23 +229,11 @@ def build_grpo(
 ) -> tuple[cluster_lib.DiffusionRLCluster, compat.GRPOLearner]:
   """`(cluster, learner)` of a GRPO run, its checkpoint (if any) restored.
 
-  The cluster trains `actor` in `workdir` on the role meshes, its rollout
-  as the `rollout` section says; the actor trainer prints a progress line
-  per step (`run.description`, the latest reward and tokens per forward); the
-  learner (`build_learner`, `grpo.learner`) runs the `grpo` section's
-  algorithm, rewarding as the `reward` section says (`rewards.reward_fns`).
-
-  Args:
-    run: the recipe's checked config (`settings.GrpoConfig`).
-    actor, reference, logits_chunk, fingerprint: as `build_cluster`.
-    sources: the policy's converted sources
-      (`run.sources.ConvertedSources`): its `tokenizer`, `bd` and
-      `stop_ids`, as `build_cluster`'s.
-    meshes: the role meshes (`meshes.build`).
-    workdir: the run directory (checkpoints, metrics).
-
-  Raises:
-    ValueError: as `build_cluster` and `build_learner`.
+  The cluster trains `actor` in `workdir` on the role meshes, its rollout as
+  the `rollout` section says, with the policy's converted `sources`
+  (tokenizer, `bd`, stop ids); the actor trainer prints a progress line per
+  step; the learner runs the `grpo` section's algorithm, rewarding as the
+  `reward` section says.
   """
   cluster = build_cluster(
       actor=actor,
