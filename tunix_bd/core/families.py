@@ -5,11 +5,9 @@
 A family fits when its forward is `model(tokens, positions, kv_cache,
 attention_mask) -> (logits, kv_cache)` with a dense attention path that
 honours the mask, and its KV cache is a dict of per-layer `{k, v,
-end_index}` written at `end_index` (what `cached_logits` rewinds). Qwen3,
-Qwen2 and Llama 3 of google-tunix 0.1.7 do; any other model with a Tunix
-`config` fails closed, naming these. So does a config whose `rope_theta` the
-family's attention does not apply (`compat.ROPE_THETA_APPLIED`): such a
-model would silently compute another function than its checkpoint.
+end_index}` (what `cached_logits` rewinds): Qwen3, Qwen2 and Llama 3. Any
+other model, or a `rope_theta` the family's attention does not apply
+(`compat.ROPE_THETA_APPLIED`), fails closed.
 """
 
 from __future__ import annotations
@@ -48,13 +46,7 @@ REMAT_MODES = ("none", "block", "decoder")
 
 
 def family(model_config: Any) -> str:
-  """The family of a Tunix model config that computes what it says.
-
-  Raises:
-    ValueError: for a config of any other model, naming the supported
-      families, or for a `rope_theta` other than the one the family's
-      attention rotates with.
-  """
+  """The family of a Tunix model config that computes what it says."""
   for name, config_type in FAMILIES.items():
     if isinstance(model_config, config_type):
       _check_rope_theta(name, model_config.rope_theta)
@@ -68,20 +60,12 @@ def family(model_config: Any) -> str:
 
 
 def model_class(model_config: Any) -> type[Any]:
-  """The Tunix model class that `model_config` builds (e.g. `Qwen2`).
-
-  Raises:
-    ValueError: as `family`.
-  """
+  """The Tunix model class that `model_config` builds (e.g. `Qwen2`)."""
   return MODEL_CLASSES[family(model_config)]
 
 
 def remat_config(model_config: Any, mode: str) -> Any:
-  """The family's own `RematConfig` member named `mode` (`REMAT_MODES`).
-
-  Raises:
-    ValueError: for another mode or an unsupported family.
-  """
+  """The family's own `RematConfig` member named `mode` (`REMAT_MODES`)."""
   if mode not in REMAT_MODES:
     raise ValueError(
         f"model.remat must be one of {list(REMAT_MODES)}, got {mode!r}."
@@ -116,9 +100,6 @@ def init_kv_cache(
   Qwen3 builds its own (`init_cache`); Qwen2 and Llama 3 read the same
   layout in their attention but do not build it, so it is built here from
   their config.
-
-  Raises:
-    ValueError: for a model outside `FAMILIES`.
   """
   config = model.config
   family(config)
