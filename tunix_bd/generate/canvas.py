@@ -68,8 +68,6 @@ def build_canvas(
   Args:
     prompts: int `[batch, width]` right-padded prompts.
     lengths: int `[batch]` prompt lengths, >= 1 and <= `width`.
-    layout: the static geometry.
-    mask_id: the mask token id.
 
   Returns:
     `tokens`, `positions`, `segments` (int32 `[batch, length]`),
@@ -109,13 +107,8 @@ _OUTPUT_FIELDS = ("canvas", "steps_at", "logp_at")
 def pack_inputs(canvas: dict[str, np.ndarray], seeds: np.ndarray) -> np.ndarray:
   """One int32 `[batch, 4 * length + 3]` array of a call's inputs.
 
-  Args:
-    canvas: `build_canvas` output (its `offsets` are not sent).
-    seeds: uint32 `[batch]` per-row seeds.
-
-  Returns:
-    The canvas arrays of `_CANVAS_FIELDS` side by side, then
-    `first_block`, `num_blocks` and the seeds' bits.
+  The `build_canvas` arrays of `_CANVAS_FIELDS` side by side, then
+  `first_block`, `num_blocks` and the bits of uint32 `[batch]` `seeds`.
   """
   columns = [canvas[name].astype(np.int32) for name in _CANVAS_FIELDS]
   rows = [canvas["first_block"], canvas["num_blocks"]]
