@@ -21,26 +21,18 @@ from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import compat
 
+# Family name -> its Tunix module and the model class it defines.
+_MODULES = {
+    "qwen3": (qwen3_lib, qwen3_lib.Qwen3),
+    "qwen2": (qwen2_lib, qwen2_lib.Qwen2),
+    "llama3": (llama3_lib, llama3_lib.Llama3),
+}
 # Family name -> the Tunix model config class that identifies it.
-FAMILIES = {
-    "qwen3": qwen3_lib.ModelConfig,
-    "qwen2": qwen2_lib.ModelConfig,
-    "llama3": llama3_lib.ModelConfig,
-}
+FAMILIES = {name: lib.ModelConfig for name, (lib, _) in _MODULES.items()}
 # Family name -> the Tunix model class of that config.
-MODEL_CLASSES = {
-    "qwen3": qwen3_lib.Qwen3,
-    "qwen2": qwen2_lib.Qwen2,
-    "llama3": llama3_lib.Llama3,
-}
+MODEL_CLASSES = {name: cls for name, (_, cls) in _MODULES.items()}
 # Family name -> how messages name it.
 _LABELS = {"qwen3": "Qwen3", "qwen2": "Qwen2", "llama3": "Llama 3"}
-# Family name -> its Tunix `RematConfig` (each family defines its own enum).
-_REMAT = {
-    "qwen3": qwen3_lib.RematConfig,
-    "qwen2": qwen2_lib.RematConfig,
-    "llama3": llama3_lib.RematConfig,
-}
 # `model.remat` values: the members of every family's `RematConfig`.
 REMAT_MODES = ("none", "block", "decoder")
 
@@ -70,7 +62,8 @@ def remat_config(model_config: Any, mode: str) -> Any:
     raise ValueError(
         f"model.remat must be one of {list(REMAT_MODES)}, got {mode!r}."
     )
-  return _REMAT[family(model_config)][mode.upper()]
+  # Each family defines its own `RematConfig` enum.
+  return _MODULES[family(model_config)][0].RematConfig[mode.upper()]
 
 
 def _check_rope_theta(name: str, rope_theta: Any) -> None:
