@@ -60,15 +60,10 @@ def block_logits_with_cache(
   followed by the next block's canvas with `commit_length` set.
   `config.layout` does not matter here: the cache holds clean blocks.
 
-  With `canvas_ids`, the columns are noisy canvases (packed replay), each
-  one block at one step, scored against a cache that may hold every block
-  clean: under `masks.canvas_mask` a canvas sees the cached blocks before
-  its own and itself, and under `shifted` alignment its block's first token
-  is predicted by the raw logit at the end of the clean block before (the
-  cache must keep block ends; one document per row, as in a trace). Columns
-  with canvas id 0 are that clean context, in this call instead of the
-  cache: one forward scores a context and its canvases. Nothing is
-  committed: the cache comes back unchanged.
+  With `canvas_ids`, the columns are noisy canvases of packed replay, scored
+  under `masks.canvas_mask` against the cache (which must keep block ends
+  under `shifted`) and any clean context columns (canvas id 0) of this
+  call. Nothing is committed: the cache comes back unchanged.
 
   Args:
     model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.

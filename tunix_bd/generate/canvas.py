@@ -4,18 +4,15 @@
 
 `Layout` is a batch's static geometry, `build_canvas` its initial canvas;
 `pack_inputs` / `unpack_inputs` and `pack_outputs` / `unpack_outputs` move
-a call's inputs and outputs as one array each way (`decode_loop.decode`):
-on an accelerator every host-device transfer costs a fixed latency (about
-0.25 ms on a TPU v5e host), more than a forward of a small model.
+a call's inputs and outputs as one array each way: every host-device
+transfer costs a fixed latency (about 0.25 ms on a TPU v5e host), more than
+a forward of a small model.
 
-Physical layout: row r is left-padded by whole blocks so that its first block
-to denoise (logical block `P_r // block_size`) sits at physical block
-`layout.first` in every row, and loop index j is the j-th block each row
-denoises. The canvas is as long as the longest row in whole blocks: a
-`layout.first` past the last block any completion of `layout.blocks` blocks
-can start at would leave a block unused. Rows whose prompt ends past
-`layout.first` (the longest prompts, when the prompt budget is whole blocks)
-start at the prompt block there, with nothing to denoise in it.
+Row r is left-padded by whole blocks so that its first block to denoise
+(logical block `P_r // block_size`) sits at physical block `layout.first`
+in every row; loop index j is the j-th block each row denoises. Rows whose
+prompt ends past `layout.first` start at the prompt block there, with
+nothing to denoise in it.
 """
 
 from __future__ import annotations
