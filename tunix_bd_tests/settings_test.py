@@ -191,9 +191,9 @@ class DecodeSettingsTest(parameterized.TestCase):
 
   def test_checkpoint_settings_must_agree(self):
     bd = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=3)
-    settings.check_checkpoint_settings(bd, {"block_size": 8, "alignment": None})
+    settings.CheckpointBdSettings(block_size=8).check(bd)
     with self.assertRaisesRegex(ValueError, "bd.block_size=4 disagrees"):
-      settings.check_checkpoint_settings(bd, {"block_size": 4})
+      settings.CheckpointBdSettings(block_size=4).check(bd)
 
   def test_the_bd_section_asserts_the_checkpoints_settings(self):
     bd = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=3)

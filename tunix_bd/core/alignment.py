@@ -2,11 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Target alignment helpers shared by the cache-free and cached logits.
 
-Under `shifted` alignment (docs/design.md "Target alignment") the logit that
-predicts the token at logical position p is the model's raw logit at the
-token with position p - 1 in the same segment (and canvas), wherever it
-sits physically. These helpers find that token by sorting, O(L log L), so
-left padding, packing, shuffled orders and packed canvases all work.
+Under `shifted` alignment (docs/design.md "Target alignment") the logit at
+position p comes from the token at position p - 1 of the same segment (and
+canvas), wherever it sits physically; these helpers find it by sorting,
+O(L log L).
 """
 
 from __future__ import annotations

@@ -3,20 +3,10 @@
 """The block-diffusion model settings and their fail-closed validation.
 
 `BlockDiffusionConfig` holds what changes the meaning of a block-diffusion
-model's logits: the block size, the mask token id, the target alignment and
-the training canvas layout. Every stage (SFT, denoising, replay, RL) takes the
-same frozen object, so they cannot disagree about it.
-
-Alignments (see docs/design.md "Target alignment"):
-  * `same_position`: the logit at logical position i predicts the token at i.
-  * `shifted` (Fast-dLLM v2 token shift): the logit at i - 1 predicts the
-    token at i, which keeps the AR head's meaning; logical position 0 has no
-    predictor, so it must be prompt context.
-
-Layouts (the training forward; inference always uses the KV cache):
-  * `single_canvas`: one forward over the canvas with the block-causal mask.
-  * `clean_context`: one forward over `[noisy copy ; clean copy]` (BD3-LM,
-    Fast-dLLM v2), so each noisy block sees clean earlier blocks.
+model's logits: the block size, the mask token id, the target alignment
+(docs/design.md "Target alignment") and the training canvas layout
+("Single-canvas mask", "Clean-context layout"). Every stage takes the same
+frozen object, so they cannot disagree about it.
 """
 
 from __future__ import annotations
@@ -82,12 +72,7 @@ class BlockDiffusionConfig:
 
   @classmethod
   def from_config_dict(cls, cfg: Mapping[str, Any]) -> BlockDiffusionConfig:
-    """The config of a ConfigDict section (or mapping) of its fields.
-
-    Raises:
-      ValueError: for a missing `block_size` or `mask_token_id`, an unknown
-        key, or an invalid value.
-    """
+    """The config of a ConfigDict section (or mapping) of its fields."""
     values = config_utils.section_dict(cfg, "block-diffusion")
     for required in ("block_size", "mask_token_id"):
       if values.get(required) is None:
@@ -120,17 +105,9 @@ class BlockDiffusionConfig:
   ) -> None:
     """Checks that this config is usable with a model and tokenizer.
 
-    Args:
-      model_config: the model's config, e.g. a Tunix Qwen3 `ModelConfig`;
-        needs `vocab_size`, and `use_flash_attention` when it has one.
-      pad_id: the tokenizer's pad id, or None if it has none.
-      eos_id: the tokenizer's EOS id, or None if it has none.
-      stop_ids: further ids that end generation.
-
-    Raises:
-      ValueError: if the special ids fail `special_ids.check` (the mask id
-        outside the vocabulary or equal to the pad, EOS or a stop id, a
-        repeated stop id, ...) or if the model uses flash attention.
+    The special ids must pass `special_ids.check` against the model's
+    `vocab_size` (`pad_id` and `eos_id` None where the tokenizer has none);
+    flash attention is refused.
     """
     vocab_size = getattr(model_config, "vocab_size", None)
     vocab_size = config_utils.check_int(
@@ -159,10 +136,6 @@ class BlockDiffusionConfig:
     Under `shifted`, logical position 0 has no predicting logit, so it must
     be prompt context: every row needs a prompt of at least one token.
     Returns the concrete int `[batch]` lengths as an int64 NumPy array.
-
-    Raises:
-      ValueError: for a wrong rank or dtype, a negative length, or (under
-        `shifted`) a row whose prompt is empty.
     """
     lengths = np.asarray(prompt_lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
@@ -194,13 +167,8 @@ def save_settings(
 ) -> None:
   """Writes `config` (plus provenance `extra`) to `directory/SETTINGS_FILE`.
 
-  Args:
-    config: the settings.
-    directory: the export directory.
-    extra: further top-level entries (provenance, the chat settings).
-    mask_token: the mask token's string, written beside `mask_token_id`
-      (None for an id no string encodes to); the id is what the model
-      reads, the string names it.
+  `mask_token` is the mask token's string, written beside `mask_token_id`
+  (None for an id no string encodes to); the id is what the model reads.
   """
   if mask_token is not None and not isinstance(mask_token, str):
     raise ValueError(
@@ -226,14 +194,8 @@ def load_settings(
 ) -> BlockDiffusionConfig:
   """Reads the block-diffusion settings of an exported checkpoint.
 
-  Args:
-    directory: an export directory.
-    key: the config key that names `directory` (e.g. `model.reference`),
-      for errors; None names the directory alone.
-
-  Raises:
-    ValueError: if `directory` holds no block-diffusion settings (e.g. it is
-      a plain AR checkpoint) or they are invalid.
+  `key` is the config key naming `directory` in errors (e.g.
+  `model.reference`); None names the directory alone.
   """
   path = os.path.join(directory, SETTINGS_FILE)
   if not files.exists(path):
@@ -249,11 +211,7 @@ def load_settings(
 
 
 def load_extra(directory: str, key: str) -> Any:
-  """The top-level entry `key` of an export's settings file, or None.
-
-  Raises:
-    ValueError: as `load_settings`, if there is no settings file.
-  """
+  """The top-level entry `key` of an export's settings file, or None."""
   path = os.path.join(directory, SETTINGS_FILE)
   if not files.exists(path):
     load_settings(directory)  # Raises, naming the directory.

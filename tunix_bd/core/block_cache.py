@@ -73,9 +73,7 @@ def init_block_cache(
   """An empty `BlockCache` over the model's empty KV cache.
 
   Args:
-    model: a Tunix decoder of a supported family (`families`).
-    batch_size: rows, >= 1.
-    cache_size: slots, >= 1; at least the total canvas length.
+    cache_size: slots; at least the total canvas length.
     vocab_size: logits width; None reads `model.config.vocab_size`.
     dtype: the KV dtype passed to `init_cache`.
     block_end_logits_of: a block size S: also keep the raw logit at the end
@@ -83,9 +81,6 @@ def init_block_cache(
       vocab]`), for `canvas_ids` calls; None keeps none.
     hidden_states: keep hidden rows (`model.config.embed_dim` wide) where
       logits are kept, for `cached_logits.block_hidden_with_cache`.
-
-  Raises:
-    ValueError: for a non-positive size or an unsupported model.
   """
   for name, value in (("batch_size", batch_size), ("cache_size", cache_size)):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -3,14 +3,9 @@
 """Logits of blocks against a block KV cache: the default `CachedLogitsFn`.
 
 `block_logits_with_cache` evaluates one block of a canvas against the cached
-clean earlier blocks and gives the target-aligned logits
-`diffusion_lm.diffusion_logits_fn` gives for those positions on the whole
-single canvas (to float tolerance; docs/design.md "KV cache"). A decoder
-runs each denoising step with it (discarding the returned cache) and writes
-a clean block in one forward over it and the next block's canvas
-(`commit_length`): the block-causal mask keeps the clean block blind to the
-next one. Under shifted alignment the cache carries the raw logit of the
-last committed token, the predictor of the next block's first token.
+clean earlier blocks and gives the logits `diffusion_lm.diffusion_logits_fn`
+gives for those positions on the whole single canvas (to float tolerance;
+docs/design.md "KV cache").
 """
 
 from __future__ import annotations
@@ -27,11 +22,7 @@ from tunix_bd.core import masks
 
 
 def _rewind(new_kv: dict, old_kv: dict, commit_length: int) -> dict:
-  """`new_kv` with every `end_index` leaf `commit_length` past `old_kv`'s.
-
-  Raises:
-    ValueError: if the model cache has no `end_index` (not a Tunix cache).
-  """
+  """`new_kv` with every `end_index` leaf `commit_length` past `old_kv`'s."""
   found = []
 
   def leaf(path, new, old):
@@ -69,23 +60,16 @@ def block_logits_with_cache(
   followed by the next block's canvas with `commit_length` set.
   `config.layout` does not matter here: the cache holds clean blocks.
 
-  With `canvas_ids`, the columns are noisy canvases (packed replay), each
-  one block at one step, scored against a cache that may hold every block
-  clean: under `masks.canvas_mask` a canvas sees the cached blocks before
-  its own and itself, and under `shifted` alignment its block's first token
-  is predicted by the raw logit at the end of the clean block before (the
-  cache must keep block ends; one document per row, as in a trace). Columns
-  with canvas id 0 are that clean context, in this call instead of the
-  cache: one forward scores a context and its canvases. Nothing is
-  committed: the cache comes back unchanged.
+  With `canvas_ids`, the columns are noisy canvases of packed replay, scored
+  under `masks.canvas_mask` against the cache (which must keep block ends
+  under `shifted`) and any clean context columns (canvas id 0) of this
+  call. Nothing is committed: the cache comes back unchanged.
 
   Args:
     model: a Tunix decoder called as `model(tokens, positions, kv, mask)`.
     block_tokens: int `[batch, block_len]` canvas of the block.
     block_positions: int `[batch, block_len]` logical positions.
     block_segment_ids: int `[batch, block_len]`, 0 = pad; None means all 1.
-    cache: the committed earlier blocks.
-    config: the block-diffusion settings (static under jit).
     commit_length: commit only the first `commit_length` columns (whole
       blocks, clean); the rest are evaluated but stay unwritten in the new
       cache (segment id 0, `end_index` after the committed columns), so the
@@ -100,12 +84,6 @@ def block_logits_with_cache(
     logits as `diffusion_logits_fn` gives them for these positions, and the
     cache with the committed columns written; its boundary is the last
     committed token.
-
-  Raises:
-    ValueError: for ids of the wrong rank, dtype or shape, a batch size that
-      differs from the cache's, a `commit_length` outside `[1, block_len]`
-      (or any with `canvas_ids`), canvas ids against a cache without
-      logits, or (when known) a cache without room.
   """
   tokens, positions, segments = diffusion_lm.check_inputs(
       model,

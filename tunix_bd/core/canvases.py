@@ -2,15 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The canvases of a trace: what each block looked like before each step.
 
-docs/design.md "Step canvases". Two builders serve every consumer (replay,
-OPD on the student's own canvases, decoding checks), with the trace's
-arrays concrete or traced (under `jit`): `sequence`, the clean rows in the
-trace's sequence layout `[prompt (right-padded) ; completion]`, and
-`packed_canvases`, only the (block, step) canvases that occurred, one
-block long each, packed side by side (scored against the clean context
-with `masks.canvas_mask`). In both, never-generated slots and the prompt's
-right padding are pads (segment 0), so masks and the shifted alignment
-skip them.
+docs/design.md "Step canvases": `sequence` (the clean rows) and
+`packed_canvases` (the occurring canvases), from concrete or traced traces;
+never-generated slots and prompt padding are pads (segment 0).
 """
 
 from __future__ import annotations
@@ -115,11 +109,7 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
   """The first `length` logical positions of each row, clean, by position.
 
   Column j holds logical position j: the prompt, then the generated
-  completion slots, then pads. No right padding between them, so replay's
-  clean context is as short as the longest row's, not the prompt budget
-  plus the completion budget.
-
-  Returns a `Sequence` of `[batch, length]` (`length` static, >= 1); pads
+  completion slots, then pads (no padding between them). Returns a `Sequence` of `[batch, length]` (`length` static, >= 1); pads
   have segment 0 and `NEVER`.
   """
   batch = np.shape(trace.prompt_tokens)[0]
@@ -271,10 +261,6 @@ def _static_size(name, given, trace, need, most, bucket, unit):
   """`given` (checked) or what a concrete `trace` needs (`most` if traced).
 
   Rounded up by `bucket`, so traces of similar shapes share one program.
-
-  Raises:
-    ValueError: for a `given` outside [1, `most`] or below what the trace
-      needs (`unit` names what is counted).
   """
   concrete = not isinstance(trace.action_step, jax.core.Tracer)
   if given is None:
@@ -296,10 +282,6 @@ def static_num_canvases(
   """Static canvases per row: given, counted, or the most possible.
 
   Rounded up to its `canvas_bucket` (a count so rounded is accepted again).
-
-  Raises:
-    ValueError: for a `num_canvases` outside [1, the most possible rounded
-      up to its bucket], or fewer than a row of a concrete trace has.
   """
   size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
   bucket = functools.partial(canvas_bucket, block_size=size)
@@ -322,11 +304,6 @@ def static_context_length(
 
   Rounded up to whole blocks. Any length from the counted one up gives the
   same replay: the canvases never attend the positions past it.
-
-  Raises:
-    ValueError: for a `length` outside [1, prompt_len +
-      completion_len rounded up to whole blocks], or below what a concrete
-      trace needs.
   """
   size = trace.bd.block_size
   bucket = lambda length: _round_up(length, size)

@@ -2,18 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Global loss denominators under gradient accumulation.
 
-A token-weighted loss over a global batch of k micro-batches is
-`sum(w * loss) / global_weight`, with `global_weight` the total weight of
-all k micro-batches. Tunix accumulates by averaging the k micro-batch
-gradients (`compat.ACCUMULATION_AVERAGES_GRADIENTS`), so each micro-batch
-loss is its weighted sum times `k / global_weight`: the average of k such
-gradients is exactly the global batch's gradient (docs/design.md "Loss
-denominators"). The SFT and OPD losses use it; GRPO aggregates its loss as
-Tunix does (`loss_agg_mode`).
-
-Both fields are broadcast per row so that every batch leaf is batch-major
-(Tunix shards every leaf on dim 0); every row of a micro-batch carries the
-same values.
+Each micro-batch's weighted loss sum is scaled by `k / global_weight`, so k
+accumulated micro-batches give exactly the global batch's gradient
+(docs/design.md "Loss denominators"). Both fields are broadcast per row so
+that every batch leaf is batch-major (Tunix shards every leaf on dim 0).
 """
 
 from __future__ import annotations
@@ -45,13 +37,8 @@ def loss_scale(
 ) -> jax.Array:
   """float32 scalar multiplying a micro-batch's weighted loss sum.
 
-  Args:
-    global_weight: float `[rows]` (`GLOBAL_WEIGHT`).
-    accumulation_steps: int `[rows]` (`ACCUMULATION_STEPS`).
-
-  Returns:
-    `k / global_weight` when Tunix averages micro-batch gradients (else
-    `1 / global_weight`); 0 for a global batch without weight.
+  `k / global_weight` when Tunix averages micro-batch gradients (else
+  `1 / global_weight`); 0 for a global batch without weight.
   """
   # Every row of a micro-batch carries the same values; max is exact.
   denominator = jnp.max(global_weight).astype(jnp.float32)

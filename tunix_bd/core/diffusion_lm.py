@@ -3,23 +3,11 @@
 """`diffusion_logits_fn`: the one model contract of every tunix_bd stage.
 
 Any Tunix decoder called as `model(tokens, positions, cache, attention_mask)`
-returning `(logits, cache)` (Qwen3, Qwen2, Llama 3; see `core.families`)
-plugs in: this module only builds masks, calls the model and re-aligns its
-logits. SFT, denoising, replay and RL all read target-aligned logits through
-a `LogitsFn` (cache-free) or a `CachedLogitsFn` (block KV cache), defaulting
-to `diffusion_logits_fn` and `cached_logits.block_logits_with_cache`; each
-consumer takes them as parameters, so another model call (a biased one in a
-test, a teacher, a served model) plugs in without touching the consumers.
-`core.scoring` turns these logits into log-probabilities.
-
-Target-aligned logits (docs/design.md "Target alignment"): the logit at
-physical index i predicts the token at i, wherever its predecessor sits
-physically. Positions with no predictor (logical position 0, pads, gaps)
-get logits 0 everywhere: finite, but they must get zero loss weight and
-never be sampled. The mask token's logit is always `MASKED_LOGIT`, so every
-softmax over these logits gives it probability exactly 0. Both paths (and
-`attention="splash"`, `splash_attention`) align logits with the same
-`alignment` helpers.
+returning `(logits, cache)` (`core.families`) plugs in: this module builds
+the masks, calls the model and returns target-aligned logits
+(docs/design.md "Target alignment"), the mask token's column at
+`MASKED_LOGIT` (probability exactly 0 under any softmax). Consumers take a
+`LogitsFn` / `CachedLogitsFn` as a parameter, defaulting to these.
 """
 
 from __future__ import annotations
@@ -98,11 +86,6 @@ def check_inputs(
   apply no head leave it to whoever applies one), a mask id outside the
   vocabulary. `segment_ids` None means one segment; `prefix` is prepended
   to argument names in error messages.
-
-  Raises:
-    ValueError: for a wrong config type, an unsupported model family or
-      `rope_theta`, flash attention, a mask id outside the model
-      vocabulary, or ids of the wrong rank, dtype or shape.
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
@@ -186,11 +169,6 @@ def diffusion_logits_fn(
     the token at i. Shifted alignment: for the first token of a block under
     `clean_context`, the logit comes from the clean copy of the previous
     block, as at inference. The mask column is `MASKED_LOGIT`.
-
-  Raises:
-    ValueError: for ids of the wrong rank, dtype or shape (naming the
-      argument), a missing or unexpected `clean_tokens`, a mask id outside
-      the model's vocabulary, or what `splash_attention` refuses.
   """
   logits = _aligned_rows(
       model,
@@ -216,17 +194,10 @@ def diffusion_hidden_fn(
 ) -> jax.Array:
   """Target-aligned final hidden states: `diffusion_logits_fn` before the head.
 
-  The same forward and alignment as `diffusion_logits_fn`, on the model's
-  final hidden states (`compat.final_hidden_states`) instead of its logits;
-  the head is never applied, so the clean copy of the `clean_context`
-  layout gets no logits. `lm_head.dense_logits(lm_head.model_head(model,
-  mask_id), hidden)` is `diffusion_logits_fn`'s result: alignment is a row
-  gather, and the zero rows (no predecessor) give logits 0.
-
-  Returns `[batch, length, embed]` hidden rows in the model's compute dtype
-  (row i is what the head maps to the logits that predict the token at i);
-  arguments and errors as `diffusion_logits_fn` (and a model that cannot
-  return its hidden states fails in `compat.final_hidden_states`).
+  `lm_head.dense_logits(lm_head.model_head(model, mask_id), hidden)` is
+  `diffusion_logits_fn`'s result (alignment is a row gather; rows without a
+  predecessor are 0). Returns `[batch, length, embed]` hidden rows in the
+  model's compute dtype.
   """
   # The mask id is checked by whoever applies the head (`lm_head.model_head`):
   # a causal teacher's vocabulary may lack the student's mask token.
@@ -254,13 +225,8 @@ def _aligned_rows(
     attention=splash_attention.DENSE,
     hidden=False,
 ):
-  """Target-aligned rows `[batch, length, width]` of the model's row.
-
-  The model's float32 logits, or its final hidden states if `hidden`
-  (`compat.final_hidden_states`), over the layout's row under its dense
-  mask, or through `splash_attention` (no mask) for `attention="splash"`;
-  this is the one layout and alignment of both calls above.
-  """
+  """Target-aligned rows `[batch, length, width]`: the model's float32
+  logits, or its final hidden states with `hidden`."""
   splash = splash_attention.check_attention(attention, "attention") == (
       splash_attention.SPLASH
   )

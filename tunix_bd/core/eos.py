@@ -2,12 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one EOS and padding rule shared by SFT, generation, OPD, RL and eval.
 
-docs/design.md "EOS and padding", on logical positions: (1) the rest of
-the block holding the first EOS is filled with EOS, ordinary completion
-tokens in SFT; (2) positions after that block are padding; (3) a row
-decodes block by block and stops after the block in which it commits its
-first stop token, every position of it committed; (4) the returned
-completion is the tokens before the first stop token.
+docs/design.md "EOS and padding" (rules 1-4, on logical positions).
 """
 
 from __future__ import annotations
@@ -29,9 +24,6 @@ def fill_mask(
     stop_position: np.ndarray | int, positions: np.ndarray, block_size: int
 ) -> np.ndarray:
   """Where the EOS fill goes (rule 1): after the stop, to its block's end.
-
-  SFT fills after the completion's EOS; OPD after a rollout's first stop,
-  whose block the denoiser committed whole. Both call this.
 
   `stop_position` is the stop token's logical position, a scalar or int
   `[batch, 1]` (a row without a stop passes a position no logical position

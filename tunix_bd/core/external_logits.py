@@ -2,27 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """A Tunix `DiffusionLogitsFn` as tunix_bd's model call, cache-free.
 
-Tunix's diffusion contract (`tunix.diffusion.DiffusionLogitsFn`) is a
-callable `fn(model, model_inputs) -> [batch, length, vocab]` target-aligned
-logits, its `model_inputs` a mapping of batch-major arrays the integration
-defines. `model_calls(fn)` makes such a function tunix_bd's model call, so a
-model integration written for Tunix's contract decodes (`generate.denoise`),
-rolls out (`rl.rollout.DiffusionRollout`), replays (`core.replay`) and
-distils (`distillation`) without any tunix_bd model code:
+`model_calls(fn)` makes a callable `fn(model, model_inputs) -> [batch,
+length, vocab]` target-aligned logits tunix_bd's model call, so a model
+integration written for Tunix's diffusion contract decodes, rolls out,
+replays and distils without tunix_bd model code (docs/design.md "A model
+call brought as a Tunix `DiffusionLogitsFn`"):
 
     Denoiser(model, bd=bd, config=config, **external_logits.model_calls(fn))
-
-tunix_bd hands `fn` the `MODEL_INPUTS` of one single canvas per row: int32
-`[batch, length]` `tokens` (the mask id where not yet committed),
-`positions` (logical positions) and `segment_ids` (0 = pad, never attended;
-pads may sit anywhere, left of a row or right of it), plus `clean_tokens`
-only where the `clean_context` training layout asks for it (OPD's
-`corrupted` canvas under that layout). `fn` owns the block-diffusion
-attention (bidirectional within a block of `positions // block_size`,
-causal across blocks, pads masked) and the target alignment; a canvas's
-later blocks hold mask ids or pads, which block-causal attention never
-reads. Nothing of Tunix is imported: `fn` is just a callable. Such a
-model call has no KV cache (`CacheFree`).
 """
 
 from __future__ import annotations
@@ -44,12 +30,7 @@ MODEL_INPUTS = ("tokens", "positions", "segment_ids")
 
 @dataclasses.dataclass(frozen=True)
 class DiffusionLogitsAdapter:
-  """A `DiffusionLogitsFn` as a tunix_bd `LogitsFn` (hashable, jit-static).
-
-  Attributes:
-    fn: `fn(model, model_inputs) -> [batch, length, vocab]` target-aligned
-      logits of the canvases `MODEL_INPUTS` describe.
-  """
+  """A `DiffusionLogitsFn` as a tunix_bd `LogitsFn` (hashable, jit-static)."""
 
   fn: Callable[[Any, Any], jax.Array]
 
@@ -63,12 +44,7 @@ class DiffusionLogitsAdapter:
       config: bd_config.BlockDiffusionConfig,
       clean_tokens: jax.Array | None = None,
   ) -> jax.Array:
-    """float32 logits of `fn`, its mask column `MASKED_LOGIT`.
-
-    Raises:
-      ValueError: as `diffusion_lm.check_inputs`, or for logits that are not
-        `[batch, length, vocab]` or have no column for the mask id.
-    """
+    """float32 logits of `fn`, its mask column `MASKED_LOGIT`."""
     tokens, positions, segment_ids = diffusion_lm.check_inputs(
         model, tokens, positions, segment_ids, config
     )
@@ -95,9 +71,6 @@ class CacheFree:
   Passed as `cached_logits_fn`, it makes decoding cache-free and replay
   score each canvas with `logits_fn` in a forward of its own. It is never
   called with a cache.
-
-  Attributes:
-    logits_fn: the cache-free `LogitsFn`.
   """
 
   logits_fn: diffusion_lm.LogitsFn

@@ -5,11 +5,9 @@
 A family fits when its forward is `model(tokens, positions, kv_cache,
 attention_mask) -> (logits, kv_cache)` with a dense attention path that
 honours the mask, and its KV cache is a dict of per-layer `{k, v,
-end_index}` written at `end_index` (what `cached_logits` rewinds). Qwen3,
-Qwen2 and Llama 3 of google-tunix 0.1.7 do; any other model with a Tunix
-`config` fails closed, naming these. So does a config whose `rope_theta` the
-family's attention does not apply (`compat.ROPE_THETA_APPLIED`): such a
-model would silently compute another function than its checkpoint.
+end_index}` (what `cached_logits` rewinds): Qwen3, Qwen2 and Llama 3. Any
+other model, or a `rope_theta` the family's attention does not apply
+(`compat.ROPE_THETA_APPLIED`), fails closed.
 """
 
 from __future__ import annotations
@@ -23,38 +21,24 @@ from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import compat
 
+# Family name -> its Tunix module and the model class it defines.
+_MODULES = {
+    "qwen3": (qwen3_lib, qwen3_lib.Qwen3),
+    "qwen2": (qwen2_lib, qwen2_lib.Qwen2),
+    "llama3": (llama3_lib, llama3_lib.Llama3),
+}
 # Family name -> the Tunix model config class that identifies it.
-FAMILIES = {
-    "qwen3": qwen3_lib.ModelConfig,
-    "qwen2": qwen2_lib.ModelConfig,
-    "llama3": llama3_lib.ModelConfig,
-}
+FAMILIES = {name: lib.ModelConfig for name, (lib, _) in _MODULES.items()}
 # Family name -> the Tunix model class of that config.
-MODEL_CLASSES = {
-    "qwen3": qwen3_lib.Qwen3,
-    "qwen2": qwen2_lib.Qwen2,
-    "llama3": llama3_lib.Llama3,
-}
+MODEL_CLASSES = {name: cls for name, (_, cls) in _MODULES.items()}
 # Family name -> how messages name it.
 _LABELS = {"qwen3": "Qwen3", "qwen2": "Qwen2", "llama3": "Llama 3"}
-# Family name -> its Tunix `RematConfig` (each family defines its own enum).
-_REMAT = {
-    "qwen3": qwen3_lib.RematConfig,
-    "qwen2": qwen2_lib.RematConfig,
-    "llama3": llama3_lib.RematConfig,
-}
 # `model.remat` values: the members of every family's `RematConfig`.
 REMAT_MODES = ("none", "block", "decoder")
 
 
 def family(model_config: Any) -> str:
-  """The family of a Tunix model config that computes what it says.
-
-  Raises:
-    ValueError: for a config of any other model, naming the supported
-      families, or for a `rope_theta` other than the one the family's
-      attention rotates with.
-  """
+  """The family of a Tunix model config that computes what it says."""
   for name, config_type in FAMILIES.items():
     if isinstance(model_config, config_type):
       _check_rope_theta(name, model_config.rope_theta)
@@ -68,25 +52,18 @@ def family(model_config: Any) -> str:
 
 
 def model_class(model_config: Any) -> type[Any]:
-  """The Tunix model class that `model_config` builds (e.g. `Qwen2`).
-
-  Raises:
-    ValueError: as `family`.
-  """
+  """The Tunix model class that `model_config` builds (e.g. `Qwen2`)."""
   return MODEL_CLASSES[family(model_config)]
 
 
 def remat_config(model_config: Any, mode: str) -> Any:
-  """The family's own `RematConfig` member named `mode` (`REMAT_MODES`).
-
-  Raises:
-    ValueError: for another mode or an unsupported family.
-  """
+  """The family's own `RematConfig` member named `mode` (`REMAT_MODES`)."""
   if mode not in REMAT_MODES:
     raise ValueError(
         f"model.remat must be one of {list(REMAT_MODES)}, got {mode!r}."
     )
-  return _REMAT[family(model_config)][mode.upper()]
+  # Each family defines its own `RematConfig` enum.
+  return _MODULES[family(model_config)][0].RematConfig[mode.upper()]
 
 
 def _check_rope_theta(name: str, rope_theta: Any) -> None:
@@ -116,9 +93,6 @@ def init_kv_cache(
   Qwen3 builds its own (`init_cache`); Qwen2 and Llama 3 read the same
   layout in their attention but do not build it, so it is built here from
   their config.
-
-  Raises:
-    ValueError: for a model outside `FAMILIES`.
   """
   config = model.config
   family(config)

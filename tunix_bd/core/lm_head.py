@@ -2,19 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The output head in vocabulary chunks: logits only where a loss reads them.
 
-A Tunix decoder's logits are its final hidden states times its head (the tied
-embedding `[vocab, embed]` or `lm_head` `[embed, vocab]`) in the compute dtype,
-then float32. `token_stats` computes what a loss reads of them (a target's
-log-prob and the argmax; OPD's divergence is `distillation.chunked_kl`)
-`chunk` columns at a time with an online logsumexp, under `jax.checkpoint`,
-so no `[rows, vocab]` float32 array is built in either pass; the values
-equal the dense path (`dense_logits` through `scoring.token_log_probs`) to
-float rounding (docs/design.md "Output head and precision").
-
-A row of zeros gives logits 0 (the heads have no bias), which is what the
-dense path puts at rows with no predecessor, so the target alignment can be
-applied to hidden rows (`diffusion_lm.diffusion_hidden_fn`) instead of
-logits.
+`token_stats` computes what a loss reads of a decoder's logits (a target's
+log-prob and the argmax) `chunk` columns at a time, so no `[rows, vocab]`
+float32 array is built in either pass (docs/design.md "Output head and
+precision"). A zero hidden row gives logits 0 (the heads have no bias), so
+the target alignment can be applied to hidden rows.
 """
 
 from __future__ import annotations
@@ -67,14 +59,9 @@ def model_head(model: Any, mask_token_id: int | None = None) -> Head:
   dtype. The product is what `model(...)` returns as logits, cast to
   float32 (`lm_head_test` checks it on every family).
 
-  Args:
-    model: the decoder.
-    mask_token_id: an id to exclude (its logit `MASKED_LOGIT`), or None.
-
-  Raises:
-    ValueError: for a model outside `families`, a mask id outside the
-      vocabulary, or a head with LoRA adapters (qwix adds them to the
-      product, which the chunks here would leave out).
+  `mask_token_id` (or None) is excluded: its logit is `MASKED_LOGIT`. A
+  head with LoRA adapters is refused (qwix adds them to the product, which
+  the chunks here would leave out).
   """
   config = model.config
   name = families.family(config)
@@ -206,7 +193,6 @@ def token_stats(
   -1)`, gradients included, with `[rows, chunk]` logits at a time.
 
   Args:
-    head: the output head.
     hidden: `[..., embed]` hidden rows (any float dtype).
     targets: int `[...]` token ids.
     temperature: as for `scoring.scale_logits` (static or traced).
@@ -215,10 +201,6 @@ def token_stats(
   Returns:
     `(log_probs, argmax)`: float32 and int32 `[...]`; the argmax (of the
     logits, untempered) carries no gradient.
-
-  Raises:
-    ValueError: for a bad chunk or temperature, or targets whose shape is
-      not the rows'.
   """
   if targets.shape != hidden.shape[:-1]:
     raise ValueError(

@@ -2,21 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Block-diffusion attention masks, as pure functions of positions.
 
-A token's block is `position // block_size`, where positions are the logical
-positions 0..n-1 of a row's real tokens. Every dense mask here is a function
-of logical positions and segment ids only, never of the physical index, so it
-stays correct after left padding or a context-parallel reordering. Segment id
-0 marks a pad; ids 1.. are packed documents.
-
-Pad rule (docs/design.md "Segments"): a pad key is never attended, and a pad
-query attends nothing (an all-False row, whose softmax under Tunix's finite
-`K_MASK` is uniform: finite, but meaningless). Callers must give pad
-positions zero loss weight and never read their logits.
-
-The builders return `bool[batch, q_len, kv_len]` masks for Tunix's dense
-attention path (`use_flash_attention=False`; Tunix's flash path is refused:
-it ignores the mask). `core.splash_attention` computes the same masks inside
-the Splash kernel, for rows whose positions are the physical index.
+Every mask is a function of logical positions and segment ids (0 = pad),
+never of the physical index (docs/design.md "Logical positions",
+"Segments"). The builders return `bool[batch, q_len, kv_len]` masks for
+Tunix's dense attention path; `core.splash_attention` computes the same
+masks inside the Splash kernel.
 """
 
 from __future__ import annotations
@@ -33,11 +23,7 @@ PAD_SEGMENT_ID = 0
 def check_ids(
     name: str, ids: Any, shape: tuple[int, ...] | None = None
 ) -> jax.Array:
-  """An int `[batch, length]` array as int32; `shape` is one it must have.
-
-  Raises:
-    ValueError: naming `name`, for another rank, dtype or shape.
-  """
+  """An int `[batch, length]` array as int32; `shape` is one it must have."""
   ids = jnp.asarray(ids)
   if ids.ndim != 2:
     raise ValueError(
@@ -100,8 +86,8 @@ def block_causal_mask(
   """The single-canvas block-diffusion mask.
 
   Query q may attend key k iff `block(k) <= block(q)` and both are in the same
-  non-pad segment: bidirectional inside a block, causal across blocks. With
-  `block_size=1` this is the causal mask. For positions 0..4, block size 2:
+  non-pad segment (docs/design.md "Single-canvas mask"). For positions
+  0..4, block size 2:
 
       k: 0 1 2 3 4
     q 0: 1 1 0 0 0
@@ -109,9 +95,6 @@ def block_causal_mask(
     q 2: 1 1 1 1 0
     q 3: 1 1 1 1 0
     q 4: 1 1 1 1 1
-
-  Keys may differ from queries, e.g. queries = the current block and keys =
-  the KV cache slots; slots not yet written need `kv_segment_ids == 0`.
 
   Args:
     q_positions: int `[batch, q_len]` logical positions of the queries.
@@ -123,10 +106,6 @@ def block_causal_mask(
 
   Returns:
     `bool[batch, q_len, kv_len]`, True where the query attends the key.
-
-  Raises:
-    ValueError: for a bad `block_size`, ids of the wrong rank, dtype or shape,
-      differing batch sizes, or only one of the two segment ids given.
   """
   block_size = config_utils.check_int("block_size", block_size, 1)
   q_positions = check_ids("q_positions", q_positions)
@@ -164,23 +143,9 @@ def canvas_mask(
   k the blocks of the query and the key, all within one non-pad segment:
   clean->clean iff block(k) <= block(q); noisy->clean iff block(k) <
   block(q); noisy->noisy iff the same canvas (and block); clean->noisy
-  never. Each canvas thus sees what its block saw at inference: the clean
-  earlier blocks and itself. The clean-context training layout is the case
-  of one canvas per block (`clean_context_mask`); packed replay scores many
-  canvases of the same block side by side.
-
-  Args:
-    q_positions, kv_positions, block_size, q_segment_ids, kv_segment_ids:
-      as for `block_causal_mask`.
-    q_canvas_ids: int `[batch, q_len]`, 0 = clean, 1.. = a noisy canvas.
-    kv_canvas_ids: int `[batch, kv_len]`, as `q_canvas_ids`.
-
-  Returns:
-    `bool[batch, q_len, kv_len]`, True where the query attends the key.
-
-  Raises:
-    ValueError: as `block_causal_mask`, and for canvas ids of the wrong rank,
-      dtype or shape.
+  never (docs/design.md "Clean-context layout"). Canvas ids are int
+  `[batch, q_len]` / `[batch, kv_len]`; the other arguments and the result
+  are as for `block_causal_mask`.
   """
   block_size = config_utils.check_int("block_size", block_size, 1)
   q_positions = check_ids("q_positions", q_positions)
@@ -237,10 +202,6 @@ def clean_context_mask(
   Returns:
     `bool[batch, 2 * length, 2 * length]`; rows and columns are the noisy
     copy followed by the clean copy.
-
-  Raises:
-    ValueError: for a bad `block_size` or ids of the wrong rank, dtype or
-      shape.
   """
   block_size = config_utils.check_int("block_size", block_size, 1)
   positions = check_ids("positions", positions)
@@ -269,9 +230,6 @@ def clean_context_inputs(
 
   Returns `(positions, segment_ids)`, each int `[batch, length]` concatenated
   with itself to `[batch, 2 * length]`; segment ids stay None if None.
-
-  Raises:
-    ValueError: for ids of the wrong rank, dtype or shape.
   """
   positions = check_ids("positions", positions)
   doubled_positions = jnp.concatenate([positions, positions], axis=1)

@@ -2,30 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Replay scoring: a recorded trace's logits and log-probs under a model.
 
-Replay scores each recorded token on the canvas it was committed from
-(docs/design.md "Replay"), so the live, reference and old policies of RL, and
-OPD's student, all score the very actions the rollout took: RL through
-`replay_log_probs`, OPD (which needs whole distributions) through
-`replay_logits`. Under the rollout's parameters it reproduces
-`trace.action_logp` (docs/design.md invariant 6): both go through
-`scoring.log_probs` at `trace.temperature`. For eager callers,
-`core.replayer` compiles it once per model. With `logits_chunk` the same
-forward keeps hidden rows (`cached_logits.block_hidden_with_cache`) and the
-model's head is applied to the scored rows in vocabulary chunks
-(`lm_head.token_stats`): no `[rows, vocab]` logits, equal to float rounding.
-
-Packed layout, at the rollout's cost: the occurring (block, step) canvases
-(`canvases.packed_canvases`) against each row's clean context
-(`canvases.clean_context`) under `masks.canvas_mask`. Canvases that fit one
-group (`canvases.GROUP_TOKENS` query tokens) share one forward with the
-context; otherwise one forward writes the context (with the raw logits at
-block ends) to a block KV cache and each group is scored against it. A
-model call without a KV cache (`external_logits.CacheFree`) scores each
-canvas in a forward of its own (`external_logits.replay_cache_free`).
-
-`ReplayLogitsFn` is replay as a Tunix `DiffusionLogitsFn` over a trace's
-fields, and `diffusion_batch` a trace as Tunix's prepared batch, for
-Tunix's own scoring of prepared diffusion rollouts where it has one.
+Each recorded token is scored on the canvas it was committed from, packed
+against the row's clean context (docs/design.md "Replay"): RL through
+`replay_log_probs`, OPD through `replay_logits` / `replay_hidden`.
+`ReplayLogitsFn` and `diffusion_batch` are the same replay as Tunix's
+`DiffusionLogitsFn` and prepared batch.
 """
 
 from __future__ import annotations
@@ -49,11 +30,7 @@ from tunix_bd.core import trace as trace_lib
 
 
 def check_trace(model, trace) -> trace_lib.Trace:
-  """`trace.validate()`, with the ids checked against `model`'s vocabulary.
-
-  Raises:
-    ValueError: as `Trace.validate`, or for a `trace` that is not a `Trace`.
-  """
+  """`trace.validate()`, with the ids checked against `model`'s vocabulary."""
   if not isinstance(trace, trace_lib.Trace):
     raise ValueError(
         "trace must be a tunix_bd.core.trace.Trace, got"
@@ -67,7 +44,6 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
   """The packed replay of a trace, checked here.
 
   Args:
-    model, trace, cached_logits_fn: as `replay_log_probs`.
     shape: `(num_canvases, context_length)` as given to `replay_log_probs`.
     per_slot: `(logits [batch, width, vocab], targets [batch, width],
       temperature) -> [batch, width, ...]`, what each scored canvas column
@@ -194,13 +170,11 @@ def replay_log_probs(
   Args:
     model: the model `cached_logits_fn` calls (a Tunix decoder by default).
     trace: the recorded rollout; scored at `trace.temperature` with
-      `trace.bd` (any `layout`: replay always packs canvases against a clean
-      context).
+      `trace.bd` (any `layout`).
     cached_logits_fn: the cached model call, given the canvases with
       `canvas_ids` and the clean context before them (id 0) in the same
-      call or, for many groups, in its cache (with the block-end logits);
-      or an `external_logits.CacheFree` one (a model without a KV cache),
-      whose `logits_fn` scores each canvas in a forward of its own.
+      call or in its cache; or an `external_logits.CacheFree` one, which
+      scores each canvas in a forward of its own.
     num_canvases: static (block, step) canvases per row, at least the most
       any row has; None counts them on a concrete trace and takes the most
       possible under jit.
@@ -216,11 +190,6 @@ def replay_log_probs(
   Returns:
     float32 `[batch, completion_len]` log-probs of `trace.tokens` at their
     commit steps; 0 where `action_step == -1`.
-
-  Raises:
-    ValueError: as `Trace.validate` (and for ids outside the model
-      vocabulary), or for a bad `num_canvases`, `context_length` or
-      `logits_chunk`.
   """
   shape = (num_canvases, context_length)
   if logits_chunk is None:
@@ -246,12 +215,8 @@ def replay_log_probs(
 
 
 def check_logits_chunk(logits_chunk, cached_logits_fn) -> int | None:
-  """`logits_chunk` checked: None (dense) or an int >= 1.
-
-  Raises:
-    ValueError: for another value, or a chunk with an injected
-      `cached_logits_fn` (the chunked head is the model's own).
-  """
+  """`logits_chunk` checked: None (dense) or an int >= 1, with no injected
+  `cached_logits_fn` (the chunked head is the model's own)."""
   if logits_chunk is None:
     return None
   if cached_logits_fn is not cached_logits.block_logits_with_cache:
@@ -274,13 +239,9 @@ def replay_logits(
 ) -> jax.Array:
   """Each generated slot's target-aligned logits on its commit canvas.
 
-  The packed forward of `replay_log_probs` (the same canvases against the
-  same cached clean context), keeping whole logits: `scoring.log_probs`
-  of them at `trace.temperature`, taken at `trace.tokens`, is
-  `replay_log_probs`. For consumers of whole distributions (OPD's KL);
-  `trace.action_logp` and `trace.temperature` are not read. Usable under
-  jit and grad like `replay_log_probs`, whose arguments and errors it has.
-  Returns float32 `[batch, completion_len, vocab]` logits; 0 where
+  `replay_log_probs`' forward keeping whole logits (`scoring.log_probs` of
+  them at `trace.temperature`, taken at `trace.tokens`, is
+  `replay_log_probs`); `action_logp` and `temperature` are not read. Returns float32 `[batch, completion_len, vocab]` logits; 0 where
   `action_step == -1`.
   """
   return _replay(
@@ -298,9 +259,8 @@ def replay_hidden(
   """`replay_logits` before the head: each slot's aligned hidden row.
 
   `lm_head.dense_logits(lm_head.model_head(model, mask_id), rows)` is
-  `replay_logits`; for consumers of whole distributions that apply the head
-  in chunks (OPD's KL, `distillation.chunked_kl`). Usable under jit and grad
-  like `replay_log_probs`, whose arguments and errors it has. Returns
+  `replay_logits`; for consumers applying the head in chunks (OPD's KL).
+  Returns
   float32 `[batch, completion_len, embed]` rows; 0 where `action_step ==
   -1`.
   """
@@ -329,10 +289,6 @@ class ReplayLogitsFn:
   (0 where never generated). Tunix applies the temperature
   (`compute_diffusion_per_token_logps`), so the rollout's own temperature
   reproduces `trace.action_logp`.
-
-  Attributes:
-    bd: the policy's block-diffusion settings.
-    cached_logits_fn: as for `replay_logits`.
   """
 
   bd: bd_config.BlockDiffusionConfig
@@ -354,9 +310,6 @@ def diffusion_batch(trace: trace_lib.Trace) -> object:
 
   Target ids are the trace's tokens, weighted 1 on every action (the
   post-stop slots of the stop block included) and 0 where never generated.
-
-  Raises:
-    ValueError: on a Tunix without the diffusion contract.
   """
   if compat.tunix_diffusion is None:
     raise ValueError("the installed Tunix has no tunix.diffusion contract.")

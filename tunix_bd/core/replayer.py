@@ -49,12 +49,9 @@ class Replayer:
   Splits the model once, as `Denoiser` does: the split state holds the
   model's own `nnx.Variable`s, so in-place weight updates (optimizer steps,
   `nnx.update`) are seen by the next call; build a new `Replayer` after
-  changing the model's structure. Each call validates the concrete trace,
-  trims completion columns never generated and rounds the width (to whole
-  blocks) and the canvas count (to whole groups) up, so rollouts of similar
-  lengths share one program (per batch, settings and temperature).
-  For verification, evaluation and RL's old and reference policies; inside
-  a jitted step, call `replay.replay_log_probs`.
+  changing the model's structure. Each call trims completion columns never
+  generated and rounds the width and canvas count up, so rollouts of
+  similar lengths share one program.
   """
 
   def __init__(
@@ -66,17 +63,7 @@ class Replayer:
       ),
       logits_chunk: int | None = None,
   ):
-    """Splits the model.
-
-    Args:
-      model: a Tunix decoder `nnx.Module`.
-      cached_logits_fn: as for `replay.replay_log_probs`.
-      logits_chunk: as for `replay.replay_log_probs`.
-
-    Raises:
-      ValueError: for a model that is not an `nnx.Module`, or as
-        `replay.check_logits_chunk`.
-    """
+    """Splits the model; the keywords are `replay.replay_log_probs`'."""
     if not isinstance(model, nnx.Module):
       raise ValueError(
           f"model must be an nnx.Module, got {type(model).__name__}; call"
@@ -94,14 +81,9 @@ class Replayer:
   ) -> jax.Array:
     """float32 `[batch, completion_len]`, as `replay.replay_log_probs`.
 
-    Args:
-      trace: the concrete rollout to score.
-      state: the whole state to replay under instead of the model's own,
-        of the same structure (`nnx.state(model)`): a snapshot of it, such
-        as RL's start-of-step anchor, needs no new `Replayer`.
-
-    Raises:
-      ValueError: as `replay.replay_log_probs`.
+    `state`, if given, is the whole state to replay under instead of the
+    model's own, of the same structure (`nnx.state(model)`): a snapshot such
+    as RL's start-of-step anchor needs no new `Replayer`.
     """
     trace = replay.check_trace(self._model, trace)
     size = trace.bd.block_size
@@ -142,9 +124,6 @@ def max_replay_error(
   invariant 6); `generate.py --config.verify_replay=True` reports this. An
   `nnx.Module` is replayed by a `Replayer`. 0.0 if no position was
   generated.
-
-  Raises:
-    ValueError: as `replay.replay_log_probs`.
   """
   if isinstance(model, nnx.Module):
     replayed = Replayer(model, cached_logits_fn=cached_logits_fn)(trace)

@@ -2,20 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """JAX random keys of one fixed implementation: the project's one RNG rule.
 
-Every JAX draw tunix_bd makes (rollout sampling, from-scratch model and LoRA
+Every JAX draw tunix_bd makes (rollout sampling, model and LoRA
 initialisation) starts from `key(seed)` here, never from `jax.random.key`,
-`jax.random.PRNGKey` or `nnx.Rngs(int)`, which follow the process-wide
-`jax_default_prng_impl`. Under "rbg" or "unsafe_rbg" (common on TPU) a draw
-is not a function of its seed alone: vmapped over rows, a row's samples
-change with its batch mates (so a row alone no longer equals the same row in
-a batch), and since the default is not part of JAX's compile-cache key, a
-compiled function keeps whichever implementation was active when it was
-first traced. A typed key carries its implementation, so `fold_in`, `split`
-and the samplers downstream follow it whatever the default; threefry2x32
-(JAX's own default) is counter-based, so its vmapped draws are per-row.
-
-The NumPy streams (data order, SFT/OPD corruption, prompt streams, GRPO
-rollout seeds) do not depend on JAX's setting.
+`PRNGKey` or `nnx.Rngs(int)`, which follow the process-wide
+`jax_default_prng_impl`. Under "rbg" or "unsafe_rbg" (common on TPU) a
+vmapped draw is not a function of its seed alone, so a row's samples would
+change with its batch mates, and a compiled function keeps whichever
+implementation was active when first traced. A typed threefry2x32 key
+carries its implementation, and its vmapped draws are per-row. The NumPy
+streams (data order, corruption, prompt streams) do not depend on it.
 """
 
 from __future__ import annotations

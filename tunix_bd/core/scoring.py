@@ -45,15 +45,8 @@ def scale_logits(logits: jax.Array, temperature: Any) -> jax.Array:
 
   Entries at or below `MASKED_LOGIT` (the mask token) stay at
   `MASKED_LOGIT` at any temperature, so their probability is exactly 0 and
-  no value or gradient overflows.
-
-  Args:
-    logits: `[..., vocab]` target-aligned logits.
-    temperature: a finite number > 0, static (checked) or a traced scalar
-      (the compiled denoising loop's; checked by its config).
-
-  Raises:
-    ValueError: for a static temperature that is not a finite number > 0.
+  no value or gradient overflows. `temperature` is a finite number > 0,
+  static (checked) or a traced scalar (checked by its config).
   """
   if not isinstance(temperature, jax.Array):
     temperature = check_temperature(temperature)
@@ -63,19 +56,8 @@ def scale_logits(logits: jax.Array, temperature: Any) -> jax.Array:
 
 
 def log_probs(logits: jax.Array, temperature: Any = 1.0) -> jax.Array:
-  """The temperature-scaled log-softmax of every sampler and scorer.
-
-  Args:
-    logits: `[..., vocab]` target-aligned logits.
-    temperature: as for `scale_logits`.
-
-  Returns:
-    float32 `[..., vocab]` log-probabilities; the mask token's is
-    `MASKED_LOGIT`-small (probability exactly 0).
-
-  Raises:
-    ValueError: for a static temperature that is not a finite number > 0.
-  """
+  """float32 `[..., vocab]` log-probabilities of `[..., vocab]` logits at
+  `temperature`; the mask token's is `MASKED_LOGIT`-small (probability 0)."""
   return jax.nn.log_softmax(scale_logits(logits, temperature), axis=-1)
 
 
@@ -84,16 +66,8 @@ def token_log_probs(
 ) -> jax.Array:
   """`log_probs(logits, temperature)` at `targets`, without `[..., vocab]` out.
 
-  Args:
-    logits: `[batch, length, vocab]` target-aligned logits.
-    targets: int `[batch, length]` token ids.
-    temperature: as for `scale_logits`.
-
-  Returns:
-    float32 `[batch, length]` log-probabilities of the targets.
-
-  Raises:
-    ValueError: for a bad temperature or targets of the wrong shape.
+  float32 `[batch, length]` of `[batch, length, vocab]` logits and int
+  `[batch, length]` targets.
   """
   targets = masks.check_ids("targets", targets, logits.shape[:-1])
   scaled = scale_logits(logits, temperature)

@@ -2,20 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one validator of the special token ids every stage relies on.
 
-Decoding, SFT, OPD and GRPO all read three kinds of special ids: the mask
-token (`bd.mask_token_id`, never a real token, never committed), the pad id
-(marks never-generated completion slots) and the stop ids (EOS first, then
-the checkpoint's other stop ids, then `rollout.extra_stop_ids`; the first
-one a row commits ends it). They must be distinct, or stop weights, trace
-checks and EOS fills would read one id as two things. `check` holds those
-rules for every stage and `stop_ids` composes the stop list the same way in
-OPD and GRPO.
-
-A checkpoint's other stop ids are those its import found besides the EOS
-(an SDAR checkpoint's `generation_config.json` lists several,
-`models.bd_formats.adapt_tokenizer`); they ride on its tokenizer
-(`checkpoint_stop_ids`), so every stage that reads the tokenizer stops at
-them.
+The mask token, the pad id and the stop ids must be distinct, or stop
+weights, trace checks and EOS fills would read one id as two things: `check`
+holds those rules for every stage, and `tokenizer_stop_ids` composes the
+stop list (the EOS, the checkpoint's other stop ids riding on its tokenizer,
+then `rollout.extra_stop_ids`) the same way in OPD and GRPO (docs/design.md
+"Hugging Face checkpoints in and out").
 """
 
 from __future__ import annotations
@@ -55,15 +47,8 @@ def stop_ids(
 ) -> tuple[int, ...]:
   """The stop ids of a stage: the tokenizer's EOS, then `extra_stop_ids`.
 
-  Args:
-    eos_id: the tokenizer's EOS id, or None if it has none (the extra ids
-      then stop alone).
-    extra_stop_ids: further ids that end a completion.
-    key: the config key of `extra_stop_ids`, for errors.
-
-  Raises:
-    ValueError: naming `key` for ids that are not ints >= 0, a repeat, the
-      EOS id repeated, or no stop id at all.
+  `eos_id` None (a tokenizer without one) leaves the extra ids to stop
+  alone; errors name `key`, the config key of `extra_stop_ids`.
   """
   extra = check_distinct(key, extra_stop_ids)
   if eos_id is None:
@@ -101,9 +86,6 @@ def tokenizer_stop_ids(
   checkpoint's other stop ids (`checkpoint_stop_ids`) after the EOS.
 
   An extra id that is already one of the checkpoint's is kept once.
-
-  Raises:
-    ValueError: as `stop_ids`.
   """
   stop_ids(tokenizer.eos_token_id, extra_stop_ids, key=key)
   return ordered_stop_ids(tokenizer, extra_stop_ids)
@@ -133,17 +115,11 @@ def check(
   """Fails closed unless the special ids can be told apart.
 
   Args:
-    mask_token_id: `bd.mask_token_id`.
     pad_id: the pad id of completions, or None (a tokenizer without one).
     stop_ids: the ids that end a completion (may be empty where only the
       mask id is checked, e.g. a model's contract without a tokenizer).
     eos_id: the tokenizer's EOS id when it is not among `stop_ids`.
     vocab_size: the model's vocabulary; every id must be inside it.
-
-  Raises:
-    ValueError: for repeated stop ids, a stop id that is the pad id, the
-      mask id equal to any other special id, or an id outside the
-      vocabulary, each naming the ids.
   """
   stop_ids = check_distinct("stop_ids", stop_ids)
   if pad_id is not None and int(pad_id) in stop_ids:

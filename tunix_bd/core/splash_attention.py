@@ -3,19 +3,10 @@
 """Block-diffusion attention through the Pallas Splash kernel: linear memory.
 
 `attention="splash"` (`model.attention` of SFT) runs a Qwen3 forward of its
-own over Tunix's modules, the attention core replaced by Splash attention:
-the block-diffusion mask is computed inside the kernel tile by tile
-(`BlockDiffusionSplashMask`), so no `[q, kv]` scores or mask are
-materialised and fully masked tiles are skipped. Tunix's own flash path
-stays refused: it hard-codes a causal mask.
-
-The contract is docs/design.md "Splash attention": every non-pad token's
-position is its physical index in its copy (a ValueError for concrete
-positions, NaN hidden states under jit); a pad query attends other pads
-(undefined on both paths); each copy is padded to a multiple of
-`lcm(128, block_size)`; Qwen3 only, no qwix LoRA or quantization, one
-device. On TPU the kernel is compiled; elsewhere it runs in Pallas
-interpret mode (the CPU tests).
+own over Tunix's modules, the block-diffusion mask computed inside the
+kernel tile by tile (`BlockDiffusionSplashMask`). The contract (positions
+are the physical index, padding to tiles, what is refused) is
+docs/design.md "Splash attention".
 """
 
 from __future__ import annotations
@@ -50,12 +41,7 @@ def check_attention(attention, key: str = "model.attention") -> str:
 
 
 def check_model(model, key: str = "model.attention") -> None:
-  """Fails closed on a model the Splash forward would compute wrongly.
-
-  Raises:
-    ValueError: naming `key`, for a model other than a Tunix Qwen3, or one
-      wrapped by qwix (LoRA adapters, quantization).
-  """
+  """Fails closed on a model other than a Tunix Qwen3, or a qwix-wrapped one."""
   config = getattr(model, "config", None)
   if config is None or families.family(config) != "qwen3":
     raise ValueError(
@@ -198,23 +184,16 @@ def hidden_states(
   """The final-norm hidden states of the model's row, Splash attention.
 
   Args:
-    model: a Tunix Qwen3 (`check_model`).
     tokens: int `[batch, n]` the model's row: one canvas, or `[noisy ;
       clean]` (`n = 2 L`) when `clean_context`.
     positions: int `[batch, n]`: the physical index in each copy on every
-      non-pad token (module docstring).
+      non-pad token.
     segment_ids: int `[batch, n]`, 0 = pad.
-    block_size: tokens per block.
-    clean_context: the row is `[noisy ; clean]`.
 
   Returns:
     `[batch, n, embed]` in the model's compute dtype, equal to the dense
     forward's at every non-pad token; NaN everywhere when traced positions
     break the contract.
-
-  Raises:
-    ValueError: for an unsupported model (`check_model`), an odd `n` under
-      `clean_context`, or concrete positions that break the contract.
   """
   check_model(model)
   copies = 2 if clean_context else 1

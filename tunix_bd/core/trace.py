@@ -2,20 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The trace of a denoising rollout: the data contract of replay, RL and OPD.
 
-For every completion position the trace records the committed token, the
-step of its block at which it was committed (`action_step`) and its
-log-probability at that step (`action_logp`). It carries the settings that
-give those numbers their meaning, `bd` and `temperature`, once: consumers
-read them from the trace and never take them again beside it.
-
-The rules are docs/design.md "Trace" and "Logical positions": row r's
-completion slot j has logical position `P_r + j`, blocks follow logical
-positions, steps count from 0 within each block, and a row generates whole
-blocks, in order, up to the block holding its first stop token (later
-slots: `action_step == -1`, `action_logp == 0`, `tokens` the pad id).
-Prompts are right-padded (`prompt_tokens` with `prompt_lengths`) and
-completion slot j sits in column j; `tunix_layout` converts to and from
-Tunix's RL `TrainExample` layout, `canvases` builds the step canvases.
+Per completion slot: the committed token, its `action_step` and its
+`action_logp`; `bd` and `temperature` once, read by every consumer from the
+trace. The rules are docs/design.md "Trace" and "Logical positions";
+`Trace.validate` checks them.
 """
 
 from __future__ import annotations
@@ -56,7 +46,7 @@ def completion_blocks(prompt_lengths: Any, width: int, block_size: int) -> Any:
 
 @flax.struct.dataclass
 class Trace:
-  """A recorded denoising rollout (see the module docstring for the rules).
+  """A recorded denoising rollout (docs/design.md "Trace").
 
   Attributes:
     prompt_tokens: int32 `[batch, prompt_len]` prompts in logical order,
@@ -103,16 +93,6 @@ class Trace:
       stop_ids: if given, every row must have generated exactly up to the
         block holding its first generated stop token, or every block (the
         stopping rule of `tunix_bd.core.eos`).
-
-    Raises:
-      ValueError: naming the field, for a `bd` or temperature that is not
-        valid, wrong ranks, dtypes or shapes, an empty prompt or completion,
-        a prompt length outside [1, prompt_len] (or rejected by the
-        alignment), an `action_step` outside [-1, block_size), -1 inside a
-        generated block or before a generated block, steps of a block that
-        are not 0..k-1, a committed mask token or an id outside the
-        vocabulary, a log-prob that is not finite and <= 0, or a row that
-        stopped before (or continued past) its stop block.
     """
     bd = self.bd
     if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):

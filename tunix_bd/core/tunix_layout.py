@@ -2,29 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """A trace in Tunix's RL `TrainExample` layout, and back, without loss.
 
-Tunix's GRPO learner carries a rollout as `prompt_ids` / `prompt_mask`
-(left-padded: `RolloutOutput.left_padded_prompt_tokens`) and
-`completion_ids` / `completion_mask` (right-padded). A denoising trace maps
-onto that layout as follows (docs/design.md "Trace"):
+docs/design.md "Trace". The six fields, `[batch, P]` and `[batch, T]`:
 
-  * `prompt_ids` int32 `[batch, P]`, LEFT-padded with the pad id;
-    `prompt_mask` bool `[batch, P]`, True on the real prompt tokens (the
-    last `P_r` columns of row r). Logical position 0 is the first True.
-  * `completion_ids` int32 `[batch, T]`, RIGHT-padded: completion slot j
-    (logical position `P_r + j`) in column j, the pad id where never
-    generated; `completion_mask` bool `[batch, T]`, True on every generated
-    slot (`action_step >= 0`), i.e. every action of the rollout, including
-    the slots after the first stop token up to the end of its block. (The
-    user-visible completion stops at the first stop token; the loss covers
-    every action.)
-  * `action_step` int32 and `action_logp` float32 `[batch, T]`: the trace's
-    own per-slot fields, riding beside the others (e.g. in a `TrainExample`
-    subclass); `bd` and `temperature` stay static.
-
-So an RL step carries the trace through Tunix unchanged: Tunix shards and
-slices the four fields it knows, the two per-slot fields follow the
-completion's layout, and `from_tunix_layout` rebuilds the exact `Trace`
-(hence the exact step canvases and replay).
+  * `prompt_ids` int32, LEFT-padded with the pad id (as Tunix's
+    `RolloutOutput.left_padded_prompt_tokens`); `prompt_mask` bool, True on
+    the real prompt tokens (logical position 0 is the first True).
+  * `completion_ids` int32, RIGHT-padded: slot j in column j, the pad id
+    where never generated; `completion_mask` bool, `action_step >= 0` (every
+    action, the slots after the first stop token in its block included).
+  * `action_step` int32 and `action_logp` float32: the trace's own fields,
+    riding beside the others; `bd` and `temperature` stay static.
 """
 
 from __future__ import annotations
@@ -39,17 +26,9 @@ from tunix_bd.core import trace as trace_lib
 def to_tunix_layout(
     trace: trace_lib.Trace, *, pad_id: int
 ) -> dict[str, np.ndarray]:
-  """A trace's fields in Tunix's `TrainExample` layout (module docstring).
+  """A concrete trace's six fields (module docstring), NumPy arrays.
 
-  Args:
-    trace: a trace with concrete arrays.
-    pad_id: the id of left-padding prompt slots and never-generated slots.
-
-  Returns:
-    The six fields, NumPy arrays.
-
-  Raises:
-    ValueError: as `Trace.validate`.
+  `pad_id` fills the prompt's left padding and never-generated slots.
   """
   trace.validate()
   prompt = np.asarray(trace.prompt_tokens)
@@ -91,10 +70,6 @@ def from_tunix_layout(
 
   The fields are `to_tunix_layout`'s (module docstring); `bd` and
   `temperature` are the rollout's (1.0 if greedy).
-
-  Raises:
-    ValueError: for a prompt mask that is not a left padding, a completion
-      mask that disagrees with `action_step`, or as `Trace.validate`.
   """
   prompt_ids = np.asarray(prompt_ids)
   prompt_mask = np.asarray(prompt_mask, bool)

@@ -4,18 +4,15 @@
 
 `Layout` is a batch's static geometry, `build_canvas` its initial canvas;
 `pack_inputs` / `unpack_inputs` and `pack_outputs` / `unpack_outputs` move
-a call's inputs and outputs as one array each way (`decode_loop.decode`):
-on an accelerator every host-device transfer costs a fixed latency (about
-0.25 ms on a TPU v5e host), more than a forward of a small model.
+a call's inputs and outputs as one array each way: every host-device
+transfer costs a fixed latency (about 0.25 ms on a TPU v5e host), more than
+a forward of a small model.
 
-Physical layout: row r is left-padded by whole blocks so that its first block
-to denoise (logical block `P_r // block_size`) sits at physical block
-`layout.first` in every row, and loop index j is the j-th block each row
-denoises. The canvas is as long as the longest row in whole blocks: a
-`layout.first` past the last block any completion of `layout.blocks` blocks
-can start at would leave a block unused. Rows whose prompt ends past
-`layout.first` (the longest prompts, when the prompt budget is whole blocks)
-start at the prompt block there, with nothing to denoise in it.
+Row r is left-padded by whole blocks so that its first block to denoise
+(logical block `P_r // block_size`) sits at physical block `layout.first`
+in every row; loop index j is the j-th block each row denoises. Rows whose
+prompt ends past `layout.first` start at the prompt block there, with
+nothing to denoise in it.
 """
 
 from __future__ import annotations
@@ -68,8 +65,6 @@ def build_canvas(
   Args:
     prompts: int `[batch, width]` right-padded prompts.
     lengths: int `[batch]` prompt lengths, >= 1 and <= `width`.
-    layout: the static geometry.
-    mask_id: the mask token id.
 
   Returns:
     `tokens`, `positions`, `segments` (int32 `[batch, length]`),
@@ -109,13 +104,8 @@ _OUTPUT_FIELDS = ("canvas", "steps_at", "logp_at")
 def pack_inputs(canvas: dict[str, np.ndarray], seeds: np.ndarray) -> np.ndarray:
   """One int32 `[batch, 4 * length + 3]` array of a call's inputs.
 
-  Args:
-    canvas: `build_canvas` output (its `offsets` are not sent).
-    seeds: uint32 `[batch]` per-row seeds.
-
-  Returns:
-    The canvas arrays of `_CANVAS_FIELDS` side by side, then
-    `first_block`, `num_blocks` and the seeds' bits.
+  The `build_canvas` arrays of `_CANVAS_FIELDS` side by side, then
+  `first_block`, `num_blocks` and the bits of uint32 `[batch]` `seeds`.
   """
   columns = [canvas[name].astype(np.int32) for name in _CANVAS_FIELDS]
   rows = [canvas["first_block"], canvas["num_blocks"]]

@@ -2,19 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Which masked positions of a block a denoising step commits.
 
-Every rule is a pure `jnp` function of per-position confidences `[batch,
-block]` (the max probability over the vocabulary without the mask token) and
-an eligibility mask `[batch, block]` (the positions still masked in rows
-still decoding). It returns a `bool[batch, block]` commit mask. A row with an
-eligible position always commits at least one (forced progress); a row
-without commits none. Ties between equal confidences go to the lower logical
-position, which is the lower index. The rules (`threshold`, `top_k`,
-`factor`) are those of docs/design.md "Denoising step".
-
-`CommitSettings` is the rule and its parameters as every decoding path
-takes them (`DenoiseConfig` and the decoding config sections inherit its
-fields; `CommitParams` and GRPO's rollout read `PARAMETERS`): a rule with a
-new parameter is a change to this module, and its test, alone.
+Every rule is a pure `jnp` function of per-position confidences and an
+eligibility mask, each `[batch, block]`, returning a `bool[batch, block]`
+commit mask, by the rules of docs/design.md "Denoising step" (forced
+progress; ties to the lower index). `CommitSettings` is the rule and its
+parameters as every decoding path takes them: a rule with a new parameter
+is a change to this module, and its test, alone.
 """
 
 from __future__ import annotations
@@ -79,11 +72,7 @@ PARAMETERS = {
 
 
 def check_setting(name: str, value: Any) -> Any:
-  """One `CommitSettings` field's value, normalised to its type.
-
-  Raises:
-    ValueError: "`name` must be ..., got `value`." for an invalid value.
-  """
+  """One `CommitSettings` field's value, normalised to its type."""
   if name == "rule":
     if value not in RULES:
       raise ValueError(f"rule must be one of {RULES}, got {value!r}.")
@@ -138,11 +127,7 @@ def commit_mask(
     factor: float = 1.0,
 ) -> jax.Array:
   """bool `[batch, block]` commits of the rule named `rule` (static); a
-  parameter not given takes `CommitSettings`' default.
-
-  Raises:
-    ValueError: for an unknown rule.
-  """
+  parameter not given takes `CommitSettings`' default."""
   if rule == THRESHOLD:
     commit = eligible & (confidence >= threshold)
     # At least one: the most confident eligible position if none qualifies.

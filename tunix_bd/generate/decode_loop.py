@@ -2,17 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The compiled block-denoising loop behind `denoise.generate`.
 
-One compiled program runs all of decoding; each iteration is one model
-forward (`model_calls`, through the injected cache-free or cached logits
-function) and one `step.denoise_step` of the current block. On the cached
-path the first step of a block is fused with the cache write of the clean
-block before it (or with the prompt prefill): one forward over both, the
-earlier one committed to the cache (`cached_logits`, `commit_length`), so
-writing the cache costs no forward of its own. The fused and the plain
-steps run in nested `lax.while_loop`s, each forward unconditionally. Shapes
-depend only on the `canvas.Layout` and the batch size, and the commit rule,
-its parameters and the temperature are traced values, so one compiled
-program serves every setting of a given geometry (and number of stop ids).
+One compiled program runs all of decoding, each iteration one model forward
+and one `step.denoise_step` of the current block; on the cached path a
+block's first step is fused with the cache write of the clean block before
+it (or the prompt prefill), in nested `lax.while_loop`s (docs/design.md
+"Denoising step", "KV cache"). Shapes depend only on the `canvas.Layout`
+and the batch size; the rule, its parameters and the temperature are
+traced.
 """
 
 from __future__ import annotations
@@ -179,8 +175,7 @@ def decode(
     params: the commit rule, its parameters and the temperature (traced).
     stop_ids: int32 `[num_stop_ids]` ids that stop a row.
     bd, layout, use_cache, logits_fn, cached_logits_fn: as the `Denoiser`
-      holds them (static): the settings, the geometry, whether to decode
-      with the block KV cache, and the cache-free and cached model calls.
+      holds them (static).
 
   Returns:
     int32 `[batch, 3 * length + 2]`, read by `unpack_outputs`: physical

@@ -2,29 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Parallel block denoising: generation with a block-diffusion LM.
 
-Each row's completion occupies logical positions `P_r .. P_r + T - 1`
-(`P_r` its prompt length, `T = max_new_tokens`). Blocks follow logical
-positions: the first block to denoise may start inside the prompt (its
-prompt tokens are clean and fixed) and the last may be partial. Blocks are
-decoded in order, each by denoising steps (`step.denoise_step`,
-docs/design.md "Denoising step"); on the cached path a finished block is
-written to the KV cache by the next block's first step (the prompt prefill
-likewise rides on the first step). Rows stop per `tunix_bd.core.eos`: after
-the block holding their first stop token.
-
-Rows are left-padded by whole blocks so that their first block to denoise
-sits at the same physical block (`canvas.Layout`). The layout depends on
-the settings only, so one compiled program serves every batch of a given
-size, and a row's computation does not depend on its batch mates: batch
-invariance holds by construction (attention never crosses rows; sampling
-uses per-row threefry keys, `core.rng`, whatever JAX's default
-implementation).
-
-All of decoding is one jitted loop (`decode_loop`) with one model forward
-per iteration and no per-step Python dispatch; the commit rule, its
-parameters and the temperature are traced, so changing them does not
-recompile. A `Denoiser` holds what calls share (checked settings, the split
-model); `generate` is a one-off call.
+Blocks are decoded in order, each by denoising steps, in one jitted loop
+(`decode_loop`; docs/design.md "Denoising step", "KV cache"); rows stop
+after the block holding their first stop token (`core.eos`). A `Denoiser`
+holds what calls share (checked settings, the split model); `generate` is a
+one-off call.
 """
 
 from __future__ import annotations
@@ -66,11 +48,9 @@ class DenoiseConfig(commit_rules.CommitSettings):
   stop ids shape the compiled program; the rest are runtime values.
 
   Attributes:
-    max_new_tokens: T, completion positions per row, >= 1.
-    max_prompt_length: the longest prompt accepted, >= 1; fixes the layout.
-    rule, threshold, top_k, factor: the commit rule and its parameters
-      (`commit_rules.CommitSettings`).
-    temperature: sampling temperature >= 0; 0 is greedy (argmax).
+    max_new_tokens: T, completion positions per row.
+    max_prompt_length: the longest prompt accepted; fixes the layout.
+    temperature: sampling temperature; 0 is greedy (argmax).
     stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
     use_cache: decode with the block KV cache (else one forward over the
@@ -158,10 +138,8 @@ class DenoiseOutput:
     completion_tokens: int32 `[batch, max_new_tokens]` in logical order; the
       pad id where never generated (after the stop block).
     completions: each row's tokens before its first stop token.
-    num_forwards: int32 `[batch]` model forwards the row needed. Each is a
-      denoising step of the row; cache writes (the prompt prefill and every
-      block after which the row continued) share the forward of the next
-      block's first step, so this equals `num_steps` on both paths.
+    num_forwards: int32 `[batch]` model forwards the row needed; cache
+      writes ride on the next block's first step, so this is `num_steps`.
     num_steps: int32 `[batch]` denoising steps (forwards that committed).
     tokens_per_forward: float32 `[batch]` `len(completions[r]) /
       num_forwards[r]`.
@@ -201,16 +179,10 @@ class Denoiser:
 
     Args:
       model: a Tunix decoder `nnx.Module` (e.g. Qwen3) with dense attention.
-      bd: the model's block-diffusion settings.
-      config: the denoising settings.
       logits_fn: the cache-free model call (`use_cache=False`).
       cached_logits_fn: the cached model call (`use_cache=True`); an
-        `external_logits.CacheFree` one (a model without a KV cache) decodes
-        cache-free with its own `logits_fn` whatever `use_cache` says.
-
-    Raises:
-      ValueError: for a bad config, or a `bd` that does not fit the model
-        (see `inputs.check_model`).
+        `external_logits.CacheFree` one decodes cache-free with its own
+        `logits_fn` whatever `use_cache` says.
     """
     if not isinstance(config, DenoiseConfig):
       raise ValueError(
@@ -325,7 +297,6 @@ def generate(
   `Denoiser` to decode many batches.
 
   Args:
-    model, bd, config, logits_fn, cached_logits_fn: as for `Denoiser`.
     prompt_tokens: a list of per-row token lists, or an int `[batch, width]`
       right-padded array together with `prompt_lengths`.
     prompt_lengths: int `[batch]` real lengths of a padded array; None for
@@ -333,16 +304,8 @@ def generate(
     seeds: `[batch]` ints in [0, 2**32), one RNG stream per row; required
       when `config.temperature > 0`, ignored when greedy.
 
-  Returns:
-    The `DenoiseOutput`, with the trace of every row.
-
-  Raises:
-    ValueError: before any compute, for a bad config, a `bd` that does not
-      fit the model (mask id outside the vocabulary or equal to the pad or a
-      stop id, flash attention), an empty batch, an empty prompt, a prompt
-      longer than `max_prompt_length` or containing the mask token, or bad
-      seeds; after decoding (naming the rows), for non-finite logits or
-      positions left masked.
+  Bad settings and inputs raise ValueError before any compute; non-finite
+  logits or positions left masked raise after decoding, naming the rows.
   """
   denoiser = Denoiser(
       model,

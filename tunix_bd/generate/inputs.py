@@ -15,14 +15,7 @@ from tunix_bd.core import families
 
 
 def check_model(model, bd, config) -> int:
-  """Checks a model and its settings for denoising; returns the vocab size.
-
-  Raises:
-    ValueError: for a `bd` that is not a `BlockDiffusionConfig`, a model
-      that is not a Tunix `nnx.Module` of a supported family, or a `bd` that
-      does not fit it (mask id outside the vocabulary or equal to the pad or
-      a stop id, flash attention), or stop / pad ids outside the vocabulary.
-  """
+  """Checks a model and its settings for denoising; returns the vocab size."""
   if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
     raise ValueError(
         f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."

@@ -90,12 +90,7 @@ def decode_prompts(
   """Decodes every prompt once, in calls of `batch_size` rows.
 
   Args:
-    model: the block-diffusion model.
-    tokenizer: decodes completions to text.
     prompts: a `PromptSet`, or token ids per prompt.
-    bd: the model's block-diffusion settings.
-    config: the denoising settings (greedy or sampled).
-    batch_size: rows per call.
     seeds: an int s (row i samples with seed s + i), int `[num_prompts]`
       per-row seeds (two models then sample alike prompt for prompt), or
       None for greedy decoding (the denoiser refuses to sample without).
@@ -105,11 +100,6 @@ def decode_prompts(
       log-prob difference.
     on_batch: called with each call's `DenoiseOutput` (its rows include the
       wrapped filler of the last call), e.g. to score the rollouts.
-
-  Raises:
-    ValueError: before any compute, for an empty prompt set, a prompt longer
-      than `config.max_prompt_length` (naming the rows) or seeds that do not
-      fit the prompts.
   """
   if not len(prompts):
     raise ValueError("no prompts to decode.")

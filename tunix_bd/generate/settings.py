@@ -2,12 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """How a recipe decodes (`decode`, `rollout`) and its `bd`, checked first.
 
-`DecodeSettings` is generate's `decode` section field for field, and OPD's
-and GRPO's `rollout` (each a subset of its keys, `config_utils.section`).
-Every denoiser setting is checked by `DenoiseConfig` itself, one at a time,
-so an error names the config key (`decode.threshold`, `rollout.top_k`)
-before any model or tokenizer is read; `denoise_config` then binds the
-settings to a tokenizer's stop and pad ids and to the prompts' length.
+`DecodeSettings` is generate's `decode` section and OPD's and GRPO's
+`rollout` (each a subset of its keys). Every denoiser setting is checked by
+`DenoiseConfig` itself, one at a time, so an error names the config key
+(`decode.threshold`) before any model or tokenizer is read.
 `CheckpointBdSettings` is the `bd` section of a recipe that decodes a
 converted model: what it asserts of the checkpoint's settings.
 """
@@ -15,7 +13,7 @@ converted model: what it asserts of the checkpoint's settings.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
 
 from tunix_bd import config_utils
 from tunix_bd.core import special_ids
@@ -144,11 +142,8 @@ class DecodeSettings(commit_rules.CommitSettings):
 def check_denoise_setting(key: str, field: str, value: Any) -> None:
   """Checks one `DenoiseConfig` setting alone, failing closed naming `key`.
 
-  Args:
-    key: the config key (e.g. "rollout.eval_temperature").
-    field: the `DenoiseConfig` field it sets (e.g. "temperature").
-    value: its value; the other fields are held at valid values, so the
-      error names the key at fault.
+  `field` is the `DenoiseConfig` field `key` sets; the other fields are
+  held at valid values, so the error names the key at fault.
   """
   one = dict(max_new_tokens=1, max_prompt_length=1)
   one[field] = value
@@ -194,25 +189,15 @@ class CheckpointBdSettings:
         config_utils.check_int(f"bd.{name}", getattr(self, name), minimum)
 
   def check(self, bd: Any) -> None:
-    """Fails closed, naming `bd.KEY`, where `bd` disagrees with a setting."""
-    check_checkpoint_settings(bd, dataclasses.asdict(self))
-
-
-def check_checkpoint_settings(bd: Any, requested: Mapping[str, Any]) -> None:
-  """Fails closed when a requested `bd.KEY` disagrees with the checkpoint's.
-
-  Args:
-    bd: the checkpoint's `BlockDiffusionConfig`.
-    requested: `bd` section values; None means "whatever it was trained
-      with".
-  """
-  for key, value in requested.items():
-    if value is not None and getattr(bd, key) != value:
-      raise ValueError(
-          f"bd.{key}={value!r} disagrees with the checkpoint, which was "
-          f"trained with {key}={getattr(bd, key)!r}; a block-diffusion "
-          "model must be decoded with the settings it was converted with."
-      )
+    """Fails closed, naming `bd.KEY`, where the checkpoint's `bd` disagrees
+    with a setting."""
+    for key, value in dataclasses.asdict(self).items():
+      if value is not None and getattr(bd, key) != value:
+        raise ValueError(
+            f"bd.{key}={value!r} disagrees with the checkpoint, which was "
+            f"trained with {key}={getattr(bd, key)!r}; a block-diffusion "
+            "model must be decoded with the settings it was converted with."
+        )
 
 
 def check_prompt_lengths(
@@ -220,12 +205,8 @@ def check_prompt_lengths(
 ) -> None:
   """Fails closed, listing the rows, if a prompt is longer than allowed.
 
-  Args:
-    prompts: token ids per row, as the user gave them (before any padding
-      to a batch multiple).
-    max_prompt_length: the limit.
-    key: how the error names the limit (e.g. "decode.max_prompt_length").
-    where: how the error names the rows' source (e.g. "prompts.jsonl").
+  `prompts` are token ids per row as the user gave them; `key` names the
+  limit and `where` the rows' source in the error.
   """
   long_rows = [i for i, p in enumerate(prompts) if len(p) > max_prompt_length]
   if long_rows:

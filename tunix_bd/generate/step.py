@@ -2,11 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """One denoising step of one block, as a unit (docs/design.md "Denoising step").
 
-Given the block's target-aligned logits, a step picks a token for every
-position (argmax, or a sample at the temperature), commits positions by the
-rule (`commit_rules`) and records each committed token's log-probability
-under `scoring.log_probs` (the distribution replay scores). The compiled
-loop (`decode_loop`) only fetches logits and moves from block to block.
+The compiled loop (`decode_loop`) only fetches logits and moves from block
+to block; `denoise_step` samples, commits and records log-probs.
 `CommitParams` holds the rule and its parameters as traced scalars, so one
 compiled program serves every rule and threshold.
 """
@@ -81,13 +78,8 @@ def step_keys(keys: jax.Array, logical_block: jax.Array, step: jax.Array):
   """Per-row sampling keys of (seed, logical block, step).
 
   A row's stream depends on nothing else, so its samples never depend on
-  which rows share its batch: with threefry keys (`core.rng`) a vmapped
-  draw equals the row's own, which an rbg key's does not.
-
-  Args:
-    keys: `[batch]` typed keys, one per row seed (`rng.keys`).
-    logical_block: int `[batch]` each row's logical block.
-    step: int scalar, the step within the block.
+  which rows share its batch (`core.rng`). `keys` are `[batch]` typed keys
+  (`rng.keys`), `logical_block` int `[batch]`, `step` an int scalar.
   """
   return jax.vmap(
       lambda k, b: jax.random.fold_in(jax.random.fold_in(k, b), step)
@@ -114,9 +106,7 @@ def denoise_step(
     logp: float32 `[batch, block]` recorded log-probs.
     eligible: bool `[batch, block]` positions that may commit (open
       completion positions of rows still decoding).
-    params: the commit rule and temperature.
     keys: `[batch]` this step's per-row keys (`step_keys`).
-    step: int32 scalar, the step within the block.
 
   Returns:
     The block after the step; a row with an eligible position commits at

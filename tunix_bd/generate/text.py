@@ -86,9 +86,6 @@ def prompt_ids(
 
   Chat prompts are rendered with `options`, the template switches the model
   was trained with (`data.enable_thinking`).
-
-  Raises:
-    ValueError: for a prompt of none of the accepted forms.
   """
   if isinstance(prompt, Mapping):  # A BatchEncoding (transformers >= 5).
     if "input_ids" not in prompt:
@@ -142,10 +139,7 @@ class TextGenerator:
     """Checks the settings; compiles lazily, once per prompt bucket.
 
     Args:
-      model: the converted Tunix model.
-      tokenizer: its tokenizer (EOS stops a row; pad fills the rest).
-      bd: its block-diffusion settings (`bd_formats.load_settings`).
-      max_new_tokens: completion positions per row.
+      tokenizer: the model's tokenizer (EOS stops a row; pad fills the rest).
       chat_template: render string prompts as a user message with the chat
         template (True), or use them as they are (False).
       enable_thinking: passed to the chat template (Qwen3's thinking
@@ -154,9 +148,6 @@ class TextGenerator:
       prompt_bucket: prompt lengths are rounded up to a multiple of this.
       **rule_settings: `DenoiseConfig` fields (`threshold`, `rule`,
         `temperature`, `use_cache`, ...).
-
-    Raises:
-      ValueError: for a bad setting, before any compute.
     """
     self.model, self.tokenizer, self.bd = model, tokenizer, bd
     self.chat_template = chat_template

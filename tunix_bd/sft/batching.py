@@ -30,11 +30,8 @@ def validate_dataset(
 ) -> None:
   """Checks every row up front, so bad data fails before any compute.
 
-  Raises:
-    ValueError: naming the first offending example, for a row that does not
-      fit `max_length` after its EOS fill, a completion that does not end
-      with EOS or contains no token, an empty prompt under `shifted`
-      alignment, or a real token equal to the mask id.
+  Errors name the first offending example, with the rules of
+  `corruption.corrupt_example`.
   """
   lengths = np.asarray(dataset.lengths, np.int64)
   prompt_lengths = np.asarray(dataset.prompt_lengths, np.int64)
@@ -104,9 +101,6 @@ def sft_batches(
   Args:
     dataset: the encoded rows; every row is validated here.
     batch_size: examples per global batch (one optimizer update).
-    corruption: the corruption settings.
-    config: the block-diffusion settings.
-    eos_id: the EOS id.
     seed: seeds the example order, an int >= 0.
     gradient_accumulation_steps: k micro-batches per global batch, as in
       Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
@@ -121,10 +115,6 @@ def sft_batches(
     grain's default read options (16 threads, 500 items prefetched); for
     large batches, hand the trainer
     `ds.to_iter_dataset(grain.ReadOptions(...))` with a smaller buffer.
-
-  Raises:
-    ValueError: for invalid sizes, k not dividing `batch_size`, a batch
-      larger than the dataset, or an invalid row (see `validate_dataset`).
   """
   prefix = f"{section}." if section else ""
   batch_size = config_utils.check_int(f"{prefix}batch_size", batch_size, 1)
@@ -216,21 +206,8 @@ def train_and_eval_batches(
 
   Every row of both splits is validated here, before any training step;
   errors name `train.batch_size`, `train.gradient_accumulation_steps` and
-  `eval.batch_size`.
-
-  Args:
-    train_data: the encoded training rows.
-    eval_data: the encoded held-out rows.
-    train: the `train` section (`batch_size`,
-      `gradient_accumulation_steps`).
-    eval_batch_size: `eval.batch_size`.
-    corruption, config, eos_id, seed: as for `sft_batches`.
-
-  Returns:
-    `(train_batches, eval_batches)`: MapDatasets of `micro_batches.SftBatch`
-    (`[train.batch_size * rows_per_example // k, max_length]` training
-    micro-batches, forever; one pass of
-    `[eval_batch_size * rows_per_example, max_length]` held-out batches).
+  `eval.batch_size`. Returns `(train_batches, eval_batches)`: training
+  micro-batches forever, one pass of held-out batches.
   """
   shared = dict(corruption=corruption, config=config, eos_id=eos_id)
   train_batches = sft_batches(

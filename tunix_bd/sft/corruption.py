@@ -3,17 +3,10 @@
 """Masked-diffusion SFT corruption: a pure NumPy function of one example.
 
 `corrupt_example` turns one `TokenizedDataset` row into the canvases the SFT
-loss trains on, by the rules of docs/design.md "Corruption (SFT)": the EOS
-fill (`tunix_bd.core.eos`), a noise level t per block and at least one
-corrupted eligible token per block (`corrupt_blocks`, shared with OPD),
-`uniform` or `inverse_t` loss weights, and the optional `complementary`
-row (noise 1 - t). A block whose first row corrupted all its eligible
-tokens has no corruption at all in the complementary row; it simply
-contributes no loss.
-
-Everything is a function of `(seed, example id, epoch)` only, drawn from
-`np.random.default_rng([seed, example_id, epoch, stream])`, so a resumed run,
-another worker, or a re-iteration sees exactly the same canvases.
+loss trains on, by the rules of docs/design.md "Corruption (SFT)", as a
+function of `(seed, example id, epoch)` only. A block whose first row
+corrupted all its eligible tokens has no corruption at all in the
+complementary row; it simply contributes no loss.
 """
 
 from __future__ import annotations
@@ -202,10 +195,7 @@ def corrupt_blocks(
   Args:
     rng: the row's generator, `default_rng([seed, ..., CORRUPTION_STREAM])`.
     eligible: bool `[length]`, the slots that may be corrupted.
-    blocks: int `[length]` block of each slot (logical position //
-      block_size), in `[0, num_blocks)`.
-    num_blocks: the noise levels drawn.
-    corruption: the noise range.
+    blocks: int `[length]` block of each slot, in `[0, num_blocks)`.
 
   Returns:
     `(corrupted, t)`: bool `[length]` and float32 `[length]`, the noise level
@@ -237,10 +227,6 @@ def corrupt_example(
     row: a `TokenizedDataset.row()`: `tokens`, `completion_mask` and
       `valid_mask`, each `[length]`, right-padded, the completion ending with
       EOS.
-    example_id: the example's index in its dataset, >= 0.
-    epoch: the pass over the data, >= 0.
-    corruption: the noise schedule, weighting and seed.
-    config: the block-diffusion settings (block size, mask id, alignment).
     eos_id: the EOS id, which also fills the completion's last block.
     where: how errors name the example; default `example {example_id}`.
 
@@ -251,12 +237,6 @@ def corrupt_example(
     (1 real, 0 pad); bool `completion_mask` (completion incl. EOS fill) and
     `corruption_mask`; float32 `loss_weights` and `noise_level` (the t of
     each position's block).
-
-  Raises:
-    ValueError: naming the example, for a malformed row, a completion that
-      does not end with EOS, a real token equal to the mask id, an empty
-      prompt under `shifted` alignment, or a row that does not fit its
-      length after the EOS fill.
   """
   name = where or f"example {example_id}"
   for key, value in (("example_id", example_id), ("epoch", epoch)):

@@ -2,19 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The masked-diffusion SFT loss hook for Tunix's `PeftTrainer`.
 
-`configure` plugs the loss (`sft_loss_fn`) into any `PeftTrainer` through
-its public seams, `with_gen_model_input_fn` and `with_loss_fn(...,
-has_aux=True)`; `tunix_bd.sft.trainer.DiffusionSftTrainer` also logs its
-aux metrics.
-
-The loss of a micro-batch is `sum(w * -log p(token)) *
-denominators.loss_scale(...)` over its corrupted positions, `w` the loss
-weights, with float32 target-aligned logits from the injected `logits_fn`
-or, with `logits_chunk`, from the model's head applied to its hidden rows
-in vocabulary chunks (`core.lm_head`: no `[batch, length, vocab]` array).
-The scale `k / global_weight` makes k accumulated micro-batches exactly one
-big batch (docs/design.md "Loss denominators"); eval batches carry k = 1
-and their own total, so the same function gives their weighted mean.
+`configure` plugs `sft_loss_fn` into any `PeftTrainer` through its public
+seams (`with_gen_model_input_fn`, `with_loss_fn(..., has_aux=True)`). The
+loss of a micro-batch is `sum(w * -log p(token))` over its corrupted
+positions times `denominators.loss_scale` (docs/design.md "Loss
+denominators"), from dense logits or, with `logits_chunk`, the model's head
+in vocabulary chunks ("Output head and precision").
 """
 
 from __future__ import annotations
@@ -38,11 +31,7 @@ from tunix_bd.sft import micro_batches
 def sft_model_inputs(
     batch: micro_batches.SftBatch,
 ) -> dict[str, micro_batches.SftBatch]:
-  """The `gen_model_input_fn`: `{"batch": batch}`, the loss's keywords.
-
-  Raises:
-    ValueError: for anything but an `SftBatch`.
-  """
+  """The `gen_model_input_fn`: `{"batch": batch}`, the loss's keywords."""
   if not isinstance(batch, micro_batches.SftBatch):
     raise ValueError(
         f"the SFT loss needs an SftBatch, got {type(batch).__name__}; build"
@@ -88,10 +77,6 @@ def _rows_fn(
   `logits_fn` itself, unless `logits_chunk` (the hidden rows,
   `diffusion_hidden_fn`) or Splash attention (`attention` passed on) asks
   for tunix_bd's own forward.
-
-  Raises:
-    ValueError: for an unknown `attention`, or a chunked head or Splash
-      attention with an injected `logits_fn`.
   """
   splash_attention.check_attention(attention)
   if logits_chunk is None and attention == splash_attention.DENSE:
@@ -110,11 +95,8 @@ def _rows_fn(
 
 
 def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
-  """`logits_chunk` checked: None (dense) or an int >= 1.
-
-  Raises:
-    ValueError: for another value, or a chunk with an injected `logits_fn`.
-  """
+  """`logits_chunk` checked: None (dense) or an int >= 1, with no injected
+  `logits_fn`."""
   if logits_chunk is None:
     return None
   _rows_fn(logits_fn, logits_chunk)
@@ -140,19 +122,13 @@ def sft_loss(
   """Weighted masked-token cross-entropy of one micro-batch.
 
   Args:
-    model: a Tunix decoder (see `diffusion_logits_fn`).
-    batch: the micro-batch (`micro_batches.SftBatch`, `[batch, length]` rows).
-    config: the block-diffusion settings (static).
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
-    logits_fn: the cache-free model call (dense logits).
     logits_chunk: None computes dense logits with `logits_fn`; an int
-      applies the model's own head to its hidden rows
-      (`diffusion_lm.diffusion_hidden_fn`) this many vocabulary columns at a
-      time (`lm_head.token_stats`), equal to the dense loss to float
-      rounding; `logits_fn` must then be the default.
-    attention: `dense` (the model's call with a dense mask) or `splash`
-      (`core.splash_attention`: memory linear in length, Qwen3, positions
-      = physical index); `logits_fn` must then be the default.
+      applies the model's own head to its hidden rows this many vocabulary
+      columns at a time (`lm_head.token_stats`); `logits_fn` must then be
+      the default.
+    attention: `dense` or `splash` (`core.splash_attention`); `logits_fn`
+      must then be the default.
 
   Returns:
     `(loss, aux)`. `aux` values are scalars, totals that add up over the
@@ -229,18 +205,7 @@ def sft_loss_fn(
   `PeftTrainer` calls `loss_fn(model, batch=...)` through `nnx.value_and_grad`,
   which binds keyword arguments to positions through the function's
   signature, which a partial hides ("keyword arguments could not be resolved
-  to positions").
-
-  Args:
-    config, num_noise_buckets, logits_fn, logits_chunk, attention: as for
-      `sft_loss`.
-
-  Returns:
-    `loss_fn(model, batch) -> (loss, aux)` of an `SftBatch`.
-
-  Raises:
-    ValueError: for a config of the wrong type, a bucket count < 1, a bad
-      `logits_chunk` (`check_logits_chunk`) or `attention` (`_rows_fn`).
+  to positions"). Returns `loss_fn(model, batch) -> (loss, aux)`.
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
@@ -282,16 +247,8 @@ def configure(
 ) -> compat.PeftTrainer:
   """Makes a `PeftTrainer` train (and evaluate) with the SFT loss.
 
-  A plain `PeftTrainer` does not log the aux metrics;
+  Returns `trainer`. A plain `PeftTrainer` does not log the aux metrics;
   `trainer.DiffusionSftTrainer` does.
-
-  Args:
-    trainer: the trainer to configure; returned.
-    config, num_noise_buckets, logits_fn, logits_chunk, attention: as for
-      `sft_loss`.
-
-  Raises:
-    ValueError: as `sft_loss_fn`.
   """
   loss_fn = sft_loss_fn(
       config,

@@ -2,21 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The SFT micro-batch, and the grain source that assembles the stream.
 
-A global batch is `batch_size` examples: what one optimizer update sees. It
-is split into `gradient_accumulation_steps` = k micro-batches, the items
-`PeftTrainer` iterates: each an `SftBatch`, whose every leaf is batch-major
-(Tunix shards row-wise), with the per-row denominator fields of
-`tunix_bd.core.denominators` that make k accumulated micro-batches exactly
-one big batch.
-
-The stream is a pure function of the index: example order is a permutation
-per epoch drawn from `(seed, epoch)`, each epoch drops its last partial
-global batch, and corruption is `corrupt_example` of `(corruption.seed,
-example id, epoch)`. A resumed `PeftTrainer` that skips its first
-`iter_steps` items therefore trains on exactly the canvases an
-uninterrupted run would. `MicroBatches` checks nothing:
-`tunix_bd.sft.batching` validates the settings and every row, then builds
-it.
+A global batch (`batch_size` examples, one optimizer update) is split into
+k = `gradient_accumulation_steps` `SftBatch` micro-batches carrying the
+`core.denominators` fields. The stream is a pure function of the index
+(docs/design.md "Corruption (SFT)"): a resumed `PeftTrainer` that skips its
+first `iter_steps` items trains on exactly the canvases an uninterrupted
+run would. `MicroBatches` checks nothing: `sft.batching` validates first.
 """
 
 from __future__ import annotations
@@ -41,8 +32,7 @@ class SftBatch:
   """An SFT micro-batch: what the loss reads, every leaf batch-major.
 
   The corrupted rows of `corruption_lib.corrupt_example` (an example's rows
-  adjacent) plus the denominator fields. NumPy from the data source; Tunix's
-  `shard_input` splits every leaf along dim 0.
+  adjacent) plus the denominator fields.
 
   Attributes:
     tokens: int32 `[batch, length]` clean canvases (the targets), EOS fill
@@ -129,8 +119,7 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
   Each item has `batch_size * corruption.rows_per_example // k` rows of
   `dataset.max_length` columns. Each global batch is the next `batch_size`
   examples of its epoch's order, corrupted once however many threads ask
-  for its micro-batches. The arguments are `batching.sft_batches`' (checked
-  there; `accumulation_steps` is its `gradient_accumulation_steps`).
+  for its micro-batches. The arguments are `batching.sft_batches`'.
   """
 
   def __init__(

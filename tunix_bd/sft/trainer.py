@@ -47,25 +47,11 @@ class DiffusionSftTrainer(
       logits_chunk: int | None = None,
       attention: str = splash_attention.DENSE,
   ):
-    """Builds the trainer.
+    """Builds the trainer; the loss keywords are `loss.sft_loss`'.
 
-    Args:
-      model: the model to train.
-      optimizer: an optax optimizer (Tunix wraps it in `MultiSteps` when
-        `training_config.gradient_accumulation_steps` is set).
-      training_config: Tunix's training config.
-      config: the block-diffusion settings.
-      fingerprint: a `tunix_bd.fingerprint.fingerprint(...)` dict stored in
-        every checkpoint's metadata; None stores nothing.
-      metrics_logger: Tunix's metrics logger; None builds one from
-        `training_config.metrics_logging_options`.
-      num_noise_buckets, logits_fn, logits_chunk, attention: as for
-        `loss.sft_loss`.
-
-    Raises:
-      ValueError: with `logits_chunk`, for a LoRA'd output head or a mask
-        id outside the vocabulary (`lm_head.model_head`); with Splash
-        attention, for a model it does not run (`splash_attention`).
+    `fingerprint` (`tunix_bd.fingerprint.fingerprint(...)`) is stored in
+    every checkpoint's metadata; None stores nothing. A head or model the
+    chunked head or Splash attention cannot run fails here.
     """
     if logits_chunk:
       # Fails closed before any step: chunks cannot apply a LoRA'd head.

@@ -2,26 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """tunix_bd's SFT through Tunix's own diffusion contract (`tunix.diffusion`).
 
-Tunix's diffusion SFT (`tunix.sft.diffusion.configure_diffusion_sft(trainer,
-batch_adapter, logits_fn)`) trains any model given two callables; these are
-tunix_bd's:
-
-- `logits_fn(config)`: tunix_bd's model call as a Tunix `DiffusionLogitsFn`,
-  `(model, model_inputs) -> float32 [batch, length, vocab]` target-aligned
-  logits, the block-diffusion settings bound here.
-- `batch_adapter(batch)`: a `DiffusionBatchAdapter` from an `SftBatch` to a
-  `DiffusionTokenBatch` (`MODEL_INPUTS`, the clean tokens as targets, the
-  SFT loss's weights).
-- `configure(trainer, config)`: `configure_diffusion_sft` with both.
-
-Tunix's trainer divides the summed `sum(w * nll)` by the summed weights:
-the update of tunix_bd's hook (`sft.loss`), so `global_weight` and
-`accumulation_steps` are not needed here; losses and gradients are equal to
-float rounding (docs/design.md "Tunix's diffusion contract", which also says
-why the hook stays the default).
-
-`logits_fn` needs no Tunix; the others need a Tunix with the contract and
-raise a `ValueError` naming it on google-tunix 0.1.7.
+Tunix's `configure_diffusion_sft(trainer, batch_adapter, logits_fn)` trains
+any model given two callables; `logits_fn` and `batch_adapter` are
+tunix_bd's, and `configure` passes both (docs/design.md "Tunix's diffusion
+contract", which also says why the `sft.loss` hook stays the default).
+`logits_fn` needs no Tunix; the others raise a `ValueError` on a Tunix
+without the contract.
 """
 
 from __future__ import annotations
@@ -65,14 +51,8 @@ def logits_fn(
 ):
   """tunix_bd's model call as a Tunix `DiffusionLogitsFn`.
 
-  Args:
-    config: the block-diffusion settings (static).
-    model_call: the cache-free tunix_bd model call.
-
-  Returns:
-    `fn(model, model_inputs)`: float32 `[batch, length, vocab]` logits whose
-    row i predicts the token at i, of `model_inputs` (`MODEL_INPUTS`, each
-    `[batch, length]`) as `batch_adapter` builds them.
+  `fn(model, model_inputs)`: float32 `[batch, length, vocab]` target-aligned
+  logits of `model_inputs` (`MODEL_INPUTS`) as `batch_adapter` builds them.
   """
 
   def diffusion_logits(model, model_inputs: dict[str, jax.Array]):
@@ -94,15 +74,8 @@ def batch_adapter(batch: micro_batches.SftBatch):
 
   Runs inside Tunix's jitted step, so on traced arrays too.
 
-  Returns:
-    `DiffusionTokenBatch(model_inputs, target_ids, loss_weights)`:
-    `model_inputs` a dict of `MODEL_INPUTS`, `target_ids` int32 `[batch,
-    length]` the clean tokens, `loss_weights` float32 `[batch, length]` the
-    SFT loss's weights (0 off the corrupted real positions).
-
-  Raises:
-    ValueError: for anything but an `SftBatch`, or on a Tunix without
-      `tunix.diffusion`.
+  `target_ids` are the clean tokens, `loss_weights` float32 `[batch,
+  length]` the SFT loss's weights (0 off the corrupted real positions).
   """
   contract = require("batch_adapter", compat.tunix_diffusion)
   loss_lib.sft_model_inputs(batch)  # Fails closed on another type.
@@ -128,16 +101,8 @@ def configure(
     config: bd_config.BlockDiffusionConfig,
     model_call: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
 ) -> compat.PeftTrainer:
-  """Makes `trainer` train (and evaluate) with Tunix's diffusion SFT loss.
-
-  Args:
-    trainer: a `PeftTrainer` fed `SftBatch`es; returned, as Tunix's
-      `configure_diffusion_sft` returns it.
-    config, model_call: as for `logits_fn`.
-
-  Raises:
-    ValueError: on a Tunix without `tunix.sft.diffusion`.
-  """
+  """Makes `trainer` (fed `SftBatch`es; returned) train and evaluate with
+  Tunix's diffusion SFT loss."""
   sft = require("tunix_diffusion.configure")
   return sft.configure_diffusion_sft(
       trainer, batch_adapter, logits_fn(config, model_call)
