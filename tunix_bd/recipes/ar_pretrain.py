@@ -3,19 +3,11 @@
 """Recipe `ar_pretrain`: train the embedded AR teacher with Tunix.
 
 A tiny `tunix.models.qwen3.Qwen3` learns the embedded digit tasks (or a
-user's chat JSONL) with Tunix's `PeftTrainer` and its stock next-token loss.
-The run checkpoints with orbax and resumes from `workdir/checkpoints`, logs to
-TensorBoard and `workdir/metrics.jsonl`, exports an HF-style directory
-(`workdir/export`: `config.json`, `model.safetensors`, tokenizer files) that
-later stages load exactly like a user's checkpoint, and ends with greedy
-exact-match accuracy per task from Tunix's AR `Sampler`.
-
-Outputs under `config.workdir`:
-  checkpoints/  orbax checkpoints (resume happens automatically)
-  tensorboard/  TensorBoard event files
-  metrics.jsonl every logged scalar, one JSON object per line
-  export/       the HF-style model + tokenizer directory
-  eval.json     exact-match accuracy per task and the predictions
+user's chat JSONL) with Tunix's `PeftTrainer` and its stock next-token loss,
+exports `workdir/export` (loaded later exactly like a user's checkpoint) and
+writes greedy exact match per task from Tunix's `Sampler` to `eval.json`.
+Logs, checkpoints and resume: docs/recipes.md, "Runs: logs, checkpoints,
+resume".
 """
 
 from __future__ import annotations

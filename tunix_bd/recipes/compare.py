@@ -2,12 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `compare`: an AR model vs its block-diffusion conversion.
 
-The quickstart's last stage on any two checkpoints and any prompt set: a
-user's own AR model, its `sft.py` export and their `{"prompt", "answer"}`
-JSONL. Writes the report (`evaluation.comparison_report`) under `workdir`;
-the frontier shows the exact match each commit threshold keeps and the
-forwards and milliseconds it saves, which is how to tell whether a converted
-model is ready for parallel decoding.
+The quickstart's last stage on any two checkpoints and any
+`{"prompt", "answer"}` JSONL; writes `evaluation.comparison_report`'s report
+and frontier under `workdir`.
 """
 
 from __future__ import annotations

@@ -2,13 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `generate`: decode prompts with a block-diffusion model.
 
-Loads a converted checkpoint (HF directory + `block_diffusion.json`, or an
-SDAR or Fast-dLLM v2 directory as it is: `models.bd_formats`), decodes
-the embedded task's eval split (or a user's `{"prompt", "answer"}` JSONL) by
-parallel block denoising, writes one JSON line per prompt (completion,
-correctness, forwards, tokens per forward) and prints exact match, tokens per
-forward and tokens/s (`evaluation.completions`). `verify_replay=True` also
-replays every trace and reports the largest |replayed - recorded| log-prob.
+Loads a converted checkpoint (or an SDAR or Fast-dLLM v2 directory:
+`models.bd_formats`), decodes the eval split or a `{"prompt", "answer"}`
+JSONL and writes `evaluation.completions`' lines and summary.
+`verify_replay=True` also reports the largest |replayed - recorded| log-prob.
 """
 
 from __future__ import annotations

@@ -2,20 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `grpo`: GRPO / token-level GSPO of a block-diffusion model.
 
-Tunix's `RLCluster` and `GRPOLearner` loop with tunix_bd's rollout, cluster,
-learner and registered loss (`tunix_bd.rl`): rollouts are parallel block
-denoising, and the live, old and reference policies score each rollout's
-own trace. With `grpo.learner=tunix` (a Tunix with prepared diffusion
-rollouts), Tunix's own `GRPOLearner` and stock `grpo` loss train instead,
-scoring the same traces by replay (`rl.settings.GrpoSettings.learner`).
-Every input is checked before any compute: the config, the
-checkpoints and tokenizer, the stop ids, every prompt, the fingerprint of a
-run being resumed.
-
-Outputs under `config.workdir`: `checkpoints/` (orbax, the actor; resume is
-automatic and guarded by the run fingerprint), `tensorboard/`,
-`metrics.jsonl`, `report.{txt,json,png}` (reward curve; held-out exact
-match and tokens per forward before and after) and `export/`.
+Tunix's `RLCluster` and `GRPOLearner` with tunix_bd's rollout, cluster,
+learner and loss (`tunix_bd.rl`; `grpo.learner=tunix` trains with Tunix's own
+learner and loss instead: `rl.settings.GrpoSettings.learner`). Semantics:
+docs/design.md, "RL policies on one trace"; runs: docs/recipes.md, "Runs:
+logs, checkpoints, resume". Also writes `report.{txt,json,png}` and `export/`.
 """
 
 from __future__ import annotations

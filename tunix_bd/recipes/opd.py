@@ -2,14 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `opd`: on-policy distillation of an AR teacher into the student.
 
-Tunix's `DistillationTrainer` with tunix_bd's student-rollout source,
-strategy and decode evaluation (`tunix_bd.distillation`). Every input is
-checked before any compute: both checkpoints, their tokenizers, the stop
-ids, every prompt, the fingerprint of a run being resumed.
-
-Outputs under `config.workdir`: `checkpoints/` (orbax; resume is automatic
-and guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`,
-`report.json` (decode metrics before and after) and `export/`.
+Tunix's `DistillationTrainer` with tunix_bd's rollout source, strategy and
+decode evaluation (`tunix_bd.distillation`; docs/design.md, "OPD"). Also
+writes `report.json` (decode metrics before and after) and `export/`.
 """
 
 from __future__ import annotations

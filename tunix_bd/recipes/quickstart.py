@@ -2,16 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `quickstart`: AR teacher -> block-diffusion SFT -> evaluation.
 
-Runs the `ar_pretrain` and `sft` stages with their own configs (same
-variant, workdirs under this run's), then decodes the eval split with the AR
-teacher (Tunix's `Sampler`, and our loop with one-token blocks) and with the
-converted model at several commit thresholds (`evaluation.comparison`), and
-writes a side-by-side table (`report.txt`, `report.json`) with a headline
-(batch-1 latency and batch-N throughput, with tokens per forward), a figure
-of speed relative to AR (`report.png`) and the speed/accuracy frontier
-(`frontier.png`, exact match vs tokens per forward and vs batch-1 latency,
-per model stage). Each stage resumes from its checkpoints, so an
-interrupted quickstart picks up where it stopped.
+Runs the `ar_pretrain` and `sft` stages with their own configs (workdirs
+under this run's; each resumes), then compares the AR teacher and the
+conversion at several commit thresholds (`evaluation.comparison`) and writes
+`report.{txt,json,png}` and `frontier.png`.
 """
 
 from __future__ import annotations

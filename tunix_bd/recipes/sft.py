@@ -4,17 +4,10 @@
 
 Masked-diffusion SFT with Tunix's `PeftTrainer` and tunix_bd's loss hook
 (`tunix_bd.sft.loss`), or with `model.sft_loss=tunix` Tunix's own diffusion
-SFT adapter (`tunix_bd.sft.tunix_diffusion`): the AR weights are reused as
-they are; the attention pattern (block-causal), the objective (recover
-corrupted completion tokens) and, later, the decoder change. The input is
-an HF-style directory (the embedded AR teacher's export, or a user's Qwen3
-or Qwen2 with its tokenizer); the output is the same layout, its config,
-generation config and weight dtype kept (`export.dtype` may set another),
-plus `block_diffusion.json` (the settings, the mask token and the chat
-template switches trained with), which generation, OPD and RL read.
-
-Outputs under `config.workdir`: `checkpoints/` (orbax; resume is automatic and
-guarded by the run fingerprint), `tensorboard/`, `metrics.jsonl`, `export/`.
+SFT adapter (`tunix_bd.sft.tunix_diffusion`); docs/design.md, "Corruption
+(SFT)". The export keeps the input's layout, config and weight dtype
+(`export.dtype` may set another) and adds `block_diffusion.json`, which
+generation, OPD and RL read.
 """
 
 from __future__ import annotations
