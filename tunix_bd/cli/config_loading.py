@@ -2,13 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Finds, loads and overrides the `CONFIG[:ARG]` of `tunix run`.
 
-A config is a big_vision-style `.py` file defining `get_config(arg=None)`
-that returns an `ml_collections.ConfigDict`. `CONFIG` is tried first as a
-path (absolute or relative to the working directory, `.py` optional), then
-as a name among the plugin's configs, so `tunix run --plugin P sft` works
-from any directory. The loaded config is locked, and `--config.a.b=value`
-overrides are parsed to the type of the field they replace, so a misspelled
-key or a mistyped value fails before anything runs.
+A config is a `.py` file defining `get_config(arg=None)` that returns an
+`ml_collections.ConfigDict`; docs/recipes.md, "The `tunix` command". Every
+mistake raises `errors.UsageError` before anything runs.
 """
 
 import ast
@@ -41,14 +37,8 @@ def split_override_args(
 ) -> tuple[list[Override], list[str]]:
   """Takes `--config.KEY=VALUE` and `--config.KEY VALUE` out of `argv`.
 
-  Args:
-    argv: command-line arguments.
-
   Returns:
     The overrides in order, and the other arguments.
-
-  Raises:
-    errors.UsageError: an override has no key or no value.
   """
   overrides, rest = [], []
   args = iter(argv)
@@ -94,16 +84,11 @@ def resolve_config(
 ) -> tuple[pathlib.Path, str | None]:
   """Resolves `CONFIG[:ARG]` to a config file and its argument.
 
-  Args:
-    spec: `CONFIG` or `CONFIG:ARG`; `CONFIG` is a path (absolute or relative
-      to the working directory) or a config name of `plugin`, `.py` optional.
-    plugin: the plugin whose `config_dir` is searched second.
+  `CONFIG` is tried as a path (absolute or relative to the working
+  directory), then as a name in `plugin.config_dir`; `.py` is optional.
 
   Returns:
     The config file's absolute path, and `ARG` (None when not given).
-
-  Raises:
-    errors.UsageError: no such config, or an empty `ARG`.
   """
   name, sep, arg = spec.partition(":")
   if not name:
@@ -138,16 +123,8 @@ def load_config(
 ) -> ml_collections.ConfigDict:
   """Loads a config file and returns its locked `get_config(arg)`.
 
-  Args:
-    path: a `.py` file defining `get_config`.
-    arg: passed as `get_config(arg)` when not None, else `get_config()`.
-
-  Returns:
-    The locked config: assigning a key it lacks raises.
-
-  Raises:
-    errors.UsageError: the file has no `get_config`, `get_config` rejects
-      `arg` (or its absence) or raises ValueError, or returns no ConfigDict.
+  `get_config()` is called without an argument when `arg` is None. Every
+  failure to produce a ConfigDict is an `errors.UsageError`.
   """
   try:
     module = config_files.import_file(path)
@@ -181,16 +158,8 @@ def apply_overrides(
 ) -> list[Override]:
   """Applies overrides in order, each parsed to its field's type.
 
-  Args:
-    config: the config to change in place.
-    overrides: from `split_override_args`.
-
-  Returns:
-    The overrides with their parsed values, for logging the launch.
-
-  Raises:
-    errors.UsageError: an unknown key, a section used as a value, or a value
-      that does not parse as the field's type.
+  Changes `config` in place; returns the overrides with their parsed values,
+  for logging the launch.
   """
   applied = []
   for override in overrides:

@@ -9,9 +9,7 @@ import difflib
 class UsageError(ValueError):
   """A mistake by the person launching `tunix`, reported in one line.
 
-  Raised for an unknown plugin, a config that cannot be found, an unknown or
-  mistyped override, a value that does not parse, or a missing recipe. The
-  host prints `tunix: error: <message>` and exits with status 2, without a
+  The host prints `tunix: error: <message>` and exits with status 2, without a
   traceback.
   """
 

@@ -6,19 +6,12 @@
     tunix plugins
     tunix --version
 
-The host knows nothing of any one plugin: it finds plugins through the
-`tunix.plugins` entry-point group (see `plugin_api`), loads and overrides the
-config (see `config_loading`), and calls the recipe the config's `recipe` key
-names, after the plugin's `process_setup` (process-wide settings that
-must precede JAX). Mistakes on the command line print one `tunix: error:`
-line and exit with status 2; a ValueError from the recipe (a config it
-rejects) exits 1; Ctrl-C prints one line and exits 130.
-
-The `tunix` console script is tunix-bd's (google-tunix ships none today;
-`setup_cfg_test` checks that the installed one is this host), and
-`tunix --version` names both distributions. Should another package ever
-install a `tunix` script over it, `python -m tunix_bd ARGS` is the same
-command.
+The host knows nothing of any one plugin (`plugin_api`): it loads and
+overrides the config (`config_loading`) and calls the recipe its `recipe`
+key names, after the plugin's `process_setup`. Exit status: 2 for a
+command-line mistake (one `tunix: error:` line), 1 for a ValueError from the
+recipe, 130 on Ctrl-C. The console script is tunix-bd's (google-tunix ships
+none; `setup_cfg_test` checks it); `python -m tunix_bd` is the same command.
 """
 
 import argparse
@@ -81,13 +74,8 @@ def main(
 ) -> int:
   """Runs `tunix` with `argv` (without the program name).
 
-  Args:
-    argv: command-line arguments.
-    plugin: as in `run`.
-
   Returns:
-    The exit status: 0 on success, 2 for a usage error, 1 when the recipe
-    rejects its config with a ValueError, 130 on Ctrl-C.
+    The exit status (module docstring); 0 on success.
   """
   try:
     overrides, rest = config_loading.split_override_args(argv)
@@ -274,12 +262,8 @@ def _interrupted(config: ml_collections.ConfigDict) -> str:
 class _CpuHbmNotice(std_logging.Filter):
   """Drops Tunix's "Skipping non-TPU device: cpu" warning, and only it.
 
-  Tunix's trainers report device memory (`tunix.sft.utils.show_hbm_usage`),
-  which on a CPU device has none to read and logs, at every call, an absl
-  warning suggesting jax[tpu] is missing: noise on a CPU run, which chose
-  its devices (JAX itself warns when an accelerator was expected and not
-  found). Installed on the absl logger for the recipe's call alone; every
-  other record, from Tunix or not, passes.
+  Tunix's `show_hbm_usage` logs it at every call on a CPU device: noise on a
+  run that chose CPU. Installed on the absl logger for the recipe's call alone.
   """
 
   _MESSAGE = "Skipping non-TPU device: cpu."

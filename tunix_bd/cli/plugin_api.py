@@ -129,17 +129,11 @@ def discover_plugins() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def load_plugin(name: str) -> Plugin:
-  """Loads the installed plugin `name`.
-
-  Args:
-    name: the plugin's entry-point name in the `tunix.plugins` group.
-
-  Returns:
-    The plugin's `Plugin`.
+  """Loads the installed plugin `name` (its `tunix.plugins` entry point).
 
   Raises:
-    errors.UsageError: no plugin of that name is installed, or its entry
-      point does not give a `Plugin` named `name`.
+    errors.UsageError: none installed, or the entry point gives no `Plugin`
+      named `name`.
   """
   installed = discover_plugins()
   if name not in installed:
