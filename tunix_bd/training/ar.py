@@ -35,9 +35,8 @@ class FingerprintedTrainer(compat.PeftTrainer):
 def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   """Maps a right-padded batch to the inputs of Tunix's default AR loss.
 
-  Args:
-    batch: `{"tokens", "completion_mask", "valid_mask"}`, each
-      `[batch, length]`.
+  `batch` holds `tokens`, `completion_mask` and `valid_mask`, each
+  `[batch, length]`.
 
   Returns:
     `input_tokens`, `input_mask` (the completion: Tunix's loss supervises

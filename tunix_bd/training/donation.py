@@ -2,30 +2,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """A Tunix trainer step that updates the weights in place, and its placement.
 
-google-tunix 0.1.7's `PeftTrainer.jit_train_and_eval_step` jits the train
-step with `donate_argnames=("optimizer",)`: the optimizer state is updated
-in place, but the model's parameters are not, so every step holds the old
-and the new float32 weights at once (one more copy of the model at the
-step's peak). Its `_shard_optimizer` places the optimizer state with an
-eager `with_sharding_constraint`, which copies every leaf: two copies of
-the AdamW moments before the first step.
-
-Its eval step, jitted without donation, returns the model's state as new
-arrays: a copy of the weights at every evaluation.
+google-tunix 0.1.7's `PeftTrainer` jits its train step donating only the
+optimizer (old and new float32 weights coexist at the step's peak), its eval
+step without donation (a copy of the weights per evaluation), and places the
+optimizer state with an eager `with_sharding_constraint` (two copies of the
+AdamW moments before the first step).
 
 `DonatingStepMixin`, mixed in before a `PeftTrainer` subclass, jits the same
-steps donating the model too (full fine-tuning; with LoRA the frozen weights
-are not updated and Tunix's steps are kept), and places the optimizer state
-with `jax.device_put`, which keeps a leaf that is already where its sharding
-says (no copy) and moves only the others. Anything else is Tunix's own: the
-same step and eval functions, the same compiled-graph caching. Tunix main's
-step also takes the trainer's `grad_accumulator` (`(model, optimizer,
-grad_accumulator, inputs, is_update_step)`, donating the optimizer and the
-accumulator): every argument before `inputs` is the trainer's attribute of
-that name, bound and donated, so both shapes update in place. On a Tunix
-whose trainer is shaped otherwise (no `_jitted_train_step_fn`, or a step
-that does not take `model, optimizer, ..., inputs`), Tunix's own methods run
-unchanged.
+steps donating the model too (full fine-tuning only; LoRA keeps Tunix's
+steps) and places the optimizer state with `jax.device_put`, which moves only
+leaves not already where their sharding says. Every step argument before
+`inputs` (Tunix main's `grad_accumulator` included) is the trainer's
+attribute of that name, bound and donated. On a Tunix whose trainer is
+shaped otherwise (no `_jitted_train_step_fn`, or a step not taking `model,
+optimizer, ..., inputs`), Tunix's own methods run unchanged.
 """
 
 from __future__ import annotations

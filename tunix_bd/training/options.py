@@ -3,13 +3,9 @@
 """A recipe's `train` section as Tunix's optimizer and `TrainingConfig`.
 
 `TrainSettings` is the `train` config section field for field and the one
-source of its defaults (configs build the section with
-`config_utils.to_section`; a recipe builds it back with
-`config_utils.from_section(TrainSettings, config.train, "train")`), checked
-as a whole when built, before any compute; GRPO's section adds Tunix's RL
-batch sizes, SFT's and OPD's a wall-time budget (`*_TRAIN_KEYS`).
-`EvalSettings` is the `eval` section of every training recipe, each holding
-some of its keys.
+source of its defaults (`config_utils.to_section` / `from_section`), checked
+as a whole before any compute; GRPO, SFT and OPD add keys (`*_TRAIN_KEYS`).
+`EvalSettings` is the `eval` section of every training recipe.
 """
 
 from __future__ import annotations
