@@ -2,19 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """An AR checkpoint vs its block-diffusion conversion, as a report.
 
-What the quickstart ends with and what `compare.py` runs on a user's own
-models and prompts: load both checkpoints, decode the prompts with every
-method (Tunix's `Sampler` on the AR model, the reference; the AR model in
-tunix_bd's decoding loop with one-token blocks, exactly AR decoding, which
-separates what parallel denoising saves from what the implementation does;
-the converted model at each commit threshold; all greedy and cached), time
-two speeds with the methods interleaved, each batch's fastest of `repeats`
-passes (`speed.measure`): batch-1 latency over the first `latency_prompts`
-prompts and batch-`batch_size` throughput over all (which also gives the
-exact match), and write `report.txt` (the table, a caption saying what was
-measured, the headline), `report.json`, `report.png` (speed vs AR) and
-`frontier.png` (exact match vs tokens per forward and vs batch-1 latency)
-under a workdir.
+What the quickstart ends with and `compare.py` runs on a user's own models:
+decode the prompts with Tunix's `Sampler` on the AR model (the reference),
+the AR model in tunix_bd's loop with one-token blocks (separating what
+parallel denoising saves from what the implementation does) and the
+converted model at each threshold, all greedy and cached; time batch-1
+latency and batch-N throughput interleaved (`speed.measure`); write
+`report.{txt,json,png}` and `frontier.png`. docs/results.md, "How speeds are
+measured, and what reproduces".
 """
 
 from __future__ import annotations
@@ -94,15 +89,9 @@ class Settings:
 def check_converted(model: Any) -> None:
   """Fails closed, naming the key, unless `model.bd` is a converted model.
 
-  Its directory is checked with every checkpoint's
+  `model` is `compare.py`'s `model` section (`ar`, `bd`). The directories
+  themselves are checked with every checkpoint's
   (`provenance.check_directories`, which `run.stage.Stage` runs).
-
-  Args:
-    model: `compare.py`'s `model` (`run.sections.ModelSettings` of
-      `COMPARE_MODEL_KEYS`): the AR model `ar` and its conversion `bd`.
-
-  Raises:
-    ValueError: for a `bd` without `block_diffusion.json`.
   """
   if not os.path.isfile(os.path.join(model.bd, bd_config_lib.SETTINGS_FILE)):
     raise ValueError(
@@ -117,11 +106,7 @@ def conversion_warning(model: Any, identify: Callable[[str], Any]) -> str:
 
   `sft.py`'s export records `converted_from` (its AR source's digest); a
   model trained further (OPD, GRPO) or imported records none and is not
-  checked.
-
-  Args:
-    model: `compare.py`'s `model`, as `check_converted` takes it.
-    identify: `path -> provenance.SourceCheckpoint` (`Stage.identify`).
+  checked. `identify` is `Stage.identify`.
 
   Returns:
     One line, or "" when `bd`'s record names `ar` or nothing.
@@ -188,19 +173,11 @@ def evaluate(
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints; one row per method.
 
-  Ratios are against Tunix's `Sampler` (row 0).
-
-  Args:
-    ar_dir: the AR checkpoint (HF directory).
-    bd_dir: its conversion (HF directory with `block_diffusion.json`).
-    records: the prompts, `{"messages", "answer", "task"}` each: the
-      messages are rendered with the chat template as the prompt; the
-      completion is scored against `answer` (`scoring.score_by_task`).
-    settings: how to decode and time.
-    mesh_section: the config's `mesh` section.
-    chat_template: a Jinja file replacing the tokenizer's template, or "".
-    chat_options: how prompts are rendered (`data.enable_thinking`).
-    log: where progress lines go.
+  Ratios are against Tunix's `Sampler` (row 0). Each record is
+  `{"messages", "answer", "task"}`: the messages rendered with the chat
+  template are the prompt; the completion is scored against `answer`
+  (`scoring.score_by_task`). `chat_template` is a Jinja file replacing the
+  tokenizer's, or "".
 
   Returns:
     Rows with `method`, `threshold` (None for AR), `exact_match`,
@@ -290,18 +267,12 @@ def write_report(
     seconds: float,
     warning: str = "",
 ) -> str:
-  """Writes the report files under `workdir`; returns the text report.
+  """Writes `report.*` and `frontier.png` under `workdir`; returns the text.
 
-  Args:
-    workdir: where `report.*` and `frontier.png` go.
-    rows: `evaluate`'s rows.
-    settings: how they were measured.
-    prompts: what the prompts were, for captions (e.g. "256 eval prompts of
-      sort, reverse").
-    title: the title of `report.png`.
-    seconds: the run's wall time so far, recorded in `report.json`.
-    warning: a line that heads `report.txt` and is kept in `report.json`
-      (e.g. `conversion_warning`); "" for none.
+  `prompts` describes the prompts for captions (e.g. "256 eval prompts of
+  sort, reverse"); `seconds` (the run's wall time so far) goes to
+  `report.json`; `warning` (e.g. `conversion_warning`), if not "", heads
+  `report.txt` and is kept in `report.json`.
   """
   table = comparison.format_table(rows, settings.batch_size)
   caption = (

@@ -61,22 +61,9 @@ def decode_prompts(
 ) -> Decoded:
   """Decodes every prompt once with `config` and scores it.
 
-  Args:
-    model: the block-diffusion model.
-    prompts: the prompts, with their answers.
-    bd: the model's block-diffusion settings.
-    config: the denoising settings (greedy or sampled).
-    tokenizer: decodes completions to text.
-    batch_size: rows per decoding call.
-    seeds: int `[num_prompts]` per-row seeds; required when sampling.
-    on_batch: called with each call's `DenoiseOutput` (its rows include
-      the wrapped filler of the last batch), e.g. to score the rollouts.
-
-  Returns:
-    The completions, exact match and tokens per forward of every prompt.
-
-  Raises:
-    ValueError: if `prompts` has no answers, or the seeds do not fit.
+  `prompts` must have answers. `seeds` (int `[num_prompts]`, per row) are
+  required when sampling. `on_batch` gets each call's `DenoiseOutput`, whose
+  rows include the wrapped filler of the last batch.
   """
   if prompts.answers is None:
     raise ValueError("held-out prompts need reference answers.")
@@ -113,12 +100,9 @@ def greedy(
 ) -> dict[float, Decoded]:
   """Greedy decoding of the prompts at each commit threshold.
 
-  Args:
-    model, prompts, bd, tokenizer, batch_size: as for `decode_prompts`.
-    decode: the denoising settings; the threshold is replaced by each of
-      `thresholds` and the temperature by 0.
-    thresholds: commit thresholds.
-    on_first_batch: `decode_prompts`' `on_batch` at the first threshold.
+  `decode`'s threshold is replaced by each of `thresholds` and its
+  temperature by 0; `on_first_batch` is `decode_prompts`' `on_batch` at the
+  first threshold.
 
   Returns:
     Threshold -> its `Decoded`, in `thresholds` order.
