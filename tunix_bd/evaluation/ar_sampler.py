@@ -96,16 +96,10 @@ def write_exact_match(
 ) -> dict[str, float]:
   """Greedy exact match per task, written to `path` and printed as a table.
 
-  Args:
-    model: the AR model.
-    tokenizer: its tokenizer.
-    conversations: the held-out conversations.
-    path: the JSON file written (`eval.json`): `{"exact_match": {task:
-      accuracy, "all": ...}, "predictions": prediction_records(...)}`.
-    max_new_tokens: the greedy decoding budget (text before the first EOS
-      is the prediction).
-    batch_size: prompts per decoding call.
-    options: the chat template's switches, the ones training used.
+  `path` (`eval.json`) gets `{"exact_match": {task: accuracy, "all": ...},
+  "predictions": prediction_records(...)}`; a prediction is the text before
+  the first EOS within `max_new_tokens`. `options` must be the chat
+  template's switches that training used.
 
   Returns:
     Exact-match accuracy per task and `"all"`.

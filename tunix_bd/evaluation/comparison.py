@@ -117,19 +117,12 @@ def tpf_ceiling(
 ) -> float:
   """The mean over rows of answer tokens over the blocks they touch.
 
-  A row's answer occupies logical positions `P .. P + n - 1` and its stop
-  token `P + n`; decoding each touched block in one forward is the best a
-  block decoder can do, so `n / blocks` bounds its tokens per forward.
-
-  Args:
-    prompt_lengths: `[rows]` prompt tokens P.
-    answer_lengths: `[rows]` returned tokens n (the stop token excluded).
-    block_size: S.
-    stopped: `[rows]` whether the row ends with a stop token (default: all);
-      a row without one touches only its answer's blocks.
-
-  Returns:
-    The ceiling of the mean per-row tokens per forward.
+  A row's answer (`answer_lengths` n, stop token excluded) occupies logical
+  positions `P .. P + n - 1` (P: `prompt_lengths`) and its stop token
+  `P + n`; decoding each touched block in one forward is the best a block
+  decoder can do, so `n / blocks` bounds its tokens per forward. Lengths are
+  `[rows]`; `stopped` (`[rows]`, default all) says whether a row ends with a
+  stop token; one without touches only its answer's blocks.
   """
   p = np.asarray(prompt_lengths, np.int64)
   n = np.asarray(answer_lengths, np.int64)

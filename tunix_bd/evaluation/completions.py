@@ -58,10 +58,8 @@ def write_completions(
 ) -> None:
   """One JSON line per prompt: its completion, correctness and cost.
 
-  Args:
-    path: the JSONL file, written whole.
-    records: the prompt records (`dataset.prompt_records`), in order.
-    result: their decoding.
+  `records` are `dataset.prompt_records`, in decoding order; `path` is written
+  whole.
   """
   lines = []
   for r, completion, n, tpf in zip(
@@ -88,13 +86,6 @@ def summarize(
     output: str,
 ) -> tuple[dict[str, float], str]:
   """The summary figures and the text that reports them.
-
-  Args:
-    records: the prompt records, in order.
-    result: their decoding.
-    decode: how they were decoded (the `decode` section).
-    block_size: the checkpoint's.
-    output: where the completions were written.
 
   Returns:
     `({"exact_match", "tokens_per_forward", "tokens_per_s"}` and

@@ -111,13 +111,10 @@ def save_with_caption(
 ) -> None:
   """Lays `fig` out above a wrapped caption, writes it to `path` and closes it.
 
-  Args:
-    fig: a matplotlib figure.
-    path: the PNG to write (a local path or a URL, through `tunix_bd.files`).
-    caption: what was measured and how, under the panels.
-    rect: `(left, bottom, right, top)` figure fractions the panels fill;
-      the caption sits below `bottom`, titles and legends above `top`.
-    width: characters per caption line.
+  `path` may be a URL (`tunix_bd.files`). `rect` is the `(left, bottom,
+  right, top)` figure fraction the panels fill: the caption sits below
+  `bottom`, titles and legends above `top`. `width` is characters per caption
+  line.
   """
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 
@@ -141,19 +138,14 @@ def plot_frontier(
 ) -> None:
   """Writes the speed/accuracy frontier: exact match vs TPF and vs latency.
 
-  Left: exact match against tokens per forward (what parallel denoising
-  saves in forwards, machine-independent). Right, when the points carry
-  `batch1_ms`: exact match against measured batch-1 latency (what those
-  forwards cost on this machine).
+  Left: exact match against tokens per forward (machine-independent). Right,
+  when the points carry `batch1_ms`: against measured batch-1 latency.
 
   Args:
     series: a model stage (e.g. "AR teacher", "SFT") -> its points, each a
       dict with `tokens_per_forward`, `exact_match`, `label` (e.g. the
       commit threshold) and optionally `batch1_ms`; a stage's points are
       joined in order of TPF.
-    path: the PNG to write.
-    title: the figure title.
-    caption: what was measured, under the axes.
     ceiling: the TPF ceiling of the prompts (a dashed line), or None.
     reference: a point drawn on the latency panel alone (Tunix's AR
       `Sampler`, whose TPF is the AR teacher's), with `label`, or None.

@@ -114,18 +114,11 @@ def measure(
 ) -> dict[str, Timing]:
   """Decodes every method's inputs batch by batch, methods interleaved.
 
-  Args:
-    decoders: method name -> a `Decoder`.
-    inputs: method name -> its prompts (the same prompts, in the form its
-      decoder takes); all of one length.
-    batch_size: rows per call; the last batch is padded with copies of the
-      last prompt and the copies' outputs dropped.
-    repeats: how many times all batches are decoded; each batch counts its
-      fastest.
-
-  Returns:
-    Method name -> its `Timing`. Each method first decodes one batch
-    untimed, so compilation is excluded.
+  `inputs` holds each method's prompts (the same prompts, in the form its
+  decoder takes), all of one length. The last batch is padded with copies of
+  the last prompt, whose outputs are dropped. Each method first decodes one
+  batch untimed, so compilation is excluded; then all batches are decoded
+  `repeats` times and each batch counts its fastest.
   """
   lengths = {len(inputs[m]) for m in decoders}
   if len(lengths) != 1 or not lengths.pop():
