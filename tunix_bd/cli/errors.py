@@ -15,6 +15,6 @@ class UsageError(ValueError):
 
 
 def did_you_mean(word: str, choices: Iterable[str], prefix: str = "") -> str:
-  """`"; did you mean 'PREFIXc'?"` for the choice c closest to `word`, or "."."""
+  """`"; did you mean 'PREFIXc'?"` for the choice c nearest `word`, or "."."""
   close = difflib.get_close_matches(word, list(choices), n=1)
   return f"; did you mean {prefix + close[0]!r}?" if close else "."

@@ -2,10 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A prompt set decoded by a converted model: its completions and summary.
 
-The `generate` recipe's output: `write_completions`, one JSON line per
-prompt (completion, correctness, forwards, tokens per forward); and
-`summarize`, the figures it returns and the lines it prints (exact match per
-task, tokens per forward, tokens/s, the replay check's largest error).
+The `generate` recipe's output: `completions.jsonl` and the figures it
+prints.
 """
 
 from __future__ import annotations
