@@ -63,9 +63,6 @@ def distill_stats(
     p_student(argmax teacher) at temperature 1), `teacher_nll` (-log
     p_teacher^tau(completion)) and bool `agree` (equal argmaxes). Only `kl`
     and `hard_nll` carry gradients.
-
-  Raises:
-    ValueError: for incompatible heads, shapes, a bad chunk or temperature.
   """
   # The student may only add excluded ids to the teacher's vocabulary.
   extra = set(range(teacher.vocab_size, student.vocab_size))

@@ -220,9 +220,6 @@ class StudentRolloutSource(compat.DataHooks):
       logits_fn, cached_logits_fn: the student's model calls, as for
         `denoise.Denoiser` (`external_logits.model_calls` for a Tunix
         `DiffusionLogitsFn`).
-
-    Raises:
-      ValueError: for an unknown canvas or corruption it does not support.
     """
     if canvas not in CANVASES:
       raise ValueError(f"opd.canvas must be one of {CANVASES}, got {canvas!r}.")

@@ -2,13 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The causal teacher of on-policy distillation, on the student's vocabulary.
 
-The teacher is any AR model of a supported family called through the one
-logits contract at block size 1 with the shifted alignment, so its
-target-aligned logit at a slot is the raw causal logit of the slot before
-it (docs/design.md invariant 2). Its logits are padded to the student's
-width with `MASKED_LOGIT` (the student may add the mask token) and the mask
-column is excluded on both sides; a larger teacher vocabulary or another
-tokenizer fails closed (docs/design.md, "OPD").
+Any supported AR model at block size 1 with the shifted alignment, its
+logits padded to the student's width with `MASKED_LOGIT` (docs/design.md,
+"OPD").
 """
 
 from __future__ import annotations

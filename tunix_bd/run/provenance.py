@@ -144,9 +144,6 @@ def section_fields(
     settings: a settings dataclass instance.
     identify: `path -> SourceCheckpoint`, for the checkpoints
       the section makes the run read.
-
-  Raises:
-    ValueError: if `settings` is not a dataclass instance.
   """
   if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
     raise ValueError(

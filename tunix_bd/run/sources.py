@@ -74,10 +74,6 @@ class ConvertedSources:
 
     Rendered with the chat switches the model was trained with and encoded
     with its tokenizer (`data.prompts.encode_prompts`).
-
-    Raises:
-      ValueError: as `prompts.encode_prompts`, naming the conversation (e.g.
-        a prompt longer than `max_prompt_length`).
     """
     return prompts_lib.encode_prompts(
         self.tokenizer, conversations, max_prompt_length, self.chat_options
@@ -85,10 +81,6 @@ class ConvertedSources:
 
   def validate_for_model(self, model_config: Any) -> None:
     """Fails closed unless the model can hold the sources' ids.
-
-    Raises:
-      ValueError: as `BlockDiffusionConfig.validate_for_model`, for the mask
-        id, the pad id or a stop id outside the model's vocabulary.
     """
     self.bd.validate_for_model(
         model_config,

@@ -2,24 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The workdir rule every recipe follows: where a run writes, and when.
 
-A recipe launch goes through four points, the same in every recipe:
-
-1. `check(config.workdir)` first, before anything is loaded: the workdir is
-   a directory this process can write (or can create), else a `ValueError`
-   naming `workdir`, which the CLI prints as one line.
-2. `check_fingerprint` as soon as the run's fingerprint is known: a resume
-   under other settings is refused before any compute.
-3. `record_fingerprint` once every other check has passed, right before the
-   first training step: a launch that fails leaves no `fingerprint.json`
-   behind to refuse the corrected relaunch.
-4. `resumed` once the trainer has restored its checkpoint: a line saying
-   what was resumed, and `metrics.jsonl` keeps one row per step.
-
-One run at a time writes a workdir (`lock`).
-
-Paths follow one rule (`tunix_bd.files.absolute`): local workdirs are made
-absolute (Orbax needs that), URL workdirs (`gs://bucket/run`) stay URLs and
-are checked without touching the local disk.
+`check` comes before anything loads; `check_fingerprint` as soon as the
+fingerprint is known; `record_fingerprint` right before the first step, so a
+failed launch leaves no `fingerprint.json` to refuse its corrected relaunch;
+`resumed` once the trainer restored its checkpoint; `lock` holds the workdir
+for one run. Local workdirs are made absolute (Orbax needs that), URLs stay
+URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
 """
 
 from __future__ import annotations
