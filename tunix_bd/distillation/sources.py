@@ -52,9 +52,8 @@ class OpdBatch(compat.DistillationTrainingInput):
     positions: int32 `[batch, P + T]` logical positions.
     segment_ids: int32 `[batch, P + T]`, 0 = pad.
     noisy_tokens: int32 `[batch, P + T]`: in the `corrupted` canvas the
-      clean rollout re-corrupted like SFT (per-block noise t ~ U[min_noise,
-      max_noise], each generated slot masked with probability t, at least
-      one per block; prompt tokens never), else the clean sequences.
+      clean rollout re-corrupted like SFT (docs/design.md, "Corruption
+      (SFT)"; prompt tokens never), else the clean sequences.
     trace: the rows' rollout as recorded (`prompt_tokens` `[batch, P]`,
       `tokens`, `action_step`, `action_logp` `[batch, T]`, `bd`).
     weights: float32 `[batch, T]`: 1 on generated slots up to and including

@@ -39,17 +39,11 @@ _held: weakref.WeakValueDictionary[str, IO[str]] = weakref.WeakValueDictionary()
 def check(workdir: str, key: str = "workdir") -> str:
   """Fails closed on a workdir a run cannot write; writes nothing.
 
-  Args:
-    workdir: the directory the run writes to (made if missing), or a URL.
-    key: the config key that set it, for the message.
+  A `ValueError` names `key` for a workdir that is unset, is (or lies
+  under) an existing file, or cannot be made or written by this process.
 
   Returns:
     The workdir by the one path rule (`checkpoints` uses the same).
-
-  Raises:
-    ValueError: naming `key` if the workdir is unset, is (or lies under) an
-      existing file, or lies on a read-only file system or in a directory
-      this process may not write.
   """
   if not workdir:
     raise ValueError(f"{key} must be set.")
@@ -114,15 +108,10 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
   file system without `flock` (a note says so).
 
   Args:
-    workdir: the run's workdir.
     create: make the workdir if missing; False: lock only one that exists.
 
   Returns:
     The held lock file, or None where none is taken.
-
-  Raises:
-    ValueError: naming `workdir` and the live run (pid, host, start time)
-      that holds it.
   """
   if files.is_url(workdir):
     return None
@@ -191,9 +180,6 @@ def restoring(workdir: str) -> Iterator[None]:
   Orbax fails on a checkpoint it cannot read (a truncated or lost file)
   with a long traceback; this says it in one line naming the step
   directory, and what to move away to resume from the one before.
-
-  Raises:
-    ValueError: for an error raised inside Orbax while checkpoints exist.
   """
   try:
     yield
@@ -227,7 +213,6 @@ def resumed(
   and before anything is logged. Does nothing for a fresh run (`step` 0).
 
   Args:
-    workdir: the run's workdir.
     step: the update step the trainer restored.
     recipe: the recipe's name, which starts the line.
     relogged_from: `name -> step`: the first step at which the resumed run
