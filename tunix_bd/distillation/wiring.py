@@ -2,11 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Builds the on-policy distillation trainer from the checked sections.
 
-The OPD recipe's pieces, assembled in one place: the strategy (the KL of
-the student to the teacher on the `opd.canvas`), the student-rollout source
-(`train` batches, corruption, time budget), the decode evaluation (`eval`,
-paced by `train.eval_every_n_steps`) and the `OpdTrainer` that runs them
-with a progress line per step.
+The strategy, the student-rollout source, the decode evaluation (paced by
+`train.eval_every_n_steps`) and the `OpdTrainer` that runs them
+(docs/design.md, "OPD").
 
 `OpdTrainer` is Tunix's `DistillationTrainer` with only what 0.1.7 lacks:
 the student-rollout source as its data hooks, the `{"batch": batch}` model
