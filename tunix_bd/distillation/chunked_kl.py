@@ -49,7 +49,6 @@ def distill_stats(
   """Per-slot OPD statistics from hidden rows, chunk by chunk.
 
   Args:
-    student: the student's head.
     student_hidden: `[..., embed]` student rows (differentiated).
     teacher: the teacher's head; the student's ids past its vocabulary
       must be excluded ones.

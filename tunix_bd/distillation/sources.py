@@ -97,8 +97,6 @@ def rollout_batches(
   Args:
     trace: the global batch's rollout (concrete arrays).
     step: the update step (with the row index it keys the corruption).
-    canvas: one of `CANVASES`.
-    stop_ids: the ids that end a completion.
     eos_id: the EOS id of the `corrupted` canvas's fill.
     corruption: the `corrupted` canvas's noise.
     num_micro_batches: k, equal splits of the rows (GA).
