@@ -208,12 +208,11 @@ def final_hidden_states(
   apply the head, whose unused logits XLA drops under jit. Either way the
   call is `model(...)` itself, so its wrappers (qwix's LoRA) stay in effect.
 
+  A model with neither flag (0.1.7's Llama 3) is refused.
+
   Returns:
     `(hidden [batch, length, embed], new_cache)`: the final-norm outputs in
     the model's compute dtype and the cache as `model(...)` returns it.
-
-  Raises:
-    ValueError: for a model with neither flag (0.1.7's Llama 3).
   """
   call = getattr(type(model), "_unquantized_type", type(model)).__call__
   parameters = inspect.signature(call).parameters
@@ -289,10 +288,7 @@ def grpo_config(**fields: Any) -> Any:
   google-tunix 0.1.7's GRPO always recomputes the old policy's log-probs;
   main's defaults to the rollout's (`use_rollout_logps`). Unless `fields`
   say otherwise this sets 0.1.7's behaviour: one config, one algorithm.
-
-  Raises:
-    ValueError: as `GRPOConfig`, or for `use_rollout_logps` / `sampler_is`
-      on a Tunix without them.
+  `use_rollout_logps` and `sampler_is` are refused on a Tunix without them.
   """
   names = {f.name for f in dataclasses.fields(GRPOConfig)}
   if "use_rollout_logps" in names:

@@ -34,11 +34,7 @@ def config_dir() -> pathlib.Path:
 
 
 def import_file(path: pathlib.Path) -> types.ModuleType:
-  """Imports a Python file as a module of its own, under a unique name.
-
-  Raises:
-    ValueError: if `path` cannot be loaded as a module.
-  """
+  """Imports a Python file as a module of its own, under a unique name."""
   # A unique name per load, so two configs named alike never clash.
   stem = re.sub(r"\W", "_", path.stem)
   name = f"_tunix_config_{next(_module_ids)}_{stem}"

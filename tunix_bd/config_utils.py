@@ -98,14 +98,9 @@ def to_section(
   written once, in its dataclass.
 
   Args:
-    cls: a settings dataclass.
     keys: the fields the section holds; empty: `section_keys(cls)`.
     **overrides: the fields this config sets otherwise; fields without a
       default must be given.
-
-  Raises:
-    ValueError: for an override that is not a field, or a field without a
-      default that is not given.
   """
   keys = keys or section_keys(cls)
   fields = {
@@ -165,9 +160,7 @@ def resumable(**field_kwargs) -> Any:
   the run goes or how often it reports: e.g. `train.max_steps` (extend a
   finished run), `train.eval_every_n_steps`. Every other field of a settings
   dataclass enters the fingerprint (`tunix_bd.run.provenance.section_fields`).
-
-  Args:
-    **field_kwargs: passed to `dataclasses.field` (e.g. `default=`).
+  `field_kwargs` go to `dataclasses.field` (e.g. `default=`).
   """
   return dataclasses.field(metadata={RESUMABLE: True}, **field_kwargs)
 
@@ -232,17 +225,14 @@ def from_section(
 ) -> T:
   """Builds dataclass `cls` from a config section; unknown keys fail.
 
+  A typo must never fall back silently to a default.
+
   Args:
-    cls: a dataclass whose fields are the section's keys.
     cfg: a ConfigDict section or a mapping.
     what: how errors name the section (e.g. "corruption"); the checks of
       `cls` name their keys under it (`key`).
     keys: the fields the section holds (the others keep their defaults and
       are not the section's); empty: `section_keys(cls)`.
-
-  Raises:
-    ValueError: for a key that is not a field (a typo must never fall back
-      silently to a default), or an invalid value.
   """
   values = section_dict(cfg, what)
   fields = list(keys or section_keys(cls))

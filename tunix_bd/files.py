@@ -61,9 +61,8 @@ def read_text(path: str) -> str:
 def read_json(path: str, fix: str) -> Any:
   """The JSON file `path`, parsed.
 
-  Raises:
-    ValueError: naming `path` and what to do (`fix`) if it is not JSON
-      (e.g. cut short when its disk filled up).
+  One that is not JSON (e.g. cut short when its disk filled up) raises a
+  `ValueError` naming `path` and what to do (`fix`).
   """
   try:
     return json.loads(read_text(path))

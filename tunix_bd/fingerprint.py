@@ -84,15 +84,8 @@ def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
   """Fails closed if `checkpoint_dir` holds a run with other settings.
 
   Writes nothing (`record` does, once every other check has passed).
-
-  Args:
-    checkpoint_dir: the run's checkpoint root directory.
-    current: the fingerprint of the settings about to run.
-
-  Raises:
-    ValueError: if checkpoints exist under a different fingerprint, naming
-      each differing field with its recorded and current value, or without
-      any fingerprint.
+  `checkpoint_dir` is the run's checkpoint root; `current` the fingerprint
+  of the settings about to run.
   """
   path = os.path.join(checkpoint_dir, FILE_NAME)
   if files.exists(path):

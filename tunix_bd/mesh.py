@@ -116,13 +116,8 @@ def make_mesh(
   `jax.make_mesh` orders the devices by the physical topology (rings on
   TPU); the axes stay `Auto`, as Tunix's sharding annotations expect.
 
-  Args:
-    settings: the axis sizes.
-    devices: the devices, all of them used; every device by default.
-    what: how errors name the section (e.g. "mesh.rollout").
-
-  Raises:
-    ValueError: if the axis sizes do not multiply to the device count.
+  The axis sizes must multiply to the device count, all of them used;
+  `what` names the section in errors (e.g. "mesh.rollout").
   """
   devices = list(jax.devices() if devices is None else devices)
   fsdp, tp = settings.fsdp, settings.tp
@@ -181,13 +176,7 @@ def tunix_context(mesh: jax.sharding.Mesh) -> Iterator[jax.sharding.Mesh]:
   or inputs. So the legacy context stays, and the DeprecationWarning JAX
   raises at each entry is filtered for that entry alone (a
   `warnings.catch_warnings` block: process-wide for its duration, as
-  Python's warning filters are).
-
-  Args:
-    mesh: the mesh Tunix's calls inside the block run on.
-
-  Yields:
-    `mesh`.
+  Python's warning filters are). Yields `mesh`.
   """
   with warnings.catch_warnings():
     warnings.filterwarnings(

@@ -49,7 +49,6 @@ def distill_stats(
   """Per-slot OPD statistics from hidden rows, chunk by chunk.
 
   Args:
-    student: the student's head.
     student_hidden: `[..., embed]` student rows (differentiated).
     teacher: the teacher's head; the student's ids past its vocabulary
       must be excluded ones.
@@ -63,9 +62,6 @@ def distill_stats(
     p_student(argmax teacher) at temperature 1), `teacher_nll` (-log
     p_teacher^tau(completion)) and bool `agree` (equal argmaxes). Only `kl`
     and `hard_nll` carry gradients.
-
-  Raises:
-    ValueError: for incompatible heads, shapes, a bad chunk or temperature.
   """
   # The student may only add excluded ids to the teacher's vocabulary.
   extra = set(range(teacher.vocab_size, student.vocab_size))

@@ -160,7 +160,6 @@ def write_report(
   """Writes `report.json` (steps, metrics before and after) and prints it.
 
   Args:
-    workdir: the run directory.
     canvas: `opd.canvas`, for the printed title.
     steps: the update steps trained.
     before, after: `DecodeEvaluation` metrics, the same names in both.

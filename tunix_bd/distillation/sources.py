@@ -52,9 +52,8 @@ class OpdBatch(compat.DistillationTrainingInput):
     positions: int32 `[batch, P + T]` logical positions.
     segment_ids: int32 `[batch, P + T]`, 0 = pad.
     noisy_tokens: int32 `[batch, P + T]`: in the `corrupted` canvas the
-      clean rollout re-corrupted like SFT (per-block noise t ~ U[min_noise,
-      max_noise], each generated slot masked with probability t, at least
-      one per block; prompt tokens never), else the clean sequences.
+      clean rollout re-corrupted like SFT (docs/design.md, "Corruption
+      (SFT)"; prompt tokens never), else the clean sequences.
     trace: the rows' rollout as recorded (`prompt_tokens` `[batch, P]`,
       `tokens`, `action_step`, `action_logp` `[batch, T]`, `bd`).
     weights: float32 `[batch, T]`: 1 on generated slots up to and including
@@ -98,8 +97,6 @@ def rollout_batches(
   Args:
     trace: the global batch's rollout (concrete arrays).
     step: the update step (with the row index it keys the corruption).
-    canvas: one of `CANVASES`.
-    stop_ids: the ids that end a completion.
     eos_id: the EOS id of the `corrupted` canvas's fill.
     corruption: the `corrupted` canvas's noise.
     num_micro_batches: k, equal splits of the rows (GA).
@@ -220,9 +217,6 @@ class StudentRolloutSource(compat.DataHooks):
       logits_fn, cached_logits_fn: the student's model calls, as for
         `denoise.Denoiser` (`external_logits.model_calls` for a Tunix
         `DiffusionLogitsFn`).
-
-    Raises:
-      ValueError: for an unknown canvas or corruption it does not support.
     """
     if canvas not in CANVASES:
       raise ValueError(f"opd.canvas must be one of {CANVASES}, got {canvas!r}.")

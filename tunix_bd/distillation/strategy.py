@@ -117,9 +117,6 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       logits_chunk: None for dense logits; an int applies both models' heads
         this many vocabulary columns at a time (the model calls must then
         be the defaults).
-
-    Raises:
-      ValueError: for an unknown canvas, a bad temperature, weight or chunk.
     """
     if canvas not in sources.CANVASES:
       raise ValueError(

@@ -2,13 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The causal teacher of on-policy distillation, on the student's vocabulary.
 
-The teacher is any AR model of a supported family called through the one
-logits contract at block size 1 with the shifted alignment, so its
-target-aligned logit at a slot is the raw causal logit of the slot before
-it (docs/design.md invariant 2). Its logits are padded to the student's
-width with `MASKED_LOGIT` (the student may add the mask token) and the mask
-column is excluded on both sides; a larger teacher vocabulary or another
-tokenizer fails closed (docs/design.md, "OPD").
+Any supported AR model at block size 1 with the shifted alignment, its
+logits padded to the student's width with `MASKED_LOGIT` (docs/design.md,
+"OPD").
 """
 
 from __future__ import annotations
@@ -41,13 +37,8 @@ def ar_config(mask_token_id: int) -> bd_config_lib.BlockDiffusionConfig:
 def check_teacher_model(teacher_config: Any, student_vocab_size: int) -> None:
   """Fails closed on a teacher that cannot score for this student.
 
-  Args:
-    teacher_config: the teacher's Tunix model config.
-    student_vocab_size: the student's vocabulary size.
-
-  Raises:
-    ValueError: for an unsupported family, flash attention, or a teacher
-      vocabulary larger than the student's.
+  Refused: an unsupported family, flash attention, a vocabulary larger than
+  the student's.
   """
   families.family(teacher_config)
   if getattr(teacher_config, "use_flash_attention", False):
@@ -73,20 +64,10 @@ def check_compatible(
 ) -> None:
   """Fails closed on a block-diffusion teacher or a different tokenizer.
 
-  The student's tokenizer may hold one token the teacher's lacks: the mask
-  token SFT added; it is compared without it.
-
-  Args:
-    teacher_dir: the teacher checkpoint directory.
-    teacher_tokenizer: its tokenizer.
-    student_tokenizer: the student's tokenizer.
-    key: the config key that names `teacher_dir`, for errors.
-
-  Raises:
-    ValueError: if `teacher_dir` holds block-diffusion settings or is an
-      SDAR or Fast-dLLM v2 checkpoint (`bd_formats`), or the
-      tokenizers differ (other than by the mask token and the pad an SDAR
-      import moves off a stop id).
+  Refused: a `teacher_dir` with block_diffusion.json or in SDAR or
+  Fast-dLLM v2 format, and tokenizers that differ other than by the mask
+  token SFT added and the pad an SDAR import moves off a stop id. `key`
+  names `teacher_dir` in errors.
   """
   if os.path.isfile(os.path.join(teacher_dir, bd_config_lib.SETTINGS_FILE)):
     raise ValueError(
@@ -162,7 +143,6 @@ def aligned_logits(
   """Target-aligned causal logits on the student's vocabulary.
 
   Args:
-    teacher: a Tunix AR decoder.
     tokens: int `[batch, length]` clean sequences.
     positions: int `[batch, length]` logical positions.
     segment_ids: int `[batch, length]`, 0 = pad.
@@ -217,7 +197,6 @@ def completion_log_probs(
     teacher, tokens, positions, segment_ids, vocab_size, mask_token_id: as
       for `aligned_logits`; rows in `canvases.sequence` layout.
     prompt_width: P, the column where completions start.
-    temperature: the distillation temperature.
 
   Returns:
     float32 `[batch, length - P, vocab_size]` log-probabilities.

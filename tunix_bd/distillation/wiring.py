@@ -2,11 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Builds the on-policy distillation trainer from the checked sections.
 
-The OPD recipe's pieces, assembled in one place: the strategy (the KL of
-the student to the teacher on the `opd.canvas`), the student-rollout source
-(`train` batches, corruption, time budget), the decode evaluation (`eval`,
-paced by `train.eval_every_n_steps`) and the `OpdTrainer` that runs them
-with a progress line per step.
+The strategy, the student-rollout source, the decode evaluation (paced by
+`train.eval_every_n_steps`) and the `OpdTrainer` that runs them
+(docs/design.md, "OPD").
 
 `OpdTrainer` is Tunix's `DistillationTrainer` with only what 0.1.7 lacks:
 the student-rollout source as its data hooks, the `{"batch": batch}` model
@@ -61,18 +59,10 @@ class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
     """Builds the trainer; a checkpoint in its directory is restored.
 
     Args:
-      student_model: the block-diffusion student (trained).
-      teacher_model: the causal teacher (frozen).
-      strategy: the OPD strategy.
-      optimizer: an optax optimizer.
       training_config: Tunix's config; its gradient accumulation must equal
         the source's, and `max_inflight_computations` must be 1.
-      source: the student-rollout source.
       fingerprint: stored in every checkpoint's metadata.
       training_hooks: e.g. the decode evaluation.
-
-    Raises:
-      ValueError: for a config that disagrees with the source.
     """
     accumulation = training_config.gradient_accumulation_steps or 1
     if accumulation != source.accumulation:
@@ -114,10 +104,6 @@ def train_and_eval_prompts(
     data: the `data` section (`dataset.conversations`); a conversation's
       last assistant turn is re-generated.
     max_prompt_length: `rollout.max_prompt_length`.
-
-  Raises:
-    ValueError: as `dataset.conversations` and `prompts.encode_prompts`
-      (e.g. a prompt longer than `max_prompt_length`).
   """
   train, held_out = dataset_lib.conversations(data)
   return tuple(
@@ -146,7 +132,6 @@ def build_trainer(
   """`(trainer, evaluation)` of an OPD run, its checkpoint (if any) restored.
 
   Args:
-    student: the block-diffusion student (trained).
     teacher: the causal teacher (frozen), checked against the student.
     student_sources: the student's converted sources
       (`run.sources.ConvertedSources`): its block-diffusion settings `bd`,
@@ -156,14 +141,10 @@ def build_trainer(
     opd, train, corruption, eval_settings: the checked `opd`, `train`
       (with its time budget), `corruption` and `eval` sections
       (`eval`: a `training.options.EvalSettings`).
-    mesh: the mesh the trainer is built under.
     workdir: the run directory (checkpoints, metrics).
     seed: `config.seed`, for the rollouts.
     logits_chunk: `model.precision.chunk`.
     fingerprint: stored in every checkpoint's metadata.
-
-  Raises:
-    ValueError: as the strategy, the source and `OpdTrainer`.
   """
   bd, decode = student_sources.bd, student_sources.decode
   tokenizer = student_sources.tokenizer

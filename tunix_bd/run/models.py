@@ -160,7 +160,6 @@ def to_block_diffusion(model: Any, tokenizer: Any, bd: Any):
   """An AR model and tokenizer with the mask token of SFT's `bd` section.
 
   Args:
-    model: the AR Tunix model.
     tokenizer: its tokenizer; gains the mask token if it lacks it.
     bd: the `bd` section (`run.sections.BdSettings`).
 

@@ -49,12 +49,7 @@ class SourceCheckpoint:
 
 
 def identify(path: str | os.PathLike[str]) -> SourceCheckpoint:
-  """Digests the checkpoint directory `path` (streamed, nothing loaded).
-
-  Raises:
-    ValueError: if `path` is not a checkpoint directory (see
-      `checkpoint_digest.digest_checkpoint`).
-  """
+  """Digests the checkpoint directory `path` (streamed, nothing loaded)."""
   path = os.fspath(path)
   return SourceCheckpoint(path, checkpoint_digest.digest_checkpoint(path))
 
@@ -140,13 +135,8 @@ def section_fields(
 ) -> dict[str, Any]:
   """A typed section's fingerprint fields: the one rule (module docstring).
 
-  Args:
-    settings: a settings dataclass instance.
-    identify: `path -> SourceCheckpoint`, for the checkpoints
-      the section makes the run read.
-
-  Raises:
-    ValueError: if `settings` is not a dataclass instance.
+  `identify` (`path -> SourceCheckpoint`) digests the checkpoints the
+  section makes the run read.
   """
   if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
     raise ValueError(

@@ -3,15 +3,10 @@
 """The typed config sections of the training recipes: one set of defaults.
 
 Each dataclass is a config section field for field and the one source of
-its defaults: `configs/*.py` build their sections with
-`config_utils.to_section(Cls, **what_this_config_changes)`, a recipe builds
-the dataclass back (`run.stage.Stage`), checked before any compute, errors
-naming `section.key`. One class may serve several sections, each holding
-some of its fields (`*_KEYS` below, `config_utils.section_keys`): `bd` and
-`model.scratch_bd`; every recipe's `model`. The fingerprint rule is
-declared on the fields: `config_utils.resumable()` marks what may change on
-resume, and `config_utils.source()` what enters by content (checkpoints,
-data files).
+its defaults (`config_utils`); one class may serve several sections, each
+holding the fields its `*_KEYS` below name. The fingerprint rule is declared
+on the fields: `config_utils.resumable()` and `config_utils.source()`
+(docs/design.md, "Fingerprint").
 
 Sections of one library package live beside what they configure
 (`data.settings`, `sft.corruption`, `distillation.settings`,

@@ -74,22 +74,14 @@ class ConvertedSources:
 
     Rendered with the chat switches the model was trained with and encoded
     with its tokenizer (`data.prompts.encode_prompts`).
-
-    Raises:
-      ValueError: as `prompts.encode_prompts`, naming the conversation (e.g.
-        a prompt longer than `max_prompt_length`).
     """
     return prompts_lib.encode_prompts(
         self.tokenizer, conversations, max_prompt_length, self.chat_options
     )
 
   def validate_for_model(self, model_config: Any) -> None:
-    """Fails closed unless the model can hold the sources' ids.
-
-    Raises:
-      ValueError: as `BlockDiffusionConfig.validate_for_model`, for the mask
-        id, the pad id or a stop id outside the model's vocabulary.
-    """
+    """Fails closed unless the model's vocabulary holds the mask, pad and
+    stop ids."""
     self.bd.validate_for_model(
         model_config,
         pad_id=self.decode.pad_id,
@@ -102,21 +94,14 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """Before compute: what a run reads from converted model `model.<key>`.
 
   Its tokenizer (with `data.chat_template`) and block-diffusion settings,
-  the denoiser's config and stop ids of `rollout`, then
-  `stage.check_export`.
+  the denoiser's config and stop ids of `rollout`, checked: special ids that
+  do not collide, `stage.check_export`, and a prompt plus completion within
+  `max_position_embeddings`. Errors name the key.
 
   Args:
-    stage: the run's `run.stage.Stage` (its `model`, `data` and `export`
-      sections).
     key: the `model` field naming the converted model the run trains.
     rollout: the run's `rollout` section (its `denoise_config(tokenizer)`
       stops at the tokenizer's EOS and `rollout.extra_stop_ids`).
-
-  Raises:
-    ValueError: naming the key, for a directory that is not a converted
-      model, special ids that collide (`special_ids.check`), an export
-      the model cannot fill (`Stage.check_export`), or a prompt and
-      completion longer than its `max_position_embeddings`.
   """
   tokenizer, bd = models.converted_tokenizer_and_bd(
       stage.settings.model, key, stage.settings.data.chat_template

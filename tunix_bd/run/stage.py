@@ -30,12 +30,8 @@ A benchmark recipe takes step 1 alone, then builds its arms, measures and
 writes its report (`benchmarks`, outside the library); one that writes a single
 report file rather than a workdir passes `writes="output"`.
 
-The fingerprint rule (`provenance.section_fields`, over the config's
-fields): every field of every typed section, but those declared
-`config_utils.resumable()`; checkpoints and data files
-(`config_utils.source`) by the digests of their contents; plus the recipe,
-the seed and what the recipe derives from its sources (tokenizer digests,
-the block-diffusion settings, stop ids). The same in every recipe.
+The fingerprint rule, the same in every recipe: docs/design.md,
+"Fingerprint".
 """
 
 from __future__ import annotations
@@ -99,7 +95,6 @@ class Stage(Generic[SettingsT]):
   """One launch of a recipe: its checked, typed config and bookkeeping.
 
   Attributes:
-    config: the config.
     workdir: `config.workdir` (None for a run that writes one `output`).
     settings: the recipe's config class, each field its typed section
       (`stage.settings.train`).
@@ -116,7 +111,6 @@ class Stage(Generic[SettingsT]):
     """Validates before any compute: workdir, sections, checkpoints.
 
     Args:
-      config: the recipe's config.
       spec: the recipe's config class: a frozen dataclass whose fields are
         its typed sections, in the order they are checked (each field's
         type as `build_section`'s `spec`).
@@ -124,10 +118,6 @@ class Stage(Generic[SettingsT]):
         report file (empty: none; the benchmarks that print their table);
         or `output_or_workdir`, `output` when set, else `workdir`
         (`output_path`).
-
-    Raises:
-      ValueError: naming the key, for the workdir (or output file), a bad
-        section or a checkpoint directory that does not exist.
     """
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
@@ -283,7 +273,6 @@ class Stage(Generic[SettingsT]):
 
     Args:
       key: the `model` field naming the checkpoint the run trains.
-      tokenizer: its tokenizer.
       bd: its block-diffusion settings: a converted model's
         `BlockDiffusionConfig`, or for an AR source the `bd` section
         (`alignment` and `block_size` are read).
@@ -297,9 +286,6 @@ class Stage(Generic[SettingsT]):
       with (prompts are rendered with them and the export records them:
       a converted model's recorded ones, an AR source's `data` section's)
       and the HF files the export keeps (None for a random model).
-
-    Raises:
-      ValueError: as `bd_formats_export.check_run`.
     """
     model = self.settings.model
     requested = self.settings.data.chat_options

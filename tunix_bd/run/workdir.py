@@ -2,24 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The workdir rule every recipe follows: where a run writes, and when.
 
-A recipe launch goes through four points, the same in every recipe:
-
-1. `check(config.workdir)` first, before anything is loaded: the workdir is
-   a directory this process can write (or can create), else a `ValueError`
-   naming `workdir`, which the CLI prints as one line.
-2. `check_fingerprint` as soon as the run's fingerprint is known: a resume
-   under other settings is refused before any compute.
-3. `record_fingerprint` once every other check has passed, right before the
-   first training step: a launch that fails leaves no `fingerprint.json`
-   behind to refuse the corrected relaunch.
-4. `resumed` once the trainer has restored its checkpoint: a line saying
-   what was resumed, and `metrics.jsonl` keeps one row per step.
-
-One run at a time writes a workdir (`lock`).
-
-Paths follow one rule (`tunix_bd.files.absolute`): local workdirs are made
-absolute (Orbax needs that), URL workdirs (`gs://bucket/run`) stay URLs and
-are checked without touching the local disk.
+`check` comes before anything loads; `check_fingerprint` as soon as the
+fingerprint is known; `record_fingerprint` right before the first step, so a
+failed launch leaves no `fingerprint.json` to refuse its corrected relaunch;
+`resumed` once the trainer restored its checkpoint; `lock` holds the workdir
+for one run. Local workdirs are made absolute (Orbax needs that), URLs stay
+URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
 """
 
 from __future__ import annotations
@@ -51,17 +39,11 @@ _held: weakref.WeakValueDictionary[str, IO[str]] = weakref.WeakValueDictionary()
 def check(workdir: str, key: str = "workdir") -> str:
   """Fails closed on a workdir a run cannot write; writes nothing.
 
-  Args:
-    workdir: the directory the run writes to (made if missing), or a URL.
-    key: the config key that set it, for the message.
+  A `ValueError` names `key` for a workdir that is unset, is (or lies
+  under) an existing file, or cannot be made or written by this process.
 
   Returns:
     The workdir by the one path rule (`checkpoints` uses the same).
-
-  Raises:
-    ValueError: naming `key` if the workdir is unset, is (or lies under) an
-      existing file, or lies on a read-only file system or in a directory
-      this process may not write.
   """
   if not workdir:
     raise ValueError(f"{key} must be set.")
@@ -126,15 +108,10 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
   file system without `flock` (a note says so).
 
   Args:
-    workdir: the run's workdir.
     create: make the workdir if missing; False: lock only one that exists.
 
   Returns:
     The held lock file, or None where none is taken.
-
-  Raises:
-    ValueError: naming `workdir` and the live run (pid, host, start time)
-      that holds it.
   """
   if files.is_url(workdir):
     return None
@@ -203,9 +180,6 @@ def restoring(workdir: str) -> Iterator[None]:
   Orbax fails on a checkpoint it cannot read (a truncated or lost file)
   with a long traceback; this says it in one line naming the step
   directory, and what to move away to resume from the one before.
-
-  Raises:
-    ValueError: for an error raised inside Orbax while checkpoints exist.
   """
   try:
     yield
@@ -239,7 +213,6 @@ def resumed(
   and before anything is logged. Does nothing for a fresh run (`step` 0).
 
   Args:
-    workdir: the run's workdir.
     step: the update step the trainer restored.
     recipe: the recipe's name, which starts the line.
     relogged_from: `name -> step`: the first step at which the resumed run
