@@ -19,10 +19,10 @@ one run; prints the per-phase median seconds and their ratios, and writes
 import ml_collections
 
 from benchmarks import grpo_step
+from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
-from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import from_scratch
 from tunix_bd.rl import settings
 
@@ -49,15 +49,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data = config_utils.to_section(
       data_settings.DataSettings, num_train=256, num_eval=8
   )
-  # As in `grpo.py`; the AR rollout uses the same token budget, prompt
+  # `grpo.py`'s own; the AR rollout uses the same token budget, prompt
   # length and temperature (Tunix's `vanilla` engine, no vocabulary filter).
-  config.rollout = config_utils.to_section(
-      generate_settings.DecodeSettings,
-      keys=generate_settings.GRPO_ROLLOUT_KEYS,
-      max_prompt_length=40,
-      threshold=0.5,
-      temperature=1.0,
-  )
+  config.rollout = config_files.get_config("grpo").rollout
   # Both learners' GRPO settings, as in `grpo.py`. `num_iterations=2` makes
   # both compute old log-probs, as any run with more than one update per
   # rollout does.
