@@ -138,7 +138,8 @@ def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
   return header, data_start
 
 
-def _weight_files(directory: str) -> list[str]:
+def weight_files(directory: str) -> list[str]:
+  """The `*.safetensors` files of `directory` (those Tunix's loader reads)."""
   return sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
 
 
@@ -148,34 +149,52 @@ def check_weight_files(directory: str) -> None:
   Reads the headers only: tensors past a file's end (an interrupted copy)
   would otherwise fail deep in a loader, naming neither file nor tensor.
   """
-  for name in _weight_files(directory):
+  for name in weight_files(directory):
     path = os.path.join(directory, name)
     with open(path, "rb") as f:
       _read_header(path, f)
 
 
-def _weights_digest(directory: str, streamer: _Streamer) -> str:
-  names = _weight_files(directory)
+def tensor_headers(directory: str) -> dict[str, tuple[str, int, dict]]:
+  """Every tensor of the weight files, from their headers alone.
+
+  Returns `{tensor: (file name, data start, header entry)}`; the entry has
+  `dtype` as safetensors names it (`"BF16"`, `"F32"`, ...), `shape` and
+  `data_offsets`. Raises ValueError for no weight file, a bad or truncated
+  one, or a tensor in two files.
+  """
+  names = weight_files(directory)
   if not names:
     raise ValueError(f"No *.safetensors weight files in {directory}.")
-  with contextlib.ExitStack() as stack:
-    tensors = {}  # tensor name -> (file name, open file, data start, entry)
-    for name in names:
-      path = os.path.join(directory, name)
-      f = stack.enter_context(open(path, "rb"))
+  tensors = {}
+  for name in names:
+    path = os.path.join(directory, name)
+    with open(path, "rb") as f:
       header, data_start = _read_header(path, f)
-      for key, entry in header.items():
-        if key in tensors:
-          raise ValueError(
-              f"Tensor {key!r} is in both {tensors[key][0]} and {name}."
-          )
-        tensors[key] = (name, f, data_start, entry)
-    digest = hashlib.sha256()
+    for key, entry in header.items():
+      if key in tensors:
+        raise ValueError(
+            f"Tensor {key!r} is in both {tensors[key][0]} and {name}."
+        )
+      tensors[key] = (name, data_start, entry)
+  return tensors
+
+
+def _weights_digest(directory: str, streamer: _Streamer) -> str:
+  tensors = tensor_headers(directory)
+  digest = hashlib.sha256()
+  with contextlib.ExitStack() as stack:
+    opened = {}
     for key in sorted(tensors):
-      name, f, data_start, entry = tensors[key]
+      name, data_start, entry = tensors[key]
+      if name not in opened:
+        path = os.path.join(directory, name)
+        opened[name] = stack.enter_context(open(path, "rb"))
       begin, end = entry["data_offsets"]
       _frame(digest, key, entry["dtype"], entry["shape"], end - begin)
-      streamer.update(digest, f, data_start + begin, end - begin, name)
+      streamer.update(
+          digest, opened[name], data_start + begin, end - begin, name
+      )
   return digest.hexdigest()
 
 

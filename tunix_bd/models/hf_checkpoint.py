@@ -24,6 +24,7 @@ from tunix.models.qwen3 import params as qwen3_params
 from tunix_bd import files
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import bd_formats_tokenizer
 
 CONFIG_FILE = "config.json"
@@ -119,14 +120,8 @@ def check_positions(
 def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
   """Every stored tensor's file, shape and header dtype, from the headers:
   HF key -> `(file name, shape, dtype)`, the dtype as safetensors names it
-  (`"BF16"`, `"F32"`, ...)."""
-  # Tunix's loader reads every *.safetensors file in the directory.
-  weight_files = sorted(
-      n for n in os.listdir(checkpoint_dir) if n.endswith(".safetensors")
-  )
-  if not weight_files:
-    raise ValueError(f"No *.safetensors weight files in {checkpoint_dir}.")
-  weight_map = None
+  (`"BF16"`, `"F32"`, ...); checked against the index file if there is one."""
+  found = checkpoint_digest.tensor_headers(checkpoint_dir)
   index_path = os.path.join(checkpoint_dir, INDEX_FILE)
   if os.path.isfile(index_path):
     weight_map = files.read_json(index_path, bd_formats_tokenizer.RECOPY).get(
@@ -134,29 +129,22 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
     )
     if not isinstance(weight_map, dict):
       raise ValueError(f"{index_path} has no 'weight_map' dict.")
+    weight_files = checkpoint_digest.weight_files(checkpoint_dir)
     if set(weight_map.values()) != set(weight_files):
       raise ValueError(
           f"{index_path} lists files {sorted(set(weight_map.values()))} but"
           f" {checkpoint_dir} holds {weight_files}."
       )
-  found = {}
-  for name in weight_files:
-    with safetensors.safe_open(
-        os.path.join(checkpoint_dir, name), framework="numpy"
-    ) as f:
-      for key in f.keys():
-        header = f.get_slice(key)
-        if key in found:
-          raise ValueError(
-              f"Tensor {key!r} is in both {found[key][0]} and {name}."
-          )
-        if weight_map is not None and weight_map.get(key) != name:
-          raise ValueError(
-              f"Tensor {key!r} is in {name} but {INDEX_FILE} says"
-              f" {weight_map.get(key)!r}."
-          )
-        found[key] = (name, tuple(header.get_shape()), header.get_dtype())
-  return found
+    for key, (name, _, _) in found.items():
+      if weight_map.get(key) != name:
+        raise ValueError(
+            f"Tensor {key!r} is in {name} but {INDEX_FILE} says"
+            f" {weight_map.get(key)!r}."
+        )
+  return {
+      key: (name, tuple(entry["shape"]), entry["dtype"])
+      for key, (name, _, entry) in found.items()
+  }
 
 
 def _check_weights(checkpoint_dir: str, config: Any) -> bool:
@@ -248,12 +236,6 @@ def load(
   config = bd_formats.model_config_from_hf(
       read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
   )
-  return _load(checkpoint_dir, config, mesh, remat)
-
-
-def _load(
-    checkpoint_dir: str, config: Any, mesh: Any, remat: str
-) -> tuple[Any, Any]:
   config = dataclasses.replace(
       config, remat_config=families.remat_config(config, remat)
   )

@@ -30,11 +30,8 @@ ARCHITECTURES = {
     "qwen2": "Qwen2ForCausalLM",
 }
 _DTYPES = {
-    "float32": jnp.float32,
-    "bfloat16": jnp.bfloat16,
-    "float16": jnp.float16,
+    name: getattr(jnp, name) for name in ("float32", "bfloat16", "float16")
 }
-MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
 
 
 def required_field(hf_config: dict[str, Any], key: str) -> Any:
@@ -160,26 +157,6 @@ def check_fixed(
       )
 
 
-def check_type(hf_config: Any, model_types: tuple[str, ...]) -> str:
-  """The `model_type`, after checking it and `architectures`."""
-  if not isinstance(hf_config, dict):
-    raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
-  model_type = hf_config.get("model_type")
-  if model_type not in model_types:
-    raise ValueError(
-        f"HF config model_type={model_type!r} is not supported; expected one"
-        f" of {sorted(model_types)}."
-    )
-  architectures = hf_config.get("architectures")
-  if architectures is not None and architectures != [ARCHITECTURES[model_type]]:
-    raise ValueError(
-        f"HF config architectures={architectures!r} is not supported for"
-        f" model_type {model_type!r}; expected"
-        f" [{ARCHITECTURES[model_type]!r}]."
-    )
-  return model_type
-
-
 def attention_fields(
     hf_config: dict[str, Any], default_head_dim: int | None
 ) -> dict[str, Any]:
@@ -230,17 +207,6 @@ def attention_fields(
   )
 
 
-def dtype_fields(compute: Any, params: Any) -> dict[str, Any]:
-  """`dtype` (float32 if None) and `param_dtype` (`dtype` if None)."""
-  compute = check_dtype("dtype", jnp.float32 if compute is None else compute)
-  return dict(
-      dtype=compute,
-      param_dtype=check_dtype(
-          "param_dtype", compute if params is None else params
-      ),
-  )
-
-
 def model_config_from_hf(
     hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
@@ -255,7 +221,21 @@ def model_config_from_hf(
   `param_dtype` defaults to it. The result has `use_flash_attention=False`
   (the flash path ignores custom attention masks).
   """
-  model_type = check_type(hf_config, tuple(ARCHITECTURES))
+  if not isinstance(hf_config, dict):
+    raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
+  model_type = hf_config.get("model_type")
+  if model_type not in ARCHITECTURES:
+    raise ValueError(
+        f"HF config model_type={model_type!r} is not supported; expected one"
+        f" of {sorted(ARCHITECTURES)}."
+    )
+  architectures = hf_config.get("architectures")
+  if architectures is not None and architectures != [ARCHITECTURES[model_type]]:
+    raise ValueError(
+        f"HF config architectures={architectures!r} is not supported for"
+        f" model_type {model_type!r}; expected"
+        f" [{ARCHITECTURES[model_type]!r}]."
+    )
   qwen2 = model_type == "qwen2"
   label = "Qwen2" if qwen2 else "Qwen3"
   qwen3_fixed = () if qwen2 else FIXED_QWEN3_FIELDS
@@ -287,20 +267,24 @@ def model_config_from_hf(
       )
     check_fixed(hf_config, FIXED_MOE_FIELDS, "Qwen3")
   else:
-    for key in () if qwen2 else MOE_FIELDS + ("num_local_experts",):
+    moe_fields = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
+    for key in () if qwen2 else moe_fields + ("num_local_experts",):
       if hf_config.get(key):
         raise ValueError(
             f"HF config {key}={hf_config[key]!r} is an MoE field, but"
             " model_type is 'qwen3'; use model_type 'qwen3_moe'."
         )
     hidden_dim = positive_int(hf_config, "intermediate_size")
+  dtype = check_dtype("dtype", jnp.float32 if dtype is None else dtype)
+  param_dtype = dtype if param_dtype is None else param_dtype
   config_class = qwen2_lib.ModelConfig if qwen2 else qwen3_lib.ModelConfig
   return config_class(
       **attention,
       hidden_dim=hidden_dim,
       rope_theta=theta,
       **moe,
-      **dtype_fields(dtype, param_dtype),
+      dtype=dtype,
+      param_dtype=check_dtype("param_dtype", param_dtype),
       use_flash_attention=False,
   )
 
