@@ -23,7 +23,6 @@ from tunix_bd.core import scoring
 from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
 
 
 def ar_config(mask_token_id: int) -> bd_config_lib.BlockDiffusionConfig:
@@ -90,8 +89,8 @@ def check_compatible(
   # An SDAR student's import may have moved its pad off a stop id that is
   # the teacher's pad (`bd_formats.adapt_tokenizer`): one more added token.
   moved_pad = (
-      student_tokenizer.pad_token == bd_formats_tokenizer.PAD_TOKEN
-      and bd_formats_tokenizer.PAD_TOKEN in extra
+      student_tokenizer.pad_token == bd_formats.PAD_TOKEN
+      and bd_formats.PAD_TOKEN in extra
       and teacher_tokenizer.pad_token_id
       in special_ids.checkpoint_stop_ids(student_tokenizer)
   )
@@ -112,7 +111,7 @@ def check_compatible(
         " block-diffusion student"
         f" {fingerprint_lib.tokenizer_digest(student_tokenizer)}; they must"
         " be identical (the student may only add its mask token, and the"
-        f" pad {bd_formats_tokenizer.PAD_TOKEN!r} its SDAR import gave it)."
+        f" pad {bd_formats.PAD_TOKEN!r} its SDAR import gave it)."
     )
 
 

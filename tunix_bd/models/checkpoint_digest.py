@@ -72,26 +72,24 @@ class CheckpointDigest:
     return hashlib.sha256(parts).hexdigest()
 
 
-class _Streamer:
-  """Feeds byte ranges of files to a hash through one reused buffer."""
+def _buffer(chunk_bytes: int) -> memoryview:
+  """The one buffer, of `chunk_bytes` bytes, that files are read into."""
+  if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int):
+    raise ValueError(f"chunk_bytes must be an int, got {chunk_bytes!r}.")
+  if chunk_bytes < 1:
+    raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}.")
+  return memoryview(bytearray(chunk_bytes))
 
-  def __init__(self, chunk_bytes: int):
-    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int):
-      raise ValueError(f"chunk_bytes must be an int, got {chunk_bytes!r}.")
-    if chunk_bytes < 1:
-      raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}.")
-    self._buffer = memoryview(bytearray(chunk_bytes))
 
-  def update(
-      self, digest, f: BinaryIO, offset: int, length: int, name: str
-  ) -> None:
-    f.seek(offset)
-    while length:
-      read = f.readinto(self._buffer[: min(length, len(self._buffer))])
-      if not read:
-        raise ValueError(f"{name} ended {length} bytes early.")
-      digest.update(self._buffer[:read])
-      length -= read
+def _stream(digest, buffer, f: BinaryIO, offset: int, length: int, name: str):
+  """Feeds `length` bytes of `f` from `offset` to `digest` through `buffer`."""
+  f.seek(offset)
+  while length:
+    read = f.readinto(buffer[: min(length, len(buffer))])
+    if not read:
+      raise ValueError(f"{name} ended {length} bytes early.")
+    digest.update(buffer[:read])
+    length -= read
 
 
 def _frame(digest, *fields) -> None:
@@ -180,7 +178,7 @@ def tensor_headers(directory: str) -> dict[str, tuple[str, int, dict]]:
   return tensors
 
 
-def _weights_digest(directory: str, streamer: _Streamer) -> str:
+def _weights_digest(directory: str, buffer: memoryview) -> str:
   tensors = tensor_headers(directory)
   digest = hashlib.sha256()
   with contextlib.ExitStack() as stack:
@@ -192,14 +190,14 @@ def _weights_digest(directory: str, streamer: _Streamer) -> str:
         opened[name] = stack.enter_context(open(path, "rb"))
       begin, end = entry["data_offsets"]
       _frame(digest, key, entry["dtype"], entry["shape"], end - begin)
-      streamer.update(
-          digest, opened[name], data_start + begin, end - begin, name
+      _stream(
+          digest, buffer, opened[name], data_start + begin, end - begin, name
       )
   return digest.hexdigest()
 
 
 def _files_digest(
-    directory: str, names: tuple[str, ...], streamer: _Streamer
+    directory: str, names: tuple[str, ...], buffer: memoryview
 ) -> str | None:
   """The digest of the files of `names` present, or None if none is."""
   paths = {n: os.path.join(directory, n) for n in sorted(names)}
@@ -212,7 +210,7 @@ def _files_digest(
       size = os.fstat(f.fileno()).st_size
       if len(names) > 1:  # A part of one file is just its bytes.
         _frame(digest, name, size)
-      streamer.update(digest, f, 0, size, name)
+      _stream(digest, buffer, f, 0, size, name)
   return digest.hexdigest()
 
 
@@ -224,7 +222,7 @@ def digest_file(
   if not os.path.isfile(path):
     raise ValueError(f"{path} is not a file.")
   directory, name = os.path.split(path)
-  return _files_digest(directory, (name,), _Streamer(chunk_bytes))
+  return _files_digest(directory, (name,), _buffer(chunk_bytes))
 
 
 def digest_checkpoint(
@@ -242,8 +240,8 @@ def digest_checkpoint(
   directory = os.fspath(directory)
   if not os.path.isdir(directory):
     raise ValueError(f"Checkpoint directory {directory} does not exist.")
-  streamer = _Streamer(chunk_bytes)
-  config = _files_digest(directory, (CONFIG_FILE,), streamer)
+  buffer = _buffer(chunk_bytes)
+  config = _files_digest(directory, (CONFIG_FILE,), buffer)
   if config is None:
     raise ValueError(
         f"{directory} is not a Hugging Face checkpoint directory:"
@@ -251,9 +249,9 @@ def digest_checkpoint(
     )
   return CheckpointDigest(
       config=config,
-      weights=_weights_digest(directory, streamer),
-      tokenizer=_files_digest(directory, TOKENIZER_FILES, streamer),
-      settings=_files_digest(directory, (SETTINGS_FILE,), streamer),
+      weights=_weights_digest(directory, buffer),
+      tokenizer=_files_digest(directory, TOKENIZER_FILES, buffer),
+      settings=_files_digest(directory, (SETTINGS_FILE,), buffer),
   )
 
 

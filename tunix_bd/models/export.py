@@ -186,22 +186,6 @@ def _write_weights(
     json.dump(index, f, indent=2, sort_keys=True)
 
 
-def _check_model(model: Any) -> None:
-  name = families.family(model.config)
-  if name not in _EXPORTABLE or not isinstance(
-      model, families.MODEL_CLASSES[name]
-  ):
-    raise ValueError(
-        "model must be a Tunix Qwen3 or Qwen2, got"
-        f" {type(model).__module__}.{type(model).__name__}."
-    )
-  if any(isinstance(v, nnx.LoRAParam) for _, v in nnx.iter_graph(model)):
-    raise ValueError(
-        "model has LoRA parameters (nnx.LoRAParam); merge them into the base"
-        " weights before exporting a Hugging Face checkpoint."
-    )
-
-
 def save_checkpoint(
     model: Any,
     output_dir: str | os.PathLike[str],
@@ -210,7 +194,6 @@ def save_checkpoint(
     source: hf_source.Source | None = None,
     dtype: str | None = None,
     stop_ids: Iterable[int] = (),
-    hf_config_extra: dict[str, Any] | None = None,
     max_shard_bytes: int | None = None,
 ) -> None:
   """Exports a Tunix Qwen3 or Qwen2 as a Hugging Face checkpoint directory.
@@ -226,29 +209,23 @@ def save_checkpoint(
       source's (the model's without a source).
     stop_ids: Further ids that end generation, for the generation config of
       a model without a source.
-    hf_config_extra: Extra `config.json` keys; they may not override a key
-      that is already there.
     max_shard_bytes: If set, weights are split into shards of at most this
       many bytes (a larger tensor gets its own shard) with an index file.
   """
-  _check_model(model)
-  if max_shard_bytes is not None and (
-      isinstance(max_shard_bytes, bool)
-      or not isinstance(max_shard_bytes, int)
-      or max_shard_bytes <= 0
+  name = families.family(model.config)
+  if name not in _EXPORTABLE or not isinstance(
+      model, families.MODEL_CLASSES[name]
   ):
     raise ValueError(
-        f"max_shard_bytes={max_shard_bytes!r} must be a positive integer."
+        "model must be a Tunix Qwen3 or Qwen2, got"
+        f" {type(model).__module__}.{type(model).__name__}."
+    )
+  if any(isinstance(v, nnx.LoRAParam) for _, v in nnx.iter_graph(model)):
+    raise ValueError(
+        "model has LoRA parameters (nnx.LoRAParam); merge them into the base"
+        " weights before exporting a Hugging Face checkpoint."
     )
   dtype = hf_source.check_dtype(dtype, "dtype")
-  if tokenizer is not None:
-    import transformers  # pylint: disable=g-import-not-at-top
-
-    if not isinstance(tokenizer, transformers.PreTrainedTokenizerBase):
-      raise ValueError(
-          "tokenizer must be a transformers PreTrainedTokenizerBase, got"
-          f" {type(tokenizer)}."
-      )
   output_dir = os.path.abspath(os.fspath(output_dir))
   if os.path.lexists(output_dir) and (
       not os.path.isdir(output_dir) or os.listdir(output_dir)
@@ -269,10 +246,6 @@ def save_checkpoint(
       tokenizer=tokenizer,
       file_dtypes=dtypes.values(),
   )
-  for key, value in (hf_config_extra or {}).items():
-    if key in config_json:
-      raise ValueError(f"hf_config_extra key {key!r} is already in config.")
-    config_json[key] = value
   generation_config = hf_source.generation_config_json(
       source, tokenizer, stop_ids
   )

@@ -25,7 +25,6 @@ from tunix_bd import files
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
 from tunix_bd.models import checkpoint_digest
-from tunix_bd.models import bd_formats_tokenizer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -89,7 +88,7 @@ def read_config(checkpoint_dir: str) -> dict[str, Any]:
         f"{checkpoint_dir} is not a Hugging Face checkpoint directory:"
         f" {CONFIG_FILE} not found."
     )
-  return files.read_json(path, bd_formats_tokenizer.RECOPY)
+  return files.read_json(path, bd_formats.RECOPY)
 
 
 def check_positions(
@@ -124,7 +123,7 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
   found = checkpoint_digest.tensor_headers(checkpoint_dir)
   index_path = os.path.join(checkpoint_dir, INDEX_FILE)
   if os.path.isfile(index_path):
-    weight_map = files.read_json(index_path, bd_formats_tokenizer.RECOPY).get(
+    weight_map = files.read_json(index_path, bd_formats.RECOPY).get(
         "weight_map"
     )
     if not isinstance(weight_map, dict):

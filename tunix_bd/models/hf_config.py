@@ -50,11 +50,8 @@ def positive_int(hf_config: dict[str, Any], key: str) -> int:
 
 
 def check_dtype(name: str, value: Any) -> Any:
-  """`value` as one of the supported JAX dtypes; `name` is the setting.
-
-  Raises:
-    ValueError: naming `name`, for anything but float32, bfloat16, float16.
-  """
+  """`value` as a JAX dtype; a ValueError naming the setting `name` for
+  anything but float32, bfloat16 and float16."""
   try:
     key = jnp.dtype(value).name
   except TypeError as e:
@@ -67,12 +64,9 @@ def check_dtype(name: str, value: Any) -> Any:
 def rope_theta(hf_config: dict[str, Any], label: str, applied: Any) -> Any:
   """The RoPE base, after checking that the Tunix model implements the RoPE.
 
-  Args:
-    hf_config: the parsed `config.json`.
-    label: the family, for messages.
-    applied: the base the family's attention rotates with whatever its
-      config says (`compat.ROPE_THETA_APPLIED`), or None if it applies the
-      config's.
+  `label` names the family in messages; `applied` is the base its attention
+  rotates with whatever its config says (`compat.ROPE_THETA_APPLIED`), or
+  None if it applies the config's.
   """
   theta = hf_config.get("rope_theta")
   # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.

@@ -27,7 +27,6 @@ import transformers
 from tunix_bd import files
 from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config
 
@@ -56,7 +55,7 @@ def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
   generation_config = None
   path = os.path.join(checkpoint_dir, GENERATION_CONFIG_FILE)
   if os.path.isfile(path):
-    generation_config = files.read_json(path, bd_formats_tokenizer.RECOPY)
+    generation_config = files.read_json(path, bd_formats.RECOPY)
     if not isinstance(generation_config, dict):
       raise ValueError(f"{path} must hold a JSON object.")
   headers = hf_checkpoint.tensor_headers(checkpoint_dir)
@@ -69,9 +68,7 @@ def read(checkpoint_dir: str | os.PathLike[str]) -> Source:
 
 def check_dtype(value: Any, key: str = "export.dtype") -> str | None:
   """The weight dtype an export setting asks for; None keeps the source's.
-
-  Raises ValueError naming `key` for anything but "" (or None) and
-  `EXPORT_DTYPES`.
+  A ValueError names `key` for anything but "" (or None) and `EXPORT_DTYPES`.
   """
   if value is None or value == "":
     return None
@@ -119,9 +116,8 @@ def config_json(
 ) -> dict[str, Any]:
   """The exported `config.json`, for weight files holding `file_dtypes`.
 
-  Its fields: docs/design.md "Hugging Face checkpoints in and out".
-
-  Raises ValueError if the source's config describes another model than
+  Its fields: docs/design.md "Hugging Face checkpoints in and out". Raises
+  ValueError if the source's config describes another model than
   `model_config` (in any field but `vocab_size`).
   """
   derived = hf_config.config_to_hf(model_config)
@@ -137,21 +133,17 @@ def config_json(
     if len(file_dtypes) == 1:
       present = [k for k in _DTYPE_KEYS if k in out] or ["dtype"]
       out.update(dict.fromkeys(present, file_dtypes[0]))
-    _check_describes(out, derived)
+    # Fails closed unless `out` parses to the model `derived` describes.
+    parsed = hf_config.config_to_hf(bd_formats.model_config_from_hf(out))
+    for key, value in derived.items():
+      if key != "dtype" and parsed[key] != value:
+        raise ValueError(
+            f"the source config.json says {key}={parsed[key]!r} but the"
+            f" exported model has {value!r}; refusing to export a"
+            " config.json that describes another model."
+        )
   out.setdefault("transformers_version", transformers.__version__)
   return out
-
-
-def _check_describes(out: dict[str, Any], derived: dict[str, Any]) -> None:
-  """Fails closed unless `out` parses to the model `derived` describes."""
-  parsed = hf_config.config_to_hf(bd_formats.model_config_from_hf(out))
-  for key, value in derived.items():
-    if key != "dtype" and parsed[key] != value:
-      raise ValueError(
-          f"the source config.json says {key}={parsed[key]!r} but the"
-          f" exported model has {value!r}; refusing to export a config.json"
-          " that describes another model."
-      )
 
 
 def generation_config_json(

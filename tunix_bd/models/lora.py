@@ -61,12 +61,6 @@ def apply_lora(
   return lora_model
 
 
-def _node(root: Any, path: tuple[Any, ...]) -> Any:
-  for key in path:
-    root = root[key] if isinstance(key, int) else getattr(root, key)
-  return root
-
-
 def merge_lora(
     lora_model: nnx.Module, config: Any, *, alpha: float
 ) -> nnx.Module:
@@ -77,7 +71,9 @@ def merge_lora(
   for path, param in nnx.iter_graph(merged):
     if not isinstance(param, nnx.Param):
       continue
-    owner, name = _node(lora_model, path[:-1]), path[-1]
+    owner, name = lora_model, path[-1]
+    for key in path[:-1]:
+      owner = owner[key] if isinstance(key, int) else getattr(owner, key)
     value = np.asarray(jax.device_get(getattr(owner, name)[...]))
     lora_a = getattr(owner, name + _SUFFIX_A, None)
     if lora_a is not None:

@@ -119,15 +119,14 @@ def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
   return token
 
 
-def resize_vocab(model: Any, num_new_tokens: int) -> tuple[Any, Any]:
-  """Appends embedding rows (and untied lm_head columns) to a Tunix model.
+def resize_vocab(model: Any) -> tuple[Any, Any]:
+  """Appends an embedding row (and untied lm_head column) to a Tunix model.
 
   `model` is a Tunix Qwen3, Qwen2 or Llama 3 without LoRA params, left
-  unchanged; the new rows' ids are `vocab_size .. vocab_size +
-  num_new_tokens - 1`, each the mean of the existing rows (in float32, cast
-  back), every other weight copied bit-identically. The new arrays are
-  placed by `jnp.concatenate`; reshard a sharded model afterwards. Returns
-  `(new_model, new_config)`.
+  unchanged; the new row's id is `vocab_size`, its value the mean of the
+  existing rows (in float32, cast back), every other weight copied
+  bit-identically. The new arrays are placed by `jnp.concatenate`; reshard
+  a sharded model afterwards. Returns `(new_model, new_config)`.
   """
   if not isinstance(model, tuple(families.MODEL_CLASSES.values())):
     raise ValueError(
@@ -135,23 +134,14 @@ def resize_vocab(model: Any, num_new_tokens: int) -> tuple[Any, Any]:
         f" {type(model).__name__}."
     )
   model_class = families.model_class(model.config)
-  if (
-      isinstance(num_new_tokens, bool)
-      or not isinstance(num_new_tokens, int)
-      or num_new_tokens < 1
-  ):
-    raise ValueError(
-        f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}."
-    )
   config = dataclasses.replace(
-      model.config, vocab_size=model.config.vocab_size + num_new_tokens
+      model.config, vocab_size=model.config.vocab_size + 1
   )
   params = nnx.state(model).to_pure_dict()
 
   def mean_rows(w: jax.Array, axis: int) -> jax.Array:
     mean = jnp.mean(w.astype(jnp.float32), axis=axis, keepdims=True)
-    new = jnp.repeat(mean.astype(w.dtype), num_new_tokens, axis=axis)
-    return jnp.concatenate([w, new], axis=axis)
+    return jnp.concatenate([w, mean.astype(w.dtype)], axis=axis)
 
   embedding = params["embedder"]["input_embedding"]
   params["embedder"]["input_embedding"] = mean_rows(embedding, axis=0)
@@ -203,7 +193,7 @@ def provision_mask_token(
         " embedding rows."
     )
   if new_id == vocab_size:
-    model, config = resize_vocab(model, 1)
+    model, config = resize_vocab(model)
   else:
     config = model.config
   tokenizer.add_special_tokens({"mask_token": token})

@@ -25,7 +25,7 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.core import splash_attention
-from tunix_bd.models import bd_formats_export
+from tunix_bd.models import bd_export
 from tunix_bd.models import export as export_lib
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_source
@@ -352,9 +352,11 @@ class ExportSettings:
 
   # What is written at the end, never what the checkpoints mean.
   dtype: str = config_utils.resumable(default="")
-  format: str = config_utils.resumable(default=bd_formats_export.TUNIX_BD)
+  format: str = config_utils.resumable(default=bd_export.TUNIX_BD)
   reference_code: str = config_utils.resumable(default="")
 
   def __post_init__(self):
     hf_source.check_dtype(self.dtype, "export.dtype")
-    bd_formats_export.check_options(self)
+    bd_export.check_reference_code(
+        bd_export.check_format(self.format), self.reference_code
+    )

@@ -49,7 +49,6 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.models import bd_export
-from tunix_bd.models import bd_formats_export
 from tunix_bd.models import hf_source
 from tunix_bd.run import models
 from tunix_bd.run import provenance
@@ -291,13 +290,16 @@ class Stage(Generic[SettingsT]):
     requested = self.settings.data.chat_options
     if ar_mask_token is None:
       chat_options = models.trained_chat_options(model, key, requested)
-      mask_token = bd_formats_export.mask_token_string(
-          tokenizer, bd.mask_token_id
+      mask_id = bd.mask_token_id  # No string names a row past the tokenizer.
+      mask_token = (
+          tokenizer.convert_ids_to_tokens(mask_id)
+          if mask_id < len(tokenizer)
+          else None
       )
     else:
       chat_options, mask_token = requested, ar_mask_token
     hf_files = models.hf_files(model, key)
-    bd_formats_export.check_run(
+    bd_export.check_run(
         self.settings.export,
         bd=bd,
         mask_token=mask_token,

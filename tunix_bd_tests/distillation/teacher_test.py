@@ -13,7 +13,6 @@ from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd_tests import test_common
 
 _VOCAB = 64
@@ -146,7 +145,7 @@ class TeacherCompatibilityTest(absltest.TestCase):
     teacher = tokenizer_lib.load_tokenizer(teacher_dir, template)
     self.assertEqual(
         (student.pad_token, teacher.pad_token),
-        (bd_formats_tokenizer.PAD_TOKEN, "<|endoftext|>"),
+        (bd_formats.PAD_TOKEN, "<|endoftext|>"),
     )
     teacher_lib.check_compatible(teacher_dir, teacher, student)
     # A pad of its own only where the teacher's pad is one of its stop ids.

@@ -400,7 +400,7 @@ class RoundTripTest(parameterized.TestCase):
       if key != "transformers_version":
         self.assertEqual(config[key], value, key)
     # [<|im_end|>, <|endoftext|>] as theirs, not the pad an SDAR import
-    # gives (bd_formats_tokenizer.PAD_TOKEN), which neither format's code
+    # gives (bd_formats.PAD_TOKEN), which neither format's code
     # stops at.
     generation = _read(out, "generation_config.json")
     self.assertEqual(generation["eos_token_id"], [2, 0])

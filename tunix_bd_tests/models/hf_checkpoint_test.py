@@ -263,12 +263,7 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 3)
     out = os.path.join(_tempdir(self), "export")
 
-    export.save_checkpoint(
-        model,
-        out,
-        max_shard_bytes=max_shard_bytes,
-        hf_config_extra={"max_position_embeddings": 256, "eos_token_id": 2},
-    )
+    export.save_checkpoint(model, out, max_shard_bytes=max_shard_bytes)
     loaded, loaded_config = hf_checkpoint.load(out)
 
     names = os.listdir(out)
