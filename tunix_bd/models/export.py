@@ -55,50 +55,23 @@ def _merge_out_heads(w: np.ndarray) -> np.ndarray:
 
 # Inverse of `qwen3_params._get_key_and_transform_mapping` (and Qwen2's, which
 # adds the q/k/v biases and lacks q/k norms): Tunix parameter path -> (HF
-# key, Tunix layout -> HF [out, in] layout). A key with "{e}" names one
+# key, Tunix layout -> HF [out, in] layout). A layer's parameters are matched
+# below `layers.N.` (`model.layers.N.` in HF); a key with "{e}" names one
 # expert of a stacked [experts, in, out] parameter.
 _EXPORT_RULES = (
     (r"embedder\.input_embedding", "model.embed_tokens.weight", None),
     (r"final_norm\.w", "model.norm.weight", None),
     (r"lm_head\.w", "lm_head.weight", np.transpose),
+    (r"attn\.([qkv])_proj\.w", r"self_attn.\1_proj.weight", _merge_in_heads),
+    (r"attn\.o_proj\.w", "self_attn.o_proj.weight", _merge_out_heads),
+    (r"attn\.([qkv])_bias", r"self_attn.\1_proj.bias", None),
+    (r"attn\.([qk])_norm\.w", r"self_attn.\1_norm.weight", None),
+    (r"(input_layernorm|post_attention_layernorm)\.w", r"\1.weight", None),
+    (r"mlp\.(gate|up|down)_proj\.kernel", r"mlp.\1_proj.weight", np.transpose),
+    (r"mlp\.router\.kernel", "mlp.gate.weight", np.transpose),
     (
-        r"layers\.(\d+)\.attn\.([qkv])_proj\.w",
-        r"model.layers.\1.self_attn.\2_proj.weight",
-        _merge_in_heads,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.o_proj\.w",
-        r"model.layers.\1.self_attn.o_proj.weight",
-        _merge_out_heads,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.([qkv])_bias",
-        r"model.layers.\1.self_attn.\2_proj.bias",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.([qk])_norm\.w",
-        r"model.layers.\1.self_attn.\2_norm.weight",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.(input_layernorm|post_attention_layernorm)\.w",
-        r"model.layers.\1.\2.weight",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.(gate|up|down)_proj\.kernel",
-        r"model.layers.\1.mlp.\2_proj.weight",
-        np.transpose,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.router\.kernel",
-        r"model.layers.\1.mlp.gate.weight",
-        np.transpose,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.(gate|up|down)_proj",
-        r"model.layers.\1.mlp.experts.{e}.\2_proj.weight",
+        r"mlp\.(gate|up|down)_proj",
+        r"mlp.experts.{e}.\1_proj.weight",
         np.transpose,
     ),
 )
@@ -110,9 +83,13 @@ def _hf_tensors(model: Any) -> dict[str, np.ndarray]:
   for path, variable in nnx.state(model, nnx.Param).flat_state():
     name = ".".join(str(p) for p in path)
     value = _to_host(variable.get_value())
+    layer = re.match(r"layers\.\d+\.", name)
+    prefix, rest = (
+        (f"model.{layer[0]}", name[layer.end() :]) if layer else ("", name)
+    )
     for pattern, hf_key, transform in _EXPORT_RULES:
-      if re.fullmatch(pattern, name):
-        hf_key = re.sub(pattern, hf_key, name)
+      if re.fullmatch(pattern, rest):
+        hf_key = prefix + re.sub(pattern, hf_key, rest)
         if "{e}" in hf_key:
           parts = {hf_key.format(e=e): w for e, w in enumerate(value)}
         else:

@@ -37,11 +37,8 @@ def apply_lora(
     seed: int = 0,
     mesh: jax.sharding.Mesh | None = None,
 ) -> nnx.Module:
-  """`model` with LoRA adapters on the modules matching `module_path`."""
-  if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-    raise ValueError(f"lora.rank must be an int >= 1, got {rank!r}.")
-  if not alpha > 0:
-    raise ValueError(f"lora.alpha must be > 0, got {alpha!r}.")
+  """`model` with LoRA adapters on the modules matching `module_path`;
+  `rank` >= 1 and `alpha` > 0 are checked by `sections.LoraSettings`."""
   provider = qwix.LoraProvider(
       module_path=module_path, rank=rank, alpha=float(alpha)
   )
