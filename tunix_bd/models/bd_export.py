@@ -36,7 +36,6 @@ from tunix_bd.models import export
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config
-from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 
 TUNIX_BD = "tunix_bd"
@@ -180,7 +179,7 @@ def check_run(
     bd: Any,
     mask_token: str | None,
     vocab_size: int,
-    source: hf_source.Source | None,
+    source: hf_checkpoint.Source | None,
     scratch: Any = None,
 ) -> None:
   """Before any compute: the run's model is exportable as `section` asks.
@@ -208,7 +207,7 @@ def export_block_diffusion(
     *,
     bd: bd_config_lib.BlockDiffusionConfig,
     chat_options: chat.ChatOptions,
-    source: hf_source.Source | None,
+    source: hf_checkpoint.Source | None,
     dtype: str | None = None,
     stop_ids: Iterable[int] = (),
     extra: Mapping[str, Any] | None = None,
@@ -253,7 +252,7 @@ def export_block_diffusion(
       tokenizer,
       export_dir,
       source=source,
-      dtype=hf_source.check_dtype(dtype, "export.dtype"),
+      dtype=hf_checkpoint.check_export_dtype(dtype, "export.dtype"),
       stop_ids=stop_ids,
   )
   if fmt != TUNIX_BD:
@@ -310,12 +309,12 @@ def format_source(
     fmt: str,
     model_config: Any,
     *,
-    source: hf_source.Source | None,
+    source: hf_checkpoint.Source | None,
     tokenizer: Any,
     bd: bd_config_lib.BlockDiffusionConfig,
     stop_ids: Iterable[int] = (),
-) -> hf_source.Source:
-  """The `hf_source.Source` whose export is `fmt`'s `config.json` and files:
+) -> hf_checkpoint.Source:
+  """The `hf_checkpoint.Source` whose export is `fmt`'s `config.json` and files:
   the source's (or the model's) config with the format's fields. `tokenizer`
   is the one before SDAR's EOS change (`export_block_diffusion`).
   """
@@ -323,7 +322,7 @@ def format_source(
   if source is None:
     config = {
         **hf_config.config_to_hf(model_config),
-        **hf_source.tokenizer_ids(tokenizer),
+        **hf_checkpoint.tokenizer_ids(tokenizer),
     }
   else:  # A source in another format gives its Qwen3/Qwen2 config.
     found = bd_formats.detect(source.config)
@@ -371,10 +370,10 @@ def format_source(
   if config.get("bos_token_id") is not None:
     generation["bos_token_id"] = config["bos_token_id"]
   if source is not None:
-    return hf_source.Source(config, generation, source.tensor_dtypes)
+    return hf_checkpoint.Source(config, generation, source.tensor_dtypes)
   dtype = jnp.dtype(model_config.param_dtype).name
   keys = hf_checkpoint.expected_shapes(model_config)
-  return hf_source.Source(config, generation, dict.fromkeys(keys, dtype))
+  return hf_checkpoint.Source(config, generation, dict.fromkeys(keys, dtype))
 
 
 def write_legacy_tokenizer_config(export_dir: str) -> None:

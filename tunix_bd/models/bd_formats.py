@@ -108,11 +108,8 @@ _BY_ARCHITECTURE = {f.architecture: f for f in FORMATS.values()}
 
 
 def detect(raw: Any) -> Format | None:
-  """The format of a parsed `config.json`, or None for any other config.
-
-  Raises ValueError for a config that names one format's `model_type` and
-  another's `architectures`, or the reverse.
-  """
+  """The format of a parsed `config.json`, or None for any other config; a
+  ValueError where its `model_type` and `architectures` disagree on it."""
   if not isinstance(raw, dict):
     return None
   fmt = _BY_MODEL_TYPE.get(raw.get("model_type"))
@@ -163,11 +160,8 @@ def family_config(raw: dict[str, Any], fmt: Format) -> dict[str, Any]:
 def model_config_from_hf(
     raw: Any, *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
-  """`hf_config.model_config_from_hf`, reading the formats too.
-
-  `raw` is a parsed Qwen3, Qwen3-MoE, Qwen2, SDAR or Fast-dLLM v2
-  `config.json`.
-  """
+  """`hf_config.model_config_from_hf` of a parsed Qwen3, Qwen3-MoE, Qwen2,
+  SDAR or Fast-dLLM v2 `config.json`."""
   fmt = detect(raw)
   if fmt is None:
     return hf_config.model_config_from_hf(
@@ -221,11 +215,9 @@ def _mask_id(
 def settings(
     directory: str, key: str | None = None
 ) -> bd_config_lib.BlockDiffusionConfig | None:
-  """The block-diffusion settings of an SDAR or Fast-dLLM v2 directory.
-
-  The settings their code trains and decodes with, or None if the directory
-  is in neither format. `key` (e.g. `model.checkpoint`) names it in errors.
-  """
+  """The block-diffusion settings an SDAR or Fast-dLLM v2 directory's code
+  trains and decodes with, or None for a directory in neither format; `key`
+  (e.g. `model.checkpoint`) names it in errors."""
   found = read_dir(directory)
   if found is None:
     return None

@@ -214,6 +214,19 @@ def _files_digest(
   return digest.hexdigest()
 
 
+def config_path(directory: str) -> str:
+  """The `config.json` of a checkpoint directory, which must both exist."""
+  if not os.path.isdir(directory):
+    raise ValueError(f"Checkpoint directory {directory} does not exist.")
+  path = os.path.join(directory, CONFIG_FILE)
+  if not os.path.isfile(path):
+    raise ValueError(
+        f"{directory} is not a Hugging Face checkpoint directory:"
+        f" {CONFIG_FILE} not found."
+    )
+  return path
+
+
 def digest_file(
     path: str | os.PathLike[str], *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
 ) -> str:
@@ -238,17 +251,10 @@ def digest_checkpoint(
   `config.json`, no or bad weight files, or a tensor in two files.
   """
   directory = os.fspath(directory)
-  if not os.path.isdir(directory):
-    raise ValueError(f"Checkpoint directory {directory} does not exist.")
+  config_path(directory)
   buffer = _buffer(chunk_bytes)
-  config = _files_digest(directory, (CONFIG_FILE,), buffer)
-  if config is None:
-    raise ValueError(
-        f"{directory} is not a Hugging Face checkpoint directory:"
-        f" {CONFIG_FILE} not found."
-    )
   return CheckpointDigest(
-      config=config,
+      config=_files_digest(directory, (CONFIG_FILE,), buffer),
       weights=_weights_digest(directory, buffer),
       tokenizer=_files_digest(directory, TOKENIZER_FILES, buffer),
       settings=_files_digest(directory, (SETTINGS_FILE,), buffer),

@@ -5,7 +5,7 @@
 An export is an HF-style Qwen3 or Qwen2 directory (`config.json`,
 `generation_config.json`, `model.safetensors` or shards with an index, in
 the layout `hf_checkpoint` reads) with its tokenizer; what it keeps of its
-source checkpoint is `hf_source`'s. Directories are written to a temporary
+source checkpoint is `hf_checkpoint`'s. Directories are written to a temporary
 sibling and renamed into place, so a crash never leaves half an export.
 Also finds the block-diffusion exports that exist under a directory.
 """
@@ -31,8 +31,8 @@ from safetensors import numpy as safetensors_np
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import families
+from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 
 # The families that have a Hugging Face layout here.
 _EXPORTABLE = ("qwen3", "qwen2")
@@ -168,7 +168,7 @@ def save_checkpoint(
     output_dir: str | os.PathLike[str],
     *,
     tokenizer: Any = None,
-    source: hf_source.Source | None = None,
+    source: hf_checkpoint.Source | None = None,
     dtype: str | None = None,
     stop_ids: Iterable[int] = (),
     max_shard_bytes: int | None = None,
@@ -177,17 +177,13 @@ def save_checkpoint(
 
   On multi-host runs every process gathers the parameters and process 0
   writes. LoRA models are refused (merge the adapters first); `output_dir`
-  must not exist or be empty.
-
-  Args:
-    source: The checkpoint the model was loaded from (`hf_source.read`), or
-      None for a model trained from scratch.
-    dtype: The weight dtype (`hf_source.EXPORT_DTYPES`); None keeps the
-      source's (the model's without a source).
-    stop_ids: Further ids that end generation, for the generation config of
-      a model without a source.
-    max_shard_bytes: If set, weights are split into shards of at most this
-      many bytes (a larger tensor gets its own shard) with an index file.
+  must not exist or be empty. `source` is the checkpoint the model was
+  loaded from (`hf_checkpoint.read`), None for one trained from scratch; `dtype`
+  the weight dtype (`hf_checkpoint.EXPORT_DTYPES`), None for the source's (the
+  model's without a source); `stop_ids` end generation in a sourceless
+  model's generation config; with `max_shard_bytes`, weights are split into
+  shards of at most that many bytes (a larger tensor gets its own) with an
+  index file.
   """
   name = families.family(model.config)
   if name not in _EXPORTABLE or not isinstance(
@@ -202,7 +198,7 @@ def save_checkpoint(
         "model has LoRA parameters (nnx.LoRAParam); merge them into the base"
         " weights before exporting a Hugging Face checkpoint."
     )
-  dtype = hf_source.check_dtype(dtype, "dtype")
+  dtype = hf_checkpoint.check_export_dtype(dtype, "dtype")
   output_dir = os.path.abspath(os.fspath(output_dir))
   if os.path.lexists(output_dir) and (
       not os.path.isdir(output_dir) or os.listdir(output_dir)
@@ -212,18 +208,18 @@ def save_checkpoint(
         " directory; refusing to overwrite it."
     )
   tensors = _hf_tensors(model)
-  dtypes = hf_source.tensor_dtypes(tensors, source=source, dtype=dtype)
+  dtypes = hf_checkpoint.tensor_dtypes(tensors, source=source, dtype=dtype)
   tensors = {
       key: value.astype(_NUMPY_DTYPES.get(dtypes[key], dtypes[key]))
       for key, value in tensors.items()
   }
-  config_json = hf_source.config_json(
+  config_json = hf_checkpoint.config_json(
       model.config,
       source=source,
       tokenizer=tokenizer,
       file_dtypes=dtypes.values(),
   )
-  generation_config = hf_source.generation_config_json(
+  generation_config = hf_checkpoint.generation_config_json(
       source, tokenizer, stop_ids
   )
   if jax.process_index() != 0:
@@ -238,7 +234,7 @@ def save_checkpoint(
       tokenizer.save_pretrained(tmp_dir)
     _write_json(tmp_dir, hf_checkpoint.CONFIG_FILE, config_json)
     if generation_config is not None:
-      _write_json(tmp_dir, hf_source.GENERATION_CONFIG_FILE, generation_config)
+      _write_json(tmp_dir, bd_formats.GENERATION_CONFIG_FILE, generation_config)
     _write_weights(tmp_dir, tensors, max_shard_bytes)
     _fsync_tree(tmp_dir)
     # rename(2) atomically replaces an empty directory and fails otherwise.
@@ -260,7 +256,7 @@ def export_checkpoint(
     tokenizer: Any,
     export_dir: str,
     *,
-    source: hf_source.Source | None = None,
+    source: hf_checkpoint.Source | None = None,
     dtype: str | None = None,
     stop_ids: Iterable[int] = (),
 ) -> None:

@@ -29,9 +29,7 @@ ARCHITECTURES = {
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
 }
-_DTYPES = {
-    name: getattr(jnp, name) for name in ("float32", "bfloat16", "float16")
-}
+_DTYPES = ("float32", "bfloat16", "float16")
 
 
 def required_field(hf_config: dict[str, Any], key: str) -> Any:
@@ -58,7 +56,7 @@ def check_dtype(name: str, value: Any) -> Any:
     raise ValueError(f"{name}={value!r} is not a dtype.") from e
   if key not in _DTYPES:
     raise ValueError(f"{name}={value!r} is not one of {sorted(_DTYPES)}.")
-  return _DTYPES[key]
+  return getattr(jnp, key)
 
 
 def rope_theta(hf_config: dict[str, Any], label: str, applied: Any) -> Any:

@@ -171,13 +171,12 @@ def provision_mask_token(
     *,
     stop_ids: Iterable[int] = (),
 ) -> tuple[Any, Any, int]:
-  """Returns a model, config and mask id with `token` as the mask token.
+  """`(model, model_config, mask_id)` with `token` as the mask token.
 
-  If the tokenizer has `token` it is reused. Otherwise it is added to the
-  tokenizer (in place); its id reuses an unused embedding row when the model
-  has rows past the tokenizer, else the model gains one row. Either way it
-  becomes the tokenizer's `mask_token`. Returns `(model, model_config,
-  mask_id)`; the model is the input when no row was added.
+  The tokenizer's `token` is reused; else it is added to the tokenizer (in
+  place) at an unused embedding row past the tokenizer, or at a row the
+  model gains (the model is the input when none was added). Either way it
+  becomes the tokenizer's `mask_token`.
   """
   vocab_size = model.config.vocab_size
   if token in tokenizer.get_vocab():
@@ -192,10 +191,10 @@ def provision_mask_token(
         f"the tokenizer has {new_id} ids but the model only {vocab_size}"
         " embedding rows."
     )
-  if new_id == vocab_size:
-    model, config = resize_vocab(model)
-  else:
-    config = model.config
+  # A new row only where the model has none past the tokenizer.
+  model, config = (
+      resize_vocab(model) if new_id == vocab_size else (model, model.config)
+  )
   tokenizer.add_special_tokens({"mask_token": token})
   mask_id = tokenizer.convert_tokens_to_ids(token)
   if mask_id != new_id:
@@ -209,12 +208,9 @@ def provision_mask_token(
 def embedded_tokenizer_and_bd(
     **bd_settings: Any,
 ) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
-  """The embedded tokenizer and block-diffusion settings on its mask token.
-
-  For random-initialised policies (smoke variants), which have no converted
-  checkpoint to read them from; `bd_settings` are the other
-  `BlockDiffusionConfig` fields.
-  """
+  """The embedded tokenizer and block-diffusion settings on its mask token,
+  for random-initialised policies (smoke variants); `bd_settings` are the
+  other `BlockDiffusionConfig` fields."""
   tokenizer = tokenizer_lib.build_char_tokenizer()
   mask_id = resolve_reserved_mask_id(
       tokenizer, tokenizer_lib.MASK_TOKEN, vocab_size=tokenizer_lib.VOCAB_SIZE

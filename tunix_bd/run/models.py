@@ -21,7 +21,7 @@ from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_source
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
 from tunix_bd.models import precision as precision_lib
 
@@ -61,9 +61,13 @@ def trained_chat_options(
   return chat.trained_options(recorded, requested)
 
 
-def hf_files(settings: Any, key: str) -> hf_source.Source | None:
+def hf_files(settings: Any, key: str) -> hf_checkpoint.Source | None:
   """The HF files an export of `model.<key>` keeps; None for a random one."""
-  return None if _random(settings) else hf_source.read(getattr(settings, key))
+  return (
+      None
+      if _random(settings)
+      else hf_checkpoint.read_source(getattr(settings, key))
+  )
 
 
 def load(

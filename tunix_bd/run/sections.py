@@ -28,7 +28,7 @@ from tunix_bd.core import splash_attention
 from tunix_bd.models import bd_export
 from tunix_bd.models import export as export_lib
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_source
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import lora
 from tunix_bd.models import precision as precision_lib
 
@@ -356,7 +356,7 @@ class ExportSettings:
   reference_code: str = config_utils.resumable(default="")
 
   def __post_init__(self):
-    hf_source.check_dtype(self.dtype, "export.dtype")
+    hf_checkpoint.check_export_dtype(self.dtype, "export.dtype")
     bd_export.check_reference_code(
         bd_export.check_format(self.format), self.reference_code
     )

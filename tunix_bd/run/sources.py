@@ -22,7 +22,6 @@ from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 from tunix_bd.run import models
 
 
@@ -47,7 +46,7 @@ class ConvertedSources:
   decode: Any
   stop_ids: tuple[int, ...]
   chat_options: chat.ChatOptions
-  hf_files: hf_source.Source | None
+  hf_files: hf_checkpoint.Source | None
 
   def fingerprint_fields(
       self, tokenizer_key: str = "tokenizer"

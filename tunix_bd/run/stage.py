@@ -49,7 +49,7 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.models import bd_export
-from tunix_bd.models import hf_source
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sources as sources_lib
@@ -264,7 +264,7 @@ class Stage(Generic[SettingsT]):
       bd: Any,
       *,
       ar_mask_token: str | None = None,
-  ) -> tuple[chat.ChatOptions, hf_source.Source | None]:
+  ) -> tuple[chat.ChatOptions, hf_checkpoint.Source | None]:
     """Before compute: `model.<key>` can be exported as `export` asks.
 
     The checkpoint's HF files are read here, once: the check reads their

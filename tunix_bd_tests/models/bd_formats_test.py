@@ -35,7 +35,6 @@ from tunix_bd.generate import text
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 
 _DIR = os.path.join(
     os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats"
@@ -385,7 +384,7 @@ class RecipeTest(parameterized.TestCase):
         tmp.name,
         bd=bd,
         chat_options=chat.ChatOptions(),
-        source=hf_source.read(directory),
+        source=hf_checkpoint.read_source(directory),
     )
     self.assertEqual(
         bd_formats.read_dir(tmp.name)[0], bd_formats.read_dir(directory)[0]
