@@ -225,21 +225,12 @@ def export_block_diffusion(
   mask_token = mask_token_lib.register_mask_token(tokenizer, bd.mask_token_id)
   check_exportable(fmt, bd, model.config, mask_token)
   check_reference_code(fmt, reference_code)
-  # What tunix_bd stops at, which a format's generation config cannot tell
-  # from the pad it lists as an EOS (`bd_formats.adapt_tokenizer`).
-  extra = {
-      **dict(extra or {}),
-      bd_formats.STOP_IDS_KEY: stop_ids_record(tokenizer, stop_ids),
-  }
+  # What tunix_bd stops at, EOS first, which a format's generation config
+  # cannot tell from the pad it lists as an EOS (`bd_formats.adapt_tokenizer`).
+  stops = list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
+  extra = {**dict(extra or {}), bd_formats.STOP_IDS_KEY: stops}
   if fmt != TUNIX_BD:
-    source = format_source(
-        fmt,
-        model.config,
-        source=source,
-        tokenizer=tokenizer,
-        bd=bd,
-        stop_ids=stop_ids,
-    )
+    source = format_source(fmt, model.config, source, tokenizer, bd, stops)
     last = format_eos(tokenizer)
     if fmt == bd_formats.SDAR and last is not None:
       # SDAR's tokenizers have `<|endoftext|>` as EOS and pad, and stop at
@@ -299,24 +290,18 @@ def format_eos(tokenizer: Any) -> int | None:
   return checkpoint[-1] if checkpoint else tokenizer.pad_token_id
 
 
-def stop_ids_record(tokenizer: Any, stop_ids: Iterable[int]) -> list[int]:
-  """The ids tunix_bd stops at, EOS first, as a format export records them
-  in `block_diffusion.json` (`bd_formats.STOP_IDS_KEY`)."""
-  return list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
-
-
 def format_source(
     fmt: str,
     model_config: Any,
-    *,
     source: hf_checkpoint.Source | None,
     tokenizer: Any,
     bd: bd_config_lib.BlockDiffusionConfig,
-    stop_ids: Iterable[int] = (),
+    stops: list[int],
 ) -> hf_checkpoint.Source:
   """The `hf_checkpoint.Source` whose export is `fmt`'s `config.json` and files:
   the source's (or the model's) config with the format's fields. `tokenizer`
-  is the one before SDAR's EOS change (`export_block_diffusion`).
+  is the one before SDAR's EOS change, `stops` the ids tunix_bd stops at
+  (both `export_block_diffusion`'s).
   """
   spec = bd_formats.FORMATS[fmt]
   if source is None:
@@ -361,7 +346,7 @@ def format_source(
   config["rope_theta"] = hf_config.config_to_hf(model_config)["rope_theta"]
   config["rope_scaling"] = None  # Tunix implements the default RoPE only.
   generation = dict((source.generation_config if source else None) or {})
-  eos_ids = [*stop_ids_record(tokenizer, stop_ids), last]
+  eos_ids = [*stops, last]
   generation["eos_token_id"] = list(
       dict.fromkeys(i for i in eos_ids if i is not None)
   )

@@ -97,19 +97,20 @@ def _frame(digest, *fields) -> None:
   digest.update(json.dumps(fields).encode() + b"\n")
 
 
-def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
+def _read_header(path: str) -> tuple[dict, int]:
   """`({tensor: header entry}, data start)` of one safetensors file."""
-  size = os.fstat(f.fileno()).st_size
-  prefix = f.read(8)
-  header_bytes = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else 0
-  if not 0 < header_bytes <= min(_MAX_HEADER_BYTES, size - 8):
-    raise ValueError(f"{path} is not a safetensors file (bad header length).")
-  try:
-    header = json.loads(f.read(header_bytes))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise ValueError(
-        f"{path} has a safetensors header that is not JSON: {e}"
-    ) from e
+  with open(path, "rb") as f:
+    size = os.fstat(f.fileno()).st_size
+    prefix = f.read(8)
+    header_bytes = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else 0
+    if not 0 < header_bytes <= min(_MAX_HEADER_BYTES, size - 8):
+      raise ValueError(f"{path} is not a safetensors file (bad header length).")
+    try:
+      header = json.loads(f.read(header_bytes))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+      raise ValueError(
+          f"{path} has a safetensors header that is not JSON: {e}"
+      ) from e
   if not isinstance(header, dict):
     raise ValueError(f"{path} has a safetensors header that is not a dict.")
   header.pop("__metadata__", None)
@@ -148,27 +149,20 @@ def check_weight_files(directory: str) -> None:
   would otherwise fail deep in a loader, naming neither file nor tensor.
   """
   for name in weight_files(directory):
-    path = os.path.join(directory, name)
-    with open(path, "rb") as f:
-      _read_header(path, f)
+    _read_header(os.path.join(directory, name))
 
 
 def tensor_headers(directory: str) -> dict[str, tuple[str, int, dict]]:
-  """Every tensor of the weight files, from their headers alone.
-
-  Returns `{tensor: (file name, data start, header entry)}`; the entry has
-  `dtype` as safetensors names it (`"BF16"`, `"F32"`, ...), `shape` and
-  `data_offsets`. Raises ValueError for no weight file, a bad or truncated
-  one, or a tensor in two files.
-  """
+  """`{tensor: (file name, data start, header entry)}` of the weight files,
+  from their headers alone; an entry has `dtype` as safetensors names it
+  (`"BF16"`, ...), `shape` and `data_offsets`. A ValueError for no weight
+  file, a bad or truncated one, or a tensor in two files."""
   names = weight_files(directory)
   if not names:
     raise ValueError(f"No *.safetensors weight files in {directory}.")
   tensors = {}
   for name in names:
-    path = os.path.join(directory, name)
-    with open(path, "rb") as f:
-      header, data_start = _read_header(path, f)
+    header, data_start = _read_header(os.path.join(directory, name))
     for key, entry in header.items():
       if key in tensors:
         raise ValueError(

@@ -11,15 +11,11 @@ the "optimized" mode), so everything is validated here from the
 safetensors headers before Tunix builds the model.
 
 An export of a model loaded from a checkpoint (its `Source`) is that
-checkpoint as transformers would see it, changed only where training changed
-the model: docs/design.md "Hugging Face checkpoints in and out" lists the
-`config.json` fields that change. A source in SDAR or Fast-dLLM v2 format
-keeps its format's `config.json` the same way (`model_type`, `auto_map`,
-block size, mask id); `export.format` writes either format from any source
-(`bd_export.format_source`). A model without a source (trained from
-scratch) exports the config derived from its Tunix `ModelConfig`, plus the
-tokenizer's EOS, pad and BOS ids, and a `generation_config.json` with those
-ids (the EOS and stop ids as the EOS list) and greedy decoding.
+checkpoint as transformers sees it, changed only where training changed the
+model, and one trained from scratch writes its derived config and its
+tokenizer's ids (`config_json`, `generation_config_json`; docs/design.md
+"Hugging Face checkpoints in and out"). A source in SDAR or Fast-dLLM v2
+format keeps its format's fields the same way.
 """
 
 from __future__ import annotations
@@ -306,8 +302,8 @@ def tensor_dtypes(
     tensors: dict[str, Any], *, source: Source | None, dtype: str | None
 ) -> dict[str, str]:
   """The dtype each exported tensor is written in, by HF key: `dtype`
-  (`check_export_dtype`'s value) for all; if None the source's dtype of each tensor
-  (the model's without a source; a tensor the source lacks takes the
+  (`check_export_dtype`'s value) for all; if None the source's dtype of each
+  tensor (the model's without a source; a tensor the source lacks takes the
   source's most common dtype)."""
   if dtype is not None:
     return dict.fromkeys(tensors, dtype)
@@ -319,11 +315,8 @@ def tensor_dtypes(
 
 def tokenizer_ids(tokenizer: Any) -> dict[str, Any]:
   """The tokenizer's BOS, EOS and pad ids that are set, as config keys."""
-  ids = {
-      "bos_token_id": getattr(tokenizer, "bos_token_id", None),
-      "eos_token_id": tokenizer.eos_token_id,
-      "pad_token_id": tokenizer.pad_token_id,
-  }
+  names = ("bos_token_id", "eos_token_id", "pad_token_id")
+  ids = {name: getattr(tokenizer, name, None) for name in names}
   return {k: v for k, v in ids.items() if v is not None}
 
 

@@ -2,14 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Provisioning the block-diffusion mask token for a model and tokenizer.
 
-`provision_mask_token` reuses a reserved id (`resolve_reserved_mask_id`:
-the tokenizer's own `<|mask|>` or `<|reserved_k|>` token, or an embedding
-row past its last id; Qwen3 checkpoints carry ~270 such rows) or adds a
-token and one embedding row (and lm_head column when untied) to a Tunix
-Qwen3 or Qwen2 (`resize_vocab`), leaving every existing weight
-bit-identical. New rows are the mean of the existing rows (as Hugging
-Face's `mean_resizing`), so a new output column scores every input with the
-mean of the old logits. See docs/design.md "Mask token".
+`provision_mask_token` reuses a reserved id (`resolve_reserved_mask_id`;
+Qwen3 checkpoints carry ~270 rows past the tokenizer) or adds a token and
+one embedding row (`resize_vocab`), as docs/design.md "Mask token" says;
+the new row is the mean of the old ones (as Hugging Face's
+`mean_resizing`), so its output column scores every input with the mean
+of the old logits.
 """
 
 from __future__ import annotations

@@ -95,11 +95,9 @@ def load(
     mesh: jax.sharding.Mesh | None = None,
     decoding_only: bool = False,
 ):
-  """`hf_checkpoint.load` with these settings: `(model, config)`.
-
-  With `decoding_only`, the matrices are stored in the compute dtype
-  (`matrices_to_compute_dtype`).
-  """
+  """`hf_checkpoint.load` with these settings: `(model, config)`; with
+  `decoding_only`, its matrices in the compute dtype (as
+  `matrices_to_compute_dtype`)."""
   model, config = hf_checkpoint.load(
       checkpoint,
       mesh=mesh,
