@@ -319,13 +319,8 @@ def _move_pad_off(
     directory: str, raw: dict[str, Any], tokenizer: Any, stops: list[int]
 ) -> None:
   """Makes `PAD_TOKEN` the tokenizer's pad, at an id that is no stop id and
-  not the mask (`config.json`'s `mask_token_id`, the tokenizer's).
-
-  The token is the tokenizer's own if it has it as an added token, else it
-  is added at the first embedding row past the tokenizer (SDAR checkpoints
-  carry spare rows, as for the mask token in `mask_token`); without one the
-  error names `config.json`'s `vocab_size`.
-  """
+  not the mask: the tokenizer's own added token, else the first embedding
+  row past the tokenizer (without one the error names `vocab_size`)."""
   added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
   pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
   if PAD_TOKEN not in added and PAD_TOKEN in tokenizer.get_vocab():
@@ -358,15 +353,10 @@ def adapt_tokenizer(
 ) -> None:
   """Gives an imported format's tokenizer the stop ids its decoder uses.
 
-  SDAR's decoder stops at every id of `generation_config.json`'s
-  `eos_token_id` (SDAR-4B-Chat: `<|im_end|>`, then `<|endoftext|>`, its
-  pad), or of the `stop_ids` an export in a format records in
-  `block_diffusion.json`. tunix_bd's EOS becomes the first of them that is
-  not the pad and the others the checkpoint's stop ids
-  (`special_ids.checkpoint_stop_ids`); a pad among them becomes `PAD_TOKEN`.
-  Fast-dLLM v2's decoder stops at its EOS alone, which changes only if it
-  is the pad. `tokenizer` is changed in place; ValueErrors name the file.
-  See docs/formats.md "Import".
+  SDAR: the ids `_listed_stop_ids` finds, the first that is not the pad as
+  EOS and the others as `special_ids.checkpoint_stop_ids`, a pad among them
+  moved to `PAD_TOKEN`; Fast-dLLM v2 stops at its EOS alone, which changes
+  only if it is the pad. In place; docs/formats.md "Import" has the rules.
   """
   pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
   if not sdar and (eos is None or eos != pad):

@@ -143,11 +143,8 @@ def weight_files(directory: str) -> list[str]:
 
 
 def check_weight_files(directory: str) -> None:
-  """Fails closed on a `*.safetensors` file of `directory` that is cut short.
-
-  Reads the headers only: tensors past a file's end (an interrupted copy)
-  would otherwise fail deep in a loader, naming neither file nor tensor.
-  """
+  """Fails closed on a `*.safetensors` file of `directory` that is cut short
+  (an interrupted copy), from the headers, naming the file and tensor."""
   for name in weight_files(directory):
     _read_header(os.path.join(directory, name))
 
@@ -237,13 +234,10 @@ def digest_checkpoint(
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> CheckpointDigest:
-  """Digests a checkpoint directory without loading it (see the module doc).
-
-  `directory` holds `config.json`, `*.safetensors` and, optionally,
-  tokenizer files and `block_diffusion.json`; `chunk_bytes` is the most
-  read from disk at a time. Raises ValueError for a missing directory or
-  `config.json`, no or bad weight files, or a tensor in two files.
-  """
+  """Digests a checkpoint directory without loading it (see the module doc),
+  reading at most `chunk_bytes` from disk at a time. A ValueError for a
+  missing directory or `config.json`, no or bad weight files, or a tensor
+  in two files."""
   directory = os.fspath(directory)
   config_path(directory)
   buffer = _buffer(chunk_bytes)

@@ -138,26 +138,24 @@ def _write_weights(
       size = 0
     shards[-1].append(key)
     size += value.nbytes
-  metadata = {"format": "pt"}  # transformers refuses other formats.
   if len(shards) == 1:
-    safetensors_np.save_file(
-        tensors,
-        os.path.join(directory, hf_checkpoint.WEIGHTS_FILE),
-        metadata=metadata,
-    )
-    return
-  weight_map = {}
-  for i, keys in enumerate(shards):
-    name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+    names = [hf_checkpoint.WEIGHTS_FILE]
+  else:
+    names = [
+        f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        for i in range(len(shards))
+    ]
+  for name, keys in zip(names, shards):
     safetensors_np.save_file(
         {k: tensors[k] for k in keys},
         os.path.join(directory, name),
-        metadata=metadata,
+        metadata={"format": "pt"},  # transformers refuses other formats.
     )
-    weight_map.update(dict.fromkeys(keys, name))
+  if len(shards) == 1:
+    return
   index = {
       "metadata": {"total_size": sum(v.nbytes for v in tensors.values())},
-      "weight_map": weight_map,
+      "weight_map": {k: n for n, keys in zip(names, shards) for k in keys},
   }
   with open(os.path.join(directory, hf_checkpoint.INDEX_FILE), "w") as f:
     json.dump(index, f, indent=2, sort_keys=True)
@@ -252,28 +250,17 @@ def _write_json(directory: str, name: str, content: dict[str, Any]) -> None:
 
 
 def export_checkpoint(
-    model: Any,
-    tokenizer: Any,
-    export_dir: str,
-    *,
-    source: hf_checkpoint.Source | None = None,
-    dtype: str | None = None,
-    stop_ids: Iterable[int] = (),
+    model: Any, tokenizer: Any, export_dir: str, **options: Any
 ) -> None:
   """Writes the HF-style directory, replacing a previous export.
 
   `export_dir` may be a URL (`gs://...`): the export is then written to a
   local staging directory and copied there (object by object, so a crash
-  can leave a partial copy, which the next export replaces). The other
-  arguments are `save_checkpoint`'s.
+  can leave a partial copy, which the next export replaces). `options` are
+  `save_checkpoint`'s `source`, `dtype` and `stop_ids`.
   """
   save = functools.partial(
-      save_checkpoint,
-      model,
-      tokenizer=tokenizer,
-      source=source,
-      dtype=dtype,
-      stop_ids=stop_ids,
+      save_checkpoint, model, tokenizer=tokenizer, **options
   )
   if files.is_url(export_dir):
     if files.is_writer():

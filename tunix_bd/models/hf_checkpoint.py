@@ -159,10 +159,8 @@ def _check_weights(checkpoint_dir: str, config: Any) -> bool:
   returns whether some file mixes tensor dtypes (Tunix's optimized loader
   reads a whole file with the dtype of its first tensor: not to be used)."""
   found = tensor_headers(checkpoint_dir)
-  file_dtypes = {}
-  for name, _, file_dtype in found.values():
-    file_dtypes.setdefault(name, set()).add(file_dtype)
-  mixed_dtypes = any(len(d) > 1 for d in file_dtypes.values())
+  file_dtypes = {(name, dtype) for name, _, dtype in found.values()}
+  mixed_dtypes = len(file_dtypes) > len({name for name, _ in file_dtypes})
 
   expected = expected_shapes(config)
   if config.use_tied_embedding and "lm_head.weight" in found:
@@ -362,12 +360,10 @@ def config_json(
 def generation_config_json(
     source: Source | None, tokenizer: Any, stop_ids: Iterable[int] = ()
 ) -> dict[str, Any] | None:
-  """The exported `generation_config.json`, or None to write none.
-
-  The source's own file, as it is (None for a source without one: then
-  transformers derives one from `config.json` as it did for the source);
-  without a source, the tokenizer's ids with its EOS and `stop_ids`
-  (`rollout.extra_stop_ids`) as the EOS list, or None without a tokenizer.
+  """The exported `generation_config.json`, or None to write none: the
+  source's own (None if it has none: transformers derives one from
+  `config.json` as for the source); without a source, the tokenizer's ids
+  with its EOS and `stop_ids` as the EOS list (None without a tokenizer).
   """
   if source is not None:
     return source.generation_config

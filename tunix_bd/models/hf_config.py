@@ -59,13 +59,10 @@ def check_dtype(name: str, value: Any) -> Any:
   return getattr(jnp, key)
 
 
-def rope_theta(hf_config: dict[str, Any], label: str, applied: Any) -> Any:
-  """The RoPE base, after checking that the Tunix model implements the RoPE.
-
-  `label` names the family in messages; `applied` is the base its attention
-  rotates with whatever its config says (`compat.ROPE_THETA_APPLIED`), or
-  None if it applies the config's.
-  """
+def rope_theta(hf_config: dict[str, Any], label: str) -> Any:
+  """The RoPE base, after checking that Tunix `label` (`Qwen3`, `Qwen2`)
+  implements the RoPE and rotates with it (`compat.ROPE_THETA_APPLIED`)."""
+  applied = compat.ROPE_THETA_APPLIED[label.lower()]
   theta = hf_config.get("rope_theta")
   # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.
   for key in ("rope_scaling", "rope_parameters"):
@@ -204,14 +201,11 @@ def model_config_from_hf(
 ) -> Any:
   """The Tunix `ModelConfig` of a Qwen3, Qwen3-MoE or Qwen2 `config.json`.
 
-  Qwen2 (and Qwen2.5) has q/k/v projection biases, as Tunix's Qwen2 does,
-  and its attention applies the config's `rope_theta`. A sliding window is
-  refused only when it is on (`use_sliding_window`, or a `sliding_attention`
-  layer): real Qwen2.5 configs carry a `sliding_window` size that
-  transformers ignores while it is off. `dtype` is the compute dtype
-  (float32 if None; the file's `torch_dtype` does not choose it),
-  `param_dtype` defaults to it. The result has `use_flash_attention=False`
-  (the flash path ignores custom attention masks).
+  Refused: docs/design.md "Hugging Face checkpoints in and out" (a sliding
+  window only when on: Qwen2.5 configs carry a `sliding_window` size that
+  transformers ignores while it is off). `dtype` is the compute dtype
+  (float32 if None; not the file's `torch_dtype`), `param_dtype` defaults
+  to it; `use_flash_attention=False` (flash ignores custom attention masks).
   """
   if not isinstance(hf_config, dict):
     raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
@@ -232,9 +226,7 @@ def model_config_from_hf(
   label = "Qwen2" if qwen2 else "Qwen3"
   qwen3_fixed = () if qwen2 else FIXED_QWEN3_FIELDS
   check_fixed(hf_config, FIXED_FIELDS + qwen3_fixed, label)
-  theta = rope_theta(
-      hf_config, label, compat.ROPE_THETA_APPLIED["qwen2" if qwen2 else "qwen3"]
-  )
+  theta = rope_theta(hf_config, label)
   # transformers' Qwen3Config defaults head_dim to 128.
   attention = attention_fields(
       hf_config, default_head_dim=None if qwen2 else 128
@@ -282,13 +274,10 @@ def model_config_from_hf(
 
 
 def config_to_hf(config: Any) -> dict[str, Any]:
-  """The `config.json` of a Tunix Qwen3 or Qwen2 config.
-
-  Writes every field `model_config_from_hf` reads; it loads in transformers
-  as `Qwen3Config`, `Qwen3MoeConfig` or `Qwen2Config` (`head_dim` is
-  written, which transformers' Qwen2 reads). Raises ValueError for a config
-  `config.json` would describe as another model (a RoPE theta Tunix does not
-  apply, an unsupported dtype).
+  """The `config.json` of a Tunix Qwen3 or Qwen2 config: every field
+  `model_config_from_hf` reads, loading in transformers as `Qwen3Config`,
+  `Qwen3MoeConfig` or `Qwen2Config`. A ValueError for a config it would
+  describe as another model (a RoPE theta Tunix does not apply, a dtype).
   """
   if isinstance(config, qwen3_lib.ModelConfig):
     if config.rope_theta != TUNIX_ROPE_THETA:

@@ -35,12 +35,8 @@ def _check_id_allowed(
         f"mask token id {mask_id} is outside the model vocabulary"
         f" [0, {vocab_size})."
     )
-  specials = {
-      "pad_token_id": tokenizer.pad_token_id,
-      "eos_token_id": tokenizer.eos_token_id,
-      "bos_token_id": getattr(tokenizer, "bos_token_id", None),
-      "unk_token_id": getattr(tokenizer, "unk_token_id", None),
-  }
+  names = ("pad_token_id", "eos_token_id", "bos_token_id", "unk_token_id")
+  specials = {name: getattr(tokenizer, name, None) for name in names}
   specials.update({f"stop_ids[{i}]": s for i, s in enumerate(stop_ids)})
   for name, special in specials.items():
     if special is not None and int(special) == mask_id:
@@ -93,12 +89,9 @@ def resolve_reserved_mask_id(
 
 
 def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
-  """Names the token of `mask_id` the tokenizer's `mask_token`, in place.
-
-  Ids and tokenization are unchanged: the token is already a special or
-  reserved one. Returns the token's string, or None for an id past the
-  tokenizer's last (an embedding row no string encodes to).
-  """
+  """Names the token of `mask_id` (already a special or reserved one) the
+  tokenizer's `mask_token`, in place; returns its string, or None for an id
+  past the tokenizer's last (an embedding row no string encodes to)."""
   if mask_id >= len(tokenizer):
     return None
   token = tokenizer.convert_ids_to_tokens(mask_id)

@@ -63,11 +63,9 @@ def trained_chat_options(
 
 def hf_files(settings: Any, key: str) -> hf_checkpoint.Source | None:
   """The HF files an export of `model.<key>` keeps; None for a random one."""
-  return (
-      None
-      if _random(settings)
-      else hf_checkpoint.read_source(getattr(settings, key))
-  )
+  if _random(settings):
+    return None
+  return hf_checkpoint.read_source(getattr(settings, key))
 
 
 def load(
