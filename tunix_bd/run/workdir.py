@@ -2,11 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The workdir rule every recipe follows: where a run writes, and when.
 
-`check` comes before anything loads; `check_fingerprint` as soon as the
-fingerprint is known; `record_fingerprint` right before the first step, so a
-failed launch leaves no `fingerprint.json` to refuse its corrected relaunch;
-`resumed` once the trainer restored its checkpoint; `lock` holds the workdir
-for one run. Local workdirs are made absolute (Orbax needs that), URLs stay
+`check` comes before anything loads; the fingerprint under `checkpoints`
+is checked as soon as it is known and recorded right before the first step
+(`run.stage`); `resumed` once the trainer restored its checkpoint; `lock`
+holds the workdir for one run. Local workdirs are made absolute (Orbax needs that), URLs stay
 URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
 """
 
@@ -19,13 +18,12 @@ import json
 import os
 import socket
 import traceback
-from typing import Any, Callable, IO, Iterator, Mapping
+from typing import Callable, IO, Iterator
 import weakref
 
 from etils import epath
 
 from tunix_bd import files
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.training import metrics
 
 CHECKPOINTS = "checkpoints"
@@ -161,16 +159,6 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
 def checkpoints(workdir: str) -> str:
   """`workdir/checkpoints` by the one path rule (a URL stays a URL)."""
   return os.path.join(files.absolute(workdir), CHECKPOINTS)
-
-
-def check_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
-  """Refuses to resume checkpoints of other settings; writes nothing."""
-  fingerprint_lib.check(checkpoints(workdir), fingerprint)
-
-
-def record_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
-  """Records a new run's fingerprint: call once every check has passed."""
-  fingerprint_lib.record(checkpoints(workdir), fingerprint)
 
 
 @contextlib.contextmanager
