@@ -175,13 +175,6 @@ def apply_overrides(
   return applied
 
 
-def describe_overrides(applied: Sequence[Override]) -> str:
-  """Returns the parsed overrides as `key=value` text, or 'none'."""
-  if not applied:
-    return "none"
-  return " ".join(f"{o.key}={o.value!r}" for o in applied)
-
-
 def format_config(config: ml_collections.ConfigDict) -> list[str]:
   """Returns one `dotted.key = repr(value)` line per leaf, sorted."""
   lines = []
@@ -255,16 +248,11 @@ def _parse_value(
     if raw.lower() in _FALSE:
       return False
     raise invalid("bool (true/false/1/0/yes/no)")
-  if field_type is int:
+  if field_type in (int, float):
     try:
-      return int(raw)
+      return field_type(raw)
     except ValueError:
-      raise invalid("int") from None
-  if field_type is float:
-    try:
-      return float(raw)
-    except ValueError:
-      raise invalid("float") from None
+      raise invalid(field_type.__name__) from None
   if field_type is str:
     return raw
   literal = _literal(raw)

@@ -97,7 +97,10 @@ def main(
 
 def _parser() -> argparse.ArgumentParser:
   """Builds the parser; `--config.*` overrides are split off before it."""
-  tunix_version = _distribution_version("google-tunix")
+  try:
+    tunix_version = importlib.metadata.version("google-tunix")
+  except importlib.metadata.PackageNotFoundError:
+    tunix_version = "not installed"
   parser = argparse.ArgumentParser(
       prog=_PROG,
       description="Run the recipes of installed Tunix plugins.",
@@ -184,7 +187,7 @@ def _run(
     if args.traceback:
       raise
     return _report(e, status=2)
-  described = config_loading.describe_overrides(applied)
+  described = " ".join(f"{o.key}={o.value!r}" for o in applied) or "none"
   config_label = str(path) if arg is None else f"{path}:{arg}"
   print(
       f"{_PROG}: plugin {plugin.name} {plugin.version} | config"
@@ -367,13 +370,6 @@ def _list_plugins() -> int:
     for kind, names in plugin.registers.items():
       print(f"  {kind}: {', '.join(names) or '-'}")
   return 0
-
-
-def _distribution_version(distribution: str) -> str:
-  try:
-    return importlib.metadata.version(distribution)
-  except importlib.metadata.PackageNotFoundError:
-    return "not installed"
 
 
 def _report(error: BaseException, status: int) -> int:
