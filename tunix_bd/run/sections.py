@@ -99,13 +99,11 @@ class ModelSettings:
   an AR model and its conversion (`COMPARE_MODEL_KEYS`). GRPO's and OPD's
   may be a random model, for runs needing no checkpoint.
 
+  `dtype`, `remat`, `logits_chunk` and `attention`: docs/real_models.md,
+  "Precision and memory"; only `dtype` changes what a run computes (the
+  others are resumable).
+
   Attributes:
-    dtype: `float32` or `bfloat16` compute; parameters and optimizer state
-      stay float32. It changes what a run computes: fingerprinted.
-    remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
-      are the same, so a resume may change it.
-    logits_chunk: vocabulary columns per chunk of the output head in the
-      loss; 0: dense logits. Equal to float rounding: a resume may change it.
     random_init: False: load the checkpoints; True: a random model of the
       `scratch` shape with the embedded tokenizer and the `scratch_bd`
       block-diffusion settings (smoke runs).
@@ -127,16 +125,9 @@ class ModelSettings:
     ar: compare: the AR model, an HF-style directory.
     bd: compare: its block-diffusion conversion (`sft.py`'s export, with
       `block_diffusion.json`).
-    sft_loss: SFT: `tunix_bd`, tunix_bd's loss hook (`sft.loss`: the
-      chunked head, aux metrics such as masked accuracy); `tunix`, Tunix's
-      own diffusion SFT adapter (`sft.tunix_diffusion`, on a Tunix that has
-      it): dense `[batch, length, vocab]` logits, `logits_chunk` unused, no
-      aux metrics. Equal losses to float rounding: a resume may change it.
-    attention: SFT: `dense`, the model's attention under a dense mask
-      (`[batch, length, length]` scores per layer); `splash`, the Pallas
-      Splash kernel, memory linear in length (`core.splash_attention`:
-      Qwen3 without LoRA, `sft_loss=tunix_bd`; a TPU kernel, interpreted
-      elsewhere). Equal losses to float rounding: a resume may change it.
+    sft_loss: SFT: `tunix_bd`, tunix_bd's loss hook (`sft.loss`); `tunix`,
+      Tunix's own diffusion SFT adapter (`sft.tunix_diffusion`): dense
+      logits, no aux metrics. Equal losses to float rounding: resumable.
   """
 
   dtype: str = "float32"
