@@ -194,7 +194,14 @@ def _find_field(
   node = config
   for depth, part in enumerate(parts):
     if part not in node:
-      raise errors.UsageError(_unknown_key_message(node, key, depth))
+      where = ".".join(parts[:depth])
+      message = f"unknown config key {key!r}" + errors.did_you_mean(
+          part, node.keys(), "".join(p + "." for p in parts[:depth])
+      )
+      scope = f"under {where!r}" if where else "at the top level"
+      raise errors.UsageError(
+          f"{message} Valid keys {scope}: {', '.join(node.keys())}"
+      )
     child = node[part]
     if depth == len(parts) - 1:
       break
@@ -211,19 +218,6 @@ def _find_field(
         f" keys instead: {', '.join(f'{key}.{k}' for k in child.keys())}"
     )
   return node, parts[-1]
-
-
-def _unknown_key_message(
-    node: ml_collections.ConfigDict, key: str, depth: int
-) -> str:
-  """Names the unknown part of `key`, the closest valid key and the rest."""
-  parts = key.split(".")
-  where = ".".join(parts[:depth])
-  message = f"unknown config key {key!r}" + errors.did_you_mean(
-      parts[depth], node.keys(), "".join(p + "." for p in parts[:depth])
-  )
-  scope = f"under {where!r}" if where else "at the top level"
-  return f"{message} Valid keys {scope}: {', '.join(node.keys())}"
 
 
 def _parse_value(

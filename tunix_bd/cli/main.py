@@ -221,8 +221,7 @@ def _run(
   recipe_fn = _import_target(plugin.recipes[recipe])
   _configure_logging(args.log_level)
   absl_logger = std_logging.getLogger("absl")
-  notice = _CpuHbmNotice()
-  absl_logger.addFilter(notice)
+  absl_logger.addFilter(_not_cpu_hbm_notice)
   try:
     recipe_fn(config)
   except (ValueError, OSError) as e:  # A rejected config; a full disk.
@@ -240,7 +239,7 @@ def _run(
     print(f"{_PROG}: {_interrupted(config)}", file=sys.stderr)
     return _INTERRUPTED
   finally:
-    absl_logger.removeFilter(notice)
+    absl_logger.removeFilter(_not_cpu_hbm_notice)
   return 0
 
 
@@ -262,21 +261,16 @@ def _interrupted(config: ml_collections.ConfigDict) -> str:
   return "interrupted"
 
 
-class _CpuHbmNotice(std_logging.Filter):
+def _not_cpu_hbm_notice(record: std_logging.LogRecord) -> bool:
   """Drops Tunix's "Skipping non-TPU device: cpu" warning, and only it.
 
   Tunix's `show_hbm_usage` logs it at every call on a CPU device: noise on a
   run that chose CPU. Installed on the absl logger for the recipe's call alone.
   """
-
-  _MESSAGE = "Skipping non-TPU device: cpu."
-  _SOURCE = os.path.join("tunix", "sft", "utils.py")
-
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    return not (
-        record.pathname.endswith(self._SOURCE)
-        and record.getMessage().startswith(self._MESSAGE)
-    )
+  return not (
+      record.pathname.endswith(os.path.join("tunix", "sft", "utils.py"))
+      and record.getMessage().startswith("Skipping non-TPU device: cpu.")
+  )
 
 
 def _recipe_name(

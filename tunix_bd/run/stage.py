@@ -155,13 +155,9 @@ class Stage(Generic[SettingsT]):
   def check_fingerprint(self, **derived: Any) -> dict[str, Any]:
     """The run fingerprint; refuses to resume checkpoints of other settings.
 
-    Args:
-      **derived: what the run derives from its sources and that changes its
-        checkpoints' meaning (e.g. `tokenizer=fingerprint.tokenizer_digest(
-        tokenizer)`, `bd=bd.to_dict()`).
-
-    Returns:
-      The fingerprint (also `self.fingerprint`), to write into checkpoints.
+    `derived`: what the run derives from its sources and that changes its
+    checkpoints' meaning (e.g. `tokenizer=fingerprint.tokenizer_digest(
+    tokenizer)`, `bd=bd.to_dict()`). Also kept as `self.fingerprint`.
     """
     sections = {
         f.name: provenance.section_fields(
@@ -210,11 +206,10 @@ class Stage(Generic[SettingsT]):
         relogged_from=relogged_from,
     )
     train = getattr(self.settings, "train", None)  # `TrainSettings`.
-    max_steps = train.max_steps if train else None
-    if max_steps is not None and restored_step >= max_steps:
+    if train and restored_step >= train.max_steps:
       print(
-          f"{self.config.recipe}: train.max_steps={max_steps} is not above"
-          f" the restored step {restored_step}: no step to train.",
+          f"{self.config.recipe}: train.max_steps={train.max_steps} is not"
+          f" above the restored step {restored_step}: no step to train.",
           flush=True,
       )
 
@@ -251,24 +246,18 @@ class Stage(Generic[SettingsT]):
   ) -> tuple[chat.ChatOptions, hf_source.Source | None]:
     """Before compute: `model.<key>` can be exported as `export` asks.
 
-    The checkpoint's HF files are read here, once: the check reads their
-    config and the export keeps them.
-
     Args:
       key: the `model` field naming the checkpoint the run trains.
-      bd: its block-diffusion settings: a converted model's
-        `BlockDiffusionConfig`, or for an AR source the `bd` section
-        (`alignment` and `block_size` are read).
-      ar_mask_token: set for an AR source (SFT), whose tokenizer gets the
-        mask token only when converted: the string it will get
-        (`bd.mask_token`). None: a converted model, whose tokenizer holds
-        it at `bd.mask_token_id`.
+      bd: a converted model's `BlockDiffusionConfig`, or an AR source's `bd`
+        section.
+      ar_mask_token: an AR source's (SFT) mask token, added when converted
+        (`bd.mask_token`); None: a converted model's, at `bd.mask_token_id`.
 
     Returns:
       `(chat_options, hf_files)`: the chat switches the model is trained
-      with (prompts are rendered with them and the export records them:
-      a converted model's recorded ones, an AR source's `data` section's)
-      and the HF files the export keeps (None for a random model).
+      with (a converted model's recorded ones, else the `data` section's)
+      and the HF files the export keeps, read once here (None for a random
+      model).
     """
     model = self.settings.model
     path = None if self.random_init else getattr(model, key)
@@ -320,11 +309,7 @@ class Stage(Generic[SettingsT]):
     return self.export_dir
 
   def provenances(self, *keys: str) -> dict[str, Any]:
-    """Checkpoints `model.<key>`, as exports record where a run started.
-
-    Returns:
-      `{key: provenance(key)}`; `{"random_init": True}` for a random model.
-    """
+    """`{key: provenance(key)}`; `{"random_init": True}` for a random model."""
     if self.random_init:
       return {"random_init": True}
     return {key: self.provenance(key) for key in keys}

@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The workdir rule every recipe follows: where a run writes, and when.
 
-`check` comes before anything loads; the fingerprint under `checkpoints`
-is checked as soon as it is known and recorded right before the first step
-(`run.stage`); `resumed` once the trainer restored its checkpoint; `lock`
-holds the workdir for one run. Local workdirs are made absolute (Orbax needs that), URLs stay
-URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
+`check` comes before anything loads (`run.stage` checks the fingerprint
+under `checkpoints` once known, records it right before the first step);
+`resumed` once the trainer restored its checkpoint; `lock` holds the
+workdir for one run. Local workdirs are made absolute (Orbax needs that),
+URLs stay URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
 """
 
 from __future__ import annotations
