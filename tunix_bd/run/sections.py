@@ -225,51 +225,41 @@ class ModelSettings:
           " --plugin tunix_bd ar_pretrain.py`); otherwise point it at an HF"
           " Qwen3 or Qwen2 directory."
       )
-    if key in ("student", "teacher"):
-      return _opd_hint(key)
+    if key in ("student", "teacher"):  # OPD's.
+      found = []
+      what = (
+          "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+          " ar_pretrain.py's workdir/export)"
+      )
+      if key == "student":
+        found = export_lib.find_block_diffusion_exports("runs")
+        what = (
+            "the converted student (e.g. runs/quickstart/sft/export, or"
+            " sft.py's workdir/export)"
+        )
+      listed = f"; converted models under runs/: {', '.join(found)}"
+      return (
+          f": set --config.model.{key}=DIR to {what}{listed if found else ''}."
+          " On the embedded default, `tunix run --plugin tunix_bd"
+          " quickstart.py` makes both."
+      )
     if key != "checkpoint":
       return ""
-    if "random_init" not in keys:
-      return _decode_hint()
+    if "random_init" not in keys:  # Generate's.
+      found = export_lib.find_block_diffusion_exports("runs")
+      if found:
+        return (
+            f"; converted models under runs/: {', '.join(found)}; pass one"
+            " with --config.model.checkpoint=DIR."
+        )
+      return (
+          "; no converted model under runs/; make one with `tunix run"
+          " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
+      )
     return (
         ": it must be a converted model directory; on the embedded default"
         f" {RUN_THE_QUICKSTART}"
     )
-
-
-def _opd_hint(key: str) -> str:
-  """Where OPD's `model.student` or `model.teacher` may come from."""
-  if key == "student":
-    what = (
-        "the converted student (e.g. runs/quickstart/sft/export, or"
-        " sft.py's workdir/export)"
-    )
-    found = export_lib.find_block_diffusion_exports("runs")
-  else:
-    what = (
-        "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
-        " ar_pretrain.py's workdir/export)"
-    )
-    found = []
-  hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
-  return (
-      f": set --config.model.{key}=DIR to {what}{hint}. On the embedded"
-      " default, `tunix run --plugin tunix_bd quickstart.py` makes both."
-  )
-
-
-def _decode_hint() -> str:
-  """Where generate's `model.checkpoint` may come from."""
-  found = export_lib.find_block_diffusion_exports("runs")
-  if found:
-    return (
-        f"; converted models under runs/: {', '.join(found)}; pass one"
-        " with --config.model.checkpoint=DIR."
-    )
-  return (
-      "; no converted model under runs/; make one with `tunix run"
-      " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
-  )
 
 
 # SFT's `model` keys.
