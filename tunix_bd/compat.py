@@ -295,7 +295,7 @@ def clip_epsilons(config: Any) -> tuple[float, float, float | None]:
   loss reads them (`algo_core`): without the attribute, `epsilon_high` is
   `epsilon` and `epsilon_c` None (no dual clip)."""
   epsilon = config.epsilon
-  high = config.epsilon_high if hasattr(config, "epsilon_high") else epsilon
+  high = getattr(config, "epsilon_high", epsilon)
   return epsilon, high, getattr(config, "epsilon_c", None)
 
 

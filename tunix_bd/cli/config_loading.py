@@ -99,15 +99,10 @@ def resolve_config(
         " an ARG"
     )
   relative = pathlib.Path(name if name.endswith(".py") else name + ".py")
-  as_path = (
-      relative if relative.is_absolute() else pathlib.Path.cwd() / relative
-  )
-  if as_path.is_file():
-    return as_path.resolve(), arg or None
-  if not relative.is_absolute():
-    in_plugin = plugin.config_dir / relative
-    if in_plugin.is_file():
-      return in_plugin.resolve(), arg or None
+  as_path = pathlib.Path.cwd() / relative  # `relative` if it is absolute.
+  for path in (as_path, plugin.config_dir / relative):
+    if path.is_file():
+      return path.resolve(), arg or None
   configs = sorted(available_configs(plugin.config_dir))
   message = (
       f"config {name!r} not found: no file {str(as_path)!r}, and plugin"
