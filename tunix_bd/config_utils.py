@@ -183,7 +183,7 @@ def source(
     default: the path; empty means none.
     required: a checkpoint the run cannot do without: checked before any
       compute even when empty, unless `random_init` replaces it.
-    metadata: more field metadata (e.g. `fingerprint.resumable`'s).
+    metadata: more field metadata (e.g. `resumable`'s).
   """
   if kind not in (CHECKPOINT, FILE):
     raise ValueError(f"source kind must be {CHECKPOINT!r} or {FILE!r}.")

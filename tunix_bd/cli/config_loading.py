@@ -35,11 +35,8 @@ class Override(NamedTuple):
 def split_override_args(
     argv: Sequence[str],
 ) -> tuple[list[Override], list[str]]:
-  """Takes `--config.KEY=VALUE` and `--config.KEY VALUE` out of `argv`.
-
-  Returns:
-    The overrides in order, and the other arguments.
-  """
+  """`(overrides in order, other arguments)`: takes `--config.KEY=VALUE` and
+  `--config.KEY VALUE` out of `argv`."""
   overrides, rest = [], []
   args = iter(argv)
   for arg in args:
@@ -86,9 +83,7 @@ def resolve_config(
 
   `CONFIG` is tried as a path (absolute or relative to the working
   directory), then as a name in `plugin.config_dir`; `.py` is optional.
-
-  Returns:
-    The config file's absolute path, and `ARG` (None when not given).
+  Returns the config file's absolute path and `ARG` (None when not given).
   """
   name, sep, arg = spec.partition(":")
   if not name:

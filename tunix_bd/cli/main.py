@@ -53,9 +53,8 @@ the name of one of the plugin's configs (`{_PROG} plugins` lists them).
 def run(plugin: plugin_api.Plugin | None = None) -> None:
   """The `tunix` console script: takes its arguments from `sys.argv`.
 
-  Args:
-    plugin: a plugin that is not installed (a repository's own, run from
-      its clone), used for `tunix run --plugin NAME` of its name.
+  `plugin`: one that is not installed (a repository's own, run from its
+  clone), used for `tunix run --plugin NAME` of its name.
   """
   status = main(sys.argv[1:], plugin=plugin)
   if status == _INTERRUPTED:
@@ -72,11 +71,8 @@ def run(plugin: plugin_api.Plugin | None = None) -> None:
 def main(
     argv: Sequence[str], *, plugin: plugin_api.Plugin | None = None
 ) -> int:
-  """Runs `tunix` with `argv` (without the program name).
-
-  Returns:
-    The exit status (module docstring); 0 on success.
-  """
+  """Runs `tunix` with `argv` (without the program name); returns the exit
+  status (module docstring), 0 on success."""
   try:
     overrides, rest = config_loading.split_override_args(argv)
   except errors.UsageError as e:
@@ -300,11 +296,8 @@ def _import_target(target: str) -> Callable[..., Any]:
 
 
 def _pathways_module() -> types.ModuleType | None:
-  """Returns `pathwaysutils` when JAX_PLATFORMS selects Pathways, else None.
-
-  Raises:
-    errors.UsageError: Pathways is selected but pathwaysutils is missing.
-  """
+  """`pathwaysutils` when JAX_PLATFORMS selects Pathways (a UsageError if it
+  is missing), else None."""
   platforms = os.environ.get("JAX_PLATFORMS", "")
   if "proxy" not in platforms:
     return None

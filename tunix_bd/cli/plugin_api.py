@@ -129,12 +129,8 @@ def discover_plugins() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def load_plugin(name: str) -> Plugin:
-  """Loads the installed plugin `name` (its `tunix.plugins` entry point).
-
-  Raises:
-    errors.UsageError: none installed, or the entry point gives no `Plugin`
-      named `name`.
-  """
+  """Loads the installed plugin `name` (its `tunix.plugins` entry point);
+  a UsageError if there is none, or it gives no `Plugin` named `name`."""
   installed = discover_plugins()
   if not installed:
     raise errors.UsageError(

@@ -88,10 +88,7 @@ def load_policy_and_reference(
   """`(policy, reference or None)`: `model.checkpoint` and `model.reference`.
 
   Each is loaded on its own mesh; the reference only `with_reference` (a
-  KL term, `grpo.beta > 0`).
-
-  Raises:
-    ValueError: if the two vocabularies differ (the KL needs one).
+  KL term, `grpo.beta > 0`), and refused unless of the policy's vocabulary.
   """
   policy = load(settings, "checkpoint", policy_mesh, seed=seed)
   if not with_reference:
@@ -109,14 +106,10 @@ def load_policy_and_reference(
 def to_block_diffusion(model: Any, tokenizer: Any, bd: Any):
   """An AR model and tokenizer with the mask token of SFT's `bd` section.
 
-  Args:
-    tokenizer: its tokenizer; gains the mask token if it lacks it.
-    bd: the `bd` section (`run.sections.BdSettings`).
-
-  Returns:
-    `(model, model_config, bd_config)`: the model (one embedding row more
-    when the mask token was added), its config, and the block-diffusion
-    settings on the mask token's id, checked against both.
+  Returns `(model, model_config, bd_config)`: the model (one embedding row
+  more when the tokenizer lacked the mask token and gained it), its config,
+  and the block-diffusion settings on the mask token's id, checked against
+  both.
   """
   eos_id = tokenizer.eos_token_id
   model, model_config, mask_id = mask_token.provision_mask_token(

@@ -25,12 +25,8 @@ from tunix_bd.models import checkpoint_digest
 
 @dataclasses.dataclass(frozen=True)
 class SourceCheckpoint:
-  """A checkpoint a run reads.
-
-  Attributes:
-    path: the directory, as configured.
-    digest: the digests of its contents.
-  """
+  """A checkpoint a run reads: its directory as configured, and the digests
+  of its contents."""
 
   path: str
   digest: checkpoint_digest.CheckpointDigest

@@ -54,15 +54,9 @@ class ConvertedSources:
   def fingerprint_fields(
       self, tokenizer_key: str = "tokenizer"
   ) -> dict[str, Any]:
-    """What the run fingerprint takes from the sources (`check_fingerprint`).
-
-    Args:
-      tokenizer_key: the field of the tokenizer's digest (e.g.
-        `tokenizer.student` where a run reads two tokenizers).
-
-    Returns:
-      `{tokenizer_key: digest, "bd": settings, "stop_ids": [ids]}`.
-    """
+    """`{tokenizer_key: digest, "bd": settings, "stop_ids": [ids]}`: what the
+    run fingerprint takes from the sources (`tokenizer_key`: e.g.
+    `tokenizer.student` where a run reads two tokenizers)."""
     return {
         tokenizer_key: fingerprint_lib.tokenizer_digest(self.tokenizer),
         "bd": self.bd.to_dict(),
@@ -99,12 +93,9 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   random model's: the embedded tokenizer and `model.scratch_bd`),
   the denoiser's config and stop ids of `rollout`, checked: special ids that
   do not collide, `stage.check_export`, and a prompt plus completion within
-  `max_position_embeddings`. Errors name the key.
-
-  Args:
-    key: the `model` field naming the converted model the run trains.
-    rollout: the run's `rollout` section (its `denoise_config(tokenizer)`
-      stops at the tokenizer's EOS and `rollout.extra_stop_ids`).
+  `max_position_embeddings`. Errors name the key. The `rollout` section's
+  `denoise_config(tokenizer)` stops at the tokenizer's EOS and
+  `rollout.extra_stop_ids`.
   """
   model, chat_template = stage.settings.model, stage.settings.data.chat_template
   if stage.random_init:

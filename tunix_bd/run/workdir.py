@@ -103,10 +103,8 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
   `Stage` keeps it); the OS drops it when the process dies, so a killed run
   never blocks its relaunch. Taken by the writing process only; a URL
   workdir (`gs://`) cannot be locked and is not (a no-op, None), nor is a
-  file system without `flock` (a note says so).
-
-  Args:
-    create: make the workdir if missing; False: lock only one that exists.
+  file system without `flock` (a note says so). `create`: make the workdir
+  if missing (False: lock only one that exists).
 
   Returns:
     The held lock file, or None where none is taken.
