@@ -22,6 +22,7 @@ from tunix_bd.cli import plugin_api
 OVERRIDE_PREFIX = "--config."
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
+_NOT_A_LITERAL = object()
 
 
 class Override(NamedTuple):
@@ -239,7 +240,10 @@ def _parse_value(
       raise invalid(field_type.__name__) from None
   if field_type is str:
     return raw
-  literal = _literal(raw)
+  try:
+    literal = ast.literal_eval(raw)
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    literal = _NOT_A_LITERAL
   if field_type is type(None):
     # An untyped None field: a Python literal if it is one, else the text.
     return raw if literal is _NOT_A_LITERAL else literal
@@ -253,13 +257,3 @@ def _parse_value(
   if literal is _NOT_A_LITERAL or not isinstance(literal, field_type):
     raise invalid(f"{field_type.__name__} (as a Python literal)")
   return literal
-
-
-_NOT_A_LITERAL = object()
-
-
-def _literal(raw: str) -> Any:
-  try:
-    return ast.literal_eval(raw)
-  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-    return _NOT_A_LITERAL

@@ -1,19 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The typed config sections of the training recipes: one set of defaults.
+"""The recipes' own typed config sections: `model`, SFT's `bd` and `lora`,
+and `export` (a library package's live beside what they configure).
 
 Each dataclass is a config section field for field and the one source of
 its defaults (`config_utils`); one class may serve several sections, each
 holding the fields its `*_KEYS` below name. The fingerprint rule is declared
 on the fields: `config_utils.resumable()` and `config_utils.source()`
 (docs/design.md, "Fingerprint").
-
-Sections of one library package live beside what they configure
-(`data.settings`, `sft.corruption`, `distillation.settings`,
-`rl.settings`, `generate.settings`, `training.options`, `mesh`); this
-module holds the recipes' own: the `model` (a checkpoint or a random
-model, and the compute precision), SFT's `bd` and `lora`, and
-`export`.
 """
 
 from __future__ import annotations
