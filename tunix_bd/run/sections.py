@@ -314,15 +314,10 @@ class LoraSettings:
 class ExportSettings:
   """The `export` section of a recipe that writes an HF export.
 
-  Attributes:
-    dtype: the weight dtype of the export (`float32`, `bfloat16` or
-      `float16`); empty keeps the source checkpoint's.
-    format: `tunix_bd` (the source's HF layout plus `block_diffusion.json`),
-      `sdar` or `fast_dllm_v2` (that project's checkpoint format,
-      docs/formats.md "Export").
-    reference_code: empty, or a directory holding the format's own modeling
-      files, copied into the export so that its code loads it with
-      `trust_remote_code`.
+  `dtype`: the export's weight dtype (`float32`, `bfloat16` or `float16`);
+  empty keeps the source checkpoint's. `format` (`tunix_bd`, `sdar` or
+  `fast_dllm_v2`) and `reference_code` (the format's own modeling files to
+  copy in): docs/formats.md, "Export".
   """
 
   # What is written at the end, never what the checkpoints mean.
