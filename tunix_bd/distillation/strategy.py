@@ -73,7 +73,7 @@ def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
 def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
   """`[batch, T, teacher_embed]` the teacher's target-aligned hidden rows.
 
-  `chunked_kl.teacher_head` maps row j to `teacher_lib.aligned_logits` at
+  The teacher's head maps row j to `teacher_lib.aligned_logits` at
   slot j. Compiled, with no head in the program.
   """
   hidden = diffusion_lm.diffusion_hidden_fn(
@@ -142,17 +142,18 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
   def _teacher_log_probs(
       self, teacher, tokens, positions, segment_ids, completion
   ):
-    # `BaseStrategy` jits this: the prompt width comes from static shapes.
-    return teacher_lib.completion_log_probs(
+    # `BaseStrategy` jits this. Only the completion columns are normalized,
+    # so the step holds `[batch, T, vocab]`, not `[batch, length, vocab]`.
+    logits = teacher_lib.aligned_logits(
         teacher,
         tokens,
         positions,
         segment_ids,
-        prompt_width=tokens.shape[1] - completion.shape[1],
         vocab_size=self.vocab_size,
         mask_token_id=self.bd.mask_token_id,
-        temperature=self.temperature,
     )
+    prompt_width = tokens.shape[1] - completion.shape[1]
+    return scoring.log_probs(logits[:, prompt_width:], self.temperature)
 
   def get_teacher_outputs(self, teacher_model, inputs) -> OpdTargets:
     """The teacher's view of the clean rollouts, plus the student's inputs.
@@ -200,9 +201,11 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     teacher_logp = teacher_hidden = teacher_head = None
     if self.logits_chunk:
       teacher_hidden = _teacher_hidden(*args, prompt_width=width)
-      teacher_head = chunked_kl.teacher_head(
-          teacher_model, self.bd.mask_token_id
-      )
+      # The mask id is excluded where it is in the teacher's vocabulary; the
+      # one SFT added past it is the student's (`distill_stats` checks it).
+      teacher_head = lm_head.model_head(teacher_model)
+      if self.bd.mask_token_id < teacher_head.vocab_size:
+        teacher_head = lm_head.model_head(teacher_model, self.bd.mask_token_id)
     else:
       teacher_logp = self._teacher_forward_fn(
           *args, jnp.asarray(batch.trace.tokens)

@@ -19,9 +19,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
-from tunix_bd.core import scoring
 from tunix_bd.core import special_ids
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
 
 
@@ -115,21 +113,6 @@ def check_compatible(
     )
 
 
-def load_tokenizer(
-    teacher_dir: str, chat_template: str, student_tokenizer: Any
-) -> Any:
-  """The tokenizer of teacher `model.teacher`, checked (`check_compatible`).
-
-  `chat_template` (`data.chat_template`) replaces its template when set, as
-  it does the student's, so the teacher scores the prompts as rendered.
-  """
-  tokenizer = tokenizer_lib.load_tokenizer(
-      teacher_dir, chat_template, key="model.teacher"
-  )
-  check_compatible(teacher_dir, tokenizer, student_tokenizer)
-  return tokenizer
-
-
 def aligned_logits(
     teacher: Any,
     tokens: jax.Array,
@@ -174,38 +157,3 @@ def aligned_logits(
       segment_ids,
       config=ar_config(mask_token_id),
   )
-
-
-def completion_log_probs(
-    teacher: Any,
-    tokens: jax.Array,
-    positions: jax.Array,
-    segment_ids: jax.Array,
-    *,
-    prompt_width: int,
-    vocab_size: int,
-    mask_token_id: int,
-    temperature: float,
-) -> jax.Array:
-  """The teacher's log-probs at the completion slots of sequence rows.
-
-  Only the completion columns are normalized, so the `[batch, T, vocab]`
-  output (not `[batch, length, vocab]`) is what the step holds.
-
-  Args:
-    teacher, tokens, positions, segment_ids, vocab_size, mask_token_id: as
-      for `aligned_logits`; rows in `canvases.sequence` layout.
-    prompt_width: P, the column where completions start.
-
-  Returns:
-    float32 `[batch, length - P, vocab_size]` log-probabilities.
-  """
-  logits = aligned_logits(
-      teacher,
-      tokens,
-      positions,
-      segment_ids,
-      vocab_size=vocab_size,
-      mask_token_id=mask_token_id,
-  )
-  return scoring.log_probs(logits[:, prompt_width:], temperature)

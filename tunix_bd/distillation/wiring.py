@@ -31,9 +31,7 @@ from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import aux_metrics
-from tunix_bd.training import hook_chain
 from tunix_bd.training import options
-from tunix_bd.training import progress
 
 
 def model_inputs(batch: Any) -> dict[str, Any]:
@@ -169,6 +167,7 @@ def build_trainer(
       corruption=corruption,
       time_budget_s=train.seconds,
   )
+  description = f"On-policy distillation ({opd.canvas})"
   evaluation = evaluation_lib.DecodeEvaluation(
       prompts=eval_prompts,
       teacher=teacher,
@@ -178,10 +177,10 @@ def build_trainer(
       tokenizer=tokenizer,
       batch_size=eval_settings.batch_size,
       every_n_steps=train.eval_every_n_steps,
+      description=description,
   )
   # The source serves no eval batches, so Tunix runs no loss evaluation;
   # `train.eval_every_n_steps` paces the decode evaluation instead.
-  description = f"On-policy distillation ({opd.canvas})"
   training_config = options.training_config(train, workdir, description)
   training_config.max_inflight_computations = 1
   with mesh_lib.tunix_context(mesh):
@@ -193,9 +192,6 @@ def build_trainer(
         training_config,
         source=source,
         fingerprint=fingerprint,
-        # A step's progress line, then the evaluation due after it.
-        training_hooks=hook_chain.HookChain(
-            progress.ProgressLines(description), evaluation
-        ),
+        training_hooks=evaluation,
     )
   return trainer, evaluation

@@ -30,8 +30,8 @@ def validate_dataset(
 ) -> None:
   """Checks every row up front, so bad data fails before any compute.
 
-  Errors name the first offending example, with the rules of
-  `corruption.corrupt_example`.
+  Errors name the first offending example (its `Conversation.where`). The
+  rows that pass are the ones `corruption.corrupt_example` can corrupt.
   """
   lengths = np.asarray(dataset.lengths, np.int64)
   prompt_lengths = np.asarray(dataset.prompt_lengths, np.int64)
@@ -77,9 +77,12 @@ def validate_dataset(
   for bad, describe in checks:
     if bad.any():
       first = int(np.flatnonzero(bad)[0])
+      where = f"example {first}"
+      if first < len(dataset.conversations):
+        where = dataset.conversations[first].where
       raise ValueError(
-          f"{micro_batches.example_where(dataset, first)}: {describe(first)}"
-          f" ({int(bad.sum())} examples fail this check)."
+          f"{where}: {describe(first)} ({int(bad.sum())} examples fail this"
+          " check)."
       )
 
 
@@ -111,7 +114,8 @@ def sft_batches(
 
   Returns:
     A MapDataset of `micro_batches.SftBatch` micro-batches of
-    `batch_size * corruption.rows_per_example // k` rows. Iterating it uses
+    `batch_size // k` examples' rows (2 rows each with
+    `corruption.complementary`). Iterating it uses
     grain's default read options (16 threads, 500 items prefetched); for
     large batches, hand the trainer
     `ds.to_iter_dataset(grain.ReadOptions(...))` with a smaller buffer.
