@@ -84,22 +84,6 @@ def embedded_conversations(
   ]
 
 
-def jsonl_conversations(
-    path: str, *, held_out: bool = False
-) -> list[Conversation]:
-  """A user's chat or prompt/completion JSONL file, each named `path:line`.
-
-  `held_out` also reads `{"prompt", "answer"}` records (`jsonl`'s
-  `"held_out"` kind): prompts to decode, scored against their answer.
-  """
-  return [
-      Conversation(r["messages"], JSONL_TASK, where)
-      for where, r in jsonl.read_jsonl_records(
-          path, kind="held_out" if held_out else "sft"
-      )
-  ]
-
-
 def _task_mix(data: Any) -> tasks_lib.TaskMix:
   return tasks_lib.TaskMix(
       tasks=tuple(data.tasks),
@@ -117,8 +101,14 @@ def split_conversations(data: Any, split: str) -> list[Conversation]:
   """
   path = getattr(data, split)
   if path:
-    # A held-out file may hold prompts with answers, as GRPO's does.
-    return jsonl_conversations(path, held_out=split == "eval")
+    # A user's chat or prompt/completion JSONL file, each record named
+    # `path:line`. A held-out file may also hold `{"prompt", "answer"}`
+    # records, as GRPO's does (`jsonl`'s "held_out" kind).
+    kind = "held_out" if split == "eval" else "sft"
+    return [
+        Conversation(r["messages"], JSONL_TASK, where)
+        for where, r in jsonl.read_jsonl_records(path, kind=kind)
+    ]
   return embedded_conversations(
       _task_mix(data), split, getattr(data, f"num_{split}")
   )
@@ -270,32 +260,3 @@ def batches(
     ds = ds.seed(seed).shuffle()
   ds = ds.repeat(num_epochs)
   return ds.batch(batch_size, drop_remainder=True)
-
-
-def train_and_eval_batches(
-    train_data: TokenizedDataset,
-    eval_data: TokenizedDataset,
-    *,
-    batch_size: int,
-    eval_batch_size: int,
-    seed: int,
-) -> tuple[grain.MapDataset, grain.MapDataset]:
-  """An AR training run's streams of `batches`, keys named for errors.
-
-  `(train_batches, eval_batches)`: `[batch_size, max_length]` batches
-  reshuffled every epoch from `seed`, forever; one unshuffled pass of
-  `[eval_batch_size, max_length]` batches. MapDatasets, not iterators:
-  Tunix re-iterates the eval data at each evaluation.
-  """
-  train_batches = batches(
-      train_data, batch_size, seed=seed, key="train.batch_size"
-  )
-  eval_batches = batches(
-      eval_data,
-      eval_batch_size,
-      seed=0,
-      num_epochs=1,
-      shuffle=False,
-      key="eval.batch_size",
-  )
-  return train_batches, eval_batches

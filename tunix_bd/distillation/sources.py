@@ -201,25 +201,19 @@ class StudentRolloutSource(compat.DataHooks):
     """Builds the source (the denoiser is built at the first batch).
 
     Args:
-      prompts: the prompt stream, cycled in a per-epoch shuffled order.
-      bd: the student's block-diffusion settings.
+      prompts: cycled in a per-epoch shuffled order.
       decode: the rollout's denoising settings (temperature > 0 samples).
-      canvas: one of `CANVASES`.
       batch_size: rows per micro-batch.
-      gradient_accumulation_steps: micro-batches per update.
       max_steps: updates to serve; then None ends training.
       seed: seeds prompt order, rollout sampling and corruption.
-      eos_id: the EOS id (the fill of `corrupted` canvases).
+      eos_id: the fill of `corrupted` canvases.
       corruption: the `corrupted` canvas's noise (uniform weights, not
         complementary).
       time_budget_s: stop at the first update boundary after this many
-        seconds of training (for equal-time comparisons); None: no limit.
+        seconds of training; None: no limit.
       logits_fn, cached_logits_fn: the student's model calls, as for
-        `denoise.Denoiser` (`external_logits.model_calls` for a Tunix
-        `DiffusionLogitsFn`).
+        `denoise.Denoiser`.
     """
-    if canvas not in CANVASES:
-      raise ValueError(f"opd.canvas must be one of {CANVASES}, got {canvas!r}.")
     if canvas == CORRUPTED:
       if corruption is None:
         raise ValueError("opd.canvas='corrupted' needs a corruption config.")

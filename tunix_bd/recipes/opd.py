@@ -17,6 +17,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import settings as settings_lib
@@ -86,8 +87,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   settings = stage.settings
   train = settings.train
   sources, teacher_tokenizer = read_sources(stage)
-  train_prompts, eval_prompts = wiring.train_and_eval_prompts(
-      sources, settings.data, settings.rollout.max_prompt_length
+  # Rendered and encoded as the student reads (its export's chat switches);
+  # a conversation's last assistant turn is re-generated.
+  train_prompts, eval_prompts = (
+      sources.encode_prompts(split, settings.rollout.max_prompt_length)
+      for split in dataset_lib.conversations(settings.data)
   )
   fingerprint = check_fingerprint(stage, sources, teacher_tokenizer)
 

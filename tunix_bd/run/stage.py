@@ -96,8 +96,7 @@ class Stage(Generic[SettingsT]):
       spec: the recipe's config class: a frozen dataclass whose fields are
         its typed sections, in the order they are checked: each a settings
         dataclass (`config_utils.from_section`, of the field's
-        `config_utils.section` keys) or a class with its own
-        `from_config_dict` (`corruption`).
+        `config_utils.section` keys).
       writes: where the run writes: `workdir`, a directory; `output`, one
         report file (empty: none; the benchmarks that print their table);
         or `output_or_workdir`, `output` when set, else `workdir`
@@ -118,12 +117,10 @@ class Stage(Generic[SettingsT]):
     self.workdir = config.get("workdir")
     hints, sections = typing.get_type_hints(spec), {}
     for f in dataclasses.fields(spec):
-      cls, section = hints[f.name], config[f.name]
-      if hasattr(cls, "from_config_dict"):
-        sections[f.name] = cls.from_config_dict(section)
-      else:
-        keys = f.metadata.get(config_utils.SECTION_KEYS, ())
-        sections[f.name] = config_utils.from_section(cls, section, f.name, keys)
+      keys = f.metadata.get(config_utils.SECTION_KEYS, ())
+      sections[f.name] = config_utils.from_section(
+          hints[f.name], config[f.name], f.name, keys
+      )
     self.settings: SettingsT = spec(**sections)
     model = getattr(self.settings, "model", None)
     if paths and model is not None:

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any, Mapping
 
 import numpy as np
 
-from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import eos as eos_lib
 
@@ -80,23 +78,24 @@ class SftCorruptionConfig:
   seed: int = 0
 
   def __post_init__(self):
-    min_noise = _check_noise("min_noise", self.min_noise)
-    max_noise = _check_noise("max_noise", self.max_noise)
+    min_noise = _check_noise("corruption.min_noise", self.min_noise)
+    max_noise = _check_noise("corruption.max_noise", self.max_noise)
     if min_noise > max_noise:
       raise ValueError(
-          f"min_noise={min_noise} must be <= max_noise={max_noise}."
+          f"corruption.min_noise={min_noise} must be <= max_noise={max_noise}."
       )
     if not isinstance(self.complementary, (bool, np.bool_)):
       raise ValueError(
-          f"complementary must be a bool, got {self.complementary!r}."
+          "corruption.complementary must be a bool, got"
+          f" {self.complementary!r}."
       )
     if (
         not isinstance(self.loss_weighting, str)
         or self.loss_weighting not in LOSS_WEIGHTINGS
     ):
       raise ValueError(
-          f"loss_weighting must be one of {list(LOSS_WEIGHTINGS)}, got"
-          f" {self.loss_weighting!r}."
+          f"corruption.loss_weighting must be one of {list(LOSS_WEIGHTINGS)},"
+          f" got {self.loss_weighting!r}."
       )
     if (
         self.complementary
@@ -106,7 +105,7 @@ class SftCorruptionConfig:
       # The complementary row's noise level 1 - t reaches 0: its 1/(1 - t)
       # weights would be unbounded.
       raise ValueError(
-          "complementary=True with loss_weighting='inverse_t' needs"
+          "corruption.complementary=True with loss_weighting='inverse_t' needs"
           " max_noise < 1 (the complementary row's noise level is 1 - t),"
           f" got max_noise={max_noise}."
       )
@@ -115,26 +114,13 @@ class SftCorruptionConfig:
         or not isinstance(self.seed, (int, np.integer))
         or self.seed < 0
     ):
-      raise ValueError(f"seed must be an int >= 0, got {self.seed!r}.")
+      raise ValueError(
+          f"corruption.seed must be an int >= 0, got {self.seed!r}."
+      )
     object.__setattr__(self, "min_noise", min_noise)
     object.__setattr__(self, "max_noise", max_noise)
     object.__setattr__(self, "complementary", bool(self.complementary))
     object.__setattr__(self, "seed", int(self.seed))
-
-  @classmethod
-  def from_config_dict(cls, cfg: Mapping[str, Any]) -> SftCorruptionConfig:
-    """Builds the config from a ConfigDict section; unknown keys fail.
-
-    Errors name the key as the config does: `corruption.min_noise`.
-    """
-    try:
-      return config_utils.from_section(cls, cfg, "corruption")
-    except ValueError as e:
-      fields = {f.name for f in dataclasses.fields(cls)}
-      message = str(e)
-      if re.match(r"\w+", message).group() in fields:
-        raise ValueError(f"corruption.{message}") from None
-      raise
 
 
 def corrupt_blocks(

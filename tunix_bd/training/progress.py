@@ -126,7 +126,8 @@ class ProgressLines(compat.TrainingHooks):
       self._first = (train_step, now)
     self._last_line = now
     self._ctx = train_ctx
-    self.print_line(self.line(train_step, max_steps, train_loss, now))
+    text = self.line(train_step, max_steps, train_loss, now)
+    print(text, file=self._stream, flush=True)
 
   def line(self, step: int, max_steps: int | None, loss, now: float) -> str:
     """The progress line of `step` at time `now`."""
@@ -151,6 +152,3 @@ class ProgressLines(compat.TrainingHooks):
       rate = (now - self._first[1]) / (step - self._first[0])
       parts.append(f"ETA {format_duration(rate * max(max_steps - step, 0))}")
     return "  ".join(parts)
-
-  def print_line(self, text: str) -> None:
-    print(text, file=self._stream, flush=True)

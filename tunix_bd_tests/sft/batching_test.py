@@ -74,8 +74,9 @@ class SftBatchesTest(parameterized.TestCase):
       _assert_equal(got, want)
 
   def test_eval_batches_are_their_own_global_batch(self):
-    ds = batching.eval_batches(
+    ds = batching.sft_batches(
         common.data(),
+        **batching.ONE_PASS,
         batch_size=4,
         corruption=corruption.SftCorruptionConfig(complementary=True),
         config=common.CONFIG,
@@ -113,8 +114,9 @@ class SftBatchesTest(parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"^eval\.batch_size=20 exceeds the \d+ examples"
     ):
-      batching.eval_batches(
+      batching.sft_batches(
           common.data(),
+          **batching.ONE_PASS,
           batch_size=20,
           corruption=corruption.SftCorruptionConfig(),
           config=common.CONFIG,
@@ -177,8 +179,9 @@ class TrainAndEvalBatchesTest(absltest.TestCase):
     train, held_out = self._streams(data, data)
     for i in range(6):
       _assert_equal(train[i], _batches(data, k=2, seed=3)[i])
-    want = batching.eval_batches(
+    want = batching.sft_batches(
         data,
+        **batching.ONE_PASS,
         batch_size=4,
         corruption=corruption.SftCorruptionConfig(
             min_noise=0.2, max_noise=0.9, seed=1

@@ -7,6 +7,7 @@ import dataclasses
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
@@ -316,24 +317,23 @@ class SftCorruptionConfigTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       corruption.SftCorruptionConfig(**kwargs)
 
-  def test_from_config_dict(self):
-    cc = corruption.SftCorruptionConfig.from_config_dict(
-        {"min_noise": 0.25, "max_noise": 0.75, "seed": 3}
+  def test_from_section(self):
+    from_section = lambda section: config_utils.from_section(
+        corruption.SftCorruptionConfig, section, "corruption"
     )
+    cc = from_section({"min_noise": 0.25, "max_noise": 0.75, "seed": 3})
     self.assertEqual((cc.min_noise, cc.max_noise, cc.seed), (0.25, 0.75, 3))
     with self.assertRaisesRegex(ValueError, "^unknown corruption config"):
-      corruption.SftCorruptionConfig.from_config_dict({"min_nosie": 0.2})
+      from_section({"min_nosie": 0.2})
     # A bad value names its config key (sft.py, opd.py).
     with self.assertRaisesRegex(
         ValueError, r"^corruption\.min_noise must be in \(0, 1\]"
     ):
-      corruption.SftCorruptionConfig.from_config_dict({"min_noise": 2.0})
+      from_section({"min_noise": 2.0})
     with self.assertRaisesRegex(
         ValueError, r"^corruption\.min_noise=0\.5 must be <= max_noise"
     ):
-      corruption.SftCorruptionConfig.from_config_dict(
-          {"min_noise": 0.5, "max_noise": 0.25}
-      )
+      from_section({"min_noise": 0.5, "max_noise": 0.25})
 
 
 if __name__ == "__main__":

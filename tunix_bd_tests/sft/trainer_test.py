@@ -82,8 +82,8 @@ class DiffusionSftTrainerTest(absltest.TestCase):
         gradient_accumulation_steps=2,
         **common,
     )
-    evaluation = batching.eval_batches(
-        _data("eval", 16), batch_size=8, **common
+    evaluation = batching.sft_batches(
+        _data("eval", 16), batch_size=8, **common, **batching.ONE_PASS
     )
     trainer.train(train, evaluation)
     self.assertEqual(trainer.train_steps, _STEPS)
