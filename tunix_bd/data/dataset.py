@@ -182,18 +182,18 @@ def tokenize(
   prompt_lengths = np.zeros(len(conversations), np.int32)
   lengths = np.zeros(len(conversations), np.int32)
   for i, conversation in enumerate(conversations):
-    encoded = chat.encode_conversation(
+    prompt_ids, completion_ids = chat.encode_conversation(
         tokenizer, conversation.messages, conversation.where, options
     )
-    if encoded.length > max_length:
+    ids = prompt_ids + completion_ids
+    if len(ids) > max_length:
       raise ValueError(
-          f"{conversation.where}: {encoded.length} tokens do not fit in "
+          f"{conversation.where}: {len(ids)} tokens do not fit in "
           f"data.max_length={max_length}; raise data.max_length or drop the "
           "record."
       )
-    ids = encoded.prompt_ids + encoded.completion_ids
     tokens[i, : len(ids)] = ids
-    prompt_lengths[i] = len(encoded.prompt_ids)
+    prompt_lengths[i] = len(prompt_ids)
     lengths[i] = len(ids)
   return TokenizedDataset(tokens, prompt_lengths, lengths, tuple(conversations))
 

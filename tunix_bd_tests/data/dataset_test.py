@@ -66,16 +66,20 @@ class TokenizeTest(DatasetTestBase):
     self.assertEqual(self.data.conversations, tuple(self.conversations))
     pad = self.tokenizer.pad_token_id
     for i, conversation in enumerate(self.conversations):
-      encoded = chat.encode_conversation(self.tokenizer, conversation.messages)
-      ids = list(encoded.prompt_ids + encoded.completion_ids)
+      prompt_ids, completion_ids = chat.encode_conversation(
+          self.tokenizer, conversation.messages
+      )
+      ids = list(prompt_ids + completion_ids)
       self.assertEqual(self.data.tokens[i, : len(ids)].tolist(), ids)
       self.assertTrue((self.data.tokens[i, len(ids) :] == pad).all())
-      self.assertEqual(self.data.prompt_lengths[i], len(encoded.prompt_ids))
-      self.assertEqual(self.data.lengths[i], encoded.length)
+      self.assertEqual(self.data.prompt_lengths[i], len(prompt_ids))
+      self.assertEqual(self.data.lengths[i], len(prompt_ids + completion_ids))
 
   def test_row_masks_are_consistent_with_encoding(self):
     for i, conversation in enumerate(self.conversations):
-      encoded = chat.encode_conversation(self.tokenizer, conversation.messages)
+      prompt_ids, completion_ids = chat.encode_conversation(
+          self.tokenizer, conversation.messages
+      )
       row = self.data.row(i)
       self.assertCountEqual(row, ["tokens", "completion_mask", "valid_mask"])
       valid, completion = row["valid_mask"], row["completion_mask"]
@@ -83,16 +87,15 @@ class TokenizeTest(DatasetTestBase):
       self.assertEqual(completion.dtype, bool)
       # Brute force: position by position.
       for p in range(_MAX_LENGTH):
-        self.assertEqual(valid[p], p < encoded.length)
+        self.assertEqual(valid[p], p < len(prompt_ids + completion_ids))
         self.assertEqual(
-            completion[p], len(encoded.prompt_ids) <= p < encoded.length
+            completion[p],
+            len(prompt_ids) <= p < len(prompt_ids + completion_ids),
         )
-      self.assertEqual(
-          row["tokens"][completion].tolist(), list(encoded.completion_ids)
-      )
+      self.assertEqual(row["tokens"][completion].tolist(), list(completion_ids))
       self.assertEqual(
           row["tokens"][valid & ~completion].tolist(),
-          list(encoded.prompt_ids),
+          list(prompt_ids),
       )
       self.assertEqual(
           row["tokens"][completion][-1], self.tokenizer.eos_token_id
