@@ -17,7 +17,6 @@ import grain
 import numpy as np
 import transformers
 
-from tunix_bd import config_utils
 from tunix_bd.data import chat
 from tunix_bd.data import jsonl
 from tunix_bd.data import tasks as tasks_lib
@@ -153,7 +152,7 @@ def prompt_records(
     records = jsonl.read_jsonl(data.prompts, kind="rl")
     records = [dict(r, task=JSONL_TASK) for r in records]
     return records, f"data.prompts={data.prompts!r}"
-  config_utils.check_int("data.num_prompts", data.num_prompts, 1)
+  # `DataSettings` checked `data.num_prompts`.
   records = [
       {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
       for e in _task_mix(data).examples("eval", data.num_prompts)

@@ -92,17 +92,10 @@ def rollout_batches(
     corruption: corruption_lib.SftCorruptionConfig | None,
     num_micro_batches: int = 1,
 ) -> list[OpdBatch]:
-  """The micro-batches of one rolled-out global batch of update `step`.
-
-  Args:
-    trace: the global batch's rollout (concrete arrays).
-    step: the update step (with the row index it keys the corruption).
-    eos_id: the EOS id of the `corrupted` canvas's fill.
-    corruption: the `corrupted` canvas's noise.
-    num_micro_batches: k, equal splits of the rows (GA).
-
-  Returns:
-    k `OpdBatch`es carrying the global batch's total weight.
+  """The k = `num_micro_batches` equal micro-batches of one rolled-out
+  global batch (`trace`, concrete arrays) of update `step`, each carrying
+  the global batch's total weight. `step` and the row index key the
+  `corrupted` canvas's draws of `corruption`; `eos_id` is its fill.
   """
   trace = trace.replace(
       prompt_tokens=np.asarray(trace.prompt_tokens, np.int32),

@@ -46,7 +46,6 @@ class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
       *,
       source: sources.StudentRolloutSource,
       fingerprint: Mapping[str, Any] | None = None,
-      training_hooks=None,
   ):
     """Builds the trainer; a checkpoint in its directory is restored.
 
@@ -71,8 +70,6 @@ class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
     # The whole batch is the strategy's input.
     self.with_gen_model_input_fn(lambda batch: {"batch": batch})
     self.with_data_hooks(source)
-    if training_hooks is not None:
-      self.with_training_hooks(training_hooks)
 
   def run(self) -> None:
     """Trains until the source ends (max steps or time budget)."""
@@ -152,6 +149,6 @@ def build_trainer(
         training_config,
         source=source,
         fingerprint=fingerprint,
-        training_hooks=evaluation,
     )
+  trainer.with_training_hooks(evaluation)
   return trainer, evaluation

@@ -99,16 +99,13 @@ def sft_batches(
     shuffle: bool = True,
     section: str = "",
 ) -> grain.MapDataset:
-  """The SFT micro-batch stream for `PeftTrainer`.
+  """The SFT micro-batch stream for `PeftTrainer`, every row validated.
 
   Args:
-    dataset: the encoded rows; every row is validated here.
     batch_size: examples per global batch (one optimizer update).
-    seed: seeds the example order, an int >= 0.
     gradient_accumulation_steps: k micro-batches per global batch, as in
       Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
     num_epochs: passes over the data; None repeats forever.
-    shuffle: shuffle the example order per epoch (off for evaluation).
     section: the config section holding `batch_size` and
       `gradient_accumulation_steps` (e.g. "train"), for errors.
 

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
@@ -210,14 +211,9 @@ def sft_loss_fn(
     raise ValueError(
         f"config must be a BlockDiffusionConfig, got {type(config).__name__}."
     )
-  if (
-      isinstance(num_noise_buckets, bool)
-      or not isinstance(num_noise_buckets, int)
-      or num_noise_buckets < 1
-  ):
-    raise ValueError(
-        f"num_noise_buckets must be an int >= 1, got {num_noise_buckets!r}."
-    )
+  num_noise_buckets = config_utils.check_int(
+      "num_noise_buckets", num_noise_buckets, 1
+  )
   logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
   _rows_fn(logits_fn, logits_chunk, attention)
 

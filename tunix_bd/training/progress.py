@@ -49,15 +49,14 @@ class ProgressLines(compat.TrainingHooks):
       clock: Callable[[], float] = time.monotonic,
       latest: Sequence[tuple[str, str, str]] = (),
   ):
-    """Builds the hook.
+    """Builds the hook; `description` prefixes each line (e.g. "SFT").
 
     Args:
-      description: the run's name, the line's prefix (e.g. "SFT").
       every_s: the most seconds between two lines.
-      enabled: print lines; None prints them exactly when Tunix's progress
-        bar is hidden (stderr is not a terminal).
+      enabled: None prints lines exactly when Tunix's progress bar is hidden
+        (stderr is not a terminal).
       stream: where lines go; None is stdout, read at each line.
-      clock: seconds, monotonic (injectable for tests).
+      clock: monotonic seconds (injectable for tests).
       latest: `(metrics prefix, name, label)` of train metrics whose latest
         value each line shows (e.g. RL's reward).
     """
