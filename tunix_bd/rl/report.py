@@ -277,41 +277,43 @@ def _legend_above(ax, columns: int) -> None:
   )
 
 
-def caption(
-    run: settings_lib.GrpoConfig, steps: int, train_seconds: float
-) -> str:
-  """The figure's caption: steps, batch, G, rollout settings, wall time."""
-  return (
-      f"{steps} steps x {run.train.batch_size} prompts x"
-      f" G={run.grpo.num_generations}, threshold {run.rollout.threshold:g},"
-      f" T={run.rollout.temperature:g}, {train_seconds:.0f} s on"
-      f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
-  )
-
-
 def write_report(
     workdir: str,
+    run: settings_lib.GrpoConfig,
     *,
     before: evaluation_lib.HeldOutResult,
     after: evaluation_lib.HeldOutResult,
     continued_sft: evaluation_lib.HeldOutResult | None = None,
-    title: str = "GRPO on block-diffusion rollouts",
-    caption: str = "",
-    extra: dict[str, Any] | None = None,
+    steps: int,
+    train_seconds: float,
+    kl_reference: str,
 ) -> dict[str, Any]:
   """Writes `report.txt`, `report.json` and `report.png` into `workdir`.
 
   `before` and `after` are evaluations on the same prompts and seeds;
   `continued_sft`, optionally, of the starting model trained with SFT for
-  the same compute; `caption` says what was run, under the figure; `extra`
-  adds JSON fields. Returns the JSON content written.
+  the same compute. `steps` are the actor's update steps, `train_seconds`
+  the wall time of training alone, `kl_reference` which model the KL
+  reference is (`recipes.grpo.kl_reference`). Returns the JSON written.
   """
+  title = (
+      f"{run.description} on block-diffusion rollouts; KL reference:"
+      f" {kl_reference}"
+  )
+  caption = (
+      f"{steps} steps x {run.train.batch_size} prompts x"
+      f" G={run.grpo.num_generations}, threshold {run.rollout.threshold:g},"
+      f" T={run.rollout.temperature:g}, {train_seconds:.0f} s on"
+      f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
+  )
   curves = reward_curves(workdir)
   rows = held_out_rows(before, after, continued_sft)
   num_prompts = len(next(iter(before.greedy.values())).correct)
   text = format_text(rows, curves, title=title, num_prompts=num_prompts)
   content = {
-      **(extra or {}),
+      "steps": steps,
+      "train_seconds": train_seconds,
+      "kl_reference": kl_reference,
       "held_out": rows,
       "reward_curves": {k: [list(p) for p in v] for k, v in curves.items()},
       "before": before.to_json(),
