@@ -61,12 +61,6 @@ def speed_metrics(lengths, forwards: np.ndarray) -> dict[str, Any]:
   }
 
 
-def check_cadence(verify_replay_every_n_steps: int) -> None:
-  """Fails closed on a negative replay-parity cadence (0: never)."""
-  if verify_replay_every_n_steps < 0:
-    raise ValueError("verify_replay_every_n_steps must be >= 0.")
-
-
 class DiffusionRLCluster(compat.RLCluster):
   """An `RLCluster` for a `DiffusionRollout` (see the module docstring)."""
 
@@ -140,11 +134,10 @@ class DiffusionRLCluster(compat.RLCluster):
     """Makes `generate` log what tunix_bd's learner logs, for another learner.
 
     Each rollout then buffers `speed_metrics`; every
-    `verify_replay_every_n_steps` global steps (0: never; negative: a
-    ValueError) a training rollout is also replayed under the anchor
-    snapshot and `PARITY_METRIC` buffered.
+    `verify_replay_every_n_steps` global steps (0: never; checked as
+    `grpo.verify_replay_every_n_steps`) a training rollout is also replayed
+    under the anchor snapshot and `PARITY_METRIC` buffered.
     """
-    check_cadence(verify_replay_every_n_steps)
     self._checks_every = verify_replay_every_n_steps
 
   def generate(

@@ -99,21 +99,6 @@ class DiffusionTrainExample(compat.TrainExample):
     )
 
 
-def _check_shapes(per_token_logps, train_example) -> None:
-  """Every per-token input has the `[batch, T]` shape of the mask."""
-  want = np.shape(train_example.completion_mask)
-  for name, value in (
-      ("per_token_logps", per_token_logps),
-      ("train_example.old_per_token_logps", train_example.old_per_token_logps),
-      ("train_example.ref_per_token_logps", train_example.ref_per_token_logps),
-      ("train_example.sampler_is_weights", train_example.sampler_is_weights),
-  ):
-    if value is not None and np.shape(value) != want:
-      raise ValueError(
-          f"{name} has shape {np.shape(value)}, but completion_mask has {want}."
-      )
-
-
 def _clipped_log_ratio(per_token_logps, old_per_token_logps, mask, loss_algo):
   """Tunix's clipped log importance ratio `[batch, T]`, and `ppo_kl`."""
   log_ratio = per_token_logps - old_per_token_logps
@@ -130,26 +115,6 @@ def _clipped_log_ratio(per_token_logps, old_per_token_logps, mask, loss_algo):
     )
     log_ratio = jnp.clip(log_ratio, max=_GSPO_LOG_RATIO_MAX)
   return log_ratio, ppo_kl
-
-
-def _ratio_and_advantage_stats(log_ratio, is_ratio, pg_losses, adv, mask):
-  """Tunix's diagnostic aux entries, over the actions (`mask`)."""
-  pg_loss_1, pg_loss_2 = pg_losses
-  adv_all = jnp.broadcast_to(adv, mask.shape)
-  return {
-      "is_ratio/mean": _masked_mean(is_ratio, mask),
-      "is_ratio/max": jnp.max(jnp.where(mask > 0, is_ratio, 0.0)),
-      "is_ratio/min": jnp.min(jnp.where(mask > 0, is_ratio, jnp.inf)),
-      "log_ratio/abs_mean": _masked_mean(jnp.abs(log_ratio), mask),
-      "pg_loss/unclipped_mean": _masked_mean(pg_loss_1, mask),
-      "pg_loss/clipped_mean": _masked_mean(pg_loss_2, mask),
-      "advantage/abs_mean": _masked_mean(jnp.abs(adv_all), mask),
-      "advantage/max": jnp.max(jnp.where(mask > 0, adv_all, -jnp.inf)),
-      "advantage/min": jnp.min(jnp.where(mask > 0, adv_all, jnp.inf)),
-      "advantage/nonzero_frac": _masked_mean(
-          (jnp.abs(adv_all) > 1e-8).astype(jnp.float32), mask
-      ),
-  }
 
 
 def grpo_objective(
@@ -173,7 +138,17 @@ def grpo_objective(
     policy term under both 0.1.7's name (`pg_loss`) and main's
     (`reduced_pg_loss`, `unreduced_pg_loss`).
   """
-  _check_shapes(per_token_logps, train_example)
+  want = np.shape(train_example.completion_mask)
+  for name, value in (
+      ("per_token_logps", per_token_logps),
+      ("train_example.old_per_token_logps", train_example.old_per_token_logps),
+      ("train_example.ref_per_token_logps", train_example.ref_per_token_logps),
+      ("train_example.sampler_is_weights", train_example.sampler_is_weights),
+  ):
+    if value is not None and np.shape(value) != want:
+      raise ValueError(
+          f"{name} has shape {np.shape(value)}, but completion_mask has {want}."
+      )
   epsilon, epsilon_high, epsilon_c = compat.clip_epsilons(algo_config)
   agg_mode = algo_config.loss_agg_mode
   mask = train_example.completion_mask
@@ -211,6 +186,7 @@ def grpo_objective(
     per_token_loss = per_token_loss * weights
   loss = compat.aggregate_loss(per_token_loss, mask, agg_mode)
 
+  adv_all = jnp.broadcast_to(adv, mask.shape)
   aux = {
       "kl": 0.0,
       "kl_loss": 0.0,
@@ -223,8 +199,18 @@ def grpo_objective(
       "pg_clipfrac": clipfrac,
       "ppo_kl": ppo_kl,
       "pg_clipfrac_lower": clipfrac_lower,
-      **_ratio_and_advantage_stats(
-          log_ratio, is_ratio, (pg_loss_1, pg_loss_2), adv, mask
+      # Tunix's diagnostics, over the actions.
+      "is_ratio/mean": _masked_mean(is_ratio, mask),
+      "is_ratio/max": jnp.max(jnp.where(mask > 0, is_ratio, 0.0)),
+      "is_ratio/min": jnp.min(jnp.where(mask > 0, is_ratio, jnp.inf)),
+      "log_ratio/abs_mean": _masked_mean(jnp.abs(log_ratio), mask),
+      "pg_loss/unclipped_mean": _masked_mean(pg_loss_1, mask),
+      "pg_loss/clipped_mean": _masked_mean(pg_loss_2, mask),
+      "advantage/abs_mean": _masked_mean(jnp.abs(adv_all), mask),
+      "advantage/max": jnp.max(jnp.where(mask > 0, adv_all, -jnp.inf)),
+      "advantage/min": jnp.min(jnp.where(mask > 0, adv_all, jnp.inf)),
+      "advantage/nonzero_frac": _masked_mean(
+          (jnp.abs(adv_all) > 1e-8).astype(jnp.float32), mask
       ),
       "sampler_is/weight_mean": jnp.float32(1.0),
       "sampler_is/weight_min": jnp.float32(1.0),
@@ -250,8 +236,29 @@ def grpo_objective(
   return loss, aux
 
 
-def _checked_trace(train_example, algo_config) -> trace_lib.Trace:
-  """The example's trace, checked against the example and the config."""
+@compat.register_policy_loss_fn(POLICY_LOSS_NAME)
+def diffusion_grpo_loss(
+    model,
+    train_example: DiffusionTrainExample,
+    algo_config: Any,
+    pad_id: int,
+    eos_id: int,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+    logits_chunk: int | None = None,
+    **kwargs,
+) -> tuple[jax.Array, dict[str, Any]]:
+  """GRPO loss of a diffusion rollout, with live log-probs by trace replay.
+
+  Tunix's policy-loss signature; differentiable in `model` and jit-able.
+  `grpo_objective` of `replay_log_probs(model, train_example.trace)` (of the
+  example's static `num_canvases` and `context_length`); `cached_logits_fn`
+  and `logits_chunk` are the rollout's. `pad_id`, `eos_id` and `kwargs` are
+  unused (the trace holds the actions).
+  """
+  del pad_id, eos_id, kwargs
   trace = getattr(train_example, "trace", None)
   if trace is None:
     raise ValueError(
@@ -286,33 +293,6 @@ def _checked_trace(train_example, algo_config) -> trace_lib.Trace:
         f"algo_config.temperature={temperature} differs from the rollout"
         f" trace's temperature {trace.temperature}."
     )
-  return trace
-
-
-@compat.register_policy_loss_fn(POLICY_LOSS_NAME)
-def diffusion_grpo_loss(
-    model,
-    train_example: DiffusionTrainExample,
-    algo_config: Any,
-    pad_id: int,
-    eos_id: int,
-    *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-    logits_chunk: int | None = None,
-    **kwargs,
-) -> tuple[jax.Array, dict[str, Any]]:
-  """GRPO loss of a diffusion rollout, with live log-probs by trace replay.
-
-  Tunix's policy-loss signature; differentiable in `model` and jit-able.
-  `grpo_objective` of `replay_log_probs(model, train_example.trace)` (of the
-  example's static `num_canvases` and `context_length`); `cached_logits_fn`
-  and `logits_chunk` are the rollout's. `pad_id`, `eos_id` and `kwargs` are
-  unused (the trace holds the actions).
-  """
-  del pad_id, eos_id, kwargs
-  trace = _checked_trace(train_example, algo_config)
   per_token_logps = replay.replay_log_probs(
       model,
       trace,

@@ -52,8 +52,7 @@ def check_rollout_config(
     config: compat.RolloutConfig, *, training: bool, model_dtype: Any
 ) -> None:
   """Fails closed, naming the field, on what a denoising rollout cannot
-  honor: a vocabulary filter, a training temperature that is not > 0, or a
-  `data_type` other than the model's (replay parity needs it)."""
+  honor."""
   if config.top_k is not None:
     raise ValueError(
         f"rollout_config.top_k={config.top_k} is a vocabulary filter, which"
@@ -114,12 +113,10 @@ class DiffusionRollout(compat.BaseRollout):
 
     The rollout decodes with `rollout_actor` where it already sits on `mesh`
     as `role_shim.place_on_mesh` would put it (`shares_actor`), else with its
-    own copy on `mesh`. `stop_ids` end a row (the EOS included, if the
-    tokenizer has one); `commit` holds the commit rule's `COMMIT_KEYS`;
-    `cached_logits_fn` also replays the trace for the old, reference and
-    live policies, and meshes the model calls hold are rebound to `mesh`;
-    `logits_chunk` is the replays' head in vocabulary chunks (None: dense).
-    Raises ValueError for any setting that is not valid, before any compute.
+    own copy on `mesh`. `stop_ids` end a row (the EOS included, if any);
+    `commit` holds `COMMIT_KEYS`; `cached_logits_fn` also replays the trace
+    for the old, reference and live policies (meshes it holds are rebound to
+    `mesh`); `logits_chunk` is the replays' vocabulary chunk (None: dense).
     """
     unknown = sorted(set(commit) - set(COMMIT_KEYS))
     if unknown:
@@ -176,8 +173,6 @@ class DiffusionRollout(compat.BaseRollout):
     # Checks the model against `bd` and the settings now, not mid-run.
     self._denoiser(self.denoise_config(rollout_config))
 
-  # --- Generation context and trace collection (thread-local). ---
-
   def set_generation_context(self, *, global_step: int, mode: Any) -> None:
     """Sets this thread's (global step, mode) for the next `generate` calls.
 
@@ -198,8 +193,6 @@ class DiffusionRollout(compat.BaseRollout):
       yield collected
     finally:
       self._local.collectors.pop()
-
-  # --- Decoding. ---
 
   def denoise_config(
       self, rollout_config: compat.RolloutConfig
@@ -268,10 +261,8 @@ class DiffusionRollout(compat.BaseRollout):
     Returns Tunix's `RolloutOutput`: `text` and `tokens` (each row's
     completion before its first stop token), `left_padded_prompt_tokens`
     int32 `[batch, max_prompt_length]`; no logits. Where it has
-    `diffusion_batch` (`compat`), the trace's prepared batch
-    (`replay.diffusion_batch`) and `logprobs` each row's `action_logp`;
-    elsewhere no log-probs. Raises ValueError without a generation context
-    (use `DiffusionRLCluster`).
+    `diffusion_batch` (`compat`), the trace's prepared batch and `logprobs`
+    each row's `action_logp`; elsewhere no log-probs.
     """
     del kwargs
     context = self._local.context
@@ -320,10 +311,9 @@ class DiffusionRollout(compat.BaseRollout):
   def update_params(self, params, filter_types=None) -> None:
     """Copies synced parameters into the rollout's own buffers, on device.
 
-    `params` is the actor's filtered state (on the actor mesh) of
-    `filter_types` (`nnx.Param`, or `nnx.LoRAParam` with LoRA). Raises
-    ValueError if the rollout shares the actor and `params` are not its
-    weights, which would go stale.
+    `params` is the actor's state of `filter_types` (`nnx.Param`, or
+    `nnx.LoRAParam` with LoRA). A rollout sharing the actor only checks that
+    `params` are its own weights.
     """
     target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
     if self.shares_actor:

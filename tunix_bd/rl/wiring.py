@@ -16,11 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import jax
 
-
 from tunix_bd import compat
-from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.core import cached_logits
-from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.rl import cluster as cluster_lib
@@ -45,17 +41,19 @@ def rollout_configs(
     eval_temperature: float,
 ) -> dict[Mode, compat.RolloutConfig]:
   """Tunix's per-mode rollout configs; no vocabulary filter is set."""
-
-  def config(temp):
-    return compat.RolloutConfig(
-        max_tokens_to_generate=max_new_tokens,
-        max_prompt_length=max_prompt_length,
-        temperature=temp,
-        top_p=None,
-        top_k=None,
-    )
-
-  return {Mode.TRAIN: config(temperature), Mode.EVAL: config(eval_temperature)}
+  return {
+      mode: compat.RolloutConfig(
+          max_tokens_to_generate=max_new_tokens,
+          max_prompt_length=max_prompt_length,
+          temperature=temp,
+          top_p=None,
+          top_k=None,
+      )
+      for mode, temp in (
+          (Mode.TRAIN, temperature),
+          (Mode.EVAL, eval_temperature),
+      )
+  }
 
 
 def rollout_arguments(
@@ -116,39 +114,20 @@ def build_cluster(
     actor,
     reference,
     tokenizer,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    stop_ids: Sequence[int],
-    commit: Mapping[str, Any],
     training_config: compat.RLTrainingConfig,
     rollout_config: Mapping[Mode, compat.RolloutConfig],
     role_to_mesh: Mapping[Role, jax.sharding.Mesh],
-    use_cache: bool = True,
-    seed: int = 0,
     fingerprint: Mapping[str, Any] | None = None,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-    logits_chunk: int | None = None,
+    **rollout: Any,
 ) -> cluster_lib.DiffusionRLCluster:
-  """A `DiffusionRLCluster` whose rollout engine denoises with `commit`.
+  """A `DiffusionRLCluster` whose rollout engine is a `DiffusionRollout`.
 
-  `reference` may be None (then `beta` must be 0); `bd`, `stop_ids`,
-  `commit`, `use_cache`, `seed` and the model calls are the
-  `DiffusionRollout`'s; `role_to_mesh` has a mesh for ACTOR, REFERENCE and
-  ROLLOUT; `fingerprint` goes into the actor checkpoints' metadata.
+  `reference` may be None (then `beta` must be 0); `rollout` are the
+  `DiffusionRollout`'s own keywords (`bd`, `stop_ids`, `commit`, ...);
+  `role_to_mesh` has a mesh for ACTOR, REFERENCE and ROLLOUT; `fingerprint`
+  goes into the actor checkpoints' metadata.
   """
-  engine = functools.partial(
-      rollout_lib.DiffusionRollout,
-      bd=bd,
-      stop_ids=tuple(stop_ids),
-      commit=dict(commit),
-      use_cache=use_cache,
-      seed=seed,
-      logits_fn=logits_fn,
-      cached_logits_fn=cached_logits_fn,
-      logits_chunk=logits_chunk,
-  )
+  engine = functools.partial(rollout_lib.DiffusionRollout, **rollout)
   cluster_config = compat.ClusterConfig(
       role_to_mesh=dict(role_to_mesh),
       rollout_engine=engine,
@@ -175,6 +154,7 @@ def build_learner(
 ) -> compat.GRPOLearner:
   """The `grpo.learner`: tunix_bd's, or Tunix's own on prepared rollouts.
 
+  `learner` is `grpo.learner` (checked by `settings.GrpoSettings`):
   `tunix_bd` is a `DiffusionGRPOLearner` with the `diffusion_grpo` loss;
   `tunix` is Tunix's `GRPOLearner` with its stock `grpo` loss and
   `replay.ReplayLogitsFn` over the rollout's model call as its
@@ -184,11 +164,6 @@ def build_learner(
   the parity on every step. `algo` are `compat.grpo_config`'s fields.
   """
   if learner == settings_lib.TUNIX_LEARNER:
-    if not compat.ROLLOUT_HAS_DIFFUSION_BATCH:
-      raise ValueError(
-          f"grpo.learner={learner!r} needs a Tunix with"
-          " RolloutOutput.diffusion_batch."
-      )
     # Tunix's learner logs the parity itself whenever it replays the
     # anchor for old log-probs (`num_iterations > 1`).
     recomputes_old = algo.get("num_iterations", 1) > 1
@@ -203,10 +178,6 @@ def build_learner(
         diffusion_logits_fn=replay.ReplayLogitsFn(
             rollout.bd, rollout.cached_logits_fn
         ),
-    )
-  if learner != settings_lib.TUNIX_BD_LEARNER:
-    raise ValueError(
-        f"grpo.learner must be one of {settings_lib.LEARNERS}, got {learner!r}."
     )
   return learner_lib.DiffusionGRPOLearner(
       cluster,

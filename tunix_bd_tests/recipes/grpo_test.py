@@ -22,6 +22,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.recipes import grpo
+from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import wiring
 from tunix_bd.training import metrics
@@ -147,7 +148,7 @@ class TunixLearnerTest(absltest.TestCase):
     self.assertIs(type(*learners), compat.GRPOLearner)
     self.assertIsNotNone(learners[0].diffusion_logits_fn)
     # The cluster replays the anchor at global step 0 (every 10 steps).
-    name = learner_lib.PARITY_METRIC.replace("/", "/train/", 1)
+    name = cluster_lib.PARITY_METRIC.replace("/", "/train/", 1)
     parity = metrics.read_metrics(workdir, name)
     self.assertNotEmpty(parity)
     print(f"{name}: {max(v for _, v in parity):.3g}")
