@@ -122,9 +122,13 @@ def run(config: ml_collections.ConfigDict) -> dict:
           logits_chunk=model.precision.chunk,
           fingerprint=fingerprint,
       )
+    restored = cluster.actor_trainer.train_steps
     stage.start(
-        cluster.actor_trainer.train_steps,
-        relogged_from=wiring.relogged_from(cluster),
+        restored,
+        # The actor logs by update step, the rest by (0-based) global step.
+        relogged_from=lambda name: (
+            restored + 1 if name.startswith("actor/") else cluster.global_steps
+        ),
     )
     batches = prompt_stream.items(
         train_prompts, batch_size=settings.train.batch_size, seed=config.seed

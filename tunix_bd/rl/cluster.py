@@ -3,13 +3,10 @@
 """`DiffusionRLCluster`: Tunix's `RLCluster` that keeps the rollout's trace.
 
 Tunix's `RLCluster.generate` drops any extra rollout field, and its
-reference and old log-probs score tokens autoregressively. This subclass
-changes nothing else: `generate` seeds the rollout (global step, mode) and
-returns each chunk's checked `Trace`; `reference_replay_logps` and
-`anchor_replay_logps` score a trace by replay on the REFERENCE and ACTOR
-meshes; the actor's checkpoints carry the fingerprint; and under Tunix's own
-`GRPOLearner` (`log_rollout_checks`) `generate` logs what tunix_bd's learner
-does. See docs/design.md "Why the rollout rules".
+reference and old log-probs score tokens autoregressively. Here `generate`
+seeds the rollout (global step, mode) and returns the checked `Trace`, and
+`reference_replay_logps` / `anchor_replay_logps` score a trace by replay on
+the REFERENCE and ACTOR meshes. See docs/design.md "Why the rollout rules".
 """
 
 from __future__ import annotations
@@ -65,12 +62,11 @@ class DiffusionRLCluster(compat.RLCluster):
   """An `RLCluster` for a `DiffusionRollout` (see the module docstring)."""
 
   def __init__(self, *, fingerprint: Mapping[str, Any] | None = None, **kwargs):
-    """Builds Tunix's cluster, then checks the rollout and adds metadata.
+    """Builds Tunix's cluster; `fingerprint` (`tunix_bd.fingerprint`) goes
+    into every actor checkpoint's metadata.
 
-    `fingerprint` (`tunix_bd.fingerprint`) goes into every actor
-    checkpoint's metadata. Raises ValueError for a rollout engine that is
-    not a `DiffusionRollout`, or `offload_to_cpu` (Tunix's offload path
-    syncs unfiltered state into the rollout, untested with a denoising one).
+    Refuses `offload_to_cpu`: Tunix's offload path syncs unfiltered state
+    into the rollout, untested with a denoising one.
     """
     config = kwargs["cluster_config"]
     engine = config.rollout_engine
@@ -117,10 +113,8 @@ class DiffusionRLCluster(compat.RLCluster):
   def _anchor_policy_state(self):
     """Tunix's anchor: the actor state that old log-probs are scored under.
 
-    Tunix snapshots it at each weight sync. A rollout that shares the actor
-    is never synced: it samples with the actor's live weights, and so the
-    anchor is the actor's live state (on one mesh nothing trains between a
-    rollout and its scoring).
+    Tunix snapshots it at each weight sync; a rollout sharing the actor is
+    never synced and samples with the live weights, which are its anchor.
     """
     if self.rollout.shares_actor:
       return nnx.state(self.actor_trainer.model)
@@ -149,11 +143,8 @@ class DiffusionRLCluster(compat.RLCluster):
       trace_tags: Mapping[str, Any] | None = None,
       max_generation_steps: int | None = None,
   ) -> DiffusionRolloutOutput:
-    """`RLCluster.generate`, returning the trace as well.
-
-    Raises ValueError if a visible completion is not its trace's tokens cut
-    at the first stop token (a rollout that broke the contract).
-    """
+    """`RLCluster.generate`, returning the trace as well; checks that each
+    visible completion is its trace's tokens cut at the first stop token."""
     rollout = self.rollout
     rollout.set_generation_context(global_step=self.global_steps, mode=mode)
     with rollout.collect_traces() as collected:
@@ -233,10 +224,7 @@ class DiffusionRLCluster(compat.RLCluster):
   def reference_replay_logps(
       self, trace: trace_lib.Trace, micro_batch_size: int | None = None
   ) -> np.ndarray:
-    """float32 `[batch, T]` log-probs of the trace's actions, reference model.
-
-    Raises ValueError without a reference model.
-    """
+    """float32 `[batch, T]` log-probs of the trace's actions, by reference."""
     worker = self.inference_worker
     if "reference" not in getattr(worker, "_models", {}):
       raise ValueError("the cluster has no reference model (grpo.beta > 0).")

@@ -2,15 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Held-out evaluation of a block-diffusion policy, paired before and after.
 
-Two measurements on the same held-out prompts (`evaluation.held_out`):
-
-- greedy exact match and tokens per forward at each `eval.thresholds`;
-- sampled exact match at `eval.sampled_temperature` and
-  `eval.sampled_threshold`, `eval.sampled_samples` samples per prompt.
-  Sample `s` of prompt `i` uses seed `eval.seed + s * num_prompts + i`, the
-  same seeds whichever weights are evaluated, so the evaluations before and
-  after training differ only by the weights.
-
+Greedy exact match and tokens per forward at each `eval.thresholds`, and
+sampled exact match (`eval.sampled_*`) with the same seeds whichever weights
+are evaluated, on the same held-out prompts (`evaluation.held_out`).
 Per-prompt results are kept, so a change is reported with its paired
 standard error clustered by prompt (`paired_difference`): a prompt's
 samples share its difficulty, so they are not independent draws.
@@ -86,12 +80,9 @@ def evaluate(
     settings: options.EvalSettings,
     tokenizer: Any,
 ) -> HeldOutResult:
-  """Greedy and sampled held-out evaluation (see the module docstring).
-
-  Uses the first `settings.num_prompts` of `prompts` (a ValueError if there
-  are fewer); `decode` is the rollout's denoising settings, whose threshold
-  and temperature are set per measurement.
-  """
+  """Greedy and sampled held-out evaluation of the first
+  `settings.num_prompts` prompts; `decode` is the rollout's denoising
+  settings, whose threshold and temperature are set per measurement."""
   num = settings.num_prompts
   if len(prompts) < num:
     raise ValueError(
@@ -119,17 +110,13 @@ def evaluate(
       )
       for seeds in sample_seeds(num, settings.sampled_samples, settings.seed)
   ]
-  shape = (num, len(samples))
+  # `[samples, num]` transposed to `[num, samples]`, also without samples.
+  correct = np.reshape([s.correct for s in samples], (-1, num)).astype(bool)
+  speed = np.reshape([s.tokens_per_forward for s in samples], (-1, num))
   return HeldOutResult(
       greedy=greedy,
-      sampled_correct=np.stack([s.correct for s in samples], axis=1)
-      if samples
-      else np.zeros(shape, bool),
-      sampled_tokens_per_forward=np.stack(
-          [s.tokens_per_forward for s in samples], axis=1
-      )
-      if samples
-      else np.zeros(shape),
+      sampled_correct=correct.T,
+      sampled_tokens_per_forward=speed.T,
       sampled_setting=(
           f"T={settings.sampled_temperature:g}, threshold"
           f" {settings.sampled_threshold:g}, {len(samples)} per prompt"

@@ -24,17 +24,6 @@ from tunix_bd import mesh as mesh_lib
 ROLES = mesh_lib.ROLES
 
 
-def role_mesh_settings(section: Any) -> mesh_lib.MeshSettings:
-  """An RL `mesh` section (`mesh.ROLE_MESH_KEYS`), checked; unknown keys fail.
-
-  `section`: a config section or mapping (one without role keys means one
-  shared mesh), or `MeshSettings`, taken as it is when of those keys.
-  """
-  return config_utils.nested(
-      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
-  )
-
-
 @dataclasses.dataclass(frozen=True)
 class RoleMeshes:
   """Each role's mesh (one object when roles share) and the batch axes."""
@@ -173,10 +162,13 @@ def _axis_sizes(
 def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
   """The role meshes of a `mesh` section, over `devices` (default: all).
 
-  `section` is as `role_mesh_settings` takes it. Raises ValueError naming
-  the config key, or when JAX runs more than one controller process.
+  `section`: a config section or mapping (one without role keys means one
+  shared mesh), or `MeshSettings`. Raises ValueError naming the config key,
+  or when JAX runs more than one controller process.
   """
-  settings = role_mesh_settings(section)
+  settings = config_utils.nested(
+      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
+  )
   if jax.process_count() > 1:
     raise ValueError(
         "role meshes need a single controller (jax.process_count() == 1: one"

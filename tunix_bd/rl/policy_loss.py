@@ -53,11 +53,10 @@ class DiffusionTrainExample(compat.TrainExample):
       shards it with the rest), or None, which the diffusion loss rejects.
     num_canvases: static (block, step) canvases per row for the live
       replay, counted on the concrete trace (`canvases.static_num_canvases`,
-      an upper bound for any slice of it); None replays every possible
-      canvas, padding short rollouts' forwards several times over.
+      a bound for any slice of it); None: every possible canvas.
     context_length: static clean positions per row for the live replay,
-      counted likewise (`canvases.static_context_length`); None replays the
-      whole prompt and completion budget as context.
+      counted likewise (`canvases.static_context_length`); None: the whole
+      prompt and completion budget.
   """
 
   trace: trace_lib.Trace | None = None
@@ -81,9 +80,6 @@ class DiffusionTrainExample(compat.TrainExample):
 
     `pad_id` fills left-padding and never-generated slots; `advantages` are
     float `[batch]`, the per-token fields float `[batch, T]` or None.
-
-    Raises:
-      ValueError: as `Trace.validate`.
     """
     layout = tunix_layout.to_tunix_layout(trace, pad_id=pad_id)
     del layout["action_step"], layout["action_logp"]  # In the trace.
@@ -250,12 +246,11 @@ def diffusion_grpo_loss(
     logits_chunk: int | None = None,
     **kwargs,
 ) -> tuple[jax.Array, dict[str, Any]]:
-  """GRPO loss of a diffusion rollout, with live log-probs by trace replay.
+  """`grpo_objective` of the live log-probs `replay_log_probs(model,
+  train_example.trace)`, in Tunix's policy-loss signature.
 
-  Tunix's policy-loss signature; differentiable in `model` and jit-able.
-  `grpo_objective` of `replay_log_probs(model, train_example.trace)` (of the
-  example's static `num_canvases` and `context_length`); `cached_logits_fn`
-  and `logits_chunk` are the rollout's. `pad_id`, `eos_id` and `kwargs` are
+  Differentiable in `model` and jit-able; `cached_logits_fn` and
+  `logits_chunk` are the rollout's; `pad_id`, `eos_id` and `kwargs` are
   unused (the trace holds the actions).
   """
   del pad_id, eos_id, kwargs

@@ -3,10 +3,9 @@
 """The GRPO run's report: the reward curve and held-out before and after.
 
 `write_report` writes `report.txt`, `report.json` and `report.png` (left,
-the train reward curves from `metrics.jsonl`, per step and a moving mean;
-right, each held-out exact match's change from before, with its paired
-standard error clustered by prompt, `rl.evaluation`), and, when given, the
-same for an equal-compute continued-SFT model.
+the train reward curves from `metrics.jsonl`; right, each held-out exact
+match's change from before, with its paired standard error,
+`rl.evaluation`), and, when given, the same for a continued-SFT model.
 """
 
 from __future__ import annotations
@@ -27,26 +26,20 @@ from tunix_bd.training import metrics as metrics_lib
 
 REWARD_PREFIX = "rewards/train/"
 REWARD_SUM = REWARD_PREFIX + "sum"
-# Statistics of the summed reward that Tunix logs beside `sum`.
-_SUM_STATISTICS = ("sum", "mean", "min", "max")
 
 
 def reward_curves(workdir: str) -> dict[str, list[tuple[int, float]]]:
-  """Per-step train reward: `sum` first, then each reward function.
-
-  Tunix's reward manager logs, per step, the mean over rows of the summed
-  reward (`rewards/train/sum`) and of each function (`rewards/train/<name>`).
-  Returns name -> `(step, value)` pairs sorted by step; a step logged twice
-  keeps its last value.
-  """
+  """Per-step train reward (Tunix's mean over rows): `sum` first, then each
+  reward function; name -> `(step, value)` pairs sorted by step, a step
+  logged twice keeping its last value."""
   curves: dict[str, dict[int, float]] = {}
   for record in metrics_lib.read_records(workdir):
     name = record["name"]
     if not name.startswith(REWARD_PREFIX) or record["step"] is None:
       continue
     key = name[len(REWARD_PREFIX) :]
-    if "/" in key or (key in _SUM_STATISTICS and key != "sum"):
-      continue  # Tunix's `score/*` and the sum's min, max and mean.
+    if "/" in key or key in ("mean", "min", "max"):
+      continue  # Tunix's `score/*` and the sum's mean, min and max.
     curves.setdefault(key, {})[int(record["step"])] = float(record["value"])
   order = sorted(curves, key=lambda k: (k != "sum", k))
   return {k: sorted(curves[k].items()) for k in order}
@@ -150,29 +143,6 @@ def _se(metric: str, row: dict[str, Any], key: str = "change_se") -> str:
 
 _AFTER, _SFT = "#1f77b4", "#ff7f0e"
 _CURVE_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#8c564b")
-
-
-def plot_report(
-    curves: dict[str, list[tuple[int, float]]],
-    rows: Sequence[dict[str, Any]],
-    path: str,
-    *,
-    title: str,
-    caption: str,
-) -> None:
-  """The reward curve (left) and held-out exact match bars (right), PNG."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-
-  matplotlib.use("Agg")
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  fig, (left, right) = plt.subplots(
-      1, 2, figsize=(13, 5.2), gridspec_kw=dict(width_ratios=(1, 1.15))
-  )
-  _plot_curves(left, curves)
-  _plot_held_out(right, rows)
-  fig.suptitle(title, fontsize=12)
-  plot_lib.save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 0.95))
 
 
 def _plot_curves(ax, curves) -> None:
@@ -323,12 +293,19 @@ def write_report(
     content["continued_sft"] = continued_sft.to_json()
   report_lib.write_json(os.path.join(workdir, "report.json"), content)
   files.write_text(os.path.join(workdir, "report.txt"), text + "\n")
-  plot_report(
-      curves,
-      rows,
-      os.path.join(workdir, "report.png"),
-      title=title,
-      caption=caption,
+  # The reward curves (left) and held-out exact match changes (right).
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, (left, right) = plt.subplots(
+      1, 2, figsize=(13, 5.2), gridspec_kw=dict(width_ratios=(1, 1.15))
   )
+  _plot_curves(left, curves)
+  _plot_held_out(right, rows)
+  fig.suptitle(title, fontsize=12)
+  path = os.path.join(workdir, "report.png")
+  plot_lib.save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 0.95))
   print(text, flush=True)
   return content

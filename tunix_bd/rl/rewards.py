@@ -48,33 +48,26 @@ def _column(kwargs: dict[str, Any], key: str, num: int, who: str) -> list:
   return values
 
 
-def exact_match(prompts, completions, **kwargs) -> list[float]:
-  """1.0 where the completion answers the row's `answer` (`scoring`)."""
-  del prompts
-  answers = _column(kwargs, "answer", len(completions), "exact_match")
-  return [
-      float(scoring.exact_match(c, str(a)))
-      for c, a in zip(completions, answers)
-  ]
-
-
-def partial_credit(prompts, completions, **kwargs) -> list[float]:
-  """`scoring.char_accuracy` of each completion against the row's `answer`."""
-  del prompts
-  answers = _column(kwargs, "answer", len(completions), "partial_credit")
-  return [
-      scoring.char_accuracy(c, str(a)) for c, a in zip(completions, answers)
-  ]
-
-
-def _named(name: str, fn: RewardFn, weight: float) -> RewardFn:
-  """`weight * fn(...)` as a reward function called `name`."""
+def _against_answer(
+    name: str, score: Callable[[str, str], Any], weight: float = 1.0
+) -> RewardFn:
+  """`weight * score(completion, answer)` per row, as a reward called `name`."""
 
   def reward(prompts, completions, **kwargs) -> list[float]:
-    return [weight * r for r in fn(prompts, completions, **kwargs)]
+    del prompts
+    answers = _column(kwargs, "answer", len(completions), name)
+    return [
+        weight * float(score(c, str(a))) for c, a in zip(completions, answers)
+    ]
 
   reward.__name__ = reward.__qualname__ = name
   return reward
+
+
+# Unweighted (`scoring`): 1.0 where a completion answers its row's `answer`;
+# the fraction of its characters right.
+exact_match = _against_answer("exact_match", scoring.exact_match)
+partial_credit = _against_answer("partial_credit", scoring.char_accuracy)
 
 
 def _speed(weight: float, cap: float, gate: str) -> RewardFn:
@@ -102,12 +95,9 @@ def _speed(weight: float, cap: float, gate: str) -> RewardFn:
 
 
 def resolve_function(path: str, key: str) -> RewardFn:
-  """The reward function at `package.module:function` or dotted path.
-
-  The part after the colon may be dotted (`module:Class.method`). Raises
-  ValueError naming `key` (e.g. "reward.functions[0]") unless the function
-  can take Tunix's call `fn(prompts=..., completions=..., **kwargs)`.
-  """
+  """The reward function at `package.module:function` (the part after the
+  colon may be dotted) or dotted path, checked to take Tunix's call; errors
+  name `key` (e.g. "reward.functions[0]")."""
   if not isinstance(path, str) or not path.strip():
     raise ValueError(f"{key} must be a non-empty import path, got {path!r}.")
   if ":" in path:
@@ -151,10 +141,8 @@ def resolve_function(path: str, key: str) -> RewardFn:
 
 
 def _checked(fn: RewardFn, key: str) -> RewardFn:
-  """`fn` failing closed, naming `key`, unless it returns one finite per row.
-
-  Tunix sums rewards with `nansum`, so a NaN would silently count as 0.
-  """
+  """`fn` failing closed, naming `key`, unless it returns one finite per row
+  (Tunix sums rewards with `nansum`: a NaN would silently count as 0)."""
 
   @functools.wraps(fn)
   def reward(prompts, completions, **kwargs) -> list[float]:
@@ -185,9 +173,15 @@ def reward_fns(settings: Any) -> list[RewardFn]:
   """
   fns = []
   if settings.exact:
-    fns.append(_named("exact_match", exact_match, settings.exact))
+    fns.append(
+        _against_answer("exact_match", scoring.exact_match, settings.exact)
+    )
   if settings.partial:
-    fns.append(_named("partial_credit", partial_credit, settings.partial))
+    fns.append(
+        _against_answer(
+            "partial_credit", scoring.char_accuracy, settings.partial
+        )
+    )
   if settings.speed_weight:
     fns.append(
         _speed(settings.speed_weight, settings.speed_cap, settings.speed_gate)

@@ -266,8 +266,9 @@ def _staging(
   return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
 
 
-def _copy_across_meshes(params, target):
-  """Copies of `params` placed as `target`'s leaves, device to device.
+def copy_params(params, target):
+  """Fresh copies of `params` (the actor's filtered state, on its mesh)
+  placed as `target`'s leaves (the rollout's state), device to device.
 
   JAX moves an array to other devices without the host only where each
   destination shard is a shard the source holds; otherwise (e.g. norms
@@ -276,6 +277,17 @@ def _copy_across_meshes(params, target):
   leaf is resharded on its own devices into `gcd(source devices, target
   devices)` pieces, copied across as such, then resharded as the target.
   """
+  placed_alike = jax.tree.map(
+      lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
+      params,
+      target,
+  )
+  if all(jax.tree.leaves(placed_alike)):
+    # Placed alike (the same devices, e.g. another mesh over them): one
+    # compiled copy, so the rollout never shares (or loses, to donation)
+    # the actor's arrays; Tunix's reshard would return them as they are,
+    # after starting a logging thread.
+    return _fresh_copy(params)
   parts = jax.tree.map(
       lambda a, b: math.gcd(
           len(a.sharding.device_set), len(b.sharding.device_set)
@@ -293,20 +305,3 @@ def _copy_across_meshes(params, target):
   moved = compat.reshard_pytree(staged, out(target))
   shardings = jax.tree.map(lambda x: x.sharding, target)
   return jax.jit(_copies, out_shardings=shardings)(moved)
-
-
-def copy_params(params, target):
-  """Fresh copies of `params` (the actor's filtered state, on its mesh)
-  placed as `target`'s leaves (the rollout's state), device to device."""
-  placed_alike = jax.tree.map(
-      lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
-      params,
-      target,
-  )
-  if all(jax.tree.leaves(placed_alike)):
-    # Placed alike (the same devices, e.g. another mesh over them): one
-    # compiled copy, so the rollout never shares (or loses, to donation)
-    # the actor's arrays; Tunix's reshard would return them as they are,
-    # after starting a logging thread.
-    return _fresh_copy(params)
-  return _copy_across_meshes(params, target)

@@ -139,11 +139,6 @@ class DiffusionRollout(compat.BaseRollout):
     self.bd, self.stop_ids, self.pad = bd, stop_ids, pad_id
     self.commit = {k: commit[k] for k in COMMIT_KEYS if k in commit}
     self.use_cache, self.seed = bool(use_cache), int(seed)
-    if mesh is None or mesh.empty:
-      raise ValueError(
-          "DiffusionRollout needs the ROLLOUT role's mesh (Tunix passes"
-          " role_to_mesh[Role.ROLLOUT]); got none."
-      )
     self.shares_actor = role_shim.is_placed(rollout_actor, mesh)
     self._model = (
         rollout_actor

@@ -3,16 +3,15 @@
 """Builds Tunix's RL objects for a block-diffusion policy, in one place.
 
 The recipe, the benchmark and the tests assemble the same pieces: Tunix's
-per-mode `RolloutConfig`, a `ClusterConfig` whose rollout engine is a
-`functools.partial(DiffusionRollout, ...)`, the `DiffusionRLCluster` and the
-`grpo.learner`. `build_grpo` assembles them all from a checked GRPO config.
+per-mode `RolloutConfig`, the `DiffusionRLCluster` and the `grpo.learner`;
+`build_grpo` assembles them all from a checked GRPO config.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import jax
 
@@ -59,11 +58,8 @@ def rollout_configs(
 def rollout_arguments(
     rollout: generate_settings.DecodeSettings,
 ) -> dict[str, Any]:
-  """`build_cluster`'s rollout arguments from the `rollout` section.
-
-  `commit`, `use_cache`, `seed` and the per-mode `rollout_config`; the
-  stop ids need the tokenizer (`rollout.stop_ids(tokenizer)`).
-  """
+  """`build_cluster`'s rollout arguments of the `rollout` section but the
+  stop ids, which need the tokenizer (`rollout.stop_ids(tokenizer)`)."""
   return dict(
       commit=rollout.commit_settings(),
       use_cache=rollout.use_cache,
@@ -87,12 +83,8 @@ def training_config(
     workdir: str,
     data_sharding_axes: Sequence[str],
 ) -> compat.RLTrainingConfig:
-  """Tunix's `RLTrainingConfig` of the `train` section.
-
-  Tunix's RL config extends its training config with the RL batch sizes
-  (`train.mini_batch_size`, `train.train_micro_batch_size`) and derives
-  gradient accumulation from them.
-  """
+  """Tunix's `RLTrainingConfig` of the `train` section; Tunix derives
+  gradient accumulation from its RL batch sizes."""
   train = run.train
   base = options.training_config(train, workdir, "GRPO")
   base.data_sharding_axis = data_sharding_axes
@@ -200,11 +192,8 @@ def build_grpo(
 ) -> tuple[cluster_lib.DiffusionRLCluster, compat.GRPOLearner]:
   """`(cluster, learner)` of a GRPO run, its checkpoint (if any) restored.
 
-  The cluster trains `actor` in `workdir` on the role meshes, its rollout as
-  the `rollout` section says, with the policy's converted `sources`
-  (tokenizer, `bd`, stop ids); the actor trainer prints a progress line per
-  step; the learner runs the `grpo` section's algorithm, rewarding as the
-  `reward` section says.
+  The cluster trains `actor` in `workdir` with the policy's converted
+  `sources` (tokenizer, `bd`, stop ids), printing a progress line per step.
   """
   cluster = build_cluster(
       actor=actor,
@@ -233,17 +222,3 @@ def build_grpo(
       **dataclasses.asdict(run.grpo),
   )
   return cluster, learner
-
-
-def relogged_from(
-    cluster: cluster_lib.DiffusionRLCluster,
-) -> Callable[[str], int]:
-  """`metric name -> first step to relog` of a resumed run (`Stage.start`).
-
-  Call it once the cluster restored its checkpoint: the actor logs by
-  update step, the rest of the cluster by (0-based) global step.
-  """
-  restored = cluster.actor_trainer.train_steps
-  return lambda name: (
-      restored + 1 if name.startswith("actor/") else cluster.global_steps
-  )

@@ -46,13 +46,19 @@ def _section(**roles):
   return section
 
 
+def _settings(section):
+  return config_utils.nested(
+      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
+  )
+
+
 def _ids(assigned):
   return {role: [d.id for d in devices] for role, devices in assigned.items()}
 
 
 def _assign(section, devices=None):
   devices = devices or [_Device(i) for i in range(_NUM_DEVICES)]
-  settings = meshes.role_mesh_settings(section)
+  settings = _settings(section)
   return _ids(meshes.assign_devices(settings, devices))
 
 
@@ -221,17 +227,17 @@ class RlMeshSectionTest(absltest.TestCase):
         ).to_dict(),
     )
     self.assertEqual(
-        meshes.role_mesh_settings(config.mesh),
+        _settings(config.mesh),
         mesh_lib.MeshSettings(),
     )
 
   def test_role_subsections_become_role_settings(self):
     section = _section(rollout=dict(devices=4, tp=2))
-    settings = meshes.role_mesh_settings(section)
+    settings = _settings(section)
     self.assertEqual(settings.rollout, mesh_lib.RoleSettings(devices=4, tp=2))
     self.assertEqual(settings.actor, mesh_lib.RoleSettings())
     # A typed section is taken as it is.
-    self.assertIs(meshes.role_mesh_settings(settings), settings)
+    self.assertIs(_settings(settings), settings)
 
   def test_a_role_s_optional_keys_take_command_line_ints(self):
     section = config_utils.to_section(

@@ -52,7 +52,9 @@ class ReportTest(absltest.TestCase):
   def test_writes_the_three_files_with_paired_changes(self):
     rl_test_common.log_rewards_like_tunix(self.workdir, range(1, 61))
     with mock.patch.object(
-        report, "plot_report", wraps=report.plot_report
+        report.plot_lib,
+        "save_with_caption",
+        wraps=report.plot_lib.save_with_caption,
     ) as plot:
       content = report.write_report(
           self.workdir,
@@ -77,9 +79,9 @@ class ReportTest(absltest.TestCase):
         "GRPO (grpo) on block-diffusion rollouts; KL reference: the initial"
         " policy"
     )
-    self.assertEqual(plot.call_args.kwargs["title"], title)
+    self.assertEqual(plot.call_args.args[0]._suptitle.get_text(), title)
     self.assertRegex(
-        plot.call_args.kwargs["caption"],
+        plot.call_args.args[2],
         r"^60 steps x \d+ prompts x G=\d+, threshold .*, 2 s on \d+ \w+"
         r" device\(s\)$",
     )
