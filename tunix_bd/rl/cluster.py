@@ -35,12 +35,8 @@ PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
 
 @dataclasses.dataclass
 class DiffusionRolloutOutput(compat.RolloutOutput):
-  """Tunix's `RolloutOutput` plus the rollout's own record.
-
-  Attributes:
-    trace: the rollout's `Trace`, rows in prompt order.
-    num_forwards: int32 `[batch]` model forwards each row needed.
-  """
+  """Tunix's `RolloutOutput` plus the rollout's `trace` (rows in prompt
+  order) and int32 `[batch]` `num_forwards`, the forwards each row needed."""
 
   trace: trace_lib.Trace | None = None
   num_forwards: np.ndarray | None = None
@@ -125,13 +121,9 @@ class DiffusionRLCluster(compat.RLCluster):
     self._anchor_snapshot = state
 
   def log_rollout_checks(self, verify_replay_every_n_steps: int) -> None:
-    """Makes `generate` log what tunix_bd's learner logs, for another learner.
-
-    Each rollout then buffers `speed_metrics`; every
-    `verify_replay_every_n_steps` global steps (0: never; checked as
-    `grpo.verify_replay_every_n_steps`) a training rollout is also replayed
-    under the anchor snapshot and `PARITY_METRIC` buffered.
-    """
+    """Makes `generate` log what tunix_bd's learner logs, for another: each
+    rollout's `speed_metrics`, and every `verify_replay_every_n_steps` global
+    steps (0: never) a training rollout's `PARITY_METRIC`."""
     self._checks_every = verify_replay_every_n_steps
 
   def generate(
@@ -225,13 +217,11 @@ class DiffusionRLCluster(compat.RLCluster):
       self, trace: trace_lib.Trace, micro_batch_size: int | None = None
   ) -> np.ndarray:
     """float32 `[batch, T]` log-probs of the trace's actions, by reference."""
-    worker = self.inference_worker
-    if "reference" not in getattr(worker, "_models", {}):
-      raise ValueError("the cluster has no reference model (grpo.beta > 0).")
     with self._get_mesh_and_logical_axis_rules_cm(Role.REFERENCE):
       if self._reference_replayer is None:
         # The reference never changes: split it and compile once.
-        self._reference_replayer = self._replayer(worker.get_model("reference"))
+        reference = self.inference_worker.get_model("reference")
+        self._reference_replayer = self._replayer(reference)
       return self._replay(self._reference_replayer, trace, micro_batch_size)
 
   def anchor_replay_logps(

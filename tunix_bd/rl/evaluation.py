@@ -52,17 +52,14 @@ class HeldOutResult:
   sampled_tokens_per_forward: np.ndarray
   sampled_setting: str = ""
 
-  def metrics(self) -> dict[str, float]:
-    """`exact_match@T`, `tokens_per_forward@T` and `sampled_exact_match`."""
+  def to_json(self) -> dict[str, Any]:
+    """The metrics (`exact_match@T`, `tokens_per_forward@T`,
+    `sampled_exact_match`) and the per-prompt results (to pair runs with)."""
     metrics = held_out.greedy_metrics(self.greedy)
     if self.sampled_correct.size:
       metrics[SAMPLED] = float(np.mean(self.sampled_correct))
-    return metrics
-
-  def to_json(self) -> dict[str, Any]:
-    """The metrics and the per-prompt results (to pair later runs with)."""
     return {
-        "metrics": self.metrics(),
+        "metrics": metrics,
         "greedy_correct": {
             str(t): d.correct.astype(int).tolist()
             for t, d in self.greedy.items()
@@ -169,8 +166,7 @@ def paired_difference(
 def compare(
     before: HeldOutResult, after: HeldOutResult
 ) -> dict[str, PairedDifference]:
-  """Every metric's paired change: greedy exact match and tokens per forward
-  per threshold, and sampled exact match; keys as in `metrics()`. Raises
+  """Every metric's paired change, keyed as `to_json`'s metrics; a
   ValueError if the two were not evaluated alike."""
   if list(before.greedy) != list(after.greedy):
     raise ValueError(

@@ -3,12 +3,11 @@
 """`DiffusionGRPOLearner`: Tunix's GRPO learner on block-diffusion traces.
 
 Tunix's `GRPOLearner` owns the loop, the advantages, the optimizer,
-checkpoints and metrics; this subclass replaces only the step that turns
-prompts into a `TrainExample`, so that every policy scores the rollout's own
-trace (docs/design.md "RL policies on one trace"), and checks the dataset
-boundary. `_generate_and_compute_advantage` overrides Tunix's private
-method of that name (no public seam exists in 0.1.7 or main);
-`compat.PRIVATE_SURFACE` pins the Tunix source it replaces.
+checkpoints and metrics; this subclass checks the dataset and replaces only
+the step that turns prompts into a `TrainExample` (Tunix's private
+`_generate_and_compute_advantage`, pinned by `compat.PRIVATE_SURFACE`), so
+that every policy scores the rollout's own trace (docs/design.md "RL
+policies on one trace").
 """
 
 from __future__ import annotations
@@ -108,13 +107,11 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       data_shuffle_seed: int | None = None,
       verify_replay_every_n_steps: int = 0,
   ):
-    """Checks the wiring (a ValueError naming the setting), then builds
-    Tunix's learner.
+    """Checks the wiring, then builds Tunix's learner.
 
     Reward functions also receive `num_forwards` and
     `num_completion_tokens`. `verify_replay_every_n_steps` > 0 also replays
-    the anchor every this many global steps where old log-probs are not
-    needed, to log the replay-parity metric.
+    the anchor every this many global steps to log the replay parity.
     """
     if not isinstance(rl_cluster, cluster_lib.DiffusionRLCluster):
       raise ValueError(
@@ -182,11 +179,8 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
     })
 
   def train(self, train_ds, eval_ds=None, skip_jit: bool = False) -> None:
-    """Tunix's loop over checked datasets; old log-probs when needed.
-
-    A run resumed at `max_steps` returns at once: Tunix's loop would roll
-    out and take one more optimizer step before checking the limit.
-    """
+    """Tunix's loop over checked datasets. A run resumed at `max_steps`
+    returns at once: Tunix's loop would take one more step first."""
     actor = self.rl_cluster.actor_trainer
     training_config = self.rl_cluster.cluster_config.training_config
     if actor.train_steps >= training_config.max_steps:

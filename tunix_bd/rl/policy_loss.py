@@ -95,24 +95,6 @@ class DiffusionTrainExample(compat.TrainExample):
     )
 
 
-def _clipped_log_ratio(per_token_logps, old_per_token_logps, mask, loss_algo):
-  """Tunix's clipped log importance ratio `[batch, T]`, and `ppo_kl`."""
-  log_ratio = per_token_logps - old_per_token_logps
-  # Recorded before clipping, as Tunix does.
-  ppo_kl = _masked_mean(-log_ratio, mask)
-  log_ratio = jnp.clip(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
-  if loss_algo == "gspo-token":
-    sequence = (log_ratio * mask).sum(axis=-1) / jnp.clip(mask.sum(-1), min=1)
-    # The sequence ratio's value with each token's own gradient.
-    log_ratio = (
-        per_token_logps
-        - jax.lax.stop_gradient(per_token_logps)
-        + jax.lax.stop_gradient(sequence)[:, None]
-    )
-    log_ratio = jnp.clip(log_ratio, max=_GSPO_LOG_RATIO_MAX)
-  return log_ratio, ppo_kl
-
-
 def grpo_objective(
     per_token_logps: jax.Array,
     train_example: compat.TrainExample,
@@ -128,11 +110,7 @@ def grpo_objective(
   `completion_mask` `[batch, T]` selects the actions, `advantages` are
   `[batch]` (or `[batch, T]`); `algo_config` is a Tunix `GRPOConfig`.
 
-  Returns:
-    The scalar loss and Tunix's aux dict (`kl`, `pg_clipfrac`, `ppo_kl`,
-    `is_ratio/{mean,min,max}`, ...) without `entropy`, as scalars; the
-    policy term under both 0.1.7's name (`pg_loss`) and main's
-    (`reduced_pg_loss`, `unreduced_pg_loss`).
+  Returns the scalar loss and Tunix's aux dict of scalars (no `entropy`).
   """
   want = np.shape(train_example.completion_mask)
   for name, value in (
@@ -156,9 +134,19 @@ def grpo_objective(
     old_per_token_logps = jnp.astype(
         train_example.old_per_token_logps, jnp.float32
     )
-  log_ratio, ppo_kl = _clipped_log_ratio(
-      per_token_logps, old_per_token_logps, mask, algo_config.loss_algo
-  )
+  log_ratio = per_token_logps - old_per_token_logps
+  # Recorded before clipping, as Tunix does.
+  ppo_kl = _masked_mean(-log_ratio, mask)
+  log_ratio = jnp.clip(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+  if algo_config.loss_algo == "gspo-token":
+    sequence = (log_ratio * mask).sum(axis=-1) / jnp.clip(mask.sum(-1), min=1)
+    # The sequence ratio's value with each token's own gradient.
+    log_ratio = (
+        per_token_logps
+        - jax.lax.stop_gradient(per_token_logps)
+        + jax.lax.stop_gradient(sequence)[:, None]
+    )
+    log_ratio = jnp.clip(log_ratio, max=_GSPO_LOG_RATIO_MAX)
   is_ratio = jnp.exp(log_ratio)
   adv = advantages if advantages.ndim == 2 else advantages[:, None]
 

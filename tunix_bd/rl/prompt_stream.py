@@ -26,12 +26,8 @@ _ORDER_STREAM = 0x5EED
 
 @dataclasses.dataclass(frozen=True)
 class RlPrompts:
-  """Rendered prompts and their reference answers.
-
-  Attributes:
-    prompts: str `[num]` generation prompts rendered by the chat template.
-    answers: str `[num]` reference answers.
-  """
+  """str `[num]` generation prompts (rendered by the chat template) and
+  their reference answers."""
 
   prompts: np.ndarray
   answers: np.ndarray

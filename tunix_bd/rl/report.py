@@ -258,13 +258,11 @@ def write_report(
     train_seconds: float,
     kl_reference: str,
 ) -> dict[str, Any]:
-  """Writes `report.txt`, `report.json` and `report.png` into `workdir`.
+  """Writes `report.txt`, `report.json` and `report.png`; returns the JSON.
 
-  `before` and `after` are evaluations on the same prompts and seeds;
-  `continued_sft`, optionally, of the starting model trained with SFT for
-  the same compute. `steps` are the actor's update steps, `train_seconds`
-  the wall time of training alone, `kl_reference` which model the KL
-  reference is (`recipes.grpo.kl_reference`). Returns the JSON written.
+  `before`, `after` and `continued_sft` (an equal-compute SFT model) are
+  evaluations on the same prompts and seeds; `steps` the actor's update
+  steps; `kl_reference` as `recipes.grpo.kl_reference` states it.
   """
   title = (
       f"{run.description} on block-diffusion rollouts; KL reference:"

@@ -164,8 +164,7 @@ def _checked(fn: RewardFn, key: str) -> RewardFn:
 
 
 def reward_fns(settings: Any) -> list[RewardFn]:
-  """The reward functions of the `reward` section (`settings.RewardSettings`,
-  which imports this module), handed to Tunix in the section's order.
+  """The reward functions of the `reward` section, in its order.
 
   Terms with weight 0 are left out (so their keys need not exist); user
   functions follow, each checked on every call. Names must differ: Tunix

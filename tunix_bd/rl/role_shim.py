@@ -139,12 +139,10 @@ def _path_name(path: tuple[Any, ...]) -> str:
 def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
   """Rebinds every static mesh reference of `model` to `mesh`, in place.
 
-  Visits every graph node (modules, `nnx.List`/`nnx.Dict`, every
-  `Variable`'s metadata) and replaces each concrete `Mesh` with `mesh` and
-  each `NamedSharding` with one on `mesh` (same spec and memory kind), also
-  inside partials, tuples, lists and dicts. Returns how many were replaced
-  (0 on a second call). Raises ValueError naming the attribute path, before
-  changing anything, for a mesh it cannot map.
+  In every graph node and `Variable`'s metadata, also inside partials,
+  tuples, lists and dicts, each concrete `Mesh` becomes `mesh` and each
+  `NamedSharding` one on `mesh`. Returns how many were replaced; a mesh it
+  cannot map fails, naming its path, before anything changes.
   """
   rebinder, updates = _rebinds(model, mesh)
   for setter, name, new in updates:
@@ -252,11 +250,8 @@ _fresh_copy = jax.jit(_copies)  # On their own shardings, in one call.
 def _staging(
     sharding: jax.sharding.Sharding, shape: tuple[int, ...], parts: int
 ) -> jax.sharding.NamedSharding:
-  """`sharding`'s devices holding a leaf in `parts` pieces.
-
-  The leaf is split along its first dimension that `parts` divides
-  (replicated if none), each piece on `devices / parts` devices.
-  """
+  """`sharding`'s devices holding a leaf in `parts` pieces, split along
+  its first dimension that `parts` divides (replicated if none)."""
   devices = sorted(sharding.device_set, key=lambda d: d.id)
   mesh = jax.sharding.Mesh(
       np.array(devices).reshape(-1, parts), ("copies", "parts")
@@ -267,15 +262,14 @@ def _staging(
 
 
 def copy_params(params, target):
-  """Fresh copies of `params` (the actor's filtered state, on its mesh)
-  placed as `target`'s leaves (the rollout's state), device to device.
+  """Fresh copies of `params` (the actor's filtered state) placed as
+  `target`'s leaves (the rollout's state), device to device.
 
   JAX moves an array to other devices without the host only where each
-  destination shard is a shard the source holds; otherwise (e.g. norms
-  split over `fsdp`, or a rollout mesh with other axes) it goes through the
-  host, which Tunix's `sync_weights` transfer guards forbid on CPU. So each
-  leaf is resharded on its own devices into `gcd(source devices, target
-  devices)` pieces, copied across as such, then resharded as the target.
+  destination shard is a shard the source holds (Tunix's `sync_weights`
+  forbids host transfers on CPU). So each leaf is resharded on its own
+  devices into `gcd(source devices, target devices)` pieces, copied across
+  as such, then resharded as the target.
   """
   placed_alike = jax.tree.map(
       lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),

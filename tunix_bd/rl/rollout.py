@@ -3,13 +3,11 @@
 """`DiffusionRollout`: Tunix's rollout engine for a block-diffusion policy.
 
 A `functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)` is
-Tunix's `ClusterConfig.rollout_engine`; Tunix adds `rollout_actor`,
-`tokenizer`, `mesh` and the TRAIN `rollout_config`. Each `generate` call
-decodes rendered prompts by parallel block denoising
-(`generate.denoise.Denoiser`) and returns Tunix's `RolloutOutput`; the
-`Trace` goes to the collector that `DiffusionRLCluster.generate` opens, as
-Tunix's `RLCluster.generate` drops extra output fields. docs/design.md
-"Why the rollout rules" gives each rule's reason.
+Tunix's `ClusterConfig.rollout_engine`. Each `generate` call decodes by
+parallel block denoising (`generate.denoise.Denoiser`); the `Trace` goes to
+the collector that `DiffusionRLCluster.generate` opens, as Tunix's
+`RLCluster.generate` drops extra output fields. docs/design.md "Why the
+rollout rules" gives each rule's reason.
 """
 
 from __future__ import annotations
@@ -153,8 +151,7 @@ class DiffusionRollout(compat.BaseRollout):
       logging.info(
           "rollout: rebound %d meshes in its logits functions.", rebound
       )
-    self.logits_fn = fns["logits_fn"]
-    self.cached_logits_fn = fns["cached_logits_fn"]
+    self.logits_fn, self.cached_logits_fn = fns.values()
     self.logits_chunk = replay_lib.check_logits_chunk(
         logits_chunk, cached_logits_fn
     )
@@ -169,11 +166,9 @@ class DiffusionRollout(compat.BaseRollout):
     self._denoiser(self.denoise_config(rollout_config))
 
   def set_generation_context(self, *, global_step: int, mode: Any) -> None:
-    """Sets this thread's (global step, mode) for the next `generate` calls.
-
-    The name and meaning of Tunix PR 1749's hook: calls within one (step,
-    mode) are numbered 0, 1, ... in order, and each number seeds its rows.
-    """
+    """Sets this thread's (global step, mode) for the next `generate` calls
+    (Tunix PR 1749's hook): calls within one are numbered 0, 1, ... in
+    order, and each number seeds its rows."""
     name = str(getattr(mode, "value", mode)).lower()  # A `Mode` or its value.
     if name not in MODE_IDS:
       raise ValueError(f"unknown rollout mode {mode!r}; want train or eval.")
@@ -255,9 +250,8 @@ class DiffusionRollout(compat.BaseRollout):
 
     Returns Tunix's `RolloutOutput`: `text` and `tokens` (each row's
     completion before its first stop token), `left_padded_prompt_tokens`
-    int32 `[batch, max_prompt_length]`; no logits. Where it has
-    `diffusion_batch` (`compat`), the trace's prepared batch and `logprobs`
-    each row's `action_logp`; elsewhere no log-probs.
+    int32 `[batch, max_prompt_length]`; where Tunix has `diffusion_batch`,
+    the trace's prepared batch and `logprobs` (each row's `action_logp`).
     """
     del kwargs
     context = self._local.context

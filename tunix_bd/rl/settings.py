@@ -57,11 +57,10 @@ class GrpoSettings:
       rollout under the start-of-step actor and log the largest difference
       from its recorded log-probs (`diffusion/rollout_anchor_logp_abs_max`,
       ~1e-6 when replay is exact); 0: only when old log-probs are needed.
-    learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner` and its
-      `diffusion_grpo` loss; `tunix`, Tunix's own `GRPOLearner` with its
-      stock `grpo` loss on the rollout's prepared diffusion batches, on a
-      Tunix that has them (docs/design.md, the section on a model call
-      brought as a Tunix `DiffusionLogitsFn`).
+    learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner`; `tunix`,
+      Tunix's own `GRPOLearner` and `grpo` loss on the rollout's prepared
+      diffusion batches, on a Tunix that has them (docs/design.md, "A model
+      call brought as a Tunix `DiffusionLogitsFn`").
   """
 
   num_generations: int = 8

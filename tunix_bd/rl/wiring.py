@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import jax
 
@@ -73,32 +73,14 @@ def rollout_arguments(
   )
 
 
-def shared_meshes(mesh: jax.sharding.Mesh) -> dict[Role, jax.sharding.Mesh]:
-  """Every role on one mesh (the rollout decodes with the actor itself)."""
-  return {role: mesh for role in (Role.ACTOR, Role.REFERENCE, Role.ROLLOUT)}
-
-
-def training_config(
-    run: settings_lib.GrpoConfig,
-    workdir: str,
-    data_sharding_axes: Sequence[str],
-) -> compat.RLTrainingConfig:
-  """Tunix's `RLTrainingConfig` of the `train` section; Tunix derives
-  gradient accumulation from its RL batch sizes."""
-  train = run.train
-  base = options.training_config(train, workdir, "GRPO")
-  base.data_sharding_axis = data_sharding_axes
-  fields = {
-      f.name: getattr(base, f.name)
-      for f in dataclasses.fields(base)
-      if f.init and f.name != "gradient_accumulation_steps"
+def role_to_mesh(actor, reference=None, rollout=None) -> dict[Role, Any]:
+  """Tunix's `ClusterConfig.role_to_mesh`; a role given no mesh shares the
+  actor's (one mesh for all: the rollout decodes with the actor itself)."""
+  return {
+      Role.ACTOR: actor,
+      Role.REFERENCE: actor if reference is None else reference,
+      Role.ROLLOUT: actor if rollout is None else rollout,
   }
-  return compat.RLTrainingConfig(
-      **fields,
-      actor_optimizer=options.optimizer(train),
-      mini_batch_size=train.mini_batch_size,
-      train_micro_batch_size=train.train_micro_batch_size,
-  )
 
 
 def build_cluster(
@@ -115,9 +97,7 @@ def build_cluster(
   """A `DiffusionRLCluster` whose rollout engine is a `DiffusionRollout`.
 
   `reference` may be None (then `beta` must be 0); `rollout` are the
-  `DiffusionRollout`'s own keywords (`bd`, `stop_ids`, `commit`, ...);
-  `role_to_mesh` has a mesh for ACTOR, REFERENCE and ROLLOUT; `fingerprint`
-  goes into the actor checkpoints' metadata.
+  `DiffusionRollout`'s own keywords (`bd`, `stop_ids`, `commit`, ...).
   """
   engine = functools.partial(rollout_lib.DiffusionRollout, **rollout)
   cluster_config = compat.ClusterConfig(
@@ -146,14 +126,11 @@ def build_learner(
 ) -> compat.GRPOLearner:
   """The `grpo.learner`: tunix_bd's, or Tunix's own on prepared rollouts.
 
-  `learner` is `grpo.learner` (checked by `settings.GrpoSettings`):
-  `tunix_bd` is a `DiffusionGRPOLearner` with the `diffusion_grpo` loss;
-  `tunix` is Tunix's `GRPOLearner` with its stock `grpo` loss and
-  `replay.ReplayLogitsFn` over the rollout's model call as its
-  `diffusion_logits_fn`; under it with `num_iterations=1` the cluster
-  replays the anchor every `verify_replay_every_n_steps` steps
-  (`DiffusionRLCluster.log_rollout_checks`), with more Tunix's learner logs
-  the parity on every step. `algo` are `compat.grpo_config`'s fields.
+  `learner` is `grpo.learner` (checked by `settings.GrpoSettings`); under
+  `tunix`, Tunix's learner scores by `replay.ReplayLogitsFn` over the
+  rollout's model call, and the cluster logs the replay parity
+  (`DiffusionRLCluster.log_rollout_checks`) unless Tunix's learner does
+  (`num_iterations > 1`). `algo` are `compat.grpo_config`'s fields.
   """
   if learner == settings_lib.TUNIX_LEARNER:
     # Tunix's learner logs the parity itself whenever it replays the
@@ -195,16 +172,29 @@ def build_grpo(
   The cluster trains `actor` in `workdir` with the policy's converted
   `sources` (tokenizer, `bd`, stop ids), printing a progress line per step.
   """
+  base = options.training_config(run.train, workdir, "GRPO")
+  base.data_sharding_axis = meshes.data_sharding_axes
+  # Tunix's RL config derives gradient accumulation from its batch sizes.
+  fields = {
+      f.name: getattr(base, f.name)
+      for f in dataclasses.fields(base)
+      if f.init and f.name != "gradient_accumulation_steps"
+  }
   cluster = build_cluster(
       actor=actor,
       reference=reference,
       tokenizer=sources.tokenizer,
       bd=sources.bd,
       stop_ids=sources.stop_ids,
-      training_config=training_config(run, workdir, meshes.data_sharding_axes),
+      training_config=compat.RLTrainingConfig(
+          **fields,
+          actor_optimizer=options.optimizer(run.train),
+          mini_batch_size=run.train.mini_batch_size,
+          train_micro_batch_size=run.train.train_micro_batch_size,
+      ),
       **rollout_arguments(run.rollout),
       logits_chunk=logits_chunk,
-      role_to_mesh=meshes.role_to_mesh(),
+      role_to_mesh=role_to_mesh(meshes.actor, meshes.reference, meshes.rollout),
       fingerprint=fingerprint,
   )
   cluster.actor_trainer.with_training_hooks(

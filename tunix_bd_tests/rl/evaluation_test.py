@@ -173,7 +173,7 @@ class EvaluateTest(absltest.TestCase):
     )
     for change in changes.values():
       self.assertEqual((change.delta, change.se), (0.0, 0.0))
-    metrics = self.result.metrics()
+    metrics = self.result.to_json()["metrics"]
     self.assertEqual(metrics["exact_match@0.9"], 0.5)
     self.assertEqual(
         metrics[evaluation.SAMPLED], self.result.sampled_correct.mean()

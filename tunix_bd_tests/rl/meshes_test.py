@@ -25,6 +25,7 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.rl import meshes
+from tunix_bd.rl import wiring
 from tunix_bd_tests import test_common
 
 _NUM_DEVICES = 8
@@ -262,7 +263,9 @@ class BuildTest(multi_device.DeviceTestCase):
     self.assertIs(built.reference, built.actor)
     self.assertEqual(built.data_sharding_axes, ("fsdp",))
     self.assertEqual(set(built.actor.axis_types), {jax.sharding.AxisType.Auto})
-    role_to_mesh = built.role_to_mesh()
+    role_to_mesh = wiring.role_to_mesh(
+        built.actor, built.reference, built.rollout
+    )
     self.assertEqual(
         {role.name: mesh for role, mesh in role_to_mesh.items()},
         {
