@@ -198,10 +198,9 @@ class DiffusionRLCluster(compat.RLCluster):
   def _replay(self, replay, trace, micro_batch_size) -> np.ndarray:
     rows = np.asarray(trace.prompt_lengths).shape[0]
     size = micro_batch_size or rows
-    chunks = [slice(s, min(s + size, rows)) for s in range(0, rows, size)]
     parts = [
-        np.asarray(replay(jax.tree.map(lambda x, s=s: x[s], trace)))
-        for s in chunks
+        np.asarray(replay(jax.tree.map(lambda x, s=s: x[s : s + size], trace)))
+        for s in range(0, rows, size)
     ]
     return np.concatenate(parts, axis=0)
 

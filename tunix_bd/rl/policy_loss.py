@@ -3,11 +3,10 @@
 """The `"diffusion_grpo"` policy loss: GRPO / token-level GSPO on traces.
 
 Importing this module registers `"diffusion_grpo"`, whose live log-probs are
-the replay of the rollout's own trace (`core.replay.replay_log_probs`: each
-action scored on the canvas it was committed from) and whose remaining math
-is Tunix's `algo_core.grpo_loss_fn`, ported in `grpo_objective` and pinned
-to it by `policy_loss_test`. The trace rides in `DiffusionTrainExample.trace`
-through Tunix's slicing, queue and sharding (every array leaf batch-major).
+the replay of the rollout's own trace (`core.replay.replay_log_probs`) and
+whose remaining math is Tunix's `algo_core.grpo_loss_fn`, ported in
+`grpo_objective` and pinned to it by `policy_loss_test`. The trace rides in
+`DiffusionTrainExample.trace` through Tunix's slicing, queue and sharding.
 See docs/design.md "RL policies on one trace".
 """
 

@@ -36,18 +36,6 @@ class RlPrompts:
     return len(self.prompts)
 
 
-def jsonl_conversations(path: str) -> list[dataset_lib.Conversation]:
-  """Conversations of an RL JSONL file (`{"prompt", "answer"}` per line)."""
-  return [
-      dataset_lib.Conversation(
-          [*r["messages"], {"role": "assistant", "content": r["answer"]}],
-          dataset_lib.JSONL_TASK,
-          where,
-      )
-      for where, r in jsonl.read_jsonl_records(path, kind="rl")
-  ]
-
-
 def conversations(
     data, num_eval: int
 ) -> tuple[list[dataset_lib.Conversation], list[dataset_lib.Conversation]]:
@@ -74,7 +62,14 @@ def conversations(
         " chat JSONL)."
     )
   if data.prompts:
-    train = jsonl_conversations(data.prompts)
+    train = [
+        dataset_lib.Conversation(
+            [*r["messages"], {"role": "assistant", "content": r["answer"]}],
+            dataset_lib.JSONL_TASK,
+            where,
+        )
+        for where, r in jsonl.read_jsonl_records(data.prompts, kind="rl")
+    ]
   else:
     train = dataset_lib.split_conversations(data, "train")
   held_out = dataset_lib.split_conversations(data, "eval")

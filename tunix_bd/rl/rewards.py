@@ -8,9 +8,7 @@ token), `mode`, every other dataset key repeated per generation (`answer`,
 ...), and, from tunix_bd's learner, `num_forwards` and
 `num_completion_tokens` per row. It sums the functions per row and logs each
 one's mean as `rewards/<fn.__name__>`, so every function carries a readable
-name. `partial_credit` scores characters position by position over the
-longer of the two, so a truncated or over-long completion loses credit;
-the speed cap keeps an empty completion (tokens 0) from dominating a group.
+name.
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ class DiffusionRollout(compat.BaseRollout):
     as `role_shim.place_on_mesh` would put it (`shares_actor`), else with its
     own copy on `mesh`. `stop_ids` end a row (the EOS included, if any);
     `commit` holds `COMMIT_KEYS`; `cached_logits_fn` also replays the trace
-    for the old, reference and live policies (meshes it holds are rebound to
-    `mesh`); `logits_chunk` is the replays' vocabulary chunk (None: dense).
+    for the old, reference and live policies, in vocabulary chunks of
+    `logits_chunk` (None: dense).
     """
     unknown = sorted(set(commit) - set(COMMIT_KEYS))
     if unknown:

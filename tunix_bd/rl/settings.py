@@ -53,10 +53,10 @@ class GrpoSettings:
     loss_algo: `grpo` or `gspo-token` (token-level GSPO).
     loss_agg_mode: one of `LOSS_AGG_MODES`.
     kl_loss_mode: the KL estimator, one of `KL_LOSS_MODES`.
-    verify_replay_every_n_steps: every this many global steps, replay the
-      rollout under the start-of-step actor and log the largest difference
-      from its recorded log-probs (`diffusion/rollout_anchor_logp_abs_max`,
-      ~1e-6 when replay is exact); 0: only when old log-probs are needed.
+    verify_replay_every_n_steps: every this many global steps, log the
+      largest difference of the rollout's log-probs from their replay
+      (`diffusion/rollout_anchor_logp_abs_max`, ~1e-6 when exact); 0: only
+      when old log-probs are needed.
     learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner`; `tunix`,
       Tunix's own `GRPOLearner` and `grpo` loss on the rollout's prepared
       diffusion batches, on a Tunix that has them (docs/design.md, "A model
@@ -87,13 +87,12 @@ class GrpoSettings:
           f" stack #1745-#1749); google-tunix {compat.TUNIX_VERSION} has none."
           f" Use grpo.learner={TUNIX_BD_LEARNER!r}."
       )
-    config_utils.check_int("grpo.num_generations", self.num_generations, 2)
-    config_utils.check_int(
-        "grpo.verify_replay_every_n_steps",
-        self.verify_replay_every_n_steps,
-        0,
-    )
-    config_utils.check_int("grpo.num_iterations", self.num_iterations, 1)
+    for key, minimum in (
+        ("num_generations", 2),
+        ("verify_replay_every_n_steps", 0),
+        ("num_iterations", 1),
+    ):
+      config_utils.check_int(f"grpo.{key}", getattr(self, key), minimum)
     config_utils.check_number("grpo.beta", self.beta, 0)
     config_utils.check_number("grpo.epsilon", self.epsilon, 0, strict=True)
     if self.epsilon >= 1:
