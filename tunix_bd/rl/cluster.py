@@ -58,11 +58,9 @@ class DiffusionRLCluster(compat.RLCluster):
   """An `RLCluster` for a `DiffusionRollout` (see the module docstring)."""
 
   def __init__(self, *, fingerprint: Mapping[str, Any] | None = None, **kwargs):
-    """Builds Tunix's cluster; `fingerprint` (`tunix_bd.fingerprint`) goes
-    into every actor checkpoint's metadata.
-
-    Refuses `offload_to_cpu`: Tunix's offload path syncs unfiltered state
-    into the rollout, untested with a denoising one.
+    """Builds Tunix's cluster; `fingerprint` goes into every actor
+    checkpoint's metadata. Refuses `offload_to_cpu`: Tunix's offload path
+    syncs unfiltered state into the rollout, untested with a denoising one.
     """
     config = kwargs["cluster_config"]
     engine = config.rollout_engine
@@ -107,11 +105,8 @@ class DiffusionRLCluster(compat.RLCluster):
 
   @property
   def _anchor_policy_state(self):
-    """Tunix's anchor: the actor state that old log-probs are scored under.
-
-    Tunix snapshots it at each weight sync; a rollout sharing the actor is
-    never synced and samples with the live weights, which are its anchor.
-    """
+    """Tunix's anchor, the actor state old log-probs are scored under: its
+    snapshot at each weight sync, or the live state of a shared actor."""
     if self.rollout.shares_actor:
       return nnx.state(self.actor_trainer.model)
     return self._anchor_snapshot

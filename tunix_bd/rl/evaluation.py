@@ -80,12 +80,7 @@ def evaluate(
   """Greedy and sampled held-out evaluation of the first
   `settings.num_prompts` prompts; `decode` is the rollout's denoising
   settings, whose threshold and temperature are set per measurement."""
-  num = settings.num_prompts
-  if len(prompts) < num:
-    raise ValueError(
-        f"eval.num_prompts={num} but only {len(prompts)} held-out prompts"
-        " are given."
-    )
+  num = settings.num_prompts  # At most len(prompts): `rl.prompt_stream`.
   prompts = dataclasses.replace(
       prompts,
       tokens=prompts.tokens[:num],

@@ -107,12 +107,10 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       data_shuffle_seed: int | None = None,
       verify_replay_every_n_steps: int = 0,
   ):
-    """Checks the wiring, then builds Tunix's learner.
-
-    Reward functions also receive `num_forwards` and
-    `num_completion_tokens`. `verify_replay_every_n_steps` > 0 also replays
-    the anchor every this many global steps to log the replay parity.
-    """
+    """Checks the wiring, then builds Tunix's learner. Reward functions also
+    receive `num_forwards` and `num_completion_tokens`;
+    `verify_replay_every_n_steps` > 0 also logs the replay parity every this
+    many global steps."""
     if not isinstance(rl_cluster, cluster_lib.DiffusionRLCluster):
       raise ValueError(
           "DiffusionGRPOLearner needs a DiffusionRLCluster, got"
@@ -181,9 +179,8 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
   def train(self, train_ds, eval_ds=None, skip_jit: bool = False) -> None:
     """Tunix's loop over checked datasets. A run resumed at `max_steps`
     returns at once: Tunix's loop would take one more step first."""
-    actor = self.rl_cluster.actor_trainer
     training_config = self.rl_cluster.cluster_config.training_config
-    if actor.train_steps >= training_config.max_steps:
+    if self.rl_cluster.actor_trainer.train_steps >= training_config.max_steps:
       return
     train_ds = checked(train_ds, "train dataset")
     first = next(train_ds)

@@ -75,11 +75,9 @@ class DiffusionTrainExample(compat.TrainExample):
       old_per_token_logps: Any = None,
       sampler_is_weights: Any = None,
   ) -> DiffusionTrainExample:
-    """The example of a concrete trace `[batch, ...]` (`core.tunix_layout`).
-
-    `pad_id` fills left-padding and never-generated slots; `advantages` are
-    float `[batch]`, the per-token fields float `[batch, T]` or None.
-    """
+    """The example of a concrete trace `[batch, ...]`: `pad_id` fills
+    left-padding and never-generated slots; `advantages` are float `[batch]`,
+    the per-token fields float `[batch, T]` or None."""
     layout = tunix_layout.to_tunix_layout(trace, pad_id=pad_id)
     del layout["action_step"], layout["action_logp"]  # In the trace.
     return cls(
@@ -234,11 +232,8 @@ def diffusion_grpo_loss(
     **kwargs,
 ) -> tuple[jax.Array, dict[str, Any]]:
   """`grpo_objective` of the live log-probs `replay_log_probs(model,
-  train_example.trace)`, in Tunix's policy-loss signature.
-
-  Differentiable in `model` and jit-able; `cached_logits_fn` and
-  `logits_chunk` are the rollout's; `pad_id`, `eos_id` and `kwargs` are
-  unused (the trace holds the actions).
+  train_example.trace)`, in Tunix's policy-loss signature (differentiable,
+  jit-able); `cached_logits_fn` and `logits_chunk` are the rollout's.
   """
   del pad_id, eos_id, kwargs
   trace = getattr(train_example, "trace", None)

@@ -4,8 +4,8 @@
 
 `write_report` writes `report.txt`, `report.json` and `report.png` (left,
 the train reward curves from `metrics.jsonl`; right, each held-out exact
-match's change from before, with its paired standard error,
-`rl.evaluation`), and, when given, the same for a continued-SFT model.
+match's change from before, and a continued-SFT model's, with its paired
+standard error, `rl.evaluation`).
 """
 
 from __future__ import annotations
@@ -110,13 +110,12 @@ def format_text(
     )
   else:
     lines.append(f"train reward: no {REWARD_SUM} in metrics.jsonl")
-  sft = any("continued_sft" in r for r in rows)
   width = max([len(metric_label(r)) + 2 for r in rows] + [24])
   header = (
       f"{f'held-out ({num_prompts} prompts)':<{width}}"
       f"{'before':>9}{'after':>9}{'change ± paired SE':>24}"
   )
-  if sft:
+  if any("continued_sft" in r for r in rows):
     header += f"{'cont. SFT':>11}{'change ± paired SE':>24}"
   lines += ["", header]
   for r in rows:
@@ -184,12 +183,9 @@ def _tokens_per_forward(rows, metric: str) -> str:
 
 
 def _plot_held_out(ax, all_rows) -> None:
-  """Each held-out exact match's change, in points, with its paired SE.
-
-  A run moves exact match by a point or two: on a 0-100 % axis that is a
-  hair's width, so the axis is the change itself, centred on zero, and the
-  absolute values stand beside each dot.
-  """
+  """Each held-out exact match's change, in points, with its paired SE: a
+  run moves it by a point or two, a hair's width on a 0-100 % axis, so the
+  axis is the change, and the absolute values stand beside each dot."""
   rows = [r for r in all_rows if "exact_match" in r["metric"]]
   series = [("", "after GRPO", _AFTER)]
   if any("continued_sft" in r for r in rows):

@@ -126,9 +126,8 @@ class DiffusionRollout(compat.BaseRollout):
     special_ids.check(
         mask_token_id=bd.mask_token_id, pad_id=pad_id, stop_ids=stop_ids
     )
-    dtype = jax.tree.leaves(nnx.state(rollout_actor, nnx.Param))[0].dtype
-    check_rollout_config(rollout_config, training=True, model_dtype=dtype)
-    self._dtype = dtype
+    self._dtype = jax.tree.leaves(nnx.state(rollout_actor, nnx.Param))[0].dtype
+    check_rollout_config(rollout_config, training=True, model_dtype=self._dtype)
     self._tokenizer = tokenizer
     # Explicit stop ids are enough (as for Tunix's samplers): a tokenizer
     # without an EOS token ends completions at the first stop id.

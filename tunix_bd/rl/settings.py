@@ -2,10 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
-`grpo` and `reward` are GRPO's own; `data`, `mesh`, `rollout`, `train` and
-`eval` hold some keys of a shared class (`RL_DATA_KEYS`, `ROLE_MESH_KEYS`,
-`GRPO_ROLLOUT_KEYS`, `GRPO_TRAIN_KEYS`, `GRPO_EVAL_KEYS`). `GrpoConfig` holds
-them all; `check_together` checks what spans sections.
+`grpo` and `reward` are GRPO's own; the other sections hold some keys of a
+shared class. `check_together` checks what spans sections.
 """
 
 from __future__ import annotations
