@@ -123,7 +123,7 @@ def cluster(
           temperature=temperature,
           eval_temperature=0.0,
       ),
-      role_to_mesh=wiring.shared_meshes(mesh),
+      role_to_mesh=wiring.role_to_mesh(mesh),
   )
   kwargs.update(engine_kwargs or {})
   return wiring.build_cluster(**kwargs)
