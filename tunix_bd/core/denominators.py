@@ -19,7 +19,6 @@ from tunix_bd import compat
 GLOBAL_WEIGHT = "global_weight"
 # int32 `[rows]`: k, the micro-batches per global batch.
 ACCUMULATION_STEPS = "accumulation_steps"
-FIELDS = (GLOBAL_WEIGHT, ACCUMULATION_STEPS)
 
 
 def batch_fields(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax.numpy as jnp
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
@@ -83,27 +82,3 @@ def _check_rope_theta(name: str, rope_theta: Any) -> None:
       " this model would compute another function than its checkpoint or"
       f" config describes; only rope_theta={applied} is exact."
   )
-
-
-def init_kv_cache(
-    model: Any, batch_size: int, cache_size: int, dtype: jnp.dtype
-) -> dict[str, dict[str, jnp.ndarray]]:
-  """An empty KV cache of a supported model, in Tunix's per-layer layout.
-
-  Qwen3 builds its own (`init_cache`); Qwen2 and Llama 3 read the same
-  layout in their attention but do not build it, so it is built here from
-  their config.
-  """
-  config = model.config
-  family(config)
-  if hasattr(model, "init_cache"):
-    return model.init_cache(batch_size, cache_size, dtype)
-  shape = (batch_size, cache_size, config.num_kv_heads, config.head_dim)
-  return {
-      f"layer_{i}": {
-          "k": jnp.zeros(shape, dtype),
-          "v": jnp.zeros(shape, dtype),
-          "end_index": jnp.zeros((batch_size,), jnp.int32),
-      }
-      for i in range(config.num_layers)
-  }

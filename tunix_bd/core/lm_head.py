@@ -18,11 +18,10 @@ import flax
 import jax
 import jax.numpy as jnp
 from tunix_bd import config_utils
-from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
 from tunix_bd.core import scoring
+from tunix_bd.core.diffusion_lm import MASKED_LOGIT
 
-MASKED_LOGIT = diffusion_lm.MASKED_LOGIT
 # Vocabulary columns per chunk by default: a 152k vocabulary in 19 chunks,
 # whose `[rows, chunk]` float32 logits are 32 KiB per row.
 DEFAULT_CHUNK = 8192
@@ -188,27 +187,18 @@ def token_stats(
 ) -> tuple[jax.Array, jax.Array]:
   """Log-probs of `targets` and the argmax, `chunk` columns at a time.
 
-  Equal (to float rounding) to `scoring.token_log_probs(dense_logits(
-  head, hidden), targets, temperature)` and `jnp.argmax(dense_logits(...),
-  -1)`, gradients included, with `[rows, chunk]` logits at a time.
-
-  Args:
-    hidden: `[..., embed]` hidden rows (any float dtype).
-    targets: int `[...]` token ids.
-    temperature: as for `scoring.scale_logits` (static or traced).
-    chunk: vocabulary columns per chunk (>= 1; capped at the vocabulary).
-
-  Returns:
-    `(log_probs, argmax)`: float32 and int32 `[...]`; the argmax (of the
-    logits, untempered) carries no gradient.
+  `(log_probs, argmax)`, float32 and int32 `[...]` of `[..., embed]` hidden
+  rows (any float dtype) and int `[...]` targets: equal (to float rounding)
+  to `scoring.token_log_probs(dense_logits(head, hidden), targets,
+  temperature)` and `jnp.argmax(dense_logits(...), -1)`, gradients
+  included; the argmax (of the untempered logits) carries none. `chunk` is
+  capped at the vocabulary.
   """
   if targets.shape != hidden.shape[:-1]:
     raise ValueError(
         f"targets have shape {targets.shape}, the hidden rows"
         f" {hidden.shape[:-1]}."
     )
-  if not isinstance(temperature, jax.Array):
-    temperature = scoring.check_temperature(temperature)
   chunks = chunks_of(head.vocab_size, chunk)
   rows = targets.shape
   targets = targets.astype(jnp.int32)

@@ -201,10 +201,11 @@ class Denoiser:
             **config.commit_settings(), temperature=config.temperature
         )
     )
-    cache_free = external_logits.cache_free_logits_fn(cached_logits_fn)
-    self._use_cache = config.use_cache and cache_free is None
+    cache_free = isinstance(cached_logits_fn, external_logits.CacheFree)
+    self._use_cache = config.use_cache and not cache_free
     self._logits_fns = dict(
-        logits_fn=cache_free or logits_fn, cached_logits_fn=cached_logits_fn
+        logits_fn=cached_logits_fn.logits_fn if cache_free else logits_fn,
+        cached_logits_fn=cached_logits_fn,
     )
     self._stop_ids = jax.device_put(np.asarray(config.stop_ids, np.int32))
 

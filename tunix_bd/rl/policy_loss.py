@@ -25,7 +25,6 @@ from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
-from tunix_bd.core import tunix_layout
 
 POLICY_LOSS_NAME = "diffusion_grpo"
 
@@ -40,7 +39,7 @@ _masked_mean = compat.masked_mean
 class DiffusionTrainExample(compat.TrainExample):
   """Tunix's GRPO `TrainExample` plus the rollout's trace.
 
-  The inherited fields are in Tunix's layout (`core.tunix_layout`):
+  The inherited fields are in Tunix's layout (`trace.to_tunix_layout`):
   `prompt_ids` / `prompt_mask` `[batch, P]` left-padded, `completion_ids` /
   `completion_mask` `[batch, T]` with `completion_ids = trace.tokens` and
   `completion_mask = trace.action_step >= 0`, `advantages` `[batch]`, and
@@ -78,10 +77,8 @@ class DiffusionTrainExample(compat.TrainExample):
     """The example of a concrete trace `[batch, ...]`: `pad_id` fills
     left-padding and never-generated slots; `advantages` are float `[batch]`,
     the per-token fields float `[batch, T]` or None."""
-    layout = tunix_layout.to_tunix_layout(trace, pad_id=pad_id)
-    del layout["action_step"], layout["action_logp"]  # In the trace.
     return cls(
-        **layout,
+        **trace_lib.to_tunix_layout(trace, pad_id=pad_id),
         advantages=advantages,
         ref_per_token_logps=ref_per_token_logps,
         old_per_token_logps=old_per_token_logps,

@@ -27,7 +27,7 @@ from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay as replay_lib
 from tunix_bd.core import special_ids
-from tunix_bd.core import tunix_layout
+from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
@@ -272,7 +272,7 @@ class DiffusionRollout(compat.BaseRollout):
     out = self._denoiser(config)(rows, seeds=seeds)
     if self._local.collectors:
       self._local.collectors[-1].append((out.trace, out.num_forwards))
-    layout = tunix_layout.to_tunix_layout(out.trace, pad_id=self.pad)
+    layout = trace_lib.to_tunix_layout(out.trace, pad_id=self.pad)
     prepared = {}
     if compat.ROLLOUT_HAS_DIFFUSION_BATCH:
       # Tunix's own prepared-rollout scoring: the trace as its batch, and

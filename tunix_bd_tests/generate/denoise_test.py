@@ -18,6 +18,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
 from tunix_bd.core import scoring
+from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
@@ -72,8 +73,9 @@ def _with_weights(edit) -> nnx.Module:
 
 def _block_geometry(trace):
   """`[batch, max_new_tokens]` block of each slot, 0 = the row's first."""
-  blocks = trace.blocks()
-  return blocks - blocks[:, :1]
+  return trace_lib.completion_blocks(
+      trace.prompt_lengths, trace.tokens.shape[1], trace.bd.block_size
+  )
 
 
 # At most 3 rows x 4 blocks x 4 steps.
