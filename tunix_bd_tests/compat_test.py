@@ -265,7 +265,7 @@ class OldLogpsAndWeightsTest(absltest.TestCase):
     return learner_lib.old_logps_and_weights(
         self.rollout,
         self.mask,
-        self.anchor,
+        lambda: self.anchor,
         needs_old=needs_old,
         algo_config=_Config(**fields),
     )
@@ -297,15 +297,35 @@ class OldLogpsAndWeightsTest(absltest.TestCase):
         weights, [[min(np.exp(0.5), 1.5), np.exp(-1.0), 0.0]], rtol=1e-6
     )
 
-  def test_a_missing_anchor_fails_closed(self):
-    with self.assertRaisesRegex(ValueError, "anchor replay"):
+  def test_the_anchor_is_replayed_only_when_needed_or_verified(self):
+    calls = []
+
+    def anchor_fn():
+      calls.append(1)
+      return self.anchor
+
+    for needs_old, use_rollout, verify in (
+        (False, False, False),
+        (True, True, False),
+    ):
       learner_lib.old_logps_and_weights(
           self.rollout,
           self.mask,
-          None,
-          needs_old=True,
-          algo_config=_Config(use_rollout_logps=False),
+          anchor_fn,
+          needs_old=needs_old,
+          algo_config=_Config(use_rollout_logps=use_rollout),
+          verify=verify,
       )
+    self.assertEqual(calls, [])
+    old, _ = learner_lib.old_logps_and_weights(
+        self.rollout,
+        self.mask,
+        anchor_fn,
+        needs_old=False,
+        algo_config=_Config(),
+        verify=True,
+    )
+    self.assertEqual((calls, old), ([1], None))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from tunix_bd import files
 from tunix_bd import fingerprint
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import grpo
@@ -167,7 +168,7 @@ class FilesTest(absltest.TestCase):
         sorted(os.listdir(url_dir)),
         sorted(os.listdir(local_dir) + [bd_config.SETTINGS_FILE]),
     )
-    for name in (hf_checkpoint.CONFIG_FILE, hf_checkpoint.WEIGHTS_FILE):
+    for name in (checkpoint_digest.CONFIG_FILE, hf_checkpoint.WEIGHTS_FILE):
       with open(os.path.join(url_dir, name), "rb") as got:
         with open(os.path.join(local_dir, name), "rb") as want:
           self.assertEqual(got.read(), want.read(), name)

@@ -4,7 +4,7 @@
 
 A config is a `.py` file defining `get_config(arg=None)` that returns an
 `ml_collections.ConfigDict`; docs/recipes.md, "The `tunix` command". Every
-mistake raises `errors.UsageError` before anything runs.
+mistake raises `plugin_api.UsageError` before anything runs.
 """
 
 import ast
@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 import ml_collections
 
 from tunix_bd import config_files
-from tunix_bd.cli import errors
 from tunix_bd.cli import plugin_api
 
 OVERRIDE_PREFIX = "--config."
@@ -48,11 +47,11 @@ def split_override_args(
     if not sep:
       value = next(args, None)
       if value is None:
-        raise errors.UsageError(
+        raise plugin_api.UsageError(
             f"{arg} has no value: write {arg}=VALUE or {arg} VALUE"
         )
     if not key or any(not part for part in key.split(".")):
-      raise errors.UsageError(f"malformed override {arg!r}: no key")
+      raise plugin_api.UsageError(f"malformed override {arg!r}: no key")
     overrides.append(Override(key, value))
   return overrides, rest
 
@@ -88,9 +87,9 @@ def resolve_config(
   """
   name, sep, arg = spec.partition(":")
   if not name:
-    raise errors.UsageError(f"config {spec!r} has no file name before ':'")
+    raise plugin_api.UsageError(f"config {spec!r} has no file name before ':'")
   if sep and not arg:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"config {spec!r} has an empty ARG after ':'; drop the ':' or give"
         " an ARG"
     )
@@ -104,9 +103,9 @@ def resolve_config(
       f"config {name!r} not found: no file {str(as_path)!r}, and plugin"
       f" {plugin.name!r} has no config {relative.stem!r}"
   )
-  message += errors.did_you_mean(relative.stem, configs)
+  message += plugin_api.did_you_mean(relative.stem, configs)
   listed = ", ".join(configs) if configs else "none"
-  raise errors.UsageError(f"{message} Its configs: {listed}")
+  raise plugin_api.UsageError(f"{message} Its configs: {listed}")
 
 
 def load_config(
@@ -115,28 +114,28 @@ def load_config(
   """Loads a config file and returns its locked `get_config(arg)`.
 
   `get_config()` is called without an argument when `arg` is None. Every
-  failure to produce a ConfigDict is an `errors.UsageError`.
+  failure to produce a ConfigDict is an `plugin_api.UsageError`.
   """
   try:
     module = config_files.import_file(path)
   except ValueError as e:
-    raise errors.UsageError(str(e)) from e
+    raise plugin_api.UsageError(str(e)) from e
   get_config = getattr(module, "get_config", None)
   if not callable(get_config):
-    raise errors.UsageError(f"config {str(path)!r} defines no get_config()")
+    raise plugin_api.UsageError(f"config {str(path)!r} defines no get_config()")
   args = () if arg is None else (arg,)
   label = path.name if arg is None else f"{path.name}:{arg}"
   try:
     inspect.signature(get_config).bind(*args)
   except TypeError as e:
     wanted = "no ARG" if arg is not None else "an ARG (CONFIG:ARG)"
-    raise errors.UsageError(f"config {label} takes {wanted}") from e
+    raise plugin_api.UsageError(f"config {label} takes {wanted}") from e
   try:
     config = get_config(*args)
   except ValueError as e:
-    raise errors.UsageError(f"config {label}: {e}") from e
+    raise plugin_api.UsageError(f"config {label}: {e}") from e
   if not isinstance(config, ml_collections.ConfigDict):
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"config {label}: get_config() returned a {type(config).__name__},"
         " expected an ml_collections.ConfigDict"
     )
@@ -159,7 +158,7 @@ def apply_overrides(
     try:
       parent[leaf] = value
     except (TypeError, ValueError) as e:
-      raise errors.UsageError(
+      raise plugin_api.UsageError(
           f"invalid value for --config.{override.key}: {e}"
       ) from e
     applied.append(Override(override.key, value))
@@ -186,11 +185,11 @@ def _find_field(
   for depth, part in enumerate(parts):
     if part not in node:
       where = ".".join(parts[:depth])
-      message = f"unknown config key {key!r}" + errors.did_you_mean(
+      message = f"unknown config key {key!r}" + plugin_api.did_you_mean(
           part, node.keys(), "".join(p + "." for p in parts[:depth])
       )
       scope = f"under {where!r}" if where else "at the top level"
-      raise errors.UsageError(
+      raise plugin_api.UsageError(
           f"{message} Valid keys {scope}: {', '.join(node.keys())}"
       )
     child = node[part]
@@ -198,13 +197,13 @@ def _find_field(
       break
     if not isinstance(child, ml_collections.ConfigDict):
       prefix = ".".join(parts[: depth + 1])
-      raise errors.UsageError(
+      raise plugin_api.UsageError(
           f"unknown config key {key!r}: {prefix!r} holds a value of type"
           f" {type(child).__name__}, not a section"
       )
     node = child
   if isinstance(child, ml_collections.ConfigDict):
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"config key {key!r} is a section, not a value; set one of its"
         f" keys instead: {', '.join(f'{key}.{k}' for k in child.keys())}"
     )
@@ -221,8 +220,8 @@ def _parse_value(
   """
   raw = override.value
 
-  def invalid(expected: str) -> errors.UsageError:
-    return errors.UsageError(
+  def invalid(expected: str) -> plugin_api.UsageError:
+    return plugin_api.UsageError(
         f"invalid value for --config.{override.key}: expected {expected},"
         f" got {raw!r}"
     )

@@ -30,7 +30,6 @@ import ml_collections
 
 import tunix_bd
 from tunix_bd.cli import config_loading
-from tunix_bd.cli import errors
 from tunix_bd.cli import plugin_api
 
 _PROG = "tunix"
@@ -75,7 +74,7 @@ def main(
   status (module docstring), 0 on success."""
   try:
     overrides, rest = config_loading.split_override_args(argv)
-  except errors.UsageError as e:
+  except plugin_api.UsageError as e:
     return _report(e, status=2)
   try:
     args = _parser().parse_args(rest)
@@ -83,7 +82,7 @@ def main(
     return e.code if isinstance(e.code, int) else 2
   if overrides and args.command != "run":
     return _report(
-        errors.UsageError("--config.* overrides apply only to `tunix run`"),
+        plugin_api.UsageError("--config.* overrides apply only to `tunix run`"),
         status=2,
     )
   if args.command == "plugins":
@@ -179,7 +178,7 @@ def _run(
     applied = config_loading.apply_overrides(config, overrides)
     recipe = _recipe_name(config, plugin)
     pathways = None if args.dry_run else _pathways_module()
-  except errors.UsageError as e:
+  except plugin_api.UsageError as e:
     if args.traceback:
       raise
     return _report(e, status=2)
@@ -275,13 +274,13 @@ def _recipe_name(
   """Returns `config.recipe`, checked against the plugin's recipes."""
   available = ", ".join(sorted(plugin.recipes)) or "none"
   if "recipe" not in config:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         "the config has no 'recipe' key naming what to run; plugin"
         f" {plugin.name!r} provides recipes: {available}"
     )
   recipe = config.recipe
   if not isinstance(recipe, str) or recipe not in plugin.recipes:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"unknown recipe {recipe!r} in config.recipe; plugin"
         f" {plugin.name!r} provides recipes: {available}"
     )
@@ -304,7 +303,7 @@ def _pathways_module() -> types.ModuleType | None:
   try:
     import pathwaysutils  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"JAX_PLATFORMS={platforms!r} selects Pathways, but pathwaysutils is"
         " not installed: pip install 'tunix-bd[pathways]'"
     ) from e

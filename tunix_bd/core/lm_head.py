@@ -114,11 +114,6 @@ def dense_logits(head: Head, hidden: jax.Array) -> jax.Array:
   return chunk_logits(head, hidden, 0, head.vocab_size)
 
 
-def check_chunk(chunk: Any, key: str = "model.logits_chunk") -> int:
-  """A chunk size as an int >= 1 (0 is the callers' "dense" switch)."""
-  return config_utils.check_int(key, chunk, 1)
-
-
 @dataclasses.dataclass(frozen=True)
 class Chunks:
   """Static chunking of a vocabulary: `count` chunks of `size` columns.
@@ -144,7 +139,9 @@ class Chunks:
 
 def chunks_of(vocab: int, chunk: int) -> Chunks:
   """`vocab` columns in chunks of `chunk` (checked; capped at `vocab`)."""
-  return Chunks(vocab, min(check_chunk(chunk), vocab))
+  return Chunks(
+      vocab, min(config_utils.check_int("model.logits_chunk", chunk, 1), vocab)
+  )
 
 
 def scan_chunks(body, init, chunks: Chunks):

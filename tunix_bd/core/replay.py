@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd import compat
+from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
@@ -218,7 +219,7 @@ def check_logits_chunk(logits_chunk, cached_logits_fn) -> int | None:
         "logits_chunk applies the model's own head to its hidden states, so"
         " it cannot use an injected cached_logits_fn; pass logits_chunk=None."
     )
-  return lm_head.check_chunk(logits_chunk)
+  return config_utils.check_int("model.logits_chunk", logits_chunk, 1)
 
 
 def replay_logits(

@@ -10,9 +10,9 @@ source checkpoint's HF format), or `sdar` or `fast_dllm_v2`: a checkpoint of
 that format keeping `block_diffusion.json` beside its fields
 (`format_source`), into which `export.reference_code=DIR` copies a user's
 copy of the format's modeling code (`REFERENCE_CODE`). Before any compute,
-the `export` section's keys and `check_run` check that the model fits the
-format and the files can be written; docs/formats.md "Export" lists the
-fields and refusals.
+the `export` section's keys and `check_exportable` (`Stage.check_export`)
+check that the model fits the format and the files can be written;
+docs/formats.md "Export" lists the fields and refusals.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import Any, Iterable, Mapping
 
 import jax.numpy as jnp
 
-from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import families
@@ -33,7 +32,6 @@ from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.models import bd_formats
 from tunix_bd.models import export
-from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config
 from tunix_bd.models import mask_token as mask_token_lib
@@ -173,33 +171,6 @@ def check_exportable(
       )
 
 
-def check_run(
-    section: Any,
-    *,
-    bd: Any,
-    mask_token: str | None,
-    vocab_size: int,
-    source: hf_checkpoint.Source | None,
-    scratch: Any = None,
-) -> None:
-  """Before any compute: the run's model is exportable as `section` asks.
-
-  `mask_token` is the mask token's string (None for a row past the
-  tokenizer), `vocab_size` the tokenizer's size; `source` the checkpoint the
-  model is loaded from, or None for a random one of shape `scratch`.
-  """
-  if section.format == TUNIX_BD:
-    return
-  if source is not None:
-    model_config = bd_formats.model_config_from_hf(source.config)
-  else:
-    settings = config_utils.nested(
-        from_scratch.ScratchModelSettings, scratch, "model.scratch"
-    )
-    model_config = from_scratch.qwen3_config(settings, vocab_size)
-  check_exportable(section.format, bd, model_config, mask_token)
-
-
 def export_block_diffusion(
     model: Any,
     tokenizer: Any,
@@ -220,7 +191,8 @@ def export_block_diffusion(
   becomes `tokenizer`'s `mask_token`; `extra` are provenance entries for
   `block_diffusion.json`; `fmt` and `reference_code` are `export.format`
   and `export.reference_code`. Raises ValueError, before anything is
-  written, as `export.export_checkpoint` and `check_run`'s checks.
+  written, as `export.export_checkpoint`, `check_exportable` and
+  `check_reference_code`.
   """
   mask_token = mask_token_lib.register_mask_token(tokenizer, bd.mask_token_id)
   check_exportable(fmt, bd, model.config, mask_token)

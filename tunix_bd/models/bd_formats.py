@@ -24,11 +24,10 @@ from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_config
 from tunix_bd.models import mask_token as mask_token_lib
 
-# Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
-CONFIG_FILE = "config.json"
 SDAR = "sdar"
 FAST_DLLM_V2 = "fast_dllm_v2"
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -131,7 +130,7 @@ def detect(raw: Any) -> Format | None:
 def read_dir(directory: str) -> tuple[Format, dict[str, Any]] | None:
   """The format and parsed `config.json` of `directory`, or None if it has
   no `config.json` or one in another format."""
-  path = os.path.join(directory, CONFIG_FILE)
+  path = os.path.join(directory, checkpoint_digest.CONFIG_FILE)
   if not os.path.isfile(path):
     return None
   raw = files.read_json(path, RECOPY)

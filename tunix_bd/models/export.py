@@ -32,6 +32,7 @@ from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
 
 # The families that have a Hugging Face layout here.
@@ -230,7 +231,7 @@ def save_checkpoint(
   try:
     if tokenizer is not None:
       tokenizer.save_pretrained(tmp_dir)
-    _write_json(tmp_dir, hf_checkpoint.CONFIG_FILE, config_json)
+    _write_json(tmp_dir, checkpoint_digest.CONFIG_FILE, config_json)
     if generation_config is not None:
       _write_json(tmp_dir, bd_formats.GENERATION_CONFIG_FILE, generation_config)
     _write_weights(tmp_dir, tensors, max_shard_bytes)

@@ -40,7 +40,6 @@ from tunix_bd.models import bd_formats
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_config
 
-CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Header dtypes Tunix's loader can read (`safetensors_loader.to_np_dtype`),
@@ -170,21 +169,22 @@ def _check_weights(checkpoint_dir: str, config: Any) -> bool:
   if missing:
     raise ValueError(
         f"Checkpoint {checkpoint_dir} is missing tensor {missing[0]!r}"
-        f" ({len(missing)} missing in all) that {CONFIG_FILE} implies."
+        f" ({len(missing)} missing in all) that {checkpoint_digest.CONFIG_FILE}"
+        " implies."
     )
   unexpected = sorted(set(found) - set(expected))
   if unexpected:
     raise ValueError(
         f"Checkpoint {checkpoint_dir} has unexpected tensor {unexpected[0]!r}"
-        f" ({len(unexpected)} unexpected in all) that {CONFIG_FILE} does not"
-        " imply."
+        f" ({len(unexpected)} unexpected in all) that"
+        f" {checkpoint_digest.CONFIG_FILE} does not imply."
     )
   for key, shape in expected.items():
     name, file_shape, file_dtype = found[key]
     if file_shape != shape:
       raise ValueError(
           f"Tensor {key!r} in {name} has shape {list(file_shape)}, but"
-          f" {CONFIG_FILE} implies {list(shape)}."
+          f" {checkpoint_digest.CONFIG_FILE} implies {list(shape)}."
       )
     if file_dtype not in FILE_DTYPES:
       raise ValueError(

@@ -13,7 +13,7 @@ policies on one trace").
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import jax
 import numpy as np
@@ -56,25 +56,26 @@ def check_dataset_item(item: Mapping[str, Any], where: str) -> None:
 def old_logps_and_weights(
     trace_action_logp: np.ndarray,
     action_mask: np.ndarray,
-    anchor: np.ndarray | None,
+    anchor_fn: Callable[[], np.ndarray],
     *,
     needs_old: bool,
     algo_config: Any,
+    verify: bool = False,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
   """`(old_per_token_logps, sampler_is_weights)`, as Tunix sources them.
 
   Inputs and outputs are float32 `[batch, T]` (`action_mask` bool) or None;
-  `anchor` is the anchor replay, None when not computed (a ValueError if
-  needed); `needs_old` says several updates use the rollout. Under
-  `sampler_is="token"`: the anchor, and `min(exp(clip(anchor - rollout,
-  +-20)), threshold)` on the actions (Tunix main's correction); else, when
-  `needs_old`, the rollout's log-probs with `use_rollout_logps`, the anchor
-  without.
+  `anchor_fn` replays the trace under the anchor, called only when the
+  anchor is needed or `verify` (a parity check) asks for it; `needs_old`
+  says several updates use the rollout. Under `sampler_is="token"`: the
+  anchor, and `min(exp(clip(anchor - rollout, +-20)), threshold)` on the
+  actions (Tunix main's correction); else, when `needs_old`, the rollout's
+  log-probs with `use_rollout_logps`, the anchor without.
   """
   use_rollout, sampler_is, threshold = compat.grpo_old_logps_source(algo_config)
-  if sampler_is == "token" or (needs_old and not use_rollout):
-    if anchor is None:
-      raise ValueError("the anchor replay is needed but was not computed.")
+  anchor = None
+  if sampler_is == "token" or (needs_old and not use_rollout) or verify:
+    anchor = anchor_fn()
   if sampler_is == "token":
     bound = policy_loss.LOG_RATIO_BOUND
     log_ratio = np.clip(anchor - trace_action_logp, -bound, bound)
@@ -218,21 +219,13 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       ) as end:
         ref = cluster.reference_replay_logps(trace, logps_batch)
         end([ref])
-    needs_old = mode == Mode.TRAIN and self._updates_per_rollout > 1
-    use_rollout, sampler_is, _ = compat.grpo_old_logps_source(self.algo_config)
-    anchor = None
-    if (
-        sampler_is == "token"
-        or (needs_old and not use_rollout)
-        or cluster.replay_check_due(self._verify_every, mode)
-    ):
-      anchor = cluster.anchor_replay_with_parity(trace, logps_batch, mode)
     old, weights = old_logps_and_weights(
         np.asarray(trace.action_logp),
         np.asarray(trace.action_step) >= 0,
-        anchor,
-        needs_old=needs_old,
+        lambda: cluster.anchor_replay_with_parity(trace, logps_batch, mode),
+        needs_old=mode == Mode.TRAIN and self._updates_per_rollout > 1,
         algo_config=self.algo_config,
+        verify=cluster.replay_check_due(self._verify_every, mode),
     )
 
     visible = np.asarray([len(t) for t in out.tokens], np.int32)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -59,80 +59,6 @@ def _format(metric: str, value: float, *, change: bool = False) -> str:
   if metric.startswith("tokens_per_forward"):
     return f"{value:+.2f}" if change else f"{value:.2f}"
   return f"{100 * value:+.1f} pts" if change else f"{value:.1%}"
-
-
-def held_out_rows(
-    before: evaluation_lib.HeldOutResult,
-    after: evaluation_lib.HeldOutResult,
-    continued_sft: evaluation_lib.HeldOutResult | None = None,
-) -> list[dict[str, Any]]:
-  """One row per metric: before, after, change ± paired SE (and SFT's)."""
-  grpo = evaluation_lib.compare(before, after)
-  sft = evaluation_lib.compare(before, continued_sft) if continued_sft else {}
-  rows = []
-  for metric, change in grpo.items():
-    row = {
-        "metric": metric,
-        "before": change.before,
-        "after": change.after,
-        "change": change.delta,
-        "change_se": change.se,
-    }
-    if metric == evaluation_lib.SAMPLED:
-      row["setting"] = after.sampled_setting
-    if metric in sft:
-      row.update(
-          continued_sft=sft[metric].after,
-          continued_sft_change=sft[metric].delta,
-          continued_sft_change_se=sft[metric].se,
-      )
-    rows.append(row)
-  return rows
-
-
-def format_text(
-    rows: Sequence[dict[str, Any]],
-    curves: dict[str, list[tuple[int, float]]],
-    *,
-    title: str,
-    num_prompts: int,
-) -> str:
-  """The report as text: the train reward trend and the held-out table."""
-  lines = [title, ""]
-  total = curves.get("sum", [])
-  if total:
-    values = np.asarray([v for _, v in total])
-    span = max(1, len(values) // 10)
-    lines.append(
-        f"train reward ({REWARD_SUM}) over {len(values)} steps: first"
-        f" {span} steps {values[:span].mean():.3f} -> last {span} steps"
-        f" {values[-span:].mean():.3f}"
-    )
-  else:
-    lines.append(f"train reward: no {REWARD_SUM} in metrics.jsonl")
-  width = max([len(metric_label(r)) + 2 for r in rows] + [24])
-  header = (
-      f"{f'held-out ({num_prompts} prompts)':<{width}}"
-      f"{'before':>9}{'after':>9}{'change ± paired SE':>24}"
-  )
-  if any("continued_sft" in r for r in rows):
-    header += f"{'cont. SFT':>11}{'change ± paired SE':>24}"
-  lines += ["", header]
-  for r in rows:
-    m = r["metric"]
-    change = f"{_format(m, r['change'], change=True)} ± {_se(m, r)}"
-    line = (
-        f"{metric_label(r):<{width}}{_format(m, r['before']):>9}"
-        f"{_format(m, r['after']):>9}{change:>24}"
-    )
-    if "continued_sft" in r:
-      sft_change = (
-          f"{_format(m, r['continued_sft_change'], change=True)} ±"
-          f" {_se(m, r, 'continued_sft_change_se')}"
-      )
-      line += f"{_format(m, r['continued_sft']):>11}{sft_change:>24}"
-    lines.append(line)
-  return "\n".join(lines)
 
 
 def _se(metric: str, row: dict[str, Any], key: str = "change_se") -> str:
@@ -271,9 +197,65 @@ def write_report(
       f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
   )
   curves = reward_curves(workdir)
-  rows = held_out_rows(before, after, continued_sft)
+  # One held-out row per metric: before, after, change ± paired SE (and
+  # the continued-SFT model's).
+  grpo = evaluation_lib.compare(before, after)
+  sft = evaluation_lib.compare(before, continued_sft) if continued_sft else {}
+  rows = []
+  for metric, change in grpo.items():
+    row = {
+        "metric": metric,
+        "before": change.before,
+        "after": change.after,
+        "change": change.delta,
+        "change_se": change.se,
+    }
+    if metric == evaluation_lib.SAMPLED:
+      row["setting"] = after.sampled_setting
+    if metric in sft:
+      row.update(
+          continued_sft=sft[metric].after,
+          continued_sft_change=sft[metric].delta,
+          continued_sft_change_se=sft[metric].se,
+      )
+    rows.append(row)
+  # The text: the train reward trend and the held-out table.
+  lines = [title, ""]
+  total = curves.get("sum", [])
+  if total:
+    values = np.asarray([v for _, v in total])
+    span = max(1, len(values) // 10)
+    lines.append(
+        f"train reward ({REWARD_SUM}) over {len(values)} steps: first"
+        f" {span} steps {values[:span].mean():.3f} -> last {span} steps"
+        f" {values[-span:].mean():.3f}"
+    )
+  else:
+    lines.append(f"train reward: no {REWARD_SUM} in metrics.jsonl")
   num_prompts = len(next(iter(before.greedy.values())).correct)
-  text = format_text(rows, curves, title=title, num_prompts=num_prompts)
+  width = max([len(metric_label(r)) + 2 for r in rows] + [24])
+  header = (
+      f"{f'held-out ({num_prompts} prompts)':<{width}}"
+      f"{'before':>9}{'after':>9}{'change ± paired SE':>24}"
+  )
+  if any("continued_sft" in r for r in rows):
+    header += f"{'cont. SFT':>11}{'change ± paired SE':>24}"
+  lines += ["", header]
+  for r in rows:
+    m = r["metric"]
+    change = f"{_format(m, r['change'], change=True)} ± {_se(m, r)}"
+    line = (
+        f"{metric_label(r):<{width}}{_format(m, r['before']):>9}"
+        f"{_format(m, r['after']):>9}{change:>24}"
+    )
+    if "continued_sft" in r:
+      sft_change = (
+          f"{_format(m, r['continued_sft_change'], change=True)} ±"
+          f" {_se(m, r, 'continued_sft_change_se')}"
+      )
+      line += f"{_format(m, r['continued_sft']):>11}{sft_change:>24}"
+    lines.append(line)
+  text = "\n".join(lines)
   content = {
       "steps": steps,
       "train_seconds": train_seconds,

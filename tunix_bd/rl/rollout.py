@@ -216,29 +216,6 @@ class DiffusionRollout(compat.BaseRollout):
         )
       return self._denoisers[config]
 
-  def _encode(self, prompts: Sequence[str], max_length: int) -> list[list]:
-    rows = []
-    # GRPO repeats each prompt G times: encode each distinct one once.
-    encoded = {}
-    for i, prompt in enumerate(prompts):
-      if not isinstance(prompt, str):
-        raise ValueError(
-            f"prompt {i} is a {type(prompt).__name__}, not a rendered string;"
-            " the dataset's prompts must be an np.ndarray of str."
-        )
-      if prompt not in encoded:
-        encoded[prompt] = self._tokenizer.encode(
-            prompt, add_special_tokens=False
-        )
-      ids = list(encoded[prompt])
-      if not 1 <= len(ids) <= max_length:
-        raise ValueError(
-            f"prompt {i} has {len(ids)} tokens; rollout.max_prompt_length"
-            f" is {max_length} (and a prompt needs at least one token)."
-        )
-      rows.append(ids)
-    return rows
-
   def generate(
       self,
       prompts: list[str],
@@ -264,7 +241,27 @@ class DiffusionRollout(compat.BaseRollout):
         rollout_config, training=mode == "train", model_dtype=self._dtype
     )
     config = self.denoise_config(rollout_config)
-    rows = self._encode(prompts, config.max_prompt_length)
+    rows = []
+    # GRPO repeats each prompt G times: encode each distinct one once.
+    encoded = {}
+    for i, prompt in enumerate(prompts):
+      if not isinstance(prompt, str):
+        raise ValueError(
+            f"prompt {i} is a {type(prompt).__name__}, not a rendered string;"
+            " the dataset's prompts must be an np.ndarray of str."
+        )
+      if prompt not in encoded:
+        encoded[prompt] = self._tokenizer.encode(
+            prompt, add_special_tokens=False
+        )
+      ids = list(encoded[prompt])
+      if not 1 <= len(ids) <= config.max_prompt_length:
+        raise ValueError(
+            f"prompt {i} has {len(ids)} tokens; rollout.max_prompt_length is"
+            f" {config.max_prompt_length} (and a prompt needs at least one"
+            " token)."
+        )
+      rows.append(ids)
     with self._lock:
       call_index = self._calls.get(context, 0)
       self._calls[context] = call_index + 1

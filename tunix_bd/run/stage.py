@@ -6,32 +6,22 @@ A training recipe is five steps, in this order, whatever it trains:
 
   stage = Stage(config, SftConfig)  # stage.settings: a typed SftConfig
       # 1. Validate before compute: the workdir, every typed section (a
-      #    `ValueError` naming `section.key`), the checkpoint directories.
+      #    `ValueError` naming `section.key`), the checkpoint directories,
   chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
-      #    ... and that the trained model exports as `export` asks (a recipe
-      #    training a converted model reads its tokenizer, block settings,
-      #    stop ids and this check at once: `sources.read_converted`).
+      #    and that the trained model exports as `export` asks.
   stage.check_fingerprint(tokenizer=..., bd=...)
-      # 2. Sources by digest, 3. the fingerprint by the one rule; a resume
-      #    under other settings is refused before any model is built.
+      # 2. Sources by digest, 3. the fingerprint by the one rule
+      #    (docs/design.md "Fingerprint"): a resume under other settings is
+      #    refused before any model is built.
   stage.start(trainer.train_steps)  # then train and evaluate
-      # 4. Record: the resume line, one metrics row per step, the
-      #    fingerprint, once every check has passed.
+      # 4. Record the resume line and the fingerprint, every check passed.
   stage.export_block_diffusion(model, tokenizer, bd=..., ...)
-      # 5. Export, with the sources' provenance (`export_converted`: of a
-      #    converted model's `ConvertedSources`).
+      # 5. Export, with the sources' provenance.
 
-A recipe declares its config, a frozen dataclass whose fields are its typed
-sections (`bd: sections.BdSettings`; `eval: options.EvalSettings =
-config_utils.section("batch_size")` for a section holding some fields of a
-class that serves several).
-
-A benchmark recipe takes step 1 alone, then builds its arms, measures and
-writes its report (`benchmarks`, outside the library); one that writes a single
-report file rather than a workdir passes `writes="output"`.
-
-The fingerprint rule, the same in every recipe: docs/design.md,
-"Fingerprint".
+A recipe's config is a frozen dataclass whose fields are its typed sections
+(`eval: options.EvalSettings = config_utils.section("batch_size")` holds
+some fields of a class serving several). A benchmark recipe takes step 1
+alone (`writes="output"`: one report file rather than a workdir).
 """
 
 from __future__ import annotations
@@ -50,6 +40,7 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
+from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import provenance
 from tunix_bd.run import sources as sources_lib
@@ -270,14 +261,19 @@ class Stage(Generic[SettingsT]):
           else None
       )
     hf_files = None if path is None else hf_checkpoint.read_source(path)
-    bd_export.check_run(
-        self.settings.export,
-        bd=bd,
-        mask_token=mask_token,
-        vocab_size=len(tokenizer),
-        source=hf_files,
-        scratch=getattr(model, "scratch", None),  # A random model's shape.
-    )
+    if self.settings.export.format != bd_export.TUNIX_BD:
+      if hf_files is not None:
+        model_config = bd_formats.model_config_from_hf(hf_files.config)
+      else:  # A random model of the `model.scratch` shape.
+        scratch = config_utils.nested(
+            from_scratch.ScratchModelSettings,
+            getattr(model, "scratch", None),
+            "model.scratch",
+        )
+        model_config = from_scratch.qwen3_config(scratch, len(tokenizer))
+      bd_export.check_exportable(
+          self.settings.export.format, bd, model_config, mask_token
+      )
     return chat_options, hf_files
 
   def export_block_diffusion(

@@ -100,7 +100,7 @@ def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
   if logits_chunk is None:
     return None
   _rows_fn(logits_fn, logits_chunk)
-  return lm_head.check_chunk(logits_chunk)
+  return config_utils.check_int("model.logits_chunk", logits_chunk, 1)
 
 
 def bucket_names(num_buckets: int) -> list[str]:
