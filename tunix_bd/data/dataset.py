@@ -72,6 +72,8 @@ class TokenizedDataset:
         "valid_mask": valid,
     }
 
+  __getitem__ = row  # A grain random-access source (`batches`).
+
 
 def embedded_conversations(
     mix: tasks_lib.TaskMix, split: str, num_examples: int
@@ -221,19 +223,6 @@ def check_batch_size(
     )
 
 
-class _Rows(grain.sources.RandomAccessDataSource):
-  """Exposes a TokenizedDataset's rows to grain."""
-
-  def __init__(self, dataset: TokenizedDataset):
-    self._dataset = dataset
-
-  def __len__(self) -> int:
-    return len(self._dataset)
-
-  def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-    return self._dataset.row(int(index))
-
-
 def batches(
     dataset: TokenizedDataset,
     batch_size: int,
@@ -254,7 +243,7 @@ def batches(
   if batch_size < 1:
     raise ValueError(f"{key} must be >= 1, got {batch_size}.")
   check_batch_size(dataset, batch_size, key)
-  ds = grain.MapDataset.source(_Rows(dataset))
+  ds = grain.MapDataset.source(dataset)
   if shuffle:
     ds = ds.seed(seed).shuffle()
   ds = ds.repeat(num_epochs)
