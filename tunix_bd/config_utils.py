@@ -249,6 +249,14 @@ def check_int(name: str, value: Any, minimum: int) -> int:
   return int(value)
 
 
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+  """`value` if it is one of the strings `choices`; else a ValueError naming
+  `name`."""
+  if not isinstance(value, str) or value not in choices:
+    raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
+  return value
+
+
 def check_number(
     name: str, value: Any, minimum: float, *, strict: bool = False
 ) -> float:

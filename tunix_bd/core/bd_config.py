@@ -54,11 +54,7 @@ class BlockDiffusionConfig:
       value = config_utils.check_int(name, getattr(self, name), low)
       object.__setattr__(self, name, value)
     for name, choices in (("alignment", ALIGNMENTS), ("layout", LAYOUTS)):
-      value = getattr(self, name)
-      if not isinstance(value, str) or value not in choices:
-        raise ValueError(
-            f"{name} must be one of {list(choices)}, got {value!r}."
-        )
+      config_utils.check_choice(name, getattr(self, name), choices)
 
   @classmethod
   def from_config_dict(cls, cfg: Mapping[str, Any]) -> BlockDiffusionConfig:

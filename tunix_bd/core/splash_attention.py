@@ -33,11 +33,7 @@ _TILE = 128
 
 def check_attention(attention, key: str = "model.attention") -> str:
   """`attention` if it is one of `ATTENTIONS`; a ValueError naming `key`."""
-  if attention not in ATTENTIONS:
-    raise ValueError(
-        f"{key} must be one of {list(ATTENTIONS)}, got {attention!r}."
-    )
-  return attention
+  return config_utils.check_choice(key, attention, ATTENTIONS)
 
 
 def check_model(model, key: str = "model.attention") -> None:

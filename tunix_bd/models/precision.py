@@ -35,15 +35,8 @@ class Precision:
   logits_chunk: int = 0
 
   def __post_init__(self):
-    if self.dtype not in DTYPES:
-      raise ValueError(
-          f"model.dtype must be one of {list(DTYPES)}, got {self.dtype!r}."
-      )
-    if self.remat not in families.REMAT_MODES:
-      raise ValueError(
-          f"model.remat must be one of {list(families.REMAT_MODES)}, got"
-          f" {self.remat!r}."
-      )
+    config_utils.check_choice("model.dtype", self.dtype, DTYPES)
+    config_utils.check_choice("model.remat", self.remat, families.REMAT_MODES)
     config_utils.check_int("model.logits_chunk", self.logits_chunk, 0)
 
   @property

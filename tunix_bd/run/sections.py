@@ -39,11 +39,6 @@ TUNIX_SFT_LOSS = "tunix"
 SFT_LOSSES = (HOOK_SFT_LOSS, TUNIX_SFT_LOSS)
 
 
-def _one_of(key: str, value: str, choices) -> None:
-  if value not in choices:
-    raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}.")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BdSettings:
   """Block-diffusion settings: SFT's `bd`, what the model is converted to;
@@ -66,8 +61,10 @@ class BdSettings:
   def __post_init__(self):
     key = lambda name: config_utils.key(name, "bd")
     config_utils.check_int(key("block_size"), self.block_size, 1)
-    _one_of(key("alignment"), self.alignment, bd_config.ALIGNMENTS)
-    _one_of(key("layout"), self.layout, bd_config.LAYOUTS)
+    config_utils.check_choice(
+        key("alignment"), self.alignment, bd_config.ALIGNMENTS
+    )
+    config_utils.check_choice(key("layout"), self.layout, bd_config.LAYOUTS)
 
 
 # `model.scratch_bd`'s keys: a random model's tokenizer has its mask token.
@@ -181,7 +178,7 @@ class ModelSettings:
           cls, getattr(self, name), f"model.{name}", keys
       )
       object.__setattr__(self, name, value)
-    _one_of("model.sft_loss", self.sft_loss, SFT_LOSSES)
+    config_utils.check_choice("model.sft_loss", self.sft_loss, SFT_LOSSES)
     splash_attention.check_attention(self.attention)
     if (
         self.attention == splash_attention.SPLASH

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import eos as eos_lib
 
@@ -89,14 +90,9 @@ class SftCorruptionConfig:
           "corruption.complementary must be a bool, got"
           f" {self.complementary!r}."
       )
-    if (
-        not isinstance(self.loss_weighting, str)
-        or self.loss_weighting not in LOSS_WEIGHTINGS
-    ):
-      raise ValueError(
-          f"corruption.loss_weighting must be one of {list(LOSS_WEIGHTINGS)},"
-          f" got {self.loss_weighting!r}."
-      )
+    config_utils.check_choice(
+        "corruption.loss_weighting", self.loss_weighting, LOSS_WEIGHTINGS
+    )
     if (
         self.complementary
         and self.loss_weighting == INVERSE_T

@@ -94,11 +94,7 @@ class TrainSettings:
   )
 
   def __post_init__(self):
-    if self.optimizer not in OPTIMIZERS:
-      raise ValueError(
-          f"train.optimizer must be one of {list(OPTIMIZERS)}, got"
-          f" {self.optimizer!r}."
-      )
+    config_utils.check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
     for field in dataclasses.fields(self):
       if field.type == "int":
         minimum = 0 if field.name == "warmup_steps" else 1
