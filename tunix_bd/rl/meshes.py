@@ -22,8 +22,6 @@ from jax.sharding import PartitionSpec
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 
-ROLES = mesh_lib.ROLES
-
 
 @dataclasses.dataclass(frozen=True)
 class RoleMeshes:
@@ -99,7 +97,9 @@ def assign_devices(
   groups = _slice_groups(devices)
   ordered = list(devices) if groups is None else sum(groups, [])
   total = len(ordered)
-  sizes = {r: _role_size(r, getattr(settings, r), ordered) for r in ROLES}
+  sizes = {
+      r: _role_size(r, getattr(settings, r), ordered) for r in mesh_lib.ROLES
+  }
   others = (sizes["reference"] or 0) + (sizes["rollout"] or 0)
   actor = sizes["actor"] if sizes["actor"] is not None else total - others
   if actor < 1:
@@ -174,7 +174,7 @@ def check_model_axes(model: nnx.Module, meshes: RoleMeshes) -> None:
       is_leaf=lambda x: isinstance(x, PartitionSpec),
   )
   axes = set().union(*(mesh_lib.spec_axes(s) for s in specs))
-  for role in ROLES:
+  for role in mesh_lib.ROLES:
     mesh = getattr(meshes, role)
     missing = sorted(axes - set(mesh.axis_names))
     if missing:
