@@ -19,6 +19,7 @@ from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import compat
+from tunix_bd import config_utils
 
 # Family name -> its Tunix module and the model class it defines.
 _MODULES = {
@@ -57,10 +58,7 @@ def model_class(model_config: Any) -> type[Any]:
 
 def remat_config(model_config: Any, mode: str) -> Any:
   """The family's own `RematConfig` member named `mode` (`REMAT_MODES`)."""
-  if mode not in REMAT_MODES:
-    raise ValueError(
-        f"model.remat must be one of {list(REMAT_MODES)}, got {mode!r}."
-    )
+  config_utils.check_choice("model.remat", mode, REMAT_MODES)
   # Each family defines its own `RematConfig` enum.
   return _MODULES[family(model_config)][0].RematConfig[mode.upper()]
 
