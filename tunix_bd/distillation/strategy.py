@@ -9,10 +9,10 @@ the jitted step, dropping other fields, so `get_teacher_outputs` (eager,
 outside the gradient) returns an `OpdTargets` holding the teacher's view
 AND the prepared student inputs; the loss reads only `teacher_output`.
 
-With `logits_chunk` the targets hold the teacher's hidden rows and head
-instead of its `[batch, T, vocab]` log-probs, and the loss applies both
-heads chunk by chunk (`chunked_kl`): no `[batch, T, vocab]` array of either
-model exists, and the values equal the dense path's to float rounding.
+With `logits_chunk` the targets hold the teacher's hidden rows and head,
+and the loss applies both heads chunk by chunk (`chunked_kl`): no `[batch,
+T, vocab]` array of either model exists; the values equal the dense path's
+to float rounding.
 """
 
 from __future__ import annotations

@@ -10,12 +10,9 @@ abstract, an extra one is skipped, a file with mixed dtypes is misread by
 the "optimized" mode), so everything is validated here from the
 safetensors headers before Tunix builds the model.
 
-An export of a model loaded from a checkpoint (its `Source`) is that
-checkpoint as transformers sees it, changed only where training changed the
-model, and one trained from scratch writes its derived config and its
-tokenizer's ids (`config_json`, `generation_config_json`; docs/design.md
-"Hugging Face checkpoints in and out"). A source in SDAR or Fast-dLLM v2
-format keeps its format's fields the same way.
+What an export keeps of its `Source` checkpoint, or writes without one
+(`config_json`, `generation_config_json`): docs/design.md "Hugging Face
+checkpoints in and out".
 """
 
 from __future__ import annotations

@@ -39,12 +39,8 @@ _masked_mean = compat.masked_mean
 class DiffusionTrainExample(compat.TrainExample):
   """Tunix's GRPO `TrainExample` plus the rollout's trace.
 
-  The inherited fields are in Tunix's layout (`trace.to_tunix_layout`):
-  `prompt_ids` / `prompt_mask` `[batch, P]` left-padded, `completion_ids` /
-  `completion_mask` `[batch, T]` with `completion_ids = trace.tokens` and
-  `completion_mask = trace.action_step >= 0`, `advantages` `[batch]`, and
-  the `[batch, T]` float32 per-token log-probs of the reference and old
-  policies (replays of the same trace, or None).
+  The inherited fields are in Tunix's layout (`trace.to_tunix_layout`);
+  the reference and old log-probs are replays of the same trace, or None.
 
   Attributes:
     trace: the rollout's `Trace` (batch-major arrays, so Tunix slices and
