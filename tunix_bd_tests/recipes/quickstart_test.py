@@ -3,9 +3,11 @@
 """End-to-end: quickstart, generate and benchmarks via the CLI.
 
 One tiny quickstart (AR teacher -> SFT -> evaluation) runs through the real
-`tunix` host; the other recipes, and README.md's "Decoding from Python"
-snippet as written, then run on its exports. A persistent XLA cache lets the
-repeated runs reuse compiled programs.
+`tunix` host in a fresh process; README.md's "Decoding from Python" snippet
+runs as written in another, and the other recipes run on its exports through
+the host's `main` in this process, reusing each other's compiled programs. A
+persistent XLA cache lets the processes reuse compiled programs too. (LoRA
+SFT's merged export: models/hf_roundtrip_test.py.)
 """
 
 import ast
@@ -18,13 +20,12 @@ import subprocess
 import sys
 
 from absl.testing import absltest
-from flax import nnx
+from benchmarks import plugin as benchmarks_plugin
 
 from tunix_bd import config_files
 from tunix_bd.cli import main
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import quickstart
 from tunix_bd_tests import readme
 
@@ -88,12 +89,11 @@ class QuickstartTest(absltest.TestCase):
     cls.bd_dir = os.path.join(cls.workdir, "sft", "export")
 
   @classmethod
-  def tunix(cls, *args, module="tunix_bd"):
-    # `tunix run --plugin tunix_bd ARGS`, or the clone's `python -m
-    # benchmarks ARGS` with the repository's root importable.
-    command = ["run", "--plugin", "tunix_bd"] if module == "tunix_bd" else []
+  def tunix(cls, *args):
+    """`tunix run --plugin tunix_bd ARGS` in a fresh process."""
+    command = ("-m", "tunix_bd", "run", "--plugin", "tunix_bd")
     return subprocess.run(
-        [sys.executable, "-m", module, *command, *args],
+        [sys.executable, *command, *args],
         cwd=cls.root,
         env=dict(cls.env, PYTHONPATH=_REPOSITORY),
         capture_output=True,
@@ -102,13 +102,16 @@ class QuickstartTest(absltest.TestCase):
     )
 
   @classmethod
-  def tunix_in_process(cls, *args):
-    """`tunix` in this process, for runs that fail before any compute.
+  def tunix_in_process(cls, *args, module="tunix_bd"):
+    """`tunix run` in this process (`module="benchmarks"`: `python -m
+    benchmarks`), in the directory the subprocesses run in.
 
     The CLI's own process (one line, exit status, no traceback) is held by
-    cli/cli_test.py's subprocess tests; here only the recipes' checks run,
-    without a fresh interpreter's start-up per launch.
+    cli/cli_test.py's subprocess tests and by the quickstart's run here; the
+    other recipes run in this process, so that they reuse each other's
+    compiled programs, without a fresh interpreter's start-up per launch.
     """
+    local = benchmarks_plugin.PLUGIN if module == "benchmarks" else None
     stdout, stderr = io.StringIO(), io.StringIO()
     cwd = os.getcwd()
     os.chdir(cls.root)
@@ -116,7 +119,7 @@ class QuickstartTest(absltest.TestCase):
       with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(
           stderr
       ):
-        status = main.main(["run", "--plugin", "tunix_bd", *args])
+        status = main.main(["run", "--plugin", module, *args], plugin=local)
     finally:
       os.chdir(cwd)
     return subprocess.CompletedProcess(
@@ -245,23 +248,6 @@ class QuickstartTest(absltest.TestCase):
         if os.path.isabs(value) and value != os.sep:
           self.assertFalse(os.path.exists(value), f"{path}: {value}")
 
-  def test_lora_sft_exports_a_merged_model(self):
-    self.assertSucceeded(self.quickstart)
-    workdir = os.path.join(self.root, "sft_lora")
-    proc = self.tunix(
-        "sft.py:tiny",
-        f"--config.model.checkpoint={self.ar_dir}",
-        f"--config.workdir={workdir}",
-        "--config.lora.rank=4",
-    )
-    self.assertSucceeded(proc)
-    model, _ = hf_checkpoint.load(os.path.join(workdir, "export"))
-    self.assertEmpty(nnx.state(model, nnx.LoRAParam))
-    self.assertEqual(
-        bd_config_lib.load_settings(os.path.join(workdir, "export")),
-        bd_config_lib.load_settings(self.bd_dir),
-    )
-
   def test_generate_needs_no_paths_writes_completions_and_verifies_replay(
       self,
   ):
@@ -274,7 +260,7 @@ class QuickstartTest(absltest.TestCase):
         last_line.endswith(": tunix run --plugin tunix_bd generate.py"),
         last_line,
     )
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "generate.py:tiny",
         "--config.verify_replay=True",
         "--config.decode.temperature=0.7",
@@ -301,7 +287,7 @@ class QuickstartTest(absltest.TestCase):
       for prompt, answer in (("sort 31", "13"), ("reverse 12", "21")):
         f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
     workdir = os.path.join(self.root, "compare")
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "compare.py:tiny",
         f"--config.data.prompts={prompts}",
         f"--config.workdir={workdir}",
@@ -384,7 +370,7 @@ class QuickstartTest(absltest.TestCase):
     # The long workload at a budget of 12 on the tiny quickstart's models
     # (which workloads are read: decode_bench_settings_test.py).
     output = os.path.join(self.root, "bench_decode.json")
-    decode_bench = self.tunix(
+    decode_bench = self.tunix_in_process(
         "bench_decode.py:tiny",
         f"--config.workload_settings.long.ar_checkpoint={self.ar_dir}",
         f"--config.workload_settings.long.bd_checkpoint={self.bd_dir}",
@@ -436,7 +422,7 @@ class QuickstartTest(absltest.TestCase):
       )
 
   def test_bench_decode_fails_before_compute_on_a_missing_checkpoint(self):
-    proc = self.tunix(
+    proc = self.tunix_in_process(
         "bench_decode.py:tiny",
         "--config.workloads=('short', 'long')",
         "--config.workload_settings.long.bd_checkpoint=no/such/dir",
