@@ -3,11 +3,11 @@
 """End-to-end: quickstart, generate and benchmarks via the CLI.
 
 One tiny quickstart (AR teacher -> SFT -> evaluation) runs through the real
-`tunix` host in a fresh process; README.md's "Decoding from Python" snippet
-runs as written in another, and the other recipes run on its exports through
-the host's `main` in this process, reusing each other's compiled programs. A
-persistent XLA cache lets the processes reuse compiled programs too. (LoRA
-SFT's merged export: models/hf_roundtrip_test.py.)
+`tunix` host's `main`; the other recipes then run on its exports the same
+way, in this process, reusing its compiled programs, and README.md's
+"Decoding from Python" snippet runs as written in a fresh interpreter (a
+persistent XLA cache lets it reuse compiled programs too). LoRA SFT's
+merged export: models/hf_roundtrip_test.py.
 """
 
 import ast
@@ -28,11 +28,6 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
 from tunix_bd.recipes import quickstart
 from tunix_bd_tests import readme
-
-# The clone's root, where `python -m benchmarks` imports.
-_REPOSITORY = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-)
 
 
 def _strings(value):
@@ -71,9 +66,9 @@ class QuickstartTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = absltest.get_default_test_tmpdir()
-    # The run's shared XLA cache (conftest.py), so that these runs and the
-    # rest of the suite reuse each other's programs; a cache of their own
-    # when run alone.
+    # The README snippet's process: the run's shared XLA cache (conftest.py),
+    # so that it reuses the programs compiled here; one of its own when run
+    # alone.
     cls.env = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
@@ -89,27 +84,14 @@ class QuickstartTest(absltest.TestCase):
     cls.bd_dir = os.path.join(cls.workdir, "sft", "export")
 
   @classmethod
-  def tunix(cls, *args):
-    """`tunix run --plugin tunix_bd ARGS` in a fresh process."""
-    command = ("-m", "tunix_bd", "run", "--plugin", "tunix_bd")
-    return subprocess.run(
-        [sys.executable, *command, *args],
-        cwd=cls.root,
-        env=dict(cls.env, PYTHONPATH=_REPOSITORY),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-  @classmethod
-  def tunix_in_process(cls, *args, module="tunix_bd"):
-    """`tunix run` in this process (`module="benchmarks"`: `python -m
-    benchmarks`), in the directory the subprocesses run in.
+  def tunix(cls, *args, module="tunix_bd"):
+    """`tunix run ARGS` (`module="benchmarks"`: `python -m benchmarks ARGS`)
+    through the host's `main` in this process, from the test's root.
 
     The CLI's own process (one line, exit status, no traceback) is held by
-    cli/cli_test.py's subprocess tests and by the quickstart's run here; the
-    other recipes run in this process, so that they reuse each other's
-    compiled programs, without a fresh interpreter's start-up per launch.
+    cli/cli_test.py's subprocess tests, a fresh interpreter by the README
+    snippet's run here; the recipes run in this process, so that each
+    reuses the programs the quickstart compiled.
     """
     local = benchmarks_plugin.PLUGIN if module == "benchmarks" else None
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -152,7 +134,7 @@ class QuickstartTest(absltest.TestCase):
         "Headline, block diffusion at threshold 0.9", self.quickstart.stdout
     )
     self.assertIn("BD threshold 0.9", self.quickstart.stdout)
-    # Output is a pipe, not a terminal: progress lines instead of the bar.
+    # Output is not a terminal: progress lines instead of the bar.
     for stage in ("AR pretraining", "Block-diffusion SFT"):
       self.assertIn(f"[{stage}] step 4/4 (100%)", self.quickstart.stdout)
 
@@ -260,7 +242,7 @@ class QuickstartTest(absltest.TestCase):
         last_line.endswith(": tunix run --plugin tunix_bd generate.py"),
         last_line,
     )
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny",
         "--config.verify_replay=True",
         "--config.decode.temperature=0.7",
@@ -287,7 +269,7 @@ class QuickstartTest(absltest.TestCase):
       for prompt, answer in (("sort 31", "13"), ("reverse 12", "21")):
         f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
     workdir = os.path.join(self.root, "compare")
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "compare.py:tiny",
         f"--config.data.prompts={prompts}",
         f"--config.workdir={workdir}",
@@ -303,16 +285,14 @@ class QuickstartTest(absltest.TestCase):
     self.assertIn("2 prompts (data.prompts=", proc.stdout)
 
   def test_compare_refuses_an_unconverted_model_before_compute(self):
-    proc = self.tunix_in_process(
-        "compare.py:tiny", f"--config.model.bd={self.ar_dir}"
-    )
+    proc = self.tunix("compare.py:tiny", f"--config.model.bd={self.ar_dir}")
     self.assertEqual(proc.returncode, 1)
     self.assertIn("model.bd=", proc.stderr)
     self.assertIn("not a block-diffusion model", proc.stderr)
 
   def test_generate_names_the_converted_models_that_exist(self):
     self.assertSucceeded(self.quickstart)
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny", "--config.model.checkpoint=runs/sft/export"
     )
     self.assertEqual(proc.returncode, 1)
@@ -323,7 +303,7 @@ class QuickstartTest(absltest.TestCase):
 
   def test_generate_checks_decode_settings_before_the_checkpoint(self):
     # The checkpoint does not exist: the decode error must come first.
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny",
         "--config.model.checkpoint=no/such/dir",
         "--config.decode.threshold=2",
@@ -343,7 +323,7 @@ class QuickstartTest(absltest.TestCase):
           ("sort 2", "2"),
       ):
         f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny",
         f"--config.data.prompts={prompts}",
         "--config.decode.max_prompt_length=5",
@@ -356,7 +336,7 @@ class QuickstartTest(absltest.TestCase):
 
   def test_generate_rejects_settings_the_model_was_not_trained_with(self):
     self.assertSucceeded(self.quickstart)
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny",
         f"--config.model.checkpoint={self.bd_dir}",
         "--config.bd.block_size=4",
@@ -370,7 +350,7 @@ class QuickstartTest(absltest.TestCase):
     # The long workload at a budget of 12 on the tiny quickstart's models
     # (which workloads are read: decode_bench_settings_test.py).
     output = os.path.join(self.root, "bench_decode.json")
-    decode_bench = self.tunix_in_process(
+    decode_bench = self.tunix(
         "bench_decode.py:tiny",
         f"--config.workload_settings.long.ar_checkpoint={self.ar_dir}",
         f"--config.workload_settings.long.bd_checkpoint={self.bd_dir}",
@@ -422,7 +402,7 @@ class QuickstartTest(absltest.TestCase):
       )
 
   def test_bench_decode_fails_before_compute_on_a_missing_checkpoint(self):
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "bench_decode.py:tiny",
         "--config.workloads=('short', 'long')",
         "--config.workload_settings.long.bd_checkpoint=no/such/dir",
