@@ -183,15 +183,16 @@ class FilesTest(absltest.TestCase):
       files.write_text("gs://bucket/taken", "x")
       with self.assertRaisesRegex(ValueError, "^workdir=.*existing object"):
         workdir_lib.check("gs://bucket/taken")
-      workdir_lib.check_fingerprint(_URL, current)
+      fingerprint.check(workdir_lib.checkpoints(_URL), current)
       self.assertFalse(os.path.exists(local(f"{_URL}/checkpoints")))
-      workdir_lib.record_fingerprint(_URL, current)
+      fingerprint.record(workdir_lib.checkpoints(_URL), current)
       path = local(f"{_URL}/checkpoints/{fingerprint.FILE_NAME}")
       with open(path) as f:
         self.assertEqual(json.load(f), current)
       with self.assertRaisesRegex(ValueError, "model: checkpoint has 'm'"):
-        workdir_lib.check_fingerprint(
-            _URL, fingerprint.fingerprint({"model": "n"})
+        fingerprint.check(
+            workdir_lib.checkpoints(_URL),
+            fingerprint.fingerprint({"model": "n"}),
         )
 
 
@@ -226,7 +227,7 @@ class UrlRecipeTest(absltest.TestCase):
   def test_grpo_checks_the_fingerprint_at_the_url(self):
     recorded = fingerprint.fingerprint({"model": "another"})
     with _fake_bucket(self.bucket):
-      workdir_lib.record_fingerprint(_URL, recorded)
+      fingerprint.record(workdir_lib.checkpoints(_URL), recorded)
       with self.assertRaisesRegex(ValueError, "fingerprint differs"):
         grpo.run(self._grpo())
     self.assertEqual(os.listdir(self.cwd), [])

@@ -22,6 +22,7 @@ from tunix_bd.cli import plugin_api
 OVERRIDE_PREFIX = "--config."
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
+_NOT_A_LITERAL = object()
 
 
 class Override(NamedTuple):
@@ -35,11 +36,8 @@ class Override(NamedTuple):
 def split_override_args(
     argv: Sequence[str],
 ) -> tuple[list[Override], list[str]]:
-  """Takes `--config.KEY=VALUE` and `--config.KEY VALUE` out of `argv`.
-
-  Returns:
-    The overrides in order, and the other arguments.
-  """
+  """`(overrides in order, other arguments)`: takes `--config.KEY=VALUE` and
+  `--config.KEY VALUE` out of `argv`."""
   overrides, rest = [], []
   args = iter(argv)
   for arg in args:
@@ -86,9 +84,7 @@ def resolve_config(
 
   `CONFIG` is tried as a path (absolute or relative to the working
   directory), then as a name in `plugin.config_dir`; `.py` is optional.
-
-  Returns:
-    The config file's absolute path, and `ARG` (None when not given).
+  Returns the config file's absolute path and `ARG` (None when not given).
   """
   name, sep, arg = spec.partition(":")
   if not name:
@@ -99,15 +95,10 @@ def resolve_config(
         " an ARG"
     )
   relative = pathlib.Path(name if name.endswith(".py") else name + ".py")
-  as_path = (
-      relative if relative.is_absolute() else pathlib.Path.cwd() / relative
-  )
-  if as_path.is_file():
-    return as_path.resolve(), arg or None
-  if not relative.is_absolute():
-    in_plugin = plugin.config_dir / relative
-    if in_plugin.is_file():
-      return in_plugin.resolve(), arg or None
+  as_path = pathlib.Path.cwd() / relative  # `relative` if it is absolute.
+  for path in (as_path, plugin.config_dir / relative):
+    if path.is_file():
+      return path.resolve(), arg or None
   configs = sorted(available_configs(plugin.config_dir))
   message = (
       f"config {name!r} not found: no file {str(as_path)!r}, and plugin"
@@ -175,13 +166,6 @@ def apply_overrides(
   return applied
 
 
-def describe_overrides(applied: Sequence[Override]) -> str:
-  """Returns the parsed overrides as `key=value` text, or 'none'."""
-  if not applied:
-    return "none"
-  return " ".join(f"{o.key}={o.value!r}" for o in applied)
-
-
 def format_config(config: ml_collections.ConfigDict) -> list[str]:
   """Returns one `dotted.key = repr(value)` line per leaf, sorted."""
   lines = []
@@ -201,7 +185,14 @@ def _find_field(
   node = config
   for depth, part in enumerate(parts):
     if part not in node:
-      raise errors.UsageError(_unknown_key_message(node, key, depth))
+      where = ".".join(parts[:depth])
+      message = f"unknown config key {key!r}" + errors.did_you_mean(
+          part, node.keys(), "".join(p + "." for p in parts[:depth])
+      )
+      scope = f"under {where!r}" if where else "at the top level"
+      raise errors.UsageError(
+          f"{message} Valid keys {scope}: {', '.join(node.keys())}"
+      )
     child = node[part]
     if depth == len(parts) - 1:
       break
@@ -218,19 +209,6 @@ def _find_field(
         f" keys instead: {', '.join(f'{key}.{k}' for k in child.keys())}"
     )
   return node, parts[-1]
-
-
-def _unknown_key_message(
-    node: ml_collections.ConfigDict, key: str, depth: int
-) -> str:
-  """Names the unknown part of `key`, the closest valid key and the rest."""
-  parts = key.split(".")
-  where = ".".join(parts[:depth])
-  message = f"unknown config key {key!r}" + errors.did_you_mean(
-      parts[depth], node.keys(), "".join(p + "." for p in parts[:depth])
-  )
-  scope = f"under {where!r}" if where else "at the top level"
-  return f"{message} Valid keys {scope}: {', '.join(node.keys())}"
 
 
 def _parse_value(
@@ -255,19 +233,17 @@ def _parse_value(
     if raw.lower() in _FALSE:
       return False
     raise invalid("bool (true/false/1/0/yes/no)")
-  if field_type is int:
+  if field_type in (int, float):
     try:
-      return int(raw)
+      return field_type(raw)
     except ValueError:
-      raise invalid("int") from None
-  if field_type is float:
-    try:
-      return float(raw)
-    except ValueError:
-      raise invalid("float") from None
+      raise invalid(field_type.__name__) from None
   if field_type is str:
     return raw
-  literal = _literal(raw)
+  try:
+    literal = ast.literal_eval(raw)
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    literal = _NOT_A_LITERAL
   if field_type is type(None):
     # An untyped None field: a Python literal if it is one, else the text.
     return raw if literal is _NOT_A_LITERAL else literal
@@ -281,13 +257,3 @@ def _parse_value(
   if literal is _NOT_A_LITERAL or not isinstance(literal, field_type):
     raise invalid(f"{field_type.__name__} (as a Python literal)")
   return literal
-
-
-_NOT_A_LITERAL = object()
-
-
-def _literal(raw: str) -> Any:
-  try:
-    return ast.literal_eval(raw)
-  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-    return _NOT_A_LITERAL

@@ -129,15 +129,19 @@ def discover_plugins() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def load_plugin(name: str) -> Plugin:
-  """Loads the installed plugin `name` (its `tunix.plugins` entry point).
-
-  Raises:
-    errors.UsageError: none installed, or the entry point gives no `Plugin`
-      named `name`.
-  """
+  """Loads the installed plugin `name` (its `tunix.plugins` entry point);
+  a UsageError if there is none, or it gives no `Plugin` named `name`."""
   installed = discover_plugins()
+  if not installed:
+    raise errors.UsageError(
+        f"unknown plugin {name!r}: no plugins are installed (plugins declare"
+        f" an entry point in the {ENTRY_POINT_GROUP!r} group)"
+    )
   if name not in installed:
-    raise errors.UsageError(_unknown_plugin_message(name, sorted(installed)))
+    raise errors.UsageError(
+        f"unknown plugin {name!r}{errors.did_you_mean(name, installed)}"
+        f" Installed plugins: {', '.join(installed)}"
+    )
   entry_point = installed[name]
   obj = entry_point.load()
   if not isinstance(obj, Plugin) and callable(obj):
@@ -154,15 +158,3 @@ def load_plugin(name: str) -> Plugin:
         f" named {obj.name!r}; the names must match"
     )
   return obj
-
-
-def _unknown_plugin_message(name: str, installed: Sequence[str]) -> str:
-  if not installed:
-    return (
-        f"unknown plugin {name!r}: no plugins are installed (plugins declare"
-        f" an entry point in the {ENTRY_POINT_GROUP!r} group)"
-    )
-  return (
-      f"unknown plugin {name!r}{errors.did_you_mean(name, installed)}"
-      f" Installed plugins: {', '.join(installed)}"
-  )

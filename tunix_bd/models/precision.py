@@ -22,7 +22,6 @@ from tunix_bd.core import families
 from tunix_bd.models import hf_checkpoint
 
 DTYPES = ("float32", "bfloat16")
-REMAT = families.REMAT_MODES
 # Parameters (master weights) and optimizer state stay float32.
 PARAM_DTYPE = "float32"
 
@@ -40,9 +39,10 @@ class Precision:
       raise ValueError(
           f"model.dtype must be one of {list(DTYPES)}, got {self.dtype!r}."
       )
-    if self.remat not in REMAT:
+    if self.remat not in families.REMAT_MODES:
       raise ValueError(
-          f"model.remat must be one of {list(REMAT)}, got {self.remat!r}."
+          f"model.remat must be one of {list(families.REMAT_MODES)}, got"
+          f" {self.remat!r}."
       )
     config_utils.check_int("model.logits_chunk", self.logits_chunk, 0)
 
@@ -70,7 +70,7 @@ class Precision:
 
 
 def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:
-  """Stores a decoding model's matrices in its compute dtype, in place.
+  """Stores a decoding model's matrices in its compute dtype `dtype`.
 
   Tunix's layers cast every matrix (kernels, embeddings, the head) to the
   compute dtype before they use it, so a model that only decodes can hold
@@ -78,11 +78,7 @@ def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:
   half the bytes under bfloat16 (on a TPU the per-call cast of float32
   weights costs more than a forward of a small model). Vectors (norm
   scales) keep their dtype: RMSNorm computes in float32. Not for a model
-  that trains, whose float32 master weights the optimizer updates.
-
-  Args:
-    model: a Tunix decoder built with compute dtype `dtype`.
-    dtype: the compute dtype (`Precision.dtype`).
+  that trains, whose float32 master weights the optimizer updates. In place.
   """
   dtype = jnp.dtype(dtype)
   params = nnx.state(model, nnx.Param)
@@ -99,11 +95,9 @@ def load(
     mesh: jax.sharding.Mesh | None = None,
     decoding_only: bool = False,
 ):
-  """`hf_checkpoint.load` with these settings: `(model, config)`.
-
-  With `decoding_only`, the matrices are stored in the compute dtype
-  (`matrices_to_compute_dtype`).
-  """
+  """`hf_checkpoint.load` with these settings: `(model, config)`; with
+  `decoding_only`, its matrices in the compute dtype (as
+  `matrices_to_compute_dtype`)."""
   model, config = hf_checkpoint.load(
       checkpoint,
       mesh=mesh,

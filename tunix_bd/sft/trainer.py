@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionSftTrainer`: a `PeftTrainer` with the SFT loss and its metrics.
 
-It plugs the loss in with `loss.configure`, logs the aux metrics (which
+It plugs the loss in (`loss.sft_loss_fn`), logs the aux metrics (which
 Tunix 0.1.7's `PeftTrainer` drops), donates the weights to the train step,
 checks that batches were split for its gradient accumulation, and stores
 the run's fingerprint in every checkpoint. `report_conversion` is the run's
@@ -60,14 +60,15 @@ class DiffusionSftTrainer(
       splash_attention.check_model(model)
     self._set_fingerprint(fingerprint)
     super().__init__(model, optimizer, training_config, metrics_logger)
-    loss_lib.configure(
-        self,
+    self.with_gen_model_input_fn(loss_lib.sft_model_inputs)
+    loss_fn = loss_lib.sft_loss_fn(
         config,
         num_noise_buckets=num_noise_buckets,
         logits_fn=logits_fn,
         logits_chunk=logits_chunk,
         attention=attention,
     )
+    self.with_loss_fn(loss_fn, has_aux=True)
 
   def _prepare_inputs(self, input_data: Any) -> Any:
     loss_lib.sft_model_inputs(input_data)  # Fails closed on another type.
@@ -97,9 +98,14 @@ def report_conversion(
   `/eval/loss` in `workdir`'s `metrics.jsonl` (NaN if never logged), and
   `steps` (the optimizer steps trained), for the model in `export_dir`.
   """
+
+  def last(name):
+    values = metrics.read_metrics(workdir, name)
+    return values[-1][1] if values else float("nan")
+
   losses = {
-      "train_loss": metrics.last_metric(workdir, "/train/loss"),
-      "eval_loss": metrics.last_metric(workdir, "/eval/loss"),
+      "train_loss": last("/train/loss"),
+      "eval_loss": last("/eval/loss"),
       "steps": steps,
   }
   print(

@@ -588,7 +588,10 @@ class CliTest(parameterized.TestCase):
             config_loading.Override("d", "--e"),
         ],
     )
-    self.assertEqual(config_loading.describe_overrides([]), "none")
+    _, _, stderr = self._main(
+        "run", "--plugin", "fakeplug", "fakeconf", "--dry_run"
+    )
+    self.assertIn(" | overrides: none\n", stderr)
 
   # Running recipes.
 

@@ -34,9 +34,7 @@ from tunix_bd.generate import settings as generate_settings
 from tunix_bd.generate import text
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 
 _DIR = os.path.join(
     os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats"
@@ -258,7 +256,7 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual(special_ids.checkpoint_stop_ids(tokenizer), (0,))
     self.assertEqual(
         (tokenizer.pad_token, tokenizer.pad_token_id),
-        (bd_formats_tokenizer.PAD_TOKEN, 401),
+        (bd_formats.PAD_TOKEN, 401),
     )
     self.assertEqual(tokenizer.mask_token_id, _MASK_ID)
     self.assertEqual(tokenizer.encode("a<|endoftext|>b")[1], 0)  # Unchanged.
@@ -386,7 +384,7 @@ class RecipeTest(parameterized.TestCase):
         tmp.name,
         bd=bd,
         chat_options=chat.ChatOptions(),
-        source=hf_source.read(directory),
+        source=hf_checkpoint.read_source(directory),
     )
     self.assertEqual(
         bd_formats.read_dir(tmp.name)[0], bd_formats.read_dir(directory)[0]

@@ -29,9 +29,9 @@ import safetensors.numpy as safetensors_np
 import tokenizers
 import transformers
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.models import bd_formats
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 from tunix_bd_tests.models import hf_fixtures
 from tunix_bd_tests import test_common
 
@@ -102,8 +102,8 @@ class HfRoundTripTest(parameterized.TestCase):
     for key in ("max_position_embeddings", "bos_token_id", "eos_token_id"):
       self.assertEqual(export_config[key], source_config[key], key)
     self.assertEqual(
-        hf_fixtures.read_json(trip.export, hf_source.GENERATION_CONFIG_FILE),
-        hf_fixtures.read_json(trip.source, hf_source.GENERATION_CONFIG_FILE),
+        hf_fixtures.read_json(trip.export, bd_formats.GENERATION_CONFIG_FILE),
+        hf_fixtures.read_json(trip.source, bd_formats.GENERATION_CONFIG_FILE),
     )
 
   @parameterized.named_parameters(*_FIXTURES)
@@ -223,7 +223,7 @@ class LargeVocabularyTest(absltest.TestCase):
         hf_checkpoint.load(bare)[0],
         again,
         tokenizer=tokenizer,
-        source=hf_source.read(bare),
+        source=hf_checkpoint.read_source(bare),
     )
     self.assertEqual(hf_fixtures.transformers_messages(again), [])
     diff = hf_fixtures.config_diff(
@@ -244,7 +244,7 @@ class ExportDtypeTest(parameterized.TestCase):
     export.save_checkpoint(
         hf_checkpoint.load(source)[0],
         out,
-        source=hf_source.read(source),
+        source=hf_checkpoint.read_source(source),
         dtype=dtype,
     )
     self.assertEqual(hf_fixtures.weight_dtypes(out), {dtype})
@@ -252,8 +252,8 @@ class ExportDtypeTest(parameterized.TestCase):
 
   def test_a_bad_export_dtype_is_refused_naming_the_key(self):
     with self.assertRaisesRegex(ValueError, r"^export\.dtype='int8' must be"):
-      hf_source.check_dtype("int8")
-    self.assertIsNone(hf_source.check_dtype(""))
+      hf_checkpoint.check_export_dtype("int8")
+    self.assertIsNone(hf_checkpoint.check_export_dtype(""))
 
 
 if __name__ == "__main__":

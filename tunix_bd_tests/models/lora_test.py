@@ -10,6 +10,7 @@ import numpy as np
 import optax
 
 from tunix_bd.models import lora
+from tunix_bd.run import sections
 from tunix_bd_tests import test_common
 
 
@@ -106,9 +107,9 @@ class LoraTest(absltest.TestCase):
 
   def test_bad_settings_fail_closed(self):
     with self.assertRaisesRegex(ValueError, "lora.rank"):
-      lora.apply_lora(self.base, rank=0, alpha=8.0)
+      sections.LoraSettings(rank=-1)
     with self.assertRaisesRegex(ValueError, "lora.alpha"):
-      lora.apply_lora(self.base, rank=4, alpha=0.0)
+      sections.LoraSettings(rank=4, alpha=0.0)
     with self.assertRaisesRegex(ValueError, "lora.module_path"):
       lora.apply_lora(self.base, rank=4, alpha=8.0, module_path=".*nothing")
 
