@@ -27,9 +27,9 @@ from tunix_bd import compat
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.evaluation import held_out
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
 
 
 @nnx.jit(static_argnames=("strategy",))
@@ -88,7 +88,7 @@ class DecodeEvaluation(compat.TrainingHooks):
           float(x) for x in _kl_sums(model, targets, strategy=self.strategy)
       ]
 
-    results = held_out.greedy(
+    results = prompt_batches.greedy(
         model,
         self.prompts,
         bd=self.strategy.bd,
@@ -98,7 +98,7 @@ class DecodeEvaluation(compat.TrainingHooks):
         batch_size=self.batch_size,
         on_first_batch=add_kl,
     )
-    metrics = held_out.greedy_metrics(results)
+    metrics = prompt_batches.greedy_metrics(results)
     metrics[f"kl@{next(iter(results))}"] = float(kl[0] / max(kl[1], 1e-30))
     return metrics
 

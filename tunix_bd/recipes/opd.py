@@ -34,9 +34,7 @@ from tunix_bd.training import options
 class OpdConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ModelSettings = config_utils.section(
-      *sections.OPD_MODEL_KEYS
-  )
+  model: sections.ModelSettings = config_utils.section(*sections.OPD_MODEL_KEYS)
   data: data_settings.DataSettings
   rollout: generate_settings.DecodeSettings = config_utils.section(
       *generate_settings.OPD_ROLLOUT_KEYS

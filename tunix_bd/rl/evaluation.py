@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Held-out evaluation of a block-diffusion policy, paired before and after.
 
-Two measurements on the same held-out prompts (`evaluation.held_out`):
+Two measurements on the same held-out prompts (`generate.prompt_batches`):
 
 - greedy exact match and tokens per forward at each `eval.thresholds`;
 - sampled exact match at `eval.sampled_temperature` and
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.evaluation import held_out
 from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
 from tunix_bd.training import options
 
 SAMPLED = "sampled_exact_match"
@@ -47,20 +47,20 @@ class HeldOutResult:
   """One model's held-out evaluation.
 
   Attributes:
-    greedy: threshold -> that threshold's greedy `held_out.Decoded`.
+    greedy: threshold -> that threshold's greedy `prompt_batches.DecodeResult`.
     sampled_correct: bool `[num_prompts, sampled_samples]`.
     sampled_tokens_per_forward: float `[num_prompts, sampled_samples]`.
     sampled_setting: how the samples were drawn, for reports.
   """
 
-  greedy: dict[float, held_out.Decoded]
+  greedy: dict[float, prompt_batches.DecodeResult]
   sampled_correct: np.ndarray
   sampled_tokens_per_forward: np.ndarray
   sampled_setting: str = ""
 
   def metrics(self) -> dict[str, float]:
     """`exact_match@T`, `tokens_per_forward@T` and `sampled_exact_match`."""
-    metrics = held_out.greedy_metrics(self.greedy)
+    metrics = prompt_batches.greedy_metrics(self.greedy)
     if self.sampled_correct.size:
       metrics[SAMPLED] = float(np.mean(self.sampled_correct))
     return metrics
@@ -105,7 +105,7 @@ def evaluate(
       answers=prompts.answers[:num] if prompts.answers else None,
   )
   common = dict(bd=bd, tokenizer=tokenizer, batch_size=settings.batch_size)
-  greedy = held_out.greedy(
+  greedy = prompt_batches.greedy(
       model, prompts, decode=decode, thresholds=settings.thresholds, **common
   )
   sampled_config = dataclasses.replace(
@@ -114,8 +114,8 @@ def evaluate(
       temperature=settings.sampled_temperature,
   )
   samples = [
-      held_out.decode_prompts(
-          model, prompts, config=sampled_config, seeds=seeds, **common
+      prompt_batches.decode_prompts(
+          model, prompts=prompts, config=sampled_config, seeds=seeds, **common
       )
       for seeds in sample_seeds(num, settings.sampled_samples, settings.seed)
   ]

@@ -10,7 +10,7 @@ from unittest import mock
 from absl.testing import absltest
 import numpy as np
 from tunix_bd import config_files
-from tunix_bd.evaluation import held_out
+from tunix_bd.generate import prompt_batches
 from tunix_bd.recipes import grpo
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
@@ -23,10 +23,14 @@ _NUM = 4
 
 def _result(correct: bool) -> evaluation.HeldOutResult:
   greedy = {
-      0.5: held_out.Decoded(
+      0.5: prompt_batches.DecodeResult(
           texts=[""] * _NUM,
-          correct=np.full(_NUM, correct),
+          num_tokens=np.ones(_NUM),
+          num_forwards=np.ones(_NUM),
           tokens_per_forward=np.ones(_NUM),
+          seconds=0.0,
+          max_replay_error=None,
+          correct=np.full(_NUM, correct),
       )
   }
   return evaluation.HeldOutResult(
