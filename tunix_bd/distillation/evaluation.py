@@ -25,8 +25,8 @@ import numpy as np
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.evaluation import held_out
 from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
 from tunix_bd.training import progress
 
 
@@ -94,7 +94,7 @@ class DecodeEvaluation(progress.ProgressLines):
           float(x) for x in _kl_sums(model, targets, strategy=self.strategy)
       ]
 
-    results = held_out.greedy(
+    results = prompt_batches.greedy(
         model,
         self.prompts,
         bd=self.strategy.bd,
@@ -104,7 +104,7 @@ class DecodeEvaluation(progress.ProgressLines):
         batch_size=self.batch_size,
         on_first_batch=add_kl,
     )
-    metrics = held_out.greedy_metrics(results)
+    metrics = prompt_batches.greedy_metrics(results)
     metrics[f"kl@{next(iter(results))}"] = float(kl[0] / max(kl[1], 1e-30))
     return metrics
 

@@ -4,7 +4,7 @@
 
 Greedy exact match and tokens per forward at each `eval.thresholds`, and
 sampled exact match (`eval.sampled_*`) with the same seeds whichever weights
-are evaluated, on the same held-out prompts (`evaluation.held_out`).
+are evaluated, on the same held-out prompts (`generate.prompt_batches`).
 Per-prompt results are kept, so a change is reported with its paired
 standard error clustered by prompt (`paired_difference`): a prompt's
 samples share its difficulty, so they are not independent draws.
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.evaluation import held_out
 from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
 from tunix_bd.training import options
 
 SAMPLED = "sampled_exact_match"
@@ -41,13 +41,13 @@ class HeldOutResult:
   """One model's held-out evaluation.
 
   Attributes:
-    greedy: threshold -> that threshold's greedy `held_out.Decoded`.
+    greedy: threshold -> that threshold's greedy `prompt_batches.DecodeResult`.
     sampled_correct: bool `[num_prompts, sampled_samples]`.
     sampled_tokens_per_forward: float `[num_prompts, sampled_samples]`.
     sampled_setting: how the samples were drawn, for reports.
   """
 
-  greedy: dict[float, held_out.Decoded]
+  greedy: dict[float, prompt_batches.DecodeResult]
   sampled_correct: np.ndarray
   sampled_tokens_per_forward: np.ndarray
   sampled_setting: str = ""
@@ -55,7 +55,7 @@ class HeldOutResult:
   def to_json(self) -> dict[str, Any]:
     """The metrics (`exact_match@T`, `tokens_per_forward@T`,
     `sampled_exact_match`) and the per-prompt results (to pair runs with)."""
-    metrics = held_out.greedy_metrics(self.greedy)
+    metrics = prompt_batches.greedy_metrics(self.greedy)
     if self.sampled_correct.size:
       metrics[SAMPLED] = float(np.mean(self.sampled_correct))
     return {
@@ -88,7 +88,7 @@ def evaluate(
       answers=prompts.answers[:num] if prompts.answers else None,
   )
   common = dict(bd=bd, tokenizer=tokenizer, batch_size=settings.batch_size)
-  greedy = held_out.greedy(
+  greedy = prompt_batches.greedy(
       model, prompts, decode=decode, thresholds=settings.thresholds, **common
   )
   sampled_config = dataclasses.replace(
@@ -97,8 +97,8 @@ def evaluate(
       temperature=settings.sampled_temperature,
   )
   samples = [
-      held_out.decode_prompts(
-          model, prompts, config=sampled_config, seeds=seeds, **common
+      prompt_batches.decode_prompts(
+          model, prompts=prompts, config=sampled_config, seeds=seeds, **common
       )
       for seeds in sample_seeds(num, settings.sampled_samples, settings.seed)
   ]

@@ -65,12 +65,8 @@ def _use(impl: str, *, fresh: bool = True) -> None:
 
 
 def _decode(rows=(0, 1, 2)):
-  return denoise.generate(
-      _QWEN3,
-      [_PROMPTS[r] for r in rows],
-      bd=_BD,
-      config=_CONFIG,
-      seeds=[_SEEDS[r] for r in rows],
+  return denoise.Denoiser(_QWEN3, bd=_BD, config=_CONFIG)(
+      [_PROMPTS[r] for r in rows], seeds=[_SEEDS[r] for r in rows]
   )
 
 

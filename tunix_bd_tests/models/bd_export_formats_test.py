@@ -203,17 +203,15 @@ class ExportOracleTest(parameterized.TestCase):
   def _decode(self, fmt, max_new_tokens, **settings):
     oracle, _ = _oracle(fmt)
     prompts = oracle["decode_prompts"]
-    out = denoise.generate(
+    out = denoise.Denoiser(
         self.models[fmt],
-        np.where(prompts < 0, 0, prompts),
-        oracle["decode_prompt_lens"],
         bd=bd_formats.load_settings(self.dirs[fmt]),
         config=denoise.DenoiseConfig(
             max_new_tokens=max_new_tokens,
             max_prompt_length=prompts.shape[1],
             **settings,
         ),
-    )
+    )(np.where(prompts < 0, 0, prompts), oracle["decode_prompt_lens"])
     return oracle, out.completion_tokens
 
   def test_sdar_greedy_tokens_equal_theirs(self):

@@ -206,13 +206,9 @@ class DecodingTest(parameterized.TestCase):
         max_prompt_length=prompts.shape[1],
         **settings,
     )
-    out = denoise.generate(
-        model,
-        np.where(prompts < 0, 0, prompts),
-        oracle["decode_prompt_lens"],
-        bd=bd_formats.load_settings(directory),
-        config=config,
-    )
+    out = denoise.Denoiser(
+        model, bd=bd_formats.load_settings(directory), config=config
+    )(np.where(prompts < 0, 0, prompts), oracle["decode_prompt_lens"])
     return oracle, out.completion_tokens
 
   def test_sdar_greedy_tokens_equal_theirs(self):
@@ -296,7 +292,7 @@ class RecipeTest(parameterized.TestCase):
         pad_id=1,
     )
     padded = np.where(prompts < 0, 1, prompts)
-    before = denoise.generate(model, padded, lens, bd=bd, config=config)
+    before = denoise.Denoiser(model, bd=bd, config=config)(padded, lens)
     before = [list(map(int, row)) for row in before.completions]
     # t: the first token of row 0's second block not committed earlier.
     position, t = next(
@@ -323,8 +319,8 @@ class RecipeTest(parameterized.TestCase):
     decode = generate_settings.DecodeSettings(
         max_new_tokens=16, threshold=0.9
     ).denoise_config(converted.tokenizer, prompts.shape[1])
-    after = denoise.generate(
-        converted.model, padded, lens, bd=converted.bd, config=decode
+    after = denoise.Denoiser(converted.model, bd=converted.bd, config=decode)(
+        padded, lens
     )
     after = [list(map(int, row)) for row in after.completions]
     self.assertEqual(after[0], before[0][:position])

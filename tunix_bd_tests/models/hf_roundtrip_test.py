@@ -4,8 +4,8 @@
 
 Each Qwen3 and Qwen2 fixture of testdata/hf (written by transformers, with
 torch's logits) loads to torch's logits, is converted (one Qwen3 and one
-Qwen2 through the `sft` recipe, the Qwen2 with LoRA; the others by the same
-export, untrained) and is read back: by transformers with no warning, its
+Qwen2 through the `sft` recipe, the Qwen2 with LoRA, exported merged; the
+others by the same export, untrained) and is read back: by transformers with no warning, its
 config.json and generation_config.json the source's but for the documented
 changes, its weights in the source dtype, its tokenizer's `mask_token` the
 mask token; and by tunix_bd with the exported model's logits. A tokenizer of
@@ -14,6 +14,7 @@ warning, which a config without `transformers_version` triggers. Where
 torch is installed, transformers' own forward of each export is compared too.
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -22,10 +23,12 @@ import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from flax import nnx
 import numpy as np
 import safetensors.numpy as safetensors_np
 import tokenizers
 import transformers
+from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import bd_formats
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
@@ -152,6 +155,25 @@ class HfRoundTripTest(parameterized.TestCase):
         np.asarray(trip.model.layers[1].attn.k_bias.get_value()),
     )
     self.assertNotIn("model.layers.0.self_attn.q_norm.weight", tensors)
+
+  def test_a_lora_run_exports_a_merged_model(self):
+    # The `sft` recipe with `lora.rank=4` (the Qwen2 fixture's trip): what
+    # it exported (`trip.model`) is the merged model, the export holds no
+    # adapter and reloads without one, and LoRA changes no block-diffusion
+    # setting of the export (the Qwen3 trip's, up to its own mask id).
+    trip = self.trips["qwen2_tied"]
+    self.assertEmpty(nnx.state(trip.model, nnx.LoRAParam))
+    tensors = safetensors_np.load_file(
+        os.path.join(trip.export, "model.safetensors")
+    )
+    self.assertEqual([k for k in tensors if "lora" in k.lower()], [])
+    exported, _ = hf_checkpoint.load(trip.export)
+    self.assertEmpty(nnx.state(exported, nnx.LoRAParam))
+    plain = bd_config_lib.load_settings(self.trips["q3_bf16"].export)
+    lora_bd = bd_config_lib.load_settings(trip.export)
+    self.assertEqual(
+        dataclasses.replace(lora_bd, mask_token_id=plain.mask_token_id), plain
+    )
 
 
 def _word_tokenizer(num_words: int) -> transformers.PreTrainedTokenizerBase:

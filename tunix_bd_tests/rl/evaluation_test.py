@@ -48,11 +48,10 @@ def _prompts(answers=None):
 
 def _direct(model, prompts, row, seed=None, **config):
   """Row `row` decoded alone: its text and tokens per forward."""
-  out = denoise.generate(
-      model,
+  out = denoise.Denoiser(
+      model, bd=_BD, config=dataclasses.replace(_DECODE, **config)
+  )(
       [prompts.tokens[row, : prompts.lengths[row]].tolist()],
-      bd=_BD,
-      config=dataclasses.replace(_DECODE, **config),
       seeds=None if seed is None else [seed],
   )
   return _TOKENIZER.decode(out.completions[0].tolist()), float(

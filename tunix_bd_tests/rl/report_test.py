@@ -10,7 +10,7 @@ from unittest import mock
 from absl.testing import absltest
 import numpy as np
 from tunix_bd import config_files
-from tunix_bd.evaluation import held_out
+from tunix_bd.generate import prompt_batches
 from tunix_bd.recipes import grpo
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
@@ -22,10 +22,14 @@ _NUM = 40
 
 def _result(rng, greedy_p, sampled_p, tpf):
   greedy = {
-      t: held_out.Decoded(
+      t: prompt_batches.DecodeResult(
           texts=[""] * _NUM,
           correct=rng.random(_NUM) < p,
+          num_tokens=np.ones(_NUM),
+          num_forwards=np.ones(_NUM),
           tokens_per_forward=tpf + 0.1 * rng.random(_NUM),
+          seconds=0.0,
+          max_replay_error=None,
       )
       for t, p in zip((0.5, 0.9), greedy_p)
   }
