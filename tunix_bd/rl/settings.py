@@ -31,8 +31,7 @@ LOSS_AGG_MODES = (
     "sequence-mean-token-sum-norm",
 )
 KL_LOSS_MODES = ("kl", "mse_kl", "low_var_kl")
-# `grpo.learner`: tunix_bd's `DiffusionGRPOLearner`, or Tunix's own
-# `GRPOLearner` on the rollout's prepared diffusion batches.
+# `grpo.learner` (`GrpoSettings.learner`).
 TUNIX_BD_LEARNER = "tunix_bd"
 TUNIX_LEARNER = "tunix"
 LEARNERS = (TUNIX_BD_LEARNER, TUNIX_LEARNER)
