@@ -228,7 +228,7 @@ def diffusion_arm(stage, tokenizer, bd, item, mesh):
       stop_ids=rollout.stop_ids(tokenizer),
       training_config=_training_config(settings.bench),
       **wiring.rollout_arguments(rollout),
-      role_to_mesh=wiring.shared_meshes(mesh),
+      role_to_mesh=wiring.role_to_mesh(mesh),
   )
   learner = wiring.build_learner(
       cluster,
@@ -275,7 +275,7 @@ def ar_arm(stage, tokenizer, item, mesh) -> step_phases.Arm:
       reference=reference,
       tokenizer=tokenizer,
       cluster_config=compat.ClusterConfig(
-          role_to_mesh=wiring.shared_meshes(mesh),
+          role_to_mesh=wiring.role_to_mesh(mesh),
           rollout_engine="vanilla",
           offload_to_cpu=False,
           training_config=_training_config(settings.bench),

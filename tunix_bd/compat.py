@@ -31,7 +31,6 @@ from tunix.rl import algo_core as _algo_core
 from tunix.rl import common as _rl_common
 from tunix.rl import function_registry as _function_registry
 from tunix.rl import reshard as _reshard
-from tunix.rl import rl_learner as _rl_learner
 from tunix.rl import rl_cluster as _rl_cluster
 from tunix.rl import utils as _rl_utils
 from tunix.rl.grpo import grpo_learner as _grpo_learner
@@ -142,25 +141,6 @@ PRIVATE_SURFACE_SHA256 = {
     "0.1.8.dev20260821": _MAIN_SURFACE_SHA256,
     "0.1.8.dev20260822": _MAIN_SURFACE_SHA256,
 }
-
-
-def private_surface_owner(name: str) -> Any:
-  """The Tunix class or function a `PRIVATE_SURFACE` key names."""
-  owners = {
-      "PeftTrainer": PeftTrainer,
-      "RLLearner": _rl_learner.RLLearner,
-      "RLCluster": RLCluster,
-      "BaseStrategy": BaseStrategy,
-      "GRPOLearner._generate_and_compute_advantage": (
-          # pylint: disable-next=protected-access
-          GRPOLearner._generate_and_compute_advantage
-      ),
-      # pylint: disable-next=protected-access
-      "peft_trainer._default_loss_fn": _peft_trainer._default_loss_fn,
-      # pylint: disable-next=protected-access
-      "progress_bar._is_in_ipython": _progress_bar._is_in_ipython,
-  }
-  return owners[name]
 
 
 # Tunix's own diffusion contract (`DiffusionTokenBatch`, ...), on Tunix
@@ -315,7 +295,7 @@ def clip_epsilons(config: Any) -> tuple[float, float, float | None]:
   loss reads them (`algo_core`): without the attribute, `epsilon_high` is
   `epsilon` and `epsilon_c` None (no dual clip)."""
   epsilon = config.epsilon
-  high = config.epsilon_high if hasattr(config, "epsilon_high") else epsilon
+  high = getattr(config, "epsilon_high", epsilon)
   return epsilon, high, getattr(config, "epsilon_c", None)
 
 

@@ -119,19 +119,14 @@ def to_section(
       raise ValueError(f"{cls.__name__}.{name} has no default: set it.")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
       # A nested section (e.g. `model.scratch`): its own fields, as they are.
+      nested_fields = section_fields(value)
       value = to_section(
-          type(value), keys=section_keys(value), **_field_values(value)
+          type(value),
+          keys=section_keys(value),
+          **{f.name: getattr(value, f.name) for f in nested_fields if f.init},
       )
     section[name] = value
   return config_dict.ConfigDict(section)
-
-
-def _field_values(settings: Any) -> dict[str, Any]:
-  return {
-      f.name: getattr(settings, f.name)
-      for f in section_fields(settings)
-      if f.init
-  }
 
 
 def nested(
@@ -165,11 +160,6 @@ def resumable(**field_kwargs) -> Any:
   return dataclasses.field(metadata={RESUMABLE: True}, **field_kwargs)
 
 
-def is_resumable(field: dataclasses.Field) -> bool:
-  """Whether a dataclass field was declared with `resumable()`."""
-  return bool(field.metadata.get(RESUMABLE))
-
-
 # The field metadata key that `source()` sets: "checkpoint" or "file".
 SOURCE = "tunix_bd_source"
 CHECKPOINT = "checkpoint"
@@ -193,7 +183,7 @@ def source(
     default: the path; empty means none.
     required: a checkpoint the run cannot do without: checked before any
       compute even when empty, unless `random_init` replaces it.
-    metadata: more field metadata (e.g. `fingerprint.resumable`'s).
+    metadata: more field metadata (e.g. `resumable`'s).
   """
   if kind not in (CHECKPOINT, FILE):
     raise ValueError(f"source kind must be {CHECKPOINT!r} or {FILE!r}.")
@@ -201,11 +191,6 @@ def source(
       default=default,
       metadata={SOURCE: kind, "required": required, **(metadata or {})},
   )
-
-
-def source_kind(field: dataclasses.Field) -> str | None:
-  """`CHECKPOINT`, `FILE` or None, as the field was declared (`source`)."""
-  return field.metadata.get(SOURCE)
 
 
 def section_dict(cfg: Any, what: str) -> dict[str, Any]:
@@ -262,6 +247,14 @@ def check_int(name: str, value: Any, minimum: int) -> int:
   if value < minimum:
     raise ValueError(f"{name} must be >= {minimum}, got {value}.")
   return int(value)
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+  """`value` if it is one of the strings `choices`; else a ValueError naming
+  `name`."""
+  if not isinstance(value, str) or value not in choices:
+    raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
+  return value
 
 
 def check_number(

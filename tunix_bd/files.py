@@ -130,20 +130,16 @@ def local_staging(path: str) -> Iterator[str]:
   if not is_url(path):
     yield path
     return
-  local = tempfile.mkdtemp(prefix="tunix_bd_stage_")
-  try:
+  with tempfile.TemporaryDirectory(
+      prefix="tunix_bd_stage_", ignore_cleanup_errors=True
+  ) as local:
     staged = os.path.join(local, "out")
     yield staged
     if is_writer():  # Copy what was written, tree for tree.
       for root, _, names in os.walk(staged):
-        relative = os.path.relpath(root, staged)
-        directory = epath.Path(path)
-        if relative != ".":
-          directory /= relative
+        directory = epath.Path(path) / os.path.relpath(root, staged)
         directory.mkdir(parents=True, exist_ok=True)
         for name in names:
           with open(os.path.join(root, name), "rb") as src:
             with (directory / name).open("wb") as dst:
               shutil.copyfileobj(src, dst)
-  finally:
-    shutil.rmtree(local, ignore_errors=True)

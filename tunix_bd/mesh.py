@@ -96,13 +96,7 @@ class MeshSettings:
 
 
 # An RL recipe's `mesh` keys.
-ROLE_MESH_KEYS = (
-    "fsdp",
-    "tp",
-    "data_sharding_axes",
-    "disjoint",
-    *ROLES,
-)
+ROLE_MESH_KEYS = ("fsdp", "tp", "data_sharding_axes", "disjoint", *ROLES)
 
 
 def make_mesh(

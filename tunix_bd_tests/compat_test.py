@@ -21,6 +21,9 @@ from absl.testing import parameterized
 import jax.numpy as jnp
 import numpy as np
 import tunix
+from tunix.rl import rl_learner
+from tunix.sft import peft_trainer
+from tunix.sft import progress_bar
 from tunix_bd import compat
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd_tests import test_common
@@ -29,6 +32,20 @@ _PACKAGE = pathlib.Path(compat.__file__).resolve().parent
 # Tunix's model code (architectures, checkpoint params) is imported where
 # needed; everything else of Tunix's goes through compat.
 _ALLOWED_PREFIX = "tunix.models"
+# The Tunix class or function each `compat.PRIVATE_SURFACE` key names.
+# pylint: disable=protected-access
+_SURFACE_OWNERS = {
+    "PeftTrainer": compat.PeftTrainer,
+    "RLLearner": rl_learner.RLLearner,
+    "RLCluster": compat.RLCluster,
+    "BaseStrategy": compat.BaseStrategy,
+    "GRPOLearner._generate_and_compute_advantage": (
+        compat.GRPOLearner._generate_and_compute_advantage
+    ),
+    "peft_trainer._default_loss_fn": peft_trainer._default_loss_fn,
+    "progress_bar._is_in_ipython": progress_bar._is_in_ipython,
+}
+# pylint: enable=protected-access
 
 
 def _tunix_imports(path: pathlib.Path) -> list[str]:
@@ -98,7 +115,7 @@ class OverrideDigestTest(absltest.TestCase):
     )
     self.assertEqual(set(known), set(compat.PRIVATE_SURFACE))
     for owner, names in compat.PRIVATE_SURFACE.items():
-      source = inspect.getsource(compat.private_surface_owner(owner))
+      source = inspect.getsource(_SURFACE_OWNERS[owner])
       digest = hashlib.sha256(source.encode()).hexdigest()[:16]
       with self.subTest(owner=owner):
         self.assertEqual(
@@ -248,7 +265,7 @@ class OldLogpsAndWeightsTest(absltest.TestCase):
     return learner_lib.old_logps_and_weights(
         self.rollout,
         self.mask,
-        self.anchor,
+        lambda: self.anchor,
         needs_old=needs_old,
         algo_config=_Config(**fields),
     )
@@ -280,15 +297,35 @@ class OldLogpsAndWeightsTest(absltest.TestCase):
         weights, [[min(np.exp(0.5), 1.5), np.exp(-1.0), 0.0]], rtol=1e-6
     )
 
-  def test_a_missing_anchor_fails_closed(self):
-    with self.assertRaisesRegex(ValueError, "anchor replay"):
+  def test_the_anchor_is_replayed_only_when_needed_or_verified(self):
+    calls = []
+
+    def anchor_fn():
+      calls.append(1)
+      return self.anchor
+
+    for needs_old, use_rollout, verify in (
+        (False, False, False),
+        (True, True, False),
+    ):
       learner_lib.old_logps_and_weights(
           self.rollout,
           self.mask,
-          None,
-          needs_old=True,
-          algo_config=_Config(use_rollout_logps=False),
+          anchor_fn,
+          needs_old=needs_old,
+          algo_config=_Config(use_rollout_logps=use_rollout),
+          verify=verify,
       )
+    self.assertEqual(calls, [])
+    old, _ = learner_lib.old_logps_and_weights(
+        self.rollout,
+        self.mask,
+        anchor_fn,
+        needs_old=False,
+        algo_config=_Config(),
+        verify=True,
+    )
+    self.assertEqual((calls, old), ([1], None))
 
 
 if __name__ == "__main__":

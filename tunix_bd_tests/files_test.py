@@ -22,6 +22,7 @@ from tunix_bd import files
 from tunix_bd import fingerprint
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import grpo
@@ -167,7 +168,7 @@ class FilesTest(absltest.TestCase):
         sorted(os.listdir(url_dir)),
         sorted(os.listdir(local_dir) + [bd_config.SETTINGS_FILE]),
     )
-    for name in (hf_checkpoint.CONFIG_FILE, hf_checkpoint.WEIGHTS_FILE):
+    for name in (checkpoint_digest.CONFIG_FILE, hf_checkpoint.WEIGHTS_FILE):
       with open(os.path.join(url_dir, name), "rb") as got:
         with open(os.path.join(local_dir, name), "rb") as want:
           self.assertEqual(got.read(), want.read(), name)
@@ -183,15 +184,16 @@ class FilesTest(absltest.TestCase):
       files.write_text("gs://bucket/taken", "x")
       with self.assertRaisesRegex(ValueError, "^workdir=.*existing object"):
         workdir_lib.check("gs://bucket/taken")
-      workdir_lib.check_fingerprint(_URL, current)
+      fingerprint.check(workdir_lib.checkpoints(_URL), current)
       self.assertFalse(os.path.exists(local(f"{_URL}/checkpoints")))
-      workdir_lib.record_fingerprint(_URL, current)
+      fingerprint.record(workdir_lib.checkpoints(_URL), current)
       path = local(f"{_URL}/checkpoints/{fingerprint.FILE_NAME}")
       with open(path) as f:
         self.assertEqual(json.load(f), current)
       with self.assertRaisesRegex(ValueError, "model: checkpoint has 'm'"):
-        workdir_lib.check_fingerprint(
-            _URL, fingerprint.fingerprint({"model": "n"})
+        fingerprint.check(
+            workdir_lib.checkpoints(_URL),
+            fingerprint.fingerprint({"model": "n"}),
         )
 
 
@@ -226,7 +228,7 @@ class UrlRecipeTest(absltest.TestCase):
   def test_grpo_checks_the_fingerprint_at_the_url(self):
     recorded = fingerprint.fingerprint({"model": "another"})
     with _fake_bucket(self.bucket):
-      workdir_lib.record_fingerprint(_URL, recorded)
+      fingerprint.record(workdir_lib.checkpoints(_URL), recorded)
       with self.assertRaisesRegex(ValueError, "fingerprint differs"):
         grpo.run(self._grpo())
     self.assertEqual(os.listdir(self.cwd), [])

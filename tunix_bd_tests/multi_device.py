@@ -19,6 +19,7 @@ imports nothing that starts JAX.
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -45,11 +46,19 @@ def request(num_devices: int) -> None:
 
 
 def run_modules(test: absltest.TestCase) -> None:
-  """Runs `MODULES` under pytest on `NUM_DEVICES` devices; fails if any does.
+  """Runs the `DeviceTestCase`s of `MODULES` on `NUM_DEVICES` devices.
 
-  A test that skips there fails this one too: each must run.
+  Fails if any test fails or skips there: each must run. The modules' other
+  tests need no devices and run in the parent pytest, not again here.
   """
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  node_ids = []
+  for module in MODULES:
+    with open(os.path.join(root, module)) as f:
+      classes = re.findall(
+          r"^class (\w+)\(multi_device\.DeviceTestCase", f.read(), re.M
+      )
+    node_ids += [f"{os.path.join(root, module)}::{name}" for name in classes]
   env = {
       k: v
       for k, v in os.environ.items()
@@ -69,8 +78,7 @@ def run_modules(test: absltest.TestCase) -> None:
       ),
   })
   result = subprocess.run(
-      [sys.executable, "-m", "pytest", "-q", "-n0"]
-      + [os.path.join(root, m) for m in MODULES],
+      [sys.executable, "-m", "pytest", "-q", "-n0"] + node_ids,
       env=env,
       cwd=root,
       capture_output=True,

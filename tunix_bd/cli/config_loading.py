@@ -4,7 +4,7 @@
 
 A config is a `.py` file defining `get_config(arg=None)` that returns an
 `ml_collections.ConfigDict`; docs/recipes.md, "The `tunix` command". Every
-mistake raises `errors.UsageError` before anything runs.
+mistake raises `plugin_api.UsageError` before anything runs.
 """
 
 import ast
@@ -16,12 +16,12 @@ from typing import Any, NamedTuple
 import ml_collections
 
 from tunix_bd import config_files
-from tunix_bd.cli import errors
 from tunix_bd.cli import plugin_api
 
 OVERRIDE_PREFIX = "--config."
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
+_NOT_A_LITERAL = object()
 
 
 class Override(NamedTuple):
@@ -35,11 +35,8 @@ class Override(NamedTuple):
 def split_override_args(
     argv: Sequence[str],
 ) -> tuple[list[Override], list[str]]:
-  """Takes `--config.KEY=VALUE` and `--config.KEY VALUE` out of `argv`.
-
-  Returns:
-    The overrides in order, and the other arguments.
-  """
+  """`(overrides in order, other arguments)`: takes `--config.KEY=VALUE` and
+  `--config.KEY VALUE` out of `argv`."""
   overrides, rest = [], []
   args = iter(argv)
   for arg in args:
@@ -50,11 +47,11 @@ def split_override_args(
     if not sep:
       value = next(args, None)
       if value is None:
-        raise errors.UsageError(
+        raise plugin_api.UsageError(
             f"{arg} has no value: write {arg}=VALUE or {arg} VALUE"
         )
     if not key or any(not part for part in key.split(".")):
-      raise errors.UsageError(f"malformed override {arg!r}: no key")
+      raise plugin_api.UsageError(f"malformed override {arg!r}: no key")
     overrides.append(Override(key, value))
   return overrides, rest
 
@@ -86,36 +83,29 @@ def resolve_config(
 
   `CONFIG` is tried as a path (absolute or relative to the working
   directory), then as a name in `plugin.config_dir`; `.py` is optional.
-
-  Returns:
-    The config file's absolute path, and `ARG` (None when not given).
+  Returns the config file's absolute path and `ARG` (None when not given).
   """
   name, sep, arg = spec.partition(":")
   if not name:
-    raise errors.UsageError(f"config {spec!r} has no file name before ':'")
+    raise plugin_api.UsageError(f"config {spec!r} has no file name before ':'")
   if sep and not arg:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"config {spec!r} has an empty ARG after ':'; drop the ':' or give"
         " an ARG"
     )
   relative = pathlib.Path(name if name.endswith(".py") else name + ".py")
-  as_path = (
-      relative if relative.is_absolute() else pathlib.Path.cwd() / relative
-  )
-  if as_path.is_file():
-    return as_path.resolve(), arg or None
-  if not relative.is_absolute():
-    in_plugin = plugin.config_dir / relative
-    if in_plugin.is_file():
-      return in_plugin.resolve(), arg or None
+  as_path = pathlib.Path.cwd() / relative  # `relative` if it is absolute.
+  for path in (as_path, plugin.config_dir / relative):
+    if path.is_file():
+      return path.resolve(), arg or None
   configs = sorted(available_configs(plugin.config_dir))
   message = (
       f"config {name!r} not found: no file {str(as_path)!r}, and plugin"
       f" {plugin.name!r} has no config {relative.stem!r}"
   )
-  message += errors.did_you_mean(relative.stem, configs)
+  message += plugin_api.did_you_mean(relative.stem, configs)
   listed = ", ".join(configs) if configs else "none"
-  raise errors.UsageError(f"{message} Its configs: {listed}")
+  raise plugin_api.UsageError(f"{message} Its configs: {listed}")
 
 
 def load_config(
@@ -124,28 +114,28 @@ def load_config(
   """Loads a config file and returns its locked `get_config(arg)`.
 
   `get_config()` is called without an argument when `arg` is None. Every
-  failure to produce a ConfigDict is an `errors.UsageError`.
+  failure to produce a ConfigDict is an `plugin_api.UsageError`.
   """
   try:
     module = config_files.import_file(path)
   except ValueError as e:
-    raise errors.UsageError(str(e)) from e
+    raise plugin_api.UsageError(str(e)) from e
   get_config = getattr(module, "get_config", None)
   if not callable(get_config):
-    raise errors.UsageError(f"config {str(path)!r} defines no get_config()")
+    raise plugin_api.UsageError(f"config {str(path)!r} defines no get_config()")
   args = () if arg is None else (arg,)
   label = path.name if arg is None else f"{path.name}:{arg}"
   try:
     inspect.signature(get_config).bind(*args)
   except TypeError as e:
     wanted = "no ARG" if arg is not None else "an ARG (CONFIG:ARG)"
-    raise errors.UsageError(f"config {label} takes {wanted}") from e
+    raise plugin_api.UsageError(f"config {label} takes {wanted}") from e
   try:
     config = get_config(*args)
   except ValueError as e:
-    raise errors.UsageError(f"config {label}: {e}") from e
+    raise plugin_api.UsageError(f"config {label}: {e}") from e
   if not isinstance(config, ml_collections.ConfigDict):
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"config {label}: get_config() returned a {type(config).__name__},"
         " expected an ml_collections.ConfigDict"
     )
@@ -168,18 +158,11 @@ def apply_overrides(
     try:
       parent[leaf] = value
     except (TypeError, ValueError) as e:
-      raise errors.UsageError(
+      raise plugin_api.UsageError(
           f"invalid value for --config.{override.key}: {e}"
       ) from e
     applied.append(Override(override.key, value))
   return applied
-
-
-def describe_overrides(applied: Sequence[Override]) -> str:
-  """Returns the parsed overrides as `key=value` text, or 'none'."""
-  if not applied:
-    return "none"
-  return " ".join(f"{o.key}={o.value!r}" for o in applied)
 
 
 def format_config(config: ml_collections.ConfigDict) -> list[str]:
@@ -201,36 +184,30 @@ def _find_field(
   node = config
   for depth, part in enumerate(parts):
     if part not in node:
-      raise errors.UsageError(_unknown_key_message(node, key, depth))
+      where = ".".join(parts[:depth])
+      message = f"unknown config key {key!r}" + plugin_api.did_you_mean(
+          part, node.keys(), "".join(p + "." for p in parts[:depth])
+      )
+      scope = f"under {where!r}" if where else "at the top level"
+      raise plugin_api.UsageError(
+          f"{message} Valid keys {scope}: {', '.join(node.keys())}"
+      )
     child = node[part]
     if depth == len(parts) - 1:
       break
     if not isinstance(child, ml_collections.ConfigDict):
       prefix = ".".join(parts[: depth + 1])
-      raise errors.UsageError(
+      raise plugin_api.UsageError(
           f"unknown config key {key!r}: {prefix!r} holds a value of type"
           f" {type(child).__name__}, not a section"
       )
     node = child
   if isinstance(child, ml_collections.ConfigDict):
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"config key {key!r} is a section, not a value; set one of its"
         f" keys instead: {', '.join(f'{key}.{k}' for k in child.keys())}"
     )
   return node, parts[-1]
-
-
-def _unknown_key_message(
-    node: ml_collections.ConfigDict, key: str, depth: int
-) -> str:
-  """Names the unknown part of `key`, the closest valid key and the rest."""
-  parts = key.split(".")
-  where = ".".join(parts[:depth])
-  message = f"unknown config key {key!r}" + errors.did_you_mean(
-      parts[depth], node.keys(), "".join(p + "." for p in parts[:depth])
-  )
-  scope = f"under {where!r}" if where else "at the top level"
-  return f"{message} Valid keys {scope}: {', '.join(node.keys())}"
 
 
 def _parse_value(
@@ -243,8 +220,8 @@ def _parse_value(
   """
   raw = override.value
 
-  def invalid(expected: str) -> errors.UsageError:
-    return errors.UsageError(
+  def invalid(expected: str) -> plugin_api.UsageError:
+    return plugin_api.UsageError(
         f"invalid value for --config.{override.key}: expected {expected},"
         f" got {raw!r}"
     )
@@ -255,19 +232,17 @@ def _parse_value(
     if raw.lower() in _FALSE:
       return False
     raise invalid("bool (true/false/1/0/yes/no)")
-  if field_type is int:
+  if field_type in (int, float):
     try:
-      return int(raw)
+      return field_type(raw)
     except ValueError:
-      raise invalid("int") from None
-  if field_type is float:
-    try:
-      return float(raw)
-    except ValueError:
-      raise invalid("float") from None
+      raise invalid(field_type.__name__) from None
   if field_type is str:
     return raw
-  literal = _literal(raw)
+  try:
+    literal = ast.literal_eval(raw)
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    literal = _NOT_A_LITERAL
   if field_type is type(None):
     # An untyped None field: a Python literal if it is one, else the text.
     return raw if literal is _NOT_A_LITERAL else literal
@@ -281,13 +256,3 @@ def _parse_value(
   if literal is _NOT_A_LITERAL or not isinstance(literal, field_type):
     raise invalid(f"{field_type.__name__} (as a Python literal)")
   return literal
-
-
-_NOT_A_LITERAL = object()
-
-
-def _literal(raw: str) -> Any:
-  try:
-    return ast.literal_eval(raw)
-  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-    return _NOT_A_LITERAL

@@ -30,7 +30,6 @@ import ml_collections
 
 import tunix_bd
 from tunix_bd.cli import config_loading
-from tunix_bd.cli import errors
 from tunix_bd.cli import plugin_api
 
 _PROG = "tunix"
@@ -53,9 +52,8 @@ the name of one of the plugin's configs (`{_PROG} plugins` lists them).
 def run(plugin: plugin_api.Plugin | None = None) -> None:
   """The `tunix` console script: takes its arguments from `sys.argv`.
 
-  Args:
-    plugin: a plugin that is not installed (a repository's own, run from
-      its clone), used for `tunix run --plugin NAME` of its name.
+  `plugin`: one that is not installed (a repository's own, run from its
+  clone), used for `tunix run --plugin NAME` of its name.
   """
   status = main(sys.argv[1:], plugin=plugin)
   if status == _INTERRUPTED:
@@ -72,14 +70,11 @@ def run(plugin: plugin_api.Plugin | None = None) -> None:
 def main(
     argv: Sequence[str], *, plugin: plugin_api.Plugin | None = None
 ) -> int:
-  """Runs `tunix` with `argv` (without the program name).
-
-  Returns:
-    The exit status (module docstring); 0 on success.
-  """
+  """Runs `tunix` with `argv` (without the program name); returns the exit
+  status (module docstring), 0 on success."""
   try:
     overrides, rest = config_loading.split_override_args(argv)
-  except errors.UsageError as e:
+  except plugin_api.UsageError as e:
     return _report(e, status=2)
   try:
     args = _parser().parse_args(rest)
@@ -87,7 +82,7 @@ def main(
     return e.code if isinstance(e.code, int) else 2
   if overrides and args.command != "run":
     return _report(
-        errors.UsageError("--config.* overrides apply only to `tunix run`"),
+        plugin_api.UsageError("--config.* overrides apply only to `tunix run`"),
         status=2,
     )
   if args.command == "plugins":
@@ -97,7 +92,10 @@ def main(
 
 def _parser() -> argparse.ArgumentParser:
   """Builds the parser; `--config.*` overrides are split off before it."""
-  tunix_version = _distribution_version("google-tunix")
+  try:
+    tunix_version = importlib.metadata.version("google-tunix")
+  except importlib.metadata.PackageNotFoundError:
+    tunix_version = "not installed"
   parser = argparse.ArgumentParser(
       prog=_PROG,
       description="Run the recipes of installed Tunix plugins.",
@@ -180,11 +178,11 @@ def _run(
     applied = config_loading.apply_overrides(config, overrides)
     recipe = _recipe_name(config, plugin)
     pathways = None if args.dry_run else _pathways_module()
-  except errors.UsageError as e:
+  except plugin_api.UsageError as e:
     if args.traceback:
       raise
     return _report(e, status=2)
-  described = config_loading.describe_overrides(applied)
+  described = " ".join(f"{o.key}={o.value!r}" for o in applied) or "none"
   config_label = str(path) if arg is None else f"{path}:{arg}"
   print(
       f"{_PROG}: plugin {plugin.name} {plugin.version} | config"
@@ -218,8 +216,7 @@ def _run(
   recipe_fn = _import_target(plugin.recipes[recipe])
   _configure_logging(args.log_level)
   absl_logger = std_logging.getLogger("absl")
-  notice = _CpuHbmNotice()
-  absl_logger.addFilter(notice)
+  absl_logger.addFilter(_not_cpu_hbm_notice)
   try:
     recipe_fn(config)
   except (ValueError, OSError) as e:  # A rejected config; a full disk.
@@ -237,7 +234,7 @@ def _run(
     print(f"{_PROG}: {_interrupted(config)}", file=sys.stderr)
     return _INTERRUPTED
   finally:
-    absl_logger.removeFilter(notice)
+    absl_logger.removeFilter(_not_cpu_hbm_notice)
   return 0
 
 
@@ -259,21 +256,16 @@ def _interrupted(config: ml_collections.ConfigDict) -> str:
   return "interrupted"
 
 
-class _CpuHbmNotice(std_logging.Filter):
+def _not_cpu_hbm_notice(record: std_logging.LogRecord) -> bool:
   """Drops Tunix's "Skipping non-TPU device: cpu" warning, and only it.
 
   Tunix's `show_hbm_usage` logs it at every call on a CPU device: noise on a
   run that chose CPU. Installed on the absl logger for the recipe's call alone.
   """
-
-  _MESSAGE = "Skipping non-TPU device: cpu."
-  _SOURCE = os.path.join("tunix", "sft", "utils.py")
-
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    return not (
-        record.pathname.endswith(self._SOURCE)
-        and record.getMessage().startswith(self._MESSAGE)
-    )
+  return not (
+      record.pathname.endswith(os.path.join("tunix", "sft", "utils.py"))
+      and record.getMessage().startswith("Skipping non-TPU device: cpu.")
+  )
 
 
 def _recipe_name(
@@ -282,13 +274,13 @@ def _recipe_name(
   """Returns `config.recipe`, checked against the plugin's recipes."""
   available = ", ".join(sorted(plugin.recipes)) or "none"
   if "recipe" not in config:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         "the config has no 'recipe' key naming what to run; plugin"
         f" {plugin.name!r} provides recipes: {available}"
     )
   recipe = config.recipe
   if not isinstance(recipe, str) or recipe not in plugin.recipes:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"unknown recipe {recipe!r} in config.recipe; plugin"
         f" {plugin.name!r} provides recipes: {available}"
     )
@@ -303,18 +295,15 @@ def _import_target(target: str) -> Callable[..., Any]:
 
 
 def _pathways_module() -> types.ModuleType | None:
-  """Returns `pathwaysutils` when JAX_PLATFORMS selects Pathways, else None.
-
-  Raises:
-    errors.UsageError: Pathways is selected but pathwaysutils is missing.
-  """
+  """`pathwaysutils` when JAX_PLATFORMS selects Pathways (a UsageError if it
+  is missing), else None."""
   platforms = os.environ.get("JAX_PLATFORMS", "")
   if "proxy" not in platforms:
     return None
   try:
     import pathwaysutils  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise errors.UsageError(
+    raise plugin_api.UsageError(
         f"JAX_PLATFORMS={platforms!r} selects Pathways, but pathwaysutils is"
         " not installed: pip install 'tunix-bd[pathways]'"
     ) from e
@@ -367,13 +356,6 @@ def _list_plugins() -> int:
     for kind, names in plugin.registers.items():
       print(f"  {kind}: {', '.join(names) or '-'}")
   return 0
-
-
-def _distribution_version(distribution: str) -> str:
-  try:
-    return importlib.metadata.version(distribution)
-  except importlib.metadata.PackageNotFoundError:
-    return "not installed"
 
 
 def _report(error: BaseException, status: int) -> int:

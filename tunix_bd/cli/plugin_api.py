@@ -14,14 +14,27 @@ Building it must stay cheap: recipes are named as strings and imported only
 when `tunix run` calls them, so `tunix plugins` never imports heavy code.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 import dataclasses
+import difflib
 import importlib.metadata
 import pathlib
 
-from tunix_bd.cli import errors
-
 ENTRY_POINT_GROUP = "tunix.plugins"
+
+
+class UsageError(ValueError):
+  """A mistake by the person launching `tunix`, reported in one line.
+
+  The host prints `tunix: error: <message>` and exits with status 2, without a
+  traceback.
+  """
+
+
+def did_you_mean(word: str, choices: Iterable[str], prefix: str = "") -> str:
+  """`"; did you mean 'PREFIXc'?"` for the choice c nearest `word`, or "."."""
+  close = difflib.get_close_matches(word, list(choices), n=1)
+  return f"; did you mean {prefix + close[0]!r}?" if close else "."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,40 +142,32 @@ def discover_plugins() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def load_plugin(name: str) -> Plugin:
-  """Loads the installed plugin `name` (its `tunix.plugins` entry point).
-
-  Raises:
-    errors.UsageError: none installed, or the entry point gives no `Plugin`
-      named `name`.
-  """
+  """Loads the installed plugin `name` (its `tunix.plugins` entry point);
+  a UsageError if there is none, or it gives no `Plugin` named `name`."""
   installed = discover_plugins()
+  if not installed:
+    raise UsageError(
+        f"unknown plugin {name!r}: no plugins are installed (plugins declare"
+        f" an entry point in the {ENTRY_POINT_GROUP!r} group)"
+    )
   if name not in installed:
-    raise errors.UsageError(_unknown_plugin_message(name, sorted(installed)))
+    raise UsageError(
+        f"unknown plugin {name!r}{did_you_mean(name, installed)}"
+        f" Installed plugins: {', '.join(installed)}"
+    )
   entry_point = installed[name]
   obj = entry_point.load()
   if not isinstance(obj, Plugin) and callable(obj):
     obj = obj()
   if not isinstance(obj, Plugin):
-    raise errors.UsageError(
+    raise UsageError(
         f"plugin {name!r}: entry point {entry_point.value!r} gave a"
         f" {type(obj).__name__}, expected a {__name__}.Plugin or a"
         " zero-argument callable returning one"
     )
   if obj.name != name:
-    raise errors.UsageError(
+    raise UsageError(
         f"plugin {name!r}: entry point {entry_point.value!r} gave a Plugin"
         f" named {obj.name!r}; the names must match"
     )
   return obj
-
-
-def _unknown_plugin_message(name: str, installed: Sequence[str]) -> str:
-  if not installed:
-    return (
-        f"unknown plugin {name!r}: no plugins are installed (plugins declare"
-        f" an entry point in the {ENTRY_POINT_GROUP!r} group)"
-    )
-  return (
-      f"unknown plugin {name!r}{errors.did_you_mean(name, installed)}"
-      f" Installed plugins: {', '.join(installed)}"
-  )

@@ -16,7 +16,6 @@ import json
 import os
 from typing import Any, Iterable, Mapping
 
-import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import files
@@ -29,12 +28,6 @@ ALIGNMENTS = (SAME_POSITION, SHIFTED)
 SINGLE_CANVAS = "single_canvas"
 CLEAN_CONTEXT = "clean_context"
 LAYOUTS = (SINGLE_CANVAS, CLEAN_CONTEXT)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-  if not isinstance(value, str) or value not in choices:
-    raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
-  return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,18 +50,11 @@ class BlockDiffusionConfig:
 
   def __post_init__(self):
     # Normalise NumPy ints so equality and hashing of configs are exact.
-    object.__setattr__(
-        self,
-        "block_size",
-        config_utils.check_int("block_size", self.block_size, 1),
-    )
-    object.__setattr__(
-        self,
-        "mask_token_id",
-        config_utils.check_int("mask_token_id", self.mask_token_id, 0),
-    )
-    _check_choice("alignment", self.alignment, ALIGNMENTS)
-    _check_choice("layout", self.layout, LAYOUTS)
+    for name, low in (("block_size", 1), ("mask_token_id", 0)):
+      value = config_utils.check_int(name, getattr(self, name), low)
+      object.__setattr__(self, name, value)
+    for name, choices in (("alignment", ALIGNMENTS), ("layout", LAYOUTS)):
+      config_utils.check_choice(name, getattr(self, name), choices)
 
   @classmethod
   def from_config_dict(cls, cfg: Mapping[str, Any]) -> BlockDiffusionConfig:
@@ -83,11 +69,9 @@ class BlockDiffusionConfig:
   def autoregressive(cls, mask_token_id: int) -> BlockDiffusionConfig:
     """One-token blocks with the shifted alignment: exactly AR decoding.
 
-    Denoising an AR model with these settings is greedy (or sampled)
-    next-token decoding through the same compiled loop, the baseline that
-    isolates what parallel denoising saves. `mask_token_id` is an id the
-    model never needs to predict: with one-token blocks no logit that is
-    used sees it.
+    Greedy (or sampled) next-token decoding through the same compiled loop,
+    the baseline that isolates what parallel denoising saves; no used logit
+    sees `mask_token_id`, so any id the model never predicts will do.
     """
     return cls(block_size=1, mask_token_id=mask_token_id, alignment=SHIFTED)
 
@@ -109,9 +93,8 @@ class BlockDiffusionConfig:
     `vocab_size` (`pad_id` and `eos_id` None where the tokenizer has none);
     flash attention is refused.
     """
-    vocab_size = getattr(model_config, "vocab_size", None)
     vocab_size = config_utils.check_int(
-        "model_config.vocab_size", vocab_size, 1
+        "model_config.vocab_size", getattr(model_config, "vocab_size", None), 1
     )
     special_ids.check(
         mask_token_id=self.mask_token_id,
@@ -129,29 +112,6 @@ class BlockDiffusionConfig:
           " flash (Splash) kernel hard-codes a causal mask and ignores the"
           " block-diffusion mask. Set use_flash_attention=False."
       )
-
-  def validate_prompt_lengths(self, prompt_lengths: Any) -> np.ndarray:
-    """Checks per-row prompt lengths against the alignment.
-
-    Under `shifted`, logical position 0 has no predicting logit, so it must
-    be prompt context: every row needs a prompt of at least one token.
-    Returns the concrete int `[batch]` lengths as an int64 NumPy array.
-    """
-    lengths = np.asarray(prompt_lengths)
-    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-      raise ValueError(
-          "prompt_lengths must be an int [batch] array, got shape"
-          f" {lengths.shape} and dtype {lengths.dtype}."
-      )
-    if (lengths < 0).any():
-      raise ValueError(f"prompt_lengths must be >= 0, got {lengths.tolist()}.")
-    if self.alignment == SHIFTED and (lengths < 1).any():
-      rows = np.flatnonzero(lengths < 1).tolist()
-      raise ValueError(
-          f"alignment={SHIFTED!r} needs logical position 0 to be prompt"
-          f" context, but rows {rows} have an empty prompt."
-      )
-    return lengths.astype(np.int64)
 
 
 # The file, beside `config.json`, that says a checkpoint is block-diffusion.

@@ -65,17 +65,13 @@ def init_block_cache(
     batch_size: int,
     cache_size: int,
     *,
-    vocab_size: int | None = None,
-    dtype: jnp.dtype = jnp.float32,
     block_end_logits_of: int | None = None,
     hidden_states: bool = False,
 ) -> BlockCache:
-  """An empty `BlockCache` over the model's empty KV cache.
+  """An empty `BlockCache` (float32 KV) over the model's empty KV cache.
 
   Args:
     cache_size: slots; at least the total canvas length.
-    vocab_size: logits width; None reads `model.config.vocab_size`.
-    dtype: the KV dtype passed to `init_cache`.
     block_end_logits_of: a block size S: also keep the raw logit at the end
       of every committed block (memory `[batch, cache_size // S + 1,
       vocab]`), for `canvas_ids` calls; None keeps none.
@@ -85,15 +81,28 @@ def init_block_cache(
   for name, value in (("batch_size", batch_size), ("cache_size", cache_size)):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
       raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
-  if vocab_size is None:
-    config = model.config
-    vocab_size = config.embed_dim if hidden_states else config.vocab_size
+  config = model.config
+  families.family(config)  # Fails closed outside the supported families.
+  if hasattr(model, "init_cache"):  # Qwen3 builds its own.
+    kv = model.init_cache(batch_size, cache_size, jnp.float32)
+  else:
+    # Qwen2 and Llama 3 read Tunix's per-layer layout but do not build it.
+    shape = (batch_size, cache_size, config.num_kv_heads, config.head_dim)
+    kv = {
+        f"layer_{i}": {
+            "k": jnp.zeros(shape, jnp.float32),
+            "v": jnp.zeros(shape, jnp.float32),
+            "end_index": jnp.zeros((batch_size,), jnp.int32),
+        }
+        for i in range(config.num_layers)
+    }
+  vocab_size = config.embed_dim if hidden_states else config.vocab_size
   ends = None
   if block_end_logits_of is not None:
     size = config_utils.check_int("block_end_logits_of", block_end_logits_of, 1)
     ends = (batch_size, cache_size // size + 1)
   return BlockCache(
-      kv=families.init_kv_cache(model, batch_size, cache_size, dtype),
+      kv=kv,
       positions=jnp.zeros((batch_size, cache_size), jnp.int32),
       segment_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
       end_index=jnp.zeros((), jnp.int32),

@@ -14,7 +14,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
 from tunix_bd.core import diffusion_lm
@@ -23,21 +22,16 @@ from tunix_bd.core import masks
 
 def _rewind(new_kv: dict, old_kv: dict, commit_length: int) -> dict:
   """`new_kv` with every `end_index` leaf `commit_length` past `old_kv`'s."""
-  found = []
-
-  def leaf(path, new, old):
-    if getattr(path[-1], "key", None) == "end_index":
-      found.append(path)
-      return old + commit_length
-    return new
-
-  rewound = jax.tree_util.tree_map_with_path(leaf, new_kv, old_kv)
-  if not found:
-    raise ValueError(
-        "commit_length needs a model cache with `end_index` entries (Tunix"
-        " layout) to rewind; this cache has none."
-    )
-  return rewound
+  # Every supported family's cache has them (`block_cache.init_block_cache`).
+  return jax.tree_util.tree_map_with_path(
+      lambda path, new, old: (
+          old + commit_length
+          if getattr(path[-1], "key", None) == "end_index"
+          else new
+      ),
+      new_kv,
+      old_kv,
+  )
 
 
 def block_logits_with_cache(
@@ -152,7 +146,7 @@ def block_logits_with_cache(
   if config.alignment == bd_config.SAME_POSITION:
     logits = raw
   else:
-    index, found = alignment.predecessors(positions, segments)
+    index, found = diffusion_lm.predecessors(positions, segments)
     from_boundary = (
         ~found
         & (segments != masks.PAD_SEGMENT_ID)
@@ -161,7 +155,7 @@ def block_logits_with_cache(
     )
     logits = jnp.where(
         found[:, :, None],
-        alignment.gather_rows(raw, index),
+        diffusion_lm.gather_rows(raw, index),
         jnp.where(
             from_boundary[:, :, None], cache.boundary_logits[:, None, :], 0.0
         ),
@@ -181,19 +175,19 @@ def block_logits_with_cache(
   # The new boundary is the last committed token in (segment, position)
   # order; a row without one keeps its old boundary.
   committed = slice(0, commit_length)
-  last = alignment.sorted_order(
+  last = diffusion_lm.sorted_order(
       positions[:, committed], segments[:, committed]
   )[:, -1:]
   last_segment = jnp.take_along_axis(segments, last, axis=1)[:, 0]
   has_tokens = last_segment != masks.PAD_SEGMENT_ID
-  new_cache = block_cache.BlockCache(
+  new_cache = cache.replace(
       kv=new_kv,
       positions=kv_positions,
       segment_ids=kv_segments,
       end_index=new_end,
       boundary_logits=jnp.where(
           has_tokens[:, None],
-          alignment.gather_rows(raw, last)[:, 0],
+          diffusion_lm.gather_rows(raw, last)[:, 0],
           cache.boundary_logits,
       ),
       boundary_positions=jnp.where(
@@ -204,7 +198,6 @@ def block_logits_with_cache(
       boundary_segment_ids=jnp.where(
           has_tokens, last_segment, cache.boundary_segment_ids
       ),
-      canvas_ids=cache.canvas_ids,
       block_end_logits=block_ends[0],
       block_end_segments=block_ends[1],
   )
@@ -266,7 +259,7 @@ def _canvas_logits(
   )
   if config.alignment == bd_config.SAME_POSITION:
     return _excluded(raw, config, hidden), cache
-  index, found = alignment.predecessors(positions, segments, ids)
+  index, found = diffusion_lm.predecessors(positions, segments, ids)
   # A block's first token: the end of the clean block before it, among this
   # call's clean columns or else cached.
   first = (
@@ -277,7 +270,7 @@ def _canvas_logits(
   )
   pad = masks.PAD_SEGMENT_ID
   clean = ids == masks.CLEAN_CANVAS_ID
-  here, in_call = alignment.locate(
+  here, in_call = _locate(
       positions - 1,
       jnp.where(first, segments, pad),
       positions,
@@ -292,15 +285,37 @@ def _canvas_logits(
   )
   logits = jnp.where(
       found[:, :, None],
-      alignment.gather_rows(raw, index),
+      diffusion_lm.gather_rows(raw, index),
       jnp.where(
           in_call[:, :, None],
-          alignment.gather_rows(raw, here),
+          diffusion_lm.gather_rows(raw, here),
           jnp.where(
               from_cache[:, :, None],
-              alignment.gather_rows(cache.block_end_logits, previous),
+              diffusion_lm.gather_rows(cache.block_end_logits, previous),
               0.0,
           ),
       ),
   )
   return _excluded(logits, config, hidden), cache
+
+
+def _locate(
+    q_positions, q_segment_ids, kv_positions, kv_segment_ids
+) -> tuple[jax.Array, jax.Array]:
+  """`(index, found)`, each `[batch, q_len]`: the physical key index with
+  each query's non-pad (segment, position), valid where `found`; key
+  positions are unique per segment. By sorting, O(L log L)."""
+  stride = jnp.maximum(jnp.max(kv_positions), jnp.max(q_positions)) + 1
+  key = lambda pos, seg: jnp.where(
+      seg != masks.PAD_SEGMENT_ID, seg * stride + pos, -1
+  )
+  kv_key = key(kv_positions, kv_segment_ids)
+  q_key = key(q_positions, q_segment_ids)
+  order = jnp.argsort(kv_key, axis=1)
+  sorted_key = jnp.take_along_axis(kv_key, order, axis=1)
+  slot = jax.vmap(jnp.searchsorted)(sorted_key, q_key)
+  slot = jnp.minimum(slot, kv_key.shape[1] - 1)
+  found = (jnp.take_along_axis(sorted_key, slot, axis=1) == q_key) & (
+      q_key >= 0
+  )
+  return jnp.take_along_axis(order, slot, axis=1), found

@@ -17,9 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import trace as trace_lib
 
-# `committed_at` of slots that are never on a canvas (pads).
-NEVER = np.iinfo(np.int32).max
-
 
 @flax.struct.dataclass
 class Sequence:
@@ -29,15 +26,11 @@ class Sequence:
     tokens: int32 clean tokens; 0 at pads.
     positions: int32 logical positions (prompt then completion, gapless).
     segment_ids: int32, 1 on real tokens, 0 at pads.
-    committed_at: int32 the step after which a slot is on its block's
-      canvas: -1 for prompt tokens, `action_step` for completion slots,
-      `NEVER` for pads.
   """
 
   tokens: jax.Array
   positions: jax.Array
   segment_ids: jax.Array
-  committed_at: jax.Array
 
 
 def sequence(trace: trace_lib.Trace) -> Sequence:
@@ -60,20 +53,16 @@ def sequence(trace: trace_lib.Trace) -> Sequence:
           lengths[:, None] + jnp.arange(steps.shape[1], dtype=jnp.int32),
       ),
       segment_ids=both(in_prompt, generated).astype(jnp.int32),
-      committed_at=both(
-          jnp.where(in_prompt, -1, NEVER), jnp.where(generated, steps, NEVER)
-      ),
   )
 
 
 def _at_positions(trace: trace_lib.Trace, position: jax.Array):
   """What each row holds at logical positions `position` (int `[batch, ...]`).
 
-  Returns:
-    `(slot, step, token)`, each of `position`'s shape: the completion slot
-    (negative in the prompt), its commit step (-1 in the prompt, for slots
-    never generated and past the budget) and the prompt's or completion's
-    token there (garbage past both).
+  `(slot, step, token)`, each of `position`'s shape: the completion slot
+  (negative in the prompt), its commit step (-1 in the prompt, for slots
+  never generated and past the budget) and the token there (garbage past
+  both the prompt and the completion).
   """
   prompt = jnp.asarray(trace.prompt_tokens, jnp.int32)
   lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
@@ -109,8 +98,8 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
   """The first `length` logical positions of each row, clean, by position.
 
   Column j holds logical position j: the prompt, then the generated
-  completion slots, then pads (no padding between them). Returns a `Sequence` of `[batch, length]` (`length` static, >= 1); pads
-  have segment 0 and `NEVER`.
+  completion slots, then pads (segment 0). A `Sequence` of `[batch,
+  length]` (`length` static, >= 1).
   """
   batch = np.shape(trace.prompt_tokens)[0]
   position = jnp.arange(length, dtype=jnp.int32)[None, :]
@@ -121,25 +110,12 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
       tokens=jnp.where(in_prompt | generated, token, 0),
       positions=position,
       segment_ids=(in_prompt | generated).astype(jnp.int32),
-      committed_at=jnp.where(in_prompt, -1, jnp.where(generated, step, NEVER)),
   )
 
 
 def num_completion_blocks(block_size: int, completion_len: int) -> int:
   """The most blocks a completion of `completion_len` slots can touch."""
   return (completion_len + block_size - 2) // block_size + 1
-
-
-def block_steps(trace: trace_lib.Trace) -> jax.Array:
-  """int32 `[batch, blocks]` denoising steps of each completion block."""
-  lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
-  steps = jnp.asarray(trace.action_step, jnp.int32)
-  size = trace.bd.block_size
-  blocks = trace_lib.completion_blocks(lengths, steps.shape[1], size)
-  rows = jnp.broadcast_to(jnp.arange(steps.shape[0])[:, None], steps.shape)
-  num_blocks = num_completion_blocks(size, steps.shape[1])
-  counts = jnp.zeros((steps.shape[0], num_blocks), jnp.int32)
-  return counts.at[rows, blocks].max(steps + 1)
 
 
 def count_canvases(trace: trace_lib.Trace) -> int:
@@ -190,8 +166,13 @@ def packed_canvases(
   """
   size, mask_id = trace.bd.block_size, trace.bd.mask_token_id
   lengths = jnp.asarray(trace.prompt_lengths, jnp.int32)
-  batch = lengths.shape[0]
-  counts = block_steps(trace)  # [batch, blocks]
+  steps = jnp.asarray(trace.action_step, jnp.int32)
+  batch, width = steps.shape
+  # `[batch, blocks]` denoising steps of each completion block.
+  blocks = trace_lib.completion_blocks(lengths, width, size)
+  rows = jnp.broadcast_to(jnp.arange(batch)[:, None], steps.shape)
+  counts = jnp.zeros((batch, num_completion_blocks(size, width)), jnp.int32)
+  counts = counts.at[rows, blocks].max(steps + 1)
   ends = jnp.cumsum(counts, axis=1)
   canvas = jnp.arange(num_canvases, dtype=jnp.int32)
   # Canvas c shows block k at step s, with k the first block ending after c.
@@ -225,11 +206,6 @@ def packed_canvases(
 GROUP_TOKENS = 64
 
 
-def _round_up(value: int, unit: int) -> int:
-  """`value` rounded up to a multiple of `unit`."""
-  return -(-value // unit) * unit
-
-
 def group_size(block_size: int) -> int:
   """Canvases scored per forward at most: about `GROUP_TOKENS` query tokens."""
   return max(1, GROUP_TOKENS // block_size)
@@ -253,7 +229,7 @@ def canvas_bucket(count: int, block_size: int) -> int:
   """
   group = group_size(block_size)
   if count >= group:
-    return _round_up(count, group)
+    return -(-count // group) * group
   return min(1 << (count - 1).bit_length(), group)
 
 
@@ -306,7 +282,7 @@ def static_context_length(
   same replay: the canvases never attend the positions past it.
   """
   size = trace.bd.block_size
-  bucket = lambda length: _round_up(length, size)
+  bucket = lambda length: -(-length // size) * size  # Whole blocks.
   most = bucket(np.shape(trace.prompt_tokens)[1] + np.shape(trace.tokens)[1])
   return _static_size(
       "context_length",

@@ -13,13 +13,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tunix_bd import compat
 
 # float32 `[rows]`: the total loss weight of the whole global batch.
 GLOBAL_WEIGHT = "global_weight"
 # int32 `[rows]`: k, the micro-batches per global batch.
 ACCUMULATION_STEPS = "accumulation_steps"
-FIELDS = (GLOBAL_WEIGHT, ACCUMULATION_STEPS)
 
 
 def batch_fields(
@@ -37,12 +35,11 @@ def loss_scale(
 ) -> jax.Array:
   """float32 scalar multiplying a micro-batch's weighted loss sum.
 
-  `k / global_weight` when Tunix averages micro-batch gradients (else
-  `1 / global_weight`); 0 for a global batch without weight.
+  `k / global_weight` (Tunix averages the k micro-batch gradients,
+  `compat.ACCUMULATION_AVERAGES_GRADIENTS`); 0 for a global batch without
+  weight.
   """
   # Every row of a micro-batch carries the same values; max is exact.
   denominator = jnp.max(global_weight).astype(jnp.float32)
   k = jnp.max(accumulation_steps).astype(jnp.float32)
-  if not compat.ACCUMULATION_AVERAGES_GRADIENTS:
-    k = jnp.float32(1.0)
   return jnp.where(denominator > 0, k / jnp.maximum(denominator, 1e-30), 0.0)

@@ -12,12 +12,12 @@ the masks, calls the model and returns target-aligned logits
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import functools
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 from tunix_bd import compat
-from tunix_bd.core import alignment
 from tunix_bd.core import bd_config
 from tunix_bd.core import families
 from tunix_bd.core import masks
@@ -30,50 +30,15 @@ from tunix_bd.core import splash_attention
 MASKED_LOGIT = -1e30
 
 
-class LogitsFn(Protocol):
-  """A cache-free model call: target-aligned logits of canvases.
-
-  `diffusion_logits_fn` is the implementation over Tunix decoders; see it
-  for the arguments. Returns float32 `[batch, length, vocab]`, the mask
-  column at `MASKED_LOGIT`.
-  """
-
-  def __call__(
-      self,
-      model: Any,
-      tokens: jax.Array,
-      positions: jax.Array,
-      segment_ids: jax.Array | None,
-      *,
-      config: bd_config.BlockDiffusionConfig,
-      clean_tokens: jax.Array | None = None,
-  ) -> jax.Array:
-    ...
-
-
-class CachedLogitsFn(Protocol):
-  """A model call on one block against a block KV cache.
-
-  `cached_logits.block_logits_with_cache` is the implementation over Tunix
-  decoders; see it for the arguments. Returns `(logits, new_cache)`:
-  float32 `[batch, block_len, vocab]` target-aligned logits, equal to the
-  cache-free ones for these positions, and the cache with the first
-  `commit_length` columns committed.
-  """
-
-  def __call__(
-      self,
-      model: Any,
-      block_tokens: jax.Array,
-      block_positions: jax.Array,
-      block_segment_ids: jax.Array | None,
-      cache: Any,
-      *,
-      config: bd_config.BlockDiffusionConfig,
-      commit_length: int | None = None,
-      canvas_ids: jax.Array | None = None,
-  ) -> tuple[jax.Array, Any]:
-    ...
+# A cache-free model call with `diffusion_logits_fn`'s arguments: float32
+# `[batch, length, vocab]` target-aligned logits, the mask column at
+# `MASKED_LOGIT`.
+LogitsFn = Callable[..., jax.Array]
+# A model call on one block against a block KV cache with
+# `cached_logits.block_logits_with_cache`'s arguments: `(logits, new_cache)`,
+# the logits equal to the cache-free ones for these positions and the cache
+# with the first `commit_length` columns committed.
+CachedLogitsFn = Callable[..., tuple[jax.Array, Any]]
 
 
 def check_inputs(
@@ -141,6 +106,53 @@ def model_rows(model, tokens, positions, kv, mask, hidden=False):
   return raw.astype(jnp.float32), new_kv
 
 
+# Under `shifted` alignment the logit at position p comes from the token at
+# position p - 1 of the same segment (and canvas), wherever it sits
+# physically; these helpers find it by sorting, O(L log L).
+
+
+def gather_rows(values: jax.Array, index: jax.Array) -> jax.Array:
+  """`values[b, index[b, i]]` for `[batch, n, vocab]` values."""
+  return jnp.take_along_axis(values, index[:, :, None], axis=1)
+
+
+def sorted_order(positions, segment_ids, canvas_ids=None) -> jax.Array:
+  """Per-row order: pads first, then by (canvas, segment, position)."""
+  if canvas_ids is None:
+    return jnp.lexsort((positions, segment_ids), axis=-1)
+  return jnp.lexsort((positions, segment_ids, canvas_ids), axis=-1)
+
+
+def predecessors(
+    positions, segment_ids, canvas_ids=None
+) -> tuple[jax.Array, jax.Array]:
+  """Each token's logical predecessor: `(index, found)`, `[batch, length]`.
+
+  `index[b, i]` is the physical index of the token at logical position
+  `positions[b, i] - 1` in the same non-pad segment (and canvas, if
+  `canvas_ids` is given), valid where `found`. All inputs are int `[batch,
+  length]`, positions unique per segment (and canvas).
+  """
+  order = sorted_order(positions, segment_ids, canvas_ids)
+  sorted_pos = jnp.take_along_axis(positions, order, axis=1)
+  sorted_seg = jnp.take_along_axis(segment_ids, order, axis=1)
+  prev = lambda x: jnp.concatenate([x[:, :1], x[:, :-1]], axis=1)
+  found_sorted = (
+      (jnp.arange(order.shape[1]) > 0)[None, :]
+      & (sorted_seg != masks.PAD_SEGMENT_ID)
+      & (prev(sorted_seg) == sorted_seg)
+      & (prev(sorted_pos) == sorted_pos - 1)
+  )
+  if canvas_ids is not None:
+    sorted_canvas = jnp.take_along_axis(canvas_ids, order, axis=1)
+    found_sorted &= prev(sorted_canvas) == sorted_canvas
+  # The inverse permutation takes sorted-order results back to physical order.
+  rank = jnp.argsort(order, axis=1)
+  index = jnp.take_along_axis(prev(order), rank, axis=1)
+  found = jnp.take_along_axis(found_sorted, rank, axis=1)
+  return index, found
+
+
 def diffusion_logits_fn(
     model,
     tokens: jax.Array,
@@ -150,6 +162,7 @@ def diffusion_logits_fn(
     config: bd_config.BlockDiffusionConfig,
     clean_tokens: jax.Array | None = None,
     attention: str = splash_attention.DENSE,
+    hidden: bool = False,
 ) -> jax.Array:
   """Target-aligned block-diffusion logits of a canvas, in one forward.
 
@@ -163,6 +176,7 @@ def diffusion_logits_fn(
       `clean_context` layout, rejected by `single_canvas`.
     attention: `dense`, the model's call with a dense mask; `splash`, the
       Splash kernel (`splash_attention`: Qwen3, positions = physical index).
+    hidden: the same rows before the head (`diffusion_hidden_fn`).
 
   Returns:
     float32 `[batch, length, vocab]` target-aligned logits: index i predicts
@@ -170,68 +184,11 @@ def diffusion_logits_fn(
     `clean_context`, the logit comes from the clean copy of the previous
     block, as at inference. The mask column is `MASKED_LOGIT`.
   """
-  logits = _aligned_rows(
-      model,
-      tokens,
-      positions,
-      segment_ids,
-      config,
-      clean_tokens,
-      attention=attention,
-  )
-  return exclude_mask_token(logits, config.mask_token_id)
-
-
-def diffusion_hidden_fn(
-    model,
-    tokens: jax.Array,
-    positions: jax.Array,
-    segment_ids: jax.Array | None,
-    *,
-    config: bd_config.BlockDiffusionConfig,
-    clean_tokens: jax.Array | None = None,
-    attention: str = splash_attention.DENSE,
-) -> jax.Array:
-  """Target-aligned final hidden states: `diffusion_logits_fn` before the head.
-
-  `lm_head.dense_logits(lm_head.model_head(model, mask_id), hidden)` is
-  `diffusion_logits_fn`'s result (alignment is a row gather; rows without a
-  predecessor are 0). Returns `[batch, length, embed]` hidden rows in the
-  model's compute dtype.
-  """
-  # The mask id is checked by whoever applies the head (`lm_head.model_head`):
-  # a causal teacher's vocabulary may lack the student's mask token.
-  return _aligned_rows(
-      model,
-      tokens,
-      positions,
-      segment_ids,
-      config,
-      clean_tokens,
-      check_mask=False,
-      attention=attention,
-      hidden=True,
-  )
-
-
-def _aligned_rows(
-    model,
-    tokens,
-    positions,
-    segment_ids,
-    config,
-    clean_tokens,
-    check_mask=True,
-    attention=splash_attention.DENSE,
-    hidden=False,
-):
-  """Target-aligned rows `[batch, length, width]`: the model's float32
-  logits, or its final hidden states with `hidden`."""
   splash = splash_attention.check_attention(attention, "attention") == (
       splash_attention.SPLASH
   )
   tokens, positions, segment_ids = check_inputs(
-      model, tokens, positions, segment_ids, config, check_mask=check_mask
+      model, tokens, positions, segment_ids, config, check_mask=not hidden
   )
   length = tokens.shape[1]
   clean_context = config.layout == bd_config.CLEAN_CONTEXT
@@ -247,8 +204,8 @@ def _aligned_rows(
     clean_tokens = masks.check_ids("clean_tokens", clean_tokens, tokens.shape)
     # Both copies share positions (and segments).
     row_tokens = jnp.concatenate([tokens, clean_tokens], axis=1)
-    row_positions, row_segments = masks.clean_context_inputs(
-        positions, segment_ids
+    row_positions, row_segments = (
+        jnp.concatenate([x, x], axis=1) for x in (positions, segment_ids)
     )
   else:
     row_tokens, row_positions, row_segments = tokens, positions, segment_ids
@@ -261,8 +218,10 @@ def _aligned_rows(
         block_size=config.block_size,
         clean_context=clean_context,
     )
-    if not hidden:
-      raw = splash_attention.logits(model, raw)
+    if not hidden:  # Tunix Qwen3's head.
+      tied = model.config.use_tied_embedding
+      raw = (model.embedder.decode if tied else model.lm_head)(raw)
+      raw = raw.astype(jnp.float32)
   else:
     if clean_context:
       mask = masks.clean_context_mask(
@@ -279,11 +238,24 @@ def _aligned_rows(
     raw, _ = model_rows(model, row_tokens, row_positions, None, mask, hidden)
 
   if config.alignment == bd_config.SAME_POSITION:
-    return raw[:, :length]
-  index, found = alignment.predecessors(positions, segment_ids)
-  if clean_context:
-    # A block's first token is predicted from the end of the previous
-    # block, which is clean when this block is denoised at inference.
-    first_of_block = positions % config.block_size == 0
-    index = jnp.where(first_of_block, index + length, index)
-  return jnp.where(found[:, :, None], alignment.gather_rows(raw, index), 0)
+    rows = raw[:, :length]
+  else:
+    index, found = predecessors(positions, segment_ids)
+    if clean_context:
+      # A block's first token is predicted from the end of the previous
+      # block, which is clean when this block is denoised at inference.
+      first_of_block = positions % config.block_size == 0
+      index = jnp.where(first_of_block, index + length, index)
+    rows = jnp.where(found[:, :, None], gather_rows(raw, index), 0)
+  if hidden:
+    return rows
+  return exclude_mask_token(rows, config.mask_token_id)
+
+
+# `diffusion_logits_fn` before the head: target-aligned final hidden states,
+# `[batch, length, embed]` in the model's compute dtype, whose
+# `lm_head.dense_logits(lm_head.model_head(model, mask_id), rows)` are its
+# logits (alignment is a row gather; rows without a predecessor are 0). The
+# mask id is checked by whoever applies the head (`lm_head.model_head`): a
+# causal teacher's vocabulary may lack the student's mask token.
+diffusion_hidden_fn = functools.partial(diffusion_logits_fn, hidden=True)

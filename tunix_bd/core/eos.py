@@ -15,8 +15,6 @@ import numpy as np
 def fill_length(completion_end: int, block_size: int) -> int:
   """Logical end of the EOS-filled block: the smallest multiple of
   `block_size` >= `completion_end` (one past the first EOS)."""
-  if block_size < 1:
-    raise ValueError(f"block_size must be >= 1, got {block_size}.")
   return -(-completion_end // block_size) * block_size
 
 

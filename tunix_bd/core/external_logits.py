@@ -90,15 +90,8 @@ def model_calls(fn: Callable[[Any, Any], jax.Array]) -> dict[str, Any]:
   return dict(logits_fn=logits_fn, cached_logits_fn=CacheFree(logits_fn))
 
 
-def cache_free_logits_fn(cached_logits_fn: Any) -> diffusion_lm.LogitsFn | None:
-  """The `LogitsFn` of a `CacheFree` model call; None for a cached one."""
-  if isinstance(cached_logits_fn, CacheFree):
-    return cached_logits_fn.logits_fn
-  return None
-
-
 def replay_cache_free(model, trace, context, packed, config, fn, per_slot):
-  """`replay._replay` through a cache-free `LogitsFn`: one forward per canvas.
+  """`replay._replay` through `fn`, a `CacheFree`: one forward per canvas.
 
   Canvas c of each row is scored on a single canvas in logical order: the
   clean blocks before its block, its block, then pads; what the cached
@@ -133,7 +126,7 @@ def replay_cache_free(model, trace, context, packed, config, fn, per_slot):
         )
         for x, whole in zip((packed.tokens, packed.segment_ids), clean)
     )
-    logits = fn(model, tokens, position, segments, config=config)
+    logits = fn.logits_fn(model, tokens, position, segments, config=config)
     block = jnp.take_along_axis(
         logits, (start + jnp.arange(size))[:, :, None], axis=1
     )

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax.numpy as jnp
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
 from tunix_bd import compat
+from tunix_bd import config_utils
 
 # Family name -> its Tunix module and the model class it defines.
 _MODULES = {
@@ -58,10 +58,7 @@ def model_class(model_config: Any) -> type[Any]:
 
 def remat_config(model_config: Any, mode: str) -> Any:
   """The family's own `RematConfig` member named `mode` (`REMAT_MODES`)."""
-  if mode not in REMAT_MODES:
-    raise ValueError(
-        f"model.remat must be one of {list(REMAT_MODES)}, got {mode!r}."
-    )
+  config_utils.check_choice("model.remat", mode, REMAT_MODES)
   # Each family defines its own `RematConfig` enum.
   return _MODULES[family(model_config)][0].RematConfig[mode.upper()]
 
@@ -83,27 +80,3 @@ def _check_rope_theta(name: str, rope_theta: Any) -> None:
       " this model would compute another function than its checkpoint or"
       f" config describes; only rope_theta={applied} is exact."
   )
-
-
-def init_kv_cache(
-    model: Any, batch_size: int, cache_size: int, dtype: jnp.dtype
-) -> dict[str, dict[str, jnp.ndarray]]:
-  """An empty KV cache of a supported model, in Tunix's per-layer layout.
-
-  Qwen3 builds its own (`init_cache`); Qwen2 and Llama 3 read the same
-  layout in their attention but do not build it, so it is built here from
-  their config.
-  """
-  config = model.config
-  family(config)
-  if hasattr(model, "init_cache"):
-    return model.init_cache(batch_size, cache_size, dtype)
-  shape = (batch_size, cache_size, config.num_kv_heads, config.head_dim)
-  return {
-      f"layer_{i}": {
-          "k": jnp.zeros(shape, dtype),
-          "v": jnp.zeros(shape, dtype),
-          "end_index": jnp.zeros((batch_size,), jnp.int32),
-      }
-      for i in range(config.num_layers)
-  }

@@ -18,11 +18,10 @@ import flax
 import jax
 import jax.numpy as jnp
 from tunix_bd import config_utils
-from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
 from tunix_bd.core import scoring
+from tunix_bd.core.diffusion_lm import MASKED_LOGIT
 
-MASKED_LOGIT = diffusion_lm.MASKED_LOGIT
 # Vocabulary columns per chunk by default: a 152k vocabulary in 19 chunks,
 # whose `[rows, chunk]` float32 logits are 32 KiB per row.
 DEFAULT_CHUNK = 8192
@@ -115,11 +114,6 @@ def dense_logits(head: Head, hidden: jax.Array) -> jax.Array:
   return chunk_logits(head, hidden, 0, head.vocab_size)
 
 
-def check_chunk(chunk: Any, key: str = "model.logits_chunk") -> int:
-  """A chunk size as an int >= 1 (0 is the callers' "dense" switch)."""
-  return config_utils.check_int(key, chunk, 1)
-
-
 @dataclasses.dataclass(frozen=True)
 class Chunks:
   """Static chunking of a vocabulary: `count` chunks of `size` columns.
@@ -145,7 +139,9 @@ class Chunks:
 
 def chunks_of(vocab: int, chunk: int) -> Chunks:
   """`vocab` columns in chunks of `chunk` (checked; capped at `vocab`)."""
-  return Chunks(vocab, min(check_chunk(chunk), vocab))
+  return Chunks(
+      vocab, min(config_utils.check_int("model.logits_chunk", chunk, 1), vocab)
+  )
 
 
 def scan_chunks(body, init, chunks: Chunks):
@@ -188,27 +184,18 @@ def token_stats(
 ) -> tuple[jax.Array, jax.Array]:
   """Log-probs of `targets` and the argmax, `chunk` columns at a time.
 
-  Equal (to float rounding) to `scoring.token_log_probs(dense_logits(
-  head, hidden), targets, temperature)` and `jnp.argmax(dense_logits(...),
-  -1)`, gradients included, with `[rows, chunk]` logits at a time.
-
-  Args:
-    hidden: `[..., embed]` hidden rows (any float dtype).
-    targets: int `[...]` token ids.
-    temperature: as for `scoring.scale_logits` (static or traced).
-    chunk: vocabulary columns per chunk (>= 1; capped at the vocabulary).
-
-  Returns:
-    `(log_probs, argmax)`: float32 and int32 `[...]`; the argmax (of the
-    logits, untempered) carries no gradient.
+  `(log_probs, argmax)`, float32 and int32 `[...]` of `[..., embed]` hidden
+  rows (any float dtype) and int `[...]` targets: equal (to float rounding)
+  to `scoring.token_log_probs(dense_logits(head, hidden), targets,
+  temperature)` and `jnp.argmax(dense_logits(...), -1)`, gradients
+  included; the argmax (of the untempered logits) carries none. `chunk` is
+  capped at the vocabulary.
   """
   if targets.shape != hidden.shape[:-1]:
     raise ValueError(
         f"targets have shape {targets.shape}, the hidden rows"
         f" {hidden.shape[:-1]}."
     )
-  if not isinstance(temperature, jax.Array):
-    temperature = scoring.check_temperature(temperature)
   chunks = chunks_of(head.vocab_size, chunk)
   rows = targets.shape
   targets = targets.astype(jnp.int32)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from tunix_bd import config_utils
 
 PAD_SEGMENT_ID = 0
+CLEAN_CANVAS_ID = 0
 
 
 def check_ids(
@@ -37,42 +38,6 @@ def check_ids(
         f" positions it goes with), got {ids.shape}."
     )
   return ids.astype(jnp.int32)
-
-
-def _check_segment_pair(
-    q_segment_ids: Any,
-    kv_segment_ids: Any,
-    q_shape: tuple[int, ...],
-    kv_shape: tuple[int, ...],
-) -> tuple[jax.Array, jax.Array]:
-  """Validates segment ids; None on both sides means one segment."""
-  if (q_segment_ids is None) != (kv_segment_ids is None):
-    # Fail closed: a one-sided default would silently merge or split segments.
-    missing = "q_segment_ids" if q_segment_ids is None else "kv_segment_ids"
-    raise ValueError(
-        f"{missing} is None but the other segment ids are given; pass both"
-        " or neither."
-    )
-  if q_segment_ids is None:
-    return jnp.ones(q_shape, jnp.int32), jnp.ones(kv_shape, jnp.int32)
-  return (
-      check_ids("q_segment_ids", q_segment_ids, q_shape),
-      check_ids("kv_segment_ids", kv_segment_ids, kv_shape),
-  )
-
-
-# Named sub-masks. Each maps `[batch, q_len]` and `[batch, kv_len]` ids to a
-# `bool[batch, q_len, kv_len]` mask.
-
-
-def _block_causal(q_blocks: jax.Array, kv_blocks: jax.Array) -> jax.Array:
-  return kv_blocks[:, None, :] <= q_blocks[:, :, None]
-
-
-def _same_segment(q_segments: jax.Array, kv_segments: jax.Array) -> jax.Array:
-  # Equality with a non-pad key also rules out pad queries.
-  same = q_segments[:, :, None] == kv_segments[:, None, :]
-  return same & (kv_segments != PAD_SEGMENT_ID)[:, None, :]
 
 
 def block_causal_mask(
@@ -96,34 +61,21 @@ def block_causal_mask(
     q 3: 1 1 1 1 0
     q 4: 1 1 1 1 1
 
-  Args:
-    q_positions: int `[batch, q_len]` logical positions of the queries.
-    kv_positions: int `[batch, kv_len]` logical positions of the keys.
-    block_size: static number of tokens per block, >= 1.
-    q_segment_ids: int `[batch, q_len]`, 0 = pad; None (with
-      `kv_segment_ids` None) puts every position in one segment.
-    kv_segment_ids: int `[batch, kv_len]`, 0 = pad (or unwritten cache slot).
-
-  Returns:
-    `bool[batch, q_len, kv_len]`, True where the query attends the key.
+  Logical positions and segment ids (0 = pad or an unwritten cache slot;
+  None on both sides puts every position in one segment) are int `[batch,
+  q_len]` for the queries, `[batch, kv_len]` for the keys; `block_size` is
+  static. Returns `bool[batch, q_len, kv_len]`, True where q attends k.
   """
-  block_size = config_utils.check_int("block_size", block_size, 1)
-  q_positions = check_ids("q_positions", q_positions)
-  kv_positions = check_ids("kv_positions", kv_positions)
-  if q_positions.shape[0] != kv_positions.shape[0]:
-    raise ValueError(
-        f"q_positions batch size {q_positions.shape[0]} differs from"
-        f" kv_positions batch size {kv_positions.shape[0]}."
-    )
-  q_segments, kv_segments = _check_segment_pair(
-      q_segment_ids, kv_segment_ids, q_positions.shape, kv_positions.shape
+  clean = lambda x: jnp.full(jnp.shape(x), CLEAN_CANVAS_ID, jnp.int32)
+  return canvas_mask(
+      q_positions,
+      kv_positions,
+      block_size,
+      q_canvas_ids=clean(q_positions),
+      kv_canvas_ids=clean(kv_positions),
+      q_segment_ids=q_segment_ids,
+      kv_segment_ids=kv_segment_ids,
   )
-  return _block_causal(
-      q_positions // block_size, kv_positions // block_size
-  ) & _same_segment(q_segments, kv_segments)
-
-
-CLEAN_CANVAS_ID = 0
 
 
 def canvas_mask(
@@ -150,26 +102,42 @@ def canvas_mask(
   block_size = config_utils.check_int("block_size", block_size, 1)
   q_positions = check_ids("q_positions", q_positions)
   kv_positions = check_ids("kv_positions", kv_positions)
+  if q_positions.shape[0] != kv_positions.shape[0]:
+    raise ValueError(
+        f"q_positions batch size {q_positions.shape[0]} differs from"
+        f" kv_positions batch size {kv_positions.shape[0]}."
+    )
   q_canvas = check_ids("q_canvas_ids", q_canvas_ids, q_positions.shape)
   kv_canvas = check_ids("kv_canvas_ids", kv_canvas_ids, kv_positions.shape)
-  q_segments, kv_segments = _check_segment_pair(
-      q_segment_ids, kv_segment_ids, q_positions.shape, kv_positions.shape
-  )
+  if (q_segment_ids is None) != (kv_segment_ids is None):
+    # Fail closed: a one-sided default would silently merge or split segments.
+    missing = "q_segment_ids" if q_segment_ids is None else "kv_segment_ids"
+    raise ValueError(
+        f"{missing} is None but the other segment ids are given; pass both"
+        " or neither."
+    )
+  if q_segment_ids is None:  # One segment.
+    q_segment_ids = jnp.ones(q_positions.shape, jnp.int32)
+    kv_segment_ids = jnp.ones(kv_positions.shape, jnp.int32)
+  q_segments = check_ids("q_segment_ids", q_segment_ids, q_positions.shape)
+  kv_segments = check_ids("kv_segment_ids", kv_segment_ids, kv_positions.shape)
   q_blocks, kv_blocks = q_positions // block_size, kv_positions // block_size
   q_clean = (q_canvas == CLEAN_CANVAS_ID)[:, :, None]
   kv_clean = (kv_canvas == CLEAN_CANVAS_ID)[:, None, :]
   to_clean = jnp.where(
       q_clean,
-      _block_causal(q_blocks, kv_blocks),
+      kv_blocks[:, None, :] <= q_blocks[:, :, None],
       kv_blocks[:, None, :] < q_blocks[:, :, None],
   )
   same_canvas = (q_canvas[:, :, None] == kv_canvas[:, None, :]) & (
       q_blocks[:, :, None] == kv_blocks[:, None, :]
   )
   to_noisy = ~q_clean & same_canvas
-  return jnp.where(kv_clean, to_clean, to_noisy) & _same_segment(
-      q_segments, kv_segments
-  )
+  # Equality with a non-pad key also rules out pad queries.
+  same_segment = (q_segments[:, :, None] == kv_segments[:, None, :]) & (
+      kv_segments != PAD_SEGMENT_ID
+  )[:, None, :]
+  return jnp.where(kv_clean, to_clean, to_noisy) & same_segment
 
 
 def clean_context_mask(
@@ -180,10 +148,9 @@ def clean_context_mask(
 ) -> jax.Array:
   """The BD3-LM / Fast-dLLM v2 training mask for `[noisy copy ; clean copy]`.
 
-  Both copies carry the same positions and segment ids (see
-  `clean_context_inputs`); the noisy copy is one canvas per block, scored
-  by `canvas_mask`. For positions 0..2, block size 2 (noisy n0..n2, then
-  clean c0..c2):
+  Both copies carry the same positions and segment ids; the noisy copy is
+  one canvas per block, scored by `canvas_mask`. For positions 0..2, block
+  size 2 (noisy n0..n2, then clean c0..c2):
 
          n0 n1 n2 c0 c1 c2
     n0:   1  1  0  0  0  0
@@ -193,47 +160,25 @@ def clean_context_mask(
     c1:   0  0  0  1  1  0
     c2:   0  0  0  1  1  1
 
-  Args:
-    positions: int `[batch, length]` logical positions of one copy.
-    block_size: static number of tokens per block, >= 1.
-    segment_ids: int `[batch, length]` of one copy, 0 = pad; None means one
-      segment.
-
-  Returns:
-    `bool[batch, 2 * length, 2 * length]`; rows and columns are the noisy
-    copy followed by the clean copy.
+  `positions` and `segment_ids` (None: one segment) are one copy's, int
+  `[batch, length]`. Returns `bool[batch, 2 * length, 2 * length]`, the
+  noisy copy's rows and columns first.
   """
   block_size = config_utils.check_int("block_size", block_size, 1)
   positions = check_ids("positions", positions)
   if segment_ids is None:
     segment_ids = jnp.ones(positions.shape, jnp.int32)
   segment_ids = check_ids("segment_ids", segment_ids, positions.shape)
-  both_positions, both_segments = clean_context_inputs(positions, segment_ids)
+  both = lambda x: jnp.concatenate([x, x], axis=1)
   canvas_ids = jnp.concatenate(
       [positions // block_size + 1, jnp.zeros_like(positions)], axis=1
   )
   return canvas_mask(
-      both_positions,
-      both_positions,
+      both(positions),
+      both(positions),
       block_size,
       q_canvas_ids=canvas_ids,
       kv_canvas_ids=canvas_ids,
-      q_segment_ids=both_segments,
-      kv_segment_ids=both_segments,
+      q_segment_ids=both(segment_ids),
+      kv_segment_ids=both(segment_ids),
   )
-
-
-def clean_context_inputs(
-    positions: jax.Array, segment_ids: jax.Array | None = None
-) -> tuple[jax.Array, jax.Array | None]:
-  """Duplicates positions and segment ids for the `[noisy ; clean]` layout.
-
-  Returns `(positions, segment_ids)`, each int `[batch, length]` concatenated
-  with itself to `[batch, 2 * length]`; segment ids stay None if None.
-  """
-  positions = check_ids("positions", positions)
-  doubled_positions = jnp.concatenate([positions, positions], axis=1)
-  if segment_ids is None:
-    return doubled_positions, None
-  segment_ids = check_ids("segment_ids", segment_ids, positions.shape)
-  return doubled_positions, jnp.concatenate([segment_ids, segment_ids], axis=1)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd import compat
+from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
@@ -40,15 +41,15 @@ def check_trace(model, trace) -> trace_lib.Trace:
   return trace.validate(vocab_size=vocab if isinstance(vocab, int) else None)
 
 
-def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
+def _replay(model, trace, shape, cached_logits_fn, per_slot):
   """The packed replay of a trace, checked here.
 
   Args:
     shape: `(num_canvases, context_length)` as given to `replay_log_probs`.
     per_slot: `(logits [batch, width, vocab], targets [batch, width],
       temperature) -> [batch, width, ...]`, what each scored canvas column
-      contributes (hidden rows `[batch, width, embed]` with `hidden`).
-    hidden: `cached_logits_fn` gives hidden rows; the cache keeps them.
+      contributes (hidden rows `[batch, width, embed]` from
+      `cached_logits.block_hidden_with_cache`, which the cache then keeps).
 
   Returns:
     float32 `[batch, completion_len, ...]`: `per_slot` of each generated
@@ -61,10 +62,9 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
   )
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
-  logits_fn = external_logits.cache_free_logits_fn(cached_logits_fn)
-  if logits_fn is not None:
+  if isinstance(cached_logits_fn, external_logits.CacheFree):
     return external_logits.replay_cache_free(
-        model, trace, context, packed, config, logits_fn, per_slot
+        model, trace, context, packed, config, cached_logits_fn, per_slot
     )
   batch, context_len = context.tokens.shape
   block = config.block_size
@@ -74,7 +74,7 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot, hidden=False):
       batch,
       context_len + width,
       block_end_logits_of=block,
-      hidden_states=hidden,
+      hidden_states=cached_logits_fn is cached_logits.block_hidden_with_cache,
   )
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
 
@@ -205,12 +205,7 @@ def replay_log_probs(
     )[0]
 
   return _replay(
-      model,
-      trace,
-      shape,
-      cached_logits.block_hidden_with_cache,
-      per_slot,
-      hidden=True,
+      model, trace, shape, cached_logits.block_hidden_with_cache, per_slot
   )
 
 
@@ -224,7 +219,7 @@ def check_logits_chunk(logits_chunk, cached_logits_fn) -> int | None:
         "logits_chunk applies the model's own head to its hidden states, so"
         " it cannot use an injected cached_logits_fn; pass logits_chunk=None."
     )
-  return lm_head.check_chunk(logits_chunk)
+  return config_utils.check_int("model.logits_chunk", logits_chunk, 1)
 
 
 def replay_logits(
@@ -239,39 +234,22 @@ def replay_logits(
 ) -> jax.Array:
   """Each generated slot's target-aligned logits on its commit canvas.
 
-  `replay_log_probs`' forward keeping whole logits (`scoring.log_probs` of
-  them at `trace.temperature`, taken at `trace.tokens`, is
-  `replay_log_probs`); `action_logp` and `temperature` are not read. Returns float32 `[batch, completion_len, vocab]` logits; 0 where
-  `action_step == -1`.
+  float32 `[batch, completion_len, vocab]`, 0 where `action_step == -1`:
+  `replay_log_probs`' forward keeping whole logits (their
+  `scoring.log_probs` at `trace.temperature`, taken at `trace.tokens`, are
+  `replay_log_probs`); `action_logp` and `temperature` are not read.
   """
   return _replay(
       model, trace, (num_canvases, context_length), cached_logits_fn, _logits
   )
 
 
-def replay_hidden(
-    model,
-    trace: trace_lib.Trace,
-    *,
-    num_canvases: int | None = None,
-    context_length: int | None = None,
-) -> jax.Array:
-  """`replay_logits` before the head: each slot's aligned hidden row.
-
-  `lm_head.dense_logits(lm_head.model_head(model, mask_id), rows)` is
-  `replay_logits`; for consumers applying the head in chunks (OPD's KL).
-  Returns
-  float32 `[batch, completion_len, embed]` rows; 0 where `action_step ==
-  -1`.
-  """
-  return _replay(
-      model,
-      trace,
-      (num_canvases, context_length),
-      cached_logits.block_hidden_with_cache,
-      _logits,
-      hidden=True,
-  )
+# `replay_logits` before the head: float32 `[batch, completion_len, embed]`
+# rows, whose `lm_head.dense_logits` are `replay_logits`; for consumers
+# applying the head in chunks (OPD's KL).
+replay_hidden = functools.partial(
+    replay_logits, cached_logits_fn=cached_logits.block_hidden_with_cache
+)
 
 
 # The trace fields a prepared rollout carries as `model_inputs`; `bd` and

@@ -34,13 +34,8 @@ from tunix_bd.core import trace as trace_lib
         "logits_chunk",
     ),
 )
-def _replay_graph(graphdef, state, trace, *, cached_logits_fn, **kwargs):
-  return replay.replay_log_probs(
-      nnx.merge(graphdef, state),
-      trace,
-      cached_logits_fn=cached_logits_fn,
-      **kwargs,
-  )
+def _replay_graph(graphdef, state, trace, **kwargs):
+  return replay.replay_log_probs(nnx.merge(graphdef, state), trace, **kwargs)
 
 
 class Replayer:

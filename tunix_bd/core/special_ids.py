@@ -19,52 +19,21 @@ EXTRA_STOP_IDS_KEY = "rollout.extra_stop_ids"
 CHECKPOINT_STOP_IDS_ATTR = "tunix_bd_checkpoint_stop_ids"
 
 
-def _is_id(value: Any) -> bool:
-  return (
-      not isinstance(value, bool)
-      and hasattr(value, "__index__")
-      and int(value) >= 0
-  )
-
-
 def check_distinct(key: str, ids: Any) -> tuple[int, ...]:
   """`ids` as a tuple of ints >= 0, none repeated; errors name `key`."""
-  if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-    raise ValueError(f"{key} must be token ids (ints >= 0), got {ids!r}.")
-  if not all(_is_id(i) for i in ids):
+  if (
+      isinstance(ids, (str, bytes))
+      or not isinstance(ids, Sequence)
+      or not all(
+          not isinstance(i, bool) and hasattr(i, "__index__") and int(i) >= 0
+          for i in ids
+      )
+  ):
     raise ValueError(f"{key} must be token ids (ints >= 0), got {ids!r}.")
   ids = tuple(int(i) for i in ids)
   if len(set(ids)) != len(ids):
     raise ValueError(f"{key} has duplicates: {ids!r}.")
   return ids
-
-
-def stop_ids(
-    eos_id: int | None,
-    extra_stop_ids: Sequence[int] = (),
-    *,
-    key: str = EXTRA_STOP_IDS_KEY,
-) -> tuple[int, ...]:
-  """The stop ids of a stage: the tokenizer's EOS, then `extra_stop_ids`.
-
-  `eos_id` None (a tokenizer without one) leaves the extra ids to stop
-  alone; errors name `key`, the config key of `extra_stop_ids`.
-  """
-  extra = check_distinct(key, extra_stop_ids)
-  if eos_id is None:
-    if not extra:
-      raise ValueError(
-          f"the tokenizer has no EOS token and {key} is empty: set {key} to"
-          " the ids that end a completion."
-      )
-    return extra
-  eos_id = int(eos_id)
-  if eos_id in extra:
-    raise ValueError(
-        f"{key}={extra!r} repeats the tokenizer's EOS id {eos_id}, which is"
-        " always a stop id."
-    )
-  return (eos_id, *extra)
 
 
 def checkpoint_stop_ids(tokenizer: Any) -> tuple[int, ...]:
@@ -77,18 +46,26 @@ def checkpoint_stop_ids(tokenizer: Any) -> tuple[int, ...]:
 
 
 def tokenizer_stop_ids(
-    tokenizer: Any,
-    extra_stop_ids: Sequence[int] = (),
-    *,
-    key: str = EXTRA_STOP_IDS_KEY,
+    tokenizer: Any, extra_stop_ids: Sequence[int] = ()
 ) -> tuple[int, ...]:
-  """`stop_ids` of the tokenizer's EOS and `extra_stop_ids`, with its
-  checkpoint's other stop ids (`checkpoint_stop_ids`) after the EOS.
+  """A stage's stop ids: `ordered_stop_ids`, the extra ids checked.
 
-  An extra id that is already one of the checkpoint's is kept once.
+  A tokenizer without an EOS leaves the extra ids to stop alone; errors
+  name `rollout.extra_stop_ids`.
   """
-  stop_ids(tokenizer.eos_token_id, extra_stop_ids, key=key)
-  return ordered_stop_ids(tokenizer, extra_stop_ids)
+  key, eos_id = EXTRA_STOP_IDS_KEY, tokenizer.eos_token_id
+  extra = check_distinct(key, extra_stop_ids)
+  if eos_id is None and not extra:
+    raise ValueError(
+        f"the tokenizer has no EOS token and {key} is empty: set {key} to"
+        " the ids that end a completion."
+    )
+  if eos_id is not None and int(eos_id) in extra:
+    raise ValueError(
+        f"{key}={extra!r} repeats the tokenizer's EOS id {int(eos_id)}, which"
+        " is always a stop id."
+    )
+  return ordered_stop_ids(tokenizer, extra)
 
 
 def ordered_stop_ids(

@@ -33,11 +33,7 @@ _TILE = 128
 
 def check_attention(attention, key: str = "model.attention") -> str:
   """`attention` if it is one of `ATTENTIONS`; a ValueError naming `key`."""
-  if attention not in ATTENTIONS:
-    raise ValueError(
-        f"{key} must be one of {list(ATTENTIONS)}, got {attention!r}."
-    )
-  return attention
+  return config_utils.check_choice(key, attention, ATTENTIONS)
 
 
 def check_model(model, key: str = "model.attention") -> None:
@@ -183,17 +179,11 @@ def hidden_states(
 ) -> jax.Array:
   """The final-norm hidden states of the model's row, Splash attention.
 
-  Args:
-    tokens: int `[batch, n]` the model's row: one canvas, or `[noisy ;
-      clean]` (`n = 2 L`) when `clean_context`.
-    positions: int `[batch, n]`: the physical index in each copy on every
-      non-pad token.
-    segment_ids: int `[batch, n]`, 0 = pad.
-
-  Returns:
-    `[batch, n, embed]` in the model's compute dtype, equal to the dense
-    forward's at every non-pad token; NaN everywhere when traced positions
-    break the contract.
+  The row is int `[batch, n]`: one canvas, or `[noisy ; clean]` (`n = 2 L`)
+  when `clean_context`; every non-pad token's position is its index in its
+  copy. Returns `[batch, n, embed]` in the model's compute dtype, equal to
+  the dense forward's at every non-pad token; NaN everywhere when traced
+  positions break the contract.
   """
   check_model(model)
   copies = 2 if clean_context else 1
@@ -236,10 +226,3 @@ def hidden_states(
   x = model.final_norm(x)
   x = jnp.concatenate([c[:, :length] for c in jnp.split(x, copies, 1)], 1)
   return jnp.where(fits, x, jnp.nan)
-
-
-def logits(model, hidden: jax.Array) -> jax.Array:
-  """float32 `[..., vocab]`: Tunix Qwen3's head on final hidden states."""
-  if model.config.use_tied_embedding:
-    return model.embedder.decode(hidden).astype(jnp.float32)
-  return model.lm_head(hidden).astype(jnp.float32)

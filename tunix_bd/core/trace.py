@@ -20,10 +20,6 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import scoring
 
 
-def _is_concrete(*xs) -> bool:
-  return not any(isinstance(x, jax.core.Tracer) for x in xs)
-
-
 def _array(name: str, value: Any, ndim: int, integer: bool) -> Any:
   if not isinstance(value, jax.Array):
     value = np.asarray(value)
@@ -74,25 +70,16 @@ class Trace:
       pytree_node=False, default=None
   )
 
-  def blocks(self) -> np.ndarray:
-    """int `[batch, max_new_tokens]` logical block of each completion slot."""
-    lengths = np.asarray(self.prompt_lengths)[:, None]
-    width = np.asarray(self.tokens).shape[1]
-    return (lengths + np.arange(width)) // self.bd.block_size
-
   def validate(
       self, *, vocab_size: int | None = None, stop_ids: Sequence[int] = ()
   ) -> Trace:
     """The trace, checked against its rules (fail closed); the one validator.
 
     Static checks (types, ranks, dtypes, shapes, `bd`, `temperature`)
-    always run; value checks only on concrete arrays (not under `jit`).
-
-    Args:
-      vocab_size: if given, generated tokens must be ids in [0, vocab_size).
-      stop_ids: if given, every row must have generated exactly up to the
-        block holding its first generated stop token, or every block (the
-        stopping rule of `tunix_bd.core.eos`).
+    always run; value checks only on concrete arrays (not under `jit`),
+    with generated tokens in [0, `vocab_size`) if given, and with `stop_ids`
+    every row generated exactly up to the block of its first generated stop
+    token, or every block (the stopping rule of `tunix_bd.core.eos`).
     """
     bd = self.bd
     if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
@@ -124,15 +111,17 @@ class Trace:
             f"trace.{name} must have shape {tokens.shape} (that of tokens),"
             f" got {value.shape}."
         )
-    if not _is_concrete(lengths, tokens, steps, logp):
+    arrays = (lengths, tokens, steps, logp)
+    if any(isinstance(x, jax.core.Tracer) for x in arrays):
       return self
-    lengths, tokens, steps, logp = (
-        np.asarray(x) for x in (lengths, tokens, steps, logp)
-    )
-    try:
-      bd.validate_prompt_lengths(lengths)
-    except ValueError as e:
-      raise ValueError(f"trace.prompt_lengths: {e}") from e
+    lengths, tokens, steps, logp = (np.asarray(x) for x in arrays)
+    if bd.alignment == bd_config_lib.SHIFTED and (lengths < 1).any():
+      # Logical position 0 has no predicting logit: it must be prompt.
+      raise ValueError(
+          f"trace.prompt_lengths: alignment={bd_config_lib.SHIFTED!r} needs"
+          " logical position 0 to be prompt context, but rows"
+          f" {np.flatnonzero(lengths < 1).tolist()} have an empty prompt."
+      )
     if ((lengths < 1) | (lengths > prompt_len)).any():
       raise ValueError(
           f"trace.prompt_lengths must be in [1, {prompt_len}] (no empty"
@@ -222,3 +211,34 @@ def _check_stops(tokens, steps, lengths, block_size, stop_ids) -> None:
         f" {stop_block[bad].tolist()}: denoising left masked positions (or"
         " ran past a stop token)."
     )
+
+
+def to_tunix_layout(trace: Trace, *, pad_id: int) -> dict[str, np.ndarray]:
+  """A concrete trace's prompt and completion in Tunix's RL `TrainExample`
+  layout, without loss beside the trace's own fields (docs/design.md
+  "Trace"): NumPy `[batch, P]` and `[batch, T]` arrays.
+
+  `prompt_ids` int32 LEFT-padded with `pad_id` (as Tunix's
+  `RolloutOutput.left_padded_prompt_tokens`), `prompt_mask` bool True on
+  the real prompt tokens; `completion_ids` int32 RIGHT-padded (slot j in
+  column j, `pad_id` where never generated), `completion_mask` bool
+  `action_step >= 0` (every action, the slots after the first stop token
+  in its block included).
+  """
+  trace.validate()
+  prompt = np.asarray(trace.prompt_tokens)
+  lengths = np.asarray(trace.prompt_lengths)
+  width = prompt.shape[1]
+  # Left padding: real token i of row r goes to column width - P_r + i.
+  source = np.arange(width)[None, :] - (width - lengths[:, None])
+  prompt_mask = source >= 0
+  gathered = np.take_along_axis(prompt, np.clip(source, 0, width - 1), axis=1)
+  completion_mask = np.asarray(trace.action_step) >= 0
+  return dict(
+      prompt_ids=np.where(prompt_mask, gathered, pad_id).astype(np.int32),
+      prompt_mask=prompt_mask,
+      completion_ids=np.where(
+          completion_mask, np.asarray(trace.tokens), pad_id
+      ).astype(np.int32),
+      completion_mask=completion_mask,
+  )

@@ -87,26 +87,6 @@ def trained_options(
   return requested
 
 
-@dataclasses.dataclass(frozen=True)
-class EncodedConversation:
-  """Token ids of one conversation.
-
-  Attributes:
-    prompt_ids: the generation prompt of the turns before the final one
-      (`encode_prompt`), ending with the final turn's assistant header.
-    completion_ids: what the template renders after that prompt up to the
-      end of the final assistant content (a preamble such as Qwen3's empty
-      think block, then the content), followed by EOS.
-  """
-
-  prompt_ids: tuple[int, ...]
-  completion_ids: tuple[int, ...]
-
-  @property
-  def length(self) -> int:
-    return len(self.prompt_ids) + len(self.completion_ids)
-
-
 def validate_messages(messages: Messages, where: str = "conversation") -> None:
   """Checks the shape of a conversation, naming `where` in errors."""
   if not isinstance(messages, (list, tuple)) or not messages:
@@ -196,8 +176,9 @@ def encode_conversation(
     messages: Messages,
     where: str = "conversation",
     options: ChatOptions = ChatOptions(),
-) -> EncodedConversation:
-  """Encodes a conversation whose final assistant turn is the completion.
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+  """`(prompt_ids, completion_ids)` of a conversation whose final assistant
+  turn is the completion.
 
   The prompt ids are `encode_prompt(messages[:-1])`, the ids generation
   shows the model. The completion is located in the rendered text: the
@@ -275,5 +256,4 @@ def encode_conversation(
         "generation prompt and the assistant content, which encodes to the "
         "EOS or unk token."
     )
-  completion_ids = preamble_ids + answer_ids + (eos,)
-  return EncodedConversation(prompt_ids, completion_ids)
+  return prompt_ids, preamble_ids + answer_ids + (eos,)

@@ -17,7 +17,6 @@ import grain
 import numpy as np
 import transformers
 
-from tunix_bd import config_utils
 from tunix_bd.data import chat
 from tunix_bd.data import jsonl
 from tunix_bd.data import tasks as tasks_lib
@@ -73,6 +72,8 @@ class TokenizedDataset:
         "valid_mask": valid,
     }
 
+  __getitem__ = row  # A grain random-access source (`batches`).
+
 
 def embedded_conversations(
     mix: tasks_lib.TaskMix, split: str, num_examples: int
@@ -81,22 +82,6 @@ def embedded_conversations(
   return [
       Conversation(e.messages(), e.task, f"{split}[{i}]")
       for i, e in enumerate(mix.examples(split, num_examples))
-  ]
-
-
-def jsonl_conversations(
-    path: str, *, held_out: bool = False
-) -> list[Conversation]:
-  """A user's chat or prompt/completion JSONL file, each named `path:line`.
-
-  `held_out` also reads `{"prompt", "answer"}` records (`jsonl`'s
-  `"held_out"` kind): prompts to decode, scored against their answer.
-  """
-  return [
-      Conversation(r["messages"], JSONL_TASK, where)
-      for where, r in jsonl.read_jsonl_records(
-          path, kind="held_out" if held_out else "sft"
-      )
   ]
 
 
@@ -117,8 +102,14 @@ def split_conversations(data: Any, split: str) -> list[Conversation]:
   """
   path = getattr(data, split)
   if path:
-    # A held-out file may hold prompts with answers, as GRPO's does.
-    return jsonl_conversations(path, held_out=split == "eval")
+    # A user's chat or prompt/completion JSONL file, each record named
+    # `path:line`. A held-out file may also hold `{"prompt", "answer"}`
+    # records, as GRPO's does (`jsonl`'s "held_out" kind).
+    kind = "held_out" if split == "eval" else "sft"
+    return [
+        Conversation(r["messages"], JSONL_TASK, where)
+        for where, r in jsonl.read_jsonl_records(path, kind=kind)
+    ]
   return embedded_conversations(
       _task_mix(data), split, getattr(data, f"num_{split}")
   )
@@ -163,7 +154,7 @@ def prompt_records(
     records = jsonl.read_jsonl(data.prompts, kind="rl")
     records = [dict(r, task=JSONL_TASK) for r in records]
     return records, f"data.prompts={data.prompts!r}"
-  config_utils.check_int("data.num_prompts", data.num_prompts, 1)
+  # `DataSettings` checked `data.num_prompts`.
   records = [
       {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
       for e in _task_mix(data).examples("eval", data.num_prompts)
@@ -192,18 +183,18 @@ def tokenize(
   prompt_lengths = np.zeros(len(conversations), np.int32)
   lengths = np.zeros(len(conversations), np.int32)
   for i, conversation in enumerate(conversations):
-    encoded = chat.encode_conversation(
+    prompt_ids, completion_ids = chat.encode_conversation(
         tokenizer, conversation.messages, conversation.where, options
     )
-    if encoded.length > max_length:
+    ids = prompt_ids + completion_ids
+    if len(ids) > max_length:
       raise ValueError(
-          f"{conversation.where}: {encoded.length} tokens do not fit in "
+          f"{conversation.where}: {len(ids)} tokens do not fit in "
           f"data.max_length={max_length}; raise data.max_length or drop the "
           "record."
       )
-    ids = encoded.prompt_ids + encoded.completion_ids
     tokens[i, : len(ids)] = ids
-    prompt_lengths[i] = len(encoded.prompt_ids)
+    prompt_lengths[i] = len(prompt_ids)
     lengths[i] = len(ids)
   return TokenizedDataset(tokens, prompt_lengths, lengths, tuple(conversations))
 
@@ -232,19 +223,6 @@ def check_batch_size(
     )
 
 
-class _Rows(grain.sources.RandomAccessDataSource):
-  """Exposes a TokenizedDataset's rows to grain."""
-
-  def __init__(self, dataset: TokenizedDataset):
-    self._dataset = dataset
-
-  def __len__(self) -> int:
-    return len(self._dataset)
-
-  def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-    return self._dataset.row(int(index))
-
-
 def batches(
     dataset: TokenizedDataset,
     batch_size: int,
@@ -265,37 +243,8 @@ def batches(
   if batch_size < 1:
     raise ValueError(f"{key} must be >= 1, got {batch_size}.")
   check_batch_size(dataset, batch_size, key)
-  ds = grain.MapDataset.source(_Rows(dataset))
+  ds = grain.MapDataset.source(dataset)
   if shuffle:
     ds = ds.seed(seed).shuffle()
   ds = ds.repeat(num_epochs)
   return ds.batch(batch_size, drop_remainder=True)
-
-
-def train_and_eval_batches(
-    train_data: TokenizedDataset,
-    eval_data: TokenizedDataset,
-    *,
-    batch_size: int,
-    eval_batch_size: int,
-    seed: int,
-) -> tuple[grain.MapDataset, grain.MapDataset]:
-  """An AR training run's streams of `batches`, keys named for errors.
-
-  `(train_batches, eval_batches)`: `[batch_size, max_length]` batches
-  reshuffled every epoch from `seed`, forever; one unshuffled pass of
-  `[eval_batch_size, max_length]` batches. MapDatasets, not iterators:
-  Tunix re-iterates the eval data at each evaluation.
-  """
-  train_batches = batches(
-      train_data, batch_size, seed=seed, key="train.batch_size"
-  )
-  eval_batches = batches(
-      eval_data,
-      eval_batch_size,
-      seed=0,
-      num_epochs=1,
-      shuffle=False,
-      key="eval.batch_size",
-  )
-  return train_batches, eval_batches

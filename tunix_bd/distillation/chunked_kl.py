@@ -25,8 +25,6 @@ must be excluded ones (probability 0 on both sides, as the dense path's
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from tunix_bd.core import diffusion_lm
@@ -152,15 +150,3 @@ def distill_stats(
       "teacher_nll": lse_teacher - picks,
       "agree": student_best[1] == teacher_argmax,
   }
-
-
-def teacher_head(teacher: Any, mask_token_id: int) -> lm_head.Head:
-  """The teacher's head, the mask id excluded when it is in its vocabulary.
-
-  A mask id past the teacher's vocabulary (the one SFT added) is excluded on
-  the student's side (`distill_stats` checks it).
-  """
-  head = lm_head.model_head(teacher)
-  if mask_token_id < head.vocab_size:
-    head = lm_head.model_head(teacher, mask_token_id)
-  return head

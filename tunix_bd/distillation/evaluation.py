@@ -14,7 +14,6 @@ steps as a Tunix `TrainingHooks` and logs `decode/...` metrics.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Sequence
 
 from absl import logging
@@ -23,13 +22,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tunix_bd import compat
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
-from tunix_bd.evaluation import held_out
-from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
+from tunix_bd.training import progress
 
 
 @nnx.jit(static_argnames=("strategy",))
@@ -40,8 +38,11 @@ def _kl_sums(model, targets, strategy):
 
 
 @dataclasses.dataclass
-class DecodeEvaluation(compat.TrainingHooks):
+class DecodeEvaluation(progress.ProgressLines):
   """Greedy decode evaluation at several thresholds, every N update steps.
+
+  Tunix's trainer holds one `TrainingHooks`: this one also prints the
+  run's progress lines (`ProgressLines`), each step's before its evaluation.
 
   Attributes:
     prompts: held-out prompts with their answers.
@@ -53,6 +54,7 @@ class DecodeEvaluation(compat.TrainingHooks):
     batch_size: prompts per decoding call.
     every_n_steps: evaluate when the update step is a multiple (0: never).
     history: `(step, metrics)` of every evaluation so far.
+    description: the progress lines' prefix.
   """
 
   prompts: prompts_lib.PromptSet
@@ -66,6 +68,10 @@ class DecodeEvaluation(compat.TrainingHooks):
   history: list[tuple[int, dict[str, float]]] = dataclasses.field(
       default_factory=list
   )
+  description: str = "On-policy distillation"
+
+  def __post_init__(self):
+    progress.ProgressLines.__init__(self, self.description)
 
   def evaluate(self, model) -> dict[str, float]:
     """Metrics of `model` on the prompts (see the module docstring)."""
@@ -88,7 +94,7 @@ class DecodeEvaluation(compat.TrainingHooks):
           float(x) for x in _kl_sums(model, targets, strategy=self.strategy)
       ]
 
-    results = held_out.greedy(
+    results = prompt_batches.greedy(
         model,
         self.prompts,
         bd=self.strategy.bd,
@@ -98,7 +104,7 @@ class DecodeEvaluation(compat.TrainingHooks):
         batch_size=self.batch_size,
         on_first_batch=add_kl,
     )
-    metrics = held_out.greedy_metrics(results)
+    metrics = prompt_batches.greedy_metrics(results)
     metrics[f"kl@{next(iter(results))}"] = float(kl[0] / max(kl[1], 1e-30))
     return metrics
 
@@ -124,53 +130,10 @@ class DecodeEvaluation(compat.TrainingHooks):
       metrics = self.run(trainer, trainer.train_steps)
     return metrics
 
-  def on_train_start(self, train_ctx):
-    pass
-
-  def on_train_end(self, train_ctx):
-    pass
-
-  def on_train_step_start(self, train_ctx):
-    pass
-
   def on_train_step_end(self, train_ctx, train_step, train_loss):
-    del train_step, train_loss  # The model is at `train_ctx.train_steps`.
-    step = train_ctx.train_steps
+    super().on_train_step_end(train_ctx, train_step, train_loss)
+    step = train_ctx.train_steps  # The model is at this step.
     done = {s for s, _ in self.history}
     due = self.every_n_steps and step % self.every_n_steps == 0
     if due and step not in done:
       self.run(train_ctx, step)
-
-  def on_eval_step_start(self, train_ctx):
-    pass
-
-  def on_eval_step_end(self, train_ctx, eval_loss):
-    pass
-
-
-def write_report(
-    workdir: str,
-    *,
-    canvas: str,
-    steps: int,
-    before: dict[str, float],
-    after: dict[str, float],
-    export_dir: str,
-) -> None:
-  """Writes `report.json` (steps, metrics before and after) and prints it.
-
-  Args:
-    canvas: `opd.canvas`, for the printed title.
-    steps: the update steps trained.
-    before, after: `DecodeEvaluation` metrics, the same names in both.
-    export_dir: where the student was exported.
-  """
-  report = {"steps": steps, "before": before, "after": after}
-  report_lib.write_json(os.path.join(workdir, "report.json"), report)
-  lines = [f"opd ({canvas}): {steps} steps"]
-  lines += [
-      f"  {name:<28} {before[name]:8.3f} -> {after[name]:8.3f}"
-      for name in before
-  ]
-  lines.append(f"  student exported to {export_dir}")
-  print("\n".join(lines))

@@ -92,17 +92,10 @@ def rollout_batches(
     corruption: corruption_lib.SftCorruptionConfig | None,
     num_micro_batches: int = 1,
 ) -> list[OpdBatch]:
-  """The micro-batches of one rolled-out global batch of update `step`.
-
-  Args:
-    trace: the global batch's rollout (concrete arrays).
-    step: the update step (with the row index it keys the corruption).
-    eos_id: the EOS id of the `corrupted` canvas's fill.
-    corruption: the `corrupted` canvas's noise.
-    num_micro_batches: k, equal splits of the rows (GA).
-
-  Returns:
-    k `OpdBatch`es carrying the global batch's total weight.
+  """The k = `num_micro_batches` equal micro-batches of one rolled-out
+  global batch (`trace`, concrete arrays) of update `step`, each carrying
+  the global batch's total weight. `step` and the row index key the
+  `corrupted` canvas's draws of `corruption`; `eos_id` is its fill.
   """
   trace = trace.replace(
       prompt_tokens=np.asarray(trace.prompt_tokens, np.int32),
@@ -201,25 +194,19 @@ class StudentRolloutSource(compat.DataHooks):
     """Builds the source (the denoiser is built at the first batch).
 
     Args:
-      prompts: the prompt stream, cycled in a per-epoch shuffled order.
-      bd: the student's block-diffusion settings.
+      prompts: cycled in a per-epoch shuffled order.
       decode: the rollout's denoising settings (temperature > 0 samples).
-      canvas: one of `CANVASES`.
       batch_size: rows per micro-batch.
-      gradient_accumulation_steps: micro-batches per update.
       max_steps: updates to serve; then None ends training.
       seed: seeds prompt order, rollout sampling and corruption.
-      eos_id: the EOS id (the fill of `corrupted` canvases).
+      eos_id: the fill of `corrupted` canvases.
       corruption: the `corrupted` canvas's noise (uniform weights, not
         complementary).
       time_budget_s: stop at the first update boundary after this many
-        seconds of training (for equal-time comparisons); None: no limit.
+        seconds of training; None: no limit.
       logits_fn, cached_logits_fn: the student's model calls, as for
-        `denoise.Denoiser` (`external_logits.model_calls` for a Tunix
-        `DiffusionLogitsFn`).
+        `denoise.Denoiser`.
     """
-    if canvas not in CANVASES:
-      raise ValueError(f"opd.canvas must be one of {CANVASES}, got {canvas!r}.")
     if canvas == CORRUPTED:
       if corruption is None:
         raise ValueError("opd.canvas='corrupted' needs a corruption config.")

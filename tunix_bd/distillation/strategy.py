@@ -9,10 +9,10 @@ the jitted step, dropping other fields, so `get_teacher_outputs` (eager,
 outside the gradient) returns an `OpdTargets` holding the teacher's view
 AND the prepared student inputs; the loss reads only `teacher_output`.
 
-With `logits_chunk` the targets hold the teacher's hidden rows and head
-instead of its `[batch, T, vocab]` log-probs, and the loss applies both
-heads chunk by chunk (`chunked_kl`): no `[batch, T, vocab]` array of either
-model exists, and the values equal the dense path's to float rounding.
+With `logits_chunk` the targets hold the teacher's hidden rows and head,
+and the loss applies both heads chunk by chunk (`chunked_kl`): no `[batch,
+T, vocab]` array of either model exists; the values equal the dense path's
+to float rounding.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
 def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
   """`[batch, T, teacher_embed]` the teacher's target-aligned hidden rows.
 
-  `chunked_kl.teacher_head` maps row j to `teacher_lib.aligned_logits` at
+  The teacher's head maps row j to `teacher_lib.aligned_logits` at
   slot j. Compiled, with no head in the program.
   """
   hidden = diffusion_lm.diffusion_hidden_fn(
@@ -103,14 +103,11 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       ),
       logits_chunk: int | None = None,
   ):
-    """Builds the strategy.
+    """Builds the strategy; `canvas`, `temperature` and `hard_loss_weight`
+    are the `opd` section's (`settings.OpdSettings`), `bd` and `vocab_size`
+    the student's.
 
     Args:
-      bd: the student's block-diffusion settings.
-      vocab_size: the student's vocabulary size.
-      canvas: one of `sources.CANVASES`.
-      temperature: tau, the distillation temperature (> 0).
-      hard_loss_weight: weight of the CE on the teacher's argmax (>= 0).
       logits_fn: the student's cache-free model call (`corrupted` canvas).
       cached_logits_fn: the student's cached model call (`trace` canvas,
         replayed by `core.replay.replay_logits`).
@@ -118,15 +115,8 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
         this many vocabulary columns at a time (the model calls must then
         be the defaults).
     """
-    if canvas not in sources.CANVASES:
-      raise ValueError(
-          f"opd.canvas must be one of {sources.CANVASES}, got {canvas!r}."
-      )
+    # `OpdSettings` checked `opd.canvas` and `opd.hard_loss_weight`.
     self.temperature = scoring.check_temperature(temperature, "opd.temperature")
-    if isinstance(hard_loss_weight, bool) or not hard_loss_weight >= 0:
-      raise ValueError(
-          f"opd.hard_loss_weight must be >= 0, got {hard_loss_weight!r}."
-      )
     self.bd, self.canvas, self.vocab_size = bd, canvas, vocab_size
     self.hard_loss_weight = float(hard_loss_weight)
     self.logits_fn = logits_fn
@@ -142,17 +132,18 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
   def _teacher_log_probs(
       self, teacher, tokens, positions, segment_ids, completion
   ):
-    # `BaseStrategy` jits this: the prompt width comes from static shapes.
-    return teacher_lib.completion_log_probs(
+    # `BaseStrategy` jits this. Only the completion columns are normalized,
+    # so the step holds `[batch, T, vocab]`, not `[batch, length, vocab]`.
+    logits = teacher_lib.aligned_logits(
         teacher,
         tokens,
         positions,
         segment_ids,
-        prompt_width=tokens.shape[1] - completion.shape[1],
         vocab_size=self.vocab_size,
         mask_token_id=self.bd.mask_token_id,
-        temperature=self.temperature,
     )
+    prompt_width = tokens.shape[1] - completion.shape[1]
+    return scoring.log_probs(logits[:, prompt_width:], self.temperature)
 
   def get_teacher_outputs(self, teacher_model, inputs) -> OpdTargets:
     """The teacher's view of the clean rollouts, plus the student's inputs.
@@ -174,11 +165,8 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           f" {self.bd}; the student must roll out with the settings it is"
           " trained under."
       )
+    # `sources.rollout_batches` weights only generated slots, with 0 or 1.
     weights = np.asarray(batch.weights)
-    if (weights < 0).any() or not np.isfinite(weights).all():
-      raise ValueError("OPD weights must be finite and >= 0.")
-    if (weights[np.asarray(batch.trace.action_step) < 0] != 0).any():
-      raise ValueError("OPD weights must be 0 on slots never generated.")
     same_position = self.bd.alignment == bd_config_lib.SAME_POSITION
     width = np.shape(batch.trace.prompt_tokens)[1]
     if self.canvas == sources.CORRUPTED and same_position:
@@ -200,9 +188,11 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     teacher_logp = teacher_hidden = teacher_head = None
     if self.logits_chunk:
       teacher_hidden = _teacher_hidden(*args, prompt_width=width)
-      teacher_head = chunked_kl.teacher_head(
-          teacher_model, self.bd.mask_token_id
-      )
+      # The mask id is excluded where it is in the teacher's vocabulary; the
+      # one SFT added past it is the student's (`distill_stats` checks it).
+      teacher_head = lm_head.model_head(teacher_model)
+      if self.bd.mask_token_id < teacher_head.vocab_size:
+        teacher_head = lm_head.model_head(teacher_model, self.bd.mask_token_id)
     else:
       teacher_logp = self._teacher_forward_fn(
           *args, jnp.asarray(batch.trace.tokens)
@@ -310,10 +300,8 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     return self.compute_loss(logits, teacher_output, None)
 
   def compute_eval_loss(self, student_output, labels):
+    # Unreached: the source serves no eval batches.
     raise ValueError(
         "OPD has no loss evaluation (Tunix evaluates without a teacher); it"
         " evaluates by decoding (`tunix_bd.distillation.evaluation`)."
     )
-
-  def get_eval_loss(self, student_model, inputs):
-    return self.compute_eval_loss(None, None)

@@ -19,11 +19,8 @@ from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
-from tunix_bd.core import scoring
 from tunix_bd.core import special_ids
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
 
 
 def ar_config(mask_token_id: int) -> bd_config_lib.BlockDiffusionConfig:
@@ -90,8 +87,8 @@ def check_compatible(
   # An SDAR student's import may have moved its pad off a stop id that is
   # the teacher's pad (`bd_formats.adapt_tokenizer`): one more added token.
   moved_pad = (
-      student_tokenizer.pad_token == bd_formats_tokenizer.PAD_TOKEN
-      and bd_formats_tokenizer.PAD_TOKEN in extra
+      student_tokenizer.pad_token == bd_formats.PAD_TOKEN
+      and bd_formats.PAD_TOKEN in extra
       and teacher_tokenizer.pad_token_id
       in special_ids.checkpoint_stop_ids(student_tokenizer)
   )
@@ -112,23 +109,8 @@ def check_compatible(
         " block-diffusion student"
         f" {fingerprint_lib.tokenizer_digest(student_tokenizer)}; they must"
         " be identical (the student may only add its mask token, and the"
-        f" pad {bd_formats_tokenizer.PAD_TOKEN!r} its SDAR import gave it)."
+        f" pad {bd_formats.PAD_TOKEN!r} its SDAR import gave it)."
     )
-
-
-def load_tokenizer(
-    teacher_dir: str, chat_template: str, student_tokenizer: Any
-) -> Any:
-  """The tokenizer of teacher `model.teacher`, checked (`check_compatible`).
-
-  `chat_template` (`data.chat_template`) replaces its template when set, as
-  it does the student's, so the teacher scores the prompts as rendered.
-  """
-  tokenizer = tokenizer_lib.load_tokenizer(
-      teacher_dir, chat_template, key="model.teacher"
-  )
-  check_compatible(teacher_dir, tokenizer, student_tokenizer)
-  return tokenizer
 
 
 def aligned_logits(
@@ -175,38 +157,3 @@ def aligned_logits(
       segment_ids,
       config=ar_config(mask_token_id),
   )
-
-
-def completion_log_probs(
-    teacher: Any,
-    tokens: jax.Array,
-    positions: jax.Array,
-    segment_ids: jax.Array,
-    *,
-    prompt_width: int,
-    vocab_size: int,
-    mask_token_id: int,
-    temperature: float,
-) -> jax.Array:
-  """The teacher's log-probs at the completion slots of sequence rows.
-
-  Only the completion columns are normalized, so the `[batch, T, vocab]`
-  output (not `[batch, length, vocab]`) is what the step holds.
-
-  Args:
-    teacher, tokens, positions, segment_ids, vocab_size, mask_token_id: as
-      for `aligned_logits`; rows in `canvases.sequence` layout.
-    prompt_width: P, the column where completions start.
-
-  Returns:
-    float32 `[batch, length - P, vocab_size]` log-probabilities.
-  """
-  logits = aligned_logits(
-      teacher,
-      tokens,
-      positions,
-      segment_ids,
-      vocab_size=vocab_size,
-      mask_token_id=mask_token_id,
-  )
-  return scoring.log_probs(logits[:, prompt_width:], temperature)

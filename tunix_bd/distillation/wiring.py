@@ -23,7 +23,6 @@ import jax
 
 from tunix_bd import compat
 from tunix_bd import mesh as mesh_lib
-from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.distillation import evaluation as evaluation_lib
 from tunix_bd.distillation import settings as settings_lib
@@ -31,14 +30,7 @@ from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.training import aux_metrics
-from tunix_bd.training import hook_chain
 from tunix_bd.training import options
-from tunix_bd.training import progress
-
-
-def model_inputs(batch: Any) -> dict[str, Any]:
-  """The `gen_model_input_fn`: the whole batch, as the strategy's input."""
-  return {"batch": batch}
 
 
 class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
@@ -54,15 +46,11 @@ class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
       *,
       source: sources.StudentRolloutSource,
       fingerprint: Mapping[str, Any] | None = None,
-      training_hooks=None,
   ):
     """Builds the trainer; a checkpoint in its directory is restored.
 
-    Args:
-      training_config: Tunix's config; its gradient accumulation must equal
-        the source's, and `max_inflight_computations` must be 1.
-      fingerprint: stored in every checkpoint's metadata.
-      training_hooks: e.g. the decode evaluation.
+    `training_config`'s gradient accumulation must equal the source's, and
+    its `max_inflight_computations` must be 1.
     """
     accumulation = training_config.gradient_accumulation_steps or 1
     if accumulation != source.accumulation:
@@ -79,37 +67,14 @@ class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
     super().__init__(
         student_model, teacher_model, strategy, optimizer, training_config
     )
-    self.with_gen_model_input_fn(model_inputs)
+    # The whole batch is the strategy's input.
+    self.with_gen_model_input_fn(lambda batch: {"batch": batch})
     self.with_data_hooks(source)
-    if training_hooks is not None:
-      self.with_training_hooks(training_hooks)
 
   def run(self) -> None:
     """Trains until the source ends (max steps or time budget)."""
     # The data hooks serve every batch; the iterable is never read.
     self.train([], None)
-
-
-def train_and_eval_prompts(
-    student_sources: Any, data: Any, max_prompt_length: int
-) -> tuple[prompts_lib.PromptSet, prompts_lib.PromptSet]:
-  """The `data` section's train and held-out prompts, as the student reads.
-
-  Rendered as the student was trained to (its export's chat switches) and
-  encoded with its tokenizer; every prompt is checked before any compute.
-
-  Args:
-    student_sources: the student's converted sources
-      (`run.sources.ConvertedSources`: its `tokenizer`, `chat_options`).
-    data: the `data` section (`dataset.conversations`); a conversation's
-      last assistant turn is re-generated.
-    max_prompt_length: `rollout.max_prompt_length`.
-  """
-  train, held_out = dataset_lib.conversations(data)
-  return tuple(
-      student_sources.encode_prompts(conversations, max_prompt_length)
-      for conversations in (train, held_out)
-  )
 
 
 def build_trainer(
@@ -131,20 +96,10 @@ def build_trainer(
 ) -> tuple[OpdTrainer, evaluation_lib.DecodeEvaluation]:
   """`(trainer, evaluation)` of an OPD run, its checkpoint (if any) restored.
 
-  Args:
-    teacher: the causal teacher (frozen), checked against the student.
-    student_sources: the student's converted sources
-      (`run.sources.ConvertedSources`): its block-diffusion settings `bd`,
-      denoising settings `decode` (rollouts and evaluation) and `tokenizer`.
-    train_prompts: the prompts the student rolls out on.
-    eval_prompts: the held-out prompts with their answers.
-    opd, train, corruption, eval_settings: the checked `opd`, `train`
-      (with its time budget), `corruption` and `eval` sections
-      (`eval`: a `training.options.EvalSettings`).
-    workdir: the run directory (checkpoints, metrics).
-    seed: `config.seed`, for the rollouts.
-    logits_chunk: `model.precision.chunk`.
-    fingerprint: stored in every checkpoint's metadata.
+  `student_sources` are the student's `run.sources.ConvertedSources` (its
+  `bd`, `decode` for rollouts and evaluation, `tokenizer`); `opd`, `train`,
+  `corruption` and `eval_settings` the checked sections; `seed` is
+  `config.seed` and `logits_chunk` `model.precision.chunk`.
   """
   bd, decode = student_sources.bd, student_sources.decode
   tokenizer = student_sources.tokenizer
@@ -169,6 +124,7 @@ def build_trainer(
       corruption=corruption,
       time_budget_s=train.seconds,
   )
+  description = f"On-policy distillation ({opd.canvas})"
   evaluation = evaluation_lib.DecodeEvaluation(
       prompts=eval_prompts,
       teacher=teacher,
@@ -178,10 +134,10 @@ def build_trainer(
       tokenizer=tokenizer,
       batch_size=eval_settings.batch_size,
       every_n_steps=train.eval_every_n_steps,
+      description=description,
   )
   # The source serves no eval batches, so Tunix runs no loss evaluation;
   # `train.eval_every_n_steps` paces the decode evaluation instead.
-  description = f"On-policy distillation ({opd.canvas})"
   training_config = options.training_config(train, workdir, description)
   training_config.max_inflight_computations = 1
   with mesh_lib.tunix_context(mesh):
@@ -193,9 +149,6 @@ def build_trainer(
         training_config,
         source=source,
         fingerprint=fingerprint,
-        # A step's progress line, then the evaluation due after it.
-        training_hooks=hook_chain.HookChain(
-            progress.ProgressLines(description), evaluation
-        ),
     )
+  trainer.with_training_hooks(evaluation)
   return trainer, evaluation

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from absl import logging
 from flax import nnx
 import numpy as np
 import transformers
@@ -136,11 +137,14 @@ def write_exact_match(
           "predictions": prediction_records(conversations, predictions),
       },
   )
-  print(
-      report.percent_table(
-          f"AR teacher greedy exact match on {len(conversations)}"
-          " eval examples (Tunix Sampler):",
-          scores,
-      )
+  width = max(len(k) for k in scores)
+  table = "\n".join(
+      [
+          f"AR teacher greedy exact match on {len(conversations)} eval"
+          " examples (Tunix Sampler):"
+      ]
+      + [f"  {k:<{width}}  {v:7.2%}" for k, v in scores.items()]
   )
+  logging.info("%s", table)
+  print(table)
   return scores

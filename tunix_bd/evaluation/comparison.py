@@ -5,8 +5,9 @@ headline, and the tokens-per-forward ceiling of a block decoder.
 
 The rows are `comparison_report.evaluate`'s, one per method: Tunix's
 `Sampler` on the AR teacher (`AR_SAMPLER`, the reference), the teacher in
-tunix_bd's decoding loop with one-token blocks (`AR_LOOP`) and the converted
-model at each commit threshold (`threshold_method`).
+tunix_bd's loop with one-token blocks (`AR_LOOP`: separates what parallel
+denoising saves from what the implementation does) and the converted model
+at each commit threshold (`threshold_method`).
 """
 
 from __future__ import annotations
@@ -62,16 +63,6 @@ def frontier(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict]]:
           if r["threshold"] is not None
       ],
   }
-
-
-def frontier_reference(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-  """Tunix's `Sampler` as a latency point of the frontier (`plot_frontier`)."""
-  sampler = next(r for r in rows if r["method"] == AR_SAMPLER)
-  return dict(
-      batch1_ms=sampler["batch1_ms"],
-      exact_match=sampler["exact_match"],
-      label="AR teacher, Tunix Sampler",
-  )
 
 
 def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:

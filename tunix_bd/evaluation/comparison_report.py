@@ -3,11 +3,8 @@
 """An AR checkpoint vs its block-diffusion conversion, as a report.
 
 What the quickstart ends with and `compare.py` runs on a user's own models:
-decode the prompts with Tunix's `Sampler` on the AR model (the reference),
-the AR model in tunix_bd's loop with one-token blocks (separating what
-parallel denoising saves from what the implementation does) and the
-converted model at each threshold, all greedy and cached; time batch-1
-latency and batch-N throughput interleaved (`speed.measure`); write
+the methods of `comparison` decode the prompts, all greedy and cached, timed
+at batch 1 and batch N interleaved (`speed.measure`), into
 `report.{txt,json,png}` and `frontier.png`. docs/results.md, "How speeds are
 measured, and what reproduces".
 """
@@ -78,20 +75,19 @@ class Settings:
           f"thresholds must be values in (0, 1], got {config.thresholds}."
       )
     return cls(
-        thresholds=thresholds,
-        max_new_tokens=config.max_new_tokens,
-        batch_size=config.batch_size,
-        latency_prompts=config.latency_prompts,
-        repeats=config.repeats,
+        thresholds,
+        config.max_new_tokens,
+        config.batch_size,
+        config.latency_prompts,
+        config.repeats,
     )
 
 
 def check_converted(model: Any) -> None:
   """Fails closed, naming the key, unless `model.bd` is a converted model.
 
-  `model` is `compare.py`'s `model` section (`ar`, `bd`). The directories
-  themselves are checked with every checkpoint's
-  (`provenance.check_directories`, which `run.stage.Stage` runs).
+  `model` is `compare.py`'s `model` section (`ar`, `bd`); `run.stage.Stage`
+  checks the directories themselves.
   """
   if not os.path.isfile(os.path.join(model.bd, bd_config_lib.SETTINGS_FILE)):
     raise ValueError(
@@ -102,19 +98,16 @@ def check_converted(model: Any) -> None:
 
 
 def conversion_warning(model: Any, identify: Callable[[str], Any]) -> str:
-  """The report's warning when `model.bd` was converted from another model.
+  """The report's warning line when `model.bd` was converted from another
+  model than `model.ar`, else "".
 
   `sft.py`'s export records `converted_from` (its AR source's digest); a
   model trained further (OPD, GRPO) or imported records none and is not
   checked. `identify` is `Stage.identify`.
-
-  Returns:
-    One line, or "" when `bd`'s record names `ar` or nothing.
   """
   source = bd_config_lib.load_extra(model.bd, "converted_from")
-  if source is None:
-    return ""
-  if source.get("digest") == identify(model.ar).provenance()["digest"]:
+  ar_digest = lambda: identify(model.ar).provenance()["digest"]
+  if source is None or source.get("digest") == ar_digest():
     return ""
   named = source.get("path") or (
       "a random model"
@@ -136,30 +129,6 @@ def machine() -> str:
   return f"{jax.device_count()} x {device.device_kind}"
 
 
-def _decoders(ar_model, bd_model, tokenizer, bd, thresholds, width, budget):
-  def denoiser(model, model_bd, threshold):
-    config = settings_lib.denoise_config(
-        tokenizer, width, max_new_tokens=budget, threshold=threshold
-    )
-    return speed.denoiser_decoder(model, tokenizer, bd=model_bd, config=config)
-
-  decoders = {
-      comparison.AR_SAMPLER: ar_sampler.greedy_decoder(
-          ar_model, tokenizer, max_prompt_length=width, max_new_tokens=budget
-      ),
-      comparison.AR_LOOP: denoiser(
-          ar_model,
-          bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id),
-          1.0,
-      ),
-  }
-  for threshold in thresholds:
-    decoders[comparison.threshold_method(threshold)] = denoiser(
-        bd_model, bd, threshold
-    )
-  return decoders
-
-
 def evaluate(
     ar_dir: str,
     bd_dir: str,
@@ -169,7 +138,6 @@ def evaluate(
     *,
     chat_template: str = "",
     chat_options: chat.ChatOptions = chat.ChatOptions(),
-    log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints; one row per method.
 
@@ -197,22 +165,37 @@ def evaluate(
         chat.encode_prompt(tokenizer, r["messages"], chat_options)
         for r in records
     ]
-    width = max(len(p) for p in ids)
-    decoders = _decoders(
-        ar_model,
-        bd_model,
-        tokenizer,
-        bd,
-        settings.thresholds,
-        width,
-        settings.max_new_tokens,
-    )
+    width, budget = max(len(p) for p in ids), settings.max_new_tokens
+
+    def denoiser(model, model_bd, threshold):
+      config = settings_lib.denoise_config(
+          tokenizer, width, max_new_tokens=budget, threshold=threshold
+      )
+      return speed.denoiser_decoder(
+          model, tokenizer, bd=model_bd, config=config
+      )
+
+    decoders = {
+        comparison.AR_SAMPLER: ar_sampler.greedy_decoder(
+            ar_model, tokenizer, max_prompt_length=width, max_new_tokens=budget
+        ),
+        comparison.AR_LOOP: denoiser(
+            ar_model,
+            bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id),
+            1.0,
+        ),
+        **{
+            comparison.threshold_method(t): denoiser(bd_model, bd, t)
+            for t in settings.thresholds
+        },
+    }
     inputs = {m: ids for m in decoders}
     inputs[comparison.AR_SAMPLER] = [tokenizer.decode(p) for p in ids]
     repeats, batch_size = settings.repeats, settings.batch_size
-    log(
+    print(
         f"  batch 1: {settings.latency_prompts} prompts x {len(decoders)}"
-        f" methods x {repeats} repeats"
+        f" methods x {repeats} repeats",
+        flush=True,
     )
     latency = speed.measure(
         decoders,
@@ -220,9 +203,10 @@ def evaluate(
         batch_size=1,
         repeats=repeats,
     )
-    log(
+    print(
         f"  batch {batch_size}: {len(ids)} prompts x {len(decoders)} methods"
-        f" x {repeats} repeats"
+        f" x {repeats} repeats",
+        flush=True,
     )
     throughput = speed.measure(
         decoders, inputs, batch_size=batch_size, repeats=repeats
@@ -305,20 +289,12 @@ def write_report(
       caption=caption,
   )
   plot.plot_frontier(
-      comparison.frontier(rows),
+      rows,
       os.path.join(workdir, "frontier.png"),
-      title=(
-          "Speed/accuracy frontier: exact match vs tokens per forward and"
-          " vs batch-1 latency"
-      ),
       caption=(
           f"{prompts}; greedy; points of the block-diffusion model are"
           " commit thresholds; the ceiling is every block an answer and its"
           f" stop token touch decoded in one forward. {machine()}."
       ),
-      ceiling=next(
-          r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None
-      ),
-      reference=comparison.frontier_reference(rows),
   )
   return text

@@ -99,9 +99,12 @@ def summarize(
           result.num_tokens.sum() / max(result.seconds, 1e-9)
       ),
   }
+  rule = decode.rule  # `top_k=2`: with its parameter where one is named so.
+  if rule in commit_rules.PARAMETERS:
+    rule = f"{rule}={getattr(decode, rule)}"
   lines = [
       f"generate: {len(records)} prompts, block size {block_size}, rule "
-      f"{_rule_text(decode)}, temperature "
+      f"{rule}, temperature "
       f"{decode.temperature}, {'cached' if decode.use_cache else 'cache-free'}"
   ]
   lines += [f"  exact match {k:<8} {v:7.2%}" for k, v in scores.items()]
@@ -116,10 +119,3 @@ def summarize(
         f"{result.max_replay_error:.2e}"
     )
   return summary, "\n".join(lines)
-
-
-def _rule_text(decode) -> str:
-  """`top_k=2`: the rule and its parameter where one is named like it."""
-  if decode.rule in commit_rules.PARAMETERS:
-    return f"{decode.rule}={getattr(decode, decode.rule)}"
-  return decode.rule

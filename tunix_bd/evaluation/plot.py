@@ -14,6 +14,7 @@ import textwrap
 from typing import Any, Sequence
 
 from tunix_bd import files
+from tunix_bd.evaluation import comparison
 
 _AR_COLOR = "#7f7f7f"
 _BD_COLOR = "#1f77b4"
@@ -102,23 +103,17 @@ def plot_comparison(
 
 
 def save_with_caption(
-    fig,
-    path: str,
-    caption: str,
-    *,
-    rect: tuple[float, float, float, float],
-    width: int = 150,
+    fig, path: str, caption: str, *, rect: tuple[float, float, float, float]
 ) -> None:
   """Lays `fig` out above a wrapped caption, writes it to `path` and closes it.
 
   `path` may be a URL (`tunix_bd.files`). `rect` is the `(left, bottom,
   right, top)` figure fraction the panels fill: the caption sits below
-  `bottom`, titles and legends above `top`. `width` is characters per caption
-  line.
+  `bottom`, titles and legends above `top`.
   """
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  caption = "\n".join(textwrap.wrap(caption, width))
+  caption = "\n".join(textwrap.wrap(caption, 150))
   fig.text(0.01, 0.01, caption, fontsize=8, va="bottom")
   fig.tight_layout(rect=rect)
   png = io.BytesIO()
@@ -128,46 +123,29 @@ def save_with_caption(
 
 
 def plot_frontier(
-    series: dict[str, Sequence[dict[str, Any]]],
-    path: str,
-    *,
-    title: str,
-    caption: str,
-    ceiling: float | None = None,
-    reference: dict[str, Any] | None = None,
+    rows: Sequence[dict[str, Any]], path: str, *, caption: str
 ) -> None:
-  """Writes the speed/accuracy frontier: exact match vs TPF and vs latency.
+  """Writes the speed/accuracy frontier of `comparison_report.evaluate`'s rows.
 
-  Left: exact match against tokens per forward (machine-independent). Right,
-  when the points carry `batch1_ms`: against measured batch-1 latency.
-
-  Args:
-    series: a model stage (e.g. "AR teacher", "SFT") -> its points, each a
-      dict with `tokens_per_forward`, `exact_match`, `label` (e.g. the
-      commit threshold) and optionally `batch1_ms`; a stage's points are
-      joined in order of TPF.
-    ceiling: the TPF ceiling of the prompts (a dashed line), or None.
-    reference: a point drawn on the latency panel alone (Tunix's AR
-      `Sampler`, whose TPF is the AR teacher's), with `label`, or None.
+  Exact match against tokens per forward (machine-independent; the prompts'
+  TPF ceiling dashed) and against measured batch-1 latency, where Tunix's AR
+  `Sampler` is a point of its own (its TPF is the AR teacher's). A model
+  stage's points (`comparison.frontier`) are joined in order of TPF.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  timed = all("batch1_ms" in p for points in series.values() for p in points)
-  fig, axes = plt.subplots(
-      1, 2 if timed else 1, figsize=(13 if timed else 7, 5), squeeze=False
+  ceiling = next(r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None)
+  sampler = next(r for r in rows if r["method"] == comparison.AR_SAMPLER)
+  fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+  panels = (
+      ("tokens_per_forward", "tokens per forward (higher: fewer forwards)"),
+      ("batch1_ms", "batch-1 latency, ms per prompt (lower: faster)"),
   )
-  panels = [
-      ("tokens_per_forward", "tokens per forward (higher: fewer forwards)")
-  ]
-  if timed:
-    panels.append(
-        ("batch1_ms", "batch-1 latency, ms per prompt (lower: faster)")
-    )
-  for ax, (key, xlabel) in zip(axes[0], panels):
-    for stage, points in series.items():
+  for ax, (key, xlabel) in zip(axes, panels):
+    for stage, points in comparison.frontier(rows).items():
       points = sorted(points, key=lambda p: p["tokens_per_forward"])
       x = [p[key] for p in points]
       y = [100 * p["exact_match"] for p in points]
@@ -184,26 +162,28 @@ def plot_frontier(
             xytext=(4, 4),
             fontsize=8,
         )
-    if key == "tokens_per_forward" and ceiling is not None:
+    if key == "tokens_per_forward":
       ax.axvline(
           ceiling, color="black", linestyle="--", linewidth=1,
           label=f"TPF ceiling {ceiling:.2f}",
       )  # fmt: skip
-    if key == "batch1_ms" and reference is not None:
+    else:
       ax.plot(
-          reference["batch1_ms"],
-          100 * reference["exact_match"],
+          sampler["batch1_ms"],
+          100 * sampler["exact_match"],
           marker="*",
           markersize=12,
           linestyle="none",
           color="black",
-          label=reference["label"],
+          label="AR teacher, Tunix Sampler",
       )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("exact match (%)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=9, loc="best")
-  fig.suptitle(title, fontsize=11)
-  save_with_caption(
-      fig, path, caption, rect=(0, 0.1, 1, 0.95), width=150 if timed else 110
+  fig.suptitle(
+      "Speed/accuracy frontier: exact match vs tokens per forward and vs"
+      " batch-1 latency",
+      fontsize=11,
   )
+  save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 0.95))

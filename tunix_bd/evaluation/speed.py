@@ -71,25 +71,12 @@ def denoiser_decoder(
   return decode
 
 
-@dataclasses.dataclass(frozen=True)
-class Timing:
-  """One method's outputs (of the first repeat) and its times.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timing(BatchOutput):
+  """One method's outputs over all rows (of the first repeat) and `seconds`,
+  its decoding time over all rows: per batch, its fastest repeat."""
 
-  Attributes:
-    texts: completions of the rows, in order.
-    num_tokens: `[rows]` completion tokens.
-    num_forwards: `[rows]` model forwards.
-    seconds: decoding time over all rows: per batch, its fastest repeat.
-    repeat_seconds: every repeat's total time (for the spread).
-    tokens: completion token ids of the rows, if every batch gave them.
-  """
-
-  texts: list[str]
-  num_tokens: np.ndarray
-  num_forwards: np.ndarray
   seconds: float
-  repeat_seconds: list[float]
-  tokens: list[list[int]] | None = None
 
   @property
   def tokens_per_s(self) -> float:
@@ -157,7 +144,6 @@ def measure(
         num_tokens=np.concatenate([o.num_tokens for o in outs])[:num_rows],
         num_forwards=np.concatenate([o.num_forwards for o in outs])[:num_rows],
         seconds=float(seconds[method].min(axis=0).sum()),
-        repeat_seconds=seconds[method].sum(axis=1).tolist(),
         tokens=tokens,
     )
   return timings

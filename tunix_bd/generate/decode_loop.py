@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The compiled block-denoising loop behind `denoise.generate`.
+"""The compiled block-denoising loop behind `denoise.Denoiser`.
 
 One compiled program runs all of decoding, each iteration one model forward
 and one `step.denoise_step` of the current block; on the cached path a
@@ -166,7 +166,7 @@ def decode(
         cached_logits.block_logits_with_cache
     ),
 ) -> dict[str, jax.Array]:
-  """Denoises a batch; see `denoise.generate` for the semantics.
+  """Denoises a batch; see `denoise.Denoiser` for the semantics.
 
   Args:
     graphdef, state: the model's `nnx.split`.

@@ -5,8 +5,7 @@
 Blocks are decoded in order, each by denoising steps, in one jitted loop
 (`decode_loop`; docs/design.md "Denoising step", "KV cache"); rows stop
 after the block holding their first stop token (`core.eos`). A `Denoiser`
-holds what calls share (checked settings, the split model); `generate` is a
-one-off call.
+holds what calls share (checked settings, the split model).
 """
 
 from __future__ import annotations
@@ -22,11 +21,11 @@ from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
 from tunix_bd.core import external_logits
+from tunix_bd.core import families
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import decode_loop
-from tunix_bd.generate import inputs as inputs_lib
 from tunix_bd.generate import step as step_lib
 
 # Sampling knobs of AR samplers that block denoising does not implement.
@@ -86,14 +85,9 @@ class DenoiseConfig(commit_rules.CommitSettings):
         value = getattr(self, name)
         raise ValueError(f"{name} must be {want}, got {value!r}.")
 
-    check("max_new_tokens", commit_rules.is_int(self.max_new_tokens), "an int")
-    check("max_new_tokens", self.max_new_tokens >= 1, ">= 1")
-    check(
-        "max_prompt_length",
-        commit_rules.is_int(self.max_prompt_length),
-        "an int",
-    )
-    check("max_prompt_length", self.max_prompt_length >= 1, ">= 1")
+    for name in ("max_new_tokens", "max_prompt_length"):
+      check(name, commit_rules.is_int(getattr(self, name)), "an int")
+      check(name, getattr(self, name) >= 1, ">= 1")
     for name, value in self.commit_settings().items():
       object.__setattr__(self, name, commit_rules.check_setting(name, value))
     check(
@@ -132,15 +126,14 @@ class DenoiseConfig(commit_rules.CommitSettings):
 
 @dataclasses.dataclass(frozen=True)
 class DenoiseOutput:
-  """What `generate` returns; arrays are NumPy, rows in input order.
+  """What a `Denoiser` returns; arrays are NumPy, rows in input order.
 
   Attributes:
     completion_tokens: int32 `[batch, max_new_tokens]` in logical order; the
       pad id where never generated (after the stop block).
     completions: each row's tokens before its first stop token.
-    num_forwards: int32 `[batch]` model forwards the row needed; cache
-      writes ride on the next block's first step, so this is `num_steps`.
-    num_steps: int32 `[batch]` denoising steps (forwards that committed).
+    num_forwards: int32 `[batch]` model forwards the row needed, one per
+      denoising step (cache writes ride on the next block's first step).
     tokens_per_forward: float32 `[batch]` `len(completions[r]) /
       num_forwards[r]`.
     trace: the rollout's `Trace` (tokens, commit steps, log-probs).
@@ -149,7 +142,6 @@ class DenoiseOutput:
   completion_tokens: np.ndarray
   completions: list[np.ndarray]
   num_forwards: np.ndarray
-  num_steps: np.ndarray
   tokens_per_forward: np.ndarray
   trace: trace_lib.Trace
 
@@ -188,23 +180,34 @@ class Denoiser:
       raise ValueError(
           f"config must be a DenoiseConfig, got {type(config).__name__}."
       )
-    vocab_size = inputs_lib.check_model(model, bd, config)
+    if not isinstance(bd, bd_config_lib.BlockDiffusionConfig):
+      raise ValueError(
+          f"bd must be a BlockDiffusionConfig, got {type(bd).__name__}."
+      )
+    if not isinstance(model, nnx.Module) or not hasattr(model, "config"):
+      raise ValueError("model must be a Tunix nnx.Module with a config.")
+    families.family(model.config)
+    bd.validate_for_model(
+        model.config,
+        pad_id=config.pad_id,
+        eos_id=None,
+        stop_ids=config.stop_ids,
+    )
     self.bd, self.config = bd, config
-    self._vocab_size = vocab_size
+    self._vocab_size = model.config.vocab_size
     self._graphdef, self._state = nnx.split(model)
     self._layout = canvas_lib.Layout.create(
         bd.block_size, config.max_prompt_length, config.max_new_tokens
     )
     # Sent to the device once: each transfer adds a fixed latency to a call.
     self._params = jax.device_put(
-        step_lib.CommitParams.create(
-            **config.commit_settings(), temperature=config.temperature
-        )
+        step_lib.CommitParams.create(config, config.temperature)
     )
-    cache_free = external_logits.cache_free_logits_fn(cached_logits_fn)
-    self._use_cache = config.use_cache and cache_free is None
+    cache_free = isinstance(cached_logits_fn, external_logits.CacheFree)
+    self._use_cache = config.use_cache and not cache_free
     self._logits_fns = dict(
-        logits_fn=cache_free or logits_fn, cached_logits_fn=cached_logits_fn
+        logits_fn=cached_logits_fn.logits_fn if cache_free else logits_fn,
+        cached_logits_fn=cached_logits_fn,
     )
     self._stop_ids = jax.device_put(np.asarray(config.stop_ids, np.int32))
 
@@ -215,12 +218,24 @@ class Denoiser:
       *,
       seeds: np.ndarray | Sequence[int] | None = None,
   ) -> DenoiseOutput:
-    """Generates completions of a batch; see `generate`."""
+    """Generates completions of a batch.
+
+    Args:
+      prompt_tokens: a list of per-row token lists, or an int `[batch,
+        width]` right-padded array together with `prompt_lengths`.
+      prompt_lengths: int `[batch]` real lengths of a padded array; None for
+        a list of lists.
+      seeds: `[batch]` ints in [0, 2**32), one RNG stream per row; required
+        when `config.temperature > 0`, ignored when greedy.
+
+    Bad settings and inputs raise ValueError before any compute; non-finite
+    logits or positions left masked raise after decoding, naming the rows.
+    """
     config, bd = self.config, self.bd
-    prompts, lengths = inputs_lib.prompts(
+    prompts, lengths = _prompts(
         prompt_tokens, prompt_lengths, config, bd, self._vocab_size
     )
-    seeds = inputs_lib.seeds(seeds, len(lengths), config)
+    seeds = _seeds(seeds, len(lengths), config)
     canvas = canvas_lib.build_canvas(
         prompts, lengths, self._layout, bd.mask_token_id
     )
@@ -236,11 +251,9 @@ class Denoiser:
         **self._logits_fns,
     )
     out = canvas_lib.unpack_outputs(packed, self._layout.length)
-    offsets = canvas["offsets"]
-
     # Completion slot t of row r sits at physical offset_r + P_r + t.
     total = config.max_new_tokens
-    index = (offsets + lengths)[:, None] + np.arange(total)[None, :]
+    index = (canvas["offsets"] + lengths)[:, None] + np.arange(total)[None, :]
     take = lambda x: np.take_along_axis(np.asarray(x), index, axis=1)
     steps = take(out["steps_at"]).astype(np.int32)
     generated = steps >= 0
@@ -272,46 +285,87 @@ class Denoiser:
         completion_tokens=tokens.astype(np.int32),
         completions=completions,
         num_forwards=forwards,
-        num_steps=forwards.copy(),
         tokens_per_forward=returned / np.maximum(forwards, 1),
         trace=trace,
     )
 
 
-def generate(
-    model: nnx.Module,
-    prompt_tokens: Sequence[Sequence[int]] | np.ndarray | jax.Array,
-    prompt_lengths: np.ndarray | Sequence[int] | None = None,
-    *,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    config: DenoiseConfig,
-    seeds: np.ndarray | Sequence[int] | None = None,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-) -> DenoiseOutput:
-  """Generates completions by parallel block denoising.
+def _prompts(prompt_tokens, prompt_lengths, config, bd, vocab_size):
+  """Validates the prompts of a batch, before any compute; errors name rows.
 
-  A one-off `Denoiser(model, bd=bd, config=config, ...)(...)`; build a
-  `Denoiser` to decode many batches.
-
-  Args:
-    prompt_tokens: a list of per-row token lists, or an int `[batch, width]`
-      right-padded array together with `prompt_lengths`.
-    prompt_lengths: int `[batch]` real lengths of a padded array; None for
-      a list of lists.
-    seeds: `[batch]` ints in [0, 2**32), one RNG stream per row; required
-      when `config.temperature > 0`, ignored when greedy.
-
-  Bad settings and inputs raise ValueError before any compute; non-finite
-  logits or positions left masked raise after decoding, naming the rows.
+  Returns:
+    int32 `[batch, config.max_prompt_length]` prompts right-padded with
+    `config.pad_id`, and their int32 `[batch]` lengths.
   """
-  denoiser = Denoiser(
-      model,
-      bd=bd,
-      config=config,
-      logits_fn=logits_fn,
-      cached_logits_fn=cached_logits_fn,
-  )
-  return denoiser(prompt_tokens, prompt_lengths, seeds=seeds)
+  if prompt_lengths is None:
+    if isinstance(prompt_tokens, (np.ndarray, jax.Array)):
+      raise ValueError("prompt_lengths is required with a padded array.")
+    rows = [np.asarray(row).reshape(-1) for row in prompt_tokens]
+    lengths = np.asarray([len(row) for row in rows], np.int64)
+  else:
+    padded = np.asarray(prompt_tokens)
+    lengths = np.asarray(prompt_lengths)
+    if padded.ndim != 2 or lengths.shape != padded.shape[:1]:
+      raise ValueError(
+          "prompt_tokens must be [batch, length] with prompt_lengths [batch],"
+          f" got {padded.shape} and {lengths.shape}."
+      )
+    if not np.issubdtype(lengths.dtype, np.integer):
+      raise ValueError(f"prompt_lengths must be integer, got {lengths.dtype}.")
+    if (lengths > padded.shape[1]).any():
+      raise ValueError(
+          f"prompt_lengths {lengths.tolist()} exceed the array width"
+          f" {padded.shape[1]}."
+      )
+    rows = [row[:n] for row, n in zip(padded, np.maximum(lengths, 0))]
+  if not rows:
+    raise ValueError("the batch is empty; pass at least one prompt.")
+  if (lengths < 1).any():
+    raise ValueError(
+        f"prompts of rows {np.flatnonzero(lengths < 1).tolist()} are empty;"
+        " every row needs a prompt of at least one token."
+    )
+  too_long = lengths > config.max_prompt_length
+  if too_long.any():
+    raise ValueError(
+        f"prompts of rows {np.flatnonzero(too_long).tolist()} have"
+        f" {lengths[too_long].tolist()} tokens, more than"
+        f" max_prompt_length={config.max_prompt_length}."
+    )
+  out = np.full((len(rows), config.max_prompt_length), config.pad_id, np.int32)
+  for r, row in enumerate(rows):
+    if not np.issubdtype(row.dtype, np.integer):
+      raise ValueError(
+          f"prompt row {r} must hold integer ids, got {row.dtype}."
+      )
+    if ((row < 0) | (row >= vocab_size)).any():
+      raise ValueError(
+          f"prompt row {r} has ids outside the vocabulary [0, {vocab_size})."
+      )
+    if (row == bd.mask_token_id).any():
+      raise ValueError(
+          f"prompt row {r} contains the mask token {bd.mask_token_id}."
+      )
+    out[r, : len(row)] = row
+  return out, lengths.astype(np.int32)
+
+
+def _seeds(values, batch: int, config) -> np.ndarray:
+  """Validated uint32 `[batch]` per-row seeds (zeros when greedy and None)."""
+  if values is None:
+    if not config.greedy:
+      # A default such as the row index would tie a row's samples to its
+      # place in the batch.
+      raise ValueError(
+          f"temperature={config.temperature} samples: pass one seed per row."
+      )
+    return np.zeros((batch,), np.uint32)
+  values = np.asarray(values)
+  if values.shape != (batch,) or not np.issubdtype(values.dtype, np.integer):
+    raise ValueError(
+        f"seeds must be {batch} ints (one per row), got {values.shape}"
+        f" {values.dtype}."
+    )
+  if ((values < 0) | (values >= 2**32)).any():
+    raise ValueError("seeds must be in [0, 2**32).")
+  return values.astype(np.uint32)

@@ -2,13 +2,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """Decoding a prompt set in calls of one size: the one way every stage does.
 
-`generate.py`, the held-out evaluations of OPD and GRPO and the comparison
-reports all decode a set of prompts through `decode_prompts`. Calls have
-`batch_size` rows; the last is filled by wrapping around to the first
-prompts (`call_rows`), so every call has one shape and reuses one compiled
-program, and the filler's results are dropped. Decoding is row-independent
+`generate.py` and the held-out evaluations of OPD and GRPO decode a set of
+prompts through `decode_prompts`. Calls have `batch_size` rows; the last is
+filled by wrapping around to the first prompts (`call_rows`), so every call
+has one shape and reuses one compiled program, and the filler's results are
+dropped. Decoding is row-independent
 (a row decodes alike alone or in any batch, `rng_test`), so the filler
 never changes a prompt's completion.
+
+A training loss says little about decoding, so OPD and GRPO evaluate a
+model by decoding held-out prompts and scoring each completion against its
+reference answer (`DecodeResult.correct`), greedily at several commit
+thresholds (`greedy`) or sampled with explicit per-row seeds, so that two
+models decoded with the same seeds are compared sample for sample.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 
 from tunix_bd.core import replayer
 from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.data import scoring
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
 
@@ -38,6 +45,8 @@ class DecodeResult:
       `decode_prompts` was asked to warm up).
     max_replay_error: the largest |replayed - recorded| log-prob, when
       replay was verified.
+    correct: bool `[num_prompts]` exact match against the `PromptSet`'s
+      answers, if it has them.
   """
 
   texts: list[str]
@@ -46,6 +55,7 @@ class DecodeResult:
   tokens_per_forward: np.ndarray
   seconds: float
   max_replay_error: float | None
+  correct: np.ndarray | None
 
 
 def call_rows(num_prompts: int, batch_size: int) -> list[np.ndarray]:
@@ -146,4 +156,59 @@ def decode_prompts(
       tokens_per_forward=num_tokens / np.maximum(num_forwards, 1),
       seconds=seconds,
       max_replay_error=error if verify_replay else None,
+      correct=None
+      if prompts.answers is None
+      else np.asarray(
+          [scoring.exact_match(t, a) for t, a in zip(texts, prompts.answers)]
+      ),
   )
+
+
+def greedy(
+    model: Any,
+    prompts: prompts_lib.PromptSet,
+    *,
+    bd: Any,
+    decode: denoise.DenoiseConfig,
+    thresholds: Sequence[float],
+    tokenizer: Any,
+    batch_size: int,
+    on_first_batch: Callable[[denoise.DenoiseOutput], None] | None = None,
+) -> dict[float, DecodeResult]:
+  """Greedy decoding of prompts with answers at each commit threshold.
+
+  `decode`'s threshold is replaced by each of `thresholds` and its
+  temperature by 0; `on_first_batch` is `decode_prompts`' `on_batch` at the
+  first threshold.
+
+  Returns:
+    Threshold -> its `DecodeResult`, in `thresholds` order.
+  """
+  if prompts.answers is None:
+    raise ValueError("held-out prompts need reference answers.")
+  results = {}
+  for i, threshold in enumerate(thresholds):
+    config = dataclasses.replace(
+        decode, threshold=float(threshold), temperature=0.0
+    )
+    results[float(threshold)] = decode_prompts(
+        model,
+        tokenizer,
+        prompts,
+        bd=bd,
+        config=config,
+        batch_size=batch_size,
+        on_batch=on_first_batch if i == 0 else None,
+    )
+  return results
+
+
+def greedy_metrics(results: dict[float, DecodeResult]) -> dict[str, float]:
+  """`exact_match@T` and `tokens_per_forward@T` of each threshold T."""
+  metrics = {}
+  for threshold, decoded in results.items():
+    metrics[f"exact_match@{threshold}"] = float(np.mean(decoded.correct))
+    metrics[f"tokens_per_forward@{threshold}"] = float(
+        np.mean(decoded.tokens_per_forward)
+    )
+  return metrics

@@ -82,16 +82,7 @@ class DecodeSettings(commit_rules.CommitSettings):
   seed: int = 0
   extra_stop_ids: tuple[int, ...] = ()
 
-  SECTION_KEYS = (
-      "rule",
-      *commit_rules.PARAMETERS,
-      "max_new_tokens",
-      "max_prompt_length",
-      "temperature",
-      "use_cache",
-      "batch_size",
-      "seed",
-  )
+  SECTION_KEYS = (*OPD_ROLLOUT_KEYS[:-1], "batch_size", "seed")
 
   def __post_init__(self):
     key = lambda name: config_utils.key(name, "decode")
@@ -105,16 +96,25 @@ class DecodeSettings(commit_rules.CommitSettings):
     )
     config_utils.check_int(key("batch_size"), self.batch_size, 1)
     config_utils.check_int(key("seed"), self.seed, 0)
+
+    def check_alone(name, field, value):
+      # `DenoiseConfig` checks the value, the other fields valid: the error
+      # names the key at fault.
+      try:
+        denoise.DenoiseConfig(
+            **{"max_new_tokens": 1, "max_prompt_length": 1, field: value}
+        )
+      except ValueError as e:
+        raise ValueError(f"{key(name)}: {e}") from None
+
     for name in DENOISER_FIELDS:
-      check_denoise_setting(key(name), name, getattr(self, name))
+      check_alone(name, name, getattr(self, name))
     if "eval_temperature" in keys and self.temperature == 0:
       raise ValueError(
           f"{key('temperature')} must be > 0 for training: greedy rollouts"
           " make every sample of a group alike, so GRPO has no signal."
       )
-    check_denoise_setting(
-        key("eval_temperature"), "temperature", self.eval_temperature
-    )
+    check_alone("eval_temperature", "temperature", self.eval_temperature)
     extra = special_ids.check_distinct(
         key("extra_stop_ids"), self.extra_stop_ids
     )
@@ -137,20 +137,6 @@ class DecodeSettings(commit_rules.CommitSettings):
         pad_id=tokenizer.pad_token_id,
         **{name: getattr(self, name) for name in DENOISER_FIELDS},
     )
-
-
-def check_denoise_setting(key: str, field: str, value: Any) -> None:
-  """Checks one `DenoiseConfig` setting alone, failing closed naming `key`.
-
-  `field` is the `DenoiseConfig` field `key` sets; the other fields are
-  held at valid values, so the error names the key at fault.
-  """
-  one = dict(max_new_tokens=1, max_prompt_length=1)
-  one[field] = value
-  try:
-    denoise.DenoiseConfig(**one)
-  except ValueError as e:
-    raise ValueError(f"{key}: {e}") from None
 
 
 def denoise_config(

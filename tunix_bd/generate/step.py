@@ -11,7 +11,7 @@ compiled program serves every rule and threshold.
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,24 +36,17 @@ class CommitParams(NamedTuple):
 
   @classmethod
   def create(
-      cls, *, rule: str, temperature: float, **parameters: Any
+      cls, settings: commit_rules.CommitSettings, temperature: float
   ) -> CommitParams:
-    """NumPy scalars of validated settings (e.g. a `DenoiseConfig`'s
-    `commit_settings()`); a parameter not given takes its default."""
-    if rule not in commit_rules.RULES:
-      raise ValueError(
-          f"rule must be one of {list(commit_rules.RULES)}, got {rule!r}."
-      )
-    defaults = commit_rules.CommitSettings()
-    values = {}
-    for name, (kind, _, _) in commit_rules.PARAMETERS.items():
-      dtype = np.int32 if kind is int else np.float32
-      values[name] = dtype(parameters.pop(name, getattr(defaults, name)))
-    if parameters:
-      raise ValueError(f"unknown commit parameters {sorted(parameters)}.")
+    """NumPy scalars of validated settings (e.g. a `DenoiseConfig`)."""
     return cls(
-        rule=np.int32(commit_rules.RULES.index(rule)),
-        parameters=values,
+        rule=np.int32(commit_rules.RULES.index(settings.rule)),
+        parameters={
+            name: (np.int32 if kind is int else np.float32)(
+                getattr(settings, name)
+            )
+            for name, (kind, _, _) in commit_rules.PARAMETERS.items()
+        },
         temperature=np.float32(temperature),
     )
 

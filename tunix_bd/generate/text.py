@@ -2,14 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Text in, text out: decoding strings with a converted block-diffusion model.
 
-A thin layer over the token-level `denoise.Denoiser`:
-
-  generator = text.TextGenerator.from_checkpoint("runs/quickstart/sft/export")
-  generator(["sort 3141", "reverse 27"])  # -> ["1134", "72"]
-
-A prompt is a user message (rendered with the tokenizer's chat template), a
-whole conversation (`[{"role", "content"}, ...]`), a string used as it is
-(`chat_template=False`: raw text, or what
+A thin layer over the token-level `denoise.Denoiser` (README.md, "Decoding
+from Python"). A prompt is a user message (rendered with the tokenizer's
+chat template), a whole conversation (`[{"role", "content"}, ...]`), a
+string used as it is (`chat_template=False`: raw text, or what
 `apply_chat_template(..., tokenize=False)` rendered), or token ids: a list
 of ints, or the `BatchEncoding` that transformers 5's
 `apply_chat_template(..., tokenize=True)` returns.
@@ -21,6 +17,7 @@ every call whose longest prompt falls in the same bucket.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Mapping, Sequence, Union
 
@@ -45,19 +42,16 @@ class ConvertedModel:
   model: Any
   tokenizer: Any
   bd: bd_config_lib.BlockDiffusionConfig
-  chat_options: chat.ChatOptions = chat.ChatOptions()
+  chat_options: chat.ChatOptions
 
 
 def load_model(
-    checkpoint: str,
-    mesh: jax.sharding.Mesh | None = None,
-    precision: precision_lib.Precision = precision_lib.Precision(),
+    checkpoint: str, mesh: jax.sharding.Mesh | None = None
 ) -> ConvertedModel:
   """Loads a converted checkpoint directory (`sft.py`'s `export/`).
 
-  Also an SDAR or Fast-dLLM v2 directory (`models.bd_formats`). `precision`
-  sets the compute dtype (`model.dtype`; float32 by default); the model
-  only decodes, so its matrices are stored in that dtype.
+  Also an SDAR or Fast-dLLM v2 directory (`models.bd_formats`). The model
+  only decodes, so its matrices are stored in the compute dtype (float32).
   """
   bd = bd_formats.load_settings(checkpoint)
   trained = chat.trained_options(
@@ -65,13 +59,11 @@ def load_model(
       chat.ChatOptions(),
   )
   tokenizer = bd_formats.load_tokenizer(checkpoint, key="checkpoint")
-  if mesh is None:
-    model, _ = precision_lib.load(checkpoint, precision, decoding_only=True)
-  else:
-    with mesh_lib.tunix_context(mesh):
-      model, _ = precision_lib.load(
-          checkpoint, precision, mesh=mesh, decoding_only=True
-      )
+  no_mesh = mesh is None
+  with contextlib.nullcontext() if no_mesh else mesh_lib.tunix_context(mesh):
+    model, _ = precision_lib.load(
+        checkpoint, precision_lib.Precision(), mesh=mesh, decoding_only=True
+    )
   return ConvertedModel(model, tokenizer, bd, trained)
 
 
@@ -111,14 +103,6 @@ def prompt_ids(
       "a prompt must be a string, a list of chat messages, token ids or a"
       f" BatchEncoding with input_ids; got {type(prompt).__name__}."
   )
-
-
-@dataclasses.dataclass(frozen=True)
-class TextOutput:
-  """Completions (stop token excluded) and the denoiser's full output."""
-
-  texts: list[str]
-  output: denoise.DenoiseOutput
 
 
 class TextGenerator:
@@ -174,8 +158,12 @@ class TextGenerator:
 
   def generate(
       self, prompts: Sequence[Prompt], *, seeds: Sequence[int] | None = None
-  ) -> TextOutput:
-    """Decodes a batch of prompts; `seeds` (one per row) if temperature > 0."""
+  ) -> tuple[list[str], denoise.DenoiseOutput]:
+    """`(completions, the denoiser's full output)` of a batch of prompts.
+
+    Completions exclude the stop token; `seeds` (one per row) are needed
+    when temperature > 0.
+    """
     if isinstance(prompts, (str, Mapping)):
       raise ValueError("prompts must be a list of prompts, not one prompt.")
     ids = [
@@ -199,10 +187,10 @@ class TextGenerator:
       )
     out = self._denoisers[width](ids, seeds=seeds)
     texts = [self.tokenizer.decode(c.tolist()) for c in out.completions]
-    return TextOutput(texts, out)
+    return texts, out
 
   def __call__(
       self, prompts: Sequence[Prompt], *, seeds: Sequence[int] | None = None
   ) -> list[str]:
     """The completion strings of `prompts`; see `generate`."""
-    return self.generate(prompts, seeds=seeds).texts
+    return self.generate(prompts, seeds=seeds)[0]

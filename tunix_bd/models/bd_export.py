@@ -5,9 +5,14 @@
 What SFT, OPD and GRPO write: `export.export_checkpoint`'s directory and,
 beside it, the block-diffusion settings with the mask token's string next to
 its id and the chat switches the model was trained with
-(`chat.SETTINGS_KEY`). With `export.format` `sdar` or `fast_dllm_v2` the
-directory is in that format instead (`format_source`, `format_tokenizer`;
-docs/formats.md "Export"), which `bd_formats_export` checks beforehand.
+(`chat.SETTINGS_KEY`). `export.format` (`FORMATS`) is `tunix_bd` (the
+source checkpoint's HF format), or `sdar` or `fast_dllm_v2`: a checkpoint of
+that format keeping `block_diffusion.json` beside its fields
+(`format_source`), into which `export.reference_code=DIR` copies a user's
+copy of the format's modeling code (`REFERENCE_CODE`). Before any compute,
+the `export` section's keys and `check_exportable` (`Stage.check_export`)
+check that the model fits the format and the files can be written;
+docs/formats.md "Export" lists the fields and refusals.
 """
 
 from __future__ import annotations
@@ -15,22 +20,155 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from typing import Any, Iterable, Mapping
 
 import jax.numpy as jnp
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import families
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_export
-from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import hf_config
-from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
+
+TUNIX_BD = "tunix_bd"
+FORMATS = (TUNIX_BD, bd_formats.SDAR, bd_formats.FAST_DLLM_V2)
+FORMAT_KEY = "export.format"
+REFERENCE_CODE_KEY = "export.reference_code"
+# Fast-dLLM v2's `generate` does not pass its `block_size` to the denoising
+# forwards, whose inference mask then has blocks of 32 (docs/formats.md): a
+# block size must divide 32, or a block straddles a multiple of 32.
+FAST_DLLM_MASK_BLOCK = 32
+
+
+# Each format's modeling files (those its `auto_map` loads and what they
+# import), and where a user finds them.
+REFERENCE_CODE = {
+    bd_formats.SDAR: (
+        (
+            "modeling_sdar.py",
+            "configuration_sdar.py",
+            "fused_linear_diffusion_cross_entropy.py",
+        ),
+        "training/model/SDAR-4B-Chat/ of github.com/JetAstra/SDAR",
+    ),
+    bd_formats.FAST_DLLM_V2: (
+        ("modeling.py", "configuration.py"),
+        (
+            "the Hugging Face model repository"
+            " Efficient-Large-Model/Fast_dLLM_v2_7B"
+        ),
+    ),
+}
+_LABELS = {bd_formats.SDAR: "SDAR", bd_formats.FAST_DLLM_V2: "Fast-dLLM v2"}
+_FAMILY_NAMES = {
+    "qwen3": "Qwen3 layers without attention biases",
+    "qwen2": "Qwen2 layers with q/k/v biases",
+}
+
+
+def check_format(value: Any, key: str = FORMAT_KEY) -> str:
+  """`value` if it is one of `FORMATS`, else a ValueError naming `key`."""
+  if not isinstance(value, str) or value not in FORMATS:
+    raise ValueError(f"{key}={value!r} must be one of {list(FORMATS)}.")
+  return value
+
+
+def check_reference_code(fmt: str, directory: str) -> None:
+  """Fails closed unless `directory` ("" for none) holds `fmt`'s files.
+
+  Each file must exist and each `auto_map` class be defined in its module;
+  a directory with `export.format=tunix_bd` is refused too.
+  """
+  if not directory:
+    return
+  if fmt not in REFERENCE_CODE:
+    raise ValueError(
+        f"{REFERENCE_CODE_KEY}={directory!r} is only read with"
+        f" {FORMAT_KEY}=sdar or fast_dllm_v2, not {fmt!r}."
+    )
+  names, origin = REFERENCE_CODE[fmt]
+  missing = [f for f in names if not os.path.isfile(os.path.join(directory, f))]
+  for target in bd_formats.FORMATS[fmt].auto_map.values():
+    module, cls = target.rsplit(".", 1)
+    path = os.path.join(directory, module + ".py")
+    if os.path.isfile(path):
+      with open(path) as f:
+        if not re.search(rf"^class {cls}\b", f.read(), re.MULTILINE):
+          missing.append(f"class {cls} in {module}.py")
+  if missing:
+    raise ValueError(
+        f"{REFERENCE_CODE_KEY}={directory!r} lacks {', '.join(missing)}:"
+        f" it must hold {_LABELS[fmt]}'s modeling files"
+        f" {list(names)} (from {origin})."
+    )
+
+
+def check_exportable(
+    fmt: str, bd: Any, model_config: Any, mask_token: str | None
+) -> None:
+  """Fails closed, naming the key and the fix, on what `fmt` cannot express.
+
+  `tunix_bd` expresses everything; the others refuse the other alignment
+  (SDAR is same-position, Fast-dLLM v2 shifted) or layers, and Fast-dLLM v2
+  a mask token other than `|<MASK>|` or a block size that does not divide
+  `FAST_DLLM_MASK_BLOCK`. `bd` has the model's `alignment` and
+  `block_size`; `mask_token` is None for an id no string encodes to.
+  """
+  check_format(fmt)
+  if fmt == TUNIX_BD:
+    return
+  alignment, block_size = bd.alignment, bd.block_size
+  spec = bd_formats.FORMATS[fmt]
+  where = f"{FORMAT_KEY}={fmt!r} ({_LABELS[fmt]})"
+  family = families.family(model_config)
+  if alignment != spec.alignment:
+    meaning = {
+        bd_config_lib.SAME_POSITION: "the logit at i predicts token i",
+        bd_config_lib.SHIFTED: "the logit at i - 1 predicts token i",
+    }[spec.alignment]
+    other = [
+        f.name
+        for f in bd_formats.FORMATS.values()
+        if f.alignment == alignment and f.family_type == family
+    ]
+    raise ValueError(
+        f"{where} holds {spec.alignment} logits ({meaning}), but the model"
+        f" is {alignment}: train one with bd.alignment={spec.alignment}"
+        f" (sft.py), or export with {FORMAT_KEY}="
+        + " or ".join(other + [TUNIX_BD])
+        + "."
+    )
+  if family != spec.family_type or getattr(model_config, "num_experts", None):
+    raise ValueError(
+        f"{where} has {_FAMILY_NAMES[spec.family_type]}, but the model is a"
+        f" Tunix {family}"
+        f"{' MoE' if getattr(model_config, 'num_experts', None) else ''}:"
+        f" export it with {FORMAT_KEY}={TUNIX_BD}, or convert a"
+        f" {spec.family_type} checkpoint."
+    )
+  if fmt == bd_formats.FAST_DLLM_V2:
+    if mask_token != spec.mask_token:
+      raise ValueError(
+          f"{where} names its mask token {spec.mask_token!r} (config.json"
+          " has no mask id field), but the model's mask token is"
+          f" {mask_token!r}: train with bd.mask_token={spec.mask_token!r}"
+          f" (sft.py), or export with {FORMAT_KEY}={TUNIX_BD}."
+      )
+    if FAST_DLLM_MASK_BLOCK % block_size:
+      raise ValueError(
+          f"{where}: bd.block_size={block_size} does not divide"
+          f" {FAST_DLLM_MASK_BLOCK}; Fast-dLLM v2's generate masks its"
+          f" denoising forwards with blocks of {FAST_DLLM_MASK_BLOCK}, which"
+          " would cut this model's blocks. Train with a bd.block_size"
+          f" dividing {FAST_DLLM_MASK_BLOCK} (1, 2, 4, 8, 16 or 32), or"
+          f" export with {FORMAT_KEY}={TUNIX_BD}."
+      )
 
 
 def export_block_diffusion(
@@ -40,11 +178,11 @@ def export_block_diffusion(
     *,
     bd: bd_config_lib.BlockDiffusionConfig,
     chat_options: chat.ChatOptions,
-    source: hf_source.Source | None,
+    source: hf_checkpoint.Source | None,
     dtype: str | None = None,
     stop_ids: Iterable[int] = (),
     extra: Mapping[str, Any] | None = None,
-    fmt: str = bd_formats_export.TUNIX_BD,
+    fmt: str = TUNIX_BD,
     reference_code: str = "",
 ) -> None:
   """Writes a block-diffusion export, replacing a previous one.
@@ -53,45 +191,37 @@ def export_block_diffusion(
   becomes `tokenizer`'s `mask_token`; `extra` are provenance entries for
   `block_diffusion.json`; `fmt` and `reference_code` are `export.format`
   and `export.reference_code`. Raises ValueError, before anything is
-  written, as `export.export_checkpoint` and `bd_formats_export`'s checks.
+  written, as `export.export_checkpoint`, `check_exportable` and
+  `check_reference_code`.
   """
   mask_token = mask_token_lib.register_mask_token(tokenizer, bd.mask_token_id)
-  bd_formats_export.check_exportable(
-      fmt,
-      alignment=bd.alignment,
-      block_size=bd.block_size,
-      model_config=model.config,
-      mask_token=mask_token,
-  )
-  bd_formats_export.check_reference_code(fmt, reference_code)
-  # What tunix_bd stops at, which a format's generation config cannot tell
-  # from the pad it lists as an EOS (`bd_formats.adapt_tokenizer`).
-  extra = {
-      **dict(extra or {}),
-      bd_formats_tokenizer.STOP_IDS_KEY: stop_ids_record(tokenizer, stop_ids),
-  }
-  if fmt != bd_formats_export.TUNIX_BD:
-    source = format_source(
-        fmt,
-        model.config,
-        source=source,
-        tokenizer=tokenizer,
-        bd=bd,
-        stop_ids=stop_ids,
-    )
-    tokenizer = format_tokenizer(fmt, tokenizer)
+  check_exportable(fmt, bd, model.config, mask_token)
+  check_reference_code(fmt, reference_code)
+  # What tunix_bd stops at, EOS first, which a format's generation config
+  # cannot tell from the pad it lists as an EOS (`bd_formats.adapt_tokenizer`).
+  stops = list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
+  extra = {**dict(extra or {}), bd_formats.STOP_IDS_KEY: stops}
+  if fmt != TUNIX_BD:
+    source = format_source(fmt, model.config, source, tokenizer, bd, stops)
+    last = format_eos(tokenizer)
+    if fmt == bd_formats.SDAR and last is not None:
+      # SDAR's tokenizers have `<|endoftext|>` as EOS and pad, and stop at
+      # the turn end through `generation_config.json`; the import
+      # (`bd_formats.adapt_tokenizer`) turns the EOS back into that turn end.
+      tokenizer = copy.deepcopy(tokenizer)
+      tokenizer.eos_token = tokenizer.convert_ids_to_tokens(last)
   export.export_checkpoint(
       model,
       tokenizer,
       export_dir,
       source=source,
-      dtype=hf_source.check_dtype(dtype, "export.dtype"),
+      dtype=hf_checkpoint.check_export_dtype(dtype, "export.dtype"),
       stop_ids=stop_ids,
   )
-  if fmt != bd_formats_export.TUNIX_BD:
+  if fmt != TUNIX_BD:
     write_legacy_tokenizer_config(export_dir)
   if reference_code:  # Copies the format's modeling files.
-    for name in bd_formats_export.REFERENCE_CODE[fmt].files:
+    for name in REFERENCE_CODE[fmt][0]:
       with open(os.path.join(reference_code, name), "rb") as f:
         files.write_bytes(os.path.join(export_dir, name), f.read())
   bd_config_lib.save_settings(
@@ -123,67 +253,46 @@ _FAST_DLLM_DEFAULTS = {
 }
 
 
-def _base_config(
-    fmt: str,
-    model_config: Any,
-    source: hf_source.Source | None,
-    tokenizer: Any,
-) -> dict[str, Any]:
-  """What `fmt`'s fields are written over: the source's config (a source in
-  another format as its Qwen3/Qwen2 config), or the model's."""
-  if source is None:
-    return {
-        **hf_config.config_to_hf(model_config),
-        **hf_source.tokenizer_ids(tokenizer),
-    }
-  found = bd_formats.detect(source.config)
-  if found is None or found.name == fmt:
-    return dict(source.config)
-  return bd_formats.family_config(source.config, found)
-
-
 def format_eos(tokenizer: Any) -> int | None:
-  """The id a format export lists last as an EOS (SDAR: its EOS and pad).
-
-  The pad, as SDAR-4B-Chat's `<|endoftext|>`; but where the import moved
-  the pad off a stop id (`bd_formats.adapt_tokenizer`), that stop id: the
-  pad it gave is no token either format's code stops at.
-  """
+  """The id a format export lists last as an EOS (SDAR: its EOS and pad):
+  the pad, as SDAR-4B-Chat's `<|endoftext|>`, or the stop id the import
+  moved the pad off (`bd_formats.adapt_tokenizer`), as no format's code
+  stops at the pad it gave."""
   checkpoint = special_ids.checkpoint_stop_ids(tokenizer)
   return checkpoint[-1] if checkpoint else tokenizer.pad_token_id
-
-
-def stop_ids_record(tokenizer: Any, stop_ids: Iterable[int]) -> list[int]:
-  """The ids tunix_bd stops at, EOS first, as a format export records them
-  in `block_diffusion.json` (`bd_formats_tokenizer.STOP_IDS_KEY`)."""
-  return list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
 
 
 def format_source(
     fmt: str,
     model_config: Any,
-    *,
-    source: hf_source.Source | None,
+    source: hf_checkpoint.Source | None,
     tokenizer: Any,
     bd: bd_config_lib.BlockDiffusionConfig,
-    stop_ids: Iterable[int] = (),
-) -> hf_source.Source:
-  """The `hf_source.Source` whose export is `fmt`'s `config.json` and files.
-
-  `export.save_checkpoint` keeps a source's config and generation config,
-  checking that the config describes the model; this one is the source's
-  (or, without a source, the model's) with the format's fields. `tokenizer`
-  is the one before `format_tokenizer`.
+    stops: list[int],
+) -> hf_checkpoint.Source:
+  """The `hf_checkpoint.Source` whose export is `fmt`'s `config.json` and files:
+  the source's (or the model's) config with the format's fields. `tokenizer`
+  is the one before SDAR's EOS change, `stops` the ids tunix_bd stops at
+  (both `export_block_diffusion`'s).
   """
   spec = bd_formats.FORMATS[fmt]
-  config = _base_config(fmt, model_config, source, tokenizer)
+  if source is None:
+    config = {
+        **hf_config.config_to_hf(model_config),
+        **hf_checkpoint.tokenizer_ids(tokenizer),
+    }
+  else:  # A source in another format gives its Qwen3/Qwen2 config.
+    found = bd_formats.detect(source.config)
+    config = dict(source.config)
+    if found is not None and found.name != fmt:
+      config = bd_formats.family_config(source.config, found)
   layers = model_config.num_layers
   pad, last = tokenizer.pad_token_id, format_eos(tokenizer)
   if fmt == bd_formats.SDAR:
     defaults = {**_SDAR_DEFAULTS, "max_window_layers": layers}
     fields = {"block_size": bd.block_size, "mask_token_id": bd.mask_token_id}
     if last is not None:  # SDAR's EOS is its pad; the turn end is in the
-      config["eos_token_id"] = last  # generation config (`format_tokenizer`).
+      config["eos_token_id"] = last  # generation config.
       config.setdefault("bos_token_id", last)
   else:
     defaults = {
@@ -209,7 +318,7 @@ def format_source(
   config["rope_theta"] = hf_config.config_to_hf(model_config)["rope_theta"]
   config["rope_scaling"] = None  # Tunix implements the default RoPE only.
   generation = dict((source.generation_config if source else None) or {})
-  eos_ids = [*stop_ids_record(tokenizer, stop_ids), last]
+  eos_ids = [*stops, last]
   generation["eos_token_id"] = list(
       dict.fromkeys(i for i in eos_ids if i is not None)
   )
@@ -218,47 +327,24 @@ def format_source(
   if config.get("bos_token_id") is not None:
     generation["bos_token_id"] = config["bos_token_id"]
   if source is not None:
-    tensor_dtypes = source.tensor_dtypes
-  else:
-    dtype = jnp.dtype(model_config.param_dtype).name
-    keys = hf_checkpoint.expected_shapes(model_config)
-    tensor_dtypes = dict.fromkeys(keys, dtype)
-  return hf_source.Source(config, generation, tensor_dtypes)
-
-
-def format_tokenizer(fmt: str, tokenizer: Any) -> Any:
-  """A copy of the tokenizer as `fmt` ships it (SDAR: EOS = `format_eos`).
-
-  SDAR's tokenizers have `<|endoftext|>` as EOS and pad, and stop at the
-  turn end through `generation_config.json`; the import
-  (`bd_formats.adapt_tokenizer`) turns the EOS back into that turn end.
-  """
-  last = format_eos(tokenizer)
-  if fmt != bd_formats.SDAR or last is None:
-    return tokenizer
-  out = copy.deepcopy(tokenizer)
-  out.eos_token = tokenizer.convert_ids_to_tokens(last)
-  return out
+    return hf_checkpoint.Source(config, generation, source.tensor_dtypes)
+  dtype = jnp.dtype(model_config.param_dtype).name
+  keys = hf_checkpoint.expected_shapes(model_config)
+  return hf_checkpoint.Source(config, generation, dict.fromkeys(keys, dtype))
 
 
 def write_legacy_tokenizer_config(export_dir: str) -> None:
-  """Rewrites the export's `tokenizer_config.json` for transformers 4.5x.
-
-  transformers 5 saves the additional special tokens as a list under
-  `extra_special_tokens`, a key transformers 4.5x (which both formats' code
-  runs on) reads as a dict of named tokens and fails on; both versions read
-  the list under `additional_special_tokens`. A tokenizer without a class
-  of its own is saved as `TokenizersBackend`, which 4.5x names
-  `PreTrainedTokenizerFast`.
-  """
+  """Rewrites the export's `tokenizer_config.json` for transformers 4.5x,
+  which both formats' code runs on: it fails on transformers 5's list of
+  `extra_special_tokens` (both read `additional_special_tokens`) and names
+  `TokenizersBackend` `PreTrainedTokenizerFast`."""
   path = os.path.join(export_dir, "tokenizer_config.json")
   if not files.exists(path):
     return
   content = json.loads(files.read_text(path))
   changed = dict(content)
   if isinstance(changed.get("extra_special_tokens"), list):
-    listed = changed.pop("extra_special_tokens")
-    changed["additional_special_tokens"] = listed
+    changed["additional_special_tokens"] = changed.pop("extra_special_tokens")
   if changed.get("tokenizer_class") == "TokenizersBackend":
     changed["tokenizer_class"] = "PreTrainedTokenizerFast"
   if changed != content:

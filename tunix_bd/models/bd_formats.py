@@ -9,7 +9,9 @@ Qwen3 or Qwen2 config the weights load into, and `settings` gives the
 directory is a block-diffusion checkpoint without a `block_diffusion.json`.
 Recipes read any block-diffusion checkpoint through `load_settings`,
 `load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
-know no format). What is read and refused: docs/formats.md "Import".
+know no format). `load_tokenizer` gives an imported tokenizer the stop ids
+its decoder uses and a pad that is none of them (`adapt_tokenizer`). What is
+read and refused: docs/formats.md "Import".
 """
 
 from __future__ import annotations
@@ -20,15 +22,21 @@ from typing import Any
 
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.models import bd_formats_tokenizer
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_config
 from tunix_bd.models import mask_token as mask_token_lib
 
-# Not `hf_checkpoint.CONFIG_FILE`: `hf_checkpoint.load` reads through here.
-CONFIG_FILE = "config.json"
 SDAR = "sdar"
 FAST_DLLM_V2 = "fast_dllm_v2"
+GENERATION_CONFIG_FILE = "generation_config.json"
+# What fixes a checkpoint's unreadable file.
+RECOPY = "copy or download the checkpoint again."
+# `block_diffusion.json`'s record of the ids an export in a format stops at.
+STOP_IDS_KEY = "stop_ids"
+# The pad of an imported tokenizer whose pad is one of its stop ids.
+PAD_TOKEN = "<|pad|>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,11 +107,8 @@ _BY_ARCHITECTURE = {f.architecture: f for f in FORMATS.values()}
 
 
 def detect(raw: Any) -> Format | None:
-  """The format of a parsed `config.json`, or None for any other config.
-
-  Raises ValueError for a config that names one format's `model_type` and
-  another's `architectures`, or the reverse.
-  """
+  """The format of a parsed `config.json`, or None for any other config; a
+  ValueError where its `model_type` and `architectures` disagree on it."""
   if not isinstance(raw, dict):
     return None
   fmt = _BY_MODEL_TYPE.get(raw.get("model_type"))
@@ -125,10 +130,10 @@ def detect(raw: Any) -> Format | None:
 def read_dir(directory: str) -> tuple[Format, dict[str, Any]] | None:
   """The format and parsed `config.json` of `directory`, or None if it has
   no `config.json` or one in another format."""
-  path = os.path.join(directory, CONFIG_FILE)
+  path = os.path.join(directory, checkpoint_digest.CONFIG_FILE)
   if not os.path.isfile(path):
     return None
-  raw = files.read_json(path, bd_formats_tokenizer.RECOPY)
+  raw = files.read_json(path, RECOPY)
   fmt = detect(raw)
   return None if fmt is None else (fmt, raw)
 
@@ -154,11 +159,8 @@ def family_config(raw: dict[str, Any], fmt: Format) -> dict[str, Any]:
 def model_config_from_hf(
     raw: Any, *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
-  """`hf_config.model_config_from_hf`, reading the formats too.
-
-  `raw` is a parsed Qwen3, Qwen3-MoE, Qwen2, SDAR or Fast-dLLM v2
-  `config.json`.
-  """
+  """`hf_config.model_config_from_hf` of a parsed Qwen3, Qwen3-MoE, Qwen2,
+  SDAR or Fast-dLLM v2 `config.json`."""
   fmt = detect(raw)
   if fmt is None:
     return hf_config.model_config_from_hf(
@@ -170,16 +172,6 @@ def model_config_from_hf(
     )
   except ValueError as e:
     raise ValueError(f"{fmt.name} checkpoint: {e}") from e
-
-
-def _block_size(raw: dict[str, Any], fmt: Format) -> int:
-  value = raw.get(fmt.block_field)
-  if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-    raise ValueError(
-        f"{fmt.name} checkpoint: HF config {fmt.block_field}={value!r} must"
-        " be a positive integer (the training block size)."
-    )
-  return value
 
 
 def _mask_id(
@@ -222,31 +214,30 @@ def _mask_id(
 def settings(
     directory: str, key: str | None = None
 ) -> bd_config_lib.BlockDiffusionConfig | None:
-  """The block-diffusion settings of an SDAR or Fast-dLLM v2 directory.
-
-  The settings their code trains and decodes with, or None if the directory
-  is in neither format. `key` (e.g. `model.checkpoint`) names it in errors.
-  """
+  """The block-diffusion settings an SDAR or Fast-dLLM v2 directory's code
+  trains and decodes with, or None for a directory in neither format; `key`
+  (e.g. `model.checkpoint`) names it in errors."""
   found = read_dir(directory)
   if found is None:
     return None
   fmt, raw = found
   model_config_from_hf(raw)  # Fails closed before the tokenizer is read.
+  block_size = raw.get(fmt.block_field)
+  if (
+      isinstance(block_size, bool)
+      or not isinstance(block_size, int)
+      or block_size < 1
+  ):
+    raise ValueError(
+        f"{fmt.name} checkpoint: HF config {fmt.block_field}={block_size!r}"
+        " must be a positive integer (the training block size)."
+    )
   return bd_config_lib.BlockDiffusionConfig(
-      block_size=_block_size(raw, fmt),
+      block_size=block_size,
       mask_token_id=_mask_id(directory, raw, fmt, key),
       alignment=fmt.alignment,
       layout=bd_config_lib.CLEAN_CONTEXT,
   )
-
-
-def adapt_tokenizer(directory: str, tokenizer: Any) -> None:
-  """Gives an imported format's tokenizer the stop ids its decoder uses
-  (`bd_formats_tokenizer.adapt`); a directory in no format is left alone."""
-  found = read_dir(directory)
-  if found is not None:
-    fmt, raw = found
-    bd_formats_tokenizer.adapt(directory, raw, tokenizer, sdar=fmt.name == SDAR)
 
 
 def load_settings(
@@ -273,7 +264,117 @@ def load_extra(directory: str, key: str) -> Any:
 def load_tokenizer(
     directory: str, chat_template: str = "", *, key: str | None = None
 ) -> Any:
-  """`tokenizer.load_tokenizer`, then `adapt_tokenizer`."""
+  """`tokenizer.load_tokenizer`, then `adapt_tokenizer` for a directory in a
+  format."""
   tokenizer = tokenizer_lib.load_tokenizer(directory, chat_template, key=key)
-  adapt_tokenizer(directory, tokenizer)
+  found = read_dir(directory)
+  if found is not None:
+    fmt, raw = found
+    adapt_tokenizer(directory, raw, tokenizer, sdar=fmt.name == SDAR)
   return tokenizer
+
+
+def _listed_stop_ids(
+    directory: str, tokenizer: Any
+) -> tuple[list[int], str] | None:
+  """The stop ids a format directory lists, and the file listing them.
+
+  `block_diffusion.json`'s `stop_ids` (what tunix_bd stopped at, recorded
+  by its export in a format) or else `generation_config.json`'s
+  `eos_token_id`; None where neither lists any. Errors name the file.
+  """
+  for name, key in (
+      (bd_config_lib.SETTINGS_FILE, STOP_IDS_KEY),
+      (GENERATION_CONFIG_FILE, "eos_token_id"),
+  ):
+    path = os.path.join(directory, name)
+    if not os.path.isfile(path):
+      continue
+    if key == STOP_IDS_KEY:
+      listed = bd_config_lib.load_extra(directory, key)
+    else:
+      content = files.read_json(path, RECOPY)
+      listed = content.get(key) if isinstance(content, dict) else None
+    if listed is None or listed == []:
+      continue
+    single = isinstance(listed, int) and not isinstance(listed, bool)
+    ids = [listed] if single else listed
+    valid = isinstance(ids, list) and all(
+        isinstance(i, int)
+        and not isinstance(i, bool)
+        and 0 <= i < len(tokenizer)
+        for i in ids
+    )
+    if not valid:
+      raise ValueError(
+          f"{path}: {key}={listed!r} must be token ids of the"
+          f" checkpoint's tokenizer (ints in [0, {len(tokenizer)}))."
+      )
+    return list(dict.fromkeys(ids)), path
+  return None
+
+
+def _move_pad_off(
+    directory: str, raw: dict[str, Any], tokenizer: Any, stops: list[int]
+) -> None:
+  """Makes `PAD_TOKEN` the tokenizer's pad, at an id that is no stop id and
+  not the mask: the tokenizer's own added token, else the first embedding
+  row past the tokenizer (without one the error names `vocab_size`)."""
+  added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
+  pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
+  if PAD_TOKEN not in added and PAD_TOKEN in tokenizer.get_vocab():
+    why = f"{PAD_TOKEN!r} is ordinary text in its tokenizer"
+  elif pad_id in stops or pad_id in (
+      raw.get("mask_token_id"),
+      tokenizer.mask_token_id,
+  ):
+    why = f"{PAD_TOKEN!r} (id {pad_id}) is a stop id or the mask"
+  elif not isinstance(rows, int) or pad_id >= rows:
+    why = (
+        f"{PAD_TOKEN!r} would take id {pad_id}, the first embedding row past"
+        f" the tokenizer, but config.json has vocab_size={rows!r}"
+    )
+  if why is not None:
+    raise ValueError(
+        f"{directory}: its pad {tokenizer.pad_token!r} is one of its stop ids"
+        f" {stops} and cannot become {PAD_TOKEN!r}: {why}."
+    )
+  tokenizer.add_special_tokens({"pad_token": PAD_TOKEN})
+  if tokenizer.pad_token_id != pad_id:
+    raise ValueError(
+        f"{directory}: the tokenizer gave its pad {PAD_TOKEN!r} id"
+        f" {tokenizer.pad_token_id}, expected {pad_id}."
+    )
+
+
+def adapt_tokenizer(
+    directory: str, raw: dict[str, Any], tokenizer: Any, *, sdar: bool
+) -> None:
+  """Gives an imported format's tokenizer the stop ids its decoder uses.
+
+  SDAR: the ids `_listed_stop_ids` finds, the first that is not the pad as
+  EOS and the others as `special_ids.checkpoint_stop_ids`, a pad among them
+  moved to `PAD_TOKEN`; Fast-dLLM v2 stops at its EOS alone, which changes
+  only if it is the pad. In place; docs/formats.md "Import" has the rules.
+  """
+  pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+  if not sdar and (eos is None or eos != pad):
+    return
+  listed, path = _listed_stop_ids(directory, tokenizer) or (
+      [] if eos is None else [eos],
+      os.path.join(directory, GENERATION_CONFIG_FILE),
+  )
+  first = next((i for i in listed if i != pad), None)
+  if first is None:
+    raise ValueError(
+        f"{directory}: its tokenizer's EOS is its pad"
+        f" ({tokenizer.eos_token!r}) and {os.path.basename(path)} names no"
+        " other id to stop at."
+    )
+  # The listed order, but the EOS first; Fast-dLLM v2's EOS alone.
+  stops = [first] + [i for i in listed if i != first and sdar]
+  if pad in stops:
+    _move_pad_off(directory, raw, tokenizer, stops)
+  if stops[0] != eos:
+    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(stops[0])
+  setattr(tokenizer, special_ids.CHECKPOINT_STOP_IDS_ATTR, tuple(stops[1:]))

@@ -72,26 +72,24 @@ class CheckpointDigest:
     return hashlib.sha256(parts).hexdigest()
 
 
-class _Streamer:
-  """Feeds byte ranges of files to a hash through one reused buffer."""
+def _buffer(chunk_bytes: int) -> memoryview:
+  """The one buffer, of `chunk_bytes` bytes, that files are read into."""
+  if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int):
+    raise ValueError(f"chunk_bytes must be an int, got {chunk_bytes!r}.")
+  if chunk_bytes < 1:
+    raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}.")
+  return memoryview(bytearray(chunk_bytes))
 
-  def __init__(self, chunk_bytes: int):
-    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int):
-      raise ValueError(f"chunk_bytes must be an int, got {chunk_bytes!r}.")
-    if chunk_bytes < 1:
-      raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}.")
-    self._buffer = memoryview(bytearray(chunk_bytes))
 
-  def update(
-      self, digest, f: BinaryIO, offset: int, length: int, name: str
-  ) -> None:
-    f.seek(offset)
-    while length:
-      read = f.readinto(self._buffer[: min(length, len(self._buffer))])
-      if not read:
-        raise ValueError(f"{name} ended {length} bytes early.")
-      digest.update(self._buffer[:read])
-      length -= read
+def _stream(digest, buffer, f: BinaryIO, offset: int, length: int, name: str):
+  """Feeds `length` bytes of `f` from `offset` to `digest` through `buffer`."""
+  f.seek(offset)
+  while length:
+    read = f.readinto(buffer[: min(length, len(buffer))])
+    if not read:
+      raise ValueError(f"{name} ended {length} bytes early.")
+    digest.update(buffer[:read])
+    length -= read
 
 
 def _frame(digest, *fields) -> None:
@@ -99,19 +97,20 @@ def _frame(digest, *fields) -> None:
   digest.update(json.dumps(fields).encode() + b"\n")
 
 
-def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
+def _read_header(path: str) -> tuple[dict, int]:
   """`({tensor: header entry}, data start)` of one safetensors file."""
-  size = os.fstat(f.fileno()).st_size
-  prefix = f.read(8)
-  header_bytes = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else 0
-  if not 0 < header_bytes <= min(_MAX_HEADER_BYTES, size - 8):
-    raise ValueError(f"{path} is not a safetensors file (bad header length).")
-  try:
-    header = json.loads(f.read(header_bytes))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise ValueError(
-        f"{path} has a safetensors header that is not JSON: {e}"
-    ) from e
+  with open(path, "rb") as f:
+    size = os.fstat(f.fileno()).st_size
+    prefix = f.read(8)
+    header_bytes = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else 0
+    if not 0 < header_bytes <= min(_MAX_HEADER_BYTES, size - 8):
+      raise ValueError(f"{path} is not a safetensors file (bad header length).")
+    try:
+      header = json.loads(f.read(header_bytes))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+      raise ValueError(
+          f"{path} has a safetensors header that is not JSON: {e}"
+      ) from e
   if not isinstance(header, dict):
     raise ValueError(f"{path} has a safetensors header that is not a dict.")
   header.pop("__metadata__", None)
@@ -138,49 +137,58 @@ def _read_header(path: str, f: BinaryIO) -> tuple[dict, int]:
   return header, data_start
 
 
-def _weight_files(directory: str) -> list[str]:
+def weight_files(directory: str) -> list[str]:
+  """The `*.safetensors` files of `directory` (those Tunix's loader reads)."""
   return sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
 
 
 def check_weight_files(directory: str) -> None:
-  """Fails closed on a `*.safetensors` file of `directory` that is cut short.
-
-  Reads the headers only: tensors past a file's end (an interrupted copy)
-  would otherwise fail deep in a loader, naming neither file nor tensor.
-  """
-  for name in _weight_files(directory):
-    path = os.path.join(directory, name)
-    with open(path, "rb") as f:
-      _read_header(path, f)
+  """Fails closed on a `*.safetensors` file of `directory` that is cut short
+  (an interrupted copy), from the headers, naming the file and tensor."""
+  for name in weight_files(directory):
+    _read_header(os.path.join(directory, name))
 
 
-def _weights_digest(directory: str, streamer: _Streamer) -> str:
-  names = _weight_files(directory)
+def tensor_headers(directory: str) -> dict[str, tuple[str, int, dict]]:
+  """`{tensor: (file name, data start, header entry)}` of the weight files,
+  from their headers alone; an entry has `dtype` as safetensors names it
+  (`"BF16"`, ...), `shape` and `data_offsets`. A ValueError for no weight
+  file, a bad or truncated one, or a tensor in two files."""
+  names = weight_files(directory)
   if not names:
     raise ValueError(f"No *.safetensors weight files in {directory}.")
+  tensors = {}
+  for name in names:
+    header, data_start = _read_header(os.path.join(directory, name))
+    for key, entry in header.items():
+      if key in tensors:
+        raise ValueError(
+            f"Tensor {key!r} is in both {tensors[key][0]} and {name}."
+        )
+      tensors[key] = (name, data_start, entry)
+  return tensors
+
+
+def _weights_digest(directory: str, buffer: memoryview) -> str:
+  tensors = tensor_headers(directory)
+  digest = hashlib.sha256()
   with contextlib.ExitStack() as stack:
-    tensors = {}  # tensor name -> (file name, open file, data start, entry)
-    for name in names:
-      path = os.path.join(directory, name)
-      f = stack.enter_context(open(path, "rb"))
-      header, data_start = _read_header(path, f)
-      for key, entry in header.items():
-        if key in tensors:
-          raise ValueError(
-              f"Tensor {key!r} is in both {tensors[key][0]} and {name}."
-          )
-        tensors[key] = (name, f, data_start, entry)
-    digest = hashlib.sha256()
+    opened = {}
     for key in sorted(tensors):
-      name, f, data_start, entry = tensors[key]
+      name, data_start, entry = tensors[key]
+      if name not in opened:
+        path = os.path.join(directory, name)
+        opened[name] = stack.enter_context(open(path, "rb"))
       begin, end = entry["data_offsets"]
       _frame(digest, key, entry["dtype"], entry["shape"], end - begin)
-      streamer.update(digest, f, data_start + begin, end - begin, name)
+      _stream(
+          digest, buffer, opened[name], data_start + begin, end - begin, name
+      )
   return digest.hexdigest()
 
 
 def _files_digest(
-    directory: str, names: tuple[str, ...], streamer: _Streamer
+    directory: str, names: tuple[str, ...], buffer: memoryview
 ) -> str | None:
   """The digest of the files of `names` present, or None if none is."""
   paths = {n: os.path.join(directory, n) for n in sorted(names)}
@@ -193,8 +201,21 @@ def _files_digest(
       size = os.fstat(f.fileno()).st_size
       if len(names) > 1:  # A part of one file is just its bytes.
         _frame(digest, name, size)
-      streamer.update(digest, f, 0, size, name)
+      _stream(digest, buffer, f, 0, size, name)
   return digest.hexdigest()
+
+
+def config_path(directory: str) -> str:
+  """The `config.json` of a checkpoint directory, which must both exist."""
+  if not os.path.isdir(directory):
+    raise ValueError(f"Checkpoint directory {directory} does not exist.")
+  path = os.path.join(directory, CONFIG_FILE)
+  if not os.path.isfile(path):
+    raise ValueError(
+        f"{directory} is not a Hugging Face checkpoint directory:"
+        f" {CONFIG_FILE} not found."
+    )
+  return path
 
 
 def digest_file(
@@ -205,7 +226,7 @@ def digest_file(
   if not os.path.isfile(path):
     raise ValueError(f"{path} is not a file.")
   directory, name = os.path.split(path)
-  return _files_digest(directory, (name,), _Streamer(chunk_bytes))
+  return _files_digest(directory, (name,), _buffer(chunk_bytes))
 
 
 def digest_checkpoint(
@@ -213,28 +234,18 @@ def digest_checkpoint(
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> CheckpointDigest:
-  """Digests a checkpoint directory without loading it (see the module doc).
-
-  `directory` holds `config.json`, `*.safetensors` and, optionally,
-  tokenizer files and `block_diffusion.json`; `chunk_bytes` is the most
-  read from disk at a time. Raises ValueError for a missing directory or
-  `config.json`, no or bad weight files, or a tensor in two files.
-  """
+  """Digests a checkpoint directory without loading it (see the module doc),
+  reading at most `chunk_bytes` from disk at a time. A ValueError for a
+  missing directory or `config.json`, no or bad weight files, or a tensor
+  in two files."""
   directory = os.fspath(directory)
-  if not os.path.isdir(directory):
-    raise ValueError(f"Checkpoint directory {directory} does not exist.")
-  streamer = _Streamer(chunk_bytes)
-  config = _files_digest(directory, (CONFIG_FILE,), streamer)
-  if config is None:
-    raise ValueError(
-        f"{directory} is not a Hugging Face checkpoint directory:"
-        f" {CONFIG_FILE} not found."
-    )
+  config_path(directory)
+  buffer = _buffer(chunk_bytes)
   return CheckpointDigest(
-      config=config,
-      weights=_weights_digest(directory, streamer),
-      tokenizer=_files_digest(directory, TOKENIZER_FILES, streamer),
-      settings=_files_digest(directory, (SETTINGS_FILE,), streamer),
+      config=_files_digest(directory, (CONFIG_FILE,), buffer),
+      weights=_weights_digest(directory, buffer),
+      tokenizer=_files_digest(directory, TOKENIZER_FILES, buffer),
+      settings=_files_digest(directory, (SETTINGS_FILE,), buffer),
   )
 
 

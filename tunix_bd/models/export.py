@@ -5,7 +5,7 @@
 An export is an HF-style Qwen3 or Qwen2 directory (`config.json`,
 `generation_config.json`, `model.safetensors` or shards with an index, in
 the layout `hf_checkpoint` reads) with its tokenizer; what it keeps of its
-source checkpoint is `hf_source`'s. Directories are written to a temporary
+source checkpoint is `hf_checkpoint`'s. Directories are written to a temporary
 sibling and renamed into place, so a crash never leaves half an export.
 Also finds the block-diffusion exports that exist under a directory.
 """
@@ -31,8 +31,9 @@ from safetensors import numpy as safetensors_np
 from tunix_bd import files
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import families
+from tunix_bd.models import bd_formats
+from tunix_bd.models import checkpoint_digest
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 
 # The families that have a Hugging Face layout here.
 _EXPORTABLE = ("qwen3", "qwen2")
@@ -55,50 +56,23 @@ def _merge_out_heads(w: np.ndarray) -> np.ndarray:
 
 # Inverse of `qwen3_params._get_key_and_transform_mapping` (and Qwen2's, which
 # adds the q/k/v biases and lacks q/k norms): Tunix parameter path -> (HF
-# key, Tunix layout -> HF [out, in] layout). A key with "{e}" names one
+# key, Tunix layout -> HF [out, in] layout). A layer's parameters are matched
+# below `layers.N.` (`model.layers.N.` in HF); a key with "{e}" names one
 # expert of a stacked [experts, in, out] parameter.
 _EXPORT_RULES = (
     (r"embedder\.input_embedding", "model.embed_tokens.weight", None),
     (r"final_norm\.w", "model.norm.weight", None),
     (r"lm_head\.w", "lm_head.weight", np.transpose),
+    (r"attn\.([qkv])_proj\.w", r"self_attn.\1_proj.weight", _merge_in_heads),
+    (r"attn\.o_proj\.w", "self_attn.o_proj.weight", _merge_out_heads),
+    (r"attn\.([qkv])_bias", r"self_attn.\1_proj.bias", None),
+    (r"attn\.([qk])_norm\.w", r"self_attn.\1_norm.weight", None),
+    (r"(input_layernorm|post_attention_layernorm)\.w", r"\1.weight", None),
+    (r"mlp\.(gate|up|down)_proj\.kernel", r"mlp.\1_proj.weight", np.transpose),
+    (r"mlp\.router\.kernel", "mlp.gate.weight", np.transpose),
     (
-        r"layers\.(\d+)\.attn\.([qkv])_proj\.w",
-        r"model.layers.\1.self_attn.\2_proj.weight",
-        _merge_in_heads,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.o_proj\.w",
-        r"model.layers.\1.self_attn.o_proj.weight",
-        _merge_out_heads,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.([qkv])_bias",
-        r"model.layers.\1.self_attn.\2_proj.bias",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.attn\.([qk])_norm\.w",
-        r"model.layers.\1.self_attn.\2_norm.weight",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.(input_layernorm|post_attention_layernorm)\.w",
-        r"model.layers.\1.\2.weight",
-        None,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.(gate|up|down)_proj\.kernel",
-        r"model.layers.\1.mlp.\2_proj.weight",
-        np.transpose,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.router\.kernel",
-        r"model.layers.\1.mlp.gate.weight",
-        np.transpose,
-    ),
-    (
-        r"layers\.(\d+)\.mlp\.(gate|up|down)_proj",
-        r"model.layers.\1.mlp.experts.{e}.\2_proj.weight",
+        r"mlp\.(gate|up|down)_proj",
+        r"mlp.experts.{e}.\1_proj.weight",
         np.transpose,
     ),
 )
@@ -110,9 +84,13 @@ def _hf_tensors(model: Any) -> dict[str, np.ndarray]:
   for path, variable in nnx.state(model, nnx.Param).flat_state():
     name = ".".join(str(p) for p in path)
     value = _to_host(variable.get_value())
+    layer = re.match(r"layers\.\d+\.", name)
+    prefix, rest = (
+        (f"model.{layer[0]}", name[layer.end() :]) if layer else ("", name)
+    )
     for pattern, hf_key, transform in _EXPORT_RULES:
-      if re.fullmatch(pattern, name):
-        hf_key = re.sub(pattern, hf_key, name)
+      if re.fullmatch(pattern, rest):
+        hf_key = prefix + re.sub(pattern, hf_key, rest)
         if "{e}" in hf_key:
           parts = {hf_key.format(e=e): w for e, w in enumerate(value)}
         else:
@@ -161,32 +139,51 @@ def _write_weights(
       size = 0
     shards[-1].append(key)
     size += value.nbytes
-  metadata = {"format": "pt"}  # transformers refuses other formats.
   if len(shards) == 1:
-    safetensors_np.save_file(
-        tensors,
-        os.path.join(directory, hf_checkpoint.WEIGHTS_FILE),
-        metadata=metadata,
-    )
-    return
-  weight_map = {}
-  for i, keys in enumerate(shards):
-    name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+    names = [hf_checkpoint.WEIGHTS_FILE]
+  else:
+    names = [
+        f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        for i in range(len(shards))
+    ]
+  for name, keys in zip(names, shards):
     safetensors_np.save_file(
         {k: tensors[k] for k in keys},
         os.path.join(directory, name),
-        metadata=metadata,
+        metadata={"format": "pt"},  # transformers refuses other formats.
     )
-    weight_map.update(dict.fromkeys(keys, name))
+  if len(shards) == 1:
+    return
   index = {
       "metadata": {"total_size": sum(v.nbytes for v in tensors.values())},
-      "weight_map": weight_map,
+      "weight_map": {k: n for n, keys in zip(names, shards) for k in keys},
   }
   with open(os.path.join(directory, hf_checkpoint.INDEX_FILE), "w") as f:
     json.dump(index, f, indent=2, sort_keys=True)
 
 
-def _check_model(model: Any) -> None:
+def save_checkpoint(
+    model: Any,
+    output_dir: str | os.PathLike[str],
+    *,
+    tokenizer: Any = None,
+    source: hf_checkpoint.Source | None = None,
+    dtype: str | None = None,
+    stop_ids: Iterable[int] = (),
+    max_shard_bytes: int | None = None,
+) -> None:
+  """Exports a Tunix Qwen3 or Qwen2 as a Hugging Face checkpoint directory.
+
+  On multi-host runs every process gathers the parameters and process 0
+  writes. LoRA models are refused (merge the adapters first); `output_dir`
+  must not exist or be empty. `source` is the checkpoint the model was
+  loaded from (`hf_checkpoint.read`), None for one trained from scratch; `dtype`
+  the weight dtype (`hf_checkpoint.EXPORT_DTYPES`), None for the source's (the
+  model's without a source); `stop_ids` end generation in a sourceless
+  model's generation config; with `max_shard_bytes`, weights are split into
+  shards of at most that many bytes (a larger tensor gets its own) with an
+  index file.
+  """
   name = families.family(model.config)
   if name not in _EXPORTABLE or not isinstance(
       model, families.MODEL_CLASSES[name]
@@ -200,55 +197,7 @@ def _check_model(model: Any) -> None:
         "model has LoRA parameters (nnx.LoRAParam); merge them into the base"
         " weights before exporting a Hugging Face checkpoint."
     )
-
-
-def save_checkpoint(
-    model: Any,
-    output_dir: str | os.PathLike[str],
-    *,
-    tokenizer: Any = None,
-    source: hf_source.Source | None = None,
-    dtype: str | None = None,
-    stop_ids: Iterable[int] = (),
-    hf_config_extra: dict[str, Any] | None = None,
-    max_shard_bytes: int | None = None,
-) -> None:
-  """Exports a Tunix Qwen3 or Qwen2 as a Hugging Face checkpoint directory.
-
-  On multi-host runs every process gathers the parameters and process 0
-  writes. LoRA models are refused (merge the adapters first); `output_dir`
-  must not exist or be empty.
-
-  Args:
-    source: The checkpoint the model was loaded from (`hf_source.read`), or
-      None for a model trained from scratch.
-    dtype: The weight dtype (`hf_source.EXPORT_DTYPES`); None keeps the
-      source's (the model's without a source).
-    stop_ids: Further ids that end generation, for the generation config of
-      a model without a source.
-    hf_config_extra: Extra `config.json` keys; they may not override a key
-      that is already there.
-    max_shard_bytes: If set, weights are split into shards of at most this
-      many bytes (a larger tensor gets its own shard) with an index file.
-  """
-  _check_model(model)
-  if max_shard_bytes is not None and (
-      isinstance(max_shard_bytes, bool)
-      or not isinstance(max_shard_bytes, int)
-      or max_shard_bytes <= 0
-  ):
-    raise ValueError(
-        f"max_shard_bytes={max_shard_bytes!r} must be a positive integer."
-    )
-  dtype = hf_source.check_dtype(dtype, "dtype")
-  if tokenizer is not None:
-    import transformers  # pylint: disable=g-import-not-at-top
-
-    if not isinstance(tokenizer, transformers.PreTrainedTokenizerBase):
-      raise ValueError(
-          "tokenizer must be a transformers PreTrainedTokenizerBase, got"
-          f" {type(tokenizer)}."
-      )
+  dtype = hf_checkpoint.check_export_dtype(dtype, "dtype")
   output_dir = os.path.abspath(os.fspath(output_dir))
   if os.path.lexists(output_dir) and (
       not os.path.isdir(output_dir) or os.listdir(output_dir)
@@ -258,22 +207,18 @@ def save_checkpoint(
         " directory; refusing to overwrite it."
     )
   tensors = _hf_tensors(model)
-  dtypes = hf_source.tensor_dtypes(tensors, source=source, dtype=dtype)
+  dtypes = hf_checkpoint.tensor_dtypes(tensors, source=source, dtype=dtype)
   tensors = {
       key: value.astype(_NUMPY_DTYPES.get(dtypes[key], dtypes[key]))
       for key, value in tensors.items()
   }
-  config_json = hf_source.config_json(
+  config_json = hf_checkpoint.config_json(
       model.config,
       source=source,
       tokenizer=tokenizer,
       file_dtypes=dtypes.values(),
   )
-  for key, value in (hf_config_extra or {}).items():
-    if key in config_json:
-      raise ValueError(f"hf_config_extra key {key!r} is already in config.")
-    config_json[key] = value
-  generation_config = hf_source.generation_config_json(
+  generation_config = hf_checkpoint.generation_config_json(
       source, tokenizer, stop_ids
   )
   if jax.process_index() != 0:
@@ -286,9 +231,9 @@ def save_checkpoint(
   try:
     if tokenizer is not None:
       tokenizer.save_pretrained(tmp_dir)
-    _write_json(tmp_dir, hf_checkpoint.CONFIG_FILE, config_json)
+    _write_json(tmp_dir, checkpoint_digest.CONFIG_FILE, config_json)
     if generation_config is not None:
-      _write_json(tmp_dir, hf_source.GENERATION_CONFIG_FILE, generation_config)
+      _write_json(tmp_dir, bd_formats.GENERATION_CONFIG_FILE, generation_config)
     _write_weights(tmp_dir, tensors, max_shard_bytes)
     _fsync_tree(tmp_dir)
     # rename(2) atomically replaces an empty directory and fails otherwise.
@@ -306,28 +251,17 @@ def _write_json(directory: str, name: str, content: dict[str, Any]) -> None:
 
 
 def export_checkpoint(
-    model: Any,
-    tokenizer: Any,
-    export_dir: str,
-    *,
-    source: hf_source.Source | None = None,
-    dtype: str | None = None,
-    stop_ids: Iterable[int] = (),
+    model: Any, tokenizer: Any, export_dir: str, **options: Any
 ) -> None:
   """Writes the HF-style directory, replacing a previous export.
 
   `export_dir` may be a URL (`gs://...`): the export is then written to a
   local staging directory and copied there (object by object, so a crash
-  can leave a partial copy, which the next export replaces). The other
-  arguments are `save_checkpoint`'s.
+  can leave a partial copy, which the next export replaces). `options` are
+  `save_checkpoint`'s `source`, `dtype` and `stop_ids`.
   """
   save = functools.partial(
-      save_checkpoint,
-      model,
-      tokenizer=tokenizer,
-      source=source,
-      dtype=dtype,
-      stop_ids=stop_ids,
+      save_checkpoint, model, tokenizer=tokenizer, **options
   )
   if files.is_url(export_dir):
     if files.is_writer():

@@ -68,19 +68,15 @@ def qwen3_config(
     settings: ScratchModelSettings, vocab_size: int
 ) -> qwen3_lib.ModelConfig:
   """The Tunix Qwen3 config of `settings` over a `vocab_size` vocabulary."""
+  shape = dataclasses.asdict(settings)  # `ModelConfig` fields but the tying.
+  tied = shape.pop("tie_embeddings")
   return qwen3_lib.ModelConfig(
-      num_layers=settings.num_layers,
+      **shape,
       vocab_size=vocab_size,
-      embed_dim=settings.embed_dim,
-      hidden_dim=settings.hidden_dim,
-      num_heads=settings.num_heads,
-      head_dim=settings.head_dim,
-      num_kv_heads=settings.num_kv_heads,
       # Tunix's Qwen3 applies RoPE with a fixed theta of 1e6 whatever this
       # says, so the config states the value that is really used.
       rope_theta=hf_config.TUNIX_ROPE_THETA,
-      norm_eps=settings.norm_eps,
-      use_tied_embedding=settings.tie_embeddings,
+      use_tied_embedding=tied,
   )
 
 

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Reading Hugging Face Qwen3 and Qwen2 checkpoint directories into Tunix.
+"""Hugging Face Qwen3 and Qwen2 checkpoints: loading, and what an export keeps.
 
 One code path (`load`; the family is the config's `model_type`) reads
 tunix_bd's own exports and downloaded checkpoints: `config.json` plus
@@ -9,24 +9,34 @@ safetensors loader does not check what it reads (a missing tensor stays
 abstract, an extra one is skipped, a file with mixed dtypes is misread by
 the "optimized" mode), so everything is validated here from the
 safetensors headers before Tunix builds the model.
+
+What an export keeps of its `Source` checkpoint, or writes without one
+(`config_json`, `generation_config_json`): docs/design.md "Hugging Face
+checkpoints in and out".
 """
 
+from __future__ import annotations
+
+import collections
 import dataclasses
 import os
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import safetensors
+import transformers
 from tunix.models.qwen2 import params as qwen2_params
 from tunix.models.qwen3 import params as qwen3_params
 
 from tunix_bd import files
 from tunix_bd.core import families
+from tunix_bd.core import special_ids
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
+from tunix_bd.models import checkpoint_digest
+from tunix_bd.models import hf_config
 
-CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Header dtypes Tunix's loader can read (`safetensors_loader.to_np_dtype`),
@@ -37,6 +47,10 @@ FILE_DTYPES = {
     "F32": "float32",
     "F64": "float64",
 }
+# The weight dtypes `export.dtype` may name.
+EXPORT_DTYPES = ("float32", "bfloat16", "float16")
+# transformers>=5 and legacy names of the config's weight dtype.
+_DTYPE_KEYS = ("dtype", "torch_dtype")
 # The Tunix safetensors loader of each family `load` reads.
 _TUNIX_LOADERS = {"qwen3": qwen3_params, "qwen2": qwen2_params}
 
@@ -80,15 +94,8 @@ def expected_shapes(config: Any) -> dict[str, tuple[int, ...]]:
 
 def read_config(checkpoint_dir: str) -> dict[str, Any]:
   """The parsed `config.json` of a checkpoint directory."""
-  if not os.path.isdir(checkpoint_dir):
-    raise ValueError(f"Checkpoint directory {checkpoint_dir} does not exist.")
-  path = os.path.join(checkpoint_dir, CONFIG_FILE)
-  if not os.path.isfile(path):
-    raise ValueError(
-        f"{checkpoint_dir} is not a Hugging Face checkpoint directory:"
-        f" {CONFIG_FILE} not found."
-    )
-  return files.read_json(path, bd_formats_tokenizer.RECOPY)
+  path = checkpoint_digest.config_path(checkpoint_dir)
+  return files.read_json(path, bd_formats.RECOPY)
 
 
 def check_positions(
@@ -99,13 +106,10 @@ def check_positions(
     what: str,
     model_key: str,
 ) -> None:
-  """Fails closed when a prompt and its completion outrun the model.
-
-  Nothing is checked without `max_position_embeddings` in `hf_config`;
-  `what` names the prompt and budget in the error (e.g. "row 3 of p.jsonl
-  (2005 tokens) plus decode.max_new_tokens=16"), `model_key` the model's
-  config key.
-  """
+  """Fails closed when a prompt and its completion outrun the model's
+  `max_position_embeddings` (if `hf_config` has one); `what` names them in
+  the error (e.g. "row 3 of p.jsonl (2005 tokens) plus
+  decode.max_new_tokens=16"), `model_key` the model's config key."""
   limit = hf_config.get("max_position_embeddings")
   needed = prompt_length + max_new_tokens
   if isinstance(limit, int) and needed > limit:
@@ -119,58 +123,40 @@ def check_positions(
 def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
   """Every stored tensor's file, shape and header dtype, from the headers:
   HF key -> `(file name, shape, dtype)`, the dtype as safetensors names it
-  (`"BF16"`, `"F32"`, ...)."""
-  # Tunix's loader reads every *.safetensors file in the directory.
-  weight_files = sorted(
-      n for n in os.listdir(checkpoint_dir) if n.endswith(".safetensors")
-  )
-  if not weight_files:
-    raise ValueError(f"No *.safetensors weight files in {checkpoint_dir}.")
-  weight_map = None
+  (`"BF16"`, `"F32"`, ...); checked against the index file if there is one."""
+  found = checkpoint_digest.tensor_headers(checkpoint_dir)
   index_path = os.path.join(checkpoint_dir, INDEX_FILE)
   if os.path.isfile(index_path):
-    weight_map = files.read_json(index_path, bd_formats_tokenizer.RECOPY).get(
+    weight_map = files.read_json(index_path, bd_formats.RECOPY).get(
         "weight_map"
     )
     if not isinstance(weight_map, dict):
       raise ValueError(f"{index_path} has no 'weight_map' dict.")
+    weight_files = checkpoint_digest.weight_files(checkpoint_dir)
     if set(weight_map.values()) != set(weight_files):
       raise ValueError(
           f"{index_path} lists files {sorted(set(weight_map.values()))} but"
           f" {checkpoint_dir} holds {weight_files}."
       )
-  found = {}
-  for name in weight_files:
-    with safetensors.safe_open(
-        os.path.join(checkpoint_dir, name), framework="numpy"
-    ) as f:
-      for key in f.keys():
-        header = f.get_slice(key)
-        if key in found:
-          raise ValueError(
-              f"Tensor {key!r} is in both {found[key][0]} and {name}."
-          )
-        if weight_map is not None and weight_map.get(key) != name:
-          raise ValueError(
-              f"Tensor {key!r} is in {name} but {INDEX_FILE} says"
-              f" {weight_map.get(key)!r}."
-          )
-        found[key] = (name, tuple(header.get_shape()), header.get_dtype())
-  return found
+    for key, (name, _, _) in found.items():
+      if weight_map.get(key) != name:
+        raise ValueError(
+            f"Tensor {key!r} is in {name} but {INDEX_FILE} says"
+            f" {weight_map.get(key)!r}."
+        )
+  return {
+      key: (name, tuple(entry["shape"]), entry["dtype"])
+      for key, (name, _, entry) in found.items()
+  }
 
 
 def _check_weights(checkpoint_dir: str, config: Any) -> bool:
-  """Checks the safetensors headers against the parsed `config.json`.
-
-  Returns whether some file mixes tensor dtypes (Tunix's optimized loader
-  reads a whole file with the dtype of its first tensor, so it must not be
-  used).
-  """
+  """Checks the safetensors headers against the parsed `config.json`;
+  returns whether some file mixes tensor dtypes (Tunix's optimized loader
+  reads a whole file with the dtype of its first tensor: not to be used)."""
   found = tensor_headers(checkpoint_dir)
-  file_dtypes = {}
-  for name, _, file_dtype in found.values():
-    file_dtypes.setdefault(name, set()).add(file_dtype)
-  mixed_dtypes = any(len(d) > 1 for d in file_dtypes.values())
+  file_dtypes = {(name, dtype) for name, _, dtype in found.values()}
+  mixed_dtypes = len(file_dtypes) > len({name for name, _ in file_dtypes})
 
   expected = expected_shapes(config)
   if config.use_tied_embedding and "lm_head.weight" in found:
@@ -180,21 +166,22 @@ def _check_weights(checkpoint_dir: str, config: Any) -> bool:
   if missing:
     raise ValueError(
         f"Checkpoint {checkpoint_dir} is missing tensor {missing[0]!r}"
-        f" ({len(missing)} missing in all) that {CONFIG_FILE} implies."
+        f" ({len(missing)} missing in all) that {checkpoint_digest.CONFIG_FILE}"
+        " implies."
     )
   unexpected = sorted(set(found) - set(expected))
   if unexpected:
     raise ValueError(
         f"Checkpoint {checkpoint_dir} has unexpected tensor {unexpected[0]!r}"
-        f" ({len(unexpected)} unexpected in all) that {CONFIG_FILE} does not"
-        " imply."
+        f" ({len(unexpected)} unexpected in all) that"
+        f" {checkpoint_digest.CONFIG_FILE} does not imply."
     )
   for key, shape in expected.items():
     name, file_shape, file_dtype = found[key]
     if file_shape != shape:
       raise ValueError(
           f"Tensor {key!r} in {name} has shape {list(file_shape)}, but"
-          f" {CONFIG_FILE} implies {list(shape)}."
+          f" {checkpoint_digest.CONFIG_FILE} implies {list(shape)}."
       )
     if file_dtype not in FILE_DTYPES:
       raise ValueError(
@@ -248,12 +235,6 @@ def load(
   config = bd_formats.model_config_from_hf(
       read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
   )
-  return _load(checkpoint_dir, config, mesh, remat)
-
-
-def _load(
-    checkpoint_dir: str, config: Any, mesh: Any, remat: str
-) -> tuple[Any, Any]:
   config = dataclasses.replace(
       config, remat_config=families.remat_config(config, remat)
   )
@@ -267,3 +248,131 @@ def _load(
       mode="original" if mixed_dtypes else "auto",
   )
   return model, config
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """The Hugging Face files of the checkpoint a model was loaded from:
+  `config.json`, `generation_config.json` (None if absent) and each stored
+  tensor's NumPy dtype name, by HF key."""
+
+  config: dict[str, Any]
+  generation_config: dict[str, Any] | None
+  tensor_dtypes: dict[str, str]
+
+
+def read_source(checkpoint_dir: str | os.PathLike[str]) -> Source:
+  """Reads what an export keeps of `checkpoint_dir` (headers, not weights)."""
+  checkpoint_dir = os.fspath(checkpoint_dir)
+  config = read_config(checkpoint_dir)
+  generation_config = None
+  path = os.path.join(checkpoint_dir, bd_formats.GENERATION_CONFIG_FILE)
+  if os.path.isfile(path):
+    generation_config = files.read_json(path, bd_formats.RECOPY)
+    if not isinstance(generation_config, dict):
+      raise ValueError(f"{path} must hold a JSON object.")
+  headers = tensor_headers(checkpoint_dir)
+  tensor_dtypes = {
+      key: FILE_DTYPES.get(file_dtype, file_dtype)
+      for key, (_, _, file_dtype) in headers.items()
+  }
+  return Source(config, generation_config, tensor_dtypes)
+
+
+def check_export_dtype(value: Any, key: str = "export.dtype") -> str | None:
+  """The weight dtype an export setting asks for; None keeps the source's.
+  A ValueError names `key` for anything but "" (or None) and `EXPORT_DTYPES`.
+  """
+  if value is None or value == "":
+    return None
+  if value not in EXPORT_DTYPES:
+    raise ValueError(
+        f"{key}={value!r} must be one of {list(EXPORT_DTYPES)}, or '' for"
+        " the source checkpoint's dtype."
+    )
+  return value
+
+
+def tensor_dtypes(
+    tensors: dict[str, Any], *, source: Source | None, dtype: str | None
+) -> dict[str, str]:
+  """The dtype each exported tensor is written in, by HF key: `dtype`
+  (`check_export_dtype`'s value) for all; if None the source's dtype of each
+  tensor (the model's without a source; a tensor the source lacks takes the
+  source's most common dtype)."""
+  if dtype is not None:
+    return dict.fromkeys(tensors, dtype)
+  if source is None:
+    return {key: jnp.dtype(value.dtype).name for key, value in tensors.items()}
+  common = collections.Counter(source.tensor_dtypes.values()).most_common(1)
+  return {key: source.tensor_dtypes.get(key, common[0][0]) for key in tensors}
+
+
+def tokenizer_ids(tokenizer: Any) -> dict[str, Any]:
+  """The tokenizer's BOS, EOS and pad ids that are set, as config keys."""
+  names = ("bos_token_id", "eos_token_id", "pad_token_id")
+  ids = {name: getattr(tokenizer, name, None) for name in names}
+  return {k: v for k, v in ids.items() if v is not None}
+
+
+def config_json(
+    model_config: Any,
+    *,
+    source: Source | None,
+    tokenizer: Any,
+    file_dtypes: Iterable[str],
+) -> dict[str, Any]:
+  """The exported `config.json`, for weight files holding `file_dtypes`.
+
+  Its fields: docs/design.md "Hugging Face checkpoints in and out". Raises
+  ValueError if the source's config describes another model than
+  `model_config` (in any field but `vocab_size`).
+  """
+  derived = hf_config.config_to_hf(model_config)
+  file_dtypes = sorted(set(file_dtypes))
+  if source is None:
+    out = dict(derived)
+    out.update(tokenizer_ids(tokenizer) if tokenizer is not None else {})
+    out["dtype"] = file_dtypes[0] if len(file_dtypes) == 1 else "float32"
+  else:
+    out = dict(source.config)
+    out["vocab_size"] = model_config.vocab_size
+    out.setdefault("architectures", derived["architectures"])
+    if len(file_dtypes) == 1:
+      present = [k for k in _DTYPE_KEYS if k in out] or ["dtype"]
+      out.update(dict.fromkeys(present, file_dtypes[0]))
+    # Fails closed unless `out` parses to the model `derived` describes.
+    parsed = hf_config.config_to_hf(bd_formats.model_config_from_hf(out))
+    for key, value in derived.items():
+      if key != "dtype" and parsed[key] != value:
+        raise ValueError(
+            f"the source config.json says {key}={parsed[key]!r} but the"
+            f" exported model has {value!r}; refusing to export a"
+            " config.json that describes another model."
+        )
+  out.setdefault("transformers_version", transformers.__version__)
+  return out
+
+
+def generation_config_json(
+    source: Source | None, tokenizer: Any, stop_ids: Iterable[int] = ()
+) -> dict[str, Any] | None:
+  """The exported `generation_config.json`, or None to write none: the
+  source's own (None if it has none: transformers derives one from
+  `config.json` as for the source); without a source, the tokenizer's ids
+  with its EOS and `stop_ids` as the EOS list (None without a tokenizer).
+  """
+  if source is not None:
+    return source.generation_config
+  if tokenizer is None:
+    return None
+  out = tokenizer_ids(tokenizer)
+  eos = [
+      tokenizer.eos_token_id,
+      *special_ids.checkpoint_stop_ids(tokenizer),
+      *map(int, stop_ids),
+  ]
+  eos = list(dict.fromkeys(eos))
+  out["eos_token_id"] = eos[0] if len(eos) == 1 else eos
+  out["transformers_version"] = transformers.__version__
+  return out

@@ -29,12 +29,7 @@ ARCHITECTURES = {
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
 }
-_DTYPES = {
-    "float32": jnp.float32,
-    "bfloat16": jnp.bfloat16,
-    "float16": jnp.float16,
-}
-MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
+_DTYPES = ("float32", "bfloat16", "float16")
 
 
 def required_field(hf_config: dict[str, Any], key: str) -> Any:
@@ -53,30 +48,21 @@ def positive_int(hf_config: dict[str, Any], key: str) -> int:
 
 
 def check_dtype(name: str, value: Any) -> Any:
-  """`value` as one of the supported JAX dtypes; `name` is the setting.
-
-  Raises:
-    ValueError: naming `name`, for anything but float32, bfloat16, float16.
-  """
+  """`value` as a JAX dtype; a ValueError naming the setting `name` for
+  anything but float32, bfloat16 and float16."""
   try:
     key = jnp.dtype(value).name
   except TypeError as e:
     raise ValueError(f"{name}={value!r} is not a dtype.") from e
   if key not in _DTYPES:
     raise ValueError(f"{name}={value!r} is not one of {sorted(_DTYPES)}.")
-  return _DTYPES[key]
+  return getattr(jnp, key)
 
 
-def rope_theta(hf_config: dict[str, Any], label: str, applied: Any) -> Any:
-  """The RoPE base, after checking that the Tunix model implements the RoPE.
-
-  Args:
-    hf_config: the parsed `config.json`.
-    label: the family, for messages.
-    applied: the base the family's attention rotates with whatever its
-      config says (`compat.ROPE_THETA_APPLIED`), or None if it applies the
-      config's.
-  """
+def rope_theta(hf_config: dict[str, Any], label: str) -> Any:
+  """The RoPE base, after checking that Tunix `label` (`Qwen3`, `Qwen2`)
+  implements the RoPE and rotates with it (`compat.ROPE_THETA_APPLIED`)."""
+  applied = compat.ROPE_THETA_APPLIED[label.lower()]
   theta = hf_config.get("rope_theta")
   # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.
   for key in ("rope_scaling", "rope_parameters"):
@@ -160,26 +146,6 @@ def check_fixed(
       )
 
 
-def check_type(hf_config: Any, model_types: tuple[str, ...]) -> str:
-  """The `model_type`, after checking it and `architectures`."""
-  if not isinstance(hf_config, dict):
-    raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
-  model_type = hf_config.get("model_type")
-  if model_type not in model_types:
-    raise ValueError(
-        f"HF config model_type={model_type!r} is not supported; expected one"
-        f" of {sorted(model_types)}."
-    )
-  architectures = hf_config.get("architectures")
-  if architectures is not None and architectures != [ARCHITECTURES[model_type]]:
-    raise ValueError(
-        f"HF config architectures={architectures!r} is not supported for"
-        f" model_type {model_type!r}; expected"
-        f" [{ARCHITECTURES[model_type]!r}]."
-    )
-  return model_type
-
-
 def attention_fields(
     hf_config: dict[str, Any], default_head_dim: int | None
 ) -> dict[str, Any]:
@@ -230,39 +196,37 @@ def attention_fields(
   )
 
 
-def dtype_fields(compute: Any, params: Any) -> dict[str, Any]:
-  """`dtype` (float32 if None) and `param_dtype` (`dtype` if None)."""
-  compute = check_dtype("dtype", jnp.float32 if compute is None else compute)
-  return dict(
-      dtype=compute,
-      param_dtype=check_dtype(
-          "param_dtype", compute if params is None else params
-      ),
-  )
-
-
 def model_config_from_hf(
     hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
   """The Tunix `ModelConfig` of a Qwen3, Qwen3-MoE or Qwen2 `config.json`.
 
-  Qwen2 (and Qwen2.5) has q/k/v projection biases, as Tunix's Qwen2 does,
-  and its attention applies the config's `rope_theta`. A sliding window is
-  refused only when it is on (`use_sliding_window`, or a `sliding_attention`
-  layer): real Qwen2.5 configs carry a `sliding_window` size that
-  transformers ignores while it is off. `dtype` is the compute dtype
-  (float32 if None; the file's `torch_dtype` does not choose it),
-  `param_dtype` defaults to it. The result has `use_flash_attention=False`
-  (the flash path ignores custom attention masks).
+  Refused: docs/design.md "Hugging Face checkpoints in and out" (a sliding
+  window only when on: Qwen2.5 configs carry a `sliding_window` size that
+  transformers ignores while it is off). `dtype` is the compute dtype
+  (float32 if None; not the file's `torch_dtype`), `param_dtype` defaults
+  to it; `use_flash_attention=False` (flash ignores custom attention masks).
   """
-  model_type = check_type(hf_config, tuple(ARCHITECTURES))
+  if not isinstance(hf_config, dict):
+    raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
+  model_type = hf_config.get("model_type")
+  if model_type not in ARCHITECTURES:
+    raise ValueError(
+        f"HF config model_type={model_type!r} is not supported; expected one"
+        f" of {sorted(ARCHITECTURES)}."
+    )
+  architectures = hf_config.get("architectures")
+  if architectures is not None and architectures != [ARCHITECTURES[model_type]]:
+    raise ValueError(
+        f"HF config architectures={architectures!r} is not supported for"
+        f" model_type {model_type!r}; expected"
+        f" [{ARCHITECTURES[model_type]!r}]."
+    )
   qwen2 = model_type == "qwen2"
   label = "Qwen2" if qwen2 else "Qwen3"
   qwen3_fixed = () if qwen2 else FIXED_QWEN3_FIELDS
   check_fixed(hf_config, FIXED_FIELDS + qwen3_fixed, label)
-  theta = rope_theta(
-      hf_config, label, compat.ROPE_THETA_APPLIED["qwen2" if qwen2 else "qwen3"]
-  )
+  theta = rope_theta(hf_config, label)
   # transformers' Qwen3Config defaults head_dim to 128.
   attention = attention_fields(
       hf_config, default_head_dim=None if qwen2 else 128
@@ -287,32 +251,33 @@ def model_config_from_hf(
       )
     check_fixed(hf_config, FIXED_MOE_FIELDS, "Qwen3")
   else:
-    for key in () if qwen2 else MOE_FIELDS + ("num_local_experts",):
+    moe_fields = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
+    for key in () if qwen2 else moe_fields + ("num_local_experts",):
       if hf_config.get(key):
         raise ValueError(
             f"HF config {key}={hf_config[key]!r} is an MoE field, but"
             " model_type is 'qwen3'; use model_type 'qwen3_moe'."
         )
     hidden_dim = positive_int(hf_config, "intermediate_size")
+  dtype = check_dtype("dtype", jnp.float32 if dtype is None else dtype)
+  param_dtype = dtype if param_dtype is None else param_dtype
   config_class = qwen2_lib.ModelConfig if qwen2 else qwen3_lib.ModelConfig
   return config_class(
       **attention,
       hidden_dim=hidden_dim,
       rope_theta=theta,
       **moe,
-      **dtype_fields(dtype, param_dtype),
+      dtype=dtype,
+      param_dtype=check_dtype("param_dtype", param_dtype),
       use_flash_attention=False,
   )
 
 
 def config_to_hf(config: Any) -> dict[str, Any]:
-  """The `config.json` of a Tunix Qwen3 or Qwen2 config.
-
-  Writes every field `model_config_from_hf` reads; it loads in transformers
-  as `Qwen3Config`, `Qwen3MoeConfig` or `Qwen2Config` (`head_dim` is
-  written, which transformers' Qwen2 reads). Raises ValueError for a config
-  `config.json` would describe as another model (a RoPE theta Tunix does not
-  apply, an unsupported dtype).
+  """The `config.json` of a Tunix Qwen3 or Qwen2 config: every field
+  `model_config_from_hf` reads, loading in transformers as `Qwen3Config`,
+  `Qwen3MoeConfig` or `Qwen2Config`. A ValueError for a config it would
+  describe as another model (a RoPE theta Tunix does not apply, a dtype).
   """
   if isinstance(config, qwen3_lib.ModelConfig):
     if config.rope_theta != TUNIX_ROPE_THETA:

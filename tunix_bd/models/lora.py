@@ -37,11 +37,8 @@ def apply_lora(
     seed: int = 0,
     mesh: jax.sharding.Mesh | None = None,
 ) -> nnx.Module:
-  """`model` with LoRA adapters on the modules matching `module_path`."""
-  if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-    raise ValueError(f"lora.rank must be an int >= 1, got {rank!r}.")
-  if not alpha > 0:
-    raise ValueError(f"lora.alpha must be > 0, got {alpha!r}.")
+  """`model` with LoRA adapters on the modules matching `module_path`;
+  `rank` >= 1 and `alpha` > 0 are checked by `sections.LoraSettings`."""
   provider = qwix.LoraProvider(
       module_path=module_path, rank=rank, alpha=float(alpha)
   )
@@ -61,12 +58,6 @@ def apply_lora(
   return lora_model
 
 
-def _node(root: Any, path: tuple[Any, ...]) -> Any:
-  for key in path:
-    root = root[key] if isinstance(key, int) else getattr(root, key)
-  return root
-
-
 def merge_lora(
     lora_model: nnx.Module, config: Any, *, alpha: float
 ) -> nnx.Module:
@@ -77,7 +68,9 @@ def merge_lora(
   for path, param in nnx.iter_graph(merged):
     if not isinstance(param, nnx.Param):
       continue
-    owner, name = _node(lora_model, path[:-1]), path[-1]
+    owner, name = lora_model, path[-1]
+    for key in path[:-1]:
+      owner = owner[key] if isinstance(key, int) else getattr(owner, key)
     value = np.asarray(jax.device_get(getattr(owner, name)[...]))
     lora_a = getattr(owner, name + _SUFFIX_A, None)
     if lora_a is not None:

@@ -2,14 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Provisioning the block-diffusion mask token for a model and tokenizer.
 
-`provision_mask_token` reuses a reserved id (`resolve_reserved_mask_id`:
-the tokenizer's own `<|mask|>` or `<|reserved_k|>` token, or an embedding
-row past its last id; Qwen3 checkpoints carry ~270 such rows) or adds a
-token and one embedding row (and lm_head column when untied) to a Tunix
-Qwen3 or Qwen2 (`resize_vocab`), leaving every existing weight
-bit-identical. New rows are the mean of the existing rows (as Hugging
-Face's `mean_resizing`), so a new output column scores every input with the
-mean of the old logits. See docs/design.md "Mask token".
+`provision_mask_token` reuses a reserved id (`resolve_reserved_mask_id`;
+Qwen3 checkpoints carry ~270 rows past the tokenizer) or adds a token and
+one embedding row (`resize_vocab`), as docs/design.md "Mask token" says;
+the new row is the mean of the old ones (as Hugging Face's
+`mean_resizing`), so its output column scores every input with the mean
+of the old logits.
 """
 
 from __future__ import annotations
@@ -37,12 +35,8 @@ def _check_id_allowed(
         f"mask token id {mask_id} is outside the model vocabulary"
         f" [0, {vocab_size})."
     )
-  specials = {
-      "pad_token_id": tokenizer.pad_token_id,
-      "eos_token_id": tokenizer.eos_token_id,
-      "bos_token_id": getattr(tokenizer, "bos_token_id", None),
-      "unk_token_id": getattr(tokenizer, "unk_token_id", None),
-  }
+  names = ("pad_token_id", "eos_token_id", "bos_token_id", "unk_token_id")
+  specials = {name: getattr(tokenizer, name, None) for name in names}
   specials.update({f"stop_ids[{i}]": s for i, s in enumerate(stop_ids)})
   for name, special in specials.items():
     if special is not None and int(special) == mask_id:
@@ -95,12 +89,9 @@ def resolve_reserved_mask_id(
 
 
 def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
-  """Names the token of `mask_id` the tokenizer's `mask_token`, in place.
-
-  Ids and tokenization are unchanged: the token is already a special or
-  reserved one. Returns the token's string, or None for an id past the
-  tokenizer's last (an embedding row no string encodes to).
-  """
+  """Names the token of `mask_id` (already a special or reserved one) the
+  tokenizer's `mask_token`, in place; returns its string, or None for an id
+  past the tokenizer's last (an embedding row no string encodes to)."""
   if mask_id >= len(tokenizer):
     return None
   token = tokenizer.convert_ids_to_tokens(mask_id)
@@ -119,15 +110,14 @@ def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
   return token
 
 
-def resize_vocab(model: Any, num_new_tokens: int) -> tuple[Any, Any]:
-  """Appends embedding rows (and untied lm_head columns) to a Tunix model.
+def resize_vocab(model: Any) -> tuple[Any, Any]:
+  """Appends an embedding row (and untied lm_head column) to a Tunix model.
 
   `model` is a Tunix Qwen3, Qwen2 or Llama 3 without LoRA params, left
-  unchanged; the new rows' ids are `vocab_size .. vocab_size +
-  num_new_tokens - 1`, each the mean of the existing rows (in float32, cast
-  back), every other weight copied bit-identically. The new arrays are
-  placed by `jnp.concatenate`; reshard a sharded model afterwards. Returns
-  `(new_model, new_config)`.
+  unchanged; the new row's id is `vocab_size`, its value the mean of the
+  existing rows (in float32, cast back), every other weight copied
+  bit-identically. The new arrays are placed by `jnp.concatenate`; reshard
+  a sharded model afterwards. Returns `(new_model, new_config)`.
   """
   if not isinstance(model, tuple(families.MODEL_CLASSES.values())):
     raise ValueError(
@@ -135,23 +125,14 @@ def resize_vocab(model: Any, num_new_tokens: int) -> tuple[Any, Any]:
         f" {type(model).__name__}."
     )
   model_class = families.model_class(model.config)
-  if (
-      isinstance(num_new_tokens, bool)
-      or not isinstance(num_new_tokens, int)
-      or num_new_tokens < 1
-  ):
-    raise ValueError(
-        f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}."
-    )
   config = dataclasses.replace(
-      model.config, vocab_size=model.config.vocab_size + num_new_tokens
+      model.config, vocab_size=model.config.vocab_size + 1
   )
   params = nnx.state(model).to_pure_dict()
 
   def mean_rows(w: jax.Array, axis: int) -> jax.Array:
     mean = jnp.mean(w.astype(jnp.float32), axis=axis, keepdims=True)
-    new = jnp.repeat(mean.astype(w.dtype), num_new_tokens, axis=axis)
-    return jnp.concatenate([w, new], axis=axis)
+    return jnp.concatenate([w, mean.astype(w.dtype)], axis=axis)
 
   embedding = params["embedder"]["input_embedding"]
   params["embedder"]["input_embedding"] = mean_rows(embedding, axis=0)
@@ -181,13 +162,12 @@ def provision_mask_token(
     *,
     stop_ids: Iterable[int] = (),
 ) -> tuple[Any, Any, int]:
-  """Returns a model, config and mask id with `token` as the mask token.
+  """`(model, model_config, mask_id)` with `token` as the mask token.
 
-  If the tokenizer has `token` it is reused. Otherwise it is added to the
-  tokenizer (in place); its id reuses an unused embedding row when the model
-  has rows past the tokenizer, else the model gains one row. Either way it
-  becomes the tokenizer's `mask_token`. Returns `(model, model_config,
-  mask_id)`; the model is the input when no row was added.
+  The tokenizer's `token` is reused; else it is added to the tokenizer (in
+  place) at an unused embedding row past the tokenizer, or at a row the
+  model gains (the model is the input when none was added). Either way it
+  becomes the tokenizer's `mask_token`.
   """
   vocab_size = model.config.vocab_size
   if token in tokenizer.get_vocab():
@@ -202,10 +182,10 @@ def provision_mask_token(
         f"the tokenizer has {new_id} ids but the model only {vocab_size}"
         " embedding rows."
     )
-  if new_id == vocab_size:
-    model, config = resize_vocab(model, 1)
-  else:
-    config = model.config
+  # A new row only where the model has none past the tokenizer.
+  model, config = (
+      resize_vocab(model) if new_id == vocab_size else (model, model.config)
+  )
   tokenizer.add_special_tokens({"mask_token": token})
   mask_id = tokenizer.convert_tokens_to_ids(token)
   if mask_id != new_id:
@@ -219,12 +199,9 @@ def provision_mask_token(
 def embedded_tokenizer_and_bd(
     **bd_settings: Any,
 ) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
-  """The embedded tokenizer and block-diffusion settings on its mask token.
-
-  For random-initialised policies (smoke variants), which have no converted
-  checkpoint to read them from; `bd_settings` are the other
-  `BlockDiffusionConfig` fields.
-  """
+  """The embedded tokenizer and block-diffusion settings on its mask token,
+  for random-initialised policies (smoke variants); `bd_settings` are the
+  other `BlockDiffusionConfig` fields."""
   tokenizer = tokenizer_lib.build_char_tokenizer()
   mask_id = resolve_reserved_mask_id(
       tokenizer, tokenizer_lib.MASK_TOKEN, vocab_size=tokenizer_lib.VOCAB_SIZE

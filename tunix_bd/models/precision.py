@@ -22,7 +22,6 @@ from tunix_bd.core import families
 from tunix_bd.models import hf_checkpoint
 
 DTYPES = ("float32", "bfloat16")
-REMAT = families.REMAT_MODES
 # Parameters (master weights) and optimizer state stay float32.
 PARAM_DTYPE = "float32"
 
@@ -36,14 +35,8 @@ class Precision:
   logits_chunk: int = 0
 
   def __post_init__(self):
-    if self.dtype not in DTYPES:
-      raise ValueError(
-          f"model.dtype must be one of {list(DTYPES)}, got {self.dtype!r}."
-      )
-    if self.remat not in REMAT:
-      raise ValueError(
-          f"model.remat must be one of {list(REMAT)}, got {self.remat!r}."
-      )
+    config_utils.check_choice("model.dtype", self.dtype, DTYPES)
+    config_utils.check_choice("model.remat", self.remat, families.REMAT_MODES)
     config_utils.check_int("model.logits_chunk", self.logits_chunk, 0)
 
   @property
@@ -70,7 +63,7 @@ class Precision:
 
 
 def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:
-  """Stores a decoding model's matrices in its compute dtype, in place.
+  """Stores a decoding model's matrices in its compute dtype `dtype`.
 
   Tunix's layers cast every matrix (kernels, embeddings, the head) to the
   compute dtype before they use it, so a model that only decodes can hold
@@ -78,11 +71,7 @@ def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:
   half the bytes under bfloat16 (on a TPU the per-call cast of float32
   weights costs more than a forward of a small model). Vectors (norm
   scales) keep their dtype: RMSNorm computes in float32. Not for a model
-  that trains, whose float32 master weights the optimizer updates.
-
-  Args:
-    model: a Tunix decoder built with compute dtype `dtype`.
-    dtype: the compute dtype (`Precision.dtype`).
+  that trains, whose float32 master weights the optimizer updates. In place.
   """
   dtype = jnp.dtype(dtype)
   params = nnx.state(model, nnx.Param)
@@ -99,11 +88,9 @@ def load(
     mesh: jax.sharding.Mesh | None = None,
     decoding_only: bool = False,
 ):
-  """`hf_checkpoint.load` with these settings: `(model, config)`.
-
-  With `decoding_only`, the matrices are stored in the compute dtype
-  (`matrices_to_compute_dtype`).
-  """
+  """`hf_checkpoint.load` with these settings: `(model, config)`; with
+  `decoding_only`, its matrices in the compute dtype (as
+  `matrices_to_compute_dtype`)."""
   model, config = hf_checkpoint.load(
       checkpoint,
       mesh=mesh,

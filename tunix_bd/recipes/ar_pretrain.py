@@ -84,12 +84,17 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     )
   trainer.with_training_hooks(progress.ProgressLines(DESCRIPTION))
   trainer.with_gen_model_input_fn(ar.ar_model_inputs)
-  train_batches, eval_batches = dataset_lib.train_and_eval_batches(
-      train_data,
+  train_batches = dataset_lib.batches(
+      train_data, train.batch_size, seed=config.seed, key="train.batch_size"
+  )
+  # A MapDataset, not an iterator: Tunix re-iterates it at each evaluation.
+  eval_batches = dataset_lib.batches(
       eval_data,
-      batch_size=train.batch_size,
-      eval_batch_size=settings.eval.batch_size,
-      seed=config.seed,
+      settings.eval.batch_size,
+      seed=0,
+      num_epochs=1,
+      shuffle=False,
+      key="eval.batch_size",
   )
   stage.start(trainer.train_steps)
   with mesh_lib.tunix_context(mesh):

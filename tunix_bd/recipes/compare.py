@@ -65,7 +65,6 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       config.mesh,
       chat_template=data.chat_template,
       chat_options=data.chat_options,
-      log=lambda line: print(line, flush=True),
   )
   text = comparison_report.write_report(
       config.workdir,

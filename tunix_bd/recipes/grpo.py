@@ -12,13 +12,18 @@ logs, checkpoints, resume". Also writes `report.{txt,json,png}` and `export/`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import time
+from typing import Any, Iterable
 
 import ml_collections
 
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.rl import evaluation
+from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import meshes as meshes_lib
 from tunix_bd.rl import prompt_stream
-from tunix_bd.rl import results as results_lib
+from tunix_bd.rl import report
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
@@ -59,6 +64,19 @@ def check_fingerprint(stage, policy) -> dict:
   )
 
 
+def train(cluster: Any, learner: Any, batches: Iterable[Any]) -> float:
+  """Trains on `batches`; the wall time of training alone, in seconds.
+
+  Every item is checked as it is read (`learner.check_dataset_item`), and a
+  run resumed at `max_steps` trains no further, whichever the learner.
+  """
+  started = time.perf_counter()
+  max_steps = cluster.cluster_config.training_config.max_steps
+  if cluster.actor_trainer.train_steps < max_steps:
+    learner.train(learner_lib.checked(batches, "train dataset"))
+  return time.perf_counter() - started
+
+
 def run(config: ml_collections.ConfigDict) -> dict:
   """Trains, evaluates, exports, reports; returns the report's content."""
   stage = validate(config)
@@ -83,8 +101,13 @@ def run(config: ml_collections.ConfigDict) -> dict:
   )
   meshes_lib.check_model_axes(actor, meshes)
   policy.validate_for_model(actor.config)
-  held_out = results_lib.held_out_evaluation(
-      eval_prompts, policy, settings.eval
+  held_out = functools.partial(
+      evaluation.evaluate,
+      prompts=eval_prompts,
+      bd=policy.bd,
+      decode=policy.decode,
+      settings=settings.eval,
+      tokenizer=policy.tokenizer,
   )
   with mesh_lib.tunix_context(meshes.actor):
     before = held_out(actor)
@@ -99,24 +122,26 @@ def run(config: ml_collections.ConfigDict) -> dict:
           logits_chunk=model.precision.chunk,
           fingerprint=fingerprint,
       )
+    restored = cluster.actor_trainer.train_steps
     stage.start(
-        cluster.actor_trainer.train_steps,
-        relogged_from=wiring.relogged_from(cluster),
+        restored,
+        # The actor logs by update step, the rest by (0-based) global step.
+        relogged_from=lambda name: (
+            restored + 1 if name.startswith("actor/") else cluster.global_steps
+        ),
     )
     batches = prompt_stream.items(
         train_prompts, batch_size=settings.train.batch_size, seed=config.seed
     )
-    load_continued_sft = lambda: models.load_checkpoint(
-        model.continued_sft, meshes.actor, model.precision
-    )
-    results = results_lib.train_and_evaluate(
-        cluster,
-        learner,
-        batches,
-        held_out,
-        before=before,
-        continued_sft=load_continued_sft if model.continued_sft else None,
-    )
+    train_seconds = train(cluster, learner, batches)
+    after = held_out(cluster.actor_trainer.model)
+    continued_sft = None
+    if model.continued_sft:
+      continued_sft = held_out(
+          models.load_checkpoint(
+              model.continued_sft, meshes.actor, model.precision
+          )
+      )
 
   export_dir = stage.export_converted(
       cluster.actor_trainer.model,
@@ -129,8 +154,15 @@ def run(config: ml_collections.ConfigDict) -> dict:
           }
       },
   )
-  content = results.write_report(
-      stage.workdir, settings, kl_reference(stage, settings.grpo.beta)
+  content = report.write_report(
+      stage.workdir,
+      settings,
+      before=before,
+      after=after,
+      continued_sft=continued_sft,
+      steps=cluster.actor_trainer.train_steps,
+      train_seconds=train_seconds,
+      kl_reference=kl_reference(stage, settings.grpo.beta),
   )
   print(f"policy exported to {export_dir}")
   return content

@@ -10,17 +10,20 @@ writes `report.json` (decode metrics before and after) and `export/`.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
-from tunix_bd.distillation import evaluation as evaluation_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import settings as settings_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.distillation import wiring
+from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.run import models
 from tunix_bd.run import sections
@@ -34,9 +37,7 @@ from tunix_bd.training import options
 class OpdConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ModelSettings = config_utils.section(
-      *sections.OPD_MODEL_KEYS
-  )
+  model: sections.ModelSettings = config_utils.section(*sections.OPD_MODEL_KEYS)
   data: data_settings.DataSettings
   rollout: generate_settings.DecodeSettings = config_utils.section(
       *generate_settings.OPD_ROLLOUT_KEYS
@@ -63,9 +64,12 @@ def read_sources(stage: stage_lib.Stage[OpdConfig]):
   student = sources_lib.read_converted(stage, "student", settings.rollout)
   if stage.random_init:
     return student, student.tokenizer
-  return student, teacher_lib.load_tokenizer(
-      settings.model.teacher, settings.data.chat_template, student.tokenizer
+  teacher_dir = settings.model.teacher
+  tokenizer = tokenizer_lib.load_tokenizer(
+      teacher_dir, settings.data.chat_template, key="model.teacher"
   )
+  teacher_lib.check_compatible(teacher_dir, tokenizer, student.tokenizer)
+  return student, tokenizer
 
 
 def check_fingerprint(stage, sources, teacher_tokenizer) -> dict:
@@ -83,8 +87,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   settings = stage.settings
   train = settings.train
   sources, teacher_tokenizer = read_sources(stage)
-  train_prompts, eval_prompts = wiring.train_and_eval_prompts(
-      sources, settings.data, settings.rollout.max_prompt_length
+  # Rendered and encoded as the student reads (its export's chat switches);
+  # a conversation's last assistant turn is re-generated.
+  train_prompts, eval_prompts = (
+      sources.encode_prompts(split, settings.rollout.max_prompt_length)
+      for split in dataset_lib.conversations(settings.data)
   )
   fingerprint = check_fingerprint(stage, sources, teacher_tokenizer)
 
@@ -127,12 +134,11 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
           "opd": dataclasses.asdict(settings.opd),
       },
   )
-  evaluation_lib.write_report(
-      stage.workdir,
-      canvas=settings.opd.canvas,
-      steps=trainer.train_steps,
-      before=before,
-      after=after,
-      export_dir=export_dir,
-  )
+  steps = trainer.train_steps
+  report = {"steps": steps, "before": before, "after": after}
+  report_lib.write_json(os.path.join(stage.workdir, "report.json"), report)
+  print(f"opd ({settings.opd.canvas}): {steps} steps")
+  for name in before:
+    print(f"  {name:<28} {before[name]:8.3f} -> {after[name]:8.3f}")
+  print(f"  student exported to {export_dir}")
   return after

@@ -41,14 +41,6 @@ def _validate(config: ml_collections.ConfigDict) -> None:
   comparison_report.Settings.from_config(config, config.num_prompts)
 
 
-def _records(config) -> list[dict]:
-  mix = tasks_lib.TaskMix(tasks=tuple(config.tasks), seed=0)
-  return [
-      {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
-      for e in mix.examples("eval", config.num_prompts)
-  ]
-
-
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the three stages and writes the report; returns its rows."""
   _validate(config)
@@ -75,13 +67,13 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       flush=True,
   )
   settings = comparison_report.Settings.from_config(config, config.num_prompts)
+  mix = tasks_lib.TaskMix(tasks=tuple(config.tasks), seed=0)
+  records = [
+      {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
+      for e in mix.examples("eval", config.num_prompts)
+  ]
   rows = comparison_report.evaluate(
-      ar_dir,
-      bd_dir,
-      _records(config),
-      settings,
-      config.mesh,
-      log=lambda line: print(line, flush=True),
+      ar_dir, bd_dir, records, settings, config.mesh
   )
   text = comparison_report.write_report(
       workdir,

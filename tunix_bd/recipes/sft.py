@@ -121,7 +121,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       source=hf_files,
       extra={
           "converted_from": stage.provenance("checkpoint"),
-          "corruption": settings.corruption.to_dict(),
+          "corruption": dataclasses.asdict(settings.corruption),
           "precision": settings.model.precision.provenance(),
       },
   )

@@ -3,13 +3,10 @@
 """`DiffusionRLCluster`: Tunix's `RLCluster` that keeps the rollout's trace.
 
 Tunix's `RLCluster.generate` drops any extra rollout field, and its
-reference and old log-probs score tokens autoregressively. This subclass
-changes nothing else: `generate` seeds the rollout (global step, mode) and
-returns each chunk's checked `Trace`; `reference_replay_logps` and
-`anchor_replay_logps` score a trace by replay on the REFERENCE and ACTOR
-meshes; the actor's checkpoints carry the fingerprint; and under Tunix's own
-`GRPOLearner` (`log_rollout_checks`) `generate` logs what tunix_bd's learner
-does. See docs/design.md "Why the rollout rules".
+reference and old log-probs score tokens autoregressively. Here `generate`
+seeds the rollout (global step, mode) and returns the checked `Trace`, and
+`reference_replay_logps` / `anchor_replay_logps` score a trace by replay on
+the REFERENCE and ACTOR meshes. See docs/design.md "Why the rollout rules".
 """
 
 from __future__ import annotations
@@ -38,12 +35,8 @@ PARITY_METRIC = "diffusion/rollout_anchor_logp_abs_max"
 
 @dataclasses.dataclass
 class DiffusionRolloutOutput(compat.RolloutOutput):
-  """Tunix's `RolloutOutput` plus the rollout's own record.
-
-  Attributes:
-    trace: the rollout's `Trace`, rows in prompt order.
-    num_forwards: int32 `[batch]` model forwards each row needed.
-  """
+  """Tunix's `RolloutOutput` plus the rollout's `trace` (rows in prompt
+  order) and int32 `[batch]` `num_forwards`, the forwards each row needed."""
 
   trace: trace_lib.Trace | None = None
   num_forwards: np.ndarray | None = None
@@ -61,22 +54,13 @@ def speed_metrics(lengths, forwards: np.ndarray) -> dict[str, Any]:
   }
 
 
-def check_cadence(verify_replay_every_n_steps: int) -> None:
-  """Fails closed on a negative replay-parity cadence (0: never)."""
-  if verify_replay_every_n_steps < 0:
-    raise ValueError("verify_replay_every_n_steps must be >= 0.")
-
-
 class DiffusionRLCluster(compat.RLCluster):
   """An `RLCluster` for a `DiffusionRollout` (see the module docstring)."""
 
   def __init__(self, *, fingerprint: Mapping[str, Any] | None = None, **kwargs):
-    """Builds Tunix's cluster, then checks the rollout and adds metadata.
-
-    `fingerprint` (`tunix_bd.fingerprint`) goes into every actor
-    checkpoint's metadata. Raises ValueError for a rollout engine that is
-    not a `DiffusionRollout`, or `offload_to_cpu` (Tunix's offload path
-    syncs unfiltered state into the rollout, untested with a denoising one).
+    """Builds Tunix's cluster; `fingerprint` goes into every actor
+    checkpoint's metadata. Refuses `offload_to_cpu`: Tunix's offload path
+    syncs unfiltered state into the rollout, untested with a denoising one.
     """
     config = kwargs["cluster_config"]
     engine = config.rollout_engine
@@ -121,13 +105,8 @@ class DiffusionRLCluster(compat.RLCluster):
 
   @property
   def _anchor_policy_state(self):
-    """Tunix's anchor: the actor state that old log-probs are scored under.
-
-    Tunix snapshots it at each weight sync. A rollout that shares the actor
-    is never synced: it samples with the actor's live weights, and so the
-    anchor is the actor's live state (on one mesh nothing trains between a
-    rollout and its scoring).
-    """
+    """Tunix's anchor, the actor state old log-probs are scored under: its
+    snapshot at each weight sync, or the live state of a shared actor."""
     if self.rollout.shares_actor:
       return nnx.state(self.actor_trainer.model)
     return self._anchor_snapshot
@@ -137,14 +116,9 @@ class DiffusionRLCluster(compat.RLCluster):
     self._anchor_snapshot = state
 
   def log_rollout_checks(self, verify_replay_every_n_steps: int) -> None:
-    """Makes `generate` log what tunix_bd's learner logs, for another learner.
-
-    Each rollout then buffers `speed_metrics`; every
-    `verify_replay_every_n_steps` global steps (0: never; negative: a
-    ValueError) a training rollout is also replayed under the anchor
-    snapshot and `PARITY_METRIC` buffered.
-    """
-    check_cadence(verify_replay_every_n_steps)
+    """Makes `generate` log what tunix_bd's learner logs, for another: each
+    rollout's `speed_metrics`, and every `verify_replay_every_n_steps` global
+    steps (0: never) a training rollout's `PARITY_METRIC`."""
     self._checks_every = verify_replay_every_n_steps
 
   def generate(
@@ -156,11 +130,8 @@ class DiffusionRLCluster(compat.RLCluster):
       trace_tags: Mapping[str, Any] | None = None,
       max_generation_steps: int | None = None,
   ) -> DiffusionRolloutOutput:
-    """`RLCluster.generate`, returning the trace as well.
-
-    Raises ValueError if a visible completion is not its trace's tokens cut
-    at the first stop token (a rollout that broke the contract).
-    """
+    """`RLCluster.generate`, returning the trace as well; checks that each
+    visible completion is its trace's tokens cut at the first stop token."""
     rollout = self.rollout
     rollout.set_generation_context(global_step=self.global_steps, mode=mode)
     with rollout.collect_traces() as collected:
@@ -222,10 +193,9 @@ class DiffusionRLCluster(compat.RLCluster):
   def _replay(self, replay, trace, micro_batch_size) -> np.ndarray:
     rows = np.asarray(trace.prompt_lengths).shape[0]
     size = micro_batch_size or rows
-    chunks = [slice(s, min(s + size, rows)) for s in range(0, rows, size)]
     parts = [
-        np.asarray(replay(jax.tree.map(lambda x, s=s: x[s], trace)))
-        for s in chunks
+        np.asarray(replay(jax.tree.map(lambda x, s=s: x[s : s + size], trace)))
+        for s in range(0, rows, size)
     ]
     return np.concatenate(parts, axis=0)
 
@@ -240,17 +210,12 @@ class DiffusionRLCluster(compat.RLCluster):
   def reference_replay_logps(
       self, trace: trace_lib.Trace, micro_batch_size: int | None = None
   ) -> np.ndarray:
-    """float32 `[batch, T]` log-probs of the trace's actions, reference model.
-
-    Raises ValueError without a reference model.
-    """
-    worker = self.inference_worker
-    if "reference" not in getattr(worker, "_models", {}):
-      raise ValueError("the cluster has no reference model (grpo.beta > 0).")
+    """float32 `[batch, T]` log-probs of the trace's actions, by reference."""
     with self._get_mesh_and_logical_axis_rules_cm(Role.REFERENCE):
       if self._reference_replayer is None:
         # The reference never changes: split it and compile once.
-        self._reference_replayer = self._replayer(worker.get_model("reference"))
+        reference = self.inference_worker.get_model("reference")
+        self._reference_replayer = self._replayer(reference)
       return self._replay(self._reference_replayer, trace, micro_batch_size)
 
   def anchor_replay_logps(

@@ -2,15 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Held-out evaluation of a block-diffusion policy, paired before and after.
 
-Two measurements on the same held-out prompts (`evaluation.held_out`):
-
-- greedy exact match and tokens per forward at each `eval.thresholds`;
-- sampled exact match at `eval.sampled_temperature` and
-  `eval.sampled_threshold`, `eval.sampled_samples` samples per prompt.
-  Sample `s` of prompt `i` uses seed `eval.seed + s * num_prompts + i`, the
-  same seeds whichever weights are evaluated, so the evaluations before and
-  after training differ only by the weights.
-
+Greedy exact match and tokens per forward at each `eval.thresholds`, and
+sampled exact match (`eval.sampled_*`) with the same seeds whichever weights
+are evaluated, on the same held-out prompts (`generate.prompt_batches`).
 Per-prompt results are kept, so a change is reported with its paired
 standard error clustered by prompt (`paired_difference`): a prompt's
 samples share its difficulty, so they are not independent draws.
@@ -25,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from tunix_bd.data import prompts as prompts_lib
-from tunix_bd.evaluation import held_out
 from tunix_bd.generate import denoise
+from tunix_bd.generate import prompt_batches
 from tunix_bd.training import options
 
 SAMPLED = "sampled_exact_match"
@@ -47,28 +41,25 @@ class HeldOutResult:
   """One model's held-out evaluation.
 
   Attributes:
-    greedy: threshold -> that threshold's greedy `held_out.Decoded`.
+    greedy: threshold -> that threshold's greedy `prompt_batches.DecodeResult`.
     sampled_correct: bool `[num_prompts, sampled_samples]`.
     sampled_tokens_per_forward: float `[num_prompts, sampled_samples]`.
     sampled_setting: how the samples were drawn, for reports.
   """
 
-  greedy: dict[float, held_out.Decoded]
+  greedy: dict[float, prompt_batches.DecodeResult]
   sampled_correct: np.ndarray
   sampled_tokens_per_forward: np.ndarray
   sampled_setting: str = ""
 
-  def metrics(self) -> dict[str, float]:
-    """`exact_match@T`, `tokens_per_forward@T` and `sampled_exact_match`."""
-    metrics = held_out.greedy_metrics(self.greedy)
+  def to_json(self) -> dict[str, Any]:
+    """The metrics (`exact_match@T`, `tokens_per_forward@T`,
+    `sampled_exact_match`) and the per-prompt results (to pair runs with)."""
+    metrics = prompt_batches.greedy_metrics(self.greedy)
     if self.sampled_correct.size:
       metrics[SAMPLED] = float(np.mean(self.sampled_correct))
-    return metrics
-
-  def to_json(self) -> dict[str, Any]:
-    """The metrics and the per-prompt results (to pair later runs with)."""
     return {
-        "metrics": self.metrics(),
+        "metrics": metrics,
         "greedy_correct": {
             str(t): d.correct.astype(int).tolist()
             for t, d in self.greedy.items()
@@ -86,18 +77,10 @@ def evaluate(
     settings: options.EvalSettings,
     tokenizer: Any,
 ) -> HeldOutResult:
-  """Greedy and sampled held-out evaluation (see the module docstring).
-
-  Uses the first `settings.num_prompts` of `prompts` (a ValueError if there
-  are fewer); `decode` is the rollout's denoising settings, whose threshold
-  and temperature are set per measurement.
-  """
-  num = settings.num_prompts
-  if len(prompts) < num:
-    raise ValueError(
-        f"eval.num_prompts={num} but only {len(prompts)} held-out prompts"
-        " are given."
-    )
+  """Greedy and sampled held-out evaluation of the first
+  `settings.num_prompts` prompts; `decode` is the rollout's denoising
+  settings, whose threshold and temperature are set per measurement."""
+  num = settings.num_prompts  # At most len(prompts): `rl.prompt_stream`.
   prompts = dataclasses.replace(
       prompts,
       tokens=prompts.tokens[:num],
@@ -105,7 +88,7 @@ def evaluate(
       answers=prompts.answers[:num] if prompts.answers else None,
   )
   common = dict(bd=bd, tokenizer=tokenizer, batch_size=settings.batch_size)
-  greedy = held_out.greedy(
+  greedy = prompt_batches.greedy(
       model, prompts, decode=decode, thresholds=settings.thresholds, **common
   )
   sampled_config = dataclasses.replace(
@@ -114,22 +97,18 @@ def evaluate(
       temperature=settings.sampled_temperature,
   )
   samples = [
-      held_out.decode_prompts(
-          model, prompts, config=sampled_config, seeds=seeds, **common
+      prompt_batches.decode_prompts(
+          model, prompts=prompts, config=sampled_config, seeds=seeds, **common
       )
       for seeds in sample_seeds(num, settings.sampled_samples, settings.seed)
   ]
-  shape = (num, len(samples))
+  # `[samples, num]` transposed to `[num, samples]`, also without samples.
+  correct = np.reshape([s.correct for s in samples], (-1, num)).astype(bool)
+  speed = np.reshape([s.tokens_per_forward for s in samples], (-1, num))
   return HeldOutResult(
       greedy=greedy,
-      sampled_correct=np.stack([s.correct for s in samples], axis=1)
-      if samples
-      else np.zeros(shape, bool),
-      sampled_tokens_per_forward=np.stack(
-          [s.tokens_per_forward for s in samples], axis=1
-      )
-      if samples
-      else np.zeros(shape),
+      sampled_correct=correct.T,
+      sampled_tokens_per_forward=speed.T,
       sampled_setting=(
           f"T={settings.sampled_temperature:g}, threshold"
           f" {settings.sampled_threshold:g}, {len(samples)} per prompt"
@@ -182,8 +161,7 @@ def paired_difference(
 def compare(
     before: HeldOutResult, after: HeldOutResult
 ) -> dict[str, PairedDifference]:
-  """Every metric's paired change: greedy exact match and tokens per forward
-  per threshold, and sampled exact match; keys as in `metrics()`. Raises
+  """Every metric's paired change, keyed as `to_json`'s metrics; a
   ValueError if the two were not evaluated alike."""
   if list(before.greedy) != list(after.greedy):
     raise ValueError(

@@ -3,29 +3,26 @@
 """`DiffusionGRPOLearner`: Tunix's GRPO learner on block-diffusion traces.
 
 Tunix's `GRPOLearner` owns the loop, the advantages, the optimizer,
-checkpoints and metrics; this subclass replaces only the step that turns
-prompts into a `TrainExample`, so that every policy scores the rollout's own
-trace (docs/design.md "RL policies on one trace"), and checks the dataset
-boundary. `_generate_and_compute_advantage` overrides Tunix's private
-method of that name (no public seam exists in 0.1.7 or main);
-`compat.PRIVATE_SURFACE` pins the Tunix source it replaces.
+checkpoints and metrics; this subclass checks the dataset and replaces only
+the step that turns prompts into a `TrainExample` (Tunix's private
+`_generate_and_compute_advantage`, pinned by `compat.PRIVATE_SURFACE`), so
+that every policy scores the rollout's own trace (docs/design.md "RL
+policies on one trace").
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import jax
 import numpy as np
 from tunix_bd import compat
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import policy_loss
-from tunix_bd.rl import rollout as rollout_lib
 
 Mode = compat.Mode
 Role = compat.Role
-PARITY_METRIC = cluster_lib.PARITY_METRIC
 
 
 def check_dataset_item(item: Mapping[str, Any], where: str) -> None:
@@ -59,29 +56,26 @@ def check_dataset_item(item: Mapping[str, Any], where: str) -> None:
 def old_logps_and_weights(
     trace_action_logp: np.ndarray,
     action_mask: np.ndarray,
-    anchor: np.ndarray | None,
+    anchor_fn: Callable[[], np.ndarray],
     *,
     needs_old: bool,
     algo_config: Any,
+    verify: bool = False,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-  """The old log-probs and sampler weights of an example, as Tunix sources.
+  """`(old_per_token_logps, sampler_is_weights)`, as Tunix sources them.
 
-  `trace_action_logp` is the rollout's float32 `[batch, T]`, `action_mask`
-  bool `[batch, T]`, `anchor` the float32 `[batch, T]` anchor replay or None
-  when not computed (a ValueError if a branch needs it); `needs_old` says
-  several updates use the rollout.
-
-  Returns:
-    `(old_per_token_logps, sampler_is_weights)`, each `[batch, T]` or None:
-    under `sampler_is="token"` the anchor and
-    `min(exp(clip(anchor - rollout, +-20)), threshold)` on the actions, 0
-    elsewhere (Tunix main's correction); else, when `needs_old`, the
-    rollout's log-probs with `use_rollout_logps`, the anchor without.
+  Inputs and outputs are float32 `[batch, T]` (`action_mask` bool) or None;
+  `anchor_fn` replays the trace under the anchor, called only when the
+  anchor is needed or `verify` (a parity check) asks for it; `needs_old`
+  says several updates use the rollout. Under `sampler_is="token"`: the
+  anchor, and `min(exp(clip(anchor - rollout, +-20)), threshold)` on the
+  actions (Tunix main's correction); else, when `needs_old`, the rollout's
+  log-probs with `use_rollout_logps`, the anchor without.
   """
   use_rollout, sampler_is, threshold = compat.grpo_old_logps_source(algo_config)
-  if sampler_is == "token" or (needs_old and not use_rollout):
-    if anchor is None:
-      raise ValueError("the anchor replay is needed but was not computed.")
+  anchor = None
+  if sampler_is == "token" or (needs_old and not use_rollout) or verify:
+    anchor = anchor_fn()
   if sampler_is == "token":
     bound = policy_loss.LOG_RATIO_BOUND
     log_ratio = np.clip(anchor - trace_action_logp, -bound, bound)
@@ -114,14 +108,10 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       data_shuffle_seed: int | None = None,
       verify_replay_every_n_steps: int = 0,
   ):
-    """Checks the wiring, then builds Tunix's learner.
-
-    Reward functions also receive `num_forwards` and
-    `num_completion_tokens`. `verify_replay_every_n_steps` > 0 also replays
-    the anchor on steps where old log-probs are not needed, every this many
-    global steps, to log the replay-parity metric. Raises ValueError naming
-    the setting, before any compute, for wiring it cannot run.
-    """
+    """Checks the wiring, then builds Tunix's learner. Reward functions also
+    receive `num_forwards` and `num_completion_tokens`;
+    `verify_replay_every_n_steps` > 0 also logs the replay parity every this
+    many global steps."""
     if not isinstance(rl_cluster, cluster_lib.DiffusionRLCluster):
       raise ValueError(
           "DiffusionGRPOLearner needs a DiffusionRLCluster, got"
@@ -151,7 +141,6 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
           "diffusion GRPO runs single-controller (one JAX process, as on"
           f" Pathways); got {jax.process_count()} processes."
       )
-    cluster_lib.check_cadence(verify_replay_every_n_steps)
     super().__init__(
         rl_cluster=rl_cluster,
         algo_config=algo_config,
@@ -188,19 +177,11 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
         "sampler_is/weight_min": np.min,
     })
 
-  @property
-  def rollout(self) -> rollout_lib.DiffusionRollout:
-    return self.rl_cluster.rollout
-
   def train(self, train_ds, eval_ds=None, skip_jit: bool = False) -> None:
-    """Tunix's loop over checked datasets; old log-probs when needed.
-
-    A run resumed at `max_steps` returns at once: Tunix's loop would roll
-    out and take one more optimizer step before checking the limit.
-    """
-    actor = self.rl_cluster.actor_trainer
+    """Tunix's loop over checked datasets. A run resumed at `max_steps`
+    returns at once: Tunix's loop would take one more step first."""
     training_config = self.rl_cluster.cluster_config.training_config
-    if actor.train_steps >= training_config.max_steps:
+    if self.rl_cluster.actor_trainer.train_steps >= training_config.max_steps:
       return
     train_ds = checked(train_ds, "train dataset")
     first = next(train_ds)
@@ -238,21 +219,13 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       ) as end:
         ref = cluster.reference_replay_logps(trace, logps_batch)
         end([ref])
-    needs_old = mode == Mode.TRAIN and self._updates_per_rollout > 1
-    use_rollout, sampler_is, _ = compat.grpo_old_logps_source(self.algo_config)
-    anchor = None
-    if (
-        sampler_is == "token"
-        or (needs_old and not use_rollout)
-        or cluster.replay_check_due(self._verify_every, mode)
-    ):
-      anchor = cluster.anchor_replay_with_parity(trace, logps_batch, mode)
     old, weights = old_logps_and_weights(
         np.asarray(trace.action_logp),
         np.asarray(trace.action_step) >= 0,
-        anchor,
-        needs_old=needs_old,
+        lambda: cluster.anchor_replay_with_parity(trace, logps_batch, mode),
+        needs_old=mode == Mode.TRAIN and self._updates_per_rollout > 1,
         algo_config=self.algo_config,
+        verify=cluster.replay_check_due(self._verify_every, mode),
     )
 
     visible = np.asarray([len(t) for t in out.tokens], np.int32)
@@ -295,7 +268,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
       )
     return policy_loss.DiffusionTrainExample.from_trace(
         trace,
-        pad_id=self.rollout.pad_id(),
+        pad_id=cluster.rollout.pad_id(),
         advantages=np.asarray(advantages, np.float32),
         ref_per_token_logps=ref,
         old_per_token_logps=old,

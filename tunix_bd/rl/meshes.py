@@ -12,6 +12,7 @@ Devices are ordered by `slice_index` when they have one; with
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Sequence
 
 from flax import nnx
@@ -20,19 +21,6 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
-
-ROLES = mesh_lib.ROLES
-
-
-def role_mesh_settings(section: Any) -> mesh_lib.MeshSettings:
-  """An RL `mesh` section (`mesh.ROLE_MESH_KEYS`), checked; unknown keys fail.
-
-  `section`: a config section or mapping (one without role keys means one
-  shared mesh), or `MeshSettings`, taken as it is when of those keys.
-  """
-  return config_utils.nested(
-      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
-  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,16 +31,6 @@ class RoleMeshes:
   reference: Mesh
   rollout: Mesh
   data_sharding_axes: tuple[str, ...]
-
-  def role_to_mesh(self) -> dict[Any, Mesh]:
-    """The `ClusterConfig.role_to_mesh` of Tunix's `RLCluster`."""
-    from tunix_bd import compat  # pylint: disable=g-import-not-at-top
-
-    return {
-        compat.Role.ACTOR: self.actor,
-        compat.Role.REFERENCE: self.reference,
-        compat.Role.ROLLOUT: self.rollout,
-    }
 
 
 def _slice_groups(devices: Sequence[Any]) -> list[list[Any]] | None:
@@ -115,14 +93,13 @@ def assign_devices(
     settings: mesh_lib.MeshSettings, devices: Sequence[Any]
 ) -> dict[str, list[Any]]:
   """Each role's devices; a role sharing the actor's mesh is left out.
-
-  `devices` are anything with `id` (and `slice_index` if sliced). Raises
-  ValueError naming the config key for a split that cannot be made.
-  """
+  `devices` are anything with `id` (and `slice_index` if sliced)."""
   groups = _slice_groups(devices)
   ordered = list(devices) if groups is None else sum(groups, [])
   total = len(ordered)
-  sizes = {r: _role_size(r, getattr(settings, r), ordered) for r in ROLES}
+  sizes = {
+      r: _role_size(r, getattr(settings, r), ordered) for r in mesh_lib.ROLES
+  }
   others = (sizes["reference"] or 0) + (sizes["rollout"] or 0)
   actor = sizes["actor"] if sizes["actor"] is not None else total - others
   if actor < 1:
@@ -140,43 +117,26 @@ def assign_devices(
       )
   if sizes["rollout"] is not None:
     ranges["rollout"] = range(total - sizes["rollout"], total)
-  if settings.disjoint:
-    named = list(ranges)
-    for i, first in enumerate(named):
-      for second in named[i + 1 :]:
-        shared = sorted(set(ranges[first]) & set(ranges[second]))
-        if shared:
-          raise ValueError(
-              f"mesh.{first} and mesh.{second} share devices"
-              f" {[ordered[k].id for k in shared]} but mesh.disjoint is"
-              " True; give them fewer devices or set mesh.disjoint=False."
-          )
+  for first, second in itertools.combinations(ranges, 2):
+    shared = sorted(set(ranges[first]) & set(ranges[second]))
+    if settings.disjoint and shared:
+      raise ValueError(
+          f"mesh.{first} and mesh.{second} share devices"
+          f" {[ordered[k].id for k in shared]} but mesh.disjoint is"
+          " True; give them fewer devices or set mesh.disjoint=False."
+      )
   return {role: [ordered[k] for k in ranges[role]] for role in ranges}
-
-
-def _axis_sizes(
-    settings: mesh_lib.MeshSettings, role: str
-) -> mesh_lib.MeshSettings:
-  """`mesh.<role>.fsdp`/`tp`, defaulting to `mesh.fsdp`/`mesh.tp`."""
-  role_settings = getattr(settings, role)
-  fsdp, tp = role_settings.fsdp, role_settings.tp
-  if tp is not None:
-    config_utils.check_int(f"mesh.{role}.tp", tp, 1)
-  if fsdp is not None and fsdp != -1:
-    config_utils.check_int(f"mesh.{role}.fsdp", fsdp, 1)
-  return mesh_lib.MeshSettings(
-      fsdp=settings.fsdp if fsdp is None else fsdp,
-      tp=settings.tp if tp is None else tp,
-  )
 
 
 def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
   """The role meshes of a `mesh` section, over `devices` (default: all).
 
-  `section` is as `role_mesh_settings` takes it. Raises ValueError naming
-  the config key, or when JAX runs more than one controller process.
+  `section`: a config section or mapping (one without role keys means one
+  shared mesh), or `MeshSettings`.
   """
-  settings = role_mesh_settings(section)
+  settings = config_utils.nested(
+      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
+  )
   if jax.process_count() > 1:
     raise ValueError(
         "role meshes need a single controller (jax.process_count() == 1: one"
@@ -187,9 +147,17 @@ def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
   )
   meshes = {}
   for role, role_devices in assigned.items():
-    meshes[role] = mesh_lib.make_mesh(
-        _axis_sizes(settings, role), role_devices, what=f"mesh.{role}"
+    # `mesh.<role>.fsdp`/`tp`, defaulting to `mesh.fsdp`/`mesh.tp`.
+    fsdp, tp = getattr(settings, role).fsdp, getattr(settings, role).tp
+    if tp is not None:
+      config_utils.check_int(f"mesh.{role}.tp", tp, 1)
+    if fsdp is not None and fsdp != -1:
+      config_utils.check_int(f"mesh.{role}.fsdp", fsdp, 1)
+    sizes = mesh_lib.MeshSettings(
+        fsdp=settings.fsdp if fsdp is None else fsdp,
+        tp=settings.tp if tp is None else tp,
     )
+    meshes[role] = mesh_lib.make_mesh(sizes, role_devices, what=f"mesh.{role}")
   return RoleMeshes(
       actor=meshes["actor"],
       reference=meshes.get("reference", meshes["actor"]),
@@ -206,7 +174,7 @@ def check_model_axes(model: nnx.Module, meshes: RoleMeshes) -> None:
       is_leaf=lambda x: isinstance(x, PartitionSpec),
   )
   axes = set().union(*(mesh_lib.spec_axes(s) for s in specs))
-  for role in ROLES:
+  for role in mesh_lib.ROLES:
     mesh = getattr(meshes, role)
     missing = sorted(axes - set(mesh.axis_names))
     if missing:

@@ -3,11 +3,10 @@
 """The `"diffusion_grpo"` policy loss: GRPO / token-level GSPO on traces.
 
 Importing this module registers `"diffusion_grpo"`, whose live log-probs are
-the replay of the rollout's own trace (`core.replay.replay_log_probs`: each
-action scored on the canvas it was committed from) and whose remaining math
-is Tunix's `algo_core.grpo_loss_fn`, ported in `grpo_objective` and pinned
-to it by `policy_loss_test`. The trace rides in `DiffusionTrainExample.trace`
-through Tunix's slicing, queue and sharding (every array leaf batch-major).
+the replay of the rollout's own trace (`core.replay.replay_log_probs`) and
+whose remaining math is Tunix's `algo_core.grpo_loss_fn`, ported in
+`grpo_objective` and pinned to it by `policy_loss_test`. The trace rides in
+`DiffusionTrainExample.trace` through Tunix's slicing, queue and sharding.
 See docs/design.md "RL policies on one trace".
 """
 
@@ -26,7 +25,6 @@ from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
-from tunix_bd.core import tunix_layout
 
 POLICY_LOSS_NAME = "diffusion_grpo"
 
@@ -41,23 +39,18 @@ _masked_mean = compat.masked_mean
 class DiffusionTrainExample(compat.TrainExample):
   """Tunix's GRPO `TrainExample` plus the rollout's trace.
 
-  The inherited fields are in Tunix's layout (`core.tunix_layout`):
-  `prompt_ids` / `prompt_mask` `[batch, P]` left-padded, `completion_ids` /
-  `completion_mask` `[batch, T]` with `completion_ids = trace.tokens` and
-  `completion_mask = trace.action_step >= 0`, `advantages` `[batch]`, and
-  the `[batch, T]` float32 per-token log-probs of the reference and old
-  policies (replays of the same trace, or None).
+  The inherited fields are in Tunix's layout (`trace.to_tunix_layout`);
+  the reference and old log-probs are replays of the same trace, or None.
 
   Attributes:
     trace: the rollout's `Trace` (batch-major arrays, so Tunix slices and
       shards it with the rest), or None, which the diffusion loss rejects.
     num_canvases: static (block, step) canvases per row for the live
       replay, counted on the concrete trace (`canvases.static_num_canvases`,
-      an upper bound for any slice of it); None replays every possible
-      canvas, padding short rollouts' forwards several times over.
+      a bound for any slice of it); None: every possible canvas.
     context_length: static clean positions per row for the live replay,
-      counted likewise (`canvases.static_context_length`); None replays the
-      whole prompt and completion budget as context.
+      counted likewise (`canvases.static_context_length`); None: the whole
+      prompt and completion budget.
   """
 
   trace: trace_lib.Trace | None = None
@@ -77,18 +70,11 @@ class DiffusionTrainExample(compat.TrainExample):
       old_per_token_logps: Any = None,
       sampler_is_weights: Any = None,
   ) -> DiffusionTrainExample:
-    """The example of a concrete trace `[batch, ...]` (`core.tunix_layout`).
-
-    `pad_id` fills left-padding and never-generated slots; `advantages` are
-    float `[batch]`, the per-token fields float `[batch, T]` or None.
-
-    Raises:
-      ValueError: as `Trace.validate`.
-    """
-    layout = tunix_layout.to_tunix_layout(trace, pad_id=pad_id)
-    del layout["action_step"], layout["action_logp"]  # In the trace.
+    """The example of a concrete trace `[batch, ...]`: `pad_id` fills
+    left-padding and never-generated slots; `advantages` are float `[batch]`,
+    the per-token fields float `[batch, T]` or None."""
     return cls(
-        **layout,
+        **trace_lib.to_tunix_layout(trace, pad_id=pad_id),
         advantages=advantages,
         ref_per_token_logps=ref_per_token_logps,
         old_per_token_logps=old_per_token_logps,
@@ -97,59 +83,6 @@ class DiffusionTrainExample(compat.TrainExample):
         num_canvases=canvases.static_num_canvases(trace),
         context_length=canvases.static_context_length(trace),
     )
-
-
-def _check_shapes(per_token_logps, train_example) -> None:
-  """Every per-token input has the `[batch, T]` shape of the mask."""
-  want = np.shape(train_example.completion_mask)
-  for name, value in (
-      ("per_token_logps", per_token_logps),
-      ("train_example.old_per_token_logps", train_example.old_per_token_logps),
-      ("train_example.ref_per_token_logps", train_example.ref_per_token_logps),
-      ("train_example.sampler_is_weights", train_example.sampler_is_weights),
-  ):
-    if value is not None and np.shape(value) != want:
-      raise ValueError(
-          f"{name} has shape {np.shape(value)}, but completion_mask has {want}."
-      )
-
-
-def _clipped_log_ratio(per_token_logps, old_per_token_logps, mask, loss_algo):
-  """Tunix's clipped log importance ratio `[batch, T]`, and `ppo_kl`."""
-  log_ratio = per_token_logps - old_per_token_logps
-  # Recorded before clipping, as Tunix does.
-  ppo_kl = _masked_mean(-log_ratio, mask)
-  log_ratio = jnp.clip(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
-  if loss_algo == "gspo-token":
-    sequence = (log_ratio * mask).sum(axis=-1) / jnp.clip(mask.sum(-1), min=1)
-    # The sequence ratio's value with each token's own gradient.
-    log_ratio = (
-        per_token_logps
-        - jax.lax.stop_gradient(per_token_logps)
-        + jax.lax.stop_gradient(sequence)[:, None]
-    )
-    log_ratio = jnp.clip(log_ratio, max=_GSPO_LOG_RATIO_MAX)
-  return log_ratio, ppo_kl
-
-
-def _ratio_and_advantage_stats(log_ratio, is_ratio, pg_losses, adv, mask):
-  """Tunix's diagnostic aux entries, over the actions (`mask`)."""
-  pg_loss_1, pg_loss_2 = pg_losses
-  adv_all = jnp.broadcast_to(adv, mask.shape)
-  return {
-      "is_ratio/mean": _masked_mean(is_ratio, mask),
-      "is_ratio/max": jnp.max(jnp.where(mask > 0, is_ratio, 0.0)),
-      "is_ratio/min": jnp.min(jnp.where(mask > 0, is_ratio, jnp.inf)),
-      "log_ratio/abs_mean": _masked_mean(jnp.abs(log_ratio), mask),
-      "pg_loss/unclipped_mean": _masked_mean(pg_loss_1, mask),
-      "pg_loss/clipped_mean": _masked_mean(pg_loss_2, mask),
-      "advantage/abs_mean": _masked_mean(jnp.abs(adv_all), mask),
-      "advantage/max": jnp.max(jnp.where(mask > 0, adv_all, -jnp.inf)),
-      "advantage/min": jnp.min(jnp.where(mask > 0, adv_all, jnp.inf)),
-      "advantage/nonzero_frac": _masked_mean(
-          (jnp.abs(adv_all) > 1e-8).astype(jnp.float32), mask
-      ),
-  }
 
 
 def grpo_objective(
@@ -167,13 +100,19 @@ def grpo_objective(
   `completion_mask` `[batch, T]` selects the actions, `advantages` are
   `[batch]` (or `[batch, T]`); `algo_config` is a Tunix `GRPOConfig`.
 
-  Returns:
-    The scalar loss and Tunix's aux dict (`kl`, `pg_clipfrac`, `ppo_kl`,
-    `is_ratio/{mean,min,max}`, ...) without `entropy`, as scalars; the
-    policy term under both 0.1.7's name (`pg_loss`) and main's
-    (`reduced_pg_loss`, `unreduced_pg_loss`).
+  Returns the scalar loss and Tunix's aux dict of scalars (no `entropy`).
   """
-  _check_shapes(per_token_logps, train_example)
+  want = np.shape(train_example.completion_mask)
+  for name, value in (
+      ("per_token_logps", per_token_logps),
+      ("train_example.old_per_token_logps", train_example.old_per_token_logps),
+      ("train_example.ref_per_token_logps", train_example.ref_per_token_logps),
+      ("train_example.sampler_is_weights", train_example.sampler_is_weights),
+  ):
+    if value is not None and np.shape(value) != want:
+      raise ValueError(
+          f"{name} has shape {np.shape(value)}, but completion_mask has {want}."
+      )
   epsilon, epsilon_high, epsilon_c = compat.clip_epsilons(algo_config)
   agg_mode = algo_config.loss_agg_mode
   mask = train_example.completion_mask
@@ -185,9 +124,19 @@ def grpo_objective(
     old_per_token_logps = jnp.astype(
         train_example.old_per_token_logps, jnp.float32
     )
-  log_ratio, ppo_kl = _clipped_log_ratio(
-      per_token_logps, old_per_token_logps, mask, algo_config.loss_algo
-  )
+  log_ratio = per_token_logps - old_per_token_logps
+  # Recorded before clipping, as Tunix does.
+  ppo_kl = _masked_mean(-log_ratio, mask)
+  log_ratio = jnp.clip(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+  if algo_config.loss_algo == "gspo-token":
+    sequence = (log_ratio * mask).sum(axis=-1) / jnp.clip(mask.sum(-1), min=1)
+    # The sequence ratio's value with each token's own gradient.
+    log_ratio = (
+        per_token_logps
+        - jax.lax.stop_gradient(per_token_logps)
+        + jax.lax.stop_gradient(sequence)[:, None]
+    )
+    log_ratio = jnp.clip(log_ratio, max=_GSPO_LOG_RATIO_MAX)
   is_ratio = jnp.exp(log_ratio)
   adv = advantages if advantages.ndim == 2 else advantages[:, None]
 
@@ -211,6 +160,7 @@ def grpo_objective(
     per_token_loss = per_token_loss * weights
   loss = compat.aggregate_loss(per_token_loss, mask, agg_mode)
 
+  adv_all = jnp.broadcast_to(adv, mask.shape)
   aux = {
       "kl": 0.0,
       "kl_loss": 0.0,
@@ -223,8 +173,18 @@ def grpo_objective(
       "pg_clipfrac": clipfrac,
       "ppo_kl": ppo_kl,
       "pg_clipfrac_lower": clipfrac_lower,
-      **_ratio_and_advantage_stats(
-          log_ratio, is_ratio, (pg_loss_1, pg_loss_2), adv, mask
+      # Tunix's diagnostics, over the actions.
+      "is_ratio/mean": _masked_mean(is_ratio, mask),
+      "is_ratio/max": jnp.max(jnp.where(mask > 0, is_ratio, 0.0)),
+      "is_ratio/min": jnp.min(jnp.where(mask > 0, is_ratio, jnp.inf)),
+      "log_ratio/abs_mean": _masked_mean(jnp.abs(log_ratio), mask),
+      "pg_loss/unclipped_mean": _masked_mean(pg_loss_1, mask),
+      "pg_loss/clipped_mean": _masked_mean(pg_loss_2, mask),
+      "advantage/abs_mean": _masked_mean(jnp.abs(adv_all), mask),
+      "advantage/max": jnp.max(jnp.where(mask > 0, adv_all, -jnp.inf)),
+      "advantage/min": jnp.min(jnp.where(mask > 0, adv_all, jnp.inf)),
+      "advantage/nonzero_frac": _masked_mean(
+          (jnp.abs(adv_all) > 1e-8).astype(jnp.float32), mask
       ),
       "sampler_is/weight_mean": jnp.float32(1.0),
       "sampler_is/weight_min": jnp.float32(1.0),
@@ -250,8 +210,25 @@ def grpo_objective(
   return loss, aux
 
 
-def _checked_trace(train_example, algo_config) -> trace_lib.Trace:
-  """The example's trace, checked against the example and the config."""
+@compat.register_policy_loss_fn(POLICY_LOSS_NAME)
+def diffusion_grpo_loss(
+    model,
+    train_example: DiffusionTrainExample,
+    algo_config: Any,
+    pad_id: int,
+    eos_id: int,
+    *,
+    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+        cached_logits.block_logits_with_cache
+    ),
+    logits_chunk: int | None = None,
+    **kwargs,
+) -> tuple[jax.Array, dict[str, Any]]:
+  """`grpo_objective` of the live log-probs `replay_log_probs(model,
+  train_example.trace)`, in Tunix's policy-loss signature (differentiable,
+  jit-able); `cached_logits_fn` and `logits_chunk` are the rollout's.
+  """
+  del pad_id, eos_id, kwargs
   trace = getattr(train_example, "trace", None)
   if trace is None:
     raise ValueError(
@@ -286,33 +263,6 @@ def _checked_trace(train_example, algo_config) -> trace_lib.Trace:
         f"algo_config.temperature={temperature} differs from the rollout"
         f" trace's temperature {trace.temperature}."
     )
-  return trace
-
-
-@compat.register_policy_loss_fn(POLICY_LOSS_NAME)
-def diffusion_grpo_loss(
-    model,
-    train_example: DiffusionTrainExample,
-    algo_config: Any,
-    pad_id: int,
-    eos_id: int,
-    *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-    logits_chunk: int | None = None,
-    **kwargs,
-) -> tuple[jax.Array, dict[str, Any]]:
-  """GRPO loss of a diffusion rollout, with live log-probs by trace replay.
-
-  Tunix's policy-loss signature; differentiable in `model` and jit-able.
-  `grpo_objective` of `replay_log_probs(model, train_example.trace)` (of the
-  example's static `num_canvases` and `context_length`); `cached_logits_fn`
-  and `logits_chunk` are the rollout's. `pad_id`, `eos_id` and `kwargs` are
-  unused (the trace holds the actions).
-  """
-  del pad_id, eos_id, kwargs
-  trace = _checked_trace(train_example, algo_config)
   per_token_logps = replay.replay_log_probs(
       model,
       trace,

@@ -26,30 +26,14 @@ _ORDER_STREAM = 0x5EED
 
 @dataclasses.dataclass(frozen=True)
 class RlPrompts:
-  """Rendered prompts and their reference answers.
-
-  Attributes:
-    prompts: str `[num]` generation prompts rendered by the chat template.
-    answers: str `[num]` reference answers.
-  """
+  """str `[num]` generation prompts (rendered by the chat template) and
+  their reference answers."""
 
   prompts: np.ndarray
   answers: np.ndarray
 
   def __len__(self) -> int:
     return len(self.prompts)
-
-
-def jsonl_conversations(path: str) -> list[dataset_lib.Conversation]:
-  """Conversations of an RL JSONL file (`{"prompt", "answer"}` per line)."""
-  return [
-      dataset_lib.Conversation(
-          [*r["messages"], {"role": "assistant", "content": r["answer"]}],
-          dataset_lib.JSONL_TASK,
-          where,
-      )
-      for where, r in jsonl.read_jsonl_records(path, kind="rl")
-  ]
 
 
 def conversations(
@@ -61,9 +45,7 @@ def conversations(
   or, both empty, the embedded train split. Held-out prompts: `data.eval`
   (either form, `{"prompt", "answer"}` or chat) or, empty, the embedded
   eval split. A user's train file needs a held-out file: its run is never
-  scored on the embedded tasks. Every set given is read, or an error.
-
-  `num_eval` is `eval.num_prompts`. Raises ValueError naming the key.
+  scored on the embedded tasks. `num_eval` is `eval.num_prompts`.
   """
   if data.prompts and data.train:
     raise ValueError(
@@ -80,7 +62,14 @@ def conversations(
         " chat JSONL)."
     )
   if data.prompts:
-    train = jsonl_conversations(data.prompts)
+    train = [
+        dataset_lib.Conversation(
+            [*r["messages"], {"role": "assistant", "content": r["answer"]}],
+            dataset_lib.JSONL_TASK,
+            where,
+        )
+        for where, r in jsonl.read_jsonl_records(data.prompts, kind="rl")
+    ]
   else:
     train = dataset_lib.split_conversations(data, "train")
   held_out = dataset_lib.split_conversations(data, "eval")
@@ -106,9 +95,8 @@ def render(
   """The generation prompts of conversations, as the rollout will see them.
 
   `options` are the chat template's switches, the ones SFT trained with.
-  Raises ValueError naming the conversation, also for a chat template whose
-  rendered text does not re-encode to its own tokens (the rollout encodes
-  text, SFT encoded the messages).
+  The rendered text must re-encode to the template's tokens: the rollout
+  encodes text, SFT encoded the messages.
   """
   if not conversations:
     raise ValueError("the GRPO prompt set is empty.")
@@ -137,11 +125,8 @@ def train_and_eval_prompts(
     num_eval: int,
     max_prompt_length: int,
 ) -> tuple[RlPrompts, prompts_lib.PromptSet]:
-  """GRPO's training prompts (`render`) and held-out prompts, checked.
-
-  `sources` are the policy's converted sources (`run.sources`: its
-  `tokenizer` and the `chat_options` it was trained with).
-  """
+  """GRPO's training prompts (`render`) and held-out prompts, checked;
+  `sources` are the policy's converted sources (`run.sources`)."""
   train, held_out = conversations(data, num_eval)
   return (
       render(sources.tokenizer, train, max_prompt_length, sources.chat_options),

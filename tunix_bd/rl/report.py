@@ -3,17 +3,16 @@
 """The GRPO run's report: the reward curve and held-out before and after.
 
 `write_report` writes `report.txt`, `report.json` and `report.png` (left,
-the train reward curves from `metrics.jsonl`, per step and a moving mean;
-right, each held-out exact match's change from before, with its paired
-standard error clustered by prompt, `rl.evaluation`), and, when given, the
-same for an equal-compute continued-SFT model.
+the train reward curves from `metrics.jsonl`; right, each held-out exact
+match's change from before, and a continued-SFT model's, with its paired
+standard error, `rl.evaluation`).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -27,26 +26,20 @@ from tunix_bd.training import metrics as metrics_lib
 
 REWARD_PREFIX = "rewards/train/"
 REWARD_SUM = REWARD_PREFIX + "sum"
-# Statistics of the summed reward that Tunix logs beside `sum`.
-_SUM_STATISTICS = ("sum", "mean", "min", "max")
 
 
 def reward_curves(workdir: str) -> dict[str, list[tuple[int, float]]]:
-  """Per-step train reward: `sum` first, then each reward function.
-
-  Tunix's reward manager logs, per step, the mean over rows of the summed
-  reward (`rewards/train/sum`) and of each function (`rewards/train/<name>`).
-  Returns name -> `(step, value)` pairs sorted by step; a step logged twice
-  keeps its last value.
-  """
+  """Per-step train reward (Tunix's mean over rows): `sum` first, then each
+  reward function; name -> `(step, value)` pairs sorted by step, a step
+  logged twice keeping its last value."""
   curves: dict[str, dict[int, float]] = {}
   for record in metrics_lib.read_records(workdir):
     name = record["name"]
     if not name.startswith(REWARD_PREFIX) or record["step"] is None:
       continue
     key = name[len(REWARD_PREFIX) :]
-    if "/" in key or (key in _SUM_STATISTICS and key != "sum"):
-      continue  # Tunix's `score/*` and the sum's min, max and mean.
+    if "/" in key or key in ("mean", "min", "max"):
+      continue  # Tunix's `score/*` and the sum's mean, min and max.
     curves.setdefault(key, {})[int(record["step"])] = float(record["value"])
   order = sorted(curves, key=lambda k: (k != "sum", k))
   return {k: sorted(curves[k].items()) for k in order}
@@ -68,81 +61,6 @@ def _format(metric: str, value: float, *, change: bool = False) -> str:
   return f"{100 * value:+.1f} pts" if change else f"{value:.1%}"
 
 
-def held_out_rows(
-    before: evaluation_lib.HeldOutResult,
-    after: evaluation_lib.HeldOutResult,
-    continued_sft: evaluation_lib.HeldOutResult | None = None,
-) -> list[dict[str, Any]]:
-  """One row per metric: before, after, change ± paired SE (and SFT's)."""
-  grpo = evaluation_lib.compare(before, after)
-  sft = evaluation_lib.compare(before, continued_sft) if continued_sft else {}
-  rows = []
-  for metric, change in grpo.items():
-    row = {
-        "metric": metric,
-        "before": change.before,
-        "after": change.after,
-        "change": change.delta,
-        "change_se": change.se,
-    }
-    if metric == evaluation_lib.SAMPLED:
-      row["setting"] = after.sampled_setting
-    if metric in sft:
-      row.update(
-          continued_sft=sft[metric].after,
-          continued_sft_change=sft[metric].delta,
-          continued_sft_change_se=sft[metric].se,
-      )
-    rows.append(row)
-  return rows
-
-
-def format_text(
-    rows: Sequence[dict[str, Any]],
-    curves: dict[str, list[tuple[int, float]]],
-    *,
-    title: str,
-    num_prompts: int,
-) -> str:
-  """The report as text: the train reward trend and the held-out table."""
-  lines = [title, ""]
-  total = curves.get("sum", [])
-  if total:
-    values = np.asarray([v for _, v in total])
-    span = max(1, len(values) // 10)
-    lines.append(
-        f"train reward ({REWARD_SUM}) over {len(values)} steps: first"
-        f" {span} steps {values[:span].mean():.3f} -> last {span} steps"
-        f" {values[-span:].mean():.3f}"
-    )
-  else:
-    lines.append(f"train reward: no {REWARD_SUM} in metrics.jsonl")
-  sft = any("continued_sft" in r for r in rows)
-  width = max([len(metric_label(r)) + 2 for r in rows] + [24])
-  header = (
-      f"{f'held-out ({num_prompts} prompts)':<{width}}"
-      f"{'before':>9}{'after':>9}{'change ± paired SE':>24}"
-  )
-  if sft:
-    header += f"{'cont. SFT':>11}{'change ± paired SE':>24}"
-  lines += ["", header]
-  for r in rows:
-    m = r["metric"]
-    change = f"{_format(m, r['change'], change=True)} ± {_se(m, r)}"
-    line = (
-        f"{metric_label(r):<{width}}{_format(m, r['before']):>9}"
-        f"{_format(m, r['after']):>9}{change:>24}"
-    )
-    if "continued_sft" in r:
-      sft_change = (
-          f"{_format(m, r['continued_sft_change'], change=True)} ±"
-          f" {_se(m, r, 'continued_sft_change_se')}"
-      )
-      line += f"{_format(m, r['continued_sft']):>11}{sft_change:>24}"
-    lines.append(line)
-  return "\n".join(lines)
-
-
 def _se(metric: str, row: dict[str, Any], key: str = "change_se") -> str:
   value = row[key]
   return f"{value:.2f}" if metric.startswith("tokens") else f"{100 * value:.1f}"
@@ -150,29 +68,6 @@ def _se(metric: str, row: dict[str, Any], key: str = "change_se") -> str:
 
 _AFTER, _SFT = "#1f77b4", "#ff7f0e"
 _CURVE_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#8c564b")
-
-
-def plot_report(
-    curves: dict[str, list[tuple[int, float]]],
-    rows: Sequence[dict[str, Any]],
-    path: str,
-    *,
-    title: str,
-    caption: str,
-) -> None:
-  """The reward curve (left) and held-out exact match bars (right), PNG."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-
-  matplotlib.use("Agg")
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  fig, (left, right) = plt.subplots(
-      1, 2, figsize=(13, 5.2), gridspec_kw=dict(width_ratios=(1, 1.15))
-  )
-  _plot_curves(left, curves)
-  _plot_held_out(right, rows)
-  fig.suptitle(title, fontsize=12)
-  plot_lib.save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 0.95))
 
 
 def _plot_curves(ax, curves) -> None:
@@ -214,12 +109,9 @@ def _tokens_per_forward(rows, metric: str) -> str:
 
 
 def _plot_held_out(ax, all_rows) -> None:
-  """Each held-out exact match's change, in points, with its paired SE.
-
-  A run moves exact match by a point or two: on a 0-100 % axis that is a
-  hair's width, so the axis is the change itself, centred on zero, and the
-  absolute values stand beside each dot.
-  """
+  """Each held-out exact match's change, in points, with its paired SE: a
+  run moves it by a point or two, a hair's width on a 0-100 % axis, so the
+  axis is the change, and the absolute values stand beside each dot."""
   rows = [r for r in all_rows if "exact_match" in r["metric"]]
   series = [("", "after GRPO", _AFTER)]
   if any("continued_sft" in r for r in rows):
@@ -277,41 +169,97 @@ def _legend_above(ax, columns: int) -> None:
   )
 
 
-def caption(
-    run: settings_lib.GrpoConfig, steps: int, train_seconds: float
-) -> str:
-  """The figure's caption: steps, batch, G, rollout settings, wall time."""
-  return (
+def write_report(
+    workdir: str,
+    run: settings_lib.GrpoConfig,
+    *,
+    before: evaluation_lib.HeldOutResult,
+    after: evaluation_lib.HeldOutResult,
+    continued_sft: evaluation_lib.HeldOutResult | None = None,
+    steps: int,
+    train_seconds: float,
+    kl_reference: str,
+) -> dict[str, Any]:
+  """Writes `report.txt`, `report.json` and `report.png`; returns the JSON.
+
+  `before`, `after` and `continued_sft` (an equal-compute SFT model) are
+  evaluations on the same prompts and seeds; `steps` the actor's update
+  steps; `kl_reference` as `recipes.grpo.kl_reference` states it.
+  """
+  title = (
+      f"{run.description} on block-diffusion rollouts; KL reference:"
+      f" {kl_reference}"
+  )
+  caption = (
       f"{steps} steps x {run.train.batch_size} prompts x"
       f" G={run.grpo.num_generations}, threshold {run.rollout.threshold:g},"
       f" T={run.rollout.temperature:g}, {train_seconds:.0f} s on"
       f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
   )
-
-
-def write_report(
-    workdir: str,
-    *,
-    before: evaluation_lib.HeldOutResult,
-    after: evaluation_lib.HeldOutResult,
-    continued_sft: evaluation_lib.HeldOutResult | None = None,
-    title: str = "GRPO on block-diffusion rollouts",
-    caption: str = "",
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-  """Writes `report.txt`, `report.json` and `report.png` into `workdir`.
-
-  `before` and `after` are evaluations on the same prompts and seeds;
-  `continued_sft`, optionally, of the starting model trained with SFT for
-  the same compute; `caption` says what was run, under the figure; `extra`
-  adds JSON fields. Returns the JSON content written.
-  """
   curves = reward_curves(workdir)
-  rows = held_out_rows(before, after, continued_sft)
+  # One held-out row per metric: before, after, change ± paired SE (and
+  # the continued-SFT model's).
+  grpo = evaluation_lib.compare(before, after)
+  sft = evaluation_lib.compare(before, continued_sft) if continued_sft else {}
+  rows = []
+  for metric, change in grpo.items():
+    row = {
+        "metric": metric,
+        "before": change.before,
+        "after": change.after,
+        "change": change.delta,
+        "change_se": change.se,
+    }
+    if metric == evaluation_lib.SAMPLED:
+      row["setting"] = after.sampled_setting
+    if metric in sft:
+      row.update(
+          continued_sft=sft[metric].after,
+          continued_sft_change=sft[metric].delta,
+          continued_sft_change_se=sft[metric].se,
+      )
+    rows.append(row)
+  # The text: the train reward trend and the held-out table.
+  lines = [title, ""]
+  total = curves.get("sum", [])
+  if total:
+    values = np.asarray([v for _, v in total])
+    span = max(1, len(values) // 10)
+    lines.append(
+        f"train reward ({REWARD_SUM}) over {len(values)} steps: first"
+        f" {span} steps {values[:span].mean():.3f} -> last {span} steps"
+        f" {values[-span:].mean():.3f}"
+    )
+  else:
+    lines.append(f"train reward: no {REWARD_SUM} in metrics.jsonl")
   num_prompts = len(next(iter(before.greedy.values())).correct)
-  text = format_text(rows, curves, title=title, num_prompts=num_prompts)
+  width = max([len(metric_label(r)) + 2 for r in rows] + [24])
+  header = (
+      f"{f'held-out ({num_prompts} prompts)':<{width}}"
+      f"{'before':>9}{'after':>9}{'change ± paired SE':>24}"
+  )
+  if any("continued_sft" in r for r in rows):
+    header += f"{'cont. SFT':>11}{'change ± paired SE':>24}"
+  lines += ["", header]
+  for r in rows:
+    m = r["metric"]
+    change = f"{_format(m, r['change'], change=True)} ± {_se(m, r)}"
+    line = (
+        f"{metric_label(r):<{width}}{_format(m, r['before']):>9}"
+        f"{_format(m, r['after']):>9}{change:>24}"
+    )
+    if "continued_sft" in r:
+      sft_change = (
+          f"{_format(m, r['continued_sft_change'], change=True)} ±"
+          f" {_se(m, r, 'continued_sft_change_se')}"
+      )
+      line += f"{_format(m, r['continued_sft']):>11}{sft_change:>24}"
+    lines.append(line)
+  text = "\n".join(lines)
   content = {
-      **(extra or {}),
+      "steps": steps,
+      "train_seconds": train_seconds,
+      "kl_reference": kl_reference,
       "held_out": rows,
       "reward_curves": {k: [list(p) for p in v] for k, v in curves.items()},
       "before": before.to_json(),
@@ -321,12 +269,19 @@ def write_report(
     content["continued_sft"] = continued_sft.to_json()
   report_lib.write_json(os.path.join(workdir, "report.json"), content)
   files.write_text(os.path.join(workdir, "report.txt"), text + "\n")
-  plot_report(
-      curves,
-      rows,
-      os.path.join(workdir, "report.png"),
-      title=title,
-      caption=caption,
+  # The reward curves (left) and held-out exact match changes (right).
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, (left, right) = plt.subplots(
+      1, 2, figsize=(13, 5.2), gridspec_kw=dict(width_ratios=(1, 1.15))
   )
+  _plot_curves(left, curves)
+  _plot_held_out(right, rows)
+  fig.suptitle(title, fontsize=12)
+  path = os.path.join(workdir, "report.png")
+  plot_lib.save_with_caption(fig, path, caption, rect=(0, 0.1, 1, 0.95))
   print(text, flush=True)
   return content

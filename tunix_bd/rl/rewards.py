@@ -8,9 +8,7 @@ token), `mode`, every other dataset key repeated per generation (`answer`,
 ...), and, from tunix_bd's learner, `num_forwards` and
 `num_completion_tokens` per row. It sums the functions per row and logs each
 one's mean as `rewards/<fn.__name__>`, so every function carries a readable
-name. `partial_credit` scores characters position by position over the
-longer of the two, so a truncated or over-long completion loses credit;
-the speed cap keeps an empty completion (tokens 0) from dominating a group.
+name.
 """
 
 from __future__ import annotations
@@ -48,33 +46,26 @@ def _column(kwargs: dict[str, Any], key: str, num: int, who: str) -> list:
   return values
 
 
-def exact_match(prompts, completions, **kwargs) -> list[float]:
-  """1.0 where the completion answers the row's `answer` (`scoring`)."""
-  del prompts
-  answers = _column(kwargs, "answer", len(completions), "exact_match")
-  return [
-      float(scoring.exact_match(c, str(a)))
-      for c, a in zip(completions, answers)
-  ]
-
-
-def partial_credit(prompts, completions, **kwargs) -> list[float]:
-  """`scoring.char_accuracy` of each completion against the row's `answer`."""
-  del prompts
-  answers = _column(kwargs, "answer", len(completions), "partial_credit")
-  return [
-      scoring.char_accuracy(c, str(a)) for c, a in zip(completions, answers)
-  ]
-
-
-def _named(name: str, fn: RewardFn, weight: float) -> RewardFn:
-  """`weight * fn(...)` as a reward function called `name`."""
+def _against_answer(
+    name: str, score: Callable[[str, str], Any], weight: float = 1.0
+) -> RewardFn:
+  """`weight * score(completion, answer)` per row, as a reward called `name`."""
 
   def reward(prompts, completions, **kwargs) -> list[float]:
-    return [weight * r for r in fn(prompts, completions, **kwargs)]
+    del prompts
+    answers = _column(kwargs, "answer", len(completions), name)
+    return [
+        weight * float(score(c, str(a))) for c, a in zip(completions, answers)
+    ]
 
   reward.__name__ = reward.__qualname__ = name
   return reward
+
+
+# Unweighted (`scoring`): 1.0 where a completion answers its row's `answer`;
+# the fraction of its characters right.
+exact_match = _against_answer("exact_match", scoring.exact_match)
+partial_credit = _against_answer("partial_credit", scoring.char_accuracy)
 
 
 def _speed(weight: float, cap: float, gate: str) -> RewardFn:
@@ -102,12 +93,9 @@ def _speed(weight: float, cap: float, gate: str) -> RewardFn:
 
 
 def resolve_function(path: str, key: str) -> RewardFn:
-  """The reward function at `package.module:function` or dotted path.
-
-  The part after the colon may be dotted (`module:Class.method`). Raises
-  ValueError naming `key` (e.g. "reward.functions[0]") unless the function
-  can take Tunix's call `fn(prompts=..., completions=..., **kwargs)`.
-  """
+  """The reward function at `package.module:function` (the part after the
+  colon may be dotted) or dotted path, checked to take Tunix's call; errors
+  name `key` (e.g. "reward.functions[0]")."""
   if not isinstance(path, str) or not path.strip():
     raise ValueError(f"{key} must be a non-empty import path, got {path!r}.")
   if ":" in path:
@@ -151,10 +139,8 @@ def resolve_function(path: str, key: str) -> RewardFn:
 
 
 def _checked(fn: RewardFn, key: str) -> RewardFn:
-  """`fn` failing closed, naming `key`, unless it returns one finite per row.
-
-  Tunix sums rewards with `nansum`, so a NaN would silently count as 0.
-  """
+  """`fn` failing closed, naming `key`, unless it returns one finite per row
+  (Tunix sums rewards with `nansum`: a NaN would silently count as 0)."""
 
   @functools.wraps(fn)
   def reward(prompts, completions, **kwargs) -> list[float]:
@@ -176,8 +162,7 @@ def _checked(fn: RewardFn, key: str) -> RewardFn:
 
 
 def reward_fns(settings: Any) -> list[RewardFn]:
-  """The reward functions of the `reward` section (`settings.RewardSettings`,
-  which imports this module), handed to Tunix in the section's order.
+  """The reward functions of the `reward` section, in its order.
 
   Terms with weight 0 are left out (so their keys need not exist); user
   functions follow, each checked on every call. Names must differ: Tunix
@@ -185,9 +170,15 @@ def reward_fns(settings: Any) -> list[RewardFn]:
   """
   fns = []
   if settings.exact:
-    fns.append(_named("exact_match", exact_match, settings.exact))
+    fns.append(
+        _against_answer("exact_match", scoring.exact_match, settings.exact)
+    )
   if settings.partial:
-    fns.append(_named("partial_credit", partial_credit, settings.partial))
+    fns.append(
+        _against_answer(
+            "partial_credit", scoring.char_accuracy, settings.partial
+        )
+    )
   if settings.speed_weight:
     fns.append(
         _speed(settings.speed_weight, settings.speed_cap, settings.speed_gate)

@@ -1,13 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Moves a model, static mesh references included, onto another role's mesh.
+"""Places a model on another role's mesh, and syncs weights across meshes.
 
-Tunix reshards only a model's `nnx.Variable` values when it gives a role its
-own mesh (`tunix.rl.reshard.reshard_model_to_mesh`); a `Mesh`,
+Resharding moves only a model's `nnx.Variable` values; a `Mesh`,
 `NamedSharding` or sharding partial held as static graph data keeps naming
 the actor's devices, and the first jitted forward on the sampler mesh fails
-with JAX's "incompatible devices" error. Only the diffusion rollout calls
-this module. See docs/design.md "Role meshes" and "Why the rollout rules".
+with JAX's "incompatible devices" error, so `place_on_mesh` rebinds them
+too. `copy_params` is the rollout's weight sync. The diffusion rollout is
+the one caller. See docs/design.md "Role meshes".
 """
 
 from __future__ import annotations
@@ -36,11 +36,10 @@ _NNX_BOOKKEEPING = frozenset({"_pytree__state", "_pytree__nodes"})
 
 @dataclasses.dataclass
 class _Rebinder:
-  """Rebinds the concrete meshes inside one value tree to `mesh`.
+  """Rebinds the concrete meshes inside value trees to `mesh`.
 
   `count` is the number of `Mesh` and `NamedSharding` leaves replaced;
-  `foreign` maps each distinct mesh met (other than `mesh`) to the path of
-  its first occurrence.
+  `foreign` maps each other mesh met to the path where it was first met.
   """
 
   mesh: Mesh
@@ -123,12 +122,8 @@ class _Rebinder:
     return sharding
 
   def check_single_source(self) -> None:
-    """Fails when the values came from two different meshes.
-
-    After resharding, the target is the model's only valid mesh, so every
-    other mesh is rebound, whichever it is; two of them mean the model holds
-    meshes on purpose, which the shim cannot map.
-    """
+    """Fails when the values came from two different meshes: the model
+    then holds meshes on purpose, which the shim cannot map."""
     if len(self.foreign) > 1:
       paths = ", ".join(self.foreign.values())
       raise ValueError(
@@ -144,12 +139,10 @@ def _path_name(path: tuple[Any, ...]) -> str:
 def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
   """Rebinds every static mesh reference of `model` to `mesh`, in place.
 
-  Visits every graph node (modules, `nnx.List`/`nnx.Dict`, every
-  `Variable`'s metadata) and replaces each concrete `Mesh` with `mesh` and
-  each `NamedSharding` with one on `mesh` (same spec and memory kind), also
-  inside partials, tuples, lists and dicts. Returns how many were replaced
-  (0 on a second call). Raises ValueError naming the attribute path, before
-  changing anything, for a mesh it cannot map.
+  In every graph node and `Variable`'s metadata, also inside partials,
+  tuples, lists and dicts, each concrete `Mesh` becomes `mesh` and each
+  `NamedSharding` one on `mesh`. Returns how many were replaced; a mesh it
+  cannot map fails, naming its path, before anything changes.
   """
   rebinder, updates = _rebinds(model, mesh)
   for setter, name, new in updates:
@@ -187,10 +180,7 @@ def _rebinds(model: nnx.Module, mesh: Mesh) -> tuple[_Rebinder, list[Any]]:
 def rebind_keywords(
     keywords: Mapping[str, Any], mesh: Mesh
 ) -> tuple[dict[str, Any], int]:
-  """`keywords` rebound to `mesh`, and the number of values replaced.
-
-  The same rules and errors as `rebind_meshes`; errors name the keyword.
-  """
+  """`(keywords rebound to mesh, values replaced)`, as `rebind_meshes`."""
   rebinder = _Rebinder(mesh)
   rebound = {
       name: rebinder(value, f"keyword {name!r}")
@@ -214,12 +204,8 @@ def _shardings(state: nnx.State, mesh: Mesh):
 
 
 def is_placed(model: nnx.Module, mesh: Mesh) -> bool:
-  """Whether `model` already sits on `mesh` as `place_on_mesh` puts it.
-
-  True when every `Variable` is on `mesh` itself (not merely its devices),
-  as `NamedSharding(mesh, its partition spec)` in the mesh's default memory,
-  and no static mesh reference needs rebinding. Raises as `rebind_meshes`.
-  """
+  """Whether `model` already sits on `mesh` (itself, not merely its
+  devices) as `place_on_mesh` puts it. Raises as `rebind_meshes`."""
   state = nnx.state(model)
   placed = jax.tree.map(
       lambda x, s: isinstance(x, jax.Array)
@@ -236,12 +222,11 @@ def place_on_mesh(
 ) -> nnx.Module:
   """`model` on `mesh`: its state resharded by spec, its meshes rebound.
 
-  Every `Variable` moves device to device (Tunix's `reshard_pytree`) to
-  `NamedSharding(mesh, its partition spec)` in the mesh's default memory,
-  then `rebind_meshes` runs. Call it before anything jits the model.
-  `model` is left as it was. `copy` gives the result its own buffers even
-  where a leaf already sits on its target sharding: Tunix syncs weights only
-  when the rollout shares no leaf with the actor.
+  Every `Variable` moves device to device to `NamedSharding(mesh, its
+  partition spec)` in the mesh's default memory, then `rebind_meshes` runs;
+  call it before anything jits the model. `model` is left as it was. `copy`
+  gives the result its own buffers even where a leaf already sits on its
+  target: Tunix syncs weights only into a rollout sharing no leaf.
   """
   graphdef, state = nnx.split(model)
   moved = compat.reshard_pytree(state, _shardings(state, mesh))
@@ -265,11 +250,8 @@ _fresh_copy = jax.jit(_copies)  # On their own shardings, in one call.
 def _staging(
     sharding: jax.sharding.Sharding, shape: tuple[int, ...], parts: int
 ) -> jax.sharding.NamedSharding:
-  """`sharding`'s devices holding a leaf in `parts` pieces.
-
-  The leaf is split along its first dimension that `parts` divides
-  (replicated if none), each piece on `devices / parts` devices.
-  """
+  """`sharding`'s devices holding a leaf in `parts` pieces, split along
+  its first dimension that `parts` divides (replicated if none)."""
   devices = sorted(sharding.device_set, key=lambda d: d.id)
   mesh = jax.sharding.Mesh(
       np.array(devices).reshape(-1, parts), ("copies", "parts")
@@ -279,21 +261,27 @@ def _staging(
   return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
 
 
-def _copy_across_meshes(params, target):
-  """Copies of `params` placed as `target`'s leaves, device to device.
+def copy_params(params, target):
+  """Fresh copies of `params` (the actor's filtered state) placed as
+  `target`'s leaves (the rollout's state), device to device.
 
   JAX moves an array to other devices without the host only where each
-  destination shard is a shard the source already holds; otherwise (e.g.
-  actor norms that its train step returns split over `fsdp`, or a rollout
-  mesh with other axes) it goes through the host, which the transfer
-  guards of Tunix's `sync_weights` forbid on CPU (and which is slow
-  anywhere). So each leaf is first resharded on its own devices into
-  `gcd(source devices, target devices)` pieces, the same pieces on the
-  target's devices, copied across, then resharded as the target.
-
-  `params` is the actor's state, `target` the rollout's (the same tree),
-  giving the shardings.
+  destination shard is a shard the source holds (Tunix's `sync_weights`
+  forbids host transfers on CPU). So each leaf is resharded on its own
+  devices into `gcd(source devices, target devices)` pieces, copied across
+  as such, then resharded as the target.
   """
+  placed_alike = jax.tree.map(
+      lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
+      params,
+      target,
+  )
+  if all(jax.tree.leaves(placed_alike)):
+    # Placed alike (the same devices, e.g. another mesh over them): one
+    # compiled copy, so the rollout never shares (or loses, to donation)
+    # the actor's arrays; Tunix's reshard would return them as they are,
+    # after starting a logging thread.
+    return _fresh_copy(params)
   parts = jax.tree.map(
       lambda a, b: math.gcd(
           len(a.sharding.device_set), len(b.sharding.device_set)
@@ -311,20 +299,3 @@ def _copy_across_meshes(params, target):
   moved = compat.reshard_pytree(staged, out(target))
   shardings = jax.tree.map(lambda x: x.sharding, target)
   return jax.jit(_copies, out_shardings=shardings)(moved)
-
-
-def copy_params(params, target):
-  """Fresh copies of `params` (the actor's filtered state, on its mesh)
-  placed as `target`'s leaves (the rollout's state), device to device."""
-  placed_alike = jax.tree.map(
-      lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
-      params,
-      target,
-  )
-  if all(jax.tree.leaves(placed_alike)):
-    # Placed alike (the same devices, e.g. another mesh over them): one
-    # compiled copy, so the rollout never shares (or loses, to donation)
-    # the actor's arrays; Tunix's reshard would return them as they are,
-    # after starting a logging thread.
-    return _fresh_copy(params)
-  return _copy_across_meshes(params, target)

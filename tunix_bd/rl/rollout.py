@@ -3,13 +3,11 @@
 """`DiffusionRollout`: Tunix's rollout engine for a block-diffusion policy.
 
 A `functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)` is
-Tunix's `ClusterConfig.rollout_engine`; Tunix adds `rollout_actor`,
-`tokenizer`, `mesh` and the TRAIN `rollout_config`. Each `generate` call
-decodes rendered prompts by parallel block denoising
-(`generate.denoise.Denoiser`) and returns Tunix's `RolloutOutput`; the
-`Trace` goes to the collector that `DiffusionRLCluster.generate` opens, as
-Tunix's `RLCluster.generate` drops extra output fields. docs/design.md
-"Why the rollout rules" gives each rule's reason.
+Tunix's `ClusterConfig.rollout_engine`. Each `generate` call decodes by
+parallel block denoising (`generate.denoise.Denoiser`); the `Trace` goes to
+the collector that `DiffusionRLCluster.generate` opens, as Tunix's
+`RLCluster.generate` drops extra output fields. docs/design.md "Why the
+rollout rules" gives each rule's reason.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay as replay_lib
 from tunix_bd.core import special_ids
-from tunix_bd.core import tunix_layout
+from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
@@ -52,8 +50,7 @@ def check_rollout_config(
     config: compat.RolloutConfig, *, training: bool, model_dtype: Any
 ) -> None:
   """Fails closed, naming the field, on what a denoising rollout cannot
-  honor: a vocabulary filter, a training temperature that is not > 0, or a
-  `data_type` other than the model's (replay parity needs it)."""
+  honor."""
   if config.top_k is not None:
     raise ValueError(
         f"rollout_config.top_k={config.top_k} is a vocabulary filter, which"
@@ -114,12 +111,10 @@ class DiffusionRollout(compat.BaseRollout):
 
     The rollout decodes with `rollout_actor` where it already sits on `mesh`
     as `role_shim.place_on_mesh` would put it (`shares_actor`), else with its
-    own copy on `mesh`. `stop_ids` end a row (the EOS included, if the
-    tokenizer has one); `commit` holds the commit rule's `COMMIT_KEYS`;
-    `cached_logits_fn` also replays the trace for the old, reference and
-    live policies, and meshes the model calls hold are rebound to `mesh`;
-    `logits_chunk` is the replays' head in vocabulary chunks (None: dense).
-    Raises ValueError for any setting that is not valid, before any compute.
+    own copy on `mesh`. `stop_ids` end a row (the EOS included, if any);
+    `commit` holds `COMMIT_KEYS`; `cached_logits_fn` also replays the trace
+    for the old, reference and live policies, in vocabulary chunks of
+    `logits_chunk` (None: dense).
     """
     unknown = sorted(set(commit) - set(COMMIT_KEYS))
     if unknown:
@@ -131,9 +126,8 @@ class DiffusionRollout(compat.BaseRollout):
     special_ids.check(
         mask_token_id=bd.mask_token_id, pad_id=pad_id, stop_ids=stop_ids
     )
-    dtype = jax.tree.leaves(nnx.state(rollout_actor, nnx.Param))[0].dtype
-    check_rollout_config(rollout_config, training=True, model_dtype=dtype)
-    self._dtype = dtype
+    self._dtype = jax.tree.leaves(nnx.state(rollout_actor, nnx.Param))[0].dtype
+    check_rollout_config(rollout_config, training=True, model_dtype=self._dtype)
     self._tokenizer = tokenizer
     # Explicit stop ids are enough (as for Tunix's samplers): a tokenizer
     # without an EOS token ends completions at the first stop id.
@@ -142,11 +136,6 @@ class DiffusionRollout(compat.BaseRollout):
     self.bd, self.stop_ids, self.pad = bd, stop_ids, pad_id
     self.commit = {k: commit[k] for k in COMMIT_KEYS if k in commit}
     self.use_cache, self.seed = bool(use_cache), int(seed)
-    if mesh is None or mesh.empty:
-      raise ValueError(
-          "DiffusionRollout needs the ROLLOUT role's mesh (Tunix passes"
-          " role_to_mesh[Role.ROLLOUT]); got none."
-      )
     self.shares_actor = role_shim.is_placed(rollout_actor, mesh)
     self._model = (
         rollout_actor
@@ -161,8 +150,7 @@ class DiffusionRollout(compat.BaseRollout):
       logging.info(
           "rollout: rebound %d meshes in its logits functions.", rebound
       )
-    self.logits_fn = fns["logits_fn"]
-    self.cached_logits_fn = fns["cached_logits_fn"]
+    self.logits_fn, self.cached_logits_fn = fns.values()
     self.logits_chunk = replay_lib.check_logits_chunk(
         logits_chunk, cached_logits_fn
     )
@@ -176,14 +164,10 @@ class DiffusionRollout(compat.BaseRollout):
     # Checks the model against `bd` and the settings now, not mid-run.
     self._denoiser(self.denoise_config(rollout_config))
 
-  # --- Generation context and trace collection (thread-local). ---
-
   def set_generation_context(self, *, global_step: int, mode: Any) -> None:
-    """Sets this thread's (global step, mode) for the next `generate` calls.
-
-    The name and meaning of Tunix PR 1749's hook: calls within one (step,
-    mode) are numbered 0, 1, ... in order, and each number seeds its rows.
-    """
+    """Sets this thread's (global step, mode) for the next `generate` calls
+    (Tunix PR 1749's hook): calls within one are numbered 0, 1, ... in
+    order, and each number seeds its rows."""
     name = str(getattr(mode, "value", mode)).lower()  # A `Mode` or its value.
     if name not in MODE_IDS:
       raise ValueError(f"unknown rollout mode {mode!r}; want train or eval.")
@@ -198,8 +182,6 @@ class DiffusionRollout(compat.BaseRollout):
       yield collected
     finally:
       self._local.collectors.pop()
-
-  # --- Decoding. ---
 
   def denoise_config(
       self, rollout_config: compat.RolloutConfig
@@ -234,7 +216,31 @@ class DiffusionRollout(compat.BaseRollout):
         )
       return self._denoisers[config]
 
-  def _encode(self, prompts: Sequence[str], max_length: int) -> list[list]:
+  def generate(
+      self,
+      prompts: list[str],
+      rollout_config: compat.RolloutConfig,
+      **kwargs,
+  ) -> compat.RolloutOutput:
+    """Decodes rendered prompts; the trace goes to the open collector.
+
+    Returns Tunix's `RolloutOutput`: `text` and `tokens` (each row's
+    completion before its first stop token), `left_padded_prompt_tokens`
+    int32 `[batch, max_prompt_length]`; where Tunix has `diffusion_batch`,
+    the trace's prepared batch and `logprobs` (each row's `action_logp`).
+    """
+    del kwargs
+    context = self._local.context
+    if context is None:
+      raise ValueError(
+          "DiffusionRollout.generate needs a generation context: drive it"
+          " with DiffusionRLCluster (RLCluster would drop the trace)."
+      )
+    global_step, mode = context
+    check_rollout_config(
+        rollout_config, training=mode == "train", model_dtype=self._dtype
+    )
+    config = self.denoise_config(rollout_config)
     rows = []
     # GRPO repeats each prompt G times: encode each distinct one once.
     encoded = {}
@@ -249,43 +255,13 @@ class DiffusionRollout(compat.BaseRollout):
             prompt, add_special_tokens=False
         )
       ids = list(encoded[prompt])
-      if not 1 <= len(ids) <= max_length:
+      if not 1 <= len(ids) <= config.max_prompt_length:
         raise ValueError(
-            f"prompt {i} has {len(ids)} tokens; rollout.max_prompt_length"
-            f" is {max_length} (and a prompt needs at least one token)."
+            f"prompt {i} has {len(ids)} tokens; rollout.max_prompt_length is"
+            f" {config.max_prompt_length} (and a prompt needs at least one"
+            " token)."
         )
       rows.append(ids)
-    return rows
-
-  def generate(
-      self,
-      prompts: list[str],
-      rollout_config: compat.RolloutConfig,
-      **kwargs,
-  ) -> compat.RolloutOutput:
-    """Decodes rendered prompts; the trace goes to the open collector.
-
-    Returns Tunix's `RolloutOutput`: `text` and `tokens` (each row's
-    completion before its first stop token), `left_padded_prompt_tokens`
-    int32 `[batch, max_prompt_length]`; no logits. Where it has
-    `diffusion_batch` (`compat`), the trace's prepared batch
-    (`replay.diffusion_batch`) and `logprobs` each row's `action_logp`;
-    elsewhere no log-probs. Raises ValueError without a generation context
-    (use `DiffusionRLCluster`).
-    """
-    del kwargs
-    context = self._local.context
-    if context is None:
-      raise ValueError(
-          "DiffusionRollout.generate needs a generation context: drive it"
-          " with DiffusionRLCluster (RLCluster would drop the trace)."
-      )
-    global_step, mode = context
-    check_rollout_config(
-        rollout_config, training=mode == "train", model_dtype=self._dtype
-    )
-    config = self.denoise_config(rollout_config)
-    rows = self._encode(prompts, config.max_prompt_length)
     with self._lock:
       call_index = self._calls.get(context, 0)
       self._calls[context] = call_index + 1
@@ -293,7 +269,7 @@ class DiffusionRollout(compat.BaseRollout):
     out = self._denoiser(config)(rows, seeds=seeds)
     if self._local.collectors:
       self._local.collectors[-1].append((out.trace, out.num_forwards))
-    layout = tunix_layout.to_tunix_layout(out.trace, pad_id=self.pad)
+    layout = trace_lib.to_tunix_layout(out.trace, pad_id=self.pad)
     prepared = {}
     if compat.ROLLOUT_HAS_DIFFUSION_BATCH:
       # Tunix's own prepared-rollout scoring: the trace as its batch, and
@@ -320,10 +296,9 @@ class DiffusionRollout(compat.BaseRollout):
   def update_params(self, params, filter_types=None) -> None:
     """Copies synced parameters into the rollout's own buffers, on device.
 
-    `params` is the actor's filtered state (on the actor mesh) of
-    `filter_types` (`nnx.Param`, or `nnx.LoRAParam` with LoRA). Raises
-    ValueError if the rollout shares the actor and `params` are not its
-    weights, which would go stale.
+    `params` is the actor's state of `filter_types` (`nnx.Param`, or
+    `nnx.LoRAParam` with LoRA). A rollout sharing the actor only checks that
+    `params` are its own weights.
     """
     target = nnx.state(self._model, *(filter_types or (nnx.Param,)))
     if self.shares_actor:

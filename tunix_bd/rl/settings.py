@@ -2,10 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
-`grpo` and `reward` are GRPO's own; `data`, `mesh`, `rollout`, `train` and
-`eval` hold some keys of a shared class (`RL_DATA_KEYS`, `ROLE_MESH_KEYS`,
-`GRPO_ROLLOUT_KEYS`, `GRPO_TRAIN_KEYS`, `GRPO_EVAL_KEYS`). `GrpoConfig` holds
-them all; `check_together` checks what spans sections.
+`grpo` and `reward` are GRPO's own; the other sections hold some keys of a
+shared class. `check_together` checks what spans sections.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ LOSS_AGG_MODES = (
     "sequence-mean-token-sum-norm",
 )
 KL_LOSS_MODES = ("kl", "mse_kl", "low_var_kl")
-# `grpo.learner`: tunix_bd's `DiffusionGRPOLearner`, or Tunix's own
-# `GRPOLearner` on the rollout's prepared diffusion batches.
+# `grpo.learner` (`GrpoSettings.learner`).
 TUNIX_BD_LEARNER = "tunix_bd"
 TUNIX_LEARNER = "tunix"
 LEARNERS = (TUNIX_BD_LEARNER, TUNIX_LEARNER)
@@ -53,15 +50,14 @@ class GrpoSettings:
     loss_algo: `grpo` or `gspo-token` (token-level GSPO).
     loss_agg_mode: one of `LOSS_AGG_MODES`.
     kl_loss_mode: the KL estimator, one of `KL_LOSS_MODES`.
-    verify_replay_every_n_steps: every this many global steps, replay the
-      rollout under the start-of-step actor and log the largest difference
-      from its recorded log-probs (`diffusion/rollout_anchor_logp_abs_max`,
-      ~1e-6 when replay is exact); 0: only when old log-probs are needed.
-    learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner` and its
-      `diffusion_grpo` loss; `tunix`, Tunix's own `GRPOLearner` with its
-      stock `grpo` loss on the rollout's prepared diffusion batches, on a
-      Tunix that has them (docs/design.md, the section on a model call
-      brought as a Tunix `DiffusionLogitsFn`).
+    verify_replay_every_n_steps: every this many global steps, log the
+      largest difference of the rollout's log-probs from their replay
+      (`diffusion/rollout_anchor_logp_abs_max`, ~1e-6 when exact); 0: only
+      when old log-probs are needed.
+    learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner`; `tunix`,
+      Tunix's own `GRPOLearner` and `grpo` loss on the rollout's prepared
+      diffusion batches, on a Tunix that has them (docs/design.md, "A model
+      call brought as a Tunix `DiffusionLogitsFn`").
   """
 
   num_generations: int = 8
@@ -88,13 +84,12 @@ class GrpoSettings:
           f" stack #1745-#1749); google-tunix {compat.TUNIX_VERSION} has none."
           f" Use grpo.learner={TUNIX_BD_LEARNER!r}."
       )
-    config_utils.check_int("grpo.num_generations", self.num_generations, 2)
-    config_utils.check_int(
-        "grpo.verify_replay_every_n_steps",
-        self.verify_replay_every_n_steps,
-        0,
-    )
-    config_utils.check_int("grpo.num_iterations", self.num_iterations, 1)
+    for key, minimum in (
+        ("num_generations", 2),
+        ("verify_replay_every_n_steps", 0),
+        ("num_iterations", 1),
+    ):
+      config_utils.check_int(f"grpo.{key}", getattr(self, key), minimum)
     config_utils.check_number("grpo.beta", self.beta, 0)
     config_utils.check_number("grpo.epsilon", self.epsilon, 0, strict=True)
     if self.epsilon >= 1:

@@ -3,24 +3,19 @@
 """Builds Tunix's RL objects for a block-diffusion policy, in one place.
 
 The recipe, the benchmark and the tests assemble the same pieces: Tunix's
-per-mode `RolloutConfig`, a `ClusterConfig` whose rollout engine is a
-`functools.partial(DiffusionRollout, ...)`, the `DiffusionRLCluster` and the
-`grpo.learner`. `build_grpo` assembles them all from a checked GRPO config.
+per-mode `RolloutConfig`, the `DiffusionRLCluster` and the `grpo.learner`;
+`build_grpo` assembles them all from a checked GRPO config.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
 import jax
 
-
 from tunix_bd import compat
-from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.core import cached_logits
-from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.rl import cluster as cluster_lib
@@ -45,27 +40,26 @@ def rollout_configs(
     eval_temperature: float,
 ) -> dict[Mode, compat.RolloutConfig]:
   """Tunix's per-mode rollout configs; no vocabulary filter is set."""
-
-  def config(temp):
-    return compat.RolloutConfig(
-        max_tokens_to_generate=max_new_tokens,
-        max_prompt_length=max_prompt_length,
-        temperature=temp,
-        top_p=None,
-        top_k=None,
-    )
-
-  return {Mode.TRAIN: config(temperature), Mode.EVAL: config(eval_temperature)}
+  return {
+      mode: compat.RolloutConfig(
+          max_tokens_to_generate=max_new_tokens,
+          max_prompt_length=max_prompt_length,
+          temperature=temp,
+          top_p=None,
+          top_k=None,
+      )
+      for mode, temp in (
+          (Mode.TRAIN, temperature),
+          (Mode.EVAL, eval_temperature),
+      )
+  }
 
 
 def rollout_arguments(
     rollout: generate_settings.DecodeSettings,
 ) -> dict[str, Any]:
-  """`build_cluster`'s rollout arguments from the `rollout` section.
-
-  `commit`, `use_cache`, `seed` and the per-mode `rollout_config`; the
-  stop ids need the tokenizer (`rollout.stop_ids(tokenizer)`).
-  """
+  """`build_cluster`'s rollout arguments of the `rollout` section but the
+  stop ids, which need the tokenizer (`rollout.stop_ids(tokenizer)`)."""
   return dict(
       commit=rollout.commit_settings(),
       use_cache=rollout.use_cache,
@@ -79,36 +73,14 @@ def rollout_arguments(
   )
 
 
-def shared_meshes(mesh: jax.sharding.Mesh) -> dict[Role, jax.sharding.Mesh]:
-  """Every role on one mesh (the rollout decodes with the actor itself)."""
-  return {role: mesh for role in (Role.ACTOR, Role.REFERENCE, Role.ROLLOUT)}
-
-
-def training_config(
-    run: settings_lib.GrpoConfig,
-    workdir: str,
-    data_sharding_axes: Sequence[str],
-) -> compat.RLTrainingConfig:
-  """Tunix's `RLTrainingConfig` of the `train` section.
-
-  Tunix's RL config extends its training config with the RL batch sizes
-  (`train.mini_batch_size`, `train.train_micro_batch_size`) and derives
-  gradient accumulation from them.
-  """
-  train = run.train
-  base = options.training_config(train, workdir, "GRPO")
-  base.data_sharding_axis = data_sharding_axes
-  fields = {
-      f.name: getattr(base, f.name)
-      for f in dataclasses.fields(base)
-      if f.init and f.name != "gradient_accumulation_steps"
+def role_to_mesh(actor, reference=None, rollout=None) -> dict[Role, Any]:
+  """Tunix's `ClusterConfig.role_to_mesh`; a role given no mesh shares the
+  actor's (one mesh for all: the rollout decodes with the actor itself)."""
+  return {
+      Role.ACTOR: actor,
+      Role.REFERENCE: actor if reference is None else reference,
+      Role.ROLLOUT: actor if rollout is None else rollout,
   }
-  return compat.RLTrainingConfig(
-      **fields,
-      actor_optimizer=options.optimizer(train),
-      mini_batch_size=train.mini_batch_size,
-      train_micro_batch_size=train.train_micro_batch_size,
-  )
 
 
 def build_cluster(
@@ -116,39 +88,18 @@ def build_cluster(
     actor,
     reference,
     tokenizer,
-    bd: bd_config_lib.BlockDiffusionConfig,
-    stop_ids: Sequence[int],
-    commit: Mapping[str, Any],
     training_config: compat.RLTrainingConfig,
     rollout_config: Mapping[Mode, compat.RolloutConfig],
     role_to_mesh: Mapping[Role, jax.sharding.Mesh],
-    use_cache: bool = True,
-    seed: int = 0,
     fingerprint: Mapping[str, Any] | None = None,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
-    ),
-    logits_chunk: int | None = None,
+    **rollout: Any,
 ) -> cluster_lib.DiffusionRLCluster:
-  """A `DiffusionRLCluster` whose rollout engine denoises with `commit`.
+  """A `DiffusionRLCluster` whose rollout engine is a `DiffusionRollout`.
 
-  `reference` may be None (then `beta` must be 0); `bd`, `stop_ids`,
-  `commit`, `use_cache`, `seed` and the model calls are the
-  `DiffusionRollout`'s; `role_to_mesh` has a mesh for ACTOR, REFERENCE and
-  ROLLOUT; `fingerprint` goes into the actor checkpoints' metadata.
+  `reference` may be None (then `beta` must be 0); `rollout` are the
+  `DiffusionRollout`'s own keywords (`bd`, `stop_ids`, `commit`, ...).
   """
-  engine = functools.partial(
-      rollout_lib.DiffusionRollout,
-      bd=bd,
-      stop_ids=tuple(stop_ids),
-      commit=dict(commit),
-      use_cache=use_cache,
-      seed=seed,
-      logits_fn=logits_fn,
-      cached_logits_fn=cached_logits_fn,
-      logits_chunk=logits_chunk,
-  )
+  engine = functools.partial(rollout_lib.DiffusionRollout, **rollout)
   cluster_config = compat.ClusterConfig(
       role_to_mesh=dict(role_to_mesh),
       rollout_engine=engine,
@@ -175,20 +126,13 @@ def build_learner(
 ) -> compat.GRPOLearner:
   """The `grpo.learner`: tunix_bd's, or Tunix's own on prepared rollouts.
 
-  `tunix_bd` is a `DiffusionGRPOLearner` with the `diffusion_grpo` loss;
-  `tunix` is Tunix's `GRPOLearner` with its stock `grpo` loss and
-  `replay.ReplayLogitsFn` over the rollout's model call as its
-  `diffusion_logits_fn`; under it with `num_iterations=1` the cluster
-  replays the anchor every `verify_replay_every_n_steps` steps
-  (`DiffusionRLCluster.log_rollout_checks`), with more Tunix's learner logs
-  the parity on every step. `algo` are `compat.grpo_config`'s fields.
+  `learner` is `grpo.learner` (checked by `settings.GrpoSettings`); under
+  `tunix`, Tunix's learner scores by `replay.ReplayLogitsFn` over the
+  rollout's model call, and the cluster logs the replay parity
+  (`DiffusionRLCluster.log_rollout_checks`) unless Tunix's learner does
+  (`num_iterations > 1`). `algo` are `compat.grpo_config`'s fields.
   """
   if learner == settings_lib.TUNIX_LEARNER:
-    if not compat.ROLLOUT_HAS_DIFFUSION_BATCH:
-      raise ValueError(
-          f"grpo.learner={learner!r} needs a Tunix with"
-          " RolloutOutput.diffusion_batch."
-      )
     # Tunix's learner logs the parity itself whenever it replays the
     # anchor for old log-probs (`num_iterations > 1`).
     recomputes_old = algo.get("num_iterations", 1) > 1
@@ -203,10 +147,6 @@ def build_learner(
         diffusion_logits_fn=replay.ReplayLogitsFn(
             rollout.bd, rollout.cached_logits_fn
         ),
-    )
-  if learner != settings_lib.TUNIX_BD_LEARNER:
-    raise ValueError(
-        f"grpo.learner must be one of {settings_lib.LEARNERS}, got {learner!r}."
     )
   return learner_lib.DiffusionGRPOLearner(
       cluster,
@@ -229,22 +169,32 @@ def build_grpo(
 ) -> tuple[cluster_lib.DiffusionRLCluster, compat.GRPOLearner]:
   """`(cluster, learner)` of a GRPO run, its checkpoint (if any) restored.
 
-  The cluster trains `actor` in `workdir` on the role meshes, its rollout as
-  the `rollout` section says, with the policy's converted `sources`
-  (tokenizer, `bd`, stop ids); the actor trainer prints a progress line per
-  step; the learner runs the `grpo` section's algorithm, rewarding as the
-  `reward` section says.
+  The cluster trains `actor` in `workdir` with the policy's converted
+  `sources` (tokenizer, `bd`, stop ids), printing a progress line per step.
   """
+  base = options.training_config(run.train, workdir, "GRPO")
+  base.data_sharding_axis = meshes.data_sharding_axes
+  # Tunix's RL config derives gradient accumulation from its batch sizes.
+  fields = {
+      f.name: getattr(base, f.name)
+      for f in dataclasses.fields(base)
+      if f.init and f.name != "gradient_accumulation_steps"
+  }
   cluster = build_cluster(
       actor=actor,
       reference=reference,
       tokenizer=sources.tokenizer,
       bd=sources.bd,
       stop_ids=sources.stop_ids,
-      training_config=training_config(run, workdir, meshes.data_sharding_axes),
+      training_config=compat.RLTrainingConfig(
+          **fields,
+          actor_optimizer=options.optimizer(run.train),
+          mini_batch_size=run.train.mini_batch_size,
+          train_micro_batch_size=run.train.train_micro_batch_size,
+      ),
       **rollout_arguments(run.rollout),
       logits_chunk=logits_chunk,
-      role_to_mesh=meshes.role_to_mesh(),
+      role_to_mesh=role_to_mesh(meshes.actor, meshes.reference, meshes.rollout),
       fingerprint=fingerprint,
   )
   cluster.actor_trainer.with_training_hooks(
@@ -262,17 +212,3 @@ def build_grpo(
       **dataclasses.asdict(run.grpo),
   )
   return cluster, learner
-
-
-def relogged_from(
-    cluster: cluster_lib.DiffusionRLCluster,
-) -> Callable[[str], int]:
-  """`metric name -> first step to relog` of a resumed run (`Stage.start`).
-
-  Call it once the cluster restored its checkpoint: the actor logs by
-  update step, the rest of the cluster by (0-based) global step.
-  """
-  restored = cluster.actor_trainer.train_steps
-  return lambda name: (
-      restored + 1 if name.startswith("actor/") else cluster.global_steps
-  )

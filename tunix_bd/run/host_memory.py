@@ -36,9 +36,8 @@ THRESHOLD_BYTES = 1 << 20
 def return_freed_buffers() -> bool:
   """Maps every host buffer of at least `THRESHOLD_BYTES` on its own.
 
-  Returns:
-    Whether the C library took the setting (False off glibc, e.g. macOS or
-    musl, where nothing changes).
+  Returns whether the C library took the setting (False off glibc, e.g.
+  macOS or musl, where nothing changes).
   """
   if not sys.platform.startswith("linux"):
     return False
@@ -54,11 +53,8 @@ def schedule_for_memory() -> bool:
   """Sets `--xla_cpu_enable_concurrency_optimized_scheduler=false`.
 
   XLA reads `XLA_FLAGS` once, when its first backend starts, so this must
-  run before any computation.
-
-  Returns:
-    Whether the flag was added (False when `XLA_FLAGS` already names it:
-    the user's setting is kept).
+  run before any computation. Returns whether the flag was added (False
+  when `XLA_FLAGS` already names it: the user's setting is kept).
   """
   flags = os.environ.get("XLA_FLAGS", "")
   if _SCHEDULER_FLAG in flags:

@@ -4,9 +4,9 @@
 
 A `model` section (`run.sections`) names each model a run reads by key
 (`checkpoint`, `student`, `teacher`, ...), or asks for a random model
-(`random_init`, smoke runs); these functions turn it into a Tunix model, its
-tokenizer, block-diffusion settings and chat switches, the same way in
-every recipe.
+(`random_init`, smoke runs); these functions turn it into a Tunix model the
+same way in every recipe (`run.sources` reads a converted model's
+tokenizer and settings).
 """
 
 from __future__ import annotations
@@ -17,72 +17,25 @@ import jax
 
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
-from tunix_bd.data import chat
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token
 from tunix_bd.models import precision as precision_lib
 
 
-def _random(settings: Any) -> bool:
-  return bool(getattr(settings, "random_init", False))
-
-
-def converted_tokenizer_and_bd(settings: Any, key: str, chat_template: str):
-  """`(tokenizer, bd)` of converted model `model.<key>` (or the random one).
-
-  `chat_template` (`data.chat_template`) replaces the tokenizer's template
-  when set.
-  """
-  if _random(settings):
-    tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
-        block_size=settings.scratch_bd.block_size,
-        alignment=settings.scratch_bd.alignment,
-        layout=settings.scratch_bd.layout,
-    )
-    tokenizer_lib.override_chat_template(tokenizer, chat_template)
-    return tokenizer, bd
-  path = getattr(settings, key)
-  return (
-      bd_formats.load_tokenizer(path, chat_template, key=f"model.{key}"),
-      bd_formats.load_settings(path, f"model.{key}"),
-  )
-
-
-def trained_chat_options(
-    settings: Any, key: str, requested: chat.ChatOptions
-) -> chat.ChatOptions:
-  """The chat switches converted model `model.<key>` was trained with."""
-  recorded = None
-  if not _random(settings):
-    recorded = bd_formats.load_extra(getattr(settings, key), chat.SETTINGS_KEY)
-  return chat.trained_options(recorded, requested)
-
-
-def hf_files(settings: Any, key: str) -> hf_source.Source | None:
-  """The HF files an export of `model.<key>` keeps; None for a random one."""
-  return None if _random(settings) else hf_source.read(getattr(settings, key))
-
-
 def load(
-    settings: Any,
-    key: str,
-    mesh: jax.sharding.Mesh,
-    *,
-    seed: int = 0,
-    path: str | None = None,
+    settings: Any, key: str, mesh: jax.sharding.Mesh, *, seed: int = 0
 ) -> Any:
-  """The Tunix model of `model.<key>` (or `path`) at the section's precision.
+  """The Tunix model of `model.<key>` at the section's precision.
 
   A random model (`model.random_init`) of the `model.scratch` shape is
   initialised from `seed` instead.
   """
-  precision = settings.precision
-  if _random(settings) and path is None:
-    return from_scratch.embedded_model(settings.scratch, seed, mesh, precision)
-  return load_checkpoint(path or getattr(settings, key), mesh, precision)
+  if settings.random_init:
+    return from_scratch.embedded_model(
+        settings.scratch, seed, mesh, settings.precision
+    )
+  return load_checkpoint(getattr(settings, key), mesh, settings.precision)
 
 
 def load_checkpoint(
@@ -103,10 +56,6 @@ def load_checkpoint(
   return model
 
 
-# What a reference's log-probs mean: they must be the policy's for the KL.
-_REFERENCE_MATCHES = ("block_size", "mask_token_id", "alignment")
-
-
 def check_kl_reference(policy: str, reference: str) -> None:
   """Fails closed unless KL reference `model.reference` scores as the policy.
 
@@ -116,7 +65,8 @@ def check_kl_reference(policy: str, reference: str) -> None:
   """
   mine = bd_formats.load_settings(policy, "model.checkpoint")
   theirs = bd_formats.load_settings(reference, "model.reference")
-  for field in _REFERENCE_MATCHES:
+  # What a reference's log-probs mean: they must be the policy's for the KL.
+  for field in ("block_size", "mask_token_id", "alignment"):
     if getattr(mine, field) != getattr(theirs, field):
       raise ValueError(
           f"model.reference={reference!r} has"
@@ -138,10 +88,7 @@ def load_policy_and_reference(
   """`(policy, reference or None)`: `model.checkpoint` and `model.reference`.
 
   Each is loaded on its own mesh; the reference only `with_reference` (a
-  KL term, `grpo.beta > 0`).
-
-  Raises:
-    ValueError: if the two vocabularies differ (the KL needs one).
+  KL term, `grpo.beta > 0`), and refused unless of the policy's vocabulary.
   """
   policy = load(settings, "checkpoint", policy_mesh, seed=seed)
   if not with_reference:
@@ -159,14 +106,10 @@ def load_policy_and_reference(
 def to_block_diffusion(model: Any, tokenizer: Any, bd: Any):
   """An AR model and tokenizer with the mask token of SFT's `bd` section.
 
-  Args:
-    tokenizer: its tokenizer; gains the mask token if it lacks it.
-    bd: the `bd` section (`run.sections.BdSettings`).
-
-  Returns:
-    `(model, model_config, bd_config)`: the model (one embedding row more
-    when the mask token was added), its config, and the block-diffusion
-    settings on the mask token's id, checked against both.
+  Returns `(model, model_config, bd_config)`: the model (one embedding row
+  more when the tokenizer lacked the mask token and gained it), its config,
+  and the block-diffusion settings on the mask token's id, checked against
+  both.
   """
   eos_id = tokenizer.eos_token_id
   model, model_config, mask_id = mask_token.provision_mask_token(

@@ -25,12 +25,8 @@ from tunix_bd.models import checkpoint_digest
 
 @dataclasses.dataclass(frozen=True)
 class SourceCheckpoint:
-  """A checkpoint a run reads.
-
-  Attributes:
-    path: the directory, as configured.
-    digest: the digests of its contents.
-  """
+  """A checkpoint a run reads: its directory as configured, and the digests
+  of its contents."""
 
   path: str
   digest: checkpoint_digest.CheckpointDigest
@@ -42,8 +38,8 @@ class SourceCheckpoint:
     checkpoint lies outside it (its absolute path would name the machine).
     """
     record = {"digest": self.digest.digest}
-    path = portable_path(self.path)
-    if path is not None:
+    path = os.path.relpath(os.path.abspath(self.path), os.getcwd())
+    if path != os.pardir and not path.startswith(os.pardir + os.sep):
       record["path"] = path
     return record
 
@@ -52,22 +48,6 @@ def identify(path: str | os.PathLike[str]) -> SourceCheckpoint:
   """Digests the checkpoint directory `path` (streamed, nothing loaded)."""
   path = os.fspath(path)
   return SourceCheckpoint(path, checkpoint_digest.digest_checkpoint(path))
-
-
-def portable_path(
-    path: str | os.PathLike[str], start: str | None = None
-) -> str | None:
-  """`path` relative to `start` (the working directory) if inside it.
-
-  Returns:
-    The normalized relative path (`.` for `start` itself), or None when
-    `path` lies outside `start`.
-  """
-  start = os.path.abspath(os.getcwd() if start is None else start)
-  relative = os.path.relpath(os.path.abspath(path), start)
-  if relative == os.pardir or relative.startswith(os.pardir + os.sep):
-    return None
-  return relative
 
 
 def checkpoint_directories(settings) -> dict[str, str]:
@@ -79,7 +59,7 @@ def checkpoint_directories(settings) -> dict[str, str]:
   random_init = getattr(settings, "random_init", False)
   paths = {}
   for field in config_utils.section_fields(settings):
-    if config_utils.source_kind(field) != config_utils.CHECKPOINT:
+    if field.metadata.get(config_utils.SOURCE) != config_utils.CHECKPOINT:
       continue
     required = field.metadata.get("required")
     path = getattr(settings, field.name)
@@ -138,17 +118,13 @@ def section_fields(
   `identify` (`path -> SourceCheckpoint`) digests the checkpoints the
   section makes the run read.
   """
-  if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
-    raise ValueError(
-        f"settings must be a dataclass instance, got {type(settings).__name__}."
-    )
   read = checkpoint_directories(settings)
   fields = {}
   for field in config_utils.section_fields(settings):
-    if config_utils.is_resumable(field):
+    if field.metadata.get(config_utils.RESUMABLE):
       continue
     value = getattr(settings, field.name)
-    kind = config_utils.source_kind(field)
+    kind = field.metadata.get(config_utils.SOURCE)
     if dataclasses.is_dataclass(value):
       value = section_fields(value, identify)
     elif kind == config_utils.CHECKPOINT:

@@ -1,19 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The typed config sections of the training recipes: one set of defaults.
+"""The recipes' own typed config sections: `model`, SFT's `bd` and `lora`,
+and `export` (a library package's live beside what they configure).
 
 Each dataclass is a config section field for field and the one source of
 its defaults (`config_utils`); one class may serve several sections, each
 holding the fields its `*_KEYS` below name. The fingerprint rule is declared
 on the fields: `config_utils.resumable()` and `config_utils.source()`
 (docs/design.md, "Fingerprint").
-
-Sections of one library package live beside what they configure
-(`data.settings`, `sft.corruption`, `distillation.settings`,
-`rl.settings`, `generate.settings`, `training.options`, `mesh`); this
-module holds the recipes' own: the `model` (a checkpoint or a random
-model, and the compute precision), SFT's `bd` and `lora`, and
-`export`.
 """
 
 from __future__ import annotations
@@ -25,10 +19,10 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.core import splash_attention
-from tunix_bd.models import bd_formats_export
+from tunix_bd.models import bd_export
 from tunix_bd.models import export as export_lib
 from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_source
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import lora
 from tunix_bd.models import precision as precision_lib
 
@@ -43,11 +37,6 @@ RUN_THE_QUICKSTART = (
 HOOK_SFT_LOSS = "tunix_bd"
 TUNIX_SFT_LOSS = "tunix"
 SFT_LOSSES = (HOOK_SFT_LOSS, TUNIX_SFT_LOSS)
-
-
-def _one_of(key: str, value: str, choices) -> None:
-  if value not in choices:
-    raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,8 +61,10 @@ class BdSettings:
   def __post_init__(self):
     key = lambda name: config_utils.key(name, "bd")
     config_utils.check_int(key("block_size"), self.block_size, 1)
-    _one_of(key("alignment"), self.alignment, bd_config.ALIGNMENTS)
-    _one_of(key("layout"), self.layout, bd_config.LAYOUTS)
+    config_utils.check_choice(
+        key("alignment"), self.alignment, bd_config.ALIGNMENTS
+    )
+    config_utils.check_choice(key("layout"), self.layout, bd_config.LAYOUTS)
 
 
 # `model.scratch_bd`'s keys: a random model's tokenizer has its mask token.
@@ -99,13 +90,11 @@ class ModelSettings:
   an AR model and its conversion (`COMPARE_MODEL_KEYS`). GRPO's and OPD's
   may be a random model, for runs needing no checkpoint.
 
+  `dtype`, `remat`, `logits_chunk` and `attention`: docs/real_models.md,
+  "Precision and memory"; only `dtype` changes what a run computes (the
+  others are resumable).
+
   Attributes:
-    dtype: `float32` or `bfloat16` compute; parameters and optimizer state
-      stay float32. It changes what a run computes: fingerprinted.
-    remat: Tunix's `RematConfig`: `none`, `block` or `decoder`; the values
-      are the same, so a resume may change it.
-    logits_chunk: vocabulary columns per chunk of the output head in the
-      loss; 0: dense logits. Equal to float rounding: a resume may change it.
     random_init: False: load the checkpoints; True: a random model of the
       `scratch` shape with the embedded tokenizer and the `scratch_bd`
       block-diffusion settings (smoke runs).
@@ -127,16 +116,9 @@ class ModelSettings:
     ar: compare: the AR model, an HF-style directory.
     bd: compare: its block-diffusion conversion (`sft.py`'s export, with
       `block_diffusion.json`).
-    sft_loss: SFT: `tunix_bd`, tunix_bd's loss hook (`sft.loss`: the
-      chunked head, aux metrics such as masked accuracy); `tunix`, Tunix's
-      own diffusion SFT adapter (`sft.tunix_diffusion`, on a Tunix that has
-      it): dense `[batch, length, vocab]` logits, `logits_chunk` unused, no
-      aux metrics. Equal losses to float rounding: a resume may change it.
-    attention: SFT: `dense`, the model's attention under a dense mask
-      (`[batch, length, length]` scores per layer); `splash`, the Pallas
-      Splash kernel, memory linear in length (`core.splash_attention`:
-      Qwen3 without LoRA, `sft_loss=tunix_bd`; a TPU kernel, interpreted
-      elsewhere). Equal losses to float rounding: a resume may change it.
+    sft_loss: SFT: `tunix_bd`, tunix_bd's loss hook (`sft.loss`); `tunix`,
+      Tunix's own diffusion SFT adapter (`sft.tunix_diffusion`): dense
+      logits, no aux metrics. Equal losses to float rounding: resumable.
   """
 
   dtype: str = "float32"
@@ -196,7 +178,7 @@ class ModelSettings:
           cls, getattr(self, name), f"model.{name}", keys
       )
       object.__setattr__(self, name, value)
-    _one_of("model.sft_loss", self.sft_loss, SFT_LOSSES)
+    config_utils.check_choice("model.sft_loss", self.sft_loss, SFT_LOSSES)
     splash_attention.check_attention(self.attention)
     if (
         self.attention == splash_attention.SPLASH
@@ -234,51 +216,41 @@ class ModelSettings:
           " --plugin tunix_bd ar_pretrain.py`); otherwise point it at an HF"
           " Qwen3 or Qwen2 directory."
       )
-    if key in ("student", "teacher"):
-      return _opd_hint(key)
+    if key in ("student", "teacher"):  # OPD's.
+      found = []
+      what = (
+          "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
+          " ar_pretrain.py's workdir/export)"
+      )
+      if key == "student":
+        found = export_lib.find_block_diffusion_exports("runs")
+        what = (
+            "the converted student (e.g. runs/quickstart/sft/export, or"
+            " sft.py's workdir/export)"
+        )
+      listed = f"; converted models under runs/: {', '.join(found)}"
+      return (
+          f": set --config.model.{key}=DIR to {what}{listed if found else ''}."
+          " On the embedded default, `tunix run --plugin tunix_bd"
+          " quickstart.py` makes both."
+      )
     if key != "checkpoint":
       return ""
-    if "random_init" not in keys:
-      return _decode_hint()
+    if "random_init" not in keys:  # Generate's.
+      found = export_lib.find_block_diffusion_exports("runs")
+      if found:
+        return (
+            f"; converted models under runs/: {', '.join(found)}; pass one"
+            " with --config.model.checkpoint=DIR."
+        )
+      return (
+          "; no converted model under runs/; make one with `tunix run"
+          " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
+      )
     return (
         ": it must be a converted model directory; on the embedded default"
         f" {RUN_THE_QUICKSTART}"
     )
-
-
-def _opd_hint(key: str) -> str:
-  """Where OPD's `model.student` or `model.teacher` may come from."""
-  if key == "student":
-    what = (
-        "the converted student (e.g. runs/quickstart/sft/export, or"
-        " sft.py's workdir/export)"
-    )
-    found = export_lib.find_block_diffusion_exports("runs")
-  else:
-    what = (
-        "the AR teacher (e.g. runs/quickstart/ar_pretrain/export, or"
-        " ar_pretrain.py's workdir/export)"
-    )
-    found = []
-  hint = f"; converted models under runs/: {', '.join(found)}" if found else ""
-  return (
-      f": set --config.model.{key}=DIR to {what}{hint}. On the embedded"
-      " default, `tunix run --plugin tunix_bd quickstart.py` makes both."
-  )
-
-
-def _decode_hint() -> str:
-  """Where generate's `model.checkpoint` may come from."""
-  found = export_lib.find_block_diffusion_exports("runs")
-  if found:
-    return (
-        f"; converted models under runs/: {', '.join(found)}; pass one"
-        " with --config.model.checkpoint=DIR."
-    )
-  return (
-      "; no converted model under runs/; make one with `tunix run"
-      " --plugin tunix_bd quickstart.py` (or sft.py on your own AR model)."
-  )
 
 
 # SFT's `model` keys.
@@ -339,22 +311,19 @@ class LoraSettings:
 class ExportSettings:
   """The `export` section of a recipe that writes an HF export.
 
-  Attributes:
-    dtype: the weight dtype of the export (`float32`, `bfloat16` or
-      `float16`); empty keeps the source checkpoint's.
-    format: `tunix_bd` (the source's HF layout plus `block_diffusion.json`),
-      `sdar` or `fast_dllm_v2` (that project's checkpoint format,
-      docs/formats.md "Export").
-    reference_code: empty, or a directory holding the format's own modeling
-      files, copied into the export so that its code loads it with
-      `trust_remote_code`.
+  `dtype`: the export's weight dtype (`float32`, `bfloat16` or `float16`);
+  empty keeps the source checkpoint's. `format` (`tunix_bd`, `sdar` or
+  `fast_dllm_v2`) and `reference_code` (the format's own modeling files to
+  copy in): docs/formats.md, "Export".
   """
 
   # What is written at the end, never what the checkpoints mean.
   dtype: str = config_utils.resumable(default="")
-  format: str = config_utils.resumable(default=bd_formats_export.TUNIX_BD)
+  format: str = config_utils.resumable(default=bd_export.TUNIX_BD)
   reference_code: str = config_utils.resumable(default="")
 
   def __post_init__(self):
-    hf_source.check_dtype(self.dtype, "export.dtype")
-    bd_formats_export.check_options(self)
+    hf_checkpoint.check_export_dtype(self.dtype, "export.dtype")
+    bd_export.check_reference_code(
+        bd_export.check_format(self.format), self.reference_code
+    )

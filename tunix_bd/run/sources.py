@@ -21,9 +21,10 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import special_ids
 from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
-from tunix_bd.run import models
+from tunix_bd.models import mask_token
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,20 +48,14 @@ class ConvertedSources:
   decode: Any
   stop_ids: tuple[int, ...]
   chat_options: chat.ChatOptions
-  hf_files: hf_source.Source | None
+  hf_files: hf_checkpoint.Source | None
 
   def fingerprint_fields(
       self, tokenizer_key: str = "tokenizer"
   ) -> dict[str, Any]:
-    """What the run fingerprint takes from the sources (`check_fingerprint`).
-
-    Args:
-      tokenizer_key: the field of the tokenizer's digest (e.g.
-        `tokenizer.student` where a run reads two tokenizers).
-
-    Returns:
-      `{tokenizer_key: digest, "bd": settings, "stop_ids": [ids]}`.
-    """
+    """`{tokenizer_key: digest, "bd": settings, "stop_ids": [ids]}`: what the
+    run fingerprint takes from the sources (`tokenizer_key`: e.g.
+    `tokenizer.student` where a run reads two tokenizers)."""
     return {
         tokenizer_key: fingerprint_lib.tokenizer_digest(self.tokenizer),
         "bd": self.bd.to_dict(),
@@ -93,19 +88,28 @@ class ConvertedSources:
 def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """Before compute: what a run reads from converted model `model.<key>`.
 
-  Its tokenizer (with `data.chat_template`) and block-diffusion settings,
+  Its tokenizer (with `data.chat_template`) and block-diffusion settings (a
+  random model's: the embedded tokenizer and `model.scratch_bd`),
   the denoiser's config and stop ids of `rollout`, checked: special ids that
   do not collide, `stage.check_export`, and a prompt plus completion within
-  `max_position_embeddings`. Errors name the key.
-
-  Args:
-    key: the `model` field naming the converted model the run trains.
-    rollout: the run's `rollout` section (its `denoise_config(tokenizer)`
-      stops at the tokenizer's EOS and `rollout.extra_stop_ids`).
+  `max_position_embeddings`. Errors name the key. The `rollout` section's
+  `denoise_config(tokenizer)` stops at the tokenizer's EOS and
+  `rollout.extra_stop_ids`.
   """
-  tokenizer, bd = models.converted_tokenizer_and_bd(
-      stage.settings.model, key, stage.settings.data.chat_template
-  )
+  model, chat_template = stage.settings.model, stage.settings.data.chat_template
+  if stage.random_init:
+    tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
+        block_size=model.scratch_bd.block_size,
+        alignment=model.scratch_bd.alignment,
+        layout=model.scratch_bd.layout,
+    )
+    tokenizer_lib.override_chat_template(tokenizer, chat_template)
+  else:
+    path = getattr(model, key)
+    tokenizer = bd_formats.load_tokenizer(
+        path, chat_template, key=f"model.{key}"
+    )
+    bd = bd_formats.load_settings(path, f"model.{key}")
   decode = rollout.denoise_config(tokenizer)
   special_ids.check(
       mask_token_id=bd.mask_token_id,

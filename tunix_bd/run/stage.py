@@ -6,32 +6,22 @@ A training recipe is five steps, in this order, whatever it trains:
 
   stage = Stage(config, SftConfig)  # stage.settings: a typed SftConfig
       # 1. Validate before compute: the workdir, every typed section (a
-      #    `ValueError` naming `section.key`), the checkpoint directories.
+      #    `ValueError` naming `section.key`), the checkpoint directories,
   chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
-      #    ... and that the trained model exports as `export` asks (a recipe
-      #    training a converted model reads its tokenizer, block settings,
-      #    stop ids and this check at once: `sources.read_converted`).
+      #    and that the trained model exports as `export` asks.
   stage.check_fingerprint(tokenizer=..., bd=...)
-      # 2. Sources by digest, 3. the fingerprint by the one rule; a resume
-      #    under other settings is refused before any model is built.
+      # 2. Sources by digest, 3. the fingerprint by the one rule
+      #    (docs/design.md "Fingerprint"): a resume under other settings is
+      #    refused before any model is built.
   stage.start(trainer.train_steps)  # then train and evaluate
-      # 4. Record: the resume line, one metrics row per step, the
-      #    fingerprint, once every check has passed.
+      # 4. Record the resume line and the fingerprint, every check passed.
   stage.export_block_diffusion(model, tokenizer, bd=..., ...)
-      # 5. Export, with the sources' provenance (`export_converted`: of a
-      #    converted model's `ConvertedSources`).
+      # 5. Export, with the sources' provenance.
 
-A recipe declares its config, a frozen dataclass whose fields are its typed
-sections (`bd: sections.BdSettings`; `eval: options.EvalSettings =
-config_utils.section("batch_size")` for a section holding some fields of a
-class that serves several).
-
-A benchmark recipe takes step 1 alone, then builds its arms, measures and
-writes its report (`benchmarks`, outside the library); one that writes a single
-report file rather than a workdir passes `writes="output"`.
-
-The fingerprint rule, the same in every recipe: docs/design.md,
-"Fingerprint".
+A recipe's config is a frozen dataclass whose fields are its typed sections
+(`eval: options.EvalSettings = config_utils.section("batch_size")` holds
+some fields of a class serving several). A benchmark recipe takes step 1
+alone (`writes="output"`: one report file rather than a workdir).
 """
 
 from __future__ import annotations
@@ -49,13 +39,12 @@ from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.models import bd_export
-from tunix_bd.models import bd_formats_export
-from tunix_bd.models import hf_source
-from tunix_bd.run import models
+from tunix_bd.models import bd_formats
+from tunix_bd.models import from_scratch
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import provenance
 from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import workdir as workdir_lib
-from tunix_bd.training import options
 
 SettingsT = typing.TypeVar("SettingsT")
 _VALUES_ONLY = contextvars.ContextVar("values_only", default=False)
@@ -73,22 +62,6 @@ def values_only() -> Iterator[None]:
     yield
   finally:
     _VALUES_ONLY.reset(token)
-
-
-def build_section(
-    config: ml_collections.ConfigDict,
-    name: str,
-    spec: Any,
-    keys: tuple[str, ...] = (),
-):
-  """Section `name` of `config` as dataclass `spec`, checked.
-
-  `keys`: the fields of dataclass `spec` the section holds
-  (`config_utils.section`); empty: its `config_utils.section_keys`.
-  """
-  if hasattr(spec, "from_config_dict"):  # Its own builder (`corruption`).
-    return spec.from_config_dict(config[name])
-  return config_utils.from_section(spec, config[name], name, keys)
 
 
 class Stage(Generic[SettingsT]):
@@ -112,8 +85,9 @@ class Stage(Generic[SettingsT]):
 
     Args:
       spec: the recipe's config class: a frozen dataclass whose fields are
-        its typed sections, in the order they are checked (each field's
-        type as `build_section`'s `spec`).
+        its typed sections, in the order they are checked: each a settings
+        dataclass (`config_utils.from_section`, of the field's
+        `config_utils.section` keys).
       writes: where the run writes: `workdir`, a directory; `output`, one
         report file (empty: none; the benchmarks that print their table);
         or `output_or_workdir`, `output` when set, else `workdir`
@@ -132,16 +106,13 @@ class Stage(Generic[SettingsT]):
       self._lock = workdir_lib.lock(config.workdir, create=False)
     self.config = config
     self.workdir = config.get("workdir")
-    hints = typing.get_type_hints(spec)
-    self.settings: SettingsT = spec(**{
-        f.name: build_section(
-            config,
-            f.name,
-            hints[f.name],
-            f.metadata.get(config_utils.SECTION_KEYS, ()),
-        )
-        for f in dataclasses.fields(spec)
-    })
+    hints, sections = typing.get_type_hints(spec), {}
+    for f in dataclasses.fields(spec):
+      keys = f.metadata.get(config_utils.SECTION_KEYS, ())
+      sections[f.name] = config_utils.from_section(
+          hints[f.name], config[f.name], f.name, keys
+      )
+    self.settings: SettingsT = spec(**sections)
     model = getattr(self.settings, "model", None)
     if paths and model is not None:
       provenance.check_directories(model)
@@ -171,13 +142,9 @@ class Stage(Generic[SettingsT]):
   def check_fingerprint(self, **derived: Any) -> dict[str, Any]:
     """The run fingerprint; refuses to resume checkpoints of other settings.
 
-    Args:
-      **derived: what the run derives from its sources and that changes its
-        checkpoints' meaning (e.g. `tokenizer=fingerprint.tokenizer_digest(
-        tokenizer)`, `bd=bd.to_dict()`).
-
-    Returns:
-      The fingerprint (also `self.fingerprint`), to write into checkpoints.
+    `derived`: what the run derives from its sources and that changes its
+    checkpoints' meaning (e.g. `tokenizer=fingerprint.tokenizer_digest(
+    tokenizer)`, `bd=bd.to_dict()`). Also kept as `self.fingerprint`.
     """
     sections = {
         f.name: provenance.section_fields(
@@ -195,7 +162,9 @@ class Stage(Generic[SettingsT]):
     self.fingerprint = fingerprint_lib.fingerprint(fields)
     if self._lock is None:  # A new workdir: made and held from here.
       self._lock = workdir_lib.lock(self.workdir)
-    workdir_lib.check_fingerprint(self.workdir, self.fingerprint)
+    fingerprint_lib.check(
+        workdir_lib.checkpoints(self.workdir), self.fingerprint
+    )
     return self.fingerprint
 
   def restoring(self):
@@ -223,18 +192,17 @@ class Stage(Generic[SettingsT]):
         recipe=self.config.recipe,
         relogged_from=relogged_from,
     )
-    train = self._train_section()
-    max_steps = train.max_steps if train else None
-    if max_steps is not None and restored_step >= max_steps:
+    train = getattr(self.settings, "train", None)  # `TrainSettings`.
+    if train and restored_step >= train.max_steps:
       print(
-          f"{self.config.recipe}: train.max_steps={max_steps} is not above"
-          f" the restored step {restored_step}: no step to train.",
+          f"{self.config.recipe}: train.max_steps={train.max_steps} is not"
+          f" above the restored step {restored_step}: no step to train.",
           flush=True,
       )
 
   def stopped(self, step: int) -> None:
     """After training: says so when `train.time_budget_s` ended it early."""
-    train = self._train_section()
+    train = getattr(self.settings, "train", None)
     if train and train.seconds and step < train.max_steps:
       print(
           f"{self.config.recipe}: train.time_budget_s={train.time_budget_s:g}"
@@ -243,14 +211,11 @@ class Stage(Generic[SettingsT]):
           flush=True,
       )
 
-  def _train_section(self) -> options.TrainSettings | None:
-    """The `train` section, or None (a recipe without one)."""
-    train = getattr(self.settings, "train", None)
-    return train if isinstance(train, options.TrainSettings) else None
-
   def record(self) -> None:
     """Records the fingerprint: once every check has passed."""
-    workdir_lib.record_fingerprint(self.workdir, self.fingerprint)
+    fingerprint_lib.record(
+        workdir_lib.checkpoints(self.workdir), self.fingerprint
+    )
 
   def provenance(self, key: str) -> dict[str, Any]:
     """Checkpoint `model.<key>` as exports record it; a random model's mark."""
@@ -265,46 +230,50 @@ class Stage(Generic[SettingsT]):
       bd: Any,
       *,
       ar_mask_token: str | None = None,
-  ) -> tuple[chat.ChatOptions, hf_source.Source | None]:
+  ) -> tuple[chat.ChatOptions, hf_checkpoint.Source | None]:
     """Before compute: `model.<key>` can be exported as `export` asks.
-
-    The checkpoint's HF files are read here, once: the check reads their
-    config and the export keeps them.
 
     Args:
       key: the `model` field naming the checkpoint the run trains.
-      bd: its block-diffusion settings: a converted model's
-        `BlockDiffusionConfig`, or for an AR source the `bd` section
-        (`alignment` and `block_size` are read).
-      ar_mask_token: set for an AR source (SFT), whose tokenizer gets the
-        mask token only when converted: the string it will get
-        (`bd.mask_token`). None: a converted model, whose tokenizer holds
-        it at `bd.mask_token_id`.
+      bd: a converted model's `BlockDiffusionConfig`, or an AR source's `bd`
+        section.
+      ar_mask_token: an AR source's (SFT) mask token, added when converted
+        (`bd.mask_token`); None: a converted model's, at `bd.mask_token_id`.
 
     Returns:
       `(chat_options, hf_files)`: the chat switches the model is trained
-      with (prompts are rendered with them and the export records them:
-      a converted model's recorded ones, an AR source's `data` section's)
-      and the HF files the export keeps (None for a random model).
+      with (a converted model's recorded ones, else the `data` section's)
+      and the HF files the export keeps, read once here (None for a random
+      model).
     """
     model = self.settings.model
-    requested = self.settings.data.chat_options
-    if ar_mask_token is None:
-      chat_options = models.trained_chat_options(model, key, requested)
-      mask_token = bd_formats_export.mask_token_string(
-          tokenizer, bd.mask_token_id
+    path = None if self.random_init else getattr(model, key)
+    chat_options, mask_token = self.settings.data.chat_options, ar_mask_token
+    if ar_mask_token is None:  # A converted model: as it was trained.
+      recorded = None
+      if path is not None:
+        recorded = bd_formats.load_extra(path, chat.SETTINGS_KEY)
+      chat_options = chat.trained_options(recorded, chat_options)
+      mask_id = bd.mask_token_id  # No string names a row past the tokenizer.
+      mask_token = (
+          tokenizer.convert_ids_to_tokens(mask_id)
+          if mask_id < len(tokenizer)
+          else None
       )
-    else:
-      chat_options, mask_token = requested, ar_mask_token
-    hf_files = models.hf_files(model, key)
-    bd_formats_export.check_run(
-        self.settings.export,
-        bd=bd,
-        mask_token=mask_token,
-        vocab_size=len(tokenizer),
-        source=hf_files,
-        scratch=getattr(model, "scratch", None),  # A random model's shape.
-    )
+    hf_files = None if path is None else hf_checkpoint.read_source(path)
+    if self.settings.export.format != bd_export.TUNIX_BD:
+      if hf_files is not None:
+        model_config = bd_formats.model_config_from_hf(hf_files.config)
+      else:  # A random model of the `model.scratch` shape.
+        scratch = config_utils.nested(
+            from_scratch.ScratchModelSettings,
+            getattr(model, "scratch", None),
+            "model.scratch",
+        )
+        model_config = from_scratch.qwen3_config(scratch, len(tokenizer))
+      bd_export.check_exportable(
+          self.settings.export.format, bd, model_config, mask_token
+      )
     return chat_options, hf_files
 
   def export_block_diffusion(
@@ -335,11 +304,7 @@ class Stage(Generic[SettingsT]):
     return self.export_dir
 
   def provenances(self, *keys: str) -> dict[str, Any]:
-    """Checkpoints `model.<key>`, as exports record where a run started.
-
-    Returns:
-      `{key: provenance(key)}`; `{"random_init": True}` for a random model.
-    """
+    """`{key: provenance(key)}`; `{"random_init": True}` for a random model."""
     if self.random_init:
       return {"random_init": True}
     return {key: self.provenance(key) for key in keys}

@@ -2,12 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The workdir rule every recipe follows: where a run writes, and when.
 
-`check` comes before anything loads; `check_fingerprint` as soon as the
-fingerprint is known; `record_fingerprint` right before the first step, so a
-failed launch leaves no `fingerprint.json` to refuse its corrected relaunch;
-`resumed` once the trainer restored its checkpoint; `lock` holds the workdir
-for one run. Local workdirs are made absolute (Orbax needs that), URLs stay
-URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
+`check` comes before anything loads (`run.stage` checks the fingerprint
+under `checkpoints` once known, records it right before the first step);
+`resumed` once the trainer restored its checkpoint; `lock` holds the
+workdir for one run. Local workdirs are made absolute (Orbax needs that),
+URLs stay URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
 """
 
 from __future__ import annotations
@@ -19,13 +18,12 @@ import json
 import os
 import socket
 import traceback
-from typing import Any, Callable, IO, Iterator, Mapping
+from typing import Callable, IO, Iterator
 import weakref
 
 from etils import epath
 
 from tunix_bd import files
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.training import metrics
 
 CHECKPOINTS = "checkpoints"
@@ -105,10 +103,8 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
   `Stage` keeps it); the OS drops it when the process dies, so a killed run
   never blocks its relaunch. Taken by the writing process only; a URL
   workdir (`gs://`) cannot be locked and is not (a no-op, None), nor is a
-  file system without `flock` (a note says so).
-
-  Args:
-    create: make the workdir if missing; False: lock only one that exists.
+  file system without `flock` (a note says so). `create`: make the workdir
+  if missing (False: lock only one that exists).
 
   Returns:
     The held lock file, or None where none is taken.
@@ -161,16 +157,6 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
 def checkpoints(workdir: str) -> str:
   """`workdir/checkpoints` by the one path rule (a URL stays a URL)."""
   return os.path.join(files.absolute(workdir), CHECKPOINTS)
-
-
-def check_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
-  """Refuses to resume checkpoints of other settings; writes nothing."""
-  fingerprint_lib.check(checkpoints(workdir), fingerprint)
-
-
-def record_fingerprint(workdir: str, fingerprint: Mapping[str, Any]) -> None:
-  """Records a new run's fingerprint: call once every check has passed."""
-  fingerprint_lib.record(checkpoints(workdir), fingerprint)
 
 
 @contextlib.contextmanager

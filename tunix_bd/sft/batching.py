@@ -3,11 +3,11 @@
 """SFT batch streams for `PeftTrainer`, checked before any compute.
 
 `sft_batches` (training: shuffled, split into gradient-accumulation
-micro-batches) and `eval_batches` (one unshuffled pass) check their sizes
-against the config keys that set them and every row of the data
-(`validate_dataset`), then serve `tunix_bd.sft.micro_batches.MicroBatches`:
-`SftBatch` micro-batches that are a pure function of their index.
-`train_and_eval_batches` builds both from the `train` and `eval` sections.
+micro-batches; held-out: `ONE_PASS`) checks its sizes against the config
+keys that set them and every row of the data (`validate_dataset`), then
+serves `tunix_bd.sft.micro_batches.MicroBatches`: `SftBatch` micro-batches
+that are a pure function of their index. `train_and_eval_batches` builds
+both streams from the `train` and `eval` sections.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def validate_dataset(
 ) -> None:
   """Checks every row up front, so bad data fails before any compute.
 
-  Errors name the first offending example, with the rules of
-  `corruption.corrupt_example`.
+  Errors name the first offending example (its `Conversation.where`). The
+  rows that pass are the ones `corruption.corrupt_example` can corrupt.
   """
   lengths = np.asarray(dataset.lengths, np.int64)
   prompt_lengths = np.asarray(dataset.prompt_lengths, np.int64)
@@ -77,9 +77,12 @@ def validate_dataset(
   for bad, describe in checks:
     if bad.any():
       first = int(np.flatnonzero(bad)[0])
+      where = f"example {first}"
+      if first < len(dataset.conversations):
+        where = dataset.conversations[first].where
       raise ValueError(
-          f"{micro_batches.example_where(dataset, first)}: {describe(first)}"
-          f" ({int(bad.sum())} examples fail this check)."
+          f"{where}: {describe(first)} ({int(bad.sum())} examples fail this"
+          " check)."
       )
 
 
@@ -96,22 +99,20 @@ def sft_batches(
     shuffle: bool = True,
     section: str = "",
 ) -> grain.MapDataset:
-  """The SFT micro-batch stream for `PeftTrainer`.
+  """The SFT micro-batch stream for `PeftTrainer`, every row validated.
 
   Args:
-    dataset: the encoded rows; every row is validated here.
     batch_size: examples per global batch (one optimizer update).
-    seed: seeds the example order, an int >= 0.
     gradient_accumulation_steps: k micro-batches per global batch, as in
       Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
     num_epochs: passes over the data; None repeats forever.
-    shuffle: shuffle the example order per epoch (off for evaluation).
     section: the config section holding `batch_size` and
       `gradient_accumulation_steps` (e.g. "train"), for errors.
 
   Returns:
     A MapDataset of `micro_batches.SftBatch` micro-batches of
-    `batch_size * corruption.rows_per_example // k` rows. Iterating it uses
+    `batch_size // k` examples' rows (2 rows each with
+    `corruption.complementary`). Iterating it uses
     grain's default read options (16 threads, 500 items prefetched); for
     large batches, hand the trainer
     `ds.to_iter_dataset(grain.ReadOptions(...))` with a smaller buffer.
@@ -133,15 +134,6 @@ def sft_batches(
         " update)."
     )
   dataset_lib.check_batch_size(dataset, batch_size, f"{prefix}batch_size")
-  if not isinstance(corruption, corruption_lib.SftCorruptionConfig):
-    raise ValueError(
-        "corruption must be an SftCorruptionConfig, got"
-        f" {type(corruption).__name__}."
-    )
-  if not isinstance(config, bd_config.BlockDiffusionConfig):
-    raise ValueError(
-        f"config must be a BlockDiffusionConfig, got {type(config).__name__}."
-    )
   validate_dataset(dataset, config, eos_id)
   return grain.MapDataset.source(
       micro_batches.MicroBatches(
@@ -158,37 +150,12 @@ def sft_batches(
   )
 
 
-def eval_batches(
-    dataset: dataset_lib.TokenizedDataset,
-    *,
-    batch_size: int,
-    corruption: corruption_lib.SftCorruptionConfig,
-    config: bd_config.BlockDiffusionConfig,
-    eos_id: int,
-    section: str = "",
-) -> grain.MapDataset:
-  """One unshuffled pass of held-out batches (k = 1, epoch 0 canvases).
-
-  Each batch is its own global batch (`accumulation_steps` 1,
-  `global_weight` its own total), so the same loss gives its weighted mean.
-  The canvases are the same at every evaluation. A last partial batch is
-  dropped, as in training.
-
-  Arguments as `sft_batches`; returns a MapDataset of
-  `micro_batches.SftBatch`es.
-  """
-  return sft_batches(
-      dataset,
-      batch_size=batch_size,
-      corruption=corruption,
-      config=config,
-      eos_id=eos_id,
-      seed=0,
-      gradient_accumulation_steps=1,
-      num_epochs=1,
-      shuffle=False,
-      section=section,
-  )
+# `sft_batches` of held-out data: one unshuffled pass of epoch 0 canvases
+# (the same at every evaluation), each batch its own global batch
+# (`global_weight` its own total), so the loss gives its weighted mean.
+ONE_PASS = dict(
+    seed=0, gradient_accumulation_steps=1, num_epochs=1, shuffle=False
+)
 
 
 def train_and_eval_batches(
@@ -202,7 +169,7 @@ def train_and_eval_batches(
     eos_id: int,
     seed: int,
 ) -> tuple[grain.MapDataset, grain.MapDataset]:
-  """An SFT run's streams: `sft_batches` of `train`, `eval_batches`.
+  """An SFT run's streams: `sft_batches` of `train`, and `ONE_PASS`.
 
   Every row of both splits is validated here, before any training step;
   errors name `train.batch_size`, `train.gradient_accumulation_steps` and
@@ -218,7 +185,11 @@ def train_and_eval_batches(
       section="train",
       **shared,
   )
-  held_out = eval_batches(
-      eval_data, batch_size=eval_batch_size, section="eval", **shared
+  held_out = sft_batches(
+      eval_data,
+      batch_size=eval_batch_size,
+      section="eval",
+      **shared,
+      **ONE_PASS,
   )
   return train_batches, held_out

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any, Mapping
 
 import numpy as np
@@ -80,24 +79,20 @@ class SftCorruptionConfig:
   seed: int = 0
 
   def __post_init__(self):
-    min_noise = _check_noise("min_noise", self.min_noise)
-    max_noise = _check_noise("max_noise", self.max_noise)
+    min_noise = _check_noise("corruption.min_noise", self.min_noise)
+    max_noise = _check_noise("corruption.max_noise", self.max_noise)
     if min_noise > max_noise:
       raise ValueError(
-          f"min_noise={min_noise} must be <= max_noise={max_noise}."
+          f"corruption.min_noise={min_noise} must be <= max_noise={max_noise}."
       )
     if not isinstance(self.complementary, (bool, np.bool_)):
       raise ValueError(
-          f"complementary must be a bool, got {self.complementary!r}."
+          "corruption.complementary must be a bool, got"
+          f" {self.complementary!r}."
       )
-    if (
-        not isinstance(self.loss_weighting, str)
-        or self.loss_weighting not in LOSS_WEIGHTINGS
-    ):
-      raise ValueError(
-          f"loss_weighting must be one of {list(LOSS_WEIGHTINGS)}, got"
-          f" {self.loss_weighting!r}."
-      )
+    config_utils.check_choice(
+        "corruption.loss_weighting", self.loss_weighting, LOSS_WEIGHTINGS
+    )
     if (
         self.complementary
         and self.loss_weighting == INVERSE_T
@@ -106,7 +101,7 @@ class SftCorruptionConfig:
       # The complementary row's noise level 1 - t reaches 0: its 1/(1 - t)
       # weights would be unbounded.
       raise ValueError(
-          "complementary=True with loss_weighting='inverse_t' needs"
+          "corruption.complementary=True with loss_weighting='inverse_t' needs"
           " max_noise < 1 (the complementary row's noise level is 1 - t),"
           f" got max_noise={max_noise}."
       )
@@ -115,66 +110,13 @@ class SftCorruptionConfig:
         or not isinstance(self.seed, (int, np.integer))
         or self.seed < 0
     ):
-      raise ValueError(f"seed must be an int >= 0, got {self.seed!r}.")
+      raise ValueError(
+          f"corruption.seed must be an int >= 0, got {self.seed!r}."
+      )
     object.__setattr__(self, "min_noise", min_noise)
     object.__setattr__(self, "max_noise", max_noise)
     object.__setattr__(self, "complementary", bool(self.complementary))
     object.__setattr__(self, "seed", int(self.seed))
-
-  @property
-  def rows_per_example(self) -> int:
-    """Canvases per example: 2 with the complementary row, else 1."""
-    return 2 if self.complementary else 1
-
-  @classmethod
-  def from_config_dict(cls, cfg: Mapping[str, Any]) -> SftCorruptionConfig:
-    """Builds the config from a ConfigDict section; unknown keys fail.
-
-    Errors name the key as the config does: `corruption.min_noise`.
-    """
-    try:
-      return config_utils.from_section(cls, cfg, "corruption")
-    except ValueError as e:
-      fields = {f.name for f in dataclasses.fields(cls)}
-      message = str(e)
-      if re.match(r"\w+", message).group() in fields:
-        raise ValueError(f"corruption.{message}") from None
-      raise
-
-  def to_dict(self) -> dict[str, Any]:
-    """The fields as a plain dict (for fingerprints)."""
-    return dataclasses.asdict(self)
-
-
-def _row_spans(
-    row: Mapping[str, Any], name: str
-) -> tuple[np.ndarray, int, int]:
-  """Checks a right-padded row; returns `(tokens, prompt_length, length)`."""
-  for key in ("tokens", "completion_mask", "valid_mask"):
-    if key not in row:
-      raise ValueError(f"{name}: the row has no {key!r}.")
-  tokens = np.asarray(row["tokens"])
-  if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
-    raise ValueError(
-        f"{name}: tokens must be an int [length] array, got shape"
-        f" {tokens.shape} and dtype {tokens.dtype}."
-    )
-  valid = np.asarray(row["valid_mask"], bool)
-  completion = np.asarray(row["completion_mask"], bool)
-  if valid.shape != tokens.shape or completion.shape != tokens.shape:
-    raise ValueError(f"{name}: masks must have the tokens' shape.")
-  index = np.arange(tokens.shape[0])
-  length = int(valid.sum())
-  prompt_length = length - int(completion.sum())
-  if not (valid == (index < length)).all():
-    raise ValueError(f"{name}: valid_mask must be a prefix (right padding).")
-  if not (completion == (valid & (index >= prompt_length))).all():
-    raise ValueError(
-        f"{name}: completion_mask must be the valid tokens after the prompt."
-    )
-  if prompt_length == length:
-    raise ValueError(f"{name}: the row has no completion to supervise.")
-  return tokens, prompt_length, length
 
 
 def corrupt_blocks(
@@ -219,56 +161,29 @@ def corrupt_example(
     corruption: SftCorruptionConfig,
     config: bd_config.BlockDiffusionConfig,
     eos_id: int,
-    where: str | None = None,
 ) -> dict[str, np.ndarray]:
   """Corrupts one example, deterministically in `(seed, example_id, epoch)`.
 
   Args:
-    row: a `TokenizedDataset.row()`: `tokens`, `completion_mask` and
-      `valid_mask`, each `[length]`, right-padded, the completion ending with
-      EOS.
+    row: a `TokenizedDataset.row()` that `sft.batching.validate_dataset`
+      passed: `tokens`, `completion_mask` and `valid_mask`, each `[length]`,
+      right-padded, the completion ending with EOS, the EOS fill in range.
     eos_id: the EOS id, which also fills the completion's last block.
-    where: how errors name the example; default `example {example_id}`.
 
   Returns:
-    `FIELDS`, each `[rows, length]` with rows = `corruption.rows_per_example`
-    (row 1, if any, is the complementary row): int32 `tokens` (clean, EOS
-    fill applied), `noisy_tokens`, `positions` (logical), `segment_ids`
-    (1 real, 0 pad); bool `completion_mask` (completion incl. EOS fill) and
+    `FIELDS`, each `[rows, length]`, 2 rows with `complementary` (row 1 the
+    complementary row), else 1: int32 `tokens` (clean, EOS fill applied),
+    `noisy_tokens`, `positions` (logical), `segment_ids` (1 real, 0 pad);
+    bool `completion_mask` (completion incl. EOS fill) and
     `corruption_mask`; float32 `loss_weights` and `noise_level` (the t of
     each position's block).
   """
-  name = where or f"example {example_id}"
-  for key, value in (("example_id", example_id), ("epoch", epoch)):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-      raise ValueError(f"{name}: {key} must be an int, got {value!r}.")
-    if value < 0:
-      raise ValueError(f"{name}: {key} must be >= 0, got {value}.")
-  tokens, prompt_length, length = _row_spans(row, name)
+  tokens = np.asarray(row["tokens"])
+  length = int(np.sum(row["valid_mask"]))
+  prompt_length = length - int(np.sum(row["completion_mask"]))
   max_length = tokens.shape[0]
   block_size, mask_id = config.block_size, config.mask_token_id
-  if tokens[length - 1] != eos_id:
-    raise ValueError(
-        f"{name}: the completion must end with EOS (id {eos_id}), got id"
-        f" {int(tokens[length - 1])}."
-    )
-  if config.alignment == bd_config.SHIFTED and prompt_length < 1:
-    raise ValueError(
-        f"{name}: alignment={bd_config.SHIFTED!r} needs logical position 0"
-        " to be prompt context, but the prompt is empty."
-    )
-  if (tokens[:length] == mask_id).any():
-    raise ValueError(
-        f"{name}: a real token equals mask_token_id={mask_id}; the mask id"
-        " must never be a real token."
-    )
   end = eos_lib.fill_length(length, block_size)
-  if end > max_length:
-    raise ValueError(
-        f"{name}: {length} tokens plus the EOS fill to the end of their"
-        f" block (block_size={block_size}) need {end} positions, more than"
-        f" max_length={max_length}; raise max_length or drop the example."
-    )
 
   positions = np.arange(max_length, dtype=np.int32)
   clean = tokens.astype(np.int32)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The masked-diffusion SFT loss hook for Tunix's `PeftTrainer`.
 
-`configure` plugs `sft_loss_fn` into any `PeftTrainer` through its public
+`trainer.DiffusionSftTrainer` plugs `sft_loss_fn` in through Tunix's public
 seams (`with_gen_model_input_fn`, `with_loss_fn(..., has_aux=True)`). The
 loss of a micro-batch is `sum(w * -log p(token))` over its corrupted
 positions times `denominators.loss_scale` (docs/design.md "Loss
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tunix_bd import compat
+from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
@@ -100,7 +100,7 @@ def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
   if logits_chunk is None:
     return None
   _rows_fn(logits_fn, logits_chunk)
-  return lm_head.check_chunk(logits_chunk)
+  return config_utils.check_int("model.logits_chunk", logits_chunk, 1)
 
 
 def bucket_names(num_buckets: int) -> list[str]:
@@ -211,14 +211,9 @@ def sft_loss_fn(
     raise ValueError(
         f"config must be a BlockDiffusionConfig, got {type(config).__name__}."
     )
-  if (
-      isinstance(num_noise_buckets, bool)
-      or not isinstance(num_noise_buckets, int)
-      or num_noise_buckets < 1
-  ):
-    raise ValueError(
-        f"num_noise_buckets must be an int >= 1, got {num_noise_buckets!r}."
-    )
+  num_noise_buckets = config_utils.check_int(
+      "num_noise_buckets", num_noise_buckets, 1
+  )
   logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
   _rows_fn(logits_fn, logits_chunk, attention)
 
@@ -234,29 +229,3 @@ def sft_loss_fn(
     )
 
   return loss_fn
-
-
-def configure(
-    trainer: compat.PeftTrainer,
-    config: bd_config.BlockDiffusionConfig,
-    *,
-    num_noise_buckets: int = 4,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
-    logits_chunk: int | None = None,
-    attention: str = splash_attention.DENSE,
-) -> compat.PeftTrainer:
-  """Makes a `PeftTrainer` train (and evaluate) with the SFT loss.
-
-  Returns `trainer`. A plain `PeftTrainer` does not log the aux metrics;
-  `trainer.DiffusionSftTrainer` does.
-  """
-  loss_fn = sft_loss_fn(
-      config,
-      num_noise_buckets=num_noise_buckets,
-      logits_fn=logits_fn,
-      logits_chunk=logits_chunk,
-      attention=attention,
-  )
-  trainer.with_gen_model_input_fn(sft_model_inputs)
-  trainer.with_loss_fn(loss_fn, has_aux=True)
-  return trainer

@@ -62,13 +62,6 @@ class SftBatch:
   accumulation_steps: Any
 
 
-def example_where(dataset: dataset_lib.TokenizedDataset, index: int) -> str:
-  """Where row `index` comes from (`Conversation.where`), for errors."""
-  if index < len(dataset.conversations):
-    return dataset.conversations[index].where
-  return f"example {index}"
-
-
 class _ComputeOnce:
   """A small thread-safe cache that computes each key once.
 
@@ -116,8 +109,8 @@ class _ComputeOnce:
 class MicroBatches(grain.sources.RandomAccessDataSource):
   """Item m: micro-batch m % k of global batch m // k, an `SftBatch`.
 
-  Each item has `batch_size * corruption.rows_per_example // k` rows of
-  `dataset.max_length` columns. Each global batch is the next `batch_size`
+  Each item holds `batch_size // k` examples' rows (2 rows each with
+  `corruption.complementary`), `dataset.max_length` wide. Each global batch is the next `batch_size`
   examples of its epoch's order, corrupted once however many threads ask
   for its micro-batches. The arguments are `batching.sft_batches`'.
   """
@@ -175,7 +168,6 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
             corruption=self._corruption,
             config=self._config,
             eos_id=self._eos_id,
-            where=example_where(self._dataset, int(i)),
         )
         for i in ids
     ]

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionSftTrainer`: a `PeftTrainer` with the SFT loss and its metrics.
 
-It plugs the loss in with `loss.configure`, logs the aux metrics (which
+It plugs the loss in (`loss.sft_loss_fn`), logs the aux metrics (which
 Tunix 0.1.7's `PeftTrainer` drops), donates the weights to the train step,
 checks that batches were split for its gradient accumulation, and stores
 the run's fingerprint in every checkpoint. `report_conversion` is the run's
@@ -11,8 +11,12 @@ last line: its final losses and what it exported.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import functools
+from typing import Any, Callable, Mapping
 
+from flax import nnx
+import jax
+from jax.interpreters import pxla
 import numpy as np
 
 from tunix_bd import compat
@@ -22,13 +26,73 @@ from tunix_bd.core import lm_head
 from tunix_bd.core import splash_attention
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.training import aux_metrics
-from tunix_bd.training import donation
 from tunix_bd.training import metrics
+
+
+class DonatingStepMixin:
+  """Mixed in before a Tunix `PeftTrainer`: a train step that updates the
+  weights in place.
+
+  google-tunix 0.1.7's `PeftTrainer` jits its train step donating only the
+  optimizer (old and new float32 weights coexist at the step's peak), its
+  eval step without donation (a copy of the weights per evaluation), and
+  places the optimizer state with an eager `with_sharding_constraint` (two
+  copies of the AdamW moments before the first step). This mixin jits the
+  same steps donating the model too (full fine-tuning only; LoRA keeps
+  Tunix's steps) and places the optimizer state with `jax.device_put`,
+  which moves only leaves not already placed. Every step argument before
+  `inputs` (Tunix main's `grad_accumulator` included) is the trainer's
+  attribute of that name, bound and donated. On a Tunix whose trainer is
+  shaped otherwise, Tunix's own methods run unchanged.
+  """
+
+  def donates_model(self) -> bool:
+    """Whether the jitted train step updates the weights in place."""
+    return (
+        not self._lora_enabled
+        and compat.train_step_state_args(self) is not None
+    )
+
+  def jit_train_and_eval_step(
+      self, skip_jit: bool = False, cache_nnx_graph: bool = False
+  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Tunix's train and eval step functions, both donating the model (the
+    train step the optimizer too) when `donates_model`."""
+    if skip_jit or not self.donates_model():
+      return super().jit_train_and_eval_step(skip_jit, cache_nnx_graph)
+    if self._jitted_train_step_fn is None:
+      self._shard_optimizer(pxla.thread_resources.env.physical_mesh)
+      state = compat.train_step_state_args(self)
+      train_step = nnx.jit(self.create_train_step_fn(), donate_argnames=state)
+      # nnx.jit returns the model's state: undonated, a copy of the weights.
+      eval_step = nnx.jit(self.create_eval_step_fn(), donate_argnames="model")
+
+      def bind(f, *args):
+        if cache_nnx_graph:
+          # As Tunix: a partial of the cached partial, so that the jitted
+          # function is reached the same way (`train_step.func.jitted_fn`).
+          return functools.partial(nnx.cached_partial(f, *args))
+        return functools.partial(f, *args)
+
+      self._jitted_train_step_fn = bind(
+          train_step, *(getattr(self, name) for name in state)
+      )
+      self._jitted_eval_step_fn = bind(eval_step, self.model)
+    return self._jitted_train_step_fn, self._jitted_eval_step_fn
+
+  def _shard_optimizer(self, mesh: jax.sharding.Mesh) -> None:
+    """Places the optimizer state by its shardings, copying no leaf that is
+    already placed (as Tunix's, so the train step compiles once)."""
+    if mesh.empty:
+      return
+    state = nnx.state(self.optimizer, nnx.optimizer.OptState)
+    shardings = nnx.get_named_sharding(state, mesh)
+    nnx.update(self.optimizer, jax.device_put(state, shardings))
 
 
 class DiffusionSftTrainer(
     aux_metrics.AuxMetricsMixin,
-    donation.DonatingStepMixin,
+    DonatingStepMixin,
     compat.PeftTrainer,
 ):
   """A `PeftTrainer` configured with the SFT loss (see the module doc)."""
@@ -60,14 +124,15 @@ class DiffusionSftTrainer(
       splash_attention.check_model(model)
     self._set_fingerprint(fingerprint)
     super().__init__(model, optimizer, training_config, metrics_logger)
-    loss_lib.configure(
-        self,
+    self.with_gen_model_input_fn(loss_lib.sft_model_inputs)
+    loss_fn = loss_lib.sft_loss_fn(
         config,
         num_noise_buckets=num_noise_buckets,
         logits_fn=logits_fn,
         logits_chunk=logits_chunk,
         attention=attention,
     )
+    self.with_loss_fn(loss_fn, has_aux=True)
 
   def _prepare_inputs(self, input_data: Any) -> Any:
     loss_lib.sft_model_inputs(input_data)  # Fails closed on another type.
@@ -97,9 +162,14 @@ def report_conversion(
   `/eval/loss` in `workdir`'s `metrics.jsonl` (NaN if never logged), and
   `steps` (the optimizer steps trained), for the model in `export_dir`.
   """
+
+  def last(name):
+    values = metrics.read_metrics(workdir, name)
+    return values[-1][1] if values else float("nan")
+
   losses = {
-      "train_loss": metrics.last_metric(workdir, "/train/loss"),
-      "eval_loss": metrics.last_metric(workdir, "/eval/loss"),
+      "train_loss": last("/train/loss"),
+      "eval_loss": last("/eval/loss"),
       "steps": steps,
   }
   print(

@@ -19,7 +19,6 @@ import jax.numpy as jnp
 
 from tunix_bd import compat
 from tunix_bd.core import bd_config
-from tunix_bd.core import diffusion_lm
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.sft import micro_batches
 
@@ -45,10 +44,7 @@ def require(what: str, module: Any = compat.tunix_sft_diffusion) -> Any:
   return module
 
 
-def logits_fn(
-    config: bd_config.BlockDiffusionConfig,
-    model_call: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
-):
+def logits_fn(config: bd_config.BlockDiffusionConfig):
   """tunix_bd's model call as a Tunix `DiffusionLogitsFn`.
 
   `fn(model, model_inputs)`: float32 `[batch, length, vocab]` target-aligned
@@ -63,7 +59,6 @@ def logits_fn(
         positions=model_inputs["positions"],
         segment_ids=model_inputs["segment_ids"],
         config=config,
-        logits_fn=model_call,
     )
 
   return diffusion_logits
@@ -97,13 +92,9 @@ def batch_adapter(batch: micro_batches.SftBatch):
 
 
 def configure(
-    trainer: compat.PeftTrainer,
-    config: bd_config.BlockDiffusionConfig,
-    model_call: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    trainer: compat.PeftTrainer, config: bd_config.BlockDiffusionConfig
 ) -> compat.PeftTrainer:
   """Makes `trainer` (fed `SftBatch`es; returned) train and evaluate with
   Tunix's diffusion SFT loss."""
   sft = require("tunix_diffusion.configure")
-  return sft.configure_diffusion_sft(
-      trainer, batch_adapter, logits_fn(config, model_call)
-  )
+  return sft.configure_diffusion_sft(trainer, batch_adapter, logits_fn(config))

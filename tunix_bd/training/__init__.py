@@ -1,7 +1,3 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Training with Tunix's `PeftTrainer`: options, metrics, progress, AR inputs.
-
-Recipes turn their `train` config section into a `TrainSettings` and call
-these modules; nothing here reads a ConfigDict.
-"""
+"""Training with Tunix's `PeftTrainer`: options, metrics, progress, AR."""

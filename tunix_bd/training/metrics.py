@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tunix_bd import compat
 from tunix_bd import files
 
 METRICS_FILE = "metrics.jsonl"
@@ -59,23 +58,6 @@ class JsonlMetricsBackend:
     self._closed = True
 
 
-def logging_options(workdir: str) -> compat.MetricsLoggerOptions:
-  """TensorBoard under `workdir/tensorboard` plus `workdir/metrics.jsonl`."""
-  log_dir = os.path.join(workdir, "tensorboard")
-  return compat.MetricsLoggerOptions(
-      log_dir=log_dir,
-      flush_every_n_steps=10,
-      backend_kwargs={
-          "custom_backend": [
-              lambda: compat.TensorboardBackend(
-                  log_dir=log_dir, flush_every_n_steps=10
-              ),
-              lambda: JsonlMetricsBackend(os.path.join(workdir, METRICS_FILE)),
-          ]
-      },
-  )
-
-
 def read_records(workdir: str) -> list[dict[str, Any]]:
   """Every `{"name", "step", "value"}` record of `workdir/metrics.jsonl`."""
   path = os.path.join(workdir, METRICS_FILE)
@@ -108,9 +90,3 @@ def read_metrics(workdir: str, name: str) -> list[tuple[int, float]]:
       for r in read_records(workdir)
       if r["name"] == name
   ]
-
-
-def last_metric(workdir: str, name: str) -> float:
-  """The last logged value of `name`; NaN if it was never logged."""
-  values = read_metrics(workdir, name)
-  return values[-1][1] if values else float("nan")

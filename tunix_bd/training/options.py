@@ -94,11 +94,7 @@ class TrainSettings:
   )
 
   def __post_init__(self):
-    if self.optimizer not in OPTIMIZERS:
-      raise ValueError(
-          f"train.optimizer must be one of {list(OPTIMIZERS)}, got"
-          f" {self.optimizer!r}."
-      )
+    config_utils.check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
     for field in dataclasses.fields(self):
       if field.type == "int":
         minimum = 0 if field.name == "warmup_steps" else 1
@@ -293,50 +289,48 @@ def _clipped(
   return optax.chain(optax.clip_by_global_norm(max_grad_norm), update)
 
 
-def accumulation_steps(settings: TrainSettings) -> int | None:
-  """Tunix's `gradient_accumulation_steps`: None unless it is over 1.
-
-  Tunix wraps the optimizer in `optax.MultiSteps` whenever the setting is
-  not None, which at k=1 applies the same update with a parameter-sized
-  accumulator more (`TrainSettings.gradient_accumulation_steps`).
-  """
-  steps = settings.gradient_accumulation_steps
-  return steps if steps is not None and steps > 1 else None
-
-
-def async_checkpointing() -> bool:
-  """Whether orbax writes checkpoints in the background: not on CPU.
-
-  On CPU orbax's device-to-host transfer is a zero-copy view of each
-  array, which a background write keeps alive into the next steps; an
-  array with a live view cannot be donated, so those steps would hold the
-  old and the new weights and optimizer state at once.
-  """
-  return jax.default_backend() != "cpu"
-
-
 def training_config(
     settings: TrainSettings, workdir: str, description: str
 ) -> compat.TrainingConfig:
   """Tunix's TrainingConfig: checkpoints, metrics and the progress bar.
 
-  Checkpoints go to `workdir/checkpoints` (`async_checkpointing`), metrics
-  to `workdir/tensorboard` and `workdir/metrics.jsonl`; accumulation as
-  `accumulation_steps`.
+  Checkpoints go to `workdir/checkpoints`, metrics to `workdir/tensorboard`
+  and `workdir/metrics.jsonl`.
   """
   # Orbax only accepts absolute checkpoint paths; users give relative ones.
   workdir = files.absolute(workdir)
+  log_dir = os.path.join(workdir, "tensorboard")
+  steps = settings.gradient_accumulation_steps
   return compat.TrainingConfig(
-      gradient_accumulation_steps=accumulation_steps(settings),
+      # None unless over 1: Tunix wraps the optimizer in `optax.MultiSteps`
+      # for any other value, which at k=1 only adds a parameter-sized
+      # accumulator.
+      gradient_accumulation_steps=steps if steps and steps > 1 else None,
       eval_every_n_steps=settings.eval_every_n_steps,
       max_steps=settings.max_steps,
       checkpoint_root_directory=os.path.join(workdir, "checkpoints"),
       checkpointing_options=ocp.CheckpointManagerOptions(
           save_interval_steps=settings.checkpoint_every_n_steps,
           max_to_keep=settings.checkpoints_to_keep,
-          enable_async_checkpointing=async_checkpointing(),
+          # Not on CPU, where orbax's device-to-host transfer is a zero-copy
+          # view of each array, which a background write keeps alive into the
+          # next steps: they could not donate the weights and optimizer state.
+          enable_async_checkpointing=jax.default_backend() != "cpu",
       ),
-      metrics_logging_options=metrics.logging_options(workdir),
+      metrics_logging_options=compat.MetricsLoggerOptions(
+          log_dir=log_dir,
+          flush_every_n_steps=10,
+          backend_kwargs={
+              "custom_backend": [
+                  lambda: compat.TensorboardBackend(
+                      log_dir=log_dir, flush_every_n_steps=10
+                  ),
+                  lambda: metrics.JsonlMetricsBackend(
+                      os.path.join(workdir, metrics.METRICS_FILE)
+                  ),
+              ]
+          },
+      ),
       data_sharding_axis=("fsdp",),
       pbar_description=description,
   )

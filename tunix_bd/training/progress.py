@@ -49,15 +49,14 @@ class ProgressLines(compat.TrainingHooks):
       clock: Callable[[], float] = time.monotonic,
       latest: Sequence[tuple[str, str, str]] = (),
   ):
-    """Builds the hook.
+    """Builds the hook; `description` prefixes each line (e.g. "SFT").
 
     Args:
-      description: the run's name, the line's prefix (e.g. "SFT").
       every_s: the most seconds between two lines.
-      enabled: print lines; None prints them exactly when Tunix's progress
-        bar is hidden (stderr is not a terminal).
+      enabled: None prints lines exactly when Tunix's progress bar is hidden
+        (stderr is not a terminal).
       stream: where lines go; None is stdout, read at each line.
-      clock: seconds, monotonic (injectable for tests).
+      clock: monotonic seconds (injectable for tests).
       latest: `(metrics prefix, name, label)` of train metrics whose latest
         value each line shows (e.g. RL's reward).
     """
@@ -126,7 +125,8 @@ class ProgressLines(compat.TrainingHooks):
       self._first = (train_step, now)
     self._last_line = now
     self._ctx = train_ctx
-    self.print_line(self.line(train_step, max_steps, train_loss, now))
+    text = self.line(train_step, max_steps, train_loss, now)
+    print(text, file=self._stream, flush=True)
 
   def line(self, step: int, max_steps: int | None, loss, now: float) -> str:
     """The progress line of `step` at time `now`."""
@@ -151,6 +151,3 @@ class ProgressLines(compat.TrainingHooks):
       rate = (now - self._first[1]) / (step - self._first[0])
       parts.append(f"ETA {format_duration(rate * max(max_steps - step, 0))}")
     return "  ".join(parts)
-
-  def print_line(self, text: str) -> None:
-    print(text, file=self._stream, flush=True)

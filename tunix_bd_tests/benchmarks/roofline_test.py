@@ -20,7 +20,6 @@ def _timing(tokens, forwards, seconds):
       num_tokens=np.asarray(tokens),
       num_forwards=np.asarray(forwards),
       seconds=seconds,
-      repeat_seconds=[seconds],
   )
 
 

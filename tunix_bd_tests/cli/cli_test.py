@@ -30,7 +30,6 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from tunix_bd.cli import config_loading
-from tunix_bd.cli import errors
 from tunix_bd.cli import main
 from tunix_bd.cli import plugin_api
 
@@ -297,7 +296,7 @@ class CliTest(parameterized.TestCase):
 
   def test_load_plugin_rejects_non_plugin(self):
     with self.assertRaisesRegex(
-        errors.UsageError, r"gave a dict, expected a .*plugin_api\.Plugin"
+        plugin_api.UsageError, r"gave a dict, expected a .*plugin_api\.Plugin"
     ):
       plugin_api.load_plugin("wrongtype")
 
@@ -588,7 +587,10 @@ class CliTest(parameterized.TestCase):
             config_loading.Override("d", "--e"),
         ],
     )
-    self.assertEqual(config_loading.describe_overrides([]), "none")
+    _, _, stderr = self._main(
+        "run", "--plugin", "fakeplug", "fakeconf", "--dry_run"
+    )
+    self.assertIn(" | overrides: none\n", stderr)
 
   # Running recipes.
 

@@ -158,24 +158,6 @@ class BlockDiffusionConfigTest(parameterized.TestCase):
       ):
         load(directory)
 
-  def test_prompt_lengths(self):
-    shifted = bd_config.BlockDiffusionConfig(4, 3, bd_config.SHIFTED)
-    same = bd_config.BlockDiffusionConfig(4, 3, bd_config.SAME_POSITION)
-    np.testing.assert_array_equal(
-        shifted.validate_prompt_lengths([1, 5, 9]), [1, 5, 9]
-    )
-    np.testing.assert_array_equal(same.validate_prompt_lengths([0, 5]), [0, 5])
-    with self.assertRaisesRegex(
-        ValueError, r"logical position 0 to be prompt.*rows \[1\]"
-    ):
-      shifted.validate_prompt_lengths(np.array([3, 0, 2]))
-    with self.assertRaisesRegex(ValueError, "prompt_lengths must be >= 0"):
-      same.validate_prompt_lengths([2, -1])
-    with self.assertRaisesRegex(ValueError, r"int \[batch\]"):
-      same.validate_prompt_lengths([[1, 2]])
-    with self.assertRaisesRegex(ValueError, r"int \[batch\]"):
-      same.validate_prompt_lengths([1.0, 2.0])
-
 
 if __name__ == "__main__":
   absltest.main()

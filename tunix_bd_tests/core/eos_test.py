@@ -30,10 +30,6 @@ class FillTest(parameterized.TestCase):
         got, [[True, False, False, False, True, True], [False] * 6]
     )
 
-  def test_fill_mask_refuses_a_bad_block_size(self):
-    with self.assertRaisesRegex(ValueError, "block_size must be >= 1"):
-      eos.fill_mask(3, np.arange(4), 0)
-
 
 class StopTest(absltest.TestCase):
 

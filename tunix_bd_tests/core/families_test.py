@@ -30,6 +30,7 @@ from tunix.models.llama3 import params as llama3_params
 from tunix_bd import compat
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
+from tunix_bd.core import block_cache
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
 from tunix_bd.core import replayer
@@ -263,9 +264,7 @@ class FamiliesTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       families.family(config)
     with self.assertRaisesRegex(ValueError, message):
-      families.init_kv_cache(
-          types.SimpleNamespace(config=config), 1, 4, jnp.float32
-      )
+      block_cache.init_block_cache(types.SimpleNamespace(config=config), 1, 4)
 
   def test_the_contract_refuses_before_any_compute(self):
     model = _CountingModel(_hf_llama("llama_untied")[0])
@@ -319,7 +318,7 @@ class FamiliesTest(parameterized.TestCase):
           other, tokens, tokens, None, config=_bd()
       )
     with self.assertRaisesRegex(ValueError, r"supported"):
-      families.init_kv_cache(other, 1, 4, jax.numpy.float32)
+      block_cache.init_block_cache(other, 1, 4)
 
 
 if __name__ == "__main__":

@@ -220,15 +220,6 @@ class CleanContextMaskTest(parameterized.TestCase):
         ),
     )
 
-  def test_inputs_are_duplicated(self):
-    pos, seg = _random_batch(8, 2, 5, "packed")
-    got_pos, got_seg = masks.clean_context_inputs(pos, seg)
-    np.testing.assert_array_equal(got_pos, np.concatenate([pos, pos], 1))
-    np.testing.assert_array_equal(got_seg, np.concatenate([seg, seg], 1))
-    got_pos, got_seg = masks.clean_context_inputs(pos)
-    np.testing.assert_array_equal(got_pos, np.concatenate([pos, pos], 1))
-    self.assertIsNone(got_seg)
-
 
 class Qwen3AttentionTest(absltest.TestCase):
 
@@ -387,10 +378,6 @@ class ValidationTest(parameterized.TestCase):
       masks.clean_context_mask(
           self._POS, 2, segment_ids=np.ones((1, 5), np.int32)
       )
-    with self.assertRaisesRegex(ValueError, "positions"):
-      masks.clean_context_inputs(np.zeros((1, 6), np.float32))
-    with self.assertRaisesRegex(ValueError, "segment_ids"):
-      masks.clean_context_inputs(self._POS, np.ones((6,), np.int32))
 
 
 if __name__ == "__main__":

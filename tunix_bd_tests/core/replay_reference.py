@@ -32,9 +32,14 @@ def step_canvas(trace: trace_lib.Trace, step: Any) -> jax.Array:
   part is what the denoiser saw at block b's step `step`.
   """
   rows = canvases.sequence(trace)
-  canvas = jnp.where(
-      rows.committed_at < step, rows.tokens, trace.bd.mask_token_id
+  # The step after which each real slot is on its canvas: -1 in the prompt.
+  steps = jnp.asarray(trace.action_step, jnp.int32)
+  committed_at = jnp.pad(
+      steps,
+      ((0, 0), (rows.tokens.shape[1] - steps.shape[1], 0)),
+      constant_values=-1,
   )
+  canvas = jnp.where(committed_at < step, rows.tokens, trace.bd.mask_token_id)
   return jnp.where(rows.segment_ids > 0, canvas, 0)
 
 

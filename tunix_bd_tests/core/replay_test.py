@@ -422,13 +422,8 @@ class ReplayTest(parameterized.TestCase):
         use_cache=True,
     )
     prompts = _prompts(np.random.default_rng(0), _PROMPT_LENGTHS)
-    out = denoise.generate(
-        _QWEN3,
-        prompts,
-        np.array(_PROMPT_LENGTHS),
-        bd=bd,
-        config=config,
-        seeds=np.arange(4),
+    out = denoise.Denoiser(_QWEN3, bd=bd, config=config)(
+        prompts, np.array(_PROMPT_LENGTHS), seeds=np.arange(4)
     )
     trace = out.trace
     steps = trace.action_step

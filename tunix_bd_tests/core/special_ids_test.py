@@ -3,6 +3,7 @@
 """Tests for tunix_bd.core.special_ids, the one special-id validator."""
 
 import itertools
+import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -21,16 +22,21 @@ def _distinguishable(mask, pad, stops, eos, vocab):
   return all(0 <= i < vocab for i in (mask, pad, eos, *stops))
 
 
+def _stop_ids(eos, extra=()):
+  tokenizer = types.SimpleNamespace(eos_token_id=eos)
+  return special_ids.tokenizer_stop_ids(tokenizer, extra)
+
+
 class StopIdsTest(parameterized.TestCase):
 
   def test_eos_first_then_the_extra_ids(self):
-    self.assertEqual(special_ids.stop_ids(_EOS, (5, 3)), (_EOS, 5, 3))
-    self.assertEqual(special_ids.stop_ids(_EOS), (_EOS,))
+    self.assertEqual(_stop_ids(_EOS, (5, 3)), (_EOS, 5, 3))
+    self.assertEqual(_stop_ids(_EOS), (_EOS,))
 
   def test_without_eos_the_extra_ids_stop_alone(self):
-    self.assertEqual(special_ids.stop_ids(None, (5,)), (5,))
+    self.assertEqual(_stop_ids(None, (5,)), (5,))
     with self.assertRaisesRegex(ValueError, "no EOS token and"):
-      special_ids.stop_ids(None, ())
+      _stop_ids(None, ())
 
   @parameterized.named_parameters(
       ("duplicate", (5, 5), r"^rollout\.extra_stop_ids has duplicates"),
@@ -42,11 +48,7 @@ class StopIdsTest(parameterized.TestCase):
   )
   def test_bad_extra_ids_name_the_key(self, extra, message):
     with self.assertRaisesRegex(ValueError, message):
-      special_ids.stop_ids(_EOS, extra)
-
-  def test_errors_name_the_given_key(self):
-    with self.assertRaisesRegex(ValueError, r"^opd\.stops has duplicates"):
-      special_ids.stop_ids(_EOS, (4, 4), key="opd.stops")
+      _stop_ids(_EOS, extra)
 
 
 class TokenizerStopIdsTest(absltest.TestCase):

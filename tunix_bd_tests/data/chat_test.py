@@ -110,42 +110,43 @@ class ChatTest(parameterized.TestCase):
       self, source, messages
   ):
     tokenizer = self.tokenizers[source]
-    encoded = chat.encode_conversation(tokenizer, messages)
+    prompt_ids, completion_ids = chat.encode_conversation(tokenizer, messages)
     full = _render(tokenizer, messages)
-    ids = list(encoded.prompt_ids + encoded.completion_ids)
+    ids = list(prompt_ids + completion_ids)
     self.assertEqual(full[: len(ids)], ids)
     # ChatML only appends the newline that closes the final turn.
     self.assertEqual(
         full[len(ids) :], tokenizer.encode("\n", add_special_tokens=False)
     )
-    self.assertEqual(encoded.length, len(ids))
     self.assertEqual(
-        list(encoded.prompt_ids),
+        list(prompt_ids),
         _render(tokenizer, messages[:-1], add_generation_prompt=True),
     )
-    self.assertEqual(
-        encoded.prompt_ids, chat.encode_prompt(tokenizer, messages[:-1])
-    )
+    self.assertEqual(prompt_ids, chat.encode_prompt(tokenizer, messages[:-1]))
     self.assertTrue(all(isinstance(i, int) for i in ids))
 
   def test_completion_is_answer_then_eos(self):
-    encoded = chat.encode_conversation(self.tokenizer, _SINGLE)
+    prompt_ids, completion_ids = chat.encode_conversation(
+        self.tokenizer, _SINGLE
+    )
     eos = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-    self.assertEqual(encoded.completion_ids[-1], eos)
+    self.assertEqual(completion_ids[-1], eos)
     self.assertEqual(
-        encoded.completion_ids,
+        completion_ids,
         tuple(self.tokenizer.encode("123", add_special_tokens=False)) + (eos,),
     )
     self.assertEqual(
-        self._text(encoded.prompt_ids),
+        self._text(prompt_ids),
         "<|im_start|>user\nsort 312<|im_end|>\n<|im_start|>assistant\n",
     )
 
   def test_multi_turn_supervises_only_the_final_assistant_turn(self):
-    encoded = chat.encode_conversation(self.tokenizer, _MULTI)
-    self.assertEqual(self._text(encoded.completion_ids), "9<|im_end|>")
+    prompt_ids, completion_ids = chat.encode_conversation(
+        self.tokenizer, _MULTI
+    )
+    self.assertEqual(self._text(completion_ids), "9<|im_end|>")
     self.assertEqual(
-        self._text(encoded.prompt_ids),
+        self._text(prompt_ids),
         "<|im_start|>system\nAnswer with digits.<|im_end|>\n"
         "<|im_start|>user\nreverse 12<|im_end|>\n"
         "<|im_start|>assistant\n21<|im_end|>\n"
@@ -158,8 +159,10 @@ class ChatTest(parameterized.TestCase):
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": " a\nb "},
     ]
-    encoded = chat.encode_conversation(self.tokenizer, messages)
-    self.assertEqual(self._text(encoded.completion_ids), " a\nb <|im_end|>")
+    prompt_ids, completion_ids = chat.encode_conversation(
+        self.tokenizer, messages
+    )
+    self.assertEqual(self._text(completion_ids), " a\nb <|im_end|>")
 
   def test_prompt_is_the_generation_prompt(self):
     ids = chat.encode_prompt(self.tokenizer, _MULTI[:-1])
@@ -177,53 +180,56 @@ class ChatTest(parameterized.TestCase):
     tokenizer = make()
     options = chat.ChatOptions(enable_thinking=enable_thinking)
     kwargs = options.template_kwargs()
-    encoded = chat.encode_conversation(tokenizer, messages, options=options)
+    prompt_ids, completion_ids = chat.encode_conversation(
+        tokenizer, messages, options=options
+    )
     # The very ids generation, OPD and GRPO render, with the same switch.
     prompt = chat.encode_prompt(tokenizer, messages[:-1], options)
-    self.assertEqual(encoded.prompt_ids, prompt)
+    self.assertEqual(prompt_ids, prompt)
     self.assertEqual(
-        list(encoded.prompt_ids),
+        list(prompt_ids),
         _render(tokenizer, messages[:-1], True, **kwargs),
     )
     # The completion is what the template renders after that prompt, up to
     # and including the EOS that closes the content.
     eos = tokenizer.eos_token
-    self.assertEqual(encoded.completion_ids[-1], tokenizer.eos_token_id)
+    self.assertEqual(completion_ids[-1], tokenizer.eos_token_id)
     self.assertEqual(
-        tokenizer.decode(list(encoded.completion_ids)),
+        tokenizer.decode(list(completion_ids)),
         preamble + messages[-1]["content"] + eos,
     )
     full = tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
-    ids = list(encoded.prompt_ids + encoded.completion_ids)
+    ids = list(prompt_ids + completion_ids)
     self.assertEqual(full[: full.rindex(eos) + len(eos)], tokenizer.decode(ids))
-    self.assertEqual(encoded.length, len(ids))
 
   def test_qwen3_template_encodes(self):
     # Its final turn renders an empty think block its generation prompt
     # lacks, which a prefix rule refused.
     tokenizer = tokenizer_lib.load_tokenizer(_QWEN3)
-    encoded = chat.encode_conversation(tokenizer, _SINGLE)
+    prompt_ids, completion_ids = chat.encode_conversation(tokenizer, _SINGLE)
     self.assertEqual(
-        tokenizer.decode(list(encoded.completion_ids)),
+        tokenizer.decode(list(completion_ids)),
         _EMPTY_THINK + "123<|im_end|>",
     )
 
   def test_qwen3_thinking_switch_moves_the_empty_think_block(self):
     tokenizer = tokenizer_lib.load_tokenizer(_QWEN3)
-    off = chat.encode_conversation(
+    off_prompt_ids, off_completion_ids = chat.encode_conversation(
         tokenizer, _MULTI, options=chat.ChatOptions(enable_thinking=False)
     )
-    on = chat.encode_conversation(tokenizer, _MULTI)
+    on_prompt_ids, on_completion_ids = chat.encode_conversation(
+        tokenizer, _MULTI
+    )
     # Thinking off: the block is the generation prompt's, and the model
     # learns the answer alone; on: it learns to open with the empty block.
     header = "<|im_start|>assistant\n"
-    off_prompt = tokenizer.decode(list(off.prompt_ids))
+    off_prompt = tokenizer.decode(list(off_prompt_ids))
     self.assertEndsWith(off_prompt, header + _EMPTY_THINK)
-    self.assertEqual(tokenizer.decode(list(off.completion_ids)), "9<|im_end|>")
-    on_prompt = tokenizer.decode(list(on.prompt_ids))
+    self.assertEqual(tokenizer.decode(list(off_completion_ids)), "9<|im_end|>")
+    on_prompt = tokenizer.decode(list(on_prompt_ids))
     self.assertEqual(on_prompt + _EMPTY_THINK, off_prompt)
     self.assertEqual(
-        tokenizer.decode(list(on.completion_ids)), _EMPTY_THINK + "9<|im_end|>"
+        tokenizer.decode(list(on_completion_ids)), _EMPTY_THINK + "9<|im_end|>"
     )
 
   @parameterized.named_parameters(

@@ -5,6 +5,7 @@
 import json
 import os
 import re
+import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -65,16 +66,20 @@ class TokenizeTest(DatasetTestBase):
     self.assertEqual(self.data.conversations, tuple(self.conversations))
     pad = self.tokenizer.pad_token_id
     for i, conversation in enumerate(self.conversations):
-      encoded = chat.encode_conversation(self.tokenizer, conversation.messages)
-      ids = list(encoded.prompt_ids + encoded.completion_ids)
+      prompt_ids, completion_ids = chat.encode_conversation(
+          self.tokenizer, conversation.messages
+      )
+      ids = list(prompt_ids + completion_ids)
       self.assertEqual(self.data.tokens[i, : len(ids)].tolist(), ids)
       self.assertTrue((self.data.tokens[i, len(ids) :] == pad).all())
-      self.assertEqual(self.data.prompt_lengths[i], len(encoded.prompt_ids))
-      self.assertEqual(self.data.lengths[i], encoded.length)
+      self.assertEqual(self.data.prompt_lengths[i], len(prompt_ids))
+      self.assertEqual(self.data.lengths[i], len(prompt_ids + completion_ids))
 
   def test_row_masks_are_consistent_with_encoding(self):
     for i, conversation in enumerate(self.conversations):
-      encoded = chat.encode_conversation(self.tokenizer, conversation.messages)
+      prompt_ids, completion_ids = chat.encode_conversation(
+          self.tokenizer, conversation.messages
+      )
       row = self.data.row(i)
       self.assertCountEqual(row, ["tokens", "completion_mask", "valid_mask"])
       valid, completion = row["valid_mask"], row["completion_mask"]
@@ -82,16 +87,15 @@ class TokenizeTest(DatasetTestBase):
       self.assertEqual(completion.dtype, bool)
       # Brute force: position by position.
       for p in range(_MAX_LENGTH):
-        self.assertEqual(valid[p], p < encoded.length)
+        self.assertEqual(valid[p], p < len(prompt_ids + completion_ids))
         self.assertEqual(
-            completion[p], len(encoded.prompt_ids) <= p < encoded.length
+            completion[p],
+            len(prompt_ids) <= p < len(prompt_ids + completion_ids),
         )
-      self.assertEqual(
-          row["tokens"][completion].tolist(), list(encoded.completion_ids)
-      )
+      self.assertEqual(row["tokens"][completion].tolist(), list(completion_ids))
       self.assertEqual(
           row["tokens"][valid & ~completion].tolist(),
-          list(encoded.prompt_ids),
+          list(prompt_ids),
       )
       self.assertEqual(
           row["tokens"][completion][-1], self.tokenizer.eos_token_id
@@ -154,7 +158,8 @@ class TokenizeTest(DatasetTestBase):
     with open(path, "w", encoding="utf-8") as f:
       f.write(json.dumps({"prompt": "a", "completion": "b"}) + "\n\n")
       f.write(json.dumps({"prompt": "c", "completion": "é"}) + "\n")
-    conversations = dataset.jsonl_conversations(path)
+    data = types.SimpleNamespace(train=path)
+    conversations = dataset.split_conversations(data, "train")
     self.assertEqual([c.task for c in conversations], ["jsonl", "jsonl"])
     self.assertEqual(conversations[0].answer, "b")
     self.assertEqual(
@@ -328,32 +333,6 @@ class BatchesTest(DatasetTestBase):
     ds = dataset.batches(self.data, _NUM_EXAMPLES, seed=0, num_epochs=1)
     self.assertLen(ds, 1)
     self.assertCountEqual(self._indices(ds[0]["tokens"]), range(12))
-
-
-class TrainAndEvalBatchesTest(DatasetTestBase):
-
-  def test_a_shuffled_endless_stream_and_one_ordered_pass(self):
-    train, held_out = dataset.train_and_eval_batches(
-        self.data, self.data, batch_size=4, eval_batch_size=5, seed=7
-    )
-    want = dataset.batches(self.data, 4, seed=7)
-    self.assertEqual(len(train), len(want))
-    for i in (0, 5):
-      self.assertEqual(
-          self._indices(train[i]["tokens"]), self._indices(want[i]["tokens"])
-      )
-    self.assertLen(held_out, 2)  # The last partial batch is dropped.
-    self.assertEqual(self._epoch_rows(held_out, 2), list(range(10)))
-
-  def test_errors_name_the_section_keys(self):
-    with self.assertRaisesRegex(ValueError, r"^train\.batch_size=13 exceeds"):
-      dataset.train_and_eval_batches(
-          self.data, self.data, batch_size=13, eval_batch_size=4, seed=0
-      )
-    with self.assertRaisesRegex(ValueError, r"^eval\.batch_size=13 exceeds"):
-      dataset.train_and_eval_batches(
-          self.data, self.data, batch_size=4, eval_batch_size=13, seed=0
-      )
 
 
 if __name__ == "__main__":

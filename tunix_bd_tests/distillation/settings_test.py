@@ -1,12 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of OPD's `train` section: `TrainSettings` with a time budget."""
+"""Tests of OPD's `opd` section and its `train` section with a time budget."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import ml_collections
 
 from tunix_bd import config_utils
+from tunix_bd.distillation import settings as settings_lib
 from tunix_bd.training import options
 
 _TRAIN = dict(
@@ -54,6 +55,18 @@ class TrainSettingsTest(parameterized.TestCase):
       _split(dict(_TRAIN, max_step=3))
     with self.assertRaisesRegex(ValueError, r"train\.warmup_steps"):
       _split(dict(_TRAIN, warmup_steps=10))
+
+
+class OpdSettingsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("canvas", dict(canvas="clean"), r"^opd\.canvas must be one of"),
+      ("temperature", dict(temperature=0.0), r"^opd\.temperature"),
+      ("hard_loss_weight", dict(hard_loss_weight=-1), r"^opd\.hard_loss"),
+  )
+  def test_bad_values_name_their_key(self, values, message):
+    with self.assertRaisesRegex(ValueError, message):
+      settings_lib.OpdSettings(**values)
 
 
 if __name__ == "__main__":

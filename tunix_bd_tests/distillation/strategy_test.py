@@ -287,10 +287,6 @@ class StrategyTest(parameterized.TestCase):
       strategy.get_teacher_outputs(self.teacher, {"batch": bad})
 
   def test_bad_settings_fail(self):
-    with self.assertRaisesRegex(ValueError, "opd.canvas"):
-      strategy_lib.DiffusionOpdStrategy(
-          bd=_bd(), vocab_size=_VOCAB, canvas="clean"
-      )
     with self.assertRaisesRegex(ValueError, "opd.temperature"):
       strategy_lib.DiffusionOpdStrategy(
           bd=_bd(), vocab_size=_VOCAB, temperature=0.0

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import scoring
 from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd_tests import test_common
 
 _VOCAB = 64
@@ -61,15 +61,16 @@ class TeacherAlignmentTest(absltest.TestCase):
   def test_student_with_an_added_mask_row_gets_zero_teacher_mass_there(self):
     mask_id = _VOCAB  # The row SFT added: outside the teacher's vocabulary.
     logp = np.asarray(
-        teacher_lib.completion_log_probs(
-            self.model,
-            self.tokens,
-            self.positions,
-            self.segments,
-            prompt_width=3,
-            vocab_size=_VOCAB + 1,
-            mask_token_id=mask_id,
-            temperature=1.0,
+        scoring.log_probs(
+            teacher_lib.aligned_logits(
+                self.model,
+                self.tokens,
+                self.positions,
+                self.segments,
+                vocab_size=_VOCAB + 1,
+                mask_token_id=mask_id,
+            )[:, 3:],
+            1.0,
         )
     )
     self.assertEqual(logp.shape, (2, 6, _VOCAB + 1))
@@ -81,15 +82,16 @@ class TeacherAlignmentTest(absltest.TestCase):
 
   def test_a_reserved_mask_id_is_excluded_and_renormalized(self):
     logp = np.asarray(
-        teacher_lib.completion_log_probs(
-            self.model,
-            self.tokens,
-            self.positions,
-            self.segments,
-            prompt_width=3,
-            vocab_size=_VOCAB,
-            mask_token_id=7,
-            temperature=2.0,
+        scoring.log_probs(
+            teacher_lib.aligned_logits(
+                self.model,
+                self.tokens,
+                self.positions,
+                self.segments,
+                vocab_size=_VOCAB,
+                mask_token_id=7,
+            )[:, 3:],
+            2.0,
         )
     )
     self.assertTrue((np.exp(logp[..., 7]) == 0).all())
@@ -146,7 +148,7 @@ class TeacherCompatibilityTest(absltest.TestCase):
     teacher = tokenizer_lib.load_tokenizer(teacher_dir, template)
     self.assertEqual(
         (student.pad_token, teacher.pad_token),
-        (bd_formats_tokenizer.PAD_TOKEN, "<|endoftext|>"),
+        (bd_formats.PAD_TOKEN, "<|endoftext|>"),
     )
     teacher_lib.check_compatible(teacher_dir, teacher, student)
     # A pad of its own only where the teacher's pad is one of its stop ids.

@@ -35,6 +35,7 @@ def _result(max_replay_error=None):
       tokens_per_forward=np.array([2.0, 1.0]),
       seconds=0.5,
       max_replay_error=max_replay_error,
+      correct=None,
   )
 
 

@@ -18,6 +18,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
 from tunix_bd.core import scoring
+from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
@@ -57,8 +58,8 @@ def _config(stop_id=1, **kwargs):
 
 
 def _generate(config, model=_QWEN3, prompts=_PROMPTS):
-  return denoise.generate(
-      model, prompts, bd=_BD, config=config, seeds=_SEEDS[: len(prompts)]
+  return denoise.Denoiser(model, bd=_BD, config=config)(
+      prompts, seeds=_SEEDS[: len(prompts)]
   )
 
 
@@ -72,8 +73,9 @@ def _with_weights(edit) -> nnx.Module:
 
 def _block_geometry(trace):
   """`[batch, max_new_tokens]` block of each slot, 0 = the row's first."""
-  blocks = trace.blocks()
-  return blocks - blocks[:, :1]
+  return trace_lib.completion_blocks(
+      trace.prompt_lengths, trace.tokens.shape[1], trace.bd.block_size
+  )
 
 
 # At most 3 rows x 4 blocks x 4 steps.
@@ -193,7 +195,6 @@ class GenerateTest(parameterized.TestCase):
       steps = [
           trace.action_step[row, blocks[row] == b].max() + 1 for b in gen_blocks
       ]
-      self.assertEqual(out.num_steps[row], sum(steps))
       # Cache writes ride on the next block's first step: no extra forward.
       self.assertEqual(out.num_forwards[row], sum(steps))
       self.assertAlmostEqual(
@@ -236,7 +237,6 @@ class GenerateTest(parameterized.TestCase):
             np.sort(trace.action_step[row, here]), np.arange(here.sum())
         )
     tokens = generated.sum(axis=1)
-    np.testing.assert_array_equal(out.num_steps, tokens)
     # Cache writes share the forward of the next block's first step.
     np.testing.assert_array_equal(out.num_forwards, tokens)
 
@@ -296,10 +296,13 @@ class GenerateTest(parameterized.TestCase):
         [len(np.unique(b[g])) for b, g in zip(blocks, generated)]
     )
     prefill = np.asarray([len(p) >= _BD.block_size for p in _PROMPTS])
-    separate = cached.num_steps + prefill + gen_blocks - 1
-    np.testing.assert_array_equal(
-        cached.num_forwards, separate - prefill - (gen_blocks - 1)
-    )
+    # Denoising steps, from the trace: each block's last commit step + 1.
+    steps = np.asarray([
+        sum(a[b == k].max() + 1 for k in np.unique(b[g]))
+        for a, b, g in zip(cached.trace.action_step, blocks, generated)
+    ])
+    separate = steps + prefill + gen_blocks - 1
+    np.testing.assert_array_equal(cached.num_forwards, steps)
     np.testing.assert_array_equal(cached.num_forwards, free.num_forwards)
     # Rows 0 and 2 prefill and continue through several blocks.
     self.assertTrue((gen_blocks[[0, 2]] >= 2).all())
@@ -388,8 +391,8 @@ class GenerateTest(parameterized.TestCase):
       padded[row, : len(prompt)] = prompt
     lengths = [len(p) for p in _PROMPTS]
     config = _config(temperature=0.7)
-    got = denoise.generate(
-        _QWEN3, padded, lengths, bd=_BD, config=config, seeds=_SEEDS
+    got = denoise.Denoiser(_QWEN3, bd=_BD, config=config)(
+        padded, lengths, seeds=_SEEDS
     )
     want = _generate(config)
     np.testing.assert_array_equal(got.completion_tokens, want.completion_tokens)
@@ -401,7 +404,7 @@ class GenerateTest(parameterized.TestCase):
     # causal forward per token, mask token excluded).
     bd = bd_config.BlockDiffusionConfig.autoregressive(_MASK)
     config = _config(stop_id=1)
-    out = denoise.generate(_QWEN3, _PROMPTS, bd=bd, config=config)
+    out = denoise.Denoiser(_QWEN3, bd=bd, config=config)(_PROMPTS)
     model = test_common.JittedModel(_QWEN3)
     # One width for every forward (one compile): under the causal mask the
     # pads after the last token change nothing before it.
@@ -506,30 +509,29 @@ class ValidationTest(parameterized.TestCase):
         ),
         (
             "pass one seed per row",
-            lambda: denoise.generate(
-                _QWEN3, _PROMPTS, bd=_BD, config=stochastic
+            lambda: denoise.Denoiser(_QWEN3, bd=_BD, config=stochastic)(
+                _PROMPTS
             ),
         ),
         (
             "seeds must be 3 ints",
-            lambda: denoise.generate(
-                _QWEN3, _PROMPTS, bd=_BD, config=stochastic, seeds=[1, 2]
+            lambda: denoise.Denoiser(_QWEN3, bd=_BD, config=stochastic)(
+                _PROMPTS, seeds=[1, 2]
             ),
         ),
         (
             "prompt_lengths is required",
-            lambda: denoise.generate(
-                _QWEN3, np.ones((2, 3), np.int32), bd=_BD, config=_config()
+            lambda: denoise.Denoiser(_QWEN3, bd=_BD, config=_config())(
+                np.ones((2, 3), np.int32)
             ),
         ),
         (
             "mask_token_id=500 is outside the model vocabulary",
-            lambda: denoise.generate(
+            lambda: denoise.Denoiser(
                 _QWEN3,
-                _PROMPTS,
                 bd=bd_config.BlockDiffusionConfig(4, 500),
                 config=_config(),
-            ),
+            )(_PROMPTS),
         ),
         (
             r"stop_ids / pad_id \[300\] are outside",
@@ -545,7 +547,7 @@ class ValidationTest(parameterized.TestCase):
         ),
         (
             "BlockDiffusionConfig",
-            lambda: denoise.generate(_QWEN3, _PROMPTS, bd={}, config=_config()),
+            lambda: denoise.Denoiser(_QWEN3, bd={}, config=_config())(_PROMPTS),
         ),
     ]
     for message, call in cases:

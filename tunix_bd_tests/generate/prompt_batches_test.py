@@ -1,18 +1,24 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.generate.prompt_batches, the one prompt-set decoder."""
+"""Tests for tunix_bd.generate.prompt_batches: decoding and scoring prompt sets.
 
+Sampled held-out decoding itself: rl/evaluation_test.
+"""
+
+import dataclasses
 import itertools
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+from tunix_bd.data import scoring
 from tunix_bd.generate import prompt_batches
 from tunix_bd_tests import test_common
 
 _TOKENIZER, _BD, _CONFIG, _PROMPTS = test_common.char_task_decoding(
     max_new_tokens=8, temperature=1.0
 )
+_GREEDY = dataclasses.replace(_CONFIG, max_new_tokens=4, temperature=0.0)
 
 
 class CallRowsTest(parameterized.TestCase):
@@ -74,6 +80,62 @@ class DecodePromptsTest(absltest.TestCase):
       self._decode(seeds=np.arange(4))
     with self.assertRaisesRegex(ValueError, "no prompts to decode"):
       self._decode([])
+
+
+class HeldOutTest(absltest.TestCase):
+
+  def test_prompts_with_answers_are_scored_and_filler_rows_dropped(self):
+    model = test_common.tiny_qwen3(256, embed_dim=32)
+    sizes = []
+    results = prompt_batches.greedy(
+        model,
+        _PROMPTS,
+        bd=_BD,
+        decode=_GREEDY,
+        thresholds=(0.5,),
+        tokenizer=_TOKENIZER,
+        batch_size=2,
+        on_first_batch=lambda out: sizes.append(len(out.completions)),
+    )
+    self.assertEqual(sizes, [2, 2, 2])  # 5 prompts: one wrapped filler row.
+    decoded = results[0.5]
+    self.assertLen(decoded.texts, 5)
+    want = [
+        scoring.exact_match(t, a)
+        for t, a in zip(decoded.texts, _PROMPTS.answers)
+    ]
+    np.testing.assert_array_equal(decoded.correct, want)
+    self.assertEqual(decoded.tokens_per_forward.shape, (5,))
+    ragged = [list(t[:n]) for t, n in zip(_PROMPTS.tokens, _PROMPTS.lengths)]
+    unscored = prompt_batches.decode_prompts(
+        model, _TOKENIZER, ragged, bd=_BD, config=_GREEDY, batch_size=2
+    )
+    self.assertIsNone(unscored.correct)
+    with self.assertRaisesRegex(ValueError, "reference answers"):
+      prompt_batches.greedy(
+          model,
+          dataclasses.replace(_PROMPTS, answers=None),
+          bd=_BD,
+          decode=_GREEDY,
+          thresholds=(0.5,),
+          tokenizer=_TOKENIZER,
+          batch_size=2,
+      )
+
+  def test_greedy_metrics_names(self):
+    decoded = prompt_batches.DecodeResult(
+        texts=["a", "b"],
+        num_tokens=np.asarray([1, 2]),
+        num_forwards=np.asarray([1, 1]),
+        tokens_per_forward=np.asarray([1.0, 2.0]),
+        seconds=0.0,
+        max_replay_error=None,
+        correct=np.asarray([True, False]),
+    )
+    self.assertEqual(
+        prompt_batches.greedy_metrics({0.5: decoded}),
+        {"exact_match@0.5": 0.5, "tokens_per_forward@0.5": 1.5},
+    )
 
 
 if __name__ == "__main__":

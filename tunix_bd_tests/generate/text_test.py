@@ -87,7 +87,7 @@ class TextGeneratorTest(absltest.TestCase):
         _MODEL, _TOKENIZER, bd=_BD, max_new_tokens=8, threshold=0.5
     )
     prompts = ["sort 31", [{"role": "user", "content": "reverse 123"}]]
-    out = generator.generate(prompts)
+    texts, out = generator.generate(prompts)
     ids = [text.prompt_ids(_TOKENIZER, p, chat_template=True) for p in prompts]
     # Prompts are bucketed to 32 tokens: the same layout, the same tokens.
     reference = denoise.Denoiser(
@@ -102,13 +102,12 @@ class TextGeneratorTest(absltest.TestCase):
         ),
     )(ids)
     np.testing.assert_array_equal(
-        out.output.completion_tokens, reference.completion_tokens
+        out.completion_tokens, reference.completion_tokens
     )
     self.assertEqual(
-        out.texts,
-        [_TOKENIZER.decode(c.tolist()) for c in reference.completions],
+        texts, [_TOKENIZER.decode(c.tolist()) for c in reference.completions]
     )
-    self.assertEqual(generator(prompts), out.texts)
+    self.assertEqual(generator(prompts), texts)
 
   def test_bad_settings_fail_before_any_compute(self):
     with self.assertRaisesRegex(ValueError, "threshold"):

@@ -30,7 +30,6 @@ from tunix_bd.generate import denoise
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd_tests.models import bd_export_tiny
 
@@ -204,17 +203,15 @@ class ExportOracleTest(parameterized.TestCase):
   def _decode(self, fmt, max_new_tokens, **settings):
     oracle, _ = _oracle(fmt)
     prompts = oracle["decode_prompts"]
-    out = denoise.generate(
+    out = denoise.Denoiser(
         self.models[fmt],
-        np.where(prompts < 0, 0, prompts),
-        oracle["decode_prompt_lens"],
         bd=bd_formats.load_settings(self.dirs[fmt]),
         config=denoise.DenoiseConfig(
             max_new_tokens=max_new_tokens,
             max_prompt_length=prompts.shape[1],
             **settings,
         ),
-    )
+    )(np.where(prompts < 0, 0, prompts), oracle["decode_prompt_lens"])
     return oracle, out.completion_tokens
 
   def test_sdar_greedy_tokens_equal_theirs(self):
@@ -355,7 +352,7 @@ class RoundTripTest(parameterized.TestCase):
     bd = bd_config.BlockDiffusionConfig(
         block_size=block, mask_token_id=mask_id, alignment=alignment
     )
-    source = hf_source.read(directory)
+    source = hf_checkpoint.read_source(directory)
     out = self._round_trip(model, tokenizer, bd, fmt, source)
     config = _read(out, "config.json")
     # transformers 5's `rope_parameters` (this source's) is written as the
@@ -387,7 +384,7 @@ class RoundTripTest(parameterized.TestCase):
   def test_from_a_checkpoint_in_the_format(self, name, fmt):
     directory = os.path.join(_DATA, "bd_formats", name)
     model, _ = hf_checkpoint.load(directory)
-    source = hf_source.read(directory)
+    source = hf_checkpoint.read_source(directory)
     out = self._round_trip(
         model,
         bd_formats.load_tokenizer(directory),
@@ -400,7 +397,7 @@ class RoundTripTest(parameterized.TestCase):
       if key != "transformers_version":
         self.assertEqual(config[key], value, key)
     # [<|im_end|>, <|endoftext|>] as theirs, not the pad an SDAR import
-    # gives (bd_formats_tokenizer.PAD_TOKEN), which neither format's code
+    # gives (bd_formats.PAD_TOKEN), which neither format's code
     # stops at.
     generation = _read(out, "generation_config.json")
     self.assertEqual(generation["eos_token_id"], [2, 0])

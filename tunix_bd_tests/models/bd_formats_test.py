@@ -34,9 +34,7 @@ from tunix_bd.generate import settings as generate_settings
 from tunix_bd.generate import text
 from tunix_bd.models import bd_export
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_tokenizer
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 
 _DIR = os.path.join(
     os.path.dirname(os.path.dirname(__file__)), "testdata", "bd_formats"
@@ -208,13 +206,9 @@ class DecodingTest(parameterized.TestCase):
         max_prompt_length=prompts.shape[1],
         **settings,
     )
-    out = denoise.generate(
-        model,
-        np.where(prompts < 0, 0, prompts),
-        oracle["decode_prompt_lens"],
-        bd=bd_formats.load_settings(directory),
-        config=config,
-    )
+    out = denoise.Denoiser(
+        model, bd=bd_formats.load_settings(directory), config=config
+    )(np.where(prompts < 0, 0, prompts), oracle["decode_prompt_lens"])
     return oracle, out.completion_tokens
 
   def test_sdar_greedy_tokens_equal_theirs(self):
@@ -258,7 +252,7 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual(special_ids.checkpoint_stop_ids(tokenizer), (0,))
     self.assertEqual(
         (tokenizer.pad_token, tokenizer.pad_token_id),
-        (bd_formats_tokenizer.PAD_TOKEN, 401),
+        (bd_formats.PAD_TOKEN, 401),
     )
     self.assertEqual(tokenizer.mask_token_id, _MASK_ID)
     self.assertEqual(tokenizer.encode("a<|endoftext|>b")[1], 0)  # Unchanged.
@@ -298,7 +292,7 @@ class RecipeTest(parameterized.TestCase):
         pad_id=1,
     )
     padded = np.where(prompts < 0, 1, prompts)
-    before = denoise.generate(model, padded, lens, bd=bd, config=config)
+    before = denoise.Denoiser(model, bd=bd, config=config)(padded, lens)
     before = [list(map(int, row)) for row in before.completions]
     # t: the first token of row 0's second block not committed earlier.
     position, t = next(
@@ -325,8 +319,8 @@ class RecipeTest(parameterized.TestCase):
     decode = generate_settings.DecodeSettings(
         max_new_tokens=16, threshold=0.9
     ).denoise_config(converted.tokenizer, prompts.shape[1])
-    after = denoise.generate(
-        converted.model, padded, lens, bd=converted.bd, config=decode
+    after = denoise.Denoiser(converted.model, bd=converted.bd, config=decode)(
+        padded, lens
     )
     after = [list(map(int, row)) for row in after.completions]
     self.assertEqual(after[0], before[0][:position])
@@ -386,7 +380,7 @@ class RecipeTest(parameterized.TestCase):
         tmp.name,
         bd=bd,
         chat_options=chat.ChatOptions(),
-        source=hf_source.read(directory),
+        source=hf_checkpoint.read_source(directory),
     )
     self.assertEqual(
         bd_formats.read_dir(tmp.name)[0], bd_formats.read_dir(directory)[0]

@@ -112,7 +112,6 @@ class ExportDigestTest(parameterized.TestCase):
     self.assertRegex(self.digest.digest, r"^[0-9a-f]{64}$")
 
   def test_file_names_agree_with_the_loader_and_the_settings(self):
-    self.assertEqual(checkpoint_digest.CONFIG_FILE, hf_checkpoint.CONFIG_FILE)
     self.assertEqual(checkpoint_digest.SETTINGS_FILE, bd_config.SETTINGS_FILE)
 
   def test_same_content_under_another_path_or_sharding_is_the_same(self):

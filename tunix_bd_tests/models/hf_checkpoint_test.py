@@ -19,7 +19,6 @@ import safetensors.numpy as safetensors_np
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 from tunix_bd_tests.models import hf_tiny
 
 _LAYERS, _VOCAB, _EMBED = hf_tiny.LAYERS, hf_tiny.VOCAB, hf_tiny.EMBED
@@ -263,12 +262,7 @@ class RoundTripTest(parameterized.TestCase):
     model = _random_model(config, 3)
     out = os.path.join(_tempdir(self), "export")
 
-    export.save_checkpoint(
-        model,
-        out,
-        max_shard_bytes=max_shard_bytes,
-        hf_config_extra={"max_position_embeddings": 256, "eos_token_id": 2},
-    )
+    export.save_checkpoint(model, out, max_shard_bytes=max_shard_bytes)
     loaded, loaded_config = hf_checkpoint.load(out)
 
     names = os.listdir(out)
@@ -491,7 +485,7 @@ class LoadErrorTest(parameterized.TestCase):
         rf"^{os.path.join(out, name)} is not valid JSON .*; copy or download"
         " the checkpoint again",
     ):
-      hf_source.read(out)  # Reads all three.
+      hf_checkpoint.read_source(out)  # Reads all three.
 
 
 if __name__ == "__main__":

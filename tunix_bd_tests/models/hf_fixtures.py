@@ -35,8 +35,8 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_export
+from tunix_bd.models import bd_formats
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.recipes import sft
 from tunix_bd_tests import test_common
@@ -51,7 +51,7 @@ FIXTURES = {
     "qwen2_tied": "qwen2",
     "qwen2_untied": "qwen2",
 }
-# The config.json fields an export may change (`hf_source`'s documented
+# The config.json fields an export may change (`hf_checkpoint`'s documented
 # changes); every other source field is kept as it is.
 CHANGED_FIELDS = (
     "vocab_size",
@@ -134,7 +134,7 @@ def transformers_messages(directory: str) -> list[str]:
       transformers.AutoConfig.from_pretrained(directory)
       transformers.AutoTokenizer.from_pretrained(directory)
       if os.path.isfile(
-          os.path.join(directory, hf_source.GENERATION_CONFIG_FILE)
+          os.path.join(directory, bd_formats.GENERATION_CONFIG_FILE)
       ):
         transformers.GenerationConfig.from_pretrained(directory)
   finally:
@@ -209,7 +209,7 @@ def _export(source: str, export_dir: str) -> tuple[str, Any]:
           block_size=4, mask_token_id=mask_id
       ),
       chat_options=chat.ChatOptions(enable_thinking=False),
-      source=hf_source.read(source),
+      source=hf_checkpoint.read_source(source),
   )
   return export_dir, model
 

@@ -4,8 +4,8 @@
 
 Each Qwen3 and Qwen2 fixture of testdata/hf (written by transformers, with
 torch's logits) loads to torch's logits, is converted (one Qwen3 and one
-Qwen2 through the `sft` recipe, the Qwen2 with LoRA; the others by the same
-export, untrained) and is read back: by transformers with no warning, its
+Qwen2 through the `sft` recipe, the Qwen2 with LoRA, exported merged; the
+others by the same export, untrained) and is read back: by transformers with no warning, its
 config.json and generation_config.json the source's but for the documented
 changes, its weights in the source dtype, its tokenizer's `mask_token` the
 mask token; and by tunix_bd with the exported model's logits. A tokenizer of
@@ -14,6 +14,7 @@ warning, which a config without `transformers_version` triggers. Where
 torch is installed, transformers' own forward of each export is compared too.
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -22,13 +23,15 @@ import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from flax import nnx
 import numpy as np
 import safetensors.numpy as safetensors_np
 import tokenizers
 import transformers
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.models import bd_formats
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import hf_source
 from tunix_bd_tests.models import hf_fixtures
 from tunix_bd_tests import test_common
 
@@ -99,8 +102,8 @@ class HfRoundTripTest(parameterized.TestCase):
     for key in ("max_position_embeddings", "bos_token_id", "eos_token_id"):
       self.assertEqual(export_config[key], source_config[key], key)
     self.assertEqual(
-        hf_fixtures.read_json(trip.export, hf_source.GENERATION_CONFIG_FILE),
-        hf_fixtures.read_json(trip.source, hf_source.GENERATION_CONFIG_FILE),
+        hf_fixtures.read_json(trip.export, bd_formats.GENERATION_CONFIG_FILE),
+        hf_fixtures.read_json(trip.source, bd_formats.GENERATION_CONFIG_FILE),
     )
 
   @parameterized.named_parameters(*_FIXTURES)
@@ -153,6 +156,25 @@ class HfRoundTripTest(parameterized.TestCase):
     )
     self.assertNotIn("model.layers.0.self_attn.q_norm.weight", tensors)
 
+  def test_a_lora_run_exports_a_merged_model(self):
+    # The `sft` recipe with `lora.rank=4` (the Qwen2 fixture's trip): what
+    # it exported (`trip.model`) is the merged model, the export holds no
+    # adapter and reloads without one, and LoRA changes no block-diffusion
+    # setting of the export (the Qwen3 trip's, up to its own mask id).
+    trip = self.trips["qwen2_tied"]
+    self.assertEmpty(nnx.state(trip.model, nnx.LoRAParam))
+    tensors = safetensors_np.load_file(
+        os.path.join(trip.export, "model.safetensors")
+    )
+    self.assertEqual([k for k in tensors if "lora" in k.lower()], [])
+    exported, _ = hf_checkpoint.load(trip.export)
+    self.assertEmpty(nnx.state(exported, nnx.LoRAParam))
+    plain = bd_config_lib.load_settings(self.trips["q3_bf16"].export)
+    lora_bd = bd_config_lib.load_settings(trip.export)
+    self.assertEqual(
+        dataclasses.replace(lora_bd, mask_token_id=plain.mask_token_id), plain
+    )
+
 
 def _word_tokenizer(num_words: int) -> transformers.PreTrainedTokenizerBase:
   """A word-level tokenizer of `num_words` words plus pad and EOS."""
@@ -201,7 +223,7 @@ class LargeVocabularyTest(absltest.TestCase):
         hf_checkpoint.load(bare)[0],
         again,
         tokenizer=tokenizer,
-        source=hf_source.read(bare),
+        source=hf_checkpoint.read_source(bare),
     )
     self.assertEqual(hf_fixtures.transformers_messages(again), [])
     diff = hf_fixtures.config_diff(
@@ -222,7 +244,7 @@ class ExportDtypeTest(parameterized.TestCase):
     export.save_checkpoint(
         hf_checkpoint.load(source)[0],
         out,
-        source=hf_source.read(source),
+        source=hf_checkpoint.read_source(source),
         dtype=dtype,
     )
     self.assertEqual(hf_fixtures.weight_dtypes(out), {dtype})
@@ -230,8 +252,8 @@ class ExportDtypeTest(parameterized.TestCase):
 
   def test_a_bad_export_dtype_is_refused_naming_the_key(self):
     with self.assertRaisesRegex(ValueError, r"^export\.dtype='int8' must be"):
-      hf_source.check_dtype("int8")
-    self.assertIsNone(hf_source.check_dtype(""))
+      hf_checkpoint.check_export_dtype("int8")
+    self.assertIsNone(hf_checkpoint.check_export_dtype(""))
 
 
 if __name__ == "__main__":

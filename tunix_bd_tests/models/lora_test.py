@@ -10,14 +10,17 @@ import numpy as np
 import optax
 
 from tunix_bd.models import lora
+from tunix_bd.run import sections
 from tunix_bd_tests import test_common
 
 
 def _logits(model, tokens):
+  """The causal forward, compiled once per model structure."""
   length = tokens.shape[1]
   positions = jnp.broadcast_to(jnp.arange(length), tokens.shape)
   mask = jnp.tril(jnp.ones((1, length, length), bool))
-  return np.asarray(model(tokens, positions, None, mask)[0])
+  forward = test_common.JittedModel(model)
+  return np.asarray(forward(tokens, positions, None, mask)[0])
 
 
 class LoraTest(absltest.TestCase):
@@ -90,7 +93,9 @@ class LoraTest(absltest.TestCase):
     base_before, lora_before = snapshot(base_filter), snapshot(nnx.LoRAParam)
     optimizer = nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.LoRAParam)
     loss_fn = lambda m: jnp.mean(_logits_jnp(m, self.tokens) ** 2)
-    grads = nnx.grad(loss_fn, argnums=nnx.DiffState(0, nnx.LoRAParam))(model)
+    grads = nnx.jit(nnx.grad(loss_fn, argnums=nnx.DiffState(0, nnx.LoRAParam)))(
+        model
+    )
     optimizer.update(model, grads)
     for before, after in zip(base_before, snapshot(base_filter)):
       np.testing.assert_array_equal(before, after)
@@ -102,9 +107,9 @@ class LoraTest(absltest.TestCase):
 
   def test_bad_settings_fail_closed(self):
     with self.assertRaisesRegex(ValueError, "lora.rank"):
-      lora.apply_lora(self.base, rank=0, alpha=8.0)
+      sections.LoraSettings(rank=-1)
     with self.assertRaisesRegex(ValueError, "lora.alpha"):
-      lora.apply_lora(self.base, rank=4, alpha=0.0)
+      sections.LoraSettings(rank=4, alpha=0.0)
     with self.assertRaisesRegex(ValueError, "lora.module_path"):
       lora.apply_lora(self.base, rank=4, alpha=8.0, module_path=".*nothing")
 

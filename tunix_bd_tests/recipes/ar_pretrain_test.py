@@ -23,6 +23,7 @@ from tunix_bd.cli import main
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.training import metrics
+from tunix_bd_tests import test_common
 
 
 def _tunix(cwd, *args):
@@ -39,11 +40,11 @@ def _tunix(cwd, *args):
 
 
 def _tunix_in_process(cwd, *args):
-  """`tunix ARGS` in this process, for runs that fail before any compute.
+  """`tunix ARGS` in this process, as `_tunix` runs it in a fresh one.
 
   The CLI's own process (one line, exit status, no traceback) is held by
-  cli/cli_test.py's subprocess tests; here only the recipe's checks run,
-  without a fresh interpreter's start-up.
+  cli/cli_test.py's subprocess tests and by the first run here; the others
+  run without a fresh interpreter's start-up and recompiles.
   """
   stdout, stderr = io.StringIO(), io.StringIO()
   before = os.getcwd()
@@ -70,7 +71,8 @@ class ArPretrainTest(absltest.TestCase):
     root = absltest.get_default_test_tmpdir()
     cls.cwd = os.path.join(root, "elsewhere")
     os.makedirs(cls.cwd, exist_ok=True)
-    # Interrupted after 2 of 4 steps, then resumed; and uninterrupted.
+    # Interrupted after 2 of 4 steps (a fresh process), then resumed; and
+    # uninterrupted.
     # A relative workdir, as users write it (orbax itself needs absolute).
     cls.resumed = os.path.join(cls.cwd, "resumed")
     cls.straight = os.path.join(root, "straight")
@@ -83,7 +85,7 @@ class ArPretrainTest(absltest.TestCase):
         "--config.workdir=resumed",
         "--config.train.max_steps=2",
     )
-    cls.second = _tunix(
+    cls.second = _tunix_in_process(
         cls.cwd,
         "run",
         "--plugin",
@@ -91,7 +93,7 @@ class ArPretrainTest(absltest.TestCase):
         "ar_pretrain.py:tiny",
         "--config.workdir=resumed",
     )
-    cls.uninterrupted = _tunix(
+    cls.uninterrupted = _tunix_in_process(
         cls.cwd,
         "run",
         "--plugin",
@@ -145,8 +147,11 @@ class ArPretrainTest(absltest.TestCase):
     tokens = jnp.asarray(np.random.default_rng(0).integers(5, 100, (2, 12)))
     positions = jnp.broadcast_to(jnp.arange(12), tokens.shape)
     mask = jnp.tril(jnp.ones((1, 12, 12), bool))
-    got, _ = exported(tokens, positions, None, mask)
-    want, _ = trained(tokens, positions, None, mask)
+    forward = lambda m: test_common.JittedModel(m)(
+        tokens, positions, None, mask
+    )
+    got, _ = forward(exported)
+    want, _ = forward(trained)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
   def test_changed_settings_on_resume_fail_naming_the_field(self):

@@ -8,18 +8,21 @@ import io
 import json
 import os
 import shutil
+import types
 from unittest import mock
 import warnings
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import ml_collections
+import numpy as np
 from tunix_bd import compat
 from tunix_bd import config_files
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import bd_config
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.recipes import grpo
+from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import wiring
 from tunix_bd.training import metrics
@@ -145,7 +148,7 @@ class TunixLearnerTest(absltest.TestCase):
     self.assertIs(type(*learners), compat.GRPOLearner)
     self.assertIsNotNone(learners[0].diffusion_logits_fn)
     # The cluster replays the anchor at global step 0 (every 10 steps).
-    name = learner_lib.PARITY_METRIC.replace("/", "/train/", 1)
+    name = cluster_lib.PARITY_METRIC.replace("/", "/train/", 1)
     parity = metrics.read_metrics(workdir, name)
     self.assertNotEmpty(parity)
     print(f"{name}: {max(v for _, v in parity):.3g}")
@@ -156,6 +159,56 @@ class TunixLearnerTest(absltest.TestCase):
         "diffusion/train/tokens_per_forward",
     ):
       self.assertNotEmpty(metrics.read_metrics(workdir, name), name)
+
+
+class _Learner:
+  """Trains by advancing the actor trainer's steps."""
+
+  def __init__(self, trainer, steps):
+    self.trainer, self.steps, self.batches = trainer, steps, None
+
+  def train(self, batches):
+    self.batches = list(batches)
+    self.trainer.train_steps += self.steps
+
+
+def _cluster(max_steps=10):
+  training = types.SimpleNamespace(max_steps=max_steps)
+  return types.SimpleNamespace(
+      actor_trainer=types.SimpleNamespace(train_steps=1),
+      cluster_config=types.SimpleNamespace(training_config=training),
+  )
+
+
+_ITEM = {"prompts": np.asarray(["1+1="]), "answer": np.asarray(["2"])}
+
+
+class TrainTest(absltest.TestCase):
+
+  def test_times_training_alone(self):
+    cluster = _cluster()
+    learner = _Learner(cluster.actor_trainer, steps=3)
+    clock = iter([10.0, 12.5])
+    with mock.patch.object(grpo.time, "perf_counter", lambda: next(clock)):
+      self.assertEqual(grpo.train(cluster, learner, [_ITEM]), 2.5)
+    self.assertEqual(learner.batches, [_ITEM])
+    self.assertEqual(cluster.actor_trainer.train_steps, 4)
+
+  def test_items_are_checked_whichever_the_learner(self):
+    cluster = _cluster()
+    learner = _Learner(cluster.actor_trainer, steps=1)
+    bad = {"prompts": ["1+1="]}  # Tunix would repeat a list element-wise.
+    with self.assertRaisesRegex(
+        ValueError, r"^train dataset item 0: 'prompts'"
+    ):
+      grpo.train(cluster, learner, [bad])
+
+  def test_a_finished_run_trains_no_further_whichever_the_learner(self):
+    cluster = _cluster(max_steps=1)
+    learner = _Learner(cluster.actor_trainer, steps=1)
+    grpo.train(cluster, learner, [_ITEM])
+    self.assertIsNone(learner.batches)
+    self.assertEqual(cluster.actor_trainer.train_steps, 1)
 
 
 class BadInputTest(parameterized.TestCase):

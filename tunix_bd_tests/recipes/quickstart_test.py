@@ -3,9 +3,11 @@
 """End-to-end: quickstart, generate and benchmarks via the CLI.
 
 One tiny quickstart (AR teacher -> SFT -> evaluation) runs through the real
-`tunix` host; the other recipes, and README.md's "Decoding from Python"
-snippet as written, then run on its exports. A persistent XLA cache lets the
-repeated runs reuse compiled programs.
+`tunix` host's `main`; the other recipes then run on its exports the same
+way, in this process, reusing its compiled programs, and README.md's
+"Decoding from Python" snippet runs as written in a fresh interpreter (a
+persistent XLA cache lets it reuse compiled programs too). LoRA SFT's
+merged export: models/hf_roundtrip_test.py.
 """
 
 import ast
@@ -18,20 +20,14 @@ import subprocess
 import sys
 
 from absl.testing import absltest
-from flax import nnx
+from benchmarks import plugin as benchmarks_plugin
 
 from tunix_bd import config_files
 from tunix_bd.cli import main
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import checkpoint_digest
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import quickstart
 from tunix_bd_tests import readme
-
-# The clone's root, where `python -m benchmarks` imports.
-_REPOSITORY = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-)
 
 
 def _strings(value):
@@ -70,9 +66,9 @@ class QuickstartTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = absltest.get_default_test_tmpdir()
-    # The run's shared XLA cache (conftest.py), so that these runs and the
-    # rest of the suite reuse each other's programs; a cache of their own
-    # when run alone.
+    # The README snippet's process: the run's shared XLA cache (conftest.py),
+    # so that it reuses the programs compiled here; one of its own when run
+    # alone.
     cls.env = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
@@ -89,26 +85,15 @@ class QuickstartTest(absltest.TestCase):
 
   @classmethod
   def tunix(cls, *args, module="tunix_bd"):
-    # `tunix run --plugin tunix_bd ARGS`, or the clone's `python -m
-    # benchmarks ARGS` with the repository's root importable.
-    command = ["run", "--plugin", "tunix_bd"] if module == "tunix_bd" else []
-    return subprocess.run(
-        [sys.executable, "-m", module, *command, *args],
-        cwd=cls.root,
-        env=dict(cls.env, PYTHONPATH=_REPOSITORY),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-  @classmethod
-  def tunix_in_process(cls, *args):
-    """`tunix` in this process, for runs that fail before any compute.
+    """`tunix run ARGS` (`module="benchmarks"`: `python -m benchmarks ARGS`)
+    through the host's `main` in this process, from the test's root.
 
     The CLI's own process (one line, exit status, no traceback) is held by
-    cli/cli_test.py's subprocess tests; here only the recipes' checks run,
-    without a fresh interpreter's start-up per launch.
+    cli/cli_test.py's subprocess tests, a fresh interpreter by the README
+    snippet's run here; the recipes run in this process, so that each
+    reuses the programs the quickstart compiled.
     """
+    local = benchmarks_plugin.PLUGIN if module == "benchmarks" else None
     stdout, stderr = io.StringIO(), io.StringIO()
     cwd = os.getcwd()
     os.chdir(cls.root)
@@ -116,7 +101,7 @@ class QuickstartTest(absltest.TestCase):
       with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(
           stderr
       ):
-        status = main.main(["run", "--plugin", "tunix_bd", *args])
+        status = main.main(["run", "--plugin", module, *args], plugin=local)
     finally:
       os.chdir(cwd)
     return subprocess.CompletedProcess(
@@ -149,7 +134,7 @@ class QuickstartTest(absltest.TestCase):
         "Headline, block diffusion at threshold 0.9", self.quickstart.stdout
     )
     self.assertIn("BD threshold 0.9", self.quickstart.stdout)
-    # Output is a pipe, not a terminal: progress lines instead of the bar.
+    # Output is not a terminal: progress lines instead of the bar.
     for stage in ("AR pretraining", "Block-diffusion SFT"):
       self.assertIn(f"[{stage}] step 4/4 (100%)", self.quickstart.stdout)
 
@@ -245,23 +230,6 @@ class QuickstartTest(absltest.TestCase):
         if os.path.isabs(value) and value != os.sep:
           self.assertFalse(os.path.exists(value), f"{path}: {value}")
 
-  def test_lora_sft_exports_a_merged_model(self):
-    self.assertSucceeded(self.quickstart)
-    workdir = os.path.join(self.root, "sft_lora")
-    proc = self.tunix(
-        "sft.py:tiny",
-        f"--config.model.checkpoint={self.ar_dir}",
-        f"--config.workdir={workdir}",
-        "--config.lora.rank=4",
-    )
-    self.assertSucceeded(proc)
-    model, _ = hf_checkpoint.load(os.path.join(workdir, "export"))
-    self.assertEmpty(nnx.state(model, nnx.LoRAParam))
-    self.assertEqual(
-        bd_config_lib.load_settings(os.path.join(workdir, "export")),
-        bd_config_lib.load_settings(self.bd_dir),
-    )
-
   def test_generate_needs_no_paths_writes_completions_and_verifies_replay(
       self,
   ):
@@ -317,16 +285,14 @@ class QuickstartTest(absltest.TestCase):
     self.assertIn("2 prompts (data.prompts=", proc.stdout)
 
   def test_compare_refuses_an_unconverted_model_before_compute(self):
-    proc = self.tunix_in_process(
-        "compare.py:tiny", f"--config.model.bd={self.ar_dir}"
-    )
+    proc = self.tunix("compare.py:tiny", f"--config.model.bd={self.ar_dir}")
     self.assertEqual(proc.returncode, 1)
     self.assertIn("model.bd=", proc.stderr)
     self.assertIn("not a block-diffusion model", proc.stderr)
 
   def test_generate_names_the_converted_models_that_exist(self):
     self.assertSucceeded(self.quickstart)
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny", "--config.model.checkpoint=runs/sft/export"
     )
     self.assertEqual(proc.returncode, 1)
@@ -337,7 +303,7 @@ class QuickstartTest(absltest.TestCase):
 
   def test_generate_checks_decode_settings_before_the_checkpoint(self):
     # The checkpoint does not exist: the decode error must come first.
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny",
         "--config.model.checkpoint=no/such/dir",
         "--config.decode.threshold=2",
@@ -357,7 +323,7 @@ class QuickstartTest(absltest.TestCase):
           ("sort 2", "2"),
       ):
         f.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny",
         f"--config.data.prompts={prompts}",
         "--config.decode.max_prompt_length=5",
@@ -370,7 +336,7 @@ class QuickstartTest(absltest.TestCase):
 
   def test_generate_rejects_settings_the_model_was_not_trained_with(self):
     self.assertSucceeded(self.quickstart)
-    proc = self.tunix_in_process(
+    proc = self.tunix(
         "generate.py:tiny",
         f"--config.model.checkpoint={self.bd_dir}",
         "--config.bd.block_size=4",

@@ -48,11 +48,10 @@ def _prompts(answers=None):
 
 def _direct(model, prompts, row, seed=None, **config):
   """Row `row` decoded alone: its text and tokens per forward."""
-  out = denoise.generate(
-      model,
+  out = denoise.Denoiser(
+      model, bd=_BD, config=dataclasses.replace(_DECODE, **config)
+  )(
       [prompts.tokens[row, : prompts.lengths[row]].tolist()],
-      bd=_BD,
-      config=dataclasses.replace(_DECODE, **config),
       seeds=None if seed is None else [seed],
   )
   return _TOKENIZER.decode(out.completions[0].tolist()), float(
@@ -173,7 +172,7 @@ class EvaluateTest(absltest.TestCase):
     )
     for change in changes.values():
       self.assertEqual((change.delta, change.se), (0.0, 0.0))
-    metrics = self.result.metrics()
+    metrics = self.result.to_json()["metrics"]
     self.assertEqual(metrics["exact_match@0.9"], 0.5)
     self.assertEqual(
         metrics[evaluation.SAMPLED], self.result.sampled_correct.mean()
@@ -181,14 +180,6 @@ class EvaluateTest(absltest.TestCase):
     self.assertEqual(
         self.result.to_json()["greedy_correct"]["0.9"], [1, 0, 1, 0, 1, 0]
     )
-
-  def test_too_few_prompts_fail(self):
-    with self.assertRaisesRegex(ValueError, "eval.num_prompts=7"):
-      _evaluate(
-          self.model,
-          self.prompts,
-          dataclasses.replace(_SETTINGS, num_prompts=7),
-      )
 
 
 if __name__ == "__main__":

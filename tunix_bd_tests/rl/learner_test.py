@@ -249,19 +249,6 @@ class FailClosedTest(parameterized.TestCase):
           beta=0.0,
       )
 
-  @absltest.skipIf(
-      compat.ROLLOUT_HAS_DIFFUSION_BATCH, "this Tunix has prepared rollouts"
-  )
-  def test_tunix_s_learner_is_refused_without_prepared_rollouts(self):
-    with self.assertRaisesRegex(ValueError, r"^grpo\.learner='tunix' needs"):
-      wiring.build_learner(
-          common.cluster(reference=None),
-          reward_fns=[common.char_reward],
-          num_generations=2,
-          beta=0.0,
-          learner="tunix",
-      )
-
   def test_one_generation_is_refused(self):
     with self.assertRaisesRegex(ValueError, "num_generations"):
       wiring.build_learner(

@@ -25,6 +25,7 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.rl import meshes
+from tunix_bd.rl import wiring
 from tunix_bd_tests import test_common
 
 _NUM_DEVICES = 8
@@ -46,13 +47,19 @@ def _section(**roles):
   return section
 
 
+def _settings(section):
+  return config_utils.nested(
+      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
+  )
+
+
 def _ids(assigned):
   return {role: [d.id for d in devices] for role, devices in assigned.items()}
 
 
 def _assign(section, devices=None):
   devices = devices or [_Device(i) for i in range(_NUM_DEVICES)]
-  settings = meshes.role_mesh_settings(section)
+  settings = _settings(section)
   return _ids(meshes.assign_devices(settings, devices))
 
 
@@ -221,17 +228,17 @@ class RlMeshSectionTest(absltest.TestCase):
         ).to_dict(),
     )
     self.assertEqual(
-        meshes.role_mesh_settings(config.mesh),
+        _settings(config.mesh),
         mesh_lib.MeshSettings(),
     )
 
   def test_role_subsections_become_role_settings(self):
     section = _section(rollout=dict(devices=4, tp=2))
-    settings = meshes.role_mesh_settings(section)
+    settings = _settings(section)
     self.assertEqual(settings.rollout, mesh_lib.RoleSettings(devices=4, tp=2))
     self.assertEqual(settings.actor, mesh_lib.RoleSettings())
     # A typed section is taken as it is.
-    self.assertIs(meshes.role_mesh_settings(settings), settings)
+    self.assertIs(_settings(settings), settings)
 
   def test_a_role_s_optional_keys_take_command_line_ints(self):
     section = config_utils.to_section(
@@ -256,7 +263,9 @@ class BuildTest(multi_device.DeviceTestCase):
     self.assertIs(built.reference, built.actor)
     self.assertEqual(built.data_sharding_axes, ("fsdp",))
     self.assertEqual(set(built.actor.axis_types), {jax.sharding.AxisType.Auto})
-    role_to_mesh = built.role_to_mesh()
+    role_to_mesh = wiring.role_to_mesh(
+        built.actor, built.reference, built.rollout
+    )
     self.assertEqual(
         {role.name: mesh for role, mesh in role_to_mesh.items()},
         {

@@ -54,7 +54,7 @@ class RenderTest(absltest.TestCase):
     with open(path, "w", encoding="utf-8") as f:
       f.write("\n" + json.dumps({"prompt": "sort 31", "answer": "13"}) + "\n")
       f.write(json.dumps({"prompt": "x" * 50, "answer": "x"}) + "\n")
-    conversations = prompt_stream.jsonl_conversations(path)
+    conversations = _rl_jsonl(path)
     self.assertEqual(
         [c.where for c in conversations], [f"{path}:2", f"{path}:3"]
     )
@@ -70,7 +70,16 @@ class RenderTest(absltest.TestCase):
       f.write(json.dumps({"prompt": "sort 31", "answer": "13"}) + "\n")
       f.write(json.dumps({"prompt": "reverse 12"}) + "\n")
     with self.assertRaisesRegex(ValueError, "answer"):
-      prompt_stream.jsonl_conversations(path)
+      _rl_jsonl(path)
+
+
+def _rl_jsonl(path):
+  """The train conversations of an RL JSONL file (`data.prompts`)."""
+  data = config_utils.to_section(
+      data_settings.DataSettings, keys=data_settings.RL_DATA_KEYS
+  )
+  data.update(prompts=path, eval=path)
+  return prompt_stream.conversations(data, num_eval=1)[0]
 
 
 def _write(path, records):

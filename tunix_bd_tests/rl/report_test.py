@@ -5,12 +5,16 @@
 import json
 import os
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
-from tunix_bd.evaluation import held_out
+from tunix_bd import config_files
+from tunix_bd.generate import prompt_batches
+from tunix_bd.recipes import grpo
 from tunix_bd.rl import evaluation
 from tunix_bd.rl import report
+from tunix_bd.run import stage as stage_lib
 from tunix_bd_tests.rl import rl_test_common
 
 _NUM = 40
@@ -18,10 +22,14 @@ _NUM = 40
 
 def _result(rng, greedy_p, sampled_p, tpf):
   greedy = {
-      t: held_out.Decoded(
+      t: prompt_batches.DecodeResult(
           texts=[""] * _NUM,
           correct=rng.random(_NUM) < p,
+          num_tokens=np.ones(_NUM),
+          num_forwards=np.ones(_NUM),
           tokens_per_forward=tpf + 0.1 * rng.random(_NUM),
+          seconds=0.0,
+          max_replay_error=None,
       )
       for t, p in zip((0.5, 0.9), greedy_p)
   }
@@ -41,22 +49,46 @@ class ReportTest(absltest.TestCase):
     self.before = _result(rng, (0.7, 0.85), 0.6, 2.0)
     self.after = _result(rng, (0.8, 0.9), 0.75, 2.3)
     self.sft = _result(rng, (0.9, 0.95), 0.8, 2.1)
+    with stage_lib.values_only():
+      self.run = grpo.validate(config_files.get_config("grpo", "smoke"))
+    self.run = self.run.settings
 
   def test_writes_the_three_files_with_paired_changes(self):
     rl_test_common.log_rewards_like_tunix(self.workdir, range(1, 61))
-    content = report.write_report(
-        self.workdir,
-        before=self.before,
-        after=self.after,
-        continued_sft=self.sft,
-        caption="60 steps of a test run; numbers are synthetic.",
-        extra={"steps": 60},
-    )
+    with mock.patch.object(
+        report.plot_lib,
+        "save_with_caption",
+        wraps=report.plot_lib.save_with_caption,
+    ) as plot:
+      content = report.write_report(
+          self.workdir,
+          self.run,
+          before=self.before,
+          after=self.after,
+          continued_sft=self.sft,
+          steps=60,
+          train_seconds=1.5,
+          kl_reference="the initial policy",
+      )
     for name in ("report.txt", "report.json", "report.png"):
       self.assertTrue(os.path.getsize(os.path.join(self.workdir, name)))
     with open(os.path.join(self.workdir, "report.json")) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(content)))
-    self.assertEqual(content["steps"], 60)
+    self.assertEqual(
+        (content["steps"], content["train_seconds"], content["kl_reference"]),
+        (60, 1.5, "the initial policy"),
+    )
+    self.assertIn("continued_sft", content)
+    title = (
+        "GRPO (grpo) on block-diffusion rollouts; KL reference: the initial"
+        " policy"
+    )
+    self.assertEqual(plot.call_args.args[0]._suptitle.get_text(), title)
+    self.assertRegex(
+        plot.call_args.args[2],
+        r"^60 steps x \d+ prompts x G=\d+, threshold .*, 2 s on \d+ \w+"
+        r" device\(s\)$",
+    )
     rows = {r["metric"]: r for r in content["held_out"]}
     sampled = rows[evaluation.SAMPLED]
     expected = evaluation.paired_difference(
@@ -69,6 +101,7 @@ class ReportTest(absltest.TestCase):
     )
     with open(os.path.join(self.workdir, "report.txt")) as f:
       text = f.read()
+    self.assertEqual(text.splitlines()[0], title)
     self.assertIn("over 60 steps", text)
     self.assertIn("cont. SFT", text)
     self.assertIn(
@@ -77,7 +110,13 @@ class ReportTest(absltest.TestCase):
 
   def test_without_metrics_or_sft(self):
     content = report.write_report(
-        self.workdir, before=self.before, after=self.after
+        self.workdir,
+        self.run,
+        before=self.before,
+        after=self.after,
+        steps=0,
+        train_seconds=0.0,
+        kl_reference="none (grpo.beta=0)",
     )
     self.assertEqual(content["reward_curves"], {})
     self.assertNotIn("continued_sft", content["held_out"][0])

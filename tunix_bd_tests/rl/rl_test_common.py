@@ -20,7 +20,7 @@ from tunix_bd.data import tasks
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import mask_token
 from tunix_bd.rl import wiring
-from tunix_bd.training import metrics as metrics_lib
+from tunix_bd.training import options
 from tunix_bd_tests import test_common
 
 Mode = rl_cluster_lib.Mode
@@ -123,7 +123,7 @@ def cluster(
           temperature=temperature,
           eval_temperature=0.0,
       ),
-      role_to_mesh=wiring.shared_meshes(mesh),
+      role_to_mesh=wiring.role_to_mesh(mesh),
   )
   kwargs.update(engine_kwargs or {})
   return wiring.build_cluster(**kwargs)
@@ -136,7 +136,8 @@ def log_rewards_like_tunix(workdir: str, steps) -> None:
   name `sum` and logs them in mode `train`; both the actor trainer's and the
   cluster's loggers may write one JSONL, so step 1 is logged twice.
   """
-  logger = metrics_logger.MetricsLogger(metrics_lib.logging_options(workdir))
+  config = options.training_config(options.TrainSettings(), workdir, "grpo")
+  logger = metrics_logger.MetricsLogger(config.metrics_logging_options)
   rng = np.random.default_rng(1)
   for step in steps:
     exact = min(1.0, 0.5 + step / 100) * rng.uniform(0.9, 1.0)

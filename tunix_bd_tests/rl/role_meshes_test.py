@@ -73,7 +73,11 @@ def _cluster(meshes: meshes_lib.RoleMeshes, actor=None):
       actor=role_shim.place_on_mesh(actor, meshes.actor),
       reference=None,
       max_steps=2,
-      engine_kwargs=dict(role_to_mesh=meshes.role_to_mesh()),
+      engine_kwargs=dict(
+          role_to_mesh=wiring.role_to_mesh(
+              meshes.actor, meshes.reference, meshes.rollout
+          )
+      ),
   )
 
 
@@ -184,7 +188,11 @@ class RoleMeshesTest(multi_device.DeviceTestCase, parameterized.TestCase):
           reference=None,
           max_steps=steps,
           learning_rate=learning_rate,
-          engine_kwargs=dict(role_to_mesh=meshes.role_to_mesh()),
+          engine_kwargs=dict(
+              role_to_mesh=wiring.role_to_mesh(
+                  meshes.actor, meshes.reference, meshes.rollout
+              )
+          ),
       )
       trained = cluster.actor_trainer.model
       self.assertLen(test_common.device_ids(nnx.state(trained)), fsdp * tp)

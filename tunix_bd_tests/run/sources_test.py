@@ -122,7 +122,7 @@ class ReadConvertedTest(absltest.TestCase):
       self,
   ):
     # sdar_tiny's generation_config lists [2, 0]; 0 is its tokenizer's pad,
-    # so the import gives it a pad of its own (bd_formats_tokenizer.PAD_TOKEN).
+    # so the import gives it a pad of its own (bd_formats.PAD_TOKEN).
     self.config.model.update(
         random_init=False, reference="", checkpoint=test_common.SDAR_TINY
     )

@@ -39,6 +39,17 @@ def _assert_equal(a, b):
     np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
 
 
+def _one_row(prompt_length=3, length=10, width=16, last=common.EOS, mask_at=0):
+  """A one-row dataset with no conversation (errors name `example 0`)."""
+  tokens = np.full((1, width), common.TOKENIZER.pad_token_id, np.int32)
+  tokens[0, :length] = 20
+  tokens[0, length - 1] = last
+  if mask_at:
+    tokens[0, mask_at] = common.MASK
+  lengths = np.array([prompt_length, length], np.int32)
+  return dataset_lib.TokenizedDataset(tokens, lengths[:1], lengths[1:], ())
+
+
 class SftBatchesTest(parameterized.TestCase):
 
   def test_resume_sees_the_same_canvases(self):
@@ -63,8 +74,9 @@ class SftBatchesTest(parameterized.TestCase):
       _assert_equal(got, want)
 
   def test_eval_batches_are_their_own_global_batch(self):
-    ds = batching.eval_batches(
+    ds = batching.sft_batches(
         common.data(),
+        **batching.ONE_PASS,
         batch_size=4,
         corruption=corruption.SftCorruptionConfig(complementary=True),
         config=common.CONFIG,
@@ -102,8 +114,9 @@ class SftBatchesTest(parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"^eval\.batch_size=20 exceeds the \d+ examples"
     ):
-      batching.eval_batches(
+      batching.sft_batches(
           common.data(),
+          **batching.ONE_PASS,
           batch_size=20,
           corruption=corruption.SftCorruptionConfig(),
           config=common.CONFIG,
@@ -130,6 +143,18 @@ class SftBatchesTest(parameterized.TestCase):
     ):
       _batches(short)
 
+  @parameterized.named_parameters(
+      ("no_completion", dict(prompt_length=10), "has no completion"),
+      ("no_eos", dict(last=50), "does not end with EOS"),
+      ("mask_token", dict(mask_at=1), "a real token equals mask_token_id"),
+      ("empty_prompt", dict(prompt_length=0), "position 0 to be prompt"),
+      ("eos_fill", dict(length=13, width=14), "13 tokens.*need 16 positions"),
+  )
+  def test_bad_rows_fail_naming_the_example(self, row, message):
+    batching.validate_dataset(_one_row(), common.CONFIG, common.EOS)
+    with self.assertRaisesRegex(ValueError, f"^example 0: .*{message}"):
+      batching.validate_dataset(_one_row(**row), common.CONFIG, common.EOS)
+
 
 class TrainAndEvalBatchesTest(absltest.TestCase):
 
@@ -154,8 +179,9 @@ class TrainAndEvalBatchesTest(absltest.TestCase):
     train, held_out = self._streams(data, data)
     for i in range(6):
       _assert_equal(train[i], _batches(data, k=2, seed=3)[i])
-    want = batching.eval_batches(
+    want = batching.sft_batches(
         data,
+        **batching.ONE_PASS,
         batch_size=4,
         corruption=corruption.SftCorruptionConfig(
             min_noise=0.2, max_noise=0.9, seed=1

@@ -153,15 +153,10 @@ class SftLossTest(parameterized.TestCase):
     batch = dataclasses.asdict(_batches(_config())[0])
     with self.assertRaisesRegex(ValueError, "needs an SftBatch, got dict"):
       loss_lib.sft_model_inputs(batch)
-    trainer = peft_trainer.PeftTrainer(
-        test_common.tiny_qwen3(_VOCAB),
-        optax.sgd(0.1),
-        peft_trainer.TrainingConfig(eval_every_n_steps=10),
-    )
     with self.assertRaisesRegex(ValueError, "BlockDiffusionConfig"):
-      loss_lib.configure(trainer, {"block_size": 8})
+      loss_lib.sft_loss_fn({"block_size": 8})
     with self.assertRaisesRegex(ValueError, "num_noise_buckets"):
-      loss_lib.configure(trainer, _config(), num_noise_buckets=0)
+      loss_lib.sft_loss_fn(_config(), num_noise_buckets=0)
 
 
 def _rel(got, want):

@@ -90,16 +90,6 @@ class MicroBatchesTest(parameterized.TestCase):
     with self.assertRaisesRegex(IndexError, "micro-batch 4 is out of range"):
       ds[4]
 
-  def test_where_names_the_conversation(self):
-    data = common.data()
-    self.assertEqual(
-        micro_batches.example_where(data, 3), data.conversations[3].where
-    )
-    self.assertEqual(
-        micro_batches.example_where(data, common.NUM_EXAMPLES + 1),
-        f"example {common.NUM_EXAMPLES + 1}",
-    )
-
 
 if __name__ == "__main__":
   absltest.main()

@@ -7,6 +7,7 @@ with gradient accumulation, held-out evaluation and orbax checkpoints.
 """
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -52,7 +53,7 @@ class DiffusionSftTrainerTest(absltest.TestCase):
     )
     fingerprint = fingerprint_lib.fingerprint({
         "block_diffusion": config.to_dict(),
-        "corruption": corruption_config.to_dict(),
+        "corruption": dataclasses.asdict(corruption_config),
     })
     model_config = test_common.tiny_qwen3_config(len(_TOKENIZER))
     workdir = self.create_tempdir().full_path
@@ -81,8 +82,8 @@ class DiffusionSftTrainerTest(absltest.TestCase):
         gradient_accumulation_steps=2,
         **common,
     )
-    evaluation = batching.eval_batches(
-        _data("eval", 16), batch_size=8, **common
+    evaluation = batching.sft_batches(
+        _data("eval", 16), batch_size=8, **common, **batching.ONE_PASS
     )
     trainer.train(train, evaluation)
     self.assertEqual(trainer.train_steps, _STEPS)

@@ -145,7 +145,12 @@ def _train(configure, k: int):
 class PeftTrainerTest(absltest.TestCase):
 
   def test_tunix_configured_trainer_makes_the_hooks_update(self):
-    hook = lambda t: loss_lib.configure(t, _config(), logits_chunk=48)
+
+    def hook(trainer):
+      trainer.with_gen_model_input_fn(loss_lib.sft_model_inputs)
+      loss_fn = loss_lib.sft_loss_fn(_config(), logits_chunk=48)
+      trainer.with_loss_fn(loss_fn, has_aux=True)
+
     tunix = lambda t: compat.tunix_sft_diffusion.configure_diffusion_sft(
         t, tunix_diffusion.batch_adapter, tunix_diffusion.logits_fn(_config())
     )

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of `tunix_bd.training.donation` through `DiffusionSftTrainer`.
+"""Tests of `sft.trainer.DonatingStepMixin` through `DiffusionSftTrainer`.
 
 A tiny Qwen3 trains through Tunix's `PeftTrainer` loop as the `sft` recipe
 builds it (`training.options`): the step must consume (donate) the weights

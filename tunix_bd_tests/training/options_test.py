@@ -116,7 +116,6 @@ class TrainSettingsTest(parameterized.TestCase):
     # Tunix wraps the optimizer in optax.MultiSteps for any value but None;
     # at k=1 that only adds a parameter-sized accumulator.
     k1 = _settings(gradient_accumulation_steps=1)
-    self.assertIsNone(options.accumulation_steps(k1))
     config = options.training_config(k1, "rel/dir", "SFT")
     self.assertIsNone(config.gradient_accumulation_steps)
 

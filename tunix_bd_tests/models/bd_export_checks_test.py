@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.models.bd_formats_export: what each format refuses.
+"""Tests for tunix_bd.models.bd_export: what each format refuses.
 
 Also the reference code check, and that an export copies the code it
 passes. The exports themselves, against the formats' own code, are
@@ -9,15 +9,20 @@ passes. The exports themselves, against the formats' own code, are
 
 import dataclasses
 import os
+import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix_bd.models import bd_formats
-from tunix_bd.models import bd_formats_export
+from tunix_bd.models import bd_export
 from tunix_bd_tests.models import bd_export_tiny
 
 _SDAR, _FAST = bd_formats.SDAR, bd_formats.FAST_DLLM_V2
+
+
+def _bd(alignment, block_size):
+  return types.SimpleNamespace(alignment=alignment, block_size=block_size)
 
 
 def _tiny_config(family):
@@ -28,7 +33,7 @@ class CheckTest(parameterized.TestCase):
 
   def test_unknown_format(self):
     with self.assertRaisesRegex(ValueError, r"export.format='gguf'"):
-      bd_formats_export.check_format("gguf")
+      bd_export.check_format("gguf")
 
   @parameterized.named_parameters(
       (
@@ -108,12 +113,8 @@ class CheckTest(parameterized.TestCase):
       self, fmt, alignment, block, family, mask_token, pattern
   ):
     with self.assertRaisesRegex(ValueError, pattern):
-      bd_formats_export.check_exportable(
-          fmt,
-          alignment=alignment,
-          block_size=block,
-          model_config=_tiny_config(family),
-          mask_token=mask_token,
+      bd_export.check_exportable(
+          fmt, _bd(alignment, block), _tiny_config(family), mask_token
       )
 
   def test_sdar_refuses_moe(self):
@@ -121,52 +122,38 @@ class CheckTest(parameterized.TestCase):
         _tiny_config("qwen3"), num_experts=4, num_experts_per_tok=2
     )
     with self.assertRaisesRegex(ValueError, "Tunix qwen3 MoE"):
-      bd_formats_export.check_exportable(
-          _SDAR,
-          alignment="same_position",
-          block_size=4,
-          model_config=config,
-          mask_token=None,
-      )
+      bd_export.check_exportable(_SDAR, _bd("same_position", 4), config, None)
 
   def test_what_the_formats_carry_passes(self):
     # SDAR carries any mask id (config.json's mask_token_id), also one
     # without a string; tunix_bd anything.
-    bd_formats_export.check_exportable(
-        _SDAR,
-        alignment="same_position",
-        block_size=16,
-        model_config=_tiny_config("qwen3"),
-        mask_token=None,
+    bd_export.check_exportable(
+        _SDAR, _bd("same_position", 16), _tiny_config("qwen3"), None
     )
-    bd_formats_export.check_exportable(
-        "tunix_bd",
-        alignment="shifted",
-        block_size=64,
-        model_config=_tiny_config("qwen3"),
-        mask_token=None,
+    bd_export.check_exportable(
+        "tunix_bd", _bd("shifted", 64), _tiny_config("qwen3"), None
     )
     self.assertIsInstance(_tiny_config("qwen2"), qwen2_lib.ModelConfig)
 
   def test_reference_code(self):
     tmp = self.create_tempdir().full_path
     with self.assertRaisesRegex(ValueError, "export.reference_code.*only"):
-      bd_formats_export.check_reference_code("tunix_bd", tmp)
+      bd_export.check_reference_code("tunix_bd", tmp)
     with self.assertRaisesRegex(
         ValueError, r"export.reference_code=.*lacks modeling.py, configura"
     ):
-      bd_formats_export.check_reference_code(_FAST, tmp)
+      bd_export.check_reference_code(_FAST, tmp)
     for name in ("modeling.py", "configuration.py"):
       with open(os.path.join(tmp, name), "w") as f:
         f.write("class Fast_dLLM_QwenConfig:\n  pass\n")
     with self.assertRaisesRegex(ValueError, "class Fast_dLLM_QwenModel"):
-      bd_formats_export.check_reference_code(_FAST, tmp)
+      bd_export.check_reference_code(_FAST, tmp)
     with open(os.path.join(tmp, "modeling.py"), "w") as f:
       f.write(
           "class Fast_dLLM_QwenModel:\n  pass\n"
           "class Fast_dLLM_QwenForCausalLM:\n  pass\n"
       )
-    bd_formats_export.check_reference_code(_FAST, tmp)
+    bd_export.check_reference_code(_FAST, tmp)
     out = os.path.join(self.create_tempdir().full_path, "export")
     bd_export_tiny.export(_FAST, out, reference_code=tmp)
     self.assertEqual(
