@@ -95,10 +95,10 @@ class DecodeAndReplayTest(parameterized.TestCase):
     cls.calls = external_logits.model_calls(qwen3_logits_fn(4))
 
   def test_greedy_tokens_equal_tunix_bds_own_path(self):
-    # Its cache-free path gives the same logits bit for bit (the sampled
-    # test below); its cached path the same tokens.
+    # tunix_bd's cache-free decoder, the sampled test's program; its cached
+    # one decodes the same (docs/design.md invariant 4, decode_loop_test).
     theirs = _decode(self.model, _bd(), temperature=0.0, calls=self.calls)
-    ours = _decode(self.model, _bd(), temperature=0.0, use_cache=True)
+    ours = _decode(self.model, _bd(), temperature=0.0)
     np.testing.assert_array_equal(
         theirs.completion_tokens, ours.completion_tokens
     )

@@ -3,11 +3,11 @@
 """The block-diffusion contract on every supported Tunix family.
 
 Tiny random Qwen2 and Llama 3 (and Qwen3, the reference family): block size
-1 is the causal model bit for bit, cached decoding equals cache-free, replay
-reproduces the rollout, SFT lowers the loss; other models fail closed. The
-RoPE base each family really applies is probed, and checked against Hugging
-Face Llama checkpoints (`testdata/hf`); every entry point refuses a
-`rope_theta` that Tunix would not apply.
+1 is the causal model bit for bit, replay reproduces cached decoding, SFT
+lowers the loss; other models fail closed. The RoPE base each family really
+applies is probed, and checked against Hugging Face Llama checkpoints
+(`testdata/hf`); every entry point refuses a `rope_theta` that Tunix would
+not apply.
 """
 
 from __future__ import annotations
@@ -155,32 +155,25 @@ class FamiliesTest(parameterized.TestCase):
     )
 
   @parameterized.parameters(*_FAMILIES)
-  def test_cached_equals_cache_free_and_replay_reproduces(self, family):
+  def test_cached_decoding_replays_at_parity(self, family):
+    # The family's KV cache against replay's forward, action by action;
+    # that cached decoding equals cache-free decoding in every geometry is
+    # the decode loop's (decode_loop_test), whatever the model.
     model = test_common.tiny_family_model(family, _VOCAB)
-    bd = _bd()
+    config = denoise.DenoiseConfig(
+        max_new_tokens=10,
+        max_prompt_length=8,
+        threshold=0.3,
+        temperature=0.8,
+        stop_ids=(7,),
+        pad_id=_PAD,
+        use_cache=True,
+    )
     prompts = _prompts(np.random.default_rng(1), (5, 2, 8))
-    outs = {}
-    for use_cache in (False, True):
-      config = denoise.DenoiseConfig(
-          max_new_tokens=10,
-          max_prompt_length=8,
-          threshold=0.3,
-          temperature=0.8,
-          stop_ids=(7,),
-          pad_id=_PAD,
-          use_cache=use_cache,
-      )
-      outs[use_cache] = denoise.Denoiser(model, bd=bd, config=config)(
-          prompts, seeds=[0, 1, 2]
-      )
-    cache_free, cached = outs[False], outs[True]
+    cached = denoise.Denoiser(model, bd=_bd(), config=config)(
+        prompts, seeds=[0, 1, 2]
+    )
     self.assertGreater(cached.trace.action_step.max(), 0)
-    np.testing.assert_array_equal(
-        cached.completion_tokens, cache_free.completion_tokens
-    )
-    np.testing.assert_allclose(
-        cached.trace.action_logp, cache_free.trace.action_logp, atol=1e-5
-    )
     self.assertLessEqual(replayer.max_replay_error(model, cached.trace), 1e-5)
 
   @parameterized.parameters(*_FAMILIES)

@@ -64,12 +64,6 @@ def _use(impl: str, *, fresh: bool = True) -> None:
     jax.clear_caches()
 
 
-def _decode(rows=(0, 1, 2)):
-  return denoise.Denoiser(_QWEN3, bd=_BD, config=_CONFIG)(
-      [_PROMPTS[r] for r in rows], seeds=[_SEEDS[r] for r in rows]
-  )
-
-
 def _assert_rows_equal(got, want, got_rows, want_rows):
   """Traces `got` and `want` agree exactly on the given rows."""
   for name in _TRACE_FIELDS:
@@ -112,14 +106,6 @@ class KeyTest(_DefaultImplTest):
 
 class DecodeTest(_DefaultImplTest):
 
-  @_impls()
-  def test_a_row_alone_equals_the_row_in_a_batch(self, impl):
-    _use(impl)
-    batch = _decode().trace
-    for row in range(len(_PROMPTS)):
-      solo = _decode(rows=(row,)).trace
-      _assert_rows_equal(solo, batch, [0], [row])
-
   def test_traces_identical_across_implementations_switched_mid_process(
       self,
   ):
@@ -136,12 +122,16 @@ class DecodeTest(_DefaultImplTest):
         if want is None:
           want = got
         _assert_rows_equal(got, want, rows, rows)
-
-  def test_replay_reproduces_the_recorded_log_probs(self):
-    _use("unsafe_rbg")  # MaxText's default on TPU.
-    trace = _decode().trace
-    self.assertGreater(trace.action_step.max(), 0)  # Several steps a block.
-    self.assertLess(replayer.max_replay_error(_QWEN3, trace), 1e-5)
+      # A row alone (its own program, compiled under `first`) is its row
+      # of the batch.
+      _use(first, fresh=False)
+      for row in rows:
+        solo = denoiser([_PROMPTS[row]], seeds=[_SEEDS[row]]).trace
+        _assert_rows_equal(solo, want, [0], [row])
+    # Replayed under unsafe_rbg (MaxText's default on TPU), compiled anew.
+    self.assertEqual(jax.config.jax_default_prng_impl, "unsafe_rbg")
+    self.assertGreater(want.action_step.max(), 0)  # Several steps a block.
+    self.assertLess(replayer.max_replay_error(_QWEN3, want), 1e-5)
 
 
 def _init() -> list[np.ndarray]:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from absl.testing import absltest
 import jax
 import numpy as np
@@ -43,11 +45,22 @@ def _prompts(lengths, seed=0):
   return [rng.integers(_STOP + 1, _VOCAB, n).tolist() for n in lengths]
 
 
+# Prompt lengths of the shared rollout: rows start at every offset of their
+# first block, some stop early, some generate every block.
+_LENGTHS = (9, 3, 6, 1)
+
+
+@functools.cache
+def _trace():
+  """The cached rollout of `_LENGTHS` most tests read (one compile)."""
+  return _rollout(_prompts(_LENGTHS)).trace
+
+
 class TunixLayoutTest(absltest.TestCase):
 
   def test_a_rollout_in_the_tunix_layout(self):
-    prompts = _prompts((9, 3, 6, 1, 4, 8))
-    trace = _rollout(prompts).trace
+    prompts = _prompts(_LENGTHS)
+    trace = _trace()
     self.assertTrue((trace.action_step < 0).any())  # Some rows stopped.
     fields = trace_lib.to_tunix_layout(trace, pad_id=_PAD)
     width = fields["prompt_ids"].shape[1]
@@ -78,7 +91,7 @@ class TunixLayoutTest(absltest.TestCase):
 class ValidateTest(absltest.TestCase):
 
   def test_the_stop_rule(self):
-    trace = _rollout(_prompts((9, 3, 6, 1))).trace
+    trace = _trace()
     trace.validate(stop_ids=(_STOP,))
     steps = trace.action_step
     stopped = np.flatnonzero((steps < 0).any(axis=1))
@@ -99,7 +112,7 @@ class ValidateTest(absltest.TestCase):
       trace.replace(tokens=tokens).validate(stop_ids=(_STOP,))
 
   def test_static_checks_run_under_jit(self):
-    trace = _rollout(_prompts((4,))).trace
+    trace = _trace()
 
     @jax.jit
     def check(trace):
@@ -114,21 +127,23 @@ class ValidateTest(absltest.TestCase):
 class StepCanvasTest(absltest.TestCase):
 
   def test_step_canvases_equal_the_denoisers_at_every_step(self):
+    seen = []
+
+    # One function for every rollout: one compiled decoder.
+    def recording(model, tokens, positions, segment_ids, **kwargs):
+      jax.debug.callback(
+          lambda *a: seen.append([np.asarray(x)[0] for x in a]),
+          tokens,
+          positions,
+          segment_ids,
+          ordered=True,
+      )
+      return diffusion_lm.diffusion_logits_fn(
+          model, tokens, positions, segment_ids, **kwargs
+      )
+
     for length in (9, 3, 1):  # One row per rollout: forwards are in order.
-      seen = []
-
-      def recording(model, tokens, positions, segment_ids, **kwargs):
-        jax.debug.callback(
-            lambda *a: seen.append([np.asarray(x)[0] for x in a]),
-            tokens,
-            positions,
-            segment_ids,
-            ordered=True,
-        )
-        return diffusion_lm.diffusion_logits_fn(
-            model, tokens, positions, segment_ids, **kwargs
-        )
-
+      seen.clear()
       out = _rollout(_prompts((length,), seed=length), False, recording)
       jax.effects_barrier()
       trace = out.trace
@@ -155,7 +170,7 @@ class StepCanvasTest(absltest.TestCase):
           self.assertEqual(logical[seq_position[i]], expected, (block, step))
 
   def test_clean_context_holds_each_rows_positions_in_order(self):
-    trace = _rollout(_prompts((9, 3, 6, 1))).trace
+    trace = _trace()
     rows = canvases.sequence(trace)
     length = canvases.context_length(trace) + 3  # Past it: pads and more.
     context = canvases.clean_context(trace, length)
@@ -180,7 +195,7 @@ class StepCanvasTest(absltest.TestCase):
     )
 
   def test_packed_canvases_score_each_slot_once(self):
-    trace = _rollout(_prompts((9, 3, 6, 1))).trace
+    trace = _trace()
     count = canvases.count_canvases(trace)
     packed = canvases.packed_canvases(trace, count + 2)
     scored = np.asarray(packed.scored)

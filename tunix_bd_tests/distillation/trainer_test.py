@@ -147,11 +147,11 @@ class OpdTrainerTest(absltest.TestCase):
 
   def test_resume_equals_uninterrupted(self):
     root = self.create_tempdir().full_path
-    straight = _train(max_steps=3, checkpoint_dir=os.path.join(root, "a"))
+    straight = _train(max_steps=2, checkpoint_dir=os.path.join(root, "a"))
     resumed_dir = os.path.join(root, "b")
-    _train(max_steps=2, checkpoint_dir=resumed_dir)
-    resumed = _train(max_steps=3, checkpoint_dir=resumed_dir)
-    self.assertEqual(resumed.train_steps, 3)
+    _train(max_steps=1, checkpoint_dir=resumed_dir)
+    resumed = _train(max_steps=2, checkpoint_dir=resumed_dir)
+    self.assertEqual(resumed.train_steps, 2)
     for a, b in zip(_params(straight.model), _params(resumed.model)):
       np.testing.assert_allclose(a, b, atol=1e-6)
 

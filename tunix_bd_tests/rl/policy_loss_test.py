@@ -76,6 +76,11 @@ def _grpo_config(loss_algo="grpo", agg_mode="token-mean", beta=0.04):
   return config
 
 
+# The KL mode each algorithm's on-policy check runs with (any would do):
+# the zero-KL check of that mode shares its compiled loss.
+_KL_MODE_OF = {"grpo": "kl", "gspo-token": "low_var_kl"}
+
+
 def _bd():
   return bd_config.BlockDiffusionConfig(block_size=4, mask_token_id=_MASK)
 
@@ -213,6 +218,7 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
     )
     cls.advantages = np.asarray([1.0, -0.5, 0.25, -0.75], np.float32)
     cls.live = replayer.Replayer(cls.model)(cls.trace)
+    cls.aux_at_live = {}
 
   def _example(self, **kwargs):
     return policy_loss.DiffusionTrainExample.from_trace(
@@ -225,6 +231,21 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
         model, example, config, _PAD, _STOP
     )
     return nnx.jit(fn)(model or self.model, example)
+
+  def _aux_at_live(self, loss_algo, kl_loss_mode):
+    """The loss's aux with old and reference log-probs both the live ones.
+
+    Memoized: the on-policy and zero-KL tests share one compile a pair.
+    """
+    key = (loss_algo, kl_loss_mode)
+    if key not in self.aux_at_live:
+      config = _grpo_config(loss_algo, beta=0.04)
+      config.kl_loss_mode = kl_loss_mode
+      example = self._example(
+          old_per_token_logps=self.live, ref_per_token_logps=self.live
+      )
+      self.aux_at_live[key] = self._loss(example, config)[1]
+    return self.aux_at_live[key]
 
   def test_registered_under_its_name_on_import(self):
     self.assertIs(
@@ -272,8 +293,7 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
 
   @parameterized.parameters("grpo", "gspo-token")
   def test_first_micro_batch_is_on_policy(self, loss_algo):
-    example = self._example(old_per_token_logps=self.live)
-    _, aux = self._loss(example, _grpo_config(loss_algo, beta=0.0))
+    aux = self._aux_at_live(loss_algo, _KL_MODE_OF[loss_algo])
     for key in ("is_ratio/mean", "is_ratio/min", "is_ratio/max"):
       self.assertAlmostEqual(float(aux[key]), 1.0, delta=1e-6, msg=key)
     self.assertEqual(float(aux["pg_clipfrac"]), 0.0)
@@ -324,9 +344,8 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
 
   @parameterized.parameters("kl", "low_var_kl", "mse_kl")
   def test_kl_is_zero_at_identical_weights(self, kl_loss_mode):
-    config = _grpo_config(beta=0.04)
-    config.kl_loss_mode = kl_loss_mode
-    _, aux = self._loss(self._example(ref_per_token_logps=self.live), config)
+    loss_algo = {v: k for k, v in _KL_MODE_OF.items()}.get(kl_loss_mode)
+    aux = self._aux_at_live(loss_algo or "grpo", kl_loss_mode)
     self.assertLess(abs(float(aux["kl"])), 1e-6)
     self.assertLess(abs(float(aux["kl_loss"])), 1e-6)
 

@@ -229,6 +229,13 @@ class SharedWeightsTest(absltest.TestCase):
 
 class FailClosedTest(parameterized.TestCase):
 
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # The valid cluster the refusals below start from: what a test sets (a
+    # generation context, a step) the next call sets anew.
+    cls.cluster = common.cluster(reference=None)
+
   @parameterized.named_parameters(
       ("vocab_top_p", dict(top_p=0.9), "top_p"),
       ("vocab_top_k", dict(top_k=5), "top_k"),
@@ -260,28 +267,27 @@ class FailClosedTest(parameterized.TestCase):
       common.cluster(engine_kwargs=dict(commit=dict(top_p=0.5)))
 
   def test_token_scoring_is_refused(self):
-    cluster = common.cluster(reference=None)
+    cluster = self.cluster
     with self.assertRaisesRegex(ValueError, "scored from its trace"):
       cluster.get_old_per_token_logps(np.zeros((1, 4)), np.zeros((1, 4)))
 
   def test_generate_needs_the_diffusion_cluster(self):
-    rollout = common.cluster(reference=None).rollout
-    config = common.cluster(reference=None).get_rollout_config(Mode.TRAIN)
+    rollout = self.cluster.rollout
+    config = self.cluster.get_rollout_config(Mode.TRAIN)
     rollout._local.context = None  # A thread that set no context.
     with self.assertRaisesRegex(ValueError, "DiffusionRLCluster"):
       rollout.generate(_prompts(1), config)
 
   def test_list_prompt_element_is_refused(self):
-    cluster = common.cluster(reference=None)
+    cluster = self.cluster
     cluster.rollout.set_generation_context(global_step=0, mode=Mode.TRAIN)
     config = cluster.get_rollout_config(Mode.TRAIN)
     with self.assertRaisesRegex(ValueError, "not a rendered string"):
       cluster.rollout.generate([["sort 21"]], config)
 
   def test_long_prompt_names_the_setting(self):
-    cluster = common.cluster(reference=None)
     with self.assertRaisesRegex(ValueError, "rollout.max_prompt_length"):
-      _generate(cluster, ["x" * (common.MAX_PROMPT_LENGTH + 1)])
+      _generate(self.cluster, ["x" * (common.MAX_PROMPT_LENGTH + 1)])
 
   def test_non_finite_logits_fail(self):
     actor = common.model(0)
@@ -296,7 +302,7 @@ class FailClosedTest(parameterized.TestCase):
       ("foreign_engine", dict(rollout_engine="vanilla"), "DiffusionRollout"),
   )
   def test_cluster_settings_are_refused(self, change, message):
-    config = common.cluster(reference=None).cluster_config
+    config = self.cluster.cluster_config
     with self.assertRaisesRegex(ValueError, message):
       cluster_lib.DiffusionRLCluster(
           actor=common.model(0),

@@ -74,8 +74,10 @@ class GradientAccumulationTest(absltest.TestCase):
     model_config = test_common.tiny_qwen3_config(len(_TOKENIZER))
     new_model = lambda: test_common.init_qwen3(model_config, seed=1, scale=0.1)
     before = _params(new_model())
+    # k = 2 holds the invariant for any k: MultiSteps means k gradients,
+    # each scaled by its micro-batch's share of the global weight.
     updated, naive = {}, None
-    for k in (1, 2, 4):
+    for k in (1, 2):
       model = new_model()
       trainer = trainer_lib.DiffusionSftTrainer(
           model,
@@ -99,28 +101,24 @@ class GradientAccumulationTest(absltest.TestCase):
       weights = [float(b.loss_weights.sum()) for b in micro]
       self.assertLen(set(counts), k)
       self.assertGreater(max(weights) / min(weights), 1.1)
-      if k == 2:
-        # Control on the same compiled step: the naive scheme is caught.
-        _set_params(model, before)
-        for name, value in _params(model).items():
-          np.testing.assert_array_equal(value, before[name])
-        trainer.train([_mean_of_micro_batch_means(b) for b in micro])
-        naive = _params(model)
+      # Control on the same compiled step: the naive scheme is caught.
+      _set_params(model, before)
+      for name, value in _params(model).items():
+        np.testing.assert_array_equal(value, before[name])
+      trainer.train([_mean_of_micro_batch_means(b) for b in micro])
+      naive = _params(model)
 
     want = updated[1]
     delta = {name: want[name] - before[name] for name in want}
     scale = max(np.abs(d).max() for d in delta.values())
     self.assertGreater(scale, 1e-3)  # The update is not negligible.
-    for k in (2, 4):
-      for name in want:
-        # The parameters agree within 1e-6 (relative, per tensor); so do
-        # the updates themselves, a far stricter check, within 1e-5.
-        self.assertLess(_relative(updated[k][name], want[name]), 1e-6, name)
-        self.assertLess(
-            _relative(updated[k][name] - before[name], delta[name]),
-            1e-5,
-            name,
-        )
+    for name in want:
+      # The parameters agree within 1e-6 (relative, per tensor); so do the
+      # updates themselves, a far stricter check, within 1e-5.
+      self.assertLess(_relative(updated[2][name], want[name]), 1e-6, name)
+      self.assertLess(
+          _relative(updated[2][name] - before[name], delta[name]), 1e-5, name
+      )
     deviation = max(
         _relative(naive[name] - before[name], delta[name]) for name in want
     )

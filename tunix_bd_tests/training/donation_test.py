@@ -9,6 +9,7 @@ compute exactly what Tunix's own step computes.
 """
 
 import itertools
+import tempfile
 
 from absl.testing import absltest
 from flax import nnx
@@ -98,16 +99,30 @@ def _batches():
   )
 
 
+def _train(trainer_class, hooks=None):
+  """A fresh trainer of `trainer_class` after `_STEPS` steps on one mesh."""
+  workdir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
+  trainer = _trainer(workdir, trainer_class)
+  if hooks is not None:
+    trainer.with_training_hooks(hooks)
+  mesh = mesh_lib.from_section({"fsdp": -1, "tp": 1})
+  with mesh_lib.tunix_context(mesh):
+    trainer.train(_batches(), list(itertools.islice(_batches(), 1)))
+  return trainer
+
+
 class DonatingStepTest(absltest.TestCase):
 
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # One donating run: what each step was given, and what it computed.
+    cls.arrays = _Arrays()
+    cls.donating = _train(trainer_lib.DiffusionSftTrainer, cls.arrays)
+
   def test_each_step_consumes_the_weights_and_optimizer_state(self):
-    trainer = _trainer(self.create_tempdir().full_path)
-    self.assertTrue(trainer.donates_model())
-    arrays = _Arrays()
-    trainer.with_training_hooks(arrays)
-    mesh = mesh_lib.from_section({"fsdp": -1, "tp": 1})
-    with mesh_lib.tunix_context(mesh):
-      trainer.train(_batches(), list(itertools.islice(_batches(), 1)))
+    self.assertTrue(self.donating.donates_model())
+    arrays = self.arrays
     self.assertLen(arrays.given, _STEPS)
     # The second step follows a checkpoint: a save that still held views of
     # the arrays would have kept them (no donation, two copies).
@@ -126,12 +141,15 @@ class DonatingStepTest(absltest.TestCase):
     self.assertEqual([x.unsafe_buffer_pointer() for x in weights], before)
 
   def test_donating_computes_what_tunix_step_computes(self):
-    weights = []
-    for trainer_class in (trainer_lib.DiffusionSftTrainer, _TunixStep):
-      trainer = _trainer(self.create_tempdir().full_path, trainer_class)
-      trainer.train(_batches())
-      weights.append(nnx.state(trainer.model, nnx.Param).to_pure_dict())
-    jax.tree.map(np.testing.assert_array_equal, *weights)
+    tunix = _train(_TunixStep)
+    self.assertFalse(tunix.donates_model())
+    jax.tree.map(
+        np.testing.assert_array_equal,
+        *(
+            nnx.state(trainer.model, nnx.Param).to_pure_dict()
+            for trainer in (self.donating, tunix)
+        ),
+    )
 
   def test_placing_the_optimizer_state_copies_nothing(self):
     trainer = _trainer(self.create_tempdir().full_path)
