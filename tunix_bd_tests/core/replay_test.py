@@ -249,25 +249,25 @@ class ReplayTest(parameterized.TestCase):
 
   @parameterized.parameters(bd_config.SHIFTED, bd_config.SAME_POSITION)
   def test_packed_equals_unpacked_in_one_forward(self, alignment):
-    bd = _config(alignment)
-    kwargs = dict(temperature=0.7, rule="random", seed=5)
-    for stops in ((1, 1, 1, 1), (None,) * 4, _STOP_BLOCKS):
-      trace = _simulate(_MODEL, bd, stop_blocks=stops, **kwargs)
-      got = _replay(trace)
-      # One group of canvases: scored with the clean context in one forward.
-      self.assertLessEqual(
-          canvases.count_canvases(trace), canvases.group_size(_BLOCK)
-      )
-      self.assertEqual(
-          _CALLS,
-          [
-              canvases.static_context_length(trace)
-              + canvases.static_num_canvases(trace) * _BLOCK
-          ],
-      )
-      want = np.asarray(replay_reference.unpacked_log_probs(_MODEL, trace))
-      np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
-      np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
+    # Rows that stop after one block, after two, and run to the end.
+    trace = _simulate(
+        _MODEL, _config(alignment), temperature=0.7, rule="random", seed=5
+    )
+    got = _replay(trace)
+    # One group of canvases: scored with the clean context in one forward.
+    self.assertLessEqual(
+        canvases.count_canvases(trace), canvases.group_size(_BLOCK)
+    )
+    self.assertEqual(
+        _CALLS,
+        [
+            canvases.static_context_length(trace)
+            + canvases.static_num_canvases(trace) * _BLOCK
+        ],
+    )
+    want = np.asarray(replay_reference.unpacked_log_probs(_MODEL, trace))
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
 
   @parameterized.parameters(bd_config.SHIFTED, bd_config.SAME_POSITION)
   def test_many_groups_score_against_the_cached_context(self, alignment):
@@ -287,7 +287,6 @@ class ReplayTest(parameterized.TestCase):
     # holds a canvas (groups past every row's last canvas are skipped).
     occupied = -(-canvases.count_canvases(trace) // group)
     self.assertEqual(_CALLS, [context] + [group * _BLOCK] * occupied)
-    np.testing.assert_allclose(got, _replay(trace), atol=1e-5, rtol=0)
     want = replay_reference.brute_force_log_probs(_MODEL, trace)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
@@ -342,21 +341,6 @@ class ReplayTest(parameterized.TestCase):
         replay_of(trace), trace.action_logp, atol=1e-5, rtol=0
     )
 
-  def test_replay_logits_are_the_distributions_of_replay_log_probs(self):
-    bd = _config(bd_config.SAME_POSITION)
-    trace = _simulate(_MODEL, bd, temperature=0.7, seed=6)
-    logits = nnx.jit(lambda m: replay.replay_logits(m, trace))(_QWEN3)
-    logits = np.asarray(logits)
-    self.assertEqual(logits.shape, trace.tokens.shape + (_VOCAB,))
-    generated = trace.action_step >= 0
-    np.testing.assert_array_equal(logits[~generated], 0.0)
-    logp = scoring.token_log_probs(logits, trace.tokens, trace.temperature)
-    logp = np.where(generated, logp, 0.0)
-    np.testing.assert_allclose(logp, _replay(trace), atol=1e-5, rtol=0)
-    np.testing.assert_allclose(
-        logp[generated], trace.action_logp[generated], atol=1e-5, rtol=0
-    )
-
   def test_an_injected_logits_fn_changes_exactly_its_scores(self):
     bd = _config(bd_config.SHIFTED)
     trace = _simulate(_MODEL, bd, temperature=0.7, seed=8)
@@ -383,31 +367,6 @@ class ReplayTest(parameterized.TestCase):
     p = np.exp(plain[row, slot])
     expected = plain[row, slot] + scale - np.log1p(p * np.expm1(scale))
     self.assertAlmostEqual(got[row, slot], expected, delta=1e-5)
-
-  def test_gradients_are_finite_and_non_zero(self):
-    bd = _config(bd_config.SHIFTED)
-    trace = _simulate(_MODEL, bd, temperature=0.7, seed=7)
-    weights = np.random.default_rng(0).standard_normal(trace.tokens.shape)
-
-    # As in an RL step: compiled, the trace's arrays traced (the static
-    # canvas count taken as its worst case).
-    @nnx.jit
-    def loss_and_grad(model, trace):
-      def loss(model):
-        logp = replay.replay_log_probs(model, trace)
-        return jnp.sum(weights * logp), logp
-
-      return nnx.value_and_grad(loss, has_aux=True)(model)
-
-    (value, logp), grads = loss_and_grad(_QWEN3, trace)
-    np.testing.assert_allclose(logp, trace.action_logp, atol=1e-5, rtol=0)
-    self.assertTrue(np.isfinite(float(value)))
-    flat = nnx.to_flat_state(nnx.state(grads, nnx.Param))
-    self.assertNotEmpty(flat)
-    for path, leaf in flat:
-      leaf = np.asarray(leaf.get_value())
-      self.assertTrue(np.isfinite(leaf).all(), path)
-      self.assertGreater(np.abs(leaf).max(), 0.0, path)
 
   def test_replays_the_cached_denoiser_stochastic_trace(self):
     bd = _config(bd_config.SHIFTED)
@@ -491,7 +450,11 @@ def _rel(got, want):
 
 
 class ChunkedReplayTest(parameterized.TestCase):
-  """`logits_chunk`: the head in vocabulary chunks on replayed hidden rows."""
+  """`logits_chunk`: the head in vocabulary chunks on replayed hidden rows.
+
+  Also replay's gradients, as in an RL step: compiled, the trace's arrays
+  traced, every parameter's gradient finite and non-zero.
+  """
 
   # One group with the context in the same forward (chunk 128, the whole
   # vocabulary), and many groups against the cached context (chunk 24,
@@ -519,18 +482,30 @@ class ChunkedReplayTest(parameterized.TestCase):
       )
     weights = np.random.default_rng(0).standard_normal(trace.tokens.shape)
 
-    @nnx.jit(static_argnames="logits_chunk")
-    def value_and_grad(model, trace, logits_chunk):
-      def loss(model):
-        logp = replay.replay_log_probs(
-            model, trace, logits_chunk=logits_chunk, **shape
-        )
-        return jnp.sum(weights * logp), logp
+    # Dense and chunked, with their gradients, and the rows and the logits:
+    # one compiled program (the checks do not need them apart).
+    @nnx.jit
+    def replayed(model, trace):
+      def value_and_grad(logits_chunk):
+        def loss(model):
+          logp = replay.replay_log_probs(
+              model, trace, logits_chunk=logits_chunk, **shape
+          )
+          return jnp.sum(weights * logp), logp
 
-      return nnx.value_and_grad(loss, has_aux=True)(model)
+        return nnx.value_and_grad(loss, has_aux=True)(model)
 
-    (_, want), want_grads = value_and_grad(_QWEN3, trace, None)
-    (_, got), got_grads = value_and_grad(_QWEN3, trace, chunk)
+      return (
+          value_and_grad(None),
+          value_and_grad(chunk),
+          replay.replay_hidden(model, trace, **shape),
+          replay.replay_logits(model, trace, **shape),
+      )
+
+    dense, chunked, rows, logits = replayed(_QWEN3, trace)
+    (value, want), want_grads = dense
+    (_, got), got_grads = chunked
+    self.assertTrue(np.isfinite(float(value)))
     self.assertLess(_rel(got, want), 1e-6)
     np.testing.assert_array_equal(got[trace.action_step < 0], 0.0)
     np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
@@ -539,15 +514,25 @@ class ChunkedReplayTest(parameterized.TestCase):
         jax.tree.leaves(nnx.to_pure_dict(got_grads)),
     ):
       self.assertLess(_rel(got_leaf, want_leaf), 1e-6)
-    # The rows themselves: the head maps them to `replay_logits` (both
-    # compiled, not op by op).
-    rows = nnx.jit(lambda m: replay.replay_hidden(m, trace, **shape))(_QWEN3)
-    logits = nnx.jit(lambda m: replay.replay_logits(m, trace, **shape))(_QWEN3)
+    flat = nnx.to_flat_state(nnx.state(want_grads, nnx.Param))
+    self.assertNotEmpty(flat)
+    for path, leaf in flat:
+      leaf = np.asarray(leaf.get_value())
+      self.assertTrue(np.isfinite(leaf).all(), path)
+      self.assertGreater(np.abs(leaf).max(), 0.0, path)
+    # The rows themselves: the head maps them to `replay_logits`.
     head = lm_head.model_head(_QWEN3, _MASK)
     generated = trace.action_step >= 0
+    # `replay_logits` are the distributions `replay_log_probs` scores.
+    logits = np.asarray(logits)
+    self.assertEqual(logits.shape, trace.tokens.shape + (_VOCAB,))
+    np.testing.assert_array_equal(logits[~generated], 0.0)
+    logp = scoring.token_log_probs(logits, trace.tokens, trace.temperature)
+    logp = np.where(generated, logp, 0.0)
+    np.testing.assert_allclose(logp, want, atol=1e-5, rtol=0)
     np.testing.assert_allclose(
         np.asarray(lm_head.dense_logits(head, rows))[generated],
-        np.asarray(logits)[generated],
+        logits[generated],
         atol=1e-5,
         rtol=0,
     )
