@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.generate.decode_loop: every canvas geometry.
 
-The loop's static geometry (`Layout`) has edge classes: a canvas of one
-block (no earlier block to write to the cache), prompts that end on a
-block boundary next to rows ending in a partial final block, a completion
-spanning many blocks, and a multi-block prompt followed by a single loop
-block. Each class, for
+The loop's static geometry (`Layout`) has edge classes, each its own
+compiled program: a canvas of one block (no earlier block to write to the
+cache), a multi-block prompt followed by a single loop block (a prefill, no
+cache write after it), and a prefill followed by many loop blocks, whose
+rows also hold the runtime edges: prompts that end on a block boundary or
+mid-block, completions ending in a partial final block. Each class, for
 both alignments, holds docs/design.md's decoding invariants:
 
 4. Cached decoding equals cache-free decoding: identical tokens and commit
@@ -46,19 +47,9 @@ _GEOMETRIES = dict(
     # The issue's repro: prompt and completion share the only block (row 2
     # fills it to its end, row 1 is a one-token prompt).
     one_block=(8, [[4, 9, 30], [8], [60, 2, 7, 11]], 4, 4),
-    # Rows 0 and 1: prompts that end on a block boundary; rows 0, 1 and 3
-    # end inside a partial final block; rows 2 and 3 start mid-block.
-    block_edges=(
-        4,
-        [
-            [5, 17, 33, 8],
-            [22, 9, 71, 15, 101, 44, 6, 30],
-            [40, 2, 77],
-            [90, 14, 61, 25, 33, 3],
-        ],
-        8,
-        5,
-    ),
+    # Prompts to prefill, then five loop blocks (every fused write). Row 1's
+    # prompt ends on a block boundary and its completion inside a partial
+    # final block; rows 0 and 2 start mid-block.
     many_blocks=(2, [[7], [3, 50, 21, 9], [81, 6, 12]], 4, 9),
     # Prompt blocks to prefill, then a single loop block.
     one_loop_block_after_prompt=(

@@ -195,8 +195,11 @@ class GenerateTest(parameterized.TestCase):
       steps = [
           trace.action_step[row, blocks[row] == b].max() + 1 for b in gen_blocks
       ]
-      # Cache writes ride on the next block's first step: no extra forward.
+      # Cache writes ride on the next block's first step: no extra forward
+      # (rows 0 and 2 prefill a prompt block and write several blocks).
       self.assertEqual(out.num_forwards[row], sum(steps))
+      if row != 1:
+        self.assertGreaterEqual(len(gen_blocks), 2)
       self.assertAlmostEqual(
           out.tokens_per_forward[row],
           len(out.completions[row]) / out.num_forwards[row],
@@ -275,38 +278,6 @@ class GenerateTest(parameterized.TestCase):
       self.assertEqual(
           canvas["num_blocks"][row], at[-1] // size - layout.first + 1
       )
-
-  @parameterized.parameters(*_RUNS)
-  def test_fused_cache_writes_save_a_forward_per_block(self, **kwargs):
-    # A separate clean forward per cache write would cost the prompt
-    # prefill (rows with a complete prompt block) plus one per block after
-    # which the row continued; fused writes cost none, and change nothing.
-    cached = _generate(_config(**kwargs))
-    free = _generate(_config(use_cache=False, **kwargs))
-    for name in ("tokens", "action_step"):
-      np.testing.assert_array_equal(
-          getattr(cached.trace, name), getattr(free.trace, name), err_msg=name
-      )
-    np.testing.assert_allclose(
-        cached.trace.action_logp, free.trace.action_logp, atol=1e-5, rtol=0
-    )
-    generated = cached.trace.action_step >= 0
-    blocks = _block_geometry(cached.trace)
-    gen_blocks = np.asarray(
-        [len(np.unique(b[g])) for b, g in zip(blocks, generated)]
-    )
-    prefill = np.asarray([len(p) >= _BD.block_size for p in _PROMPTS])
-    # Denoising steps, from the trace: each block's last commit step + 1.
-    steps = np.asarray([
-        sum(a[b == k].max() + 1 for k in np.unique(b[g]))
-        for a, b, g in zip(cached.trace.action_step, blocks, generated)
-    ])
-    separate = steps + prefill + gen_blocks - 1
-    np.testing.assert_array_equal(cached.num_forwards, steps)
-    np.testing.assert_array_equal(cached.num_forwards, free.num_forwards)
-    # Rows 0 and 2 prefill and continue through several blocks.
-    self.assertTrue((gen_blocks[[0, 2]] >= 2).all())
-    self.assertTrue((cached.num_forwards[[0, 2]] < separate[[0, 2]]).all())
 
   @parameterized.parameters(0.0, 0.9)
   def test_stopping_truncates_and_changes_nothing_else(self, temperature):
