@@ -66,11 +66,12 @@ def run_modules(test: absltest.TestCase) -> None:
   }
   env.update({
       _CHILD_MARKER: "1",
-      # Unoptimised LLVM codegen compiles ~3x faster; sharding semantics
-      # (the SPMD partitioner works on HLO) are unchanged.
+      # The suite's compile-time flags (conftest.py) and the devices.
       "XLA_FLAGS": (
-          f"--xla_force_host_platform_device_count={NUM_DEVICES}"
-          " --xla_backend_optimization_level=0"
+          " ".join([
+              os.environ.get("XLA_FLAGS", ""),
+              f"--xla_force_host_platform_device_count={NUM_DEVICES}",
+          ]).strip()
       ),
       "JAX_PLATFORMS": "cpu",
       "PYTHONPATH": os.pathsep.join(
