@@ -47,13 +47,13 @@ from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.models import from_scratch
-from tunix_bd.models import mask_token as mask_token_lib
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd.run import sources
 
 Mode = compat.Mode
 _CHECKPOINT = config_utils.CHECKPOINT
@@ -129,12 +129,9 @@ def tokenizers_and_bd(model: GrpoStepModelSettings, chat_template: str):
       tokenizer differs from the diffusion model's (but for a mask token).
   """
   if model.random_init:
-    tokenizer, bd = mask_token_lib.embedded_tokenizer_and_bd(
-        block_size=model.scratch_bd.block_size,
-        alignment=model.scratch_bd.alignment,
-        layout=model.scratch_bd.layout,
+    tokenizer, bd = sources.random_tokenizer_and_bd(
+        model.scratch_bd, chat_template
     )
-    tokenizer_lib.override_chat_template(tokenizer, chat_template)
     return tokenizer, tokenizer, bd
   path = model.ar_checkpoint
   tokenizer = tokenizer_lib.load_tokenizer(

@@ -85,6 +85,24 @@ class ConvertedSources:
     )
 
 
+def random_tokenizer_and_bd(
+    scratch_bd: Any, chat_template: str
+) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
+  """A random converted model's tokenizer and block-diffusion settings.
+
+  The embedded tokenizer with `data.chat_template` (a Jinja file, or "" for
+  its own), and `model.scratch_bd`'s block size, alignment and layout on
+  the tokenizer's mask token.
+  """
+  tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
+      block_size=scratch_bd.block_size,
+      alignment=scratch_bd.alignment,
+      layout=scratch_bd.layout,
+  )
+  tokenizer_lib.override_chat_template(tokenizer, chat_template)
+  return tokenizer, bd
+
+
 def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """Before compute: what a run reads from converted model `model.<key>`.
 
@@ -98,12 +116,7 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """
   model, chat_template = stage.settings.model, stage.settings.data.chat_template
   if stage.random_init:
-    tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
-        block_size=model.scratch_bd.block_size,
-        alignment=model.scratch_bd.alignment,
-        layout=model.scratch_bd.layout,
-    )
-    tokenizer_lib.override_chat_template(tokenizer, chat_template)
+    tokenizer, bd = random_tokenizer_and_bd(model.scratch_bd, chat_template)
   else:
     path = getattr(model, key)
     tokenizer = bd_formats.load_tokenizer(
