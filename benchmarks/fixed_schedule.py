@@ -122,11 +122,7 @@ class FixedSchedule:
     for name in ("vocab_size", "prompt_length", "max_new_tokens"):
       config_utils.check_int(f"{key}.{name}", getattr(workload, name), 1)
     config_utils.check_int(f"{key}.seed", workload.seed, 0)
-    if workload.dtype not in precision.DTYPES:
-      raise ValueError(
-          f"{key}.dtype must be one of {list(precision.DTYPES)}, got"
-          f" {workload.dtype!r}."
-      )
+    config_utils.check_choice(f"{key}.dtype", workload.dtype, precision.DTYPES)
     if workload.vocab_size < tokenizer_lib.VOCAB_SIZE:
       raise ValueError(
           f"{key}.vocab_size must be >= {tokenizer_lib.VOCAB_SIZE} (the"

@@ -121,11 +121,9 @@ class SftStepSettings:
   optimizer: str = "adamw"
 
   def __post_init__(self):
-    if self.optimizer not in options.OPTIMIZERS:
-      raise ValueError(
-          f"bench.optimizer must be one of {list(options.OPTIMIZERS)}, got"
-          f" {self.optimizer!r}."
-      )
+    config_utils.check_choice(
+        "bench.optimizer", self.optimizer, options.OPTIMIZERS
+    )
     for key in ("batch_size", "num_steps", "warmup_steps"):
       config_utils.check_int(f"bench.{key}", getattr(self, key), 1)
     object.__setattr__(self, "variants", tuple(self.variants))

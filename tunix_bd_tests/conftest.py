@@ -33,6 +33,7 @@ import shutil
 import tempfile
 
 from absl import flags
+from tunix_bd.run import host_memory  # Starts no JAX backend.
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 # pytest-xdist workers inherit the controller's environment: each gets a
@@ -49,14 +50,11 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 _FAST_COMPILE_FLAGS = (
-    "--xla_backend_optimization_level=0",
-    "--xla_llvm_disable_expensive_passes=true",
-    "--xla_cpu_use_fusion_emitters=false",
+    ("--xla_backend_optimization_level", "0"),
+    ("--xla_llvm_disable_expensive_passes", "true"),
+    ("--xla_cpu_use_fusion_emitters", "false"),
 )
-_xla_flags = os.environ.get("XLA_FLAGS", "")
-os.environ["XLA_FLAGS"] = " ".join(
-    [_xla_flags]
-    + [f for f in _FAST_COMPILE_FLAGS if f.split("=")[0] not in _xla_flags]
-).strip()
+for _name, _value in _FAST_COMPILE_FLAGS:
+  host_memory.add_xla_flag(_name, _value)
 if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()

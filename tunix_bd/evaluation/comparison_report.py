@@ -106,8 +106,10 @@ def conversion_warning(model: Any, identify: Callable[[str], Any]) -> str:
   checked. `identify` is `Stage.identify`.
   """
   source = bd_config_lib.load_extra(model.bd, "converted_from")
-  ar_digest = lambda: identify(model.ar).provenance()["digest"]
-  if source is None or source.get("digest") == ar_digest():
+  if (
+      source is None
+      or source.get("digest") == identify(model.ar).provenance()["digest"]
+  ):
     return ""
   named = source.get("path") or (
       "a random model"

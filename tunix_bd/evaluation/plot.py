@@ -144,8 +144,9 @@ def plot_frontier(
       ("tokens_per_forward", "tokens per forward (higher: fewer forwards)"),
       ("batch1_ms", "batch-1 latency, ms per prompt (lower: faster)"),
   )
+  frontier = comparison.frontier(rows)
   for ax, (key, xlabel) in zip(axes, panels):
-    for stage, points in comparison.frontier(rows).items():
+    for stage, points in frontier.items():
       points = sorted(points, key=lambda p: p["tokens_per_forward"])
       x = [p[key] for p in points]
       y = [100 * p["exact_match"] for p in points]

@@ -202,8 +202,10 @@ def export_block_diffusion(
   stops = list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
   extra = {**dict(extra or {}), bd_formats.STOP_IDS_KEY: stops}
   if fmt != TUNIX_BD:
-    source = format_source(fmt, model.config, source, tokenizer, bd, stops)
     last = format_eos(tokenizer)
+    source = format_source(
+        fmt, model.config, source, tokenizer, bd, stops, last
+    )
     if fmt == bd_formats.SDAR and last is not None:
       # SDAR's tokenizers have `<|endoftext|>` as EOS and pad, and stop at
       # the turn end through `generation_config.json`; the import
@@ -269,16 +271,18 @@ def format_source(
     tokenizer: Any,
     bd: bd_config_lib.BlockDiffusionConfig,
     stops: list[int],
+    last: int | None,
 ) -> hf_checkpoint.Source:
   """The `hf_checkpoint.Source` whose export is `fmt`'s `config.json` and files:
   the source's (or the model's) config with the format's fields. `tokenizer`
-  is the one before SDAR's EOS change, `stops` the ids tunix_bd stops at
-  (both `export_block_diffusion`'s).
+  is the one before SDAR's EOS change, `stops` the ids tunix_bd stops at,
+  `last` its `format_eos` (all `export_block_diffusion`'s).
   """
   spec = bd_formats.FORMATS[fmt]
+  derived = hf_config.config_to_hf(model_config)
   if source is None:
     config = {
-        **hf_config.config_to_hf(model_config),
+        **derived,
         **hf_checkpoint.tokenizer_ids(tokenizer),
     }
   else:  # A source in another format gives its Qwen3/Qwen2 config.
@@ -287,7 +291,7 @@ def format_source(
     if found is not None and found.name != fmt:
       config = bd_formats.family_config(source.config, found)
   layers = model_config.num_layers
-  pad, last = tokenizer.pad_token_id, format_eos(tokenizer)
+  pad = tokenizer.pad_token_id
   if fmt == bd_formats.SDAR:
     defaults = {**_SDAR_DEFAULTS, "max_window_layers": layers}
     fields = {"block_size": bd.block_size, "mask_token_id": bd.mask_token_id}
@@ -315,7 +319,7 @@ def format_source(
   if "dtype" in config and "torch_dtype" not in config:
     config["torch_dtype"] = config.pop("dtype")
   config.pop("rope_parameters", None)
-  config["rope_theta"] = hf_config.config_to_hf(model_config)["rope_theta"]
+  config["rope_theta"] = derived["rope_theta"]
   config["rope_scaling"] = None  # Tunix implements the default RoPE only.
   generation = dict((source.generation_config if source else None) or {})
   eos_ids = [*stops, last]

@@ -177,9 +177,9 @@ def save_checkpoint(
   On multi-host runs every process gathers the parameters and process 0
   writes. LoRA models are refused (merge the adapters first); `output_dir`
   must not exist or be empty. `source` is the checkpoint the model was
-  loaded from (`hf_checkpoint.read`), None for one trained from scratch; `dtype`
-  the weight dtype (`hf_checkpoint.EXPORT_DTYPES`), None for the source's (the
-  model's without a source); `stop_ids` end generation in a sourceless
+  loaded from (`hf_checkpoint.read_source`), None for one trained from
+  scratch; `dtype` the weight dtype (`hf_checkpoint.EXPORT_DTYPES`), None
+  for the source's (the model's without a source); `stop_ids` end generation in a sourceless
   model's generation config; with `max_shard_bytes`, weights are split into
   shards of at most that many bytes (a larger tensor gets its own) with an
   index file.

@@ -48,7 +48,7 @@ FILE_DTYPES = {
     "F64": "float64",
 }
 # The weight dtypes `export.dtype` may name.
-EXPORT_DTYPES = ("float32", "bfloat16", "float16")
+EXPORT_DTYPES = hf_config.DTYPES
 # transformers>=5 and legacy names of the config's weight dtype.
 _DTYPE_KEYS = ("dtype", "torch_dtype")
 # The Tunix safetensors loader of each family `load` reads.

@@ -29,7 +29,8 @@ ARCHITECTURES = {
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
 }
-_DTYPES = ("float32", "bfloat16", "float16")
+# The weight dtypes tunix_bd reads from and writes to `config.json`.
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def required_field(hf_config: dict[str, Any], key: str) -> Any:
@@ -54,8 +55,8 @@ def check_dtype(name: str, value: Any) -> Any:
     key = jnp.dtype(value).name
   except TypeError as e:
     raise ValueError(f"{name}={value!r} is not a dtype.") from e
-  if key not in _DTYPES:
-    raise ValueError(f"{name}={value!r} is not one of {sorted(_DTYPES)}.")
+  if key not in DTYPES:
+    raise ValueError(f"{name}={value!r} is not one of {sorted(DTYPES)}.")
   return getattr(jnp, key)
 
 

@@ -49,18 +49,24 @@ def return_freed_buffers() -> bool:
   return bool(mallopt(_M_MMAP_THRESHOLD, THRESHOLD_BYTES))
 
 
-def schedule_for_memory() -> bool:
-  """Sets `--xla_cpu_enable_concurrency_optimized_scheduler=false`.
+def add_xla_flag(name: str, value: str) -> bool:
+  """Adds `name=value` to `XLA_FLAGS` unless it already names `name`.
 
   XLA reads `XLA_FLAGS` once, when its first backend starts, so this must
   run before any computation. Returns whether the flag was added (False
   when `XLA_FLAGS` already names it: the user's setting is kept).
   """
   flags = os.environ.get("XLA_FLAGS", "")
-  if _SCHEDULER_FLAG in flags:
+  if name in flags:
     return False
-  os.environ["XLA_FLAGS"] = f"{flags} {_SCHEDULER_FLAG}=false".strip()
+  os.environ["XLA_FLAGS"] = f"{flags} {name}={value}".strip()
   return True
+
+
+def schedule_for_memory() -> bool:
+  """Sets `--xla_cpu_enable_concurrency_optimized_scheduler=false`
+  (`add_xla_flag`)."""
+  return add_xla_flag(_SCHEDULER_FLAG, "false")
 
 
 def computes_on_cpu() -> bool:

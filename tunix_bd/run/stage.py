@@ -265,12 +265,7 @@ class Stage(Generic[SettingsT]):
       if hf_files is not None:
         model_config = bd_formats.model_config_from_hf(hf_files.config)
       else:  # A random model of the `model.scratch` shape.
-        scratch = config_utils.nested(
-            from_scratch.ScratchModelSettings,
-            getattr(model, "scratch", None),
-            "model.scratch",
-        )
-        model_config = from_scratch.qwen3_config(scratch, len(tokenizer))
+        model_config = from_scratch.qwen3_config(model.scratch, len(tokenizer))
       bd_export.check_exportable(
           self.settings.export.format, bd, model_config, mask_token
       )
