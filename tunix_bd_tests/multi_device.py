@@ -37,12 +37,25 @@ MODULES = (
 NUM_DEVICES = 8
 
 
-def request(num_devices: int) -> None:
-  """Asks for `num_devices` CPU devices; call before JAX starts a backend."""
-  os.environ["XLA_FLAGS"] = " ".join([
+def _xla_flags_with_devices(num_devices: int) -> str:
+  """This process's `XLA_FLAGS` plus `num_devices` CPU devices."""
+  return " ".join([
       os.environ.get("XLA_FLAGS", ""),
       f"--xla_force_host_platform_device_count={num_devices}",
   ]).strip()
+
+
+def request(num_devices: int) -> None:
+  """Asks for `num_devices` CPU devices; call before JAX starts a backend."""
+  os.environ["XLA_FLAGS"] = _xla_flags_with_devices(num_devices)
+
+
+def device_test_classes(path: str) -> list[str]:
+  """The names of the `DeviceTestCase`s the test module `path` defines."""
+  with open(path) as f:
+    return re.findall(
+        r"^class (\w+)\(multi_device\.DeviceTestCase", f.read(), re.M
+    )
 
 
 def run_modules(test: absltest.TestCase) -> None:
@@ -54,11 +67,8 @@ def run_modules(test: absltest.TestCase) -> None:
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   node_ids = []
   for module in MODULES:
-    with open(os.path.join(root, module)) as f:
-      classes = re.findall(
-          r"^class (\w+)\(multi_device\.DeviceTestCase", f.read(), re.M
-      )
-    node_ids += [f"{os.path.join(root, module)}::{name}" for name in classes]
+    path = os.path.join(root, module)
+    node_ids += [f"{path}::{name}" for name in device_test_classes(path)]
   env = {
       k: v
       for k, v in os.environ.items()
@@ -67,12 +77,7 @@ def run_modules(test: absltest.TestCase) -> None:
   env.update({
       _CHILD_MARKER: "1",
       # The suite's compile-time flags (conftest.py) and the devices.
-      "XLA_FLAGS": (
-          " ".join([
-              os.environ.get("XLA_FLAGS", ""),
-              f"--xla_force_host_platform_device_count={NUM_DEVICES}",
-          ]).strip()
-      ),
+      "XLA_FLAGS": _xla_flags_with_devices(NUM_DEVICES),
       "JAX_PLATFORMS": "cpu",
       "PYTHONPATH": os.pathsep.join(
           [root] + [p for p in [os.environ.get("PYTHONPATH")] if p]

@@ -5,7 +5,6 @@ subprocess with `multi_device.NUM_DEVICES` fake CPU devices."""
 
 import glob
 import os
-import re
 
 from absl.testing import absltest
 from tunix_bd_tests import multi_device
@@ -21,9 +20,8 @@ class MultiDeviceTest(absltest.TestCase):
         os.path.join(_ROOT, "tunix_bd_tests", "**", "*_test.py"),
         recursive=True,
     ):
-      with open(path) as f:
-        if re.search(r"class \w+\(multi_device\.DeviceTestCase", f.read()):
-          found.add(os.path.relpath(path, _ROOT))
+      if multi_device.device_test_classes(path):
+        found.add(os.path.relpath(path, _ROOT))
     self.assertEqual(found, set(multi_device.MODULES))
 
   def test_every_module_passes_on_its_devices(self):

@@ -39,18 +39,20 @@ class TeacherAlignmentTest(absltest.TestCase):
     self.positions = jnp.broadcast_to(jnp.arange(9), (2, 9))
     self.segments = jnp.ones((2, 9), jnp.int32)
 
+  def _aligned(self, vocab_size, mask_id):
+    """`teacher_lib.aligned_logits` of the test's rows, `[2, 9, vocab_size]`."""
+    return teacher_lib.aligned_logits(
+        self.model,
+        self.tokens,
+        self.positions,
+        self.segments,
+        vocab_size=vocab_size,
+        mask_token_id=mask_id,
+    )
+
   def test_aligned_logits_are_the_raw_causal_logits_shifted_by_one(self):
     mask_id = 4
-    aligned = np.asarray(
-        teacher_lib.aligned_logits(
-            self.model,
-            self.tokens,
-            self.positions,
-            self.segments,
-            vocab_size=_VOCAB,
-            mask_token_id=mask_id,
-        )
-    )
+    aligned = np.asarray(self._aligned(_VOCAB, mask_id))
     raw = _raw_causal(self.model, self.tokens)
     expected = raw[:, :-1].copy()
     expected[..., mask_id] = diffusion_lm.MASKED_LOGIT
@@ -61,17 +63,7 @@ class TeacherAlignmentTest(absltest.TestCase):
   def test_student_with_an_added_mask_row_gets_zero_teacher_mass_there(self):
     mask_id = _VOCAB  # The row SFT added: outside the teacher's vocabulary.
     logp = np.asarray(
-        scoring.log_probs(
-            teacher_lib.aligned_logits(
-                self.model,
-                self.tokens,
-                self.positions,
-                self.segments,
-                vocab_size=_VOCAB + 1,
-                mask_token_id=mask_id,
-            )[:, 3:],
-            1.0,
-        )
+        scoring.log_probs(self._aligned(_VOCAB + 1, mask_id)[:, 3:], 1.0)
     )
     self.assertEqual(logp.shape, (2, 6, _VOCAB + 1))
     self.assertTrue((np.exp(logp[..., mask_id]) == 0).all())
@@ -81,19 +73,7 @@ class TeacherAlignmentTest(absltest.TestCase):
     np.testing.assert_allclose(logp[..., :_VOCAB], expected, atol=2e-5)
 
   def test_a_reserved_mask_id_is_excluded_and_renormalized(self):
-    logp = np.asarray(
-        scoring.log_probs(
-            teacher_lib.aligned_logits(
-                self.model,
-                self.tokens,
-                self.positions,
-                self.segments,
-                vocab_size=_VOCAB,
-                mask_token_id=7,
-            )[:, 3:],
-            2.0,
-        )
-    )
+    logp = np.asarray(scoring.log_probs(self._aligned(_VOCAB, 7)[:, 3:], 2.0))
     self.assertTrue((np.exp(logp[..., 7]) == 0).all())
     np.testing.assert_allclose(np.exp(logp).sum(-1), 1.0, atol=1e-5)
 

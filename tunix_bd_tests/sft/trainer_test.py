@@ -43,6 +43,7 @@ from tunix_bd_tests import test_common
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 _EOS = _TOKENIZER.eos_token_id
 _MASK = _TOKENIZER.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN)
+_BD = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
 _STEPS = 30
 
 
@@ -57,12 +58,11 @@ def _data(split: str, num_examples: int) -> dataset_lib.TokenizedDataset:
 class DiffusionSftTrainerTest(absltest.TestCase):
 
   def test_sft_run_learns_logs_and_checkpoints(self):
-    config = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
     corruption_config = corruption.SftCorruptionConfig(
         min_noise=0.1, max_noise=1.0
     )
     fingerprint = fingerprint_lib.fingerprint({
-        "block_diffusion": config.to_dict(),
+        "block_diffusion": _BD.to_dict(),
         "corruption": dataclasses.asdict(corruption_config),
     })
     model_config = test_common.tiny_qwen3_config(len(_TOKENIZER))
@@ -81,10 +81,10 @@ class DiffusionSftTrainerTest(absltest.TestCase):
         model,
         optax.adam(1e-2),
         training_config,
-        config=config,
+        config=_BD,
         fingerprint=fingerprint,
     )
-    common = dict(corruption=corruption_config, config=config, eos_id=_EOS)
+    common = dict(corruption=corruption_config, config=_BD, eos_id=_EOS)
     train = batching.sft_batches(
         _data("train", 64),
         batch_size=8,
@@ -131,7 +131,7 @@ class DiffusionSftTrainerTest(absltest.TestCase):
         test_common.init_qwen3(model_config, seed=5, scale=0.05),
         optax.adam(1e-2),
         training_config,
-        config=config,
+        config=_BD,
         fingerprint=fingerprint,
     )
     self.assertEqual(restored.train_steps, _STEPS)
@@ -148,7 +148,6 @@ class DiffusionSftTrainerTest(absltest.TestCase):
 class ConstructionTest(absltest.TestCase):
 
   def test_chunked_logits_refuse_a_lora_head_before_any_step(self):
-    config = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
     model = lora_lib.apply_lora(
         test_common.tiny_qwen3(len(_TOKENIZER)),
         rank=2,
@@ -163,12 +162,12 @@ class ConstructionTest(absltest.TestCase):
           model,
           optax.adam(1e-2),
           training_config,
-          config=config,
+          config=_BD,
           logits_chunk=4,
       )
     # Unchunked logits apply the adapters: the same model trains.
     trainer_lib.DiffusionSftTrainer(
-        model, optax.adam(1e-2), training_config, config=config
+        model, optax.adam(1e-2), training_config, config=_BD
     )
 
 
@@ -183,12 +182,9 @@ class ReportConversionTest(absltest.TestCase):
     ]
     with open(os.path.join(workdir, metrics.METRICS_FILE), "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in records)
-    config = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-      losses = trainer_lib.report_conversion(
-          workdir, "runs/sft/export", config, 2
-      )
+      losses = trainer_lib.report_conversion(workdir, "runs/sft/export", _BD, 2)
     self.assertEqual(losses, {"train_loss": 2.5, "eval_loss": 2.75, "steps": 2})
     self.assertEqual(
         out.getvalue(),
@@ -199,13 +195,10 @@ class ReportConversionTest(absltest.TestCase):
     # A run that logged nothing (no step) reports NaN.
     empty = self.create_tempdir().full_path
     with contextlib.redirect_stdout(io.StringIO()):
-      losses = trainer_lib.report_conversion(
-          empty, "runs/sft/export", config, 0
-      )
+      losses = trainer_lib.report_conversion(empty, "runs/sft/export", _BD, 0)
     self.assertTrue(np.isnan(losses["train_loss"]))
 
 
-_BD = bd_config.BlockDiffusionConfig(block_size=8, mask_token_id=_MASK)
 _DONATION_STEPS = 2
 
 
@@ -277,7 +270,8 @@ def _batches():
 
 
 def _train(trainer_class, hooks=None):
-  """A fresh trainer of `trainer_class` after `_DONATION_STEPS` steps on one mesh."""
+  """A fresh trainer of `trainer_class` after `_DONATION_STEPS` steps on one
+  mesh."""
   workdir = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
   trainer = _trainer(workdir, trainer_class)
   if hooks is not None:
