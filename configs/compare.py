@@ -56,6 +56,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # speeds take each batch's fastest of `repeats` interleaved passes.
   config.latency_prompts = 32
   config.repeats = 3
+  # Throughput is also measured at these batch sizes.
+  config.extra_batch_sizes = ()
   config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "tiny":
     config.data.num_prompts = 8

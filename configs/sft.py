@@ -45,7 +45,9 @@ with blocks twice as long: `quickstart.py:long`'s 4-token model, then
 JSONL: bf16 compute on float32 master weights, decoder remat, the chunked
 head, 1024-token rows, 32-token blocks (Fast-dLLM v2's), learning rate 2e-5
 (docs/real_models.md, "Memory per device", gives its memory); `tiny`, a few
-steps for smoke tests. After `quickstart.py:long`:
+steps for smoke tests; `realistic`, the 0.1 B `trace` teacher of
+`ar_pretrain.py:realistic` in bfloat16 with 8-token blocks (one TPU v5e
+chip), and `realistic_tiny`, its CPU-size twin. After `quickstart.py:long`:
 
   tunix run --plugin tunix_bd sft.py:long8
   tunix run --plugin tunix_bd sft.py:long16
@@ -60,7 +62,16 @@ from tunix_bd.run import sections
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
 
-_VARIANTS = ("default", "long", "long8", "long16", "qwen3", "tiny")
+_VARIANTS = (
+    "default",
+    "long",
+    "long8",
+    "long16",
+    "qwen3",
+    "tiny",
+    "realistic",
+    "realistic_tiny",
+)
 # Each curriculum stage: (its block size, the export it continues).
 _CURRICULUM = {
     "long8": (8, "runs/quickstart_long/sft/export"),
@@ -150,6 +161,34 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         warmup_steps=100,
         eval_every_n_steps=250,
         checkpoint_every_n_steps=250,
+    )
+    config.eval.update(batch_size=8)
+  if variant.startswith("realistic"):
+    config.workdir = f"runs/sft_{variant}"
+    config.model.update(
+        checkpoint=f"runs/ar_pretrain_{variant}/export", dtype="bfloat16"
+    )
+    config.bd.block_size = 8
+    config.data.update(
+        tasks=("trace",), num_train=9_600, num_eval=64, max_length=304
+    )
+    config.train.update(
+        batch_size=32,
+        max_steps=300,
+        learning_rate=3e-4,
+        warmup_steps=30,
+        eval_every_n_steps=300,
+        checkpoint_every_n_steps=300,
+    )
+  if variant == "realistic_tiny":
+    config.model.dtype = "float32"
+    config.data.update(num_train=64, num_eval=8)
+    config.train.update(
+        batch_size=4,
+        max_steps=2,
+        warmup_steps=1,
+        eval_every_n_steps=2,
+        checkpoint_every_n_steps=2,
     )
     config.eval.update(batch_size=8)
   if variant == "tiny":

@@ -9,6 +9,10 @@ block (`<think>...</think>`): with Qwen3's template and
 `data.enable_thinking` on, the generation prompt ends before that block, so
 the model writes it (empty after SFT) and the answer follows it. A block that
 never closes was cut off before its answer, which then is empty.
+
+An answer that works its way to a result (the `trace` task, GSM8K-style
+data) ends with a line `#### RESULT`; `final_answer` reads that result, so
+a completion can be scored on its final answer as well as on the whole.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import numpy as np
 
 REASONING_OPEN = "<think>"
 REASONING_CLOSE = "</think>"
+# Opens the line that states a worked answer's result.
+FINAL_ANSWER_MARK = "####"
 
 
 def visible_answer(completion: str) -> str:
@@ -37,6 +43,16 @@ def exact_match(completion: str, answer: str) -> bool:
   return visible_answer(completion) == answer.strip()
 
 
+def final_answer(text: str) -> str:
+  """The result a completion or answer states: the stripped rest of its last
+  `FINAL_ANSWER_MARK` line, or its whole `visible_answer` if it has none."""
+  text = visible_answer(text)
+  mark = text.rfind(FINAL_ANSWER_MARK)
+  if mark < 0:
+    return text
+  return text[mark + len(FINAL_ANSWER_MARK) :].split("\n", 1)[0].strip()
+
+
 def char_accuracy(completion: str, answer: str) -> float:
   """Characters equal position by position over the longer string, in [0, 1].
 
@@ -51,9 +67,16 @@ def char_accuracy(completion: str, answer: str) -> float:
 
 
 def score_by_task(
-    tasks: Sequence[str], completions: Sequence[str], answers: Sequence[str]
+    tasks: Sequence[str],
+    completions: Sequence[str],
+    answers: Sequence[str],
+    *,
+    final: bool = False,
 ) -> dict[str, float]:
   """Exact-match accuracy per task, in name order, then overall (`"all"`).
+
+  With `final`, a completion scores when its `final_answer` is the answer's
+  (the same as exact match for an answer without a result line).
 
   Raises:
     ValueError: if the three sequences differ in length.
@@ -65,7 +88,10 @@ def score_by_task(
     )
   hits: dict[str, list[bool]] = {}
   for task, completion, answer in zip(tasks, completions, answers):
-    hit = exact_match(completion, answer)
+    if final:
+      hit = final_answer(completion) == final_answer(answer)
+    else:
+      hit = exact_match(completion, answer)
     hits.setdefault(task, []).append(hit)
     hits.setdefault("all", []).append(hit)
   order = sorted(hits, key=lambda k: (k == "all", k))

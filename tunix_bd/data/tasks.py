@@ -5,7 +5,9 @@
 Every recipe runs out of the box on these tasks, with no download. Each
 example is a single-turn chat: the user asks for an operation on digit
 strings, the assistant answers with the exact result, so exact match is a
-faithful score.
+faithful score. `trace` is the realistic one: a worked execution trace of a
+small program, a long answer that needs computation at every line, ending
+with a final answer line (`scoring.final_answer`).
 
 Examples are index-addressable and deterministic: example `i` of a split is a
 pure function of `(seed, split, i)`, which is what resumable training and
@@ -21,6 +23,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from tunix_bd.data.scoring import FINAL_ANSWER_MARK
+
 SPLITS = ("train", "eval")
 # Operands of `add` have at most this many digits: carries make longer sums
 # far harder for a tiny AR model than sorting or reversing the same digits.
@@ -29,6 +33,14 @@ ADD_MAX_DIGITS = 2
 # characters, so that a long generation (256 tokens) is real decoding.
 COUNT_MIN_TERMS = 40
 COUNT_MAX_TERMS = 51
+# A `trace` program: this many two-digit inputs, then this many computed
+# statements (at least, at most), over values in [0, TRACE_MAX_VALUE]. Each
+# statement is one answer line of up to 18 characters: about 120 to 190 in
+# all.
+TRACE_INPUTS = 3
+TRACE_MIN_STEPS = 8
+TRACE_MAX_STEPS = 11
+TRACE_MAX_VALUE = 999
 # One prompt in `_EVAL_BUCKETS` lands in eval; the rest in train.
 _EVAL_BUCKETS = 8
 # Draws before `TaskMix.example` gives up: a tiny prompt space (one task,
@@ -95,12 +107,50 @@ def _count(rng, min_len, max_len) -> tuple[str, str]:
   return f"count {start}", _count_answer(start)
 
 
+def _trace(rng, min_len, max_len) -> tuple[str, str]:
+  """A straight-line program and its worked execution trace.
+
+  `trace a=47;b=12;c=85;d=a+c;e=d-b` is answered line by line, each
+  statement restated with its operands' values and its result,
+  `d=a+c=47+85=132` and `e=d-b=132-12=120`, then `#### 120`: the last
+  value. Each statement after the first updates the previous one's value
+  with one of the inputs, so every line needs a lookup and a sum or a
+  difference of up to three digits, and the final answer needs every line
+  right. `+` is drawn where the sum stays <= `TRACE_MAX_VALUE` (else `-`,
+  which the previous value always allows: it is >= every input or `+` was
+  possible), so values stay in [0, TRACE_MAX_VALUE].
+  """
+  del min_len, max_len  # The program's size is the point.
+  names = "abcdefghijklmnopqrstuvwxyz"
+  steps = int(rng.integers(TRACE_MIN_STEPS, TRACE_MAX_STEPS + 1))
+  inputs = [int(rng.integers(10, 100)) for _ in range(TRACE_INPUTS)]
+  program = [f"{names[i]}={v}" for i, v in enumerate(inputs)]
+  lines = []
+  last, value = int(rng.integers(TRACE_INPUTS)), 0
+  value = inputs[last]
+  for i in range(TRACE_INPUTS, TRACE_INPUTS + steps):
+    k = int(rng.integers(TRACE_INPUTS))
+    if value + inputs[k] <= TRACE_MAX_VALUE and (
+        value < inputs[k] or rng.random() < 0.5
+    ):
+      op, result = "+", value + inputs[k]
+    else:
+      op, result = "-", value - inputs[k]
+    statement = f"{names[i]}={names[last]}{op}{names[k]}"
+    program.append(statement)
+    lines.append(f"{statement}={value}{op}{inputs[k]}={result}")
+    last, value = i, result
+  lines.append(f"{FINAL_ANSWER_MARK} {value}")
+  return f"trace {';'.join(program)}", "\n".join(lines)
+
+
 _GENERATORS: dict[str, Callable[..., tuple[str, str]]] = {
     "sort": _sort,
     "reverse": _reverse,
     "double": _double,
     "add": _add,
     "count": _count,
+    "trace": _trace,
 }
 TASK_NAMES = tuple(_GENERATORS)
 
@@ -117,6 +167,8 @@ def check_names(tasks: Sequence[str], key: str) -> None:
 
 
 # `add` is opt-in: its carries take a tiny AR model far longer to learn.
+# `trace` is opt-in: its answers (about 120 to 190 characters) need a model of
+# realistic size (`quickstart.py:realistic`).
 # `count` is opt-in: its long answers (up to 254 characters) exist to
 # benchmark long generation, and would make every training row that long.
 DEFAULT_TASKS = ("sort", "reverse", "double")

@@ -15,7 +15,9 @@ import dataclasses
 import os
 from typing import Any, Callable, Mapping, Sequence
 
+from flax import nnx
 import jax
+import numpy as np
 
 from tunix_bd import config_utils
 from tunix_bd import files
@@ -43,6 +45,8 @@ class Settings:
     batch_size: rows per batch of the throughput measurement.
     latency_prompts: prompts of the batch-1 latency measurement.
     repeats: interleaved passes; each batch counts its fastest.
+    extra_batch_sizes: more batch sizes whose throughput is measured, over
+      all prompts (rows' `tokens_per_s_at`).
   """
 
   thresholds: tuple[float, ...]
@@ -50,6 +54,7 @@ class Settings:
   batch_size: int
   latency_prompts: int
   repeats: int
+  extra_batch_sizes: tuple[int, ...] = ()
 
   @classmethod
   def from_config(cls, config: Any, num_prompts: int) -> Settings:
@@ -74,12 +79,16 @@ class Settings:
       raise ValueError(
           f"thresholds must be values in (0, 1], got {config.thresholds}."
       )
+    extra = tuple(config.get("extra_batch_sizes", ()))
+    for size in extra:
+      config_utils.check_int("extra_batch_sizes", size, 1)
     return cls(
         thresholds,
         config.max_new_tokens,
         config.batch_size,
         config.latency_prompts,
         config.repeats,
+        extra,
     )
 
 
@@ -150,12 +159,17 @@ def evaluate(
   tokenizer's, or "".
 
   Returns:
-    Rows with `method`, `threshold` (None for AR), `exact_match`,
+    Rows with `method`, `threshold` (None for AR), `exact_match` (the whole
+    answer), `final_answer` (its result line, `scoring.final_answer`),
     `tokens_per_forward`, `batch1_ms` (ms per prompt at batch 1),
+    `batch1_ms_per_forward` (the same time over the forwards it took),
     `batch1_speedup_vs_ar` (the Sampler's ms over this method's),
-    `tokens_per_s` (at `batch_size`), `throughput_vs_ar` and, for block
-    diffusion, `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts at
-    its block size).
+    `tokens_per_s` (at `batch_size`), `throughput_vs_ar`,
+    `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`),
+    `num_params` (of the model the method decodes with),
+    `mean_answer_tokens` (of its completions, stop token excluded) and, for
+    block diffusion, `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
+    at its block size).
   """
   tokenizer = tokenizer_lib.load_tokenizer(bd_dir, chat_template)
   mesh = mesh_lib.from_section(mesh_section)
@@ -213,6 +227,17 @@ def evaluate(
     throughput = speed.measure(
         decoders, inputs, batch_size=batch_size, repeats=repeats
     )
+    at_batch = {}
+    for size in settings.extra_batch_sizes:
+      print(
+          f"  batch {size}: {len(ids)} prompts x {len(decoders)} methods"
+          f" x {repeats} repeats",
+          flush=True,
+      )
+      at_batch[size] = speed.measure(
+          decoders, inputs, batch_size=size, repeats=repeats
+      )
+    num_params = {"ar": _num_params(ar_model), "bd": _num_params(bd_model)}
   answers = [r["answer"] for r in records]
   tasks = [r["task"] for r in records]
   ar_latency = latency[comparison.AR_SAMPLER].seconds_per_row
@@ -227,20 +252,47 @@ def evaluate(
   )
   rows = []
   for method, timing in throughput.items():
+    score = lambda final: scoring.score_by_task(
+        tasks, timing.texts, answers, final=final
+    )["all"]
+    fast = latency[method]
     rows.append({
         "method": method,
         "threshold": thresholds_of.get(method),
-        "exact_match": scoring.score_by_task(tasks, timing.texts, answers)[
-            "all"
-        ],
+        "exact_match": score(final=False),
+        "final_answer": score(final=True),
         "tokens_per_forward": timing.tokens_per_forward,
-        "batch1_ms": 1e3 * latency[method].seconds_per_row,
-        "batch1_speedup_vs_ar": ar_latency / latency[method].seconds_per_row,
+        "batch1_ms": 1e3 * fast.seconds_per_row,
+        "batch1_ms_per_forward": 1e3 * fast.seconds / fast.num_forwards.sum(),
+        "batch1_speedup_vs_ar": ar_latency / fast.seconds_per_row,
         "tokens_per_s": timing.tokens_per_s,
         "throughput_vs_ar": timing.tokens_per_s / max(ar_rate, 1e-9),
+        "tokens_per_s_at": {
+            str(size): timings[method].tokens_per_s
+            for size, timings in at_batch.items()
+        },
+        "num_params": num_params["bd" if method in thresholds_of else "ar"],
+        "mean_answer_tokens": _mean_answer_tokens(timing, tokenizer),
         "tpf_ceiling": ceiling if method in thresholds_of else None,
     })
   return rows
+
+
+def _num_params(model: Any) -> int:
+  """The parameters of `model`, counted once (a tied head is the table)."""
+  state = nnx.state(model, nnx.Param)
+  return int(sum(x.size for x in jax.tree.leaves(state)))
+
+
+def _mean_answer_tokens(timing: speed.Timing, tokenizer: Any) -> float:
+  """The mean completion length in tokens, stop token excluded: the text's
+  own tokens (decoders differ in whether they count the stop token)."""
+  return float(
+      np.mean([
+          len(tokenizer.encode(t, add_special_tokens=False))
+          for t in timing.texts
+      ])
+  )
 
 
 def write_report(
@@ -269,7 +321,8 @@ def write_report(
       f" {settings.repeats} passes. {machine()}."
   )
   headline = comparison.headline(rows, settings.batch_size)
-  text = f"{table}\n{caption}\n{headline}"
+  summary = comparison.parallelism_summary(rows)
+  text = f"{table}\n{caption}\n{summary}\n{headline}"
   if warning:
     text = f"{warning}\n{text}"
   files.write_text(os.path.join(workdir, "report.txt"), f"{text}\n")

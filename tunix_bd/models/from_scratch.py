@@ -21,6 +21,7 @@ from tunix_bd.core import families
 from tunix_bd.core import rng
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_config
+from tunix_bd.models import precision as precision_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,24 @@ class ScratchModelSettings:
       )
 
 
+@dataclasses.dataclass(frozen=True)
+class ArModelSettings(ScratchModelSettings):
+  """`ar_pretrain`'s model: the shape, and how it computes: `dtype`
+  (bfloat16 compute on float32 master weights) and `remat`
+  (`models.precision`)."""
+
+  dtype: str = "float32"
+  remat: str = config_utils.resumable(default="none")
+
+  def __post_init__(self):
+    super().__post_init__()
+    self.precision  # Checks dtype and remat.
+
+  @property
+  def precision(self) -> precision_lib.Precision:
+    return precision_lib.Precision(dtype=self.dtype, remat=self.remat)
+
+
 # What smoke variants shrink a from-scratch model to: 1 layer, 32 wide.
 TINY_SHAPE = dict(
     num_layers=1,
@@ -68,7 +87,11 @@ def qwen3_config(
     settings: ScratchModelSettings, vocab_size: int
 ) -> qwen3_lib.ModelConfig:
   """The Tunix Qwen3 config of `settings` over a `vocab_size` vocabulary."""
-  shape = dataclasses.asdict(settings)  # `ModelConfig` fields but the tying.
+  # `ModelConfig` fields but the tying (a subclass may add compute keys).
+  shape = {
+      f.name: getattr(settings, f.name)
+      for f in dataclasses.fields(ScratchModelSettings)
+  }
   tied = shape.pop("tie_embeddings")
   return qwen3_lib.ModelConfig(
       **shape,

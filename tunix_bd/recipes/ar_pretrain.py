@@ -39,7 +39,7 @@ DESCRIPTION = "AR pretraining"
 class ArPretrainConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: from_scratch.ScratchModelSettings
+  model: from_scratch.ArModelSettings
   data: data_settings.DataSettings
   train: options.TrainSettings
   eval: options.EvalSettings = config_utils.section(*options.AR_EVAL_KEYS)
@@ -73,7 +73,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
 
   mesh = mesh_lib.make_mesh(settings.mesh)
-  model_config = from_scratch.qwen3_config(settings.model, len(tokenizer))
+  model_config = settings.model.precision.model_config(
+      from_scratch.qwen3_config(settings.model, len(tokenizer))
+  )
   model = from_scratch.init_model(model_config, config.seed, mesh)
   with stage.restoring():  # The newest checkpoint, one line if bad.
     trainer = ar.FingerprintedTrainer(
