@@ -66,8 +66,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if variant.startswith("realistic"):
     config.workdir = f"runs/quickstart_{variant}"
     config.tasks = ("trace",)
+    config.num_prompts = 128
     config.max_new_tokens = 200  # The longest answer and its stop token.
-    config.latency_prompts = 16
+    config.latency_prompts = 8
     config.repeats = 2
     config.thresholds = (0.5, 0.7, 0.9)
     config.extra_batch_sizes = (8,)
