@@ -5,11 +5,12 @@
 Tunix evaluates distillation by a loss without a teacher, which says nothing
 about decoding, so OPD evaluates by decoding held-out prompts greedily at
 each commit threshold (under `rollout.rule=threshold`; another rule at its
-own parameter: `prompt_batches.greedy`), scoring exact match against the reference answers
-and tokens per forward, and measuring the mean forward KL(teacher ||
-student) on those rollouts, each slot on the canvas it was committed from
-(`core.replay.replay_logits`). `DecodeEvaluation` runs it every N update
-steps as a Tunix `TrainingHooks` and logs `decode/...` metrics.
+own parameter: `prompt_batches.greedy`), scoring exact match against the
+reference answers and tokens per forward, and measuring the mean forward
+KL(teacher || student) on those rollouts, each slot on the canvas it was
+committed from (`core.replay.replay_logits`). `DecodeEvaluation` runs it
+every N update steps as a Tunix `TrainingHooks` and logs `decode/...`
+metrics.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ never changes a prompt's completion.
 A training loss says little about decoding, so OPD and GRPO evaluate a
 model by decoding held-out prompts and scoring each completion against its
 reference answer (`DecodeResult.correct`), greedily at several commit
-thresholds (`greedy`; another commit rule at its own parameter) or sampled with explicit per-row seeds, so that two
-models decoded with the same seeds are compared sample for sample.
+thresholds (`greedy`; another commit rule at its own parameter) or sampled
+with explicit per-row seeds, so that two models decoded with the same seeds
+are compared sample for sample.
 """
 
 from __future__ import annotations
