@@ -130,7 +130,8 @@ class OverrideDigestTest(absltest.TestCase):
           self.assertRegex(source, rf"def {name}\(|self\.{name}\s*[:=]")
 
   def test_no_module_reaches_a_private_tunix_name_outside_the_surface(self):
-    # Every `x._name` in tunix_bd that is no name of tunix_bd's own.
+    # Every `x._name` in tunix_bd that is no name of tunix_bd's own, also
+    # as a string (`getattr(x, "_name")`).
     own, reached = set(), {}
     for path in _PACKAGE.rglob("*.py"):
       for node in ast.walk(ast.parse(path.read_text())):
@@ -144,12 +145,23 @@ class OverrideDigestTest(absltest.TestCase):
           own.add(node.id)
         elif isinstance(node, ast.alias):
           own.add(node.asname or node.name.split(".")[-1])
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr.startswith("_")
-            and not node.attr.startswith("__")
+        name = None
+        if isinstance(node, ast.Attribute):
+          name = node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr", "delattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
         ):
-          reached.setdefault(node.attr, path.name)
+          name = node.args[1].value
+        if (
+            isinstance(name, str)
+            and name.startswith("_")
+            and not name.startswith("__")
+        ):
+          reached.setdefault(name, path.name)
     # Of those, the names Tunix's source defines (not `os._exit`).
     tunix_source = "\n".join(
         p.read_text() for p in pathlib.Path(tunix.__file__).parent.rglob("*.py")

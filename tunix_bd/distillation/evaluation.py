@@ -4,11 +4,13 @@
 
 Tunix evaluates distillation by a loss without a teacher, which says nothing
 about decoding, so OPD evaluates by decoding held-out prompts greedily at
-each commit threshold, scoring exact match against the reference answers
-and tokens per forward, and measuring the mean forward KL(teacher ||
-student) on those rollouts, each slot on the canvas it was committed from
-(`core.replay.replay_logits`). `DecodeEvaluation` runs it every N update
-steps as a Tunix `TrainingHooks` and logs `decode/...` metrics.
+each commit threshold (under `rollout.rule=threshold`; another rule at its
+own parameter: `prompt_batches.greedy`), scoring exact match against the
+reference answers and tokens per forward, and measuring the mean forward
+KL(teacher || student) on those rollouts, each slot on the canvas it was
+committed from (`core.replay.replay_logits`). `DecodeEvaluation` runs it
+every N update steps as a Tunix `TrainingHooks` and logs `decode/...`
+metrics.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _kl_sums(model, targets, strategy):
 
 @dataclasses.dataclass
 class DecodeEvaluation(progress.ProgressLines):
-  """Greedy decode evaluation at several thresholds, every N update steps.
+  """Greedy decode evaluation at several settings, every N update steps.
 
   Tunix's trainer holds one `TrainingHooks`: this one also prints the
   run's progress lines (`ProgressLines`), each step's before its evaluation.
@@ -48,8 +50,9 @@ class DecodeEvaluation(progress.ProgressLines):
     prompts: held-out prompts with their answers.
     teacher: the causal teacher (for the KL).
     strategy: the OPD strategy (teacher alignment and temperature).
-    decode: the denoising settings; `threshold` is replaced per threshold.
-    thresholds: commit thresholds to report; KL uses the first.
+    decode: the denoising settings, swept by `decode.sweep(thresholds)`.
+    thresholds: commit thresholds to report under the `threshold` rule;
+      KL uses the first setting.
     tokenizer: decodes completions for exact match.
     batch_size: prompts per decoding call.
     every_n_steps: evaluate when the update step is a multiple (0: never).
@@ -75,7 +78,7 @@ class DecodeEvaluation(progress.ProgressLines):
 
   def evaluate(self, model) -> dict[str, float]:
     """Metrics of `model` on the prompts (see the module docstring)."""
-    kl = np.zeros(2)  # Weighted KL sum and weight, over the first threshold.
+    kl = np.zeros(2)  # Weighted KL sum and weight, at the first setting.
 
     def add_kl(out: denoise.DenoiseOutput) -> None:
       (batch,) = sources.rollout_batches(

@@ -165,8 +165,14 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
           f" {self.bd}; the student must roll out with the settings it is"
           " trained under."
       )
-    # `sources.rollout_batches` weights only generated slots, with 0 or 1.
+    # `sources.rollout_batches` weights only generated slots, with 0 or 1;
+    # a batch from elsewhere is checked here, before the teacher runs (a NaN
+    # weight would make the loss NaN, a negative one ascend the KL).
     weights = np.asarray(batch.weights)
+    if not (np.isfinite(weights) & (weights >= 0)).all():
+      raise ValueError("OPD weights must be finite and >= 0.")
+    if (weights[np.asarray(batch.trace.action_step) < 0] != 0).any():
+      raise ValueError("OPD weights must be 0 on slots never generated.")
     same_position = self.bd.alignment == bd_config_lib.SAME_POSITION
     width = np.shape(batch.trace.prompt_tokens)[1]
     if self.canvas == sources.CORRUPTED and same_position:

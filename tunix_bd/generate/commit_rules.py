@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +46,29 @@ class CommitSettings:
   def commit_settings(self) -> dict[str, Any]:
     """`{"rule": ..., parameter: value, ...}` of this rule and parameters."""
     return {name: getattr(self, name) for name in ("rule", *PARAMETERS)}
+
+  def label(self) -> str:
+    """How metrics and reports name decoding under these settings: the
+    threshold alone (`0.5`) under the `threshold` rule, else the rule and
+    its parameter (`top_k=2`, `factor=1.0`); `describe` words it."""
+    value = getattr(self, self.rule)  # Each rule's parameter is its name.
+    return str(value) if self.rule == THRESHOLD else f"{self.rule}={value}"
+
+  def sweep(self, thresholds: Sequence[float], **changes: Any) -> list[Any]:
+    """These settings with `changes`, at each of `thresholds` under the
+    `threshold` rule; else once, at the rule's own parameter: a threshold
+    changes nothing another rule commits."""
+    if self.rule != THRESHOLD:
+      return [dataclasses.replace(self, **changes)]
+    return [
+        dataclasses.replace(self, **changes, threshold=float(t))
+        for t in thresholds
+    ]
+
+
+def describe(label: str) -> str:
+  """A `CommitSettings.label` in words: `threshold 0.5`, `top_k=2`."""
+  return label if "=" in label else f"{THRESHOLD} {label}"
 
 
 def is_int(value: Any) -> bool:

@@ -13,8 +13,9 @@ never changes a prompt's completion.
 A training loss says little about decoding, so OPD and GRPO evaluate a
 model by decoding held-out prompts and scoring each completion against its
 reference answer (`DecodeResult.correct`), greedily at several commit
-thresholds (`greedy`) or sampled with explicit per-row seeds, so that two
-models decoded with the same seeds are compared sample for sample.
+thresholds (`greedy`; another commit rule at its own parameter) or sampled
+with explicit per-row seeds, so that two models decoded with the same seeds
+are compared sample for sample.
 """
 
 from __future__ import annotations
@@ -174,24 +175,22 @@ def greedy(
     tokenizer: Any,
     batch_size: int,
     on_first_batch: Callable[[denoise.DenoiseOutput], None] | None = None,
-) -> dict[float, DecodeResult]:
-  """Greedy decoding of prompts with answers at each commit threshold.
+) -> dict[str, DecodeResult]:
+  """Greedy decoding of prompts with answers, at each setting of
+  `decode.sweep(thresholds)`: each threshold under the `threshold` rule,
+  else the rule's own parameter alone.
 
-  `decode`'s threshold is replaced by each of `thresholds` and its
-  temperature by 0; `on_first_batch` is `decode_prompts`' `on_batch` at the
-  first threshold.
+  `on_first_batch` is `decode_prompts`' `on_batch` at the first setting.
 
   Returns:
-    Threshold -> its `DecodeResult`, in `thresholds` order.
+    Each setting's label (`CommitSettings.label`) -> its `DecodeResult`, in
+    `thresholds` order.
   """
   if prompts.answers is None:
     raise ValueError("held-out prompts need reference answers.")
   results = {}
-  for i, threshold in enumerate(thresholds):
-    config = dataclasses.replace(
-        decode, threshold=float(threshold), temperature=0.0
-    )
-    results[float(threshold)] = decode_prompts(
+  for i, config in enumerate(decode.sweep(thresholds, temperature=0.0)):
+    results[config.label()] = decode_prompts(
         model,
         tokenizer,
         prompts,
@@ -203,12 +202,13 @@ def greedy(
   return results
 
 
-def greedy_metrics(results: dict[float, DecodeResult]) -> dict[str, float]:
-  """`exact_match@T` and `tokens_per_forward@T` of each threshold T."""
+def greedy_metrics(results: dict[str, DecodeResult]) -> dict[str, float]:
+  """`exact_match@L` and `tokens_per_forward@L` of each setting's label L
+  (`greedy`'s keys: `exact_match@0.5`, `exact_match@top_k=2`)."""
   metrics = {}
-  for threshold, decoded in results.items():
-    metrics[f"exact_match@{threshold}"] = float(np.mean(decoded.correct))
-    metrics[f"tokens_per_forward@{threshold}"] = float(
+  for label, decoded in results.items():
+    metrics[f"exact_match@{label}"] = float(np.mean(decoded.correct))
+    metrics[f"tokens_per_forward@{label}"] = float(
         np.mean(decoded.tokens_per_forward)
     )
   return metrics

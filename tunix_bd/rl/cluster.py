@@ -207,6 +207,15 @@ class DiffusionRLCluster(compat.RLCluster):
         logits_chunk=self.rollout.logits_chunk,
     )
 
+  def has_reference(self) -> bool:
+    """Whether the cluster holds a reference model (Tunix's public
+    `InferenceWorker.get_model` refuses a role it does not hold)."""
+    try:
+      self.inference_worker.get_model("reference")
+    except ValueError:
+      return False
+    return True
+
   def reference_replay_logps(
       self, trace: trace_lib.Trace, micro_batch_size: int | None = None
   ) -> np.ndarray:

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Held-out evaluation of a block-diffusion policy, paired before and after.
 
-Greedy exact match and tokens per forward at each `eval.thresholds`, and
-sampled exact match (`eval.sampled_*`) with the same seeds whichever weights
-are evaluated, on the same held-out prompts (`generate.prompt_batches`).
+Greedy exact match and tokens per forward at each `eval.thresholds` (under
+`rollout.rule=threshold`; another rule at its own parameter), and sampled
+exact match (`eval.sampled_*`) with the same seeds whichever weights are
+evaluated, on the same held-out prompts (`generate.prompt_batches`).
 Per-prompt results are kept, so a change is reported with its paired
 standard error clustered by prompt (`paired_difference`): a prompt's
 samples share its difficulty, so they are not independent draws.
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.generate import prompt_batches
 from tunix_bd.training import options
@@ -41,19 +43,20 @@ class HeldOutResult:
   """One model's held-out evaluation.
 
   Attributes:
-    greedy: threshold -> that threshold's greedy `prompt_batches.DecodeResult`.
+    greedy: each setting's label (`prompt_batches.greedy`) -> its greedy
+      `prompt_batches.DecodeResult`.
     sampled_correct: bool `[num_prompts, sampled_samples]`.
     sampled_tokens_per_forward: float `[num_prompts, sampled_samples]`.
     sampled_setting: how the samples were drawn, for reports.
   """
 
-  greedy: dict[float, prompt_batches.DecodeResult]
+  greedy: dict[str, prompt_batches.DecodeResult]
   sampled_correct: np.ndarray
   sampled_tokens_per_forward: np.ndarray
   sampled_setting: str = ""
 
   def to_json(self) -> dict[str, Any]:
-    """The metrics (`exact_match@T`, `tokens_per_forward@T`,
+    """The metrics (`exact_match@L`, `tokens_per_forward@L`,
     `sampled_exact_match`) and the per-prompt results (to pair runs with)."""
     metrics = prompt_batches.greedy_metrics(self.greedy)
     if self.sampled_correct.size:
@@ -61,8 +64,8 @@ class HeldOutResult:
     return {
         "metrics": metrics,
         "greedy_correct": {
-            str(t): d.correct.astype(int).tolist()
-            for t, d in self.greedy.items()
+            label: d.correct.astype(int).tolist()
+            for label, d in self.greedy.items()
         },
         "sampled_correct": self.sampled_correct.astype(int).tolist(),
     }
@@ -79,7 +82,8 @@ def evaluate(
 ) -> HeldOutResult:
   """Greedy and sampled held-out evaluation of the first
   `settings.num_prompts` prompts; `decode` is the rollout's denoising
-  settings, whose threshold and temperature are set per measurement."""
+  settings, whose temperature (and under the `threshold` rule, threshold)
+  are set per measurement (`CommitSettings.sweep`)."""
   num = settings.num_prompts  # At most len(prompts): `rl.prompt_stream`.
   prompts = dataclasses.replace(
       prompts,
@@ -91,10 +95,8 @@ def evaluate(
   greedy = prompt_batches.greedy(
       model, prompts, decode=decode, thresholds=settings.thresholds, **common
   )
-  sampled_config = dataclasses.replace(
-      decode,
-      threshold=settings.sampled_threshold,
-      temperature=settings.sampled_temperature,
+  (sampled_config,) = decode.sweep(
+      (settings.sampled_threshold,), temperature=settings.sampled_temperature
   )
   samples = [
       prompt_batches.decode_prompts(
@@ -110,8 +112,9 @@ def evaluate(
       sampled_correct=correct.T,
       sampled_tokens_per_forward=speed.T,
       sampled_setting=(
-          f"T={settings.sampled_temperature:g}, threshold"
-          f" {settings.sampled_threshold:g}, {len(samples)} per prompt"
+          f"T={settings.sampled_temperature:g},"
+          f" {commit_rules.describe(sampled_config.label())},"
+          f" {len(samples)} per prompt"
       ),
   )
 
@@ -165,15 +168,14 @@ def compare(
   ValueError if the two were not evaluated alike."""
   if list(before.greedy) != list(after.greedy):
     raise ValueError(
-        f"thresholds differ: {list(before.greedy)} vs {list(after.greedy)}."
+        f"greedy settings differ: {list(before.greedy)} vs"
+        f" {list(after.greedy)}."
     )
   changes = {}
-  for threshold, b in before.greedy.items():
-    a = after.greedy[threshold]
-    changes[f"exact_match@{threshold}"] = paired_difference(
-        b.correct, a.correct
-    )
-    changes[f"tokens_per_forward@{threshold}"] = paired_difference(
+  for label, b in before.greedy.items():
+    a = after.greedy[label]
+    changes[f"exact_match@{label}"] = paired_difference(b.correct, a.correct)
+    changes[f"tokens_per_forward@{label}"] = paired_difference(
         b.tokens_per_forward, a.tokens_per_forward
     )
   if before.sampled_correct.size or after.sampled_correct.size:

@@ -129,9 +129,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
           "training_config.max_seq_token_per_tpu (sequence packing) is not"
           " supported: a packed row would mix traces."
       )
-    if algo_config.beta != 0.0 and "reference" not in getattr(
-        rl_cluster.inference_worker, "_models", {}
-    ):
+    if algo_config.beta != 0.0 and not rl_cluster.has_reference():
       raise ValueError(
           f"grpo.beta={algo_config.beta} needs a reference model; pass one"
           " to the cluster or set beta=0."

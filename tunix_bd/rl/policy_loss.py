@@ -41,6 +41,8 @@ class DiffusionTrainExample(compat.TrainExample):
 
   The inherited fields are in Tunix's layout (`trace.to_tunix_layout`);
   the reference and old log-probs are replays of the same trace, or None.
+  The diffusion loss takes its actions from the trace (`action_step >= 0`),
+  not from `completion_mask`, so the two cannot disagree.
 
   Attributes:
     trace: the rollout's `Trace` (batch-major arrays, so Tunix slices and
@@ -227,6 +229,11 @@ def diffusion_grpo_loss(
   """`grpo_objective` of the live log-probs `replay_log_probs(model,
   train_example.trace)`, in Tunix's policy-loss signature (differentiable,
   jit-able); `cached_logits_fn` and `logits_chunk` are the rollout's.
+
+  The completion mask is the trace's actions, whatever
+  `train_example.completion_mask` holds: replay scores exactly those slots,
+  and under `jit` (as Tunix's trainer runs the loss) a mask that disagreed
+  could not be refused, only averaged over.
   """
   del pad_id, eos_id, kwargs
   trace = getattr(train_example, "trace", None)
@@ -271,4 +278,5 @@ def diffusion_grpo_loss(
       context_length=getattr(train_example, "context_length", None),
       logits_chunk=logits_chunk,
   )
-  return grpo_objective(per_token_logps, train_example, algo_config)
+  actions = train_example.replace(completion_mask=trace.action_step >= 0)
+  return grpo_objective(per_token_logps, actions, algo_config)

@@ -20,6 +20,7 @@ import numpy as np
 from tunix_bd import files
 from tunix_bd.evaluation import plot as plot_lib
 from tunix_bd.evaluation import report as report_lib
+from tunix_bd.generate import commit_rules
 from tunix_bd.rl import evaluation as evaluation_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.training import metrics as metrics_lib
@@ -47,11 +48,11 @@ def reward_curves(workdir: str) -> dict[str, list[tuple[int, float]]]:
 
 def metric_label(row: dict[str, Any]) -> str:
   """How the text and the figure name a held-out row's metric."""
-  name, _, threshold = row["metric"].partition("@")
+  name, _, label = row["metric"].partition("@")
   if name == "exact_match":
-    return f"greedy exact match, threshold {threshold}"
+    return f"greedy exact match, {commit_rules.describe(label)}"
   if name == "tokens_per_forward":
-    return f"greedy tokens/forward, threshold {threshold}"
+    return f"greedy tokens/forward, {commit_rules.describe(label)}"
   return f"sampled exact match ({row.get('setting', '')})"
 
 
@@ -97,7 +98,7 @@ def _plot_curves(ax, curves) -> None:
 
 
 def _tokens_per_forward(rows, metric: str) -> str:
-  """`TPF before -> after (SFT x)` of an exact-match row's threshold."""
+  """`TPF before -> after (SFT x)` of an exact-match row's setting."""
   tokens_metric = metric.replace("exact_match", "tokens_per_forward")
   row = next((r for r in rows if r["metric"] == tokens_metric), None)
   if row is None:
@@ -192,7 +193,8 @@ def write_report(
   )
   caption = (
       f"{steps} steps x {run.train.batch_size} prompts x"
-      f" G={run.grpo.num_generations}, threshold {run.rollout.threshold:g},"
+      f" G={run.grpo.num_generations},"
+      f" {commit_rules.describe(run.rollout.label())},"
       f" T={run.rollout.temperature:g}, {train_seconds:.0f} s on"
       f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
   )

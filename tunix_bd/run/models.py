@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 
+from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.models import bd_formats
@@ -60,20 +61,33 @@ def check_kl_reference(policy: str, reference: str) -> None:
   """Fails closed unless KL reference `model.reference` scores as the policy.
 
   An AR export (no block_diffusion.json), or other block size, mask id or
-  alignment, scores a rollout's trace under another distribution: the KL
-  would train towards it, silently. Checked before any compute.
+  alignment, scores a rollout's trace under another distribution, and
+  another tokenizer (`fingerprint.tokenizer_digest`: vocabulary, special
+  tokens, chat template) reads its token ids as other text: the KL would
+  train towards it, silently. Checked before any compute.
   """
+  if reference == policy:
+    return
   mine = bd_formats.load_settings(policy, "model.checkpoint")
   theirs = bd_formats.load_settings(reference, "model.reference")
   # What a reference's log-probs mean: they must be the policy's for the KL.
-  for field in ("block_size", "mask_token_id", "alignment"):
-    if getattr(mine, field) != getattr(theirs, field):
+  pairs = {
+      field: (getattr(mine, field), getattr(theirs, field))
+      for field in ("block_size", "mask_token_id", "alignment")
+  }
+  pairs["tokenizer"] = tuple(
+      fingerprint_lib.tokenizer_digest(bd_formats.load_tokenizer(path, key=key))
+      for path, key in (
+          (policy, "model.checkpoint"),
+          (reference, "model.reference"),
+      )
+  )
+  for field, (want, got) in pairs.items():
+    if want != got:
       raise ValueError(
-          f"model.reference={reference!r} has"
-          f" {field}={getattr(theirs, field)!r}, the policy"
-          f" (model.checkpoint) {field}={getattr(mine, field)!r}: the KL"
-          " reference must score rollouts as the policy does (e.g. set it to"
-          " model.checkpoint)."
+          f"model.reference={reference!r} has {field}={got!r}, the policy"
+          f" (model.checkpoint) {field}={want!r}: the KL reference must score"
+          " rollouts as the policy does (e.g. set it to model.checkpoint)."
       )
 
 

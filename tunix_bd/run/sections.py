@@ -107,7 +107,8 @@ class ModelSettings:
       config sets `runs/ar_pretrain/export`). GRPO: the policy, a converted
       model (with block_diffusion.json); generate: the converted model
       (`sft.py`'s `export/`, or an SDAR or Fast-dLLM v2 directory).
-    reference: GRPO: the frozen KL reference; empty: the initial policy (as
+    reference: GRPO: the frozen KL reference, a converted model of the
+      policy's block settings and tokenizer; empty: the initial policy (as
       Tunix, TRL and verl), so `model.checkpoint` once checked (with
       `random_init`, a copy of the random policy).
     continued_sft: GRPO: optional, another converted model evaluated beside

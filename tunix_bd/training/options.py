@@ -165,9 +165,11 @@ class EvalSettings:
   Attributes:
     max_new_tokens: tokens the AR evaluation decodes.
     num_prompts: held-out prompts (the data's eval split).
-    thresholds: commit thresholds of the greedy evaluation, in (0, 1].
+    thresholds: commit thresholds of the greedy evaluation, in (0, 1];
+      under a `rollout.rule` other than `threshold` it decodes once, at the
+      rule's own parameter.
     sampled_samples: samples per prompt of the sampled evaluation; 0: none.
-    sampled_threshold: its commit threshold, in (0, 1].
+    sampled_threshold: its commit threshold, in (0, 1] (likewise).
     sampled_temperature: its temperature, > 0.
     batch_size: rows (prompts) per evaluation call.
     seed: sample `s` of prompt `i` uses seed `seed + s * num_prompts + i`,

@@ -26,6 +26,7 @@ from tunix_bd.core import replayer
 from tunix_bd.core import scoring
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import denoise
+from tunix_bd.models import precision
 from tunix_bd_tests.core import replay_reference
 from tunix_bd_tests import test_common
 
@@ -442,6 +443,35 @@ class ReplayTest(parameterized.TestCase):
       replay.replay_log_probs(_MODEL, trace, num_canvases=1)
     with self.assertRaisesRegex(ValueError, r"trace must be a tunix_bd"):
       replay.replay_log_probs(_MODEL, object())
+
+
+class BfloatReplayTest(absltest.TestCase):
+  """Replay parity (RL invariant 1) under `model.dtype=bfloat16`."""
+
+  def test_a_bfloat16_rollout_replays_within_bfloat16_rounding(self):
+    # bf16 keeps 8 significant bits. The rollout's cached block forwards
+    # and replay's packed ones may sum in other orders (other XLA fusions),
+    # so an activation may round to its neighbouring bf16 value: the
+    # actions that attend to it then move by about an ulp of the logits
+    # (these models' are below 8: 2^-5 an ulp), the others replay exactly.
+    config = test_common.tiny_qwen3_config(_VOCAB)
+    bf16 = precision.Precision(dtype="bfloat16").model_config(config)
+    bd = _config(bd_config.SHIFTED)
+    errors = {}
+    for name, model_config in (("bfloat16", bf16), ("float32", config)):
+      model = test_common.init_qwen3(model_config, seed=3)
+      if name == "bfloat16":
+        trace = test_common.sampled_trace(
+            model, bd, stop_id=_MASK + 1, pad_id=_PAD, new_tokens=16
+        )
+        generated = trace.action_step >= 0
+      got = np.asarray(replayer.Replayer(model)(trace))
+      errors[name] = np.abs(got - trace.action_logp)[generated]
+    self.assertLessEqual(errors["bfloat16"].max(), 2**-4)
+    self.assertLessEqual(np.median(errors["bfloat16"]), 1e-5)
+    # The tolerance tells precisions apart: the same weights in float32
+    # replay the bf16 rollout's actions off by ~1e-2.
+    self.assertGreater(np.median(errors["float32"]), 1e-3)
 
 
 def _rel(got, want):

@@ -4,8 +4,9 @@
 
 docs/design.md "OPD invariants": KL properties and the NumPy brute force
 (18), trace canvases equal a single-canvas forward on each slot's commit
-canvas (19), generation is stop-gradient (17), and same-position alignment
-refuses weighted clean targets.
+canvas (19), generation is stop-gradient (17), weights other than the
+source's are refused before the teacher runs (16), and same-position
+alignment refuses weighted clean targets.
 """
 
 import dataclasses
@@ -285,6 +286,22 @@ class StrategyTest(parameterized.TestCase):
     bad = batch.replace(weights=np.where(clean, 1.0, batch.weights))
     with self.assertRaisesRegex(ValueError, "same_position"):
       strategy.get_teacher_outputs(self.teacher, {"batch": bad})
+
+  def test_bad_weights_fail_before_the_teacher_runs(self):
+    batch = _batch(self.trace, sources.TRACE)
+    never = batch.trace.action_step < 0
+    self.assertTrue(never.any())  # The rollout has slots never generated.
+    strategy = strategy_lib.DiffusionOpdStrategy(bd=_bd(), vocab_size=_VOCAB)
+    cases = (
+        (np.where(batch.weights > 0, np.nan, 0.0), "finite and >= 0"),
+        (np.where(batch.weights > 0, -1.0, 0.0), "finite and >= 0"),
+        (np.where(never, 1.0, batch.weights), "never generated"),
+    )
+    for weights, message in cases:
+      bad = batch.replace(weights=weights.astype(np.float32))
+      # No teacher: a check that came after its forward would fail otherwise.
+      with self.assertRaisesRegex(ValueError, message):
+        strategy.get_teacher_outputs(None, {"batch": bad})
 
   def test_bad_settings_fail(self):
     with self.assertRaisesRegex(ValueError, "opd.temperature"):

@@ -156,6 +156,28 @@ class CommitSettingsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       commit_rules.check_setting(name, value)
 
+  def test_labels_and_sweeps_name_what_each_rule_decodes(self):
+    for settings, label, words, thresholds in (
+        (commit_rules.CommitSettings(), "0.9", "threshold 0.9", [0.5, 1.0]),
+        (
+            commit_rules.CommitSettings(rule="top_k", top_k=2),
+            "top_k=2",
+            "top_k=2",
+            [0.9],
+        ),
+        (
+            commit_rules.CommitSettings(rule="factor", factor=0.5),
+            "factor=0.5",
+            "factor=0.5",
+            [0.9],
+        ),
+    ):
+      self.assertEqual(settings.label(), label)
+      self.assertEqual(commit_rules.describe(label), words)
+      swept = settings.sweep((0.5, 1))
+      self.assertEqual([s.threshold for s in swept], thresholds)
+      self.assertEqual({s.rule for s in swept}, {settings.rule})
+
   def test_values_take_their_parameters_type(self):
     self.assertIs(type(commit_rules.check_setting("top_k", np.int64(3))), int)
     self.assertIs(type(commit_rules.check_setting("threshold", 1)), float)

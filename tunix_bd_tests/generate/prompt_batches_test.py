@@ -98,7 +98,7 @@ class HeldOutTest(absltest.TestCase):
         on_first_batch=lambda out: sizes.append(len(out.completions)),
     )
     self.assertEqual(sizes, [2, 2, 2])  # 5 prompts: one wrapped filler row.
-    decoded = results[0.5]
+    decoded = results["0.5"]
     self.assertLen(decoded.texts, 5)
     want = [
         scoring.exact_match(t, a)
@@ -122,6 +122,34 @@ class HeldOutTest(absltest.TestCase):
           batch_size=2,
       )
 
+  def test_thresholds_are_swept_only_under_the_threshold_rule(self):
+    model = test_common.tiny_qwen3(256, embed_dim=32)
+    for decode, labels in (
+        (_GREEDY, ["0.5", "0.9"]),
+        (dataclasses.replace(_GREEDY, rule="top_k", top_k=2), ["top_k=2"]),
+        (dataclasses.replace(_GREEDY, rule="factor"), ["factor=1.0"]),
+    ):
+      results = prompt_batches.greedy(
+          model,
+          _PROMPTS,
+          bd=_BD,
+          decode=decode,
+          thresholds=(0.5, 0.9),
+          tokenizer=_TOKENIZER,
+          batch_size=5,
+      )
+      self.assertEqual(list(results), labels)
+      # Each label is what decoded: the last setting, decoded directly.
+      direct = prompt_batches.decode_prompts(
+          model,
+          _TOKENIZER,
+          _PROMPTS,
+          bd=_BD,
+          config=decode.sweep((0.9,))[-1],
+          batch_size=5,
+      )
+      self.assertEqual(results[labels[-1]].texts, direct.texts)
+
   def test_greedy_metrics_names(self):
     decoded = prompt_batches.DecodeResult(
         texts=["a", "b"],
@@ -133,7 +161,7 @@ class HeldOutTest(absltest.TestCase):
         correct=np.asarray([True, False]),
     )
     self.assertEqual(
-        prompt_batches.greedy_metrics({0.5: decoded}),
+        prompt_batches.greedy_metrics({"0.5": decoded}),
         {"exact_match@0.5": 0.5, "tokens_per_forward@0.5": 1.5},
     )
 

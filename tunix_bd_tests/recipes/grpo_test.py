@@ -337,6 +337,18 @@ class BadInputTest(parameterized.TestCase):
       grpo.run(self._with_reference(workdir, reference))
     self.assertFalse(os.path.exists(workdir))
 
+  def test_a_reference_with_another_tokenizer_is_refused(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "grpo")
+    reference = self._converted("reference", block_size=4, mask_token_id=3)
+    tokenizer = tokenizer_lib.build_char_tokenizer()
+    tokenizer.add_tokens(["<|other|>"], special_tokens=True)
+    tokenizer.save_pretrained(reference)
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.reference=.* has tokenizer='\w+', the policy"
+    ):
+      grpo.run(self._with_reference(workdir, reference))
+    self.assertFalse(os.path.exists(workdir))
+
   def test_empty_checkpoint_says_it_has_no_tokenizer(self):
     workdir = os.path.join(self.create_tempdir().full_path, "grpo")
     config = _smoke(workdir)

@@ -128,14 +128,14 @@ class EvaluateTest(absltest.TestCase):
     cls.result = _evaluate(cls.model, cls.prompts)
 
   def test_greedy_is_each_prompt_decoded_alone(self):
-    for threshold, decoded in self.result.greedy.items():
+    for label, decoded in self.result.greedy.items():
       for i in range(_NUM):
-        text, tpf = _direct(self.model, self.prompts, i, threshold=threshold)
+        text, tpf = _direct(self.model, self.prompts, i, threshold=float(label))
         self.assertEqual(decoded.texts[i], text)
         self.assertAlmostEqual(decoded.tokens_per_forward[i], tpf, places=5)
         self.assertEqual(decoded.correct[i], text == self.answers[i])
     np.testing.assert_array_equal(
-        self.result.greedy[0.9].correct, np.arange(_NUM) % 2 == 0
+        self.result.greedy["0.9"].correct, np.arange(_NUM) % 2 == 0
     )
 
   def test_sampled_rows_use_their_fixed_seeds(self):
@@ -156,6 +156,25 @@ class EvaluateTest(absltest.TestCase):
         self.assertAlmostEqual(
             self.result.sampled_tokens_per_forward[i, s], tpf, places=5
         )
+
+  def test_another_rule_is_evaluated_and_labelled_at_its_own_parameter(self):
+    decode = dataclasses.replace(_DECODE, rule="top_k", top_k=2)
+    settings = dataclasses.replace(_SETTINGS, sampled_samples=1)
+    result = evaluation.evaluate(
+        self.model,
+        self.prompts,
+        bd=_BD,
+        decode=decode,
+        settings=settings,
+        tokenizer=_TOKENIZER,
+    )
+    self.assertEqual(list(result.greedy), ["top_k=2"])
+    self.assertEqual(
+        result.greedy["top_k=2"].texts[0],
+        _direct(self.model, self.prompts, 0, rule="top_k", top_k=2)[0],
+    )
+    self.assertIn("exact_match@top_k=2", result.to_json()["metrics"])
+    self.assertEqual(result.sampled_setting, "T=1, top_k=2, 1 per prompt")
 
   def test_reevaluation_is_paired_exactly(self):
     again = _evaluate(self.model, self.prompts)

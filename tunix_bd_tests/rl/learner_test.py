@@ -238,6 +238,9 @@ class FailClosedTest(parameterized.TestCase):
       )
 
   def test_beta_without_reference_is_refused(self):
+    # Asked through Tunix's public `InferenceWorker.get_model`.
+    self.assertFalse(self.cluster.has_reference())
+    self.assertTrue(common.cluster().has_reference())
     with self.assertRaisesRegex(ValueError, "reference"):
       wiring.build_learner(
           self.cluster,

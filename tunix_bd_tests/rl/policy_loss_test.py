@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.rl.policy_loss (docs/design.md "RL invariants" 3-6).
+"""Tests for tunix_bd.rl.policy_loss (docs/design.md "RL invariants" 2-6).
 
 `grpo_objective` is pinned to Tunix's own `algo_core.grpo_loss_fn` on a
 logit-table model, whose logits do not depend on the tokens, so Tunix's AR
@@ -290,6 +290,24 @@ class DiffusionGrpoLossTest(parameterized.TestCase):
     )
     self.assertAlmostEqual(float(loss), float(every_loss), delta=1e-6)
     self.assertAlmostEqual(float(aux["kl"]), float(every_aux["kl"]), delta=1e-6)
+
+  def test_the_actions_are_the_trace_s_whatever_completion_mask_says(self):
+    example = self._example(ref_per_token_logps=self.live)
+    # Every action dropped and every never-generated slot added.
+    other = example.replace(completion_mask=~example.completion_mask)
+    config = _grpo_config(beta=0.04)
+    # One program for both (jitted, as Tunix's trainer runs the loss).
+    loss_fn = nnx.jit(
+        lambda model, example: policy_loss.diffusion_grpo_loss(
+            model, example, config, _PAD, _STOP
+        )
+    )
+    (want, want_aux), (got, got_aux) = (
+        loss_fn(self.model, e) for e in (example, other)
+    )
+    self.assertEqual(float(got), float(want))
+    for key in ("kl", "pg_clipfrac", "advantage/abs_mean"):
+      self.assertEqual(float(got_aux[key]), float(want_aux[key]), msg=key)
 
   @parameterized.parameters("grpo", "gspo-token")
   def test_first_micro_batch_is_on_policy(self, loss_algo):

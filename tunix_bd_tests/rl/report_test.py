@@ -22,7 +22,7 @@ _NUM = 40
 
 def _result(rng, greedy_p, sampled_p, tpf):
   greedy = {
-      t: prompt_batches.DecodeResult(
+      str(t): prompt_batches.DecodeResult(
           texts=[""] * _NUM,
           correct=rng.random(_NUM) < p,
           num_tokens=np.ones(_NUM),
