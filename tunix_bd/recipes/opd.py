@@ -81,6 +81,7 @@ def check_fingerprint(stage, sources, teacher_tokenizer) -> dict:
   )
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Distills, exports and returns the final decode metrics."""
   stage = validate(config)

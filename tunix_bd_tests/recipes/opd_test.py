@@ -108,6 +108,10 @@ class OpdRecipeTest(absltest.TestCase):
     smoke.rollout.extra_stop_ids = (tokenizer.pad_token_id,)
     with self.assertRaisesRegex(ValueError, "pad id"):
       opd.run(smoke)
+    smoke = _smoke(workdir)
+    smoke.mesh.tp = 2  # Refused once the workdir is held: it is removed.
+    with self.assertRaisesRegex(ValueError, r"^mesh\.fsdp \* mesh\.tp"):
+      opd.run(smoke)
     self.assertFalse(os.path.exists(workdir))
     self.assertFalse(
         os.path.exists(
