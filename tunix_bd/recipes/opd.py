@@ -120,7 +120,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     )
   with mesh_lib.tunix_context(mesh):
     stage.resumed(trainer.train_steps)
-    before = evaluation.run(trainer, trainer.train_steps)
+    before = evaluation.before(trainer, stage.workdir)
     stage.record()
     trainer.run()
     stage.stopped(trainer.train_steps)

@@ -41,7 +41,8 @@ class OpdRecipeTest(absltest.TestCase):
     metrics = opd.run(_smoke(workdir))
     self.assertIn("exact_match@0.9", metrics)
     with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["steps"], 2)
+      first = json.load(f)
+    self.assertEqual(first["steps"], 2)
     self.assertTrue(
         os.path.isfile(os.path.join(workdir, "export", bd_config.SETTINGS_FILE))
     )
@@ -67,7 +68,11 @@ class OpdRecipeTest(absltest.TestCase):
       )
     self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
     with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["steps"], 3)
+      resumed = json.load(f)
+    self.assertEqual(resumed["steps"], 3)
+    # "before" is the untrained student's, as the first launch measured it.
+    self.assertEqual(resumed["before"], first["before"])
+    self.assertNotEqual(first["before"], first["after"])
 
     other = _smoke(workdir, max_steps=3)
     other.opd.canvas = "trace"
