@@ -96,9 +96,11 @@ def _sft_arm(stage, mesh) -> dict:
   return dict(arm="continued SFT", steps=steps, **metrics)
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the arms and prints the side-by-side table."""
   stage = validate(config)
+  stage.hold()  # One run at a time: another would skew the timings.
   mesh = mesh_lib.make_mesh(stage.settings.mesh)
   start, corrupted = _opd_arm(stage, sources.CORRUPTED, "OPD corrupted")
   _, trace = _opd_arm(stage, sources.TRACE, "OPD trace")

@@ -56,6 +56,7 @@ def validate(
   return stage
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """Times both GRPO steps; prints the table and writes `bench_rl.json`."""
   stage = validate(config)
@@ -77,6 +78,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
   # Tunix's learner repeats each prompt G times before rolling out.
   item = {k: np.repeat(v, grpo.num_generations) for k, v in item.items()}
 
+  stage.hold()  # One run at a time: another would skew the timings.
   mesh = mesh_lib.make_mesh(settings.mesh)
   with mesh_lib.tunix_context(mesh):
     diffusion, trace = grpo_step.diffusion_arm(stage, tokenizer, bd, item, mesh)

@@ -56,11 +56,12 @@ def run(plugin: plugin_api.Plugin | None = None) -> None:
   clone), used for `tunix run --plugin NAME` of its name.
   """
   status = main(sys.argv[1:], plugin=plugin)
-  if status == _INTERRUPTED:
-    # Past the one line, without the interpreter's shutdown: background
-    # writers (Orbax's async checkpoint save) would each print a traceback
-    # as their executors close. An unfinished save is never committed, so
-    # the relaunch resumes from the last finished checkpoint.
+  if status in (1, _INTERRUPTED):
+    # Past the one line (an error's or Ctrl-C's), without the interpreter's
+    # shutdown: background writers (Orbax's async checkpoint save, the
+    # TensorBoard writer of a trainer a full disk stopped) would each print
+    # a traceback as their executors close. An unfinished save is never
+    # committed, so the relaunch resumes from the last finished checkpoint.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)  # pylint: disable=protected-access
@@ -216,7 +217,7 @@ def _run(
   recipe_fn = _import_target(plugin.recipes[recipe])
   _configure_logging(args.log_level)
   absl_logger = std_logging.getLogger("absl")
-  absl_logger.addFilter(_not_cpu_hbm_notice)
+  absl_logger.addFilter(_not_noise)
   try:
     recipe_fn(config)
   except (ValueError, OSError) as e:  # A rejected config; a full disk.
@@ -234,7 +235,7 @@ def _run(
     print(f"{_PROG}: {_interrupted(config)}", file=sys.stderr)
     return _INTERRUPTED
   finally:
-    absl_logger.removeFilter(_not_cpu_hbm_notice)
+    absl_logger.removeFilter(_not_noise)
   return 0
 
 
@@ -256,15 +257,21 @@ def _interrupted(config: ml_collections.ConfigDict) -> str:
   return "interrupted"
 
 
-def _not_cpu_hbm_notice(record: std_logging.LogRecord) -> bool:
-  """Drops Tunix's "Skipping non-TPU device: cpu" warning, and only it.
+def _not_noise(record: std_logging.LogRecord) -> bool:
+  """Drops two records that say nothing the run's own lines do not.
 
-  Tunix's `show_hbm_usage` logs it at every call on a CPU device: noise on a
-  run that chose CPU. Installed on the absl logger for the recipe's call alone.
+  Tunix's `show_hbm_usage` logs "Skipping non-TPU device: cpu" at every
+  call on a CPU device: noise on a run that chose CPU. Orbax's background
+  threads log the error of a failed save (a full disk) with its traceback,
+  and the save raises it again in the recipe: the one error line. Installed
+  on the absl logger for the recipe's call alone.
   """
+  path, message = record.pathname, record.getMessage()
+  hbm = path.endswith(os.path.join("tunix", "sft", "utils.py"))
+  orbax = os.path.join("orbax", "checkpoint", "_src", "futures", "future.py")
   return not (
-      record.pathname.endswith(os.path.join("tunix", "sft", "utils.py"))
-      and record.getMessage().startswith("Skipping non-TPU device: cpu.")
+      hbm and message.startswith("Skipping non-TPU device: cpu.")
+      or path.endswith(orbax) and "raised an exception" in message
   )
 
 

@@ -29,6 +29,7 @@ from tunix_bd.distillation import sources
 from tunix_bd.distillation import strategy as strategy_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import prompt_batches
+from tunix_bd.training import metrics as metrics_lib
 from tunix_bd.training import progress
 
 
@@ -125,6 +126,25 @@ class DecodeEvaluation(progress.ProgressLines):
     logging.info("%s", line)
     print(line, flush=True)
     return metrics
+
+  def before(self, trainer, workdir: str) -> dict[str, float]:
+    """The metrics before training: evaluated now, or a resumed run's as
+    its first launch logged them at step 0 in `workdir`'s metrics.jsonl.
+
+    A resumed run also evaluates its restored step again, whose rows
+    `workdir.resumed` dropped.
+    """
+    step = trainer.train_steps
+    now = self.run(trainer, step)
+    if not step:
+      return now
+    prefix = f"{trainer.metrics_prefix}/eval/decode/"
+    logged = {
+        r["name"][len(prefix) :]: r["value"]
+        for r in metrics_lib.read_records(workdir)
+        if r["step"] == 0 and r["name"].startswith(prefix)
+    }
+    return logged if set(logged) == set(now) else now
 
   def final(self, trainer) -> dict[str, float]:
     """The metrics at `trainer`'s last step, evaluated unless already."""

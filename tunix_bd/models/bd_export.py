@@ -212,6 +212,22 @@ def export_block_diffusion(
       # (`bd_formats.adapt_tokenizer`) turns the EOS back into that turn end.
       tokenizer = copy.deepcopy(tokenizer)
       tokenizer.eos_token = tokenizer.convert_ids_to_tokens(last)
+
+  def finish(directory: str) -> None:
+    """Within the export before it is in place: never weights alone."""
+    if fmt != TUNIX_BD:
+      write_legacy_tokenizer_config(directory)
+    if reference_code:  # Copies the format's modeling files.
+      for name in REFERENCE_CODE[fmt][0]:
+        with open(os.path.join(reference_code, name), "rb") as f:
+          files.write_bytes(os.path.join(directory, name), f.read())
+    bd_config_lib.save_settings(
+        bd,
+        directory,
+        extra={**extra, chat.SETTINGS_KEY: chat_options.to_dict()},
+        mask_token=mask_token,
+    )
+
   export.export_checkpoint(
       model,
       tokenizer,
@@ -219,18 +235,7 @@ def export_block_diffusion(
       source=source,
       dtype=hf_checkpoint.check_export_dtype(dtype, "export.dtype"),
       stop_ids=stop_ids,
-  )
-  if fmt != TUNIX_BD:
-    write_legacy_tokenizer_config(export_dir)
-  if reference_code:  # Copies the format's modeling files.
-    for name in REFERENCE_CODE[fmt][0]:
-      with open(os.path.join(reference_code, name), "rb") as f:
-        files.write_bytes(os.path.join(export_dir, name), f.read())
-  bd_config_lib.save_settings(
-      bd,
-      export_dir,
-      extra={**extra, chat.SETTINGS_KEY: chat_options.to_dict()},
-      mask_token=mask_token,
+      finish=finish,
   )
 
 

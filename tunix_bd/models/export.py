@@ -6,7 +6,8 @@ An export is an HF-style Qwen3 or Qwen2 directory (`config.json`,
 `generation_config.json`, `model.safetensors` or shards with an index, in
 the layout `hf_checkpoint` reads) with its tokenizer; what it keeps of its
 source checkpoint is `hf_checkpoint`'s. Directories are written to a temporary
-sibling and renamed into place, so a crash never leaves half an export.
+sibling (with the files a caller adds, `finish`) and renamed into place, so
+a crash never leaves half an export.
 Also finds the block-diffusion exports that exist under a directory.
 """
 
@@ -19,13 +20,14 @@ import os
 import re
 import shutil
 import uuid
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from flax import nnx
 import jax
 from jax.experimental import multihost_utils
 import ml_dtypes
 import numpy as np
+import safetensors
 from safetensors import numpy as safetensors_np
 
 from tunix_bd import files
@@ -171,6 +173,7 @@ def save_checkpoint(
     dtype: str | None = None,
     stop_ids: Iterable[int] = (),
     max_shard_bytes: int | None = None,
+    finish: Callable[[str], None] | None = None,
 ) -> None:
   """Exports a Tunix Qwen3 or Qwen2 as a Hugging Face checkpoint directory.
 
@@ -182,7 +185,8 @@ def save_checkpoint(
   for the source's (the model's without a source); `stop_ids` end generation in a sourceless
   model's generation config; with `max_shard_bytes`, weights are split into
   shards of at most that many bytes (a larger tensor gets its own) with an
-  index file.
+  index file; `finish(directory)` writes what else the export holds into
+  the directory before it is renamed into place.
   """
   name = families.family(model.config)
   if name not in _EXPORTABLE or not isinstance(
@@ -235,6 +239,8 @@ def save_checkpoint(
     if generation_config is not None:
       _write_json(tmp_dir, bd_formats.GENERATION_CONFIG_FILE, generation_config)
     _write_weights(tmp_dir, tensors, max_shard_bytes)
+    if finish is not None:
+      finish(tmp_dir)
     _fsync_tree(tmp_dir)
     # rename(2) atomically replaces an empty directory and fails otherwise.
     os.replace(tmp_dir, output_dir)
@@ -258,7 +264,8 @@ def export_checkpoint(
   `export_dir` may be a URL (`gs://...`): the export is then written to a
   local staging directory and copied there (object by object, so a crash
   can leave a partial copy, which the next export replaces). `options` are
-  `save_checkpoint`'s `source`, `dtype` and `stop_ids`.
+  `save_checkpoint`'s `source`, `dtype`, `stop_ids` and `finish`. A write
+  that fails (a full disk) is a one-line `ValueError` naming `export_dir`.
   """
   save = functools.partial(
       save_checkpoint, model, tokenizer=tokenizer, **options
@@ -277,11 +284,14 @@ def export_checkpoint(
     kept = f"; the previous export is in {previous!r}"
   try:
     save(export_dir)
-  except OSError as e:  # Disk full, most often: one line, not a traceback.
+  # Disk full, most often: one line, not a traceback. safetensors raises
+  # its own error for a failed write.
+  except (OSError, safetensors.SafetensorError) as e:
+    why = getattr(e, "strerror", None) or str(e).rstrip(".")
     raise ValueError(
-        f"writing the export {export_dir!r} failed: {e.strerror or e}{kept};"
-        " a relaunch with the same workdir resumes from the last checkpoint"
-        " and exports again."
+        f"writing the export {export_dir!r} failed: {why}{kept}; free space"
+        " there, then a relaunch with the same workdir resumes from the last"
+        " checkpoint and exports again."
     ) from e
   shutil.rmtree(previous, ignore_errors=True)
 

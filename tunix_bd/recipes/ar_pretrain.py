@@ -53,6 +53,7 @@ def validate(
   return stage_lib.Stage(config, ArPretrainConfig)
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Trains, exports and evaluates; returns exact match per task."""
   stage = validate(config)

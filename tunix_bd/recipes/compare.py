@@ -37,6 +37,7 @@ class CompareConfig:
   )
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Decodes the prompts with both models and writes the report."""
   start = time.monotonic()
@@ -57,6 +58,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   )
   records, source = dataset_lib.prompt_records(data)
   settings = comparison_report.Settings.from_config(config, len(records))
+  stage.hold()  # One run at a time: the report times each decode.
   rows = comparison_report.evaluate(
       model.ar,
       model.bd,

@@ -58,6 +58,7 @@ def validate(
   return stage
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Decodes, writes completions and returns the summary figures."""
   stage = validate(config)
@@ -97,6 +98,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       model_key="model.checkpoint",
   )
   denoise_config = decode.denoise_config(tokenizer, len(prompts[longest]))
+  stage.hold()  # Every check passed: one run decodes into the workdir.
   mesh = mesh_lib.make_mesh(settings.mesh)
   model = models.load_checkpoint(
       checkpoint, mesh, settings.model.precision, decoding_only=True

@@ -77,6 +77,7 @@ def train(cluster: Any, learner: Any, batches: Iterable[Any]) -> float:
   return time.perf_counter() - started
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict:
   """Trains, evaluates, exports, reports; returns the report's content."""
   stage = validate(config)

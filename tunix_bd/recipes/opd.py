@@ -81,6 +81,7 @@ def check_fingerprint(stage, sources, teacher_tokenizer) -> dict:
   )
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Distills, exports and returns the final decode metrics."""
   stage = validate(config)
@@ -119,7 +120,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     )
   with mesh_lib.tunix_context(mesh):
     stage.resumed(trainer.train_steps)
-    before = evaluation.run(trainer, trainer.train_steps)
+    before = evaluation.before(trainer, stage.workdir)
     stage.record()
     trainer.run()
     stage.stopped(trainer.train_steps)

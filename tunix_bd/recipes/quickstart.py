@@ -21,6 +21,7 @@ from tunix_bd.evaluation import comparison_report
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft
+from tunix_bd.run import stage as stage_lib
 from tunix_bd.run import workdir as workdir_lib
 
 
@@ -41,6 +42,7 @@ def _validate(config: ml_collections.ConfigDict) -> None:
   comparison_report.Settings.from_config(config, config.num_prompts)
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the three stages and writes the report; returns its rows."""
   _validate(config)

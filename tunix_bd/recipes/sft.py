@@ -58,6 +58,7 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage[SftConfig]:
   return stage
 
 
+@stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   """Converts, exports and returns the final train and eval losses."""
   stage = validate(config)

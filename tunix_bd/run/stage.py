@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import os
 import typing
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping
@@ -64,6 +65,18 @@ def values_only() -> Iterator[None]:
     _VALUES_ONLY.reset(token)
 
 
+def launch(run: Callable[..., Any]) -> Callable[..., Any]:
+  """A recipe's `run`: a launch that fails before its run started leaves
+  its workdir as it was (`workdir.launching`)."""
+
+  @functools.wraps(run)
+  def launched(*args, **kwargs):
+    with workdir_lib.launching():
+      return run(*args, **kwargs)
+
+  return launched
+
+
 class Stage(Generic[SettingsT]):
   """One launch of a recipe: its checked, typed config and bookkeeping.
 
@@ -96,13 +109,15 @@ class Stage(Generic[SettingsT]):
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
     self._lock = None
+    self._holds = False  # Whether `hold` locks the workdir.
     paths = not _VALUES_ONLY.get()  # False for `--dry_run`'s value check.
     if paths and writes != "workdir" and config.output:
       workdir_lib.check_file(config.output, "output")
     elif paths and writes != "output":
       workdir_lib.check(config.workdir)
-      # An existing workdir is held from here; a new one from the
-      # fingerprint check (its first write), so a failed launch writes none.
+      # An existing workdir is held from here; a new one from `hold`, once
+      # the checks that need no model passed.
+      self._holds = True
       self._lock = workdir_lib.lock(config.workdir, create=False)
     self.config = config
     self.workdir = config.get("workdir")
@@ -160,12 +175,20 @@ class Stage(Generic[SettingsT]):
         **derived,
     }
     self.fingerprint = fingerprint_lib.fingerprint(fields)
-    if self._lock is None:  # A new workdir: made and held from here.
-      self._lock = workdir_lib.lock(self.workdir)
+    self.hold()
     fingerprint_lib.check(
         workdir_lib.checkpoints(self.workdir), self.fingerprint
     )
     return self.fingerprint
+
+  def hold(self) -> None:
+    """Holds the workdir (a new one is made): before the run computes.
+
+    Within `launch`, a launch that fails before `record` removes what the
+    lock made (`workdir.launching`). Nothing for a run writing `output`.
+    """
+    if self._holds and self._lock is None:
+      self._lock = workdir_lib.lock(self.workdir)
 
   def restoring(self):
     """Around building the trainer: `workdir.restoring`."""
@@ -216,6 +239,7 @@ class Stage(Generic[SettingsT]):
     fingerprint_lib.record(
         workdir_lib.checkpoints(self.workdir), self.fingerprint
     )
+    workdir_lib.started(self.workdir)
 
   def provenance(self, key: str) -> dict[str, Any]:
     """Checkpoint `model.<key>` as exports record it; a random model's mark."""

@@ -5,8 +5,10 @@
 `check` comes before anything loads (`run.stage` checks the fingerprint
 under `checkpoints` once known, records it right before the first step);
 `resumed` once the trainer restored its checkpoint; `lock` holds the
-workdir for one run. Local workdirs are made absolute (Orbax needs that),
-URLs stay URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
+workdir for one run, and within `launching` a launch that fails before it
+`started` removes what its lock made. Local workdirs are made absolute
+(Orbax needs that), URLs stay URLs. docs/recipes.md, "Runs: logs,
+checkpoints, resume".
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import datetime
 import fcntl
 import json
 import os
+import shutil
 import socket
 import traceback
 from typing import Callable, IO, Iterator
@@ -32,6 +35,10 @@ LOCK_FILE = ".lock"
 # The locks this process holds, by workdir: a process may take its own lock
 # again (quickstart's stages, a recipe's `validate` then `run`).
 _held: weakref.WeakValueDictionary[str, IO[str]] = weakref.WeakValueDictionary()
+# Per open launch (`launching`), innermost last: `(workdir, made)` of each
+# lock it took that made `made` (the workdir or a parent, or `.lock`).
+_launches: list[list[tuple[str, str]]] = []
+_started: set[str] = set()  # Workdirs whose run started, in open launches.
 
 
 def check(workdir: str, key: str = "workdir") -> str:
@@ -117,6 +124,9 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
     return held
   if not files.is_writer() or (not create and not os.path.isdir(path)):
     return None
+  made, missing = None, os.path.join(path, LOCK_FILE)
+  while not os.path.lexists(missing):  # The outermost path this lock makes.
+    made, missing = missing, os.path.dirname(missing)
   os.makedirs(path, exist_ok=True)
   handle = open(os.path.join(path, LOCK_FILE), "a+", encoding="utf-8")
   try:
@@ -151,7 +161,51 @@ def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
   )
   handle.flush()
   _held[path] = handle
+  if made and _launches:
+    _launches[-1].append((path, made))
   return handle
+
+
+def started(workdir: str) -> None:
+  """Marks the run in `workdir` started: a failure now keeps what it made.
+
+  Its enclosing workdirs (a chain's, `quickstart`) are kept with it.
+  """
+  if not files.is_url(workdir):
+    _started.add(os.path.abspath(workdir))
+
+
+@contextlib.contextmanager
+def launching() -> Iterator[None]:
+  """Around one launch: if it fails, what its locks made is removed.
+
+  A launch that fails before its run `started` (a check that needs the
+  models, a mesh that cannot be built) leaves each workdir as it was: a
+  workdir it made is removed with whatever the launch wrote there (a
+  trainer's `tensorboard/`), a `.lock` it added to an existing one too.
+  Nobody else wrote there: the lock was held throughout.
+  """
+  made: list[tuple[str, str]] = []
+  _launches.append(made)
+  try:
+    yield
+  except BaseException:
+    for path, what in reversed(made):
+      if any(s == path or s.startswith(path + os.sep) for s in _started):
+        continue
+      if os.path.isdir(what):
+        shutil.rmtree(what, ignore_errors=True)
+      else:
+        with contextlib.suppress(OSError):
+          os.remove(what)
+      handle = _held.pop(path, None)
+      if handle is not None:
+        handle.close()
+    raise
+  finally:
+    _launches.pop()
+    if not _launches:
+      _started.clear()
 
 
 def checkpoints(workdir: str) -> str:

@@ -160,22 +160,26 @@ def report_conversion(
 
   Returns `{"train_loss", "eval_loss", "steps"}`: the last `/train/loss` and
   `/eval/loss` in `workdir`'s `metrics.jsonl` (NaN if never logged), and
-  `steps` (the optimizer steps trained), for the model in `export_dir`.
+  `steps` (the optimizer steps trained), for the model in `export_dir`. An
+  evaluation before the last step (a `train.time_budget_s` stop, a step
+  count off the eval cadence) is printed with its step.
   """
 
   def last(name):
     values = metrics.read_metrics(workdir, name)
-    return values[-1][1] if values else float("nan")
+    return values[-1] if values else (steps, float("nan"))
 
+  eval_step, eval_loss = last("/eval/loss")
   losses = {
-      "train_loss": last("/train/loss"),
-      "eval_loss": last("/eval/loss"),
+      "train_loss": last("/train/loss")[1],
+      "eval_loss": eval_loss,
       "steps": steps,
   }
+  at = f" at step {eval_step}" if eval_step != steps else ""
   print(
       f"sft: exported the block-diffusion model to {export_dir} "
       f"(block_size={bd.block_size}, mask id {bd.mask_token_id}, "
       f"{bd.alignment}, {bd.layout}); final train loss "
-      f"{losses['train_loss']:.4f}, eval loss {losses['eval_loss']:.4f}."
+      f"{losses['train_loss']:.4f}, eval loss {eval_loss:.4f}{at}."
   )
   return losses

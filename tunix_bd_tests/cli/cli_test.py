@@ -665,13 +665,15 @@ class CliTest(parameterized.TestCase):
         " from its last checkpoint",
     )
 
-  def test_the_console_script_exits_130_without_interpreter_shutdown(self):
-    # Shutdown would print a traceback per background writer still saving.
-    with mock.patch.object(main, "main", return_value=130):
+  @parameterized.parameters(1, 130)
+  def test_the_console_script_exits_without_interpreter_shutdown(self, code):
+    # Shutdown would print a traceback per background writer still saving
+    # (a full disk: Orbax's save, the TensorBoard writer).
+    with mock.patch.object(main, "main", return_value=code):
       with mock.patch.object(os, "_exit", side_effect=SystemExit) as exit_:
         with self.assertRaises(SystemExit):
           main.run()
-    exit_.assert_called_once_with(130)
+    exit_.assert_called_once_with(code)
 
   def test_other_exceptions_propagate(self):
     with self.assertRaisesRegex(RuntimeError, "a real bug"):
@@ -795,6 +797,17 @@ class CliTest(parameterized.TestCase):
     self.assertEqual(result.returncode, 0, msg=result.stderr)
     self.assertIn("another warning on cpu", result.stderr)
     self.assertNotIn("Skipping non-TPU device", result.stderr)
+
+  def test_orbax_s_background_log_of_a_failed_save_is_dropped_alone(self):
+    # The save raises the same error in the recipe: the one error line.
+    future = os.path.join("orbax", "checkpoint", "_src", "futures", "future.py")
+    record = lambda path, message: logging.LogRecord(
+        "absl", logging.ERROR, os.path.join("/site", path), 1, message, (), None
+    )
+    failed = "_SignalingThread.run() raised an exception: OUT_OF_RANGE: ..."
+    self.assertFalse(main._not_noise(record(future, failed)))
+    self.assertTrue(main._not_noise(record(future, "another error")))
+    self.assertTrue(main._not_noise(record("other.py", failed)))
 
   def test_cpu_hbm_notice_filter_is_removed_after_the_recipe(self):
     absl_logger = logging.getLogger("absl")

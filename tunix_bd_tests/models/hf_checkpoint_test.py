@@ -375,12 +375,31 @@ class RoundTripTest(parameterized.TestCase):
       with self.assertRaisesRegex(
           ValueError,
           rf"^writing the export '{out}' failed: No space left on device; the"
-          rf" previous export is in '{out}.previous'; a relaunch with the"
-          " same workdir resumes from the last checkpoint and exports again",
+          rf" previous export is in '{out}.previous'; free space there, then"
+          " a relaunch with the same workdir resumes from the last checkpoint"
+          " and exports again",
       ):
         export.export_checkpoint(model, None, out)
     self.assertFalse(os.path.exists(out))
     self.assertIn("model.safetensors", os.listdir(out + ".previous"))
+
+  @absltest.skipUnless(os.path.exists("/dev/full"), "no /dev/full")
+  def test_a_full_disk_under_the_weights_writer_is_one_line(self):
+    # safetensors raises its own error, not an OSError, for a failed write:
+    # each weights file written to /dev/full, whose writes fail ENOSPC.
+    model = _random_model(hf_tiny.qwen3_config(), 7)
+    parent = _tempdir(self)
+    out = os.path.join(parent, "export")
+    real = safetensors_np.save_file
+    full = lambda tensors, path, **kw: real(tensors, "/dev/full", **kw)
+    with mock.patch.object(export.safetensors_np, "save_file", full):
+      with self.assertRaisesRegex(
+          ValueError,
+          rf"^writing the export '{out}' failed: Error while serializing: .*"
+          r"No space left on device \(os error 28\); free space there",
+      ):
+        export.export_checkpoint(model, None, out)
+    self.assertEqual(os.listdir(parent), [])
 
   def test_refuses_non_empty_output_dir_and_lora(self):
     model = _random_model(hf_tiny.qwen3_config(), 8)

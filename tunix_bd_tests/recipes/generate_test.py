@@ -7,13 +7,16 @@ The decoding itself is tested end to end in `quickstart_test`
 """
 
 import os
+from unittest import mock
 
 from absl.testing import absltest
 from tunix_bd import config_files
 from tunix_bd.core import bd_config
 from tunix_bd.evaluation import completions
 from tunix_bd.recipes import generate
+from tunix_bd.run import workdir as workdir_lib
 from tunix_bd_tests import test_common
+from tunix_bd_tests.run import run_test_common
 
 
 def _config(**overrides):
@@ -73,6 +76,33 @@ class ValidateTest(absltest.TestCase):
     config = _config(output=self.workdir)  # A directory.
     with self.assertRaisesRegex(ValueError, r"^output="):
       generate.validate(config)
+
+
+class HoldTest(absltest.TestCase):
+
+  def test_a_new_workdir_is_held_before_decoding(self):
+    # Another launch takes the new workdir while this one reads its prompts.
+    config = _config(
+        workdir=os.path.join(self.create_tempdir().full_path, "run")
+    )
+    config.model.checkpoint = test_common.sdar_tiny_with_positions(
+        self.create_tempdir().full_path, 512
+    )
+    config.bd.alignment = bd_config.SAME_POSITION
+    real = generate.dataset_lib.prompt_records
+
+    def records_then_another_launch(data):
+      holder = run_test_common.hold_workdir(config.workdir)
+      self.addCleanup(holder.wait)
+      self.addCleanup(holder.kill)
+      return real(data)
+
+    with mock.patch.object(
+        generate.dataset_lib, "prompt_records", records_then_another_launch
+    ):
+      with self.assertRaisesRegex(ValueError, r"^workdir=.* is in use by"):
+        generate.run(config)
+    self.assertEqual(os.listdir(config.workdir), [workdir_lib.LOCK_FILE])
 
 
 class PositionsTest(absltest.TestCase):

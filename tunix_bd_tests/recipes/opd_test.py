@@ -41,7 +41,8 @@ class OpdRecipeTest(absltest.TestCase):
     metrics = opd.run(_smoke(workdir))
     self.assertIn("exact_match@0.9", metrics)
     with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["steps"], 2)
+      first = json.load(f)
+    self.assertEqual(first["steps"], 2)
     self.assertTrue(
         os.path.isfile(os.path.join(workdir, "export", bd_config.SETTINGS_FILE))
     )
@@ -67,7 +68,11 @@ class OpdRecipeTest(absltest.TestCase):
       )
     self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
     with open(os.path.join(workdir, "report.json"), encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["steps"], 3)
+      resumed = json.load(f)
+    self.assertEqual(resumed["steps"], 3)
+    # "before" is the untrained student's, as the first launch measured it.
+    self.assertEqual(resumed["before"], first["before"])
+    self.assertNotEqual(first["before"], first["after"])
 
     other = _smoke(workdir, max_steps=3)
     other.opd.canvas = "trace"
@@ -107,6 +112,10 @@ class OpdRecipeTest(absltest.TestCase):
     smoke = _smoke(workdir)
     smoke.rollout.extra_stop_ids = (tokenizer.pad_token_id,)
     with self.assertRaisesRegex(ValueError, "pad id"):
+      opd.run(smoke)
+    smoke = _smoke(workdir)
+    smoke.mesh.tp = 2  # Refused once the workdir is held: it is removed.
+    with self.assertRaisesRegex(ValueError, r"^mesh\.fsdp \* mesh\.tp"):
       opd.run(smoke)
     self.assertFalse(os.path.exists(workdir))
     self.assertFalse(

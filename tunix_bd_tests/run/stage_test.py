@@ -3,6 +3,7 @@
 """Tests for tunix_bd.run.stage: the run skeleton every training recipe uses."""
 
 import contextlib
+import errno
 import io
 import os
 import tempfile
@@ -15,6 +16,7 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
@@ -288,7 +290,7 @@ class ConvertedModelTest(absltest.TestCase):
         {"checkpoint": record, "reference": record},
     )
 
-  def test_export_converted_is_export_block_diffusion_of_the_sources(self):
+  def _converted(self):
     stage = run_test_common.converted_stage(self.config)
     settings = stage.settings
     sources = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
@@ -297,6 +299,24 @@ class ConvertedModelTest(absltest.TestCase):
         "checkpoint",
         mesh_lib.make_mesh(mesh_lib.MeshSettings()),
     )
+    return stage, sources, model
+
+  def test_a_full_disk_leaves_no_weights_without_their_settings(self):
+    stage, sources, model = self._converted()
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    # The disk fills as block_diffusion.json is written, after the weights.
+    with mock.patch.object(bd_config.files, "write_text", side_effect=full):
+      with self.assertRaisesRegex(
+          ValueError,
+          rf"^writing the export '{stage.export_dir}' failed: No space left"
+          " on device; free space there, then a relaunch",
+      ):
+        stage.export_converted(model, sources)
+    self.assertEqual(os.listdir(self.config.workdir), [])
+
+  def test_export_converted_is_export_block_diffusion_of_the_sources(self):
+    stage, sources, model = self._converted()
+    settings = stage.settings
     exported = stage.export_converted(
         model, sources, stop_ids=(7,), extra={"run": {"a": 1}}
     )

@@ -205,6 +205,44 @@ class LockTest(absltest.TestCase):
     makedirs.assert_not_called()
 
 
+class LaunchingTest(absltest.TestCase):
+  """A launch that fails before its run started leaves the workdir as it was."""
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+
+  def _fail(self, *workdirs, start=()):
+    with self.assertRaisesRegex(ValueError, "^bad mesh$"):
+      with workdir_lib.launching():
+        held = [workdir_lib.lock(w) for w in workdirs]
+        os.makedirs(os.path.join(workdirs[-1], "tensorboard"))
+        for w in start:
+          workdir_lib.started(w)
+        raise ValueError("bad mesh")
+    return held
+
+  def test_what_the_lock_made_is_removed_and_the_lock_released(self):
+    existing = os.path.join(self.root, "existing")
+    os.makedirs(existing)
+    self._fail(os.path.join(self.root, "new", "run"))
+    self._fail(existing)
+    # Only the lock is told apart from an existing workdir's files.
+    self.assertEqual(_tree(self.root), [existing, f"{existing}/tensorboard"])
+    holder = run_test_common.hold_workdir(existing)  # Released.
+    holder.kill()
+    holder.wait()
+
+  def test_a_started_run_keeps_its_workdir_and_the_chain_around_it(self):
+    chain = os.path.join(self.root, "chain")
+    stage = os.path.join(chain, "stage")
+    self._fail(chain, stage, start=[stage])
+    self.assertTrue(os.path.isfile(os.path.join(stage, workdir_lib.LOCK_FILE)))
+    with workdir_lib.launching():  # Success: everything is kept.
+      workdir_lib.lock(os.path.join(self.root, "ok"))
+    self.assertTrue(os.path.isdir(os.path.join(self.root, "ok")))
+
+
 def _sft_trainer(workdir):
   """A tiny SFT trainer as the recipe builds it, keeping two checkpoints."""
   tokenizer = tokenizer_lib.build_char_tokenizer()

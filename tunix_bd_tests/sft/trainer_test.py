@@ -192,6 +192,13 @@ class ReportConversionTest(absltest.TestCase):
         f" (block_size=8, mask id {_MASK}, shifted, clean_context); final"
         " train loss 2.5000, eval loss 2.7500.\n",
     )
+    # A run stopped at step 3 by its time budget last evaluated at step 2.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      trainer_lib.report_conversion(workdir, "runs/sft/export", _BD, 3)
+    self.assertEndsWith(
+        out.getvalue(), "train loss 2.5000, eval loss 2.7500 at step 2.\n"
+    )
     # A run that logged nothing (no step) reports NaN.
     empty = self.create_tempdir().full_path
     with contextlib.redirect_stdout(io.StringIO()):
