@@ -73,7 +73,10 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       for e in mix.examples("eval", config.num_prompts)
   ]
   rows = comparison_report.evaluate(
-      ar_dir, bd_dir, records, settings, config.mesh
+      comparison_report.open_models(ar_dir, bd_dir),
+      records,
+      settings,
+      config.mesh,
   )
   text = comparison_report.write_report(
       workdir,
