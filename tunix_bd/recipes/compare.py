@@ -17,6 +17,7 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd.evaluation import comparison_report
+from tunix_bd.evaluation import pair
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.distillation import teacher as teacher_lib
@@ -42,7 +43,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   # The values first, then the directories.
   stage = stage_lib.Stage(config, CompareConfig)
   model, data = stage.settings.model, stage.settings.data
-  models = comparison_report.open_models(
+  models = pair.open_models(
       model.ar,
       model.bd,
       chat_template=data.chat_template,
@@ -52,7 +53,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   teacher_lib.check_compatible(
       model.ar, models.ar_tokenizer, models.bd.tokenizer, key="model.ar"
   )
-  warning = comparison_report.conversion_warning(model, stage.identify)
+  warning = pair.conversion_warning(model, stage.identify)
   if warning:
     print(warning, flush=True)
   records, source = dataset_lib.prompt_records(data)
