@@ -96,13 +96,21 @@ def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
     )
     if recorded.get("digest") != current["digest"]:
       diff = differences(recorded, current)
-      described = "; ".join(
-          f"{k}: checkpoint has {a!r}, config has {b!r}"
+      recipes = diff.get("recipe")
+      if recipes and None not in recipes:  # The other fields mean nothing.
+        raise ValueError(
+            f"cannot resume from {checkpoint_dir}: its checkpoints are a"
+            f" {recipes[0]!r} run's, this is {recipes[1]!r} ({len(diff) - 1}"
+            " other fields differ). Use a new workdir."
+        )
+      described = "".join(
+          f"\n  {k}: checkpoint has {a!r}, config has {b!r}"
           for k, (a, b) in diff.items()
       )
       raise ValueError(
-          f"cannot resume from {checkpoint_dir}: its fingerprint differs "
-          f"({described}). Use a new workdir or restore those settings."
+          f"cannot resume from {checkpoint_dir}: its fingerprint differs in"
+          f" {len(diff)} field(s). Use a new workdir or restore those"
+          f" settings:{described}"
       )
     return
   if any(name.isdigit() for name in files.list_dir(checkpoint_dir)):

@@ -155,13 +155,19 @@ class CheckOrRecordTest(absltest.TestCase):
     with self.assertRaises(ValueError) as raised:
       test_common.check_or_record(self.root, changed)
     message = str(raised.exception)
-    self.assertIn(f"cannot resume from {self.root}", message)
-    for expected in (
-        "model.num_layers: checkpoint has 2, config has 4",
-        "block_size: checkpoint has 4, config has 8",
-        "canvas: checkpoint has None, config has 'clean_context'",
-    ):
-      self.assertIn(expected, message)
+    # A line saying what to do, then one line per field.
+    self.assertEqual(
+        message.splitlines(),
+        [
+            (
+                f"cannot resume from {self.root}: its fingerprint differs in 3"
+                " field(s). Use a new workdir or restore those settings:"
+            ),
+            "  block_size: checkpoint has 4, config has 8",
+            "  canvas: checkpoint has None, config has 'clean_context'",
+            "  model.num_layers: checkpoint has 2, config has 4",
+        ],
+    )
     # Unchanged fields are not reported.
     for unchanged in ("temperature", "stop_ids", "model.name", "seed"):
       self.assertNotRegex(message, re.escape(unchanged) + ": checkpoint")
@@ -170,6 +176,19 @@ class CheckOrRecordTest(absltest.TestCase):
       self.assertEqual(f.read(), recorded_text)
     with self.assertRaisesRegex(ValueError, "fingerprint differs"):
       test_common.check_or_record(self.root, changed)
+
+  def test_another_recipes_checkpoints_are_refused_in_one_line(self):
+    test_common.check_or_record(
+        self.root, fingerprint.fingerprint({**_FIELDS, "recipe": "sft"})
+    )
+    grpo_run = {"recipe": "grpo", **{k: f"new {k}" for k in _FIELDS}}
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^cannot resume from {re.escape(self.root)}: its checkpoints are"
+        r" a 'sft' run's, this is 'grpo' \(\d+ other fields differ\)\. Use a"
+        r" new workdir\.$",
+    ):
+      test_common.check_or_record(self.root, fingerprint.fingerprint(grpo_run))
 
   def test_an_empty_data_field_is_compared_like_any_other(self):
     digest = fingerprint.DIGEST_PREFIX + "0" * 64

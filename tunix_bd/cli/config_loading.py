@@ -120,6 +120,11 @@ def load_config(
     module = config_files.import_file(path)
   except ValueError as e:
     raise plugin_api.UsageError(str(e)) from e
+  except SyntaxError as e:  # Where, as one line: not importlib's frames.
+    raise plugin_api.UsageError(
+        f"config {str(path)!r} line {e.lineno}: {e.msg}:"
+        f" {(e.text or '').strip()!r}"
+    ) from e
   get_config = getattr(module, "get_config", None)
   if not callable(get_config):
     raise plugin_api.UsageError(f"config {str(path)!r} defines no get_config()")

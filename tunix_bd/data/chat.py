@@ -154,15 +154,34 @@ def encode_prompt(
     tokenizer: transformers.PreTrainedTokenizerBase,
     messages: Messages,
     options: ChatOptions = ChatOptions(),
+    where: str = "a prompt",
 ) -> tuple[int, ...]:
-  """Renders `messages` (without the answer) as generation prompt ids."""
-  return render(
+  """Renders `messages` (without the answer) as generation prompt ids.
+
+  Fails closed, naming `where`, on characters the tokenizer loses (drops,
+  or reads as its unknown token): those its ids do not decode back to.
+  """
+  ids = render(
       tokenizer,
       messages,
       add_generation_prompt=True,
       tokenize=True,
       options=options,
   )
+  text = prompt_text(tokenizer, messages, options)
+  backend = getattr(tokenizer, "backend_tokenizer", None)  # A fast one's.
+  normalizer = getattr(backend, "normalizer", None)
+  if normalizer is not None:  # What the tokenizer means to keep (e.g. NFC).
+    text = normalizer.normalize_str(text)
+  decoded = tokenizer.decode(ids, clean_up_tokenization_spaces=False)
+  lost = "".join(sorted(set(text) - set(decoded)))
+  if lost:
+    raise ValueError(
+        f"{where}: the tokenizer loses the characters {lost!r} (it drops"
+        " them or reads them as its unknown token); remove them from the"
+        " prompt."
+    )
+  return ids
 
 
 def _encode_text(tokenizer, text: str) -> tuple[int, ...]:
@@ -193,7 +212,7 @@ def encode_conversation(
   the conversation in errors (e.g. `file.jsonl:12`).
   """
   validate_messages(messages, where)
-  prompt_ids = encode_prompt(tokenizer, messages[:-1], options)
+  prompt_ids = encode_prompt(tokenizer, messages[:-1], options, where)
   answer = messages[-1]["content"]
   answer_ids = _encode_text(tokenizer, answer)
   # Special ids inside the answer (a literal `<|im_end|>` or `<|mask|>`, or
@@ -206,12 +225,6 @@ def encode_conversation(
     raise ValueError(
         f"{where}: the assistant turn contains special tokens {bad} (an "
         "unknown character becomes the unk token); remove them."
-    )
-  unk = tokenizer.unk_token_id
-  if unk is not None and unk in prompt_ids:
-    raise ValueError(
-        f"{where}: the prompt has characters the tokenizer maps to "
-        f"{tokenizer.unk_token!r}."
     )
   prompt = prompt_text(tokenizer, messages[:-1], options)
   full = render(
@@ -250,6 +263,7 @@ def encode_conversation(
   # The template's own text before the content (Qwen3's empty think block)
   # is generated too: an EOS or unk id there would stop or garble it.
   eos = tokenizer.eos_token_id
+  unk = tokenizer.unk_token_id
   if eos in preamble_ids or (unk is not None and unk in preamble_ids):
     raise ValueError(
         f"{where}: the chat template renders {rest[:start]!r} between the "

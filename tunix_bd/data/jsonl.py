@@ -98,14 +98,24 @@ def read_jsonl_records(
   """
   if kind not in ("sft", "rl", "held_out"):
     raise ValueError(f"kind must be 'sft', 'rl' or 'held_out', got {kind!r}.")
+  if os.path.isdir(path):
+    raise ValueError(f"dataset file {path!r} is a directory, not a JSONL file.")
   if not os.path.isfile(path):
     raise ValueError(f"dataset file not found: {path!r}.")
   records = []
-  with open(path, encoding="utf-8") as f:
-    for line_number, line in enumerate(f, start=1):
+  # Bytes, decoded line by line: a binary file fails naming its line.
+  with open(path, "rb") as f:
+    for line_number, raw in enumerate(f, start=1):
+      where = f"{path}:{line_number}"
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{where}: not UTF-8 text (byte {raw[e.start]:#04x} at column"
+            f" {e.start + 1}); is it a JSONL file?"
+        ) from None
       if not line.strip():
         continue
-      where = f"{path}:{line_number}"
       try:
         record = json.loads(line)
       except json.JSONDecodeError as e:

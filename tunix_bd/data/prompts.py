@@ -100,7 +100,7 @@ def encode_prompts(
     messages, answer = prompt_messages(
         conversation.messages, conversation.where
     )
-    ids = chat.encode_prompt(tokenizer, messages, options)
+    ids = chat.encode_prompt(tokenizer, messages, options, conversation.where)
     check_prompt_length(ids, max_prompt_length, conversation.where)
     rows.append(ids)
     answers.append(answer)

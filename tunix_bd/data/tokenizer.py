@@ -16,6 +16,7 @@ vocabulary to `VOCAB_SIZE`, as real tokenizers keep spare ids.
 
 from __future__ import annotations
 
+import json
 import os
 import string
 
@@ -105,7 +106,8 @@ def override_chat_template(
   if not path:
     return tokenizer
   if not os.path.isfile(path):
-    raise ValueError(f"{key}={path!r}: no such file.")
+    what = "a directory, not a file" if os.path.isdir(path) else "no such file"
+    raise ValueError(f"{key}={path!r}: {what}.")
   try:
     with open(path, encoding="utf-8") as f:
       text = f.read()
@@ -127,6 +129,21 @@ def override_chat_template(
     ) from e
   tokenizer.chat_template = text
   return tokenizer
+
+
+def _broken_json(directory: str) -> str | None:
+  """The first JSON file of `directory` that does not parse, and where (the
+  errors transformers raises for them name no file)."""
+  for name in sorted(os.listdir(directory)):
+    path = os.path.join(directory, name)
+    if not name.endswith(".json") or not os.path.isfile(path):
+      continue
+    try:
+      with open(path, encoding="utf-8") as f:
+        json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+      return f"{path} is not valid JSON ({e}); copy or download it again."
+  return None
 
 
 def load_tokenizer(
@@ -158,7 +175,8 @@ def load_tokenizer(
         directory, trust_remote_code=False
     )
   except (OSError, ValueError) as e:
-    raise ValueError(f"{named}: cannot load its tokenizer: {e}") from e
+    why = _broken_json(directory) or f"cannot load its tokenizer: {e}"
+    raise ValueError(f"{named}: {why}") from e
   override_chat_template(tokenizer, chat_template)
   for attr in ("eos_token_id", "pad_token_id", "chat_template"):
     if getattr(tokenizer, attr, None) is None:

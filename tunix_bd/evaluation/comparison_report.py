@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from flax import nnx
 import jax
@@ -25,14 +25,15 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.data import scoring
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import ar_sampler
 from tunix_bd.evaluation import comparison
+from tunix_bd.evaluation import pair
 from tunix_bd.evaluation import plot
 from tunix_bd.evaluation import report
 from tunix_bd.evaluation import speed
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import mask_token
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,46 +93,6 @@ class Settings:
     )
 
 
-def check_converted(model: Any) -> None:
-  """Fails closed, naming the key, unless `model.bd` is a converted model.
-
-  `model` is `compare.py`'s `model` section (`ar`, `bd`); `run.stage.Stage`
-  checks the directories themselves.
-  """
-  if not os.path.isfile(os.path.join(model.bd, bd_config_lib.SETTINGS_FILE)):
-    raise ValueError(
-        f"model.bd={model.bd!r} has no"
-        f" {bd_config_lib.SETTINGS_FILE}: it is not a block-diffusion"
-        " model; convert it with sft.py first."
-    )
-
-
-def conversion_warning(model: Any, identify: Callable[[str], Any]) -> str:
-  """The report's warning line when `model.bd` was converted from another
-  model than `model.ar`, else "".
-
-  `sft.py`'s export records `converted_from` (its AR source's digest); a
-  model trained further (OPD, GRPO) or imported records none and is not
-  checked. `identify` is `Stage.identify`.
-  """
-  source = bd_config_lib.load_extra(model.bd, "converted_from")
-  if (
-      source is None
-      or source.get("digest") == identify(model.ar).provenance()["digest"]
-  ):
-    return ""
-  named = source.get("path") or (
-      "a random model"
-      if source.get("random_init")
-      else f"digest {source.get('digest')}"
-  )
-  return (
-      f"WARNING: model.bd={model.bd!r} was converted from another checkpoint"
-      f" ({named}) than model.ar={model.ar!r}, so this report does not"
-      " compare a model with its own conversion."
-  )
-
-
 def machine() -> str:
   """The device the figures were measured on, for captions."""
   device = jax.devices()[0]
@@ -140,23 +101,38 @@ def machine() -> str:
   return f"{jax.device_count()} x {device.device_kind}"
 
 
+def ar_loop(
+    ar_model: Any, mask_token_id: int
+) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
+  """The model and settings of the AR loop (`comparison.AR_LOOP`).
+
+  Its mask id must be one the model never predicts: the conversion's, or,
+  past the AR vocabulary (a mask token SFT added), one row added to a copy
+  of the model (`mask_token.resize_vocab`) whose logit is masked, so no
+  logit the loop uses changes.
+  """
+  vocab_size = ar_model.config.vocab_size
+  if mask_token_id >= vocab_size:
+    ar_model, mask_token_id = mask_token.resize_vocab(ar_model)[0], vocab_size
+  bd = bd_config_lib.BlockDiffusionConfig.autoregressive(mask_token_id)
+  return ar_model, bd
+
+
 def evaluate(
-    ar_dir: str,
-    bd_dir: str,
+    models: pair.Models,
     records: Sequence[Mapping[str, Any]],
     settings: Settings,
     mesh_section: Any,
-    *,
-    chat_template: str = "",
-    chat_options: chat.ChatOptions = chat.ChatOptions(),
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints; one row per method.
 
   Ratios are against Tunix's `Sampler` (row 0). Each record is
   `{"messages", "answer", "task"}`: the messages rendered with the chat
-  template are the prompt; the completion is scored against `answer`
-  (`scoring.score_by_task`). `chat_template` is a Jinja file replacing the
-  tokenizer's, or "".
+  template and the switches `model.bd` was trained with are the prompt; the
+  completion is scored against `answer` (`scoring.score_by_task`). The AR
+  methods decode with the AR tokenizer (its pad and EOS), the
+  block-diffusion ones with the converted model's. Prompts and completion
+  budget are checked against both models' positions before they load.
 
   Returns:
     Rows with `method`, `threshold` (None for AR), `exact_match` (the whole
@@ -171,34 +147,48 @@ def evaluate(
     block diffusion, `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
     at its block size).
   """
-  tokenizer = tokenizer_lib.load_tokenizer(bd_dir, chat_template)
+  tokenizer, bd = models.bd.tokenizer, models.bd.bd
+  ids = [
+      chat.encode_prompt(
+          tokenizer, r["messages"], models.bd.chat_options, f"prompt {i}"
+      )
+      for i, r in enumerate(records)
+  ]
+  width, budget = max(len(p) for p in ids), settings.max_new_tokens
+  longest = max(range(len(ids)), key=lambda i: len(ids[i]))
+  for key, path in (("model.ar", models.ar_dir), ("model.bd", models.bd_dir)):
+    hf_checkpoint.check_positions(
+        hf_checkpoint.read_config(path),
+        width,
+        budget,
+        what=(
+            f"prompt {longest} (0-based, {width} tokens) plus"
+            f" max_new_tokens={budget}"
+        ),
+        model_key=key,
+    )
   mesh = mesh_lib.from_section(mesh_section)
   with mesh_lib.tunix_context(mesh):
-    ar_model, _ = hf_checkpoint.load(ar_dir, mesh=mesh)
-    bd_model, _ = hf_checkpoint.load(bd_dir, mesh=mesh)
-    bd = bd_config_lib.load_settings(bd_dir)
-    ids = [
-        chat.encode_prompt(tokenizer, r["messages"], chat_options)
-        for r in records
-    ]
-    width, budget = max(len(p) for p in ids), settings.max_new_tokens
+    ar_model, _ = hf_checkpoint.load(models.ar_dir, mesh=mesh)
+    bd_model, _ = hf_checkpoint.load(models.bd_dir, mesh=mesh)
 
-    def denoiser(model, model_bd, threshold):
+    def denoiser(model, model_bd, threshold, model_tokenizer=tokenizer):
       config = settings_lib.denoise_config(
-          tokenizer, width, max_new_tokens=budget, threshold=threshold
+          model_tokenizer, width, max_new_tokens=budget, threshold=threshold
       )
       return speed.denoiser_decoder(
-          model, tokenizer, bd=model_bd, config=config
+          model, model_tokenizer, bd=model_bd, config=config
       )
 
     decoders = {
         comparison.AR_SAMPLER: ar_sampler.greedy_decoder(
-            ar_model, tokenizer, max_prompt_length=width, max_new_tokens=budget
+            ar_model,
+            models.ar_tokenizer,
+            max_prompt_length=width,
+            max_new_tokens=budget,
         ),
         comparison.AR_LOOP: denoiser(
-            ar_model,
-            bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id),
-            1.0,
+            *ar_loop(ar_model, bd.mask_token_id), 1.0, models.ar_tokenizer
         ),
         **{
             comparison.threshold_method(t): denoiser(bd_model, bd, t)
@@ -206,7 +196,7 @@ def evaluate(
         },
     }
     inputs = {m: ids for m in decoders}
-    inputs[comparison.AR_SAMPLER] = [tokenizer.decode(p) for p in ids]
+    inputs[comparison.AR_SAMPLER] = [models.ar_tokenizer.decode(p) for p in ids]
     repeats, batch_size = settings.repeats, settings.batch_size
     print(
         f"  batch 1: {settings.latency_prompts} prompts x {len(decoders)}"

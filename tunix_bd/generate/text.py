@@ -37,7 +37,8 @@ Prompt = Union[str, Sequence[Mapping[str, str]], Sequence[int], Mapping]
 
 @dataclasses.dataclass(frozen=True)
 class ConvertedModel:
-  """A converted checkpoint: model, tokenizer, BD settings, chat switches."""
+  """A converted checkpoint: model (None until loaded), tokenizer, BD
+  settings, chat switches."""
 
   model: Any
   tokenizer: Any
@@ -45,26 +46,41 @@ class ConvertedModel:
   chat_options: chat.ChatOptions
 
 
+def open_converted(
+    checkpoint: str,
+    *,
+    chat_template: str = "",
+    options: chat.ChatOptions = chat.ChatOptions(),
+    key: str = "checkpoint",
+) -> ConvertedModel:
+  """A converted checkpoint's sources, the model not loaded (`model` None).
+
+  The one way every decoding recipe opens a converted checkpoint (`sft.py`'s
+  `export/`, or an SDAR or Fast-dLLM v2 directory: `models.bd_formats`):
+  its settings, its tokenizer (with `chat_template`, a Jinja file, or "")
+  and the chat switches it was trained with (`options` may only agree:
+  `chat.trained_options`). Errors name `key`.
+  """
+  bd = bd_formats.load_settings(checkpoint, key)
+  trained = chat.trained_options(
+      bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY), options
+  )
+  tokenizer = bd_formats.load_tokenizer(checkpoint, chat_template, key=key)
+  return ConvertedModel(None, tokenizer, bd, trained)
+
+
 def load_model(
     checkpoint: str, mesh: jax.sharding.Mesh | None = None
 ) -> ConvertedModel:
-  """Loads a converted checkpoint directory (`sft.py`'s `export/`).
-
-  Also an SDAR or Fast-dLLM v2 directory (`models.bd_formats`). The model
-  only decodes, so its matrices are stored in the compute dtype (float32).
-  """
-  bd = bd_formats.load_settings(checkpoint)
-  trained = chat.trained_options(
-      bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
-      chat.ChatOptions(),
-  )
-  tokenizer = bd_formats.load_tokenizer(checkpoint, key="checkpoint")
+  """`open_converted`, and its model loaded to decode (its matrices in the
+  compute dtype, float32)."""
+  opened = open_converted(checkpoint)
   no_mesh = mesh is None
   with contextlib.nullcontext() if no_mesh else mesh_lib.tunix_context(mesh):
     model, _ = precision_lib.load(
         checkpoint, precision_lib.Precision(), mesh=mesh, decoding_only=True
     )
-  return ConvertedModel(model, tokenizer, bd, trained)
+  return dataclasses.replace(opened, model=model)
 
 
 def prompt_ids(

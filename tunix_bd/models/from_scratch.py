@@ -122,11 +122,16 @@ def init_model(
     return create()
 
 
+def embedded_config(section) -> qwen3_lib.ModelConfig:
+  """The Qwen3 config of a `model.scratch` section over the embedded vocab."""
+  settings = config_utils.nested(ScratchModelSettings, section, "model.scratch")
+  return qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
+
+
 def embedded_model(section, seed: int, mesh: jax.sharding.Mesh, precision=None):
   """A random Qwen3 of a `model.scratch` section over the embedded vocab,
   at `precision` (a `precision.Precision`, or None)."""
-  settings = config_utils.nested(ScratchModelSettings, section, "model.scratch")
-  config = qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
+  config = embedded_config(section)
   if precision is not None:
     config = precision.model_config(config)
   return init_model(config, seed, mesh)

@@ -105,18 +105,19 @@ def check_positions(
     *,
     what: str,
     model_key: str,
+    fix: str = "shorten the prompts or the completion budget",
 ) -> None:
   """Fails closed when a prompt and its completion outrun the model's
   `max_position_embeddings` (if `hf_config` has one); `what` names them in
   the error (e.g. "row 3 of p.jsonl (2005 tokens) plus
-  decode.max_new_tokens=16"), `model_key` the model's config key."""
+  decode.max_new_tokens=16"), `model_key` the model's config key, `fix`
+  what to do."""
   limit = hf_config.get("max_position_embeddings")
   needed = prompt_length + max_new_tokens
   if isinstance(limit, int) and needed > limit:
     raise ValueError(
         f"{what} need {needed} positions, but {model_key}'s config.json"
-        f" declares max_position_embeddings={limit}: shorten the prompts or"
-        " the completion budget."
+        f" declares max_position_embeddings={limit}: {fix}."
     )
 
 

@@ -17,9 +17,9 @@ import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd.evaluation import comparison_report
+from tunix_bd.evaluation import pair
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
@@ -44,30 +44,23 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   # The values first, then the directories.
   stage = stage_lib.Stage(config, CompareConfig)
   model, data = stage.settings.model, stage.settings.data
-  comparison_report.check_converted(model)
-  warning = comparison_report.conversion_warning(model, stage.identify)
-  if warning:
-    print(warning, flush=True)
-  # Both models must share the tokenizer the comparison renders with.
-  ar_tokenizer, bd_tokenizer = (
-      tokenizer_lib.load_tokenizer(path, data.chat_template, key=f"model.{key}")
-      for key, path in (("ar", model.ar), ("bd", model.bd))
-  )
-  teacher_lib.check_compatible(
-      model.ar, ar_tokenizer, bd_tokenizer, key="model.ar"
-  )
-  records, source = dataset_lib.prompt_records(data)
-  settings = comparison_report.Settings.from_config(config, len(records))
-  stage.hold()  # One run at a time: the report times each decode.
-  rows = comparison_report.evaluate(
+  models = pair.open_models(
       model.ar,
       model.bd,
-      records,
-      settings,
-      config.mesh,
       chat_template=data.chat_template,
       chat_options=data.chat_options,
   )
+  # Both models must share the tokenizer the comparison renders with.
+  teacher_lib.check_compatible(
+      model.ar, models.ar_tokenizer, models.bd.tokenizer, key="model.ar"
+  )
+  warning = pair.conversion_warning(model, stage.identify)
+  if warning:
+    print(warning, flush=True)
+  records, source = dataset_lib.prompt_records(data)
+  settings = comparison_report.Settings.from_config(config, len(records))
+  stage.hold()  # One run at a time: the report times each decode.
+  rows = comparison_report.evaluate(models, records, settings, config.mesh)
   text = comparison_report.write_report(
       config.workdir,
       rows,

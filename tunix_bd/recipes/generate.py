@@ -22,7 +22,7 @@ from tunix_bd.data import settings as data_settings
 from tunix_bd.evaluation import completions
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.models import bd_formats
+from tunix_bd.generate import text as text_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import models
 from tunix_bd.run import sections
@@ -64,20 +64,24 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   stage = validate(config)
   settings = stage.settings
   decode, checkpoint = settings.decode, settings.model.checkpoint
-  bd = bd_formats.load_settings(checkpoint)
-  settings.bd.check(bd)
-  tokenizer = bd_formats.load_tokenizer(
-      checkpoint, settings.data.chat_template, key="model.checkpoint"
-  )
   # Prompts are rendered as in training (the export's record).
-  chat_options = chat.trained_options(
-      bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY),
-      settings.data.chat_options,
+  opened = text_lib.open_converted(
+      checkpoint,
+      chat_template=settings.data.chat_template,
+      options=settings.data.chat_options,
+      key="model.checkpoint",
   )
+  bd, tokenizer, chat_options = opened.bd, opened.tokenizer, opened.chat_options
+  settings.bd.check(bd)
   records, source = dataset_lib.prompt_records(settings.data)
   prompts = [
-      chat.encode_prompt(tokenizer, r["messages"], chat_options)
-      for r in records
+      chat.encode_prompt(
+          tokenizer,
+          r["messages"],
+          chat_options,
+          f"row {i} (0-based) of {source}",
+      )
+      for i, r in enumerate(records)
   ]
   if decode.max_prompt_length:
     settings_lib.check_prompt_lengths(

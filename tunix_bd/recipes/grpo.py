@@ -93,6 +93,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
   fingerprint = check_fingerprint(stage, policy)
 
   meshes = meshes_lib.build(settings.mesh)
+  meshes_lib.check_model_axes(models.abstract(model, "checkpoint"), meshes)
   actor, reference = models.load_policy_and_reference(
       model,
       meshes.actor,
@@ -100,7 +101,6 @@ def run(config: ml_collections.ConfigDict) -> dict:
       with_reference=settings.grpo.beta > 0,
       seed=config.seed,
   )
-  meshes_lib.check_model_axes(actor, meshes)
   policy.validate_for_model(actor.config)
   held_out = functools.partial(
       evaluation.evaluate,

@@ -18,6 +18,7 @@ import ml_collections
 from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd.evaluation import comparison_report
+from tunix_bd.evaluation import pair
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft
@@ -75,7 +76,10 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       for e in mix.examples("eval", config.num_prompts)
   ]
   rows = comparison_report.evaluate(
-      ar_dir, bd_dir, records, settings, config.mesh
+      pair.open_models(ar_dir, bd_dir),
+      records,
+      settings,
+      config.mesh,
   )
   text = comparison_report.write_report(
       workdir,

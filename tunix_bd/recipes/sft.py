@@ -22,6 +22,7 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
@@ -73,6 +74,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   chat_options, hf_files = stage.check_export(
       "checkpoint", tokenizer, settings.bd, ar_mask_token=settings.bd.mask_token
   )
+  if hf_files is not None:  # A row's positions must all be the model's.
+    hf_checkpoint.check_positions(
+        hf_files.config,
+        settings.data.max_length,
+        0,
+        what=f"rows of data.max_length={settings.data.max_length} tokens",
+        model_key="model.checkpoint",
+        fix="lower data.max_length",
+    )
   train_data, eval_data = dataset_lib.tokenized_splits(tokenizer, settings.data)
   fingerprint = stage.check_fingerprint(
       tokenizer=fingerprint_lib.tokenizer_digest(tokenizer)

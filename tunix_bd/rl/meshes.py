@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Any, Sequence
 
 from flax import nnx
@@ -107,6 +108,15 @@ def assign_devices(
         "mesh.actor gets no devices: mesh.reference and mesh.rollout take"
         f" {others} of the {total} devices."
     )
+  for role in ("reference", "rollout"):
+    role_settings = getattr(settings, role)
+    for axis in mesh_lib.MESH_AXES:
+      if sizes[role] is None and getattr(role_settings, axis) is not None:
+        raise ValueError(
+            f"mesh.{role}.{axis} is set, but mesh.{role} has no devices of"
+            f" its own (it shares mesh.actor's mesh): set mesh.{role}.devices"
+            f" or mesh.{role}.slices, or else mesh.actor.{axis}."
+        )
   ranges = {"actor": range(0, actor)}
   if sizes["reference"] is not None:
     ranges["reference"] = range(actor, actor + sizes["reference"])
@@ -168,9 +178,13 @@ def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
 
 def check_model_axes(model: nnx.Module, meshes: RoleMeshes) -> None:
   """Fails, naming the role's mesh section, when the model's partition specs
-  name an axis a role mesh lacks."""
+  name an axis a role mesh lacks, or split a weight's dimension over a
+  number of devices that does not divide it (JAX's sharding error, before
+  any weight is placed: `model` may be `nnx.eval_shape`'s)."""
+  state = nnx.state(model)
+  leaves = jax.tree_util.tree_leaves_with_path(state)
   specs = jax.tree.leaves(
-      nnx.get_partition_spec(nnx.state(model)),
+      nnx.get_partition_spec(state),
       is_leaf=lambda x: isinstance(x, PartitionSpec),
   )
   axes = set().union(*(mesh_lib.spec_axes(s) for s in specs))
@@ -182,3 +196,15 @@ def check_model_axes(model: nnx.Module, meshes: RoleMeshes) -> None:
           f"the model's partition specs name axes {missing} that mesh.{role}"
           f" (axes {tuple(mesh.axis_names)}) does not have."
       )
+    for (path, leaf), spec in zip(leaves, specs):
+      for size, entry in zip(leaf.shape, spec):
+        split = mesh_lib.spec_axes(PartitionSpec(entry))
+        devices = math.prod(mesh.shape[a] for a in split)
+        if size % devices:
+          name = ".".join(str(getattr(k, "key", k)) for k in path[:-1])
+          raise ValueError(
+              f"mesh.{role} ({dict(mesh.shape)}) cannot hold the model: its"
+              f" {name} of shape {tuple(leaf.shape)} splits a dimension of"
+              f" {size} over {sorted(split)}, {devices} devices; give"
+              f" mesh.{role} devices, fsdp and tp that divide it."
+          )

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from flax import nnx
 import jax
 
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import families
 from tunix_bd.models import bd_formats
 from tunix_bd.models import from_scratch
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
 from tunix_bd.models import precision as precision_lib
 
@@ -37,6 +40,18 @@ def load(
         settings.scratch, seed, mesh, settings.precision
     )
   return load_checkpoint(getattr(settings, key), mesh, settings.precision)
+
+
+def abstract(settings: Any, key: str) -> Any:
+  """`load`'s model as shapes and partition specs alone (`nnx.eval_shape`:
+  nothing read but `config.json`, nothing computed), for mesh checks."""
+  if settings.random_init:
+    config = from_scratch.embedded_config(settings.scratch)
+  else:
+    path = getattr(settings, key)
+    config = bd_formats.model_config_from_hf(hf_checkpoint.read_config(path))
+  model_class = families.model_class(config)
+  return nnx.eval_shape(lambda: model_class(config, rngs=nnx.Rngs(0)))
 
 
 def load_checkpoint(

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.models import checkpoint_digest
+from tunix_bd.run import workdir as workdir_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,18 +97,32 @@ def check_directories(settings, section: str = "model") -> None:
           f"{section}.{key}={path!r} is not a directory"
           f"{hint or settings.directory_hint(key) or '.'}"
       )
-    export = os.path.join(path, "export")
-    if not os.path.exists(os.path.join(path, "config.json")) and (
-        os.path.isfile(os.path.join(export, "config.json"))
-    ):
-      raise ValueError(
-          f"{section}.{key}={path!r} is a run's workdir; its model is"
-          f" {export!r}: pass that."
-      )
+    if not os.path.exists(os.path.join(path, "config.json")):
+      _check_not_a_run(path, f"{section}.{key}={path!r}")
     try:
       checkpoint_digest.check_weight_files(path)
     except ValueError as e:
       raise ValueError(f"{section}.{key}={path!r}: {e}") from e
+
+
+def _check_not_a_run(path: str, named: str) -> None:
+  """Fails closed on a run's workdir, its `checkpoints/` or an Orbax step
+  directory under it (training state, not a model), naming its export."""
+  path = run = os.path.abspath(path)
+  for _ in range(3):  # The workdir, `checkpoints/`, a step directory.
+    export = os.path.join(run, "export")
+    if os.path.isfile(os.path.join(export, "config.json")):
+      what = "a run's workdir" if run == path else "in a run's workdir"
+      raise ValueError(
+          f"{named} is {what}; its model is {export!r}: pass that."
+      )
+    run = os.path.dirname(run)
+  parent, name = os.path.split(path)
+  if name.isdigit() and os.path.basename(parent) == workdir_lib.CHECKPOINTS:
+    raise ValueError(
+        f"{named} is an Orbax training checkpoint, not a model; its run"
+        " writes the model to WORKDIR/export when it ends: pass that."
+    )
 
 
 def section_fields(

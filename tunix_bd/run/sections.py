@@ -211,6 +211,12 @@ class ModelSettings:
           "; the quickstart writes runs/quickstart/ar_pretrain/export (AR) and"
           " runs/quickstart/sft/export (its conversion)."
       )
+    if "sft_loss" in keys and not getattr(self, key):
+      return (
+          ": set --config.model.checkpoint=DIR to a Hugging Face Qwen3 or"
+          " Qwen2 checkpoint directory (its config.json, weights and"
+          " tokenizer)."
+      )
     if "sft_loss" in keys:
       return (
           ". On the embedded default, train the AR teacher first (`tunix run"

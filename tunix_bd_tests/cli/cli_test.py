@@ -510,6 +510,16 @@ class CliTest(parameterized.TestCase):
         "config '/nonexistent/x' not found: .*Its configs: fakeconf",
     )
 
+  def test_a_config_with_a_syntax_error_is_one_line_naming_it(self):
+    (self.cwd / "typo.py").write_text(
+        "def get_config():\n  return dict(a=1,, b=2)\n"
+    )
+    self.assertUsageError(
+        self._run(config="typo"),
+        rf"config '{self.cwd}/typo\.py' line 2: invalid syntax.*:"
+        r" 'return dict\(a=1,, b=2\)'$",
+    )
+
   def test_non_configdict_config_is_rejected(self):
     (self.cwd / "plain.py").write_text("def get_config():\n  return {}\n")
     self.assertUsageError(

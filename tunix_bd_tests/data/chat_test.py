@@ -8,6 +8,8 @@ import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import tokenizers
+import transformers
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
 
@@ -370,13 +372,37 @@ class ChatTest(parameterized.TestCase):
       (
           "unknown_characters_in_prompt",
           [{"role": "user", "content": "sort é"}, _SINGLE[1]],
-          r"where: the prompt has characters the tokenizer maps to "
-          r"'<\|unk\|>'",
+          r"^where: the tokenizer loses the characters 'é' \(it drops them"
+          r" or reads them as its unknown token\)",
       ),
   )
   def test_invalid_conversation_raises_naming_where(self, messages, regex):
     with self.assertRaisesRegex(ValueError, regex):
       chat.encode_conversation(self.tokenizer, messages, where="where")
+
+  def test_a_prompt_whose_characters_the_tokenizer_drops_is_refused(self):
+    # The embedded vocabulary without an unknown token: BPE drops what it
+    # cannot encode.
+    backend = tokenizers.Tokenizer(
+        tokenizers.models.BPE(vocab=self.tokenizer.get_vocab(), merges=[])
+    )
+    backend.add_special_tokens(list(self.tokenizer.all_special_tokens))
+    dropping = transformers.PreTrainedTokenizerFast(tokenizer_object=backend)
+    dropping.chat_template = self.tokenizer.chat_template
+    prompt = [{"role": "user", "content": "sort 3€1é"}]
+    self.assertNotIn(
+        self.tokenizer.unk_token_id,
+        dropping.encode("sort 3€1é", add_special_tokens=False),
+    )
+    for tokenizer in (dropping, self.tokenizer):
+      with self.assertRaisesRegex(
+          ValueError, r"^p\.jsonl:2: the tokenizer loses the characters 'é€'"
+      ):
+        chat.encode_prompt(tokenizer, prompt, where="p.jsonl:2")
+    self.assertEqual(
+        chat.encode_prompt(dropping, [_SINGLE[0]]),
+        chat.encode_prompt(self.tokenizer, [_SINGLE[0]]),
+    )
 
   def test_non_chatml_template_is_rejected(self):
     tokenizer = tokenizer_lib.build_char_tokenizer()

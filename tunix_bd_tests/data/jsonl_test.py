@@ -249,7 +249,26 @@ class ReadJsonlTest(parameterized.TestCase):
 
   def test_directory_is_not_a_file(self):
     path = self.create_tempdir().full_path
-    with self.assertRaisesRegex(ValueError, "dataset file not found"):
+    with self.assertRaisesRegex(
+        ValueError, re.escape(f"dataset file {path!r} is a directory")
+    ):
+      jsonl.read_jsonl(path)
+
+  @parameterized.named_parameters(
+      ("latin1", "caf\xe9".encode("latin-1"), 0xE9, 4),
+      ("binary", b"\x89PNG\r\n\x1a\n\x00\xff", 0x89, 1),
+  )
+  def test_bytes_that_are_not_utf8_name_the_file_and_line(
+      self, line, byte, column
+  ):
+    path = self._write("")
+    with open(path, "wb") as f:
+      f.write(_GOOD_SFT.encode() + b"\n" + line + b"\n")
+    with self.assertRaisesRegex(
+        ValueError,
+        re.escape(f"{path}:2: not UTF-8 text (byte {byte:#04x} at column")
+        + f" {column}\\)",
+    ):
       jsonl.read_jsonl(path)
 
   def test_unknown_kind_raises(self):

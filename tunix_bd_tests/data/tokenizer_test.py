@@ -3,6 +3,7 @@
 """Tests for tunix_bd.data.tokenizer: the embedded character tokenizer."""
 
 import os
+import re
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -186,6 +187,20 @@ class TokenizerTest(parameterized.TestCase):
       tokenizer_lib.load_tokenizer(directory.full_path)
     self.assertNotIn("no config.json", str(raised.exception))
 
+  @parameterized.parameters(
+      "config.json", "tokenizer.json", "tokenizer_config.json"
+  )
+  def test_a_broken_json_file_is_named_with_its_line(self, name):
+    path = os.path.join(self.directory, name)
+    with open(path, "w") as f:
+      f.write('{"a": 1,\n}')
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^model\.checkpoint=.*: {re.escape(path)} is not valid JSON \(.*"
+        r"line 2 column 1",
+    ):
+      tokenizer_lib.load_tokenizer(self.directory, key="model.checkpoint")
+
   def test_load_tokenizer_rejects_missing_chat_template(self):
     tokenizer = tokenizer_lib.build_char_tokenizer()
     tokenizer.chat_template = None
@@ -253,6 +268,7 @@ class TokenizerTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("missing", "missing", r"data\.chat_template='.*nope\.jinja': no such"),
+      ("directory", "directory", r"data\.chat_template='.*': a directory, not"),
       ("empty", " \n", r"data\.chat_template='.*': the file is empty"),
       ("not_utf8", b"\xff\xfe", r"data\.chat_template='.*': cannot read"),
       (
@@ -265,6 +281,8 @@ class TokenizerTest(parameterized.TestCase):
   def test_chat_template_override_rejects_bad_file(self, content, regex):
     if content == "missing":
       path = os.path.join(self.create_tempdir().full_path, "nope.jinja")
+    elif content == "directory":
+      path = self.create_tempdir().full_path
     elif isinstance(content, bytes):
       path = os.path.join(self.create_tempdir().full_path, "chat.jinja")
       with open(path, "wb") as f:

@@ -1,20 +1,27 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for evaluation/comparison_report.py's `model` section."""
+"""Tests for evaluation/comparison_report.py: settings, checks, the report."""
 
 import json
 import os
+import shutil
 
 from absl.testing import absltest
 from tunix_bd import config_files
 from tunix_bd import config_utils
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import comparison_report
-from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.evaluation import pair
+from tunix_bd.generate import denoise
+from tunix_bd.generate import settings as generate_settings
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
 from tunix_bd_tests.evaluation import comparison_test
 
-_HF = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
+_TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
+_HF = os.path.join(_TESTDATA, "hf")
+_SDAR = os.path.join(_TESTDATA, "bd_formats", "sdar_tiny")
 
 
 def _model(**paths):
@@ -49,35 +56,6 @@ class CompareModelTest(absltest.TestCase):
       ):
         provenance.check_directories(_model(**paths))
 
-  def test_an_unconverted_model_is_refused(self):
-    with self.assertRaisesRegex(
-        ValueError, r"^model\.bd=.* it is not a block-diffusion model"
-    ):
-      comparison_report.check_converted(_model(ar=self.ar, bd=self.bd))
-    with open(os.path.join(self.bd, bd_config_lib.SETTINGS_FILE), "w") as f:
-      f.write("{}")
-    comparison_report.check_converted(_model(ar=self.ar, bd=self.bd))
-
-  def test_a_conversion_of_another_model_is_warned(self):
-    ar, other = (os.path.join(_HF, n) for n in ("qwen2_tied", "qwen2_untied"))
-    settings_file = os.path.join(self.bd, bd_config_lib.SETTINGS_FILE)
-
-    def warning(ar_path, record):
-      with open(settings_file, "w") as f:
-        json.dump(record, f)
-      model = _model(ar=ar_path, bd=self.bd)
-      return comparison_report.conversion_warning(model, provenance.identify)
-
-    source = provenance.identify(ar).provenance()
-    self.assertEqual(warning(ar, {"converted_from": source}), "")
-    self.assertRegex(
-        warning(other, {"converted_from": source}),
-        r"^WARNING: model\.bd=.* was converted from another checkpoint"
-        r" \(.+\) than model\.ar=.*qwen2_untied",
-    )
-    # A model trained further (OPD, GRPO) records no AR source.
-    self.assertEqual(warning(other, {}), "")
-
   def test_the_warning_heads_the_report(self):
     workdir = self.create_tempdir().full_path
     # pylint: disable-next=protected-access
@@ -96,6 +74,49 @@ class CompareModelTest(absltest.TestCase):
   def test_an_unknown_key_fails(self):
     with self.assertRaisesRegex(ValueError, "unknown model config keys"):
       _model(teacher=self.ar)
+
+
+class EvaluateChecksTest(absltest.TestCase):
+  """What `evaluate` checks and builds before it decodes anything."""
+
+  def test_the_ar_loop_gives_a_mask_id_past_the_ar_vocabulary_a_row(self):
+    # A conversion that added its mask token (id 400 of an AR model of 400
+    # rows): the AR loop decodes a copy with a 401st row, its logit masked.
+    ar = os.path.join(_HF, "q3_tied_hd32")
+    ar_model, _ = hf_checkpoint.load(ar)
+    loop, bd = comparison_report.ar_loop(ar_model, 400)
+    self.assertEqual((loop.config.vocab_size, bd.mask_token_id), (401, 400))
+    self.assertEqual(ar_model.config.vocab_size, 400)
+    config = generate_settings.denoise_config(
+        tokenizer_lib.load_tokenizer(ar), 8, max_new_tokens=4, threshold=1.0
+    )
+    denoise.Denoiser(loop, bd=bd, config=config)  # Checks the ids.
+    self.assertIs(comparison_report.ar_loop(ar_model, 3)[0], ar_model)
+
+  def test_prompts_past_a_models_positions_are_refused_before_loading(self):
+    ar = os.path.join(self.create_tempdir().full_path, "ar")
+    shutil.copytree(os.path.join(_HF, "q3_tied_hd32"), ar)
+    with open(os.path.join(ar, "config.json")) as f:
+      hf_config = json.load(f)
+    with open(os.path.join(ar, "config.json"), "w") as f:
+      json.dump(dict(hf_config, max_position_embeddings=16), f)
+    records = [{
+        "messages": [{"role": "user", "content": "sort 31"}],
+        "answer": "13",
+        "task": "jsonl",
+    }]
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^prompt 0 \(0-based, \d+ tokens\) plus max_new_tokens=8 need \d+"
+        r" positions, but model\.ar's config\.json declares"
+        r" max_position_embeddings=16",
+    ):
+      comparison_report.evaluate(
+          pair.open_models(ar, _SDAR),
+          records,
+          comparison_report.Settings((0.9,), 8, 1, 1, 1),
+          config_files.get_config("compare", "tiny").mesh,
+      )
 
 
 if __name__ == "__main__":

@@ -288,7 +288,7 @@ class QuickstartTest(absltest.TestCase):
     proc = self.tunix("compare.py:tiny", f"--config.model.bd={self.ar_dir}")
     self.assertEqual(proc.returncode, 1)
     self.assertIn("model.bd=", proc.stderr)
-    self.assertIn("not a block-diffusion model", proc.stderr)
+    self.assertIn("not a block-diffusion checkpoint", proc.stderr)
 
   def test_generate_names_the_converted_models_that_exist(self):
     self.assertSucceeded(self.quickstart)

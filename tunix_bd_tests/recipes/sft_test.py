@@ -213,6 +213,23 @@ class SftErrorsTest(parameterized.TestCase):
     ):
       sft.run(config)
 
+  def test_rows_longer_than_the_models_positions_name_data_max_length(self):
+    checkpoint = os.path.join(self.create_tempdir().full_path, "short")
+    shutil.copytree(self.export, checkpoint)
+    with open(os.path.join(checkpoint, "config.json")) as f:
+      hf_config = json.load(f)
+    with open(os.path.join(checkpoint, "config.json"), "w") as f:
+      json.dump(dict(hf_config, max_position_embeddings=32), f)
+    config = _tiny_config(self.workdir, checkpoint)
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^rows of data\.max_length=56 tokens need 56 positions, but"
+        r" model\.checkpoint's config\.json declares"
+        r" max_position_embeddings=32: lower data\.max_length\.$",
+    ):
+      sft.run(config)
+    self.assertFalse(os.path.exists(self.workdir))
+
   def test_empty_checkpoint_directory_says_it_has_no_tokenizer(self):
     config = _tiny_config(self.workdir, self.create_tempdir().full_path)
     with self.assertRaisesRegex(

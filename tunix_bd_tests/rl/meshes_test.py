@@ -26,6 +26,8 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.rl import meshes
 from tunix_bd.rl import wiring
+from tunix_bd.run import models
+from tunix_bd.run import sections
 from tunix_bd_tests import test_common
 
 _NUM_DEVICES = 8
@@ -51,6 +53,12 @@ def _settings(section):
   return config_utils.nested(
       mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
   )
+
+
+def _tiny_grpo_model():
+  """`grpo.py:tiny`'s `model` section: a random model 32 wide."""
+  section = config_files.get_config("grpo", "tiny").model
+  return config_utils.from_section(sections.ModelSettings, section, "model")
 
 
 def _ids(assigned):
@@ -164,6 +172,12 @@ class AssignDevicesTest(parameterized.TestCase):
           "both",
           dict(rollout=dict(devices=2, slices=1)),
           "mesh.rollout.devices or mesh.rollout.slices",
+      ),
+      (
+          "axes_without_devices",
+          dict(rollout=dict(tp=2)),
+          r"mesh\.rollout\.tp is set, but mesh\.rollout has no devices of its"
+          r" own \(it shares mesh\.actor's mesh\)",
       ),
       (
           "typo",
@@ -303,6 +317,18 @@ class BuildTest(multi_device.DeviceTestCase):
         ValueError, r"name axes \['sp'\] that mesh.actor"
     ):
       meshes.check_model_axes(SequenceSharded(), built)
+    # Before any weight is placed: 3 rollout devices cannot split a width
+    # of 32 (JAX would say so only while placing the rollout's copy).
+    built = meshes.build(
+        _section(actor=dict(devices=4), rollout=dict(devices=3))
+    )
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^mesh\.rollout \(\{'fsdp': 3, 'tp': 1\}\) cannot hold the model:"
+        r" its embedder\.input_embedding of shape \(128, 32\) splits a"
+        r" dimension of 32 over \['fsdp'\], 3 devices",
+    ):
+      meshes.check_model_axes(models.abstract(_tiny_grpo_model(), ""), built)
 
 
 if __name__ == "__main__":

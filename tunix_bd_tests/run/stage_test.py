@@ -115,14 +115,36 @@ class StageTest(parameterized.TestCase):
     ):
       stage_lib.Stage(config, _spec(model=model[name]))
 
-  def test_a_runs_workdir_given_as_a_model_names_its_export(self):
+  def test_a_runs_workdir_or_checkpoint_given_as_a_model_names_its_export(
+      self,
+  ):
+    step = os.path.join(self.root, "checkpoints", "400")
+    os.makedirs(step)
+    self.config.model.checkpoint = step
+    with self.assertRaisesRegex(
+        ValueError, r"^model\.checkpoint=.* is an Orbax training checkpoint"
+    ):
+      _sft_stage(self.config)
     os.makedirs(os.path.join(self.root, "export"))
     with open(os.path.join(self.root, "export", "config.json"), "w") as f:
       f.write("{}")
+    export = os.path.join(self.root, "export")
+    for path, what in ((self.root, "a run's workdir"), (step, "in a run's")):
+      self.config.model.checkpoint = path
+      with self.assertRaisesRegex(
+          ValueError, f"is {what}.*; its model is '{export}': pass that"
+      ):
+        _sft_stage(self.config)
+
+  def test_an_unset_checkpoint_says_to_set_one(self):
+    config = config_files.get_config("sft", "qwen3")
+    config.workdir = self.config.workdir
     with self.assertRaisesRegex(
-        ValueError, r"is a run's workdir; its model is '.*/export': pass that"
+        ValueError,
+        r"^model\.checkpoint='' is not a directory: set"
+        r" --config\.model\.checkpoint=DIR to a Hugging Face Qwen3",
     ):
-      _sft_stage(self.config)
+      _sft_stage(config)
 
   def test_a_random_model_needs_no_checkpoint_but_an_optional_one_is_checked(
       self,
