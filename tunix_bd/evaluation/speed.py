@@ -51,13 +51,15 @@ def denoiser_decoder(
     *,
     bd: Any,
     config: denoise.DenoiseConfig,
+    **calls: Any,
 ) -> Decoder:
   """A `Decoder` of prompt token-id lists by block-diffusion denoising.
 
   The `Denoiser` is built once, as the AR `Sampler` is
-  (`ar_sampler.greedy_decoder`), so calls pay for decoding alone.
+  (`ar_sampler.greedy_decoder`), so calls pay for decoding alone. `calls`
+  are its model calls (`logits_fn`, `cached_logits_fn`), if not the default.
   """
-  denoiser = denoise.Denoiser(model, bd=bd, config=config)
+  denoiser = denoise.Denoiser(model, bd=bd, config=config, **calls)
 
   def decode(batch: Sequence[Sequence[int]]) -> BatchOutput:
     out = denoiser(list(batch), seeds=np.arange(len(batch)))
