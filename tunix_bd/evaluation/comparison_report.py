@@ -153,9 +153,11 @@ def evaluate(
     Rows with `method`, `threshold` (None for AR), `exact_match`,
     `tokens_per_forward`, `batch1_ms` (ms per prompt at batch 1),
     `batch1_speedup_vs_ar` (the Sampler's ms over this method's),
-    `tokens_per_s` (at `batch_size`), `throughput_vs_ar` and, for block
-    diffusion, `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts at
-    its block size).
+    `tokens_per_s` (at `batch_size`), `throughput_vs_ar`, for block
+    diffusion `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts at
+    its block size), and the spread over repeats, `[min, max]` of each
+    speed with every batch at its fastest or slowest repeat:
+    `batch1_ms_range`, `tokens_per_s_range`.
   """
   tokenizer = tokenizer_lib.load_tokenizer(bd_dir, chat_template)
   mesh = mesh_lib.from_section(mesh_section)
@@ -227,6 +229,7 @@ def evaluate(
   )
   rows = []
   for method, timing in throughput.items():
+    tokens, lat = float(timing.num_tokens.sum()), latency[method]
     rows.append({
         "method": method,
         "threshold": thresholds_of.get(method),
@@ -239,6 +242,14 @@ def evaluate(
         "tokens_per_s": timing.tokens_per_s,
         "throughput_vs_ar": timing.tokens_per_s / max(ar_rate, 1e-9),
         "tpf_ceiling": ceiling if method in thresholds_of else None,
+        "batch1_ms_range": [
+            1e3 * lat.seconds_per_row,
+            1e3 * lat.slowest_seconds / len(lat.texts),
+        ],
+        "tokens_per_s_range": [
+            tokens / max(timing.slowest_seconds, 1e-9),
+            timing.tokens_per_s,
+        ],
     })
   return rows
 
@@ -266,7 +277,7 @@ def write_report(
       f" Batch 1: ms per prompt over {settings.latency_prompts} prompts;"
       f" batch {settings.batch_size}: tokens/s over all prompts; methods"
       " interleaved, each batch's fastest of"
-      f" {settings.repeats} passes. {machine()}."
+      f" {settings.repeats} passes (error bars: its slowest). {machine()}."
   )
   headline = comparison.headline(rows, settings.batch_size)
   text = f"{table}\n{caption}\n{headline}"
@@ -293,10 +304,13 @@ def write_report(
   plot.plot_frontier(
       rows,
       os.path.join(workdir, "frontier.png"),
+      batch_size=settings.batch_size,
       caption=(
           f"{prompts}; greedy; points of the block-diffusion model are"
-          " commit thresholds; the ceiling is every block an answer and its"
-          f" stop token touch decoded in one forward. {machine()}."
+          " commit thresholds, the ringed one the headline's; the ceiling is"
+          " every block an answer and its stop token touch decoded in one"
+          " forward; error bars: each batch's fastest to slowest of"
+          f" {settings.repeats} passes. {machine()}."
       ),
   )
   return text
