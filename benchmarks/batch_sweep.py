@@ -108,8 +108,10 @@ def measure(
           timings["peer"].tokens, timings["bd_cached"].tokens
       )
     out["forward_seconds"][key] = {
-        m: (timings[m].seconds - e)
-        / max(roofline.iterations(timings[m].num_forwards, batch_size), 1)
+        m: (
+            (timings[m].seconds - e)
+            / max(roofline.iterations(timings[m].num_forwards, batch_size), 1)
+        )
         for m, e in engine.items()
     }
     hbm_seconds = decode_table.forward_hbm_seconds(

@@ -78,7 +78,9 @@ def cells(
         "new_tokens": tokens,
         "block_size": size,
         # The share of its decoding time its model forwards take.
-        "forward_share": None if forwards is None else forwards / timing.seconds,
+        "forward_share": (
+            None if forwards is None else forwards / timing.seconds
+        ),
         # Tokens over the forwards' time; None where they took none.
         "forward_bound_tokens_per_s": (
             tokens / forwards if forwards is not None and forwards > 0 else None
