@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """One workload's decoding speed at every batch size, beside its roofline.
 
-For each batch size the methods are timed interleaved (`speed.measure`),
-scored against the reference answers when there are any, and set beside
-the cost of one cached forward over a token and over a block
-(`decode_table.forward_costs`) and the workload's tokens-per-forward
-ceiling (`comparison.tpf_ceiling`), as `decode_table.cells`.
+For each batch size the methods are timed interleaved (`speed.measure`)
+with the model-free twins of our decoding loop's methods
+(`roofline.engine_decoders`), scored against the reference answers when
+there are any, and set beside the time their forwards take inside their
+programs (`roofline.engine_seconds`), the HBM roofline and the workload's
+tokens-per-forward ceiling (`comparison.tpf_ceiling`), as
+`decode_table.cells`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from benchmarks import decode_table
 from benchmarks import peer as peer_lib
+from benchmarks import roofline
 from tunix_bd.data import scoring
 from tunix_bd.evaluation import comparison
 from tunix_bd.evaluation import speed
@@ -29,6 +32,7 @@ def measure(
     blocks: Mapping[str, int],
     models: Mapping[int, Any],
     cached: Mapping[str, bool],
+    engines: Mapping[str, tuple[speed.Decoder, speed.Decoder | None]],
     budget: int,
     lengths: tuple[list[int], list[int], list[bool] | None],
     answers: Sequence[str] | None = None,
@@ -43,9 +47,11 @@ def measure(
     batch_sizes: rows per call, one measurement each.
     repeats: passes over all batches; each batch counts its fastest.
     blocks: per method, its block size (1 for AR).
-    models: per block size, the model whose forwards the roofline times.
+    models: per block size, the model whose forwards the HBM roofline reads.
     cached: per method, whether it decodes with a KV cache (only those get
-      a roofline).
+      an HBM roofline).
+    engines: per method of our decoding loop, its model-free twins
+      (`roofline.engine_decoders`); they take the method's inputs.
     budget: the generation budget.
     lengths: `(prompt lengths, answer lengths, stopped or None)` for the
       ceilings (`comparison.tpf_ceiling`).
@@ -55,7 +61,9 @@ def measure(
 
   Returns:
     `{"tpf_ceiling", "cells", "forward_seconds"}` (and `"peer_agreement"`
-    with a `peer` method), the last ones keyed `batch=B`.
+    with a `peer` method), the last ones keyed `batch=B`;
+    `forward_seconds` per method of `engines`: the seconds of one forward
+    inside its decoding program.
   """
   prompts, answer_lengths, stopped = lengths
   ceilings = {
@@ -65,11 +73,27 @@ def measure(
       for size in models
   }
   out = {"tpf_ceiling": ceilings, "cells": {}, "forward_seconds": {}}
+  # The twins decode in the same interleaved rounds as their methods.
+  twins = {
+      f"{m} engine {i}": (m, d)
+      for m, pair in engines.items()
+      for i, d in enumerate(pair)
+      if d is not None
+  }
+  every = {**decoders, **{k: d for k, (_, d) in twins.items()}}
   for batch_size in batch_sizes:
     rows = {m: x[:batch_size] if one_batch else x for m, x in inputs.items()}
-    timings = speed.measure(
-        decoders, rows, batch_size=batch_size, repeats=repeats
-    )
+    rows.update({k: rows[m] for k, (m, _) in twins.items()})
+    timings = speed.measure(every, rows, batch_size=batch_size, repeats=repeats)
+    twin_timings = {k: timings.pop(k) for k in twins}
+    engine = {
+        m: roofline.engine_seconds(
+            timings[m],
+            tuple(twin_timings.get(f"{m} engine {i}") for i in range(2)),
+            batch_size,
+        )
+        for m in engines
+    }
     if check:
       check(timings)
     correct = None
@@ -83,14 +107,13 @@ def measure(
       out.setdefault("peer_agreement", {})[key] = peer_lib.agreement(
           timings["peer"].tokens, timings["bd_cached"].tokens
       )
-    costs = decode_table.forward_costs(
-        models,
-        batch_size=batch_size,
-        max_prompt_length=max(prompts),
-        max_new_tokens=budget,
-        repeats=repeats,
-    )
-    out["forward_seconds"][key] = costs
+    out["forward_seconds"][key] = {
+        m: (
+            (timings[m].seconds - e)
+            / max(roofline.iterations(timings[m].num_forwards, batch_size), 1)
+        )
+        for m, e in engine.items()
+    }
     hbm_seconds = decode_table.forward_hbm_seconds(
         models,
         batch_size=batch_size,
@@ -102,7 +125,7 @@ def measure(
         correct=correct,
         blocks=blocks,
         cached=cached,
-        costs=costs,
+        engine=engine,
         ceilings=ceilings,
         batch_size=batch_size,
         hbm_seconds=hbm_seconds,

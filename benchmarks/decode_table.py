@@ -5,14 +5,15 @@
 Each cell is one method at one batch size of one workload: tokens/s, its
 ratios to Tunix's `Sampler` (`ar`) and to our one-token AR loop
 (`ar_loop`), tokens per forward and its fraction of the workload's TPF
-ceiling, exact match, and the roofline (`benchmarks.roofline`): the speed
-an engine doing only its model forwards would reach, the ideal speed-up
-over the loop that implies, and how much of it was measured; and, on a chip
-whose HBM bandwidth is known, the share of the HBM roofline (the bytes its
-forwards must read over the bandwidth, `roofline.forward_bytes`), at most 1. A workload
-with a peer (`benchmarks.peer`) adds its setup and, per batch size, its
-speed and tokens per forward beside `bd_cached` and how often its tokens
-are ours.
+ceiling, exact match, and, for a method of our decoding loop, the share of
+its time its model forwards take, measured inside its compiled program
+(`benchmarks.roofline.engine_seconds`), and the speed-up over the loop an
+engine doing only its forwards would reach; on a chip whose HBM bandwidth
+is known, the share of the HBM roofline (the bytes its forwards must read
+over the bandwidth, `roofline.forward_bytes`). Both shares are at most 1.
+A workload with a peer (`benchmarks.peer`) adds its setup and, per batch
+size, its speed and tokens per forward beside `bd_cached` and how often its
+tokens are ours.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def cells(
     correct: Mapping[str, list[bool]] | None,
     blocks: Mapping[str, int],
     cached: Mapping[str, bool],
-    costs: Mapping[int, float],
+    engine: Mapping[str, float],
     ceilings: Mapping[int, float],
     batch_size: int,
     hbm_seconds: Mapping[int, float] | None = None,
@@ -44,10 +45,10 @@ def cells(
     timings: method -> its `speed.Timing`; must hold `ar` and `ar_loop`.
     correct: method -> per-row exact matches, or None (no answers).
     blocks: method -> its block size (1 for AR).
-    cached: method -> whether it decodes with the KV cache (the roofline
-      is that of cached forwards; a cache-free method gets none).
-    costs: block size -> seconds of one cached forward over a block
-      (`roofline.forward_seconds`).
+    cached: method -> whether it decodes with the KV cache (the HBM
+      roofline is that of cached forwards; a cache-free method gets none).
+    engine: method -> seconds of its decoding outside its model forwards
+      (`roofline.engine_seconds`); a method without one is not split.
     ceilings: block size -> the workload's TPF ceiling.
     batch_size: rows per call.
     hbm_seconds: block size -> a cached forward's bytes over the HBM
@@ -56,18 +57,16 @@ def cells(
   report = {}
   for method, timing in timings.items():
     size = blocks[method]
-    bound = hbm_share = None
-    if cached[method]:
-      bound = roofline.forward_bound_seconds(
-          timing.num_forwards, batch_size, costs[size]
+    hbm_share = forwards = None
+    if cached[method] and hbm_seconds is not None:
+      hbm_share = (
+          roofline.forward_bound_seconds(
+              timing.num_forwards, batch_size, hbm_seconds[size]
+          )
+          / timing.seconds
       )
-      if hbm_seconds is not None:
-        hbm_share = (
-            roofline.forward_bound_seconds(
-                timing.num_forwards, batch_size, hbm_seconds[size]
-            )
-            / timing.seconds
-        )
+    if method in engine:
+      forwards = timing.seconds - engine[method]
     tokens = int(timing.num_tokens.sum())
     report[method] = {
         "tokens_per_s": timing.tokens_per_s,
@@ -78,9 +77,14 @@ def cells(
         ),
         "new_tokens": tokens,
         "block_size": size,
-        # The share of decoding time the model forwards account for.
-        "forward_share": None if bound is None else bound / timing.seconds,
-        "forward_bound_tokens_per_s": None if bound is None else tokens / bound,
+        # The share of its decoding time its model forwards take.
+        "forward_share": (
+            None if forwards is None else forwards / timing.seconds
+        ),
+        # Tokens over the forwards' time; None where they took none.
+        "forward_bound_tokens_per_s": (
+            tokens / forwards if forwards is not None and forwards > 0 else None
+        ),
         # The HBM-bound time of its forwards over the measured time.
         "hbm_share": hbm_share,
         "tpf_ceiling": ceilings[size],
@@ -91,46 +95,19 @@ def cells(
         ),
     }
   rate = lambda m, key: max(report[m][key], 1e-9)
+  loop = report["ar_loop"]["forward_bound_tokens_per_s"]
   for cell in report.values():
     cell["speedup_vs_ar"] = cell["tokens_per_s"] / rate("ar", "tokens_per_s")
     cell["speedup_vs_ar_loop"] = cell["tokens_per_s"] / rate(
         "ar_loop", "tokens_per_s"
     )
-    cell["ideal_vs_ar_loop"] = cell["efficiency"] = None
-    if cell["forward_share"] is not None:
-      cell["ideal_vs_ar_loop"] = cell["forward_bound_tokens_per_s"] / rate(
-          "ar_loop", "forward_bound_tokens_per_s"
-      )
-      if cell["ideal_vs_ar_loop"] > 0:  # A method that returned tokens.
-        cell["efficiency"] = (
-            cell["speedup_vs_ar_loop"] / cell["ideal_vs_ar_loop"]
-        )
+    bound = cell["forward_bound_tokens_per_s"]
+    cell["ideal_vs_ar_loop"] = (
+        None
+        if bound is None or loop is None
+        else bound / rate("ar_loop", "forward_bound_tokens_per_s")
+    )
   return report
-
-
-def forward_costs(
-    models: Mapping[int, Any],
-    *,
-    batch_size: int,
-    max_prompt_length: int,
-    max_new_tokens: int,
-    repeats: int,
-) -> dict[int, float]:
-  """Block size -> seconds of one cached forward over a block.
-
-  Each at the cache size our decoder uses for that block size and these
-  lengths, the prompt's complete blocks already written.
-
-  Args:
-    models: block size -> the model decoded with it.
-    batch_size: rows.
-    max_prompt_length: the decoder's prompt width.
-    max_new_tokens: its budget.
-    repeats: rounds of timed calls (at least 5).
-  """
-  forwards = _forwards(models, batch_size, max_prompt_length, max_new_tokens)
-  costs = roofline.forward_seconds(forwards, repeats=max(repeats, 5))
-  return dict(zip(models, costs))
 
 
 def forward_hbm_seconds(
@@ -142,8 +119,9 @@ def forward_hbm_seconds(
 ) -> dict[int, float] | None:
   """Block size -> a cached forward's bytes over this chip's HBM bandwidth.
 
-  As `forward_costs`' forwards; None where the bandwidth is not known
-  (`chips.HBM_BYTES_PER_S`).
+  Each at the cache size our decoder uses for that block size and these
+  lengths, the prompt's complete blocks already written; None where the
+  bandwidth is not known (`chips.HBM_BYTES_PER_S`).
   """
   bandwidth = chips.hbm_bytes_per_s()
   if bandwidth is None:
@@ -218,15 +196,15 @@ def format_table(results: Mapping[str, Any], title: str) -> str:
   lines = [
       (
           f"{title}, {jax.device_count()} {device.platform}"
-          " device(s). ideal: speed-up over ar_loop of an engine doing only"
-          " its forwards; eff: vs loop / ideal; fwd: share of the time in"
-          f" model forwards; {hbm}; ceil: tok/fwd over the workload's TPF"
-          " ceiling"
+          " device(s). fwd: share of the time in model forwards (the"
+          " decoding program timed with and without its model call); ideal:"
+          " speed-up over ar_loop of an engine doing only its forwards;"
+          f" {hbm}; ceil: tok/fwd over the workload's TPF ceiling"
       ),
       (
           f"  {'workload':<10}{'budget':>7}{'batch':>6}  {'method':<14}"
           f"{'tokens/s':>10}{'vs AR':>7}{'vs loop':>8}{'ideal':>7}"
-          f"{'eff':>6}{'fwd':>6}{'hbm':>6}{'tok/fwd':>9}{'ceil':>6}"
+          f"{'fwd':>6}{'hbm':>6}{'tok/fwd':>9}{'ceil':>6}"
           f"{'exact':>8}{'tokens':>8}"
       ),
   ]
@@ -239,7 +217,6 @@ def format_table(results: Mapping[str, Any], title: str) -> str:
             f"{method:<14}{c['tokens_per_s']:>10.1f}"
             f"{c['speedup_vs_ar']:>7.2f}{c['speedup_vs_ar_loop']:>8.2f}"
             f"{_or_dash(c['ideal_vs_ar_loop']):>7}"
-            f"{_or_dash(c['efficiency']):>6}"
             f"{_or_dash(c['forward_share'], '.0%'):>6}"
             f"{_or_dash(c.get('hbm_share'), '.0%'):>6}"
             f"{c['tokens_per_forward']:>9.2f}"
@@ -249,11 +226,10 @@ def format_table(results: Mapping[str, Any], title: str) -> str:
   for name, result in results["workloads"].items():
     size = result["block_size"]
     for key, costs in result["forward_seconds"].items():
+      each = ", ".join(f"{m} {1e6 * c:.0f} us" for m, c in costs.items())
       lines.append(
-          f"  {name} {key}: one cached forward {1e6 * costs[1]:.0f} us (1"
-          f" token), {1e6 * costs[size]:.0f} us ({size} tokens, x"
-          f"{costs[size] / costs[1]:.2f}); TPF ceiling"
-          f" {result['tpf_ceiling'][size]:.2f} at block {size}"
+          f"  {name} {key}: a forward in its decoding program: {each}; TPF"
+          f" ceiling {result['tpf_ceiling'][size]:.2f} at block {size}"
       )
     lines.extend(_peer_lines(name, result))
     for key, r in result.get("replay", {}).items():

@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from benchmarks import batch_sweep
+from benchmarks import roofline
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd import config_utils
@@ -151,7 +152,7 @@ class FixedSchedule:
 
 def build(
     workload: FixedSchedule, rows: int, mesh: Any
-) -> tuple[Any, Any, dict[str, speed.Decoder], dict[str, list]]:
+) -> tuple[Any, Any, dict[str, speed.Decoder], dict[str, list], dict]:
   """The random model, its tokenizer, every method's decoder and inputs.
 
   Args:
@@ -160,8 +161,10 @@ def build(
     mesh: the device mesh of the weights.
 
   Returns:
-    `(model, tokenizer, decoders, inputs)`; inputs per method, in the form
-    its decoder takes (text for the `Sampler`, token ids for ours).
+    `(model, tokenizer, decoders, inputs, engines)`; inputs per method, in
+    the form its decoder takes (text for the `Sampler`, token ids for ours);
+    engines per method of our loop, its model-free twins
+    (`roofline.engine_decoders`).
   """
   tokenizer = tokenizer_lib.build_char_tokenizer()
   config = from_scratch.qwen3_config(workload.model, workload.vocab_size)
@@ -186,13 +189,18 @@ def build(
   ):
     raise ValueError("random prompts did not round-trip the tokenizer.")
 
-  def denoiser(bd, **rule):
+  engines = {}
+
+  def denoiser(name, bd, **rule):
     config = denoise.DenoiseConfig(
         max_new_tokens=workload.max_new_tokens,
         max_prompt_length=workload.prompt_length,
         stop_ids=(),  # Nothing ends a row early: all rows decode it all.
         pad_id=tokenizer.pad_token_id,
         **rule,
+    )
+    engines[name] = roofline.engine_decoders(
+        model, tokenizer, bd=bd, config=config
     )
     return speed.denoiser_decoder(model, tokenizer, bd=bd, config=config)
 
@@ -209,16 +217,19 @@ def build(
           eos_tokens=(workload.vocab_size,),
       ),
       AR_LOOP: denoiser(
+          AR_LOOP,
           bd_config_lib.BlockDiffusionConfig.autoregressive(mask_id),
           rule=commit_rules.THRESHOLD,
           threshold=1.0,
       ),
   }
   for k in workload.top_k:
-    decoders[method(k)] = denoiser(bd, rule=commit_rules.TOP_K, top_k=k)
+    decoders[method(k)] = denoiser(
+        method(k), bd, rule=commit_rules.TOP_K, top_k=k
+    )
   inputs = {m: prompt_ids for m in decoders}
   inputs[AR_SAMPLER] = texts
-  return model, tokenizer, decoders, inputs
+  return model, tokenizer, decoders, inputs, engines
 
 
 def check_schedule(
@@ -266,7 +277,7 @@ def measure(
     ValueError: if a row did not decode exactly k tokens per forward.
   """
   rows = max(batch_sizes)
-  model, _, decoders, inputs = build(workload, rows, mesh)
+  model, _, decoders, inputs, engines = build(workload, rows, mesh)
   blocks = workload.block_sizes()
   size, budget = workload.block_size, workload.max_new_tokens
   result = {"block_size": size, "max_new_tokens": budget}
@@ -279,6 +290,7 @@ def measure(
           blocks=blocks,
           models={1: model, size: model},
           cached={m: True for m in blocks},
+          engines=engines,
           budget=budget,
           # No stop token: each row's answer is the whole budget.
           lengths=(prompt_lengths(inputs), [budget] * rows, [False] * rows),

@@ -1,20 +1,22 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""What a decoding engine could reach: forward costs and the TPF ceiling.
+"""What a decoding engine could reach: its forwards' time and the HBM bound.
 
-A decoder that did nothing but its model forwards would take `forwards x
-t(width)` seconds, with `t(width)` the cost of one cached forward over
-`width` tokens per row at the batch's size. `forward_seconds` measures that cost
-on the machine at hand, the widths in turn: the Tunix model called on `width`
-new tokens against a KV cache of the decoder's own size, with the block-causal
-mask built from the positions as a decoder builds it, inside one compiled loop,
-each forward's tokens the argmax of the one before (so nothing is hoisted out of
-the loop). The fixed cost of a call cancels: the time is
-`(T(n) - T(0)) / n`, each T the fastest of a few calls.
+The share of a method's decoding time its model forwards take (`fwd`) is
+measured inside its own compiled program: the same `Denoiser` runs with its
+model call replaced by a model-free stand-in (`engine_decoders`: every
+position is sure of one token, so each commit rule commits on its own
+schedule and nothing but the model is left out), timed interleaved with the
+real calls; the forwards' time is the difference (`engine_seconds`). The
+engine's time is positive, so the share is at most 1 by construction, and
+the forwards are timed as the decoder runs them (the fused cache writes,
+the prefill, the program XLA compiled), not as a plain forward in a loop of
+its own, which may compile faster or slower (`forward_seconds`, kept for
+`tools/tpu`).
 
-Against that, the ideal speed-up of block diffusion over one-token AR
-decoding is `(TPF_bd / TPF_ar) x t(1) / t(block)`, and an engine's
-efficiency is its measured speed-up over that ideal.
+An engine doing nothing but its forwards would decode at the method's
+tokens over its forwards' time; its speed-up over our AR loop doing the
+same is the `ideal` one.
 
 The HBM roofline bounds the same forwards by memory instead: one cached
 forward at small batch must read every weight matrix and the whole KV cache
@@ -37,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import block_cache
 from tunix_bd.core import masks
+from tunix_bd.evaluation import speed
 
 # Each timed call runs about this long, so timer and dispatch noise stay
 # small against it.
@@ -210,6 +213,23 @@ def forward_seconds(
   return costs
 
 
+def iterations(num_forwards: np.ndarray, batch_size: int) -> int:
+  """Forwards of all batches: a batch runs as many as its slowest row.
+
+  Args:
+    num_forwards: `[rows]` forwards each row needed, rows in batch order.
+    batch_size: rows per call (a lower bound where rows wait for each
+      other between blocks).
+  """
+  forwards = np.asarray(num_forwards)
+  return int(
+      sum(
+          forwards[i : i + batch_size].max()
+          for i in range(0, len(forwards), batch_size)
+      )
+  )
+
+
 def forward_bound_seconds(
     num_forwards: np.ndarray, batch_size: int, seconds_per_forward: float
 ) -> float:
@@ -217,14 +237,89 @@ def forward_bound_seconds(
 
   Args:
     num_forwards: `[rows]` forwards each row needed, rows in batch order.
-    batch_size: rows per call; a batch runs as many forwards as its
-      slowest row (a lower bound where rows wait for each other between
-      blocks).
-    seconds_per_forward: `forward_seconds` at that batch size and width.
+    batch_size: rows per call (`iterations`).
+    seconds_per_forward: the cost of one forward at that batch size.
   """
-  forwards = np.asarray(num_forwards)
-  per_batch = [
-      forwards[i : i + batch_size].max()
-      for i in range(0, len(forwards), batch_size)
-  ]
-  return float(np.sum(per_batch)) * seconds_per_forward
+  return iterations(num_forwards, batch_size) * seconds_per_forward
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModelFree:
+  """A cached model call without the model: every position sure of `token`.
+
+  Frozen, so the decoding program takes it as a static argument.
+  """
+
+  token: int
+
+  def __call__(self, model, tokens, positions, segments, cache, **kwargs):
+    del positions, segments, kwargs
+    # Tokens are >= 0: the logits depend on them, so XLA computes the
+    # engine's work on them each step, as on a model's.
+    token = self.token + jnp.minimum(tokens, 0)
+    sure = token[..., None] == jnp.arange(model.config.vocab_size)
+    return jnp.where(sure, 0.0, -1e9).astype(jnp.float32), cache
+
+
+def engine_decoders(
+    model: nnx.Module, tokenizer, *, bd, config
+) -> tuple[speed.Decoder, speed.Decoder | None]:
+  """A cached denoiser's decoding program without its model call.
+
+  Args:
+    model: the denoiser's model (its shapes; no forward runs).
+    tokenizer: its tokenizer.
+    bd: its `BlockDiffusionConfig`.
+    config: its cached `DenoiseConfig`.
+
+  Returns:
+    `(runs, stops)`: the denoiser of `config` with `_ModelFree` as its model
+    call, whose rows decode the whole budget (`runs`) or stop after their
+    first block (`stops`; None without stop ids), with as many stop ids as
+    `config` (the same compiled program).
+  """
+  specials = (bd.mask_token_id, config.pad_id)
+  n = len(config.stop_ids)
+  ids = [i for i in range(n + 3) if i not in specials][: n + 1]
+  calls = dict(cached_logits_fn=_ModelFree(ids[0]))
+
+  def twin(stop_ids):
+    settings = dataclasses.replace(config, stop_ids=tuple(stop_ids))
+    return speed.denoiser_decoder(
+        model, tokenizer, bd=bd, config=settings, **calls
+    )
+
+  return twin(ids[1:]), twin(ids[:1] + ids[2:]) if n else None
+
+
+def engine_seconds(
+    timing: speed.Timing,
+    twins: tuple[speed.Timing, speed.Timing | None],
+    batch_size: int,
+) -> float:
+  """Seconds of a method's decoding spent outside its model forwards.
+
+  Its model-free twins (`engine_decoders`) ran the same calls; a commit
+  rule's steps depend on the logits, so the method's loop may iterate more
+  or less often than theirs. Their times, over their iterations, give the
+  engine's fixed cost and its cost per iteration (at least 0), which are
+  taken at the method's iterations; with the twins' iterations (a fixed
+  schedule with no stop ids) that is the twin's time itself. It is
+  positive: no method's loop iterates less often than the stopping twin's,
+  whose rows commit their first block at once and stop.
+
+  Args:
+    timing: the method's, from `speed.measure`.
+    twins: `(runs, stops)`, the timings of its twins' decoders.
+    batch_size: rows per call.
+  """
+  runs, stops = twins
+  count = iterations(timing.num_forwards, batch_size)
+  counts = iterations(runs.num_forwards, batch_size)
+  if stops is None or count == counts:
+    return runs.seconds
+  fewest = iterations(stops.num_forwards, batch_size)
+  per_iteration = max(runs.seconds - stops.seconds, 0.0) / max(
+      counts - fewest, 1
+  )
+  return runs.seconds + per_iteration * (count - counts)

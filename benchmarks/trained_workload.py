@@ -25,6 +25,7 @@ import numpy as np
 from benchmarks import batch_sweep
 from benchmarks import decode_bench_settings
 from benchmarks import peer as peer_lib
+from benchmarks import roofline
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import replayer
 from tunix_bd.data import chat
@@ -112,10 +113,16 @@ def measure(
   ar_as_bd = bd_config_lib.BlockDiffusionConfig.autoregressive(bd.mask_token_id)
   result = {"block_size": bd.block_size, "max_new_tokens": new_tokens}
 
-  def denoiser(model, model_bd, rule, cache):
+  engines = {}
+
+  def denoiser(name, model, model_bd, rule, cache):
     config = settings_lib.denoise_config(
         tokenizer, width, max_new_tokens=new_tokens, use_cache=cache, **rule
     )
+    if cache:  # Our forwards' share: the program without its model call.
+      engines[name] = roofline.engine_decoders(
+          model, tokenizer, bd=model_bd, config=config
+      )
     return speed.denoiser_decoder(model, tokenizer, bd=model_bd, config=config)
 
   rule = settings.commit_rule()
@@ -126,9 +133,11 @@ def measure(
           max_prompt_length=width,
           max_new_tokens=new_tokens,
       ),
-      "ar_loop": denoiser(ar_model, ar_as_bd, dict(threshold=1.0), True),
-      "bd_cache_free": denoiser(bd_model, bd, rule, False),
-      "bd_cached": denoiser(bd_model, bd, rule, True),
+      "ar_loop": denoiser(
+          "ar_loop", ar_model, ar_as_bd, dict(threshold=1.0), True
+      ),
+      "bd_cache_free": denoiser("bd_cache_free", bd_model, bd, rule, False),
+      "bd_cached": denoiser("bd_cached", bd_model, bd, rule, True),
   }
   blocks = {"ar": 1, "ar_loop": 1}
   blocks.update(bd_cache_free=bd.block_size, bd_cached=bd.block_size)
@@ -164,6 +173,7 @@ def measure(
           blocks=blocks,
           models={1: ar_model, bd.block_size: bd_model},
           cached=cached,
+          engines=engines,
           budget=new_tokens,
           lengths=([len(p) for p in prompt_ids], answer_lengths, None),
           answers=answers,

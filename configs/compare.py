@@ -18,8 +18,8 @@ Decodes every prompt with Tunix's `Sampler` and our loop on the AR model and
 with the converted model at each of `thresholds`, and writes `report.txt`
 (exact match, tokens per forward, batch-1 latency and batch-N throughput,
 each speed also as a ratio to the `Sampler`), `report.json`, `report.png` and
-`frontier.png` (exact match against tokens per forward and against latency:
-where parallel decoding starts to pay) under `workdir`. Variant `tiny` for
+`frontier.png` (exact match against tokens per forward, latency and
+throughput: where parallel decoding starts to pay) under `workdir`. Variant `tiny` for
 smoke tests.
 """
 

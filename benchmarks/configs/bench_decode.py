@@ -12,9 +12,9 @@ Workloads: `short`, the default digit tasks with a 16-token budget, on the
 characters) with a 256-token budget, on the `quickstart.py:long` models.
 For each workload and batch size (1 and 32) it prints tokens/s and its ratio
 to AR, tokens per forward and greedy exact match of each method, measured in
-one run with the methods interleaved, beside the roofline (the cost of one
-cached forward over a token and over a block, the ideal speed-up over our AR
-loop, the engine's efficiency) and the TPF ceiling; then the time of a
+one run with the methods interleaved, beside the roofline (the share of the
+time in model forwards, the ideal speed-up over our AR loop, the time of a
+forward in each decoding program) and the TPF ceiling; then the time of a
 packed trace replay over the time of the rollout it replays. One workload:
 `--config.workloads=long`.
 

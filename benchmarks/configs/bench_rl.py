@@ -12,6 +12,7 @@ Times rollout, reference log-probs, old log-probs, the train step (live
 log-probs + backward + optimizer update) and the weight sync of both, on
 the same prompts with the same group size and token budget, interleaved in
 one run; prints the per-phase median seconds and their ratios, and writes
+them as JSON to `output` (`--config.output=PATH`) or, left empty, to
 `bench_rl.json` under `workdir`. Variants: `default`; `smoke` (alias
 `tiny`), two random tiny models and no earlier run.
 """
@@ -40,6 +41,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.recipe = "bench_rl"
   config.workdir = "runs/bench_rl"
   config.seed = 0
+  # A path to write the report as JSON; empty: `bench_rl.json` under
+  # `workdir`.
+  config.output = ""
   # Each section takes its defaults from its settings dataclass; this config
   # states what it changes. model: the block-diffusion policy (a converted
   # model) and the AR policy (Tunix's GRPO), each its own KL reference;

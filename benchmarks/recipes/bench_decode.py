@@ -13,13 +13,13 @@ per forward and greedy exact match. It then times a stochastic rollout and
 the packed replay of its traces (replay time over rollout time)
 (`benchmarks.trained_workload`).
 
-Beside each measured speed it prints the roofline (`benchmarks.roofline`):
-the cost of one cached model forward over one token and over one block,
-measured in the same run at the workload's batch and cache size, the
-speed-up over our AR loop that an engine doing nothing but its forwards
-would reach (`ideal`), the measured one over it (`eff`), the share of the
-decoding time the forwards account for (`fwd`), and tokens per forward as a
-fraction of the workload's ceiling (`ceil`) (`benchmarks.batch_sweep`).
+Beside each measured speed of our decoding loop it prints the roofline
+(`benchmarks.roofline`): the share of the decoding time its model forwards
+take (`fwd`, at most 1: its compiled program timed in the same rounds with
+and without its model call), the speed-up over our AR loop that an engine
+doing nothing but its forwards would reach (`ideal`), the time of one
+forward inside each program, and tokens per forward as a fraction of the
+workload's ceiling (`ceil`) (`benchmarks.batch_sweep`).
 
 A `kind="random"` workload (`benchmarks.fixed_schedule`) needs no
 training: a randomly initialised Qwen3 of a realistic size, decoded with

@@ -7,13 +7,13 @@ the same prompts, group size, batch and token budget
 (`benchmarks.grpo_step`); `benchmarks.step_phases` times their phases
 (rollout, reference, old, train, sync) round after round, interleaved.
 Prints each phase's median and ratio, and the diffusion replay's layout;
-writes `bench_rl.json` under `workdir`.
+writes them as JSON to `output` when set, else to `bench_rl.json` under
+`workdir`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import jax
@@ -51,14 +51,14 @@ def validate(
     config: ml_collections.ConfigDict,
 ) -> stage_lib.Stage[BenchRlConfig]:
   """Fails closed on settings that cannot work, before any compute."""
-  stage = stage_lib.Stage(config, BenchRlConfig)
+  stage = stage_lib.Stage(config, BenchRlConfig, writes="output_or_workdir")
   stage.settings.model.check_model_files()
   return stage
 
 
 @stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  """Times both GRPO steps; prints the table and writes `bench_rl.json`."""
+  """Times both GRPO steps; prints the table and writes it as JSON."""
   stage = validate(config)
   settings = stage.settings
   rollout, grpo, bench = settings.rollout, settings.grpo, settings.bench
@@ -105,5 +105,5 @@ def run(config: ml_collections.ConfigDict) -> dict[str, Any]:
       + "\n"
       + grpo_step.replay_line(summary["replay"])
   )
-  report_lib.write_json(os.path.join(config.workdir, "bench_rl.json"), summary)
+  report_lib.write_json(stage.output_path("bench_rl.json"), summary)
   return summary

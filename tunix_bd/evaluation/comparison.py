@@ -96,12 +96,7 @@ def frontier(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict]]:
   The AR teacher is one point (our loop: one forward per token and per
   stop token); the converted model one point per commit threshold.
   """
-  point = lambda r, label: dict(
-      tokens_per_forward=r["tokens_per_forward"],
-      exact_match=r["exact_match"],
-      batch1_ms=r["batch1_ms"],
-      label=label,
-  )
+  point = lambda r, label: dict(r, label=label)  # The row, labelled.
   return {
       "AR teacher": [
           point(r, "AR, our loop") for r in rows if r["method"] == AR_LOOP

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Any, Mapping, Sequence
 
 from flax import nnx
@@ -143,9 +144,11 @@ def evaluate(
     `tokens_per_s` (at `batch_size`), `throughput_vs_ar`,
     `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`),
     `num_params` (of the model the method decodes with),
-    `mean_answer_tokens` (of its completions, stop token excluded) and, for
-    block diffusion, `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
-    at its block size).
+    `mean_answer_tokens` (of its completions, stop token excluded), for
+    block diffusion `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
+    at its block size), and the spread over repeats, `[min, max]` of each
+    speed with every batch at its fastest or slowest repeat:
+    `batch1_ms_range`, `tokens_per_s_range`.
   """
   tokenizer, bd = models.bd.tokenizer, models.bd.bd
   ids = [
@@ -167,6 +170,12 @@ def evaluate(
         ),
         model_key=key,
     )
+  start = time.monotonic()
+  # Each phase's start and the time so far: a long comparison (a model of
+  # realistic size on long answers) shows where it is, also in a log file.
+  say = lambda what: print(
+      f"  {what} ({time.monotonic() - start:.0f} s)", flush=True
+  )
   mesh = mesh_lib.from_section(mesh_section)
   with mesh_lib.tunix_context(mesh):
     ar_model, _ = hf_checkpoint.load(models.ar_dir, mesh=mesh)
@@ -198,10 +207,9 @@ def evaluate(
     inputs = {m: ids for m in decoders}
     inputs[comparison.AR_SAMPLER] = [models.ar_tokenizer.decode(p) for p in ids]
     repeats, batch_size = settings.repeats, settings.batch_size
-    print(
-        f"  batch 1: {settings.latency_prompts} prompts x {len(decoders)}"
-        f" methods x {repeats} repeats",
-        flush=True,
+    say(
+        f"batch 1: {settings.latency_prompts} prompts x {len(decoders)}"
+        f" methods x {repeats} repeats"
     )
     latency = speed.measure(
         decoders,
@@ -209,24 +217,23 @@ def evaluate(
         batch_size=1,
         repeats=repeats,
     )
-    print(
-        f"  batch {batch_size}: {len(ids)} prompts x {len(decoders)} methods"
-        f" x {repeats} repeats",
-        flush=True,
+    say(
+        f"batch {batch_size}: {len(ids)} prompts x {len(decoders)} methods"
+        f" x {repeats} repeats"
     )
     throughput = speed.measure(
         decoders, inputs, batch_size=batch_size, repeats=repeats
     )
     at_batch = {}
     for size in settings.extra_batch_sizes:
-      print(
-          f"  batch {size}: {len(ids)} prompts x {len(decoders)} methods"
-          f" x {repeats} repeats",
-          flush=True,
+      say(
+          f"batch {size}: {len(ids)} prompts x {len(decoders)} methods"
+          f" x {repeats} repeats"
       )
       at_batch[size] = speed.measure(
           decoders, inputs, batch_size=size, repeats=repeats
       )
+    say("done")
     num_params = {"ar": _num_params(ar_model), "bd": _num_params(bd_model)}
   answers = [r["answer"] for r in records]
   tasks = [r["task"] for r in records]
@@ -246,6 +253,7 @@ def evaluate(
         tasks, timing.texts, answers, final=final
     )["all"]
     fast = latency[method]
+    tokens = float(timing.num_tokens.sum())
     rows.append({
         "method": method,
         "threshold": thresholds_of.get(method),
@@ -264,6 +272,14 @@ def evaluate(
         "num_params": num_params["bd" if method in thresholds_of else "ar"],
         "mean_answer_tokens": _mean_answer_tokens(timing, tokenizer),
         "tpf_ceiling": ceiling if method in thresholds_of else None,
+        "batch1_ms_range": [
+            1e3 * fast.seconds_per_row,
+            1e3 * fast.slowest_seconds / len(fast.texts),
+        ],
+        "tokens_per_s_range": [
+            tokens / max(timing.slowest_seconds, 1e-9),
+            timing.tokens_per_s,
+        ],
     })
   return rows
 
@@ -308,7 +324,7 @@ def write_report(
       f" Batch 1: ms per prompt over {settings.latency_prompts} prompts;"
       f" batch {settings.batch_size}: tokens/s over all prompts; methods"
       " interleaved, each batch's fastest of"
-      f" {settings.repeats} passes. {machine()}."
+      f" {settings.repeats} passes (error bars: its slowest). {machine()}."
   )
   headline = comparison.headline(rows, settings.batch_size)
   summary = comparison.parallelism_summary(rows)
@@ -336,10 +352,13 @@ def write_report(
   plot.plot_frontier(
       rows,
       os.path.join(workdir, "frontier.png"),
+      batch_size=settings.batch_size,
       caption=(
           f"{prompts}; greedy; points of the block-diffusion model are"
-          " commit thresholds; the ceiling is every block an answer and its"
-          f" stop token touch decoded in one forward. {machine()}."
+          " commit thresholds, the ringed one the headline's; the ceiling is"
+          " every block an answer and its stop token touch decoded in one"
+          " forward; error bars: each batch's fastest to slowest of"
+          f" {settings.repeats} passes. {machine()}."
       ),
   )
   return text

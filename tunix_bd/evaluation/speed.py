@@ -51,13 +51,15 @@ def denoiser_decoder(
     *,
     bd: Any,
     config: denoise.DenoiseConfig,
+    **calls: Any,
 ) -> Decoder:
   """A `Decoder` of prompt token-id lists by block-diffusion denoising.
 
   The `Denoiser` is built once, as the AR `Sampler` is
-  (`ar_sampler.greedy_decoder`), so calls pay for decoding alone.
+  (`ar_sampler.greedy_decoder`), so calls pay for decoding alone. `calls`
+  are its model calls (`logits_fn`, `cached_logits_fn`), if not the default.
   """
-  denoiser = denoise.Denoiser(model, bd=bd, config=config)
+  denoiser = denoise.Denoiser(model, bd=bd, config=config, **calls)
 
   def decode(batch: Sequence[Sequence[int]]) -> BatchOutput:
     out = denoiser(list(batch), seeds=np.arange(len(batch)))
@@ -74,9 +76,12 @@ def denoiser_decoder(
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Timing(BatchOutput):
   """One method's outputs over all rows (of the first repeat) and `seconds`,
-  its decoding time over all rows: per batch, its fastest repeat."""
+  its decoding time over all rows: per batch, its fastest repeat;
+  `slowest_seconds` the same with each batch's slowest (the spread over
+  repeats; None where not measured)."""
 
   seconds: float
+  slowest_seconds: float | None = None
 
   @property
   def tokens_per_s(self) -> float:
@@ -144,6 +149,7 @@ def measure(
         num_tokens=np.concatenate([o.num_tokens for o in outs])[:num_rows],
         num_forwards=np.concatenate([o.num_forwards for o in outs])[:num_rows],
         seconds=float(seconds[method].min(axis=0).sum()),
+        slowest_seconds=float(seconds[method].max(axis=0).sum()),
         tokens=tokens,
     )
   return timings

@@ -26,8 +26,11 @@ class SmokeTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.workdir = os.path.join(absltest.get_default_test_tmpdir(), "bench_rl")
+    tmp = absltest.get_default_test_tmpdir()
+    cls.workdir = os.path.join(tmp, "bench_rl")
     cls.config = _smoke(cls.workdir)
+    # `output`, as bench_sft's and bench_decode's: the report goes there.
+    cls.config.output = os.path.join(tmp, "out", "rl.json")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
       cls.summary = bench_rl.run(cls.config)
@@ -99,8 +102,10 @@ class SmokeTest(absltest.TestCase):
         f"at most {replay['max_canvases_per_row']} canvases", lines[-1]
     )
     self.assertIn(f"{replay['tokens_per_row']} tokens a row", lines[-1])
-    with open(os.path.join(self.workdir, "bench_rl.json")) as f:
+    with open(self.config.output) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(self.summary)))
+    # Written there instead of under the workdir (the default).
+    self.assertFalse(os.path.exists(self.workdir))
 
 
 class BadInputTest(parameterized.TestCase):
@@ -129,6 +134,14 @@ class BadInputTest(parameterized.TestCase):
       else:
         config[key] = value
     with self.assertRaisesRegex(ValueError, message):
+      bench_rl.run(config)
+    self.assertFalse(os.path.exists(workdir))
+
+  def test_an_output_that_cannot_be_written_fails_before_compute(self):
+    workdir = os.path.join(self.create_tempdir().full_path, "bench")
+    config = _smoke(workdir)
+    config.output = self.create_tempdir().full_path  # A directory.
+    with self.assertRaisesRegex(ValueError, r"^output=.* is a directory"):
       bench_rl.run(config)
     self.assertFalse(os.path.exists(workdir))
 

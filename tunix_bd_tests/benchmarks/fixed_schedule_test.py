@@ -52,14 +52,17 @@ class RandomWorkloadTest(absltest.TestCase):
         # No stop id: every row decodes the whole budget.
         self.assertEqual(cell["new_tokens"], rows * budget, name)
         self.assertIsNone(cell["exact_match"])
-        self.assertGreater(cell["forward_share"], 0.0)
+        if name != "ar":  # Tunix's Sampler's program is not ours to split.
+          # Measured inside its own program: below 1 by construction.
+          self.assertLess(cell["forward_share"], 1.0)
       for k in (1, 2, 4, 8):
         cell = cells[f"bd_top{k}"]
         self.assertEqual(cell["tokens_per_forward"], k)
         self.assertEqual(cell["tpf_of_ceiling"], k / 8)
       self.assertEqual(cells["ar_loop"]["tokens_per_forward"], 1.0)
       self.assertAlmostEqual(cells["ar"]["speedup_vs_ar"], 1.0)
-      self.assertAlmostEqual(cells["ar_loop"]["efficiency"], 1.0)
+      self.assertAlmostEqual(cells["ar_loop"]["ideal_vs_ar_loop"], 1.0)
+      self.assertIsNone(cells["ar"]["forward_share"])
 
   def test_prints_the_roofline_columns(self):
     header = self.printed.splitlines()[1].split()
@@ -67,11 +70,14 @@ class RandomWorkloadTest(absltest.TestCase):
         header,
         [
             "workload", "budget", "batch", "method", "tokens/s", "vs", "AR",
-            "vs", "loop", "ideal", "eff", "fwd", "hbm", "tok/fwd", "ceil",
+            "vs", "loop", "ideal", "fwd", "hbm", "tok/fwd", "ceil",
             "exact", "tokens",
         ],
     )  # fmt: skip
-    self.assertIn("realistic batch=2: one cached forward", self.printed)
+    self.assertIn(
+        "realistic batch=2: a forward in its decoding program: ar_loop",
+        self.printed,
+    )
 
 
 class FixedScheduleSettingsTest(absltest.TestCase):

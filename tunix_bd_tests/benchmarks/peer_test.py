@@ -199,7 +199,6 @@ class TableTest(absltest.TestCase):
           speedup_vs_ar=1.0,
           speedup_vs_ar_loop=1.0,
           ideal_vs_ar_loop=None,
-          efficiency=None,
           forward_share=None,
           tokens_per_forward=tpf,
           tpf_of_ceiling=None,

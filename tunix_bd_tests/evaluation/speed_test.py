@@ -65,6 +65,8 @@ class MeasureTest(absltest.TestCase):
     self.assertEqual(timing.seconds, 0.5 + 2.0)
     self.assertEqual(timing.tokens_per_s, 4 / 2.5)
     self.assertEqual(timing.seconds_per_row, 2.5 / 4)
+    # The spread over repeats: each batch's slowest.
+    self.assertEqual(timing.slowest_seconds, 1.0 + 3.0)
 
   def test_token_ids_pass_through_without_the_padding_copy(self):
     def decode(batch):

@@ -366,7 +366,7 @@ class QuickstartTest(absltest.TestCase):
         "bd_cache_free",
         "bd_cached",
         "replay",
-        "one cached forward",
+        "a forward in its decoding program",
         "TPF ceiling",
     ):
       self.assertIn(text, decode_bench.stdout)
@@ -390,12 +390,12 @@ class QuickstartTest(absltest.TestCase):
       )
       self.assertAlmostEqual(cells["ar"]["speedup_vs_ar"], 1.0)
       # The roofline: cached methods have one, the cache-free one none.
-      # (A 4-step model may answer with EOS alone: an ideal of 0.)
+      # Their forwards' share is measured inside their own programs: less
+      # than 1 by construction (on this tiny model, noise may tip it below 0).
       for method in ("ar_loop", "bd_cached"):
-        self.assertGreater(cells[method]["forward_share"], 0.0)
-        self.assertGreaterEqual(cells[method]["ideal_vs_ar_loop"], 0.0)
+        self.assertLess(cells[method]["forward_share"], 1.0)
       self.assertIsNone(cells["bd_cache_free"]["ideal_vs_ar_loop"])
-      self.assertIsNone(cells["bd_cache_free"]["efficiency"])
+      self.assertIsNone(cells["bd_cache_free"]["forward_share"])
       self.assertEqual(
           cells["bd_cached"]["tpf_ceiling"],
           long["tpf_ceiling"][str(long["block_size"])],
