@@ -103,6 +103,32 @@ class CharAccuracyTest(parameterized.TestCase):
       )
 
 
+class FinalAnswerTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      ("d=a+b=1+2=3\n#### 3", "3"),
+      ("x\n#### 1\ny\n####  42 \ntrailing", "42"),  # The last mark.
+      ("<think>\n#### 9</think>\n#### 7", "7"),  # Reasoning dropped.
+      (" 123 ", "123"),  # No mark: the whole visible answer.
+      ("d=a+b=1+2=3\n####", ""),  # Cut off after the mark.
+  )
+  def test_final_answer(self, text, expected):
+    self.assertEqual(scoring.final_answer(text), expected)
+
+  def test_final_scores_the_result_where_exact_scores_the_whole(self):
+    answers = ["d=a+b=1+2=3\n#### 3", "d=a-b=5-1=4\n#### 4", "12"]
+    completions = ["d=a+b=1+2=4\n#### 3", "d=a-b=5-1=4\n#### 5", "12"]
+    tasks = ["trace", "trace", "sort"]
+    self.assertEqual(
+        scoring.score_by_task(tasks, completions, answers),
+        {"sort": 1.0, "trace": 0.0, "all": 1 / 3},
+    )
+    self.assertEqual(
+        scoring.score_by_task(tasks, completions, answers, final=True),
+        {"sort": 1.0, "trace": 0.5, "all": 2 / 3},
+    )
+
+
 class ScoreByTaskTest(parameterized.TestCase):
 
   def test_score_by_task(self):

@@ -12,6 +12,26 @@ from tunix_bd.data import tasks
 _UNARY = re.compile(r"(sort|reverse|double) ([0-9]+)")
 _ADD = re.compile(r"add ([0-9]+)\+([0-9]+)")
 _COUNT = re.compile(r"count ([0-9]{4})")
+_STATEMENT = r"[a-z]=[a-z][+-][a-z]"
+_TRACE = re.compile(
+    rf"trace ((?:[a-z]=[0-9]+;)+{_STATEMENT}(?:;{_STATEMENT})*)"
+)
+
+
+def _run_trace(program: str) -> str:
+  """Executes a `trace` program; its worked answer, independently."""
+  env, lines, value = {}, [], None
+  for statement in program.split(";"):
+    name, expression = statement.split("=")
+    if expression.isdigit():
+      env[name] = int(expression)
+      continue
+    left, op, right = expression[0], expression[1], expression[2]
+    a, b = env[left], env[right]
+    value = a + b if op == "+" else a - b
+    lines.append(f"{statement}={a}{op}{b}={value}")
+    env[name] = value
+  return "\n".join(lines + [f"#### {value}"])
 
 
 def _reference(prompt: str) -> tuple[str, str, list[str]]:
@@ -30,6 +50,9 @@ def _reference(prompt: str) -> tuple[str, str, list[str]]:
   if match:
     a, b = match.groups()
     return "add", str(int(a) + int(b)), [a, b]
+  match = _TRACE.fullmatch(prompt)
+  if match:
+    return "trace", _run_trace(match.group(1)), []
   match = _COUNT.fullmatch(prompt)
   if match:
     start = int(match.group(1))
@@ -61,6 +84,8 @@ def _solve(prompt: str) -> str:
       return str(int(a) + int(b))
   if name == "count" and arg.isdigit():
     return tasks._count_answer(int(arg))
+  if name == "trace":
+    return _run_trace(arg)
   raise ValueError(f"not an embedded task prompt: {prompt!r}")
 
 
@@ -136,7 +161,7 @@ class TaskMixTest(parameterized.TestCase):
 
   def test_all_tasks_appear(self):
     self.assertCountEqual(
-        tasks.TASK_NAMES, ("sort", "reverse", "double", "add", "count")
+        tasks.TASK_NAMES, ("sort", "reverse", "double", "add", "count", "trace")
     )
     self.assertCountEqual(tasks.DEFAULT_TASKS, ("sort", "reverse", "double"))
     for mix in (tasks.TaskMix(), tasks.TaskMix(tasks=tasks.TASK_NAMES)):
@@ -158,6 +183,27 @@ class TaskMixTest(parameterized.TestCase):
     self.assertLess(max(lengths), 256)  # Answer and EOS fit 256 tokens.
     # Hundreds vary, so answers are not a handful of memorisable strings.
     self.assertGreater(len({e.prompt[:8] for e in examples}), 60)
+
+  def test_trace_answers_are_long_worked_and_end_with_their_result(self):
+    mix = tasks.TaskMix(tasks=("trace",))
+    examples = mix.examples("train", 300) + mix.examples("eval", 100)
+    steps = collections.Counter(e.answer.count("\n") for e in examples)
+    self.assertCountEqual(
+        steps, range(tasks.TRACE_MIN_STEPS, tasks.TRACE_MAX_STEPS + 1)
+    )
+    lengths = [len(e.answer) for e in examples]
+    self.assertBetween(min(lengths), 100, 140)
+    self.assertBetween(max(lengths), 170, 200)  # Answer and EOS fit 200.
+    for example in examples:
+      values = [int(v) for v in re.findall(r"=([0-9]+)$", example.answer, re.M)]
+      self.assertTrue(
+          all(0 <= v <= tasks.TRACE_MAX_VALUE for v in values), example
+      )
+      self.assertEqual(
+          example.answer.rsplit("\n", 1)[1], f"#### {values[-1]}"
+      )
+    # Results vary: the final answer is computed, not a template's.
+    self.assertGreater(len({e.answer[-4:] for e in examples}), 100)
 
   def test_task_subset_draws_only_those_tasks(self):
     mix = tasks.TaskMix(tasks=("add",))
