@@ -16,9 +16,11 @@ Variants: `default`; `long`, the `count` task whose answers run to 254
 characters, decoded with a 256-token budget (`runs/quickstart_long`, the
 long workload of `bench_decode.py`); `tiny` for smoke tests (seconds of
 training); `realistic`, a 0.1 B Qwen3 trained from scratch on the `trace`
-task (worked program traces of about 120 to 190 characters, scored on the whole
-answer and on its final answer), converted with 8-token blocks and compared
-at batch 1, 8 and 64, all on one TPU v5e chip in a few minutes:
+task (worked program traces of about 120 to 190 characters, scored on the
+whole answer and on its final answer), converted with 8-token blocks and
+compared at batch 1, 8 and 64, on one TPU v5e chip (its stages take about
+3 and 3 minutes there, the comparison longer: docs/results.md, "Realistic
+trained model"):
 
   tunix run --plugin tunix_bd quickstart.py:realistic
 

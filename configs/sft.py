@@ -170,15 +170,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     config.bd.block_size = 8
     config.data.update(
-        tasks=("trace",), num_train=6_400, num_eval=64, max_length=304
+        tasks=("trace",), num_train=9_600, num_eval=64, max_length=304
     )
+    # 97.1 % masked accuracy after the 1,000-step teacher.
     config.train.update(
         batch_size=32,
-        max_steps=200,
+        max_steps=300,
         learning_rate=3e-4,
-        warmup_steps=20,
-        eval_every_n_steps=200,
-        checkpoint_every_n_steps=200,
+        warmup_steps=30,
+        eval_every_n_steps=300,
+        checkpoint_every_n_steps=300,
     )
   if variant == "realistic_tiny":
     config.model.dtype = "float32"

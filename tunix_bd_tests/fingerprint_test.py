@@ -297,6 +297,7 @@ _RESUMABLE = {
     data_settings.DataSettings: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
+    from_scratch.ArModelSettings: {"remat"},
     sections.ModelSettings: {
         "remat",
         "logits_chunk",

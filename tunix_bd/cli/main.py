@@ -270,8 +270,10 @@ def _not_noise(record: std_logging.LogRecord) -> bool:
   hbm = path.endswith(os.path.join("tunix", "sft", "utils.py"))
   orbax = os.path.join("orbax", "checkpoint", "_src", "futures", "future.py")
   return not (
-      hbm and message.startswith("Skipping non-TPU device: cpu.")
-      or path.endswith(orbax) and "raised an exception" in message
+      hbm
+      and message.startswith("Skipping non-TPU device: cpu.")
+      or path.endswith(orbax)
+      and "raised an exception" in message
   )
 
 

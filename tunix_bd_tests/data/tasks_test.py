@@ -199,9 +199,7 @@ class TaskMixTest(parameterized.TestCase):
       self.assertTrue(
           all(0 <= v <= tasks.TRACE_MAX_VALUE for v in values), example
       )
-      self.assertEqual(
-          example.answer.rsplit("\n", 1)[1], f"#### {values[-1]}"
-      )
+      self.assertEqual(example.answer.rsplit("\n", 1)[1], f"#### {values[-1]}")
     # Results vary: the final answer is computed, not a template's.
     self.assertGreater(len({e.answer[-4:] for e in examples}), 100)
 

@@ -60,6 +60,50 @@ class QuickstartTasksTest(absltest.TestCase):
       self.assertEqual(tuple(stage.data.tasks), ("count",))
 
 
+class RealisticTwinTest(absltest.TestCase):
+  """`quickstart.py:realistic_tiny`, the CPU-size twin of the chip's chain:
+  the `trace` task end to end, and the report's realistic-size fields."""
+
+  def test_the_chain_reports_final_answers_batches_and_sizes(self):
+    root = self.create_tempdir().full_path
+    workdir = os.path.join(root, "run")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+      status = main.main([
+          "run",
+          "--plugin",
+          "tunix_bd",
+          "quickstart.py:realistic_tiny",
+          f"--config.workdir={workdir}",
+      ])
+    self.assertEqual(status, 0, stdout.getvalue()[-4000:])
+    with open(os.path.join(workdir, "report.json")) as f:
+      rows = json.load(f)["rows"]
+    self.assertEqual(
+        [r["method"] for r in rows],
+        ["AR (Tunix Sampler)", "AR, one-token blocks", "BD threshold 0.9"],
+    )
+    tiny = config_files.get_config("ar_pretrain", "realistic_tiny").model
+    for row in rows:
+      # The final answer is a part of the whole: it scores at least as often.
+      self.assertBetween(row["exact_match"], 0.0, row["final_answer"])
+      self.assertLessEqual(row["final_answer"], 1.0)
+      self.assertEqual(set(row["tokens_per_s_at"]), {"2"})
+      self.assertGreater(row["batch1_ms_per_forward"], 0.0)
+      self.assertBetween(row["mean_answer_tokens"], 0.0, 200.0)
+      # A tiny Qwen3 of the variant's shape, its conversion one mask row
+      # larger at most.
+      self.assertBetween(
+          row["num_params"],
+          tiny.embed_dim * 128,
+          tiny.embed_dim * 128 * 2 + 100_000,
+      )
+    text = stdout.getvalue()
+    self.assertIn("8 eval prompts of trace", text)
+    self.assertIn("Accuracy under parallelism (final answer", text)
+    self.assertRegex(text, r"Batch 2: [0-9]+ tokens/s")
+
+
 class QuickstartTest(absltest.TestCase):
 
   @classmethod
