@@ -7,7 +7,8 @@ attention_mask) -> (logits, kv_cache)` with a dense attention path that
 honours the mask, and its KV cache is a dict of per-layer `{k, v,
 end_index}` (what `cached_logits` rewinds): Qwen3, Qwen2 and Llama 3. Any
 other model, or a `rope_theta` the family's attention does not apply
-(`compat.ROPE_THETA_APPLIED`), fails closed.
+(`compat.ROPE_THETA_APPLIED`), fails closed. A Hugging Face Llama loads as
+Qwen2, which applies any theta (`models.hf_config.LLAMA`).
 """
 
 from __future__ import annotations
@@ -73,10 +74,16 @@ def _check_rope_theta(name: str, rope_theta: Any) -> None:
   # another theta rescales each pair's frequency by a different factor,
   # which no change of positions does, and the rotation acts on q and k
   # after every weight, so no change of weights does either.
+  hint = ""
+  if name == "llama3":
+    hint = (
+        " A Hugging Face Llama checkpoint loads exactly at its own theta"
+        " through tunix_bd's loader, as Tunix's Qwen2 with zero q/k/v biases."
+    )
   raise ValueError(
       f"model rope_theta={rope_theta!r} is not supported: Tunix's"
       f" {_LABELS[name]} attention always rotates with theta {applied} (it"
       " ignores ModelConfig.rope_theta; google-tunix 0.1.7 and main), so"
       " this model would compute another function than its checkpoint or"
-      f" config describes; only rope_theta={applied} is exact."
+      f" config describes; only rope_theta={applied} is exact.{hint}"
   )

@@ -160,7 +160,7 @@ def model_config_from_hf(
     raw: Any, *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
   """`hf_config.model_config_from_hf` of a parsed Qwen3, Qwen3-MoE, Qwen2,
-  SDAR or Fast-dLLM v2 `config.json`."""
+  Llama, SDAR or Fast-dLLM v2 `config.json`."""
   fmt = detect(raw)
   if fmt is None:
     return hf_config.model_config_from_hf(

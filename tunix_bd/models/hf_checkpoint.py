@@ -1,14 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Hugging Face Qwen3 and Qwen2 checkpoints: loading, and what an export keeps.
+"""Hugging Face Qwen3, Qwen2 and Llama checkpoints: loading, what exports keep.
 
-One code path (`load`; the family is the config's `model_type`) reads
-tunix_bd's own exports and downloaded checkpoints: `config.json` plus
-`model.safetensors` or shards with an index, in the HF key layout. Tunix's
-safetensors loader does not check what it reads (a missing tensor stays
-abstract, an extra one is skipped, a file with mixed dtypes is misread by
-the "optimized" mode), so everything is validated here from the
-safetensors headers before Tunix builds the model.
+One code path (`load`; the family is the config's `model_type`, a Llama
+running as Qwen2: `hf_config.LLAMA`) reads tunix_bd's own exports and
+downloaded checkpoints: `config.json` plus `model.safetensors` or shards
+with an index, in the HF key layout. Tunix's safetensors loader does not
+check what it reads (a missing tensor stays abstract, an extra one is
+skipped, a file with mixed dtypes is misread by the "optimized" mode), so
+everything is validated here from the safetensors headers before Tunix
+builds the model.
 
 What an export keeps of its `Source` checkpoint, or writes without one
 (`config_json`, `generation_config_json`): docs/design.md "Hugging Face
@@ -27,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 import safetensors
 import transformers
+from tunix.models import safetensors_loader
+from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen2 import params as qwen2_params
 from tunix.models.qwen3 import params as qwen3_params
 
@@ -55,10 +58,11 @@ _DTYPE_KEYS = ("dtype", "torch_dtype")
 _TUNIX_LOADERS = {"qwen3": qwen3_params, "qwen2": qwen2_params}
 
 
-def expected_shapes(config: Any) -> dict[str, tuple[int, ...]]:
-  """Every HF tensor name of a Qwen3 or Qwen2 `config`, in file order, with
-  its shape."""
+def expected_shapes(config: Any, llama=False) -> dict[str, tuple[int, ...]]:
+  """Every HF tensor name of a Qwen3 or Qwen2 `config` (of the Llama that
+  loads as that Qwen2 with `llama`), in file order, with its shape."""
   qwen2 = families.family(config) == "qwen2"
+  biases = qwen2 and not llama
   d, v, f = config.embed_dim, config.vocab_size, config.hidden_dim
   q, kv = (
       config.num_heads * config.head_dim,
@@ -70,7 +74,7 @@ def expected_shapes(config: Any) -> dict[str, tuple[int, ...]]:
     shapes[p + "input_layernorm.weight"] = (d,)
     for name, rows in (("q", q), ("k", kv), ("v", kv)):
       shapes[f"{p}self_attn.{name}_proj.weight"] = (rows, d)
-      if qwen2:  # Qwen2's q/k/v projections have biases.
+      if biases:  # Qwen2's q/k/v projections have biases.
         shapes[f"{p}self_attn.{name}_proj.bias"] = (rows,)
     shapes[p + "self_attn.o_proj.weight"] = (d, q)
     if not qwen2:  # Qwen3 normalises q and k per head.
@@ -151,15 +155,15 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
   }
 
 
-def _check_weights(checkpoint_dir: str, config: Any) -> bool:
-  """Checks the safetensors headers against the parsed `config.json`;
-  returns whether some file mixes tensor dtypes (Tunix's optimized loader
-  reads a whole file with the dtype of its first tensor: not to be used)."""
+def _check_weights(checkpoint_dir: str, config: Any, llama: bool) -> bool:
+  """Checks the headers against the parsed `config.json` (`llama`'s); returns
+  whether some file mixes tensor dtypes (Tunix's optimized loader reads a
+  whole file with the dtype of its first tensor: not to be used)."""
   found = tensor_headers(checkpoint_dir)
   file_dtypes = {(name, dtype) for name, _, dtype in found.values()}
   mixed_dtypes = len(file_dtypes) > len({name for name, _ in file_dtypes})
 
-  expected = expected_shapes(config)
+  expected = expected_shapes(config, llama)
   if config.use_tied_embedding and "lm_head.weight" in found:
     _check_tied_lm_head(checkpoint_dir, found)
     del found["lm_head.weight"]
@@ -221,32 +225,45 @@ def load(
     param_dtype: Any = None,
     remat: str = "none",
 ) -> tuple[Any, Any]:
-  """Loads a Hugging Face-layout Qwen3 or Qwen2 checkpoint into Tunix.
+  """Loads a Hugging Face-layout Qwen3, Qwen2 or Llama checkpoint into Tunix.
 
-  The directory's `model_type` (`qwen3`, `qwen3_moe` or `qwen2`) picks the
-  Tunix model; an SDAR or Fast-dLLM v2 directory loads as its layers'
-  family (`bd_formats`). `mesh` (axes named by `ModelConfig.shd_config`)
-  shards the parameters, one device if None; stored tensors are cast to
-  `dtype` (float32 if None); `param_dtype` may differ (float32 master
-  weights under bfloat16 compute); `remat` is a `families.REMAT_MODES`
-  name. Returns `(model, config)`; everything is checked, naming the field
-  or tensor, before the model is built.
+  The directory's `model_type` (`qwen3`, `qwen3_moe`, `qwen2`, `llama`: a
+  Qwen2) picks the Tunix model; an SDAR or Fast-dLLM v2 directory loads as
+  its layers' family (`bd_formats`). `mesh` (axes named by
+  `ModelConfig.shd_config`) shards the parameters, one device if None;
+  stored tensors are cast to `dtype` (float32 if None); `param_dtype` may
+  differ (float32 master weights under bfloat16 compute); `remat` is a
+  `families.REMAT_MODES` name. Returns `(model, config)`; everything is
+  checked, naming the field or tensor, before the model is built.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
+  raw = read_config(checkpoint_dir)
   config = bd_formats.model_config_from_hf(
-      read_config(checkpoint_dir), dtype=dtype, param_dtype=param_dtype
+      raw, dtype=dtype, param_dtype=param_dtype
   )
   config = dataclasses.replace(
       config, remat_config=families.remat_config(config, remat)
   )
-  mixed_dtypes = _check_weights(checkpoint_dir, config)
-  loader = _TUNIX_LOADERS[families.family(config)]
-  model = loader.create_model_from_safe_tensors(
+  llama = raw.get("model_type") == hf_config.LLAMA
+  mixed_dtypes = _check_weights(checkpoint_dir, config, llama)
+  mode = "original" if mixed_dtypes else "auto"
+  options = dict(mesh=mesh, dtype=config.param_dtype, mode=mode)
+  if not llama:
+    loader = _TUNIX_LOADERS[families.family(config)]
+    model = loader.create_model_from_safe_tensors(
+        checkpoint_dir, config, **options
+    )
+    return model, config
+  # Tunix's Qwen2 loader, given the biases a Llama file lacks (Tunix would
+  # leave them abstract).
+  biases = hf_config.llama_biases(config)
+  model = safetensors_loader.load_and_create_model(
       checkpoint_dir,
+      qwen2_lib.Qwen2,
       config,
-      mesh=mesh,
-      dtype=config.param_dtype,
-      mode="original" if mixed_dtypes else "auto",
+      qwen2_params._get_key_and_transform_mapping,  # pylint: disable=protected-access
+      preprocess_fn=lambda tensors: {**biases, **tensors},
+      **options,
   )
   return model, config
 
@@ -337,6 +354,8 @@ def config_json(
     out["dtype"] = file_dtypes[0] if len(file_dtypes) == 1 else "float32"
   else:
     out = dict(source.config)
+    if out.get("model_type") == hf_config.LLAMA:
+      out = hf_config.llama_as_qwen2(out)  # What the model runs as.
     out["vocab_size"] = model_config.vocab_size
     out.setdefault("architectures", derived["architectures"])
     if len(file_dtypes) == 1:

@@ -4,16 +4,17 @@
 
 Tunix parses no `config.json`. `model_config_from_hf` maps every field that
 changes the model's math, picking the family from `model_type` (`qwen3`,
-`qwen3_moe`, `qwen2`), and raises a `ValueError` naming the field for a
-missing or malformed value or a setting the Tunix model lacks
-(`FIXED_FIELDS`: activations, sliding windows, biases, MoE routing...), so a
-checkpoint never runs silently as a different model. `config_to_hf` is the
-way back.
+`qwen3_moe`, `qwen2`, and `llama`, which runs as Qwen2: `LLAMA`), and
+raises a `ValueError` naming the field for a missing or malformed value or
+a setting the Tunix model lacks (`FIXED_FIELDS`: activations, sliding
+windows, biases, MoE routing...), so a checkpoint never runs silently as a
+different model. `config_to_hf` is the way back.
 """
 
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
@@ -28,7 +29,16 @@ ARCHITECTURES = {
     "qwen3": "Qwen3ForCausalLM",
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
+    "llama": "LlamaForCausalLM",
 }
+# A Llama runs as Tunix's Qwen2 with zero q/k/v biases: the layers are the
+# same math but for those biases, and Tunix's Qwen2 rotates with the
+# config's theta where its Llama 3 always uses 1e6
+# (`compat.ROPE_THETA_APPLIED`). Its export is that Qwen2 (`llama_as_qwen2`).
+LLAMA = "llama"
+# Llama fields Qwen2's config lacks; `llama_as_qwen2` drops them (both are
+# refused unless false; transformers 5 no longer reads `pretraining_tp`).
+_LLAMA_ONLY_FIELDS = ("attention_bias", "mlp_bias", "pretraining_tp")
 # The weight dtypes tunix_bd reads from and writes to `config.json`.
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -60,10 +70,11 @@ def check_dtype(name: str, value: Any) -> Any:
   return getattr(jnp, key)
 
 
-def rope_theta(hf_config: dict[str, Any], label: str) -> Any:
-  """The RoPE base, after checking that Tunix `label` (`Qwen3`, `Qwen2`)
-  implements the RoPE and rotates with it (`compat.ROPE_THETA_APPLIED`)."""
-  applied = compat.ROPE_THETA_APPLIED[label.lower()]
+def rope_theta(hf_config: dict[str, Any], family: str, label: str) -> Any:
+  """The RoPE base, after checking that the Tunix `family` (`qwen3`,
+  `qwen2`) `label` runs as implements the RoPE and rotates with it
+  (`compat.ROPE_THETA_APPLIED`)."""
+  applied = compat.ROPE_THETA_APPLIED[family]
   theta = hf_config.get("rope_theta")
   # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.
   for key in ("rope_scaling", "rope_parameters"):
@@ -76,7 +87,7 @@ def rope_theta(hf_config: dict[str, Any], label: str) -> Any:
     if rope_type != "default":
       raise ValueError(
           f"HF config {key} has rope_type {rope_type!r}; Tunix {label} only"
-          " implements the default RoPE."
+          " implements the default RoPE (no scaling)."
       )
     unknown = sorted(set(rope) - {"rope_type", "type", "rope_theta"})
     if unknown:
@@ -98,7 +109,9 @@ def rope_theta(hf_config: dict[str, Any], label: str) -> Any:
   if applied is not None and theta != applied:
     raise ValueError(
         f"HF config rope_theta={theta!r} is not supported: Tunix {label}"
-        f" always applies RoPE with theta {applied}."
+        f" always applies RoPE with theta {applied} (its attention ignores"
+        " ModelConfig.rope_theta), so this checkpoint would run as another"
+        f" model; only rope_theta={applied} loads exactly."
     )
   if theta <= 0:
     raise ValueError(f"HF config rope_theta={theta!r} must be positive.")
@@ -123,6 +136,11 @@ FIXED_FIELDS = (
 # Qwen2 always has q/k/v biases (and Tunix's Qwen2 too); Qwen3 has none.
 FIXED_QWEN3_FIELDS = (
     ("attention_bias", False, lambda v: not v, "it has no attention bias"),
+    ("mlp_bias", False, lambda v: not v, "it has no MLP bias"),
+)
+# Llama's `attention_bias` also puts a bias on o_proj, which Qwen2 lacks.
+FIXED_LLAMA_FIELDS = (
+    ("attention_bias", False, lambda v: not v, "it has no o_proj bias"),
     ("mlp_bias", False, lambda v: not v, "it has no MLP bias"),
 )
 FIXED_MOE_FIELDS = (
@@ -200,7 +218,8 @@ def attention_fields(
 def model_config_from_hf(
     hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
-  """The Tunix `ModelConfig` of a Qwen3, Qwen3-MoE or Qwen2 `config.json`.
+  """The Tunix `ModelConfig` of a Qwen3, Qwen3-MoE, Qwen2 or Llama
+  `config.json` (a Llama's is Qwen2's: `LLAMA`).
 
   Refused: docs/design.md "Hugging Face checkpoints in and out" (a sliding
   window only when on: Qwen2.5 configs carry a `sliding_window` size that
@@ -223,12 +242,15 @@ def model_config_from_hf(
         f" model_type {model_type!r}; expected"
         f" [{ARCHITECTURES[model_type]!r}]."
     )
-  qwen2 = model_type == "qwen2"
-  label = "Qwen2" if qwen2 else "Qwen3"
-  qwen3_fixed = () if qwen2 else FIXED_QWEN3_FIELDS
-  check_fixed(hf_config, FIXED_FIELDS + qwen3_fixed, label)
-  theta = rope_theta(hf_config, label)
-  # transformers' Qwen3Config defaults head_dim to 128.
+  qwen2 = model_type in ("qwen2", LLAMA)
+  label = {"qwen2": "Qwen2", LLAMA: "Llama (as Qwen2)"}.get(model_type, "Qwen3")
+  fixed = {"qwen2": (), LLAMA: FIXED_LLAMA_FIELDS}.get(
+      model_type, FIXED_QWEN3_FIELDS
+  )
+  check_fixed(hf_config, FIXED_FIELDS + fixed, label)
+  theta = rope_theta(hf_config, "qwen2" if qwen2 else "qwen3", label)
+  # transformers' Qwen3Config defaults head_dim to 128 (Qwen2's and Llama's
+  # to hidden_size // num_attention_heads).
   attention = attention_fields(
       hf_config, default_head_dim=None if qwen2 else 128
   )
@@ -272,6 +294,26 @@ def model_config_from_hf(
       param_dtype=check_dtype("param_dtype", param_dtype),
       use_flash_attention=False,
   )
+
+
+def llama_as_qwen2(hf_config: dict[str, Any]) -> dict[str, Any]:
+  """The Qwen2 `config.json` of the model a Llama one loads as (`LLAMA`):
+  the same fields but the Llama-only ones, Qwen2's type and architecture."""
+  out = {k: v for k, v in hf_config.items() if k not in _LLAMA_ONLY_FIELDS}
+  out.update(model_type="qwen2", architectures=[ARCHITECTURES["qwen2"]])
+  return out
+
+
+def llama_biases(config: Any) -> dict[str, Any]:
+  """The zero q/k/v biases of the Qwen2 `config` a Llama loads as, by
+  Tunix parameter path (`layers.N.attn.q_bias`), in `param_dtype`."""
+  kv = config.num_kv_heads * config.head_dim
+  widths = {"q": config.num_heads * config.head_dim, "k": kv, "v": kv}
+  return {
+      f"layers.{i}.attn.{name}_bias": np.zeros(width, config.param_dtype)
+      for i in range(config.num_layers)
+      for name, width in widths.items()
+  }
 
 
 def config_to_hf(config: Any) -> dict[str, Any]:

@@ -7,7 +7,8 @@ Tiny random Qwen2 and Llama 3 (and Qwen3, the reference family): block size
 lowers the loss; other models fail closed. The RoPE base each family really
 applies is probed, and checked against Hugging Face Llama checkpoints
 (`testdata/hf`); every entry point refuses a `rope_theta` that Tunix would
-not apply.
+not apply. Those Llama checkpoints, of any theta, load through
+`hf_checkpoint` as Tunix's Qwen2 and match torch through the contract.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tunix_bd.core import families
 from tunix_bd.core import replayer
 from tunix_bd.generate import denoise
 from tunix_bd.models import from_scratch
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.sft import micro_batches
 from tunix_bd_tests import test_common
@@ -110,6 +112,18 @@ def _hf_llama(name):
   )
   oracle = np.load(os.path.join(directory, "oracle.npz"))
   return model, oracle["tokens"].astype(np.int32), oracle["logits"]
+
+
+def _assert_contract_matches_torch(model, tokens, want, atol):
+  """The contract at block size 1 (the causal model) against torch."""
+  positions = np.broadcast_to(np.arange(tokens.shape[1]), tokens.shape)
+  got = diffusion_lm.diffusion_logits_fn(
+      model, tokens, positions.astype(np.int32), None, config=_ar_bd(_HF_MASK)
+  )
+  keep = np.arange(want.shape[-1]) != _HF_MASK
+  np.testing.assert_allclose(
+      np.asarray(got)[..., keep], want[..., keep], rtol=0, atol=atol
+  )
 
 
 def _presets(config_type):
@@ -236,15 +250,24 @@ class FamiliesTest(parameterized.TestCase):
   def test_hf_llama_at_theta_1e6_matches_torch_through_the_contract(self):
     model, tokens, want = _hf_llama("llama_theta1e6")
     self.assertEqual(families.family(model.config), "llama3")
-    config = _ar_bd(_HF_MASK)
-    positions = np.broadcast_to(np.arange(tokens.shape[1]), tokens.shape)
-    got = diffusion_lm.diffusion_logits_fn(
-        model, tokens, positions.astype(np.int32), None, config=config
-    )
-    keep = np.arange(want.shape[-1]) != _HF_MASK
-    np.testing.assert_allclose(
-        np.asarray(got)[..., keep], want[..., keep], rtol=0, atol=1e-5
-    )
+    _assert_contract_matches_torch(model, tokens, want, atol=1e-5)
+
+  @parameterized.parameters(
+      "llama_theta1e6", "llama_untied", "llama_tied_theta5e5"
+  )
+  def test_hf_llama_of_any_theta_loads_exactly_as_qwen2(self, name):
+    # Llama 3's theta 5e5 (tied: Llama 3.2's layout) and 1e6, through the
+    # loader: Tunix's Qwen2 with zero q/k/v biases rotates with the
+    # config's theta. Block size 1 is the causal model, so torch's logits.
+    directory = os.path.join(_HF, name)
+    model, config = hf_checkpoint.load(directory)
+    self.assertEqual(families.family(config), "qwen2")
+    with open(os.path.join(directory, "config.json")) as f:
+      theta = json.load(f)["rope_parameters"]["rope_theta"]
+    self.assertEqual(config.rope_theta, theta)
+    oracle = np.load(os.path.join(directory, "oracle.npz"))
+    tokens, want = oracle["tokens"].astype(np.int32), oracle["logits"]
+    _assert_contract_matches_torch(model, tokens, want, atol=1e-4)
 
   def test_tunix_rotates_an_hf_llama3_with_1e6_not_its_theta(self):
     # What the refusal prevents: Tunix alone runs Llama 3's theta 5e5 as
@@ -262,6 +285,9 @@ class FamiliesTest(parameterized.TestCase):
     config = _hf_llama_config(name)
     message = _REFUSED % ("500000.0", "Llama 3")
     with self.assertRaisesRegex(ValueError, message):
+      families.family(config)
+    # It points at the exact route (test_hf_llama_of_any_theta_...).
+    with self.assertRaisesRegex(ValueError, "loads exactly at its own theta"):
       families.family(config)
     with self.assertRaisesRegex(ValueError, message):
       block_cache.init_block_cache(types.SimpleNamespace(config=config), 1, 4)

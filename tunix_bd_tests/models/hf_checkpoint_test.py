@@ -16,14 +16,21 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import safetensors.numpy as safetensors_np
+import transformers
+from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import hf_config as hf_config_lib
 from tunix_bd_tests.models import hf_tiny
 
 _LAYERS, _VOCAB, _EMBED = hf_tiny.LAYERS, hf_tiny.VOCAB, hf_tiny.EMBED
 _HIDDEN, _HEADS, _HEAD_DIM = hf_tiny.HIDDEN, hf_tiny.HEADS, hf_tiny.HEAD_DIM
 _TOKENS = np.array([[5, 17, 3, 99, 127, 0, 64, 8], [1, 2, 3, 4, 5, 6, 7, 8]])
+# A tiny Llama transformers wrote (theta 5e5, untied; testdata/hf/README.md).
+_LLAMA = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "testdata/hf/llama_untied"
+)
 
 
 def _tempdir(test: absltest.TestCase) -> str:
@@ -415,6 +422,43 @@ class RoundTripTest(parameterized.TestCase):
       export.save_checkpoint(model, os.path.join(out, "x"))
 
 
+class LlamaTest(absltest.TestCase):
+
+  def test_a_llama_loads_and_exports_as_the_qwen2_it_runs_as(self):
+    # Tunix's Qwen2 with zero q/k/v biases (families_test holds it to
+    # torch's logits at any theta). The export is that Qwen2: the source's
+    # config.json as Qwen2's, its tensors plus the biases, read back as
+    # Qwen2 by transformers and to the same parameters by tunix_bd.
+    model, config = hf_checkpoint.load(_LLAMA)
+    self.assertIsInstance(model, qwen2_lib.Qwen2)
+    self.assertEqual(config.rope_theta, 500_000)
+    out = os.path.join(_tempdir(self), "export")
+    export.save_checkpoint(model, out, source=hf_checkpoint.read_source(_LLAMA))
+
+    with open(os.path.join(_LLAMA, "config.json")) as f:
+      source = json.load(f)
+    with open(os.path.join(out, "config.json")) as f:
+      saved = json.load(f)
+    self.assertEqual(saved, hf_config_lib.llama_as_qwen2(source))
+    self.assertEqual(saved["model_type"], "qwen2")
+    self.assertIsInstance(
+        transformers.AutoConfig.from_pretrained(out),
+        transformers.Qwen2Config,
+    )
+    tensors, source_tensors = _read_dir_tensors(out), _read_dir_tensors(_LLAMA)
+    for key, value in tensors.items():
+      if key.endswith("_proj.bias"):
+        np.testing.assert_array_equal(value, 0, err_msg=key)
+      else:
+        np.testing.assert_array_equal(value, source_tensors.pop(key), key)
+    self.assertEmpty(source_tensors)
+    reloaded, reloaded_config = hf_checkpoint.load(out)
+    self.assertEqual(reloaded_config, config)
+    want = _params(model)
+    for key, value in _params(reloaded).items():
+      np.testing.assert_array_equal(value, want[key], err_msg=key)
+
+
 class LoadErrorTest(parameterized.TestCase):
 
   def _checkpoint(self, tensors=None, hf_config=None):
@@ -446,8 +490,8 @@ class LoadErrorTest(parameterized.TestCase):
 
   def test_unsupported_model_type(self):
     hf_config = hf_tiny.qwen3_hf_config(tied=False, kv_heads=1)
-    hf_config["model_type"] = "llama"
-    with self.assertRaisesRegex(ValueError, "model_type='llama'"):
+    hf_config["model_type"] = "mistral"
+    with self.assertRaisesRegex(ValueError, "model_type='mistral'"):
       hf_checkpoint.load(self._checkpoint(hf_config=hf_config))
 
   def test_wrong_shape_names_tensor_and_both_shapes(self):

@@ -3,6 +3,7 @@
 """Tests for tunix_bd.models.hf_config (and the field checks it runs)."""
 
 import json
+import os
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -25,7 +26,7 @@ class ConfigTest(parameterized.TestCase):
     self.assertFalse(config.use_flash_attention)
 
   @parameterized.named_parameters(
-      ("llama", {"model_type": "llama"}, "model_type='llama'"),
+      ("mistral", {"model_type": "mistral"}, "model_type='mistral'"),
       (
           "classifier",
           {"architectures": ["Qwen3ForSequenceClassification"]},
@@ -37,7 +38,12 @@ class ConfigTest(parameterized.TestCase):
           "rope_scaling",
       ),
       ("theta", {"rope_theta": 10000.0}, "rope_theta=10000.0"),
-      ("theta_2507", {"rope_theta": 5000000.0}, "rope_theta=5000000.0"),
+      (
+          "theta_2507",
+          {"rope_theta": 5000000.0},
+          r"rope_theta=5000000.0 is not supported: Tunix Qwen3 always applies"
+          r" RoPE with theta 1000000 \(its attention ignores",
+      ),
       ("bias", {"attention_bias": True}, "attention_bias"),
       ("sliding", {"use_sliding_window": True}, "use_sliding_window"),
       ("act", {"hidden_act": "gelu"}, "hidden_act"),
@@ -104,13 +110,85 @@ class Qwen2ConfigTest(parameterized.TestCase):
           "architectures",
       ),
       ("no_kv_heads", {"num_key_value_heads": 3}, "not a multiple"),
-      ("llama", {"model_type": "llama"}, "model_type='llama'"),
+      ("llama", {"model_type": "llama"}, "for model_type 'llama'"),
   )
   def test_from_hf_rejects_what_tunix_qwen2_cannot_represent(
       self, changes, message
   ):
     with self.assertRaisesRegex(ValueError, message):
       hf_config_lib.model_config_from_hf(hf_tiny.qwen2_hf_config(**changes))
+
+
+def _llama_hf_config(**changes) -> dict:
+  """The `config.json` transformers wrote for a tiny Llama 3.2 (theta 5e5,
+  tied; testdata/hf/llama_tied_theta5e5), with `changes`."""
+  path = os.path.join(
+      os.path.dirname(os.path.dirname(__file__)),
+      "testdata/hf/llama_tied_theta5e5/config.json",
+  )
+  with open(path) as f:
+    return {**json.load(f), **changes}
+
+
+class LlamaConfigTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("llama3p2", {}, 500_000),
+      # Legacy keys (transformers 4, as Llama 3 8B ships them); TinyLlama's
+      # theta 1e4.
+      (
+          "legacy",
+          {"rope_parameters": None, "rope_theta": 1e4, "rope_scaling": None},
+          10_000,
+      ),
+  )
+  def test_a_llama_is_a_qwen2_at_its_own_theta(self, changes, theta):
+    config = hf_config_lib.model_config_from_hf(_llama_hf_config(**changes))
+    self.assertIsInstance(config, qwen2_lib.ModelConfig)
+    self.assertEqual(config.rope_theta, theta)
+    self.assertEqual((config.head_dim, config.num_kv_heads), (16, 2))
+    self.assertTrue(config.use_tied_embedding)
+    # Its export's config.json describes the same model, as Qwen2.
+    as_qwen2 = hf_config_lib.llama_as_qwen2(_llama_hf_config(**changes))
+    self.assertEqual(as_qwen2["architectures"], ["Qwen2ForCausalLM"])
+    self.assertNotIn("attention_bias", as_qwen2)
+    self.assertEqual(hf_config_lib.model_config_from_hf(as_qwen2), config)
+
+  @parameterized.named_parameters(
+      (
+          "llama3_scaling",  # Llama 3.1 and later.
+          {
+              "rope_parameters": {
+                  "rope_type": "llama3",
+                  "rope_theta": 5e5,
+                  "factor": 32.0,
+                  "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192,
+              }
+          },
+          r"rope_parameters has rope_type 'llama3'; Tunix Llama \(as Qwen2\)"
+          " only implements the default RoPE",
+      ),
+      (
+          "o_bias",
+          {"attention_bias": True},
+          r"attention_bias=True is not supported by Tunix Llama \(as Qwen2\):"
+          r" it has no o_proj bias",
+      ),
+      ("mlp_bias", {"mlp_bias": True}, "mlp_bias=True"),
+      (
+          "architecture",
+          {"architectures": ["LlamaForSequenceClassification"]},
+          "architectures",
+      ),
+      ("no_theta", {"rope_parameters": None}, "'rope_theta'"),
+  )
+  def test_from_hf_rejects_what_tunix_cannot_run_of_a_llama(
+      self, changes, message
+  ):
+    with self.assertRaisesRegex(ValueError, message):
+      hf_config_lib.model_config_from_hf(_llama_hf_config(**changes))
 
 
 class ConfigToHfTest(parameterized.TestCase):
