@@ -13,14 +13,11 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
-from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher
 from tunix_bd.evaluation import pair
-from tunix_bd.models import bd_export
-from tunix_bd.models import hf_checkpoint
-from tunix_bd.models import mask_token
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
+from tunix_bd_tests.models import hf_fixtures
 
 _HF = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
 
@@ -31,30 +28,6 @@ def _model(**paths):
   return config_utils.from_section(
       sections.ModelSettings, section, "model", sections.COMPARE_MODEL_KEYS
   )
-
-
-def _convert(source: str, export_dir: str, fmt: str) -> str:
-  """`source` with the mask token added (one row more), exported in `fmt`
-  untrained, as `sft.py` exports it."""
-  tokenizer = tokenizer_lib.load_tokenizer(source)
-  model, _ = hf_checkpoint.load(source)
-  model, _, mask_id = mask_token.provision_mask_token(
-      model, tokenizer, stop_ids=(tokenizer.eos_token_id,)
-  )
-  bd_export.export_block_diffusion(
-      model,
-      tokenizer,
-      export_dir,
-      bd=bd_config_lib.BlockDiffusionConfig(
-          block_size=4,
-          mask_token_id=mask_id,
-          alignment=bd_config_lib.SAME_POSITION,
-      ),
-      chat_options=chat.ChatOptions(),
-      source=hf_checkpoint.read_source(source),
-      fmt=fmt,
-  )
-  return export_dir
 
 
 class ComparedPairTest(absltest.TestCase):
@@ -68,7 +41,13 @@ class ComparedPairTest(absltest.TestCase):
     cls.root = tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir())
     cls.ar = os.path.join(_HF, "q3_tied_hd32")
     cls.exports = {
-        fmt: _convert(cls.ar, os.path.join(cls.root, fmt), fmt)
+        fmt: hf_fixtures.export_untrained(
+            cls.ar,
+            os.path.join(cls.root, fmt),
+            chat_options=chat.ChatOptions(),
+            fmt=fmt,
+            alignment=bd_config_lib.SAME_POSITION,
+        )[0]
         for fmt in ("tunix_bd", "sdar")
     }
 

@@ -194,8 +194,16 @@ def _sft(source: str, workdir: str, lora_rank: int) -> tuple[str, Any]:
   return os.path.join(workdir, "export"), spy.call_args.args[0]
 
 
-def _export(source: str, export_dir: str) -> tuple[str, Any]:
-  """Provisions the mask token and exports as `sft` does, untrained."""
+def export_untrained(
+    source: str,
+    export_dir: str,
+    *,
+    chat_options: chat.ChatOptions = chat.ChatOptions(enable_thinking=False),
+    fmt: str = bd_export.TUNIX_BD,
+    **bd: Any,
+) -> tuple[str, Any]:
+  """Provisions the mask token and exports as `sft` does, untrained, in
+  `fmt`; `bd` overrides `BlockDiffusionConfig` fields (block size 4)."""
   tokenizer = tokenizer_lib.load_tokenizer(source)
   model, _ = hf_checkpoint.load(source)
   model, _, mask_id = mask_token_lib.provision_mask_token(
@@ -206,10 +214,11 @@ def _export(source: str, export_dir: str) -> tuple[str, Any]:
       tokenizer,
       export_dir,
       bd=bd_config_lib.BlockDiffusionConfig(
-          block_size=4, mask_token_id=mask_id
+          **{"block_size": 4, **bd}, mask_token_id=mask_id
       ),
-      chat_options=chat.ChatOptions(enable_thinking=False),
+      chat_options=chat_options,
       source=hf_checkpoint.read_source(source),
+      fmt=fmt,
   )
   return export_dir, model
 
@@ -225,7 +234,9 @@ def round_trip(name: str, root: str, how: str) -> RoundTrip:
   """
   source = copy(name, root)
   if how == "export":
-    export_dir, model = _export(source, os.path.join(root, name, "export"))
+    export_dir, model = export_untrained(
+        source, os.path.join(root, name, "export")
+    )
   else:
     lora_rank = 4 if how == "sft+lora" else 0
     export_dir, model = _sft(source, os.path.join(root, name, "run"), lora_rank)
