@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from tunix.distillation import distillation_trainer as _distillation_trainer
 from tunix.distillation.strategies import base_strategy as _base_strategy
 from tunix.generate import sampler as _sampler
+from tunix.models.qwen2 import params as _qwen2_params
 from tunix.perf.experimental import constants as _perf_constants
 from tunix.rl import algo_core as _algo_core
 from tunix.rl import common as _rl_common
@@ -113,6 +114,7 @@ PRIVATE_SURFACE = {
     "GRPOLearner._generate_and_compute_advantage": (),
     "peft_trainer._default_loss_fn": (),
     "progress_bar._is_in_ipython": (),
+    "qwen2_params._get_key_and_transform_mapping": (),
 }
 
 # sha256 of each owner's `inspect.getsource` (16 hex digits) per supported
@@ -125,6 +127,7 @@ _MAIN_SURFACE_SHA256 = {
     "GRPOLearner._generate_and_compute_advantage": "a0acb61efdb36d0b",
     "peft_trainer._default_loss_fn": "3323f0d1d953da36",
     "progress_bar._is_in_ipython": "f5ebc8ff01a23052",
+    "qwen2_params._get_key_and_transform_mapping": "7ac3e3950bf65bd3",
 }
 PRIVATE_SURFACE_SHA256 = {
     "0.1.7": {
@@ -135,6 +138,7 @@ PRIVATE_SURFACE_SHA256 = {
         "GRPOLearner._generate_and_compute_advantage": "c56268e58863fedb",
         "peft_trainer._default_loss_fn": "a04af624f5ef514b",
         "progress_bar._is_in_ipython": "f5ebc8ff01a23052",
+        "qwen2_params._get_key_and_transform_mapping": "7ac3e3950bf65bd3",
     },
     # Tunix main, and main with the diffusion SFT adapter (#1891), which
     # touches none of these.
@@ -142,6 +146,11 @@ PRIVATE_SURFACE_SHA256 = {
     "0.1.8.dev20260822": _MAIN_SURFACE_SHA256,
 }
 
+
+# HF key -> Tunix Qwen2 path and transform: how Tunix's Qwen2 loader reads
+# a checkpoint, which a Llama file (no q/k/v biases) is read with too.
+# pylint: disable-next=protected-access
+qwen2_key_mapping = _qwen2_params._get_key_and_transform_mapping
 
 # Tunix's own diffusion contract (`DiffusionTokenBatch`, ...), on Tunix
 # main; None on google-tunix 0.1.7, which keeps tunix_bd's own path.

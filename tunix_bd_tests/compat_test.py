@@ -21,6 +21,7 @@ from absl.testing import parameterized
 import jax.numpy as jnp
 import numpy as np
 import tunix
+from tunix.models.qwen2 import params as qwen2_params
 from tunix.rl import rl_learner
 from tunix.sft import peft_trainer
 from tunix.sft import progress_bar
@@ -44,6 +45,9 @@ _SURFACE_OWNERS = {
     ),
     "peft_trainer._default_loss_fn": peft_trainer._default_loss_fn,
     "progress_bar._is_in_ipython": progress_bar._is_in_ipython,
+    "qwen2_params._get_key_and_transform_mapping": (
+        qwen2_params._get_key_and_transform_mapping
+    ),
 }
 # pylint: enable=protected-access
 

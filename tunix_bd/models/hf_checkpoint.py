@@ -33,6 +33,7 @@ from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen2 import params as qwen2_params
 from tunix.models.qwen3 import params as qwen3_params
 
+from tunix_bd import compat
 from tunix_bd import files
 from tunix_bd.core import families
 from tunix_bd.core import special_ids
@@ -261,7 +262,7 @@ def load(
       checkpoint_dir,
       qwen2_lib.Qwen2,
       config,
-      qwen2_params._get_key_and_transform_mapping,  # pylint: disable=protected-access
+      compat.qwen2_key_mapping,
       preprocess_fn=lambda tensors: {**biases, **tensors},
       **options,
   )
