@@ -104,8 +104,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.corruption = config_utils.to_section(
       corruption.SftCorruptionConfig, complementary=True
   )
+  # data.packing (on): several examples to a row; batch sizes count rows.
   config.data = config_utils.to_section(
-      data_settings.DataSettings, num_eval=256, max_length=56
+      data_settings.DataSettings,
+      keys=data_settings.SFT_DATA_KEYS,
+      num_eval=256,
+      max_length=56,
   )
   # time_budget_s > 0 also stops at the first step after that many seconds.
   config.train = config_utils.to_section(
