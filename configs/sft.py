@@ -19,6 +19,9 @@ and data:
 Defaults follow the Fast-dLLM v2 recipe at small scale: shifted alignment
 (the AR head keeps its meaning), the clean-context `[noisy ; clean]` layout,
 per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
+Examples share a row where they fit, each in whole blocks of its own
+(`data.packing`, exact; the batch sizes count rows; docs/design.md "Packed
+rows (SFT)").
 
 Through Tunix's own diffusion SFT adapter (`configure_diffusion_sft`, on a
 Tunix that has it) instead of tunix_bd's loss hook:

@@ -3,9 +3,10 @@
 """Packed SFT rows: several examples to a row, each in whole blocks.
 
 `first_fit` decides which examples share a row, `join` lays their
-corrupted rows side by side (docs/design.md "Packed rows"). Each example
-keeps the blocks, positions and noise it has alone, under its own segment
-id, so a packed row's loss and gradients are the sum of its examples'.
+corrupted rows side by side (docs/design.md "Packed rows (SFT)"). Each
+example keeps the blocks, positions and noise it has alone, under its own
+segment id, so a packed row's loss and gradients are the sum of its
+examples'.
 """
 
 from __future__ import annotations
