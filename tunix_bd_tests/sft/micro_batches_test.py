@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.sft.micro_batches: global and micro-batches, order."""
 
+import pickle
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import grain
@@ -116,6 +118,12 @@ class MicroBatchesTest(parameterized.TestCase):
           self.assertEqual(seg.max(), got[-1])
       self.assertContainsSubset(got, sizes)
       self.assertGreater(max(got), 1)
+    # A pickled copy (grain's worker processes) serves the same batches.
+    copy = pickle.loads(pickle.dumps(source))
+    for key in corruption.FIELDS:
+      np.testing.assert_array_equal(
+          getattr(copy[3], key), getattr(source[3], key)
+      )
     # The packing order is seeded; unshuffled, it is the dataset's.
     other = _source(data, seed=1, packing=True).rows
     self.assertNotEqual([r.tolist() for r in other], [r.tolist() for r in rows])
