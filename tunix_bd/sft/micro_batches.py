@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The SFT micro-batch, and the grain source that assembles the stream.
 
-A global batch (`batch_size` examples, one optimizer update) is split into
+A global batch (`batch_size` rows, one optimizer update) is split into
 k = `gradient_accumulation_steps` `SftBatch` micro-batches carrying the
 `core.denominators` fields. A batch is `batch_size` rows: one example
 each, or with `packing` the examples `packing.first_fit` put together. The
@@ -25,8 +25,8 @@ import numpy as np
 
 from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
-from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.core import eos as eos_lib
+from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import packing as packing_lib
 

@@ -133,6 +133,18 @@ class MicroBatchesTest(parameterized.TestCase):
         [r.tolist() for r in packing.first_fit(ends, 96, 8, np.arange(18))],
     )
 
+  def test_packing_what_never_shares_a_row_is_the_unpacked_stream(self):
+    # 48-token rows hold one of these examples (32 to 40 tokens) each.
+    packed, unpacked = (
+        _source(complementary=True, num_epochs=2, packing=p) for p in (1, 0)
+    )
+    self.assertLen(packed, len(unpacked))
+    for i in (0, 5):
+      for key in corruption.FIELDS:
+        np.testing.assert_array_equal(
+            getattr(packed[i], key), getattr(unpacked[i], key)
+        )
+
   def test_index_out_of_range(self):
     ds = _source(num_epochs=1)
     self.assertLen(ds, 4)
