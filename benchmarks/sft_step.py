@@ -10,9 +10,11 @@ length). `measure` interleaves the steps round-robin, so that a noisy,
 shared machine slows all alike. Peak memory is XLA's compiled estimate
 (arguments + outputs + temporaries) of each step, the same on every run of
 a shape; `memory_plan.sft_step_plan`'s paper estimate is reported beside it.
+The batch is packed as SFT packs it (`data.packing`); the report gives the
+share of its slots that are real tokens.
 
 The typed sections of `bench_sft`'s config (`model`, `bd`, `bench`) are
-here too, each the one source of its defaults.
+`benchmarks.sft_step_settings`.
 """
 
 from __future__ import annotations
@@ -29,109 +31,20 @@ import numpy as np
 
 from benchmarks import chips
 from benchmarks import memory_plan
+from benchmarks import sft_step_settings
 from tunix_bd import compat
-from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import splash_attention
 from tunix_bd.models import from_scratch
-from tunix_bd.run import sections
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.training import ar
 from tunix_bd.training import options
 
-VARIANTS = ("ar", "bd_single_canvas", "bd_clean_context")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SftStepModelSettings(
-    sections.ModelSettings, from_scratch.ScratchModelSettings
-):
-  """`bench_sft`'s `model`: a random Qwen3's shape, vocabulary, precision.
-
-  The shape's keys (`from_scratch.ScratchModelSettings`), the SFT recipe's
-  `dtype`, `remat`, `logits_chunk` and `attention` (`sections.ModelSettings`:
-  `dense` or `splash`, for the block-diffusion steps) and:
-
-  Attributes:
-    vocab_size: 0: the tokenizer's vocabulary; more: a real model's (e.g.
-      Qwen3's 151,936 ids; the ids past the tokenizer's go unused).
-  """
-
-  vocab_size: int = 0
-
-  SECTION_KEYS = (
-      *(f.name for f in dataclasses.fields(from_scratch.ScratchModelSettings)),
-      "dtype",
-      "remat",
-      "logits_chunk",
-      "vocab_size",
-      "attention",
-  )
-
-  def __post_init__(self):
-    sections.ModelSettings.__post_init__(self)
-    _ = self.shape  # Built, and so checked, apart from the vocabulary.
-    config_utils.check_int("model.vocab_size", self.vocab_size, 0)
-
-  @property
-  def shape(self) -> from_scratch.ScratchModelSettings:
-    """The model's shape (its vocabulary aside), checked."""
-    return from_scratch.ScratchModelSettings(**{
-        f.name: getattr(self, f.name)
-        for f in dataclasses.fields(from_scratch.ScratchModelSettings)
-    })
-
-  def model_config(self, tokenizer_size: int) -> Any:
-    """The Tunix Qwen3 config at this precision; refuses a small vocabulary."""
-    if self.vocab_size and self.vocab_size < tokenizer_size:
-      raise ValueError(
-          f"model.vocab_size={self.vocab_size} is smaller than the"
-          f" tokenizer's {tokenizer_size} ids."
-      )
-    return self.precision.model_config(
-        from_scratch.qwen3_config(self.shape, self.vocab_size or tokenizer_size)
-    )
-
-
-# `bench_sft`'s `bd` keys (`sections.BdSettings`): the block size of both
-# block-diffusion steps.
-BD_KEYS = ("block_size",)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SftStepSettings:
-  """`bench_sft`'s `bench`: what is timed, and how often.
-
-  Attributes:
-    batch_size: rows of the one batch every step trains on.
-    num_steps: timed interleaved steps of each variant (the median counts).
-    warmup_steps: untimed steps first; two, since the first update changes
-      the optimizer state's types and recompiles.
-    variants: among `VARIANTS`, `ar` always (the ratios are to it).
-    optimizer: as the recipes' `train.optimizer` (`options.OPTIMIZERS`).
-  """
-
-  batch_size: int = 32
-  num_steps: int = 20
-  warmup_steps: int = 2
-  variants: tuple[str, ...] = VARIANTS
-  optimizer: str = "adamw"
-
-  def __post_init__(self):
-    config_utils.check_choice(
-        "bench.optimizer", self.optimizer, options.OPTIMIZERS
-    )
-    for key in ("batch_size", "num_steps", "warmup_steps"):
-      config_utils.check_int(f"bench.{key}", getattr(self, key), 1)
-    object.__setattr__(self, "variants", tuple(self.variants))
-    if "ar" not in self.variants or not set(self.variants) <= set(VARIANTS):
-      raise ValueError(
-          f"bench.variants must include 'ar' and be among {list(VARIANTS)},"
-          f" got {list(self.variants)}."
-      )
+# `ar`, then the block-diffusion steps of both layouts.
+VARIANTS = sft_step_settings.VARIANTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,12 +56,14 @@ class Batch:
     diffusion: the block-diffusion loss's inputs (`loss.sft_model_inputs`).
     length: tokens per row (the clean-context step runs twice as many).
     real_tokens: the non-pad tokens, the same for every variant.
+    real_token_share: `real_tokens` over the batch's slots.
   """
 
   ar: Any
   diffusion: Any
   length: int
   real_tokens: int
+  real_token_share: float
 
 
 def block_diffusion(block_size: int, mask_id: int, layout: str):
@@ -161,10 +76,13 @@ def block_diffusion(block_size: int, mask_id: int, layout: str):
   )
 
 
-def first_batch(data, *, batch_size: int, bd, eos_id: int) -> Batch:
+def first_batch(
+    data, *, batch_size: int, bd, eos_id: int, packing: bool = False
+) -> Batch:
   """The first seeded clean-context SFT batch of `data`, for every variant.
 
-  Per-block noise t ~ U[1e-3, 1], without complementary masks.
+  Per-block noise t ~ U[1e-3, 1], without complementary masks; `packing` as
+  `data.packing` (the AR step keeps the packed documents apart too).
   """
   corruption = corruption_lib.SftCorruptionConfig(
       min_noise=1e-3, max_noise=1.0, complementary=False
@@ -178,6 +96,7 @@ def first_batch(data, *, batch_size: int, bd, eos_id: int) -> Batch:
               config=bd,
               eos_id=eos_id,
               seed=0,
+              packing=packing,
           )
       )
   )
@@ -185,12 +104,16 @@ def first_batch(data, *, batch_size: int, bd, eos_id: int) -> Batch:
       "tokens": jnp.asarray(batch.tokens),
       "completion_mask": jnp.asarray(batch.completion_mask),
       "valid_mask": jnp.asarray(batch.segment_ids > 0),
+      "segment_ids": jnp.asarray(batch.segment_ids),
+      "positions": jnp.asarray(batch.positions),
   })
+  real = batch.segment_ids > 0
   return Batch(
       ar=ar_inputs,
       diffusion=loss_lib.sft_model_inputs(jax.tree.map(jnp.asarray, batch)),
       length=data.max_length,
-      real_tokens=int(np.sum(batch.segment_ids > 0)),
+      real_tokens=int(np.sum(real)),
+      real_token_share=float(np.mean(real)),
   )
 
 
@@ -265,19 +188,22 @@ def measure(
     warmup_steps: int,
     num_steps: int,
     optimizer: str = "adamw",
-) -> tuple[dict[str, list[float]], dict[str, int]]:
-  """`(seconds of every timed step, peak bytes)` of each arm.
+) -> tuple[dict[str, list[float]], dict[str, int], dict[str, float]]:
+  """`(seconds of every timed step, peak bytes, compile seconds)` of each arm.
 
   One model and optimizer state for all arms, whose steps alternate on it
-  (the values do not change the cost): the memory of one.
+  (the values do not change the cost): the memory of one. Compile seconds
+  are those of lowering and compiling the step (`peak_bytes`).
   """
-  states, times, peaks = {}, {name: [] for name in arms}, {}
+  states, times, peaks, compile_s = {}, {name: [] for name in arms}, {}, {}
   with mesh_lib.tunix_context(mesh):
     model = from_scratch.init_model(model_config, seed, mesh)
     state = optimizer_state(model, optimizer, num_steps)
     for name, (loss_fn, batch) in arms.items():
       step = train_step(loss_fn)
+      start = time.perf_counter()
       peaks[name] = peak_bytes(step, model, state, batch)
+      compile_s[name] = time.perf_counter() - start
       for _ in range(warmup_steps):
         jax.block_until_ready(step(model, state, batch))
       states[name] = (step, batch)
@@ -286,7 +212,7 @@ def measure(
         start = time.perf_counter()
         jax.block_until_ready(step(model, state, batch))
         times[name].append(time.perf_counter() - start)
-  return times, peaks
+  return times, peaks, compile_s
 
 
 def optimizer_state(model, name: str, num_steps: int) -> nnx.Optimizer:
@@ -332,7 +258,7 @@ def model_flops(
 
 
 def model_shape(
-    settings: SftStepModelSettings, vocab_size: int
+    settings: sft_step_settings.SftStepModelSettings, vocab_size: int
 ) -> memory_plan.ModelShape:
   """The model's dimensions, as `memory_plan` and `model_flops` take them."""
   return memory_plan.ModelShape(
@@ -348,7 +274,7 @@ def model_shape(
 
 
 def planned_bytes(
-    settings: SftStepModelSettings,
+    settings: sft_step_settings.SftStepModelSettings,
     vocab_size: int,
     *,
     batch_size: int,
@@ -383,14 +309,19 @@ def summarize(
     planned: Mapping[str, int],
     real_tokens: int,
     flops: Mapping[str, float] | None = None,
+    *,
+    real_token_share: float = 1.0,
+    compile_s: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, float]]:
   """Per variant: tokens/s, step ms and peak bytes, and their ratios to AR.
 
   Tokens/s counts the real (non-pad) tokens of the batch, the same for all
-  variants, so the ratios compare the cost of learning from the same data.
-  With `flops` (`model_flops` per variant), `mfu` is the model FLOPs per
-  second over this chip's bfloat16 peak (`chips.PEAK_BF16_FLOPS`; None
-  where the chip is not listed).
+  variants, so the ratios compare the cost of learning from the same data;
+  `real_token_share` is their share of the batch's slots. With `flops`
+  (`model_flops` per variant), `mfu` is the model FLOPs per second over
+  this chip's bfloat16 peak (`chips.PEAK_BF16_FLOPS`; None where the chip
+  is not listed) and `mfu_real_tokens` its share spent on real tokens
+  (`mfu * real_token_share`). `compile_s`: each step's compile seconds.
   """
   peak = chips.peak_flops()
   ar_rate = real_tokens / float(np.median(times["ar"]))
@@ -409,7 +340,13 @@ def summarize(
             if flops is None or peak is None
             else flops[name] / float(np.median(times[name])) / peak
         ),
+        "real_token_share": real_token_share,
+        "compile_s": None if compile_s is None else compile_s[name],
     }
+    mfu = report[name]["mfu"]
+    report[name]["mfu_real_tokens"] = (
+        None if mfu is None else mfu * real_token_share
+    )
   return report
 
 
@@ -422,13 +359,17 @@ def format_table(
       (
           f"  {'variant':<18}{'tokens/s':>11}{'vs AR':>8}{'step ms':>10}"
           f"{'peak MiB':>10}{'vs AR':>8}{'plan MiB':>10}{'MFU':>7}"
+          f"{'real MFU':>9}{'compile s':>10}"
       ),
   ]
+  share = lambda x: "-" if x is None else format(x, ".0%")
   for name, r in report.items():
+    compile_s = r.get("compile_s")
     lines.append(
         f"  {name:<18}{r['tokens_per_s']:>11.0f}{r['throughput_vs_ar']:>8.2f}"
         f"{r['step_ms']:>10.1f}{r['peak_bytes'] / 2**20:>10.2f}"
         f"{r['peak_vs_ar']:>8.2f}{r['planned_bytes'] / 2**20:>10.2f}"
-        f"{'-' if r.get('mfu') is None else format(r['mfu'], '.0%'):>7}"
+        f"{share(r.get('mfu')):>7}{share(r.get('mfu_real_tokens')):>9}"
+        f"{'-' if compile_s is None else format(compile_s, '.1f'):>10}"
     )
   return "\n".join(lines)

@@ -19,6 +19,9 @@ and data:
 Defaults follow the Fast-dLLM v2 recipe at small scale: shifted alignment
 (the AR head keeps its meaning), the clean-context `[noisy ; clean]` layout,
 per-block noise t ~ U[1e-3, 1], complementary masking, uniform loss weights.
+Examples share a row where they fit, each in whole blocks of its own
+(`data.packing`, exact; the batch sizes count rows; docs/design.md "Packed
+rows (SFT)").
 
 Through Tunix's own diffusion SFT adapter (`configure_diffusion_sft`, on a
 Tunix that has it) instead of tunix_bd's loss hook:
@@ -104,8 +107,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.corruption = config_utils.to_section(
       corruption.SftCorruptionConfig, complementary=True
   )
+  # data.packing (on): several examples to a row; batch sizes count rows.
   config.data = config_utils.to_section(
-      data_settings.DataSettings, num_eval=256, max_length=56
+      data_settings.DataSettings,
+      keys=data_settings.SFT_DATA_KEYS,
+      num_eval=256,
+      max_length=56,
   )
   # time_budget_s > 0 also stops at the first step after that many seconds.
   config.train = config_utils.to_section(

@@ -6,7 +6,9 @@
 
 Prints tokens/s, the ratio to plain AR SFT and XLA's peak-memory estimate of
 each step (beside `memory_plan.sft_step_plan`'s), measured side by side
-(interleaved) in one run on the embedded model and task. Variants:
+(interleaved) in one run on the embedded model and task, with the share of
+real tokens in the batch (packed as SFT packs it; `--config.data.packing=False`
+for one example a row), MFU on all and on real tokens, and compile seconds. Variants:
 `default`; `qwen3_0p6b`, a random model of Qwen3-0.6B's widths and
 vocabulary with 4 of its 28 layers (`--config.model.num_layers=28` for the
 whole shape); `tiny` for smoke tests. The dense loss of earlier versions:
@@ -15,7 +17,7 @@ whole shape); `tiny` for smoke tests. The dense loss of earlier versions:
 
 import ml_collections
 
-from benchmarks import sft_step
+from benchmarks import sft_step_settings
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
@@ -36,19 +38,24 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.seed = 0
   config.output = ""  # A path to also write the report as JSON.
   # Each section takes its defaults from its settings dataclass
-  # (`benchmarks.sft_step`); this config states what it changes.
+  # (`benchmarks.sft_step_settings`); this config states what it changes.
   # model: the random Qwen3's shape, `vocab_size` (0: the tokenizer's; more:
   # a real model's, unused ids) and the SFT recipe's precision keys.
-  config.model = config_utils.to_section(sft_step.SftStepModelSettings)
+  config.model = config_utils.to_section(sft_step_settings.SftStepModelSettings)
   config.bd = config_utils.to_section(
-      sections.BdSettings, keys=sft_step.BD_KEYS
+      sections.BdSettings, keys=sft_step_settings.BD_KEYS
   )
+  # data.packing: SFT's packed rows (on); the report's `real_token_share`.
   config.data = config_utils.to_section(
-      data_settings.DataSettings, num_train=256, num_eval=8, max_length=56
+      data_settings.DataSettings,
+      keys=data_settings.SFT_DATA_KEYS,
+      num_train=256,
+      num_eval=8,
+      max_length=56,
   )
   # bench.variants: among `ar` (always), `bd_single_canvas`,
   # `bd_clean_context`.
-  config.bench = config_utils.to_section(sft_step.SftStepSettings)
+  config.bench = config_utils.to_section(sft_step_settings.SftStepSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "qwen3_0p6b":
     # Qwen3-0.6B's config.json, 4 layers.

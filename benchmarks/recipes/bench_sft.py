@@ -6,7 +6,9 @@ Times plain AR SFT, single-canvas and clean-context block-diffusion SFT
 steps (`bench.variants`) on one random Qwen3 of the `model` shape and one
 batch of the embedded task, interleaved; prints tokens/s, XLA's peak memory
 and `memory_plan.sft_step_plan`'s estimate of each, as ratios to AR
-(`benchmarks.sft_step`), and writes them to `output` when set.
+(`benchmarks.sft_step`), with each step's `real_token_share` (the batch is
+packed as `data.packing` packs SFT's), `mfu`, `mfu_real_tokens` and
+`compile_s`, and writes them to `output` when set.
 
 The model is over the tokenizer's vocabulary or a larger `model.vocab_size`
 (a real model's, e.g. Qwen3's 151,936 ids), with the `model.dtype`,
@@ -23,6 +25,7 @@ import jax
 import ml_collections
 
 from benchmarks import sft_step
+from benchmarks import sft_step_settings
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
@@ -38,10 +41,12 @@ from tunix_bd.run import stage as stage_lib
 class BenchSftConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sft_step.SftStepModelSettings
-  bd: sections.BdSettings = config_utils.section(*sft_step.BD_KEYS)
-  data: data_settings.DataSettings
-  bench: sft_step.SftStepSettings
+  model: sft_step_settings.SftStepModelSettings
+  bd: sections.BdSettings = config_utils.section(*sft_step_settings.BD_KEYS)
+  data: data_settings.DataSettings = config_utils.section(
+      *data_settings.SFT_DATA_KEYS
+  )
+  bench: sft_step_settings.SftStepSettings
   mesh: mesh_lib.MeshSettings
 
 
@@ -76,6 +81,7 @@ def prepare(
           settings.bd.block_size, mask_id, bd_config_lib.CLEAN_CONTEXT
       ),
       eos_id=tokenizer.eos_token_id,
+      packing=data_section.packing,
   )
   arms = sft_step.variants(
       settings.bench.variants,
@@ -96,7 +102,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   arms, batch, tokenizer_size = prepare(settings)
   mesh = mesh_lib.make_mesh(settings.mesh)
   model_config = model.model_config(tokenizer_size)
-  times, peaks = sft_step.measure(
+  times, peaks, compile_s = sft_step.measure(
       arms,
       model_config,
       seed=config.seed,
@@ -124,11 +130,21 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       )
       for name in arms
   }
-  report = sft_step.summarize(times, peaks, planned, batch.real_tokens, flops)
+  report = sft_step.summarize(
+      times,
+      peaks,
+      planned,
+      batch.real_tokens,
+      flops,
+      real_token_share=batch.real_token_share,
+      compile_s=compile_s,
+  )
+  packed = ", packed" if settings.data.packing else ""
   caption = [
       (
           f"SFT step benchmark: batch {bench.batch_size} x {batch.length}"
-          f" tokens ({batch.real_tokens} real), block size"
+          f" tokens ({batch.real_tokens} real,"
+          f" {batch.real_token_share:.0%}{packed}), block size"
           f" {settings.bd.block_size}, {bench.num_steps} interleaved steps,"
           f" {jax.device_count()} {jax.devices()[0].platform} device(s)"
       ),

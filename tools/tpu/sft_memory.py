@@ -72,7 +72,8 @@ def main():
         variants=("ar", *(v for v in variants if v != "ar")),
         optimizer=optimizer,
     )
-    config.data.update(max_length=length, num_train=batch_size)
+    # One example a row: `batch_size` rows of `length` tokens.
+    config.data.update(max_length=length, num_train=batch_size, packing=False)
     settings = recipe.validate(config).settings
     arms, batch, tokenizer_size = recipe.prepare(settings)
     length = batch.length

@@ -175,7 +175,8 @@ def diffusion_logits_fn(
     clean_tokens: int `[batch, length]` uncorrupted canvas; required by the
       `clean_context` layout, rejected by `single_canvas`.
     attention: `dense`, the model's call with a dense mask; `splash`, the
-      Splash kernel (`splash_attention`: Qwen3, positions = physical index).
+      Splash kernel (`splash_attention`: Qwen3, positions the physical
+      index up to a block-aligned shift per segment).
     hidden: the same rows before the head (`diffusion_hidden_fn`).
 
   Returns:

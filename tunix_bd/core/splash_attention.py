@@ -5,8 +5,8 @@
 `attention="splash"` (`model.attention` of SFT) runs a Qwen3 forward of its
 own over Tunix's modules, the block-diffusion mask computed inside the
 kernel tile by tile (`BlockDiffusionSplashMask`). The contract (positions
-are the physical index, padding to tiles, what is refused) is
-docs/design.md "Splash attention".
+are the physical index up to a block-aligned shift per document, padding
+to tiles, what is refused) is docs/design.md "Splash attention".
 """
 
 from __future__ import annotations
@@ -168,6 +168,29 @@ def _pad_copies(array, copies: int, padded: int, fill):
   )
 
 
+def _fits_the_kernel(positions, segment_ids, length, block_size) -> jax.Array:
+  """Whether the kernel's mask of indices is the mask of these positions.
+
+  It is where each document's tokens sit at their positions plus one shift,
+  a multiple of `block_size` (right padding: 0; a packed document: where
+  it starts): then every block comparison of two of its tokens is the same
+  in index and in position, and RoPE gets the positions themselves. Pads
+  do not matter.
+  """
+  index = jnp.tile(
+      jnp.arange(length, dtype=jnp.int32), positions.shape[1] // length
+  )
+  shift = index[None, :] - positions
+  real = segment_ids != 0
+  aligned = jnp.all((shift % block_size == 0) | ~real)
+  # One shift per document: equal neighbours once sorted by segment.
+  order = jnp.argsort(segment_ids, axis=1)
+  segments = jnp.take_along_axis(segment_ids, order, axis=1)
+  shifts = jnp.take_along_axis(shift, order, axis=1)
+  same = (segments[:, 1:] == segments[:, :-1]) & (segments[:, 1:] != 0)
+  return aligned & jnp.all(~same | (shifts[:, 1:] == shifts[:, :-1]))
+
+
 def hidden_states(
     model,
     tokens: jax.Array,
@@ -180,33 +203,32 @@ def hidden_states(
   """The final-norm hidden states of the model's row, Splash attention.
 
   The row is int `[batch, n]`: one canvas, or `[noisy ; clean]` (`n = 2 L`)
-  when `clean_context`; every non-pad token's position is its index in its
-  copy. Returns `[batch, n, embed]` in the model's compute dtype, equal to
-  the dense forward's at every non-pad token; NaN everywhere when traced
-  positions break the contract.
+  when `clean_context`; each document's positions are its indices in its
+  copy less one multiple of `block_size` (`_fits_the_kernel`). Returns
+  `[batch, n, embed]` in the model's compute dtype, equal to the dense
+  forward's at every non-pad token; NaN everywhere when traced positions
+  break the contract.
   """
   check_model(model)
   copies = 2 if clean_context else 1
-  batch, n = tokens.shape
+  n = tokens.shape[1]
   if n % copies:
     raise ValueError(f"a [noisy ; clean] row has an even length, got {n}.")
   length = n // copies
-  expected = jnp.tile(jnp.arange(length, dtype=jnp.int32), copies)
-  fits = jnp.all((positions == expected) | (segment_ids == 0))
+  fits = _fits_the_kernel(positions, segment_ids, length, block_size)
   if not isinstance(fits, jax.core.Tracer) and not fits:
     raise ValueError(
-        f"attention={SPLASH!r} needs every non-pad token's position to be"
-        " its index in its copy (no left padding, restarting packed"
-        f" positions or shuffles); use attention={DENSE!r} for such rows."
+        f"attention={SPLASH!r} needs every document's positions to be its"
+        " index in its copy less a multiple of block_size, the same for the"
+        " whole document (right padding, or packed documents that each"
+        " start at a block boundary; no other left padding or shuffles);"
+        f" use attention={DENSE!r} for such rows."
     )
   unit = math.lcm(_TILE, block_size)
   padded = -(-length // unit) * unit
   tokens = _pad_copies(tokens, copies, padded, 0)
   segment_ids = _pad_copies(segment_ids, copies, padded, 0)
-  positions = jnp.broadcast_to(
-      jnp.tile(jnp.arange(padded, dtype=jnp.int32), copies),
-      (batch, copies * padded),
-  )
+  positions = _pad_copies(positions, copies, padded, 0)
   config = model.config
   kernel = _kernel(
       config.num_heads,

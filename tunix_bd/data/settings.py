@@ -6,8 +6,8 @@
 defaults: configs build it with `config_utils.to_section(DataSettings,
 num_eval=256, ...)`, recipes build it back with `config_utils.from_section`,
 checked before any compute. Its files enter run fingerprints by content
-(`config_utils.source`). GRPO's `data` holds `prompts` too
-(`RL_DATA_KEYS`); that of a recipe that decodes and scores a prompt set
+(`config_utils.source`). SFT's `data` holds `packing` too
+(`SFT_DATA_KEYS`), GRPO's `prompts` (`RL_DATA_KEYS`); that of a recipe that decodes and scores a prompt set
 (`generate.py`, `compare.py`) `PROMPT_DATA_KEYS`.
 """
 
@@ -43,6 +43,10 @@ class DataSettings:
       it decodes and scores; empty: the embedded tasks' eval split.
     num_prompts: a decoding recipe's: eval prompts drawn from the embedded
       tasks (read by `dataset.prompt_records`).
+    packing: SFT's (`SFT_DATA_KEYS`): several examples to a row of
+      `max_length` tokens, each in whole blocks of its own, kept apart by
+      segment ids (`sft.packing`); exact, so on. The batch sizes then count
+      packed rows.
   """
 
   train: str = config_utils.source(config_utils.FILE)
@@ -58,6 +62,7 @@ class DataSettings:
   enable_thinking: bool | None = None
   prompts: str = config_utils.source(config_utils.FILE)
   num_prompts: int = 256
+  packing: bool = True
 
   # The keys of a training recipe's `data` (`config_utils.section_keys`).
   SECTION_KEYS = (
@@ -89,6 +94,8 @@ class DataSettings:
           max_len=self.max_len,
           seed=self.seed,
       )
+    if "packing" in keys and not isinstance(self.packing, bool):
+      raise ValueError(f"data.packing must be a bool, got {self.packing!r}.")
     chat.options_from_data(self)
 
   @property
@@ -97,6 +104,8 @@ class DataSettings:
     return chat.options_from_data(self)
 
 
+# SFT's `data` keys (and `bench_sft`'s).
+SFT_DATA_KEYS = (*DataSettings.SECTION_KEYS, "packing")
 # GRPO's `data` keys.
 RL_DATA_KEYS = (*DataSettings.SECTION_KEYS, "prompts")
 

@@ -43,7 +43,9 @@ class SftConfig:
   model: sections.ModelSettings = config_utils.section(*sections.SFT_MODEL_KEYS)
   bd: sections.BdSettings
   corruption: corruption_lib.SftCorruptionConfig
-  data: data_settings.DataSettings
+  data: data_settings.DataSettings = config_utils.section(
+      *data_settings.SFT_DATA_KEYS
+  )
   train: options.TrainSettings = config_utils.section(*options.TIMED_TRAIN_KEYS)
   lora: sections.LoraSettings
   eval: options.EvalSettings = config_utils.section(*options.SFT_EVAL_KEYS)
@@ -103,6 +105,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       config=bd,
       eos_id=tokenizer.eos_token_id,
       seed=config.seed,
+      packing=settings.data.packing,
   )
   through_tunix = settings.model.sft_loss == sections.TUNIX_SFT_LOSS
   with stage.restoring():  # The newest checkpoint, one line if bad.

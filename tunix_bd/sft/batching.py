@@ -98,20 +98,23 @@ def sft_batches(
     num_epochs: int | None = None,
     shuffle: bool = True,
     section: str = "",
+    packing: bool = False,
 ) -> grain.MapDataset:
   """The SFT micro-batch stream for `PeftTrainer`, every row validated.
 
   Args:
-    batch_size: examples per global batch (one optimizer update).
+    batch_size: rows per global batch (one optimizer update): examples, or
+      with `packing` packed rows.
     gradient_accumulation_steps: k micro-batches per global batch, as in
       Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
     num_epochs: passes over the data; None repeats forever.
     section: the config section holding `batch_size` and
       `gradient_accumulation_steps` (e.g. "train"), for errors.
+    packing: several examples to a row (`data.packing`, `sft.packing`).
 
   Returns:
     A MapDataset of `micro_batches.SftBatch` micro-batches of
-    `batch_size // k` examples' rows (2 rows each with
+    `batch_size // k` rows (2 rows each with
     `corruption.complementary`). Iterating it uses
     grain's default read options (16 threads, 500 items prefetched); for
     large batches, hand the trainer
@@ -135,19 +138,26 @@ def sft_batches(
     )
   dataset_lib.check_batch_size(dataset, batch_size, f"{prefix}batch_size")
   validate_dataset(dataset, config, eos_id)
-  return grain.MapDataset.source(
-      micro_batches.MicroBatches(
-          dataset,
-          batch_size=batch_size,
-          accumulation_steps=k,
-          corruption=corruption,
-          config=config,
-          eos_id=eos_id,
-          seed=seed,
-          num_epochs=num_epochs,
-          shuffle=shuffle,
-      )
+  source = micro_batches.MicroBatches(
+      dataset,
+      batch_size=batch_size,
+      accumulation_steps=k,
+      corruption=corruption,
+      config=config,
+      eos_id=eos_id,
+      seed=seed,
+      num_epochs=num_epochs,
+      shuffle=shuffle,
+      packing=bool(packing),
   )
+  if batch_size > len(source.rows):
+    raise ValueError(
+        f"{prefix}batch_size={batch_size} exceeds the {len(source.rows)} rows"
+        f" that the {len(dataset)} examples of its dataset pack into"
+        " (data.packing=True); lower it, give more examples or set"
+        " data.packing=False."
+    )
+  return grain.MapDataset.source(source)
 
 
 # `sft_batches` of held-out data: one unshuffled pass of epoch 0 canvases
@@ -168,6 +178,7 @@ def train_and_eval_batches(
     config: bd_config.BlockDiffusionConfig,
     eos_id: int,
     seed: int,
+    packing: bool = False,
 ) -> tuple[grain.MapDataset, grain.MapDataset]:
   """An SFT run's streams: `sft_batches` of `train`, and `ONE_PASS`.
 
@@ -176,7 +187,9 @@ def train_and_eval_batches(
   `eval.batch_size`. Returns `(train_batches, eval_batches)`: training
   micro-batches forever, one pass of held-out batches.
   """
-  shared = dict(corruption=corruption, config=config, eos_id=eos_id)
+  shared = dict(
+      corruption=corruption, config=config, eos_id=eos_id, packing=packing
+  )
   train_batches = sft_batches(
       train_data,
       batch_size=train.batch_size,

@@ -30,6 +30,7 @@ LOSS_WEIGHTINGS = (UNIFORM, INVERSE_T)
 # same stream), so the streams end with distinct non-zero words.
 CORRUPTION_STREAM = 1
 ORDER_STREAM = 2
+PACKING_STREAM = 3  # The order SFT packs examples in, `[seed, stream]`.
 
 # Every field of a corrupted example (and of an SFT batch), `[rows, length]`,
 # and its dtype.
@@ -173,7 +174,8 @@ def corrupt_example(
   Returns:
     `FIELDS`, each `[rows, length]`, 2 rows with `complementary` (row 1 the
     complementary row), else 1: int32 `tokens` (clean, EOS fill applied),
-    `noisy_tokens`, `positions` (logical), `segment_ids` (1 real, 0 pad);
+    `noisy_tokens`, `positions` (logical: the physical index), `segment_ids`
+    (1 real, 0 pad);
     bool `completion_mask` (completion incl. EOS fill) and
     `corruption_mask`; float32 `loss_weights` and `noise_level` (the t of
     each position's block).

@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """The SFT micro-batch, and the grain source that assembles the stream.
 
-A global batch (`batch_size` examples, one optimizer update) is split into
+A global batch (`batch_size` rows, one optimizer update) is split into
 k = `gradient_accumulation_steps` `SftBatch` micro-batches carrying the
-`core.denominators` fields. The stream is a pure function of the index
-(docs/design.md "Corruption (SFT)"): a resumed `PeftTrainer` that skips its
-first `iter_steps` items trains on exactly the canvases an uninterrupted
-run would. `MicroBatches` checks nothing: `sft.batching` validates first.
+`core.denominators` fields. A batch is `batch_size` rows: one example
+each, or with `packing` the examples `packing.first_fit` put together. The
+stream is a pure function of the index (docs/design.md "Corruption (SFT)"):
+a resumed `PeftTrainer` that skips its first `iter_steps` items trains on
+exactly the canvases an uninterrupted run would. `MicroBatches` checks
+nothing: `sft.batching` validates first.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import numpy as np
 
 from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
+from tunix_bd.core import eos as eos_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.sft import corruption as corruption_lib
+from tunix_bd.sft import packing as packing_lib
 
 
 @flax.struct.dataclass(frozen=True)
@@ -38,8 +42,9 @@ class SftBatch:
     tokens: int32 `[batch, length]` clean canvases (the targets), EOS fill
       applied.
     noisy_tokens: int32 `[batch, length]` corrupted canvases.
-    positions: int32 `[batch, length]` logical positions.
-    segment_ids: int32 `[batch, length]`, 1 real, 0 pad.
+    positions: int32 `[batch, length]` logical positions, from 0 in each
+      example.
+    segment_ids: int32 `[batch, length]`, 0 pad, 1.. the row's examples.
     completion_mask: bool `[batch, length]` the completion, EOS fill
       included (the loss-eligible positions).
     corruption_mask: bool `[batch, length]` the supervised positions.
@@ -109,10 +114,13 @@ class _ComputeOnce:
 class MicroBatches(grain.sources.RandomAccessDataSource):
   """Item m: micro-batch m % k of global batch m // k, an `SftBatch`.
 
-  Each item holds `batch_size // k` examples' rows (2 rows each with
-  `corruption.complementary`), `dataset.max_length` wide. Each global batch is the next `batch_size`
-  examples of its epoch's order, corrupted once however many threads ask
-  for its micro-batches. The arguments are `batching.sft_batches`'.
+  Each item holds `batch_size // k` rows (2 each with
+  `corruption.complementary`), `dataset.max_length` wide. The rows are
+  fixed once: one example each or, with `packing`, first-fit in a seeded
+  order (`PACKING_STREAM`; the dataset's without `shuffle`). Each global
+  batch is the next `batch_size` rows of its epoch's order, corrupted once
+  however many threads ask for its micro-batches. The arguments are
+  `batching.sft_batches`'.
   """
 
   def __init__(
@@ -127,6 +135,7 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
       seed: int,
       num_epochs: int | None,
       shuffle: bool,
+      packing: bool = False,
   ):
     self._dataset = dataset
     self._batch_size = batch_size
@@ -137,7 +146,20 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
     self._seed = seed
     self._num_epochs = num_epochs
     self._shuffle = shuffle
-    self._batches_per_epoch = len(dataset) // batch_size
+    self.rows = [np.array([i]) for i in range(len(dataset))]
+    if packing:
+      order = np.arange(len(dataset))
+      if shuffle:
+        order = np.random.default_rng(
+            [seed, corruption_lib.PACKING_STREAM]
+        ).permutation(order)
+      self.rows = packing_lib.first_fit(
+          eos_lib.fill_length(np.asarray(dataset.lengths), config.block_size),
+          dataset.max_length,
+          config.block_size,
+          order,
+      )
+    self._batches_per_epoch = len(self.rows) // batch_size
     self._orders = _ComputeOnce(self._order, max_entries=2)
     self._global_batches = _ComputeOnce(self._global_batch, max_entries=8)
 
@@ -148,33 +170,37 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
 
   def _order(self, epoch: int) -> np.ndarray:
     if not self._shuffle:
-      return np.arange(len(self._dataset))
+      return np.arange(len(self.rows))
     rng = np.random.default_rng(
         [self._seed, epoch, corruption_lib.ORDER_STREAM]
     )
-    return rng.permutation(len(self._dataset))
+    return rng.permutation(len(self.rows))
 
   def _global_batch(self, index: int) -> dict[str, np.ndarray]:
     """Global batch `index`: `FIELDS` `[batch_size * rows, L]` + its weight."""
     epoch, within = divmod(index, self._batches_per_epoch)
-    ids = self._orders(epoch)[
+    rows = self._orders(epoch)[
         within * self._batch_size : (within + 1) * self._batch_size
     ]
-    examples = [
-        corruption_lib.corrupt_example(
-            self._dataset.row(int(i)),
-            example_id=int(i),
-            epoch=epoch,
-            corruption=self._corruption,
-            config=self._config,
-            eos_id=self._eos_id,
-        )
-        for i in ids
+    # Each example gets the noise it gets alone: a function of its id.
+    rows = [
+        packing_lib.join([
+            corruption_lib.corrupt_example(
+                self._dataset.row(int(i)),
+                example_id=int(i),
+                epoch=epoch,
+                corruption=self._corruption,
+                config=self._config,
+                eos_id=self._eos_id,
+            )
+            for i in self.rows[r]
+        ])
+        for r in rows
     ]
-    # An example's rows stay adjacent, so its complementary pair always
-    # lands in one micro-batch.
+    # A row's complementary pair stays adjacent, so it always lands in one
+    # micro-batch.
     batch = {
-        key: np.concatenate([e[key] for e in examples])
+        key: np.concatenate([row[key] for row in rows])
         for key in corruption_lib.FIELDS
     }
     batch[denominators.GLOBAL_WEIGHT] = np.float32(

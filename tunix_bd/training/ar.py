@@ -36,18 +36,23 @@ def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   """Maps a right-padded batch to the inputs of Tunix's default AR loss.
 
   `batch` holds `tokens`, `completion_mask` and `valid_mask`, each
-  `[batch, length]`.
+  `[batch, length]`, and may hold the `segment_ids` and `positions` of
+  packed rows (`sft.packing`: each document from position 0; its first
+  token is prompt, so no target crosses documents).
 
   Returns:
     `input_tokens`, `input_mask` (the completion: Tunix's loss supervises
     `input_mask[:, 1:]`), `positions` and a causal `attention_mask`
-    `[batch, length, length]` that keeps pads out.
+    `[batch, length, length]` that keeps pads and other documents out.
   """
   tokens = batch["tokens"]
-  positions = jnp.broadcast_to(
-      jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape
-  )
-  segment_ids = batch["valid_mask"].astype(jnp.int32)
+  positions = batch.get("positions")
+  if positions is None:
+    positions = jnp.broadcast_to(
+        jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape
+    )
+  segment_ids = batch.get("segment_ids", batch["valid_mask"])
+  segment_ids = jnp.asarray(segment_ids).astype(jnp.int32)
   # A block size of 1 is exactly the causal mask.
   mask = masks.block_causal_mask(
       positions,

@@ -10,6 +10,7 @@ import os
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 from benchmarks import sft_step
 from benchmarks.recipes import bench_sft
 from tunix_bd.models import from_scratch
@@ -37,6 +38,9 @@ class SmokeTest(absltest.TestCase):
       self.assertGreater(row["tokens_per_s"], 0)
       self.assertGreater(row["peak_bytes"], 0)
       self.assertGreater(row["planned_bytes"], 0)
+      self.assertGreater(row["compile_s"], 0)
+      self.assertBetween(row["real_token_share"], 0.3, 1.0)
+      self.assertIn("mfu_real_tokens", row)
     # The clean-context step runs the model over twice the length.
     self.assertGreater(
         report["bd_clean_context"]["peak_bytes"], report["ar"]["peak_bytes"]
@@ -46,6 +50,26 @@ class SmokeTest(absltest.TestCase):
     self.assertEqual([l.split()[0] for l in lines[3:]], list(sft_step.VARIANTS))
     with open(output) as f:
       self.assertEqual(json.load(f), json.loads(json.dumps(report)))
+
+
+class PackingTest(absltest.TestCase):
+
+  def test_packed_rows_raise_the_share_of_real_tokens(self):
+    # Rows of 112 tokens hold 3 of the tiny task's examples, or 1 unpacked.
+    shares = {}
+    for packing in (False, True):
+      config = _tiny("")
+      config.data.update(max_length=112, packing=packing)
+      _, batch, _ = bench_sft.prepare(bench_sft.validate(config).settings)
+      segment_ids = np.asarray(batch.diffusion["batch"].segment_ids)
+      self.assertEqual(segment_ids.max(), 3 if packing else 1)
+      self.assertEqual(batch.real_token_share, np.mean(segment_ids > 0))
+      # The AR step keeps the packed documents apart too.
+      mask = np.asarray(batch.ar["attention_mask"])
+      same = segment_ids[:, :, None] == segment_ids[:, None, :]
+      self.assertFalse((mask & ~same).any())
+      shares[packing] = batch.real_token_share
+    self.assertGreater(shares[True], 2 * shares[False])
 
 
 class BadInputTest(parameterized.TestCase):

@@ -2,10 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """`sft_step`: its sections fail closed; the plan, summary and table."""
 
+from unittest import mock
+
 from absl.testing import absltest
 from absl.testing import parameterized
+from benchmarks import chips
 from benchmarks import memory_plan
 from benchmarks import sft_step
+from benchmarks import sft_step_settings
 from flax import nnx
 import jax
 import jax.numpy as jnp
@@ -25,7 +29,7 @@ class SettingsTest(parameterized.TestCase):
   )
   def test_bad_bench_keys_are_named(self, overrides, message):
     with self.assertRaisesRegex(ValueError, message):
-      sft_step.SftStepSettings(**overrides)
+      sft_step_settings.SftStepSettings(**overrides)
 
   @parameterized.named_parameters(
       ("heads", dict(num_heads=3), r"model\.num_heads"),
@@ -36,37 +40,46 @@ class SettingsTest(parameterized.TestCase):
   )
   def test_bad_model_keys_are_named(self, overrides, message):
     with self.assertRaisesRegex(ValueError, message):
-      sft_step.SftStepModelSettings(**overrides)
+      sft_step_settings.SftStepModelSettings(**overrides)
     with self.assertRaisesRegex(ValueError, r"bd\.block_size"):
       config_utils.from_section(
-          sections.BdSettings, {"block_size": 0}, "bd", sft_step.BD_KEYS
+          sections.BdSettings,
+          {"block_size": 0},
+          "bd",
+          sft_step_settings.BD_KEYS,
       )
 
   def test_the_model_is_over_the_tokenizer_or_a_larger_vocabulary(self):
-    dense = sft_step.SftStepModelSettings(logits_chunk=0)  # Dense: valid.
+    dense = sft_step_settings.SftStepModelSettings(
+        logits_chunk=0
+    )  # Dense: valid.
     self.assertEqual(dense.model_config(128).vocab_size, 128)
-    wide = sft_step.SftStepModelSettings(vocab_size=1000, dtype="bfloat16")
+    wide = sft_step_settings.SftStepModelSettings(
+        vocab_size=1000, dtype="bfloat16"
+    )
     config = wide.model_config(128)
     self.assertEqual(config.vocab_size, 1000)
     self.assertEqual(config.num_layers, wide.num_layers)
     self.assertEqual(str(config.dtype), "bfloat16")
     with self.assertRaisesRegex(ValueError, r"model\.vocab_size=100 .* 128"):
-      sft_step.SftStepModelSettings(vocab_size=100).model_config(128)
+      sft_step_settings.SftStepModelSettings(vocab_size=100).model_config(128)
 
   def test_the_section_takes_its_defaults_from_the_dataclass(self):
-    section = config_utils.to_section(sft_step.SftStepModelSettings)
+    section = config_utils.to_section(sft_step_settings.SftStepModelSettings)
     self.assertEqual(
         config_utils.from_section(
-            sft_step.SftStepModelSettings, section, "model"
+            sft_step_settings.SftStepModelSettings, section, "model"
         ),
-        sft_step.SftStepModelSettings(),
+        sft_step_settings.SftStepModelSettings(),
     )
 
 
 class PlanAndReportTest(absltest.TestCase):
 
   def test_planned_bytes_are_the_memory_plan_of_each_variant(self):
-    model = sft_step.SftStepModelSettings(logits_chunk=64, remat="decoder")
+    model = sft_step_settings.SftStepModelSettings(
+        logits_chunk=64, remat="decoder"
+    )
     plan = {
         v: sft_step.planned_bytes(
             model, 512, batch_size=2, length=32, variant=v
@@ -112,11 +125,36 @@ class PlanAndReportTest(absltest.TestCase):
     self.assertEqual(lines[0], "caption")
     self.assertEqual(
         lines[2].split(),
-        ["ar", "500", "1.00", "200.0", "1.00", "1.00", "2.00", "-"],
+        ["ar", "500", "1.00", "200.0", "1.00", "1.00", "2.00", "-", "-", "-"],
     )
     # No MFU on this CPU, whose peak is not listed.
     self.assertIsNone(report["ar"]["mfu"])
+    self.assertIsNone(report["ar"]["mfu_real_tokens"])
     self.assertEqual(lines[3].split()[0], "bd_clean_context")
+
+  def test_mfu_on_real_tokens_is_mfu_times_their_share(self):
+    times = {"ar": [0.5], "bd_single_canvas": [1.0]}
+    peaks = planned = {"ar": 1, "bd_single_canvas": 1}
+    kind = jax.devices()[0].device_kind
+    with mock.patch.dict(chips.PEAK_BF16_FLOPS, {kind: 1e12}):
+      report = sft_step.summarize(
+          times,
+          peaks,
+          planned,
+          real_tokens=100,
+          flops={"ar": 2e11, "bd_single_canvas": 5e11},
+          real_token_share=0.25,
+          compile_s={"ar": 3.0, "bd_single_canvas": 4.5},
+      )
+    want = {"ar": (0.4, 0.1, 3.0), "bd_single_canvas": (0.5, 0.125, 4.5)}
+    for name, (mfu, real_mfu, compile_s) in want.items():
+      row = report[name]
+      self.assertAlmostEqual(row["mfu"], mfu)
+      self.assertAlmostEqual(row["mfu_real_tokens"], real_mfu)
+      self.assertEqual(row["real_token_share"], 0.25)
+      self.assertEqual(row["compile_s"], compile_s)
+    line = sft_step.format_table(report, []).splitlines()[2].split()
+    self.assertEqual(line[-3:], ["50%", "12%", "4.5"])
 
 
 class ModelFlopsTest(absltest.TestCase):

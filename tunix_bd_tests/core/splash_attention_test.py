@@ -4,7 +4,7 @@
 
 The Splash mask against the dense masks of `masks`; the SFT loss, its aux
 and its gradients through the kernel against the dense Tunix forward on
-right-padded SFT batches of both layouts; the refusals.
+packed, right-padded SFT batches of both layouts; the refusals.
 """
 
 import dataclasses
@@ -127,14 +127,19 @@ class SplashMaskTest(parameterized.TestCase):
 
 
 def _batch(config, length):
-  """One right-padded SFT micro-batch of 2 rows, `length` tokens wide."""
+  """One packed SFT micro-batch of 2 right-padded rows, `length` tokens wide.
+
+  4 examples of 27 to 37 tokens, 2 a row: the second starts at a block
+  boundary, its positions from 0.
+  """
   mix = tasks_lib.TaskMix(
       tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=3
   )
-  conversations = dataset_lib.embedded_conversations(mix, "train", 2)
+  conversations = dataset_lib.embedded_conversations(mix, "train", 4)
   batches = batching.sft_batches(
       dataset_lib.tokenize(_TOKENIZER, conversations, length),
       batch_size=2,
+      packing=True,
       corruption=corruption.SftCorruptionConfig(
           min_noise=0.3, max_noise=0.9, complementary=False
       ),
@@ -149,12 +154,12 @@ class SplashSftLossTest(parameterized.TestCase):
   """The SFT loss through the kernel is the dense one, gradients included."""
 
   # The single canvas is 96 tokens (padded to 128); the [noisy ; clean] row
-  # 2 x 40, with remat and 5-token blocks, which do not divide Splash's
+  # 2 x 80, with remat and 5-token blocks, which do not divide Splash's
   # 128-token tiles (each copy is padded to 640); the tied head on one, the
-  # chunked head on the other.
+  # chunked head on the other. Both rows pack 2 examples.
   @parameterized.parameters(
       (bd_config.SINGLE_CANVAS, 8, 96, "none", False, None),
-      (bd_config.CLEAN_CONTEXT, 5, 40, "decoder", True, 48),
+      (bd_config.CLEAN_CONTEXT, 5, 80, "decoder", True, 48),
   )
   def test_loss_aux_and_gradients_equal_the_dense_path(
       self, layout, block_size, length, remat, tied, logits_chunk
@@ -170,6 +175,7 @@ class SplashSftLossTest(parameterized.TestCase):
     config = _config(layout, block_size)
     inputs = _batch(config, length)
     self.assertGreater(int(np.sum(inputs["batch"].segment_ids == 0)), 0)
+    np.testing.assert_array_equal(inputs["batch"].segment_ids.max(1), 2)
 
     def value_and_grad(attention):
       loss_fn = loss_lib.sft_loss_fn(
@@ -220,6 +226,14 @@ class FailClosedTest(absltest.TestCase):
     positions = jnp.maximum(jnp.arange(16) - 3, 0)[None]
     with self.assertRaisesRegex(ValueError, "index in its copy"):
       self._logits(self.model, positions, segments)
+    # Packed documents must each start at a block boundary (8 tokens) and
+    # keep their blocks in order.
+    for docs, starts in (
+        ([1] * 5 + [2] * 11, [*range(5), *range(11)]),
+        ([1] * 16, [*range(8, 16), *range(8)]),
+    ):
+      with self.assertRaisesRegex(ValueError, "index in its copy"):
+        self._logits(self.model, jnp.asarray([starts]), jnp.asarray([docs]))
     # Traced positions cannot raise: every real token's logits are NaN.
     logits = self._logits(self.model, positions, segments, jit=True)
     self.assertTrue(np.isnan(logits[0, 4:, 0]).all())

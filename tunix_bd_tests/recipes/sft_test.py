@@ -213,6 +213,20 @@ class SftErrorsTest(parameterized.TestCase):
     ):
       sft.run(config)
 
+  def test_eval_batch_larger_than_the_packed_rows_names_data_packing(self):
+    # Rows of 112 tokens hold 3 examples: 16 held-out examples fill fewer
+    # than 8 rows.
+    config = _tiny_config(self.workdir, self.export)
+    config.data.max_length = 112
+    config.eval.batch_size = 8
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^eval\.batch_size=8 exceeds the [1-7] rows that the 16 examples of"
+        r" its dataset pack into \(data\.packing=True\)",
+    ):
+      sft.run(config)
+    self.assertFalse(os.path.exists(self.workdir))
+
   def test_rows_longer_than_the_models_positions_name_data_max_length(self):
     checkpoint = os.path.join(self.create_tempdir().full_path, "short")
     shutil.copytree(self.export, checkpoint)

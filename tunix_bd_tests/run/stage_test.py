@@ -249,7 +249,10 @@ class CheckExportTest(parameterized.TestCase):
         _spec(
             model=_SFT_MODEL,
             bd=sections.BdSettings,
-            data=data_settings.DataSettings,
+            data=(
+                data_settings.DataSettings,
+                config_utils.section(*data_settings.SFT_DATA_KEYS),
+            ),
             export=sections.ExportSettings,
         ),
     )

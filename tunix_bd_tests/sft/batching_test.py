@@ -129,6 +129,22 @@ class SftBatchesTest(parameterized.TestCase):
         r" train\.batch_size=4",
     ):
       _batches(k=3, section="train")
+    # Packed, the batch counts rows: 18 examples fill fewer than 18.
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^train\.batch_size=16 exceeds the \d+ rows that the 18 examples of"
+        r" its dataset pack into \(data\.packing=True\)",
+    ):
+      batching.sft_batches(
+          common.data(96),
+          batch_size=16,
+          corruption=corruption.SftCorruptionConfig(),
+          config=common.CONFIG,
+          eos_id=common.EOS,
+          seed=0,
+          section="train",
+          packing=True,
+      )
 
   def test_row_too_long_after_eos_fill_fails_before_any_batch(self):
     data = common.data()

@@ -41,18 +41,26 @@ def _config(alignment=bd_config.SHIFTED, layout=bd_config.CLEAN_CONTEXT):
   )
 
 
-def _data(num_examples=8, split="train"):
+def _data(num_examples=8, split="train", width=_LENGTH):
   mix = tasks_lib.TaskMix(
       tasks=("sort", "reverse", "add"), min_len=1, max_len=7, seed=11
   )
   conversations = dataset_lib.embedded_conversations(mix, split, num_examples)
-  return dataset_lib.tokenize(_TOKENIZER, conversations, _LENGTH)
+  return dataset_lib.tokenize(_TOKENIZER, conversations, width)
 
 
-def _batches(config, k=1, complementary=True, weighting="inverse_t", **kw):
+def _batches(
+    config,
+    k=1,
+    complementary=True,
+    weighting="inverse_t",
+    data=None,
+    batch_size=8,
+    **kw,
+):
   return batching.sft_batches(
-      _data(),
-      batch_size=8,
+      data or _data(),
+      batch_size=batch_size,
       corruption=corruption.SftCorruptionConfig(
           min_noise=0.1,
           max_noise=0.9,
@@ -214,6 +222,62 @@ class SftChunkedLossTest(parameterized.TestCase):
       loss_lib.sft_loss_fn(
           _config(), logits_chunk=8, logits_fn=lambda *a, **k: None
       )
+
+
+class PackedRowTest(parameterized.TestCase):
+  """A packed row is the sum of its examples, each run alone."""
+
+  @parameterized.parameters(*bd_config.LAYOUTS)
+  def test_loss_and_gradients_are_the_sum_of_its_examples_alone(self, layout):
+    # Three examples (27, 34 and 31 tokens: blocks of 8 end at 32, 40 and
+    # 32) fill one 112-token row; alone, each is a 112-token row too, so one
+    # compiled step serves all four batches.
+    config = _config(bd_config.SHIFTED, layout)
+    data = _data(3, width=112)
+    batches = lambda packing: _batches(
+        config, data=data, batch_size=1, packing=packing, shuffle=False
+    )
+    packed = batches(True)[0]
+    alone = [batches(False)[i] for i in range(3)]
+    np.testing.assert_array_equal(packed.segment_ids.max(1), 3)
+    # The same noise: each example's slice of the row is its row alone.
+    start = 0
+    for example in alone:
+      end = start + int(example.segment_ids[0].sum())
+      # Positions restart: they are those of the example alone.
+      for key in corruption.FIELDS:
+        if key != "segment_ids":
+          np.testing.assert_array_equal(
+              getattr(packed, key)[:, start:end],
+              getattr(example, key)[:, : end - start],
+          )
+      start = end
+    # One denominator for all, so the losses add up (`global_weight` is the
+    # packed row's total weight, the sum of the three alone).
+    weight = packed.global_weight
+    np.testing.assert_allclose(
+        sum(e.global_weight for e in alone), weight, rtol=1e-6
+    )
+    step = nnx.jit(
+        nnx.value_and_grad(loss_lib.sft_loss_fn(config), has_aux=True)
+    )
+    model = test_common.tiny_qwen3(_VOCAB)
+
+    def run(batch):
+      (loss, aux), grads = step(model, batch=batch)
+      return jax.tree.map(np.asarray, (loss, aux, nnx.to_pure_dict(grads)))
+
+    got = run(packed)
+    parts = [run(e.replace(global_weight=weight)) for e in alone]
+    want = jax.tree.map(lambda *x: np.sum(np.asarray(x, np.float64), 0), *parts)
+    self.assertLess(_rel(got[0], want[0]), 1e-6)
+    for name, value in want[1].items():
+      self.assertLess(_rel(got[1][name], value), 1e-6, name)
+    for path, value in jax.tree_util.tree_leaves_with_path(want[2]):
+      leaf = got[2]
+      for key in path:
+        leaf = leaf[key.key]
+      self.assertLess(_rel(leaf, value), 1e-5, jax.tree_util.keystr(path))
 
 
 class SftTrainerInputTest(absltest.TestCase):

@@ -27,6 +27,21 @@ class ArModelInputsTest(absltest.TestCase):
         inputs["input_mask"], batch["completion_mask"]
     )
 
+  def test_packed_documents_do_not_see_each_other(self):
+    batch = {
+        "tokens": jnp.array([[5, 6, 7, 8, 9, 0]]),
+        "completion_mask": jnp.array([[0, 1, 1, 0, 1, 0]], bool),
+        "valid_mask": jnp.array([[1, 1, 1, 1, 1, 0]], bool),
+        "segment_ids": jnp.array([[1, 1, 1, 2, 2, 0]]),
+        "positions": jnp.array([[0, 1, 2, 0, 1, 5]]),
+    }
+    inputs = ar.ar_model_inputs(batch)
+    expected = np.zeros((6, 6), bool)
+    expected[:3, :3] = np.tril(np.ones((3, 3), bool))
+    expected[3:5, 3:5] = np.tril(np.ones((2, 2), bool))
+    np.testing.assert_array_equal(inputs["attention_mask"][0], expected)
+    np.testing.assert_array_equal(inputs["positions"], batch["positions"])
+
 
 if __name__ == "__main__":
   absltest.main()
