@@ -304,6 +304,7 @@ _RESUMABLE = {
         "continued_sft",
         "sft_loss",
         "attention",
+        "scan_layers",
     },
     sections.BdSettings: set(),
     sections.LoraSettings: set(),

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import families
+from tunix_bd.core import layer_scan
 from tunix_bd.core import masks
 from tunix_bd.core import splash_attention
 
@@ -97,9 +98,15 @@ def exclude_mask_token(logits: jax.Array, mask_token_id: int) -> jax.Array:
   return logits.at[..., mask_token_id].set(MASKED_LOGIT)
 
 
-def model_rows(model, tokens, positions, kv, mask, hidden=False):
+def model_rows(
+    model, tokens, positions, kv, mask, hidden=False, scan_layers=False
+):
   """`(rows, new_kv)` of a Tunix decoder call: float32 logits, or its final
-  hidden states (`compat.final_hidden_states`) with `hidden`."""
+  hidden states (`compat.final_hidden_states`) with `hidden`; without a
+  cache and with `scan_layers`, its layers in one scan where they can be
+  (`layer_scan.scanned`)."""
+  if kv is None and scan_layers:
+    model = layer_scan.scanned(model)
   if hidden:
     return compat.final_hidden_states(model, tokens, positions, kv, mask)
   raw, new_kv = model(tokens, positions, kv, mask)
@@ -163,6 +170,7 @@ def diffusion_logits_fn(
     clean_tokens: jax.Array | None = None,
     attention: str = splash_attention.DENSE,
     hidden: bool = False,
+    scan_layers: bool = False,
 ) -> jax.Array:
   """Target-aligned block-diffusion logits of a canvas, in one forward.
 
@@ -178,6 +186,8 @@ def diffusion_logits_fn(
       Splash kernel (`splash_attention`: Qwen3, positions the physical
       index up to a block-aligned shift per segment).
     hidden: the same rows before the head (`diffusion_hidden_fn`).
+    scan_layers: run a Tunix decoder's layers in one scan, compiled once
+      (`layer_scan`); False, Tunix's Python loop over them. Equal values.
 
   Returns:
     float32 `[batch, length, vocab]` target-aligned logits: index i predicts
@@ -218,6 +228,7 @@ def diffusion_logits_fn(
         row_segments,
         block_size=config.block_size,
         clean_context=clean_context,
+        scan_layers=scan_layers,
     )
     if not hidden:  # Tunix Qwen3's head.
       tied = model.config.use_tied_embedding
@@ -236,7 +247,9 @@ def diffusion_logits_fn(
           q_segment_ids=segment_ids,
           kv_segment_ids=segment_ids,
       )
-    raw, _ = model_rows(model, row_tokens, row_positions, None, mask, hidden)
+    raw, _ = model_rows(
+        model, row_tokens, row_positions, None, mask, hidden, scan_layers
+    )
 
   if config.alignment == bd_config.SAME_POSITION:
     rows = raw[:, :length]

@@ -23,6 +23,7 @@ from tunix.models.qwen3 import model as qwen3_model
 from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd.core import families
+from tunix_bd.core import layer_scan
 
 DENSE = "dense"
 SPLASH = "splash"
@@ -199,6 +200,7 @@ def hidden_states(
     *,
     block_size: int,
     clean_context: bool,
+    scan_layers: bool = False,
 ) -> jax.Array:
   """The final-norm hidden states of the model's row, Splash attention.
 
@@ -207,7 +209,8 @@ def hidden_states(
   copy less one multiple of `block_size` (`_fits_the_kernel`). Returns
   `[batch, n, embed]` in the model's compute dtype, equal to the dense
   forward's at every non-pad token; NaN everywhere when traced positions
-  break the contract.
+  break the contract. `scan_layers`: the layers in one scan (`layer_scan`),
+  else a Python loop.
   """
   check_model(model)
   copies = 2 if clean_context else 1
@@ -243,8 +246,12 @@ def hidden_states(
   if config.remat_config not in (no_remat, no_remat.value):
     layer_fn = nnx.remat(layer_fn)
   x = model.embedder.encode(tokens)
-  for layer in model.layers:
-    x = layer_fn(layer, x, positions, segment_ids)
+  if scan_layers and layer_scan.same_structure(model.layers):
+    step = lambda layer, x: layer_fn(layer, x, positions, segment_ids)
+    x = layer_scan.scan(model.layers, step, x)
+  else:
+    for layer in model.layers:
+      x = layer_fn(layer, x, positions, segment_ids)
   x = model.final_norm(x)
   x = jnp.concatenate([c[:, :length] for c in jnp.split(x, copies, 1)], 1)
   return jnp.where(fits, x, jnp.nan)

@@ -118,6 +118,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         # Refuses a LoRA'd head; Tunix's loss computes dense logits.
         logits_chunk=None if through_tunix else settings.model.precision.chunk,
         attention=settings.model.attention,
+        scan_layers=settings.model.scan_layers,
     )
   if through_tunix:
     tunix_diffusion.configure(trainer, bd)

@@ -90,9 +90,9 @@ class ModelSettings:
   an AR model and its conversion (`COMPARE_MODEL_KEYS`). GRPO's and OPD's
   may be a random model, for runs needing no checkpoint.
 
-  `dtype`, `remat`, `logits_chunk` and `attention`: docs/real_models.md,
-  "Precision and memory"; only `dtype` changes what a run computes (the
-  others are resumable).
+  `dtype`, `remat`, `logits_chunk`, `attention` and `scan_layers`:
+  docs/real_models.md, "Precision and memory"; only `dtype` changes what a
+  run computes (the others are resumable).
 
   Attributes:
     random_init: False: load the checkpoints; True: a random model of the
@@ -151,6 +151,7 @@ class ModelSettings:
   )
   sft_loss: str = config_utils.resumable(default=HOOK_SFT_LOSS)
   attention: str = config_utils.resumable(default=splash_attention.DENSE)
+  scan_layers: bool = config_utils.resumable(default=False)
 
   # GRPO's `model` keys.
   SECTION_KEYS = (
@@ -181,6 +182,10 @@ class ModelSettings:
       object.__setattr__(self, name, value)
     config_utils.check_choice("model.sft_loss", self.sft_loss, SFT_LOSSES)
     splash_attention.check_attention(self.attention)
+    if not isinstance(self.scan_layers, bool):
+      raise ValueError(
+          f"model.scan_layers must be a bool, got {self.scan_layers!r}."
+      )
     if (
         self.attention == splash_attention.SPLASH
         and self.sft_loss != HOOK_SFT_LOSS
@@ -268,6 +273,7 @@ SFT_MODEL_KEYS = (
     "checkpoint",
     "sft_loss",
     "attention",
+    "scan_layers",
 )
 # Generate's `model` keys.
 DECODE_MODEL_KEYS = ("dtype", "remat", "checkpoint")

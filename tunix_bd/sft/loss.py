@@ -71,27 +71,31 @@ def _rows_fn(
     logits_fn: diffusion_lm.LogitsFn,
     logits_chunk: int | None,
     attention: str = splash_attention.DENSE,
+    scan_layers: bool = False,
 ) -> diffusion_lm.LogitsFn:
   """The call that gives the loss its rows; fails closed on a mismatch.
 
   `logits_fn` itself, unless `logits_chunk` (the hidden rows,
-  `diffusion_hidden_fn`) or Splash attention (`attention` passed on) asks
-  for tunix_bd's own forward.
+  `diffusion_hidden_fn`), Splash attention or `scan_layers` (passed on)
+  asks for tunix_bd's own forward.
   """
   splash_attention.check_attention(attention)
-  if logits_chunk is None and attention == splash_attention.DENSE:
+  if not isinstance(scan_layers, bool):
+    raise ValueError(f"model.scan_layers must be a bool, got {scan_layers!r}.")
+  own = dict(attention=attention, scan_layers=scan_layers)
+  dense = attention == splash_attention.DENSE
+  if logits_chunk is None and dense and not scan_layers:
     return logits_fn
   if logits_fn is not diffusion_lm.diffusion_logits_fn:
     raise ValueError(
-        "logits_chunk and model.attention='splash' run tunix_bd's own model"
-        " call, so they cannot use an injected logits_fn; pass"
-        " logits_chunk=None and attention='dense'."
+        "logits_chunk, model.attention='splash' and model.scan_layers=True"
+        " run tunix_bd's own model call, so they cannot use an injected"
+        " logits_fn; pass logits_chunk=None, attention='dense' and"
+        " scan_layers=False."
     )
   if logits_chunk is None:
-    return functools.partial(logits_fn, attention=attention)
-  return functools.partial(
-      diffusion_lm.diffusion_hidden_fn, attention=attention
-  )
+    return functools.partial(logits_fn, **own)
+  return functools.partial(diffusion_lm.diffusion_hidden_fn, **own)
 
 
 def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
@@ -118,6 +122,7 @@ def sft_loss(
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     logits_chunk: int | None = None,
     attention: str = splash_attention.DENSE,
+    scan_layers: bool = False,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Weighted masked-token cross-entropy of one micro-batch.
 
@@ -129,6 +134,8 @@ def sft_loss(
       the default.
     attention: `dense` or `splash` (`core.splash_attention`); `logits_fn`
       must then be the default.
+    scan_layers: the model's layers in one scan (`core.layer_scan`); False,
+      Tunix's loop over them (`logits_fn` must then be the default).
 
   Returns:
     `(loss, aux)`. `aux` values are scalars, totals that add up over the
@@ -146,7 +153,7 @@ def sft_loss(
       positions=batch.positions,
       segment_ids=segment_ids,
       config=config,
-      logits_fn=_rows_fn(logits_fn, logits_chunk, attention),
+      logits_fn=_rows_fn(logits_fn, logits_chunk, attention, scan_layers),
   )
   if logits_chunk is None:
     # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
@@ -198,6 +205,7 @@ def sft_loss_fn(
     logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
     logits_chunk: int | None = None,
     attention: str = splash_attention.DENSE,
+    scan_layers: bool = False,
 ):
   """`sft_loss` bound to its settings, ready for `PeftTrainer.with_loss_fn`.
 
@@ -215,7 +223,7 @@ def sft_loss_fn(
       "num_noise_buckets", num_noise_buckets, 1
   )
   logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
-  _rows_fn(logits_fn, logits_chunk, attention)
+  _rows_fn(logits_fn, logits_chunk, attention, scan_layers)
 
   def loss_fn(model, batch):
     return sft_loss(
@@ -226,6 +234,7 @@ def sft_loss_fn(
         logits_fn=logits_fn,
         logits_chunk=logits_chunk,
         attention=attention,
+        scan_layers=scan_layers,
     )
 
   return loss_fn

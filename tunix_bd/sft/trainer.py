@@ -110,6 +110,7 @@ class DiffusionSftTrainer(
       logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
       logits_chunk: int | None = None,
       attention: str = splash_attention.DENSE,
+      scan_layers: bool = False,
   ):
     """Builds the trainer; the loss keywords are `loss.sft_loss`'.
 
@@ -131,6 +132,7 @@ class DiffusionSftTrainer(
         logits_fn=logits_fn,
         logits_chunk=logits_chunk,
         attention=attention,
+        scan_layers=scan_layers,
     )
     self.with_loss_fn(loss_fn, has_aux=True)
 

@@ -14,7 +14,10 @@ from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import families
+from tunix_bd.core import layer_scan
 from tunix_bd.core import scoring
+from tunix_bd.models import lora
 from tunix_bd_tests import test_common
 
 _VOCAB = 96
@@ -328,6 +331,95 @@ class DiffusionLogitsTest(parameterized.TestCase):
       with self.subTest(message):
         with self.assertRaisesRegex(ValueError, message):
           call()
+
+
+def _with_remat(model, mode):
+  """`model` with `model.remat=mode` on every module's Tunix config."""
+  config = dataclasses.replace(
+      model.config, remat_config=families.remat_config(model.config, mode)
+  )
+  copy = nnx.merge(*nnx.split(model))
+  for _, module in nnx.iter_modules(copy):
+    if hasattr(module, "config"):
+      module.config = config
+  return copy
+
+
+class LayerScanTest(parameterized.TestCase):
+  """A scanned forward equals Tunix's per-layer forward."""
+
+  @parameterized.named_parameters(
+      ("qwen3_single_canvas", "qwen3", "none", False, bd_config.SINGLE_CANVAS),
+      ("qwen3_lora_remat", "qwen3", "decoder", True, bd_config.CLEAN_CONTEXT),
+      ("qwen2_remat_block", "qwen2", "block", False, bd_config.CLEAN_CONTEXT),
+      ("llama3", "llama3", "none", False, bd_config.SINGLE_CANVAS),
+  )
+  def test_logits_and_gradients_equal_the_layer_loop(
+      self, family, remat, with_lora, layout
+  ):
+    model = _with_remat(test_common.tiny_family_model(family, _VOCAB), remat)
+    wrt = nnx.Param
+    if with_lora:
+      model = lora.apply_lora(model, rank=2, alpha=4.0)
+      wrt = nnx.LoRAParam
+      # B starts at zero: make the adapters count.
+      for _, param in nnx.iter_graph(model):
+        if isinstance(param, nnx.LoRAParam):
+          param[...] = param[...] + 0.1
+    # The scan runs: every layer of one structure (LoRA's included).
+    self.assertIsInstance(
+        layer_scan.scanned(model).layers[0], layer_scan.ScannedLayers
+    )
+    pos, seg, clean, noisy = _canvas(5, "canonical")
+    config = _config(4, bd_config.SHIFTED, layout)
+    clean = clean if layout == bd_config.CLEAN_CONTEXT else None
+
+    def loss_and_grads(scan_layers):
+      def loss(model):
+        logits = diffusion_lm.diffusion_logits_fn(
+            model,
+            noisy,
+            pos,
+            seg,
+            config=config,
+            clean_tokens=clean,
+            scan_layers=scan_layers,
+        )
+        weights = jnp.asarray(seg > 0, jnp.float32)[..., None]
+        return jnp.sum(jax.nn.log_softmax(logits) * weights), logits
+
+      grad = nnx.value_and_grad(
+          loss, has_aux=True, argnums=nnx.DiffState(0, wrt)
+      )
+      (_, logits), grads = nnx.jit(grad)(model)
+      return logits, nnx.to_pure_dict(grads)
+
+    logits, grads = loss_and_grads(True)
+    want_logits, want_grads = loss_and_grads(False)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-6, atol=1e-5)
+    leaves = jax.tree_util.tree_leaves_with_path(want_grads)
+    self.assertLen(jax.tree.leaves(grads), len(leaves))
+    for path, want in leaves:
+      got = grads
+      for key in path:
+        got = got[key.key]
+      scale = float(np.abs(want).max())
+      self.assertGreater(scale, 0, jax.tree_util.keystr(path))
+      np.testing.assert_allclose(
+          got, want, atol=1e-5 * scale, err_msg=jax.tree_util.keystr(path)
+      )
+
+  def test_what_cannot_scan_keeps_the_loop(self):
+    # Not a Tunix decoder (a wrapper): called as it is.
+    self.assertIs(layer_scan.scanned(_MODEL), _MODEL)
+    # One layer: nothing to scan.
+    one = test_common.tiny_qwen3(_VOCAB, num_layers=1)
+    self.assertIs(layer_scan.scanned(one), one)
+    # LoRA on the first layer only: two structures.
+    model = lora.apply_lora(
+        _QWEN3, rank=2, alpha=4.0, module_path="layers/0/.*"
+    )
+    self.assertIs(layer_scan.scanned(model), model)
 
 
 if __name__ == "__main__":

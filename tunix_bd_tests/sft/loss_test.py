@@ -20,6 +20,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.run import sections
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
@@ -222,6 +223,14 @@ class SftChunkedLossTest(parameterized.TestCase):
       loss_lib.sft_loss_fn(
           _config(), logits_chunk=8, logits_fn=lambda *a, **k: None
       )
+    with self.assertRaisesRegex(ValueError, "injected logits_fn"):
+      loss_lib.sft_loss_fn(
+          _config(), scan_layers=True, logits_fn=lambda *a, **k: None
+      )
+    with self.assertRaisesRegex(ValueError, "model.scan_layers must be a bool"):
+      loss_lib.sft_loss_fn(_config(), scan_layers="yes")
+    with self.assertRaisesRegex(ValueError, "model.scan_layers must be a bool"):
+      sections.ModelSettings(checkpoint="x", scan_layers=1)
 
 
 class PackedRowTest(parameterized.TestCase):
