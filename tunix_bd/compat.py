@@ -99,6 +99,7 @@ PRIVATE_SURFACE = {
         "_post_process_train_step",
         "_post_process_eval_step",
         "_log_metrics",
+        "_write_train_metrics",
     ),
     "RLLearner": (
         "_rollout_micro_batch_size",
@@ -355,6 +356,12 @@ def tunix_progress_bar_visible() -> bool:
   """Whether `PeftTrainer`'s tqdm bar draws (its own test, in 0.1.7)."""
   # pylint: disable-next=protected-access
   return _progress_bar._is_in_ipython() or sys.stderr.isatty()
+
+
+def write_train_metrics(trainer: Any) -> None:
+  """Writes the train metrics a `PeftTrainer` holds: Tunix writes an update
+  step's at the next update, overlapping the write with that step."""
+  trainer._write_train_metrics()  # pylint: disable=protected-access
 
 
 def train_step_state_args(trainer: Any) -> tuple[str, ...] | None:

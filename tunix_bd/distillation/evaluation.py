@@ -155,8 +155,18 @@ class DecodeEvaluation(progress.ProgressLines):
 
   def on_train_step_end(self, train_ctx, train_step, train_loss):
     super().on_train_step_end(train_ctx, train_step, train_loss)
+    self._run_if_due(train_ctx)
+
+  def on_train_step_start(self, train_ctx):
+    # The step after a checkpoint ends with no hook call (the checkpoint
+    # wrote its rows: `aux_metrics.write_metrics_at_checkpoints`): its due
+    # evaluation runs at the next step's start.
+    super().on_train_step_start(train_ctx)
+    self._run_if_due(train_ctx)
+
+  def _run_if_due(self, train_ctx) -> None:
     step = train_ctx.train_steps  # The model is at this step.
     done = {s for s, _ in self.history}
     due = self.every_n_steps and step % self.every_n_steps == 0
-    if due and step not in done:
+    if step and due and step not in done:
       self.run(train_ctx, step)

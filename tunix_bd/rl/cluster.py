@@ -25,6 +25,7 @@ from tunix_bd.core import eos
 from tunix_bd.core import replayer as replayer_lib
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.rl import rollout as rollout_lib
+from tunix_bd.training import aux_metrics
 
 Role = compat.Role
 Mode = compat.Mode
@@ -59,8 +60,9 @@ class DiffusionRLCluster(compat.RLCluster):
 
   def __init__(self, *, fingerprint: Mapping[str, Any] | None = None, **kwargs):
     """Builds Tunix's cluster; `fingerprint` goes into every actor
-    checkpoint's metadata. Refuses `offload_to_cpu`: Tunix's offload path
-    syncs unfiltered state into the rollout, untested with a denoising one.
+    checkpoint's metadata, and each actor checkpoint writes its step's
+    train metrics. Refuses `offload_to_cpu`: Tunix's offload path syncs
+    unfiltered state into the rollout, untested with a denoising one.
     """
     config = kwargs["cluster_config"]
     engine = config.rollout_engine
@@ -94,6 +96,7 @@ class DiffusionRLCluster(compat.RLCluster):
           nnx.LoRAParam if compat.is_lora_enabled(actor) else nnx.Param,
       )
       self.rollout.update_params(nnx.state(actor, filter_types), filter_types)
+    aux_metrics.write_metrics_at_checkpoints(self.actor_trainer)
     if fingerprint is not None:
       tunix_metadata = self.actor_trainer.custom_checkpoint_metadata_fn
       fields = dict(fingerprint)

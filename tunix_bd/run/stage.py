@@ -66,13 +66,15 @@ def values_only() -> Iterator[None]:
 
 
 def launch(run: Callable[..., Any]) -> Callable[..., Any]:
-  """A recipe's `run`: a launch that fails before its run started leaves
-  its workdir as it was (`workdir.launching`)."""
+  """A recipe's `run(config)`: a launch that fails before its run started
+  leaves its workdir as it was (`workdir.launching`); a checkpoint save
+  that runs out of space fails in one line (`workdir.checkpointing`)."""
 
   @functools.wraps(run)
-  def launched(*args, **kwargs):
+  def launched(config: ml_collections.ConfigDict) -> Any:
     with workdir_lib.launching():
-      return run(*args, **kwargs)
+      with workdir_lib.checkpointing(config.get("workdir")):
+        return run(config)
 
   return launched
 

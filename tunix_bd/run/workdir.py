@@ -6,18 +6,21 @@
 under `checkpoints` once known, records it right before the first step);
 `resumed` once the trainer restored its checkpoint; `lock` holds the
 workdir for one run, and within `launching` a launch that fails before it
-`started` removes what its lock made. Local workdirs are made absolute
-(Orbax needs that), URLs stay URLs. docs/recipes.md, "Runs: logs,
-checkpoints, resume".
+`started` removes what its lock made. `restoring` and `checkpointing` say
+in one line that Orbax cannot read a checkpoint, or save one for lack of
+space. Local workdirs are made absolute (Orbax needs that), URLs stay
+URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import traceback
@@ -235,6 +238,37 @@ def restoring(workdir: str) -> Iterator[None]:
     raise ValueError(
         f"checkpoint {bad!r} cannot be restored ({why.rstrip('.')}); move"
         f" that directory away to {then}."
+    ) from e
+
+
+# A full disk, a full quota, a file past the size limit (`ulimit -f`).
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+@contextlib.contextmanager
+def checkpointing(workdir: str | None) -> Iterator[None]:
+  """Around a run: a checkpoint save that runs out of space fails in one
+  line naming `workdir/checkpoints` and the way out.
+
+  Orbax raises the `OSError`, or TensorStore's `ValueError` (`OUT_OF_RANGE:
+  Error writing ... [os_error_code='28']`) naming a temporary file.
+  """
+  try:
+    yield
+  except (OSError, ValueError) as e:
+    found = re.search(r"\[os_error_code='?(\d+)", str(e))
+    code = e.errno if isinstance(e, OSError) else found and int(found[1])
+    frames = traceback.extract_tb(e.__traceback__)
+    if not (
+        workdir
+        and code in _NO_SPACE
+        and any("/orbax/" in f.filename for f in frames)
+    ):
+      raise
+    raise ValueError(
+        f"saving a checkpoint in {checkpoints(workdir)!r} failed:"
+        f" {os.strerror(code)}; free space there, then a relaunch with the"
+        " same workdir resumes from the last complete checkpoint."
     ) from e
 
 

@@ -6,7 +6,7 @@
 and `attention_mask`; `ar_model_inputs` builds them from tunix_bd's
 right-padded batches (`tunix_bd.data.dataset.batches`).
 `FingerprintedTrainer` is Tunix's `PeftTrainer` whose checkpoints carry the
-run fingerprint.
+run fingerprint, each written with its step's train metrics.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from tunix_bd import compat
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import masks
+from tunix_bd.training import aux_metrics
 
 
 class FingerprintedTrainer(compat.PeftTrainer):
@@ -27,6 +28,7 @@ class FingerprintedTrainer(compat.PeftTrainer):
   def __init__(self, *args, fingerprint: Mapping[str, Any], **kwargs):
     self._fingerprint = dict(fingerprint)
     super().__init__(*args, **kwargs)
+    aux_metrics.write_metrics_at_checkpoints(self)
 
   def custom_checkpoint_metadata(self) -> dict[str, Any]:
     return {fingerprint_lib.METADATA_KEY: self._fingerprint}

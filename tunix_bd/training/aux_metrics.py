@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""What tunix_bd's Tunix trainers add: aux metrics and a checkpoint fingerprint.
+"""What tunix_bd's Tunix trainers add: aux metrics, checkpoints' fingerprint.
 
 Tunix 0.1.7's `PeftTrainer` (and so `DistillationTrainer`) drops a loss's
 aux metrics. `AuxMetricsMixin` buffers them and reduces them over the
@@ -9,7 +9,9 @@ evaluation): totals are summed, `(numerator, denominator)` pairs become
 sum(numerator) / sum(denominator), so they describe the global batch
 exactly. They are logged through `metrics_logger` under the trainer's
 metrics prefix, like `loss`; a ratio with a zero denominator is not logged.
-It also stores the run's fingerprint in every checkpoint's metadata.
+It also stores the run's fingerprint in every checkpoint's metadata, and
+writes a step's train metrics with its checkpoint
+(`write_metrics_at_checkpoints`, also for Tunix's own trainers).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tunix_bd import compat
 from tunix_bd import fingerprint as fingerprint_lib
 
 
@@ -33,10 +36,48 @@ def _ratio(values: list[np.ndarray]) -> float | None:
   return None if denominator == 0 else float(numerator / denominator)
 
 
+class _CheckpointsWithMetrics:
+  """A trainer's checkpoint manager whose saves write the train metrics the
+  trainer holds for the saved step (`write_metrics_at_checkpoints`)."""
+
+  def __init__(self, manager: Any, trainer: Any):
+    self._manager = manager
+    self._trainer = trainer
+
+  def __getattr__(self, name: str) -> Any:  # `latest_step`, `close`, ...
+    return getattr(self._manager, name)
+
+  def save(self, *args: Any, **kwargs: Any) -> bool:
+    saved = self._manager.save(*args, **kwargs)
+    if saved:
+      compat.write_train_metrics(self._trainer)
+    return saved
+
+
+def write_metrics_at_checkpoints(trainer: Any) -> None:
+  """Makes `trainer` (a Tunix `PeftTrainer`) write a step's train metrics
+  as soon as that step's checkpoint is saved.
+
+  Tunix writes them at the next update step, overlapping the write with
+  that step: a run killed after a checkpoint lost the checkpointed step's
+  rows for good, as its relaunch trains on from the next step. A save has
+  waited for its step already, so writing then costs no overlap. The step
+  after it then writes nothing, as a first step does: its rows, and its
+  `on_train_step_end` hooks, come a step later or with its own checkpoint.
+  """
+  trainer.checkpoint_manager = _CheckpointsWithMetrics(
+      trainer.checkpoint_manager, trainer
+  )
+
+
 class AuxMetricsMixin:
   """Mixed in before a Tunix `PeftTrainer` subclass (see the module doc)."""
 
   _fingerprint: dict[str, Any] | None = None
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    write_metrics_at_checkpoints(self)
 
   def _set_fingerprint(self, fingerprint: Mapping[str, Any] | None) -> None:
     """Stores `fingerprint` (None: nothing) in every checkpoint's metadata."""

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from unittest import mock
 
 from absl.testing import absltest
 from flax import nnx
@@ -23,6 +24,7 @@ from tunix_bd.cli import main
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.training import metrics
+from tunix_bd.training import progress
 from tunix_bd_tests import test_common
 
 
@@ -93,14 +95,26 @@ class ArPretrainTest(absltest.TestCase):
         "ar_pretrain.py:tiny",
         "--config.workdir=resumed",
     )
-    cls.uninterrupted = _tunix_in_process(
-        cls.cwd,
-        "run",
-        "--plugin",
-        "tunix_bd",
-        "ar_pretrain.py:tiny",
-        f"--config.workdir={cls.straight}",
-    )
+    # Also the train losses in its metrics.jsonl as each step starts: what
+    # a kill there would leave.
+    cls.logged = {}
+    start = progress.ProgressLines.on_train_step_start
+
+    def on_train_step_start(hook, train_ctx):
+      cls.logged[train_ctx.train_steps] = sorted(_losses(cls.straight))
+      start(hook, train_ctx)
+
+    with mock.patch.object(
+        progress.ProgressLines, "on_train_step_start", on_train_step_start
+    ):
+      cls.uninterrupted = _tunix_in_process(
+          cls.cwd,
+          "run",
+          "--plugin",
+          "tunix_bd",
+          "ar_pretrain.py:tiny",
+          f"--config.workdir={cls.straight}",
+      )
 
   def test_runs_by_config_name_from_another_directory(self):
     for proc in (self.first, self.second, self.uninterrupted):
@@ -119,6 +133,10 @@ class ArPretrainTest(absltest.TestCase):
     self.assertEqual(sorted(resumed), [1, 2, 3, 4])
     for step in (1, 2, 3, 4):
       self.assertAlmostEqual(resumed[step], straight[step], places=5)
+
+  def test_a_kill_after_a_checkpoint_loses_no_metrics_row(self):
+    # Step 3 starts after step 2's checkpoint (every 2 steps).
+    self.assertEqual(self.logged[2], [1, 2])
 
   def test_resume_says_so_and_keeps_one_metrics_row_per_step(self):
     self.assertIn(

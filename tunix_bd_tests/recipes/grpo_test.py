@@ -14,6 +14,7 @@ import warnings
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import jax
 import ml_collections
 import numpy as np
 from tunix_bd import compat
@@ -26,12 +27,46 @@ from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import learner as learner_lib
 from tunix_bd.rl import wiring
 from tunix_bd.training import metrics
+from tunix_bd.training import progress
 
 _PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(grpo.__file__)))
 
 
 def _in_project(filename: str) -> bool:
   return os.path.abspath(filename).startswith(_PROJECT + os.sep)
+
+
+class _Killed(Exception):
+  """The kill `_killed_after` delivers."""
+
+
+@contextlib.contextmanager
+def _killed_after(step: int):
+  """Kills a run as its trainer starts the step after `step` (whose
+  checkpoint is written by then), as a process killed there would be: its
+  metrics writers, which Tunix registers with `jax.monitoring` and no one
+  closes, go with it."""
+  start = progress.ProgressLines.on_train_step_start
+  register = jax.monitoring.register_scalar_listener
+  listeners = []
+
+  def on_train_step_start(self, train_ctx):
+    if train_ctx.train_steps == step:
+      raise _Killed()
+    start(self, train_ctx)
+
+  def remember(listener):
+    listeners.append(listener)
+    register(listener)
+
+  try:
+    with mock.patch.object(
+        progress.ProgressLines, "on_train_step_start", on_train_step_start
+    ), mock.patch.object(jax.monitoring, "register_scalar_listener", remember):
+      yield
+  finally:
+    for listener in listeners:
+      jax.monitoring.unregister_scalar_listener(listener)
 
 
 def _smoke(workdir: str, **train):
@@ -94,21 +129,39 @@ class GrpoRecipeTest(absltest.TestCase):
     self.assertNotEmpty(parity)
     self.assertLessEqual(max(v for _, v in parity), 1e-5)
 
+    straight = {
+        (r["name"], r["step"]): r["value"]
+        for r in metrics.read_records(workdir)
+    }
     # Killed after step 2, before its checkpoint was written: the relaunch
-    # resumes from step 1, says so, and keeps one metrics row per step.
+    # resumes from step 1; killed right after step 2's checkpoint, the next
+    # resumes from step 2. Each says so, and the metrics hold one row per
+    # metric and step: the uninterrupted run's, then step 3's.
     shutil.rmtree(os.path.join(workdir, "checkpoints", "actor", "2"))
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
+      with _killed_after(2), self.assertRaises(_Killed):
+        grpo.run(smoke(max_steps=3))
       self.assertEqual(grpo.run(smoke(max_steps=3))["steps"], 3)
-    self.assertIn(
-        f"grpo: resumed from step 1 (workdir {workdir})", stdout.getvalue()
-    )
-    rows = collections.Counter(
-        (r["name"], r["step"]) for r in metrics.read_records(workdir)
-    )
+    for step in (1, 2):
+      self.assertIn(
+          f"grpo: resumed from step {step} (workdir {workdir})",
+          stdout.getvalue(),
+      )
+    records = metrics.read_records(workdir)
+    rows = collections.Counter((r["name"], r["step"]) for r in records)
     self.assertEqual({k: n for k, n in rows.items() if n > 1}, {})
-    self.assertIn(("actor/train/loss", 2), rows)
-    self.assertIn(("rewards/train/sum", 1), rows)
+    values = {(r["name"], r["step"]): r["value"] for r in records}
+    self.assertEmpty(set(straight) - set(values))
+    keys = sorted(straight)
+    np.testing.assert_allclose(
+        [values[k] for k in keys],
+        [straight[k] for k in keys],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    actor = lambda step: {n for n, s in rows if s == step and "actor/" in n}
+    self.assertEqual(actor(3), actor(1))
     # A relaunch of a finished run trains no further step.
     self.assertEqual(grpo.run(smoke(max_steps=3))["steps"], 3)
 

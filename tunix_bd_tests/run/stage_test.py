@@ -6,12 +6,18 @@ import contextlib
 import errno
 import io
 import os
+import resource
+import signal
 import tempfile
 from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
 from benchmarks import plugin as benchmarks_plugin
+from flax import nnx
+import ml_collections
+import orbax.checkpoint as ocp
+from tunix.sft import checkpoint_manager
 from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
@@ -366,6 +372,59 @@ class ConvertedModelTest(absltest.TestCase):
       with open(os.path.join(exported, name), "rb") as a:
         with open(os.path.join(by_hand, name), "rb") as b:
           self.assertEqual(a.read(), b.read(), name)
+
+
+@contextlib.contextmanager
+def _file_size_limit(size: int):
+  """Writes past `size` bytes fail with EFBIG (`ulimit -f`), as a full disk
+  fails with ENOSPC, in this process's threads (TensorStore's too)."""
+  handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # Else it kills.
+  soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+  try:
+    yield
+  finally:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    signal.signal(signal.SIGXFSZ, handler)
+
+
+class LaunchTest(absltest.TestCase):
+
+  def test_a_checkpoint_save_out_of_space_is_one_line_naming_its_directory(
+      self,
+  ):
+    config = ml_collections.ConfigDict(
+        {"workdir": self.create_tempdir().full_path}
+    )
+    directory = os.path.join(config.workdir, "checkpoints")
+    # As a trainer on CPU saves: Tunix's manager, in the foreground.
+    manager = checkpoint_manager.CheckpointManager(
+        directory,
+        ocp.CheckpointManagerOptions(enable_async_checkpointing=False),
+    )
+    model = nnx.Linear(256, 256, rngs=nnx.Rngs(0))  # 256 KiB of weights.
+
+    @stage_lib.launch
+    def run(unused_config):
+      with _file_size_limit(64 * 1024):
+        manager.save(1, model)
+
+    with self.assertRaisesRegex(
+        ValueError,
+        rf"^saving a checkpoint in '{directory}' failed: File too large; free"
+        " space there, then a relaunch with the same workdir resumes from"
+        r" the last complete checkpoint\.$",
+    ) as caught:
+      run(config)
+    # Orbax's own error, TensorStore's.
+    self.assertIn("os_error_code", str(caught.exception.__cause__))
+
+    @stage_lib.launch
+    def write_metrics(unused_config):
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "metrics.jsonl")
+
+    with self.assertRaises(OSError):  # Not a checkpoint: as it is.
+      write_metrics(config)
 
 
 class TimeBudgetTest(absltest.TestCase):

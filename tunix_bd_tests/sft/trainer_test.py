@@ -6,7 +6,8 @@ A tiny Qwen3 trains on the embedded task through Tunix's `PeftTrainer` loop
 with gradient accumulation, held-out evaluation and orbax checkpoints; and
 as the `sft` recipe builds it (`training.options`), where the step must
 consume (donate) the weights and the optimizer state it is given, also right
-after a checkpoint, and compute exactly what Tunix's own step computes.
+after a checkpoint, and compute exactly what Tunix's own step computes; a
+checkpoint writes its step's train metrics.
 """
 
 import contextlib
@@ -217,16 +218,24 @@ class _TunixStep(trainer_lib.DiffusionSftTrainer):
 
 
 class _Arrays(compat.TrainingHooks):
-  """Records the weight and optimizer arrays each train step is given."""
+  """Records the weight and optimizer arrays each train step is given, and
+  the train losses logged by then."""
 
   def __init__(self):
     self.given = []
+    self.logged = []
 
   def on_train_step_start(self, train_ctx):
     state = nnx.state(train_ctx.optimizer, nnx.optimizer.OptState)
     self.given.append(
         jax.tree.leaves(nnx.state(train_ctx.model, nnx.Param))
         + [x for x in jax.tree.leaves(state) if x.ndim]
+    )
+    logger, prefix = train_ctx.metrics_logger, train_ctx.metrics_prefix
+    self.logged.append(
+        len(logger.get_metric_history(prefix, "loss", "train"))
+        if logger.metric_exists(prefix, "loss", "train")
+        else 0
     )
 
   def on_train_start(self, train_ctx):
@@ -307,6 +316,10 @@ class DonatingStepTest(absltest.TestCase):
     for step, given in enumerate(arrays.given):
       kept = [x.shape for x in given if not x.is_deleted()]
       self.assertEqual(kept, [], f"step {step + 1} kept arrays {kept}")
+
+  def test_a_checkpointed_step_s_metrics_are_written_before_the_next(self):
+    # Step 2 starts after step 1's checkpoint: a kill there loses no row.
+    self.assertEqual(self.arrays.logged, [0, 1])
 
   def test_evaluating_copies_no_weight(self):
     trainer = _trainer(self.create_tempdir().full_path)
