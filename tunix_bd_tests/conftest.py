@@ -33,6 +33,7 @@ import shutil
 import tempfile
 
 from absl import flags
+import pytest
 from tunix_bd.run import host_memory  # Starts no JAX backend.
 
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -58,3 +59,59 @@ for _name, _value in _FAST_COMPILE_FLAGS:
   host_memory.add_xla_flag(_name, _value)
 if not flags.FLAGS.is_parsed():
   flags.FLAGS.mark_as_parsed()
+
+
+# Test tiers: markers registered in pyproject.toml (`--strict-markers`),
+# given here by node id so the suites stay plain absltest. The README's test
+# command runs the default tier, `-m "not slow"`; CI runs every tier.
+# `slow`: end-to-end runs (recipes, benchmarks, the 8-device subprocess),
+# each class over about 15 s on 2 cores; `subprocess`: tests that start
+# Python interpreters; `benchmarks`: tests of the repository's benchmarks.
+_TIERS = {
+    "slow": (
+        "multi_device_test.py",
+        "pathways_test.py",
+        "benchmarks/bench_rl_test.py::SmokeTest",
+        "benchmarks/fixed_schedule_test.py::RandomWorkloadTest",
+        "core/external_logits_test.py::DecodeAndReplayTest",
+        "core/replay_test.py::BfloatReplayTest",
+        "core/replay_test.py::ChunkedReplayTest",
+        "core/rng_test.py::DecodeTest",
+        "core/rng_test.py::InitTest",
+        "models/bd_formats_test.py::RecipeTest",
+        "recipes/ar_pretrain_test.py::ArPretrainTest",
+        "recipes/grpo_test.py::GrpoRecipeTest",
+        "recipes/opd_test.py::OpdRecipeTest",
+        "recipes/quickstart_test.py::QuickstartTest",
+        "recipes/quickstart_test.py::RealisticTwinTest",
+        "recipes/sft_test.py::SftRecipeTest",
+        "rl/learner_test.py::EndToEndTest",
+        "rl/learner_test.py::ResumeTest",
+        "rl/rollout_test.py::SharedWeightsTest",
+        "rl/rollout_test.py::TraceTest",
+    ),
+    "subprocess": (
+        "multi_device_test.py",
+        "pathways_test.py",
+        "api_test.py::ApiTest::test_importing_it_loads_no_rl_code",
+        "cli/cli_test.py::CliTest::test_subprocess_",
+        "cli/cli_test.py::CliTest::test_the_console_script_",
+        "models/checkpoint_digest_test.py::ExportDigestTest::test_command_line",
+        "models/checkpoint_digest_test.py::ExportDigestTest::test_needs_no",
+        "recipes/quickstart_test.py::QuickstartTest::test_readme_",
+        "run/host_memory_test.py::ReturnFreedBuffersTest",
+        "sft/tunix_diffusion_test.py::ReadmeTest",
+    ),
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+  """Marks each test with its tiers, before `-m` selects by them."""
+  for item in items:
+    node = item.nodeid.removeprefix("tunix_bd_tests/")
+    if node.startswith("benchmarks/"):
+      item.add_marker("benchmarks")
+    for marker, prefixes in _TIERS.items():
+      if node.startswith(prefixes):
+        item.add_marker(marker)

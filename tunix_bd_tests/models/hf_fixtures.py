@@ -179,7 +179,8 @@ def _sft(source: str, workdir: str, lora_rank: int) -> tuple[str, Any]:
   config.model.checkpoint = source
   config.workdir = workdir
   config.lora.rank = lora_rank
-  config.data.update(num_train=8, num_eval=8)
+  # Unpacked: eight short rows each way, whatever the fixture's tokenizer.
+  config.data.update(num_train=8, num_eval=8, packing=False)
   config.eval.batch_size = 8
   config.train.update(
       max_steps=2, eval_every_n_steps=100, checkpoint_every_n_steps=100
