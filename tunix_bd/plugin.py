@@ -33,7 +33,15 @@ PLUGIN = plugin_api.Plugin(
     # What `--dry_run` checks: every section's values, as the recipe does.
     validators={
         name: "tunix_bd.recipes:check_values"
-        for name in ("ar_pretrain", "sft", "opd", "grpo", "generate")
+        for name in (
+            "ar_pretrain",
+            "sft",
+            "opd",
+            "grpo",
+            "generate",
+            "quickstart",
+            "compare",
+        )
     },
     registers={
         "loss hooks": [

@@ -102,6 +102,15 @@ class ConfigsTest(parameterized.TestCase):
     source = (owner.config_dir / f"{name}.py").read_text()
     self.assertIn(f"{launch} {name}.py", source)
 
+  @parameterized.parameters(
+      *(n for n in _CONFIG_NAMES if _PLUGINS[n][0] is plugin.PLUGIN)
+  )
+  def test_dry_run_checks_every_recipe_s_default_and_tiny(self, name):
+    for variant in (None, "tiny"):
+      config = _load(name, variant)
+      self.assertIn(config.recipe, plugin.PLUGIN.validators, name)
+      recipes.check_values(config)
+
   def test_dry_run_validators_check_values_as_the_recipes_do(self):
     for owner in (plugin.PLUGIN, benchmarks_plugin.PLUGIN):
       for recipe, target in owner.validators.items():

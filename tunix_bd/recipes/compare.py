@@ -37,12 +37,25 @@ class CompareConfig:
   )
 
 
+def validate(
+    config: ml_collections.ConfigDict,
+) -> stage_lib.Stage[CompareConfig]:
+  """Fails closed on settings that cannot work, before any compute: the
+  sections (values, then the directories) and the comparison's keys
+  (`latency_prompts` against a prompt file's rows once they are read)."""
+  stage = stage_lib.Stage(config, CompareConfig)
+  data = stage.settings.data
+  comparison_report.Settings.from_config(
+      config, config.latency_prompts if data.prompts else data.num_prompts
+  )
+  return stage
+
+
 @stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Decodes the prompts with both models and writes the report."""
   start = time.monotonic()
-  # The values first, then the directories.
-  stage = stage_lib.Stage(config, CompareConfig)
+  stage = validate(config)
   model, data = stage.settings.model, stage.settings.data
   models = pair.open_models(
       model.ar,

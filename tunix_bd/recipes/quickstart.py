@@ -36,24 +36,33 @@ def _stage_config(config: ml_collections.ConfigDict, name: str):
   return stage
 
 
-def _validate(config: ml_collections.ConfigDict) -> None:
-  workdir_lib.check(config.workdir)
+def validate(config: ml_collections.ConfigDict):
+  """Fails closed on settings that cannot work, before any compute: this
+  run's keys, then each stage's config; returns the stages' configs.
+
+  The SFT stage's values alone: its checkpoint is the AR stage's export,
+  which does not exist yet.
+  """
   config_utils.check_int("num_prompts", config.num_prompts, 1)
   tasks_lib.check_names(config.tasks, "tasks")  # Of every stage.
   comparison_report.Settings.from_config(config, config.num_prompts)
+  ar_config = _stage_config(config, "ar_pretrain")
+  sft_config = _stage_config(config, "sft")
+  sft_config.model.checkpoint = os.path.join(ar_config.workdir, "export")
+  ar_pretrain.validate(ar_config)
+  with stage_lib.values_only():
+    sft.validate(sft_config)
+  return ar_config, sft_config
 
 
 @stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the three stages and writes the report; returns its rows."""
-  _validate(config)
+  workdir_lib.check(config.workdir)
+  ar_config, sft_config = validate(config)
   start = time.monotonic()
   workdir = config.workdir
-  ar_config = _stage_config(config, "ar_pretrain")
-  ar_dir = os.path.join(ar_config.workdir, "export")
-  sft_config = _stage_config(config, "sft")
-  sft_config.model.checkpoint = ar_dir
-  ar_pretrain.validate(ar_config)
+  ar_dir = sft_config.model.checkpoint
   workdir_lib.check(sft_config.workdir)
   held = workdir_lib.lock(workdir)  # Each stage holds its own workdir too.
 

@@ -52,7 +52,7 @@ class QuickstartTasksTest(absltest.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"^tasks has unknown task\(s\) \['nope'\]; "
     ):
-      quickstart._validate(config)
+      quickstart.validate(config)
     self.assertFalse(os.path.exists(config.workdir))
     config.tasks = ("count",)
     for name in ("ar_pretrain", "sft"):
