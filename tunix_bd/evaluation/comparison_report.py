@@ -224,6 +224,16 @@ def evaluate(
     throughput = speed.measure(
         decoders, inputs, batch_size=batch_size, repeats=repeats
     )
+    # What the run has measured so far, in the log: a run cut short in a
+    # later pass still shows every method's accuracy and both speeds.
+    for method, timing in throughput.items():
+      say(
+          f"{method}: {_score(records, timing, final=True):.1%} final"
+          f" answer, {timing.tokens_per_forward:.2f} tokens per forward,"
+          f" {1e3 * latency[method].seconds_per_row:.2f} ms per prompt at"
+          f" batch 1, {timing.tokens_per_s:.0f} tokens/s at batch"
+          f" {batch_size}"
+      )
     at_batch = {}
     for size in settings.extra_batch_sizes:
       say(
@@ -236,7 +246,6 @@ def evaluate(
     say("done")
     num_params = {"ar": _num_params(ar_model), "bd": _num_params(bd_model)}
   answers = [r["answer"] for r in records]
-  tasks = [r["task"] for r in records]
   ar_latency = latency[comparison.AR_SAMPLER].seconds_per_row
   ar_rate = throughput[comparison.AR_SAMPLER].tokens_per_s
   thresholds_of = {
@@ -249,9 +258,7 @@ def evaluate(
   )
   rows = []
   for method, timing in throughput.items():
-    score = lambda final: scoring.score_by_task(
-        tasks, timing.texts, answers, final=final
-    )["all"]
+    score = lambda final: _score(records, timing, final=final)
     fast = latency[method]
     tokens = float(timing.num_tokens.sum())
     rows.append({
@@ -282,6 +289,19 @@ def evaluate(
         ],
     })
   return rows
+
+
+def _score(
+    records: Sequence[Mapping[str, Any]], timing: speed.Timing, *, final: bool
+) -> float:
+  """A method's accuracy over all records: on the whole answer, or `final`
+  on its result line (`scoring.final_answer`)."""
+  return scoring.score_by_task(
+      [r["task"] for r in records],
+      timing.texts,
+      [r["answer"] for r in records],
+      final=final,
+  )["all"]
 
 
 def _num_params(model: Any) -> int:

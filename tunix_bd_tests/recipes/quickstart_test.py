@@ -102,6 +102,15 @@ class RealisticTwinTest(absltest.TestCase):
     self.assertIn("8 eval prompts of trace", text)
     self.assertIn("Accuracy under parallelism (final answer", text)
     self.assertRegex(text, r"Batch 2: [0-9]+ tokens/s")
+    # Each method's figures reach the log as soon as they are measured,
+    # before the extra batch sizes' pass.
+    measured = text.index("  BD threshold 0.9: ")
+    self.assertRegex(
+        text[measured:],
+        r"^  BD threshold 0\.9: [0-9.]+% final answer, [0-9.]+ tokens per"
+        r" forward, [0-9.]+ ms per prompt at batch 1, [0-9]+ tokens/s at"
+        r" batch 4 \([0-9]+ s\)\n  batch 2: ",
+    )
 
 
 class QuickstartTest(absltest.TestCase):
