@@ -115,3 +115,38 @@ def pytest_collection_modifyitems(items):
     for marker, prefixes in _TIERS.items():
       if node.startswith(prefixes):
         item.add_marker(marker)
+
+
+# Tunix's `MetricsLogger` registers each backend's `log_scalar` with
+# jax.monitoring and never unregisters it. A test's trainer left open keeps
+# a TensorBoard writer whose thread dies with the test's temporary
+# directory; any later `record_scalar` in the process (Orbax's, at every
+# checkpoint save) then blocks on that writer's full queue. So the
+# listeners registered during a test class go when the class ends.
+# Imported here, after the environment above, which JAX reads at import.
+import jax.monitoring  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+_LISTENERS = []
+_register_scalar_listener = jax.monitoring.register_scalar_listener
+
+
+def _remembered(listener):
+  _LISTENERS.append(listener)
+  _register_scalar_listener(listener)
+
+
+jax.monitoring.register_scalar_listener = _remembered
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+  """At a class's (or module's) last test, its listeners are unregistered."""
+  if nextitem is not None and getattr(nextitem, "cls", None) is getattr(
+      item, "cls", None
+  ):
+    return
+  while _LISTENERS:
+    try:
+      jax.monitoring.unregister_scalar_listener(_LISTENERS.pop())
+    except (AssertionError, ValueError):  # A test unregistered it itself.
+      pass
