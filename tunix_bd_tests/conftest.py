@@ -121,12 +121,13 @@ def pytest_collection_modifyitems(items):
 # jax.monitoring and never unregisters it. A test's trainer left open keeps
 # a TensorBoard writer whose thread dies with the test's temporary
 # directory; any later `record_scalar` in the process (Orbax's, at every
-# checkpoint save) then blocks on that writer's full queue. So the
-# listeners registered during a test class go when the class ends.
+# checkpoint save) then blocks on that writer's full queue. So listeners
+# registered by a test's body go when the test ends, and those of its
+# class's setup (`setUpClass`, `setUp`) when the class ends.
 # Imported here, after the environment above, which JAX reads at import.
 import jax.monitoring  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
-_LISTENERS = []
+_LISTENERS = []  # Registered in setup phases, until their class ends.
 _register_scalar_listener = jax.monitoring.register_scalar_listener
 
 
@@ -138,15 +139,30 @@ def _remembered(listener):
 jax.monitoring.register_scalar_listener = _remembered
 
 
+def _unregister(listeners):
+  while listeners:
+    try:
+      jax.monitoring.unregister_scalar_listener(listeners.pop())
+    except (AssertionError, ValueError):  # A test unregistered it itself.
+      pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  """The listeners the test's body registers go when it returns."""
+  del item
+  start = len(_LISTENERS)
+  yield
+  body = _LISTENERS[start:]
+  del _LISTENERS[start:]
+  _unregister(body)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-  """At a class's (or module's) last test, its listeners are unregistered."""
+  """At a class's (or module's) last test, its setup's listeners go."""
   if nextitem is not None and getattr(nextitem, "cls", None) is getattr(
       item, "cls", None
   ):
     return
-  while _LISTENERS:
-    try:
-      jax.monitoring.unregister_scalar_listener(_LISTENERS.pop())
-    except (AssertionError, ValueError):  # A test unregistered it itself.
-      pass
+  _unregister(_LISTENERS)
