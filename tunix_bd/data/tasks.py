@@ -126,7 +126,7 @@ def _trace(rng, min_len, max_len) -> tuple[str, str]:
   inputs = [int(rng.integers(10, 100)) for _ in range(TRACE_INPUTS)]
   program = [f"{names[i]}={v}" for i, v in enumerate(inputs)]
   lines = []
-  last, value = int(rng.integers(TRACE_INPUTS)), 0
+  last = int(rng.integers(TRACE_INPUTS))
   value = inputs[last]
   for i in range(TRACE_INPUTS, TRACE_INPUTS + steps):
     k = int(rng.integers(TRACE_INPUTS))
