@@ -446,7 +446,7 @@ class ReplayTest(parameterized.TestCase):
 
 
 class BfloatReplayTest(absltest.TestCase):
-  """Replay parity (RL invariant 1) under `model.dtype=bfloat16`."""
+  """Replay parity (docs/design.md invariant 6) under `model.dtype=bfloat16`."""
 
   def test_a_bfloat16_rollout_replays_within_bfloat16_rounding(self):
     # bf16 keeps 8 significant bits. The rollout's cached block forwards

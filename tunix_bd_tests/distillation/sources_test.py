@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The student-rollout source: stop weights, corruption, prompts, determinism.
 
-docs/design.md "OPD invariants" 16 (stop weights), 20 (corrupted
-canvases) and the source half of 24 (rollouts are a function of (seed,
-step)), plus the multi-turn rule and the bad inputs that must fail before
+docs/design.md "OPD invariants" 13 (stop weights), 17 (corrupted
+canvases) and docs/design.md invariant 7 (resume: rollouts are a function
+of (seed, step)), plus the multi-turn rule and the bad inputs that must fail before
 any compute.
 """
 

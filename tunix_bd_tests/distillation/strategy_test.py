@@ -3,9 +3,9 @@
 """The OPD loss against brute force, on real rollouts of tiny Qwen3 models.
 
 docs/design.md "OPD invariants": KL properties and the NumPy brute force
-(18), trace canvases equal a single-canvas forward on each slot's commit
-canvas (19), generation is stop-gradient (17), weights other than the
-source's are refused before the teacher runs (16), and same-position
+(15), trace canvases equal a single-canvas forward on each slot's commit
+canvas (16), generation is stop-gradient (14), weights other than the
+source's are refused before the teacher runs (13), and same-position
 alignment refuses weighted clean targets.
 """
 

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """`OpdTrainer` through Tunix's real `DistillationTrainer` loop.
 
-docs/design.md "OPD invariants": field dropping (23), gradient
-accumulation 2 equals 1 on the same rollouts (21), and resume equals
-uninterrupted (24), on tiny real Qwen3 students and teachers.
+docs/design.md "OPD invariants": field dropping (20), gradient
+accumulation 2 equals 1 on the same rollouts (18), and resume equals
+uninterrupted (docs/design.md invariant 7), on tiny real Qwen3 students
+and teachers.
 """
 
 import os

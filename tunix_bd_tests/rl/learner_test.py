@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """GRPO through Tunix's loop on diffusion traces.
 
-docs/design.md "RL invariants" 4 (first micro-batch on-policy), 6
-(reference replay: KL 0 at equal weights, > 0 after an update), 10 (no
-sync on one mesh), 12 (an end-to-end smoke: finite losses, ratio 1,
-clip fraction 0, checkpoint with the fingerprint), 13 (the replay-parity
-metric) and 14 (resumed == uninterrupted), plus the learner's fail-closed
-checks.
+docs/design.md "RL invariants" 3 (first micro-batch on-policy), 5
+(reference replay: KL 0 at equal weights, > 0 after an update), 8 (no
+sync on one mesh), 10 (an end-to-end smoke: finite losses, ratio 1,
+clip fraction 0, checkpoint with the fingerprint), 11 (the replay-parity
+metric) and docs/design.md invariant 7 (resumed == uninterrupted), plus
+the learner's fail-closed checks.
 """
 
 import copy

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.rl.policy_loss (docs/design.md "RL invariants" 2-6).
+"""Tests for tunix_bd.rl.policy_loss (docs/design.md "RL invariants" 1-5).
 
 `grpo_objective` is pinned to Tunix's own `algo_core.grpo_loss_fn` on a
 logit-table model, whose logits do not depend on the tokens, so Tunix's AR

@@ -10,7 +10,7 @@ rollouts asynchronously; also when the actor's leaves are split otherwise
 than the rollout's (norms split over `fsdp`, as the GRPO recipe's train
 step returns them, or a rollout mesh of other axis sizes). One shared
 device: the rollout decodes with the actor's own weights, so Tunix never
-syncs it (docs/design.md "RL invariants" 10 and 11).
+syncs it (docs/design.md "RL invariants" 8 and 9).
 And GRPO with the actor on a 2 x 2 `(fsdp, tp)` mesh samples, scores and
 updates as on one device.
 """

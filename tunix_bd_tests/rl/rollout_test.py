@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The diffusion rollout inside Tunix's `RLCluster`.
 
-docs/design.md "RL invariants" 1 (replay parity, early-stopped rows
-included), 2 (stop handling), 7 (RNG by step and mode, eval isolated), 8
-(batch invariance through the rollout), 9 (fail closed) and 10 (on one
-mesh, the actor's live weights) on a tiny Qwen3.
+docs/design.md invariants 6 (replay parity, early-stopped rows
+included) and 5 (batch invariance through the rollout), and "RL
+invariants" 1 (stop handling), 6 (RNG by step and mode, eval isolated), 7
+(fail closed) and 8 (on one mesh, the actor's live weights) on a tiny Qwen3.
 """
 
 import collections
