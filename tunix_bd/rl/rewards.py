@@ -168,17 +168,14 @@ def reward_fns(settings: Any) -> list[RewardFn]:
   functions follow, each checked on every call. Names must differ: Tunix
   logs each function's reward by name.
   """
-  fns = []
-  if settings.exact:
-    fns.append(
-        _against_answer("exact_match", scoring.exact_match, settings.exact)
-    )
-  if settings.partial:
-    fns.append(
-        _against_answer(
-            "partial_credit", scoring.char_accuracy, settings.partial
-        )
-    )
+  fns = [
+      _against_answer(name, score, weight)
+      for name, score, weight in (
+          ("exact_match", scoring.exact_match, settings.exact),
+          ("partial_credit", scoring.char_accuracy, settings.partial),
+      )
+      if weight
+  ]
   if settings.speed_weight:
     fns.append(
         _speed(settings.speed_weight, settings.speed_cap, settings.speed_gate)
