@@ -120,13 +120,9 @@ def grpo_objective(
   mask = train_example.completion_mask
   per_token_logps = jnp.astype(per_token_logps, jnp.float32)
   advantages = jnp.astype(train_example.advantages, jnp.float32)
-  if train_example.old_per_token_logps is None:
-    old_per_token_logps = jax.lax.stop_gradient(per_token_logps)
-  else:
-    old_per_token_logps = jnp.astype(
-        train_example.old_per_token_logps, jnp.float32
-    )
-  log_ratio = per_token_logps - old_per_token_logps
+  old = train_example.old_per_token_logps
+  old = jax.lax.stop_gradient(per_token_logps) if old is None else old
+  log_ratio = per_token_logps - jnp.astype(old, jnp.float32)
   # Recorded before clipping, as Tunix does.
   ppo_kl = _masked_mean(-log_ratio, mask)
   log_ratio = jnp.clip(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
