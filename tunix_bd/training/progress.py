@@ -101,15 +101,12 @@ class ProgressLines(compat.TrainingHooks):
 
   def on_eval_step_end(self, train_ctx: Any, eval_loss: Any):
     del eval_loss  # A sum over eval batches; the logger holds the mean.
-    self._eval = {}
-    for name in ("loss", "masked_accuracy"):
-      if train_ctx.metrics_logger.metric_exists(
-          train_ctx.metrics_prefix, name, "eval"
-      ):
-        history = train_ctx.metrics_logger.get_metric_history(
-            train_ctx.metrics_prefix, name, "eval"
-        )
-        self._eval[name] = float(history[-1])
+    logger, prefix = train_ctx.metrics_logger, train_ctx.metrics_prefix
+    self._eval = {
+        name: float(logger.get_metric_history(prefix, name, "eval")[-1])
+        for name in ("loss", "masked_accuracy")
+        if logger.metric_exists(prefix, name, "eval")
+    }
 
   def on_train_step_end(self, train_ctx: Any, train_step: int, train_loss):
     if not self._enabled or train_step is None:
@@ -117,12 +114,10 @@ class ProgressLines(compat.TrainingHooks):
     now = self._clock()
     max_steps = train_ctx.config.max_steps
     is_last = max_steps is not None and train_step >= max_steps
-    if self._first is not None and not (
-        is_last or now - self._last_line >= self._every_s
-    ):
-      return
     if self._first is None:
       self._first = (train_step, now)
+    elif not is_last and now - self._last_line < self._every_s:
+      return
     self._last_line = now
     self._ctx = train_ctx
     text = self.line(train_step, max_steps, train_loss, now)
