@@ -62,9 +62,12 @@ def _format(metric: str, value: float, *, change: bool = False) -> str:
   return f"{100 * value:+.1f} pts" if change else f"{value:.1%}"
 
 
-def _se(metric: str, row: dict[str, Any], key: str = "change_se") -> str:
-  value = row[key]
-  return f"{value:.2f}" if metric.startswith("tokens") else f"{100 * value:.1f}"
+def _change(metric: str, row: dict[str, Any], prefix: str = "") -> str:
+  """`change ± paired SE` of a held-out row (`prefix` "continued_sft_": the
+  continued-SFT model's)."""
+  se = row[prefix + "change_se"]
+  se = f"{se:.2f}" if metric.startswith("tokens") else f"{100 * se:.1f}"
+  return f"{_format(metric, row[prefix + 'change'], change=True)} ± {se}"
 
 
 _AFTER, _SFT = "#1f77b4", "#ff7f0e"
@@ -245,16 +248,12 @@ def write_report(
   lines += ["", header]
   for r in rows:
     m = r["metric"]
-    change = f"{_format(m, r['change'], change=True)} ± {_se(m, r)}"
     line = (
         f"{metric_label(r):<{width}}{_format(m, r['before']):>9}"
-        f"{_format(m, r['after']):>9}{change:>24}"
+        f"{_format(m, r['after']):>9}{_change(m, r):>24}"
     )
     if "continued_sft" in r:
-      sft_change = (
-          f"{_format(m, r['continued_sft_change'], change=True)} ±"
-          f" {_se(m, r, 'continued_sft_change_se')}"
-      )
+      sft_change = _change(m, r, "continued_sft_")
       line += f"{_format(m, r['continued_sft']):>11}{sft_change:>24}"
     lines.append(line)
   text = "\n".join(lines)
