@@ -119,17 +119,9 @@ PRIVATE_SURFACE = {
 }
 
 # sha256 of each owner's `inspect.getsource` (16 hex digits) per supported
-# Tunix. A new digest is a decision: re-read the owner, port what changed.
-_MAIN_SURFACE_SHA256 = {
-    "PeftTrainer": "2c0650ba64a7dfd9",
-    "RLLearner": "cbab907d94af13e9",
-    "RLCluster": "3df07294ca137fd2",  # `RLEngine`, aliased `RLCluster`.
-    "BaseStrategy": "f814c1305908be59",
-    "GRPOLearner._generate_and_compute_advantage": "a0acb61efdb36d0b",
-    "peft_trainer._default_loss_fn": "3323f0d1d953da36",
-    "progress_bar._is_in_ipython": "f5ebc8ff01a23052",
-    "qwen2_params._get_key_and_transform_mapping": "7ac3e3950bf65bd3",
-}
+# Tunix: 0.1.7 and CI's Tunix main with the diffusion SFT adapter (#1891,
+# which touches none of these). A new digest is a decision: re-read the
+# owner, port what changed.
 PRIVATE_SURFACE_SHA256 = {
     "0.1.7": {
         "PeftTrainer": "1b5d9c4879e1b5ff",
@@ -141,10 +133,16 @@ PRIVATE_SURFACE_SHA256 = {
         "progress_bar._is_in_ipython": "f5ebc8ff01a23052",
         "qwen2_params._get_key_and_transform_mapping": "7ac3e3950bf65bd3",
     },
-    # Tunix main, and main with the diffusion SFT adapter (#1891), which
-    # touches none of these.
-    "0.1.8.dev20260821": _MAIN_SURFACE_SHA256,
-    "0.1.8.dev20260822": _MAIN_SURFACE_SHA256,
+    "0.1.8.dev20260822": {
+        "PeftTrainer": "2c0650ba64a7dfd9",
+        "RLLearner": "cbab907d94af13e9",
+        "RLCluster": "3df07294ca137fd2",  # `RLEngine`, aliased `RLCluster`.
+        "BaseStrategy": "f814c1305908be59",
+        "GRPOLearner._generate_and_compute_advantage": "a0acb61efdb36d0b",
+        "peft_trainer._default_loss_fn": "3323f0d1d953da36",
+        "progress_bar._is_in_ipython": "f5ebc8ff01a23052",
+        "qwen2_params._get_key_and_transform_mapping": "7ac3e3950bf65bd3",
+    },
 }
 
 
