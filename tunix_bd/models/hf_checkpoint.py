@@ -65,10 +65,8 @@ def expected_shapes(config: Any, llama=False) -> dict[str, tuple[int, ...]]:
   qwen2 = families.family(config) == "qwen2"
   biases = qwen2 and not llama
   d, v, f = config.embed_dim, config.vocab_size, config.hidden_dim
-  q, kv = (
-      config.num_heads * config.head_dim,
-      config.num_kv_heads * config.head_dim,
-  )
+  q = config.num_heads * config.head_dim
+  kv = config.num_kv_heads * config.head_dim
   shapes = {"model.embed_tokens.weight": (v, d)}
   for i in range(config.num_layers):
     p = f"model.layers.{i}."
@@ -246,8 +244,7 @@ def load(
       config, remat_config=families.remat_config(config, remat)
   )
   llama = raw.get("model_type") == hf_config.LLAMA
-  mixed_dtypes = _check_weights(checkpoint_dir, config, llama)
-  mode = "original" if mixed_dtypes else "auto"
+  mode = "original" if _check_weights(checkpoint_dir, config, llama) else "auto"
   options = dict(mesh=mesh, dtype=config.param_dtype, mode=mode)
   if not llama:
     loader = _TUNIX_LOADERS[families.family(config)]
