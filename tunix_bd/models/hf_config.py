@@ -185,10 +185,9 @@ def attention_fields(
           f" num_attention_heads = {head_dim} differs from Hugging Face's"
           f" default of {default_head_dim}; write head_dim explicitly."
       )
-  if hf_config.get("num_key_value_heads") is None:
-    # An explicit null means "same as num_attention_heads" in transformers.
-    if "num_key_value_heads" not in hf_config:
-      required_field(hf_config, "num_key_value_heads")
+  # An explicit null means "same as num_attention_heads" in transformers; a
+  # missing field is refused (`positive_int`).
+  if hf_config.get("num_key_value_heads", 0) is None:
     num_kv_heads = num_heads
   else:
     num_kv_heads = positive_int(hf_config, "num_key_value_heads")
