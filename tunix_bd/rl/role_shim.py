@@ -195,9 +195,7 @@ def _shardings(state: nnx.State, mesh: Mesh):
   memory_kind = mesh.devices.flat[0].default_memory().kind
   return jax.tree.map(
       lambda spec: NamedSharding(
-          mesh,
-          spec if spec is not None else PartitionSpec(),
-          memory_kind=memory_kind,
+          mesh, spec or PartitionSpec(), memory_kind=memory_kind
       ),
       nnx.get_partition_spec(state),
   )
