@@ -15,6 +15,7 @@ nothing: `sft.batching` validates first.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import sys
 import threading
 from typing import Any, Callable
@@ -89,26 +90,20 @@ class _ComputeOnce:
 
   def __call__(self, key: int) -> Any:
     with self._lock:
-      entry = self._entries.get(key)
-      owner = entry is None
+      future = self._entries.get(key)
+      owner = future is None
       if owner:
-        entry = {"ready": threading.Event(), "value": None, "error": None}
-        self._entries[key] = entry
+        future = self._entries[key] = concurrent.futures.Future()
         while len(self._entries) > self._max_entries:
           self._entries.popitem(last=False)
     if owner:
       try:
-        entry["value"] = self._compute(key)
+        future.set_result(self._compute(key))
       except Exception as e:  # pylint: disable=broad-exception-caught
-        entry["error"] = e
-        with self._lock:
+        with self._lock:  # Not cached: the next request computes again.
           self._entries.pop(key, None)
-      entry["ready"].set()
-    else:
-      entry["ready"].wait()
-    if entry["error"] is not None:
-      raise entry["error"]
-    return entry["value"]
+        future.set_exception(e)
+    return future.result()  # Waits for the owner; raises its error.
 
 
 class MicroBatches(grain.sources.RandomAccessDataSource):
