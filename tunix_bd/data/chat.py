@@ -115,13 +115,13 @@ def validate_messages(messages: Messages, where: str = "conversation") -> None:
 def render(
     tokenizer: transformers.PreTrainedTokenizerBase,
     messages: Messages,
+    options: ChatOptions,
     *,
-    add_generation_prompt: bool,
-    tokenize: bool,
-    options: ChatOptions = ChatOptions(),
+    add_generation_prompt: bool = True,
+    tokenize: bool = False,
 ) -> str | tuple[int, ...]:
   """Renders `messages` with the chat template and `options`' switches: the
-  text, or its token ids if `tokenize`."""
+  text, or its token ids if `tokenize`; by default a generation prompt."""
   out = tokenizer.apply_chat_template(
       list(messages),
       add_generation_prompt=add_generation_prompt,
@@ -141,13 +141,7 @@ def prompt_text(
     options: ChatOptions = ChatOptions(),
 ) -> str:
   """Renders `messages` (without the answer) as generation prompt text."""
-  return render(
-      tokenizer,
-      messages,
-      add_generation_prompt=True,
-      tokenize=False,
-      options=options,
-  )
+  return render(tokenizer, messages, options)
 
 
 def encode_prompt(
@@ -161,13 +155,7 @@ def encode_prompt(
   Fails closed, naming `where`, on characters the tokenizer loses (drops,
   or reads as its unknown token): those its ids do not decode back to.
   """
-  ids = render(
-      tokenizer,
-      messages,
-      add_generation_prompt=True,
-      tokenize=True,
-      options=options,
-  )
+  ids = render(tokenizer, messages, options, tokenize=True)
   text = prompt_text(tokenizer, messages, options)
   backend = getattr(tokenizer, "backend_tokenizer", None)  # A fast one's.
   normalizer = getattr(backend, "normalizer", None)
@@ -227,13 +215,7 @@ def encode_conversation(
         "unknown character becomes the unk token); remove them."
     )
   prompt = prompt_text(tokenizer, messages[:-1], options)
-  full = render(
-      tokenizer,
-      messages,
-      add_generation_prompt=False,
-      tokenize=False,
-      options=options,
-  )
+  full = render(tokenizer, messages, options, add_generation_prompt=False)
   if not full.startswith(prompt):
     raise ValueError(
         f"{where}: the chat template renders the turns before the final "
