@@ -87,11 +87,12 @@ class Plugin:
       )
     # Frozen: normalise a str config_dir through object.__setattr__.
     object.__setattr__(self, "config_dir", pathlib.Path(self.config_dir))
-    if not isinstance(self.recipes, Mapping):
-      raise ValueError(
-          f"Plugin {self.name!r}: recipes must be a mapping, got"
-          f" {type(self.recipes).__name__}"
-      )
+    for field in ("recipes", "registers"):
+      if not isinstance(getattr(self, field), Mapping):
+        raise ValueError(
+            f"Plugin {self.name!r}: {field} must be a mapping, got"
+            f" {type(getattr(self, field)).__name__}"
+        )
     for recipe, target in self.recipes.items():
       if not isinstance(recipe, str) or not recipe or not _is_target(target):
         raise ValueError(
@@ -108,11 +109,6 @@ class Plugin:
       raise ValueError(
           f"Plugin {self.name!r}: process_setup must be"
           f" 'package.module:function', got {self.process_setup!r}"
-      )
-    if not isinstance(self.registers, Mapping):
-      raise ValueError(
-          f"Plugin {self.name!r}: registers must be a mapping, got"
-          f" {type(self.registers).__name__}"
       )
     for kind, names in self.registers.items():
       if isinstance(names, str) or not all(isinstance(n, str) for n in names):

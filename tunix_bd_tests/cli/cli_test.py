@@ -304,6 +304,8 @@ class CliTest(parameterized.TestCase):
       ("bad_recipe_target", {"recipes": {"x": "no_colon"}}, "package.module"),
       ("empty_function", {"recipes": {"x": "mod:"}}, "package.module"),
       ("registers_str", {"registers": {"hooks": "a"}}, "sequence of names"),
+      ("recipes_list", {"recipes": ["x"]}, "recipes must be a mapping, got"),
+      ("registers_list", {"registers": ["x"]}, "registers must be a mapping"),
       ("empty_version", {"version": ""}, "version"),
       ("bad_process_setup", {"process_setup": "mod.setup"}, "process_setup"),
   )
