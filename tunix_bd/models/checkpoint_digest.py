@@ -218,15 +218,13 @@ def config_path(directory: str) -> str:
   return path
 
 
-def digest_file(
-    path: str | os.PathLike[str], *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
-) -> str:
+def digest_file(path: str | os.PathLike[str]) -> str:
   """The SHA-256 hex digest of a file's bytes, streamed in chunks."""
   path = os.fspath(path)
   if not os.path.isfile(path):
     raise ValueError(f"{path} is not a file.")
   directory, name = os.path.split(path)
-  return _files_digest(directory, (name,), _buffer(chunk_bytes))
+  return _files_digest(directory, (name,), _buffer(DEFAULT_CHUNK_BYTES))
 
 
 def digest_checkpoint(
