@@ -232,11 +232,9 @@ def _parse_value(
     )
 
   if field_type is bool:
-    if raw.lower() in _TRUE:
-      return True
-    if raw.lower() in _FALSE:
-      return False
-    raise invalid("bool (true/false/1/0/yes/no)")
+    if raw.lower() not in _TRUE | _FALSE:
+      raise invalid("bool (true/false/1/0/yes/no)")
+    return raw.lower() in _TRUE
   if field_type in (int, float):
     try:
       return field_type(raw)
