@@ -69,7 +69,7 @@ is_lora_enabled = _sft_utils.is_lora_enabled
 
 # RL. Tunix main renamed `RLCluster` to `RLEngine` and keeps the old name as
 # an alias; the plug points below exist in 0.1.7 and main alike.
-RLCluster = getattr(_rl_cluster, "RLCluster", None) or _rl_cluster.RLEngine
+RLCluster = _rl_cluster.RLCluster
 GRPOConfig = _grpo_learner.GRPOConfig
 GRPOLearner = _grpo_learner.GRPOLearner
 TrainExample = _grpo_learner.TrainExample
