@@ -33,9 +33,7 @@ UNK_TOKEN = "<|unk|>"
 _SPECIAL_TOKENS = (PAD_TOKEN, IM_START_TOKEN, EOS_TOKEN, MASK_TOKEN, UNK_TOKEN)
 # Printable ASCII without the vertical whitespace that `string.printable`
 # adds, plus the newline the chat template needs.
-_CHARACTERS = tuple(sorted(set(string.printable) - set("\t\r\x0b\x0c\n"))) + (
-    "\n",
-)
+_CHARACTERS = (*sorted(set(string.printable) - set("\t\r\x0b\x0c\n")), "\n")
 VOCAB_SIZE = 128
 # A directory holding none of these has no tokenizer: Hugging Face's fast
 # (`tokenizer.json`) and slow files, and the config naming its class.
