@@ -92,12 +92,8 @@ class AuxMetricsMixin:
     if buffer is None or not aux:
       return
     for name, value in aux.items():
-      entry = buffer.additional_metrics.get(name)
-      if entry is None:
-        op = _total if jnp.ndim(value) == 0 else _ratio
-        buffer.additional_metrics[name] = ([value], op)
-      else:
-        entry[0].append(value)
+      op = _total if jnp.ndim(value) == 0 else _ratio
+      buffer.additional_metrics.setdefault(name, ([], op))[0].append(value)
 
   def _post_process_train_step(self, aux: Any) -> None:
     self._buffer_aux(self._buffered_train_metrics, aux)
