@@ -47,13 +47,13 @@ def denoise_config(
 class Decoding(denoise.Sampling):
   """What every decoding section holds (`denoise.Sampling`'s fields, and
   `max_prompt_length`: the longest prompt accepted, which fixes the layout,
-  >= `MIN_PROMPT_LENGTH`)."""
+  >= `MIN_PROMPT_LENGTH`; 0 where allowed: the longest prompt given)."""
 
   SECTION: ClassVar[str] = "rollout"
   # A rollout lays out prompts it has not seen: it needs a length.
   MIN_PROMPT_LENGTH: ClassVar[int] = 1
 
-  max_prompt_length: int
+  max_prompt_length: int = 0
 
   def __post_init__(self):
     super().__post_init__()
@@ -86,7 +86,6 @@ class DecodeSettings(Decoding):
   """Generate's `decode`.
 
   Attributes:
-    max_prompt_length: 0: the longest prompt given.
     batch_size: rows per call (the last batch is padded; one program).
     seed: row `i` samples with seed `seed + i`.
   """
@@ -94,7 +93,6 @@ class DecodeSettings(Decoding):
   SECTION: ClassVar[str] = "decode"
   MIN_PROMPT_LENGTH: ClassVar[int] = 0
 
-  max_prompt_length: int = 0
   batch_size: int = 64
   seed: int = 0
 
