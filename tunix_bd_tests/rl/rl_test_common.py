@@ -85,6 +85,7 @@ def cluster(
     stop_ids=None,
     threshold: float = 0.5,
     temperature: float = 1.0,
+    use_cache: bool = True,
     engine_kwargs=None,
     **training,
 ):
@@ -96,8 +97,8 @@ def cluster(
     checkpoint_dir: Tunix's checkpoint root, or None.
     max_steps, learning_rate: the actor's training.
     stop_ids: the rollout's stop ids (default: the EOS).
-    threshold, temperature: the commit threshold and TRAIN temperature (of
-      the rollout's `decode`).
+    threshold, temperature, use_cache: the commit threshold, TRAIN
+      temperature and cache of the rollout's `decode`.
     engine_kwargs: overrides of `wiring.build_cluster` arguments.
     **training: further `RLTrainingConfig` fields.
   """
@@ -122,6 +123,7 @@ def cluster(
           max_prompt_length=MAX_PROMPT_LENGTH,
           temperature=temperature,
           threshold=threshold,
+          use_cache=use_cache,
           stop_ids=stop_ids or (tokenizer().eos_token_id,),
           pad_id=tokenizer().pad_token_id,
       ),
