@@ -222,9 +222,10 @@ def diffusion_arm(stage, tokenizer, bd, item, mesh):
       reference=reference,
       tokenizer=tokenizer,
       bd=bd,
-      stop_ids=rollout.stop_ids(tokenizer),
       training_config=_training_config(settings.bench),
-      **wiring.rollout_arguments(rollout),
+      decode=rollout.denoise_config(tokenizer),
+      seed=rollout.seed,
+      rollout_config=wiring.rollout_configs(rollout),
       role_to_mesh=wiring.role_to_mesh(mesh),
   )
   learner = wiring.build_learner(
@@ -262,7 +263,7 @@ def ar_arm(stage, tokenizer, item, mesh) -> step_phases.Arm:
   rows = len(item["prompts"])
   # Tunix's default cache holds 1024 tokens; a user sizes it to the budget.
   cache = rollout.max_prompt_length + rollout.max_new_tokens
-  configs = wiring.rollout_arguments(rollout)["rollout_config"]
+  configs = wiring.rollout_configs(rollout)
   rollout_config = {
       mode: dataclasses.replace(c, kv_cache_size=cache)
       for mode, c in configs.items()

@@ -99,8 +99,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       data_settings.DataSettings, keys=data_settings.RL_DATA_KEYS
   )
   config.rollout = config_utils.to_section(
-      generate_settings.DecodeSettings,
-      keys=generate_settings.GRPO_ROLLOUT_KEYS,
+      generate_settings.GrpoRollout,
       max_prompt_length=40,
       threshold=0.5,
       temperature=1.0,

@@ -72,8 +72,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       data_settings.DataSettings, num_eval=128
   )
   config.rollout = config_utils.to_section(
-      generate_settings.DecodeSettings,
-      keys=generate_settings.OPD_ROLLOUT_KEYS,
+      generate_settings.OpdRollout,
       max_prompt_length=40,
       temperature=1.0,
   )

@@ -282,6 +282,8 @@ _RESUMABLE = {
     },
     rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
     generate_settings.DecodeSettings: set(),
+    generate_settings.OpdRollout: set(),
+    generate_settings.GrpoRollout: set(),
     rl_settings.RewardSettings: set(),
     options.EvalSettings: {
         "max_new_tokens",

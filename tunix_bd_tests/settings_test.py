@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests of `tunix_bd.generate.settings`: decode settings, checked first."""
 
+import types
+
 from absl.testing import absltest
 from absl.testing import parameterized
 
@@ -9,26 +11,27 @@ from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd.cli import config_loading
 from tunix_bd.core import bd_config
+from tunix_bd.core import special_ids
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings
 
 _TOKENIZER = tokenizer_lib.build_char_tokenizer()
 
-# Each recipe's section it decodes with, and that section's keys.
+# Each recipe's section it decodes with, and that section's class.
 _DECODING_SECTIONS = {
-    "generate": ("decode", settings.DecodeSettings.SECTION_KEYS),
-    "opd": ("rollout", settings.OPD_ROLLOUT_KEYS),
-    "grpo": ("rollout", settings.GRPO_ROLLOUT_KEYS),
+    "generate": ("decode", settings.DecodeSettings),
+    "opd": ("rollout", settings.OpdRollout),
+    "grpo": ("rollout", settings.GrpoRollout),
 }
 
 
 def _section(recipe, **changes):
   """The recipe's decoding section, with `changes`, as its run builds it."""
-  key, keys = _DECODING_SECTIONS[recipe]
+  key, cls = _DECODING_SECTIONS[recipe]
   section = config_files.get_config(recipe)[key]
   section.update(changes)
-  return config_utils.from_section(settings.DecodeSettings, section, key, keys)
+  return config_utils.from_section(cls, section, key)
 
 
 class DecodeSettingsTest(parameterized.TestCase):
@@ -110,9 +113,10 @@ class DecodeSettingsTest(parameterized.TestCase):
       ("grpo", "smoke"),
   )
   def test_every_variant_s_decoding_section_is_valid(self, recipe, variant):
-    key, keys = _DECODING_SECTIONS[recipe]
+    key, cls = _DECODING_SECTIONS[recipe]
+    self.assertEqual(cls.SECTION, key)
     section = config_files.get_config(recipe, variant)[key]
-    config_utils.from_section(settings.DecodeSettings, section, key, keys)
+    config_utils.from_section(cls, section, key)
 
   @parameterized.parameters("generate", "opd", "grpo")
   def test_unknown_key_fails(self, recipe):
@@ -132,7 +136,7 @@ class DecodeSettingsTest(parameterized.TestCase):
       self, recipe, name, typed, value
   ):
     # As `--config.rollout.rule=top_k --config.rollout.top_k=4` on the CLI.
-    key, keys = _DECODING_SECTIONS[recipe]
+    key, cls = _DECODING_SECTIONS[recipe]
     config = config_loading.load_config(
         config_files.config_dir() / f"{recipe}.py"
     )
@@ -143,9 +147,7 @@ class DecodeSettingsTest(parameterized.TestCase):
             config_loading.Override(f"{key}.{name}", typed),
         ],
     )
-    section = config_utils.from_section(
-        settings.DecodeSettings, config[key], key, keys
-    )
+    section = config_utils.from_section(cls, config[key], key)
     decode = section.denoise_config(_TOKENIZER, 8)
     self.assertEqual((decode.rule, getattr(decode, name)), (name, value))
 
@@ -164,6 +166,26 @@ class DecodeSettingsTest(parameterized.TestCase):
     # A set max_prompt_length wins over the prompts' longest.
     fixed = settings.DecodeSettings(max_prompt_length=64)
     self.assertEqual(fixed.denoise_config(_TOKENIZER, 30).max_prompt_length, 64)
+
+  def test_every_builder_stops_by_one_rule(self):
+    # EOS, the checkpoint's other stop ids, then a rollout's extra ones:
+    # sections and keyword settings (`TextGenerator`'s) alike.
+    stops = {special_ids.CHECKPOINT_STOP_IDS_ATTR: (5,)}
+    builders = {
+        "decode": lambda t: settings.DecodeSettings().denoise_config(t, 8),
+        "opd": lambda t: _section("opd").denoise_config(t),
+        "grpo": lambda t: _section("grpo").denoise_config(t),
+        "keywords": lambda t: settings.denoise_config(t, 8, max_new_tokens=4),
+    }
+    for name, build in builders.items():
+      with self.subTest(name):
+        tokenizer = types.SimpleNamespace(eos_token_id=2, pad_token_id=0)
+        self.assertEqual(build(tokenizer).stop_ids, (2,))
+        vars(tokenizer).update(stops)
+        self.assertEqual(build(tokenizer).stop_ids, (2, 5))
+        tokenizer.eos_token_id = None
+        with self.assertRaisesRegex(ValueError, "has no EOS token"):
+          build(tokenizer)
 
   def test_a_rollout_stops_at_its_extra_stop_ids(self):
     rollout = _section("grpo", threshold=0.7, extra_stop_ids=(7,))

@@ -22,7 +22,6 @@ import numpy as np
 
 from benchmarks import grpo_step
 from benchmarks import step_phases
-from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
@@ -39,9 +38,7 @@ class BenchRlConfig:
 
   model: grpo_step.GrpoStepModelSettings
   data: data_settings.DataSettings
-  rollout: generate_settings.DecodeSettings = config_utils.section(
-      *generate_settings.GRPO_ROLLOUT_KEYS
-  )
+  rollout: generate_settings.GrpoRollout
   grpo: settings_lib.GrpoSettings
   bench: grpo_step.GrpoStepSettings
   mesh: mesh_lib.MeshSettings

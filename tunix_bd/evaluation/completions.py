@@ -16,7 +16,6 @@ import numpy as np
 
 from tunix_bd import files
 from tunix_bd.data import scoring
-from tunix_bd.generate import commit_rules
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 
@@ -99,12 +98,9 @@ def summarize(
           result.num_tokens.sum() / max(result.seconds, 1e-9)
       ),
   }
-  rule = decode.rule  # `top_k=2`: with its parameter where one is named so.
-  if rule in commit_rules.PARAMETERS:
-    rule = f"{rule}={getattr(decode, rule)}"
   lines = [
       f"generate: {len(records)} prompts, block size {block_size}, rule "
-      f"{rule}, temperature "
+      f"{decode.setting()}, temperature "
       f"{decode.temperature}, {'cached' if decode.use_cache else 'cache-free'}"
   ]
   lines += [f"  exact match {k:<8} {v:7.2%}" for k, v in scores.items()]

@@ -6,15 +6,15 @@ Every rule is a pure `jnp` function of per-position confidences and an
 eligibility mask, each `[batch, block]`, returning a `bool[batch, block]`
 commit mask, by the rules of docs/design.md "Denoising step" (forced
 progress; ties to the lower index). `CommitSettings` is the rule and its
-parameters as every decoding path takes them: a rule with a new parameter
-is a change to this module, and its test, alone.
+parameters as every decoding path takes them, checked: a rule with a new
+parameter is a change to this module, and its test, alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -24,51 +24,6 @@ THRESHOLD = "threshold"
 TOP_K = "top_k"
 FACTOR = "factor"
 RULES = (THRESHOLD, TOP_K, FACTOR)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CommitSettings:
-  """Which rule commits a step's positions, and its parameters.
-
-  Attributes:
-    rule: one of `RULES`.
-    threshold: tau of the `threshold` rule, in (0, 1].
-    top_k: k of the `top_k` rule (positions per step, not a vocabulary
-      filter), >= 1.
-    factor: f of the `factor` rule, > 0.
-  """
-
-  rule: str = THRESHOLD
-  threshold: float = 0.9
-  top_k: int = 1
-  factor: float = 1.0
-
-  def commit_settings(self) -> dict[str, Any]:
-    """`{"rule": ..., parameter: value, ...}` of this rule and parameters."""
-    return {name: getattr(self, name) for name in ("rule", *PARAMETERS)}
-
-  def label(self) -> str:
-    """How metrics and reports name decoding under these settings: the
-    threshold alone (`0.5`) under the `threshold` rule, else the rule and
-    its parameter (`top_k=2`, `factor=1.0`); `describe` words it."""
-    value = getattr(self, self.rule)  # Each rule's parameter is its name.
-    return str(value) if self.rule == THRESHOLD else f"{self.rule}={value}"
-
-  def sweep(self, thresholds: Sequence[float], **changes: Any) -> list[Any]:
-    """These settings with `changes`, at each of `thresholds` under the
-    `threshold` rule; else once, at the rule's own parameter: a threshold
-    changes nothing another rule commits."""
-    if self.rule != THRESHOLD:
-      return [dataclasses.replace(self, **changes)]
-    return [
-        dataclasses.replace(self, **changes, threshold=float(t))
-        for t in thresholds
-    ]
-
-
-def describe(label: str) -> str:
-  """A `CommitSettings.label` in words: `threshold 0.5`, `top_k=2`."""
-  return label if "=" in label else f"{THRESHOLD} {label}"
 
 
 def is_int(value: Any) -> bool:
@@ -94,16 +49,75 @@ PARAMETERS = {
 }
 
 
-def check_setting(name: str, value: Any) -> Any:
-  """One `CommitSettings` field's value, normalised to its type."""
-  if name == "rule":
-    if value not in RULES:
-      raise ValueError(f"rule must be one of {RULES}, got {value!r}.")
-    return value
-  kind, valid, want = PARAMETERS[name]
-  if not (is_int if kind is int else is_number)(value) or not valid(value):
-    raise ValueError(f"{name} must be {want}, got {value!r}.")
-  return kind(value)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommitSettings:
+  """Which rule commits a step's positions, and its parameters; checked.
+
+  A subclass that is a config section names it in `SECTION`, and its errors
+  name the key (`rollout.threshold: threshold must be ...`).
+
+  Attributes:
+    rule: one of `RULES`.
+    threshold: tau of the `threshold` rule, in (0, 1].
+    top_k: k of the `top_k` rule (positions per step, not a vocabulary
+      filter), >= 1.
+    factor: f of the `factor` rule, > 0.
+  """
+
+  SECTION: ClassVar[str] = ""
+
+  rule: str = THRESHOLD
+  threshold: float = 0.9
+  top_k: int = 1
+  factor: float = 1.0
+
+  def __post_init__(self):
+    self.check("rule", self.rule in RULES, f"one of {RULES}")
+    for name, (kind, valid, want) in PARAMETERS.items():
+      value = getattr(self, name)
+      ok = (is_int if kind is int else is_number)(value) and valid(value)
+      self.check(name, ok, want)
+      object.__setattr__(self, name, kind(value))  # Equal settings are equal.
+
+  def key(self, name: str) -> str:
+    """How errors name field `name`: `SECTION.name`, or `name` alone."""
+    return f"{self.SECTION}.{name}" if self.SECTION else name
+
+  def check(self, name: str, ok: bool, want: str) -> None:
+    """A ValueError unless `ok`: `name must be {want}, got {value!r}.`,
+    under the section's key."""
+    if not ok:
+      prefix = f"{self.key(name)}: " if self.SECTION else ""
+      raise ValueError(
+          f"{prefix}{name} must be {want}, got {getattr(self, name)!r}."
+      )
+
+  def label(self) -> str:
+    """How metrics and reports name decoding under these settings: the
+    threshold alone (`0.5`) under the `threshold` rule, else the rule and
+    its parameter (`top_k=2`, `factor=1.0`); `describe` words it."""
+    return str(self.threshold) if self.rule == THRESHOLD else self.setting()
+
+  def setting(self) -> str:
+    """The rule and its parameter: `threshold=0.9`, `top_k=2`."""
+    return f"{self.rule}={getattr(self, self.rule)}"  # Named as its rule.
+
+  def sweep(self, thresholds: Sequence[float], **changes: Any) -> tuple:
+    """These settings with `changes`, at each of `thresholds` under the
+    `threshold` rule; else once, at the rule's own parameter: a threshold
+    changes nothing another rule commits. Each is checked, and labelled by
+    its `label`."""
+    if self.rule != THRESHOLD:
+      return (dataclasses.replace(self, **changes),)
+    return tuple(
+        dataclasses.replace(self, **changes, threshold=float(t))
+        for t in thresholds
+    )
+
+
+def describe(label: str) -> str:
+  """A `CommitSettings.label` in words: `threshold 0.5`, `top_k=2`."""
+  return label if "=" in label else f"{THRESHOLD} {label}"
 
 
 def confidence_ranks(confidence: jax.Array, eligible: jax.Array) -> jax.Array:

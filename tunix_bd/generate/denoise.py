@@ -40,28 +40,55 @@ _UNSUPPORTED_FILTERS = (
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DenoiseConfig(commit_rules.CommitSettings):
+class Sampling(commit_rules.CommitSettings):
+  """What a `DenoiseConfig` shares with the config sections that build one
+  (`generate.settings.Decoding`), each checked.
+
+  Attributes:
+    max_new_tokens: T, completion positions per row.
+    temperature: sampling temperature; 0 is greedy (argmax).
+    use_cache: decode with the block KV cache (else one forward over the
+      whole canvas per step; the same tokens, for testing and reference).
+  """
+
+  max_new_tokens: int = 16
+  temperature: float = 0.0
+  use_cache: bool = True
+
+  def __post_init__(self):
+    super().__post_init__()
+    self.check_int("max_new_tokens")
+    value = self.temperature
+    ok = commit_rules.is_number(value) and value >= 0
+    self.check("temperature", ok, "a finite number >= 0")
+    self.check("use_cache", isinstance(self.use_cache, bool), "a bool")
+    # Normalise NumPy scalars so that equal settings are equal.
+    object.__setattr__(self, "temperature", float(self.temperature))
+
+  def check_int(self, name: str, minimum: int = 1) -> None:
+    """Checks that field `name` is an int >= `minimum`, and makes it one."""
+    value = getattr(self, name)
+    self.check(name, commit_rules.is_int(value), "an int")
+    self.check(name, value >= minimum, f">= {minimum}")
+    object.__setattr__(self, name, int(value))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DenoiseConfig(Sampling):
   """How to denoise. Frozen and hashable.
 
   Only `max_new_tokens`, `max_prompt_length`, `use_cache` and the number of
   stop ids shape the compiled program; the rest are runtime values.
 
   Attributes:
-    max_new_tokens: T, completion positions per row.
     max_prompt_length: the longest prompt accepted; fixes the layout.
-    temperature: sampling temperature; 0 is greedy (argmax).
     stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
-    use_cache: decode with the block KV cache (else one forward over the
-      whole canvas per step; the same tokens, for testing and reference).
   """
 
-  max_new_tokens: int
   max_prompt_length: int
-  temperature: float = 0.0
   stop_ids: tuple[int, ...] = ()
   pad_id: int = 0
-  use_cache: bool = True
 
   def __new__(cls, *args, **kwargs):
     # Unknown keywords (an AR sampler's `top_p`, say) fail as a ValueError
@@ -80,44 +107,22 @@ class DenoiseConfig(commit_rules.CommitSettings):
     return super().__new__(cls)
 
   def __post_init__(self):
-    def check(name, ok, want):
-      if not ok:
-        value = getattr(self, name)
-        raise ValueError(f"{name} must be {want}, got {value!r}.")
-
-    for name in ("max_new_tokens", "max_prompt_length"):
-      check(name, commit_rules.is_int(getattr(self, name)), "an int")
-      check(name, getattr(self, name) >= 1, ">= 1")
-    for name, value in self.commit_settings().items():
-      object.__setattr__(self, name, commit_rules.check_setting(name, value))
-    check(
-        "temperature",
-        commit_rules.is_number(self.temperature) and self.temperature >= 0,
-        "a finite number >= 0",
+    super().__post_init__()
+    self.check_int("max_prompt_length")
+    value = self.pad_id
+    self.check(
+        "pad_id", commit_rules.is_int(value) and value >= 0, "an int >= 0"
     )
-    check(
-        "pad_id",
-        commit_rules.is_int(self.pad_id) and self.pad_id >= 0,
-        "an int >= 0",
-    )
-    check("use_cache", isinstance(self.use_cache, bool), "a bool")
     stop_ids = self.stop_ids
-    check(
+    self.check(
         "stop_ids",
         isinstance(stop_ids, Sequence)
         and not isinstance(stop_ids, str)
         and all(commit_rules.is_int(s) and s >= 0 for s in stop_ids),
         "a sequence of ints >= 0",
     )
-    # Normalise NumPy scalars and lists so that equal settings are equal.
-    for name, value in (
-        ("max_new_tokens", int(self.max_new_tokens)),
-        ("max_prompt_length", int(self.max_prompt_length)),
-        ("temperature", float(self.temperature)),
-        ("pad_id", int(self.pad_id)),
-        ("stop_ids", tuple(int(s) for s in stop_ids)),
-    ):
-      object.__setattr__(self, name, value)
+    object.__setattr__(self, "pad_id", int(self.pad_id))
+    object.__setattr__(self, "stop_ids", tuple(int(s) for s in stop_ids))
 
   @property
   def greedy(self) -> bool:

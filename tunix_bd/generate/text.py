@@ -146,8 +146,9 @@ class TextGenerator:
         switch), as `data.enable_thinking` was in training; None passes
         nothing.
       prompt_bucket: prompt lengths are rounded up to a multiple of this.
-      **rule_settings: `DenoiseConfig` fields (`threshold`, `rule`,
-        `temperature`, `use_cache`, ...).
+      **rule_settings: `denoise.Sampling` fields (`threshold`, `rule`,
+        `temperature`, `use_cache`, ...) and `extra_stop_ids`, as
+        `settings.denoise_config` takes them.
     """
     self.model, self.tokenizer, self.bd = model, tokenizer, bd
     self.chat_template = chat_template

@@ -39,9 +39,7 @@ class OpdConfig:
 
   model: sections.ModelSettings = config_utils.section(*sections.OPD_MODEL_KEYS)
   data: data_settings.DataSettings
-  rollout: generate_settings.DecodeSettings = config_utils.section(
-      *generate_settings.OPD_ROLLOUT_KEYS
-  )
+  rollout: generate_settings.OpdRollout
   opd: settings_lib.OpdSettings
   corruption: corruption_lib.SftCorruptionConfig
   train: options.TrainSettings = config_utils.section(*options.TIMED_TRAIN_KEYS)

@@ -151,7 +151,9 @@ class DiffusionRLCluster(compat.RLCluster):
         lambda *xs: np.concatenate(xs, axis=0), *[t for t, _ in collected]
     )
     forwards = np.concatenate([f for _, f in collected]).astype(np.int32)
-    visible = eos.truncate_at_stop(np.asarray(trace.tokens), rollout.stop_ids)
+    visible = eos.truncate_at_stop(
+        np.asarray(trace.tokens), rollout.decode.stop_ids
+    )
     bad = [
         r
         for r, (tokens, expected) in enumerate(zip(out.tokens, visible))

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionRollout`: Tunix's rollout engine for a block-diffusion policy.
 
-A `functools.partial(DiffusionRollout, bd=..., stop_ids=..., commit=...)` is
-Tunix's `ClusterConfig.rollout_engine`. Each `generate` call decodes by
+A `functools.partial(DiffusionRollout, bd=..., decode=...)` is Tunix's
+`ClusterConfig.rollout_engine`: `decode` is the run's one `DenoiseConfig`
+(`generate.settings.Decoding.denoise_config`), each mode's lengths and
+temperature set from its `RolloutConfig`. Each `generate` call decodes by
 parallel block denoising (`generate.denoise.Denoiser`); the `Trace` goes to
 the collector that `DiffusionRLCluster.generate` opens, as Tunix's
 `RLCluster.generate` drops extra output fields. docs/design.md "Why the
@@ -13,8 +15,9 @@ rollout rules" gives each rule's reason.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator
 
 from absl import logging
 from flax import nnx
@@ -28,14 +31,12 @@ from tunix_bd.core import diffusion_lm
 from tunix_bd.core import replay as replay_lib
 from tunix_bd.core import special_ids
 from tunix_bd.core import trace as trace_lib
-from tunix_bd.generate import commit_rules
 from tunix_bd.generate import denoise
 from tunix_bd.rl import role_shim
 
 # Row-seed streams: the mode is part of the seed, so evaluation never draws
 # from (or advances) the training stream.
 MODE_IDS = {"train": 0, "eval": 1}
-COMMIT_KEYS = ("rule", *commit_rules.PARAMETERS)
 
 
 def row_seeds(
@@ -97,9 +98,7 @@ class DiffusionRollout(compat.BaseRollout):
       mesh: jax.sharding.Mesh,
       rollout_config: compat.RolloutConfig,
       bd: bd_config_lib.BlockDiffusionConfig,
-      stop_ids: Sequence[int],
-      commit: Mapping[str, Any],
-      use_cache: bool = True,
+      decode: denoise.DenoiseConfig,
       seed: int = 0,
       logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
@@ -111,20 +110,21 @@ class DiffusionRollout(compat.BaseRollout):
 
     The rollout decodes with `rollout_actor` where it already sits on `mesh`
     as `role_shim.place_on_mesh` would put it (`shares_actor`), else with its
-    own copy on `mesh`. `stop_ids` end a row (the EOS included, if any);
-    `commit` holds `COMMIT_KEYS`; `cached_logits_fn` also replays the trace
-    for the old, reference and live policies, in vocabulary chunks of
-    `logits_chunk` (None: dense).
+    own copy on `mesh`. `decode` is how it denoises: its stop ids end a
+    row (the EOS included, if any), its pad fills the rest; each mode's
+    `rollout_config` sets the lengths and temperature. `cached_logits_fn`
+    also replays the trace for the old, reference and live policies, in
+    vocabulary chunks of `logits_chunk` (None: dense).
     """
-    unknown = sorted(set(commit) - set(COMMIT_KEYS))
-    if unknown:
-      raise ValueError(f"unknown commit settings {unknown}; use {COMMIT_KEYS}.")
-    stop_ids = special_ids.check_distinct("stop_ids", stop_ids)
+    if not isinstance(decode, denoise.DenoiseConfig):
+      raise ValueError(
+          f"decode must be a DenoiseConfig, got {type(decode).__name__}."
+      )
+    stop_ids = special_ids.check_distinct("stop_ids", decode.stop_ids)
     if not stop_ids:
       raise ValueError("stop_ids must name at least one stop id (e.g. EOS).")
-    pad_id = int(tokenizer.pad_id())
     special_ids.check(
-        mask_token_id=bd.mask_token_id, pad_id=pad_id, stop_ids=stop_ids
+        mask_token_id=bd.mask_token_id, pad_id=decode.pad_id, stop_ids=stop_ids
     )
     self._dtype = jax.tree.leaves(nnx.state(rollout_actor, nnx.Param))[0].dtype
     check_rollout_config(rollout_config, training=True, model_dtype=self._dtype)
@@ -133,9 +133,7 @@ class DiffusionRollout(compat.BaseRollout):
     # without an EOS token ends completions at the first stop id.
     eos = tokenizer.eos_id()
     self._eos_id = stop_ids[0] if eos is None else int(eos)
-    self.bd, self.stop_ids, self.pad = bd, stop_ids, pad_id
-    self.commit = {k: commit[k] for k in COMMIT_KEYS if k in commit}
-    self.use_cache, self.seed = bool(use_cache), int(seed)
+    self.bd, self.decode, self.seed = bd, decode, int(seed)
     self.shares_actor = role_shim.is_placed(rollout_actor, mesh)
     self._model = (
         rollout_actor
@@ -186,22 +184,20 @@ class DiffusionRollout(compat.BaseRollout):
   def denoise_config(
       self, rollout_config: compat.RolloutConfig
   ) -> denoise.DenoiseConfig:
-    """The `DenoiseConfig` of one mode's `RolloutConfig` (checked)."""
+    """`decode` with one mode's lengths and temperature (checked)."""
+    stop_ids = self.decode.stop_ids
     if rollout_config.eos_tokens is not None and set(
         rollout_config.eos_tokens
-    ) != set(self.stop_ids):
+    ) != set(stop_ids):
       raise ValueError(
           f"rollout_config.eos_tokens={rollout_config.eos_tokens} differs"
-          f" from the rollout's stop_ids {self.stop_ids}; set one of them."
+          f" from the rollout's stop_ids {stop_ids}; set one of them."
       )
-    return denoise.DenoiseConfig(
+    return dataclasses.replace(
+        self.decode,
         max_new_tokens=rollout_config.max_tokens_to_generate,
         max_prompt_length=rollout_config.max_prompt_length,
         temperature=rollout_config.temperature,
-        stop_ids=self.stop_ids,
-        pad_id=self.pad,
-        use_cache=self.use_cache,
-        **self.commit,
     )
 
   def _denoiser(self, config: denoise.DenoiseConfig) -> denoise.Denoiser:
@@ -269,7 +265,7 @@ class DiffusionRollout(compat.BaseRollout):
     out = self._denoiser(config)(rows, seeds=seeds)
     if self._local.collectors:
       self._local.collectors[-1].append((out.trace, out.num_forwards))
-    layout = trace_lib.to_tunix_layout(out.trace, pad_id=self.pad)
+    layout = trace_lib.to_tunix_layout(out.trace, pad_id=self.decode.pad_id)
     prepared = {}
     if compat.ROLLOUT_HAS_DIFFUSION_BATCH:
       # Tunix's own prepared-rollout scoring: the trace as its batch, and
@@ -315,7 +311,7 @@ class DiffusionRollout(compat.BaseRollout):
     logging.log_first_n(logging.INFO, "rollout weights synced.", 1)
 
   def pad_id(self) -> int:
-    return self.pad
+    return self.decode.pad_id
 
   def eos_id(self) -> int:
     """The tokenizer's EOS id, or the first stop id if it has none."""

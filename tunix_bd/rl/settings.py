@@ -167,9 +167,7 @@ class GrpoConfig:
   data: data_settings.DataSettings = config_utils.section(
       *data_settings.RL_DATA_KEYS
   )
-  rollout: generate_settings.DecodeSettings = config_utils.section(
-      *generate_settings.GRPO_ROLLOUT_KEYS
-  )
+  rollout: generate_settings.GrpoRollout
   grpo: GrpoSettings
   reward: RewardSettings
   train: options.TrainSettings = config_utils.section(*options.GRPO_TRAIN_KEYS)

@@ -33,44 +33,23 @@ Role = compat.Role
 
 
 def rollout_configs(
-    *,
-    max_new_tokens: int,
-    max_prompt_length: int,
-    temperature: float,
-    eval_temperature: float,
+    rollout: generate_settings.GrpoRollout,
 ) -> dict[Mode, compat.RolloutConfig]:
-  """Tunix's per-mode rollout configs; no vocabulary filter is set."""
+  """Tunix's per-mode rollout configs of the `rollout` section; no vocabulary
+  filter is set."""
   return {
       mode: compat.RolloutConfig(
-          max_tokens_to_generate=max_new_tokens,
-          max_prompt_length=max_prompt_length,
+          max_tokens_to_generate=rollout.max_new_tokens,
+          max_prompt_length=rollout.max_prompt_length,
           temperature=temp,
           top_p=None,
           top_k=None,
       )
       for mode, temp in (
-          (Mode.TRAIN, temperature),
-          (Mode.EVAL, eval_temperature),
+          (Mode.TRAIN, rollout.temperature),
+          (Mode.EVAL, rollout.eval_temperature),
       )
   }
-
-
-def rollout_arguments(
-    rollout: generate_settings.DecodeSettings,
-) -> dict[str, Any]:
-  """`build_cluster`'s rollout arguments of the `rollout` section but the
-  stop ids, which need the tokenizer (`rollout.stop_ids(tokenizer)`)."""
-  return dict(
-      commit=rollout.commit_settings(),
-      use_cache=rollout.use_cache,
-      seed=rollout.seed,
-      rollout_config=rollout_configs(
-          max_new_tokens=rollout.max_new_tokens,
-          max_prompt_length=rollout.max_prompt_length,
-          temperature=rollout.temperature,
-          eval_temperature=rollout.eval_temperature,
-      ),
-  )
 
 
 def role_to_mesh(actor, reference=None, rollout=None) -> dict[Role, Any]:
@@ -97,7 +76,7 @@ def build_cluster(
   """A `DiffusionRLCluster` whose rollout engine is a `DiffusionRollout`.
 
   `reference` may be None (then `beta` must be 0); `rollout` are the
-  `DiffusionRollout`'s own keywords (`bd`, `stop_ids`, `commit`, ...).
+  `DiffusionRollout`'s own keywords (`bd`, `decode`, `seed`, ...).
   """
   engine = functools.partial(rollout_lib.DiffusionRollout, **rollout)
   cluster_config = compat.ClusterConfig(
@@ -170,7 +149,7 @@ def build_grpo(
   """`(cluster, learner)` of a GRPO run, its checkpoint (if any) restored.
 
   The cluster trains `actor` in `workdir` with the policy's converted
-  `sources` (tokenizer, `bd`, stop ids), printing a progress line per step.
+  `sources` (tokenizer, `bd`, `decode`), printing a progress line per step.
   """
   base = options.training_config(run.train, workdir, "GRPO")
   base.data_sharding_axis = meshes.data_sharding_axes
@@ -185,14 +164,15 @@ def build_grpo(
       reference=reference,
       tokenizer=sources.tokenizer,
       bd=sources.bd,
-      stop_ids=sources.stop_ids,
       training_config=compat.RLTrainingConfig(
           **fields,
           actor_optimizer=options.optimizer(run.train),
           mini_batch_size=run.train.mini_batch_size,
           train_micro_batch_size=run.train.train_micro_batch_size,
       ),
-      **rollout_arguments(run.rollout),
+      decode=sources.decode,
+      seed=run.rollout.seed,
+      rollout_config=rollout_configs(run.rollout),
       logits_chunk=logits_chunk,
       role_to_mesh=role_to_mesh(meshes.actor, meshes.reference, meshes.rollout),
       fingerprint=fingerprint,

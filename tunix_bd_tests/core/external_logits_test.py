@@ -183,7 +183,7 @@ class RolloutTest(absltest.TestCase):
         qwen3_logits_fn(rl_common.bd().block_size)
     )
     cluster = rl_common.cluster(reference="same", engine_kwargs=calls)
-    own = rl_common.cluster(reference=None, engine_kwargs=dict(use_cache=False))
+    own = rl_common.cluster(reference=None, use_cache=False)
     (item,) = rl_common.dataset(4, 4)
     prompts = list(item["prompts"])
     outs = []

@@ -153,8 +153,8 @@ class CommitSettingsTest(parameterized.TestCase):
       ("factor", float("nan"), r"factor must be a number > 0, got nan"),
   )
   def test_a_bad_value_names_its_field(self, name, value, message):
-    with self.assertRaisesRegex(ValueError, message):
-      commit_rules.check_setting(name, value)
+    with self.assertRaisesRegex(ValueError, "^" + message):
+      commit_rules.CommitSettings(**{name: value})
 
   def test_labels_and_sweeps_name_what_each_rule_decodes(self):
     for settings, label, words, thresholds in (
@@ -179,8 +179,11 @@ class CommitSettingsTest(parameterized.TestCase):
       self.assertEqual({s.rule for s in swept}, {settings.rule})
 
   def test_values_take_their_parameters_type(self):
-    self.assertIs(type(commit_rules.check_setting("top_k", np.int64(3))), int)
-    self.assertIs(type(commit_rules.check_setting("threshold", 1)), float)
+    settings = commit_rules.CommitSettings(top_k=np.int64(3), threshold=1)
+    self.assertIs(type(settings.top_k), int)
+    self.assertIs(type(settings.threshold), float)
+    again = commit_rules.CommitSettings(top_k=3, threshold=1.0)
+    self.assertEqual(settings, again)
 
 
 if __name__ == "__main__":

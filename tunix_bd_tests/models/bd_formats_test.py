@@ -258,8 +258,10 @@ class RecipeTest(parameterized.TestCase):
     self.assertEqual(tokenizer.encode("a<|endoftext|>b")[1], 0)  # Unchanged.
     decode = generate_settings.DecodeSettings().denoise_config(tokenizer, 8)
     self.assertEqual((decode.stop_ids, decode.pad_id), ((2, 0), 401))
-    rollout = generate_settings.DecodeSettings(extra_stop_ids=(7, 0))
-    self.assertEqual(rollout.stop_ids(tokenizer), (2, 0, 7))
+    rollout = generate_settings.OpdRollout(
+        max_prompt_length=8, extra_stop_ids=(7, 0)
+    )
+    self.assertEqual(rollout.denoise_config(tokenizer).stop_ids, (2, 0, 7))
     special_ids.check(
         mask_token_id=_MASK_ID,
         pad_id=tokenizer.pad_token_id,

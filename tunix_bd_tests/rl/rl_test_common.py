@@ -18,6 +18,8 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd.data import tasks
 from tunix_bd.data import tokenizer as tokenizer_lib
+from tunix_bd.generate import denoise
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import mask_token
 from tunix_bd.rl import wiring
 from tunix_bd.training import options
@@ -83,6 +85,7 @@ def cluster(
     stop_ids=None,
     threshold: float = 0.5,
     temperature: float = 1.0,
+    use_cache: bool = True,
     engine_kwargs=None,
     **training,
 ):
@@ -94,7 +97,8 @@ def cluster(
     checkpoint_dir: Tunix's checkpoint root, or None.
     max_steps, learning_rate: the actor's training.
     stop_ids: the rollout's stop ids (default: the EOS).
-    threshold, temperature: the commit threshold and TRAIN temperature.
+    threshold, temperature, use_cache: the commit threshold, TRAIN
+      temperature and cache of the rollout's `decode`.
     engine_kwargs: overrides of `wiring.build_cluster` arguments.
     **training: further `RLTrainingConfig` fields.
   """
@@ -114,14 +118,22 @@ def cluster(
       reference=reference,
       tokenizer=tokenizer(),
       bd=bd(),
-      stop_ids=stop_ids or (tokenizer().eos_token_id,),
-      commit=dict(rule="threshold", threshold=threshold),
-      training_config=training_config,
-      rollout_config=wiring.rollout_configs(
+      decode=denoise.DenoiseConfig(
           max_new_tokens=MAX_NEW_TOKENS,
           max_prompt_length=MAX_PROMPT_LENGTH,
           temperature=temperature,
-          eval_temperature=0.0,
+          threshold=threshold,
+          use_cache=use_cache,
+          stop_ids=stop_ids or (tokenizer().eos_token_id,),
+          pad_id=tokenizer().pad_token_id,
+      ),
+      training_config=training_config,
+      rollout_config=wiring.rollout_configs(
+          generate_settings.GrpoRollout(
+              max_new_tokens=MAX_NEW_TOKENS,
+              max_prompt_length=MAX_PROMPT_LENGTH,
+              temperature=temperature,
+          )
       ),
       role_to_mesh=wiring.role_to_mesh(mesh),
   )

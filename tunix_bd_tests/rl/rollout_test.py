@@ -23,6 +23,7 @@ from tunix.rl import rl_cluster as rl_cluster_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import eos
 from tunix_bd.generate import denoise
+from tunix_bd.generate import settings as generate_settings
 from tunix_bd.rl import cluster as cluster_lib
 from tunix_bd.rl import rollout as rollout_lib
 from tunix_bd.rl import wiring
@@ -244,10 +245,11 @@ class FailClosedTest(parameterized.TestCase):
   )
   def test_bad_train_rollout_config(self, change, message):
     configs = common.wiring.rollout_configs(
-        max_new_tokens=4,
-        max_prompt_length=common.MAX_PROMPT_LENGTH,
-        temperature=1.0,
-        eval_temperature=0.0,
+        generate_settings.GrpoRollout(
+            max_new_tokens=4,
+            max_prompt_length=common.MAX_PROMPT_LENGTH,
+            temperature=1.0,
+        )
     )
     configs[Mode.TRAIN] = dataclasses.replace(configs[Mode.TRAIN], **change)
     with self.assertRaisesRegex(ValueError, message):
@@ -262,9 +264,21 @@ class FailClosedTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       common.cluster(stop_ids=stops(common.tokenizer()))
 
-  def test_unknown_commit_setting(self):
-    with self.assertRaisesRegex(ValueError, "commit settings"):
-      common.cluster(engine_kwargs=dict(commit=dict(top_p=0.5)))
+  def test_the_rollout_decodes_with_the_denoise_config_it_is_given(self):
+    decode = dataclasses.replace(
+        self.cluster.rollout.decode, rule="top_k", top_k=2, use_cache=False
+    )
+    cluster = common.cluster(reference=None, engine_kwargs=dict(decode=decode))
+    self.assertIs(cluster.rollout.decode, decode)
+    for mode, temperature in ((Mode.TRAIN, 1.0), (Mode.EVAL, 0.0)):
+      self.assertEqual(  # Each mode's lengths and temperature, else as is.
+          cluster.rollout.denoise_config(cluster.get_rollout_config(mode)),
+          dataclasses.replace(decode, temperature=temperature),
+      )
+
+  def test_decode_must_be_a_denoise_config(self):
+    with self.assertRaisesRegex(ValueError, "decode must be a DenoiseConfig"):
+      common.cluster(engine_kwargs=dict(decode=dict(rule="top_k", top_k=2)))
 
   def test_token_scoring_is_refused(self):
     cluster = self.cluster

@@ -45,10 +45,7 @@ def converted_stage(config) -> stage_lib.Stage:
               data_settings.DataSettings,
               config_utils.section(*data_settings.RL_DATA_KEYS),
           ),
-          rollout=(
-              generate_settings.DecodeSettings,
-              config_utils.section(*generate_settings.GRPO_ROLLOUT_KEYS),
-          ),
+          rollout=generate_settings.GrpoRollout,
           export=sections.ExportSettings,
       ),
   )

@@ -21,7 +21,7 @@ from tunix_bd_tests.run import run_test_common
 
 def _sources(extra_stop_ids=()) -> sources_lib.ConvertedSources:
   tokenizer, bd = mask_token.embedded_tokenizer_and_bd(block_size=4)
-  rollout = generate_settings.DecodeSettings(
+  rollout = generate_settings.OpdRollout(
       max_prompt_length=40, temperature=1.0, extra_stop_ids=extra_stop_ids
   )
   decode = rollout.denoise_config(tokenizer)
