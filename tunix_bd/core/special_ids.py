@@ -46,15 +46,21 @@ def checkpoint_stop_ids(tokenizer: Any) -> tuple[int, ...]:
 
 
 def tokenizer_stop_ids(
-    tokenizer: Any, extra_stop_ids: Sequence[int] = ()
+    tokenizer: Any, extra_stop_ids: Sequence[int] | None = ()
 ) -> tuple[int, ...]:
   """A stage's stop ids: `ordered_stop_ids`, the extra ids checked.
 
   A tokenizer without an EOS leaves the extra ids to stop alone; errors
-  name `rollout.extra_stop_ids`.
+  name `rollout.extra_stop_ids`. None: the caller has no such setting (a
+  tokenizer without an EOS then cannot stop a row).
   """
   key, eos_id = EXTRA_STOP_IDS_KEY, tokenizer.eos_token_id
-  extra = check_distinct(key, extra_stop_ids)
+  if extra_stop_ids is None and eos_id is None:
+    raise ValueError(
+        "the tokenizer has no EOS token, so no completion could stop: set"
+        " `eos_token` in its tokenizer_config.json."
+    )
+  extra = check_distinct(key, extra_stop_ids or ())
   if eos_id is None and not extra:
     raise ValueError(
         f"the tokenizer has no EOS token and {key} is empty: set {key} to"

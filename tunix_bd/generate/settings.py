@@ -26,14 +26,15 @@ def denoise_config(
     tokenizer: Any,
     max_prompt_length: int,
     *,
-    extra_stop_ids: tuple[int, ...] = (),
+    extra_stop_ids: tuple[int, ...] | None = None,
     **settings: Any,
 ) -> denoise.DenoiseConfig:
   """The one way settings and a tokenizer become a `DenoiseConfig`.
 
   `settings` are `denoise.Sampling` fields; the config stops at the
   tokenizer's EOS, its checkpoint's other stop ids, then `extra_stop_ids`
-  (`special_ids.tokenizer_stop_ids`), with the tokenizer's pad.
+  (`special_ids.tokenizer_stop_ids`; None where the caller has no such
+  setting, as generate's `decode`), with the tokenizer's pad.
   """
   return denoise.DenoiseConfig(
       max_prompt_length=max_prompt_length,
