@@ -373,6 +373,23 @@ class ChunkedStrategyTest(parameterized.TestCase):
         got_leaf = got_leaf[key.key]
       self.assertLess(_rel(got_leaf, want_leaf), 1e-6, str(path))
 
+  def test_an_injected_student_call_works_with_the_chunked_head(self):
+    # Its logits are the student's rows: the KL in chunks, the same loss.
+    batch = _batch(self.trace, sources.CORRUPTED)
+    injected = lambda *args, **kwargs: diffusion_lm.diffusion_logits_fn(
+        *args, **kwargs
+    )
+
+    def loss(**kwargs):
+      strategy = strategy_lib.DiffusionOpdStrategy(
+          bd=_bd(), vocab_size=_VOCAB, canvas=sources.CORRUPTED, **kwargs
+      )
+      targets = strategy.get_teacher_outputs(self.teacher, {"batch": batch})
+      return strategy.get_train_loss(self.student, targets, None)[0]
+
+    got = loss(logits_fn=injected, logits_chunk=24)
+    self.assertLess(_rel(got, loss()), 1e-6)
+
   def test_a_padded_teacher_vocabulary(self):
     # The student adds one id (its mask, excluded) the teacher lacks.
     rng = np.random.default_rng(0)
