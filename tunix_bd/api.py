@@ -27,6 +27,7 @@ _PUBLIC = {
     # The model contract (docs/design.md, "Semantics").
     "BlockDiffusionConfig": "tunix_bd.core.bd_config:BlockDiffusionConfig",
     "diffusion_logits_fn": "tunix_bd.core.diffusion_lm:diffusion_logits_fn",
+    "diffusion_rows": "tunix_bd.core.diffusion_lm:diffusion_rows",
     "Trace": "tunix_bd.core.trace:Trace",
     "Replayer": "tunix_bd.core.replayer:Replayer",
     # Decoding.

@@ -182,6 +182,17 @@ ACCUMULATION_AVERAGES_GRADIENTS = True
 ROPE_THETA_APPLIED = {"qwen3": 1_000_000, "qwen2": None, "llama3": 1_000_000}
 
 
+def hidden_states_flag(model: Any) -> str | None:
+  """The keyword of `model(...)` that gives its hidden states
+  (`skip_lm_head`, `output_hidden_states`), or None if it has neither."""
+  call = getattr(type(model), "_unquantized_type", type(model)).__call__
+  parameters = inspect.signature(call).parameters
+  for flag in ("skip_lm_head", "output_hidden_states"):
+    if flag in parameters:
+      return flag
+  return None
+
+
 def final_hidden_states(
     model: Any,
     tokens: jax.Array,
@@ -202,11 +213,10 @@ def final_hidden_states(
     `(hidden [batch, length, embed], new_cache)`: the final-norm outputs in
     the model's compute dtype and the cache as `model(...)` returns it.
   """
-  call = getattr(type(model), "_unquantized_type", type(model)).__call__
-  parameters = inspect.signature(call).parameters
-  if "skip_lm_head" in parameters:
+  flag = hidden_states_flag(model)
+  if flag == "skip_lm_head":
     return model(tokens, positions, cache, attention_mask, skip_lm_head=True)
-  if "output_hidden_states" not in parameters:
+  if flag is None:
     raise ValueError(
         f"{type(model).__name__} of google-tunix {TUNIX_VERSION} cannot"
         " return its hidden states (no skip_lm_head or output_hidden_states);"

@@ -33,6 +33,7 @@ _PUBLIC = (
     "build_char_tokenizer",
     "diffusion_grpo_loss",
     "diffusion_logits_fn",
+    "diffusion_rows",
     "embedded_conversations",
     "exact_match",
     "final_answer",

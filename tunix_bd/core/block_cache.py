@@ -5,7 +5,7 @@
 Under the block-causal mask a block attends only to earlier blocks and to
 itself, so the keys and values of committed (clean) blocks can be cached.
 `BlockCache` holds the model's KV cache plus what masks and the shifted
-alignment need; `cached_logits.block_logits_with_cache` (the default
+alignment need; `cached_logits.block_rows_with_cache` (the default
 `CachedLogitsFn`) evaluates blocks against it and commits them.
 """
 
@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from tunix_bd import config_utils
 from tunix_bd.core import families
+from tunix_bd.core import lm_head
 
 
 @flax.struct.dataclass
@@ -31,16 +32,17 @@ class BlockCache:
     positions: int32 `[batch, cache_size]` logical positions of the slots.
     segment_ids: int32 `[batch, cache_size]`, 0 = pad or not yet written.
     end_index: int32 scalar, the number of committed slots.
-    boundary_logits: float32 `[batch, vocab]` raw logit at each row's last
-      committed token (the shifted-alignment predictor of the next block's
-      first token); zeros if none.
+    boundary_logits: float32 `[batch, width]` raw row (hidden state or
+      logits, as the model call's rows: `lm_head.split_head`) at each row's
+      last committed token (the shifted-alignment predictor of the next
+      block's first token); zeros if none.
     boundary_positions: int32 `[batch]` logical position of that token, -1
       if none.
     boundary_segment_ids: int32 `[batch]` its segment id, 0 if none.
     canvas_ids: int32 `[batch, cache_size]` canvas ids of the slots (0 =
       clean; see `masks.canvas_mask`).
-    block_end_logits: float32 `[batch, cache_size // S + 1, vocab]` raw
-      logit at the last token of each committed logical block (S the block
+    block_end_logits: float32 `[batch, cache_size // S + 1, width]` raw
+      row at the last token of each committed logical block (S the block
       size), the predictor of the next block's first token, kept only by a
       cache made with `block_end_logits_of=S` (packed canvases read it);
       else None.
@@ -66,17 +68,17 @@ def init_block_cache(
     cache_size: int,
     *,
     block_end_logits_of: int | None = None,
-    hidden_states: bool = False,
 ) -> BlockCache:
   """An empty `BlockCache` (float32 KV) over the model's empty KV cache.
 
   Args:
     cache_size: slots; at least the total canvas length.
-    block_end_logits_of: a block size S: also keep the raw logit at the end
+    block_end_logits_of: a block size S: also keep the raw row at the end
       of every committed block (memory `[batch, cache_size // S + 1,
-      vocab]`), for `canvas_ids` calls; None keeps none.
-    hidden_states: keep hidden rows (`model.config.embed_dim` wide) where
-      logits are kept, for `cached_logits.block_hidden_with_cache`.
+      width]`), for `canvas_ids` calls; None keeps none.
+
+  The rows kept are `config.embed_dim` wide where the model's head is split
+  off its rows (`lm_head.split_head`), else `config.vocab_size`.
   """
   for name, value in (("batch_size", batch_size), ("cache_size", cache_size)):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -96,7 +98,8 @@ def init_block_cache(
         }
         for i in range(config.num_layers)
     }
-  vocab_size = config.embed_dim if hidden_states else config.vocab_size
+  hidden = lm_head.split_head(model) is not None
+  vocab_size = config.embed_dim if hidden else config.vocab_size
   ends = None
   if block_end_logits_of is not None:
     size = config_utils.check_int("block_end_logits_of", block_end_logits_of, 1)

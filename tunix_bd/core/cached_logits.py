@@ -1,22 +1,23 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Logits of blocks against a block KV cache: the default `CachedLogitsFn`.
+"""Rows of blocks against a block KV cache: the default `CachedLogitsFn`.
 
-`block_logits_with_cache` evaluates one block of a canvas against the cached
-clean earlier blocks and gives the logits `diffusion_lm.diffusion_logits_fn`
-gives for those positions on the whole single canvas (to float tolerance;
-docs/design.md "KV cache").
+`block_rows_with_cache` evaluates one block of a canvas against the cached
+clean earlier blocks and gives the rows `diffusion_lm.diffusion_rows` gives
+for those positions on the whole single canvas (to float tolerance;
+docs/design.md "KV cache"): one attend step (mask, forward, cache write),
+then the alignment of a committed block (`_commit_rows`) or of packed
+noisy canvases (`_canvas_rows`).
 """
 
 from __future__ import annotations
-
-import functools
 
 import jax
 import jax.numpy as jnp
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import masks
 
 
@@ -34,7 +35,7 @@ def _rewind(new_kv: dict, old_kv: dict, commit_length: int) -> dict:
   )
 
 
-def block_logits_with_cache(
+def block_rows_with_cache(
     model,
     block_tokens: jax.Array,
     block_positions: jax.Array,
@@ -44,9 +45,8 @@ def block_logits_with_cache(
     config: bd_config.BlockDiffusionConfig,
     commit_length: int | None = None,
     canvas_ids: jax.Array | None = None,
-    hidden: bool = False,
-) -> tuple[jax.Array, block_cache.BlockCache]:
-  """Target-aligned logits of one block against the cached earlier blocks.
+) -> tuple[lm_head.Rows, block_cache.BlockCache]:
+  """Target-aligned rows of one block against the cached earlier blocks.
 
   Each row's non-pad tokens must be whole logical blocks (or the final
   partial block), evaluated in order. A denoising step discards the returned
@@ -71,13 +71,11 @@ def block_logits_with_cache(
     canvas_ids: int `[batch, block_len]` ids >= 1 of noisy canvases (0 for
       clean context columns before them), or None (a clean block or one
       denoising canvas).
-    hidden: the same rows before the head (`block_hidden_with_cache`).
 
   Returns:
-    `(logits, new_cache)`: float32 `[batch, block_len, vocab]` target-aligned
-    logits as `diffusion_logits_fn` gives them for these positions, and the
-    cache with the committed columns written; its boundary is the last
-    committed token.
+    `(rows, new_cache)`: `lm_head.Rows` `[batch, block_len, ...]` as
+    `diffusion_rows` gives them for these positions, and the cache with the
+    committed columns written; its boundary is the last committed token.
   """
   tokens, positions, segments = diffusion_lm.check_inputs(
       model,
@@ -86,9 +84,9 @@ def block_logits_with_cache(
       block_segment_ids,
       config,
       prefix="block_",
-      check_mask=not hidden,
   )
-  batch, block_len = tokens.shape
+  head = lm_head.split_head(model, config.mask_token_id)
+  block_len = tokens.shape[1]
   if canvas_ids is not None:
     if commit_length is not None:
       raise ValueError("canvas_ids columns are never committed.")
@@ -99,9 +97,12 @@ def block_logits_with_cache(
           "canvas_ids under shifted alignment need a cache made with"
           " block_end_logits_of=block_size."
       )
-    return _canvas_logits(
-        model, tokens, positions, segments, cache, config, canvas_ids, hidden
+    ids = masks.check_ids("canvas_ids", canvas_ids, tokens.shape)
+    raw, _ = _attend(
+        model, tokens, positions, segments, cache, config, head, ids
     )
+    rows = _canvas_rows(raw, positions, segments, ids, cache, config)
+    return diffusion_lm.rows_of(rows, head, config.mask_token_id), cache
   if commit_length is None:
     commit_length = block_len
   if (
@@ -113,6 +114,27 @@ def block_logits_with_cache(
         f"commit_length must be an int in [1, {block_len}] (the block"
         f" length), got {commit_length!r}."
     )
+  _check_room(cache, tokens.shape)
+  raw, new_kv = _attend(model, tokens, positions, segments, cache, config, head)
+  rows = _commit_rows(raw, positions, segments, cache, config)
+  new_cache = _commit(cache, raw, new_kv, positions, segments, commit_length)
+  if cache.block_end_logits is not None:
+    new_cache = _keep_block_ends(
+        new_cache, raw, positions, segments, commit_length, config.block_size
+    )
+  return diffusion_lm.rows_of(rows, head, config.mask_token_id), new_cache
+
+
+def block_logits_with_cache(*args, **kwargs):
+  """`(logits, new_cache)`: float32 `[batch, block_len, vocab]` logits of
+  `block_rows_with_cache` (same arguments)."""
+  rows, cache = block_rows_with_cache(*args, **kwargs)
+  return lm_head.dense_logits(rows), cache
+
+
+def _check_room(cache, shape):
+  """Fails closed on a batch or a block the cache has no room for."""
+  batch, block_len = shape
   cache_batch, cache_size = cache.positions.shape
   if batch != cache_batch:
     raise ValueError(
@@ -126,46 +148,64 @@ def block_logits_with_cache(
         f"the cache has {cache_size - int(end)} free slots, but the block"
         f" has {block_len}; use a larger cache_size."
     )
-  kv_positions = jax.lax.dynamic_update_slice(
-      cache.positions, positions, (0, end)
-  )
-  kv_segments = jax.lax.dynamic_update_slice(
-      cache.segment_ids, segments, (0, end)
-  )
-  mask = masks.block_causal_mask(
-      positions,
-      kv_positions,
-      config.block_size,
-      q_segment_ids=segments,
-      kv_segment_ids=kv_segments,
-  )
-  raw, new_kv = diffusion_lm.model_rows(
-      model, tokens, positions, cache.kv, mask, hidden
-  )
 
-  if config.alignment == bd_config.SAME_POSITION:
-    logits = raw
+
+def _attend(model, tokens, positions, segments, cache, config, head, ids=None):
+  """`(raw rows, new_kv)`: the block written at the cache's end, attending
+  under the block-causal mask, or `masks.canvas_mask` with canvas `ids`."""
+  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, cache.end_index))
+  kv_positions = put(cache.positions, positions)
+  kv_segments = put(cache.segment_ids, segments)
+  if ids is None:
+    mask = masks.block_causal_mask(
+        positions,
+        kv_positions,
+        config.block_size,
+        q_segment_ids=segments,
+        kv_segment_ids=kv_segments,
+    )
   else:
-    index, found = diffusion_lm.predecessors(positions, segments)
-    from_boundary = (
-        ~found
-        & (segments != masks.PAD_SEGMENT_ID)
-        & (cache.boundary_segment_ids[:, None] == segments)
-        & (cache.boundary_positions[:, None] == positions - 1)
+    mask = masks.canvas_mask(
+        positions,
+        kv_positions,
+        config.block_size,
+        q_canvas_ids=ids,
+        kv_canvas_ids=put(cache.canvas_ids, ids),
+        q_segment_ids=segments,
+        kv_segment_ids=kv_segments,
     )
-    logits = jnp.where(
-        found[:, :, None],
-        diffusion_lm.gather_rows(raw, index),
-        jnp.where(
-            from_boundary[:, :, None], cache.boundary_logits[:, None, :], 0.0
-        ),
-    )
+  return diffusion_lm.forward(model, tokens, positions, cache.kv, mask, head)
 
-  new_end = end + commit_length
-  block_ends = _keep_block_ends(
-      cache, raw, positions, segments, commit_length, config.block_size
+
+def _commit_rows(raw, positions, segments, cache, config):
+  """A committed block's aligned rows: a first token's predictor is the
+  cache's boundary (the last committed token before it)."""
+  if config.alignment == bd_config.SAME_POSITION:
+    return raw
+  index, found = diffusion_lm.predecessors(positions, segments)
+  from_boundary = (
+      ~found
+      & (segments != masks.PAD_SEGMENT_ID)
+      & (cache.boundary_segment_ids[:, None] == segments)
+      & (cache.boundary_positions[:, None] == positions - 1)
   )
-  if commit_length < block_len:
+  return jnp.where(
+      found[:, :, None],
+      diffusion_lm.gather_rows(raw, index),
+      jnp.where(
+          from_boundary[:, :, None], cache.boundary_logits[:, None, :], 0.0
+      ),
+  )
+
+
+def _commit(cache, raw, new_kv, positions, segments, commit_length):
+  """The cache with the first `commit_length` columns written."""
+  end, cache_size = cache.end_index, cache.positions.shape[1]
+  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, end))
+  kv_positions = put(cache.positions, positions)
+  kv_segments = put(cache.segment_ids, segments)
+  new_end = end + commit_length
+  if commit_length < positions.shape[1]:
     # Uncommitted slots read as unwritten: masked out, and overwritten by the
     # next call, which writes at the rewound `end_index`.
     written = jnp.arange(cache_size) < new_end
@@ -180,7 +220,7 @@ def block_logits_with_cache(
   )[:, -1:]
   last_segment = jnp.take_along_axis(segments, last, axis=1)[:, 0]
   has_tokens = last_segment != masks.PAD_SEGMENT_ID
-  new_cache = cache.replace(
+  return cache.replace(
       kv=new_kv,
       positions=kv_positions,
       segment_ids=kv_segments,
@@ -198,33 +238,11 @@ def block_logits_with_cache(
       boundary_segment_ids=jnp.where(
           has_tokens, last_segment, cache.boundary_segment_ids
       ),
-      block_end_logits=block_ends[0],
-      block_end_segments=block_ends[1],
   )
-  return _excluded(logits, config, hidden), new_cache
-
-
-# `block_logits_with_cache` before the head: the same forward, cache and
-# alignment on the model's final hidden states (`compat.final_hidden_states`),
-# `[batch, block_len, embed]` rows whose `lm_head.dense_logits` are its
-# logits. The cache keeps hidden rows where that one keeps logits, so it must
-# be made with `block_cache.init_block_cache(..., hidden_states=True)`.
-block_hidden_with_cache = functools.partial(
-    block_logits_with_cache, hidden=True
-)
-
-
-def _excluded(rows, config, hidden):
-  """Logits with the mask column excluded; hidden rows as they are."""
-  if hidden:
-    return rows
-  return diffusion_lm.exclude_mask_token(rows, config.mask_token_id)
 
 
 def _keep_block_ends(cache, raw, positions, segments, commit_length, size):
-  """The cache's block-end logits with the committed block ends added."""
-  if cache.block_end_logits is None:
-    return None, None
+  """The cache with the committed block ends' raw rows added."""
   num_blocks = cache.block_end_segments.shape[1]
   committed = jnp.arange(positions.shape[1]) < commit_length
   is_end = committed & (segments != masks.PAD_SEGMENT_ID)
@@ -232,36 +250,23 @@ def _keep_block_ends(cache, raw, positions, segments, commit_length, size):
   # Columns that end no block scatter out of range, and are dropped.
   block = jnp.where(is_end, positions // size, num_blocks)
   rows = jnp.broadcast_to(jnp.arange(raw.shape[0])[:, None], block.shape)
-  return (
-      cache.block_end_logits.at[rows, block].set(raw, mode="drop"),
-      cache.block_end_segments.at[rows, block].set(segments, mode="drop"),
+  return cache.replace(
+      block_end_logits=cache.block_end_logits.at[rows, block].set(
+          raw, mode="drop"
+      ),
+      block_end_segments=cache.block_end_segments.at[rows, block].set(
+          segments, mode="drop"
+      ),
   )
 
 
-def _canvas_logits(
-    model, tokens, positions, segments, cache, config, ids, hidden
-):
-  """`block_logits_with_cache` of noisy canvases (`canvas_ids`)."""
-  ids = masks.check_ids("canvas_ids", ids, tokens.shape)
-  end = cache.end_index
-  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, end))
-  mask = masks.canvas_mask(
-      positions,
-      put(cache.positions, positions),
-      config.block_size,
-      q_canvas_ids=ids,
-      kv_canvas_ids=put(cache.canvas_ids, ids),
-      q_segment_ids=segments,
-      kv_segment_ids=put(cache.segment_ids, segments),
-  )
-  raw, _ = diffusion_lm.model_rows(
-      model, tokens, positions, cache.kv, mask, hidden
-  )
+def _canvas_rows(raw, positions, segments, ids, cache, config):
+  """Packed noisy canvases' aligned rows: a block's first token's predictor
+  is the end of the clean block before it, among this call's clean columns
+  or else cached."""
   if config.alignment == bd_config.SAME_POSITION:
-    return _excluded(raw, config, hidden), cache
+    return raw
   index, found = diffusion_lm.predecessors(positions, segments, ids)
-  # A block's first token: the end of the clean block before it, among this
-  # call's clean columns or else cached.
   first = (
       ~found
       & (positions % config.block_size == 0)
@@ -283,7 +288,7 @@ def _canvas_logits(
       & ~in_call
       & (jnp.take_along_axis(cache.block_end_segments, previous, 1) == segments)
   )
-  logits = jnp.where(
+  return jnp.where(
       found[:, :, None],
       diffusion_lm.gather_rows(raw, index),
       jnp.where(
@@ -296,7 +301,6 @@ def _canvas_logits(
           ),
       ),
   )
-  return _excluded(logits, config, hidden), cache
 
 
 def _locate(

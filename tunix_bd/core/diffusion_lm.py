@@ -1,18 +1,20 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""`diffusion_logits_fn`: the one model contract of every tunix_bd stage.
+"""The one model contract of every tunix_bd stage: rows of a canvas.
 
 Any Tunix decoder called as `model(tokens, positions, cache, attention_mask)`
-returning `(logits, cache)` (`core.families`) plugs in: this module builds
-the masks, calls the model and returns target-aligned logits
-(docs/design.md "Target alignment"), the mask token's column at
-`MASKED_LOGIT` (probability exactly 0 under any softmax). Consumers take a
-`LogitsFn` / `CachedLogitsFn` as a parameter, defaulting to these.
+returning `(logits, cache)` (`core.families`) plugs in: `diffusion_rows`
+builds the masks, calls the model and returns target-aligned rows
+(docs/design.md "Target alignment"): its final hidden rows and head, or its
+logits (`lm_head.Rows`), the mask token's column at `MASKED_LOGIT`
+(probability exactly 0 under any softmax). `diffusion_logits_fn` is their
+dense logits. Consumers take a `LogitsFn` / `CachedLogitsFn` as a
+parameter, defaulting to the rows calls; one returning logits (injected)
+works with every consumer, the chunked head included.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import jax
@@ -21,37 +23,32 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config
 from tunix_bd.core import families
 from tunix_bd.core import layer_scan
+from tunix_bd.core import lm_head
 from tunix_bd.core import masks
+from tunix_bd.core import scoring
 from tunix_bd.core import splash_attention
 
-# The mask token's logit. Finite on purpose: -inf would make `0 * log p` and
-# `inf - inf` NaN in losses and their gradients. In float32,
-# exp(MASKED_LOGIT - max) is exactly 0 for any real max logit, and
-# MASKED_LOGIT is far from the float32 limit (3.4e38).
-MASKED_LOGIT = -1e30
+MASKED_LOGIT = scoring.MASKED_LOGIT
 
 
-# A cache-free model call with `diffusion_logits_fn`'s arguments: float32
-# `[batch, length, vocab]` target-aligned logits, the mask column at
-# `MASKED_LOGIT`.
-LogitsFn = Callable[..., jax.Array]
+# A cache-free model call with `diffusion_rows`' arguments: its
+# `lm_head.Rows`, or float32 `[batch, length, vocab]` target-aligned logits
+# (the mask column at `MASKED_LOGIT`), which consumers take as rows.
+LogitsFn = Callable[..., Any]
 # A model call on one block against a block KV cache with
-# `cached_logits.block_logits_with_cache`'s arguments: `(logits, new_cache)`,
-# the logits equal to the cache-free ones for these positions and the cache
-# with the first `commit_length` columns committed.
-CachedLogitsFn = Callable[..., tuple[jax.Array, Any]]
+# `cached_logits.block_rows_with_cache`'s arguments: `(rows, new_cache)`,
+# the rows (or logits) equal to the cache-free ones for these positions and
+# the cache with the first `commit_length` columns committed.
+CachedLogitsFn = Callable[..., tuple[Any, Any]]
 
 
-def check_inputs(
-    model, tokens, positions, segment_ids, config, prefix="", check_mask=True
-):
-  """`(tokens, positions, segment_ids)` of a logits call, checked, as int32.
+def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):
+  """`(tokens, positions, segment_ids)` of a model call, checked, as int32.
 
   The model's `config` (if any) is checked for a supported family and RoPE
-  base (`families`), flash attention and, with `check_mask` (callers that
-  apply no head leave it to whoever applies one), a mask id outside the
-  vocabulary. `segment_ids` None means one segment; `prefix` is prepended
-  to argument names in error messages.
+  base (`families`), flash attention and a mask id outside the vocabulary.
+  `segment_ids` None means one segment; `prefix` is prepended to argument
+  names in error messages.
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(
@@ -69,11 +66,7 @@ def check_inputs(
   # Models with a config fail before any compute; others once the logits'
   # width is known (`exclude_mask_token`).
   vocab_size = getattr(model_config, "vocab_size", None)
-  if (
-      check_mask
-      and isinstance(vocab_size, int)
-      and config.mask_token_id >= vocab_size
-  ):
+  if isinstance(vocab_size, int) and config.mask_token_id >= vocab_size:
     raise ValueError(
         f"mask_token_id={config.mask_token_id} is outside the model"
         f" vocabulary of size {vocab_size}."
@@ -98,19 +91,24 @@ def exclude_mask_token(logits: jax.Array, mask_token_id: int) -> jax.Array:
   return logits.at[..., mask_token_id].set(MASKED_LOGIT)
 
 
-def model_rows(
-    model, tokens, positions, kv, mask, hidden=False, scan_layers=False
-):
-  """`(rows, new_kv)` of a Tunix decoder call: float32 logits, or its final
-  hidden states (`compat.final_hidden_states`) with `hidden`; without a
-  cache and with `scan_layers`, its layers in one scan where they can be
-  (`layer_scan.scanned`)."""
+def forward(model, tokens, positions, kv, mask, head, scan_layers=False):
+  """`(values, new_kv)` of a Tunix decoder call: its final hidden states
+  (`compat.final_hidden_states`) where `head` is split off, else its
+  float32 logits; without a cache and with `scan_layers`, its layers in
+  one scan where they can be (`layer_scan.scanned`)."""
   if kv is None and scan_layers:
     model = layer_scan.scanned(model)
-  if hidden:
+  if head is not None:
     return compat.final_hidden_states(model, tokens, positions, kv, mask)
   raw, new_kv = model(tokens, positions, kv, mask)
   return raw.astype(jnp.float32), new_kv
+
+
+def rows_of(values, head, mask_token_id) -> lm_head.Rows:
+  """Aligned `values` as `Rows`: logits get the mask column excluded."""
+  if head is None:
+    values = exclude_mask_token(values, mask_token_id)
+  return lm_head.Rows(values, head)
 
 
 # Under `shifted` alignment the logit at position p comes from the token at
@@ -160,7 +158,7 @@ def predecessors(
   return index, found
 
 
-def diffusion_logits_fn(
+def diffusion_rows(
     model,
     tokens: jax.Array,
     positions: jax.Array,
@@ -169,10 +167,9 @@ def diffusion_logits_fn(
     config: bd_config.BlockDiffusionConfig,
     clean_tokens: jax.Array | None = None,
     attention: str = splash_attention.DENSE,
-    hidden: bool = False,
     scan_layers: bool = False,
-) -> jax.Array:
-  """Target-aligned block-diffusion logits of a canvas, in one forward.
+) -> lm_head.Rows:
+  """Target-aligned block-diffusion rows of a canvas, in one forward.
 
   Args:
     model: a Tunix decoder called as `model(tokens, positions, None, mask)`.
@@ -185,22 +182,23 @@ def diffusion_logits_fn(
     attention: `dense`, the model's call with a dense mask; `splash`, the
       Splash kernel (`splash_attention`: Qwen3, positions the physical
       index up to a block-aligned shift per segment).
-    hidden: the same rows before the head (`diffusion_hidden_fn`).
     scan_layers: run a Tunix decoder's layers in one scan, compiled once
       (`layer_scan`); False, Tunix's Python loop over them. Equal values.
 
   Returns:
-    float32 `[batch, length, vocab]` target-aligned logits: index i predicts
-    the token at i. Shifted alignment: for the first token of a block under
-    `clean_context`, the logit comes from the clean copy of the previous
-    block, as at inference. The mask column is `MASKED_LOGIT`.
+    `lm_head.Rows` `[batch, length, ...]`, index i predicting the token at
+    i: the model's final hidden rows and head (`lm_head.split_head`), or
+    its float32 logits. Shifted alignment: for the first token of a block
+    under `clean_context`, the row comes from the clean copy of the
+    previous block, as at inference; rows without a predictor are 0.
   """
   splash = splash_attention.check_attention(attention, "attention") == (
       splash_attention.SPLASH
   )
   tokens, positions, segment_ids = check_inputs(
-      model, tokens, positions, segment_ids, config, check_mask=not hidden
+      model, tokens, positions, segment_ids, config
   )
+  head = lm_head.split_head(model, config.mask_token_id)
   length = tokens.shape[1]
   clean_context = config.layout == bd_config.CLEAN_CONTEXT
   if clean_context and clean_tokens is None:
@@ -230,7 +228,7 @@ def diffusion_logits_fn(
         clean_context=clean_context,
         scan_layers=scan_layers,
     )
-    if not hidden:  # Tunix Qwen3's head.
+    if head is None:  # Tunix Qwen3's head, with its LoRA adapters.
       tied = model.config.use_tied_embedding
       raw = (model.embedder.decode if tied else model.lm_head)(raw)
       raw = raw.astype(jnp.float32)
@@ -247,8 +245,8 @@ def diffusion_logits_fn(
           q_segment_ids=segment_ids,
           kv_segment_ids=segment_ids,
       )
-    raw, _ = model_rows(
-        model, row_tokens, row_positions, None, mask, hidden, scan_layers
+    raw, _ = forward(
+        model, row_tokens, row_positions, None, mask, head, scan_layers
     )
 
   if config.alignment == bd_config.SAME_POSITION:
@@ -261,15 +259,32 @@ def diffusion_logits_fn(
       first_of_block = positions % config.block_size == 0
       index = jnp.where(first_of_block, index + length, index)
     rows = jnp.where(found[:, :, None], gather_rows(raw, index), 0)
-  if hidden:
-    return rows
-  return exclude_mask_token(rows, config.mask_token_id)
+  return rows_of(rows, head, config.mask_token_id)
 
 
-# `diffusion_logits_fn` before the head: target-aligned final hidden states,
-# `[batch, length, embed]` in the model's compute dtype, whose
-# `lm_head.dense_logits(lm_head.model_head(model, mask_id), rows)` are its
-# logits (alignment is a row gather; rows without a predecessor are 0). The
-# mask id is checked by whoever applies the head (`lm_head.model_head`): a
-# causal teacher's vocabulary may lack the student's mask token.
-diffusion_hidden_fn = functools.partial(diffusion_logits_fn, hidden=True)
+def diffusion_logits_fn(
+    model,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array | None,
+    *,
+    config: bd_config.BlockDiffusionConfig,
+    clean_tokens: jax.Array | None = None,
+    attention: str = splash_attention.DENSE,
+    scan_layers: bool = False,
+) -> jax.Array:
+  """float32 `[batch, length, vocab]` logits of `diffusion_rows` (same
+  arguments): target-aligned, the mask column `MASKED_LOGIT`, 0 where a
+  position has no predictor."""
+  return lm_head.dense_logits(
+      diffusion_rows(
+          model,
+          tokens,
+          positions,
+          segment_ids,
+          config=config,
+          clean_tokens=clean_tokens,
+          attention=attention,
+          scan_layers=scan_layers,
+      )
+  )

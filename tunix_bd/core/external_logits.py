@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import masks
 
 # What `fn` is given, beside `clean_tokens` under the `clean_context` layout.
@@ -126,9 +127,13 @@ def replay_cache_free(model, trace, context, packed, config, fn, per_slot):
         )
         for x, whole in zip((packed.tokens, packed.segment_ids), clean)
     )
-    logits = fn.logits_fn(model, tokens, position, segments, config=config)
-    block = jnp.take_along_axis(
-        logits, (start + jnp.arange(size))[:, :, None], axis=1
+    rows = lm_head.as_rows(
+        fn.logits_fn(model, tokens, position, segments, config=config)
+    )
+    block = rows.map(
+        lambda x: jnp.take_along_axis(
+            x, (start + jnp.arange(size))[:, :, None], axis=1
+        )
     )
     values = per_slot(
         block, cols(packed.targets), temperature=trace.temperature

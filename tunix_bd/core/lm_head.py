@@ -1,12 +1,15 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The output head in vocabulary chunks: logits only where a loss reads them.
+"""Model calls' rows and their output head, in vocabulary chunks.
 
-`token_stats` computes what a loss reads of a decoder's logits (a target's
-log-prob and the argmax) `chunk` columns at a time, so no `[rows, vocab]`
-float32 array is built in either pass (docs/design.md "Output head and
-precision"). A zero hidden row gives logits 0 (the heads have no bias), so
-the target alignment can be applied to hidden rows.
+A model call returns `Rows`: its target-aligned final hidden rows and the
+head that makes them logits, or logits already (an injected call's, or a
+model whose head cannot be split off). `dense_logits` and `token_stats`
+are their two consumers: `token_stats` computes what a loss reads (a
+target's log-prob and the argmax) `chunk` columns at a time, so no `[rows,
+vocab]` float32 array is built in either pass (docs/design.md "Output head
+and precision"). A zero hidden row gives logits 0 (the heads have no
+bias), so the target alignment can be applied to hidden rows.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from typing import Any
 import flax
 import jax
 import jax.numpy as jnp
+from tunix_bd import compat
 from tunix_bd import config_utils
 from tunix_bd.core import families
 from tunix_bd.core import scoring
-from tunix_bd.core.diffusion_lm import MASKED_LOGIT
+from tunix_bd.core.scoring import MASKED_LOGIT
 
 # Vocabulary columns per chunk by default: a 152k vocabulary in 19 chunks,
 # whose `[rows, chunk]` float32 logits are 32 KiB per row.
@@ -62,11 +66,8 @@ def model_head(model: Any, mask_token_id: int | None = None) -> Head:
   head with LoRA adapters is refused (qwix adds them to the product, which
   the chunks here would leave out).
   """
-  config = model.config
-  name = families.family(config)
-  tied = config.weight_tying if name == "llama3" else config.use_tied_embedding
-  owner = model.embedder if tied else model.lm_head
-  if any(key.endswith("_lora_a") for key in vars(owner)):
+  tied, owner = _head_owner(model)
+  if _has_lora(owner):
     raise ValueError(
         "the output head has LoRA adapters (lora.module_path matches"
         " 'lm_head' or 'embedder'), which chunked logits cannot apply; keep"
@@ -76,7 +77,7 @@ def model_head(model: Any, mask_token_id: int | None = None) -> Head:
   head = Head(
       weight=weight[...],
       vocab_axis=0 if tied else 1,
-      dtype=getattr(config, "dtype", None),
+      dtype=getattr(model.config, "dtype", None),
       excluded=() if mask_token_id is None else (int(mask_token_id),),
   )
   for token in head.excluded:
@@ -88,11 +89,77 @@ def model_head(model: Any, mask_token_id: int | None = None) -> Head:
   return head
 
 
-def chunk_logits(head: Head, hidden: jax.Array, start, size: int) -> jax.Array:
+def _head_owner(model: Any) -> tuple[bool, Any]:
+  """`(tied, the module holding the head's weight)`."""
+  config = model.config
+  name = families.family(config)
+  tied = config.weight_tying if name == "llama3" else config.use_tied_embedding
+  return tied, model.embedder if tied else model.lm_head
+
+
+def _has_lora(owner: Any) -> bool:
+  return any(key.endswith("_lora_a") for key in vars(owner))
+
+
+def split_head(model: Any, mask_token_id: int | None = None) -> Head | None:
+  """The head a model call splits off its rows, or None (rows are logits).
+
+  `model_head`'s for a Tunix decoder that returns its hidden states
+  (`compat.hidden_states_flag`) and has no LoRA on its head; None for any
+  other callable, whose own logits are then the rows.
+  """
+  if getattr(model, "config", None) is None:
+    return None
+  if compat.hidden_states_flag(model) is None or _has_lora(
+      _head_owner(model)[1]
+  ):
+    return None
+  return model_head(model, mask_token_id)
+
+
+@flax.struct.dataclass
+class Rows:
+  """A model call's target-aligned rows and the head that makes them logits.
+
+  Attributes:
+    values: `[..., embed]` final hidden rows in the model's compute dtype
+      (with a head), or float32 `[..., vocab]` logits, the mask column at
+      `MASKED_LOGIT` (head None).
+    head: the `Head`, or None.
+  """
+
+  values: jax.Array
+  head: Head | None = None
+
+  @property
+  def vocab_size(self) -> int:
+    if self.head is None:
+      return self.values.shape[-1]
+    return self.head.vocab_size
+
+  def map(self, fn) -> Rows:
+    """The same rows with `fn` (a gather, a slice) applied to `values`."""
+    return self.replace(values=fn(self.values))
+
+
+def as_rows(out: Any) -> Rows:
+  """A model call's output as `Rows`: logits (an injected call's) as they
+  are."""
+  if isinstance(out, Rows):
+    return out
+  return Rows(jnp.asarray(out, jnp.float32))
+
+
+def chunk_logits(rows: Rows, start, size: int) -> jax.Array:
   """float32 `[..., size]` logits of columns `[start, start + size)`.
 
   `start` may be traced; excluded ids read `MASKED_LOGIT`.
   """
+  if rows.head is None:
+    return jax.lax.dynamic_slice_in_dim(
+        rows.values, start, size, axis=-1
+    ).astype(jnp.float32)
+  head, hidden = rows.head, rows.values
   dtype = head.dtype or head.weight.dtype
   weight = jax.lax.dynamic_slice_in_dim(
       head.weight, start, size, axis=head.vocab_axis
@@ -109,9 +176,9 @@ def chunk_logits(head: Head, hidden: jax.Array, start, size: int) -> jax.Array:
   return logits
 
 
-def dense_logits(head: Head, hidden: jax.Array) -> jax.Array:
-  """float32 `[..., vocab]`: the whole product (references and tests)."""
-  return chunk_logits(head, hidden, 0, head.vocab_size)
+def dense_logits(rows: Rows) -> jax.Array:
+  """float32 `[..., vocab]` logits of the rows, the whole product."""
+  return chunk_logits(rows, 0, rows.vocab_size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +202,13 @@ class Chunks:
 
   def valid(self, i):
     return self.start(i) + jnp.arange(self.size) >= i * self.size
+
+
+def check_chunk(logits_chunk: Any) -> int | None:
+  """`model.logits_chunk` checked: None (dense logits) or an int >= 1."""
+  if logits_chunk is None:
+    return None
+  return config_utils.check_int("model.logits_chunk", logits_chunk, 1)
 
 
 def chunks_of(vocab: int, chunk: int) -> Chunks:
@@ -175,35 +249,38 @@ def running_argmax(best, index, logits, start):
 
 
 def token_stats(
-    head: Head,
-    hidden: jax.Array,
+    rows: Rows,
     targets: jax.Array,
     *,
     temperature: Any = 1.0,
-    chunk: int = DEFAULT_CHUNK,
+    chunk: int | None = DEFAULT_CHUNK,
 ) -> tuple[jax.Array, jax.Array]:
   """Log-probs of `targets` and the argmax, `chunk` columns at a time.
 
-  `(log_probs, argmax)`, float32 and int32 `[...]` of `[..., embed]` hidden
-  rows (any float dtype) and int `[...]` targets: equal (to float rounding)
-  to `scoring.token_log_probs(dense_logits(head, hidden), targets,
-  temperature)` and `jnp.argmax(dense_logits(...), -1)`, gradients
-  included; the argmax (of the untempered logits) carries none. `chunk` is
-  capped at the vocabulary.
+  `(log_probs, argmax)`, float32 and int32 `[...]` of `[..., width]` rows
+  and int `[...]` targets: with `chunk` None, `scoring.token_log_probs(
+  dense_logits(rows), targets, temperature)` and `jnp.argmax(dense_logits(
+  rows), -1)`; with an int (capped at the vocabulary), the same to float
+  rounding, gradients included, without the dense logits. The argmax (of
+  the untempered logits) carries no gradient.
   """
-  if targets.shape != hidden.shape[:-1]:
+  if targets.shape != rows.values.shape[:-1]:
     raise ValueError(
-        f"targets have shape {targets.shape}, the hidden rows"
-        f" {hidden.shape[:-1]}."
+        f"targets have shape {targets.shape}, the rows"
+        f" {rows.values.shape[:-1]}."
     )
-  chunks = chunks_of(head.vocab_size, chunk)
-  rows = targets.shape
+  if chunk is None:
+    logits = dense_logits(rows)
+    log_probs = scoring.token_log_probs(logits, targets, temperature)
+    return log_probs, jnp.argmax(logits, axis=-1)
+  chunks = chunks_of(rows.vocab_size, chunk)
+  shape = targets.shape
   targets = targets.astype(jnp.int32)
 
   def body(carry, i):
     m, s, picked, best, index = carry
     start, valid = chunks.start(i), chunks.valid(i)
-    logits = chunk_logits(head, hidden, start, chunks.size)
+    logits = chunk_logits(rows, start, chunks.size)
     logits = jnp.where(valid, logits, MASKED_LOGIT)
     scaled = scoring.scale_logits(logits, temperature)
     m, s = online_logsumexp(m, s, scaled)
@@ -216,11 +293,11 @@ def token_stats(
     return m, s, picked, best, index
 
   init = (
-      jnp.full(rows, MASKED_LOGIT, jnp.float32),
-      jnp.zeros(rows, jnp.float32),
-      jnp.zeros(rows, jnp.float32),
-      jnp.full(rows, -jnp.inf, jnp.float32),
-      jnp.zeros(rows, jnp.int32),
+      jnp.full(shape, MASKED_LOGIT, jnp.float32),
+      jnp.zeros(shape, jnp.float32),
+      jnp.zeros(shape, jnp.float32),
+      jnp.full(shape, -jnp.inf, jnp.float32),
+      jnp.zeros(shape, jnp.int32),
   )
   m, s, picked, _, index = scan_chunks(body, init, chunks)
   return picked - (m + jnp.log(s)), index

@@ -4,7 +4,7 @@
 
 Each recorded token is scored on the canvas it was committed from, packed
 against the row's clean context (docs/design.md "Replay"): RL through
-`replay_log_probs`, OPD through `replay_logits` / `replay_hidden`.
+`replay_log_probs`, OPD through `replay_rows`.
 `ReplayLogitsFn` and `diffusion_batch` are the same replay as Tunix's
 `DiffusionLogitsFn` and prepared batch.
 """
@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd import compat
-from tunix_bd import config_utils
 from tunix_bd.core import bd_config
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
@@ -46,10 +45,9 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
 
   Args:
     shape: `(num_canvases, context_length)` as given to `replay_log_probs`.
-    per_slot: `(logits [batch, width, vocab], targets [batch, width],
-      temperature) -> [batch, width, ...]`, what each scored canvas column
-      contributes (hidden rows `[batch, width, embed]` from
-      `cached_logits.block_hidden_with_cache`, which the cache then keeps).
+    per_slot: `(rows [batch, width, ...] (`lm_head.Rows`), targets [batch,
+      width], temperature) -> [batch, width, ...]`, what each scored canvas
+      column contributes.
 
   Returns:
     float32 `[batch, completion_len, ...]`: `per_slot` of each generated
@@ -74,7 +72,6 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
       batch,
       context_len + width,
       block_end_logits_of=block,
-      hidden_states=cached_logits_fn is cached_logits.block_hidden_with_cache,
   )
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
 
@@ -94,11 +91,13 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
               (tokens, positions, segments, ids),
           )
       )
-    logits, _ = cached_logits_fn(
+    rows, _ = cached_logits_fn(
         model, tokens, positions, segments, cache, config=config, canvas_ids=ids
     )
     values = per_slot(
-        logits[:, -width:], targets, temperature=trace.temperature
+        lm_head.as_rows(rows).map(lambda x: x[:, -width:]),
+        targets,
+        temperature=trace.temperature,
     )
     scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
     zeros = jnp.zeros(np.shape(trace.tokens) + values.shape[2:], jnp.float32)
@@ -144,18 +143,12 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
   return total
 
 
-def _logits(logits, targets, temperature):
-  """`per_slot` of `replay_logits`: the logits themselves."""
-  del targets, temperature
-  return logits
-
-
 def replay_log_probs(
     model,
     trace: trace_lib.Trace,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
+        cached_logits.block_rows_with_cache
     ),
     num_canvases: int | None = None,
     context_length: int | None = None,
@@ -182,74 +175,64 @@ def replay_log_probs(
       any row's last generated block (`canvases.context_length`); None
       counts them on a concrete trace and takes the whole sequence under
       jit.
-    logits_chunk: None scores dense logits from `cached_logits_fn`; an int
-      applies the model's own head to the replayed hidden rows this many
-      vocabulary columns at a time (`cached_logits_fn` must be the
-      default).
+    logits_chunk: None scores dense logits; an int scores the rows this
+      many vocabulary columns at a time (`lm_head.token_stats`).
 
   Returns:
     float32 `[batch, completion_len]` log-probs of `trace.tokens` at their
     commit steps; 0 where `action_step == -1`.
   """
-  shape = (num_canvases, context_length)
-  if logits_chunk is None:
-    return _replay(
-        model, trace, shape, cached_logits_fn, scoring.token_log_probs
-    )
-  chunk = check_logits_chunk(logits_chunk, cached_logits_fn)
-  head = lm_head.model_head(model, trace.bd.mask_token_id)
+  chunk = lm_head.check_chunk(logits_chunk)
 
   def per_slot(rows, targets, temperature):
     return lm_head.token_stats(
-        head, rows, targets, temperature=temperature, chunk=chunk
+        rows, targets, temperature=temperature, chunk=chunk
     )[0]
 
   return _replay(
-      model, trace, shape, cached_logits.block_hidden_with_cache, per_slot
+      model, trace, (num_canvases, context_length), cached_logits_fn, per_slot
   )
 
 
-def check_logits_chunk(logits_chunk, cached_logits_fn) -> int | None:
-  """`logits_chunk` checked: None (dense) or an int >= 1, with no injected
-  `cached_logits_fn` (the chunked head is the model's own)."""
-  if logits_chunk is None:
-    return None
-  if cached_logits_fn is not cached_logits.block_logits_with_cache:
-    raise ValueError(
-        "logits_chunk applies the model's own head to its hidden states, so"
-        " it cannot use an injected cached_logits_fn; pass logits_chunk=None."
-    )
-  return config_utils.check_int("model.logits_chunk", logits_chunk, 1)
-
-
-def replay_logits(
+def replay_rows(
     model,
     trace: trace_lib.Trace,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
+        cached_logits.block_rows_with_cache
     ),
     num_canvases: int | None = None,
     context_length: int | None = None,
-) -> jax.Array:
-  """Each generated slot's target-aligned logits on its commit canvas.
+) -> lm_head.Rows:
+  """Each generated slot's target-aligned rows on its commit canvas.
 
-  float32 `[batch, completion_len, vocab]`, 0 where `action_step == -1`:
-  `replay_log_probs`' forward keeping whole logits (their
-  `scoring.log_probs` at `trace.temperature`, taken at `trace.tokens`, are
-  `replay_log_probs`); `action_logp` and `temperature` are not read.
+  `lm_head.Rows` `[batch, completion_len, ...]`, float32 values, 0 where
+  `action_step == -1`: `replay_log_probs`' forward keeping whole rows
+  (the `scoring.log_probs` of their logits at `trace.temperature`, taken
+  at `trace.tokens`, are `replay_log_probs`); `action_logp` and
+  `temperature` are not read.
   """
-  return _replay(
-      model, trace, (num_canvases, context_length), cached_logits_fn, _logits
-  )
+  split = []
+
+  def values(rows, targets, temperature):
+    del targets, temperature
+    # Static: whether the call split its head off (the model's own head,
+    # `lm_head.split_head`) or gave logits.
+    split.append(rows.head is not None)
+    return rows.values.astype(jnp.float32)
+
+  shape = (num_canvases, context_length)
+  out = _replay(model, trace, shape, cached_logits_fn, values)
+  head = lm_head.split_head(model, trace.bd.mask_token_id) if split[0] else None
+  return lm_head.Rows(out, head)
 
 
-# `replay_logits` before the head: float32 `[batch, completion_len, embed]`
-# rows, whose `lm_head.dense_logits` are `replay_logits`; for consumers
-# applying the head in chunks (OPD's KL).
-replay_hidden = functools.partial(
-    replay_logits, cached_logits_fn=cached_logits.block_hidden_with_cache
-)
+def replay_logits(model, trace: trace_lib.Trace, **kwargs) -> jax.Array:
+  """float32 `[batch, completion_len, vocab]`: the logits of `replay_rows`
+  (same arguments), 0 where `action_step == -1`."""
+  logits = lm_head.dense_logits(replay_rows(model, trace, **kwargs))
+  generated = jnp.asarray(trace.action_step) >= 0
+  return jnp.where(generated[..., None], logits, 0.0)
 
 
 # The trace fields a prepared rollout carries as `model_inputs`; `bd` and
@@ -271,7 +254,7 @@ class ReplayLogitsFn:
 
   bd: bd_config.BlockDiffusionConfig
   cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-      cached_logits.block_logits_with_cache
+      cached_logits.block_rows_with_cache
   )
 
   def __call__(self, model, model_inputs) -> jax.Array:

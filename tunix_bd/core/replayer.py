@@ -21,6 +21,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import cached_logits
 from tunix_bd.core import canvases
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import replay
 from tunix_bd.core import trace as trace_lib
 
@@ -54,7 +55,7 @@ class Replayer:
       model: nnx.Module,
       *,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          cached_logits.block_logits_with_cache
+          cached_logits.block_rows_with_cache
       ),
       logits_chunk: int | None = None,
   ):
@@ -66,9 +67,7 @@ class Replayer:
       )
     self._model = model
     self._cached_logits_fn = cached_logits_fn
-    self._logits_chunk = replay.check_logits_chunk(
-        logits_chunk, cached_logits_fn
-    )
+    self._logits_chunk = lm_head.check_chunk(logits_chunk)
     self._graphdef, self._state = nnx.split(model)
 
   def __call__(
@@ -110,7 +109,7 @@ def max_replay_error(
     trace: trace_lib.Trace,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
+        cached_logits.block_rows_with_cache
     ),
 ) -> float:
   """Max |replayed - recorded| log-prob over the generated positions.

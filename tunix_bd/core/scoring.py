@@ -6,7 +6,7 @@ Rollout commits and recorded log-probs (`generate.step`), replay
 (`core.replay`), OPD and the losses all score target-aligned logits
 (`diffusion_lm`) through `log_probs` / `token_log_probs`, so replay
 reproduces a rollout's log-probs by construction. The mask token's logit
-(`diffusion_lm.MASKED_LOGIT`) stays excluded at any temperature.
+(`MASKED_LOGIT`) stays excluded at any temperature.
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from tunix_bd.core import masks
-from tunix_bd.core.diffusion_lm import MASKED_LOGIT
+
+# The mask token's logit. Finite on purpose: -inf would make `0 * log p` and
+# `inf - inf` NaN in losses and their gradients. In float32,
+# exp(MASKED_LOGIT - max) is exactly 0 for any real max logit, and
+# MASKED_LOGIT is far from the float32 limit (3.4e38).
+MASKED_LOGIT = -1e30
 
 
 def check_temperature(temperature: Any, name: str = "temperature") -> float:

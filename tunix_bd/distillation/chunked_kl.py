@@ -6,8 +6,8 @@
 KL(p_teacher^tau || p_student^tau), the student's cross-entropy of the
 teacher's argmax, the teacher's NLL of the rollout's token and whether both
 argmaxes agree. `distill_stats` computes all four from the student's and
-the teacher's hidden rows and heads (`core.lm_head`), one chunk of both
-vocabularies at a time, in one pass with online normalizers:
+the teacher's rows (`core.lm_head.Rows`), one chunk of both vocabularies at
+a time, in one pass with online normalizers:
 
     KL = sum_v p_t (t_v - s_v) - lse(t) + lse(s)
        = A / Z_t - lse(t) + lse(s),  A = sum_v exp(t_v - m_t) (t_v - s_v)
@@ -35,22 +35,19 @@ MASKED_LOGIT = diffusion_lm.MASKED_LOGIT
 
 
 def distill_stats(
-    student: lm_head.Head,
-    student_hidden: jax.Array,
-    teacher: lm_head.Head,
-    teacher_hidden: jax.Array,
+    student: lm_head.Rows,
+    teacher: lm_head.Rows,
     completion: jax.Array,
     *,
     temperature: float,
     chunk: int = lm_head.DEFAULT_CHUNK,
 ) -> dict[str, jax.Array]:
-  """Per-slot OPD statistics from hidden rows, chunk by chunk.
+  """Per-slot OPD statistics from rows, chunk by chunk.
 
   Args:
-    student_hidden: `[..., embed]` student rows (differentiated).
-    teacher: the teacher's head; the student's ids past its vocabulary
-      must be excluded ones.
-    teacher_hidden: `[..., teacher_embed]` teacher rows, same leading shape.
+    student: `[..., width]` student rows (differentiated); its ids past the
+      teacher's vocabulary must be excluded ones.
+    teacher: `[..., teacher_width]` teacher rows, same leading shape.
     completion: int `[...]` the rollout's tokens.
     temperature: tau of the KL and the teacher's NLL (static, > 0).
     chunk: vocabulary columns per chunk.
@@ -61,24 +58,27 @@ def distill_stats(
     p_teacher^tau(completion)) and bool `agree` (equal argmaxes). Only `kl`
     and `hard_nll` carry gradients.
   """
-  # The student may only add excluded ids to the teacher's vocabulary.
+  # The student may only add excluded ids to the teacher's vocabulary (an
+  # injected call's logits exclude its mask column by contract).
   extra = set(range(teacher.vocab_size, student.vocab_size))
-  if teacher.vocab_size > student.vocab_size or extra - set(student.excluded):
+  excluded = () if student.head is None else student.head.excluded
+  if teacher.vocab_size > student.vocab_size or (
+      student.head is not None and extra - set(excluded)
+  ):
     raise ValueError(
         f"the teacher's head has {teacher.vocab_size} ids and the student's"
-        f" {student.vocab_size} (excluded {list(student.excluded)}); the"
+        f" {student.vocab_size} (excluded {list(excluded)}); the"
         " student may only add excluded ids (its mask token)."
     )
   rows = completion.shape
-  if student_hidden.shape[:-1] != rows or teacher_hidden.shape[:-1] != rows:
+  if student.values.shape[:-1] != rows or teacher.values.shape[:-1] != rows:
     raise ValueError(
-        f"hidden rows {student_hidden.shape[:-1]} (student),"
-        f" {teacher_hidden.shape[:-1]} (teacher) and completion {rows} differ."
+        f"rows {student.values.shape[:-1]} (student),"
+        f" {teacher.values.shape[:-1]} (teacher) and completion {rows} differ."
     )
   tau = scoring.check_temperature(temperature, "opd.temperature")
   chunks = lm_head.chunks_of(teacher.vocab_size, chunk)
   completion = completion.astype(jnp.int32)
-  teacher_hidden = jax.lax.stop_gradient(teacher_hidden)
   teacher = jax.lax.stop_gradient(teacher)
 
   def body(carry, i):
@@ -86,12 +86,8 @@ def distill_stats(
     start, valid = chunks.start(i), chunks.valid(i)
     columns = start + jnp.arange(chunks.size)
     masked = lambda x: jnp.where(valid, x, MASKED_LOGIT)
-    s = masked(
-        lm_head.chunk_logits(student, student_hidden, start, chunks.size)
-    )
-    t = masked(
-        lm_head.chunk_logits(teacher, teacher_hidden, start, chunks.size)
-    )
+    s = masked(lm_head.chunk_logits(student, start, chunks.size))
+    t = masked(lm_head.chunk_logits(teacher, start, chunks.size))
     s_tau = scoring.scale_logits(s, tau)
     t_tau = scoring.scale_logits(t, tau)
     ms, zs = lm_head.online_logsumexp(ms, zs, s_tau)

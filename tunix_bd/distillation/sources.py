@@ -186,9 +186,9 @@ class StudentRolloutSource(compat.DataHooks):
       eos_id: int,
       corruption: corruption_lib.SftCorruptionConfig | None = None,
       time_budget_s: float | None = None,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          cached_logits.block_logits_with_cache
+          cached_logits.block_rows_with_cache
       ),
   ):
     """Builds the source (the denoiser is built at the first batch).

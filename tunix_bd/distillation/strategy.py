@@ -9,10 +9,11 @@ the jitted step, dropping other fields, so `get_teacher_outputs` (eager,
 outside the gradient) returns an `OpdTargets` holding the teacher's view
 AND the prepared student inputs; the loss reads only `teacher_output`.
 
-With `logits_chunk` the targets hold the teacher's hidden rows and head,
-and the loss applies both heads chunk by chunk (`chunked_kl`): no `[batch,
-T, vocab]` array of either model exists; the values equal the dense path's
-to float rounding.
+With `logits_chunk` the targets hold the teacher's rows (hidden rows and
+head), and the loss applies both models' heads chunk by chunk
+(`chunked_kl`): no `[batch, T, vocab]` array of either model exists (the
+student's, if its injected call gives logits); the values equal the dense
+path's to float rounding.
 """
 
 from __future__ import annotations
@@ -48,15 +49,13 @@ class OpdTargets:
       strategy's).
     teacher_logp: float32 `[batch, T, vocab]` teacher log-probs at `tau`
       (dense), or None.
-    teacher_hidden: `[batch, T, teacher_embed]` the teacher's aligned hidden
-      rows (chunked), or None.
-    teacher_head: the teacher's `lm_head.Head` (chunked), or None.
+    teacher_rows: the teacher's aligned `lm_head.Rows` `[batch, T,
+      teacher_embed]` (chunked), or None.
   """
 
   batch: sources.OpdBatch
   teacher_logp: Any = None
-  teacher_hidden: Any = None
-  teacher_head: Any = None
+  teacher_rows: Any = None
 
 
 def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
@@ -76,14 +75,14 @@ def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
   The teacher's head maps row j to `teacher_lib.aligned_logits` at
   slot j. Compiled, with no head in the program.
   """
-  hidden = diffusion_lm.diffusion_hidden_fn(
+  rows = diffusion_lm.diffusion_rows(
       teacher,
       tokens,
       positions,
       segment_ids,
       config=teacher_lib.ar_config(0),  # The mask id is the head's to exclude.
   )
-  return hidden[:, prompt_width:]
+  return rows.values[:, prompt_width:]
 
 
 class DiffusionOpdStrategy(compat.BaseStrategy):
@@ -97,9 +96,9 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       canvas: str = sources.CORRUPTED,
       temperature: float = 1.0,
       hard_loss_weight: float = 0.0,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          cached_logits.block_logits_with_cache
+          cached_logits.block_rows_with_cache
       ),
       logits_chunk: int | None = None,
   ):
@@ -110,10 +109,9 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     Args:
       logits_fn: the student's cache-free model call (`corrupted` canvas).
       cached_logits_fn: the student's cached model call (`trace` canvas,
-        replayed by `core.replay.replay_logits`).
+        replayed by `core.replay.replay_rows`).
       logits_chunk: None for dense logits; an int applies both models' heads
-        this many vocabulary columns at a time (the model calls must then
-        be the defaults).
+        this many vocabulary columns at a time.
     """
     # `OpdSettings` checked `opd.canvas` and `opd.hard_loss_weight`.
     self.temperature = scoring.check_temperature(temperature, "opd.temperature")
@@ -121,8 +119,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     self.hard_loss_weight = float(hard_loss_weight)
     self.logits_fn = logits_fn
     self.cached_logits_fn = cached_logits_fn
-    self.logits_chunk = sft_loss.check_logits_chunk(logits_chunk, logits_fn)
-    replay.check_logits_chunk(self.logits_chunk, cached_logits_fn)
+    self.logits_chunk = lm_head.check_chunk(logits_chunk)
     super().__init__(
         student_forward_fn=self.student_logits,
         teacher_forward_fn=self._teacher_log_probs,
@@ -148,7 +145,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
   def get_teacher_outputs(self, teacher_model, inputs) -> OpdTargets:
     """The teacher's view of the clean rollouts, plus the student's inputs.
 
-    Its log-probs (dense) or its hidden rows and head (chunked).
+    Its log-probs (dense) or its rows (chunked).
     """
     batch = inputs["batch"]
     # Fails closed on a batch the loss would misread (eager, no compute).
@@ -191,56 +188,52 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
         jnp.asarray(batch.positions),
         jnp.asarray(batch.segment_ids),
     )
-    teacher_logp = teacher_hidden = teacher_head = None
+    teacher_logp = teacher_rows = None
     if self.logits_chunk:
-      teacher_hidden = _teacher_hidden(*args, prompt_width=width)
       # The mask id is excluded where it is in the teacher's vocabulary; the
       # one SFT added past it is the student's (`distill_stats` checks it).
-      teacher_head = lm_head.model_head(teacher_model)
-      if self.bd.mask_token_id < teacher_head.vocab_size:
-        teacher_head = lm_head.model_head(teacher_model, self.bd.mask_token_id)
+      head = lm_head.split_head(teacher_model)
+      if head is None:
+        raise ValueError(
+            "the teacher gives no hidden states apart from its head (LoRA on"
+            " its head, or a Tunix model without them); set"
+            " model.logits_chunk=0."
+        )
+      if self.bd.mask_token_id < head.vocab_size:
+        head = lm_head.model_head(teacher_model, self.bd.mask_token_id)
+      hidden = _teacher_hidden(*args, prompt_width=width)
+      teacher_rows = lm_head.Rows(hidden, head)
     else:
       teacher_logp = self._teacher_forward_fn(
           *args, jnp.asarray(batch.trace.tokens)
       )
-    targets = OpdTargets(batch, teacher_logp, teacher_hidden, teacher_head)
+    targets = OpdTargets(batch, teacher_logp, teacher_rows)
     return jax.tree.map(jax.lax.stop_gradient, targets)
 
   def student_logits(self, model, targets: OpdTargets) -> Any:
-    """The student's output at the completion slots.
-
-    float32 `[batch, T, vocab]` logits (dense), or `(hidden rows [batch, T,
-    embed], head)` (chunked).
-    """
+    """The student's `lm_head.Rows` `[batch, T, ...]` at the completion
+    slots."""
     if self.canvas == sources.TRACE:
       return self.trace_output(model, targets)
-    chunked = self.logits_chunk is not None
-    rows = sft_loss.sft_logits(
+    rows = sft_loss.sft_rows(
         model,
         tokens=targets.batch.input_tokens,
         noisy_tokens=targets.batch.noisy_tokens,
         positions=targets.batch.positions,
         segment_ids=targets.batch.segment_ids,
         config=self.bd,
-        logits_fn=(
-            diffusion_lm.diffusion_hidden_fn if chunked else self.logits_fn
-        ),
+        logits_fn=self.logits_fn,
     )
-    rows = rows[:, targets.batch.trace.prompt_tokens.shape[1] :]
-    if chunked:
-      return rows, lm_head.model_head(model, self.bd.mask_token_id)
-    return rows
+    width = targets.batch.trace.prompt_tokens.shape[1]
+    return rows.map(lambda x: x[:, width:])
 
   def trace_output(self, model, targets: OpdTargets) -> Any:
     """`student_logits` on the `trace` canvas: each slot's commit canvas.
 
     `core.replay` of the rollout the targets hold; slots never generated
-    get 0 logits (and carry weight 0).
+    get 0 rows (and carry weight 0).
     """
-    if self.logits_chunk is not None:
-      head = lm_head.model_head(model, self.bd.mask_token_id)
-      return replay.replay_hidden(model, targets.batch.trace), head
-    return replay.replay_logits(
+    return replay.replay_rows(
         model, targets.batch.trace, cached_logits_fn=self.cached_logits_fn
     )
 
@@ -248,17 +241,15 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     """Per slot `(kl, hard_nll, teacher_nll, agree)`, dense or chunked."""
     tau = self.temperature
     if self.logits_chunk:
-      hidden, head = student_output
       stats = chunked_kl.distill_stats(
-          head,
-          hidden,
-          targets.teacher_head,
-          targets.teacher_hidden,
+          student_output,
+          targets.teacher_rows,
           targets.batch.trace.tokens,
           temperature=tau,
           chunk=self.logits_chunk,
       )
       return tuple(stats[k] for k in ("kl", "hard_nll", "teacher_nll", "agree"))
+    student_output = lm_head.dense_logits(student_output)
     student_logp = scoring.log_probs(student_output, tau)
     kl = forward_kl(targets.teacher_logp, student_logp)
     teacher_argmax = jnp.argmax(targets.teacher_logp, axis=-1)

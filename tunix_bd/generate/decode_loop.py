@@ -25,6 +25,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import rng
 from tunix_bd.generate import canvas as canvas_lib
 from tunix_bd.generate import step as step_lib
@@ -77,6 +78,11 @@ def put_block(x, layout: canvas_lib.Layout, j, value) -> jax.Array:
   return jax.lax.dynamic_update_slice_in_dim(x, value, start, axis=1)
 
 
+def _logits(rows, take=lambda x: x) -> jax.Array:
+  """Dense logits of the columns `take` keeps of a model call's rows."""
+  return lm_head.dense_logits(lm_head.as_rows(rows).map(take))
+
+
 def model_calls(model, inputs, *, bd, layout, fns, use_cache):
   """The loop's model calls, each `carry -> (logits, cache)`.
 
@@ -96,14 +102,14 @@ def model_calls(model, inputs, *, bd, layout, fns, use_cache):
   if not use_cache:
 
     def cache_free(carry):
-      logits = logits_fn(model, carry.canvas, positions, segments, config=bd)
-      return block_slice(logits, layout, carry.j), None
+      rows = logits_fn(model, carry.canvas, positions, segments, config=bd)
+      return _logits(rows, lambda x: block_slice(x, layout, carry.j)), None
 
     return {"step": cache_free}
 
   def plain_step(carry):
     here = lambda x: block_slice(x, layout, carry.j)
-    logits, _ = cached_logits_fn(
+    rows, _ = cached_logits_fn(
         model,
         here(carry.canvas),
         here(positions),
@@ -111,7 +117,7 @@ def model_calls(model, inputs, *, bd, layout, fns, use_cache):
         carry.cache,
         config=bd,
     )
-    return logits, carry.cache
+    return _logits(rows), carry.cache
 
   def fused_step(first, width):
     # Physical blocks [first(j), first(j) + width): the clean blocks to
@@ -120,7 +126,7 @@ def model_calls(model, inputs, *, bd, layout, fns, use_cache):
       chunk = lambda x: jax.lax.dynamic_slice_in_dim(
           x, first(carry.j) * size, width * size, axis=1
       )
-      logits, kept = cached_logits_fn(
+      rows, kept = cached_logits_fn(
           model,
           chunk(carry.canvas),
           chunk(positions),
@@ -129,7 +135,7 @@ def model_calls(model, inputs, *, bd, layout, fns, use_cache):
           config=bd,
           commit_length=(width - 1) * size,
       )
-      return logits[:, -size:], kept
+      return _logits(rows, lambda x: x[:, -size:]), kept
 
     return call
 
@@ -161,9 +167,9 @@ def decode(
     bd: bd_config_lib.BlockDiffusionConfig,
     layout: canvas_lib.Layout,
     use_cache: bool,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
+        cached_logits.block_rows_with_cache
     ),
 ) -> dict[str, jax.Array]:
   """Denoises a batch; see `denoise.Denoiser` for the semantics.

@@ -217,7 +217,7 @@ def diffusion_grpo_loss(
     eos_id: int,
     *,
     cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-        cached_logits.block_logits_with_cache
+        cached_logits.block_rows_with_cache
     ),
     logits_chunk: int | None = None,
     **kwargs,

@@ -28,6 +28,7 @@ from tunix_bd import compat
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.core import replay as replay_lib
 from tunix_bd.core import special_ids
 from tunix_bd.core import trace as trace_lib
@@ -100,9 +101,9 @@ class DiffusionRollout(compat.BaseRollout):
       bd: bd_config_lib.BlockDiffusionConfig,
       decode: denoise.DenoiseConfig,
       seed: int = 0,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
       cached_logits_fn: diffusion_lm.CachedLogitsFn = (
-          cached_logits.block_logits_with_cache
+          cached_logits.block_rows_with_cache
       ),
       logits_chunk: int | None = None,
   ):
@@ -149,9 +150,7 @@ class DiffusionRollout(compat.BaseRollout):
           "rollout: rebound %d meshes in its logits functions.", rebound
       )
     self.logits_fn, self.cached_logits_fn = fns.values()
-    self.logits_chunk = replay_lib.check_logits_chunk(
-        logits_chunk, cached_logits_fn
-    )
+    self.logits_chunk = lm_head.check_chunk(logits_chunk)
     # Denoisers are built lazily per (lengths, temperature), after the
     # placement above has rebound every mesh the model holds (they capture
     # the graph at construction).

@@ -6,13 +6,15 @@
 seams (`with_gen_model_input_fn`, `with_loss_fn(..., has_aux=True)`). The
 loss of a micro-batch is `sum(w * -log p(token))` over its corrupted
 positions times `denominators.loss_scale` (docs/design.md "Loss
-denominators"), from dense logits or, with `logits_chunk`, the model's head
-in vocabulary chunks ("Output head and precision").
+denominators"), from the model call's rows (`lm_head.Rows`): dense logits,
+or with `logits_chunk` the head in vocabulary chunks ("Output head and
+precision").
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +25,6 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import denominators
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import lm_head
-from tunix_bd.core import scoring
 from tunix_bd.core import splash_attention
 from tunix_bd.sft import micro_batches
 
@@ -40,7 +41,7 @@ def sft_model_inputs(
   return {"batch": batch}
 
 
-def sft_logits(
+def sft_rows(
     model,
     *,
     tokens: jax.Array,
@@ -48,63 +49,48 @@ def sft_logits(
     positions: jax.Array,
     segment_ids: jax.Array,
     config: bd_config.BlockDiffusionConfig,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
-) -> jax.Array:
-  """`logits_fn`'s target-aligned rows of the canvases.
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
+) -> lm_head.Rows:
+  """`logits_fn`'s target-aligned rows of the canvases (`lm_head.Rows`).
 
-  float32 `[batch, length, vocab]` logits from `diffusion_logits_fn`,
-  `[batch, length, embed]` hidden rows from `diffusion_hidden_fn`. The
-  clean-context layout sees the clean `tokens` as its context copy.
+  The clean-context layout sees the clean `tokens` as its context copy.
   """
   clean = tokens if config.layout == bd_config.CLEAN_CONTEXT else None
-  return logits_fn(
-      model,
-      noisy_tokens,
-      positions,
-      segment_ids,
-      config=config,
-      clean_tokens=clean,
+  return lm_head.as_rows(
+      logits_fn(
+          model,
+          noisy_tokens,
+          positions,
+          segment_ids,
+          config=config,
+          clean_tokens=clean,
+      )
   )
 
 
-def _rows_fn(
+def bind_call(
     logits_fn: diffusion_lm.LogitsFn,
-    logits_chunk: int | None,
     attention: str = splash_attention.DENSE,
     scan_layers: bool = False,
 ) -> diffusion_lm.LogitsFn:
-  """The call that gives the loss its rows; fails closed on a mismatch.
-
-  `logits_fn` itself, unless `logits_chunk` (the hidden rows,
-  `diffusion_hidden_fn`), Splash attention or `scan_layers` (passed on)
-  asks for tunix_bd's own forward.
-  """
+  """`logits_fn` with `attention` and `scan_layers` bound where they are
+  not the defaults; fails closed on a call that takes neither (injected:
+  they configure tunix_bd's own, `diffusion_rows`)."""
   splash_attention.check_attention(attention)
   if not isinstance(scan_layers, bool):
     raise ValueError(f"model.scan_layers must be a bool, got {scan_layers!r}.")
-  own = dict(attention=attention, scan_layers=scan_layers)
-  dense = attention == splash_attention.DENSE
-  if logits_chunk is None and dense and not scan_layers:
+  if attention == splash_attention.DENSE and not scan_layers:
     return logits_fn
-  if logits_fn is not diffusion_lm.diffusion_logits_fn:
+  parameters = inspect.signature(logits_fn).parameters
+  if not {"attention", "scan_layers"} <= set(parameters):
     raise ValueError(
-        "logits_chunk, model.attention='splash' and model.scan_layers=True"
-        " run tunix_bd's own model call, so they cannot use an injected"
-        " logits_fn; pass logits_chunk=None, attention='dense' and"
-        " scan_layers=False."
+        "model.attention='splash' and model.scan_layers=True configure"
+        " tunix_bd's own model call, so they cannot use an injected"
+        " logits_fn; set attention='dense' and scan_layers=False."
     )
-  if logits_chunk is None:
-    return functools.partial(logits_fn, **own)
-  return functools.partial(diffusion_lm.diffusion_hidden_fn, **own)
-
-
-def check_logits_chunk(logits_chunk, logits_fn) -> int | None:
-  """`logits_chunk` checked: None (dense) or an int >= 1, with no injected
-  `logits_fn`."""
-  if logits_chunk is None:
-    return None
-  _rows_fn(logits_fn, logits_chunk)
-  return config_utils.check_int("model.logits_chunk", logits_chunk, 1)
+  return functools.partial(
+      logits_fn, attention=attention, scan_layers=scan_layers
+  )
 
 
 def bucket_names(num_buckets: int) -> list[str]:
@@ -119,7 +105,7 @@ def sft_loss(
     *,
     config: bd_config.BlockDiffusionConfig,
     num_noise_buckets: int = 4,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
     logits_chunk: int | None = None,
     attention: str = splash_attention.DENSE,
     scan_layers: bool = False,
@@ -128,14 +114,12 @@ def sft_loss(
 
   Args:
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
-    logits_chunk: None computes dense logits with `logits_fn`; an int
-      applies the model's own head to its hidden rows this many vocabulary
-      columns at a time (`lm_head.token_stats`); `logits_fn` must then be
-      the default.
-    attention: `dense` or `splash` (`core.splash_attention`); `logits_fn`
-      must then be the default.
+    logits_chunk: None computes dense logits of `logits_fn`'s rows; an int
+      this many vocabulary columns at a time (`lm_head.token_stats`).
+    attention: `dense` or `splash` (`core.splash_attention`), for
+      tunix_bd's own model call (`bind_call`).
     scan_layers: the model's layers in one scan (`core.layer_scan`); False,
-      Tunix's loop over them (`logits_fn` must then be the default).
+      Tunix's loop over them (`bind_call`).
 
   Returns:
     `(loss, aux)`. `aux` values are scalars, totals that add up over the
@@ -146,26 +130,17 @@ def sft_loss(
     (`bucket_names`).
   """
   tokens, segment_ids = batch.tokens, batch.segment_ids
-  rows = sft_logits(
+  rows = sft_rows(
       model,
       tokens=tokens,
       noisy_tokens=batch.noisy_tokens,
       positions=batch.positions,
       segment_ids=segment_ids,
       config=config,
-      logits_fn=_rows_fn(logits_fn, logits_chunk, attention, scan_layers),
+      logits_fn=bind_call(logits_fn, attention, scan_layers),
   )
-  if logits_chunk is None:
-    # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
-    log_probs = scoring.token_log_probs(rows, tokens)
-    predicted = jnp.argmax(rows, axis=-1)
-  else:
-    log_probs, predicted = lm_head.token_stats(
-        lm_head.model_head(model, config.mask_token_id),
-        rows,
-        tokens,
-        chunk=logits_chunk,
-    )
+  # Only log-probs of the targets: no `[batch, length, vocab]` one-hots.
+  log_probs, predicted = lm_head.token_stats(rows, tokens, chunk=logits_chunk)
   supervised = batch.corruption_mask.astype(bool) & (segment_ids != 0)
   nll = jnp.where(supervised, -log_probs, 0.0)
   weights = jnp.where(supervised, batch.loss_weights.astype(jnp.float32), 0.0)
@@ -202,7 +177,7 @@ def sft_loss_fn(
     config: bd_config.BlockDiffusionConfig,
     *,
     num_noise_buckets: int = 4,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
+    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
     logits_chunk: int | None = None,
     attention: str = splash_attention.DENSE,
     scan_layers: bool = False,
@@ -222,8 +197,8 @@ def sft_loss_fn(
   num_noise_buckets = config_utils.check_int(
       "num_noise_buckets", num_noise_buckets, 1
   )
-  logits_chunk = check_logits_chunk(logits_chunk, logits_fn)
-  _rows_fn(logits_fn, logits_chunk, attention, scan_layers)
+  logits_chunk = lm_head.check_chunk(logits_chunk)
+  bind_call(logits_fn, attention, scan_layers)
 
   def loss_fn(model, batch):
     return sft_loss(

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from tunix_bd import compat
 from tunix_bd.core import bd_config
+from tunix_bd.core import lm_head
 from tunix_bd.sft import loss as loss_lib
 from tunix_bd.sft import micro_batches
 
@@ -52,7 +53,7 @@ def logits_fn(config: bd_config.BlockDiffusionConfig):
   """
 
   def diffusion_logits(model, model_inputs: dict[str, jax.Array]):
-    return loss_lib.sft_logits(
+    rows = loss_lib.sft_rows(
         model,
         tokens=model_inputs["clean_tokens"],
         noisy_tokens=model_inputs["tokens"],
@@ -60,6 +61,7 @@ def logits_fn(config: bd_config.BlockDiffusionConfig):
         segment_ids=model_inputs["segment_ids"],
         config=config,
     )
+    return lm_head.dense_logits(rows)
 
   return diffusion_logits
 

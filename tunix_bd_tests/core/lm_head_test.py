@@ -1,12 +1,13 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for tunix_bd.core.lm_head: the head applied in vocabulary chunks.
+"""Tests for tunix_bd.core.lm_head: rows and the head in vocabulary chunks.
 
 The model's hidden states times its head are its own logits bit for bit
 (every family, tied and untied, with a KV cache, under LoRA); the chunked
-log-probs and argmax equal the dense ones (chunks that do and do not divide
-the vocabulary, temperatures, the excluded mask id), gradients included;
-and the target-aligned hidden rows give `diffusion_logits_fn`'s logits.
+log-probs and argmax equal the dense ones, of hidden rows and of logits
+(chunks that do and do not divide the vocabulary, temperatures, the
+excluded mask id), gradients included; and the target-aligned hidden rows
+give the model's own aligned logits.
 """
 
 import dataclasses
@@ -67,7 +68,8 @@ class HiddenStatesTest(parameterized.TestCase):
     hidden, _ = compat.final_hidden_states(model, tokens, positions, None, mask)
     head = lm_head.model_head(model)
     self.assertEqual(head.vocab_axis, 0 if tied else 1)
-    np.testing.assert_array_equal(lm_head.dense_logits(head, hidden), logits)
+    rows = lm_head.Rows(hidden, head)
+    np.testing.assert_array_equal(lm_head.dense_logits(rows), logits)
 
   def test_with_a_cache_and_under_lora(self):
     model = lora_lib.apply_lora(
@@ -82,8 +84,8 @@ class HiddenStatesTest(parameterized.TestCase):
     hidden, got_cache = compat.final_hidden_states(
         model, tokens, positions, cache, mask
     )
-    head = lm_head.model_head(model)
-    np.testing.assert_array_equal(lm_head.dense_logits(head, hidden), logits)
+    rows = lm_head.Rows(hidden, lm_head.model_head(model))
+    np.testing.assert_array_equal(lm_head.dense_logits(rows), logits)
     jax.tree.map(np.testing.assert_array_equal, got_cache, want_cache)
     self.assertEmpty(nnx.state(model, nnx.Intermediate))  # Nothing left sown.
 
@@ -131,14 +133,17 @@ class TokenStatsTest(parameterized.TestCase):
 
     def dense(weight, hidden):
       head = lm_head.Head(weight, vocab_axis, None, (_MASK,))
-      logits = lm_head.dense_logits(head, hidden)
+      logits = lm_head.dense_logits(lm_head.Rows(hidden, head))
       log_probs = scoring.token_log_probs(logits, self.targets, temperature)
       return log_probs, jnp.argmax(logits, axis=-1)
 
     def chunked(weight, hidden):
       head = lm_head.Head(weight, vocab_axis, None, (_MASK,))
       return lm_head.token_stats(
-          head, hidden, self.targets, temperature=temperature, chunk=chunk
+          lm_head.Rows(hidden, head),
+          self.targets,
+          temperature=temperature,
+          chunk=chunk,
       )
 
     want, want_argmax = dense(weight, self.hidden)
@@ -155,24 +160,33 @@ class TokenStatsTest(parameterized.TestCase):
     got_grads = jax.grad(loss(chunked), (0, 1))(weight, self.hidden)
     for got_grad, want_grad in zip(got_grads, want_grads):
       self.assertLess(_relative_error(got_grad, want_grad), 1e-6)
+    # Rows that are logits already (an injected call's): the same, chunked.
+    head = lm_head.Head(weight, vocab_axis, None, (_MASK,))
+    logits = lm_head.Rows(lm_head.dense_logits(lm_head.Rows(self.hidden, head)))
+    got, got_argmax = lm_head.token_stats(
+        logits, self.targets, temperature=temperature, chunk=chunk
+    )
+    np.testing.assert_array_equal(got_argmax, want_argmax)
+    self.assertLess(_relative_error(got[finite], want[finite]), 1e-6)
 
   def test_fails_closed(self):
     head = lm_head.Head(jnp.zeros((_VOCAB, 32)), 0, None, ())
+    rows = lm_head.Rows(self.hidden, head)
     with self.assertRaisesRegex(ValueError, "model.logits_chunk must be"):
-      lm_head.token_stats(head, self.hidden, self.targets, chunk=0)
+      lm_head.token_stats(rows, self.targets, chunk=0)
     with self.assertRaisesRegex(ValueError, "targets have shape"):
-      lm_head.token_stats(head, self.hidden, self.targets[:, 1:])
+      lm_head.token_stats(rows, self.targets[:, 1:])
     with self.assertRaisesRegex(ValueError, "temperature"):
-      lm_head.token_stats(head, self.hidden, self.targets, temperature=0.0)
+      lm_head.token_stats(rows, self.targets, temperature=0.0)
 
 
-class AlignedHiddenTest(parameterized.TestCase):
+class RowsTest(parameterized.TestCase):
 
   @parameterized.parameters(
       (bd_config.SHIFTED, bd_config.CLEAN_CONTEXT),
       (bd_config.SAME_POSITION, bd_config.SINGLE_CANVAS),
   )
-  def test_hidden_rows_give_the_aligned_logits(self, alignment, layout):
+  def test_hidden_rows_give_the_models_aligned_logits(self, alignment, layout):
     model = test_common.tiny_qwen3(_VOCAB, tied=True)
     config = bd_config.BlockDiffusionConfig(
         block_size=4, mask_token_id=_MASK, alignment=alignment, layout=layout
@@ -182,16 +196,17 @@ class AlignedHiddenTest(parameterized.TestCase):
     segments = np.ones_like(tokens)
     segments[1, :2] = 0  # Left padding.
     clean = tokens if layout == bd_config.CLEAN_CONTEXT else None
-    args = (model, noisy, positions, segments)
-    logits = diffusion_lm.diffusion_logits_fn(
-        *args, config=config, clean_tokens=clean
+    args = (noisy, positions, segments)
+    rows = diffusion_lm.diffusion_rows(
+        model, *args, config=config, clean_tokens=clean
     )
-    hidden = diffusion_lm.diffusion_hidden_fn(
-        *args, config=config, clean_tokens=clean
+    self.assertEqual(rows.values.shape, (_BATCH, _LENGTH, 32))
+    # Called as a plain function, the model gives its own logits as rows.
+    logits = diffusion_lm.diffusion_rows(
+        lambda *call: model(*call), *args, config=config, clean_tokens=clean
     )
-    self.assertEqual(hidden.shape, (_BATCH, _LENGTH, 32))
-    head = lm_head.model_head(model, _MASK)
-    np.testing.assert_array_equal(lm_head.dense_logits(head, hidden), logits)
+    self.assertIsNone(logits.head)
+    np.testing.assert_array_equal(lm_head.dense_logits(rows), logits.values)
 
 
 if __name__ == "__main__":

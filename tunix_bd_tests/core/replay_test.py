@@ -528,7 +528,7 @@ class ChunkedReplayTest(parameterized.TestCase):
       return (
           value_and_grad(None),
           value_and_grad(chunk),
-          replay.replay_hidden(model, trace, **shape),
+          replay.replay_rows(model, trace, **shape),
           replay.replay_logits(model, trace, **shape),
       )
 
@@ -551,7 +551,7 @@ class ChunkedReplayTest(parameterized.TestCase):
       self.assertTrue(np.isfinite(leaf).all(), path)
       self.assertGreater(np.abs(leaf).max(), 0.0, path)
     # The rows themselves: the head maps them to `replay_logits`.
-    head = lm_head.model_head(_QWEN3, _MASK)
+    self.assertIsNotNone(rows.head)
     generated = trace.action_step >= 0
     # `replay_logits` are the distributions `replay_log_probs` scores.
     logits = np.asarray(logits)
@@ -561,21 +561,22 @@ class ChunkedReplayTest(parameterized.TestCase):
     logp = np.where(generated, logp, 0.0)
     np.testing.assert_allclose(logp, want, atol=1e-5, rtol=0)
     np.testing.assert_allclose(
-        np.asarray(lm_head.dense_logits(head, rows))[generated],
+        np.asarray(lm_head.dense_logits(rows))[generated],
         logits[generated],
         atol=1e-5,
         rtol=0,
     )
 
-  def test_an_injected_cached_logits_fn_is_refused(self):
+  def test_an_injected_cached_logits_fn_works_with_the_chunked_head(self):
+    # A call of its own that gives logits: scored in chunks, the same.
     trace = _simulate(_MODEL, _config(bd_config.SHIFTED), seed=2)
-    with self.assertRaisesRegex(ValueError, "injected cached_logits_fn"):
-      replay.replay_log_probs(
-          _QWEN3,
-          trace,
-          logits_chunk=8,
-          cached_logits_fn=lambda *a, **k: None,
-      )
+    injected = lambda *args, **kwargs: cached_logits.block_logits_with_cache(
+        *args, **kwargs
+    )
+    got = replay.replay_log_probs(
+        _QWEN3, trace, logits_chunk=8, cached_logits_fn=injected
+    )
+    np.testing.assert_allclose(got, trace.action_logp, atol=1e-5, rtol=0)
 
 
 if __name__ == "__main__":

@@ -205,11 +205,12 @@ class StrategyTest(parameterized.TestCase):
         bd=bd, vocab_size=_VOCAB, canvas=sources.TRACE
     )
     targets = strategy.get_teacher_outputs(self.teacher, {"batch": batch})
-    got = np.asarray(strategy.trace_output(self.student, targets))
+    rows = strategy.trace_output(self.student, targets)
+    got = np.asarray(lm_head.dense_logits(rows))
     want = _brute_student_logits(self.student, batch, bd, sources.TRACE)
     generated = batch.trace.action_step >= 0
     np.testing.assert_allclose(got[generated], want[generated], atol=2e-4)
-    np.testing.assert_array_equal(got[~generated], 0.0)
+    np.testing.assert_array_equal(np.asarray(rows.values)[~generated], 0.0)
 
   def test_kl_is_zero_when_the_student_is_the_teacher(self):
     # One-token blocks: the student's logits are exactly causal (invariant 2).
@@ -362,7 +363,7 @@ class ChunkedStrategyTest(parameterized.TestCase):
     got, got_aux, got_grads, targets = value_and_grad(chunk)
     # No teacher distribution rides in the chunked targets.
     self.assertIsNone(targets.teacher_logp)
-    self.assertIsNone(dense.teacher_hidden)
+    self.assertIsNone(dense.teacher_rows)
     self.assertLess(_rel(got, want), 1e-6)
     for name in want_aux:
       self.assertLess(_rel(got_aux[name], want_aux[name]), 1e-6, name)
@@ -371,6 +372,23 @@ class ChunkedStrategyTest(parameterized.TestCase):
       for key in path:
         got_leaf = got_leaf[key.key]
       self.assertLess(_rel(got_leaf, want_leaf), 1e-6, str(path))
+
+  def test_an_injected_student_call_works_with_the_chunked_head(self):
+    # Its logits are the student's rows: the KL in chunks, the same loss.
+    batch = _batch(self.trace, sources.CORRUPTED)
+    injected = lambda *args, **kwargs: diffusion_lm.diffusion_logits_fn(
+        *args, **kwargs
+    )
+
+    def loss(**kwargs):
+      strategy = strategy_lib.DiffusionOpdStrategy(
+          bd=_bd(), vocab_size=_VOCAB, canvas=sources.CORRUPTED, **kwargs
+      )
+      targets = strategy.get_teacher_outputs(self.teacher, {"batch": batch})
+      return strategy.get_train_loss(self.student, targets, None)[0]
+
+    got = loss(logits_fn=injected, logits_chunk=24)
+    self.assertLess(_rel(got, loss()), 1e-6)
 
   def test_a_padded_teacher_vocabulary(self):
     # The student adds one id (its mask, excluded) the teacher lacks.
@@ -383,23 +401,23 @@ class ChunkedStrategyTest(parameterized.TestCase):
     )
     hidden = jnp.asarray(rng.standard_normal((3, 5, 16)), jnp.float32)
     teacher_hidden = jnp.asarray(rng.standard_normal((3, 5, 16)), jnp.float32)
+    student_rows = lm_head.Rows(hidden, student)
+    teacher_rows = lm_head.Rows(teacher_hidden, teacher)
     completion = jnp.asarray(rng.integers(0, 64, (3, 5)), jnp.int32)
     got = chunked_kl.distill_stats(
-        student,
-        hidden,
-        teacher,
-        teacher_hidden,
+        student_rows,
+        teacher_rows,
         completion,
         temperature=0.8,
         chunk=10,
     )
     padded = jnp.pad(
-        lm_head.dense_logits(teacher, teacher_hidden),
+        lm_head.dense_logits(teacher_rows),
         ((0, 0), (0, 0), (0, 1)),
         constant_values=diffusion_lm.MASKED_LOGIT,
     )
     teacher_logp = scoring.log_probs(padded, 0.8)
-    student_logits = lm_head.dense_logits(student, hidden)
+    student_logits = lm_head.dense_logits(student_rows)
     kl = strategy_lib.forward_kl(
         teacher_logp, scoring.log_probs(student_logits, 0.8)
     )
@@ -414,10 +432,8 @@ class ChunkedStrategyTest(parameterized.TestCase):
     )
     with self.assertRaisesRegex(ValueError, "may only add excluded ids"):
       chunked_kl.distill_stats(
-          dataclasses.replace(student, excluded=()),
-          hidden,
-          teacher,
-          teacher_hidden,
+          lm_head.Rows(hidden, dataclasses.replace(student, excluded=())),
+          teacher_rows,
           completion,
           temperature=0.8,
       )

@@ -17,6 +17,8 @@ import numpy as np
 import optax
 from tunix.sft import peft_trainer
 from tunix_bd.core import bd_config
+from tunix_bd.core import diffusion_lm
+from tunix_bd.core import lm_head
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
@@ -95,17 +97,15 @@ class SftLossTest(parameterized.TestCase):
     config = _config(alignment, layout)
     batch = _batches(config, k=2)[1]
     value, aux = _loss(_MODEL, batch, config)
-    logits = np.asarray(
-        loss_lib.sft_logits(
-            _MODEL,
-            **{
-                k: getattr(batch, k)
-                for k in ("tokens", "noisy_tokens", "positions", "segment_ids")
-            },
-            config=config,
-        ),
-        np.float64,
+    rows = loss_lib.sft_rows(
+        _MODEL,
+        **{
+            k: getattr(batch, k)
+            for k in ("tokens", "noisy_tokens", "positions", "segment_ids")
+        },
+        config=config,
     )
+    logits = np.asarray(lm_head.dense_logits(rows), np.float64)
     keep = np.arange(_VOCAB) != _MASK  # The mask token has probability 0.
     shifted = logits - logits[..., keep].max(-1, keepdims=True)
     log_z = np.log(np.exp(shifted[..., keep]).sum(-1))
@@ -138,7 +138,10 @@ class SftLossTest(parameterized.TestCase):
     batch = _batches(config, complementary=False)[0]
     keys = ("tokens", "noisy_tokens", "positions", "segment_ids")
     inputs = {k: getattr(batch, k) for k in keys}
-    base = np.asarray(loss_lib.sft_logits(_MODEL, **inputs, config=config))
+    logits = lambda inputs: np.asarray(
+        lm_head.dense_logits(loss_lib.sft_rows(_MODEL, **inputs, config=config))
+    )
+    base = logits(inputs)
     self.assertTrue((batch.segment_ids == 0).any())  # Rows have padding.
     rng = np.random.default_rng(0)
     blocks = batch.positions // _BLOCK
@@ -150,7 +153,7 @@ class SftLossTest(parameterized.TestCase):
       perturbed = dict(inputs)
       for key in ("tokens", "noisy_tokens"):
         perturbed[key] = np.where(later, noise, inputs[key]).astype(np.int32)
-      got = np.asarray(loss_lib.sft_logits(_MODEL, **perturbed, config=config))
+      got = logits(perturbed)
       check = supervised & ~later
       np.testing.assert_array_equal(got[check], base[check])
       # Control: the same perturbation does move the later positions.
@@ -183,11 +186,10 @@ class SftChunkedLossTest(parameterized.TestCase):
         tied: test_common.tiny_qwen3(_VOCAB, tied=tied) for tied in (0, 1)
     }
 
-  # Every layout, alignment and head; a chunk of 24 does not divide the 128
-  # ids (the last chunk overlaps the one before), 32 does.
+  # A consumer check (the chunks themselves: `lm_head_test`): a chunk of 24
+  # does not divide the 128 ids (the last chunk overlaps the one before).
   @parameterized.parameters(
       (bd_config.SHIFTED, bd_config.CLEAN_CONTEXT, True, 24),
-      (bd_config.SAME_POSITION, bd_config.SINGLE_CANVAS, False, 32),
   )
   def test_equals_the_dense_loss_and_gradients(
       self, alignment, layout, tied, chunk
@@ -216,13 +218,27 @@ class SftChunkedLossTest(parameterized.TestCase):
         got = got[key.key]
       self.assertLess(_rel(got, want), 1e-6, jax.tree_util.keystr(path))
 
+  def test_an_injected_logits_fn_works_with_the_chunked_head(self):
+    # Its logits are the rows: scored in chunks, the same loss.
+    config = _config(bd_config.SHIFTED, bd_config.SINGLE_CANVAS)
+    batch = _batches(config, k=2)[1]
+    injected = lambda *args, **kwargs: diffusion_lm.diffusion_logits_fn(
+        *args, **kwargs
+    )
+    losses = [
+        loss_lib.sft_loss_fn(config, logits_fn=fn, logits_chunk=chunk)(
+            self.models[1], batch
+        )
+        for fn, chunk in ((injected, 24), (diffusion_lm.diffusion_rows, None))
+    ]
+    self.assertLess(_rel(losses[0][0], losses[1][0]), 1e-6)
+    np.testing.assert_array_equal(
+        losses[0][1]["masked_accuracy"], losses[1][1]["masked_accuracy"]
+    )
+
   def test_fails_closed(self):
     with self.assertRaisesRegex(ValueError, "model.logits_chunk must be"):
       loss_lib.sft_loss_fn(_config(), logits_chunk=0)
-    with self.assertRaisesRegex(ValueError, "injected logits_fn"):
-      loss_lib.sft_loss_fn(
-          _config(), logits_chunk=8, logits_fn=lambda *a, **k: None
-      )
     with self.assertRaisesRegex(ValueError, "injected logits_fn"):
       loss_lib.sft_loss_fn(
           _config(), scan_layers=True, logits_fn=lambda *a, **k: None
