@@ -11,6 +11,7 @@ JSONL and writes `evaluation.completions`' lines and summary.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import ml_collections
 
@@ -29,6 +30,26 @@ from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outputs:
+  """The recipe's top-level keys of what it writes: `output` (a file;
+  "": `completions.jsonl` under `workdir`) and whether `verify_replay`
+  reports the largest |replayed - recorded| log-prob."""
+
+  SECTION: ClassVar[str] = ""  # Top-level keys (`run.stage.Stage`).
+
+  output: str = ""
+  verify_replay: bool = False
+
+  def __post_init__(self):
+    if not isinstance(self.output, str):
+      raise ValueError(f"output must be a path or '', got {self.output!r}.")
+    if not isinstance(self.verify_replay, bool):
+      raise ValueError(
+          f"verify_replay must be True or False, got {self.verify_replay!r}."
+      )
+
+
 @dataclasses.dataclass(frozen=True)
 class GenerateConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
@@ -42,6 +63,7 @@ class GenerateConfig:
       *data_settings.PROMPT_DATA_KEYS
   )
   mesh: mesh_lib.MeshSettings
+  outputs: Outputs
 
 
 def validate(
@@ -53,8 +75,9 @@ def validate(
   reported even without a model.
   """
   stage = stage_lib.Stage(config, GenerateConfig, writes="output_or_workdir")
-  if config.output:  # Only an earlier output of this recipe is replaced.
-    completions.check_output(config.output)
+  output = stage.settings.outputs.output
+  if output:  # Only an earlier output of this recipe is replaced.
+    completions.check_output(output)
   return stage
 
 
@@ -117,7 +140,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         batch_size=decode.batch_size,
         seeds=decode.seed,
         warm_up=True,
-        verify_replay=config.verify_replay,
+        verify_replay=settings.outputs.verify_replay,
     )
   output = stage.output_path(completions.COMPLETIONS_FILE)
   completions.write_completions(output, records, result)

@@ -79,6 +79,15 @@ def launch(run: Callable[..., Any]) -> Callable[..., Any]:
   return launched
 
 
+def _section_config(config: Any, name: str, cls: type[Any]) -> Any:
+  """Section `name` of `config`; for a class of top-level keys (`SECTION`
+  "": `compare`'s `thresholds`, ...), those of its fields `config` sets."""
+  if getattr(cls, "SECTION", None) != "":
+    return config[name]
+  names = {f.name for f in dataclasses.fields(cls) if f.init}
+  return {k: v for k, v in config.items() if k in names}
+
+
 class Stage(Generic[SettingsT]):
   """One launch of a recipe: its checked, typed config and bookkeeping.
 
@@ -127,7 +136,8 @@ class Stage(Generic[SettingsT]):
     for f in dataclasses.fields(spec):
       keys = f.metadata.get(config_utils.SECTION_KEYS, ())
       sections[f.name] = config_utils.from_section(
-          hints[f.name], config[f.name], f.name, keys
+          hints[f.name], _section_config(config, f.name, hints[f.name]),
+          f.name, keys
       )
     self.settings: SettingsT = spec(**sections)
     model = getattr(self.settings, "model", None)
