@@ -184,7 +184,7 @@ def evaluate(
   )
   with mesh_lib.tunix_context(mesh):
     ar_model, _ = hf_checkpoint.load(models.ar_dir, mesh=mesh)
-    bd_model, _ = hf_checkpoint.load(models.bd_dir, mesh=mesh)
+    bd_model = models.bd.load(mesh).model
 
     def denoiser(model, model_bd, threshold, model_tokenizer=tokenizer):
       config = settings_lib.denoise_config(

@@ -23,9 +23,8 @@ from tunix_bd.data import settings as data_settings
 from tunix_bd.evaluation import completions
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.generate import text as text_lib
+from tunix_bd.models import converted
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 
@@ -88,7 +87,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   settings = stage.settings
   decode, checkpoint = settings.decode, settings.model.checkpoint
   # Prompts are rendered as in training (the export's record).
-  opened = text_lib.open_converted(
+  opened = converted.open_converted(
       checkpoint,
       chat_template=settings.data.chat_template,
       options=settings.data.chat_options,
@@ -127,9 +126,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(tokenizer, len(prompts[longest]))
   stage.hold()  # Every check passed: one run decodes into the workdir.
   mesh = mesh_lib.make_mesh(settings.mesh)
-  model = models.load_checkpoint(
-      checkpoint, mesh, settings.model.precision, decoding_only=True
-  )
+  model = opened.load(mesh, settings.model.precision).model
   with mesh_lib.tunix_context(mesh):
     result = prompt_batches.decode_prompts(
         model,
