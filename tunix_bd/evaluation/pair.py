@@ -3,9 +3,9 @@
 """The two checkpoints a comparison decodes, opened and checked as a pair.
 
 `compare.py`'s `model.ar` and `model.bd` (the quickstart's exports): the
-conversion opened as every entrance opens one
-(`models.converted.open_converted`, so also an SDAR or Fast-dLLM v2 export), nothing loaded; and the report's warning
-when `model.bd` is not `model.ar`'s own conversion.
+conversion opened as every entrance opens one (`converted.open_converted`,
+so also an SDAR or Fast-dLLM v2 export), nothing loaded; and the report's
+warning when `model.bd` is not `model.ar`'s own conversion.
 """
 
 from __future__ import annotations
