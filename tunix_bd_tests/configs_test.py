@@ -185,11 +185,15 @@ class ConfigsTest(parameterized.TestCase):
   @parameterized.parameters(
       *(n for n in _CONFIG_NAMES if _PLUGINS[n][0] is plugin.PLUGIN)
   )
-  def test_dry_run_checks_every_recipe_s_default_and_tiny(self, name):
-    for variant in (None, "tiny"):
-      config = _load(name, variant)
+  def test_dry_run_checks_every_recipe_and_variant_as_a_stage(self, name):
+    for variant in _variants(plugin.PLUGIN.config_dir / f"{name}.py"):
+      config = _load(name, None if variant == "default" else variant)
       self.assertIn(config.recipe, plugin.PLUGIN.validators, name)
       recipes.check_values(config)
+      # Every key is a typed section's, top-level ones too (`Stage`).
+      recipe = importlib.import_module(f"tunix_bd.recipes.{config.recipe}")
+      with stage_lib.values_only(), contextlib.redirect_stdout(io.StringIO()):
+        self.assertIsInstance(recipe.validate(config), stage_lib.Stage)
 
   def test_dry_run_validators_check_values_as_the_recipes_do(self):
     for owner in (plugin.PLUGIN, benchmarks_plugin.PLUGIN):
@@ -223,9 +227,14 @@ class ConfigsTest(parameterized.TestCase):
     # value passes validation).
     for (name, section), settings in _TYPED_SECTIONS.items():
       with self.subTest(name=name, section=section):
-        values = _load(name)[section].to_dict()
+        config = _load(name)
         keys = _SECTION_KEYS.get((name, section), ())
         fields = set(keys or config_utils.section_keys(settings))
+        if getattr(settings, "SECTION", None) == "":  # Top-level keys.
+          self.assertLessEqual(fields, set(config))
+          values = {k: config[k] for k in fields}
+        else:
+          values = config[section].to_dict()
         self.assertEqual(set(values), fields)
         built = config_utils.from_section(settings, values, section, keys)
         self.assertIsInstance(built, settings)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from flax import nnx
 import jax
@@ -37,19 +37,25 @@ from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Settings:
-  """How the comparison decodes and times.
+  """How the comparison decodes and times: `compare`'s top-level keys.
 
   Attributes:
     thresholds: commit thresholds of the converted model, in (0, 1].
     max_new_tokens: the completion budget of every method.
-    batch_size: rows per batch of the throughput measurement.
+    batch_size: rows per batch of the throughput measurement (over all
+      prompts: every method's accuracy comes from it).
     latency_prompts: prompts of the batch-1 latency measurement.
     repeats: interleaved passes; each batch counts its fastest.
-    extra_batch_sizes: more batch sizes whose throughput is measured, over
-      all prompts (rows' `tokens_per_s_at`).
+    extra_batch_sizes: more batch sizes whose throughput is measured (rows'
+      `tokens_per_s_at`).
+    extra_batches: batches each extra batch size is timed on (the first
+      `size * extra_batches` prompts, at most all): a row decodes the same
+      whatever its batch-mates, so these passes measure speed alone.
   """
+
+  SECTION: ClassVar[str] = ""  # Top-level keys (`run.stage.Stage`).
 
   thresholds: tuple[float, ...]
   max_new_tokens: int
@@ -57,41 +63,40 @@ class Settings:
   latency_prompts: int
   repeats: int
   extra_batch_sizes: tuple[int, ...] = ()
+  extra_batches: int = 2
 
-  @classmethod
-  def from_config(cls, config: Any, num_prompts: int) -> Settings:
-    """The settings of a config's top-level keys, checked before compute.
-
-    Raises:
-      ValueError: naming the key, for a value that cannot work with
-        `num_prompts` prompts.
-    """
+  def __post_init__(self):
+    """Fails closed, naming the key, on a value that cannot work."""
     for key in ("batch_size", "max_new_tokens", "latency_prompts", "repeats"):
-      config_utils.check_int(key, config[key], 1)
-    if config.latency_prompts > num_prompts:
-      raise ValueError(
-          f"latency_prompts={config.latency_prompts} must be <= the"
-          f" {num_prompts} prompts."
-      )
-    thresholds = tuple(config.thresholds)
-    if not thresholds or not all(
-        isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t <= 1
-        for t in thresholds
+      config_utils.check_int(key, getattr(self, key), 1)
+    thresholds = self.thresholds
+    if (
+        not isinstance(thresholds, (tuple, list))
+        or not thresholds
+        or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool)
+            and 0 < t <= 1
+            for t in thresholds
+        )
     ):
       raise ValueError(
-          f"thresholds must be values in (0, 1], got {config.thresholds}."
+          f"thresholds must be values in (0, 1], got {self.thresholds}."
       )
-    extra = tuple(config.get("extra_batch_sizes", ()))
-    for size in extra:
+    for size in self.extra_batch_sizes:
       config_utils.check_int("extra_batch_sizes", size, 1)
-    return cls(
-        thresholds,
-        config.max_new_tokens,
-        config.batch_size,
-        config.latency_prompts,
-        config.repeats,
-        extra,
+    config_utils.check_int("extra_batches", self.extra_batches, 1)
+    object.__setattr__(self, "thresholds", tuple(self.thresholds))
+    object.__setattr__(
+        self, "extra_batch_sizes", tuple(self.extra_batch_sizes)
     )
+
+  def check_prompts(self, num_prompts: int) -> None:
+    """Fails closed unless `latency_prompts` fits `num_prompts` prompts."""
+    if self.latency_prompts > num_prompts:
+      raise ValueError(
+          f"latency_prompts={self.latency_prompts} must be <= the"
+          f" {num_prompts} prompts."
+      )
 
 
 def machine() -> str:
@@ -123,7 +128,7 @@ def evaluate(
     models: pair.Models,
     records: Sequence[Mapping[str, Any]],
     settings: Settings,
-    mesh_section: Any,
+    mesh: jax.sharding.Mesh,
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints; one row per method.
 
@@ -142,7 +147,8 @@ def evaluate(
     `batch1_ms_per_forward` (the same time over the forwards it took),
     `batch1_speedup_vs_ar` (the Sampler's ms over this method's),
     `tokens_per_s` (at `batch_size`), `throughput_vs_ar`,
-    `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`),
+    `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`,
+    each over its first `extra_batches` batches),
     `num_params` (of the model the method decodes with),
     `mean_answer_tokens` (of its completions, stop token excluded), for
     block diffusion `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
@@ -176,10 +182,9 @@ def evaluate(
   say = lambda what: print(
       f"  {what} ({time.monotonic() - start:.0f} s)", flush=True
   )
-  mesh = mesh_lib.from_section(mesh_section)
   with mesh_lib.tunix_context(mesh):
     ar_model, _ = hf_checkpoint.load(models.ar_dir, mesh=mesh)
-    bd_model, _ = hf_checkpoint.load(models.bd_dir, mesh=mesh)
+    bd_model = models.bd.load(mesh).model
 
     def denoiser(model, model_bd, threshold, model_tokenizer=tokenizer):
       config = settings_lib.denoise_config(
@@ -207,23 +212,30 @@ def evaluate(
     inputs = {m: ids for m in decoders}
     inputs[comparison.AR_SAMPLER] = [models.ar_tokenizer.decode(p) for p in ids]
     repeats, batch_size = settings.repeats, settings.batch_size
-    say(
-        f"batch 1: {settings.latency_prompts} prompts x {len(decoders)}"
-        f" methods x {repeats} repeats"
-    )
-    latency = speed.measure(
-        decoders,
-        {m: rows[: settings.latency_prompts] for m, rows in inputs.items()},
-        batch_size=1,
-        repeats=repeats,
-    )
-    say(
-        f"batch {batch_size}: {len(ids)} prompts x {len(decoders)} methods"
-        f" x {repeats} repeats"
-    )
-    throughput = speed.measure(
-        decoders, inputs, batch_size=batch_size, repeats=repeats
-    )
+
+    def timed(size: int, rows: int) -> dict[str, speed.Timing]:
+      """Every method on the first `rows` prompts at batch `size`, with the
+      pass's cost in the log: its seconds, and those of compiling."""
+      say(
+          f"batch {size}: {rows} prompts ({-(-rows // size)} batches) x"
+          f" {len(decoders)} methods x {repeats} repeats"
+      )
+      begin = time.monotonic()
+      timings = speed.measure(
+          decoders,
+          {m: r[:rows] for m, r in inputs.items()},
+          batch_size=size,
+          repeats=repeats,
+      )
+      compiling = sum(t.warmup_seconds for t in timings.values())
+      say(
+          f"batch {size} done: {time.monotonic() - begin:.0f} s,"
+          f" {compiling:.0f} s of it the methods' first batches (compiling)"
+      )
+      return timings
+
+    latency = timed(1, settings.latency_prompts)
+    throughput = timed(batch_size, len(ids))
     # What the run has measured so far, in the log: a run cut short in a
     # later pass still shows every method's accuracy and both speeds.
     for method, timing in throughput.items():
@@ -234,15 +246,11 @@ def evaluate(
           f" batch 1, {timing.tokens_per_s:.0f} tokens/s at batch"
           f" {batch_size}"
       )
-    at_batch = {}
-    for size in settings.extra_batch_sizes:
-      say(
-          f"batch {size}: {len(ids)} prompts x {len(decoders)} methods"
-          f" x {repeats} repeats"
-      )
-      at_batch[size] = speed.measure(
-          decoders, inputs, batch_size=size, repeats=repeats
-      )
+    # Speed alone (decoding is batch-invariant): a few batches of each size.
+    at_batch = {
+        size: timed(size, min(len(ids), size * settings.extra_batches))
+        for size in settings.extra_batch_sizes
+    }
     say("done")
     num_params = {"ar": _num_params(ar_model), "bd": _num_params(bd_model)}
   answers = [r["answer"] for r in records]
@@ -344,7 +352,12 @@ def write_report(
       f" Batch 1: ms per prompt over {settings.latency_prompts} prompts;"
       f" batch {settings.batch_size}: tokens/s over all prompts; methods"
       " interleaved, each batch's fastest of"
-      f" {settings.repeats} passes (error bars: its slowest). {machine()}."
+      f" {settings.repeats} passes (error bars: its slowest)."
+      + "".join(
+          f" Batch {b}: tokens/s over {settings.extra_batches} batches."
+          for b in settings.extra_batch_sizes
+      )
+      + f" {machine()}."
   )
   headline = comparison.headline(rows, settings.batch_size)
   summary = comparison.parallelism_summary(rows)

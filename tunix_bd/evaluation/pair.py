@@ -3,9 +3,9 @@
 """The two checkpoints a comparison decodes, opened and checked as a pair.
 
 `compare.py`'s `model.ar` and `model.bd` (the quickstart's exports): the
-conversion opened as generation opens one (`text.open_converted`, so also
-an SDAR or Fast-dLLM v2 export), nothing loaded; and the report's warning
-when `model.bd` is not `model.ar`'s own conversion.
+conversion opened as every entrance opens one (`converted.open_converted`,
+so also an SDAR or Fast-dLLM v2 export), nothing loaded; and the report's
+warning when `model.bd` is not `model.ar`'s own conversion.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any, Callable
 from tunix_bd.core import families
 from tunix_bd.data import chat
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.generate import text
 from tunix_bd.models import bd_formats
+from tunix_bd.models import converted
 from tunix_bd.models import hf_checkpoint
 
 
@@ -28,13 +28,13 @@ class Models:
   Attributes:
     ar_dir, ar_tokenizer: the AR model (`model.ar`) and its tokenizer.
     bd_dir, bd: its conversion (`model.bd`), opened as generation opens one
-      (`text.open_converted`: also an SDAR or Fast-dLLM v2 directory).
+      (`converted.open_converted`: also an SDAR or Fast-dLLM v2 directory).
   """
 
   ar_dir: str
   ar_tokenizer: Any
   bd_dir: str
-  bd: text.ConvertedModel
+  bd: converted.ConvertedModel
 
 
 def open_models(
@@ -51,7 +51,7 @@ def open_models(
       ar_dir,
       tokenizer_lib.load_tokenizer(ar_dir, chat_template, key="model.ar"),
       bd_dir,
-      text.open_converted(
+      converted.open_converted(
           bd_dir,
           chat_template=chat_template,
           options=chat_options,

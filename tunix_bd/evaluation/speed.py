@@ -78,10 +78,12 @@ class Timing(BatchOutput):
   """One method's outputs over all rows (of the first repeat) and `seconds`,
   its decoding time over all rows: per batch, its fastest repeat;
   `slowest_seconds` the same with each batch's slowest (the spread over
-  repeats; None where not measured)."""
+  repeats; None where not measured); `warmup_seconds` the untimed first
+  batch's (compiling, mostly; None where not measured)."""
 
   seconds: float
   slowest_seconds: float | None = None
+  warmup_seconds: float | None = None
 
   @property
   def tokens_per_s(self) -> float:
@@ -125,8 +127,11 @@ def measure(
       for m in decoders
   }
   starts = range(0, num_rows, batch_size)
+  warmup = {}
   for method, decode in decoders.items():  # Compile outside the clock.
+    begin = time.perf_counter()
     decode(padded[method][:batch_size])
+    warmup[method] = time.perf_counter() - begin
   # seconds[method][repeat, batch]
   seconds = {m: np.zeros((repeats, len(starts))) for m in decoders}
   outputs = {m: [] for m in decoders}
@@ -150,6 +155,7 @@ def measure(
         num_forwards=np.concatenate([o.num_forwards for o in outs])[:num_rows],
         seconds=float(seconds[method].min(axis=0).sum()),
         slowest_seconds=float(seconds[method].max(axis=0).sum()),
+        warmup_seconds=warmup[method],
         tokens=tokens,
     )
   return timings

@@ -17,70 +17,26 @@ every call whose longest prompt falls in the same bucket.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 from typing import Any, Mapping, Sequence, Union
 
 import jax
 import numpy as np
 
-from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.models import bd_formats
-from tunix_bd.models import precision as precision_lib
+from tunix_bd.models import converted
 
 Prompt = Union[str, Sequence[Mapping[str, str]], Sequence[int], Mapping]
 
 
-@dataclasses.dataclass(frozen=True)
-class ConvertedModel:
-  """A converted checkpoint: model (None until loaded), tokenizer, BD
-  settings, chat switches."""
-
-  model: Any
-  tokenizer: Any
-  bd: bd_config_lib.BlockDiffusionConfig
-  chat_options: chat.ChatOptions
-
-
-def open_converted(
-    checkpoint: str,
-    *,
-    chat_template: str = "",
-    options: chat.ChatOptions = chat.ChatOptions(),
-    key: str = "checkpoint",
-) -> ConvertedModel:
-  """A converted checkpoint's sources, the model not loaded (`model` None).
-
-  The one way every decoding recipe opens a converted checkpoint (`sft.py`'s
-  `export/`, or an SDAR or Fast-dLLM v2 directory: `models.bd_formats`):
-  its settings, its tokenizer (with `chat_template`, a Jinja file, or "")
-  and the chat switches it was trained with (`options` may only agree:
-  `chat.trained_options`). Errors name `key`.
-  """
-  bd = bd_formats.load_settings(checkpoint, key)
-  trained = chat.trained_options(
-      bd_formats.load_extra(checkpoint, chat.SETTINGS_KEY), options
-  )
-  tokenizer = bd_formats.load_tokenizer(checkpoint, chat_template, key=key)
-  return ConvertedModel(None, tokenizer, bd, trained)
-
-
 def load_model(
     checkpoint: str, mesh: jax.sharding.Mesh | None = None
-) -> ConvertedModel:
-  """`open_converted`, and its model loaded to decode (its matrices in the
-  compute dtype, float32)."""
-  opened = open_converted(checkpoint)
-  no_mesh = mesh is None
-  with contextlib.nullcontext() if no_mesh else mesh_lib.tunix_context(mesh):
-    model, _ = precision_lib.load(
-        checkpoint, precision_lib.Precision(), mesh=mesh, decoding_only=True
-    )
-  return dataclasses.replace(opened, model=model)
+) -> converted.ConvertedModel:
+  """A converted checkpoint opened (`models.converted.open_converted`) and
+  its model loaded to decode (its matrices in the compute dtype, float32)."""
+  return converted.open_converted(checkpoint).load(mesh)
 
 
 def prompt_ids(

@@ -10,7 +10,7 @@ source checkpoint's HF format), or `sdar` or `fast_dllm_v2`: a checkpoint of
 that format keeping `block_diffusion.json` beside its fields
 (`format_source`), into which `export.reference_code=DIR` copies a user's
 copy of the format's modeling code (`REFERENCE_CODE`). Before any compute,
-the `export` section's keys and `check_exportable` (`Stage.check_export`)
+the `export` section's keys and `check_exportable` (`export_plan.ExportPlan`)
 check that the model fits the format and the files can be written;
 docs/formats.md "Export" lists the fields and refusals.
 """

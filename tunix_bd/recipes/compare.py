@@ -16,6 +16,7 @@ import time
 import ml_collections
 
 from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.evaluation import pair
 from tunix_bd.data import dataset as dataset_lib
@@ -35,19 +36,21 @@ class CompareConfig:
   data: data_settings.DataSettings = config_utils.section(
       *data_settings.PROMPT_DATA_KEYS
   )
+  # The top-level keys `thresholds`, `batch_size`, ...
+  comparison: comparison_report.Settings
+  mesh: mesh_lib.MeshSettings
 
 
 def validate(
     config: ml_collections.ConfigDict,
 ) -> stage_lib.Stage[CompareConfig]:
   """Fails closed on settings that cannot work, before any compute: the
-  sections (values, then the directories) and the comparison's keys
-  (`latency_prompts` against a prompt file's rows once they are read)."""
+  sections (values, then the directories), and `latency_prompts` against
+  the embedded prompts (a prompt file's rows once they are read)."""
   stage = stage_lib.Stage(config, CompareConfig)
   data = stage.settings.data
-  comparison_report.Settings.from_config(
-      config, config.latency_prompts if data.prompts else data.num_prompts
-  )
+  if not data.prompts:
+    stage.settings.comparison.check_prompts(data.num_prompts)
   return stage
 
 
@@ -71,9 +74,12 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   if warning:
     print(warning, flush=True)
   records, source = dataset_lib.prompt_records(data)
-  settings = comparison_report.Settings.from_config(config, len(records))
+  settings = stage.settings.comparison
+  settings.check_prompts(len(records))
   stage.hold()  # One run at a time: the report times each decode.
-  rows = comparison_report.evaluate(models, records, settings, config.mesh)
+  rows = comparison_report.evaluate(
+      models, records, settings, mesh_lib.make_mesh(stage.settings.mesh)
+  )
   text = comparison_report.write_report(
       config.workdir,
       rows,

@@ -11,6 +11,7 @@ JSONL and writes `evaluation.completions`' lines and summary.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import ml_collections
 
@@ -22,11 +23,30 @@ from tunix_bd.data import settings as data_settings
 from tunix_bd.evaluation import completions
 from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
-from tunix_bd.generate import text as text_lib
+from tunix_bd.models import converted
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.run import models
 from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outputs:
+  """The recipe's top-level keys of what it writes: `output` (a file;
+  "": `completions.jsonl` under `workdir`) and whether `verify_replay`
+  reports the largest |replayed - recorded| log-prob."""
+
+  SECTION: ClassVar[str] = ""  # Top-level keys (`run.stage.Stage`).
+
+  output: str = ""
+  verify_replay: bool = False
+
+  def __post_init__(self):
+    if not isinstance(self.output, str):
+      raise ValueError(f"output must be a path or '', got {self.output!r}.")
+    if not isinstance(self.verify_replay, bool):
+      raise ValueError(
+          f"verify_replay must be True or False, got {self.verify_replay!r}."
+      )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +62,7 @@ class GenerateConfig:
       *data_settings.PROMPT_DATA_KEYS
   )
   mesh: mesh_lib.MeshSettings
+  outputs: Outputs
 
 
 def validate(
@@ -53,8 +74,9 @@ def validate(
   reported even without a model.
   """
   stage = stage_lib.Stage(config, GenerateConfig, writes="output_or_workdir")
-  if config.output:  # Only an earlier output of this recipe is replaced.
-    completions.check_output(config.output)
+  output = stage.settings.outputs.output
+  if output:  # Only an earlier output of this recipe is replaced.
+    completions.check_output(output)
   return stage
 
 
@@ -65,7 +87,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   settings = stage.settings
   decode, checkpoint = settings.decode, settings.model.checkpoint
   # Prompts are rendered as in training (the export's record).
-  opened = text_lib.open_converted(
+  opened = converted.open_converted(
       checkpoint,
       chat_template=settings.data.chat_template,
       options=settings.data.chat_options,
@@ -104,9 +126,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(tokenizer, len(prompts[longest]))
   stage.hold()  # Every check passed: one run decodes into the workdir.
   mesh = mesh_lib.make_mesh(settings.mesh)
-  model = models.load_checkpoint(
-      checkpoint, mesh, settings.model.precision, decoding_only=True
-  )
+  model = opened.load(mesh, settings.model.precision).model
   with mesh_lib.tunix_context(mesh):
     result = prompt_batches.decode_prompts(
         model,
@@ -117,7 +137,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         batch_size=decode.batch_size,
         seeds=decode.seed,
         warm_up=True,
-        verify_replay=config.verify_replay,
+        verify_replay=settings.outputs.verify_replay,
     )
   output = stage.output_path(completions.COMPLETIONS_FILE)
   completions.write_completions(output, records, result)

@@ -144,15 +144,17 @@ def run(config: ml_collections.ConfigDict) -> dict:
           )
       )
 
-  export_dir = stage.export_converted(
+  export_dir = policy.export.write(
       cluster.actor_trainer.model,
-      policy,
+      policy.tokenizer,
+      policy.bd,
       stop_ids=policy.stop_ids,
       extra={
           "grpo": {
               "from": stage.provenance("checkpoint"),
               **dataclasses.asdict(settings.grpo),
-          }
+          },
+          "precision": settings.model.precision.provenance(),
       },
   )
   content = report.write_report(

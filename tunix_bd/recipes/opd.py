@@ -124,13 +124,15 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     stage.stopped(trainer.train_steps)
     after = evaluation.final(trainer)
 
-  export_dir = stage.export_converted(
+  export_dir = sources.export.write(
       trainer.model,
-      sources,
+      sources.tokenizer,
+      sources.bd,
       stop_ids=settings.rollout.extra_stop_ids,
       extra={
           "distilled": stage.provenances("student", "teacher"),
           "opd": dataclasses.asdict(settings.opd),
+          "precision": settings.model.precision.provenance(),
       },
   )
   steps = trainer.train_steps

@@ -10,6 +10,7 @@ conversion at several commit thresholds (`evaluation.comparison`) and writes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -17,6 +18,7 @@ import ml_collections
 
 from tunix_bd import config_files
 from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.evaluation import pair
 from tunix_bd.data import tasks as tasks_lib
@@ -36,35 +38,68 @@ def _stage_config(config: ml_collections.ConfigDict, name: str):
   return stage
 
 
-def validate(config: ml_collections.ConfigDict):
+def _stage_configs(config: ml_collections.ConfigDict):
+  """The AR and SFT stages' configs, the SFT one converting the AR's
+  export."""
+  ar_config = _stage_config(config, "ar_pretrain")
+  sft_config = _stage_config(config, "sft")
+  sft_config.model.checkpoint = os.path.join(ar_config.workdir, "export")
+  return ar_config, sft_config
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QuickstartSettings(comparison_report.Settings):
+  """The recipe's top-level keys: what both stages train on and stage 3
+  evaluates (`tasks`), on `num_prompts` eval prompts, and how stage 3
+  decodes and times."""
+
+  tasks: tuple[str, ...]
+  num_prompts: int
+
+  def __post_init__(self):
+    config_utils.check_int("num_prompts", self.num_prompts, 1)
+    tasks_lib.check_names(self.tasks, "tasks")  # Of every stage.
+    object.__setattr__(self, "tasks", tuple(self.tasks))
+    super().__post_init__()
+    self.check_prompts(self.num_prompts)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuickstartConfig:
+  """The recipe's typed sections (`run.stage.Stage`), in check order."""
+
+  comparison: QuickstartSettings
+  mesh: mesh_lib.MeshSettings
+
+
+def validate(
+    config: ml_collections.ConfigDict,
+) -> stage_lib.Stage[QuickstartConfig]:
   """Fails closed on settings that cannot work, before any compute: this
-  run's keys, then each stage's config; returns the stages' configs.
+  run's keys, then each stage's config.
 
   The SFT stage's values alone: its checkpoint is the AR stage's export,
   which does not exist yet.
   """
-  config_utils.check_int("num_prompts", config.num_prompts, 1)
-  tasks_lib.check_names(config.tasks, "tasks")  # Of every stage.
-  comparison_report.Settings.from_config(config, config.num_prompts)
-  ar_config = _stage_config(config, "ar_pretrain")
-  sft_config = _stage_config(config, "sft")
-  sft_config.model.checkpoint = os.path.join(ar_config.workdir, "export")
+  stage = stage_lib.Stage(config, QuickstartConfig)
+  ar_config, sft_config = _stage_configs(config)
   ar_pretrain.validate(ar_config)
   with stage_lib.values_only():
     sft.validate(sft_config)
-  return ar_config, sft_config
+  return stage
 
 
 @stage_lib.launch
 def run(config: ml_collections.ConfigDict) -> list[dict]:
   """Runs the three stages and writes the report; returns its rows."""
-  workdir_lib.check(config.workdir)
-  ar_config, sft_config = validate(config)
+  stage = validate(config)
+  ar_config, sft_config = _stage_configs(config)
+  settings = stage.settings.comparison
   start = time.monotonic()
   workdir = config.workdir
   ar_dir = sft_config.model.checkpoint
   workdir_lib.check(sft_config.workdir)
-  held = workdir_lib.lock(workdir)  # Each stage holds its own workdir too.
+  stage.hold()  # Each stage holds its own workdir too.
 
   print(f"quickstart 1/3: AR teacher -> {ar_config.workdir}", flush=True)
   ar_pretrain.run(ar_config)
@@ -78,23 +113,25 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       "quickstart 3/3: decoding the eval split, AR vs block diffusion",
       flush=True,
   )
-  settings = comparison_report.Settings.from_config(config, config.num_prompts)
-  mix = tasks_lib.TaskMix(tasks=tuple(config.tasks), seed=0)
+  mix = tasks_lib.TaskMix(tasks=settings.tasks, seed=0)
   records = [
       {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
-      for e in mix.examples("eval", config.num_prompts)
+      for e in mix.examples("eval", settings.num_prompts)
   ]
   rows = comparison_report.evaluate(
       pair.open_models(ar_dir, bd_dir),
       records,
       settings,
-      config.mesh,
+      mesh_lib.make_mesh(stage.settings.mesh),
   )
   text = comparison_report.write_report(
       workdir,
       rows,
       settings,
-      prompts=f"{config.num_prompts} eval prompts of {', '.join(config.tasks)}",
+      prompts=(
+          f"{settings.num_prompts} eval prompts of"
+          f" {', '.join(settings.tasks)}"
+      ),
       title="AR teacher vs its block-diffusion conversion (embedded task)",
       seconds=time.monotonic() - start,
   )
@@ -109,5 +146,4 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       f"({time.monotonic() - start:.0f} s in all). Next, decode with the "
       f"converted model: {next_command}"
   )
-  del held
   return rows

@@ -25,6 +25,7 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import models
 from tunix_bd.run import sections
+from tunix_bd.run import sources
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption as corruption_lib
@@ -73,12 +74,17 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       key="model.checkpoint",
   )
   # The AR tokenizer gets the mask token (`bd.mask_token`) when converted.
-  chat_options, hf_files = stage.check_export(
-      "checkpoint", tokenizer, settings.bd, ar_mask_token=settings.bd.mask_token
+  plan = sources.plan_export(
+      stage,
+      "checkpoint",
+      tokenizer,
+      settings.bd,
+      chat_options=settings.data.chat_options,
+      mask_token=settings.bd.mask_token,
   )
-  if hf_files is not None:  # A row's positions must all be the model's.
+  if plan.source is not None:  # A row's positions must all be the model's.
     hf_checkpoint.check_positions(
-        hf_files.config,
+        plan.source.config,
         settings.data.max_length,
         0,
         what=f"rows of data.max_length={settings.data.max_length} tokens",
@@ -128,12 +134,10 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
     trainer.train(train.bounded(train_batches), eval_batches)
   stage.stopped(trainer.train_steps)
 
-  export_dir = stage.export_block_diffusion(
+  export_dir = plan.write(
       lora.merge(model, model_config),
       tokenizer,
-      bd=bd,
-      chat_options=chat_options,
-      source=hf_files,
+      bd,
       extra={
           "converted_from": stage.provenance("checkpoint"),
           "corruption": dataclasses.asdict(settings.corruption),

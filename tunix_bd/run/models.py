@@ -5,8 +5,8 @@
 A `model` section (`run.sections`) names each model a run reads by key
 (`checkpoint`, `student`, `teacher`, ...), or asks for a random model
 (`random_init`, smoke runs); these functions turn it into a Tunix model the
-same way in every recipe (`run.sources` reads a converted model's
-tokenizer and settings).
+same way in every recipe (a converted model's tokenizer and settings:
+`models.converted`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import families
 from tunix_bd.models import bd_formats
+from tunix_bd.models import converted
 from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
@@ -58,17 +59,11 @@ def load_checkpoint(
     path: str,
     mesh: jax.sharding.Mesh,
     precision: precision_lib.Precision = precision_lib.Precision(),
-    *,
-    decoding_only: bool = False,
 ) -> Any:
-  """The Tunix model of checkpoint directory `path` (float32 by default).
-
-  `decoding_only`: as for `precision.load`.
-  """
+  """The Tunix model of checkpoint directory `path` (float32 by default),
+  to train (a decoding model: `models.converted`)."""
   with mesh_lib.tunix_context(mesh):
-    model, _ = precision_lib.load(
-        path, precision, mesh=mesh, decoding_only=decoding_only
-    )
+    model, _ = precision_lib.load(path, precision, mesh=mesh)
   return model
 
 
@@ -83,19 +78,21 @@ def check_kl_reference(policy: str, reference: str) -> None:
   """
   if reference == policy:
     return
-  mine = bd_formats.load_settings(policy, "model.checkpoint")
-  theirs = bd_formats.load_settings(reference, "model.reference")
-  # What a reference's log-probs mean: they must be the policy's for the KL.
-  pairs = {
-      field: (getattr(mine, field), getattr(theirs, field))
-      for field in ("block_size", "mask_token_id", "alignment")
-  }
-  pairs["tokenizer"] = tuple(
-      fingerprint_lib.tokenizer_digest(bd_formats.load_tokenizer(path, key=key))
+  mine, theirs = (
+      converted.open_converted(path, key=key)
       for path, key in (
           (policy, "model.checkpoint"),
           (reference, "model.reference"),
       )
+  )
+  # What a reference's log-probs mean: they must be the policy's for the KL.
+  pairs = {
+      field: (getattr(mine.bd, field), getattr(theirs.bd, field))
+      for field in ("block_size", "mask_token_id", "alignment")
+  }
+  pairs["tokenizer"] = tuple(
+      fingerprint_lib.tokenizer_digest(opened.tokenizer)
+      for opened in (mine, theirs)
   )
   for field, (want, got) in pairs.items():
     if want != got:

@@ -1,14 +1,14 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""What a run reads from the converted model it trains, checked as one.
+"""What a run reads from the model it trains, checked as one, before compute.
 
 OPD's student and GRPO's policy are converted models (`sft.py`'s exports,
-or a random one): each run reads the same things from it before any
-compute, its tokenizer and block-diffusion settings, the denoiser's config
-and stop ids the run's `rollout` section gives, the chat switches it was
-trained with and the HF files its export keeps. `read_converted` reads
-them into a `ConvertedSources`, which derives what the run fingerprint and
-the model checks take from them.
+or a random one), opened as every entrance opens one
+(`models.converted.open_converted`); what needs the run's `Stage` is here:
+the denoiser's config and stop ids its `rollout` section gives, the
+position budget, the export it will write (`plan_export`, also SFT's) and
+the fingerprint fields. `read_converted` reads them into a
+`ConvertedSources`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from tunix_bd.data import chat
 from tunix_bd.data import prompts as prompts_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import bd_formats
+from tunix_bd.models import converted
+from tunix_bd.models import export_plan
+from tunix_bd.models import from_scratch
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
 
@@ -40,7 +43,7 @@ class ConvertedSources:
     stop_ids: the tokenizer's EOS, then `rollout.extra_stop_ids`.
     chat_options: the chat switches the model was trained with (prompts are
       rendered with them, the export records them).
-    hf_files: the HF files its export keeps; None for a random model.
+    export: the export the run writes of it, checked (`plan_export`).
   """
 
   tokenizer: Any
@@ -48,7 +51,7 @@ class ConvertedSources:
   decode: Any
   stop_ids: tuple[int, ...]
   chat_options: chat.ChatOptions
-  hf_files: hf_checkpoint.Source | None
+  export: export_plan.ExportPlan
 
   def fingerprint_fields(
       self, tokenizer_key: str = "tokenizer"
@@ -103,36 +106,88 @@ def random_tokenizer_and_bd(
   return tokenizer, bd
 
 
+def plan_export(
+    stage: Any,
+    key: str,
+    tokenizer: Any,
+    bd: export_plan.BlockShape,
+    *,
+    chat_options: chat.ChatOptions,
+    mask_token: str | None,
+) -> export_plan.ExportPlan:
+  """Before compute: `model.<key>`, trained, exports as `export` asks.
+
+  Its HF files are read here, once (a random model has none, and the
+  `model.scratch` shape); `bd` is a converted model's settings or SFT's
+  `bd` section, `mask_token` as `ExportPlan.check` takes it.
+  """
+  model = stage.settings.model
+  path = None if stage.random_init else getattr(model, key)
+  hf_files = None if path is None else hf_checkpoint.read_source(path)
+  if hf_files is not None:
+    model_config = bd_formats.model_config_from_hf(hf_files.config)
+  else:  # A random model of the `model.scratch` shape.
+    model_config = from_scratch.qwen3_config(model.scratch, len(tokenizer))
+  return export_plan.ExportPlan.check(
+      stage.export_dir,
+      stage.settings.export,
+      bd=bd,
+      model_config=model_config,
+      mask_token=mask_token,
+      chat_options=chat_options,
+      source=hf_files,
+  )
+
+
 def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """Before compute: what a run reads from converted model `model.<key>`.
 
-  Its tokenizer (with `data.chat_template`) and block-diffusion settings (a
-  random model's: the embedded tokenizer and `model.scratch_bd`),
-  the denoiser's config and stop ids of `rollout`, checked: special ids that
-  do not collide, `stage.check_export`, and a prompt plus completion within
+  Opened as every entrance opens one (`converted.open_converted`, with
+  `data.chat_template` and `data`'s chat switches), or a random model's
+  (the embedded tokenizer and `model.scratch_bd`); the denoiser's config
+  and stop ids of `rollout`, checked: special ids that do not collide, the
+  export (`plan_export`), and a prompt plus completion within
   `max_position_embeddings`. Errors name the key. The `rollout` section's
   `denoise_config(tokenizer)` stops at the tokenizer's EOS and
   `rollout.extra_stop_ids`.
   """
-  model, chat_template = stage.settings.model, stage.settings.data.chat_template
+  model, data = stage.settings.model, stage.settings.data
   if stage.random_init:
-    tokenizer, bd = random_tokenizer_and_bd(model.scratch_bd, chat_template)
-  else:
-    path = getattr(model, key)
-    tokenizer = bd_formats.load_tokenizer(
-        path, chat_template, key=f"model.{key}"
+    tokenizer, bd = random_tokenizer_and_bd(
+        model.scratch_bd, data.chat_template
     )
-    bd = bd_formats.load_settings(path, f"model.{key}")
+    chat_options = chat.trained_options(None, data.chat_options)
+  else:
+    opened = converted.open_converted(
+        getattr(model, key),
+        chat_template=data.chat_template,
+        options=data.chat_options,
+        key=f"model.{key}",
+    )
+    tokenizer, bd = opened.tokenizer, opened.bd
+    chat_options = opened.chat_options
   decode = rollout.denoise_config(tokenizer)
   special_ids.check(
       mask_token_id=bd.mask_token_id,
       pad_id=tokenizer.pad_token_id,
       stop_ids=decode.stop_ids,
   )
-  chat_options, hf_files = stage.check_export(key, tokenizer, bd)
-  if hf_files is not None:
+  mask_id = bd.mask_token_id  # No string names a row past the tokenizer.
+  export = plan_export(
+      stage,
+      key,
+      tokenizer,
+      bd,
+      chat_options=chat_options,
+      mask_token=(
+          tokenizer.convert_ids_to_tokens(mask_id)
+          if mask_id < len(tokenizer)
+          else None
+      ),
+  )
+  if export.source is not None:
     hf_checkpoint.check_positions(
-        hf_files.config,
+        export.source.config,
         decode.max_prompt_length,
         decode.max_new_tokens,
         what=(
@@ -147,5 +202,5 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
       decode=decode,
       stop_ids=tuple(decode.stop_ids),
       chat_options=chat_options,
-      hf_files=hf_files,
+      export=export,
   )

@@ -7,7 +7,7 @@ A training recipe is five steps, in this order, whatever it trains:
   stage = Stage(config, SftConfig)  # stage.settings: a typed SftConfig
       # 1. Validate before compute: the workdir, every typed section (a
       #    `ValueError` naming `section.key`), the checkpoint directories,
-  chat_options, hf_files = stage.check_export("checkpoint", tokenizer, bd)
+  plan = sources.plan_export(stage, "checkpoint", tokenizer, bd, ...)
       #    and that the trained model exports as `export` asks.
   stage.check_fingerprint(tokenizer=..., bd=...)
       # 2. Sources by digest, 3. the fingerprint by the one rule
@@ -15,7 +15,7 @@ A training recipe is five steps, in this order, whatever it trains:
       #    refused before any model is built.
   stage.start(trainer.train_steps)  # then train and evaluate
       # 4. Record the resume line and the fingerprint, every check passed.
-  stage.export_block_diffusion(model, tokenizer, bd=..., ...)
+  plan.write(model, tokenizer, bd, extra=...)
       # 5. Export, with the sources' provenance.
 
 A recipe's config is a frozen dataclass whose fields are its typed sections
@@ -32,19 +32,13 @@ import dataclasses
 import functools
 import os
 import typing
-from typing import Any, Callable, Generic, Iterable, Iterator, Mapping
+from typing import Any, Callable, Generic, Iterator
 
 import ml_collections
 
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
-from tunix_bd.data import chat
-from tunix_bd.models import bd_export
-from tunix_bd.models import bd_formats
-from tunix_bd.models import from_scratch
-from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import provenance
-from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import workdir as workdir_lib
 
 SettingsT = typing.TypeVar("SettingsT")
@@ -77,6 +71,15 @@ def launch(run: Callable[..., Any]) -> Callable[..., Any]:
         return run(config)
 
   return launched
+
+
+def _section_config(config: Any, name: str, cls: type[Any]) -> Any:
+  """Section `name` of `config`; for a class of top-level keys (`SECTION`
+  "": `compare`'s `thresholds`, ...), those of its fields `config` sets."""
+  if getattr(cls, "SECTION", None) != "":
+    return config[name]
+  names = {f.name for f in dataclasses.fields(cls) if f.init}
+  return {k: v for k, v in config.items() if k in names}
 
 
 class Stage(Generic[SettingsT]):
@@ -127,7 +130,8 @@ class Stage(Generic[SettingsT]):
     for f in dataclasses.fields(spec):
       keys = f.metadata.get(config_utils.SECTION_KEYS, ())
       sections[f.name] = config_utils.from_section(
-          hints[f.name], config[f.name], f.name, keys
+          hints[f.name], _section_config(config, f.name, hints[f.name]),
+          f.name, keys
       )
     self.settings: SettingsT = spec(**sections)
     model = getattr(self.settings, "model", None)
@@ -249,108 +253,8 @@ class Stage(Generic[SettingsT]):
       return {"random_init": True}
     return self.identify(getattr(self.settings.model, key)).provenance()
 
-  def check_export(
-      self,
-      key: str,
-      tokenizer: Any,
-      bd: Any,
-      *,
-      ar_mask_token: str | None = None,
-  ) -> tuple[chat.ChatOptions, hf_checkpoint.Source | None]:
-    """Before compute: `model.<key>` can be exported as `export` asks.
-
-    Args:
-      key: the `model` field naming the checkpoint the run trains.
-      bd: a converted model's `BlockDiffusionConfig`, or an AR source's `bd`
-        section.
-      ar_mask_token: an AR source's (SFT) mask token, added when converted
-        (`bd.mask_token`); None: a converted model's, at `bd.mask_token_id`.
-
-    Returns:
-      `(chat_options, hf_files)`: the chat switches the model is trained
-      with (a converted model's recorded ones, else the `data` section's)
-      and the HF files the export keeps, read once here (None for a random
-      model).
-    """
-    model = self.settings.model
-    path = None if self.random_init else getattr(model, key)
-    chat_options, mask_token = self.settings.data.chat_options, ar_mask_token
-    if ar_mask_token is None:  # A converted model: as it was trained.
-      recorded = None
-      if path is not None:
-        recorded = bd_formats.load_extra(path, chat.SETTINGS_KEY)
-      chat_options = chat.trained_options(recorded, chat_options)
-      mask_id = bd.mask_token_id  # No string names a row past the tokenizer.
-      mask_token = (
-          tokenizer.convert_ids_to_tokens(mask_id)
-          if mask_id < len(tokenizer)
-          else None
-      )
-    hf_files = None if path is None else hf_checkpoint.read_source(path)
-    if self.settings.export.format != bd_export.TUNIX_BD:
-      if hf_files is not None:
-        model_config = bd_formats.model_config_from_hf(hf_files.config)
-      else:  # A random model of the `model.scratch` shape.
-        model_config = from_scratch.qwen3_config(model.scratch, len(tokenizer))
-      bd_export.check_exportable(
-          self.settings.export.format, bd, model_config, mask_token
-      )
-    return chat_options, hf_files
-
-  def export_block_diffusion(
-      self,
-      model: Any,
-      tokenizer: Any,
-      *,
-      bd: Any,
-      chat_options: Any,
-      source: Any,
-      stop_ids: Iterable[int] = (),
-      extra: Mapping[str, Any] | None = None,
-  ) -> str:
-    """Writes `export/` as the `export` section says; returns its path."""
-    bd_export.export_block_diffusion(
-        model,
-        tokenizer,
-        self.export_dir,
-        bd=bd,
-        chat_options=chat_options,
-        source=source,
-        dtype=self.settings.export.dtype,
-        fmt=self.settings.export.format,
-        reference_code=self.settings.export.reference_code,
-        stop_ids=stop_ids,
-        extra=extra,
-    )
-    return self.export_dir
-
   def provenances(self, *keys: str) -> dict[str, Any]:
     """`{key: provenance(key)}`; `{"random_init": True}` for a random model."""
     if self.random_init:
       return {"random_init": True}
     return {key: self.provenance(key) for key in keys}
-
-  def export_converted(
-      self,
-      model: Any,
-      sources: sources_lib.ConvertedSources,
-      *,
-      stop_ids: Iterable[int] = (),
-      extra: Mapping[str, Any] | None = None,
-  ) -> str:
-    """`export_block_diffusion` of a model trained from converted `sources`.
-
-    The export records `extra`, then `precision` (`model.precision`'s).
-    """
-    return self.export_block_diffusion(
-        model,
-        sources.tokenizer,
-        bd=sources.bd,
-        chat_options=sources.chat_options,
-        source=sources.hf_files,
-        stop_ids=stop_ids,
-        extra={
-            **(extra or {}),
-            "precision": self.settings.model.precision.provenance(),
-        },
-    )

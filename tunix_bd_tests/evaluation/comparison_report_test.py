@@ -2,13 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for evaluation/comparison_report.py: settings, checks, the report."""
 
+import dataclasses
 import json
 import os
 import shutil
 
 from absl.testing import absltest
+from absl.testing import parameterized
 from tunix_bd import config_files
 from tunix_bd import config_utils
+from tunix_bd import mesh
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.evaluation import pair
@@ -22,6 +25,13 @@ from tunix_bd_tests.evaluation import comparison_test
 _TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
 _HF = os.path.join(_TESTDATA, "hf")
 _SDAR = os.path.join(_TESTDATA, "bd_formats", "sdar_tiny")
+_SETTINGS = comparison_report.Settings(
+    thresholds=(0.9,),
+    max_new_tokens=8,
+    batch_size=1,
+    latency_prompts=1,
+    repeats=1,
+)
 
 
 def _model(**paths):
@@ -60,7 +70,13 @@ class CompareModelTest(absltest.TestCase):
     workdir = self.create_tempdir().full_path
     # pylint: disable-next=protected-access
     rows = comparison_test._rows([(0.9, 0.99)])
-    settings = comparison_report.Settings((0.9,), 8, 4, 2, 1)
+    settings = comparison_report.Settings(
+        thresholds=(0.9,),
+        max_new_tokens=8,
+        batch_size=4,
+        latency_prompts=2,
+        repeats=1,
+    )
     text = comparison_report.write_report(
         workdir, rows, settings, prompts="p", title="t", seconds=1.0,
         warning="WARNING: w",
@@ -74,6 +90,31 @@ class CompareModelTest(absltest.TestCase):
   def test_an_unknown_key_fails(self):
     with self.assertRaisesRegex(ValueError, "unknown model config keys"):
       _model(teacher=self.ar)
+
+
+class SettingsTest(parameterized.TestCase):
+  """`compare`'s top-level keys, checked as the `Stage` builds them."""
+
+  @parameterized.parameters(
+      ("extra_batches", 0, r"^extra_batches must be >= 1, got 0\.$"),
+      ("extra_batch_sizes", (8, 0), r"^extra_batch_sizes must be >= 1"),
+      ("thresholds", 0.9, r"^thresholds must be values in \(0, 1\]"),
+      ("thresholds", (), r"^thresholds must be values in \(0, 1\]"),
+      ("repeats", True, r"^repeats must be an int, got bool"),
+  )
+  def test_a_value_that_cannot_work_is_refused_naming_its_key(
+      self, key, value, message
+  ):
+    with self.assertRaisesRegex(ValueError, message):
+      dataclasses.replace(_SETTINGS, **{key: value})
+
+  def test_latency_prompts_must_fit_the_prompts(self):
+    settings = dataclasses.replace(_SETTINGS, latency_prompts=3)
+    settings.check_prompts(3)
+    with self.assertRaisesRegex(
+        ValueError, r"^latency_prompts=3 must be <= the 2 prompts\.$"
+    ):
+      settings.check_prompts(2)
 
 
 class EvaluateChecksTest(absltest.TestCase):
@@ -114,8 +155,8 @@ class EvaluateChecksTest(absltest.TestCase):
       comparison_report.evaluate(
           pair.open_models(ar, _SDAR),
           records,
-          comparison_report.Settings((0.9,), 8, 1, 1, 1),
-          config_files.get_config("compare", "tiny").mesh,
+          _SETTINGS,
+          mesh.make_mesh(mesh.MeshSettings()),
       )
 
 

@@ -67,6 +67,8 @@ class MeasureTest(absltest.TestCase):
     self.assertEqual(timing.seconds_per_row, 2.5 / 4)
     # The spread over repeats: each batch's slowest.
     self.assertEqual(timing.slowest_seconds, 1.0 + 3.0)
+    # The compiling first batch, reported apart (progress lines).
+    self.assertEqual(timing.warmup_seconds, 9.0)
 
   def test_token_ids_pass_through_without_the_padding_copy(self):
     def decode(batch):

@@ -111,6 +111,17 @@ class RealisticTwinTest(absltest.TestCase):
         r" forward, [0-9.]+ ms per prompt at batch 1, [0-9]+ tokens/s at"
         r" batch 4 \([0-9]+ s\)\n  batch 2: ",
     )
+    # The extra batch size times its first `extra_batches` batches alone
+    # (speed: decoding is batch-invariant), and every pass says its cost.
+    self.assertIn(
+        "  batch 2: 4 prompts (2 batches) x 3 methods x 1 repeats", text
+    )
+    for size in (1, 4, 2):
+      self.assertRegex(
+          text,
+          rf"\n  batch {size} done: [0-9]+ s, [0-9]+ s of it the methods'"
+          r" first batches \(compiling\)",
+      )
 
 
 class QuickstartTest(absltest.TestCase):

@@ -3,18 +3,32 @@
 """Tests for tunix_bd.run.sources: a converted model's sources, read once."""
 
 import dataclasses
+import errno
 import os
+import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
 from tunix_bd import config_files
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
+from tunix_bd.core import bd_config
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import prompts as prompts_lib
+from tunix_bd.data import settings as data_settings
+from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import settings as generate_settings
+from tunix_bd.models import bd_export
+from tunix_bd.models import export
+from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
+from tunix_bd.run import models
+from tunix_bd.run import sections
 from tunix_bd.run import sources as sources_lib
+from tunix_bd.run import stage as stage_lib
 from tunix_bd_tests import test_common
 from tunix_bd_tests.run import run_test_common
 
@@ -31,7 +45,7 @@ def _sources(extra_stop_ids=()) -> sources_lib.ConvertedSources:
       decode=decode,
       stop_ids=decode.stop_ids,
       chat_options=chat.ChatOptions(),
-      hf_files=None,
+      export=None,
   )
 
 
@@ -114,8 +128,11 @@ class ReadConvertedTest(absltest.TestCase):
     self.assertEqual(
         sources.bd.block_size, self.config.model.scratch_bd.block_size
     )
-    self.assertIsNone(sources.hf_files)
+    # The export it plans: no HF files to keep, under the stage's workdir.
+    self.assertIsNone(sources.export.source)
+    self.assertEqual(sources.export.directory, stage.export_dir)
     self.assertEqual(sources.chat_options, stage.settings.data.chat_options)
+    self.assertEqual(sources.export.chat_options, sources.chat_options)
     self.assertFalse(os.path.exists(self.config.workdir))
 
   def test_an_sdar_policy_stops_at_every_eos_its_generation_config_lists(
@@ -170,6 +187,136 @@ class ReadConvertedTest(absltest.TestCase):
     stage = run_test_common.converted_stage(self.config)
     with self.assertRaisesRegex(ValueError, r"^export\.format='sdar'"):
       sources_lib.read_converted(stage, "checkpoint", stage.settings.rollout)
+
+
+class PlanExportTest(absltest.TestCase):
+  """`plan_export` on an AR source: SFT's, whose tokenizer lacks the mask."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tokenizer = tokenizer_lib.build_char_tokenizer()
+    cls.checkpoint = os.path.join(
+        tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "ar_export"
+    )
+    export.save_checkpoint(
+        test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
+        cls.checkpoint,
+        tokenizer=cls.tokenizer,
+    )
+
+  def _plan(self, **changes):
+    config = config_files.get_config("sft", "tiny")
+    config.workdir = os.path.join(self.create_tempdir().full_path, "run")
+    config.model.checkpoint = self.checkpoint
+    for key, value in changes.items():
+      section, field = key.split("__")
+      config[section][field] = value
+    stage = stage_lib.Stage(
+        config,
+        run_test_common.spec(
+            model=(
+                sections.ModelSettings,
+                config_utils.section(*sections.SFT_MODEL_KEYS),
+            ),
+            bd=sections.BdSettings,
+            data=(
+                data_settings.DataSettings,
+                config_utils.section(*data_settings.SFT_DATA_KEYS),
+            ),
+            export=sections.ExportSettings,
+        ),
+    )
+    bd = stage.settings.bd
+    return stage, sources_lib.plan_export(
+        stage,
+        "checkpoint",
+        self.tokenizer,
+        bd,
+        chat_options=stage.settings.data.chat_options,
+        mask_token=bd.mask_token,
+    )
+
+  def test_keeps_the_switches_and_the_files_read_once(self):
+    stage, plan = self._plan()
+    self.assertEqual(plan.chat_options, stage.settings.data.chat_options)
+    self.assertEqual(
+        plan.source.config, hf_checkpoint.read_config(self.checkpoint)
+    )
+    self.assertEqual(plan.directory, stage.export_dir)
+    self.assertFalse(os.path.exists(stage.workdir))
+
+  def test_a_format_the_model_cannot_take_is_refused_naming_the_key(self):
+    with self.assertRaisesRegex(
+        ValueError,
+        r"^export\.format='sdar' \(SDAR\) holds same_position logits.*"
+        r"bd\.alignment=same_position",
+    ):
+      self._plan(export__format="sdar")
+    # SDAR takes a same-position Qwen3 and any mask token, even one the AR
+    # tokenizer does not have yet.
+    self._plan(
+        export__format="sdar",
+        bd__alignment="same_position",
+        bd__mask_token="<|not_yet|>",
+    )
+
+
+class ExportPlanTest(absltest.TestCase):
+  """A converted model's planned export, written after training."""
+
+  def setUp(self):
+    super().setUp()
+    self.root = self.create_tempdir().full_path
+    self.config = run_test_common.smoke_grpo_config(self.root)
+
+  def _converted(self):
+    stage = run_test_common.converted_stage(self.config)
+    settings = stage.settings
+    sources = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
+    model = models.load(
+        settings.model,
+        "checkpoint",
+        mesh_lib.make_mesh(mesh_lib.MeshSettings()),
+    )
+    return stage, sources, model
+
+  def test_a_full_disk_leaves_no_weights_without_their_settings(self):
+    _, sources, model = self._converted()
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    # The disk fills as block_diffusion.json is written, after the weights.
+    with mock.patch.object(bd_config.files, "write_text", side_effect=full):
+      with self.assertRaisesRegex(
+          ValueError,
+          rf"^writing the export '{sources.export.directory}' failed: No"
+          " space left on device; free space there, then a relaunch",
+      ):
+        sources.export.write(model, sources.tokenizer, sources.bd)
+    self.assertEqual(os.listdir(self.config.workdir), [])
+
+  def test_write_is_export_block_diffusion_of_the_plan(self):
+    _, sources, model = self._converted()
+    exported = sources.export.write(
+        model, sources.tokenizer, sources.bd, stop_ids=(7,), extra={"a": 1}
+    )
+    self.assertEqual(exported, sources.export.directory)
+    by_hand = os.path.join(self.root, "by_hand")
+    bd_export.export_block_diffusion(
+        model,
+        sources.tokenizer,
+        by_hand,
+        bd=sources.bd,
+        chat_options=sources.chat_options,
+        source=None,
+        stop_ids=(7,),
+        extra={"a": 1},
+    )
+    names = sorted(os.listdir(exported))
+    self.assertEqual(names, sorted(os.listdir(by_hand)))
+    for name in names:
+      with open(os.path.join(exported, name), "rb") as a:
+        with open(os.path.join(by_hand, name), "rb") as b:
+          self.assertEqual(a.read(), b.read(), name)
 
 
 if __name__ == "__main__":

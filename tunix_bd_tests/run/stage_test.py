@@ -8,7 +8,6 @@ import io
 import os
 import resource
 import signal
-import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -21,16 +20,10 @@ from tunix.sft import checkpoint_manager
 from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
-from tunix_bd import mesh as mesh_lib
-from tunix_bd.core import bd_config
-from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
-from tunix_bd.models import hf_checkpoint
-from tunix_bd.run import models
 from tunix_bd.run import provenance
 from tunix_bd.run import sections
-from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
@@ -227,70 +220,6 @@ class StageTest(parameterized.TestCase):
     )
 
 
-class CheckExportTest(parameterized.TestCase):
-  """`check_export` on an AR source: SFT's, whose tokenizer lacks the mask."""
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.tokenizer = tokenizer_lib.build_char_tokenizer()
-    cls.checkpoint = os.path.join(
-        tempfile.mkdtemp(dir=absltest.get_default_test_tmpdir()), "ar_export"
-    )
-    export.save_checkpoint(
-        test_common.tiny_qwen3(vocab_size=len(cls.tokenizer), seed=2),
-        cls.checkpoint,
-        tokenizer=cls.tokenizer,
-    )
-
-  def _check(self, **changes):
-    config = config_files.get_config("sft", "tiny")
-    config.workdir = os.path.join(self.create_tempdir().full_path, "run")
-    config.model.checkpoint = self.checkpoint
-    for key, value in changes.items():
-      section, field = key.split("__")
-      config[section][field] = value
-    stage = stage_lib.Stage(
-        config,
-        _spec(
-            model=_SFT_MODEL,
-            bd=sections.BdSettings,
-            data=(
-                data_settings.DataSettings,
-                config_utils.section(*data_settings.SFT_DATA_KEYS),
-            ),
-            export=sections.ExportSettings,
-        ),
-    )
-    bd = stage.settings.bd
-    return stage, stage.check_export(
-        "checkpoint", self.tokenizer, bd, ar_mask_token=bd.mask_token
-    )
-
-  def test_returns_the_data_sections_switches_and_the_files_read_once(self):
-    stage, (chat_options, hf_files) = self._check()
-    self.assertEqual(chat_options, stage.settings.data.chat_options)
-    self.assertEqual(
-        hf_files.config, hf_checkpoint.read_config(self.checkpoint)
-    )
-    self.assertFalse(os.path.exists(stage.workdir))
-
-  def test_a_format_the_model_cannot_take_is_refused_naming_the_key(self):
-    with self.assertRaisesRegex(
-        ValueError,
-        r"^export\.format='sdar' \(SDAR\) holds same_position logits.*"
-        r"bd\.alignment=same_position",
-    ):
-      self._check(export__format="sdar")
-    # SDAR takes a same-position Qwen3 and any mask token, even one the AR
-    # tokenizer does not have yet.
-    self._check(
-        export__format="sdar",
-        bd__alignment="same_position",
-        bd__mask_token="<|not_yet|>",
-    )
-
-
 class ConvertedModelTest(absltest.TestCase):
 
   def setUp(self):
@@ -320,58 +249,6 @@ class ConvertedModelTest(absltest.TestCase):
         stage.provenances("checkpoint", "reference"),
         {"checkpoint": record, "reference": record},
     )
-
-  def _converted(self):
-    stage = run_test_common.converted_stage(self.config)
-    settings = stage.settings
-    sources = sources_lib.read_converted(stage, "checkpoint", settings.rollout)
-    model = models.load(
-        settings.model,
-        "checkpoint",
-        mesh_lib.make_mesh(mesh_lib.MeshSettings()),
-    )
-    return stage, sources, model
-
-  def test_a_full_disk_leaves_no_weights_without_their_settings(self):
-    stage, sources, model = self._converted()
-    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    # The disk fills as block_diffusion.json is written, after the weights.
-    with mock.patch.object(bd_config.files, "write_text", side_effect=full):
-      with self.assertRaisesRegex(
-          ValueError,
-          rf"^writing the export '{stage.export_dir}' failed: No space left"
-          " on device; free space there, then a relaunch",
-      ):
-        stage.export_converted(model, sources)
-    self.assertEqual(os.listdir(self.config.workdir), [])
-
-  def test_export_converted_is_export_block_diffusion_of_the_sources(self):
-    stage, sources, model = self._converted()
-    settings = stage.settings
-    exported = stage.export_converted(
-        model, sources, stop_ids=(7,), extra={"run": {"a": 1}}
-    )
-    self.config.workdir = os.path.join(self.root, "by_hand")
-    by_hand = run_test_common.converted_stage(
-        self.config
-    ).export_block_diffusion(
-        model,
-        sources.tokenizer,
-        bd=sources.bd,
-        chat_options=sources.chat_options,
-        source=None,
-        stop_ids=(7,),
-        extra={
-            "run": {"a": 1},
-            "precision": settings.model.precision.provenance(),
-        },
-    )
-    names = sorted(os.listdir(exported))
-    self.assertEqual(names, sorted(os.listdir(by_hand)))
-    for name in names:
-      with open(os.path.join(exported, name), "rb") as a:
-        with open(os.path.join(by_hand, name), "rb") as b:
-          self.assertEqual(a.read(), b.read(), name)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,97 @@
+# Copyright 2026 The tunix_bd Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The block-diffusion export SFT, OPD and GRPO write, planned before compute.
+
+`ExportPlan.check` refuses before training what `export.format` cannot
+express (`bd_export.check_exportable`); `ExportPlan.write` writes `export/`
+(`bd_export.export_block_diffusion`) once training is over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping, Protocol
+
+from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.data import chat
+from tunix_bd.models import bd_export
+from tunix_bd.models import hf_checkpoint
+
+
+class BlockShape(Protocol):
+  """What a format checks of the model's blocks: a converted model's
+  `BlockDiffusionConfig`, or SFT's `bd` section before it converts."""
+
+  block_size: int
+  alignment: str
+
+
+class ExportSection(Protocol):
+  """A run's `export` section."""
+
+  format: str
+  dtype: str
+  reference_code: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportPlan:
+  """`export/` as a run will write it, checked before compute.
+
+  Attributes:
+    directory: where it is written (`WORKDIR/export`).
+    export: the run's `export` section (`format`, `dtype`,
+      `reference_code`).
+    chat_options: the chat switches the model is trained with, recorded.
+    source: the HF files of the checkpoint the run trains (None for a
+      random model), whose fields the export keeps.
+  """
+
+  directory: str
+  export: ExportSection
+  chat_options: chat.ChatOptions
+  source: hf_checkpoint.Source | None
+
+  @classmethod
+  def check(
+      cls,
+      directory: str,
+      export: ExportSection,
+      *,
+      bd: BlockShape,
+      model_config: Any,
+      mask_token: str | None,
+      chat_options: chat.ChatOptions,
+      source: hf_checkpoint.Source | None,
+  ) -> ExportPlan:
+    """The plan, once the model (Tunix config `model_config`, mask token
+    `mask_token` or None) is known to fit `export.format`; else a
+    ValueError as `bd_export.check_exportable`."""
+    bd_export.check_exportable(export.format, bd, model_config, mask_token)
+    return cls(directory, export, chat_options, source)
+
+  def write(
+      self,
+      model: Any,
+      tokenizer: Any,
+      bd: bd_config_lib.BlockDiffusionConfig,
+      *,
+      stop_ids: Iterable[int] = (),
+      extra: Mapping[str, Any] | None = None,
+  ) -> str:
+    """Writes the trained `model` as planned (`extra`: provenance entries
+    for `block_diffusion.json`); returns the directory."""
+    bd_export.export_block_diffusion(
+        model,
+        tokenizer,
+        self.directory,
+        bd=bd,
+        chat_options=self.chat_options,
+        source=self.source,
+        dtype=self.export.dtype,
+        fmt=self.export.format,
+        reference_code=self.export.reference_code,
+        stop_ids=stop_ids,
+        extra=extra,
+    )
+    return self.directory
