@@ -28,7 +28,7 @@ from tunix_bd.generate import settings as generate_settings
 from tunix_bd.generate import text
 from tunix_bd.models import bd_formats
 from tunix_bd.run import models
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 
 _CHECKPOINT = config_utils.CHECKPOINT
 

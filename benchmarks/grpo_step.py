@@ -47,12 +47,12 @@ from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.models import from_scratch
+from tunix_bd.models import sections
 from tunix_bd.rl import rewards as rewards_lib
 from tunix_bd.rl import settings as settings_lib
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
 from tunix_bd.run import provenance
-from tunix_bd.run import sections
 from tunix_bd.run import sources
 
 Mode = compat.Mode
@@ -60,10 +60,10 @@ _CHECKPOINT = config_utils.CHECKPOINT
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GrpoStepModelSettings(sections.ModelSettings):
+class GrpoStepModelSettings(sections.RandomInit):
   """`bench_rl`'s `model`: the two policies, each its own KL reference.
 
-  The keys of a random model (`random_init`, `scratch`, `scratch_bd`) and:
+  The keys of a random model (`sections.RandomInit`) and:
 
   Attributes:
     checkpoint: the block-diffusion policy, a converted model.
@@ -71,16 +71,11 @@ class GrpoStepModelSettings(sections.ModelSettings):
       converted model's, but for its mask token.
   """
 
+  checkpoint: str = config_utils.source(
+      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+  )
   ar_checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
-  )
-
-  SECTION_KEYS = (
-      "random_init",
-      "scratch",
-      "scratch_bd",
-      "checkpoint",
-      "ar_checkpoint",
   )
 
   def directory_hint(self, key: str) -> str:

@@ -219,7 +219,7 @@ def optimizer_state(model, name: str, num_steps: int) -> nnx.Optimizer:
   """`model`'s optimizer state under the recipes' optimizer `name`
   (`options.optimizer`, as SFT runs it) for `num_steps` updates."""
   rule = options.optimizer(
-      options.TrainSettings(
+      options.Train(
           optimizer=name,
           learning_rate=1e-4,
           warmup_steps=0,
@@ -283,7 +283,6 @@ def planned_bytes(
     optimizer: str = "adamw",
 ) -> int:
   """`memory_plan.sft_step_plan`'s total for one variant."""
-  precision = settings.precision
   return memory_plan.sft_step_plan(
       model_shape(settings, vocab_size),
       memory_plan.SftStep(
@@ -291,9 +290,9 @@ def planned_bytes(
           length=length,
           clean_context=variant == "bd_clean_context",
           autoregressive=variant == "ar",
-          dtype_bytes=2 if precision.dtype == "bfloat16" else 4,
-          remat=precision.remat,
-          logits_chunk=0 if variant == "ar" else precision.logits_chunk,
+          dtype_bytes=2 if settings.dtype == "bfloat16" else 4,
+          remat=settings.remat,
+          logits_chunk=0 if variant == "ar" else settings.logits_chunk,
           # XLA plans a TPU step apart from every other backend's.
           backend="tpu" if jax.devices()[0].platform == "tpu" else "cpu",
           optimizer=optimizer,

@@ -2,19 +2,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """`bench_sft`'s typed sections, each the one source of its defaults.
 
-`SftStepModelSettings` (`model`), `BD_KEYS` (`bd`) and `SftStepSettings`
-(`bench`), checked before any compute; `benchmarks.sft_step` times the
-steps they describe.
+`SftStepModelSettings` (`model`) and `SftStepSettings` (`bench`), checked
+before any compute (its `bd` is `models.sections.BlockSize`);
+`benchmarks.sft_step` times the steps they describe.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from tunix_bd import config_utils
+from tunix_bd.core import splash_attention
 from tunix_bd.models import from_scratch
-from tunix_bd.run import sections
+from tunix_bd.models import precision
 from tunix_bd.training import options
 
 VARIANTS = ("ar", "bd_single_canvas", "bd_clean_context")
@@ -22,34 +23,30 @@ VARIANTS = ("ar", "bd_single_canvas", "bd_clean_context")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SftStepModelSettings(
-    sections.ModelSettings, from_scratch.ScratchModelSettings
+    precision.LossPrecision, from_scratch.ScratchModelSettings
 ):
   """`bench_sft`'s `model`: a random Qwen3's shape, vocabulary, precision.
 
-  The shape's keys (`from_scratch.ScratchModelSettings`), the SFT recipe's
-  `dtype`, `remat`, `logits_chunk` and `attention` (`sections.ModelSettings`:
-  `dense` or `splash`, for the block-diffusion steps) and:
+  The shape's keys (`from_scratch.ScratchModelSettings`), `dtype`, `remat`
+  and `logits_chunk` (`precision.LossPrecision`) and:
 
   Attributes:
     vocab_size: 0: the tokenizer's vocabulary; more: a real model's (e.g.
       Qwen3's 151,936 ids; the ids past the tokenizer's go unused).
+    attention: as SFT's `model.attention`: `dense` or `splash`, for the
+      block-diffusion steps.
   """
 
-  vocab_size: int = 0
+  SECTION: ClassVar[str] = "model"
 
-  SECTION_KEYS = (
-      *(f.name for f in dataclasses.fields(from_scratch.ScratchModelSettings)),
-      "dtype",
-      "remat",
-      "logits_chunk",
-      "vocab_size",
-      "attention",
-  )
+  vocab_size: int = 0
+  attention: str = config_utils.resumable(default=splash_attention.DENSE)
 
   def __post_init__(self):
-    sections.ModelSettings.__post_init__(self)
-    _ = self.shape  # Built, and so checked, apart from the vocabulary.
+    precision.LossPrecision.__post_init__(self)
+    from_scratch.ScratchModelSettings.__post_init__(self)
     config_utils.check_int("model.vocab_size", self.vocab_size, 0)
+    splash_attention.check_attention(self.attention)
 
   @property
   def shape(self) -> from_scratch.ScratchModelSettings:
@@ -59,21 +56,16 @@ class SftStepModelSettings(
         for f in dataclasses.fields(from_scratch.ScratchModelSettings)
     })
 
-  def model_config(self, tokenizer_size: int) -> Any:
+  def qwen3_config(self, tokenizer_size: int) -> Any:
     """The Tunix Qwen3 config at this precision; refuses a small vocabulary."""
     if self.vocab_size and self.vocab_size < tokenizer_size:
       raise ValueError(
           f"model.vocab_size={self.vocab_size} is smaller than the"
           f" tokenizer's {tokenizer_size} ids."
       )
-    return self.precision.model_config(
+    return self.model_config(
         from_scratch.qwen3_config(self.shape, self.vocab_size or tokenizer_size)
     )
-
-
-# `bench_sft`'s `bd` keys (`sections.BdSettings`): the block size of both
-# block-diffusion steps.
-BD_KEYS = ("block_size",)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

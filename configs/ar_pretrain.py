@@ -59,9 +59,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # config states what it changes.
   config.model = config_utils.to_section(from_scratch.ArModelSettings)
   # data.train / data.eval: JSONL paths; empty means the embedded tasks.
-  config.data = config_utils.to_section(data_settings.DataSettings)
+  config.data = config_utils.to_section(data_settings.Data)
   config.train = config_utils.to_section(
-      options.TrainSettings,
+      options.Train,
       batch_size=64,
       max_steps=1500,
       learning_rate=2e-3,
@@ -69,9 +69,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=500,
       checkpoint_every_n_steps=500,
   )
-  config.eval = config_utils.to_section(
-      options.EvalSettings, keys=options.AR_EVAL_KEYS, batch_size=128
-  )
+  config.eval = config_utils.to_section(options.ArEval, batch_size=128)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 
   if variant == "long":

@@ -28,7 +28,7 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -41,14 +41,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.recipe = "compare"
   config.workdir = "runs/compare"
-  # The AR model and its conversion (`run.sections.ModelSettings`).
-  config.model = config_utils.to_section(
-      sections.ModelSettings, keys=sections.COMPARE_MODEL_KEYS
-  )
+  # The AR model and its conversion (`models.sections.CompareModel`).
+  config.model = config_utils.to_section(sections.CompareModel)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
-  config.data = config_utils.to_section(
-      data_settings.DataSettings, keys=data_settings.PROMPT_DATA_KEYS
-  )
+  config.data = config_utils.to_section(data_settings.PromptData)
   config.thresholds = (0.5, 0.7, 0.9, 0.99)
   config.max_new_tokens = 16
   config.batch_size = 64  # Of the throughput measurement.

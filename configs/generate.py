@@ -27,7 +27,7 @@ from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import settings
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -44,17 +44,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.output = ""  # Default: workdir/completions.jsonl.
   config.verify_replay = False
   # After `sft.py` alone: --config.model.checkpoint=runs/sft/export.
-  # The converted model, compute dtype and remat (`tunix_bd.run.sections`).
-  config.model = config_utils.to_section(
-      sections.ModelSettings, keys=sections.DECODE_MODEL_KEYS
-  )
+  # The converted model, compute dtype and remat (`models.sections`).
+  config.model = config_utils.to_section(sections.DecodeModel)
   # Settings of the checkpoint (block_diffusion.json); set one to assert it:
   # a value that disagrees with the checkpoint is an error.
   config.bd = config_utils.to_section(settings.CheckpointBdSettings)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
-  config.data = config_utils.to_section(
-      data_settings.DataSettings, keys=data_settings.PROMPT_DATA_KEYS
-  )
+  config.data = config_utils.to_section(data_settings.PromptData)
   # max_prompt_length 0: the longest prompt (`generate.settings`).
   config.decode = config_utils.to_section(settings.DecodeSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)

@@ -61,8 +61,8 @@ from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import from_scratch
+from tunix_bd.models import sections
 from tunix_bd.rl import settings
-from tunix_bd.run import sections
 from tunix_bd.training import options
 
 _VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
@@ -81,7 +81,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.seed = 0
 
   # Each section takes its defaults from its settings dataclass, whose
-  # docstring says what each key does (`tunix_bd.run.sections`,
+  # docstring says what each key does (`tunix_bd.models.sections`,
   # `tunix_bd.rl.settings`, `tunix_bd.generate.settings`,
   # `tunix_bd.training.options`, `tunix_bd.rl.meshes`); this config states
   # what it changes.
@@ -89,15 +89,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # frozen KL reference (empty: the initial policy, model.checkpoint);
   # model.continued_sft: another converted model evaluated beside the
   # policy; `random_init`: a random policy (the reference is a copy).
-  config.model = config_utils.to_section(sections.ModelSettings)
+  config.model = config_utils.to_section(sections.GrpoModel)
   # Train prompts: `prompts` (an RL JSONL, `{"prompt", "answer"}` per line),
   # `train` (a chat JSONL) or, both empty, the embedded tasks' train split.
   # Held-out prompts: `eval` (either form; a chat record's last assistant
   # turn is the answer), which a train file needs, or, empty, the embedded
   # eval split (`tunix_bd.rl.prompt_stream.conversations`).
-  config.data = config_utils.to_section(
-      data_settings.DataSettings, keys=data_settings.RL_DATA_KEYS
-  )
+  config.data = config_utils.to_section(data_settings.RlData)
   config.rollout = config_utils.to_section(
       generate_settings.GrpoRollout,
       max_prompt_length=40,
@@ -109,8 +107,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # batch_size: prompts per step, G rollouts each; mini_batch_size and
   # train_micro_batch_size: Tunix's RLTrainingConfig, in prompts.
   config.train = config_utils.to_section(
-      options.TrainSettings,
-      keys=options.GRPO_TRAIN_KEYS,
+      options.RlTrain,
       batch_size=16,
       max_steps=120,
       learning_rate=1e-4,
@@ -118,17 +115,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=40,
       checkpoint_every_n_steps=40,
   )
-  config.eval = config_utils.to_section(
-      options.EvalSettings, keys=options.GRPO_EVAL_KEYS
-  )
+  config.eval = config_utils.to_section(options.HeldOutEval)
   # The held-out split is as long as the evaluation needs.
   config.data.num_eval = config.eval.get_ref("num_prompts")
   config.export = config_utils.to_section(sections.ExportSettings)
   # Roles share every device by default; e.g. `--config.mesh.rollout.devices=4`
   # gives the sampler 4 devices of its own (`tunix_bd.rl.meshes`).
-  config.mesh = config_utils.to_section(
-      mesh.MeshSettings, keys=mesh.ROLE_MESH_KEYS
-  )
+  config.mesh = config_utils.to_section(mesh.RoleMeshSettings)
 
   if variant == "weak":
     config.workdir = "runs/grpo_weak"

@@ -37,7 +37,7 @@ from tunix_bd.data import settings as data_settings
 from tunix_bd.distillation import settings
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import from_scratch
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
 
@@ -62,15 +62,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # alone: --config.model.student=runs/sft/export
   # --config.model.teacher=runs/ar_pretrain/export. `random_init`: a random
   # student and teacher (smoke).
-  config.model = config_utils.to_section(
-      sections.ModelSettings, keys=sections.OPD_MODEL_KEYS
-  )
+  config.model = config_utils.to_section(sections.OpdModel)
   config.model.scratch_bd.block_size = 4
   # Prompts: the train split's (last assistant turn re-generated); the
   # held-out split's for evaluation (`num_eval` prompts).
-  config.data = config_utils.to_section(
-      data_settings.DataSettings, num_eval=128
-  )
+  config.data = config_utils.to_section(data_settings.Data, num_eval=128)
   config.rollout = config_utils.to_section(
       generate_settings.OpdRollout,
       max_prompt_length=40,
@@ -83,8 +79,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # is always evaluated); time_budget_s > 0: also stop at the first step
   # after this many seconds.
   config.train = config_utils.to_section(
-      options.TrainSettings,
-      keys=options.TIMED_TRAIN_KEYS,
+      options.TimedTrain,
       batch_size=16,
       gradient_accumulation_steps=1,
       max_steps=200,
@@ -92,9 +87,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_every_n_steps=50,
       checkpoint_every_n_steps=50,
   )
-  config.eval = config_utils.to_section(
-      options.EvalSettings, keys=options.OPD_EVAL_KEYS
-  )
+  config.eval = config_utils.to_section(options.DecodeEval)
   config.export = config_utils.to_section(sections.ExportSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 

@@ -61,7 +61,8 @@ import ml_collections
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
-from tunix_bd.run import sections
+from tunix_bd.models import lora
+from tunix_bd.models import sections
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
 
@@ -99,25 +100,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # model.checkpoint: an HF-style directory (config.json, *.safetensors and
   # the tokenizer); dtype, remat and logits_chunk (`models.precision`).
   config.model = config_utils.to_section(
-      sections.ModelSettings,
-      keys=sections.SFT_MODEL_KEYS,
-      checkpoint="runs/ar_pretrain/export",
+      sections.SftModel, checkpoint="runs/ar_pretrain/export"
   )
-  config.bd = config_utils.to_section(sections.BdSettings)
+  config.bd = config_utils.to_section(sections.Bd)
   config.corruption = config_utils.to_section(
       corruption.SftCorruptionConfig, complementary=True
   )
   # data.packing (on): several examples to a row; batch sizes count rows.
   config.data = config_utils.to_section(
-      data_settings.DataSettings,
-      keys=data_settings.SFT_DATA_KEYS,
-      num_eval=256,
-      max_length=56,
+      data_settings.SftData, num_eval=256, max_length=56
   )
   # time_budget_s > 0 also stops at the first step after that many seconds.
   config.train = config_utils.to_section(
-      options.TrainSettings,
-      keys=options.TIMED_TRAIN_KEYS,
+      options.TimedTrain,
       batch_size=16,
       gradient_accumulation_steps=1,
       max_steps=1000,
@@ -125,10 +120,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       warmup_steps=50,
   )
   # rank 0: full fine-tune; rank > 0: LoRA adapters.
-  config.lora = config_utils.to_section(sections.LoraSettings)
-  config.eval = config_utils.to_section(
-      options.EvalSettings, keys=options.SFT_EVAL_KEYS
-  )
+  config.lora = config_utils.to_section(lora.LoraSettings)
+  config.eval = config_utils.to_section(options.Eval)
   config.export = config_utils.to_section(sections.ExportSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 

@@ -2,17 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """tunix_bd's frozen setting dataclasses and their config sections.
 
-A settings dataclass is the single source of its section's defaults:
-`to_section` builds a config's section from it (a config states only what
-it changes), and `from_section` builds the dataclass back from the section,
-checked. Also the checks of single setting values the dataclasses share.
-
-One dataclass may serve several sections (`model.scratch_bd` and `bd`), each
-holding some of its fields: a section's keys are `section_keys` (a builder's
-`keys`, else the class's `SECTION_KEYS`, else every field), and only they
-are read, written and fingerprinted. Its checks name a key by `key(name,
-section)`: under the section being built (`from_section`'s `what`), so the
-one class's errors name each section's own keys.
+A config section is a small frozen, kw_only dataclass: every init field is
+a key of its section, and its class variable `SECTION` names the section's
+key path (e.g. "model", "model.scratch_bd"), under which its checks name
+their keys. Variants are subclasses (`TimedTrain(Train)`) or composed groups
+(`precision.Precision`). The dataclass is the single source of its
+section's defaults: `to_section` builds a config's section from it (a
+config states only what it changes), and `from_section` builds the
+dataclass back from the section, checked (an unknown key fails), nested
+sections from their sub-mappings. Also the checks of single setting values
+the dataclasses share.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import math
+import typing
 from typing import Any, Mapping, TypeVar
 
 from ml_collections import config_dict
@@ -27,21 +27,25 @@ import numpy as np
 
 T = TypeVar("T")
 
-# The section `from_section` is building, for `key`.
-_SECTION = contextvars.ContextVar("section", default="")
-# The instance attribute holding the keys of the section it was built from.
-_KEYS = "_tunix_bd_section_keys"
-# The recipe config field metadata key that `section()` sets.
+# Key views, for `generate.settings.DecodeSettings` alone (generate's
+# `decode`, OPD's and GRPO's `rollout`, each holding some of its fields);
+# they go once it is a type per section. `section(*keys)` declares a recipe
+# config field of those keys; `from_section` records them on the instance
+# (`_KEYS`, before `__post_init__`) and names its errors by the section
+# being built (`key`).
 SECTION_KEYS = "tunix_bd_section_keys"
+_KEYS = "_tunix_bd_section_keys"
+_SECTION = contextvars.ContextVar("section", default="")
+
+
+def section(*keys: str) -> Any:
+  """A recipe config field whose section holds only `keys` of its class."""
+  return dataclasses.field(metadata={SECTION_KEYS: keys})
 
 
 def section_keys(settings: Any) -> tuple[str, ...]:
-  """The config keys of settings dataclass (or instance) `settings`.
-
-  Those of the section it was built from (`from_section`'s `keys`, known
-  to its `__post_init__` already), else the class's `SECTION_KEYS`, else
-  every init field.
-  """
+  """The config keys of a settings dataclass (or instance): its key view's
+  (`section`), else the class's `SECTION_KEYS`, else every init field."""
   keys = getattr(settings, _KEYS, None) or getattr(
       settings, "SECTION_KEYS", None
   )
@@ -57,17 +61,8 @@ def section_fields(settings: Any) -> list[dataclasses.Field]:
 
 
 def key(name: str, section: str) -> str:
-  """`SECTION.name`, how a check names a key: under the section `from_section`
-  is building, else `section` (an instance built directly)."""
+  """`SECTION.name` under the key view being built, else `section`."""
   return f"{_SECTION.get() or section}.{name}"
-
-
-def section(*keys: str) -> Any:
-  """A recipe config field whose section holds only `keys` of its class.
-
-  `run.stage.Stage` builds the section with them (`from_section`'s `keys`).
-  """
-  return dataclasses.field(metadata={SECTION_KEYS: keys})
 
 
 # Optional fields' types, for typed command-line overrides of a None default.
@@ -95,10 +90,11 @@ def to_section(
   """A config section of dataclass `cls`: its defaults, then `overrides`.
 
   Configs build their typed sections with this, so a setting's default is
-  written once, in its dataclass.
+  written once, in its dataclass. A nested section (a dataclass value, e.g.
+  `model.scratch`) becomes a sub-section of its fields.
 
   Args:
-    keys: the fields the section holds; empty: `section_keys(cls)`.
+    keys: a key view's fields (`section`); empty: `section_keys(cls)`.
     **overrides: the fields this config sets otherwise; fields without a
       default must be given.
   """
@@ -118,30 +114,12 @@ def to_section(
     if value is dataclasses.MISSING:
       raise ValueError(f"{cls.__name__}.{name} has no default: set it.")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-      # A nested section (e.g. `model.scratch`): its own fields, as they are.
-      nested_fields = section_fields(value)
       value = to_section(
           type(value),
-          keys=section_keys(value),
-          **{f.name: getattr(value, f.name) for f in nested_fields if f.init},
+          **{f.name: getattr(value, f.name) for f in dataclasses.fields(value)},
       )
     section[name] = value
   return config_dict.ConfigDict(section)
-
-
-def nested(
-    cls: type[T], value: Any, what: str, keys: tuple[str, ...] = ()
-) -> T:
-  """`value` as dataclass `cls` of section `what` holding `keys`.
-
-  An instance of those keys as it is; else built from its section (or from
-  the instance's values of `keys`).
-  """
-  if isinstance(value, cls):
-    if not keys or section_keys(value) == tuple(keys):
-      return value
-    value = {k: getattr(value, k) for k in keys}
-  return from_section(cls, value, what, keys)
 
 
 # The field metadata key that `resumable()` sets.
@@ -210,14 +188,14 @@ def from_section(
 ) -> T:
   """Builds dataclass `cls` from a config section; unknown keys fail.
 
-  A typo must never fall back silently to a default.
+  A typo must never fall back silently to a default. A field whose type is
+  a dataclass (a nested section, e.g. `model.scratch`) is built from its
+  sub-mapping, as section `what.field`.
 
   Args:
     cfg: a ConfigDict section or a mapping.
-    what: how errors name the section (e.g. "corruption"); the checks of
-      `cls` name their keys under it (`key`).
-    keys: the fields the section holds (the others keep their defaults and
-      are not the section's); empty: `section_keys(cls)`.
+    what: how errors name the section (e.g. "corruption").
+    keys: a key view's fields (`section`; `DecodeSettings` alone).
   """
   values = section_dict(cfg, what)
   fields = list(keys or section_keys(cls))
@@ -226,9 +204,15 @@ def from_section(
     raise ValueError(
         f"unknown {what} config keys {unknown}; valid keys are {fields}."
     )
+  hints = typing.get_type_hints(cls)
+  for name, value in values.items():
+    nested = hints.get(name)
+    if dataclasses.is_dataclass(nested) and not isinstance(value, nested):
+      values[name] = from_section(nested, value, f"{what}.{name}")
+  if not keys:
+    return cls(**values)
   settings = cls.__new__(cls)
-  if keys:  # Before `__post_init__`, whose checks may depend on them.
-    object.__setattr__(settings, _KEYS, tuple(keys))
+  object.__setattr__(settings, _KEYS, tuple(keys))  # For `__post_init__`.
   token = _SECTION.set(what)
   try:
     settings.__init__(**values)

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `(fsdp, tp)` device mesh every recipe trains and decodes on.
 
-`MeshSettings` is the `mesh` config section: `fsdp` and `tp`, and in an RL
-recipe's (`ROLE_MESH_KEYS`) each role's devices too (`rl.meshes`). Code that
+`MeshSettings` is the `mesh` config section: `fsdp` and `tp`; an RL
+recipe's, `RoleMeshSettings`, each role's devices too (`rl.meshes`). Code that
 calls Tunix under a mesh enters it with `tunix_context` (see there).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Iterator, Sequence
+from typing import ClassVar, Iterator, Sequence
 import warnings
 
 import jax
@@ -24,7 +24,7 @@ MESH_AXES = ("fsdp", "tp")
 ROLES = ("actor", "reference", "rollout")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RoleSettings:
   """One role's `mesh.<role>` subsection (an RL recipe's, `rl.meshes`).
 
@@ -41,24 +41,34 @@ class RoleSettings:
   tp: int | None = config_utils.resumable(default=None)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class MeshSettings:
-  """Axis sizes; `fsdp=-1` takes every device that `tp` leaves.
+  """A recipe's `mesh`: axis sizes; `fsdp=-1` takes every device that `tp`
+  leaves. Where a run computes, not what: a resume may change any."""
 
-  A recipe's `mesh` holds `fsdp` and `tp` (`SECTION_KEYS`); an RL recipe's
-  (`ROLE_MESH_KEYS`) the role keys too. Where a run computes, not what: a
-  resume may change any.
-
-  Attributes:
-    fsdp, tp: the axis sizes (a role's default).
-    data_sharding_axes: RL: the mesh axes Tunix shards each batch over.
-    disjoint: RL: whether roles given devices of their own must not
-      overlap.
-    actor, reference, rollout: RL: each role's devices and axis sizes.
-  """
+  SECTION: ClassVar[str] = "mesh"
 
   fsdp: int = config_utils.resumable(default=-1)
   tp: int = config_utils.resumable(default=1)
+
+  def __post_init__(self):
+    config_utils.check_int("mesh.tp", self.tp, 1)
+    config_utils.check_int("mesh.fsdp", self.fsdp, -1)
+    if self.fsdp == 0:
+      raise ValueError("mesh.fsdp must be >= 1 or -1, got 0.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RoleMeshSettings(MeshSettings):
+  """An RL recipe's `mesh`: `fsdp` and `tp` (each role's default), and
+  each role's devices and axis sizes.
+
+  Attributes:
+    data_sharding_axes: the mesh axes Tunix shards each batch over.
+    disjoint: whether roles given devices of their own must not overlap.
+    actor, reference, rollout: each role's devices and axis sizes.
+  """
+
   data_sharding_axes: tuple[str, ...] = config_utils.resumable(
       default=("fsdp",)
   )
@@ -67,18 +77,8 @@ class MeshSettings:
   reference: RoleSettings = config_utils.resumable(default=RoleSettings())
   rollout: RoleSettings = config_utils.resumable(default=RoleSettings())
 
-  SECTION_KEYS = ("fsdp", "tp")
-
   def __post_init__(self):
-    config_utils.check_int("mesh.tp", self.tp, 1)
-    config_utils.check_int("mesh.fsdp", self.fsdp, -1)
-    if self.fsdp == 0:
-      raise ValueError("mesh.fsdp must be >= 1 or -1, got 0.")
-    for role in ROLES:
-      value = config_utils.nested(
-          RoleSettings, getattr(self, role), f"mesh.{role}"
-      )
-      object.__setattr__(self, role, value)
+    super().__post_init__()
     axes = tuple(self.data_sharding_axes)
     if not axes or len(set(axes)) != len(axes):
       raise ValueError(
@@ -93,10 +93,6 @@ class MeshSettings:
       )
     if not isinstance(self.disjoint, bool):
       raise ValueError(f"mesh.disjoint must be a bool, got {self.disjoint!r}.")
-
-
-# An RL recipe's `mesh` keys.
-ROLE_MESH_KEYS = ("fsdp", "tp", "data_sharding_axes", "disjoint", *ROLES)
 
 
 def make_mesh(

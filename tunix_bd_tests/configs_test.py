@@ -30,11 +30,10 @@ from tunix_bd.recipes import compare as compare_recipe
 from tunix_bd.recipes import generate as generate_recipe
 from tunix_bd.recipes import opd as opd_recipe
 from tunix_bd.recipes import sft as sft_recipe
+from tunix_bd.models import sections
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
-from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
-from tunix_bd.training import options
 
 # Config name -> the plugin that ships it and the command that launches it.
 _PLUGINS = {
@@ -62,9 +61,8 @@ _CHAT = (
 
 
 # Each recipe's config class (`run.stage.Stage`): its fields are the
-# sections built from their settings dataclass (`config_utils.to_section`),
-# a `train` section holding a recipe's own keys too `tuple[TrainSettings,
-# Extra]`. The values are not restated here: the configs hold them, and the
+# sections built from their settings dataclass (`config_utils.to_section`).
+# The values are not restated here: the configs hold them, and the
 # dataclasses hold the one default.
 _CONFIG_CLASSES = {
     "ar_pretrain": ar_pretrain_recipe.ArPretrainConfig,
@@ -82,8 +80,9 @@ _TYPED_SECTIONS = {
     for name, config_class in _CONFIG_CLASSES.items()
     for section, hint in typing.get_type_hints(config_class).items()
 }
-# The keys of a section holding some fields of its class (`section()`).
-_SECTION_KEYS = {
+# The keys of a key view (`config_utils.section`): the `rollout` sections of
+# `generate.settings.DecodeSettings`, until it is a type per section.
+_KEY_VIEWS = {
     (name, f.name): f.metadata[config_utils.SECTION_KEYS]
     for name, config_class in _CONFIG_CLASSES.items()
     for f in dataclasses.fields(config_class)
@@ -116,6 +115,7 @@ def _variants(path):
 
 def _section_values(settings):
   """`{field: [value repr | nested, resumable, source kind]}` of a section."""
+  # A key view's own fields (`rollout`); `dataclasses.fields` once none is.
   fields = getattr(config_utils, "section_fields", dataclasses.fields)
   out = {}
   for f in fields(settings):
@@ -222,13 +222,12 @@ class ConfigsTest(parameterized.TestCase):
 
   def test_typed_sections_hold_every_field_and_build_their_dataclass(self):
     # One check per section: its keys are exactly its dataclass's fields
-    # (or the ones it declares, `config_utils.section`; none falls back to a
-    # hidden default), and its values build that dataclass (every shipped
-    # value passes validation).
+    # (none falls back to a hidden default), and its values build that
+    # dataclass (every shipped value passes validation).
     for (name, section), settings in _TYPED_SECTIONS.items():
       with self.subTest(name=name, section=section):
         config = _load(name)
-        keys = _SECTION_KEYS.get((name, section), ())
+        keys = _KEY_VIEWS.get((name, section), ())
         fields = set(keys or config_utils.section_keys(settings))
         if getattr(settings, "SECTION", None) == "":  # Top-level keys.
           self.assertLessEqual(fields, set(config))
@@ -238,114 +237,40 @@ class ConfigsTest(parameterized.TestCase):
         self.assertEqual(set(values), fields)
         built = config_utils.from_section(settings, values, section, keys)
         self.assertIsInstance(built, settings)
-        if keys:
-          self.assertEqual(config_utils.section_keys(built), keys)
         # The built section round-trips: its fields rebuild it unchanged.
-        again = {k: getattr(built, k) for k in config_utils.section_keys(built)}
+        again = {k: getattr(built, k) for k in fields}
         self.assertEqual(
             config_utils.from_section(settings, again, section, keys), built
         )
 
-  def test_to_section_refuses_unknown_fields_and_missing_required_ones(self):
-    with self.assertRaisesRegex(ValueError, r"no fields \['betta'\]"):
-      config_utils.to_section(rl_settings.GrpoSettings, betta=0.1)
-
-    @dataclasses.dataclass(frozen=True)
-    class Required:
-      batch_size: int
-
-    with self.assertRaisesRegex(ValueError, "batch_size has no default"):
-      config_utils.to_section(Required)
-
-  def test_a_section_may_hold_some_keys_of_a_class_that_serves_several(self):
-    keys = options.SFT_EVAL_KEYS
-    section = config_utils.to_section(options.EvalSettings, keys=keys)
-    self.assertEqual(list(section), ["batch_size"])
-    built = config_utils.from_section(
-        options.EvalSettings, section, "eval", keys
-    )
-    self.assertEqual(config_utils.section_keys(built), keys)
-    self.assertEqual(
-        config_utils.section_keys(options.EvalSettings())[:3],
-        ("max_new_tokens", "num_prompts", "thresholds"),
-    )
-    with self.assertRaisesRegex(
-        ValueError,
-        r"^unknown eval config keys \['thresholds'\]; valid keys are"
-        r" \['batch_size'\]\.$",
-    ):
-      config_utils.from_section(
-          options.EvalSettings, {"thresholds": (0.5,)}, "eval", keys
-      )
-    # Its checks name the key under the section being built.
-    with self.assertRaisesRegex(ValueError, r"^evals\.batch_size must be >= 1"):
-      config_utils.from_section(
-          options.EvalSettings, {"batch_size": 0}, "evals", keys
-      )
-
-  def test_one_bd_class_names_the_keys_of_each_of_its_sections(self):
-    for section, what in (("bd", "bd"), ("model", "model.scratch_bd")):
-      values = {"block_size": 0}
-      cls = sections.BdSettings
-      if section == "model":
-        values = {"random_init": True, "scratch_bd": values}
-        cls = sections.ModelSettings
-      with self.assertRaisesRegex(
-          ValueError, rf"^{re.escape(what)}\.block_size must be >= 1"
-      ):
-        config_utils.from_section(cls, values, section)
-    with self.assertRaisesRegex(
-        ValueError,
-        r"^unknown model.scratch_bd config keys \['mask_token'\]; valid keys"
-        r" are \['block_size', 'alignment', 'layout'\]\.$",
-    ):
-      sections.ModelSettings(scratch_bd={"mask_token": "<m>"})
-    # Not a key of `model.scratch_bd`: neither in the section nor its
-    # fingerprint.
-    self.assertNotIn(
-        "mask_token",
-        config_utils.to_section(sections.ModelSettings).scratch_bd,
-    )
-
-  def test_every_recipes_model_is_one_class_of_its_own_keys(self):
-    opd = config_utils.to_section(
-        sections.ModelSettings, keys=sections.OPD_MODEL_KEYS
-    )
-    self.assertEqual(set(opd), set(sections.OPD_MODEL_KEYS))
-    for keys, other in (
-        (sections.OPD_MODEL_KEYS, "checkpoint"),
-        (sections.SFT_MODEL_KEYS, "random_init"),
+  def test_every_recipes_model_is_a_class_of_its_own_keys(self):
+    opd = config_utils.to_section(sections.OpdModel)
+    for cls, other in (
+        (sections.OpdModel, "checkpoint"),
+        (sections.SftModel, "random_init"),
     ):
       with self.assertRaisesRegex(
           ValueError, rf"^unknown model config keys \['{other}'\]"
       ):
-        config_utils.from_section(
-            sections.ModelSettings, {other: "x"}, "model", keys
-        )
-    built = config_utils.from_section(
-        sections.ModelSettings, opd, "model", sections.OPD_MODEL_KEYS
-    )
+        config_utils.from_section(cls, {other: "x"}, "model")
+    built = config_utils.from_section(sections.OpdModel, opd, "model")
     # OPD reads its student and teacher, never GRPO's policy.
     self.assertEqual(
         set(provenance.checkpoint_directories(built)), {"student", "teacher"}
     )
-    sft = _load("sft").model
-    self.assertEqual(set(sft), set(sections.SFT_MODEL_KEYS))
     built = config_utils.from_section(
-        sections.ModelSettings, sft, "model", sections.SFT_MODEL_KEYS
+        sections.SftModel, _load("sft").model, "model"
     )
-    # SFT reads its AR checkpoint alone, the one its config names.
+    # SFT reads its AR checkpoint alone, the one its config names, and has
+    # no KL reference (only GRPO's model copies its checkpoint there).
     self.assertEqual(
         provenance.checkpoint_directories(built),
         {"checkpoint": "runs/ar_pretrain/export"},
     )
-
-  def test_optional_defaults_take_typed_overrides(self):
-    section = config_utils.to_section(rl_settings.GrpoSettings)
-    self.assertIsNone(section.epsilon_high)
-    section.epsilon_high = 0.28
-    with self.assertRaises(TypeError):
-      section.epsilon_high = "high"
+    grpo = config_utils.from_section(
+        sections.GrpoModel, _load("grpo").model, "model"
+    )
+    self.assertEqual(grpo.reference, grpo.checkpoint)
 
   @parameterized.parameters(*_LONG)
   def test_long_variants_use_the_count_task(self, name):

@@ -139,10 +139,7 @@ class FilesTest(absltest.TestCase):
     sft_config = config_files.get_config("sft")
     sft_config.workdir = _URL
     settings = config_utils.from_section(
-        options.TrainSettings,
-        sft_config.train,
-        "train",
-        options.TIMED_TRAIN_KEYS,
+        options.TimedTrain, sft_config.train, "train"
     )
     config = options.training_config(settings, sft_config.workdir, "test")
     self.assertEqual(config.checkpoint_root_directory, f"{_URL}/checkpoints")

@@ -22,13 +22,14 @@ from tunix_bd.distillation import settings as distillation_settings
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import export
 from tunix_bd.models import from_scratch
+from tunix_bd.models import lora
+from tunix_bd.models import sections
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import grpo
 from tunix_bd.recipes import opd
 from tunix_bd.recipes import sft
 from tunix_bd.rl import settings as rl_settings
 from tunix_bd.run import provenance
-from tunix_bd.run import sections
 from tunix_bd.run import sources
 from tunix_bd.sft import corruption
 from tunix_bd.training import options
@@ -272,46 +273,59 @@ class TokenizerDigestTest(absltest.TestCase):
 
 # The one resume rule, as a table: the settings fields that may change when a
 # run resumes. Every other field of these sections is fingerprinted.
+_TRAIN = {
+    "max_steps",
+    "eval_every_n_steps",
+    "checkpoint_every_n_steps",
+    "checkpoints_to_keep",
+}
+_HELD_OUT = {
+    "num_prompts",
+    "thresholds",
+    "sampled_samples",
+    "sampled_threshold",
+    "sampled_temperature",
+    "batch_size",
+    "seed",
+}
 _RESUMABLE = {
-    options.TrainSettings: {
-        "max_steps",
-        "eval_every_n_steps",
-        "checkpoint_every_n_steps",
-        "checkpoints_to_keep",
-        "time_budget_s",
-    },
+    options.Train: _TRAIN,
+    options.TimedTrain: {*_TRAIN, "time_budget_s"},
+    options.RlTrain: _TRAIN,
     rl_settings.GrpoSettings: {"verify_replay_every_n_steps"},
     generate_settings.DecodeSettings: set(),
     generate_settings.OpdRollout: set(),
     generate_settings.GrpoRollout: set(),
     rl_settings.RewardSettings: set(),
-    options.EvalSettings: {
-        "max_new_tokens",
-        "num_prompts",
-        "thresholds",
-        "sampled_samples",
-        "sampled_threshold",
-        "sampled_temperature",
-        "batch_size",
-        "seed",
-    },
+    options.Eval: {"batch_size"},
+    options.ArEval: {"batch_size", "max_new_tokens"},
+    options.DecodeEval: {"batch_size", "thresholds"},
+    options.HeldOutEval: _HELD_OUT,
     distillation_settings.OpdSettings: set(),
-    data_settings.DataSettings: set(),
+    data_settings.Data: set(),
+    data_settings.SftData: set(),
+    data_settings.RlData: set(),
+    data_settings.PromptData: set(),
     corruption.SftCorruptionConfig: set(),
     from_scratch.ScratchModelSettings: set(),
     from_scratch.ArModelSettings: {"remat"},
-    sections.ModelSettings: {
+    sections.SftModel: {
         "remat",
         "logits_chunk",
-        "continued_sft",
         "sft_loss",
         "attention",
         "scan_layers",
     },
-    sections.BdSettings: set(),
-    sections.LoraSettings: set(),
+    sections.OpdModel: {"remat", "logits_chunk"},
+    sections.GrpoModel: {"remat", "logits_chunk", "continued_sft"},
+    sections.DecodeModel: {"remat"},
+    sections.CompareModel: set(),
+    sections.Bd: set(),
+    sections.ScratchBd: set(),
+    lora.LoraSettings: set(),
     sections.ExportSettings: {"dtype", "format", "reference_code"},
-    mesh.MeshSettings: {
+    mesh.MeshSettings: {"fsdp", "tp"},
+    mesh.RoleMeshSettings: {
         "fsdp",
         "tp",
         "data_sharding_axes",
@@ -376,7 +390,7 @@ class ResumeRuleTest(parameterized.TestCase):
       self.assertEqual(declared, expected, settings.__name__)
 
   def test_sources_enter_by_content_and_nested_sections_by_the_rule(self):
-    model = sections.ModelSettings(
+    model = sections.GrpoModel(
         checkpoint=self.export, reference="", continued_sft=self.export
     )
     fields = provenance.section_fields(model, provenance.identify)
@@ -395,7 +409,7 @@ class ResumeRuleTest(parameterized.TestCase):
         dataclasses.asdict(from_scratch.ScratchModelSettings()),
     )
     # A random model reads no checkpoint.
-    random = sections.ModelSettings(random_init=True, reference="")
+    random = sections.GrpoModel(random_init=True, reference="")
     random_fields = provenance.section_fields(random, provenance.identify)
     self.assertIsNone(random_fields["checkpoint"])
     self.assertIsNone(random_fields["reference"])  # A copy of the policy.

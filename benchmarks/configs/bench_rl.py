@@ -51,7 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.model = config_utils.to_section(grpo_step.GrpoStepModelSettings)
   # The prompts: the first `bench.num_prompts` of the seeded prompt stream.
   config.data = config_utils.to_section(
-      data_settings.DataSettings, num_train=256, num_eval=8
+      data_settings.Data, num_train=256, num_eval=8
   )
   # `grpo.py`'s own; the AR rollout uses the same token budget, prompt
   # length and temperature (Tunix's `vanilla` engine, no vocabulary filter).

@@ -21,7 +21,7 @@ from benchmarks import sft_step_settings
 from tunix_bd import config_utils
 from tunix_bd import mesh
 from tunix_bd.data import settings as data_settings
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 
 _VARIANTS = ("default", "qwen3_0p6b", "tiny")
 
@@ -42,13 +42,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # model: the random Qwen3's shape, `vocab_size` (0: the tokenizer's; more:
   # a real model's, unused ids) and the SFT recipe's precision keys.
   config.model = config_utils.to_section(sft_step_settings.SftStepModelSettings)
-  config.bd = config_utils.to_section(
-      sections.BdSettings, keys=sft_step_settings.BD_KEYS
-  )
+  config.bd = config_utils.to_section(sections.BlockSize)
   # data.packing: SFT's packed rows (on); the report's `real_token_share`.
   config.data = config_utils.to_section(
-      data_settings.DataSettings,
-      keys=data_settings.SFT_DATA_KEYS,
+      data_settings.SftData,
       num_train=256,
       num_eval=8,
       max_length=56,

@@ -37,7 +37,7 @@ class BenchRlConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   model: grpo_step.GrpoStepModelSettings
-  data: data_settings.DataSettings
+  data: data_settings.Data
   rollout: generate_settings.GrpoRollout
   grpo: settings_lib.GrpoSettings
   bench: grpo_step.GrpoStepSettings

@@ -26,14 +26,13 @@ import ml_collections
 
 from benchmarks import sft_step
 from benchmarks import sft_step_settings
-from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.evaluation import report as report_lib
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd.run import stage as stage_lib
 
 
@@ -42,10 +41,8 @@ class BenchSftConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   model: sft_step_settings.SftStepModelSettings
-  bd: sections.BdSettings = config_utils.section(*sft_step_settings.BD_KEYS)
-  data: data_settings.DataSettings = config_utils.section(
-      *data_settings.SFT_DATA_KEYS
-  )
+  bd: sections.BlockSize
+  data: data_settings.SftData
   bench: sft_step_settings.SftStepSettings
   mesh: mesh_lib.MeshSettings
 
@@ -88,7 +85,7 @@ def prepare(
       batch,
       block_size=settings.bd.block_size,
       mask_id=mask_id,
-      chunk=settings.model.precision.chunk,
+      chunk=settings.model.chunk,
       attention=settings.model.attention,
   )
   return arms, batch, len(tokenizer)
@@ -98,10 +95,9 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
   """Prints and returns tokens/s, ratios and peak bytes of each variant."""
   settings = validate(config).settings
   bench, model = settings.bench, settings.model
-  precision = model.precision
   arms, batch, tokenizer_size = prepare(settings)
   mesh = mesh_lib.make_mesh(settings.mesh)
-  model_config = model.model_config(tokenizer_size)
+  model_config = model.qwen3_config(tokenizer_size)
   times, peaks, compile_s = sft_step.measure(
       arms,
       model_config,
@@ -151,8 +147,8 @@ def run(config: ml_collections.ConfigDict) -> dict[str, dict[str, float]]:
       (
           f"  model: {model_config.num_layers} layers, width"
           f" {model_config.embed_dim}, vocabulary {model_config.vocab_size},"
-          f" dtype {precision.dtype}, remat {precision.remat}, logits_chunk"
-          f" {precision.logits_chunk}"
+          f" dtype {model.dtype}, remat {model.remat}, logits_chunk"
+          f" {model.logits_chunk}"
       ),
   ]
   print(sft_step.format_table(report, caption))

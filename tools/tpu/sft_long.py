@@ -64,7 +64,7 @@ def main():
     config.data.update(max_length=length, num_train=1)
     settings = recipe.validate(config).settings
     _, batch, tokenizer_size = recipe.prepare(settings)
-    model_config = settings.model.model_config(tokenizer_size)
+    model_config = settings.model.qwen3_config(tokenizer_size)
     mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
     with mesh_lib.tunix_context(mesh):
       model = from_scratch.init_model(model_config, 0, mesh)
@@ -76,7 +76,7 @@ def main():
               config=sft_step.block_diffusion(
                   settings.bd.block_size, _MASK_ID, layout
               ),
-              logits_chunk=settings.model.precision.chunk,
+              logits_chunk=settings.model.chunk,
               attention=attention,
           )
           row = dict(

@@ -77,7 +77,7 @@ def main():
     settings = recipe.validate(config).settings
     arms, batch, tokenizer_size = recipe.prepare(settings)
     length = batch.length
-    model_config = settings.model.model_config(tokenizer_size)
+    model_config = settings.model.qwen3_config(tokenizer_size)
     mesh = mesh_lib.make_mesh(settings.mesh)
     with mesh_lib.tunix_context(mesh):
       model = from_scratch.init_model(model_config, 0, mesh)

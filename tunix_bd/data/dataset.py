@@ -98,7 +98,7 @@ def split_conversations(data: Any, split: str) -> list[Conversation]:
   """The conversations of one split of a `data` section.
 
   Here and below, `data` is a recipe's checked `data` settings
-  (`data.settings.DataSettings`), or a config section with the same keys.
+  (`data.settings.Data`), or a config section with the same keys.
   """
   path = getattr(data, split)
   if path:
@@ -154,7 +154,7 @@ def prompt_records(
     records = jsonl.read_jsonl(data.prompts, kind="rl")
     records = [dict(r, task=JSONL_TASK) for r in records]
     return records, f"data.prompts={data.prompts!r}"
-  # `DataSettings` checked `data.num_prompts`.
+  # `PromptData` checked `data.num_prompts`.
   records = [
       {"messages": e.messages()[:1], "answer": e.answer, "task": e.task}
       for e in _task_mix(data).examples("eval", data.num_prompts)

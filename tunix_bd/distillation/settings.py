@@ -2,11 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """OPD's own config sections as frozen, checked dataclasses.
 
-`OpdSettings` is the `opd` section. `rollout` is
-`generate.settings.OpdRollout`; OPD's other sections are classes that serve
-several: `eval` `training.options.EvalSettings`' `OPD_EVAL_KEYS`, `train`
-`training.options.TrainSettings`' `TIMED_TRAIN_KEYS` (its
-`eval_every_n_steps` paces the decode evaluation, OPD's only evaluation).
+`OpdSettings` is the `opd` section. OPD's others: `rollout` is
+`generate.settings.OpdRollout`, `eval` `training.options.DecodeEval`,
+`train` `training.options.TimedTrain` (its `eval_every_n_steps` paces the
+decode evaluation, OPD's only evaluation).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def build_trainer(
     train_prompts: prompts_lib.PromptSet,
     eval_prompts: prompts_lib.PromptSet,
     opd: settings_lib.OpdSettings,
-    train: options.TrainSettings,
+    train: options.TimedTrain,
     corruption: corruption_lib.SftCorruptionConfig,
     eval_settings: Any,
     mesh: jax.sharding.Mesh,
@@ -99,7 +99,7 @@ def build_trainer(
   `student_sources` are the student's `run.sources.ConvertedSources` (its
   `bd`, `decode` for rollouts and evaluation, `tokenizer`); `opd`, `train`,
   `corruption` and `eval_settings` the checked sections; `seed` is
-  `config.seed` and `logits_chunk` `model.precision.chunk`.
+  `config.seed` and `logits_chunk` `model.chunk`.
   """
   bd, decode = student_sources.bd, student_sources.decode
   tokenizer = student_sources.tokenizer

@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """A randomly initialised Tunix Qwen3 (the embedded AR teacher, benchmarks).
 
-`ScratchModelSettings` is the `model` config section of the embedded
-from-scratch model, field for field, and the one source of its defaults
-(`config_utils.to_section`).
+`ScratchModelSettings` is the shape of a from-scratch model (a random
+model's `model.scratch`), field for field, and the one source of its
+defaults (`config_utils.to_section`); `ArModelSettings` AR pretraining's
+`model`: the shape and its `precision.Precision`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from flax import nnx
 import jax
@@ -24,9 +26,11 @@ from tunix_bd.models import hf_config
 from tunix_bd.models import precision as precision_lib
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ScratchModelSettings:
   """The shape of a from-scratch Qwen3 (its vocabulary is the tokenizer's)."""
+
+  SECTION: ClassVar[str] = "model.scratch"
 
   num_layers: int = 2
   embed_dim: int = 64
@@ -38,38 +42,33 @@ class ScratchModelSettings:
   tie_embeddings: bool = True
 
   def __post_init__(self):
-    for field in dataclasses.fields(self):
+    for field in dataclasses.fields(ScratchModelSettings):  # Not a subclass's.
       if field.type == "int":
         config_utils.check_int(
-            f"model.{field.name}", getattr(self, field.name), 1
+            f"{self.SECTION}.{field.name}", getattr(self, field.name), 1
         )
     if self.num_heads % self.num_kv_heads:
       raise ValueError(
-          f"model.num_heads={self.num_heads} must be a multiple of "
-          f"model.num_kv_heads={self.num_kv_heads}."
+          f"{self.SECTION}.num_heads={self.num_heads} must be a multiple of "
+          f"{self.SECTION}.num_kv_heads={self.num_kv_heads}."
       )
     if not isinstance(self.tie_embeddings, bool):
       raise ValueError(
-          f"model.tie_embeddings must be a bool, got {self.tie_embeddings!r}."
+          f"{self.SECTION}.tie_embeddings must be a bool, got"
+          f" {self.tie_embeddings!r}."
       )
 
 
-@dataclasses.dataclass(frozen=True)
-class ArModelSettings(ScratchModelSettings):
-  """`ar_pretrain`'s model: the shape, and how it computes: `dtype`
-  (bfloat16 compute on float32 master weights) and `remat`
-  (`models.precision`)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ArModelSettings(ScratchModelSettings, precision_lib.Precision):
+  """`ar_pretrain`'s model: the shape, and how it computes (bfloat16 compute
+  on float32 master weights, remat: `precision.Precision`)."""
 
-  dtype: str = "float32"
-  remat: str = config_utils.resumable(default="none")
+  SECTION: ClassVar[str] = "model"
 
   def __post_init__(self):
-    super().__post_init__()
-    self.precision  # Checks dtype and remat.
-
-  @property
-  def precision(self) -> precision_lib.Precision:
-    return precision_lib.Precision(dtype=self.dtype, remat=self.remat)
+    ScratchModelSettings.__post_init__(self)
+    precision_lib.Precision.__post_init__(self)
 
 
 # What smoke variants shrink a from-scratch model to: 1 layer, 32 wide.
@@ -124,7 +123,11 @@ def init_model(
 
 def embedded_config(section) -> qwen3_lib.ModelConfig:
   """The Qwen3 config of a `model.scratch` section over the embedded vocab."""
-  settings = config_utils.nested(ScratchModelSettings, section, "model.scratch")
+  settings = section
+  if not isinstance(section, ScratchModelSettings):
+    settings = config_utils.from_section(
+        ScratchModelSettings, section, "model.scratch"
+    )
   return qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
 
 

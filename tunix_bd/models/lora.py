@@ -6,18 +6,22 @@
 Tunix's `PeftTrainer` then trains only the `nnx.LoRAParam`s and checkpoints
 only them. `merge_lora` folds the adapters back into a plain model
 (`W + A @ B * alpha / rank`), so a LoRA run exports the same HF layout as a
-full fine-tune.
+full fine-tune. `LoraSettings` is SFT's `lora` section; `apply` and `merge`
+do either as it says.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, ClassVar
 
 from flax import nnx
 import jax
 import numpy as np
 import qwix
 
+from tunix_bd import config_utils
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import families
 from tunix_bd.core import rng
 
@@ -26,6 +30,49 @@ DEFAULT_MODULE_PATH = (
     ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 )
 _SUFFIX_A, _SUFFIX_B = "_lora_a", "_lora_b"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoraSettings:
+  """SFT's `lora`: rank 0 fine-tunes every weight; > 0 trains LoRA adapters.
+
+  Tunix trains and checkpoints only the `nnx.LoRAParams`; the export merges
+  them.
+  """
+
+  SECTION: ClassVar[str] = "lora"
+
+  rank: int = 0
+  alpha: float = 16.0
+  module_path: str = DEFAULT_MODULE_PATH
+
+  def __post_init__(self):
+    config_utils.check_int("lora.rank", self.rank, 0)
+    config_utils.check_number("lora.alpha", self.alpha, 0, strict=True)
+
+
+def apply(
+    settings: LoraSettings, model: Any, *, seed: int, mesh: Any
+) -> Any:
+  """`model` with the adapters `settings` asks for (rank > 0), or as it is."""
+  if not settings.rank:
+    return model
+  with mesh_lib.tunix_context(mesh):
+    return apply_lora(
+        model,
+        rank=settings.rank,
+        alpha=settings.alpha,
+        module_path=settings.module_path,
+        seed=seed,
+        mesh=mesh,
+    )
+
+
+def merge(settings: LoraSettings, model: Any, model_config: Any) -> Any:
+  """`apply`'s model with its adapters merged into the weights, for export."""
+  if not settings.rank:
+    return model
+  return merge_lora(model, model_config, alpha=settings.alpha)
 
 
 def apply_lora(
@@ -38,7 +85,7 @@ def apply_lora(
     mesh: jax.sharding.Mesh | None = None,
 ) -> nnx.Module:
   """`model` with LoRA adapters on the modules matching `module_path`;
-  `rank` >= 1 and `alpha` > 0 are checked by `sections.LoraSettings`."""
+  `rank` >= 1 and `alpha` > 0 are checked by `LoraSettings`."""
   provider = qwix.LoraProvider(
       module_path=module_path, rank=rank, alpha=float(alpha)
   )

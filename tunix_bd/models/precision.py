@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from flax import nnx
 import jax
@@ -26,23 +26,24 @@ DTYPES = ("float32", "bfloat16")
 PARAM_DTYPE = "float32"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Precision:
-  """The `model.dtype`, `model.remat` and `model.logits_chunk` settings."""
+  """How a model computes: `model.dtype` and `model.remat`, the group every
+  `model` section of a recipe that builds a model has.
+
+  Only `dtype` changes what a run computes; `remat` trades memory for time.
+  """
+
+  SECTION: ClassVar[str] = "model"
 
   dtype: str = "float32"
-  remat: str = "none"
-  logits_chunk: int = 0
+  remat: str = config_utils.resumable(default="none")
 
   def __post_init__(self):
-    config_utils.check_choice("model.dtype", self.dtype, DTYPES)
-    config_utils.check_choice("model.remat", self.remat, families.REMAT_MODES)
-    config_utils.check_int("model.logits_chunk", self.logits_chunk, 0)
-
-  @property
-  def chunk(self) -> int | None:
-    """`logits_chunk` as the losses take it: None for dense logits."""
-    return self.logits_chunk or None
+    config_utils.check_choice(f"{self.SECTION}.dtype", self.dtype, DTYPES)
+    config_utils.check_choice(
+        f"{self.SECTION}.remat", self.remat, families.REMAT_MODES
+    )
 
   def model_config(self, config: Any) -> Any:
     """A Tunix model config with this compute dtype and remat."""
@@ -53,13 +54,32 @@ class Precision:
         remat_config=families.remat_config(config, self.remat),
     )
 
-  def fingerprint_fields(self) -> dict[str, str]:
-    """What changes a run's meaning: the compute dtype (remat does not)."""
-    return {"model.dtype": self.dtype}
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LossPrecision(Precision):
+  """`Precision` and `model.logits_chunk`: the head's chunk, for a model
+  that computes a loss (0: dense logits). Equal losses: resumable."""
+
+  logits_chunk: int = config_utils.resumable(default=8192)
+
+  def __post_init__(self):
+    super().__post_init__()
+    config_utils.check_int(
+        f"{self.SECTION}.logits_chunk", self.logits_chunk, 0
+    )
+
+  @property
+  def chunk(self) -> int | None:
+    """`logits_chunk` as the losses take it: None for dense logits."""
+    return self.logits_chunk or None
 
   def provenance(self) -> dict[str, Any]:
     """The settings as recorded beside a run's outputs."""
-    return dataclasses.asdict(self)
+    return {
+        "dtype": self.dtype,
+        "remat": self.remat,
+        "logits_chunk": self.logits_chunk,
+    }
 
 
 def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:

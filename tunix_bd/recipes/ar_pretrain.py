@@ -18,7 +18,6 @@ import os
 from absl import logging
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.evaluation import ar_sampler
@@ -40,9 +39,9 @@ class ArPretrainConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   model: from_scratch.ArModelSettings
-  data: data_settings.DataSettings
-  train: options.TrainSettings
-  eval: options.EvalSettings = config_utils.section(*options.AR_EVAL_KEYS)
+  data: data_settings.Data
+  train: options.Train
+  eval: options.ArEval
   mesh: mesh_lib.MeshSettings
 
 
@@ -74,7 +73,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   )
 
   mesh = mesh_lib.make_mesh(settings.mesh)
-  model_config = settings.model.precision.model_config(
+  model_config = settings.model.model_config(
       from_scratch.qwen3_config(settings.model, len(tokenizer))
   )
   model = from_scratch.init_model(model_config, config.seed, mesh)

@@ -15,14 +15,13 @@ import time
 
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.evaluation import pair
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.distillation import teacher as teacher_lib
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd.run import stage as stage_lib
 
 
@@ -30,12 +29,8 @@ from tunix_bd.run import stage as stage_lib
 class CompareConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ModelSettings = config_utils.section(
-      *sections.COMPARE_MODEL_KEYS
-  )
-  data: data_settings.DataSettings = config_utils.section(
-      *data_settings.PROMPT_DATA_KEYS
-  )
+  model: sections.CompareModel
+  data: data_settings.PromptData
   # The top-level keys `thresholds`, `batch_size`, ...
   comparison: comparison_report.Settings
   mesh: mesh_lib.MeshSettings

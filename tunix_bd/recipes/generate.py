@@ -15,7 +15,6 @@ from typing import ClassVar
 
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import chat
 from tunix_bd.data import dataset as dataset_lib
@@ -25,7 +24,7 @@ from tunix_bd.generate import prompt_batches
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import converted
 from tunix_bd.models import hf_checkpoint
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd.run import stage as stage_lib
 
 
@@ -54,13 +53,9 @@ class GenerateConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
   decode: settings_lib.DecodeSettings
-  model: sections.ModelSettings = config_utils.section(
-      *sections.DECODE_MODEL_KEYS
-  )
+  model: sections.DecodeModel
   bd: settings_lib.CheckpointBdSettings
-  data: data_settings.DataSettings = config_utils.section(
-      *data_settings.PROMPT_DATA_KEYS
-  )
+  data: data_settings.PromptData
   mesh: mesh_lib.MeshSettings
   outputs: Outputs
 
@@ -126,7 +121,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   denoise_config = decode.denoise_config(tokenizer, len(prompts[longest]))
   stage.hold()  # Every check passed: one run decodes into the workdir.
   mesh = mesh_lib.make_mesh(settings.mesh)
-  model = opened.load(mesh, settings.model.precision).model
+  model = opened.load(mesh, settings.model).model
   with mesh_lib.tunix_context(mesh):
     result = prompt_batches.decode_prompts(
         model,

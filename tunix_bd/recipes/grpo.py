@@ -120,7 +120,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
           sources=policy,
           meshes=meshes,
           workdir=stage.workdir,
-          logits_chunk=model.precision.chunk,
+          logits_chunk=model.chunk,
           fingerprint=fingerprint,
       )
     restored = cluster.actor_trainer.train_steps
@@ -139,9 +139,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
     continued_sft = None
     if model.continued_sft:
       continued_sft = held_out(
-          models.load_checkpoint(
-              model.continued_sft, meshes.actor, model.precision
-          )
+          models.load_checkpoint(model.continued_sft, meshes.actor, model)
       )
 
   export_dir = policy.export.write(
@@ -154,7 +152,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
               "from": stage.provenance("checkpoint"),
               **dataclasses.asdict(settings.grpo),
           },
-          "precision": settings.model.precision.provenance(),
+          "precision": settings.model.provenance(),
       },
   )
   content = report.write_report(

@@ -14,7 +14,6 @@ import os
 
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
@@ -25,8 +24,8 @@ from tunix_bd.distillation import teacher as teacher_lib
 from tunix_bd.distillation import wiring
 from tunix_bd.evaluation import report as report_lib
 from tunix_bd.generate import settings as generate_settings
+from tunix_bd.models import sections
 from tunix_bd.run import models
-from tunix_bd.run import sections
 from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import corruption as corruption_lib
@@ -37,13 +36,13 @@ from tunix_bd.training import options
 class OpdConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ModelSettings = config_utils.section(*sections.OPD_MODEL_KEYS)
-  data: data_settings.DataSettings
+  model: sections.OpdModel
+  data: data_settings.Data
   rollout: generate_settings.OpdRollout
   opd: settings_lib.OpdSettings
   corruption: corruption_lib.SftCorruptionConfig
-  train: options.TrainSettings = config_utils.section(*options.TIMED_TRAIN_KEYS)
-  eval: options.EvalSettings = config_utils.section(*options.OPD_EVAL_KEYS)
+  train: options.TimedTrain
+  eval: options.DecodeEval
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
 
@@ -113,7 +112,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         mesh=mesh,
         workdir=stage.workdir,
         seed=config.seed,
-        logits_chunk=settings.model.precision.chunk,
+        logits_chunk=settings.model.chunk,
         fingerprint=fingerprint,
     )
   with mesh_lib.tunix_context(mesh):
@@ -132,7 +131,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
       extra={
           "distilled": stage.provenances("student", "teacher"),
           "opd": dataclasses.asdict(settings.opd),
-          "precision": settings.model.precision.provenance(),
+          "precision": settings.model.provenance(),
       },
   )
   steps = trainer.train_steps

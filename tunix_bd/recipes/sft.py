@@ -16,15 +16,15 @@ import dataclasses
 
 import ml_collections
 
-from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import lora as lora_lib
+from tunix_bd.models import sections
 from tunix_bd.run import models
-from tunix_bd.run import sections
 from tunix_bd.run import sources
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.sft import batching
@@ -41,15 +41,13 @@ DESCRIPTION = "Block-diffusion SFT"
 class SftConfig:
   """The recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ModelSettings = config_utils.section(*sections.SFT_MODEL_KEYS)
-  bd: sections.BdSettings
+  model: sections.SftModel
+  bd: sections.Bd
   corruption: corruption_lib.SftCorruptionConfig
-  data: data_settings.DataSettings = config_utils.section(
-      *data_settings.SFT_DATA_KEYS
-  )
-  train: options.TrainSettings = config_utils.section(*options.TIMED_TRAIN_KEYS)
-  lora: sections.LoraSettings
-  eval: options.EvalSettings = config_utils.section(*options.SFT_EVAL_KEYS)
+  data: data_settings.SftData
+  train: options.TimedTrain
+  lora: lora_lib.LoraSettings
+  eval: options.Eval
   export: sections.ExportSettings
   mesh: mesh_lib.MeshSettings
 
@@ -100,7 +98,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   model, model_config, bd = models.to_block_diffusion(
       models.load(settings.model, "checkpoint", mesh), tokenizer, settings.bd
   )
-  model = lora.apply(model, seed=config.seed, mesh=mesh)
+  model = lora_lib.apply(lora, model, seed=config.seed, mesh=mesh)
   # Every row is validated here, before any training step.
   train_batches, eval_batches = batching.train_and_eval_batches(
       train_data,
@@ -122,7 +120,7 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
         config=bd,
         fingerprint=fingerprint,
         # Refuses a LoRA'd head; Tunix's loss computes dense logits.
-        logits_chunk=None if through_tunix else settings.model.precision.chunk,
+        logits_chunk=None if through_tunix else settings.model.chunk,
         attention=settings.model.attention,
         scan_layers=settings.model.scan_layers,
     )
@@ -135,13 +133,13 @@ def run(config: ml_collections.ConfigDict) -> dict[str, float]:
   stage.stopped(trainer.train_steps)
 
   export_dir = plan.write(
-      lora.merge(model, model_config),
+      lora_lib.merge(lora, model, model_config),
       tokenizer,
       bd,
       extra={
           "converted_from": stage.provenance("checkpoint"),
           "corruption": dataclasses.asdict(settings.corruption),
-          "precision": settings.model.precision.provenance(),
+          "precision": settings.model.provenance(),
       },
   )
   return trainer_lib.report_conversion(

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The actor, reference and rollout meshes of an RL run, from config.
 
-The `mesh` section (`mesh.ROLE_MESH_KEYS`) says which devices each role gets
+The `mesh` section (`mesh.RoleMeshSettings`) says which devices each role gets
 (docs/design.md "Role meshes"), e.g. `mesh.rollout.devices=4` (the last 4),
 `=0.25` (the last quarter) or `mesh.rollout.slices=1` (the last slice).
 Devices are ordered by `slice_index` when they have one; with
@@ -91,7 +91,7 @@ def _role_size(
 
 
 def assign_devices(
-    settings: mesh_lib.MeshSettings, devices: Sequence[Any]
+    settings: mesh_lib.RoleMeshSettings, devices: Sequence[Any]
 ) -> dict[str, list[Any]]:
   """Each role's devices; a role sharing the actor's mesh is left out.
   `devices` are anything with `id` (and `slice_index` if sliced)."""
@@ -138,15 +138,21 @@ def assign_devices(
   return {role: [ordered[k] for k in ranges[role]] for role in ranges}
 
 
-def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
-  """The role meshes of a `mesh` section, over `devices` (default: all).
+def role_settings(section: Any) -> mesh_lib.RoleMeshSettings:
+  """`section` as an RL `mesh`: a config section or mapping (one without
+  role keys means one shared mesh), or `MeshSettings` (a plain one: one
+  shared mesh)."""
+  if isinstance(section, mesh_lib.RoleMeshSettings):
+    return section
+  if isinstance(section, mesh_lib.MeshSettings):
+    section = {"fsdp": section.fsdp, "tp": section.tp}
+  return config_utils.from_section(mesh_lib.RoleMeshSettings, section, "mesh")
 
-  `section`: a config section or mapping (one without role keys means one
-  shared mesh), or `MeshSettings`.
-  """
-  settings = config_utils.nested(
-      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
-  )
+
+def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
+  """The role meshes of a `mesh` section (`role_settings`), over `devices`
+  (default: all)."""
+  settings = role_settings(section)
   if jax.process_count() > 1:
     raise ValueError(
         "role meshes need a single controller (jax.process_count() == 1: one"

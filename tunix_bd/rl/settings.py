@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GRPO recipe's config sections as frozen, checked dataclasses.
 
-`grpo` and `reward` are GRPO's own; the other sections hold some keys of a
-shared class. `check_together` checks what spans sections.
+`grpo` and `reward` are GRPO's own; `GrpoConfig` names every section's
+class. `check_together` checks what spans sections.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import settings as generate_settings
+from tunix_bd.models import sections
 from tunix_bd.rl import rewards
-from tunix_bd.run import sections
 from tunix_bd.training import options
 
 # Tunix 0.1.7's names: `GRPOConfig.loss_algo`, the `loss_agg_mode`s of
@@ -163,17 +163,15 @@ class RewardSettings:
 class GrpoConfig:
   """The `grpo` recipe's typed sections (`run.stage.Stage`), in check order."""
 
-  model: sections.ModelSettings
-  data: data_settings.DataSettings = config_utils.section(
-      *data_settings.RL_DATA_KEYS
-  )
+  model: sections.GrpoModel
+  data: data_settings.RlData
   rollout: generate_settings.GrpoRollout
   grpo: GrpoSettings
   reward: RewardSettings
-  train: options.TrainSettings = config_utils.section(*options.GRPO_TRAIN_KEYS)
-  eval: options.EvalSettings = config_utils.section(*options.GRPO_EVAL_KEYS)
+  train: options.RlTrain
+  eval: options.HeldOutEval
   export: sections.ExportSettings
-  mesh: mesh_lib.MeshSettings = config_utils.section(*mesh_lib.ROLE_MESH_KEYS)
+  mesh: mesh_lib.RoleMeshSettings
 
   @property
   def description(self) -> str:
@@ -185,29 +183,10 @@ class GrpoConfig:
 
 def check_together(run: GrpoConfig) -> None:
   """What spans sections (the recipe's `validate` checks them once built)."""
-  train = run.train
   if run.grpo.learner == TUNIX_LEARNER and run.reward.speed_weight:
     raise ValueError(
         f"reward.speed_weight={run.reward.speed_weight} needs the forwards"
         f" per row, which grpo.learner={TUNIX_LEARNER!r} (Tunix's"
         " GRPOLearner) does not pass to reward functions; set it 0 or use"
         f" grpo.learner={TUNIX_BD_LEARNER!r}."
-    )
-  if train.gradient_accumulation_steps is not None:
-    raise ValueError(
-        "train.gradient_accumulation_steps is not an RL setting: Tunix"
-        " accumulates train.mini_batch_size // train.train_micro_batch_size"
-        " micro-batches; set those instead."
-    )
-  mini = train.mini_batch_size or train.batch_size
-  micro = train.train_micro_batch_size or mini
-  if train.batch_size % mini:
-    raise ValueError(
-        f"train.mini_batch_size={mini} must divide"
-        f" train.batch_size={train.batch_size}."
-    )
-  if mini % micro:
-    raise ValueError(
-        f"train.train_micro_batch_size={micro} must divide"
-        f" train.mini_batch_size={mini}."
     )

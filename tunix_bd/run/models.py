@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one model loader of the training recipes: a checkpoint or a random model.
 
-A `model` section (`run.sections`) names each model a run reads by key
+A `model` section (`models.sections`) names each model a run reads by key
 (`checkpoint`, `student`, `teacher`, ...), or asks for a random model
 (`random_init`, smoke runs); these functions turn it into a Tunix model the
 same way in every recipe (a converted model's tokenizer and settings:
@@ -31,22 +31,21 @@ from tunix_bd.models import precision as precision_lib
 def load(
     settings: Any, key: str, mesh: jax.sharding.Mesh, *, seed: int = 0
 ) -> Any:
-  """The Tunix model of `model.<key>` at the section's precision.
+  """The Tunix model of `model.<key>` at the section's precision (it is a
+  `precision.Precision`).
 
   A random model (`model.random_init`) of the `model.scratch` shape is
   initialised from `seed` instead.
   """
-  if settings.random_init:
-    return from_scratch.embedded_model(
-        settings.scratch, seed, mesh, settings.precision
-    )
-  return load_checkpoint(getattr(settings, key), mesh, settings.precision)
+  if getattr(settings, "random_init", False):  # A `RandomInit` model.
+    return from_scratch.embedded_model(settings.scratch, seed, mesh, settings)
+  return load_checkpoint(getattr(settings, key), mesh, settings)
 
 
 def abstract(settings: Any, key: str) -> Any:
   """`load`'s model as shapes and partition specs alone (`nnx.eval_shape`:
   nothing read but `config.json`, nothing computed), for mesh checks."""
-  if settings.random_init:
+  if getattr(settings, "random_init", False):
     config = from_scratch.embedded_config(settings.scratch)
   else:
     path = getattr(settings, key)

@@ -59,7 +59,7 @@ def checkpoint_directories(settings) -> dict[str, str]:
   """
   random_init = getattr(settings, "random_init", False)
   paths = {}
-  for field in config_utils.section_fields(settings):
+  for field in dataclasses.fields(settings):
     if field.metadata.get(config_utils.SOURCE) != config_utils.CHECKPOINT:
       continue
     required = field.metadata.get("required")
@@ -135,6 +135,7 @@ def section_fields(
   """
   read = checkpoint_directories(settings)
   fields = {}
+  # Every field; a key view's own alone (`config_utils.section`).
   for field in config_utils.section_fields(settings):
     if field.metadata.get(config_utils.RESUMABLE):
       continue

@@ -19,9 +19,9 @@ A training recipe is five steps, in this order, whatever it trains:
       # 5. Export, with the sources' provenance.
 
 A recipe's config is a frozen dataclass whose fields are its typed sections
-(`eval: options.EvalSettings = config_utils.section("batch_size")` holds
-some fields of a class serving several). A benchmark recipe takes step 1
-alone (`writes="output"`: one report file rather than a workdir).
+(`eval: options.Eval`), each a class whose fields are the section's keys. A
+benchmark recipe takes step 1 alone (`writes="output"`: one report file
+rather than a workdir).
 """
 
 from __future__ import annotations
@@ -104,8 +104,7 @@ class Stage(Generic[SettingsT]):
     Args:
       spec: the recipe's config class: a frozen dataclass whose fields are
         its typed sections, in the order they are checked: each a settings
-        dataclass (`config_utils.from_section`, of the field's
-        `config_utils.section` keys).
+        dataclass (`config_utils.from_section`).
       writes: where the run writes: `workdir`, a directory; `output`, one
         report file (empty: none; the benchmarks that print their table);
         or `output_or_workdir`, `output` when set, else `workdir`
@@ -128,6 +127,7 @@ class Stage(Generic[SettingsT]):
     self.workdir = config.get("workdir")
     hints, sections = typing.get_type_hints(spec), {}
     for f in dataclasses.fields(spec):
+      # A key view's (`config_utils.section`): `DecodeSettings` alone.
       keys = f.metadata.get(config_utils.SECTION_KEYS, ())
       sections[f.name] = config_utils.from_section(
           hints[f.name], _section_config(config, f.name, hints[f.name]),
@@ -221,7 +221,7 @@ class Stage(Generic[SettingsT]):
         recipe=self.config.recipe,
         relogged_from=relogged_from,
     )
-    train = getattr(self.settings, "train", None)  # `TrainSettings`.
+    train = getattr(self.settings, "train", None)  # `options.Train`.
     if train and restored_step >= train.max_steps:
       print(
           f"{self.config.recipe}: train.max_steps={train.max_steps} is not"

@@ -172,7 +172,7 @@ def train_and_eval_batches(
     train_data: dataset_lib.TokenizedDataset,
     eval_data: dataset_lib.TokenizedDataset,
     *,
-    train: options.TrainSettings,
+    train: options.Train,
     eval_batch_size: int,
     corruption: corruption_lib.SftCorruptionConfig,
     config: bd_config.BlockDiffusionConfig,

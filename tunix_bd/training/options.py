@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """A recipe's `train` section as Tunix's optimizer and `TrainingConfig`.
 
-`TrainSettings` is the `train` config section field for field and the one
-source of its defaults (`config_utils.to_section` / `from_section`), checked
-as a whole before any compute; GRPO, SFT and OPD add keys (`*_TRAIN_KEYS`).
-`EvalSettings` is the `eval` section of every training recipe.
+`Train` is the `train` config section field for field and the one source of
+its defaults (`config_utils.to_section` / `from_section`), checked as a
+whole before any compute; SFT's and OPD's add a time budget (`TimedTrain`),
+GRPO's Tunix's RL batch sizes (`RlTrain`). The `eval` section of each
+training recipe is `Eval` or a subclass of it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, ClassVar, Iterable, Iterator, TypeVar
 
 import jax
 import optax
@@ -28,8 +29,8 @@ T = TypeVar("T")
 OPTIMIZERS = ("adamw", "adafactor")
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainSettings:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Train:
   """How to train: batch, schedule, AdamW, evaluation and checkpoints.
 
   Attributes:
@@ -44,23 +45,17 @@ class TrainSettings:
     checkpoint_every_n_steps: updates between orbax checkpoints.
     checkpoints_to_keep: the newest checkpoints kept.
     gradient_accumulation_steps: micro-batches per update; divides
-      `batch_size`. None (a section without the key) and 1 both update on
-      every batch, without Tunix's `optax.MultiSteps` (whose accumulator
-      would hold one more copy of the gradients).
+      `batch_size`. None and 1 both update on every batch, without Tunix's
+      `optax.MultiSteps` (whose accumulator would hold one more copy of the
+      gradients).
     optimizer: `adamw`, or `adafactor`: factored second moments and no
       first moment, so its state is a row and a column per matrix instead
       of two float32 copies of the weights (what fits full fine-tuning of
       Qwen3-0.6B on one 16 GiB chip); the same schedule, clipping and
       decoupled weight decay.
-    mini_batch_size: GRPO (`GRPO_TRAIN_KEYS`), Tunix's `RLTrainingConfig`:
-      prompts per optimizer update; divides `batch_size`. None: the whole
-      batch.
-    train_micro_batch_size: GRPO: prompts per forward/backward; divides
-      `mini_batch_size`. None: the mini-batch.
-    time_budget_s: SFT and OPD (`TIMED_TRAIN_KEYS`): > 0 also stops
-      training at the first update boundary after this many seconds
-      (equal-time comparisons); 0: no limit.
   """
+
+  SECTION: ClassVar[str] = "train"
 
   batch_size: int = 16
   # Extending a run (more steps) keeps its checkpoints' meaning, as do the
@@ -75,23 +70,6 @@ class TrainSettings:
   checkpoints_to_keep: int = config_utils.resumable(default=2)
   gradient_accumulation_steps: int | None = None
   optimizer: str = "adamw"
-  mini_batch_size: int | None = None
-  train_micro_batch_size: int | None = None
-  time_budget_s: float = config_utils.resumable(default=0.0)
-
-  SECTION_KEYS = (
-      "batch_size",
-      "max_steps",
-      "learning_rate",
-      "warmup_steps",
-      "weight_decay",
-      "max_grad_norm",
-      "eval_every_n_steps",
-      "checkpoint_every_n_steps",
-      "checkpoints_to_keep",
-      "gradient_accumulation_steps",
-      "optimizer",
-  )
 
   def __post_init__(self):
     config_utils.check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
@@ -110,10 +88,6 @@ class TrainSettings:
           f"train.warmup_steps={self.warmup_steps} must be smaller than "
           f"train.max_steps={self.max_steps}."
       )
-    config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
-    for name in ("mini_batch_size", "train_micro_batch_size"):
-      if getattr(self, name) is not None:
-        config_utils.check_int(f"train.{name}", getattr(self, name), 1)
     accumulation = self.gradient_accumulation_steps
     if accumulation is None:
       return
@@ -124,6 +98,22 @@ class TrainSettings:
           f"{self.gradient_accumulation_steps} must divide "
           f"train.batch_size={self.batch_size}."
       )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TimedTrain(Train):
+  """SFT's and OPD's `train`: `Train` and a time budget.
+
+  Attributes:
+    time_budget_s: > 0 also stops training at the first update boundary
+      after this many seconds (equal-time comparisons); 0: no limit.
+  """
+
+  time_budget_s: float = config_utils.resumable(default=0.0)
+
+  def __post_init__(self):
+    super().__post_init__()
+    config_utils.check_number("train.time_budget_s", self.time_budget_s, 0)
 
   @property
   def seconds(self) -> float | None:
@@ -140,61 +130,96 @@ class TrainSettings:
     return _until(self.seconds, batches)
 
 
-# GRPO's `train` keys: Tunix's RL batch sizes too; SFT's and OPD's: the
-# time budget too.
-GRPO_TRAIN_KEYS = (
-    *TrainSettings.SECTION_KEYS,
-    "mini_batch_size",
-    "train_micro_batch_size",
-)
-TIMED_TRAIN_KEYS = (*TrainSettings.SECTION_KEYS, "time_budget_s")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RlTrain(Train):
+  """GRPO's `train`: `Train` and Tunix's `RLTrainingConfig` batch sizes.
+
+  `gradient_accumulation_steps` is refused: Tunix accumulates
+  `mini_batch_size // train_micro_batch_size` micro-batches.
+
+  Attributes:
+    mini_batch_size: prompts per optimizer update; divides `batch_size`.
+      None: the whole batch.
+    train_micro_batch_size: prompts per forward/backward; divides
+      `mini_batch_size`. None: the mini-batch.
+  """
+
+  mini_batch_size: int | None = None
+  train_micro_batch_size: int | None = None
+
+  def __post_init__(self):
+    super().__post_init__()
+    for name in ("mini_batch_size", "train_micro_batch_size"):
+      if getattr(self, name) is not None:
+        config_utils.check_int(f"train.{name}", getattr(self, name), 1)
+    if self.gradient_accumulation_steps is not None:
+      raise ValueError(
+          "train.gradient_accumulation_steps is not an RL setting: Tunix"
+          " accumulates train.mini_batch_size // train.train_micro_batch_size"
+          " micro-batches; set those instead."
+      )
+    mini = self.mini_batch_size or self.batch_size
+    micro = self.train_micro_batch_size or mini
+    if self.batch_size % mini:
+      raise ValueError(
+          f"train.mini_batch_size={mini} must divide"
+          f" train.batch_size={self.batch_size}."
+      )
+    if mini % micro:
+      raise ValueError(
+          f"train.train_micro_batch_size={micro} must divide"
+          f" train.mini_batch_size={mini}."
+      )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalSettings:
-  """The `eval` of every training recipe: each holds some of the keys.
-
-  SFT's (`SFT_EVAL_KEYS`) sizes its held-out loss's batches; AR
-  pretraining's (`AR_EVAL_KEYS`, with `batch_size=128` from its config)
-  decodes greedily with Tunix's `Sampler`; OPD's (`OPD_EVAL_KEYS`) is its
-  decode evaluation before, during and after training; GRPO's
-  (`GRPO_EVAL_KEYS`) its held-out evaluation before and after
-  (`rl.evaluation`). How the run is measured, never what it trains: a
-  resume may change any.
+class Eval:
+  """SFT's `eval`, the base of every training recipe's: how the run is
+  measured, never what it trains (a resume may change any).
 
   Attributes:
-    max_new_tokens: tokens the AR evaluation decodes.
-    num_prompts: held-out prompts (the data's eval split).
-    thresholds: commit thresholds of the greedy evaluation, in (0, 1];
-      under a `rollout.rule` other than `threshold` it decodes once, at the
-      rule's own parameter.
-    sampled_samples: samples per prompt of the sampled evaluation; 0: none.
-    sampled_threshold: its commit threshold, in (0, 1] (likewise).
-    sampled_temperature: its temperature, > 0.
-    batch_size: rows (prompts) per evaluation call.
-    seed: sample `s` of prompt `i` uses seed `seed + s * num_prompts + i`,
-      the same before and after training, so the two are paired.
+    batch_size: rows per evaluation call (SFT: of its held-out loss).
+  """
+
+  SECTION: ClassVar[str] = "eval"
+
+  batch_size: int = config_utils.resumable(default=64)
+
+  def __post_init__(self):
+    config_utils.check_int(f"{self.SECTION}.batch_size", self.batch_size, 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ArEval(Eval):
+  """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler`.
+
+  Attributes:
+    max_new_tokens: tokens it decodes.
   """
 
   max_new_tokens: int = config_utils.resumable(default=16)
-  num_prompts: int = config_utils.resumable(default=256)
-  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
-  sampled_samples: int = config_utils.resumable(default=4)
-  sampled_threshold: float = config_utils.resumable(default=0.5)
-  sampled_temperature: float = config_utils.resumable(default=1.0)
-  batch_size: int = config_utils.resumable(default=64)
-  seed: int = config_utils.resumable(default=0)
 
   def __post_init__(self):
-    key = lambda name: config_utils.key(name, "eval")
-    for name, minimum in (
-        ("max_new_tokens", 1),
-        ("num_prompts", 1),
-        ("sampled_samples", 0),
-        ("batch_size", 1),
-        ("seed", 0),
-    ):
-      config_utils.check_int(key(name), getattr(self, name), minimum)
+    super().__post_init__()
+    config_utils.check_int(
+        f"{self.SECTION}.max_new_tokens", self.max_new_tokens, 1
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecodeEval(Eval):
+  """OPD's `eval`: its decode evaluation before, during and after training.
+
+  Attributes:
+    thresholds: commit thresholds of the greedy evaluation, in (0, 1];
+      under a `rollout.rule` other than `threshold` it decodes once, at the
+      rule's own parameter.
+  """
+
+  thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
+
+  def __post_init__(self):
+    super().__post_init__()
     thresholds = self.thresholds
     if (
         isinstance(thresholds, (str, bytes))
@@ -202,9 +227,42 @@ class EvalSettings:
         or not all(map(_is_threshold, thresholds))
     ):
       raise ValueError(
-          f"{key('thresholds')} must be numbers in (0, 1], got {thresholds!r}."
+          f"{self.SECTION}.thresholds must be numbers in (0, 1], got"
+          f" {thresholds!r}."
       )
     object.__setattr__(self, "thresholds", tuple(map(float, thresholds)))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HeldOutEval(DecodeEval):
+  """GRPO's `eval`: its held-out evaluation before and after
+  (`rl.evaluation`), greedy and sampled.
+
+  Attributes:
+    num_prompts: held-out prompts (the data's eval split).
+    sampled_samples: samples per prompt of the sampled evaluation; 0: none.
+    sampled_threshold: its commit threshold, in (0, 1] (as `thresholds`).
+    sampled_temperature: its temperature, > 0.
+    seed: sample `s` of prompt `i` uses seed `seed + s * num_prompts + i`,
+      the same before and after training, so the two are paired.
+  """
+
+  num_prompts: int = config_utils.resumable(default=256)
+  sampled_samples: int = config_utils.resumable(default=4)
+  sampled_threshold: float = config_utils.resumable(default=0.5)
+  sampled_temperature: float = config_utils.resumable(default=1.0)
+  seed: int = config_utils.resumable(default=0)
+
+  def __post_init__(self):
+    key = lambda name: f"{self.SECTION}.{name}"
+    for name, minimum in (
+        ("num_prompts", 1),
+        ("sampled_samples", 0),
+        ("batch_size", 1),
+        ("seed", 0),
+    ):
+      config_utils.check_int(key(name), getattr(self, name), minimum)
+    super().__post_init__()
     if not _is_threshold(self.sampled_threshold):
       raise ValueError(
           f"{key('sampled_threshold')} must be a number in (0, 1], got"
@@ -223,21 +281,6 @@ def _is_threshold(value: Any) -> bool:
   )
 
 
-# The `eval` keys of each recipe.
-SFT_EVAL_KEYS = ("batch_size",)
-AR_EVAL_KEYS = ("max_new_tokens", "batch_size")
-OPD_EVAL_KEYS = ("batch_size", "thresholds")
-GRPO_EVAL_KEYS = (
-    "num_prompts",
-    "thresholds",
-    "sampled_samples",
-    "sampled_threshold",
-    "sampled_temperature",
-    "batch_size",
-    "seed",
-)
-
-
 def _until(seconds: float, batches: Iterable[T]) -> Iterator[T]:
   start = None
   for batch in batches:
@@ -247,7 +290,7 @@ def _until(seconds: float, batches: Iterable[T]) -> Iterator[T]:
     yield batch
 
 
-def optimizer(settings: TrainSettings) -> optax.GradientTransformation:
+def optimizer(settings: Train) -> optax.GradientTransformation:
   """`train.optimizer` with linear warmup and cosine decay to 10% of the
   peak rate, after clipping to the global norm."""
   schedule = optax.warmup_cosine_decay_schedule(
@@ -292,7 +335,7 @@ def _clipped(
 
 
 def training_config(
-    settings: TrainSettings, workdir: str, description: str
+    settings: Train, workdir: str, description: str
 ) -> compat.TrainingConfig:
   """Tunix's TrainingConfig: checkpoints, metrics and the progress bar.
 

@@ -119,7 +119,7 @@ class MemoryPlanTest(parameterized.TestCase):
         _TUNIX_PRESETS["Qwen3-0.6B"](), num_layers=2, vocab_size=512
     )
     abstract = nnx.eval_shape(lambda: qwen3_lib.Qwen3(config, rngs=nnx.Rngs(0)))
-    rule = options.optimizer(options.TrainSettings(optimizer=name))
+    rule = options.optimizer(options.Train(optimizer=name))
     state = jax.eval_shape(rule.init, nnx.state(abstract, nnx.Param))
     # The weights' shaped state; scalars (step counts, hyperparameters) and
     # Adafactor's placeholders (its `v` of a factored weight) aside.

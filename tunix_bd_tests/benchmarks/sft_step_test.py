@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd import config_utils
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 
 
 class SettingsTest(parameterized.TestCase):
@@ -42,27 +42,22 @@ class SettingsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       sft_step_settings.SftStepModelSettings(**overrides)
     with self.assertRaisesRegex(ValueError, r"bd\.block_size"):
-      config_utils.from_section(
-          sections.BdSettings,
-          {"block_size": 0},
-          "bd",
-          sft_step_settings.BD_KEYS,
-      )
+      config_utils.from_section(sections.BlockSize, {"block_size": 0}, "bd")
 
   def test_the_model_is_over_the_tokenizer_or_a_larger_vocabulary(self):
     dense = sft_step_settings.SftStepModelSettings(
         logits_chunk=0
     )  # Dense: valid.
-    self.assertEqual(dense.model_config(128).vocab_size, 128)
+    self.assertEqual(dense.qwen3_config(128).vocab_size, 128)
     wide = sft_step_settings.SftStepModelSettings(
         vocab_size=1000, dtype="bfloat16"
     )
-    config = wide.model_config(128)
+    config = wide.qwen3_config(128)
     self.assertEqual(config.vocab_size, 1000)
     self.assertEqual(config.num_layers, wide.num_layers)
     self.assertEqual(str(config.dtype), "bfloat16")
     with self.assertRaisesRegex(ValueError, r"model\.vocab_size=100 .* 128"):
-      sft_step_settings.SftStepModelSettings(vocab_size=100).model_config(128)
+      sft_step_settings.SftStepModelSettings(vocab_size=100).qwen3_config(128)
 
   def test_the_section_takes_its_defaults_from_the_dataclass(self):
     section = config_utils.to_section(sft_step_settings.SftStepModelSettings)

@@ -28,7 +28,7 @@ from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import lora
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
@@ -268,11 +268,11 @@ class FailClosedTest(absltest.TestCase):
           logits_fn=lambda *a, **k: None,
       )
     with self.assertRaisesRegex(ValueError, "model.sft_loss='tunix_bd'"):
-      sections.ModelSettings(
+      sections.SftModel(
           checkpoint="x", attention="splash", sft_loss="tunix"
       )
     with self.assertRaisesRegex(ValueError, "model.attention must be one of"):
-      sections.ModelSettings(checkpoint="x", attention="flash")
+      sections.SftModel(checkpoint="x", attention="flash")
 
 
 if __name__ == "__main__":

@@ -185,7 +185,7 @@ class ChatOptionsTest(parameterized.TestCase):
 
   def _data(self, **fields):
     return config_utils.to_section(
-        data_settings.DataSettings,
+        data_settings.Data,
         num_train=4,
         num_eval=2,
         max_length=64,
@@ -218,7 +218,7 @@ class ChatOptionsTest(parameterized.TestCase):
     # Recipes pass their typed `data` (defaults for any key a config omits).
     section = self._data(enable_thinking=False)
     typed = config_utils.from_section(
-        data_settings.DataSettings, section, "data"
+        data_settings.Data, section, "data"
     )
     for got, want in zip(
         dataset.tokenized_splits(self.tokenizer, typed),
@@ -237,7 +237,7 @@ class ConversationsTest(parameterized.TestCase):
     with open(self.path, "w", encoding="utf-8") as f:
       f.write(json.dumps({"prompt": "sort 31", "completion": "13"}) + "\n")
     self.data = config_utils.to_section(
-        data_settings.DataSettings, num_train=3, num_eval=2
+        data_settings.Data, num_train=3, num_eval=2
     )
 
   def test_eval_file_alone_is_read(self):

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tests for data/settings.py's `DataSettings` of `PROMPT_DATA_KEYS`."""
+"""Tests for data/settings.py's `data` sections."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -12,15 +12,13 @@ from tunix_bd.data import settings
 def _data(**overrides):
   section = config_files.get_config("generate", "tiny").data
   section.update(overrides)
-  return config_utils.from_section(
-      settings.DataSettings, section, "data", settings.PROMPT_DATA_KEYS
-  )
+  return config_utils.from_section(settings.PromptData, section, "data")
 
 
 class PromptDataTest(parameterized.TestCase):
 
   def test_a_config_states_only_what_it_changes(self):
-    self.assertEqual(_data(), settings.DataSettings(num_prompts=8))
+    self.assertEqual(_data(), settings.PromptData(num_prompts=8))
     self.assertIsNone(_data().chat_options.enable_thinking)
 
   @parameterized.named_parameters(
@@ -39,17 +37,14 @@ class PromptDataTest(parameterized.TestCase):
   def test_a_typo_fails(self):
     with self.assertRaisesRegex(ValueError, "unknown data config keys"):
       config_utils.from_section(
-          settings.DataSettings,
-          {"prompt": "p.jsonl"},
-          "data",
-          settings.PROMPT_DATA_KEYS,
+          settings.PromptData, {"prompt": "p.jsonl"}, "data"
       )
 
   def test_a_training_recipe_s_data_checks_no_prompt_keys(self):
-    # Its keys leave out `num_prompts`, so the embedded tasks are not
-    # checked here (a `train` file needs none).
+    # It has no `num_prompts`, so the embedded tasks are not checked here
+    # (a `train` file needs none).
     data = config_utils.from_section(
-        settings.DataSettings, {"tasks": ("nope",), "train": "t.jsonl"}, "data"
+        settings.Data, {"tasks": ("nope",), "train": "t.jsonl"}, "data"
     )
     self.assertEqual(data.tasks, ("nope",))
 

@@ -25,17 +25,15 @@ _TRAIN = dict(
 
 
 def _split(section):
-  return config_utils.from_section(
-      options.TrainSettings, section, "train", options.TIMED_TRAIN_KEYS
-  )
+  return config_utils.from_section(options.TimedTrain, section, "train")
 
 
-class TrainSettingsTest(parameterized.TestCase):
+class TimedTrainTest(parameterized.TestCase):
 
   def test_holds_the_train_settings_and_the_time_budget(self):
     section = ml_collections.ConfigDict(dict(_TRAIN, time_budget_s=30))
     train = _split(section)
-    self.assertEqual(train, options.TrainSettings(**_TRAIN, time_budget_s=30))
+    self.assertEqual(train, options.TimedTrain(**_TRAIN, time_budget_s=30))
     self.assertEqual(train.seconds, 30.0)
     self.assertIsNone(_split(dict(_TRAIN, time_budget_s=0.0)).seconds)
     self.assertIsNone(_split(_TRAIN).seconds)

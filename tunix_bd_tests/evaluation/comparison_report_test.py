@@ -19,7 +19,7 @@ from tunix_bd.generate import denoise
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.run import provenance
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd_tests.evaluation import comparison_test
 
 _TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
@@ -37,9 +37,7 @@ _SETTINGS = comparison_report.Settings(
 def _model(**paths):
   section = config_files.get_config("compare", "tiny").model
   section.update(paths)
-  return config_utils.from_section(
-      sections.ModelSettings, section, "model", sections.COMPARE_MODEL_KEYS
-  )
+  return config_utils.from_section(sections.CompareModel, section, "model")
 
 
 class CompareModelTest(absltest.TestCase):

@@ -16,7 +16,7 @@ from tunix_bd.data import chat
 from tunix_bd.distillation import teacher
 from tunix_bd.evaluation import pair
 from tunix_bd.run import provenance
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd_tests.models import hf_fixtures
 
 _HF = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
@@ -25,9 +25,7 @@ _HF = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "hf")
 def _model(**paths):
   section = config_files.get_config("compare", "tiny").model
   section.update(paths)
-  return config_utils.from_section(
-      sections.ModelSettings, section, "model", sections.COMPARE_MODEL_KEYS
-  )
+  return config_utils.from_section(sections.CompareModel, section, "model")
 
 
 class ComparedPairTest(absltest.TestCase):

@@ -10,7 +10,6 @@ import numpy as np
 import optax
 
 from tunix_bd.models import lora
-from tunix_bd.run import sections
 from tunix_bd_tests import test_common
 
 
@@ -107,9 +106,9 @@ class LoraTest(absltest.TestCase):
 
   def test_bad_settings_fail_closed(self):
     with self.assertRaisesRegex(ValueError, "lora.rank"):
-      sections.LoraSettings(rank=-1)
+      lora.LoraSettings(rank=-1)
     with self.assertRaisesRegex(ValueError, "lora.alpha"):
-      sections.LoraSettings(rank=4, alpha=0.0)
+      lora.LoraSettings(rank=4, alpha=0.0)
     with self.assertRaisesRegex(ValueError, "lora.module_path"):
       lora.apply_lora(self.base, rank=4, alpha=8.0, module_path=".*nothing")
 

@@ -7,6 +7,8 @@ own `RematConfig`; remat leaves the logits and gradients unchanged; bad
 settings fail closed naming the key.
 """
 
+import dataclasses
+
 from absl.testing import absltest
 from flax import nnx
 import jax
@@ -14,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from tunix.models.qwen2 import model as qwen2_lib
 from tunix.models.qwen3 import model as qwen3_lib
+from tunix_bd import config_utils
 from tunix_bd.models import export
 from tunix_bd.models import precision as precision_lib
 from tunix_bd_tests import test_common
@@ -94,10 +97,17 @@ class PrecisionTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "^model.remat must be one of"):
       precision_lib.Precision(remat="full")
     with self.assertRaisesRegex(ValueError, "^model.logits_chunk must be"):
-      precision_lib.Precision(logits_chunk=1.5)
-    settings = precision_lib.Precision(dtype="bfloat16", logits_chunk=0)
+      precision_lib.LossPrecision(logits_chunk=1.5)
+    settings = precision_lib.LossPrecision(dtype="bfloat16", logits_chunk=0)
     self.assertIsNone(settings.chunk)
-    self.assertEqual(settings.fingerprint_fields(), {"model.dtype": "bfloat16"})
+    # Only the compute dtype changes what a run computes.
+    resumable = {
+        f.name: bool(f.metadata.get(config_utils.RESUMABLE))
+        for f in dataclasses.fields(settings)
+    }
+    self.assertEqual(
+        resumable, {"dtype": False, "remat": True, "logits_chunk": True}
+    )
 
 
 if __name__ == "__main__":

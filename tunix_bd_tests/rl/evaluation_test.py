@@ -25,7 +25,7 @@ _DECODE = denoise.DenoiseConfig(
     stop_ids=(_TOKENIZER.eos_token_id,),
     pad_id=_TOKENIZER.pad_token_id,
 )
-_SETTINGS = options.EvalSettings(
+_SETTINGS = options.HeldOutEval(
     num_prompts=_NUM,
     thresholds=(0.5, 0.9),
     sampled_samples=2,

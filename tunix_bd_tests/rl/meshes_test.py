@@ -14,6 +14,7 @@ if __name__ == "__main__":  # Run alone; under pytest, multi_device_test.
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
 import collections
+import dataclasses
 from unittest import mock
 
 from absl.testing import absltest
@@ -24,10 +25,10 @@ import jax.numpy as jnp
 from tunix_bd import config_files
 from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
+from tunix_bd.models import sections
 from tunix_bd.rl import meshes
 from tunix_bd.rl import wiring
 from tunix_bd.run import models
-from tunix_bd.run import sections
 from tunix_bd_tests import test_common
 
 _NUM_DEVICES = 8
@@ -37,9 +38,7 @@ _SlicedDevice = collections.namedtuple("_SlicedDevice", ["id", "slice_index"])
 
 def _section(**roles):
   """The RL `mesh` section with `roles` ({"rollout": {"devices": 4}})."""
-  section = config_utils.to_section(
-      mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
-  )
+  section = config_utils.to_section(mesh_lib.RoleMeshSettings)
   for role, values in roles.items():
     if isinstance(values, dict):
       for key, value in values.items():
@@ -50,15 +49,13 @@ def _section(**roles):
 
 
 def _settings(section):
-  return config_utils.nested(
-      mesh_lib.MeshSettings, section, "mesh", mesh_lib.ROLE_MESH_KEYS
-  )
+  return meshes.role_settings(section)
 
 
 def _tiny_grpo_model():
   """`grpo.py:tiny`'s `model` section: a random model 32 wide."""
   section = config_files.get_config("grpo", "tiny").model
-  return config_utils.from_section(sections.ModelSettings, section, "model")
+  return config_utils.from_section(sections.GrpoModel, section, "model")
 
 
 def _ids(assigned):
@@ -79,12 +76,7 @@ class AssignDevicesTest(parameterized.TestCase):
         _assign(config_utils.to_section(mesh_lib.MeshSettings)), want
     )
     self.assertEqual(
-        _assign(
-            config_utils.to_section(
-                mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
-            )
-        ),
-        want,
+        _assign(config_utils.to_section(mesh_lib.RoleMeshSettings)), want
     )
 
   @parameterized.named_parameters(
@@ -192,9 +184,7 @@ class AssignDevicesTest(parameterized.TestCase):
   )
   def test_bad_sections_fail_naming_the_key(self, roles, message):
     with self.assertRaisesRegex(ValueError, message):
-      section = config_utils.to_section(
-          mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
-      )
+      section = config_utils.to_section(mesh_lib.RoleMeshSettings)
       for key, value in roles.items():
         if isinstance(value, dict):
           section[key] = dict(section[key].to_dict(), **value)
@@ -216,14 +206,15 @@ class AssignDevicesTest(parameterized.TestCase):
 class RlMeshSectionTest(absltest.TestCase):
 
   def test_the_rl_section_is_the_mesh_section_and_the_role_keys(self):
-    section = config_utils.to_section(
-        mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
-    )
+    section = config_utils.to_section(mesh_lib.RoleMeshSettings)
     self.assertEqual(
         {k: section[k] for k in ("fsdp", "tp")},
         config_utils.to_section(mesh_lib.MeshSettings).to_dict(),
     )
-    self.assertEqual(set(section), set(mesh_lib.ROLE_MESH_KEYS))
+    self.assertEqual(
+        set(section),
+        {f.name for f in dataclasses.fields(mesh_lib.RoleMeshSettings)},
+    )
     with self.assertRaisesRegex(
         ValueError,
         r"^unknown mesh config keys \['rollout'\]; valid keys are"
@@ -237,14 +228,9 @@ class RlMeshSectionTest(absltest.TestCase):
     config = config_files.get_config("grpo")
     self.assertEqual(
         config.mesh.to_dict(),
-        config_utils.to_section(
-            mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
-        ).to_dict(),
+        config_utils.to_section(mesh_lib.RoleMeshSettings).to_dict(),
     )
-    self.assertEqual(
-        _settings(config.mesh),
-        mesh_lib.MeshSettings(),
-    )
+    self.assertEqual(_settings(config.mesh), mesh_lib.RoleMeshSettings())
 
   def test_role_subsections_become_role_settings(self):
     section = _section(rollout=dict(devices=4, tp=2))
@@ -255,9 +241,7 @@ class RlMeshSectionTest(absltest.TestCase):
     self.assertIs(_settings(settings), settings)
 
   def test_a_role_s_optional_keys_take_command_line_ints(self):
-    section = config_utils.to_section(
-        mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
-    )
+    section = config_utils.to_section(mesh_lib.RoleMeshSettings)
     section.rollout.slices = 1
     section.rollout.tp = 2
     with self.assertRaises(TypeError):

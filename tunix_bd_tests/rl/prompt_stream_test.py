@@ -75,9 +75,7 @@ class RenderTest(absltest.TestCase):
 
 def _rl_jsonl(path):
   """The train conversations of an RL JSONL file (`data.prompts`)."""
-  data = config_utils.to_section(
-      data_settings.DataSettings, keys=data_settings.RL_DATA_KEYS
-  )
+  data = config_utils.to_section(data_settings.RlData)
   data.update(prompts=path, eval=path)
   return prompt_stream.conversations(data, num_eval=1)[0]
 
@@ -111,8 +109,7 @@ class ConversationsTest(absltest.TestCase):
         [{"prompt": "reverse 12", "completion": "21"}],
     )
     self.data = config_utils.to_section(
-        data_settings.DataSettings,
-        keys=data_settings.RL_DATA_KEYS,
+        data_settings.RlData,
         num_train=4,
         num_eval=2,
     )

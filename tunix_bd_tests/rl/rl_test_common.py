@@ -148,7 +148,7 @@ def log_rewards_like_tunix(workdir: str, steps) -> None:
   name `sum` and logs them in mode `train`; both the actor trainer's and the
   cluster's loggers may write one JSONL, so step 1 is logged twice.
   """
-  config = options.training_config(options.TrainSettings(), workdir, "grpo")
+  config = options.training_config(options.Train(), workdir, "grpo")
   logger = metrics_logger.MetricsLogger(config.metrics_logging_options)
   rng = np.random.default_rng(1)
   for step in steps:

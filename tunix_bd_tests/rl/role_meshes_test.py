@@ -109,9 +109,7 @@ class RoleMeshesTest(multi_device.DeviceTestCase, parameterized.TestCase):
   def test_disjoint_meshes_sample_on_their_devices_and_sync_each_step(
       self, rollout_axes, split_norms
   ):
-    section = config_utils.to_section(
-        mesh_lib.MeshSettings, keys=mesh_lib.ROLE_MESH_KEYS
-    )
+    section = config_utils.to_section(mesh_lib.RoleMeshSettings)
     section.rollout.update(devices=4, **rollout_axes)
     meshes = meshes_lib.build(section)
     # Two KV heads, so that tp = 2 really splits them.

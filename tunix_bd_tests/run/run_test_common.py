@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 from tunix_bd import config_files
-from tunix_bd import config_utils
 from tunix_bd.data import settings as data_settings
 from tunix_bd.generate import settings as generate_settings
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd.run import stage as stage_lib
 
 
@@ -24,15 +23,10 @@ def smoke_grpo_config(root: str):
 
 
 def spec(**sections_):
-  """A config class of typed sections `name=type`, as a recipe declares.
-
-  `name=(type, config_utils.section(*keys))` for a section of some keys.
-  """
-  fields = [
-      (name, *kind) if isinstance(kind, tuple) else (name, kind)
-      for name, kind in sections_.items()
-  ]
-  return dataclasses.make_dataclass("Spec", fields, frozen=True)
+  """A config class of typed sections `name=type`, as a recipe declares."""
+  return dataclasses.make_dataclass(
+      "Spec", list(sections_.items()), frozen=True
+  )
 
 
 def converted_stage(config) -> stage_lib.Stage:
@@ -40,11 +34,8 @@ def converted_stage(config) -> stage_lib.Stage:
   return stage_lib.Stage(
       config,
       spec(
-          model=sections.ModelSettings,
-          data=(
-              data_settings.DataSettings,
-              config_utils.section(*data_settings.RL_DATA_KEYS),
-          ),
+          model=sections.GrpoModel,
+          data=data_settings.RlData,
           rollout=generate_settings.GrpoRollout,
           export=sections.ExportSettings,
       ),

@@ -11,7 +11,6 @@ from unittest import mock
 from absl.testing import absltest
 import numpy as np
 from tunix_bd import config_files
-from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config
 from tunix_bd import fingerprint as fingerprint_lib
@@ -25,8 +24,8 @@ from tunix_bd.models import bd_export
 from tunix_bd.models import export
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
+from tunix_bd.models import sections
 from tunix_bd.run import models
-from tunix_bd.run import sections
 from tunix_bd.run import sources as sources_lib
 from tunix_bd.run import stage as stage_lib
 from tunix_bd_tests import test_common
@@ -215,15 +214,9 @@ class PlanExportTest(absltest.TestCase):
     stage = stage_lib.Stage(
         config,
         run_test_common.spec(
-            model=(
-                sections.ModelSettings,
-                config_utils.section(*sections.SFT_MODEL_KEYS),
-            ),
-            bd=sections.BdSettings,
-            data=(
-                data_settings.DataSettings,
-                config_utils.section(*data_settings.SFT_DATA_KEYS),
-            ),
+            model=sections.SftModel,
+            bd=sections.Bd,
+            data=data_settings.SftData,
             export=sections.ExportSettings,
         ),
     )

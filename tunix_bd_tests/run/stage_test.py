@@ -18,26 +18,19 @@ import ml_collections
 import orbax.checkpoint as ocp
 from tunix.sft import checkpoint_manager
 from tunix_bd import config_files
-from tunix_bd import config_utils
 from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.models import export
+from tunix_bd.models import sections
 from tunix_bd.run import provenance
-from tunix_bd.run import sections
 from tunix_bd.run import stage as stage_lib
 from tunix_bd.training import options
 from tunix_bd_tests import test_common
 from tunix_bd_tests.run import run_test_common
 
 _spec = run_test_common.spec
-_SFT_TRAIN = (
-    options.TrainSettings,
-    config_utils.section(*options.TIMED_TRAIN_KEYS),
-)
-_SFT_MODEL = (
-    sections.ModelSettings,
-    config_utils.section(*sections.SFT_MODEL_KEYS),
-)
+_SFT_TRAIN = options.TimedTrain
+_SFT_MODEL = sections.SftModel
 
 
 def _sft_stage(config):
@@ -45,7 +38,7 @@ def _sft_stage(config):
       config,
       _spec(
           model=_SFT_MODEL,
-          bd=sections.BdSettings,
+          bd=sections.Bd,
           train=_SFT_TRAIN,
       ),
   )
@@ -108,7 +101,7 @@ class StageTest(parameterized.TestCase):
   ):
     self.enter_context(contextlib.chdir(self.root))  # No runs/ here.
     config = config_files.get_config(name, variant)
-    model = dict(sft=_SFT_MODEL, grpo=sections.ModelSettings)
+    model = dict(sft=_SFT_MODEL, grpo=sections.GrpoModel)
     with self.assertRaisesRegex(
         ValueError, f"is not a directory; make it with `tunix run .*{command}"
     ):
@@ -151,7 +144,7 @@ class StageTest(parameterized.TestCase):
     config = config_files.get_config("grpo", "smoke")
     config.workdir = os.path.join(self.root, "grpo")
     config.model.checkpoint = os.path.join(self.root, "missing")
-    grpo_model = _spec(model=sections.ModelSettings)
+    grpo_model = _spec(model=sections.GrpoModel)
     stage_lib.Stage(config, grpo_model)
     config.model.reference = os.path.join(self.root, "missing")
     with self.assertRaisesRegex(ValueError, r"^model\.reference="):
@@ -243,7 +236,7 @@ class ConvertedModelTest(absltest.TestCase):
     self.config.model.update(
         random_init=False, checkpoint=checkpoint, reference=checkpoint
     )
-    stage = stage_lib.Stage(self.config, _spec(model=sections.ModelSettings))
+    stage = stage_lib.Stage(self.config, _spec(model=sections.GrpoModel))
     record = provenance.identify(checkpoint).provenance()
     self.assertEqual(
         stage.provenances("checkpoint", "reference"),
@@ -308,12 +301,12 @@ class TimeBudgetTest(absltest.TestCase):
 
   def test_no_budget_passes_the_batches_through(self):
     batches = [1, 2, 3]
-    self.assertIs(options.TrainSettings().bounded(batches), batches)
+    self.assertIs(options.TimedTrain().bounded(batches), batches)
 
   def test_a_budget_ends_the_batches_once_spent(self):
     clock = iter([0.0, 0.0, 1.0, 1.9, 2.5])
     with mock.patch.object(options.time, "perf_counter", lambda: next(clock)):
-      timed = options.TrainSettings(time_budget_s=2.0)
+      timed = options.TimedTrain(time_budget_s=2.0)
       bounded = list(timed.bounded("abcdef"))
     # The clock starts at the first batch; the fourth comes after 2 s.
     self.assertEqual(bounded, ["a", "b", "c"])

@@ -22,7 +22,7 @@ from tunix_bd.core import lm_head
 from tunix_bd.data import dataset as dataset_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.data import tokenizer as tokenizer_lib
-from tunix_bd.run import sections
+from tunix_bd.models import sections
 from tunix_bd.sft import batching
 from tunix_bd.sft import corruption
 from tunix_bd.sft import loss as loss_lib
@@ -246,7 +246,7 @@ class SftChunkedLossTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "model.scan_layers must be a bool"):
       loss_lib.sft_loss_fn(_config(), scan_layers="yes")
     with self.assertRaisesRegex(ValueError, "model.scan_layers must be a bool"):
-      sections.ModelSettings(checkpoint="x", scan_layers=1)
+      sections.SftModel(checkpoint="x", scan_layers=1)
 
 
 class PackedRowTest(parameterized.TestCase):

@@ -255,7 +255,7 @@ class _Arrays(compat.TrainingHooks):
 
 
 def _trainer(workdir: str, trainer_class=trainer_lib.DiffusionSftTrainer):
-  settings = options.TrainSettings(
+  settings = options.Train(
       batch_size=8,
       max_steps=_DONATION_STEPS,
       learning_rate=1e-2,
@@ -362,7 +362,7 @@ class DonatingStepTest(absltest.TestCase):
     lora = trainer_lib.DiffusionSftTrainer(
         model,
         options.optimizer(
-            options.TrainSettings(
+            options.Train(
                 batch_size=8,
                 max_steps=1,
                 learning_rate=1e-2,
