@@ -51,9 +51,7 @@ class LoraSettings:
     config_utils.check_number("lora.alpha", self.alpha, 0, strict=True)
 
 
-def apply(
-    settings: LoraSettings, model: Any, *, seed: int, mesh: Any
-) -> Any:
+def apply(settings: LoraSettings, model: Any, *, seed: int, mesh: Any) -> Any:
   """`model` with the adapters `settings` asks for (rank > 0), or as it is."""
   if not settings.rank:
     return model

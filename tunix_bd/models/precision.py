@@ -64,9 +64,7 @@ class LossPrecision(Precision):
 
   def __post_init__(self):
     super().__post_init__()
-    config_utils.check_int(
-        f"{self.SECTION}.logits_chunk", self.logits_chunk, 0
-    )
+    config_utils.check_int(f"{self.SECTION}.logits_chunk", self.logits_chunk, 0)
 
   @property
   def chunk(self) -> int | None:

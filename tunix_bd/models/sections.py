@@ -51,9 +51,7 @@ class BlockSize:
   block_size: int = 8
 
   def __post_init__(self):
-    config_utils.check_int(
-        f"{self.SECTION}.block_size", self.block_size, 1
-    )
+    config_utils.check_int(f"{self.SECTION}.block_size", self.block_size, 1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -268,9 +268,7 @@ class FailClosedTest(absltest.TestCase):
           logits_fn=lambda *a, **k: None,
       )
     with self.assertRaisesRegex(ValueError, "model.sft_loss='tunix_bd'"):
-      sections.SftModel(
-          checkpoint="x", attention="splash", sft_loss="tunix"
-      )
+      sections.SftModel(checkpoint="x", attention="splash", sft_loss="tunix")
     with self.assertRaisesRegex(ValueError, "model.attention must be one of"):
       sections.SftModel(checkpoint="x", attention="flash")
 

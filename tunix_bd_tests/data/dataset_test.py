@@ -217,9 +217,7 @@ class ChatOptionsTest(parameterized.TestCase):
   def test_the_checked_settings_read_as_their_section(self):
     # Recipes pass their typed `data` (defaults for any key a config omits).
     section = self._data(enable_thinking=False)
-    typed = config_utils.from_section(
-        data_settings.Data, section, "data"
-    )
+    typed = config_utils.from_section(data_settings.Data, section, "data")
     for got, want in zip(
         dataset.tokenized_splits(self.tokenizer, typed),
         dataset.tokenized_splits(self.tokenizer, section),

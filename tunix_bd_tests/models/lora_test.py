@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from tunix_bd import mesh as mesh_lib
 from tunix_bd.models import lora
 from tunix_bd_tests import test_common
 
@@ -103,6 +104,22 @@ class LoraTest(absltest.TestCase):
             np.any(b != a) for b, a in zip(lora_before, snapshot(nnx.LoRAParam))
         )
     )
+
+  def test_the_lora_section_applies_and_merges_its_adapters(self):
+    mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(), jax.devices()[:1])
+    full = lora.LoraSettings()  # Rank 0: every weight trains, as it is.
+    self.assertIs(lora.apply(full, self.base, seed=0, mesh=mesh), self.base)
+    self.assertIs(lora.merge(full, self.base, self.config), self.base)
+    settings = lora.LoraSettings(rank=4, alpha=8.0)
+    model = lora.apply(settings, self.base, seed=0, mesh=mesh)
+    self.assertLen(jax.tree.leaves(nnx.state(model, nnx.LoRAParam)), 14)
+    # B starts at zero: the merged weights are the base's.
+    merged = lora.merge(settings, model, self.config)
+    for want, got in zip(
+        jax.tree.leaves(nnx.state(self.base, nnx.Param)),
+        jax.tree.leaves(nnx.state(merged, nnx.Param)),
+    ):
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
   def test_bad_settings_fail_closed(self):
     with self.assertRaisesRegex(ValueError, "lora.rank"):

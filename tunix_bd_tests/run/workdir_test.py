@@ -246,9 +246,7 @@ class LaunchingTest(absltest.TestCase):
 def _sft_trainer(workdir):
   """A tiny SFT trainer as the recipe builds it, keeping two checkpoints."""
   tokenizer = tokenizer_lib.build_char_tokenizer()
-  settings = options.Train(
-      max_steps=4, warmup_steps=0, checkpoints_to_keep=2
-  )
+  settings = options.Train(max_steps=4, warmup_steps=0, checkpoints_to_keep=2)
   bd = bd_config.BlockDiffusionConfig(
       block_size=8,
       mask_token_id=tokenizer.convert_tokens_to_ids(tokenizer_lib.MASK_TOKEN),

@@ -178,9 +178,7 @@ class TrainAndEvalBatchesTest(absltest.TestCase):
     return batching.train_and_eval_batches(
         train_data,
         eval_data,
-        train=options.Train(
-            batch_size=4, gradient_accumulation_steps=2
-        ),
+        train=options.Train(batch_size=4, gradient_accumulation_steps=2),
         eval_batch_size=eval_batch_size,
         corruption=corruption.SftCorruptionConfig(
             min_noise=0.2, max_noise=0.9, seed=1
