@@ -99,9 +99,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # docstring says what each key does; this config states what it changes.
   # model.checkpoint: an HF-style directory (config.json, *.safetensors and
   # the tokenizer); dtype, remat and logits_chunk (`models.precision`).
-  config.model = config_utils.to_section(
-      sections.SftModel, checkpoint="runs/ar_pretrain/export"
-  )
+  config.model = config_utils.to_section(sections.SftModel)
   config.bd = config_utils.to_section(sections.Bd)
   config.corruption = config_utils.to_section(
       corruption.SftCorruptionConfig, complementary=True

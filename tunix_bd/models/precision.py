@@ -72,12 +72,12 @@ class LossPrecision(Precision):
     return self.logits_chunk or None
 
   def provenance(self) -> dict[str, Any]:
-    """The settings as recorded beside a run's outputs."""
-    return {
-        "dtype": self.dtype,
-        "remat": self.remat,
-        "logits_chunk": self.logits_chunk,
-    }
+    """The settings as recorded beside a run's outputs (these alone, in a
+    subclass too)."""
+    return {f.name: getattr(self, f.name) for f in _FIELDS}
+
+
+_FIELDS = dataclasses.fields(LossPrecision)
 
 
 def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:

@@ -29,7 +29,6 @@ _CHECKPOINT = config_utils.CHECKPOINT
 RUN_THE_QUICKSTART = (
     "run the quickstart first (`tunix run --plugin tunix_bd quickstart.py`)."
 )
-_CONVERTED = ": it must be a converted model directory; on the embedded default"
 
 
 # `model.sft_loss`: tunix_bd's loss hook, or Tunix's diffusion SFT adapter.
@@ -131,15 +130,14 @@ class SftModel(precision.LossPrecision):
 
   Attributes:
     checkpoint: the AR model to convert, an HF-style directory: config.json,
-      *.safetensors and the tokenizer (a Qwen3 or Qwen2; its config sets
-      `runs/ar_pretrain/export`).
+      *.safetensors and the tokenizer (a Qwen3 or Qwen2).
     sft_loss: `tunix_bd`, tunix_bd's loss hook (`sft.loss`); `tunix`,
       Tunix's own diffusion SFT adapter (`sft.tunix_diffusion`): dense
       logits, no aux metrics. Equal losses to float rounding: resumable.
   """
 
   checkpoint: str = config_utils.source(
-      _CHECKPOINT, "runs/quickstart/sft/export", required=True
+      _CHECKPOINT, "runs/ar_pretrain/export", required=True
   )
   sft_loss: str = config_utils.resumable(default=HOOK_SFT_LOSS)
   attention: str = config_utils.resumable(default=splash_attention.DENSE)
@@ -254,7 +252,10 @@ class GrpoModel(precision.LossPrecision, RandomInit):
     """What to set when checkpoint `key` is missing (`run.provenance`)."""
     if key != "checkpoint":
       return ""
-    return f"{_CONVERTED} {RUN_THE_QUICKSTART}"
+    return (
+        ": it must be a converted model directory; on the embedded default"
+        f" {RUN_THE_QUICKSTART}"
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -140,12 +140,9 @@ def assign_devices(
 
 def role_settings(section: Any) -> mesh_lib.RoleMeshSettings:
   """`section` as an RL `mesh`: a config section or mapping (one without
-  role keys means one shared mesh), or `MeshSettings` (a plain one: one
-  shared mesh)."""
+  role keys means one shared mesh), or `RoleMeshSettings`."""
   if isinstance(section, mesh_lib.RoleMeshSettings):
     return section
-  if isinstance(section, mesh_lib.MeshSettings):
-    section = {"fsdp": section.fsdp, "tp": section.tp}
   return config_utils.from_section(mesh_lib.RoleMeshSettings, section, "mesh")
 
 

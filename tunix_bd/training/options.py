@@ -254,15 +254,14 @@ class HeldOutEval(DecodeEval):
   seed: int = config_utils.resumable(default=0)
 
   def __post_init__(self):
+    super().__post_init__()
     key = lambda name: f"{self.SECTION}.{name}"
     for name, minimum in (
         ("num_prompts", 1),
         ("sampled_samples", 0),
-        ("batch_size", 1),
         ("seed", 0),
     ):
       config_utils.check_int(key(name), getattr(self, name), minimum)
-    super().__post_init__()
     if not _is_threshold(self.sampled_threshold):
       raise ValueError(
           f"{key('sampled_threshold')} must be a number in (0, 1], got"
