@@ -16,7 +16,6 @@ the dataclasses share.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import math
 import typing
@@ -26,44 +25,6 @@ from ml_collections import config_dict
 import numpy as np
 
 T = TypeVar("T")
-
-# Key views, for `generate.settings.DecodeSettings` alone (generate's
-# `decode`, OPD's and GRPO's `rollout`, each holding some of its fields);
-# they go once it is a type per section. `section(*keys)` declares a recipe
-# config field of those keys; `from_section` records them on the instance
-# (`_KEYS`, before `__post_init__`) and names its errors by the section
-# being built (`key`).
-SECTION_KEYS = "tunix_bd_section_keys"
-_KEYS = "_tunix_bd_section_keys"
-_SECTION = contextvars.ContextVar("section", default="")
-
-
-def section(*keys: str) -> Any:
-  """A recipe config field whose section holds only `keys` of its class."""
-  return dataclasses.field(metadata={SECTION_KEYS: keys})
-
-
-def section_keys(settings: Any) -> tuple[str, ...]:
-  """The config keys of a settings dataclass (or instance): its key view's
-  (`section`), else the class's `SECTION_KEYS`, else every init field."""
-  keys = getattr(settings, _KEYS, None) or getattr(
-      settings, "SECTION_KEYS", None
-  )
-  if keys:
-    return tuple(keys)
-  return tuple(f.name for f in dataclasses.fields(settings) if f.init)
-
-
-def section_fields(settings: Any) -> list[dataclasses.Field]:
-  """The dataclass fields of `settings`' keys (`section_keys`), in order."""
-  keys = set(section_keys(settings))
-  return [f for f in dataclasses.fields(settings) if f.name in keys]
-
-
-def key(name: str, section: str) -> str:
-  """`SECTION.name` under the key view being built, else `section`."""
-  return f"{_SECTION.get() or section}.{name}"
-
 
 # Optional fields' types, for typed command-line overrides of a None default.
 _PLACEHOLDER_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
@@ -84,9 +45,7 @@ def _section_value(field: dataclasses.Field) -> Any:
   return value
 
 
-def to_section(
-    cls: type, *, keys: tuple[str, ...] = (), **overrides: Any
-) -> config_dict.ConfigDict:
+def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
   """A config section of dataclass `cls`: its defaults, then `overrides`.
 
   Configs build their typed sections with this, so a setting's default is
@@ -94,14 +53,10 @@ def to_section(
   `model.scratch`) becomes a sub-section of its fields.
 
   Args:
-    keys: a key view's fields (`section`); empty: `section_keys(cls)`.
     **overrides: the fields this config sets otherwise; fields without a
       default must be given.
   """
-  keys = keys or section_keys(cls)
-  fields = {
-      f.name: f for f in dataclasses.fields(cls) if f.init and f.name in keys
-  }
+  fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
   unknown = sorted(set(overrides) - set(fields))
   if unknown:
     raise ValueError(
@@ -183,9 +138,7 @@ def section_dict(cfg: Any, what: str) -> dict[str, Any]:
   return dict(cfg)
 
 
-def from_section(
-    cls: type[T], cfg: Any, what: str, keys: tuple[str, ...] = ()
-) -> T:
+def from_section(cls: type[T], cfg: Any, what: str) -> T:
   """Builds dataclass `cls` from a config section; unknown keys fail.
 
   A typo must never fall back silently to a default. A field whose type is
@@ -195,10 +148,9 @@ def from_section(
   Args:
     cfg: a ConfigDict section or a mapping.
     what: how errors name the section (e.g. "corruption").
-    keys: a key view's fields (`section`; `DecodeSettings` alone).
   """
   values = section_dict(cfg, what)
-  fields = list(keys or section_keys(cls))
+  fields = [f.name for f in dataclasses.fields(cls) if f.init]
   unknown = sorted(set(values) - set(fields))
   if unknown:
     raise ValueError(
@@ -209,16 +161,7 @@ def from_section(
     nested = hints.get(name)
     if dataclasses.is_dataclass(nested) and not isinstance(value, nested):
       values[name] = from_section(nested, value, f"{what}.{name}")
-  if not keys:
-    return cls(**values)
-  settings = cls.__new__(cls)
-  object.__setattr__(settings, _KEYS, tuple(keys))  # For `__post_init__`.
-  token = _SECTION.set(what)
-  try:
-    settings.__init__(**values)
-  finally:
-    _SECTION.reset(token)
-  return settings
+  return cls(**values)
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:

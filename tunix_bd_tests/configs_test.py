@@ -80,14 +80,6 @@ _TYPED_SECTIONS = {
     for name, config_class in _CONFIG_CLASSES.items()
     for section, hint in typing.get_type_hints(config_class).items()
 }
-# The keys of a key view (`config_utils.section`): the `rollout` sections of
-# `generate.settings.DecodeSettings`, until it is a type per section.
-_KEY_VIEWS = {
-    (name, f.name): f.metadata[config_utils.SECTION_KEYS]
-    for name, config_class in _CONFIG_CLASSES.items()
-    for f in dataclasses.fields(config_class)
-    if config_utils.SECTION_KEYS in f.metadata
-}
 
 
 def _load(name, variant=None):
@@ -115,10 +107,8 @@ def _variants(path):
 
 def _section_values(settings):
   """`{field: [value repr | nested, resumable, source kind]}` of a section."""
-  # A key view's own fields (`rollout`); `dataclasses.fields` once none is.
-  fields = getattr(config_utils, "section_fields", dataclasses.fields)
   out = {}
-  for f in fields(settings):
+  for f in dataclasses.fields(settings):
     value = getattr(settings, f.name)
     value = (
         _section_values(value)
@@ -227,20 +217,19 @@ class ConfigsTest(parameterized.TestCase):
     for (name, section), settings in _TYPED_SECTIONS.items():
       with self.subTest(name=name, section=section):
         config = _load(name)
-        keys = _KEY_VIEWS.get((name, section), ())
-        fields = set(keys or config_utils.section_keys(settings))
+        fields = {f.name for f in dataclasses.fields(settings)}
         if getattr(settings, "SECTION", None) == "":  # Top-level keys.
           self.assertLessEqual(fields, set(config))
           values = {k: config[k] for k in fields}
         else:
           values = config[section].to_dict()
         self.assertEqual(set(values), fields)
-        built = config_utils.from_section(settings, values, section, keys)
+        built = config_utils.from_section(settings, values, section)
         self.assertIsInstance(built, settings)
         # The built section round-trips: its fields rebuild it unchanged.
         again = {k: getattr(built, k) for k in fields}
         self.assertEqual(
-            config_utils.from_section(settings, again, section, keys), built
+            config_utils.from_section(settings, again, section), built
         )
 
   def test_every_recipes_model_is_a_class_of_its_own_keys(self):

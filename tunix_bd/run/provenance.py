@@ -135,8 +135,7 @@ def section_fields(
   """
   read = checkpoint_directories(settings)
   fields = {}
-  # Every field; a key view's own alone (`config_utils.section`).
-  for field in config_utils.section_fields(settings):
+  for field in dataclasses.fields(settings):
     if field.metadata.get(config_utils.RESUMABLE):
       continue
     value = getattr(settings, field.name)

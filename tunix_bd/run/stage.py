@@ -127,11 +127,8 @@ class Stage(Generic[SettingsT]):
     self.workdir = config.get("workdir")
     hints, sections = typing.get_type_hints(spec), {}
     for f in dataclasses.fields(spec):
-      # A key view's (`config_utils.section`): `DecodeSettings` alone.
-      keys = f.metadata.get(config_utils.SECTION_KEYS, ())
       sections[f.name] = config_utils.from_section(
-          hints[f.name], _section_config(config, f.name, hints[f.name]),
-          f.name, keys
+          hints[f.name], _section_config(config, f.name, hints[f.name]), f.name
       )
     self.settings: SettingsT = spec(**sections)
     model = getattr(self.settings, "model", None)
