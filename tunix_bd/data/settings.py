@@ -82,13 +82,9 @@ class Data(Tasks):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SftData(Data):
-  """SFT's `data` (and `bench_sft`'s).
-
-  Attributes:
-    packing: several examples to a row of `max_length` tokens, each in whole
-      blocks of its own, kept apart by segment ids (`sft.packing`); exact,
-      so on. The batch sizes then count packed rows.
-  """
+  """SFT's `data` (and `bench_sft`'s): `packing`, several examples to a row
+  of `max_length` tokens, each in whole blocks of its own, kept apart by
+  segment ids (`sft.packing`); exact, so on. Batch sizes count its rows."""
 
   packing: bool = True
 
@@ -100,12 +96,9 @@ class SftData(Data):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RlData(Data):
-  """GRPO's `data`.
-
-  Attributes:
-    prompts: an RL JSONL (`{"prompt", "answer"}` per line) of train
-      prompts; empty: `train` (a chat JSONL) or the embedded tasks.
-  """
+  """GRPO's `data`: `prompts`, an RL JSONL (`{"prompt", "answer"}` per
+  line) of train prompts; empty: `train` (a chat JSONL) or the embedded
+  tasks."""
 
   prompts: str = config_utils.source(config_utils.FILE)
 

@@ -39,11 +39,7 @@ SFT_LOSSES = (HOOK_SFT_LOSS, TUNIX_SFT_LOSS)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BlockSize:
-  """A `bd` of the block size alone (`bench_sft`'s).
-
-  Attributes:
-    block_size: tokens per block.
-  """
+  """A `bd` of `block_size` (tokens per block) alone: `bench_sft`'s."""
 
   SECTION: ClassVar[str] = "bd"
 
@@ -80,12 +76,9 @@ class ScratchBd(BlockSize):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Bd(ScratchBd):
-  """SFT's `bd`: what the AR model is converted to.
-
-  Attributes:
-    mask_token: a token of the tokenizer, a reserved id, or a new token
-      that is added (growing the embedding) when the tokenizer lacks it.
-  """
+  """SFT's `bd`, what the AR model is converted to; its `mask_token` is a
+  token of the tokenizer, a reserved id, or a new token that is added
+  (growing the embedding) when the tokenizer lacks it."""
 
   SECTION: ClassVar[str] = "bd"
 

@@ -102,12 +102,9 @@ class Train:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TimedTrain(Train):
-  """SFT's and OPD's `train`: `Train` and a time budget.
-
-  Attributes:
-    time_budget_s: > 0 also stops training at the first update boundary
-      after this many seconds (equal-time comparisons); 0: no limit.
-  """
+  """SFT's and OPD's `train`: `Train` and `time_budget_s`, > 0 also stops
+  training at the first update boundary after this many seconds
+  (equal-time comparisons); 0: no limit."""
 
   time_budget_s: float = config_utils.resumable(default=0.0)
 
@@ -174,12 +171,9 @@ class RlTrain(Train):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Eval:
-  """SFT's `eval`, the base of every training recipe's: how the run is
-  measured, never what it trains (a resume may change any).
-
-  Attributes:
-    batch_size: rows per evaluation call (SFT: of its held-out loss).
-  """
+  """SFT's `eval`, the base of every training recipe's: `batch_size`, rows
+  per evaluation call (SFT: of its held-out loss). How the run is measured,
+  never what it trains: a resume may change any key."""
 
   SECTION: ClassVar[str] = "eval"
 
@@ -191,11 +185,8 @@ class Eval:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ArEval(Eval):
-  """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler`.
-
-  Attributes:
-    max_new_tokens: tokens it decodes.
-  """
+  """AR pretraining's `eval`: greedy decoding with Tunix's `Sampler` of
+  `max_new_tokens` tokens."""
 
   max_new_tokens: int = config_utils.resumable(default=16)
 
@@ -208,13 +199,10 @@ class ArEval(Eval):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DecodeEval(Eval):
-  """OPD's `eval`: its decode evaluation before, during and after training.
-
-  Attributes:
-    thresholds: commit thresholds of the greedy evaluation, in (0, 1];
-      under a `rollout.rule` other than `threshold` it decodes once, at the
-      rule's own parameter.
-  """
+  """OPD's `eval`, its decode evaluation before, during and after training:
+  `thresholds`, those of the greedy evaluation, in (0, 1] (under a
+  `rollout.rule` other than `threshold` it decodes once, at the rule's own
+  parameter)."""
 
   thresholds: tuple[float, ...] = config_utils.resumable(default=(0.5, 0.9))
 
