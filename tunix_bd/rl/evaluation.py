@@ -77,7 +77,7 @@ def evaluate(
     *,
     bd: Any,
     decode: denoise.DenoiseConfig,
-    settings: options.EvalSettings,
+    settings: options.HeldOutEval,
     tokenizer: Any,
 ) -> HeldOutResult:
   """Greedy and sampled held-out evaluation of the first
