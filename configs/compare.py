@@ -19,8 +19,9 @@ with the converted model at each of `thresholds`, and writes `report.txt`
 (exact match, tokens per forward, batch-1 latency and batch-N throughput,
 each speed also as a ratio to the `Sampler`), `report.json`, `report.png` and
 `frontier.png` (exact match against tokens per forward, latency and
-throughput: where parallel decoding starts to pay) under `workdir`. Variant `tiny` for
-smoke tests.
+throughput: where parallel decoding starts to pay) under `workdir`.
+`--config.model.dtype=bfloat16` decodes both models in bfloat16. Variant
+`tiny` for smoke tests.
 """
 
 import ml_collections
@@ -41,7 +42,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.recipe = "compare"
   config.workdir = "runs/compare"
-  # The AR model and its conversion (`models.sections.CompareModel`).
+  # The AR model and its conversion (`models.sections.CompareModel`), both
+  # decoded at model.dtype (bfloat16 compares as a chip serves them).
   config.model = config_utils.to_section(sections.CompareModel)
   # data.prompts: a {"prompt", "answer"} JSONL; empty: the embedded task.
   config.data = config_utils.to_section(data_settings.PromptData)

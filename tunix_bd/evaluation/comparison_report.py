@@ -35,6 +35,7 @@ from tunix_bd.evaluation import speed
 from tunix_bd.generate import settings as settings_lib
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
+from tunix_bd.models import precision as precision_lib
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -74,7 +75,8 @@ class Settings:
         not isinstance(thresholds, (tuple, list))
         or not thresholds
         or not all(
-            isinstance(t, (int, float)) and not isinstance(t, bool)
+            isinstance(t, (int, float))
+            and not isinstance(t, bool)
             and 0 < t <= 1
             for t in thresholds
         )
@@ -86,9 +88,7 @@ class Settings:
       config_utils.check_int("extra_batch_sizes", size, 1)
     config_utils.check_int("extra_batches", self.extra_batches, 1)
     object.__setattr__(self, "thresholds", tuple(self.thresholds))
-    object.__setattr__(
-        self, "extra_batch_sizes", tuple(self.extra_batch_sizes)
-    )
+    object.__setattr__(self, "extra_batch_sizes", tuple(self.extra_batch_sizes))
 
   def check_prompts(self, num_prompts: int) -> None:
     """Fails closed unless `latency_prompts` fits `num_prompts` prompts."""
@@ -129,8 +129,10 @@ def evaluate(
     records: Sequence[Mapping[str, Any]],
     settings: Settings,
     mesh: jax.sharding.Mesh,
+    precision: precision_lib.Precision = precision_lib.Precision(),
 ) -> list[dict[str, Any]]:
-  """Decodes `records` with both checkpoints; one row per method.
+  """Decodes `records` with both checkpoints, at `precision`; one row per
+  method.
 
   Ratios are against Tunix's `Sampler` (row 0). Each record is
   `{"messages", "answer", "task"}`: the messages rendered with the chat
@@ -150,7 +152,8 @@ def evaluate(
     `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`,
     each over its first `extra_batches` batches),
     `num_params` (of the model the method decodes with),
-    `mean_answer_tokens` (of its completions, stop token excluded), for
+    `mean_answer_tokens` (of its completions, stop token excluded),
+    `dtype` (`precision`'s, the compute dtype of both models), for
     block diffusion `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
     at its block size), and the spread over repeats, `[min, max]` of each
     speed with every batch at its fastest or slowest repeat:
@@ -183,8 +186,10 @@ def evaluate(
       f"  {what} ({time.monotonic() - start:.0f} s)", flush=True
   )
   with mesh_lib.tunix_context(mesh):
-    ar_model, _ = hf_checkpoint.load(models.ar_dir, mesh=mesh)
-    bd_model = models.bd.load(mesh).model
+    ar_model, _ = precision_lib.load(
+        models.ar_dir, precision, mesh=mesh, decoding_only=True
+    )
+    bd_model = models.bd.load(mesh, precision).model
 
     def denoiser(model, model_bd, threshold, model_tokenizer=tokenizer):
       config = settings_lib.denoise_config(
@@ -286,6 +291,7 @@ def evaluate(
         },
         "num_params": num_params["bd" if method in thresholds_of else "ar"],
         "mean_answer_tokens": _mean_answer_tokens(timing, tokenizer),
+        "dtype": precision.dtype,
         "tpf_ceiling": ceiling if method in thresholds_of else None,
         "batch1_ms_range": [
             1e3 * fast.seconds_per_row,

@@ -277,15 +277,15 @@ class DecodeModel(precision.Precision):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CompareModel:
-  """Compare's `model`: an AR model and its block-diffusion conversion.
+class CompareModel(precision.Precision):
+  """Compare's `model`: an AR model and its block-diffusion conversion,
+  both decoded at `dtype` (their matrices stored in it; `bfloat16`, as a
+  chip serves them) and `remat`.
 
   Attributes:
     ar: the AR model, an HF-style directory.
     bd: its conversion (`sft.py`'s export, with `block_diffusion.json`).
   """
-
-  SECTION: ClassVar[str] = "model"
 
   ar: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True

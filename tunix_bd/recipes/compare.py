@@ -73,7 +73,11 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
   settings.check_prompts(len(records))
   stage.hold()  # One run at a time: the report times each decode.
   rows = comparison_report.evaluate(
-      models, records, settings, mesh_lib.make_mesh(stage.settings.mesh)
+      models,
+      records,
+      settings,
+      mesh_lib.make_mesh(stage.settings.mesh),
+      precision=model,
   )
   text = comparison_report.write_report(
       config.workdir,

@@ -21,6 +21,7 @@ from tunix_bd import config_utils
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.evaluation import comparison_report
 from tunix_bd.evaluation import pair
+from tunix_bd.models import precision as precision_lib
 from tunix_bd.data import tasks as tasks_lib
 from tunix_bd.recipes import ar_pretrain
 from tunix_bd.recipes import sft
@@ -123,14 +124,15 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       records,
       settings,
       mesh_lib.make_mesh(stage.settings.mesh),
+      # As the conversion computed: a bfloat16 chain compares in bfloat16.
+      precision=precision_lib.Precision(dtype=sft_config.model.dtype),
   )
   text = comparison_report.write_report(
       workdir,
       rows,
       settings,
       prompts=(
-          f"{settings.num_prompts} eval prompts of"
-          f" {', '.join(settings.tasks)}"
+          f"{settings.num_prompts} eval prompts of {', '.join(settings.tasks)}"
       ),
       title="AR teacher vs its block-diffusion conversion (embedded task)",
       seconds=time.monotonic() - start,

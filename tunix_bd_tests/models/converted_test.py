@@ -44,9 +44,7 @@ class OpenConvertedTest(absltest.TestCase):
     self.assertEqual(loaded.bd, opened.bd)
 
   def test_a_training_recipe_reads_what_generation_opens(self):
-    config = run_test_common.smoke_grpo_config(
-        self.create_tempdir().full_path
-    )
+    config = run_test_common.smoke_grpo_config(self.create_tempdir().full_path)
     config.model.update(
         random_init=False, reference="", checkpoint=test_common.SDAR_TINY
     )

@@ -84,7 +84,10 @@ class RealisticTwinTest(absltest.TestCase):
         ["AR (Tunix Sampler)", "AR, one-token blocks", "BD threshold 0.9"],
     )
     tiny = config_files.get_config("ar_pretrain", "realistic_tiny").model
+    converted = config_files.get_config("sft", "realistic_tiny").model
     for row in rows:
+      # Decoded as the conversion computed.
+      self.assertEqual(row["dtype"], converted.dtype)
       # The final answer is a part of the whole: it scores at least as often.
       self.assertBetween(row["exact_match"], 0.0, row["final_answer"])
       self.assertLessEqual(row["final_answer"], 1.0)
@@ -339,11 +342,14 @@ class QuickstartTest(absltest.TestCase):
         f"--config.workdir={workdir}",
         "--config.thresholds=(0.5,0.9)",
         "--config.batch_size=2",
+        "--config.model.dtype=bfloat16",
     )
     self.assertSucceeded(proc)
     with open(os.path.join(workdir, "report.json")) as f:
       rows = json.load(f)["rows"]
     self.assertEqual([r["threshold"] for r in rows], [None, None, 0.5, 0.9])
+    # Every method decoded the float32 exports in bfloat16.
+    self.assertEqual({r["dtype"] for r in rows}, {"bfloat16"})
     for name in ("report.txt", "report.png", "frontier.png"):
       self.assertTrue(os.path.exists(os.path.join(workdir, name)), name)
     self.assertIn("2 prompts (data.prompts=", proc.stdout)
