@@ -99,14 +99,6 @@ class Settings:
       )
 
 
-def machine() -> str:
-  """The device the figures were measured on, for captions."""
-  device = jax.devices()[0]
-  if device.platform == "cpu":
-    return f"CPU, {os.cpu_count()} cores"
-  return f"{jax.device_count()} x {device.device_kind}"
-
-
 def ar_loop(
     ar_model: Any, mask_token_id: int
 ) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
@@ -363,7 +355,7 @@ def write_report(
           f" Batch {b}: tokens/s over {settings.extra_batches} batches."
           for b in settings.extra_batch_sizes
       )
-      + f" {machine()}."
+      + f" {report.machine()}."
   )
   headline = comparison.headline(rows, settings.batch_size)
   summary = comparison.parallelism_summary(rows)
@@ -376,7 +368,7 @@ def write_report(
       {
           "rows": list(rows),
           "headline": headline,
-          "machine": machine(),
+          "machine": report.machine(),
           "seconds": seconds,
           "warning": warning or None,
       },
@@ -397,7 +389,7 @@ def write_report(
           " commit thresholds, the ringed one the headline's; the ceiling is"
           " every block an answer and its stop token touch decoded in one"
           " forward; error bars: each batch's fastest to slowest of"
-          f" {settings.repeats} passes. {machine()}."
+          f" {settings.repeats} passes. {report.machine()}."
       ),
   )
   return text
