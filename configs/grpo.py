@@ -83,8 +83,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Each section takes its defaults from its settings dataclass, whose
   # docstring says what each key does (`tunix_bd.models.sections`,
   # `tunix_bd.rl.settings`, `tunix_bd.generate.settings`,
-  # `tunix_bd.training.options`, `tunix_bd.rl.meshes`); this config states
-  # what it changes.
+  # `tunix_bd.training.options`, `tunix_bd.data.settings`, `tunix_bd.mesh`);
+  # this config states what it changes.
   # model.checkpoint: the policy, a converted model; model.reference: the
   # frozen KL reference (empty: the initial policy, model.checkpoint);
   # model.continued_sft: another converted model evaluated beside the

@@ -207,7 +207,8 @@ def final_hidden_states(
   apply the head, whose unused logits XLA drops under jit. Either way the
   call is `model(...)` itself, so its wrappers (qwix's LoRA) stay in effect.
 
-  A model with neither flag (0.1.7's Llama 3) is refused.
+  A model with neither flag (0.1.7's Llama 3) is refused here;
+  `lm_head.split_head` gives such a model's calls its own logits instead.
 
   Returns:
     `(hidden [batch, length, embed], new_cache)`: the final-norm outputs in

@@ -75,7 +75,9 @@ def _program_only(denoiser, prompts):
 def main():
   args = realistic.parse_args(__doc__.split("\n")[0])
   shape, vocab = realistic.model_shape(args.tiny)
-  mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
+  mesh = mesh_lib.make_mesh(
+      mesh_lib.MeshSettings(fsdp=1, tp=1), jax.devices()[:1]
+  )
   one = jnp.ones((1,), jnp.int32)
   add_one = jax.jit(lambda x: x + 1)
   small = np.ones((1, 3), np.int32)

@@ -126,7 +126,9 @@ def main():
       __doc__.split("\n")[0], tuple(m for m, _, _ in _METHODS)
   )
   shape, vocab = realistic.model_shape(args.tiny)
-  mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
+  mesh = mesh_lib.make_mesh(
+      mesh_lib.MeshSettings(fsdp=1, tp=1), jax.devices()[:1]
+  )
   config = from_scratch.qwen3_config(shape, vocab)
   config = dataclasses.replace(config, dtype=jnp.bfloat16)
   model = from_scratch.init_model(config, 0, mesh)

@@ -65,7 +65,9 @@ def main():
     settings = recipe.validate(config).settings
     _, batch, tokenizer_size = recipe.prepare(settings)
     model_config = settings.model.qwen3_config(tokenizer_size)
-    mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings(1, 1), jax.devices()[:1])
+    mesh = mesh_lib.make_mesh(
+        mesh_lib.MeshSettings(fsdp=1, tp=1), jax.devices()[:1]
+    )
     with mesh_lib.tunix_context(mesh):
       model = from_scratch.init_model(model_config, 0, mesh)
       optimizer = nnx.Optimizer(model, optax.adamw(1e-4), wrt=nnx.Param)

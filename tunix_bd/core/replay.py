@@ -25,7 +25,6 @@ from tunix_bd.core import canvases as canvases_lib
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import external_logits
 from tunix_bd.core import lm_head
-from tunix_bd.core import scoring
 from tunix_bd.core import trace as trace_lib
 
 

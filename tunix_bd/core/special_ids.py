@@ -6,7 +6,7 @@ The mask token, the pad id and the stop ids must be distinct, or stop
 weights, trace checks and EOS fills would read one id as two things: `check`
 holds those rules for every stage, and `tokenizer_stop_ids` composes the
 stop list (the EOS, the checkpoint's other stop ids riding on its tokenizer,
-then `rollout.extra_stop_ids`) the same way in OPD and GRPO (docs/design.md
+then `rollout.extra_stop_ids`) the same way for every decoder (docs/design.md
 "Hugging Face checkpoints in and out").
 """
 

@@ -19,7 +19,8 @@ backward pass recomputes a chunk's logits. The values equal the dense
 
 The teacher may lack the student's extra ids (the mask token SFT added):
 the chunks cover the teacher's vocabulary, and the student's ids past it
-must be excluded ones (probability 0 on both sides, as the dense path's
+enter the student's normalizers and argmax once, after them (a head's must
+be excluded ones: probability 0 on both sides, as the dense path's
 `MASKED_LOGIT` padding gives them).
 """
 
@@ -138,6 +139,16 @@ def distill_stats(
   (ms, zs), (ms1, zs1), (mt, zt, a), teacher_best, student_best, picks = (
       lm_head.scan_chunks(body, init, chunks)
   )
+  if student.vocab_size > teacher.vocab_size:
+    # The student's ids past the teacher's (probability 0 for the teacher)
+    # still count in the student's normalizers and argmax, as densely.
+    start = teacher.vocab_size
+    s = lm_head.chunk_logits(student, start, student.vocab_size - start)
+    ms, zs = lm_head.online_logsumexp(ms, zs, scoring.scale_logits(s, tau))
+    ms1, zs1 = lm_head.online_logsumexp(ms1, zs1, s)
+    student_best = lm_head.running_argmax(
+        *student_best, jax.lax.stop_gradient(s), start
+    )
   lse_teacher = mt + jnp.log(zt)
   _, teacher_argmax, s_at = teacher_best
   return {

@@ -8,7 +8,7 @@ each commit threshold (under `rollout.rule=threshold`; another rule at its
 own parameter: `prompt_batches.greedy`), scoring exact match against the
 reference answers and tokens per forward, and measuring the mean forward
 KL(teacher || student) on those rollouts, each slot on the canvas it was
-committed from (`core.replay.replay_logits`). `DecodeEvaluation` runs it
+committed from (`strategy.trace_output`, through `core.replay.replay_rows`). `DecodeEvaluation` runs it
 every N update steps as a Tunix `TrainingHooks` and logs `decode/...`
 metrics.
 """

@@ -352,7 +352,8 @@ def write_report(
       " interleaved, each batch's fastest of"
       f" {settings.repeats} passes (error bars: its slowest)."
       + "".join(
-          f" Batch {b}: tokens/s over {settings.extra_batches} batches."
+          f" Batch {b}: tokens/s over its first {settings.extra_batches}"
+          " batches (fewer where the prompts end)."
           for b in settings.extra_batch_sizes
       )
       + f" {report.machine()}."

@@ -7,7 +7,9 @@ or Fast-dLLM v2 directory (`models.bd_formats`). `generate.py`,
 `compare.py`, the Python API (`generate.text.load_model`) and the training
 recipes' sources (`run.sources.read_converted`) all open it with
 `open_converted`, so each reads the same settings, tokenizer and chat
-switches from it, and load its model with `ConvertedModel.load`.
+switches from it; the decoding entrances load its model with
+`ConvertedModel.load` (matrices in the compute dtype), the training recipes
+through `run.models.load` (float32 master weights).
 """
 
 from __future__ import annotations

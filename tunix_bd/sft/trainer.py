@@ -119,7 +119,9 @@ class DiffusionSftTrainer(
     chunked head or Splash attention cannot run fails here.
     """
     if logits_chunk:
-      # Fails closed before any step: chunks cannot apply a LoRA'd head.
+      # Fails closed before any step: a LoRA'd head cannot be split off its
+      # rows, so "chunked" logits would be its dense `[batch, length,
+      # vocab]` ones, the memory `logits_chunk` is set to save.
       lm_head.model_head(model, config.mask_token_id)
     if splash_attention.check_attention(attention) == splash_attention.SPLASH:
       splash_attention.check_model(model)
