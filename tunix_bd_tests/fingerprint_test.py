@@ -319,7 +319,7 @@ _RESUMABLE = {
     sections.OpdModel: {"remat", "logits_chunk"},
     sections.GrpoModel: {"remat", "logits_chunk", "continued_sft"},
     sections.DecodeModel: {"remat"},
-    sections.CompareModel: set(),
+    sections.CompareModel: {"remat"},
     sections.Bd: set(),
     sections.ScratchBd: set(),
     lora.LoraSettings: set(),
