@@ -6,7 +6,7 @@ Under the block-causal mask a block attends only to earlier blocks and to
 itself, so the keys and values of committed (clean) blocks can be cached.
 `BlockCache` holds the model's KV cache plus what masks and the shifted
 alignment need; `cached_logits.block_rows_with_cache` (the default
-`CachedLogitsFn`) evaluates blocks against it and commits them.
+`CachedRowsFn`) evaluates blocks against it and commits them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class BlockCache:
     positions: int32 `[batch, cache_size]` logical positions of the slots.
     segment_ids: int32 `[batch, cache_size]`, 0 = pad or not yet written.
     end_index: int32 scalar, the number of committed slots.
-    boundary_logits: float32 `[batch, width]` raw row (hidden state or
+    boundary_rows: float32 `[batch, width]` raw row (hidden state or
       logits, as the model call's rows: `lm_head.split_head`) at each row's
       last committed token (the shifted-alignment predictor of the next
       block's first token); zeros if none.
@@ -41,24 +41,23 @@ class BlockCache:
     boundary_segment_ids: int32 `[batch]` its segment id, 0 if none.
     canvas_ids: int32 `[batch, cache_size]` canvas ids of the slots (0 =
       clean; see `masks.canvas_mask`).
-    block_end_logits: float32 `[batch, cache_size // S + 1, width]` raw
-      row at the last token of each committed logical block (S the block
-      size), the predictor of the next block's first token, kept only by a
-      cache made with `block_end_logits_of=S` (packed canvases read it);
-      else None.
+    block_end_rows: float32 `[batch, cache_size // S + 1, width]` raw row
+      at the last token of each committed logical block (S the block size),
+      the predictor of the next block's first token, kept only by a cache
+      made with `block_end_rows_of=S` (packed canvases read it); else None.
     block_end_segments: int32 `[batch, cache_size // S + 1]` the segment id
-      of each kept block end, 0 if none; None with `block_end_logits`.
+      of each kept block end, 0 if none; None with `block_end_rows`.
   """
 
   kv: dict
   positions: jax.Array
   segment_ids: jax.Array
   end_index: jax.Array
-  boundary_logits: jax.Array
+  boundary_rows: jax.Array
   boundary_positions: jax.Array
   boundary_segment_ids: jax.Array
   canvas_ids: jax.Array
-  block_end_logits: jax.Array | None
+  block_end_rows: jax.Array | None
   block_end_segments: jax.Array | None
 
 
@@ -67,13 +66,13 @@ def init_block_cache(
     batch_size: int,
     cache_size: int,
     *,
-    block_end_logits_of: int | None = None,
+    block_end_rows_of: int | None = None,
 ) -> BlockCache:
   """An empty `BlockCache` (float32 KV) over the model's empty KV cache.
 
   Args:
     cache_size: slots; at least the total canvas length.
-    block_end_logits_of: a block size S: also keep the raw row at the end
+    block_end_rows_of: a block size S: also keep the raw row at the end
       of every committed block (memory `[batch, cache_size // S + 1,
       width]`), for `canvas_ids` calls; None keeps none.
 
@@ -99,22 +98,20 @@ def init_block_cache(
         for i in range(config.num_layers)
     }
   hidden = lm_head.split_head(model) is not None
-  vocab_size = config.embed_dim if hidden else config.vocab_size
+  width = config.embed_dim if hidden else config.vocab_size
   ends = None
-  if block_end_logits_of is not None:
-    size = config_utils.check_int("block_end_logits_of", block_end_logits_of, 1)
+  if block_end_rows_of is not None:
+    size = config_utils.check_int("block_end_rows_of", block_end_rows_of, 1)
     ends = (batch_size, cache_size // size + 1)
   return BlockCache(
       kv=kv,
       positions=jnp.zeros((batch_size, cache_size), jnp.int32),
       segment_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
       end_index=jnp.zeros((), jnp.int32),
-      boundary_logits=jnp.zeros((batch_size, vocab_size), jnp.float32),
+      boundary_rows=jnp.zeros((batch_size, width), jnp.float32),
       boundary_positions=jnp.full((batch_size,), -1, jnp.int32),
       boundary_segment_ids=jnp.zeros((batch_size,), jnp.int32),
       canvas_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
-      block_end_logits=(
-          None if ends is None else jnp.zeros(ends + (vocab_size,))
-      ),
+      block_end_rows=None if ends is None else jnp.zeros(ends + (width,)),
       block_end_segments=(None if ends is None else jnp.zeros(ends, jnp.int32)),
   )

@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Rows of blocks against a block KV cache: the default `CachedLogitsFn`.
+"""Rows of blocks against a block KV cache: the default `CachedRowsFn`.
 
 `block_rows_with_cache` evaluates one block of a canvas against the cached
 clean earlier blocks and gives the rows `diffusion_lm.diffusion_rows` gives
@@ -90,12 +90,12 @@ def block_rows_with_cache(
   if canvas_ids is not None:
     if commit_length is not None:
       raise ValueError("canvas_ids columns are never committed.")
-    if cache.block_end_logits is None and (
+    if cache.block_end_rows is None and (
         config.alignment == bd_config.SHIFTED
     ):
       raise ValueError(
           "canvas_ids under shifted alignment need a cache made with"
-          " block_end_logits_of=block_size."
+          " block_end_rows_of=block_size."
       )
     ids = masks.check_ids("canvas_ids", canvas_ids, tokens.shape)
     raw, _ = _attend(
@@ -118,7 +118,7 @@ def block_rows_with_cache(
   raw, new_kv = _attend(model, tokens, positions, segments, cache, config, head)
   rows = _commit_rows(raw, positions, segments, cache, config)
   new_cache = _commit(cache, raw, new_kv, positions, segments, commit_length)
-  if cache.block_end_logits is not None:
+  if cache.block_end_rows is not None:
     new_cache = _keep_block_ends(
         new_cache, raw, positions, segments, commit_length, config.block_size
     )
@@ -193,7 +193,7 @@ def _commit_rows(raw, positions, segments, cache, config):
       found[:, :, None],
       diffusion_lm.gather_rows(raw, index),
       jnp.where(
-          from_boundary[:, :, None], cache.boundary_logits[:, None, :], 0.0
+          from_boundary[:, :, None], cache.boundary_rows[:, None, :], 0.0
       ),
   )
 
@@ -225,10 +225,10 @@ def _commit(cache, raw, new_kv, positions, segments, commit_length):
       positions=kv_positions,
       segment_ids=kv_segments,
       end_index=new_end,
-      boundary_logits=jnp.where(
+      boundary_rows=jnp.where(
           has_tokens[:, None],
           diffusion_lm.gather_rows(raw, last)[:, 0],
-          cache.boundary_logits,
+          cache.boundary_rows,
       ),
       boundary_positions=jnp.where(
           has_tokens,
@@ -251,7 +251,7 @@ def _keep_block_ends(cache, raw, positions, segments, commit_length, size):
   block = jnp.where(is_end, positions // size, num_blocks)
   rows = jnp.broadcast_to(jnp.arange(raw.shape[0])[:, None], block.shape)
   return cache.replace(
-      block_end_logits=cache.block_end_logits.at[rows, block].set(
+      block_end_rows=cache.block_end_rows.at[rows, block].set(
           raw, mode="drop"
       ),
       block_end_segments=cache.block_end_segments.at[rows, block].set(
@@ -296,7 +296,7 @@ def _canvas_rows(raw, positions, segments, ids, cache, config):
           diffusion_lm.gather_rows(raw, here),
           jnp.where(
               from_cache[:, :, None],
-              diffusion_lm.gather_rows(cache.block_end_logits, previous),
+              diffusion_lm.gather_rows(cache.block_end_rows, previous),
               0.0,
           ),
       ),

@@ -8,9 +8,9 @@ builds the masks, calls the model and returns target-aligned rows
 (docs/design.md "Target alignment"): its final hidden rows and head, or its
 logits (`lm_head.Rows`), the mask token's column at `MASKED_LOGIT`
 (probability exactly 0 under any softmax). `diffusion_logits_fn` is their
-dense logits. Consumers take a `LogitsFn` / `CachedLogitsFn` as a
-parameter, defaulting to the rows calls; one returning logits (injected)
-works with every consumer, the chunked head included.
+dense logits. Consumers take a `RowsFn` / `CachedRowsFn` as a parameter,
+defaulting to the rows calls; one returning logits (injected) works with
+every consumer, the chunked head included.
 """
 
 from __future__ import annotations
@@ -31,15 +31,17 @@ from tunix_bd.core import splash_attention
 MASKED_LOGIT = scoring.MASKED_LOGIT
 
 
-# A cache-free model call with `diffusion_rows`' arguments: its
-# `lm_head.Rows`, or float32 `[batch, length, vocab]` target-aligned logits
-# (the mask column at `MASKED_LOGIT`), which consumers take as rows.
-LogitsFn = Callable[..., Any]
+# A cache-free model call with `diffusion_rows`' arguments returning rows:
+# its `lm_head.Rows`, or float32 `[batch, length, vocab]` target-aligned
+# logits (the mask column at `MASKED_LOGIT`), which consumers take as rows
+# (`lm_head.as_rows`).
+RowsFn = Callable[..., Any]
 # A model call on one block against a block KV cache with
 # `cached_logits.block_rows_with_cache`'s arguments: `(rows, new_cache)`,
-# the rows (or logits) equal to the cache-free ones for these positions and
-# the cache with the first `commit_length` columns committed.
-CachedLogitsFn = Callable[..., tuple[Any, Any]]
+# the rows (`lm_head.Rows`, or logits) equal to the cache-free ones for
+# these positions and the cache with the first `commit_length` columns
+# committed.
+CachedRowsFn = Callable[..., tuple[Any, Any]]
 
 
 def check_inputs(model, tokens, positions, segment_ids, config, prefix=""):

@@ -74,7 +74,7 @@ class CacheFree:
   called with a cache.
   """
 
-  logits_fn: diffusion_lm.LogitsFn
+  logits_fn: diffusion_lm.RowsFn
 
   def __call__(self, *args, **kwargs):
     del args, kwargs

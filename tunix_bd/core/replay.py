@@ -1,6 +1,6 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Replay scoring: a recorded trace's logits and log-probs under a model.
+"""Replay scoring: a recorded trace's rows and log-probs under a model.
 
 Each recorded token is scored on the canvas it was committed from, packed
 against the row's clean context (docs/design.md "Replay"): RL through
@@ -70,7 +70,7 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
       model,
       batch,
       context_len + width,
-      block_end_logits_of=block,
+      block_end_rows_of=block,
   )
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
 
@@ -146,7 +146,7 @@ def replay_log_probs(
     model,
     trace: trace_lib.Trace,
     *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+    cached_logits_fn: diffusion_lm.CachedRowsFn = (
         cached_logits.block_rows_with_cache
     ),
     num_canvases: int | None = None,
@@ -197,7 +197,7 @@ def replay_rows(
     model,
     trace: trace_lib.Trace,
     *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+    cached_logits_fn: diffusion_lm.CachedRowsFn = (
         cached_logits.block_rows_with_cache
     ),
     num_canvases: int | None = None,
@@ -252,7 +252,7 @@ class ReplayLogitsFn:
   """
 
   bd: bd_config.BlockDiffusionConfig
-  cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+  cached_logits_fn: diffusion_lm.CachedRowsFn = (
       cached_logits.block_rows_with_cache
   )
 

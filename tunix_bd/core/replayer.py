@@ -54,7 +54,7 @@ class Replayer:
       self,
       model: nnx.Module,
       *,
-      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+      cached_logits_fn: diffusion_lm.CachedRowsFn = (
           cached_logits.block_rows_with_cache
       ),
       logits_chunk: int | None = None,
@@ -108,7 +108,7 @@ def max_replay_error(
     model,
     trace: trace_lib.Trace,
     *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+    cached_logits_fn: diffusion_lm.CachedRowsFn = (
         cached_logits.block_rows_with_cache
     ),
 ) -> float:

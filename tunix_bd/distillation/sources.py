@@ -186,8 +186,8 @@ class StudentRolloutSource(compat.DataHooks):
       eos_id: int,
       corruption: corruption_lib.SftCorruptionConfig | None = None,
       time_budget_s: float | None = None,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
-      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+      logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
+      cached_logits_fn: diffusion_lm.CachedRowsFn = (
           cached_logits.block_rows_with_cache
       ),
   ):

@@ -96,8 +96,8 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       canvas: str = sources.CORRUPTED,
       temperature: float = 1.0,
       hard_loss_weight: float = 0.0,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
-      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+      logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
+      cached_logits_fn: diffusion_lm.CachedRowsFn = (
           cached_logits.block_rows_with_cache
       ),
       logits_chunk: int | None = None,
@@ -121,7 +121,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     self.cached_logits_fn = cached_logits_fn
     self.logits_chunk = lm_head.check_chunk(logits_chunk)
     super().__init__(
-        student_forward_fn=self.student_logits,
+        student_forward_fn=self.student_rows,
         teacher_forward_fn=self._teacher_log_probs,
         labels_fn=lambda **_: None,
     )
@@ -210,7 +210,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     targets = OpdTargets(batch, teacher_logp, teacher_rows)
     return jax.tree.map(jax.lax.stop_gradient, targets)
 
-  def student_logits(self, model, targets: OpdTargets) -> Any:
+  def student_rows(self, model, targets: OpdTargets) -> Any:
     """The student's `lm_head.Rows` `[batch, T, ...]` at the completion
     slots."""
     if self.canvas == sources.TRACE:
@@ -228,7 +228,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     return rows.map(lambda x: x[:, width:])
 
   def trace_output(self, model, targets: OpdTargets) -> Any:
-    """`student_logits` on the `trace` canvas: each slot's commit canvas.
+    """`student_rows` on the `trace` canvas: each slot's commit canvas.
 
     `core.replay` of the rollout the targets hold; slots never generated
     get 0 rows (and carry weight 0).
@@ -261,7 +261,7 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     return kl, hard, teacher_nll, agree
 
   def compute_loss(self, student_output, teacher_output, labels):
-    """`(loss, aux)` of the student's output (`student_logits`; see module)."""
+    """`(loss, aux)` of the student's output (`student_rows`; see module)."""
     del labels
     targets, tau = teacher_output, self.temperature
     weights = targets.batch.weights.astype(jnp.float32)
@@ -293,8 +293,8 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
 
   def get_train_loss(self, student_model, teacher_output, inputs):
     del inputs  # Dropped by Tunix; everything rides in `teacher_output`.
-    logits = self.student_logits(student_model, teacher_output)
-    return self.compute_loss(logits, teacher_output, None)
+    rows = self.student_rows(student_model, teacher_output)
+    return self.compute_loss(rows, teacher_output, None)
 
   def compute_eval_loss(self, student_output, labels):
     # Unreached: the source serves no eval batches.

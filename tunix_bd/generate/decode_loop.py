@@ -167,8 +167,8 @@ def decode(
     bd: bd_config_lib.BlockDiffusionConfig,
     layout: canvas_lib.Layout,
     use_cache: bool,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+    logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
+    cached_logits_fn: diffusion_lm.CachedRowsFn = (
         cached_logits.block_rows_with_cache
     ),
 ) -> dict[str, jax.Array]:

@@ -167,8 +167,8 @@ class Denoiser:
       *,
       bd: bd_config_lib.BlockDiffusionConfig,
       config: DenoiseConfig,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_logits_fn,
-      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+      logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_logits_fn,
+      cached_logits_fn: diffusion_lm.CachedRowsFn = (
           cached_logits.block_logits_with_cache
       ),
   ):

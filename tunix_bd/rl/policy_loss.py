@@ -216,7 +216,7 @@ def diffusion_grpo_loss(
     pad_id: int,
     eos_id: int,
     *,
-    cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+    cached_logits_fn: diffusion_lm.CachedRowsFn = (
         cached_logits.block_rows_with_cache
     ),
     logits_chunk: int | None = None,

@@ -101,8 +101,8 @@ class DiffusionRollout(compat.BaseRollout):
       bd: bd_config_lib.BlockDiffusionConfig,
       decode: denoise.DenoiseConfig,
       seed: int = 0,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
-      cached_logits_fn: diffusion_lm.CachedLogitsFn = (
+      logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
+      cached_logits_fn: diffusion_lm.CachedRowsFn = (
           cached_logits.block_rows_with_cache
       ),
       logits_chunk: int | None = None,

@@ -49,7 +49,7 @@ def sft_rows(
     positions: jax.Array,
     segment_ids: jax.Array,
     config: bd_config.BlockDiffusionConfig,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
+    logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
 ) -> lm_head.Rows:
   """`logits_fn`'s target-aligned rows of the canvases (`lm_head.Rows`).
 
@@ -69,10 +69,10 @@ def sft_rows(
 
 
 def bind_call(
-    logits_fn: diffusion_lm.LogitsFn,
+    logits_fn: diffusion_lm.RowsFn,
     attention: str = splash_attention.DENSE,
     scan_layers: bool = False,
-) -> diffusion_lm.LogitsFn:
+) -> diffusion_lm.RowsFn:
   """`logits_fn` with `attention` and `scan_layers` bound where they are
   not the defaults; fails closed on a call that takes neither (injected:
   they configure tunix_bd's own, `diffusion_rows`)."""
@@ -105,7 +105,7 @@ def sft_loss(
     *,
     config: bd_config.BlockDiffusionConfig,
     num_noise_buckets: int = 4,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
+    logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
     logits_chunk: int | None = None,
     attention: str = splash_attention.DENSE,
     scan_layers: bool = False,
@@ -177,7 +177,7 @@ def sft_loss_fn(
     config: bd_config.BlockDiffusionConfig,
     *,
     num_noise_buckets: int = 4,
-    logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
+    logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
     logits_chunk: int | None = None,
     attention: str = splash_attention.DENSE,
     scan_layers: bool = False,

@@ -107,7 +107,7 @@ class DiffusionSftTrainer(
       fingerprint: Mapping[str, Any] | None = None,
       num_noise_buckets: int = 4,
       metrics_logger=None,
-      logits_fn: diffusion_lm.LogitsFn = diffusion_lm.diffusion_rows,
+      logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
       logits_chunk: int | None = None,
       attention: str = splash_attention.DENSE,
       scan_layers: bool = False,

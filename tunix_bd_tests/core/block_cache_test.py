@@ -182,7 +182,7 @@ class BlockCacheTest(parameterized.TestCase):
         )
       np.testing.assert_array_equal(fused.segment_ids[:, end:], 0)
       np.testing.assert_allclose(
-          fused.boundary_logits, separate.boundary_logits, atol=1e-5
+          fused.boundary_rows, separate.boundary_rows, atol=1e-5
       )
       for layer, kv in fused.kv.items():
         np.testing.assert_array_equal(
@@ -236,6 +236,16 @@ class BlockCacheTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "block_positions must have shape"):
       cached_logits.block_logits_with_cache(
           _MODEL, tokens[:, :4], pos[:, :3] + 4, None, cache, config=config
+      )
+    with self.assertRaisesRegex(ValueError, "block_end_rows_of=block_size"):
+      cached_logits.block_logits_with_cache(
+          _MODEL,
+          tokens[:, :4],
+          pos[:, :4] + 4,
+          None,
+          cache,
+          config=config,
+          canvas_ids=np.ones((3, 4), np.int32),
       )
     for bad in (0, 5, 2.0, True):
       with self.assertRaisesRegex(ValueError, "commit_length must be"):
