@@ -125,11 +125,31 @@ def block_rows_with_cache(
   return diffusion_lm.rows_of(rows, head, config.mask_token_id), new_cache
 
 
-def block_logits_with_cache(*args, **kwargs):
-  """`(logits, new_cache)`: float32 `[batch, block_len, vocab]` logits of
-  `block_rows_with_cache` (same arguments)."""
-  rows, cache = block_rows_with_cache(*args, **kwargs)
-  return lm_head.dense_logits(rows), cache
+def block_logits_with_cache(
+    model,
+    block_tokens: jax.Array,
+    block_positions: jax.Array,
+    block_segment_ids: jax.Array | None,
+    cache: block_cache.BlockCache,
+    *,
+    config: bd_config.BlockDiffusionConfig,
+    commit_length: int | None = None,
+    canvas_ids: jax.Array | None = None,
+) -> tuple[jax.Array, block_cache.BlockCache]:
+  """`(logits, new_cache)` of `block_rows_with_cache` (same arguments): the
+  rows' float32 `[batch, block_len, vocab]` logits, the mask column
+  `MASKED_LOGIT`, 0 where a position has no predictor."""
+  rows, new_cache = block_rows_with_cache(
+      model,
+      block_tokens,
+      block_positions,
+      block_segment_ids,
+      cache,
+      config=config,
+      commit_length=commit_length,
+      canvas_ids=canvas_ids,
+  )
+  return lm_head.dense_logits(rows), new_cache
 
 
 def _check_room(cache, shape):

@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests for tunix_bd.core.block_cache on a tiny real Tunix Qwen3."""
 
+import inspect
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
@@ -209,6 +211,13 @@ class BlockCacheTest(parameterized.TestCase):
       np.testing.assert_allclose(
           np.asarray(got)[real], want[real], atol=1e-5, rtol=1e-5
       )
+
+  def test_the_logits_call_takes_the_rows_call_s_arguments(self):
+    signature = lambda fn: inspect.signature(fn).parameters
+    self.assertEqual(
+        signature(cached_logits.block_logits_with_cache),
+        signature(cached_logits.block_rows_with_cache),
+    )
 
   def test_cache_fails_closed(self):
     config = _config(4, bd_config.SHIFTED)
