@@ -86,6 +86,7 @@ def block_rows_with_cache(
       prefix="block_",
   )
   head = lm_head.split_head(model, config.mask_token_id)
+  hidden_states = head is not None
   block_len = tokens.shape[1]
   if canvas_ids is not None:
     if commit_length is not None:
@@ -99,7 +100,7 @@ def block_rows_with_cache(
       )
     ids = masks.check_ids("canvas_ids", canvas_ids, tokens.shape)
     raw, _ = _attend(
-        model, tokens, positions, segments, cache, config, head, ids
+        model, tokens, positions, segments, cache, config, hidden_states, ids
     )
     rows = _canvas_rows(raw, positions, segments, ids, cache, config)
     return diffusion_lm.rows_of(rows, head, config.mask_token_id), cache
@@ -115,7 +116,9 @@ def block_rows_with_cache(
         f" length), got {commit_length!r}."
     )
   _check_room(cache, tokens.shape)
-  raw, new_kv = _attend(model, tokens, positions, segments, cache, config, head)
+  raw, new_kv = _attend(
+      model, tokens, positions, segments, cache, config, hidden_states
+  )
   rows = _commit_rows(raw, positions, segments, cache, config)
   new_cache = _commit(cache, raw, new_kv, positions, segments, commit_length)
   if cache.block_end_rows is not None:
@@ -170,9 +173,12 @@ def _check_room(cache, shape):
     )
 
 
-def _attend(model, tokens, positions, segments, cache, config, head, ids=None):
+def _attend(
+    model, tokens, positions, segments, cache, config, hidden_states, ids=None
+):
   """`(raw rows, new_kv)`: the block written at the cache's end, attending
-  under the block-causal mask, or `masks.canvas_mask` with canvas `ids`."""
+  under the block-causal mask, or `masks.canvas_mask` with canvas `ids`;
+  final hidden states if `hidden_states`, else logits."""
   put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, cache.end_index))
   kv_positions = put(cache.positions, positions)
   kv_segments = put(cache.segment_ids, segments)
@@ -194,7 +200,9 @@ def _attend(model, tokens, positions, segments, cache, config, head, ids=None):
         q_segment_ids=segments,
         kv_segment_ids=kv_segments,
     )
-  return diffusion_lm.forward(model, tokens, positions, cache.kv, mask, head)
+  return diffusion_lm.forward(
+      model, tokens, positions, cache.kv, mask, hidden_states
+  )
 
 
 def _commit_rows(raw, positions, segments, cache, config):

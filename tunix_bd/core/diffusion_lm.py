@@ -93,14 +93,17 @@ def exclude_mask_token(logits: jax.Array, mask_token_id: int) -> jax.Array:
   return logits.at[..., mask_token_id].set(MASKED_LOGIT)
 
 
-def forward(model, tokens, positions, kv, mask, head, scan_layers=False):
+def forward(
+    model, tokens, positions, kv, mask, hidden_states: bool, scan_layers=False
+):
   """`(values, new_kv)` of a Tunix decoder call: its final hidden states
-  (`compat.final_hidden_states`) where `head` is split off, else its
-  float32 logits; without a cache and with `scan_layers`, its layers in
-  one scan where they can be (`layer_scan.scanned`)."""
+  (`compat.final_hidden_states`) if `hidden_states` (its head split off:
+  `lm_head.split_head`), else its float32 logits; without a cache and with
+  `scan_layers`, its layers in one scan where they can be
+  (`layer_scan.scanned`)."""
   if kv is None and scan_layers:
     model = layer_scan.scanned(model)
-  if head is not None:
+  if hidden_states:
     return compat.final_hidden_states(model, tokens, positions, kv, mask)
   raw, new_kv = model(tokens, positions, kv, mask)
   return raw.astype(jnp.float32), new_kv
@@ -248,7 +251,13 @@ def diffusion_rows(
           kv_segment_ids=segment_ids,
       )
     raw, _ = forward(
-        model, row_tokens, row_positions, None, mask, head, scan_layers
+        model,
+        row_tokens,
+        row_positions,
+        None,
+        mask,
+        hidden_states=head is not None,
+        scan_layers=scan_layers,
     )
 
   if config.alignment == bd_config.SAME_POSITION:

@@ -16,6 +16,7 @@ from tunix_bd.core import bd_config
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
 from tunix_bd.core import layer_scan
+from tunix_bd.core import lm_head
 from tunix_bd.core import scoring
 from tunix_bd.models import lora
 from tunix_bd_tests import test_common
@@ -266,6 +267,21 @@ class DiffusionLogitsTest(parameterized.TestCase):
           atol=1e-5,
       )
     np.testing.assert_array_equal(jax.nn.softmax(logits)[..., _MASK], 0.0)
+
+  def test_forward_gives_final_hidden_states_or_logits(self):
+    # `hidden_states` decides which; the head maps the first to the second.
+    pos, seg, _, noisy = _canvas(0, "canonical")
+    mask = _causal_mask(pos, seg)
+    call = lambda hidden: diffusion_lm.forward(
+        _QWEN3, noisy, pos, None, mask, hidden_states=hidden
+    )[0]
+    hidden, logits = call(True), call(False)
+    self.assertEqual(hidden.shape, noisy.shape + (_QWEN3.config.embed_dim,))
+    self.assertEqual(logits.dtype, jnp.float32)
+    rows = lm_head.Rows(hidden, lm_head.model_head(_QWEN3))
+    np.testing.assert_allclose(
+        lm_head.dense_logits(rows), logits, atol=1e-5, rtol=0
+    )
 
   def test_bad_inputs_name_the_argument(self):
     pos, seg, clean, noisy = _canvas(3, "canonical")
