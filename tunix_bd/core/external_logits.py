@@ -112,7 +112,8 @@ def replay_cache_free(model, trace, context, packed, config, fn, per_slot):
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, size))
 
   def canvas_values(c):
-    """`per_slot` of canvas c's block, and where it goes."""
+    """`per_slot` of canvas c's block, where it goes, and the head `fn`
+    split off its rows (or None)."""
     cols = lambda x: jax.lax.dynamic_slice_in_dim(x, c * size, size, axis=1)
     start = jnp.max(cols(packed.positions), axis=1, keepdims=True)
     start = start // size * size
@@ -140,14 +141,15 @@ def replay_cache_free(model, trace, context, packed, config, fn, per_slot):
     )
     scored = cols(packed.scored)
     scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
-    return jnp.where(scored, values, 0.0), cols(packed.slot)
+    return jnp.where(scored, values, 0.0), cols(packed.slot), rows.head
 
-  values_shape = jax.eval_shape(canvas_values, 0)[0].shape
-  zeros = jnp.zeros(np.shape(trace.tokens) + values_shape[2:], jnp.float32)
+  # The head's structure (None or not) is static: traced shapes suffice.
+  values, _, head = jax.eval_shape(canvas_values, 0)
+  zeros = jnp.zeros(np.shape(trace.tokens) + values.shape[2:], jnp.float32)
 
   @functools.partial(jax.checkpoint, prevent_cse=False)
   def score(c):
-    values, slot = canvas_values(c)
+    values, slot, _ = canvas_values(c)
     return zeros.at[row, slot].add(values)
 
   def body(total, c):
@@ -158,4 +160,4 @@ def replay_cache_free(model, trace, context, packed, config, fn, per_slot):
 
   canvases = jnp.arange(packed.tokens.shape[1] // size)
   total, _ = jax.lax.scan(body, zeros, canvases)
-  return total
+  return total, head is not None

@@ -49,8 +49,10 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
       column contributes.
 
   Returns:
-    float32 `[batch, completion_len, ...]`: `per_slot` of each generated
-    slot on its commit canvas; 0 where `action_step == -1`.
+    `(values, split)`: `values` float32 `[batch, completion_len, ...]`,
+    `per_slot` of each generated slot on its commit canvas (0 where
+    `action_step == -1`); `split` (static, from the traced rows' structure)
+    whether the call's rows came with their head split off.
   """
   trace = check_trace(model, trace)
   num_canvases = canvases_lib.static_num_canvases(trace, shape[0])
@@ -75,7 +77,8 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
   row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
 
   def score(cache, fields, same_forward=None):
-    """Each completion slot's `per_slot`, from the canvas it is scored on."""
+    """Each completion slot's `per_slot`, from the canvas it is scored on,
+    and the head the call split off its rows (or None)."""
     tokens, positions, segments, ids, targets, scored, slot = fields
     if same_forward is not None:  # The clean context, as canvas id 0.
       tokens, positions, segments, ids = (
@@ -93,15 +96,16 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
     rows, _ = cached_logits_fn(
         model, tokens, positions, segments, cache, config=config, canvas_ids=ids
     )
+    rows = lm_head.as_rows(rows)
     values = per_slot(
-        lm_head.as_rows(rows).map(lambda x: x[:, -width:]),
+        rows.map(lambda x: x[:, -width:]),
         targets,
         temperature=trace.temperature,
     )
     scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
     zeros = jnp.zeros(np.shape(trace.tokens) + values.shape[2:], jnp.float32)
     # Each completion slot is scored in exactly one canvas.
-    return zeros.at[row, slot].add(jnp.where(scored, values, 0.0))
+    return zeros.at[row, slot].add(jnp.where(scored, values, 0.0)), rows.head
 
   columns = (
       packed.tokens,
@@ -114,9 +118,10 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
   )
   if width == num_canvases * block:
     # One group (RL's short answers): context and canvases in one forward.
-    return score(cache, columns, context)
-  # One forward writes the clean context (and its block ends' raw logits,
-  # the predictors of the next blocks' first tokens) to the cache.
+    values, head = score(cache, columns, context)
+    return values, head is not None
+  # One forward writes the clean context (and its block ends' raw rows, the
+  # predictors of the next blocks' first tokens) to the cache.
   _, cache = cached_logits_fn(
       model,
       context.tokens,
@@ -130,16 +135,18 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
   groups = tuple(
       jnp.moveaxis(x.reshape(batch, -1, width), 1, 0) for x in columns
   )
-  out = jax.eval_shape(group, tuple(x[0] for x in groups))
+  # The head's structure (None or not) is static: traced shapes suffice.
+  out, head = jax.eval_shape(group, tuple(x[0] for x in groups))
   zeros = jnp.zeros(out.shape, out.dtype)
+  values = lambda fields: group(fields)[0]
 
   def body(total, fields):
     # Groups past every row's last canvas are skipped at run time.
     occupied = fields[2].any()
-    return total + jax.lax.cond(occupied, group, lambda _: zeros, fields), None
+    return total + jax.lax.cond(occupied, values, lambda _: zeros, fields), None
 
   total, _ = jax.lax.scan(body, zeros, groups)
-  return total
+  return total, head is not None
 
 
 def replay_log_probs(
@@ -190,7 +197,7 @@ def replay_log_probs(
 
   return _replay(
       model, trace, (num_canvases, context_length), cached_logits_fn, per_slot
-  )
+  )[0]
 
 
 def replay_rows(
@@ -211,18 +218,16 @@ def replay_rows(
   at `trace.tokens`, are `replay_log_probs`); `action_logp` and
   `temperature` are not read.
   """
-  split = []
 
   def values(rows, targets, temperature):
     del targets, temperature
-    # Static: whether the call split its head off (the model's own head,
-    # `lm_head.split_head`) or gave logits.
-    split.append(rows.head is not None)
     return rows.values.astype(jnp.float32)
 
   shape = (num_canvases, context_length)
-  out = _replay(model, trace, shape, cached_logits_fn, values)
-  head = lm_head.split_head(model, trace.bd.mask_token_id) if split[0] else None
+  out, split = _replay(model, trace, shape, cached_logits_fn, values)
+  # A call that splits its head off splits the model's own
+  # (`lm_head.split_head`), here taken outside any trace.
+  head = lm_head.split_head(model, trace.bd.mask_token_id) if split else None
   return lm_head.Rows(out, head)
 
 
