@@ -176,6 +176,13 @@ def check_int(name: str, value: Any, minimum: int) -> int:
   return int(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+  """`value` if it is a bool; else a ValueError naming `name`."""
+  if not isinstance(value, bool):
+    raise ValueError(f"{name} must be a bool, got {value!r}.")
+  return value
+
+
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
   """`value` if it is one of the strings `choices`; else a ValueError naming
   `name`."""
