@@ -39,19 +39,21 @@ class ConvertedSources:
       template override.
     bd: its block-diffusion settings.
     decode: the denoiser's config of the run's `rollout` section (a
-      `generate.denoise.DenoiseConfig`), stopping at `stop_ids`.
-    stop_ids: the tokenizer's EOS, then `rollout.extra_stop_ids`.
-    chat_options: the chat switches the model was trained with (prompts are
-      rendered with them, the export records them).
+      `generate.denoise.DenoiseConfig`), stopping at the tokenizer's EOS,
+      then `rollout.extra_stop_ids`.
     export: the export the run writes of it, checked (`plan_export`).
   """
 
   tokenizer: Any
   bd: bd_config_lib.BlockDiffusionConfig
   decode: Any
-  stop_ids: tuple[int, ...]
-  chat_options: chat.ChatOptions
   export: export_plan.ExportPlan
+
+  @property
+  def chat_options(self) -> chat.ChatOptions:
+    """The chat switches the model was trained with (prompts are rendered
+    with them, the export records them)."""
+    return self.export.chat_options
 
   def fingerprint_fields(
       self, tokenizer_key: str = "tokenizer"
@@ -62,7 +64,7 @@ class ConvertedSources:
     return {
         tokenizer_key: fingerprint_lib.tokenizer_digest(self.tokenizer),
         "bd": self.bd.to_dict(),
-        "stop_ids": list(self.stop_ids),
+        "stop_ids": list(self.decode.stop_ids),
     }
 
   def encode_prompts(
@@ -84,7 +86,7 @@ class ConvertedSources:
         model_config,
         pad_id=self.decode.pad_id,
         eos_id=None,
-        stop_ids=self.stop_ids,
+        stop_ids=self.decode.stop_ids,
     )
 
 
@@ -196,11 +198,4 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
         ),
         model_key=f"model.{key}",
     )
-  return ConvertedSources(
-      tokenizer=tokenizer,
-      bd=bd,
-      decode=decode,
-      stop_ids=tuple(decode.stop_ids),
-      chat_options=chat_options,
-      export=export,
-  )
+  return ConvertedSources(tokenizer, bd, decode, export)
