@@ -160,7 +160,7 @@ def evaluate(
   ]
   width, budget = max(len(p) for p in ids), settings.max_new_tokens
   longest = max(range(len(ids)), key=lambda i: len(ids[i]))
-  for key, path in (("model.ar", models.ar_dir), ("model.bd", models.bd_dir)):
+  for key, path in (("model.ar", models.ar_dir), ("model.bd", models.bd.path)):
     hf_checkpoint.check_positions(
         hf_checkpoint.read_config(path),
         width,
