@@ -191,6 +191,15 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
   return value
 
 
+def is_threshold(value: Any) -> bool:
+  """Whether `value` is a commit threshold: a number in (0, 1], not a bool."""
+  return (
+      isinstance(value, (int, float))
+      and not isinstance(value, bool)
+      and 0 < value <= 1
+  )
+
+
 def check_number(
     name: str, value: Any, minimum: float, *, strict: bool = False
 ) -> float:

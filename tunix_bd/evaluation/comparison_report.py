@@ -74,12 +74,7 @@ class Settings:
     if (
         not isinstance(thresholds, (tuple, list))
         or not thresholds
-        or not all(
-            isinstance(t, (int, float))
-            and not isinstance(t, bool)
-            and 0 < t <= 1
-            for t in thresholds
-        )
+        or not all(map(config_utils.is_threshold, thresholds))
     ):
       raise ValueError(
           f"thresholds must be values in (0, 1], got {self.thresholds}."
