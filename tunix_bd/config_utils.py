@@ -176,12 +176,28 @@ def check_int(name: str, value: Any, minimum: int) -> int:
   return int(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+  """`value` if it is a bool; else a ValueError naming `name`."""
+  if not isinstance(value, bool):
+    raise ValueError(f"{name} must be a bool, got {value!r}.")
+  return value
+
+
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
   """`value` if it is one of the strings `choices`; else a ValueError naming
   `name`."""
   if not isinstance(value, str) or value not in choices:
     raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
   return value
+
+
+def is_threshold(value: Any) -> bool:
+  """Whether `value` is a commit threshold: a number in (0, 1], not a bool."""
+  return (
+      isinstance(value, (int, float))
+      and not isinstance(value, bool)
+      and 0 < value <= 1
+  )
 
 
 def check_number(

@@ -52,10 +52,10 @@ class MeshSettings:
   tp: int = config_utils.resumable(default=1)
 
   def __post_init__(self):
-    config_utils.check_int("mesh.tp", self.tp, 1)
-    config_utils.check_int("mesh.fsdp", self.fsdp, -1)
+    config_utils.check_int(f"{self.SECTION}.tp", self.tp, 1)
+    config_utils.check_int(f"{self.SECTION}.fsdp", self.fsdp, -1)
     if self.fsdp == 0:
-      raise ValueError("mesh.fsdp must be >= 1 or -1, got 0.")
+      raise ValueError(f"{self.SECTION}.fsdp must be >= 1 or -1, got 0.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,20 +79,19 @@ class RoleMeshSettings(MeshSettings):
 
   def __post_init__(self):
     super().__post_init__()
+    key = f"{self.SECTION}.data_sharding_axes"
     axes = tuple(self.data_sharding_axes)
     if not axes or len(set(axes)) != len(axes):
       raise ValueError(
-          "mesh.data_sharding_axes must name distinct mesh axes, got"
+          f"{key} must name distinct mesh axes, got"
           f" {self.data_sharding_axes!r}."
       )
     unknown = sorted(set(axes) - set(MESH_AXES))
     if unknown:
       raise ValueError(
-          f"mesh.data_sharding_axes names {unknown}, which are not mesh axes"
-          f" {MESH_AXES}."
+          f"{key} names {unknown}, which are not mesh axes {MESH_AXES}."
       )
-    if not isinstance(self.disjoint, bool):
-      raise ValueError(f"mesh.disjoint must be a bool, got {self.disjoint!r}.")
+    config_utils.check_bool(f"{self.SECTION}.disjoint", self.disjoint)
 
 
 def make_mesh(
@@ -142,11 +141,6 @@ def spec_axes(spec: jax.sharding.PartitionSpec) -> set[str]:
       continue
     axes.update(entry if isinstance(entry, tuple) else (entry,))
   return axes
-
-
-def from_section(section) -> jax.sharding.Mesh:
-  """The mesh of a recipe's `mesh` config section (or mapping)."""
-  return make_mesh(config_utils.from_section(MeshSettings, section, "mesh"))
 
 
 # JAX's warning on entering a `Mesh` as a context manager.

@@ -90,8 +90,7 @@ class SftData(Data):
 
   def __post_init__(self):
     super().__post_init__()
-    if not isinstance(self.packing, bool):
-      raise ValueError(f"data.packing must be a bool, got {self.packing!r}.")
+    config_utils.check_bool("data.packing", self.packing)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

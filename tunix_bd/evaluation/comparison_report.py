@@ -74,12 +74,7 @@ class Settings:
     if (
         not isinstance(thresholds, (tuple, list))
         or not thresholds
-        or not all(
-            isinstance(t, (int, float))
-            and not isinstance(t, bool)
-            and 0 < t <= 1
-            for t in thresholds
-        )
+        or not all(map(config_utils.is_threshold, thresholds))
     ):
       raise ValueError(
           f"thresholds must be values in (0, 1], got {self.thresholds}."
@@ -160,7 +155,7 @@ def evaluate(
   ]
   width, budget = max(len(p) for p in ids), settings.max_new_tokens
   longest = max(range(len(ids)), key=lambda i: len(ids[i]))
-  for key, path in (("model.ar", models.ar_dir), ("model.bd", models.bd_dir)):
+  for key, path in (("model.ar", models.ar_dir), ("model.bd", models.bd.path)):
     hf_checkpoint.check_positions(
         hf_checkpoint.read_config(path),
         width,

@@ -27,13 +27,13 @@ class Models:
 
   Attributes:
     ar_dir, ar_tokenizer: the AR model (`model.ar`) and its tokenizer.
-    bd_dir, bd: its conversion (`model.bd`), opened as generation opens one
-      (`converted.open_converted`: also an SDAR or Fast-dLLM v2 directory).
+    bd: its conversion (`model.bd`, at `bd.path`), opened as generation
+      opens one (`converted.open_converted`: also an SDAR or Fast-dLLM v2
+      directory).
   """
 
   ar_dir: str
   ar_tokenizer: Any
-  bd_dir: str
   bd: converted.ConvertedModel
 
 
@@ -50,7 +50,6 @@ def open_models(
   return Models(
       ar_dir,
       tokenizer_lib.load_tokenizer(ar_dir, chat_template, key="model.ar"),
-      bd_dir,
       converted.open_converted(
           bd_dir,
           chat_template=chat_template,

@@ -36,7 +36,7 @@ class ConvertedModel:
   tokenizer: Any
   bd: bd_config_lib.BlockDiffusionConfig
   chat_options: chat.ChatOptions
-  path: str = ""
+  path: str
 
   def load(
       self,

@@ -16,6 +16,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.data import chat
 from tunix_bd.models import bd_export
 from tunix_bd.models import hf_checkpoint
+from tunix_bd.models import sections
 
 
 class BlockShape(Protocol):
@@ -26,29 +27,20 @@ class BlockShape(Protocol):
   alignment: str
 
 
-class ExportSection(Protocol):
-  """A run's `export` section."""
-
-  format: str
-  dtype: str
-  reference_code: str
-
-
 @dataclasses.dataclass(frozen=True)
 class ExportPlan:
   """`export/` as a run will write it, checked before compute.
 
   Attributes:
     directory: where it is written (`WORKDIR/export`).
-    export: the run's `export` section (`format`, `dtype`,
-      `reference_code`).
+    export: the run's `export` section.
     chat_options: the chat switches the model is trained with, recorded.
     source: the HF files of the checkpoint the run trains (None for a
       random model), whose fields the export keeps.
   """
 
   directory: str
-  export: ExportSection
+  export: sections.ExportSettings
   chat_options: chat.ChatOptions
   source: hf_checkpoint.Source | None
 
@@ -56,7 +48,7 @@ class ExportPlan:
   def check(
       cls,
       directory: str,
-      export: ExportSection,
+      export: sections.ExportSettings,
       *,
       bd: BlockShape,
       model_config: Any,

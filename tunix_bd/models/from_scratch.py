@@ -52,11 +52,9 @@ class ScratchModelSettings:
           f"{self.SECTION}.num_heads={self.num_heads} must be a multiple of "
           f"{self.SECTION}.num_kv_heads={self.num_kv_heads}."
       )
-    if not isinstance(self.tie_embeddings, bool):
-      raise ValueError(
-          f"{self.SECTION}.tie_embeddings must be a bool, got"
-          f" {self.tie_embeddings!r}."
-      )
+    config_utils.check_bool(
+        f"{self.SECTION}.tie_embeddings", self.tie_embeddings
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -121,13 +119,8 @@ def init_model(
     return create()
 
 
-def embedded_config(section) -> qwen3_lib.ModelConfig:
+def embedded_config(settings: ScratchModelSettings) -> qwen3_lib.ModelConfig:
   """The Qwen3 config of a `model.scratch` section over the embedded vocab."""
-  settings = section
-  if not isinstance(section, ScratchModelSettings):
-    settings = config_utils.from_section(
-        ScratchModelSettings, section, "model.scratch"
-    )
   return qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
 
 

@@ -106,11 +106,7 @@ class RandomInit:
   scratch_bd: ScratchBd = dataclasses.field(default_factory=ScratchBd)
 
   def __post_init__(self):
-    if not isinstance(self.random_init, bool):
-      raise ValueError(
-          f"{self.SECTION}.random_init must be a bool, got"
-          f" {self.random_init!r}."
-      )
+    config_utils.check_bool(f"{self.SECTION}.random_init", self.random_init)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -140,10 +136,7 @@ class SftModel(precision.LossPrecision):
     super().__post_init__()
     config_utils.check_choice("model.sft_loss", self.sft_loss, SFT_LOSSES)
     splash_attention.check_attention(self.attention)
-    if not isinstance(self.scan_layers, bool):
-      raise ValueError(
-          f"model.scan_layers must be a bool, got {self.scan_layers!r}."
-      )
+    config_utils.check_bool("model.scan_layers", self.scan_layers)
     if (
         self.attention == splash_attention.SPLASH
         and self.sft_loss != HOOK_SFT_LOSS

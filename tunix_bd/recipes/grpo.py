@@ -146,7 +146,7 @@ def run(config: ml_collections.ConfigDict) -> dict:
       cluster.actor_trainer.model,
       policy.tokenizer,
       policy.bd,
-      stop_ids=policy.stop_ids,
+      stop_ids=policy.decode.stop_ids,
       extra={
           "grpo": {
               "from": stage.provenance("checkpoint"),

@@ -39,19 +39,21 @@ class ConvertedSources:
       template override.
     bd: its block-diffusion settings.
     decode: the denoiser's config of the run's `rollout` section (a
-      `generate.denoise.DenoiseConfig`), stopping at `stop_ids`.
-    stop_ids: the tokenizer's EOS, then `rollout.extra_stop_ids`.
-    chat_options: the chat switches the model was trained with (prompts are
-      rendered with them, the export records them).
+      `generate.denoise.DenoiseConfig`), stopping at the tokenizer's EOS,
+      then `rollout.extra_stop_ids`.
     export: the export the run writes of it, checked (`plan_export`).
   """
 
   tokenizer: Any
   bd: bd_config_lib.BlockDiffusionConfig
   decode: Any
-  stop_ids: tuple[int, ...]
-  chat_options: chat.ChatOptions
   export: export_plan.ExportPlan
+
+  @property
+  def chat_options(self) -> chat.ChatOptions:
+    """The chat switches the model was trained with (prompts are rendered
+    with them, the export records them)."""
+    return self.export.chat_options
 
   def fingerprint_fields(
       self, tokenizer_key: str = "tokenizer"
@@ -62,7 +64,7 @@ class ConvertedSources:
     return {
         tokenizer_key: fingerprint_lib.tokenizer_digest(self.tokenizer),
         "bd": self.bd.to_dict(),
-        "stop_ids": list(self.stop_ids),
+        "stop_ids": list(self.decode.stop_ids),
     }
 
   def encode_prompts(
@@ -84,26 +86,8 @@ class ConvertedSources:
         model_config,
         pad_id=self.decode.pad_id,
         eos_id=None,
-        stop_ids=self.stop_ids,
+        stop_ids=self.decode.stop_ids,
     )
-
-
-def random_tokenizer_and_bd(
-    scratch_bd: Any, chat_template: str
-) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
-  """A random converted model's tokenizer and block-diffusion settings.
-
-  The embedded tokenizer with `data.chat_template` (a Jinja file, or "" for
-  its own), and `model.scratch_bd`'s block size, alignment and layout on
-  the tokenizer's mask token.
-  """
-  tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
-      block_size=scratch_bd.block_size,
-      alignment=scratch_bd.alignment,
-      layout=scratch_bd.layout,
-  )
-  tokenizer_lib.override_chat_template(tokenizer, chat_template)
-  return tokenizer, bd
 
 
 def plan_export(
@@ -153,9 +137,13 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """
   model, data = stage.settings.model, stage.settings.data
   if stage.random_init:
-    tokenizer, bd = random_tokenizer_and_bd(
-        model.scratch_bd, data.chat_template
+    # The embedded tokenizer, its mask token at `model.scratch_bd`.
+    tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
+        block_size=model.scratch_bd.block_size,
+        alignment=model.scratch_bd.alignment,
+        layout=model.scratch_bd.layout,
     )
+    tokenizer_lib.override_chat_template(tokenizer, data.chat_template)
     chat_options = chat.trained_options(None, data.chat_options)
   else:
     opened = converted.open_converted(
@@ -196,11 +184,4 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
         ),
         model_key=f"model.{key}",
     )
-  return ConvertedSources(
-      tokenizer=tokenizer,
-      bd=bd,
-      decode=decode,
-      stop_ids=tuple(decode.stop_ids),
-      chat_options=chat_options,
-      export=export,
-  )
+  return ConvertedSources(tokenizer, bd, decode, export)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, ClassVar, Iterable, Iterator, TypeVar
+from typing import ClassVar, Iterable, Iterator, TypeVar
 
 import jax
 import optax
@@ -212,7 +212,7 @@ class DecodeEval(Eval):
     if (
         isinstance(thresholds, (str, bytes))
         or not thresholds
-        or not all(map(_is_threshold, thresholds))
+        or not all(map(config_utils.is_threshold, thresholds))
     ):
       raise ValueError(
           f"{self.SECTION}.thresholds must be numbers in (0, 1], got"
@@ -250,7 +250,7 @@ class HeldOutEval(DecodeEval):
         ("seed", 0),
     ):
       config_utils.check_int(key(name), getattr(self, name), minimum)
-    if not _is_threshold(self.sampled_threshold):
+    if not config_utils.is_threshold(self.sampled_threshold):
       raise ValueError(
           f"{key('sampled_threshold')} must be a number in (0, 1], got"
           f" {self.sampled_threshold!r}."
@@ -258,14 +258,6 @@ class HeldOutEval(DecodeEval):
     config_utils.check_number(
         key("sampled_temperature"), self.sampled_temperature, 0, strict=True
     )
-
-
-def _is_threshold(value: Any) -> bool:
-  return (
-      isinstance(value, (int, float))
-      and not isinstance(value, bool)
-      and 0 < value <= 1
-  )
 
 
 def _until(seconds: float, batches: Iterable[T]) -> Iterator[T]:

@@ -22,6 +22,7 @@ from tunix_bd.data import tokenizer as tokenizer_lib
 from tunix_bd.generate import settings as generate_settings
 from tunix_bd.models import bd_export
 from tunix_bd.models import export
+from tunix_bd.models import export_plan
 from tunix_bd.models import hf_checkpoint
 from tunix_bd.models import mask_token
 from tunix_bd.models import sections
@@ -42,9 +43,7 @@ def _sources(extra_stop_ids=()) -> sources_lib.ConvertedSources:
       tokenizer=tokenizer,
       bd=bd,
       decode=decode,
-      stop_ids=decode.stop_ids,
-      chat_options=chat.ChatOptions(),
-      export=None,
+      export=export_plan.ExportPlan("", None, chat.ChatOptions(), None),
   )
 
 
@@ -83,9 +82,10 @@ class ConvertedSourcesTest(absltest.TestCase):
     sources.tokenizer.chat_template += (
         "{% if enable_thinking is false %}x{% endif %}"
     )
-    sources = dataclasses.replace(
-        sources, chat_options=chat.ChatOptions(enable_thinking=False)
+    export = dataclasses.replace(
+        sources.export, chat_options=chat.ChatOptions(enable_thinking=False)
     )
+    sources = dataclasses.replace(sources, export=export)
     _, held_out = dataset_lib.conversations(
         config_files.get_config("opd", "smoke").data
     )
@@ -103,7 +103,7 @@ class ConvertedSourcesTest(absltest.TestCase):
 
   def test_the_sources_are_frozen(self):
     with self.assertRaises(dataclasses.FrozenInstanceError):
-      _sources().stop_ids = ()
+      _sources().decode = None
 
 
 class ReadConvertedTest(absltest.TestCase):
@@ -119,8 +119,7 @@ class ReadConvertedTest(absltest.TestCase):
         stage, "checkpoint", stage.settings.rollout
     )
     eos_id = sources.tokenizer.eos_token_id
-    self.assertEqual(sources.stop_ids, (eos_id, 7))
-    self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
+    self.assertEqual(sources.decode.stop_ids, (eos_id, 7))
     self.assertEqual(
         sources.decode, stage.settings.rollout.denoise_config(sources.tokenizer)
     )
@@ -146,8 +145,7 @@ class ReadConvertedTest(absltest.TestCase):
     sources = sources_lib.read_converted(
         stage, "checkpoint", stage.settings.rollout
     )
-    self.assertEqual(sources.stop_ids, (2, 0, 7))
-    self.assertEqual(sources.decode.stop_ids, sources.stop_ids)
+    self.assertEqual(sources.decode.stop_ids, (2, 0, 7))
     self.assertEqual(sources.decode.pad_id, 401)
     self.assertEqual(sources.fingerprint_fields()["stop_ids"], [2, 0, 7])
 
