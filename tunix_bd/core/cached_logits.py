@@ -91,9 +91,7 @@ def block_rows_with_cache(
   if canvas_ids is not None:
     if commit_length is not None:
       raise ValueError("canvas_ids columns are never committed.")
-    if cache.block_end_rows is None and (
-        config.alignment == bd_config.SHIFTED
-    ):
+    if cache.block_end_rows is None and (config.alignment == bd_config.SHIFTED):
       raise ValueError(
           "canvas_ids under shifted alignment need a cache made with"
           " block_end_rows_of=block_size."
@@ -279,9 +277,7 @@ def _keep_block_ends(cache, raw, positions, segments, commit_length, size):
   block = jnp.where(is_end, positions // size, num_blocks)
   rows = jnp.broadcast_to(jnp.arange(raw.shape[0])[:, None], block.shape)
   return cache.replace(
-      block_end_rows=cache.block_end_rows.at[rows, block].set(
-          raw, mode="drop"
-      ),
+      block_end_rows=cache.block_end_rows.at[rows, block].set(raw, mode="drop"),
       block_end_segments=cache.block_end_segments.at[rows, block].set(
           segments, mode="drop"
       ),
