@@ -90,6 +90,24 @@ class ConvertedSources:
     )
 
 
+def random_tokenizer_and_bd(
+    scratch_bd: Any, chat_template: str
+) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
+  """A random converted model's tokenizer and block-diffusion settings.
+
+  The embedded tokenizer with `data.chat_template` (a Jinja file, or "" for
+  its own), and `model.scratch_bd`'s block size, alignment and layout on
+  the tokenizer's mask token.
+  """
+  tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
+      block_size=scratch_bd.block_size,
+      alignment=scratch_bd.alignment,
+      layout=scratch_bd.layout,
+  )
+  tokenizer_lib.override_chat_template(tokenizer, chat_template)
+  return tokenizer, bd
+
+
 def plan_export(
     stage: Any,
     key: str,
@@ -137,13 +155,9 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """
   model, data = stage.settings.model, stage.settings.data
   if stage.random_init:
-    # The embedded tokenizer, its mask token at `model.scratch_bd`.
-    tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
-        block_size=model.scratch_bd.block_size,
-        alignment=model.scratch_bd.alignment,
-        layout=model.scratch_bd.layout,
+    tokenizer, bd = random_tokenizer_and_bd(
+        model.scratch_bd, data.chat_template
     )
-    tokenizer_lib.override_chat_template(tokenizer, data.chat_template)
     chat_options = chat.trained_options(None, data.chat_options)
   else:
     opened = converted.open_converted(
