@@ -143,6 +143,11 @@ def spec_axes(spec: jax.sharding.PartitionSpec) -> set[str]:
   return axes
 
 
+def from_section(section) -> jax.sharding.Mesh:
+  """The mesh of a recipe's `mesh` config section (or mapping)."""
+  return make_mesh(config_utils.from_section(MeshSettings, section, "mesh"))
+
+
 # JAX's warning on entering a `Mesh` as a context manager.
 _LEGACY_CONTEXT_WARNING = r"`with mesh:` context manager has been deprecated"
 

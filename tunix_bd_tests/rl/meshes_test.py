@@ -274,7 +274,7 @@ class BuildTest(multi_device.DeviceTestCase):
   def test_no_roles_is_the_recipes_shared_mesh(self):
     section = config_utils.to_section(mesh_lib.MeshSettings)
     built = meshes.build(_settings(section))
-    self.assertEqual(built.actor, mesh_lib.make_mesh(mesh_lib.MeshSettings()))
+    self.assertEqual(built.actor, mesh_lib.from_section(section))
     self.assertIs(built.rollout, built.actor)
     self.assertIs(built.reference, built.actor)
 

@@ -105,7 +105,7 @@ def cluster(
   actor = model(0) if actor is None else actor
   if isinstance(reference, str):
     reference = model(0)
-  mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings())
+  mesh = mesh_lib.from_section(dict(fsdp=-1, tp=1))
   training_config = rl_cluster_lib.RLTrainingConfig(
       actor_optimizer=optax.adamw(learning_rate),
       eval_every_n_steps=1000,

@@ -292,7 +292,7 @@ def _train(trainer_class, hooks=None):
   trainer = _trainer(workdir, trainer_class)
   if hooks is not None:
     trainer.with_training_hooks(hooks)
-  mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings())
+  mesh = mesh_lib.from_section({"fsdp": -1, "tp": 1})
   with mesh_lib.tunix_context(mesh):
     trainer.train(_batches(), list(itertools.islice(_batches(), 1)))
   return trainer
@@ -344,7 +344,7 @@ class DonatingStepTest(absltest.TestCase):
 
   def test_placing_the_optimizer_state_copies_nothing(self):
     trainer = _trainer(self.create_tempdir().full_path)
-    mesh = mesh_lib.make_mesh(mesh_lib.MeshSettings())
+    mesh = mesh_lib.from_section({"fsdp": -1, "tp": 1})
     state = nnx.state(trainer.optimizer, nnx.optimizer.OptState)
     before = [x.unsafe_buffer_pointer() for x in jax.tree.leaves(state)]
     with mesh_lib.tunix_context(mesh):
