@@ -119,8 +119,13 @@ def init_model(
     return create()
 
 
-def embedded_config(settings: ScratchModelSettings) -> qwen3_lib.ModelConfig:
+def embedded_config(section) -> qwen3_lib.ModelConfig:
   """The Qwen3 config of a `model.scratch` section over the embedded vocab."""
+  settings = section
+  if not isinstance(section, ScratchModelSettings):
+    settings = config_utils.from_section(
+        ScratchModelSettings, section, "model.scratch"
+    )
   return qwen3_config(settings, tokenizer_lib.VOCAB_SIZE)
 
 

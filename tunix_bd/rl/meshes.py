@@ -138,10 +138,18 @@ def assign_devices(
   return {role: [ordered[k] for k in ranges[role]] for role in ranges}
 
 
-def build(
-    settings: mesh_lib.RoleMeshSettings, devices: Sequence[Any] | None = None
-) -> RoleMeshes:
-  """The role meshes of an RL `mesh` section, over `devices` (default: all)."""
+def role_settings(section: Any) -> mesh_lib.RoleMeshSettings:
+  """`section` as an RL `mesh`: a config section or mapping (one without
+  role keys means one shared mesh), or `RoleMeshSettings`."""
+  if isinstance(section, mesh_lib.RoleMeshSettings):
+    return section
+  return config_utils.from_section(mesh_lib.RoleMeshSettings, section, "mesh")
+
+
+def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
+  """The role meshes of a `mesh` section (`role_settings`), over `devices`
+  (default: all)."""
+  settings = role_settings(section)
   if jax.process_count() > 1:
     raise ValueError(
         "role meshes need a single controller (jax.process_count() == 1: one"

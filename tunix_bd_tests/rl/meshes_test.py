@@ -49,7 +49,7 @@ def _section(**roles):
 
 
 def _settings(section):
-  return config_utils.from_section(mesh_lib.RoleMeshSettings, section, "mesh")
+  return meshes.role_settings(section)
 
 
 def _tiny_grpo_model():
@@ -200,7 +200,7 @@ class AssignDevicesTest(parameterized.TestCase):
   def test_multi_controller_is_rejected(self):
     with mock.patch.object(jax, "process_count", return_value=2):
       with self.assertRaisesRegex(ValueError, "single controller.* 2 proc"):
-        meshes.build(_settings(_section(rollout=dict(devices=4))))
+        meshes.build(_section(rollout=dict(devices=4)))
 
 
 class RlMeshSectionTest(absltest.TestCase):
@@ -237,6 +237,8 @@ class RlMeshSectionTest(absltest.TestCase):
     settings = _settings(section)
     self.assertEqual(settings.rollout, mesh_lib.RoleSettings(devices=4, tp=2))
     self.assertEqual(settings.actor, mesh_lib.RoleSettings())
+    # A typed section is taken as it is.
+    self.assertIs(_settings(settings), settings)
 
   def test_a_role_s_optional_keys_take_command_line_ints(self):
     section = config_utils.to_section(mesh_lib.RoleMeshSettings)
@@ -251,7 +253,7 @@ class BuildTest(multi_device.DeviceTestCase):
 
   def test_disjoint_actor_and_rollout_meshes(self):
     section = _section(rollout=dict(devices=4, tp=2))
-    built = meshes.build(_settings(section))
+    built = meshes.build(section)
     self.assertEqual([d.id for d in built.actor.devices.flat], [0, 1, 2, 3])
     self.assertEqual(built.actor.shape, {"fsdp": 4, "tp": 1})
     self.assertEqual([d.id for d in built.rollout.devices.flat], [4, 5, 6, 7])
@@ -273,7 +275,7 @@ class BuildTest(multi_device.DeviceTestCase):
 
   def test_no_roles_is_the_recipes_shared_mesh(self):
     section = config_utils.to_section(mesh_lib.MeshSettings)
-    built = meshes.build(_settings(section))
+    built = meshes.build(section)
     self.assertEqual(built.actor, mesh_lib.from_section(section))
     self.assertIs(built.rollout, built.actor)
     self.assertIs(built.reference, built.actor)
@@ -282,12 +284,12 @@ class BuildTest(multi_device.DeviceTestCase):
     with self.assertRaisesRegex(
         ValueError, r"mesh.rollout.fsdp \* mesh.rollout.tp = 1 \* 2 .* 3"
     ):
-      meshes.build(_settings(_section(rollout=dict(devices=3, tp=2))))
+      meshes.build(_section(rollout=dict(devices=3, tp=2)))
     with self.assertRaisesRegex(ValueError, "mesh.reference.tp must be"):
-      meshes.build(_settings(_section(reference=dict(devices=2, tp=0))))
+      meshes.build(_section(reference=dict(devices=2, tp=0)))
 
   def test_model_axes_checked_against_every_role(self):
-    built = meshes.build(_settings(_section(rollout=dict(devices=4))))
+    built = meshes.build(_section(rollout=dict(devices=4)))
     meshes.check_model_axes(test_common.tiny_qwen3(), built)
 
     class SequenceSharded(nnx.Module):
@@ -302,7 +304,7 @@ class BuildTest(multi_device.DeviceTestCase):
     # Before any weight is placed: 3 rollout devices cannot split a width
     # of 32 (JAX would say so only while placing the rollout's copy).
     built = meshes.build(
-        _settings(_section(actor=dict(devices=4), rollout=dict(devices=3)))
+        _section(actor=dict(devices=4), rollout=dict(devices=3))
     )
     with self.assertRaisesRegex(
         ValueError,
