@@ -68,13 +68,7 @@ class CompareModelTest(absltest.TestCase):
     workdir = self.create_tempdir().full_path
     # pylint: disable-next=protected-access
     rows = comparison_test._rows([(0.9, 0.99)])
-    settings = comparison_report.Settings(
-        thresholds=(0.9,),
-        max_new_tokens=8,
-        batch_size=4,
-        latency_prompts=2,
-        repeats=1,
-    )
+    settings = dataclasses.replace(_SETTINGS, batch_size=4, latency_prompts=2)
     text = comparison_report.write_report(
         workdir, rows, settings, prompts="p", title="t", seconds=1.0,
         warning="WARNING: w",
