@@ -74,6 +74,8 @@ class FixedSchedule:
     dtype: the compute dtype, `float32` or `bfloat16`; the model only
       decodes, so its matrices are stored in it
       (`precision.matrices_to_compute_dtype`).
+    scan_layers: our loop and block diffusion run the layers in one scan
+      (`denoise.DenoiseConfig.scan_layers`); the `Sampler` loops.
   """
 
   kind: str = RANDOM
@@ -87,6 +89,7 @@ class FixedSchedule:
   max_new_tokens: int = 256
   seed: int = 0
   dtype: str = "float32"
+  scan_layers: bool = False
 
   @classmethod
   def from_section(cls, section: Any, key: str) -> FixedSchedule:
@@ -124,6 +127,7 @@ class FixedSchedule:
       config_utils.check_int(f"{key}.{name}", getattr(workload, name), 1)
     config_utils.check_int(f"{key}.seed", workload.seed, 0)
     config_utils.check_choice(f"{key}.dtype", workload.dtype, precision.DTYPES)
+    config_utils.check_bool(f"{key}.scan_layers", workload.scan_layers)
     if workload.vocab_size < tokenizer_lib.VOCAB_SIZE:
       raise ValueError(
           f"{key}.vocab_size must be >= {tokenizer_lib.VOCAB_SIZE} (the"
@@ -197,6 +201,7 @@ def build(
         max_prompt_length=workload.prompt_length,
         stop_ids=(),  # Nothing ends a row early: all rows decode it all.
         pad_id=tokenizer.pad_token_id,
+        scan_layers=workload.scan_layers,
         **rule,
     )
     engines[name] = roofline.engine_decoders(

@@ -284,7 +284,10 @@ def engine_decoders(
   calls = dict(cached_logits_fn=_ModelFree(ids[0]))
 
   def twin(stop_ids):
-    settings = dataclasses.replace(config, stop_ids=tuple(stop_ids))
+    # No model call: nothing to scan.
+    settings = dataclasses.replace(
+        config, stop_ids=tuple(stop_ids), scan_layers=False
+    )
     return speed.denoiser_decoder(
         model, tokenizer, bd=bd, config=settings, **calls
     )

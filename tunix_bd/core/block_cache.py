@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from tunix_bd import config_utils
 from tunix_bd.core import families
+from tunix_bd.core import layer_scan
 from tunix_bd.core import lm_head
 
 
@@ -27,8 +28,9 @@ class BlockCache:
   slots `[end_index, end_index + block_len)` before attending.
 
   Attributes:
-    kv: the model's own cache (`model.init_cache(...)`); Tunix models write
-      at their per-layer `end_index`, which advances in step with ours.
+    kv: the model's own cache (`model.init_cache(...)`), or it stacked
+      (`layer_scan.stack_cache`); Tunix models write at their per-layer
+      `end_index`, which advances in step with ours.
     positions: int32 `[batch, cache_size]` logical positions of the slots.
     segment_ids: int32 `[batch, cache_size]`, 0 = pad or not yet written.
     end_index: int32 scalar, the number of committed slots.
@@ -67,14 +69,19 @@ def init_block_cache(
     cache_size: int,
     *,
     block_end_rows_of: int | None = None,
+    scan_layers: bool = False,
 ) -> BlockCache:
-  """An empty `BlockCache` (float32 KV) over the model's empty KV cache.
+  """An empty `BlockCache` over the model's empty KV cache (Qwen3 builds
+  it in its compute dtype, the others in float32).
 
   Args:
     cache_size: slots; at least the total canvas length.
     block_end_rows_of: a block size S: also keep the raw row at the end
       of every committed block (memory `[batch, cache_size // S + 1,
       width]`), for `canvas_ids` calls; None keeps none.
+    scan_layers: keep the KV cache stacked (`layer_scan.stack_cache`), so
+      that the default model calls run the layers in one scan, where the
+      model's layers scan (`layer_scan.scanned`); else Tunix's layout.
 
   The rows kept are `config.embed_dim` wide where the model's head is split
   off its rows (`lm_head.split_head`), else `config.vocab_size`.
@@ -97,6 +104,10 @@ def init_block_cache(
         }
         for i in range(config.num_layers)
     }
+  if not isinstance(scan_layers, bool):
+    raise ValueError(f"scan_layers must be a bool, got {scan_layers!r}.")
+  if scan_layers and layer_scan.can_scan(model):
+    kv = layer_scan.stack_cache(kv)
   hidden = lm_head.split_head(model) is not None
   width = config.embed_dim if hidden else config.vocab_size
   ends = None

@@ -98,9 +98,14 @@ def forward(
 ):
   """`(values, new_kv)` of a Tunix decoder call: its final hidden states
   (`compat.final_hidden_states`) if `hidden_states` (its head split off:
-  `lm_head.split_head`), else its float32 logits; without a cache and with
-  `scan_layers`, its layers in one scan where they can be
-  (`layer_scan.scanned`)."""
+  `lm_head.split_head`), else its float32 logits. Its layers run in one
+  scan (`layer_scan.scanned`) on a stacked cache (`layer_scan.stack_cache`),
+  and without a cache with `scan_layers` where they can."""
+  if layer_scan.is_stacked(kv):
+    call = lambda model, kv: forward(
+        model, tokens, positions, kv, mask, hidden_states
+    )
+    return layer_scan.call_stacked(model, kv, call)
   if kv is None and scan_layers:
     model = layer_scan.scanned(model)
   if hidden_states:

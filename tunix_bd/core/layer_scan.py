@@ -10,7 +10,9 @@ unchanged around a scan of Tunix's own `DecoderLayer.__call__` (so
 `model.remat` applies per layer as in the loop). The layers' states are
 stacked inside the traced call, so the model, its optimizer state,
 checkpoints and LoRA parameters keep Tunix's per-layer layout: the gradient
-of a stack is the unstack. docs/design.md "Layers compiled once".
+of a stack is the unstack. A KV cache is scanned with the layers: decoding
+keeps it stacked (`stack_cache`) for the whole loop, so no call restacks it.
+docs/design.md "Layers compiled once".
 """
 
 from __future__ import annotations
@@ -31,17 +33,41 @@ def same_structure(layers) -> bool:
   return all(nnx.graphdef(layer) == first for layer in layers[1:])
 
 
-def scan(layers, call, x):
-  """`x` through every layer of `same_structure` in one `jax.lax.scan`.
+# The key of a stacked KV cache (`stack_cache`): one entry, every layer's
+# `k`, `v` and `end_index` with a leading layer axis.
+STACKED = "stacked_layers"
 
-  `call(layer, x) -> x` is traced once, on a layer merged from one slice of
-  the layers' states, stacked here.
+
+def stack_states(layers) -> tuple[Any, Any]:
+  """`(graphdef, states)` of layers of `same_structure`: the first one's
+  graphdef and every layer's state stacked on a leading axis."""
+  states = jax.tree.map(
+      lambda *xs: jnp.stack(xs), *[nnx.state(layer) for layer in layers]
+  )
+  return nnx.graphdef(layers[0]), states
+
+
+def scan(layers, call, x, caches=None):
+  """`x` through every layer of `same_structure` in one `jax.lax.scan`
+  (`scan_stacked` of `stack_states(layers)`)."""
+  return scan_stacked(*stack_states(layers), call, x, caches)
+
+
+def scan_stacked(graphdef, states, call, x, caches=None):
+  """`x` through stacked layers (`stack_states`) in one `jax.lax.scan`.
+
+  `call(layer, x, cache) -> (x, new_cache)` is traced once, on a layer
+  merged from one slice of `states`, and the matching slice of `caches` (a
+  pytree with a leading layer axis, or None).
+
+  Returns:
+    `(x, new_caches)`, the new caches stacked as `caches` (None if None).
   """
-  graphdef = nnx.graphdef(layers[0])
 
-  def body(x, state):
+  def body(x, inputs):
+    state, cache = inputs
     layer = nnx.merge(graphdef, state)
-    x = call(layer, x)
+    x, new_cache = call(layer, x, cache)
     after = nnx.state(layer)
     if jax.tree.structure(after) != jax.tree.structure(state) or any(
         a is not b
@@ -53,27 +79,75 @@ def scan(layers, call, x):
           " quantization statistics), which a scan over the layers cannot"
           " keep; set model.scan_layers=False."
       )
-    return x, None
+    return x, new_cache
 
-  states = jax.tree.map(
-      lambda *xs: jnp.stack(xs), *[nnx.state(layer) for layer in layers]
-  )
-  return jax.lax.scan(body, x, states)[0]
+  return jax.lax.scan(body, x, (states, caches))
+
+
+def _is_layer_cache(value) -> bool:
+  """Whether `value` is a Tunix layer's KV cache (`k`, `v`, `end_index`)."""
+  return isinstance(value, dict) and "end_index" in value
+
+
+def stack_cache(kv: dict) -> dict:
+  """A Tunix KV cache (`layer_0`, `layer_1`, ...) stacked: `{STACKED: {k:
+  [layers, ...], v: ..., end_index: [layers, batch]}}`, the layout a
+  `scanned` model's calls read and write (`call_stacked`)."""
+  layers = [kv[f"layer_{i}"] for i in range(len(kv))]
+  return {STACKED: jax.tree.map(lambda *xs: jnp.stack(xs), *layers)}
+
+
+def is_stacked(kv) -> bool:
+  """Whether `kv` is a `stack_cache` cache."""
+  return isinstance(kv, dict) and STACKED in kv
+
+
+def call_stacked(model, kv: dict, call):
+  """`call(scanned model, kv)` on a `stack_cache` cache: the model's layers
+  in one scan over the stacked cache. `call(model, kv) -> (values,
+  new_kv)` is a Tunix decoder call; returns `(values, new stacked kv)`."""
+  if not can_scan(model):
+    raise ValueError(
+        "a stacked KV cache needs a model whose layers scan; a"
+        f" {type(model).__name__} of {len(getattr(model, 'layers', ()))}"
+        " layers does not (set scan_layers=False)."
+    )
+  # The scanned model is one layer, `layer_0`, of the whole stack.
+  values, new_kv = call(scanned(model), {"layer_0": kv[STACKED]})
+  return values, {STACKED: new_kv["layer_0"]}
 
 
 class ScannedLayers(nnx.Module):
   """Every layer of a decoder as the one layer its `__call__` loops over.
 
-  Called as a Tunix decoder layer without a cache, `(None, x) = layer(x,
-  *args, **kwargs)`, the arguments the same for every layer.
+  Holds the layers' states stacked (`stack_states`), once per copy: a loop
+  that calls a `scanned` model many times (decoding) reads the stack it
+  made once, not a new one per call. Called as a Tunix decoder layer,
+  `(new_cache, x) = layer(x, *args, **kwargs)`, the arguments the same for
+  every layer but the layer cache (Tunix's `k`, `v`, `end_index`): without
+  one, `new_cache` is None; with one, its leaves have a leading layer axis,
+  scanned with the layers.
   """
 
   def __init__(self, layers):
-    self.layers = nnx.List(layers)
+    self.num_layers = len(layers)
+    self.graphdef, states = stack_states(layers)
+    self.states = nnx.data(states)
 
   def __call__(self, x, *args, **kwargs):
-    call = lambda layer, x: layer(x, *args, **kwargs)[1]
-    return None, scan(self.layers, call, x)
+    where = [i for i, arg in enumerate(args) if _is_layer_cache(arg)]
+    at = where[0] if where else None
+
+    def call(layer, x, cache):
+      if at is None:
+        return layer(x, *args, **kwargs)[1], None
+      with_cache = args[:at] + (cache,) + args[at + 1 :]
+      new_cache, x = layer(x, *with_cache, **kwargs)
+      return x, new_cache
+
+    caches = None if at is None else args[at]
+    x, new_caches = scan_stacked(self.graphdef, self.states, call, x, caches)
+    return new_caches, x
 
 
 def _qwix_paths_of_first(layers) -> None:
@@ -91,18 +165,30 @@ def _qwix_paths_of_first(layers) -> None:
         module.qwix_path = first[path].qwix_path
 
 
+def is_scanned(model: Any) -> bool:
+  """Whether `model` is a `scanned` copy."""
+  layers = getattr(model, "layers", ())
+  return len(layers) == 1 and isinstance(layers[0], ScannedLayers)
+
+
+def can_scan(model: Any) -> bool:
+  """Whether `scanned(model)` runs its layers in one scan."""
+  return is_scanned(scanned(model))
+
+
 def scanned(model: Any) -> Any:
   """`model`, or a copy of it whose layers run in one scan.
 
   The copy is made when `model` is a Tunix decoder of a supported family
   (`families`) with at least two layers of one structure (one graphdef);
-  anything else (another callable, layers that differ) is returned as it
-  is, its Python loop exact as before. Call it inside the traced function:
-  the copy shares the model's parameter values, not its Variables. The
-  copy takes no KV cache.
+  a `scanned` copy is returned as it is, and anything else (another
+  callable, layers that differ) too, its Python loop exact as before. Call
+  it inside the traced function: the copy shares the model's parameter
+  values, not its Variables, its layers' stacked once per copy. The copy
+  takes a KV cache only as `stack_cache` lays it out (`call_stacked`).
   """
   model_type = getattr(type(model), "_unquantized_type", type(model))
-  if model_type not in families.MODEL_CLASSES.values():
+  if model_type not in families.MODEL_CLASSES.values() or is_scanned(model):
     return model
   if len(model.layers) < 2:
     return model

@@ -247,8 +247,11 @@ def hidden_states(
     layer_fn = nnx.remat(layer_fn)
   x = model.embedder.encode(tokens)
   if scan_layers and layer_scan.same_structure(model.layers):
-    step = lambda layer, x: layer_fn(layer, x, positions, segment_ids)
-    x = layer_scan.scan(model.layers, step, x)
+    step = lambda layer, x, _: (
+        layer_fn(layer, x, positions, segment_ids),
+        None,
+    )
+    x = layer_scan.scan(model.layers, step, x)[0]
   else:
     for layer in model.layers:
       x = layer_fn(layer, x, positions, segment_ids)

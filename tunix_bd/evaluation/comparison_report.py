@@ -117,9 +117,11 @@ def evaluate(
     settings: Settings,
     mesh: jax.sharding.Mesh,
     precision: precision_lib.Precision = precision_lib.Precision(),
+    scan_layers: bool = False,
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints, at `precision`; one row per
-  method.
+  method. With `scan_layers`, our loop and block diffusion decode with the
+  layers in one scan (`denoise.DenoiseConfig.scan_layers`).
 
   Ratios are against Tunix's `Sampler` (row 0). Each record is
   `{"messages", "answer", "task"}`: the messages rendered with the chat
@@ -180,7 +182,11 @@ def evaluate(
 
     def denoiser(model, model_bd, threshold, model_tokenizer=tokenizer):
       config = settings_lib.denoise_config(
-          model_tokenizer, width, max_new_tokens=budget, threshold=threshold
+          model_tokenizer,
+          width,
+          max_new_tokens=budget,
+          threshold=threshold,
+          scan_layers=scan_layers,
       )
       return speed.denoiser_decoder(
           model, model_tokenizer, bd=model_bd, config=config

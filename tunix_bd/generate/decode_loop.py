@@ -25,6 +25,7 @@ from tunix_bd.core import bd_config as bd_config_lib
 from tunix_bd.core import block_cache
 from tunix_bd.core import cached_logits
 from tunix_bd.core import diffusion_lm
+from tunix_bd.core import layer_scan
 from tunix_bd.core import lm_head
 from tunix_bd.core import rng
 from tunix_bd.generate import canvas as canvas_lib
@@ -153,6 +154,7 @@ def model_calls(model, inputs, *, bd, layout, fns, use_cache):
         "bd",
         "layout",
         "use_cache",
+        "scan_layers",
         "logits_fn",
         "cached_logits_fn",
     ),
@@ -167,6 +169,7 @@ def decode(
     bd: bd_config_lib.BlockDiffusionConfig,
     layout: canvas_lib.Layout,
     use_cache: bool,
+    scan_layers: bool = False,
     logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
     cached_logits_fn: diffusion_lm.CachedRowsFn = (
         cached_logits.block_rows_with_cache
@@ -180,8 +183,8 @@ def decode(
       per-row RNG seeds (`pack_inputs`).
     params: the commit rule, its parameters and the temperature (traced).
     stop_ids: int32 `[num_stop_ids]` ids that stop a row.
-    bd, layout, use_cache, logits_fn, cached_logits_fn: as the `Denoiser`
-      holds them (static).
+    bd, layout, use_cache, scan_layers, logits_fn, cached_logits_fn: as
+      the `Denoiser` holds them (static).
 
   Returns:
     int32 `[batch, 3 * length + 2]`, read by `unpack_outputs`: physical
@@ -189,6 +192,9 @@ def decode(
     `logp_at`; per-row `num_steps` and `nonfinite`.
   """
   model = nnx.merge(graphdef, state)
+  if scan_layers:
+    # Its layers stacked here, once, not in every forward of the loop.
+    model = layer_scan.scanned(model)
   inputs, seeds = canvas_lib.unpack_inputs(packed_inputs, layout.length)
   completion = inputs["completion"]
   first_block, num_blocks = inputs["first_block"], inputs["num_blocks"]
@@ -263,7 +269,9 @@ def decode(
       num_steps=jnp.zeros((batch,), jnp.int32),
       nonfinite=jnp.zeros((batch,), bool),
       cache=(
-          block_cache.init_block_cache(model, batch, length)
+          block_cache.init_block_cache(
+              model, batch, length, scan_layers=scan_layers
+          )
           if use_cache
           else None
       ),

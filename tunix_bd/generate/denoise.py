@@ -77,11 +77,16 @@ class Sampling(commit_rules.CommitSettings):
 class DenoiseConfig(Sampling):
   """How to denoise. Frozen and hashable.
 
-  Only `max_new_tokens`, `max_prompt_length`, `use_cache` and the number of
-  stop ids shape the compiled program; the rest are runtime values.
+  Only `max_new_tokens`, `max_prompt_length`, `use_cache`, `scan_layers`
+  and the number of stop ids shape the compiled program; the rest are
+  runtime values.
 
   Attributes:
     max_prompt_length: the longest prompt accepted; fixes the layout.
+    scan_layers: cached decoding runs the model's layers in one scan over a
+      stacked KV cache (`core.layer_scan`): the program compiles one layer,
+      not each; equal tokens up to float rounding. Where the layers cannot
+      scan, and for cache-free decoding, Tunix's loop over them.
     stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
   """
@@ -89,6 +94,7 @@ class DenoiseConfig(Sampling):
   max_prompt_length: int
   stop_ids: tuple[int, ...] = ()
   pad_id: int = 0
+  scan_layers: bool = False
 
   def __new__(cls, *args, **kwargs):
     # Unknown keywords (an AR sampler's `top_p`, say) fail as a ValueError
@@ -121,6 +127,7 @@ class DenoiseConfig(Sampling):
         and all(commit_rules.is_int(s) and s >= 0 for s in stop_ids),
         "a sequence of ints >= 0",
     )
+    self.check("scan_layers", isinstance(self.scan_layers, bool), "a bool")
     object.__setattr__(self, "pad_id", int(self.pad_id))
     object.__setattr__(self, "stop_ids", tuple(int(s) for s in stop_ids))
 
@@ -210,6 +217,21 @@ class Denoiser:
     )
     cache_free = isinstance(cached_logits_fn, external_logits.CacheFree)
     self._use_cache = config.use_cache and not cache_free
+    if (
+        config.scan_layers
+        and self._use_cache
+        and cached_logits_fn
+        not in (
+            cached_logits.block_rows_with_cache,
+            cached_logits.block_logits_with_cache,
+        )
+    ):
+      # An injected call gets the cache's `kv` for a model it calls itself.
+      raise ValueError(
+          "scan_layers=True keeps the KV cache stacked, which only the"
+          " default cached model call reads; set scan_layers=False with an"
+          " injected cached_logits_fn."
+      )
     self._logits_fns = dict(
         logits_fn=cached_logits_fn.logits_fn if cache_free else logits_fn,
         cached_logits_fn=cached_logits_fn,
@@ -253,6 +275,7 @@ class Denoiser:
         bd=bd,
         layout=self._layout,
         use_cache=self._use_cache,
+        scan_layers=config.scan_layers and self._use_cache,
         **self._logits_fns,
     )
     out = canvas_lib.unpack_outputs(packed, self._layout.length)

@@ -278,6 +278,9 @@ class CompareModel(precision.Precision):
   Attributes:
     ar: the AR model, an HF-style directory.
     bd: its conversion (`sft.py`'s export, with `block_diffusion.json`).
+    scan_layers: our loop and block diffusion run the layers in one scan
+      (`denoise.DenoiseConfig.scan_layers`): each decoding program compiles
+      one layer, not each; the same tokens. Tunix's `Sampler` loops.
   """
 
   ar: str = config_utils.source(
@@ -286,6 +289,11 @@ class CompareModel(precision.Precision):
   bd: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
   )
+  scan_layers: bool = False
+
+  def __post_init__(self):
+    super().__post_init__()
+    config_utils.check_bool(f"{self.SECTION}.scan_layers", self.scan_layers)
 
   def directory_hint(self, key: str) -> str:
     """What to set when checkpoint `key` is missing (`run.provenance`)."""

@@ -78,6 +78,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       settings,
       mesh_lib.make_mesh(stage.settings.mesh),
       precision=model,
+      scan_layers=model.scan_layers,
   )
   text = comparison_report.write_report(
       config.workdir,

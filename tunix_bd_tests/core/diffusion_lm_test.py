@@ -13,6 +13,7 @@ import numpy as np
 from tunix.generate import utils as generate_utils
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix_bd.core import bd_config
+from tunix_bd.core import block_cache
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import families
 from tunix_bd.core import layer_scan
@@ -431,6 +432,13 @@ class LayerScanTest(parameterized.TestCase):
     # One layer: nothing to scan.
     one = test_common.tiny_qwen3(_VOCAB, num_layers=1)
     self.assertIs(layer_scan.scanned(one), one)
+    # Its decoding cache keeps Tunix's layout, which the loop reads.
+    cache = block_cache.init_block_cache(one, 1, 8, scan_layers=True)
+    self.assertFalse(layer_scan.is_stacked(cache.kv))
+    with self.assertRaisesRegex(ValueError, "stacked KV cache needs a model"):
+      layer_scan.call_stacked(
+          one, layer_scan.stack_cache(cache.kv), lambda m, kv: m(kv)
+      )
     # LoRA on the first layer only: two structures.
     model = lora.apply_lora(
         _QWEN3, rank=2, alpha=4.0, module_path="layers/0/.*"

@@ -15,8 +15,10 @@ from flax import nnx
 import jax
 import numpy as np
 from tunix_bd.core import bd_config
+from tunix_bd.core import block_cache
 from tunix_bd.core import diffusion_lm
 from tunix_bd.core import eos
+from tunix_bd.core import layer_scan
 from tunix_bd.core import scoring
 from tunix_bd.core import trace as trace_lib
 from tunix_bd.generate import canvas as canvas_lib
@@ -430,6 +432,47 @@ class GenerateTest(parameterized.TestCase):
     )
 
 
+class ScannedLayersTest(parameterized.TestCase):
+  """`scan_layers=True` decodes as Tunix's loop over the layers does."""
+
+  def test_every_rule_commits_what_a_brute_force_replay_picks(self):
+    self.assertTrue(
+        layer_scan.is_stacked(
+            block_cache.init_block_cache(_QWEN3, 1, 8, scan_layers=True).kv
+        )
+    )
+    for run in _RUNS:
+      config = _config(scan_layers=True, **run)
+      out = _generate(config)
+      _brute_force_check(self, out, config)
+      want = _generate(_config(**run))
+      np.testing.assert_array_equal(out.trace.tokens, want.trace.tokens)
+      np.testing.assert_array_equal(
+          out.trace.action_step, want.trace.action_step
+      )
+      np.testing.assert_allclose(
+          out.trace.action_logp, want.trace.action_logp, atol=1e-6
+      )
+
+  @parameterized.parameters("qwen2", "llama3")
+  def test_other_families_decode_the_loop_s_tokens(self, family):
+    model = test_common.tiny_family_model(family, vocab_size=_VOCAB)
+    config = _config(rule=commit_rules.THRESHOLD, threshold=0.5)
+    got = _generate(dataclasses.replace(config, scan_layers=True), model)
+    want = _generate(config, model)
+    np.testing.assert_array_equal(got.trace.tokens, want.trace.tokens)
+    np.testing.assert_array_equal(got.num_forwards, want.num_forwards)
+
+  def test_an_injected_cached_call_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "scan_layers=True.*injected"):
+      denoise.Denoiser(
+          _QWEN3,
+          bd=_BD,
+          config=_config(scan_layers=True),
+          cached_logits_fn=lambda *args, **kwargs: None,
+      )
+
+
 class ValidationTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -445,6 +488,7 @@ class ValidationTest(parameterized.TestCase):
       ("top_p", dict(top_p=0.9), r"sampling filters \['top_p'\]"),
       ("typo", dict(treshold=0.9), r"unknown denoise settings \['treshold'\]"),
       ("stop_ids", dict(stop_ids="2"), "stop_ids"),
+      ("scan_layers", dict(scan_layers=1), "scan_layers"),
   )
   def test_bad_config(self, change, message):
     settings = dict(max_new_tokens=4, max_prompt_length=4)
