@@ -60,6 +60,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # all prompts).
   config.extra_batch_sizes = ()
   config.extra_batches = 2
+  # Our loop and block diffusion decode with the layers in one scan: each
+  # program compiles one layer, not each (docs/design.md).
+  config.scan_layers = False
   config.mesh = config_utils.to_section(mesh.MeshSettings)
   if variant == "long":
     config.workdir = "runs/quickstart_long"

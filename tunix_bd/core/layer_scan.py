@@ -8,10 +8,12 @@ of the model whose `layers` is one `ScannedLayers`: the model's own
 `__call__` (embedder, final norm, head, qwix's LoRA interception) runs
 unchanged around a scan of Tunix's own `DecoderLayer.__call__` (so
 `model.remat` applies per layer as in the loop). The layers' states are
-stacked inside the traced call, so the model, its optimizer state,
-checkpoints and LoRA parameters keep Tunix's per-layer layout: the gradient
-of a stack is the unstack. A KV cache is scanned with the layers: decoding
-keeps it stacked (`stack_cache`) for the whole loop, so no call restacks it.
+stacked when the copy is built, inside the traced function, so the model,
+its optimizer state, checkpoints and LoRA parameters keep Tunix's per-layer
+layout: the gradient of a stack is the unstack. A KV cache is scanned with
+the layers: decoding keeps it stacked (`stack_cache`) for its whole loop,
+and stacks the weights once per call, before the loop (a second copy of the
+layers' weights while it decodes).
 docs/design.md "Layers compiled once".
 """
 
@@ -40,7 +42,12 @@ STACKED = "stacked_layers"
 
 def stack_states(layers) -> tuple[Any, Any]:
   """`(graphdef, states)` of layers of `same_structure`: the first one's
-  graphdef and every layer's state stacked on a leading axis."""
+  graphdef and every layer's state stacked on a leading axis.
+
+  The stacked Variables keep each layer's sharding metadata, one axis
+  short: fine while nothing shards them eagerly (a stack lives inside a
+  traced call).
+  """
   states = jax.tree.map(
       lambda *xs: jnp.stack(xs), *[nnx.state(layer) for layer in layers]
   )
@@ -77,7 +84,7 @@ def scan_stacked(graphdef, states, call, x, caches=None):
       raise ValueError(
           "a layer of this model updates its own state when called (e.g."
           " quantization statistics), which a scan over the layers cannot"
-          " keep; set model.scan_layers=False."
+          " keep; set scan_layers=False (model.scan_layers in a recipe)."
       )
     return x, new_cache
 
@@ -106,14 +113,15 @@ def call_stacked(model, kv: dict, call):
   """`call(scanned model, kv)` on a `stack_cache` cache: the model's layers
   in one scan over the stacked cache. `call(model, kv) -> (values,
   new_kv)` is a Tunix decoder call; returns `(values, new stacked kv)`."""
-  if not can_scan(model):
+  copy = scanned(model)
+  if not is_scanned(copy):
     raise ValueError(
-        "a stacked KV cache needs a model whose layers scan; a"
-        f" {type(model).__name__} of {len(getattr(model, 'layers', ()))}"
-        " layers does not (set scan_layers=False)."
+        "a stacked KV cache (init_block_cache(scan_layers=True)) needs a"
+        " model whose layers scan (at least two of one structure), not this"
+        f" {type(model).__name__} of {len(getattr(model, 'layers', ()))}."
     )
   # The scanned model is one layer, `layer_0`, of the whole stack.
-  values, new_kv = call(scanned(model), {"layer_0": kv[STACKED]})
+  values, new_kv = call(copy, {"layer_0": kv[STACKED]})
   return values, {STACKED: new_kv["layer_0"]}
 
 
@@ -135,8 +143,18 @@ class ScannedLayers(nnx.Module):
     self.states = nnx.data(states)
 
   def __call__(self, x, *args, **kwargs):
+    if any(_is_layer_cache(value) for value in kwargs.values()):
+      raise ValueError("ScannedLayers takes a layer cache positionally.")
     where = [i for i, arg in enumerate(args) if _is_layer_cache(arg)]
     at = where[0] if where else None
+    if at is not None and any(
+        jnp.ndim(leaf) == 0 or jnp.shape(leaf)[0] != self.num_layers
+        for leaf in jax.tree.leaves(args[at])
+    ):
+      raise ValueError(
+          f"a scanned model of {self.num_layers} layers takes its KV cache"
+          " stacked on a leading layer axis (layer_scan.stack_cache)."
+      )
 
     def call(layer, x, cache):
       if at is None:
@@ -172,8 +190,22 @@ def is_scanned(model: Any) -> bool:
 
 
 def can_scan(model: Any) -> bool:
-  """Whether `scanned(model)` runs its layers in one scan."""
-  return is_scanned(scanned(model))
+  """Whether `scanned(model)` runs its layers in one scan (nothing is
+  stacked to find out)."""
+  return is_scanned(model) or _scannable_copy(model) is not None
+
+
+def _scannable_copy(model: Any) -> Any:
+  """A copy of `model` whose layers can scan (qwix paths made the first
+  layer's), or None; it shares the model's arrays."""
+  model_type = getattr(type(model), "_unquantized_type", type(model))
+  if model_type not in families.MODEL_CLASSES.values():
+    return None
+  if len(model.layers) < 2:
+    return None
+  copy = nnx.merge(*nnx.split(model))
+  _qwix_paths_of_first(list(copy.layers))
+  return copy if same_structure(list(copy.layers)) else None
 
 
 def scanned(model: Any) -> Any:
@@ -187,15 +219,8 @@ def scanned(model: Any) -> Any:
   values, not its Variables, its layers' stacked once per copy. The copy
   takes a KV cache only as `stack_cache` lays it out (`call_stacked`).
   """
-  model_type = getattr(type(model), "_unquantized_type", type(model))
-  if model_type not in families.MODEL_CLASSES.values() or is_scanned(model):
+  copy = None if is_scanned(model) else _scannable_copy(model)
+  if copy is None:
     return model
-  if len(model.layers) < 2:
-    return model
-  copy = nnx.merge(*nnx.split(model))
-  layers = list(copy.layers)
-  _qwix_paths_of_first(layers)
-  if not same_structure(layers):
-    return model
-  copy.layers = nnx.List([ScannedLayers(layers)])
+  copy.layers = nnx.List([ScannedLayers(list(copy.layers))])
   return copy

@@ -24,6 +24,7 @@ from tunix_bd import config_utils
 from tunix_bd import files
 from tunix_bd import mesh as mesh_lib
 from tunix_bd.core import bd_config as bd_config_lib
+from tunix_bd.core import layer_scan
 from tunix_bd.data import chat
 from tunix_bd.data import scoring
 from tunix_bd.evaluation import ar_sampler
@@ -142,7 +143,9 @@ def evaluate(
     each over its first `extra_batches` batches),
     `num_params` (of the model the method decodes with),
     `mean_answer_tokens` (of its completions, stop token excluded),
-    `dtype` (`precision`'s, the compute dtype of both models), for
+    `dtype` (`precision`'s, the compute dtype of both models),
+    `layers_scanned` (whether the method's decoding ran the layers in one
+    scan: `scan_layers` and a model whose layers scan), for
     block diffusion `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
     at its block size), and the spread over repeats, `[min, max]` of each
     speed with every batch at its fastest or slowest repeat:
@@ -179,6 +182,10 @@ def evaluate(
         models.ar_dir, precision, mesh=mesh, decoding_only=True
     )
     bd_model = models.bd.load(mesh, precision).model
+    scanned = {
+        name: scan_layers and layer_scan.can_scan(model)
+        for name, model in (("ar", ar_model), ("bd", bd_model))
+    }
 
     def denoiser(model, model_bd, threshold, model_tokenizer=tokenizer):
       config = settings_lib.denoise_config(
@@ -285,6 +292,8 @@ def evaluate(
         "num_params": num_params["bd" if method in thresholds_of else "ar"],
         "mean_answer_tokens": _mean_answer_tokens(timing, tokenizer),
         "dtype": precision.dtype,
+        "layers_scanned": method != comparison.AR_SAMPLER
+        and scanned["bd" if method in thresholds_of else "ar"],
         "tpf_ceiling": ceiling if method in thresholds_of else None,
         "batch1_ms_range": [
             1e3 * fast.seconds_per_row,

@@ -85,8 +85,9 @@ class DenoiseConfig(Sampling):
     max_prompt_length: the longest prompt accepted; fixes the layout.
     scan_layers: cached decoding runs the model's layers in one scan over a
       stacked KV cache (`core.layer_scan`): the program compiles one layer,
-      not each; equal tokens up to float rounding. Where the layers cannot
-      scan, and for cache-free decoding, Tunix's loop over them.
+      not each; equal tokens up to float rounding. Each call stacks the
+      layers' weights once (a second copy of them while it decodes). Where
+      the layers cannot scan, and for cache-free decoding, Tunix's loop.
     stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
   """

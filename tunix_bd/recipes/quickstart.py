@@ -52,13 +52,16 @@ def _stage_configs(config: ml_collections.ConfigDict):
 class QuickstartSettings(comparison_report.Settings):
   """The recipe's top-level keys: what both stages train on and stage 3
   evaluates (`tasks`), on `num_prompts` eval prompts, and how stage 3
-  decodes and times."""
+  decodes and times (`scan_layers`: our loop and block diffusion with the
+  layers in one scan, as `compare.py`'s `model.scan_layers`)."""
 
   tasks: tuple[str, ...]
   num_prompts: int
+  scan_layers: bool = False
 
   def __post_init__(self):
     config_utils.check_int("num_prompts", self.num_prompts, 1)
+    config_utils.check_bool("scan_layers", self.scan_layers)
     tasks_lib.check_names(self.tasks, "tasks")  # Of every stage.
     object.__setattr__(self, "tasks", tuple(self.tasks))
     super().__post_init__()
@@ -126,6 +129,7 @@ def run(config: ml_collections.ConfigDict) -> list[dict]:
       mesh_lib.make_mesh(stage.settings.mesh),
       # As the conversion computed: a bfloat16 chain compares in bfloat16.
       precision=precision_lib.Precision(dtype=sft_config.model.dtype),
+      scan_layers=settings.scan_layers,
   )
   text = comparison_report.write_report(
       workdir,

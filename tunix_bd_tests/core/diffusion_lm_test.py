@@ -435,9 +435,19 @@ class LayerScanTest(parameterized.TestCase):
     # Its decoding cache keeps Tunix's layout, which the loop reads.
     cache = block_cache.init_block_cache(one, 1, 8, scan_layers=True)
     self.assertFalse(layer_scan.is_stacked(cache.kv))
-    with self.assertRaisesRegex(ValueError, "stacked KV cache needs a model"):
+    with self.assertRaisesRegex(ValueError, "stacked KV cache .* needs a"):
       layer_scan.call_stacked(
           one, layer_scan.stack_cache(cache.kv), lambda m, kv: m(kv)
+      )
+    # A scanned copy refuses a cache in Tunix's per-layer layout.
+    layer_cache = block_cache.init_block_cache(_QWEN3, 1, 8).kv["layer_0"]
+    tokens = jnp.zeros((1, 4), jnp.int32)
+    with self.assertRaisesRegex(ValueError, "layer_scan.stack_cache"):
+      layer_scan.scanned(_QWEN3)(
+          tokens,
+          tokens,
+          {"layer_0": layer_cache},
+          jnp.ones((1, 4, 8), bool),
       )
     # LoRA on the first layer only: two structures.
     model = lora.apply_lora(

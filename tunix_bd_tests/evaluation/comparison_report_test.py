@@ -152,5 +152,25 @@ class EvaluateChecksTest(absltest.TestCase):
       )
 
 
+class ScannedLayersTest(absltest.TestCase):
+
+  def test_rows_say_which_methods_decoded_with_the_layers_scanned(self):
+    ar = os.path.join(_HF, "q3_tied_hd32")
+    records = [{
+        "messages": [{"role": "user", "content": "sort 31"}],
+        "answer": "13",
+        "task": "jsonl",
+    }]
+    rows = comparison_report.evaluate(
+        pair.open_models(ar, _SDAR),
+        records,
+        _SETTINGS,
+        mesh.make_mesh(mesh.MeshSettings()),
+        scan_layers=True,
+    )
+    # Tunix's Sampler keeps its loop; both two-layer models scan.
+    self.assertEqual([r["layers_scanned"] for r in rows], [False, True, True])
+
+
 if __name__ == "__main__":
   absltest.main()
