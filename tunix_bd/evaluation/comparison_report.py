@@ -292,8 +292,10 @@ def evaluate(
         "num_params": num_params["bd" if method in thresholds_of else "ar"],
         "mean_answer_tokens": _mean_answer_tokens(timing, tokenizer),
         "dtype": precision.dtype,
-        "layers_scanned": method != comparison.AR_SAMPLER
-        and scanned["bd" if method in thresholds_of else "ar"],
+        "layers_scanned": (
+            method != comparison.AR_SAMPLER
+            and scanned["bd" if method in thresholds_of else "ar"]
+        ),
         "tpf_ceiling": ceiling if method in thresholds_of else None,
         "batch1_ms_range": [
             1e3 * fast.seconds_per_row,
