@@ -104,8 +104,7 @@ def init_block_cache(
         }
         for i in range(config.num_layers)
     }
-  if not isinstance(scan_layers, bool):
-    raise ValueError(f"scan_layers must be a bool, got {scan_layers!r}.")
+  config_utils.check_bool("scan_layers", scan_layers)
   if scan_layers and layer_scan.can_scan(model):
     kv = layer_scan.stack_cache(kv)
   hidden = lm_head.split_head(model) is not None

@@ -48,10 +48,13 @@ def stack_states(layers) -> tuple[Any, Any]:
   short: fine while nothing shards them eagerly (a stack lives inside a
   traced call).
   """
-  states = jax.tree.map(
-      lambda *xs: jnp.stack(xs), *[nnx.state(layer) for layer in layers]
-  )
+  states = _stacked(nnx.state(layer) for layer in layers)
   return nnx.graphdef(layers[0]), states
+
+
+def _stacked(trees) -> Any:
+  """Pytrees of one structure as one, each leaf stacked on a new axis 0."""
+  return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
 def scan(layers, call, x, caches=None):
@@ -100,8 +103,7 @@ def stack_cache(kv: dict) -> dict:
   """A Tunix KV cache (`layer_0`, `layer_1`, ...) stacked: `{STACKED: {k:
   [layers, ...], v: ..., end_index: [layers, batch]}}`, the layout a
   `scanned` model's calls read and write (`call_stacked`)."""
-  layers = [kv[f"layer_{i}"] for i in range(len(kv))]
-  return {STACKED: jax.tree.map(lambda *xs: jnp.stack(xs), *layers)}
+  return {STACKED: _stacked(kv[f"layer_{i}"] for i in range(len(kv)))}
 
 
 def is_stacked(kv) -> bool:
