@@ -49,7 +49,13 @@ come from the reward alone; then decode each length range:
 
 Variants (`grpo.py:VARIANT`): `default`; `weak` and `extrapolate` (above);
 `long`, the `count`
-task with a 256-token budget on the `quickstart.py:long` model; `smoke`
+task with a 256-token budget on the `quickstart.py:long` model;
+`realistic`, the `trace` conversion of `quickstart.py:realistic` (one TPU
+v5e chip; its hyperparameters are the default's scaled to the task, not yet
+tuned on the chip) with the forwards-aware reward, a bonus for correct
+answers in fewer forwards (`reward.speed_gate=exact`), and
+`realistic_tiny` its CPU-size twin after `quickstart.py:realistic_tiny`;
+`smoke`
 (alias `tiny`), a random tiny converted model and 3 steps, needing no
 earlier run.
 """
@@ -65,7 +71,16 @@ from tunix_bd.models import sections
 from tunix_bd.rl import settings
 from tunix_bd.training import options
 
-_VARIANTS = ("default", "weak", "extrapolate", "long", "smoke", "tiny")
+_VARIANTS = (
+    "default",
+    "weak",
+    "extrapolate",
+    "long",
+    "realistic",
+    "realistic_tiny",
+    "smoke",
+    "tiny",
+)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -148,6 +163,45 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.train.update(batch_size=4)
     config.grpo.update(num_generations=4)
     config.eval.update(num_prompts=64, sampled_samples=2, batch_size=16)
+  if variant.startswith("realistic"):
+    config.workdir = f"runs/grpo_{variant}"
+    config.model.update(
+        checkpoint=f"runs/quickstart_{variant}/sft/export",
+        reference=f"runs/quickstart_{variant}/sft/export",
+        dtype="bfloat16",
+    )
+    config.data.tasks = ("trace",)
+    # Prompts of up to 86 characters in the chat template; answers of up
+    # to 194 and the stop token. Rollouts at the lowest threshold the
+    # held-out evaluation reports, where accuracy has room to gain.
+    config.rollout.update(
+        max_new_tokens=200, max_prompt_length=112, threshold=0.9
+    )
+    config.reward.update(speed_weight=0.5, speed_gate="exact")
+    config.grpo.update(num_generations=4)
+    config.train.update(
+        batch_size=8,
+        max_steps=60,
+        eval_every_n_steps=30,
+        checkpoint_every_n_steps=30,
+    )
+    config.eval.update(
+        num_prompts=128,
+        thresholds=(0.9, 0.97, 0.99),
+        sampled_threshold=0.9,
+        sampled_samples=1,
+    )
+  if variant == "realistic_tiny":
+    config.model.dtype = "float32"
+    config.data.num_train = 64
+    config.train.update(
+        batch_size=2,
+        max_steps=2,
+        warmup_steps=1,
+        eval_every_n_steps=2,
+        checkpoint_every_n_steps=2,
+    )
+    config.eval.update(num_prompts=4, thresholds=(0.9,), batch_size=4)
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/grpo_smoke"
     config.model.update(random_init=True, reference="")

@@ -25,8 +25,17 @@ Your own models (same tokenizer; the student converted by `sft.py`):
       --config.model.teacher=/path/to/Qwen3-0.6B \
       --config.data.train=train.jsonl --config.data.eval=eval.jsonl
 
-Variants (`opd.py:VARIANT`): `default`; `smoke` (alias `tiny`), a random
-tiny student and teacher and a few steps, needing no earlier run.
+Variants (`opd.py:VARIANT`): `default`; `realistic`, the 0.1 B `trace`
+teacher and its conversion from `quickstart.py:realistic` (one TPU v5e
+chip; its hyperparameters are the default's scaled to the task, not yet
+tuned on the chip), with `realistic_tiny` its CPU-size twin after
+`quickstart.py:realistic_tiny`:
+
+  tunix run --plugin tunix_bd quickstart.py:realistic
+  tunix run --plugin tunix_bd opd.py:realistic
+
+`smoke` (alias `tiny`), a random tiny student and teacher and a few steps,
+needing no earlier run.
 """
 
 import ml_collections
@@ -45,10 +54,9 @@ from tunix_bd.training import options
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Returns the config of variant `arg` (default: `default`)."""
   variant = arg or "default"
-  if variant not in ("default", "smoke", "tiny"):
-    raise ValueError(
-        f"unknown opd variant {variant!r}; use 'default' or 'smoke' ('tiny')."
-    )
+  variants = ("default", "realistic", "realistic_tiny", "smoke", "tiny")
+  if variant not in variants:
+    raise ValueError(f"unknown opd variant {variant!r}; use one of {variants}.")
   config = ml_collections.ConfigDict()
   config.recipe = "opd"
   config.workdir = "runs/opd"
@@ -91,6 +99,33 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.export = config_utils.to_section(sections.ExportSettings)
   config.mesh = config_utils.to_section(mesh.MeshSettings)
 
+  if variant.startswith("realistic"):
+    config.workdir = f"runs/opd_{variant}"
+    config.model.update(
+        student=f"runs/quickstart_{variant}/sft/export",
+        teacher=f"runs/quickstart_{variant}/ar_pretrain/export",
+        dtype="bfloat16",
+    )
+    config.data.update(tasks=("trace",), max_length=304)
+    # Prompts of up to 86 characters in the chat template; answers of up
+    # to 194 and the stop token.
+    config.rollout.update(max_new_tokens=200, max_prompt_length=112)
+    config.train.update(
+        max_steps=120, eval_every_n_steps=60, checkpoint_every_n_steps=60
+    )
+    # `quickstart.py:realistic`'s thresholds.
+    config.eval.thresholds = (0.9, 0.97, 0.99)
+  if variant == "realistic_tiny":
+    config.model.dtype = "float32"
+    config.data.update(num_train=64, num_eval=4)
+    config.train.update(
+        batch_size=4,
+        max_steps=2,
+        warmup_steps=1,
+        eval_every_n_steps=2,
+        checkpoint_every_n_steps=2,
+    )
+    config.eval.update(batch_size=4, thresholds=(0.9,))
   if variant in ("smoke", "tiny"):
     config.workdir = "runs/opd_smoke"
     config.model.random_init = True

@@ -53,6 +53,17 @@ def final_answer(text: str) -> str:
   return text[mark + len(FINAL_ANSWER_MARK) :].split("\n", 1)[0].strip()
 
 
+def final_match(completion: str, answer: str) -> bool:
+  """Whether the completion states the answer's result (`final_answer`)."""
+  return final_answer(completion) == final_answer(answer)
+
+
+def states_results(answers: Sequence[str]) -> bool:
+  """Whether any answer ends with a result line, so final answers score
+  apart from exact match."""
+  return any(FINAL_ANSWER_MARK in a for a in answers)
+
+
 def char_accuracy(completion: str, answer: str) -> float:
   """Characters equal position by position over the longer string, in [0, 1].
 
@@ -88,10 +99,7 @@ def score_by_task(
     )
   hits: dict[str, list[bool]] = {}
   for task, completion, answer in zip(tasks, completions, answers):
-    if final:
-      hit = final_answer(completion) == final_answer(answer)
-    else:
-      hit = exact_match(completion, answer)
+    hit = (final_match if final else exact_match)(completion, answer)
     hits.setdefault(task, []).append(hit)
     hits.setdefault("all", []).append(hit)
   order = sorted(hits, key=lambda k: (k == "all", k))

@@ -48,6 +48,8 @@ class DecodeResult:
       replay was verified.
     correct: bool `[num_prompts]` exact match against the `PromptSet`'s
       answers, if it has them.
+    final_correct: bool `[num_prompts]`, the final answers' match
+      (`scoring.final_answer`), if the answers state results.
   """
 
   texts: list[str]
@@ -57,6 +59,7 @@ class DecodeResult:
   seconds: float
   max_replay_error: float | None
   correct: np.ndarray | None
+  final_correct: np.ndarray | None = None
 
 
 def call_rows(num_prompts: int, batch_size: int) -> list[np.ndarray]:
@@ -150,17 +153,23 @@ def decode_prompts(
       on_batch(out)
   num_tokens = np.asarray(lengths[:num], np.int32)
   num_forwards = np.concatenate(forwards)[:num]
+  texts = texts[:num]  # Without the last call's filler.
+  score = lambda rule: np.asarray(
+      [rule(t, a) for t, a in zip(texts, prompts.answers)]
+  )
+  answers = prompts.answers or ()
   return DecodeResult(
-      texts=texts[:num],
+      texts=texts,
       num_tokens=num_tokens,
       num_forwards=num_forwards,
       tokens_per_forward=num_tokens / np.maximum(num_forwards, 1),
       seconds=seconds,
       max_replay_error=error if verify_replay else None,
-      correct=None
-      if prompts.answers is None
-      else np.asarray(
-          [scoring.exact_match(t, a) for t, a in zip(texts, prompts.answers)]
+      correct=None if not answers else score(scoring.exact_match),
+      final_correct=(
+          score(scoring.final_match)
+          if scoring.states_results(answers)
+          else None
       ),
   )
 
@@ -203,11 +212,14 @@ def greedy(
 
 
 def greedy_metrics(results: dict[str, DecodeResult]) -> dict[str, float]:
-  """`exact_match@L` and `tokens_per_forward@L` of each setting's label L
-  (`greedy`'s keys: `exact_match@0.5`, `exact_match@top_k=2`)."""
+  """`exact_match@L`, `final_answer@L` (answers that state results) and
+  `tokens_per_forward@L` of each setting's label L (`greedy`'s keys:
+  `exact_match@0.5`, `exact_match@top_k=2`)."""
   metrics = {}
   for label, decoded in results.items():
     metrics[f"exact_match@{label}"] = float(np.mean(decoded.correct))
+    if decoded.final_correct is not None:
+      metrics[f"final_answer@{label}"] = float(np.mean(decoded.final_correct))
     metrics[f"tokens_per_forward@{label}"] = float(
         np.mean(decoded.tokens_per_forward)
     )

@@ -56,7 +56,7 @@ class HeldOutResult:
   sampled_setting: str = ""
 
   def to_json(self) -> dict[str, Any]:
-    """The metrics (`exact_match@L`, `tokens_per_forward@L`,
+    """The metrics (`exact_match@L`, `final_answer@L`, `tokens_per_forward@L`,
     `sampled_exact_match`) and the per-prompt results (to pair runs with)."""
     metrics = prompt_batches.greedy_metrics(self.greedy)
     if self.sampled_correct.size:
@@ -175,6 +175,10 @@ def compare(
   for label, b in before.greedy.items():
     a = after.greedy[label]
     changes[f"exact_match@{label}"] = paired_difference(b.correct, a.correct)
+    if b.final_correct is not None:
+      changes[f"final_answer@{label}"] = paired_difference(
+          b.final_correct, a.final_correct
+      )
     changes[f"tokens_per_forward@{label}"] = paired_difference(
         b.tokens_per_forward, a.tokens_per_forward
     )

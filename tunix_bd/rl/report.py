@@ -51,6 +51,8 @@ def metric_label(row: dict[str, Any]) -> str:
   name, _, label = row["metric"].partition("@")
   if name == "exact_match":
     return f"greedy exact match, {commit_rules.describe(label)}"
+  if name == "final_answer":
+    return f"greedy final answer, {commit_rules.describe(label)}"
   if name == "tokens_per_forward":
     return f"greedy tokens/forward, {commit_rules.describe(label)}"
   return f"sampled exact match ({row.get('setting', '')})"
@@ -101,8 +103,11 @@ def _plot_curves(ax, curves) -> None:
 
 
 def _tokens_per_forward(rows, metric: str) -> str:
-  """`TPF before -> after (SFT x)` of an exact-match row's setting."""
-  tokens_metric = metric.replace("exact_match", "tokens_per_forward")
+  """`TPF before -> after (SFT x)` of an accuracy row's setting."""
+  name, _, label = metric.partition("@")
+  if name == "final_answer":
+    return ""  # Beside its exact-match row already.
+  tokens_metric = f"tokens_per_forward@{label}"
   row = next((r for r in rows if r["metric"] == tokens_metric), None)
   if row is None:
     return ""
@@ -113,10 +118,11 @@ def _tokens_per_forward(rows, metric: str) -> str:
 
 
 def _plot_held_out(ax, all_rows) -> None:
-  """Each held-out exact match's change, in points, with its paired SE: a
-  run moves it by a point or two, a hair's width on a 0-100 % axis, so the
-  axis is the change, and the absolute values stand beside each dot."""
-  rows = [r for r in all_rows if "exact_match" in r["metric"]]
+  """Each held-out accuracy's change (exact match, and final answer where
+  answers state results), in points, with its paired SE: a run moves it by
+  a point or two, a hair's width on a 0-100 % axis, so the axis is the
+  change, and the absolute values stand beside each dot."""
+  rows = [r for r in all_rows if not r["metric"].startswith("tokens")]
   series = [("", "after GRPO", _AFTER)]
   if any("continued_sft" in r for r in rows):
     series.append(("continued_sft_", "continued SFT", _SFT))

@@ -122,6 +122,34 @@ class HeldOutTest(absltest.TestCase):
           batch_size=2,
       )
 
+  def test_answers_that_state_results_are_also_scored_on_them(self):
+    model = test_common.tiny_qwen3(256, embed_dim=32)
+    decode = lambda prompts: prompt_batches.greedy(
+        model,
+        prompts,
+        bd=_BD,
+        decode=_GREEDY,
+        thresholds=(0.5,),
+        tokenizer=_TOKENIZER,
+        batch_size=2,
+    )["0.5"]
+    plain = decode(_PROMPTS)
+    self.assertIsNone(plain.final_correct)  # No answer states a result.
+    # Worked answers: the even rows state the result each completion ends
+    # with, so they score on it though none matches whole.
+    answers = tuple(
+        f"work\n#### {scoring.final_answer(t) if i % 2 == 0 else 'x'}"
+        for i, t in enumerate(plain.texts)
+    )
+    worked = decode(dataclasses.replace(_PROMPTS, answers=answers))
+    self.assertEqual(worked.texts, plain.texts)
+    np.testing.assert_array_equal(worked.final_correct, [1, 0, 1, 0, 1])
+    np.testing.assert_array_equal(worked.correct, [0, 0, 0, 0, 0])
+    self.assertEqual(
+        prompt_batches.greedy_metrics({"0.5": worked})["final_answer@0.5"],
+        0.6,
+    )
+
   def test_thresholds_are_swept_only_under_the_threshold_rule(self):
     model = test_common.tiny_qwen3(256, embed_dim=32)
     for decode, labels in (

@@ -60,23 +60,70 @@ class QuickstartTasksTest(absltest.TestCase):
       self.assertEqual(tuple(stage.data.tasks), ("count",))
 
 
+def _run_recipe(recipe: str, *overrides: str) -> str:
+  """`tunix run --plugin tunix_bd RECIPE OVERRIDES...`; returns its stdout."""
+  stdout = io.StringIO()
+  with contextlib.redirect_stdout(stdout):
+    status = main.main(["run", "--plugin", "tunix_bd", recipe, *overrides])
+  if status:
+    raise AssertionError(f"{recipe} exited {status}:\n{stdout.getvalue()}")
+  return stdout.getvalue()
+
+
 class RealisticTwinTest(absltest.TestCase):
   """`quickstart.py:realistic_tiny`, the CPU-size twin of the chip's chain:
-  the `trace` task end to end, and the report's realistic-size fields."""
+  the `trace` task end to end, the report's realistic-size fields, then
+  OPD and GRPO (`realistic_tiny`) on its exports."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = absltest.get_default_test_tmpdir()
+    cls.workdir = os.path.join(cls.root, "realistic_tiny")
+    cls.text = _run_recipe(
+        "quickstart.py:realistic_tiny", f"--config.workdir={cls.workdir}"
+    )
+
+  def test_opd_and_grpo_report_final_answers_before_and_after(self):
+    exports = os.path.join(self.workdir, "{}", "export")
+    opd_dir, grpo_dir = (os.path.join(self.root, n) for n in ("opd", "grpo"))
+    _run_recipe(
+        "opd.py:realistic_tiny",
+        f"--config.workdir={opd_dir}",
+        f"--config.model.student={exports.format('sft')}",
+        f"--config.model.teacher={exports.format('ar_pretrain')}",
+    )
+    with open(os.path.join(opd_dir, "report.json")) as f:
+      opd = json.load(f)
+    # The trace task's answers state results: scored on them too.
+    self.assertContainsSubset(
+        {"exact_match@0.9", "final_answer@0.9", "tokens_per_forward@0.9"},
+        set(opd["before"]) & set(opd["after"]),
+    )
+    policy = exports.format("sft")
+    _run_recipe(
+        "grpo.py:realistic_tiny",
+        f"--config.workdir={grpo_dir}",
+        f"--config.model.checkpoint={policy}",
+        f"--config.model.reference={policy}",
+    )
+    with open(os.path.join(grpo_dir, "report.json")) as f:
+      grpo = json.load(f)
+    self.assertEqual(
+        [r["metric"] for r in grpo["held_out"]],
+        [
+            "exact_match@0.9",
+            "final_answer@0.9",
+            "tokens_per_forward@0.9",
+            "sampled_exact_match",
+        ],
+    )
+    # The forwards-aware reward's speed term was logged beside the others.
+    with open(os.path.join(grpo_dir, "metrics.jsonl")) as f:
+      self.assertIn("rewards/train/speed", f.read())
 
   def test_the_chain_reports_final_answers_batches_and_sizes(self):
-    root = self.create_tempdir().full_path
-    workdir = os.path.join(root, "run")
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-      status = main.main([
-          "run",
-          "--plugin",
-          "tunix_bd",
-          "quickstart.py:realistic_tiny",
-          f"--config.workdir={workdir}",
-      ])
-    self.assertEqual(status, 0, stdout.getvalue()[-4000:])
+    workdir, text = self.workdir, self.text
     with open(os.path.join(workdir, "report.json")) as f:
       rows = json.load(f)["rows"]
     self.assertEqual(
@@ -101,7 +148,6 @@ class RealisticTwinTest(absltest.TestCase):
           tiny.embed_dim * 128,
           tiny.embed_dim * 128 * 2 + 100_000,
       )
-    text = stdout.getvalue()
     self.assertIn("8 eval prompts of trace", text)
     self.assertIn("Accuracy under parallelism (final answer", text)
     self.assertRegex(text, r"Batch 2: [0-9]+ tokens/s")

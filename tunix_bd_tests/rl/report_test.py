@@ -108,6 +108,30 @@ class ReportTest(absltest.TestCase):
         f"{100 * expected.delta:+.1f} pts ± {100 * expected.se:.1f}", text
     )
 
+  def test_final_answers_get_rows_of_their_own(self):
+    rng = np.random.default_rng(1)
+    before, after = self.before, self.after
+    for result in (before, after):
+      for decoded in result.greedy.values():
+        object.__setattr__(decoded, "final_correct", rng.random(_NUM) < 0.9)
+    content = report.write_report(
+        self.workdir,
+        self.run,
+        before=before,
+        after=after,
+        steps=0,
+        train_seconds=0.0,
+        kl_reference="none (grpo.beta=0)",
+    )
+    rows = {r["metric"]: r for r in content["held_out"]}
+    expected = evaluation.paired_difference(
+        before.greedy["0.9"].final_correct, after.greedy["0.9"].final_correct
+    )
+    self.assertAlmostEqual(rows["final_answer@0.9"]["change"], expected.delta)
+    self.assertAlmostEqual(rows["final_answer@0.9"]["change_se"], expected.se)
+    with open(os.path.join(self.workdir, "report.txt")) as f:
+      self.assertIn("greedy final answer, threshold 0.9", f.read())
+
   def test_without_metrics_or_sft(self):
     content = report.write_report(
         self.workdir,
