@@ -154,10 +154,8 @@ def decode_prompts(
   num_tokens = np.asarray(lengths[:num], np.int32)
   num_forwards = np.concatenate(forwards)[:num]
   texts = texts[:num]  # Without the last call's filler.
-  score = lambda rule: np.asarray(
-      [rule(t, a) for t, a in zip(texts, prompts.answers)]
-  )
   answers = prompts.answers or ()
+  score = lambda rule: np.asarray([rule(*pair) for pair in zip(texts, answers)])
   return DecodeResult(
       texts=texts,
       num_tokens=num_tokens,
