@@ -47,11 +47,8 @@ _VALUES_ONLY = contextvars.ContextVar("values_only", default=False)
 
 @contextlib.contextmanager
 def values_only() -> Iterator[None]:
-  """Within it, `Stage` checks its sections' values alone.
-
-  Neither the workdir (or output file) nor the checkpoint directories are
-  looked at: `tunix run --dry_run` may run where they are not.
-  """
+  """Within it, `Stage` checks its sections' values alone, not the workdir,
+  output or checkpoints: `tunix run --dry_run` may run where they are not."""
   token = _VALUES_ONLY.set(True)
   try:
     yield
@@ -60,9 +57,8 @@ def values_only() -> Iterator[None]:
 
 
 def launch(run: Callable[..., Any]) -> Callable[..., Any]:
-  """A recipe's `run(config)`: a launch that fails before its run started
-  leaves its workdir as it was (`workdir.launching`); a checkpoint save
-  that runs out of space fails in one line (`workdir.checkpointing`)."""
+  """A recipe's `run(config)`, within `workdir.launching` and
+  `workdir.checkpointing`."""
 
   @functools.wraps(run)
   def launched(config: ml_collections.ConfigDict) -> Any:
@@ -102,13 +98,10 @@ class Stage(Generic[SettingsT]):
     """Validates before any compute: workdir, sections, checkpoints.
 
     Args:
-      spec: the recipe's config class: a frozen dataclass whose fields are
-        its typed sections, in the order they are checked: each a settings
-        dataclass (`config_utils.from_section`).
-      writes: where the run writes: `workdir`, a directory; `output`, one
-        report file (empty: none; the benchmarks that print their table);
-        or `output_or_workdir`, `output` when set, else `workdir`
-        (`output_path`).
+      spec: the recipe's config class (module docstring), its sections in
+        check order, each read by `config_utils.from_section`.
+      writes: `workdir`, a directory; `output`, one report file (empty:
+        none); or `output_or_workdir`, `output` when set, else `workdir`.
     """
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
@@ -158,12 +151,9 @@ class Stage(Generic[SettingsT]):
     return self._identified[path]
 
   def check_fingerprint(self, **derived: Any) -> dict[str, Any]:
-    """The run fingerprint; refuses to resume checkpoints of other settings.
-
-    `derived`: what the run derives from its sources and that changes its
-    checkpoints' meaning (e.g. `tokenizer=fingerprint.tokenizer_digest(
-    tokenizer)`, `bd=bd.to_dict()`). Also kept as `self.fingerprint`.
-    """
+    """The run fingerprint (kept as `self.fingerprint`); refuses to resume
+    checkpoints of other settings. `derived`: what the run derives from its
+    sources that changes its checkpoints' meaning (`bd=bd.to_dict()`)."""
     sections = {
         f.name: provenance.section_fields(
             getattr(self.settings, f.name), self.identify
@@ -187,8 +177,7 @@ class Stage(Generic[SettingsT]):
   def hold(self) -> None:
     """Holds the workdir (a new one is made): before the run computes.
 
-    Within `launch`, a launch that fails before `record` removes what the
-    lock made (`workdir.launching`). Nothing for a run writing `output`.
+    Nothing for a run writing `output`.
     """
     if self._holds and self._lock is None:
       self._lock = workdir_lib.lock(self.workdir)
