@@ -59,14 +59,10 @@ def _accuracy(row: dict[str, Any]) -> float:
 
 
 def parallelism_summary(rows: Sequence[dict[str, Any]]) -> str:
-  """What parallel commits cost in accuracy, threshold by threshold.
-
-  Each block-diffusion row against our AR loop (one token a forward):
-  final-answer accuracy and its change, tokens per forward and their share
-  of the ceiling, and what a forward costs at batch 1 relative to an AR-loop
-  forward (the block iteration against the token iteration, each call's
-  fixed cost shared over its forwards).
-  """
+  """What parallel commits cost in accuracy, threshold by threshold: each
+  block-diffusion row against our AR loop (final-answer accuracy, tokens
+  per forward and their share of the ceiling, and a batch-1 forward's cost
+  relative to an AR-loop forward)."""
   loop = {r["method"]: r for r in rows}[AR_LOOP]
   lines = [
       "Accuracy under parallelism (final answer, against our AR loop at"
@@ -91,11 +87,8 @@ def parallelism_summary(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def frontier(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict]]:
-  """Exact match vs tokens per forward per model stage (`plot_frontier`).
-
-  The AR teacher is one point (our loop: one forward per token and per
-  stop token); the converted model one point per commit threshold.
-  """
+  """`plot_frontier`'s points per model stage: the AR teacher's (our loop)
+  and the converted model's, one per commit threshold."""
   point = lambda r, label: dict(r, label=label)  # The row, labelled.
   return {
       "AR teacher": [
@@ -166,12 +159,11 @@ def tpf_ceiling(
 ) -> float:
   """The mean over rows of answer tokens over the blocks they touch.
 
-  A row's answer (`answer_lengths` n, stop token excluded) occupies logical
-  positions `P .. P + n - 1` (P: `prompt_lengths`) and its stop token
-  `P + n`; decoding each touched block in one forward is the best a block
-  decoder can do, so `n / blocks` bounds its tokens per forward. Lengths are
-  `[rows]`; `stopped` (`[rows]`, default all) says whether a row ends with a
-  stop token; one without touches only its answer's blocks.
+  A row's answer (`answer_lengths` n, stop token excluded) occupies
+  positions `P .. P + n - 1` (P: `prompt_lengths`), its stop token `P + n`;
+  one forward per touched block is the best a block decoder can do, so
+  `n / blocks` bounds its tokens per forward. Lengths are `[rows]`;
+  `stopped` (`[rows]`, default all): whether a row ends with a stop token.
   """
   p = np.asarray(prompt_lengths, np.int64)
   n = np.asarray(answer_lengths, np.int64)
