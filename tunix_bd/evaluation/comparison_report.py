@@ -2,11 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """An AR checkpoint vs its block-diffusion conversion, as a report.
 
-What the quickstart ends with and `compare.py` runs on a user's own models:
-the methods of `comparison` decode the prompts, all greedy and cached, timed
-at batch 1 and batch N interleaved (`speed.measure`), into
-`report.{txt,json,png}` and `frontier.png`. docs/results.md, "How speeds are
-measured, and what reproduces".
+What the quickstart ends with and `compare.py` runs: the methods of
+`comparison` decode the prompts, greedy and cached, timed interleaved
+(`speed.measure`), into `report.{txt,json,png}` and `frontier.png`.
 """
 
 from __future__ import annotations
@@ -41,20 +39,17 @@ from tunix_bd.models import precision as precision_lib
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Settings:
-  """How the comparison decodes and times: `compare`'s top-level keys.
+  """How the comparison decodes and times: `compare`'s top-level keys
+  (docs/recipes.md, "What `compare` and the quickstart's comparison time").
 
   Attributes:
     thresholds: commit thresholds of the converted model, in (0, 1].
     max_new_tokens: the completion budget of every method.
-    batch_size: rows per batch of the throughput measurement (over all
-      prompts: every method's accuracy comes from it).
+    batch_size: rows per batch of the throughput and accuracy pass.
     latency_prompts: prompts of the batch-1 latency measurement.
     repeats: interleaved passes; each batch counts its fastest.
-    extra_batch_sizes: more batch sizes whose throughput is measured (rows'
-      `tokens_per_s_at`).
-    extra_batches: batches each extra batch size is timed on (the first
-      `size * extra_batches` prompts, at most all): a row decodes the same
-      whatever its batch-mates, so these passes measure speed alone.
+    extra_batch_sizes: more batch sizes whose throughput is measured.
+    extra_batches: batches each extra batch size is timed on.
   """
 
   SECTION: ClassVar[str] = ""  # Top-level keys (`run.stage.Stage`).
