@@ -4,24 +4,18 @@
 
 A training recipe is five steps, in this order, whatever it trains:
 
-  stage = Stage(config, SftConfig)  # stage.settings: a typed SftConfig
-      # 1. Validate before compute: the workdir, every typed section (a
-      #    `ValueError` naming `section.key`), the checkpoint directories,
-  plan = sources.plan_export(stage, "checkpoint", tokenizer, bd, ...)
-      #    and that the trained model exports as `export` asks.
-  stage.check_fingerprint(tokenizer=..., bd=...)
-      # 2. Sources by digest, 3. the fingerprint by the one rule
-      #    (docs/design.md "Fingerprint"): a resume under other settings is
-      #    refused before any model is built.
-  stage.start(trainer.train_steps)  # then train and evaluate
-      # 4. Record the resume line and the fingerprint, every check passed.
-  plan.write(model, tokenizer, bd, extra=...)
-      # 5. Export, with the sources' provenance.
+  stage = Stage(config, SftConfig)  # 1. Validate before compute: workdir,
+  plan = sources.plan_export(...)   #    sections, checkpoints, the export.
+  stage.check_fingerprint(bd=...)   # 2. Sources by digest, 3. the
+      # fingerprint by the one rule (docs/design.md "Fingerprint"): a
+      # resume under other settings is refused before any model is built.
+  stage.start(trainer.train_steps)  # 4. Record the resume line and the
+      # fingerprint, every check passed; then train and evaluate.
+  plan.write(model, tokenizer, bd, extra=...)  # 5. Export, with provenance.
 
 A recipe's config is a frozen dataclass whose fields are its typed sections
 (`eval: options.Eval`), each a class whose fields are the section's keys. A
-benchmark recipe takes step 1 alone (`writes="output"`: one report file
-rather than a workdir).
+benchmark recipe takes step 1 alone (`writes="output"`: one report file).
 """
 
 from __future__ import annotations
@@ -69,15 +63,6 @@ def launch(run: Callable[..., Any]) -> Callable[..., Any]:
   return launched
 
 
-def _section_config(config: Any, name: str, cls: type[Any]) -> Any:
-  """Section `name` of `config`; for a class of top-level keys (`SECTION`
-  "": `compare`'s `thresholds`, ...), those of its fields `config` sets."""
-  if getattr(cls, "SECTION", None) != "":
-    return config[name]
-  names = {f.name for f in dataclasses.fields(cls) if f.init}
-  return {k: v for k, v in config.items() if k in names}
-
-
 class Stage(Generic[SettingsT]):
   """One launch of a recipe: its checked, typed config and bookkeeping.
 
@@ -120,9 +105,13 @@ class Stage(Generic[SettingsT]):
     self.workdir = config.get("workdir")
     hints, sections = typing.get_type_hints(spec), {}
     for f in dataclasses.fields(spec):
-      sections[f.name] = config_utils.from_section(
-          hints[f.name], _section_config(config, f.name, hints[f.name]), f.name
-      )
+      cls = hints[f.name]
+      if getattr(cls, "SECTION", None) != "":
+        section = config[f.name]
+      else:  # Top-level keys (`compare`'s `thresholds`, ...) the config sets.
+        keys = {g.name for g in dataclasses.fields(cls) if g.init}
+        section = {k: v for k, v in config.items() if k in keys}
+      sections[f.name] = config_utils.from_section(cls, section, f.name)
     self.settings: SettingsT = spec(**sections)
     model = getattr(self.settings, "model", None)
     if paths and model is not None:
