@@ -26,7 +26,7 @@ def threshold_method(threshold: float) -> str:
 
 def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   """The rows as an aligned text table (ratios against the Sampler)."""
-  sizes = sorted(rows[0].get("tokens_per_s_at", {}), key=int)
+  sizes = sorted(rows[0]["tokens_per_s_at"], key=int)
   header = (
       f"{'method':<22}{'exact':>7}{'final':>7}{'tok/fwd':>8}"
       f"{'b1 ms':>8}{'ms/fwd':>7}{'vs AR':>7}"
@@ -36,12 +36,11 @@ def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   sampler = {r["method"]: r for r in rows}.get(AR_SAMPLER, rows[0])
   lines = [header]
   for r in rows:
-    at = r.get("tokens_per_s_at", {})
+    at = r["tokens_per_s_at"]
     lines.append(
-        f"{r['method']:<22}{r['exact_match']:>7.1%}"
-        f"{r.get('final_answer', r['exact_match']):>7.1%}"
+        f"{r['method']:<22}{r['exact_match']:>7.1%}{r['final_answer']:>7.1%}"
         f"{r['tokens_per_forward']:>8.2f}{r['batch1_ms']:>8.2f}"
-        f"{r.get('batch1_ms_per_forward', float('nan')):>7.3f}"
+        f"{r['batch1_ms_per_forward']:>7.3f}"
         f"{r['batch1_speedup_vs_ar']:>7.2f}"
         + "".join(
             f"{at[b]:>11.0f}"
@@ -53,11 +52,6 @@ def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   return "\n".join(lines)
 
 
-def _accuracy(row: dict[str, Any]) -> float:
-  """The row's final-answer accuracy (exact match where rows predate it)."""
-  return row.get("final_answer", row["exact_match"])
-
-
 def parallelism_summary(rows: Sequence[dict[str, Any]]) -> str:
   """What parallel commits cost in accuracy, threshold by threshold: each
   block-diffusion row against our AR loop (final-answer accuracy, tokens
@@ -66,19 +60,18 @@ def parallelism_summary(rows: Sequence[dict[str, Any]]) -> str:
   loop = {r["method"]: r for r in rows}[AR_LOOP]
   lines = [
       "Accuracy under parallelism (final answer, against our AR loop at"
-      f" {_accuracy(loop):.1%} and {loop['tokens_per_forward']:.2f} tokens"
+      f" {loop['final_answer']:.1%} and {loop['tokens_per_forward']:.2f} tokens"
       " per forward):"
   ]
   for r in rows:
     if r["threshold"] is None:
       continue
-    ceiling = r.get("tpf_ceiling") or float("nan")
-    cost = r.get("batch1_ms_per_forward", float("nan")) / loop.get(
-        "batch1_ms_per_forward", float("nan")
-    )
+    ceiling = r["tpf_ceiling"] or float("nan")
+    cost = r["batch1_ms_per_forward"] / loop["batch1_ms_per_forward"]
+    accuracy = r["final_answer"]
     lines.append(
-        f"  threshold {r['threshold']}: {_accuracy(r):.1%}"
-        f" ({100 * (_accuracy(r) - _accuracy(loop)):+.1f} points) at"
+        f"  threshold {r['threshold']}: {accuracy:.1%}"
+        f" ({100 * (accuracy - loop['final_answer']):+.1f} points) at"
         f" {r['tokens_per_forward']:.2f} tokens per forward"
         f" ({r['tokens_per_forward'] / ceiling:.0%} of the ceiling"
         f" {ceiling:.2f}); a forward costs {cost:.2f}x an AR-loop forward."
@@ -108,10 +101,11 @@ def recommended(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
   most accurate if none is)."""
   sampler = {r["method"]: r for r in rows}[AR_SAMPLER]
   candidates = [r for r in rows if r["threshold"] is not None]
-  close = [r for r in candidates if _accuracy(r) >= _accuracy(sampler) - 0.01]
+  accuracy = lambda r: r["final_answer"]
+  close = [r for r in candidates if accuracy(r) >= accuracy(sampler) - 0.01]
   if close:
     return min(close, key=lambda r: r["batch1_ms"])
-  return max(candidates, key=_accuracy)
+  return max(candidates, key=accuracy)
 
 
 def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
@@ -119,7 +113,7 @@ def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   by_method = {r["method"]: r for r in rows}
   sampler, loop = by_method[AR_SAMPLER], by_method[AR_LOOP]
   best = recommended(rows)
-  at = best.get("tokens_per_s_at", {})
+  at = best["tokens_per_s_at"]
   extra = "".join(
       f" Batch {b}: {at[b]:.0f} tokens/s,"
       f" {at[b] / max(loop['tokens_per_s_at'][b], 1e-9):.2f}x our AR loop."
@@ -128,14 +122,9 @@ def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   return (
       f"Headline, block diffusion at threshold {best['threshold']}:"
       f" {best['exact_match']:.1%} exact match (AR"
-      f" {sampler['exact_match']:.1%})"
-      + (
-          f", {best['final_answer']:.1%} final answer (AR"
-          f" {sampler['final_answer']:.1%})"
-          if "final_answer" in best
-          else ""
-      )
-      + f" at {best['tokens_per_forward']:.2f}"
+      f" {sampler['exact_match']:.1%}), {best['final_answer']:.1%} final"
+      f" answer (AR {sampler['final_answer']:.1%}) at"
+      f" {best['tokens_per_forward']:.2f}"
       f" tokens per forward (AR {loop['tokens_per_forward']:.2f}). Batch-1"
       f" latency {best['batch1_ms']:.2f} ms per prompt,"
       f" {best['batch1_speedup_vs_ar']:.2f}x Tunix's Sampler and"
