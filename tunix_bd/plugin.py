@@ -10,6 +10,9 @@ import tunix_bd
 from tunix_bd import config_files
 from tunix_bd.cli import plugin_api
 
+# Each is module `tunix_bd.recipes.<name>`, whose `run` runs it.
+_RECIPES = "ar_pretrain sft opd grpo generate quickstart compare".split()
+
 PLUGIN = plugin_api.Plugin(
     name="tunix_bd",
     version=tunix_bd.__version__,
@@ -21,28 +24,9 @@ PLUGIN = plugin_api.Plugin(
     # XLA's memory-first CPU scheduler and freed host buffers returned, for
     # every recipe: both must be set before JAX starts.
     process_setup="tunix_bd.run.host_memory:prepare_process",
-    recipes={
-        "ar_pretrain": "tunix_bd.recipes.ar_pretrain:run",
-        "sft": "tunix_bd.recipes.sft:run",
-        "opd": "tunix_bd.recipes.opd:run",
-        "grpo": "tunix_bd.recipes.grpo:run",
-        "generate": "tunix_bd.recipes.generate:run",
-        "quickstart": "tunix_bd.recipes.quickstart:run",
-        "compare": "tunix_bd.recipes.compare:run",
-    },
+    recipes={name: f"tunix_bd.recipes.{name}:run" for name in _RECIPES},
     # What `--dry_run` checks: every section's values, as the recipe does.
-    validators={
-        name: "tunix_bd.recipes:check_values"
-        for name in (
-            "ar_pretrain",
-            "sft",
-            "opd",
-            "grpo",
-            "generate",
-            "quickstart",
-            "compare",
-        )
-    },
+    validators={name: "tunix_bd.recipes:check_values" for name in _RECIPES},
     registers={
         "loss hooks": [
             "masked-diffusion SFT: PeftTrainer.with_loss_fn("

@@ -79,12 +79,8 @@ def config_summary(path: pathlib.Path) -> str:
 def resolve_config(
     spec: str, plugin: plugin_api.Plugin
 ) -> tuple[pathlib.Path, str | None]:
-  """Resolves `CONFIG[:ARG]` to a config file and its argument.
-
-  `CONFIG` is tried as a path (absolute or relative to the working
-  directory), then as a name in `plugin.config_dir`; `.py` is optional.
-  Returns the config file's absolute path and `ARG` (None when not given).
-  """
+  """`(absolute path, ARG or None)` of `CONFIG[:ARG]`: `CONFIG` tried as a
+  path, then as a name in `plugin.config_dir`; `.py` is optional."""
   name, sep, arg = spec.partition(":")
   if not name:
     raise plugin_api.UsageError(f"config {spec!r} has no file name before ':'")
@@ -111,11 +107,8 @@ def resolve_config(
 def load_config(
     path: pathlib.Path, arg: str | None = None
 ) -> ml_collections.ConfigDict:
-  """Loads a config file and returns its locked `get_config(arg)`.
-
-  `get_config()` is called without an argument when `arg` is None. Every
-  failure to produce a ConfigDict is an `plugin_api.UsageError`.
-  """
+  """A config file's locked `get_config(arg)` (`get_config()` for None);
+  every failure to produce a ConfigDict is a `plugin_api.UsageError`."""
   try:
     module = config_files.import_file(path)
   except ValueError as e:
@@ -151,11 +144,8 @@ def load_config(
 def apply_overrides(
     config: ml_collections.ConfigDict, overrides: Sequence[Override]
 ) -> list[Override]:
-  """Applies overrides in order, each parsed to its field's type.
-
-  Changes `config` in place; returns the overrides with their parsed values,
-  for logging the launch.
-  """
+  """Applies overrides in order, in place, each parsed to its field's type;
+  returns them with their parsed values."""
   applied = []
   for override in overrides:
     parent, leaf = _find_field(config, override.key)

@@ -50,11 +50,8 @@ the name of one of the plugin's configs (`{_PROG} plugins` lists them).
 
 
 def run(plugin: plugin_api.Plugin | None = None) -> None:
-  """The `tunix` console script: takes its arguments from `sys.argv`.
-
-  `plugin`: one that is not installed (a repository's own, run from its
-  clone), used for `tunix run --plugin NAME` of its name.
-  """
+  """The `tunix` console script, on `sys.argv`; `plugin`: one not installed
+  (a repository's own) that `tunix run --plugin NAME` of its name uses."""
   status = main(sys.argv[1:], plugin=plugin)
   if status in (1, _INTERRUPTED):
     # Past the one line (an error's or Ctrl-C's), without the interpreter's
@@ -240,10 +237,8 @@ def _run(
 
 
 def _interrupted(config: ml_collections.ConfigDict) -> str:
-  """The Ctrl-C line; says how to resume when the run saved checkpoints.
-
-  A recipe's checkpoints lie in `workdir/checkpoints`, or a stage's
-  (`workdir/STAGE/checkpoints`) for a recipe that chains stages.
+  """The Ctrl-C line; says how to resume when the run saved checkpoints (in
+  `workdir/checkpoints`, or a chained stage's `workdir/STAGE/checkpoints`).
   """
   workdir = config.get("workdir")
   if isinstance(workdir, str) and workdir:
@@ -258,13 +253,10 @@ def _interrupted(config: ml_collections.ConfigDict) -> str:
 
 
 def _not_noise(record: std_logging.LogRecord) -> bool:
-  """Drops two records that say nothing the run's own lines do not.
-
-  Tunix's `show_hbm_usage` logs "Skipping non-TPU device: cpu" at every
-  call on a CPU device: noise on a run that chose CPU. Orbax's background
-  threads log the error of a failed save (a full disk) with its traceback,
-  and the save raises it again in the recipe: the one error line. Installed
-  on the absl logger for the recipe's call alone.
+  """Drops two records that say nothing the run's own lines do not: Tunix's
+  "Skipping non-TPU device: cpu" at every `show_hbm_usage` on CPU, and the
+  error of a failed Orbax save its background threads log with a traceback
+  (the save raises it again in the recipe: the one error line).
   """
   path, message = record.pathname, record.getMessage()
   hbm = path.endswith(os.path.join("tunix", "sft", "utils.py"))

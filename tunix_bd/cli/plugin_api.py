@@ -24,11 +24,8 @@ ENTRY_POINT_GROUP = "tunix.plugins"
 
 
 class UsageError(ValueError):
-  """A mistake by the person launching `tunix`, reported in one line.
-
-  The host prints `tunix: error: <message>` and exits with status 2, without a
-  traceback.
-  """
+  """A mistake by the person launching `tunix`: the host prints `tunix:
+  error: <message>` and exits with status 2, without a traceback."""
 
 
 def did_you_mean(word: str, choices: Iterable[str], prefix: str = "") -> str:
@@ -46,16 +43,15 @@ class Plugin:
     version: the plugin's version, shown by `tunix plugins` and at launch.
     config_dir: directory of the plugin's configs: `*.py` files that define
       `get_config(arg=None)` returning an `ml_collections.ConfigDict`.
-    recipes: recipe name -> `"package.module:function"`. The function takes
-      the resolved `ConfigDict` and returns None; a config selects it with its
-      `recipe` key. Imported lazily, only when run.
+    recipes: recipe name -> `"package.module:function"`, called with the
+      resolved `ConfigDict` of a config whose `recipe` key names it;
+      imported only when run.
     registers: what the plugin registers, for `tunix plugins`: kind -> names,
       e.g. `{"loss hooks": ["bd_sft"]}`.
     description: one line shown by `tunix plugins`.
     process_setup: `"package.module:function"` the host calls, with no
-      arguments, before the recipe is imported and before Pathways starts:
-      process-wide settings that must precede JAX's first backend (XLA
-      flags, allocator settings). Empty: none.
+      arguments, before the recipe is imported and Pathways starts (settings
+      that must precede JAX's first backend). Empty: none.
     validators: recipe name -> `"package.module:function"` that checks a
       config's values without compute or writes (a ValueError naming the
       key); `--dry_run` calls it after printing the config.

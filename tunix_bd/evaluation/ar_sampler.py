@@ -2,10 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Greedy decoding and exact match of an AR model with Tunix's own Sampler.
 
-This is the AR reference every block-diffusion number is compared with, so
-it uses Tunix's stock KV-cached `Sampler`, not tunix_bd code.
-`write_exact_match` is AR pretraining's evaluation: the scores and every
-prediction in `eval.json`, the table printed.
+The AR reference every block-diffusion number is compared with, so Tunix's
+stock KV-cached `Sampler`, not tunix_bd code; `write_exact_match` is AR
+pretraining's evaluation (`eval.json`).
 """
 
 from __future__ import annotations
@@ -33,12 +32,9 @@ def greedy_decoder(
     max_new_tokens: int,
     eos_tokens: Sequence[int] | None = None,
 ) -> speed.Decoder:
-  """A `speed.Decoder` of prompt strings: greedy, stopping at EOS.
-
-  Built once, so calls pay for decoding alone. Forwards count one per
-  generated position plus the prefill. `eos_tokens` replaces the
-  tokenizer's EOS as the ids that stop a row.
-  """
+  """A `speed.Decoder` of prompt strings: greedy, stopping at EOS (or
+  `eos_tokens`); forwards count one per generated position plus the
+  prefill. Built once, so calls pay for decoding alone."""
   eos_tokens = list(eos_tokens or [tokenizer.eos_token_id])
   config = model.config
   sampler = compat.Sampler(
@@ -70,10 +66,8 @@ def prediction_records(
     conversations: Sequence[dataset_lib.Conversation],
     predictions: Sequence[str],
 ) -> list[dict[str, str]]:
-  """One `{"prompt", "answer", "prediction", "task"}` per conversation.
-
-  `prompt` is the last user turn (the message before the answer).
-  """
+  """One `{"prompt", "answer", "prediction", "task"}` per conversation
+  (`prompt`: the last user turn)."""
   return [
       {
           "prompt": c.messages[-2]["content"],
@@ -98,9 +92,8 @@ def write_exact_match(
   """Greedy exact match per task, written to `path` and printed as a table.
 
   `path` (`eval.json`) gets `{"exact_match": {task: accuracy, "all": ...},
-  "predictions": prediction_records(...)}`; a prediction is the text before
-  the first EOS within `max_new_tokens`. `options` must be the chat
-  template's switches that training used.
+  "predictions": prediction_records(...)}`. `options`: the chat switches
+  training used.
 
   Returns:
     Exact-match accuracy per task and `"all"`.

@@ -26,7 +26,7 @@ def threshold_method(threshold: float) -> str:
 
 def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   """The rows as an aligned text table (ratios against the Sampler)."""
-  sizes = sorted(rows[0].get("tokens_per_s_at", {}), key=int)
+  sizes = sorted(rows[0]["tokens_per_s_at"], key=int)
   header = (
       f"{'method':<22}{'exact':>7}{'final':>7}{'tok/fwd':>8}"
       f"{'b1 ms':>8}{'ms/fwd':>7}{'vs AR':>7}"
@@ -36,12 +36,11 @@ def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   sampler = {r["method"]: r for r in rows}.get(AR_SAMPLER, rows[0])
   lines = [header]
   for r in rows:
-    at = r.get("tokens_per_s_at", {})
+    at = r["tokens_per_s_at"]
     lines.append(
-        f"{r['method']:<22}{r['exact_match']:>7.1%}"
-        f"{r.get('final_answer', r['exact_match']):>7.1%}"
+        f"{r['method']:<22}{r['exact_match']:>7.1%}{r['final_answer']:>7.1%}"
         f"{r['tokens_per_forward']:>8.2f}{r['batch1_ms']:>8.2f}"
-        f"{r.get('batch1_ms_per_forward', float('nan')):>7.3f}"
+        f"{r['batch1_ms_per_forward']:>7.3f}"
         f"{r['batch1_speedup_vs_ar']:>7.2f}"
         + "".join(
             f"{at[b]:>11.0f}"
@@ -53,36 +52,26 @@ def format_table(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   return "\n".join(lines)
 
 
-def _accuracy(row: dict[str, Any]) -> float:
-  """The row's final-answer accuracy (exact match where rows predate it)."""
-  return row.get("final_answer", row["exact_match"])
-
-
 def parallelism_summary(rows: Sequence[dict[str, Any]]) -> str:
-  """What parallel commits cost in accuracy, threshold by threshold.
-
-  Each block-diffusion row against our AR loop (one token a forward):
-  final-answer accuracy and its change, tokens per forward and their share
-  of the ceiling, and what a forward costs at batch 1 relative to an AR-loop
-  forward (the block iteration against the token iteration, each call's
-  fixed cost shared over its forwards).
-  """
+  """What parallel commits cost in accuracy, threshold by threshold: each
+  block-diffusion row against our AR loop (final-answer accuracy, tokens
+  per forward and their share of the ceiling, and a batch-1 forward's cost
+  relative to an AR-loop forward)."""
   loop = {r["method"]: r for r in rows}[AR_LOOP]
   lines = [
       "Accuracy under parallelism (final answer, against our AR loop at"
-      f" {_accuracy(loop):.1%} and {loop['tokens_per_forward']:.2f} tokens"
+      f" {loop['final_answer']:.1%} and {loop['tokens_per_forward']:.2f} tokens"
       " per forward):"
   ]
   for r in rows:
     if r["threshold"] is None:
       continue
-    ceiling = r.get("tpf_ceiling") or float("nan")
-    cost = r.get("batch1_ms_per_forward", float("nan")) / loop.get(
-        "batch1_ms_per_forward", float("nan")
-    )
+    ceiling = r["tpf_ceiling"] or float("nan")
+    cost = r["batch1_ms_per_forward"] / loop["batch1_ms_per_forward"]
+    accuracy = r["final_answer"]
     lines.append(
-        f"  threshold {r['threshold']}: {_accuracy(r):.1%}"
-        f" ({100 * (_accuracy(r) - _accuracy(loop)):+.1f} points) at"
+        f"  threshold {r['threshold']}: {accuracy:.1%}"
+        f" ({100 * (accuracy - loop['final_answer']):+.1f} points) at"
         f" {r['tokens_per_forward']:.2f} tokens per forward"
         f" ({r['tokens_per_forward'] / ceiling:.0%} of the ceiling"
         f" {ceiling:.2f}); a forward costs {cost:.2f}x an AR-loop forward."
@@ -91,11 +80,8 @@ def parallelism_summary(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def frontier(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict]]:
-  """Exact match vs tokens per forward per model stage (`plot_frontier`).
-
-  The AR teacher is one point (our loop: one forward per token and per
-  stop token); the converted model one point per commit threshold.
-  """
+  """`plot_frontier`'s points per model stage: the AR teacher's (our loop)
+  and the converted model's, one per commit threshold."""
   point = lambda r, label: dict(r, label=label)  # The row, labelled.
   return {
       "AR teacher": [
@@ -115,10 +101,11 @@ def recommended(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
   most accurate if none is)."""
   sampler = {r["method"]: r for r in rows}[AR_SAMPLER]
   candidates = [r for r in rows if r["threshold"] is not None]
-  close = [r for r in candidates if _accuracy(r) >= _accuracy(sampler) - 0.01]
+  accuracy = lambda r: r["final_answer"]
+  close = [r for r in candidates if accuracy(r) >= accuracy(sampler) - 0.01]
   if close:
     return min(close, key=lambda r: r["batch1_ms"])
-  return max(candidates, key=_accuracy)
+  return max(candidates, key=accuracy)
 
 
 def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
@@ -126,7 +113,7 @@ def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   by_method = {r["method"]: r for r in rows}
   sampler, loop = by_method[AR_SAMPLER], by_method[AR_LOOP]
   best = recommended(rows)
-  at = best.get("tokens_per_s_at", {})
+  at = best["tokens_per_s_at"]
   extra = "".join(
       f" Batch {b}: {at[b]:.0f} tokens/s,"
       f" {at[b] / max(loop['tokens_per_s_at'][b], 1e-9):.2f}x our AR loop."
@@ -135,14 +122,9 @@ def headline(rows: Sequence[dict[str, Any]], batch_size: int) -> str:
   return (
       f"Headline, block diffusion at threshold {best['threshold']}:"
       f" {best['exact_match']:.1%} exact match (AR"
-      f" {sampler['exact_match']:.1%})"
-      + (
-          f", {best['final_answer']:.1%} final answer (AR"
-          f" {sampler['final_answer']:.1%})"
-          if "final_answer" in best
-          else ""
-      )
-      + f" at {best['tokens_per_forward']:.2f}"
+      f" {sampler['exact_match']:.1%}), {best['final_answer']:.1%} final"
+      f" answer (AR {sampler['final_answer']:.1%}) at"
+      f" {best['tokens_per_forward']:.2f}"
       f" tokens per forward (AR {loop['tokens_per_forward']:.2f}). Batch-1"
       f" latency {best['batch1_ms']:.2f} ms per prompt,"
       f" {best['batch1_speedup_vs_ar']:.2f}x Tunix's Sampler and"
@@ -166,12 +148,11 @@ def tpf_ceiling(
 ) -> float:
   """The mean over rows of answer tokens over the blocks they touch.
 
-  A row's answer (`answer_lengths` n, stop token excluded) occupies logical
-  positions `P .. P + n - 1` (P: `prompt_lengths`) and its stop token
-  `P + n`; decoding each touched block in one forward is the best a block
-  decoder can do, so `n / blocks` bounds its tokens per forward. Lengths are
-  `[rows]`; `stopped` (`[rows]`, default all) says whether a row ends with a
-  stop token; one without touches only its answer's blocks.
+  A row's answer (`answer_lengths` n, stop token excluded) occupies
+  positions `P .. P + n - 1` (P: `prompt_lengths`), its stop token `P + n`;
+  one forward per touched block is the best a block decoder can do, so
+  `n / blocks` bounds its tokens per forward. Lengths are `[rows]`;
+  `stopped` (`[rows]`, default all): whether a row ends with a stop token.
   """
   p = np.asarray(prompt_lengths, np.int64)
   n = np.asarray(answer_lengths, np.int64)

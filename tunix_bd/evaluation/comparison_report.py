@@ -2,11 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """An AR checkpoint vs its block-diffusion conversion, as a report.
 
-What the quickstart ends with and `compare.py` runs on a user's own models:
-the methods of `comparison` decode the prompts, all greedy and cached, timed
-at batch 1 and batch N interleaved (`speed.measure`), into
-`report.{txt,json,png}` and `frontier.png`. docs/results.md, "How speeds are
-measured, and what reproduces".
+What the quickstart ends with and `compare.py` runs: the methods of
+`comparison` decode the prompts, greedy and cached, timed interleaved
+(`speed.measure`), into `report.{txt,json,png}` and `frontier.png`.
 """
 
 from __future__ import annotations
@@ -41,20 +39,17 @@ from tunix_bd.models import precision as precision_lib
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Settings:
-  """How the comparison decodes and times: `compare`'s top-level keys.
+  """How the comparison decodes and times: `compare`'s top-level keys
+  (docs/recipes.md, "What `compare` and the quickstart's comparison time").
 
   Attributes:
     thresholds: commit thresholds of the converted model, in (0, 1].
     max_new_tokens: the completion budget of every method.
-    batch_size: rows per batch of the throughput measurement (over all
-      prompts: every method's accuracy comes from it).
+    batch_size: rows per batch of the throughput and accuracy pass.
     latency_prompts: prompts of the batch-1 latency measurement.
     repeats: interleaved passes; each batch counts its fastest.
-    extra_batch_sizes: more batch sizes whose throughput is measured (rows'
-      `tokens_per_s_at`).
-    extra_batches: batches each extra batch size is timed on (the first
-      `size * extra_batches` prompts, at most all): a row decodes the same
-      whatever its batch-mates, so these passes measure speed alone.
+    extra_batch_sizes: more batch sizes whose throughput is measured.
+    extra_batches: batches each extra batch size is timed on.
   """
 
   SECTION: ClassVar[str] = ""  # Top-level keys (`run.stage.Stage`).
@@ -100,10 +95,9 @@ def ar_loop(
 ) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
   """The model and settings of the AR loop (`comparison.AR_LOOP`).
 
-  Its mask id must be one the model never predicts: the conversion's, or,
-  past the AR vocabulary (a mask token SFT added), one row added to a copy
-  of the model (`mask_token.resize_vocab`) whose logit is masked, so no
-  logit the loop uses changes.
+  Its mask id must be one the model never predicts: the conversion's, or a
+  masked row added to a copy of the model (`mask_token.resize_vocab`) when
+  the id lies past the AR vocabulary.
   """
   vocab_size = ar_model.config.vocab_size
   if mask_token_id >= vocab_size:
@@ -121,35 +115,26 @@ def evaluate(
     scan_layers: bool = False,
 ) -> list[dict[str, Any]]:
   """Decodes `records` with both checkpoints, at `precision`; one row per
-  method. With `scan_layers`, our loop and block diffusion decode with the
-  layers in one scan (`denoise.DenoiseConfig.scan_layers`).
+  method (`scan_layers`: `denoise.DenoiseConfig.scan_layers` for our loop
+  and block diffusion).
 
-  Ratios are against Tunix's `Sampler` (row 0). Each record is
-  `{"messages", "answer", "task"}`: the messages rendered with the chat
-  template and the switches `model.bd` was trained with are the prompt; the
-  completion is scored against `answer` (`scoring.score_by_task`). The AR
-  methods decode with the AR tokenizer (its pad and EOS), the
-  block-diffusion ones with the converted model's. Prompts and completion
-  budget are checked against both models' positions before they load.
+  Each record is `{"messages", "answer", "task"}`: the messages, rendered
+  as `model.bd` was trained, are the prompt; the completion is scored
+  against `answer` (`scoring.score_by_task`). AR methods decode with the AR
+  tokenizer, block diffusion with the converted model's. Prompts and budget
+  are checked against both models' positions before they load.
 
   Returns:
-    Rows with `method`, `threshold` (None for AR), `exact_match` (the whole
-    answer), `final_answer` (its result line, `scoring.final_answer`),
-    `tokens_per_forward`, `batch1_ms` (ms per prompt at batch 1),
-    `batch1_ms_per_forward` (the same time over the forwards it took),
-    `batch1_speedup_vs_ar` (the Sampler's ms over this method's),
-    `tokens_per_s` (at `batch_size`), `throughput_vs_ar`,
-    `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`,
-    each over its first `extra_batches` batches),
-    `num_params` (of the model the method decodes with),
-    `mean_answer_tokens` (of its completions, stop token excluded),
-    `dtype` (`precision`'s, the compute dtype of both models),
-    `layers_scanned` (whether the method's decoding ran the layers in one
-    scan: `scan_layers` and a model whose layers scan), for
-    block diffusion `tpf_ceiling` (`comparison.tpf_ceiling` of the prompts
-    at its block size), and the spread over repeats, `[min, max]` of each
-    speed with every batch at its fastest or slowest repeat:
-    `batch1_ms_range`, `tokens_per_s_range`.
+    Rows with `method`, `threshold` (None for AR), `exact_match`,
+    `final_answer` (`scoring.final_answer`), `tokens_per_forward`,
+    `batch1_ms` (ms per prompt), `batch1_ms_per_forward`,
+    `batch1_speedup_vs_ar`, `tokens_per_s` (at `batch_size`),
+    `throughput_vs_ar` (ratios against the Sampler, row 0),
+    `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`),
+    `num_params`, `mean_answer_tokens` (stop token excluded), `dtype`,
+    `layers_scanned`, `tpf_ceiling` (block diffusion's,
+    `comparison.tpf_ceiling`; else None) and `[min, max]` over repeats of
+    the speeds: `batch1_ms_range`, `tokens_per_s_range`.
   """
   tokenizer, bd = models.bd.tokenizer, models.bd.bd
   ids = [
@@ -219,8 +204,7 @@ def evaluate(
     repeats, batch_size = settings.repeats, settings.batch_size
 
     def timed(size: int, rows: int) -> dict[str, speed.Timing]:
-      """Every method on the first `rows` prompts at batch `size`, with the
-      pass's cost in the log: its seconds, and those of compiling."""
+      """Every method on the first `rows` prompts at batch `size`, logged."""
       say(
           f"batch {size}: {rows} prompts ({-(-rows // size)} batches) x"
           f" {len(decoders)} methods x {repeats} repeats"
@@ -257,7 +241,11 @@ def evaluate(
         for size in settings.extra_batch_sizes
     }
     say("done")
-    num_params = {"ar": _num_params(ar_model), "bd": _num_params(bd_model)}
+    # Parameters counted once (a tied head is the table).
+    num_params = {
+        name: int(sum(x.size for x in jax.tree.leaves(nnx.state(m, nnx.Param))))
+        for name, m in (("ar", ar_model), ("bd", bd_model))
+    }
   answers = [r["answer"] for r in records]
   ar_latency = latency[comparison.AR_SAMPLER].seconds_per_row
   ar_rate = throughput[comparison.AR_SAMPLER].tokens_per_s
@@ -290,7 +278,13 @@ def evaluate(
             for size, timings in at_batch.items()
         },
         "num_params": num_params["bd" if method in thresholds_of else "ar"],
-        "mean_answer_tokens": _mean_answer_tokens(timing, tokenizer),
+        # The text's own tokens: decoders differ on counting the stop token.
+        "mean_answer_tokens": float(
+            np.mean([
+                len(tokenizer.encode(t, add_special_tokens=False))
+                for t in timing.texts
+            ])
+        ),
         "dtype": precision.dtype,
         "layers_scanned": (
             method != comparison.AR_SAMPLER
@@ -312,31 +306,13 @@ def evaluate(
 def _score(
     records: Sequence[Mapping[str, Any]], timing: speed.Timing, *, final: bool
 ) -> float:
-  """A method's accuracy over all records: on the whole answer, or `final`
-  on its result line (`scoring.final_answer`)."""
+  """A method's accuracy over all records (`final`: on the result line)."""
   return scoring.score_by_task(
       [r["task"] for r in records],
       timing.texts,
       [r["answer"] for r in records],
       final=final,
   )["all"]
-
-
-def _num_params(model: Any) -> int:
-  """The parameters of `model`, counted once (a tied head is the table)."""
-  state = nnx.state(model, nnx.Param)
-  return int(sum(x.size for x in jax.tree.leaves(state)))
-
-
-def _mean_answer_tokens(timing: speed.Timing, tokenizer: Any) -> float:
-  """The mean completion length in tokens, stop token excluded: the text's
-  own tokens (decoders differ in whether they count the stop token)."""
-  return float(
-      np.mean([
-          len(tokenizer.encode(t, add_special_tokens=False))
-          for t in timing.texts
-      ])
-  )
 
 
 def write_report(
@@ -351,10 +327,8 @@ def write_report(
 ) -> str:
   """Writes `report.*` and `frontier.png` under `workdir`; returns the text.
 
-  `prompts` describes the prompts for captions (e.g. "256 eval prompts of
-  sort, reverse"); `seconds` (the run's wall time so far) goes to
-  `report.json`; `warning` (e.g. `conversion_warning`), if not "", heads
-  `report.txt` and is kept in `report.json`.
+  `prompts` describes the prompts for captions; `seconds` (wall time so
+  far) goes to `report.json`; a `warning` heads `report.txt` and is kept.
   """
   table = comparison.format_table(rows, settings.batch_size)
   caption = (

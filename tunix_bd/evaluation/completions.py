@@ -26,12 +26,8 @@ _ROW_KEYS = frozenset({"prompt", "completion", "num_forwards"})
 
 
 def check_output(path: str, key: str = "output") -> None:
-  """Refuses to replace a file other than an earlier `write_completions`'.
-
-  Raises:
-    ValueError: naming `key`, if `path` exists and its first line is not a
-      completions row (a weights file, the prompts file itself, ...).
-  """
+  """Refuses, naming `key`, to replace a file whose first line is not a
+  completions row (a weights file, the prompts file itself, ...)."""
   output = epath.Path(path)
   if not output.exists():
     return
@@ -53,11 +49,8 @@ def write_completions(
     records: Sequence[dict[str, Any]],
     result: prompt_batches.DecodeResult,
 ) -> None:
-  """One JSON line per prompt: its completion, correctness and cost.
-
-  `records` are `dataset.prompt_records`, in decoding order; `path` is written
-  whole.
-  """
+  """One JSON line per prompt (`dataset.prompt_records`, in decoding order):
+  its completion, correctness and cost; `path` is written whole."""
   lines = []
   for r, completion, n, tpf in zip(
       records, result.texts, result.num_forwards, result.tokens_per_forward

@@ -1,10 +1,7 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The two checkpoints a comparison decodes, opened and checked as a pair.
-
-`compare.py`'s `model.ar` and `model.bd` (the quickstart's exports): the
-conversion opened as every entrance opens one (`converted.open_converted`,
-so also an SDAR or Fast-dLLM v2 export), nothing loaded; and the report's
+"""The two checkpoints a comparison decodes, opened and checked as a pair:
+`model.ar` and `model.bd` (`open_models`, nothing loaded), and the report's
 warning when `model.bd` is not `model.ar`'s own conversion.
 """
 
@@ -27,9 +24,8 @@ class Models:
 
   Attributes:
     ar_dir, ar_tokenizer: the AR model (`model.ar`) and its tokenizer.
-    bd: its conversion (`model.bd`, at `bd.path`), opened as generation
-      opens one (`converted.open_converted`: also an SDAR or Fast-dLLM v2
-      directory).
+    bd: its conversion (`model.bd`), opened by `converted.open_converted`
+      (also an SDAR or Fast-dLLM v2 directory).
   """
 
   ar_dir: str
@@ -44,9 +40,8 @@ def open_models(
     chat_template: str = "",
     chat_options: chat.ChatOptions = chat.ChatOptions(),
 ) -> Models:
-  """`Models` of `model.ar` and `model.bd` (errors name the key);
-  `chat_template` is a Jinja file replacing both tokenizers' templates, or
-  "", `chat_options` the `data` section's switches."""
+  """`Models` of `model.ar` and `model.bd` (errors name the key), with the
+  `data` section's `chat_template` (or "") and switches."""
   return Models(
       ar_dir,
       tokenizer_lib.load_tokenizer(ar_dir, chat_template, key="model.ar"),
@@ -84,12 +79,9 @@ def _shape_warning(ar_dir: str, bd_dir: str) -> str:
 
 def conversion_warning(model: Any, identify: Callable[[str], Any]) -> str:
   """The report's warning line when `model.bd` was converted from another
-  model than `model.ar`, else "".
-
-  One of other layers or vocabulary is warned; else `sft.py`'s export
-  records `converted_from` (its AR source's digest), which must be
-  `model.ar`'s; a model trained further (OPD, GRPO) or imported records
-  none. `identify` is `Stage.identify`.
+  model than `model.ar`, else "": other layers or vocabulary, or else an
+  SFT export's `converted_from` digest that is not `model.ar`'s (a model
+  trained further or imported records none). `identify`: `Stage.identify`.
   """
   shapes = _shape_warning(model.ar, model.bd)
   source = bd_formats.load_extra(model.bd, "converted_from")

@@ -2,12 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The comparison as figures: speed relative to AR, and the frontier.
 
-`plot_comparison`: one bar per method, batch-1 speedup and batch-N
-throughput as ratios to Tunix's AR `Sampler`; `plot_frontier`: exact match
-against tokens per forward, batch-1 latency and batch-N throughput. Both
-draw the spread over repeats where the rows carry it (`*_range`), fit
-their axes to what they draw, and read only the row keys they plot, so
-rows may carry more.
+Both draw the spread over repeats where the rows carry it (`*_range`), fit
+their axes to what they draw, and read only the row keys they plot.
 """
 
 from __future__ import annotations
@@ -41,11 +37,9 @@ def _spread(row: dict[str, Any], key: str) -> tuple[float, float] | None:
 
 
 def _fit_right(ax, ends: Sequence[float], texts: Sequence[Any]) -> None:
-  """Sets the x-axis to end where the last bar's label does, from 0.
-
-  A label sits `pad` pixels right of its bar's end and is `w` pixels wide,
-  so the axis must reach `end * width / (width - pad - w)`.
-  """
+  """Sets the x-axis to end where the last bar's label does, from 0: a
+  label `w` pixels wide sits `pad` right of its bar's end, so the axis must
+  reach `end * width / (width - pad - w)`."""
   renderer = ax.figure.canvas.get_renderer()
   width = ax.get_window_extent(renderer).width
   pad = 3 * ax.figure.dpi / 72
@@ -66,12 +60,11 @@ def plot_comparison(
 ):
   """Writes the figure of `comparison_report.evaluate`'s rows to `path` (PNG).
 
-  Two panels share the method axis, ratios to the AR `Sampler` (the dashed
-  line at 1x). Each bar is labelled with its ratio, its error bar reaches
-  the ratio with every batch at its slowest repeat, and each method's name
-  carries its exact match, tokens per forward and both absolute speeds;
-  colour tells AR from block diffusion, and the caption states what was
-  measured. Returns the (closed) figure.
+  One bar per method in two panels, batch-1 speedup and batch-N throughput
+  as ratios to the AR `Sampler`, each labelled with its ratio and its error
+  bar reaching the ratio at every batch's slowest repeat; a method's name
+  carries its exact match, tokens per forward and absolute speeds. Returns
+  the (closed) figure.
   """
   plt = _pyplot()
   from matplotlib import lines  # pylint: disable=g-import-not-at-top
@@ -156,12 +149,9 @@ def plot_comparison(
 def save_with_caption(
     fig, path: str, caption: str, *, rect: tuple[float, float, float, float]
 ):
-  """Lays `fig` out above a wrapped caption, writes it to `path` and closes it.
-
-  `path` may be a URL (`tunix_bd.files`). `rect` is the `(left, bottom,
-  right, top)` figure fraction the panels fill: the caption sits below
-  `bottom`, titles and legends above `top`. Returns the figure.
-  """
+  """Lays `fig` out above a wrapped caption, writes it to `path` (a URL
+  too) and closes it; returns it. `rect`: the `(left, bottom, right, top)`
+  figure fraction the panels fill (the caption sits below `bottom`)."""
   plt = _pyplot()
   caption = "\n".join(textwrap.wrap(caption, 150))
   fig.text(0.01, 0.01, caption, fontsize=8, va="bottom")
@@ -228,13 +218,11 @@ def plot_frontier(
 ):
   """Writes the speed/accuracy frontier of `comparison_report.evaluate`'s rows.
 
-  Exact match against tokens per forward (machine-independent; the prompts'
-  TPF ceiling dashed), against measured batch-1 latency and against
-  batch-`batch_size` throughput, where Tunix's AR `Sampler` is a labelled
-  point of its own (its TPF is the AR teacher's). A model stage's points
-  (`comparison.frontier`) are joined in order of TPF, with the spread over
-  repeats as error bars; the `comparison.recommended` threshold (the
-  headline's) is ringed. Returns the (closed) figure.
+  Exact match against tokens per forward (the TPF ceiling dashed), batch-1
+  latency and batch-`batch_size` throughput (the AR `Sampler` a point of
+  its own); each model stage's points (`comparison.frontier`) joined in
+  order of TPF, the `comparison.recommended` one ringed. Returns the
+  (closed) figure.
   """
   plt = _pyplot()
   ceiling = next(r["tpf_ceiling"] for r in rows if r["tpf_ceiling"] is not None)

@@ -2,13 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Timing decoders side by side: interleaved batches, fastest of repeats.
 
-On a shared, noisy machine a method timed alone can be slowed by whatever
-else runs at that moment. Here every method decodes the same batch in turn
-(A, B, C on batch 0, then on batch 1, ...), the whole set `repeats` times,
-and a method's time is the sum over batches of its fastest repeat of each
-batch. Interference only ever adds time, so the fastest of several tries is
-the undisturbed speed, and a ratio between two methods then reproduces from
-run to run. `denoiser_decoder` times block-diffusion decoding this way.
+Every method decodes the same batch in turn (A, B, C on batch 0, then on
+batch 1, ...), the whole set `repeats` times, and a method's time is the
+sum over batches of its fastest repeat. Interference on a shared machine
+only adds time, so the fastest try is the undisturbed speed and ratios
+reproduce (docs/results.md, "How speeds are measured, and what
+reproduces").
 """
 
 from __future__ import annotations
@@ -55,9 +54,8 @@ def denoiser_decoder(
 ) -> Decoder:
   """A `Decoder` of prompt token-id lists by block-diffusion denoising.
 
-  The `Denoiser` is built once, as the AR `Sampler` is
-  (`ar_sampler.greedy_decoder`), so calls pay for decoding alone. `calls`
-  are its model calls (`logits_fn`, `cached_logits_fn`), if not the default.
+  The `Denoiser` is built once, so calls pay for decoding alone. `calls`:
+  its model calls (`logits_fn`, `cached_logits_fn`), if not the default.
   """
   denoiser = denoise.Denoiser(model, bd=bd, config=config, **calls)
 
@@ -108,11 +106,10 @@ def measure(
 ) -> dict[str, Timing]:
   """Decodes every method's inputs batch by batch, methods interleaved.
 
-  `inputs` holds each method's prompts (the same prompts, in the form its
-  decoder takes), all of one length. The last batch is padded with copies of
-  the last prompt, whose outputs are dropped. Each method first decodes one
-  batch untimed, so compilation is excluded; then all batches are decoded
-  `repeats` times and each batch counts its fastest.
+  `inputs`: each method's prompts (the same, in the form its decoder
+  takes). The last batch is padded with copies of the last prompt, whose
+  outputs are dropped. Each method first decodes one batch untimed
+  (compiling); then every batch `repeats` times, each counting its fastest.
   """
   lengths = {len(inputs[m]) for m in decoders}
   if len(lengths) != 1 or not lengths.pop():

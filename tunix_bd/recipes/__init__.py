@@ -8,12 +8,9 @@ from tunix_bd.run import stage as stage_lib
 
 
 def check_values(config) -> None:
-  """`tunix run --dry_run`'s check: the recipe's `validate`, values only.
-
-  The sections are checked as the recipe checks them, but not the paths
-  (`stage.values_only`); a recipe's own checks past its sections (GRPO's
-  KL reference) still read the checkpoints they compare.
-  """
+  """`tunix run --dry_run`'s check: the recipe's `validate` within
+  `stage.values_only` (a recipe's own checks past its sections, GRPO's KL
+  reference, still read the checkpoints they compare)."""
   recipe = importlib.import_module(f"tunix_bd.recipes.{config.recipe}")
   with stage_lib.values_only():
     recipe.validate(config)

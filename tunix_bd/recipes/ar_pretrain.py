@@ -4,10 +4,8 @@
 
 A tiny `tunix.models.qwen3.Qwen3` learns the embedded digit tasks (or a
 user's chat JSONL) with Tunix's `PeftTrainer` and its stock next-token loss,
-exports `workdir/export` (loaded later exactly like a user's checkpoint) and
-writes greedy exact match per task from Tunix's `Sampler` to `eval.json`.
-Logs, checkpoints and resume: docs/recipes.md, "Runs: logs, checkpoints,
-resume".
+exports `workdir/export` (read later like a user's checkpoint) and writes
+greedy exact match per task from Tunix's `Sampler` to `eval.json`.
 """
 
 from __future__ import annotations

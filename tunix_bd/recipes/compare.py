@@ -2,9 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `compare`: an AR model vs its block-diffusion conversion.
 
-The quickstart's last stage on any two checkpoints and any
-`{"prompt", "answer"}` JSONL; writes `evaluation.comparison_report`'s report
-and frontier under `workdir`.
+The quickstart's last stage (`evaluation.comparison_report`) on any two
+checkpoints and any `{"prompt", "answer"}` JSONL.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ class CompareConfig:
 def validate(
     config: ml_collections.ConfigDict,
 ) -> stage_lib.Stage[CompareConfig]:
-  """Fails closed on settings that cannot work, before any compute: the
-  sections (values, then the directories), and `latency_prompts` against
-  the embedded prompts (a prompt file's rows once they are read)."""
+  """Fails closed on settings that cannot work, before any compute
+  (`latency_prompts` against a prompt file's rows once they are read)."""
   stage = stage_lib.Stage(config, CompareConfig)
   data = stage.settings.data
   if not data.prompts:

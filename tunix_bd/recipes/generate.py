@@ -2,10 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Recipe `generate`: decode prompts with a block-diffusion model.
 
-Loads a converted checkpoint (or an SDAR or Fast-dLLM v2 directory:
-`models.bd_formats`), decodes the eval split or a `{"prompt", "answer"}`
-JSONL and writes `evaluation.completions`' lines and summary.
-`verify_replay=True` also reports the largest |replayed - recorded| log-prob.
+Decodes the eval split or a `{"prompt", "answer"}` JSONL with a converted
+checkpoint (or an SDAR or Fast-dLLM v2 directory) into
+`evaluation.completions`' lines and summary.
 """
 
 from __future__ import annotations
@@ -63,11 +62,8 @@ class GenerateConfig:
 def validate(
     config: ml_collections.ConfigDict,
 ) -> stage_lib.Stage[GenerateConfig]:
-  """Every section, checked before any model is read.
-
-  The checkpoint's directory is checked last, so that a bad setting is
-  reported even without a model.
-  """
+  """Every section, checked before any model is read (the checkpoint's
+  directory last: a bad setting is reported even without a model)."""
   stage = stage_lib.Stage(config, GenerateConfig, writes="output_or_workdir")
   output = stage.settings.outputs.output
   if output:  # Only an earlier output of this recipe is replaced.

@@ -65,11 +65,9 @@ def check_fingerprint(stage, policy) -> dict:
 
 
 def train(cluster: Any, learner: Any, batches: Iterable[Any]) -> float:
-  """Trains on `batches`; the wall time of training alone, in seconds.
-
-  Every item is checked as it is read (`learner.check_dataset_item`), and a
-  run resumed at `max_steps` trains no further, whichever the learner.
-  """
+  """Trains on `batches`, each item checked as it is read; returns the wall
+  time of training alone, in seconds. A run resumed at `max_steps` trains
+  no further, whichever the learner."""
   started = time.perf_counter()
   max_steps = cluster.cluster_config.training_config.max_steps
   if cluster.actor_trainer.train_steps < max_steps:

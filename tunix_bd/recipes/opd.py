@@ -53,10 +53,8 @@ def validate(config: ml_collections.ConfigDict) -> stage_lib.Stage[OpdConfig]:
 
 
 def read_sources(stage: stage_lib.Stage[OpdConfig]):
-  """`(student_sources, teacher_tokenizer)`, checked before any compute.
-
-  A random run's teacher has the student's tokenizer.
-  """
+  """`(student_sources, teacher_tokenizer)`, checked before any compute (a
+  random run's teacher has the student's tokenizer)."""
   settings = stage.settings
   student = sources_lib.read_converted(stage, "student", settings.rollout)
   if stage.random_init:

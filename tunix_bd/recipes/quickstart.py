@@ -3,9 +3,8 @@
 """Recipe `quickstart`: AR teacher -> block-diffusion SFT -> evaluation.
 
 Runs the `ar_pretrain` and `sft` stages with their own configs (workdirs
-under this run's; each resumes), then compares the AR teacher and the
-conversion at several commit thresholds (`evaluation.comparison`) and writes
-`report.{txt,json,png}` and `frontier.png`.
+under this run's; each resumes), then `evaluation.comparison_report` of the
+AR teacher and its conversion.
 """
 
 from __future__ import annotations
@@ -29,31 +28,26 @@ from tunix_bd.run import stage as stage_lib
 from tunix_bd.run import workdir as workdir_lib
 
 
-def _stage_config(config: ml_collections.ConfigDict, name: str):
-  """Stage `name`'s config: same variant, under this run's workdir, trained
-  on this run's `tasks` (the ones stage 3 evaluates)."""
-  stage = config_files.get_config(name, config.variant)
-  stage.workdir = os.path.join(config.workdir, name)
-  stage.data.tasks = tuple(config.tasks)
-  stage.lock()
-  return stage
-
-
 def _stage_configs(config: ml_collections.ConfigDict):
-  """The AR and SFT stages' configs, the SFT one converting the AR's
-  export."""
-  ar_config = _stage_config(config, "ar_pretrain")
-  sft_config = _stage_config(config, "sft")
-  sft_config.model.checkpoint = os.path.join(ar_config.workdir, "export")
-  return ar_config, sft_config
+  """The AR and SFT stages' configs: this variant's, under this run's
+  workdir, trained on this run's `tasks` (those stage 3 evaluates); SFT
+  converts the AR stage's export."""
+  stages = []
+  for name in ("ar_pretrain", "sft"):
+    stage = config_files.get_config(name, config.variant)
+    stage.workdir = os.path.join(config.workdir, name)
+    stage.data.tasks = tuple(config.tasks)
+    stage.lock()
+    stages.append(stage)
+  stages[1].model.checkpoint = os.path.join(stages[0].workdir, "export")
+  return stages
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class QuickstartSettings(comparison_report.Settings):
   """The recipe's top-level keys: what both stages train on and stage 3
-  evaluates (`tasks`), on `num_prompts` eval prompts, and how stage 3
-  decodes and times (`scan_layers`: our loop and block diffusion with the
-  layers in one scan, as `compare.py`'s `model.scan_layers`)."""
+  evaluates (`tasks`, on `num_prompts` eval prompts), and how stage 3
+  decodes (`scan_layers`: as `compare.py`'s `model.scan_layers`)."""
 
   tasks: tuple[str, ...]
   num_prompts: int
@@ -80,11 +74,8 @@ def validate(
     config: ml_collections.ConfigDict,
 ) -> stage_lib.Stage[QuickstartConfig]:
   """Fails closed on settings that cannot work, before any compute: this
-  run's keys, then each stage's config.
-
-  The SFT stage's values alone: its checkpoint is the AR stage's export,
-  which does not exist yet.
-  """
+  run's keys, then each stage's config (SFT's values alone: its checkpoint,
+  the AR stage's export, does not exist yet)."""
   stage = stage_lib.Stage(config, QuickstartConfig)
   ar_config, sft_config = _stage_configs(config)
   ar_pretrain.validate(ar_config)

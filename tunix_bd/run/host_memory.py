@@ -2,20 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Host memory on CPU: steps that keep little, buffers freed to the system.
 
-On the CPU backend every array, activation and XLA temporary is a host
-`malloc`. glibc's mmap threshold rises to the size of each mapped block
-freed, up to 32 MiB, so once a model is loaded a layer's buffers come from
-its heaps, and what an evaluation or a train step frees stays resident
-while the next one allocates anew. `return_freed_buffers` fixes the
-threshold at `THRESHOLD_BYTES`: every larger buffer is mapped on its own
-and unmapped when freed.
-
-XLA's default, concurrency-optimised CPU scheduler runs the recomputation
-of every rematerialised layer as early as it can, so `model.remat` saved
-nothing on CPU; `schedule_for_memory` asks for the memory-minimising one
-(docs/results.md measures both at Qwen3-0.6B).
-
-`prepare_process` applies both (docs/recipes.md says when).
+On CPU every array is a host `malloc`, and glibc's mmap threshold rises
+with each mapped block freed (up to 32 MiB), so what a step frees stays
+resident while the next allocates anew: `return_freed_buffers` fixes the
+threshold at `THRESHOLD_BYTES`. XLA's default CPU scheduler runs every
+rematerialised layer's recomputation as early as it can, so `model.remat`
+saved nothing: `schedule_for_memory` asks for the memory-minimising one
+(docs/results.md measures both). `prepare_process` applies both
+(docs/recipes.md says when).
 """
 
 from __future__ import annotations
@@ -34,11 +28,8 @@ THRESHOLD_BYTES = 1 << 20
 
 
 def return_freed_buffers() -> bool:
-  """Maps every host buffer of at least `THRESHOLD_BYTES` on its own.
-
-  Returns whether the C library took the setting (False off glibc, e.g.
-  macOS or musl, where nothing changes).
-  """
+  """Maps every host buffer of at least `THRESHOLD_BYTES` on its own;
+  returns whether the C library took it (False off glibc)."""
   if not sys.platform.startswith("linux"):
     return False
   try:
@@ -50,12 +41,8 @@ def return_freed_buffers() -> bool:
 
 
 def add_xla_flag(name: str, value: str) -> bool:
-  """Adds `name=value` to `XLA_FLAGS` unless it already names `name`.
-
-  XLA reads `XLA_FLAGS` once, when its first backend starts, so this must
-  run before any computation. Returns whether the flag was added (False
-  when `XLA_FLAGS` already names it: the user's setting is kept).
-  """
+  """Adds `name=value` to `XLA_FLAGS` (read when XLA's first backend
+  starts) unless it names `name` already; returns whether it was added."""
   flags = os.environ.get("XLA_FLAGS", "")
   if name in flags:
     return False
@@ -70,12 +57,9 @@ def schedule_for_memory() -> bool:
 
 
 def computes_on_cpu() -> bool:
-  """Whether JAX will compute on the CPU, told before any backend starts.
-
-  `JAX_PLATFORMS`' first platform when it is set; else whether no
-  accelerator is installed for JAX to prefer (a `jax_plugins` package, e.g.
-  CUDA's or ROCm's, or `libtpu`).
-  """
+  """Whether JAX will compute on the CPU, told before any backend starts:
+  `JAX_PLATFORMS`' first platform, else whether no accelerator (`libtpu`,
+  a `jax_plugins` package) is installed."""
   platforms = os.environ.get("JAX_PLATFORMS", "").strip()
   if platforms:
     return platforms.split(",")[0].strip() == "cpu"
@@ -89,9 +73,8 @@ def computes_on_cpu() -> bool:
 
 
 def prepare_process() -> None:
-  """Both settings, before JAX's first backend; the allocator's only where
-  every array is a host buffer (`computes_on_cpu`): elsewhere it would only
-  add a system call per large host-side array."""
+  """Both settings, before JAX's first backend; the allocator's only on CPU
+  (elsewhere it would only add a system call per large host array)."""
   schedule_for_memory()
   if computes_on_cpu():
     return_freed_buffers()

@@ -3,10 +3,8 @@
 """The one model loader of the training recipes: a checkpoint or a random model.
 
 A `model` section (`models.sections`) names each model a run reads by key
-(`checkpoint`, `student`, `teacher`, ...), or asks for a random model
-(`random_init`, smoke runs); these functions turn it into a Tunix model the
-same way in every recipe (a converted model's tokenizer and settings:
-`models.converted`).
+(`checkpoint`, `student`, ...) or asks for a random one (`random_init`);
+these functions turn it into a Tunix model the same way in every recipe.
 """
 
 from __future__ import annotations
@@ -31,11 +29,8 @@ from tunix_bd.models import precision as precision_lib
 def load(
     settings: Any, key: str, mesh: jax.sharding.Mesh, *, seed: int = 0
 ) -> Any:
-  """The Tunix model of `model.<key>` at the section's precision (it is a
-  `precision.Precision`).
-
-  A random model (`model.random_init`) of the `model.scratch` shape is
-  initialised from `seed` instead.
+  """The Tunix model of `model.<key>` at the section's precision, or a
+  random one (`model.random_init`) of the `model.scratch` shape from `seed`.
   """
   if getattr(settings, "random_init", False):  # A `RandomInit` model.
     return from_scratch.embedded_model(settings.scratch, seed, mesh, settings)
@@ -67,13 +62,10 @@ def load_checkpoint(
 
 
 def check_kl_reference(policy: str, reference: str) -> None:
-  """Fails closed unless KL reference `model.reference` scores as the policy.
-
-  An AR export (no block_diffusion.json), or other block size, mask id or
-  alignment, scores a rollout's trace under another distribution, and
-  another tokenizer (`fingerprint.tokenizer_digest`: vocabulary, special
-  tokens, chat template) reads its token ids as other text: the KL would
-  train towards it, silently. Checked before any compute.
+  """Fails closed, before any compute, unless KL reference `model.reference`
+  scores as the policy: same block size, mask id, alignment and tokenizer
+  (`fingerprint.tokenizer_digest`); else the KL would silently train
+  towards another distribution.
   """
   if reference == policy:
     return
@@ -110,11 +102,8 @@ def load_policy_and_reference(
     with_reference: bool,
     seed: int = 0,
 ) -> tuple[Any, Any]:
-  """`(policy, reference or None)`: `model.checkpoint` and `model.reference`.
-
-  Each is loaded on its own mesh; the reference only `with_reference` (a
-  KL term, `grpo.beta > 0`), and refused unless of the policy's vocabulary.
-  """
+  """`(policy, reference or None)`, each on its own mesh; the reference only
+  `with_reference` (`grpo.beta > 0`), of the policy's vocabulary."""
   policy = load(settings, "checkpoint", policy_mesh, seed=seed)
   if not with_reference:
     return policy, None
@@ -132,9 +121,8 @@ def to_block_diffusion(model: Any, tokenizer: Any, bd: Any):
   """An AR model and tokenizer with the mask token of SFT's `bd` section.
 
   Returns `(model, model_config, bd_config)`: the model (one embedding row
-  more when the tokenizer lacked the mask token and gained it), its config,
-  and the block-diffusion settings on the mask token's id, checked against
-  both.
+  more where the tokenizer gained the mask token), its config, and the
+  block-diffusion settings, checked against both.
   """
   eos_id = tokenizer.eos_token_id
   model, model_config, mask_id = mask_token.provision_mask_token(

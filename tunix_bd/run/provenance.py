@@ -2,13 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Provenance: the checkpoints a run reads, named by content.
 
-A recipe identifies each checkpoint it reads once, before any compute
-(`tunix_bd.run.stage.Stage.identify`): its run fingerprint holds the
-digests of the checkpoint's parts (`CheckpointDigest.parts`), no path;
-what it writes for people to share holds the digest and a path only when it
-lies inside the working directory (`SourceCheckpoint.provenance`).
+Each is identified once, before any compute (`Stage.identify`): the run
+fingerprint holds its parts' digests, no path; what a run writes to share
+holds the digest, and a path only inside the working directory.
 `section_fields` is the one fingerprint rule of a typed section
-(docs/design.md, "Fingerprint"), and `check_directories` fails closed on a
+(docs/design.md, "Fingerprint"); `check_directories` fails closed on a
 checkpoint directory a run cannot read.
 """
 
@@ -33,10 +31,8 @@ class SourceCheckpoint:
   digest: checkpoint_digest.CheckpointDigest
 
   def provenance(self) -> dict[str, str]:
-    """`{"digest": ..., "path": ...}` for exports and reports.
-
-    `path` is relative to the working directory, and left out when the
-    checkpoint lies outside it (its absolute path would name the machine).
+    """`{"digest": ..., "path": ...}` for exports and reports; `path`,
+    relative, only inside the working directory (else it names the machine).
     """
     record = {"digest": self.digest.digest}
     path = os.path.relpath(os.path.abspath(self.path), os.getcwd())
@@ -52,11 +48,9 @@ def identify(path: str | os.PathLike[str]) -> SourceCheckpoint:
 
 
 def checkpoint_directories(settings) -> dict[str, str]:
-  """`{key: path}` of the checkpoints a `model` section makes a run read.
-
-  Required ones even when empty, optional ones when set; none that
-  `random_init` replaces.
-  """
+  """`{key: path}` of the checkpoints a `model` section makes a run read:
+  required ones even when empty, optional ones when set, none that
+  `random_init` replaces."""
   random_init = getattr(settings, "random_init", False)
   paths = {}
   for field in dataclasses.fields(settings):
@@ -128,11 +122,8 @@ def _check_not_a_run(path: str, named: str) -> None:
 def section_fields(
     settings: Any, identify: Callable[[str], SourceCheckpoint]
 ) -> dict[str, Any]:
-  """A typed section's fingerprint fields: the one rule (module docstring).
-
-  `identify` (`path -> SourceCheckpoint`) digests the checkpoints the
-  section makes the run read.
-  """
+  """A typed section's fingerprint fields by the one rule; `identify`
+  digests the checkpoints it makes the run read."""
   read = checkpoint_directories(settings)
   fields = {}
   for field in dataclasses.fields(settings):

@@ -2,13 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """What a run reads from the model it trains, checked as one, before compute.
 
-OPD's student and GRPO's policy are converted models (`sft.py`'s exports,
-or a random one), opened as every entrance opens one
-(`models.converted.open_converted`); what needs the run's `Stage` is here:
-the denoiser's config and stop ids its `rollout` section gives, the
-position budget, the export it will write (`plan_export`, also SFT's) and
-the fingerprint fields. `read_converted` reads them into a
-`ConvertedSources`.
+OPD's student and GRPO's policy are converted models (or a random one),
+opened by `models.converted.open_converted`; here is what needs the run's
+`Stage`: the `rollout` section's denoiser config and stop ids, the position
+budget, the export it will write (`plan_export`, also SFT's) and the
+fingerprint fields, read by `read_converted` into a `ConvertedSources`.
 """
 
 from __future__ import annotations
@@ -51,16 +49,14 @@ class ConvertedSources:
 
   @property
   def chat_options(self) -> chat.ChatOptions:
-    """The chat switches the model was trained with (prompts are rendered
-    with them, the export records them)."""
+    """The chat switches the model was trained with (and the export keeps)."""
     return self.export.chat_options
 
   def fingerprint_fields(
       self, tokenizer_key: str = "tokenizer"
   ) -> dict[str, Any]:
-    """`{tokenizer_key: digest, "bd": settings, "stop_ids": [ids]}`: what the
-    run fingerprint takes from the sources (`tokenizer_key`: e.g.
-    `tokenizer.student` where a run reads two tokenizers)."""
+    """What the run fingerprint takes from the sources: `{tokenizer_key:
+    digest, "bd": settings, "stop_ids": [ids]}`."""
     return {
         tokenizer_key: fingerprint_lib.tokenizer_digest(self.tokenizer),
         "bd": self.bd.to_dict(),
@@ -70,11 +66,8 @@ class ConvertedSources:
   def encode_prompts(
       self, conversations: Any, max_prompt_length: int
   ) -> prompts_lib.PromptSet:
-    """Conversations' prompts as the model reads them, each checked.
-
-    Rendered with the chat switches the model was trained with and encoded
-    with its tokenizer (`data.prompts.encode_prompts`).
-    """
+    """Conversations' prompts as the model reads them, each checked
+    (`data.prompts.encode_prompts`)."""
     return prompts_lib.encode_prompts(
         self.tokenizer, conversations, max_prompt_length, self.chat_options
     )
@@ -93,12 +86,9 @@ class ConvertedSources:
 def random_tokenizer_and_bd(
     scratch_bd: Any, chat_template: str
 ) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
-  """A random converted model's tokenizer and block-diffusion settings.
-
-  The embedded tokenizer with `data.chat_template` (a Jinja file, or "" for
-  its own), and `model.scratch_bd`'s block size, alignment and layout on
-  the tokenizer's mask token.
-  """
+  """A random converted model's tokenizer and block-diffusion settings: the
+  embedded tokenizer with `data.chat_template` (or "") and
+  `model.scratch_bd`'s settings on its mask token."""
   tokenizer, bd = mask_token.embedded_tokenizer_and_bd(
       block_size=scratch_bd.block_size,
       alignment=scratch_bd.alignment,
@@ -119,9 +109,9 @@ def plan_export(
 ) -> export_plan.ExportPlan:
   """Before compute: `model.<key>`, trained, exports as `export` asks.
 
-  Its HF files are read here, once (a random model has none, and the
-  `model.scratch` shape); `bd` is a converted model's settings or SFT's
-  `bd` section, `mask_token` as `ExportPlan.check` takes it.
+  Its HF files are read here, once (a random model has none). `bd`: a
+  converted model's settings or SFT's `bd` section; `mask_token` as
+  `ExportPlan.check` takes it.
   """
   model = stage.settings.model
   path = None if stage.random_init else getattr(model, key)
@@ -142,16 +132,10 @@ def plan_export(
 
 
 def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
-  """Before compute: what a run reads from converted model `model.<key>`.
-
-  Opened as every entrance opens one (`converted.open_converted`, with
-  `data.chat_template` and `data`'s chat switches), or a random model's
-  (the embedded tokenizer and `model.scratch_bd`); the denoiser's config
-  and stop ids of `rollout`, checked: special ids that do not collide, the
-  export (`plan_export`), and a prompt plus completion within
-  `max_position_embeddings`. Errors name the key. The `rollout` section's
-  `denoise_config(tokenizer)` stops at the tokenizer's EOS and
-  `rollout.extra_stop_ids`.
+  """Before compute: what a run reads from converted model `model.<key>`
+  (or a random one), checked: special ids that do not collide, the export
+  (`plan_export`), and a prompt plus completion within the model's
+  positions. Errors name the key.
   """
   model, data = stage.settings.model, stage.settings.data
   if stage.random_init:

@@ -4,24 +4,18 @@
 
 A training recipe is five steps, in this order, whatever it trains:
 
-  stage = Stage(config, SftConfig)  # stage.settings: a typed SftConfig
-      # 1. Validate before compute: the workdir, every typed section (a
-      #    `ValueError` naming `section.key`), the checkpoint directories,
-  plan = sources.plan_export(stage, "checkpoint", tokenizer, bd, ...)
-      #    and that the trained model exports as `export` asks.
-  stage.check_fingerprint(tokenizer=..., bd=...)
-      # 2. Sources by digest, 3. the fingerprint by the one rule
-      #    (docs/design.md "Fingerprint"): a resume under other settings is
-      #    refused before any model is built.
-  stage.start(trainer.train_steps)  # then train and evaluate
-      # 4. Record the resume line and the fingerprint, every check passed.
-  plan.write(model, tokenizer, bd, extra=...)
-      # 5. Export, with the sources' provenance.
+  stage = Stage(config, SftConfig)  # 1. Validate before compute: workdir,
+  plan = sources.plan_export(...)   #    sections, checkpoints, the export.
+  stage.check_fingerprint(bd=...)   # 2. Sources by digest, 3. the
+      # fingerprint by the one rule (docs/design.md "Fingerprint"): a
+      # resume under other settings is refused before any model is built.
+  stage.start(trainer.train_steps)  # 4. Record the resume line and the
+      # fingerprint, every check passed; then train and evaluate.
+  plan.write(model, tokenizer, bd, extra=...)  # 5. Export, with provenance.
 
 A recipe's config is a frozen dataclass whose fields are its typed sections
 (`eval: options.Eval`), each a class whose fields are the section's keys. A
-benchmark recipe takes step 1 alone (`writes="output"`: one report file
-rather than a workdir).
+benchmark recipe takes step 1 alone (`writes="output"`: one report file).
 """
 
 from __future__ import annotations
@@ -47,11 +41,8 @@ _VALUES_ONLY = contextvars.ContextVar("values_only", default=False)
 
 @contextlib.contextmanager
 def values_only() -> Iterator[None]:
-  """Within it, `Stage` checks its sections' values alone.
-
-  Neither the workdir (or output file) nor the checkpoint directories are
-  looked at: `tunix run --dry_run` may run where they are not.
-  """
+  """Within it, `Stage` checks its sections' values alone, not the workdir,
+  output or checkpoints: `tunix run --dry_run` may run where they are not."""
   token = _VALUES_ONLY.set(True)
   try:
     yield
@@ -60,9 +51,8 @@ def values_only() -> Iterator[None]:
 
 
 def launch(run: Callable[..., Any]) -> Callable[..., Any]:
-  """A recipe's `run(config)`: a launch that fails before its run started
-  leaves its workdir as it was (`workdir.launching`); a checkpoint save
-  that runs out of space fails in one line (`workdir.checkpointing`)."""
+  """A recipe's `run(config)`, within `workdir.launching` and
+  `workdir.checkpointing`."""
 
   @functools.wraps(run)
   def launched(config: ml_collections.ConfigDict) -> Any:
@@ -71,15 +61,6 @@ def launch(run: Callable[..., Any]) -> Callable[..., Any]:
         return run(config)
 
   return launched
-
-
-def _section_config(config: Any, name: str, cls: type[Any]) -> Any:
-  """Section `name` of `config`; for a class of top-level keys (`SECTION`
-  "": `compare`'s `thresholds`, ...), those of its fields `config` sets."""
-  if getattr(cls, "SECTION", None) != "":
-    return config[name]
-  names = {f.name for f in dataclasses.fields(cls) if f.init}
-  return {k: v for k, v in config.items() if k in names}
 
 
 class Stage(Generic[SettingsT]):
@@ -102,13 +83,10 @@ class Stage(Generic[SettingsT]):
     """Validates before any compute: workdir, sections, checkpoints.
 
     Args:
-      spec: the recipe's config class: a frozen dataclass whose fields are
-        its typed sections, in the order they are checked: each a settings
-        dataclass (`config_utils.from_section`).
-      writes: where the run writes: `workdir`, a directory; `output`, one
-        report file (empty: none; the benchmarks that print their table);
-        or `output_or_workdir`, `output` when set, else `workdir`
-        (`output_path`).
+      spec: the recipe's config class (module docstring), its sections in
+        check order, each read by `config_utils.from_section`.
+      writes: `workdir`, a directory; `output`, one report file (empty:
+        none); or `output_or_workdir`, `output` when set, else `workdir`.
     """
     if writes not in ("workdir", "output", "output_or_workdir"):
       raise ValueError(f"writes must name workdir or output, got {writes!r}.")
@@ -127,9 +105,13 @@ class Stage(Generic[SettingsT]):
     self.workdir = config.get("workdir")
     hints, sections = typing.get_type_hints(spec), {}
     for f in dataclasses.fields(spec):
-      sections[f.name] = config_utils.from_section(
-          hints[f.name], _section_config(config, f.name, hints[f.name]), f.name
-      )
+      cls = hints[f.name]
+      if getattr(cls, "SECTION", None) != "":
+        section = config[f.name]
+      else:  # Top-level keys (`compare`'s `thresholds`, ...) the config sets.
+        keys = {g.name for g in dataclasses.fields(cls) if g.init}
+        section = {k: v for k, v in config.items() if k in keys}
+      sections[f.name] = config_utils.from_section(cls, section, f.name)
     self.settings: SettingsT = spec(**sections)
     model = getattr(self.settings, "model", None)
     if paths and model is not None:
@@ -158,12 +140,9 @@ class Stage(Generic[SettingsT]):
     return self._identified[path]
 
   def check_fingerprint(self, **derived: Any) -> dict[str, Any]:
-    """The run fingerprint; refuses to resume checkpoints of other settings.
-
-    `derived`: what the run derives from its sources and that changes its
-    checkpoints' meaning (e.g. `tokenizer=fingerprint.tokenizer_digest(
-    tokenizer)`, `bd=bd.to_dict()`). Also kept as `self.fingerprint`.
-    """
+    """The run fingerprint (kept as `self.fingerprint`); refuses to resume
+    checkpoints of other settings. `derived`: what the run derives from its
+    sources that changes its checkpoints' meaning (`bd=bd.to_dict()`)."""
     sections = {
         f.name: provenance.section_fields(
             getattr(self.settings, f.name), self.identify
@@ -187,8 +166,7 @@ class Stage(Generic[SettingsT]):
   def hold(self) -> None:
     """Holds the workdir (a new one is made): before the run computes.
 
-    Within `launch`, a launch that fails before `record` removes what the
-    lock made (`workdir.launching`). Nothing for a run writing `output`.
+    Nothing for a run writing `output`.
     """
     if self._holds and self._lock is None:
       self._lock = workdir_lib.lock(self.workdir)

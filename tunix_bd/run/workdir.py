@@ -2,14 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The workdir rule every recipe follows: where a run writes, and when.
 
-`check` comes before anything loads (`run.stage` checks the fingerprint
-under `checkpoints` once known, records it right before the first step);
-`resumed` once the trainer restored its checkpoint; `lock` holds the
-workdir for one run, and within `launching` a launch that fails before it
-`started` removes what its lock made. `restoring` and `checkpointing` say
-in one line that Orbax cannot read a checkpoint, or save one for lack of
-space. Local workdirs are made absolute (Orbax needs that), URLs stay
-URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
+`check` before anything loads; `lock` holds the workdir for one run, and
+within `launching` a launch that fails before it `started` removes what its
+lock made; `resumed` once the trainer restored its checkpoint. `restoring`
+and `checkpointing` say in one line that Orbax cannot read a checkpoint, or
+save one for lack of space. Local workdirs are made absolute (Orbax needs
+that), URLs stay URLs. docs/recipes.md, "Runs: logs, checkpoints, resume".
 """
 
 from __future__ import annotations
@@ -45,10 +43,8 @@ _started: set[str] = set()  # Workdirs whose run started, in open launches.
 
 
 def check(workdir: str, key: str = "workdir") -> str:
-  """Fails closed on a workdir a run cannot write; writes nothing.
-
-  A `ValueError` names `key` for a workdir that is unset, is (or lies
-  under) an existing file, or cannot be made or written by this process.
+  """Fails closed, naming `key`, on a workdir that is unset, is (or lies
+  under) a file, or this process cannot make or write; writes nothing.
 
   Returns:
     The workdir by the one path rule (`checkpoints` uses the same).
@@ -109,12 +105,11 @@ def _why_not_writable(path: str) -> str | None:
 def lock(workdir: str, *, create: bool = True) -> IO[str] | None:
   """Holds the workdir for this process, or refuses naming the holder.
 
-  The lock lasts as long as the returned handle is referenced (a recipe's
-  `Stage` keeps it); the OS drops it when the process dies, so a killed run
-  never blocks its relaunch. Taken by the writing process only; a URL
-  workdir (`gs://`) cannot be locked and is not (a no-op, None), nor is a
-  file system without `flock` (a note says so). `create`: make the workdir
-  if missing (False: lock only one that exists).
+  The lock lasts while the returned handle is referenced (`Stage` keeps
+  it); the OS drops it when the process dies, so a killed run never blocks
+  its relaunch. Taken by the writing process only; not on a URL workdir nor
+  a file system without `flock` (a note says so). `create`: make the
+  workdir if missing.
 
   Returns:
     The held lock file, or None where none is taken.
@@ -180,13 +175,10 @@ def started(workdir: str) -> None:
 
 @contextlib.contextmanager
 def launching() -> Iterator[None]:
-  """Around one launch: if it fails, what its locks made is removed.
-
-  A launch that fails before its run `started` (a check that needs the
-  models, a mesh that cannot be built) leaves each workdir as it was: a
-  workdir it made is removed with whatever the launch wrote there (a
-  trainer's `tensorboard/`), a `.lock` it added to an existing one too.
-  Nobody else wrote there: the lock was held throughout.
+  """Around one launch: if it fails before its run `started`, each workdir
+  is left as it was: one its locks made is removed with whatever the launch
+  wrote there (nobody else wrote: the lock was held), a `.lock` it added to
+  an existing one too.
   """
   made: list[tuple[str, str]] = []
   _launches.append(made)
@@ -218,12 +210,9 @@ def checkpoints(workdir: str) -> str:
 
 @contextlib.contextmanager
 def restoring(workdir: str) -> Iterator[None]:
-  """Around building a trainer, which restores the newest checkpoint.
-
-  Orbax fails on a checkpoint it cannot read (a truncated or lost file)
-  with a long traceback; this says it in one line naming the step
-  directory, and what to move away to resume from the one before.
-  """
+  """Around building a trainer, which restores the newest checkpoint: a
+  checkpoint Orbax cannot read fails in one line naming the step directory
+  to move away."""
   try:
     yield
   except Exception as e:  # Orbax raises plain `Exception`s.
@@ -250,8 +239,8 @@ def checkpointing(workdir: str | None) -> Iterator[None]:
   """Around a run: a checkpoint save that runs out of space fails in one
   line naming `workdir/checkpoints` and the way out.
 
-  Orbax raises the `OSError`, or TensorStore's `ValueError` (`OUT_OF_RANGE:
-  Error writing ... [os_error_code='28']`) naming a temporary file.
+  Orbax raises the `OSError`, or TensorStore's `ValueError` (`...
+  [os_error_code='28']`) naming a temporary file.
   """
   try:
     yield
@@ -281,17 +270,16 @@ def resumed(
 ) -> None:
   """Reports a resume and drops the metrics rows the run will log again.
 
-  A run killed between two checkpoints logged steps that the resumed run
-  trains again: their rows are dropped, so `metrics.jsonl` holds one row per
-  metric and step. Call it after the trainer has restored its checkpoint
-  and before anything is logged. Does nothing for a fresh run (`step` 0).
+  A run killed between two checkpoints logged steps the resumed run trains
+  again: dropping them keeps one `metrics.jsonl` row per metric and step.
+  Call it once the trainer restored, before anything is logged; nothing for
+  a fresh run (`step` 0).
 
   Args:
     step: the update step the trainer restored.
     recipe: the recipe's name, which starts the line.
     relogged_from: `name -> step`: the first step at which the resumed run
-      logs metric `name` again. Default: `step` for evaluation metrics
-      (names with `/eval/`), `step + 1` for the others.
+      logs metric `name` again (default below).
   """
   if not step:
     return

@@ -55,8 +55,7 @@ class QuickstartTasksTest(absltest.TestCase):
       quickstart.validate(config)
     self.assertFalse(os.path.exists(config.workdir))
     config.tasks = ("count",)
-    for name in ("ar_pretrain", "sft"):
-      stage = quickstart._stage_config(config, name)
+    for stage in quickstart._stage_configs(config):
       self.assertEqual(tuple(stage.data.tasks), ("count",))
 
 
