@@ -34,6 +34,7 @@ from tunix_bd.cli import plugin_api
 
 _PROG = "tunix"
 _INTERRUPTED = 130  # 128 + SIGINT, the status a shell reports for Ctrl-C.
+_DEFAULT_CACHE = os.path.join("~", ".cache", "tunix", "jax")
 
 _RUN_EPILOG = f"""\
 overrides:
@@ -114,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
       "run",
       usage=(
           f"{_PROG} run [-h] --plugin NAME [--dry_run] [--log_level LEVEL]"
-          " [--traceback]"
+          " [--traceback] [--compilation_cache DIR]"
           " CONFIG[:ARG] [--config.KEY=VALUE ...]"
       ),
       help="run a plugin's recipe with a config",
@@ -151,6 +152,18 @@ def _parser() -> argparse.ArgumentParser:
       "--traceback",
       action="store_true",
       help="show the full traceback of errors instead of one line",
+  )
+  run_parser.add_argument(
+      "--compilation_cache",
+      "--compilation-cache",
+      metavar="DIR",
+      default=None,
+      help=(
+          "JAX's persistent compilation cache: a rerun loads the programs"
+          " an earlier run compiled ('' turns it off; default:"
+          f" $JAX_COMPILATION_CACHE_DIR, else {_DEFAULT_CACHE}; off on"
+          " Pathways unless given)"
+      ),
   )
   commands.add_parser(
       "plugins",
@@ -211,6 +224,7 @@ def _run(
     # Before the recipe imports JAX; never jax.distributed.initialize() here:
     # on Pathways one client sees every device in the job.
     pathways.initialize()
+  _use_compilation_cache(args.compilation_cache, pathways is not None)
   recipe_fn = _import_target(plugin.recipes[recipe])
   _configure_logging(args.log_level)
   absl_logger = std_logging.getLogger("absl")
@@ -234,6 +248,24 @@ def _run(
   finally:
     absl_logger.removeFilter(_not_noise)
   return 0
+
+
+def _use_compilation_cache(directory: str | None, pathways: bool) -> None:
+  """Points JAX's persistent compilation cache at `directory` (None: the
+  environment's, else `_DEFAULT_CACHE` off Pathways; '': none), before the
+  recipe compiles (JAX opens it once). A rerun (a resume, a second seed)
+  then loads the programs compiled before: minutes at size. A hit is the
+  executable XLA would build, so nothing a run computes changes."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  if directory is None:
+    if jax.config.jax_compilation_cache_dir or pathways:
+      return  # The environment's choice, or no default on Pathways.
+    directory = os.path.expanduser(_DEFAULT_CACHE)
+  if directory:
+    jax.config.update("jax_compilation_cache_dir", directory)
+  else:
+    jax.config.update("jax_enable_compilation_cache", False)
 
 
 def _interrupted(config: ml_collections.ConfigDict) -> str:

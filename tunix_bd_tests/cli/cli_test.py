@@ -69,6 +69,7 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
             "crash": "fakeplug_mod:crash",
             "ctrl_c": "fakeplug_mod:ctrl_c",
             "hbm": "fakeplug_mod:hbm",
+            "compile": "fakeplug_mod:compile_one",
         },
         registers={"loss hooks": ["fake_loss"], "rollouts": ["fake_rollout"]},
         description="A fake plugin for the CLI tests.",
@@ -128,6 +129,15 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
 
     def ctrl_c(config):
       raise KeyboardInterrupt  # Ctrl-C.
+
+
+    def compile_one(config):
+      import jax
+      jax.jit(lambda x: x * 2 + 1)(1.0).block_until_ready()
+      pathlib.Path(config.output).write_text(json.dumps({
+          "cache_dir": jax.config.jax_compilation_cache_dir,
+          "enabled": jax.config.jax_enable_compilation_cache,
+      }))
 
 
     def hbm(config):
@@ -254,8 +264,10 @@ class CliTest(parameterized.TestCase):
   def _seen(self) -> dict[str, dict[str, object]]:
     return json.loads(self.output.read_text())
 
-  def _subprocess(self, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+  def _subprocess(
+      self, *argv: str, env: dict[str, str] | None = None
+  ) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ) if env is None else env
     env.pop("JAX_PLATFORMS", None)
     env["PYTHONPATH"] = os.pathsep.join([str(_REPO_ROOT), str(self.site)])
     return subprocess.run(
@@ -324,9 +336,9 @@ class CliTest(parameterized.TestCase):
         "    fakeconf   Fake config with a 'big' variant.",
         "    no_recipe  Fake config that names no recipe.",
         "  recipes:",
-        "    crash   fakeplug_mod:crash",
-        "    dump    fakeplug_mod:dump",
-        "    reject  fakeplug_mod:reject",
+        "    crash    fakeplug_mod:crash",
+        "    dump     fakeplug_mod:dump",
+        "    reject   fakeplug_mod:reject",
         "  loss hooks: fake_loss",
         "  rollouts: fake_rollout",
     ]
@@ -489,7 +501,8 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "no_recipe"],
           (
               "the config has no 'recipe' key naming what to run; plugin"
-              " 'fakeplug' provides recipes: crash, ctrl_c, dump, hbm, reject$"
+              " 'fakeplug' provides recipes: compile, crash, ctrl_c, dump, hbm,"
+              " reject$"
           ),
       ),
       (
@@ -497,7 +510,7 @@ class CliTest(parameterized.TestCase):
           ["--plugin", "fakeplug", "fakeconf", "--config.recipe=train"],
           (
               "unknown recipe 'train' in config.recipe; plugin 'fakeplug'"
-              " provides recipes: crash, ctrl_c, dump, hbm, reject$"
+              " provides recipes: compile, crash, ctrl_c, dump, hbm, reject$"
           ),
       ),
   )
@@ -780,6 +793,35 @@ class CliTest(parameterized.TestCase):
     self.assertEqual(seen["values"]["shape"], [8, 8])
     self.assertEqual(seen["types"]["shape"], "tuple")
     self.assertIs(seen["values"]["use_ema"], True)
+
+  def test_subprocess_compilation_cache_default_flag_and_off(self):
+    home = self.create_tempdir().full_path
+    env = dict(
+        os.environ, HOME=home, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0"
+    )
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # The suite's own cache.
+    default = os.path.join(home, ".cache", "tunix", "jax")
+    given = os.path.join(home, "given")
+    argv = ("run", "--plugin", "fakeplug", "fakeconf")
+    argv += ("--config.recipe=compile", f"--config.output={self.output}")
+    for flag, directory in (
+        (("--compilation_cache=",), None),
+        ((), default),
+        (("--compilation_cache", given), given),
+    ):
+      result = self._subprocess(*argv, *flag, env=dict(env))
+      self.assertEqual(result.returncode, 0, msg=result.stderr)
+      seen = self._seen()
+      self.assertEqual(seen["enabled"], directory is not None, flag)
+      if directory:
+        self.assertEqual(seen["cache_dir"], directory)
+        self.assertNotEmpty(os.listdir(directory))  # The program, cached.
+      else:
+        self.assertFalse(os.path.exists(default))
+    # The environment's cache wins over the default.
+    env["JAX_COMPILATION_CACHE_DIR"] = given
+    result = self._subprocess(*argv, env=env)
+    self.assertEqual(self._seen()["cache_dir"], given, result.stderr)
 
   def test_subprocess_usage_error(self):
     result = self._subprocess("run", "--plugin", "fakeplug", "nope")
