@@ -2,14 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one place that absorbs Tunix API moves between releases.
 
-tunix_bd supports google-tunix 0.1.7 and Tunix main (0.1.8.dev), which
-renamed `RLCluster` to `RLEngine`, made losses return `LossOutput` /
-`WeightedMetric` and gave `GRPOConfig` `use_rollout_logps` and `sampler_is`.
-Every other tunix_bd module takes Tunix's RL, SFT and distillation names
-from here (`compat_test` checks it; `tunix.models` may be imported
-directly); the Tunix behaviours tunix_bd relies on, every version check
-and every private Tunix name it reaches (`PRIVATE_SURFACE`) are here, so a
-Tunix upgrade is a change to this file alone.
+tunix_bd supports google-tunix 0.1.7 and Tunix main (0.1.8.dev: `RLEngine`,
+`LossOutput` / `WeightedMetric`, `GRPOConfig.use_rollout_logps`). Every
+other module takes Tunix's RL, SFT and distillation names from here
+(`compat_test` checks it; `tunix.models` may be imported directly), as are
+the Tunix behaviours relied on, every version check and every private name
+reached (`PRIVATE_SURFACE`): a Tunix upgrade changes this file alone.
 """
 
 # pylint: disable=g-import-not-at-top
@@ -202,17 +200,14 @@ def final_hidden_states(
 ) -> tuple[jax.Array, Any]:
   """A Tunix decoder's forward up to its final norm, without its LM head.
 
-  Tunix main's decoders take `skip_lm_head=True`; google-tunix 0.1.7's
-  Qwen3 and Qwen2 sow the states (`output_hidden_states=True`) and still
-  apply the head, whose unused logits XLA drops under jit. Either way the
-  call is `model(...)` itself, so its wrappers (qwix's LoRA) stay in effect.
-
-  A model with neither flag (0.1.7's Llama 3) is refused here;
-  `lm_head.split_head` gives such a model's calls its own logits instead.
+  Tunix main's decoders take `skip_lm_head=True`; 0.1.7's Qwen3 and Qwen2
+  sow the states (`output_hidden_states=True`) and apply the head, whose
+  unused logits XLA drops under jit. Either way the call is `model(...)`,
+  so its wrappers (qwix's LoRA) stay in effect. A model with neither flag
+  (0.1.7's Llama 3) is refused (`lm_head.split_head` avoids the call).
 
   Returns:
-    `(hidden [batch, length, embed], new_cache)`: the final-norm outputs in
-    the model's compute dtype and the cache as `model(...)` returns it.
+    `(hidden [batch, length, embed] in the compute dtype, new_cache)`.
   """
   flag = hidden_states_flag(model)
   if flag == "skip_lm_head":
@@ -282,13 +277,9 @@ def default_sft_loss(model, **batch) -> jax.Array:
 
 
 def grpo_config(**fields: Any) -> Any:
-  """Tunix's `GRPOConfig`, old log-probs recomputed on the trainer.
-
-  google-tunix 0.1.7's GRPO always recomputes the old policy's log-probs;
-  main's defaults to the rollout's (`use_rollout_logps`). Unless `fields`
-  say otherwise this sets 0.1.7's behaviour: one config, one algorithm.
-  `use_rollout_logps` and `sampler_is` are refused on a Tunix without them.
-  """
+  """Tunix's `GRPOConfig`, old log-probs recomputed on the trainer (0.1.7
+  always does; main defaults to the rollout's) unless `fields` say
+  otherwise; main's fields are refused on a Tunix without them."""
   names = {f.name for f in dataclasses.fields(GRPOConfig)}
   if "use_rollout_logps" in names:
     fields.setdefault("use_rollout_logps", False)
@@ -341,13 +332,10 @@ _PERF_V2_NAMES = {
 def grpo_perf_span(
     cluster: Any, name: str, *, role: Any = None
 ) -> Iterator[Callable[[Any], None]]:
-  """One of Tunix's GRPO phase spans, on both of its perf tracers.
-
-  As `GRPOLearner._generate_and_compute_advantage` writes them: `perf`'s
-  span `name` (a `_PERF_V2_NAMES` key) and `perf_v2`'s pair, on `role`'s
-  devices (None: none), tagged with `cluster`'s global step. Yields
-  `end(outputs)`, marking the phase's device work on `outputs` done.
-  """
+  """A GRPO phase span as `GRPOLearner._generate_and_compute_advantage`
+  writes it: `perf`'s `name` and its `perf_v2` pair, on `role`'s devices
+  (None: none), tagged with the global step. Yields `end(outputs)`, which
+  marks the phase's device work on `outputs` done."""
   devices = None if role is None else cluster.r2m[role].devices
   tags = {_perf_constants.STEP: cluster.global_steps}
   with cluster.perf.span(name, devices) as interval, cluster.perf_v2.span(

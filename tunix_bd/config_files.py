@@ -2,12 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The configs tunix_bd ships (`configs/*.py`), found and imported by path.
 
-An installed distribution ships `configs/` as the `tunix_bd.configs`
-package, but a source checkout keeps it at the repository's top level, so
-`import tunix_bd.configs` fails wherever `tunix_bd` is imported from the
-checkout (a test run beside a non-editable install, for one). Importing the
-files by path works in both, and is how the `tunix` host loads any plugin's
-configs.
+An installed distribution ships them as `tunix_bd.configs`, a source
+checkout at its top level, where that import fails; by path works in both,
+as the `tunix` host loads any plugin's configs.
 """
 
 from __future__ import annotations

@@ -2,16 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """tunix_bd's frozen setting dataclasses and their config sections.
 
-A config section is a small frozen, kw_only dataclass: every init field is
-a key of its section, and its class variable `SECTION` names the section's
-key path (e.g. "model", "model.scratch_bd"), under which its checks name
-their keys. Variants are subclasses (`TimedTrain(Train)`) or composed groups
-(`precision.Precision`). The dataclass is the single source of its
-section's defaults: `to_section` builds a config's section from it (a
-config states only what it changes), and `from_section` builds the
-dataclass back from the section, checked (an unknown key fails), nested
-sections from their sub-mappings. Also the checks of single setting values
-the dataclasses share.
+A config section is a frozen, kw_only dataclass whose init fields are its
+keys and whose `SECTION` names its key path (e.g. "model.scratch_bd") in
+errors; variants are subclasses or composed groups. The dataclass is the
+one source of its defaults: `to_section` builds a config's section from it,
+`from_section` the dataclass back, checked (an unknown key fails). Also the
+checks of single values the dataclasses share.
 """
 
 from __future__ import annotations
@@ -46,16 +42,9 @@ def _section_value(field: dataclasses.Field) -> Any:
 
 
 def to_section(cls: type, **overrides: Any) -> config_dict.ConfigDict:
-  """A config section of dataclass `cls`: its defaults, then `overrides`.
-
-  Configs build their typed sections with this, so a setting's default is
-  written once, in its dataclass. A nested section (a dataclass value, e.g.
-  `model.scratch`) becomes a sub-section of its fields.
-
-  Args:
-    **overrides: the fields this config sets otherwise; fields without a
-      default must be given.
-  """
+  """A config section of dataclass `cls`: its defaults, then `overrides`
+  (required for fields without one); a nested dataclass value (e.g.
+  `model.scratch`) becomes a sub-section."""
   fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
   unknown = sorted(set(overrides) - set(fields))
   if unknown:
@@ -82,13 +71,10 @@ RESUMABLE = "tunix_bd_resumable"
 
 
 def resumable(**field_kwargs) -> Any:
-  """A settings field that may change when a run resumes.
-
-  Such a field does not change what the run's checkpoints mean, only how far
-  the run goes or how often it reports: e.g. `train.max_steps` (extend a
-  finished run), `train.eval_every_n_steps`. Every other field of a settings
-  dataclass enters the fingerprint (`tunix_bd.run.provenance.section_fields`).
-  `field_kwargs` go to `dataclasses.field` (e.g. `default=`).
+  """A settings field that may change when a run resumes (`field_kwargs`
+  go to `dataclasses.field`): it changes how far a run goes or how often it
+  reports, not what its checkpoints mean (e.g. `train.max_steps`). Every
+  other field enters the fingerprint (docs/design.md "Fingerprint").
   """
   return dataclasses.field(metadata={RESUMABLE: True}, **field_kwargs)
 
@@ -106,18 +92,11 @@ def source(
     required: bool = False,
     metadata: Mapping[str, Any] | None = None,
 ) -> Any:
-  """A settings field naming something a run reads, identified by content.
-
-  Run fingerprints hold its content's digest, never its path
-  (`tunix_bd.run.stage`): a moved source resumes, a replaced one is refused.
-
-  Args:
-    kind: `CHECKPOINT` (a model directory) or `FILE` (a data file).
-    default: the path; empty means none.
-    required: a checkpoint the run cannot do without: checked before any
-      compute even when empty, unless `random_init` replaces it.
-    metadata: more field metadata (e.g. `resumable`'s).
-  """
+  """A settings field naming a `CHECKPOINT` directory or a data `FILE` a
+  run reads, fingerprinted by content, never path: a moved source resumes,
+  a replaced one is refused. The `default` path "" means none; a `required`
+  checkpoint is checked before compute even when empty (unless
+  `random_init` replaces it); `metadata` adds field metadata."""
   if kind not in (CHECKPOINT, FILE):
     raise ValueError(f"source kind must be {CHECKPOINT!r} or {FILE!r}.")
   return dataclasses.field(
@@ -139,16 +118,9 @@ def section_dict(cfg: Any, what: str) -> dict[str, Any]:
 
 
 def from_section(cls: type[T], cfg: Any, what: str) -> T:
-  """Builds dataclass `cls` from a config section; unknown keys fail.
-
-  A typo must never fall back silently to a default. A field whose type is
-  a dataclass (a nested section, e.g. `model.scratch`) is built from its
-  sub-mapping, as section `what.field`.
-
-  Args:
-    cfg: a ConfigDict section or a mapping.
-    what: how errors name the section (e.g. "corruption").
-  """
+  """Builds dataclass `cls` from a section `cfg` (a ConfigDict or
+  mapping) that errors name `what`; an unknown key (a typo) fails, never
+  silently a default. A nested dataclass is built from its sub-mapping."""
   values = section_dict(cfg, what)
   fields = [f.name for f in dataclasses.fields(cls) if f.init]
   unknown = sorted(set(values) - set(fields))

@@ -2,13 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Files a run writes, where the workdir may be a URL (`gs://bucket/run`).
 
-Every file the recipes write under a workdir (the fingerprint, JSON reports,
-metrics, exports) goes through here, and so through `etils.epath`, which
-Orbax already uses for the checkpoints themselves. A local path keeps atomic
-writes (a temporary file, then `os.replace`); an object store's object
-writes are atomic already. Only process 0 writes, so a multi-process run
-writes each file once. URLs are never made absolute (`os.path.abspath`
-would turn `gs://b/run` into `<cwd>/gs:/b/run`).
+Every file the recipes write under a workdir goes through here, and so
+through `etils.epath` (as Orbax's checkpoints do). A local write is atomic
+(a temporary file, then `os.replace`), as an object store's is already;
+only process 0 writes.
 """
 
 from __future__ import annotations
@@ -29,7 +26,8 @@ def is_url(path: str | os.PathLike[str]) -> bool:
 
 
 def absolute(path: str) -> str:
-  """`path` made absolute, unless it is a URL (returned unchanged)."""
+  """`path` made absolute, unless it is a URL (`os.path.abspath` would make
+  `gs://b/run` `<cwd>/gs:/b/run`)."""
   return path if is_url(path) else os.path.abspath(path)
 
 
@@ -59,11 +57,8 @@ def read_text(path: str) -> str:
 
 
 def read_json(path: str, fix: str) -> Any:
-  """The JSON file `path`, parsed.
-
-  One that is not JSON (e.g. cut short when its disk filled up) raises a
-  `ValueError` naming `path` and what to do (`fix`).
-  """
+  """The JSON file `path`, parsed; one that is not JSON (cut short by a full
+  disk) is a `ValueError` naming `path` and what to do (`fix`)."""
   try:
     return json.loads(read_text(path))
   except json.JSONDecodeError as e:
@@ -91,11 +86,8 @@ def write_text(path: str, text: str) -> None:
 
 
 def append_lines(path: str, lines: list[str]) -> None:
-  """Appends `lines` to the text file `path`, on process 0.
-
-  Object stores cannot append, so for a URL the object is read and written
-  again whole; callers batch their lines.
-  """
+  """Appends `lines` to the text file `path`, on process 0 (an object is
+  rewritten whole, as object stores cannot append: batch the lines)."""
   if not is_writer() or not lines:
     return
   text = "".join(line + "\n" for line in lines)
@@ -119,13 +111,9 @@ def remove_tree(path: str) -> None:
 
 @contextlib.contextmanager
 def local_staging(path: str) -> Iterator[str]:
-  """A local directory standing in for `path` while a writer fills it.
-
-  For a local `path`, yields `path` itself. For a URL, yields an empty
-  temporary directory and, when the block ends without error, copies what
-  was written there to `path` (on process 0); the temporary directory is
-  deleted either way. For writers that need a local file system
-  (safetensors, `save_pretrained`).
+  """A local directory standing in for `path`, for writers that need a
+  local file system (safetensors, `save_pretrained`): `path` itself, or for
+  a URL a temporary one copied there (on process 0) if the block succeeds.
   """
   if not is_url(path):
     yield path

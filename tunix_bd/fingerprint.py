@@ -81,12 +81,8 @@ def differences(
 
 
 def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
-  """Fails closed if `checkpoint_dir` holds a run with other settings.
-
-  Writes nothing (`record` does, once every other check has passed).
-  `checkpoint_dir` is the run's checkpoint root; `current` the fingerprint
-  of the settings about to run.
-  """
+  """Fails closed if the checkpoint root `checkpoint_dir` holds a run of
+  other settings than the fingerprint `current`; writes nothing."""
   path = os.path.join(checkpoint_dir, FILE_NAME)
   if files.exists(path):
     recorded = files.read_json(
@@ -121,11 +117,8 @@ def check(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
 
 
 def record(checkpoint_dir: str, current: Mapping[str, Any]) -> None:
-  """Records the fingerprint of a new run (a resumed one has it already).
-
-  Call `check` first: this writes `fingerprint.json` if it is missing and
-  never compares.
-  """
+  """Writes a new run's `fingerprint.json` if missing, never comparing
+  (`check` first)."""
   path = os.path.join(checkpoint_dir, FILE_NAME)
   if not files.exists(path):
     files.write_text(path, json.dumps(current, indent=1, sort_keys=True))

@@ -1,10 +1,8 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The `(fsdp, tp)` device mesh every recipe trains and decodes on.
-
-`MeshSettings` is the `mesh` config section: `fsdp` and `tp`; an RL
-recipe's, `RoleMeshSettings`, each role's devices too (`rl.meshes`). Code that
-calls Tunix under a mesh enters it with `tunix_context` (see there).
+"""The `(fsdp, tp)` device mesh every recipe trains and decodes on: the
+`mesh` section (`MeshSettings`; an RL recipe's `RoleMeshSettings`), and
+`tunix_context`, which code that calls Tunix under a mesh enters.
 """
 
 from __future__ import annotations
@@ -26,14 +24,10 @@ ROLES = ("actor", "reference", "rollout")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RoleSettings:
-  """One role's `mesh.<role>` subsection (an RL recipe's, `rl.meshes`).
-
-  `devices` is a count (int >= 1) or a fraction of all devices (float in
-  (0, 1]); `slices` a number of whole slices. Neither: the actor takes the
-  devices left over, the other roles share the actor's mesh. `fsdp`/`tp`
-  default to `mesh.fsdp`/`mesh.tp`. Where a role computes, not what: a
-  resume may change them.
-  """
+  """One role's `mesh.<role>` (`rl.meshes`): `devices`, a count or a
+  fraction of all, or `slices` (neither: the actor takes what is left, the
+  other roles share its mesh); `fsdp`/`tp` default to `mesh`'s. Where a
+  role computes, not what: a resume may change them."""
 
   devices: int | float | None = config_utils.resumable(default=None)
   slices: int | None = config_utils.resumable(default=None)
@@ -60,14 +54,9 @@ class MeshSettings:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RoleMeshSettings(MeshSettings):
-  """An RL recipe's `mesh`: `fsdp` and `tp` (each role's default), and
-  each role's devices and axis sizes.
-
-  Attributes:
-    data_sharding_axes: the mesh axes Tunix shards each batch over.
-    disjoint: whether roles given devices of their own must not overlap.
-    actor, reference, rollout: each role's devices and axis sizes.
-  """
+  """An RL recipe's `mesh`: `fsdp` and `tp` (each role's default), each
+  role's `RoleSettings`, the `data_sharding_axes` Tunix shards batches over
+  and whether roles given devices of their own are `disjoint`."""
 
   data_sharding_axes: tuple[str, ...] = config_utils.resumable(
       default=("fsdp",)
@@ -100,14 +89,9 @@ def make_mesh(
     *,
     what: str = "mesh",
 ) -> jax.sharding.Mesh:
-  """Builds the `(fsdp, tp)` mesh over `devices` (default: all devices).
-
-  `jax.make_mesh` orders the devices by the physical topology (rings on
-  TPU); the axes stay `Auto`, as Tunix's sharding annotations expect.
-
-  The axis sizes must multiply to the device count, all of them used;
-  `what` names the section in errors (e.g. "mesh.rollout").
-  """
+  """The `(fsdp, tp)` mesh over all of `devices` (default: all), in
+  topology order (`jax.make_mesh`), axes `Auto` as Tunix expects; `what`
+  names the section in errors (e.g. "mesh.rollout")."""
   devices = list(jax.devices() if devices is None else devices)
   fsdp, tp = settings.fsdp, settings.tp
   if fsdp == -1:
@@ -157,15 +141,10 @@ def tunix_context(mesh: jax.sharding.Mesh) -> Iterator[jax.sharding.Mesh]:
   """`with mesh:` for Tunix 0.1.7, without JAX's deprecation warning.
 
   Tunix reads the ambient mesh from JAX's legacy resource environment
-  (`pxla.thread_resources.env.physical_mesh`): `PeftTrainer` shards its
-  optimizer state and `shard_input` its batches over it, and Qwen3 adds
-  activation sharding constraints on it. Only `with mesh:` sets that
-  environment; `jax.set_mesh(mesh)`, which JAX 0.10 recommends instead,
-  leaves it empty, and Tunix would then silently not shard its optimizer
-  or inputs. So the legacy context stays, and the DeprecationWarning JAX
-  raises at each entry is filtered for that entry alone (a
-  `warnings.catch_warnings` block: process-wide for its duration, as
-  Python's warning filters are). Yields `mesh`.
+  (`PeftTrainer` shards its optimizer state and inputs over it, Qwen3 its
+  activations), which only `with mesh:` sets: under `jax.set_mesh` Tunix
+  would silently not shard. The DeprecationWarning is filtered for the
+  entry alone (process-wide while it lasts, as warning filters are).
   """
   with warnings.catch_warnings():
     warnings.filterwarnings(

@@ -2,12 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Conversations to (prompt, completion) token ids through a chat template.
 
-The supervised span is the final assistant turn: the prompt is the
-generation prompt of the turns before it, the completion what the template
-renders after that prompt up to the end of the assistant content, then EOS.
-Every render passes the same `ChatOptions`. AR pretraining, diffusion SFT,
-generation and evaluation share these rules: docs/design.md "Chat
-rendering".
+AR pretraining, diffusion SFT, generation and evaluation share these rules:
+docs/design.md "Chat rendering".
 """
 
 from __future__ import annotations
@@ -22,11 +18,8 @@ Messages = Sequence[Mapping[str, str]]
 
 @dataclasses.dataclass(frozen=True)
 class ChatOptions:
-  """Switches passed to the chat template on every render.
-
-  Attributes:
-    enable_thinking: Qwen3's thinking switch (`data.enable_thinking`); None
-      passes nothing, leaving the template's default.
+  """Switches passed to the chat template on every render:
+  `enable_thinking`, Qwen3's (None passes nothing: the template's default).
   """
 
   enable_thinking: bool | None = None
@@ -67,13 +60,9 @@ def options_from_data(data: Any) -> ChatOptions:
 def trained_options(
     recorded: Mapping[str, Any] | None, requested: ChatOptions
 ) -> ChatOptions:
-  """The switches to render with: the ones a model was trained with.
-
-  `recorded` is the export's `SETTINGS_KEY` entry, or None for an export
-  that records none; a None switch of `requested` takes the recorded value.
-  Raises ValueError naming `data.enable_thinking` if it is set to another
-  value than the recorded one.
-  """
+  """The switches to render with: those `recorded` (the export's
+  `SETTINGS_KEY` entry, or None) where `requested`'s are None; a ValueError
+  where `requested` sets another value."""
   trained = ChatOptions(**(recorded or {}))
   if requested.enable_thinking is None:
     return trained
@@ -185,19 +174,14 @@ def encode_conversation(
     options: ChatOptions = ChatOptions(),
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
   """`(prompt_ids, completion_ids)` of a conversation whose final assistant
-  turn is the completion.
+  turn is the completion; `where` names it in errors (`file.jsonl:12`).
 
-  The prompt ids are `encode_prompt(messages[:-1])`, the ids generation
-  shows the model. The completion is located in the rendered text: the
-  full rendering must start with the generation prompt's text, and continue
-  with a template preamble (possibly empty), the assistant content verbatim
-  and the EOS token. The completion ids are the preamble, the content and
-  the EOS id, each tokenized on its own: they decode to exactly the text
-  the template renders after the prompt, though a tokenization of the whole
-  rendering may merge tokens across the prompt/completion boundary (ids
-  generation never produces after the prompt's own). What the template
-  appends after EOS (Qwen adds a newline) is not supervised. `where` names
-  the conversation in errors (e.g. `file.jsonl:12`).
+  The prompt ids are `encode_prompt(messages[:-1])`. The full rendering
+  must continue the prompt's text with a preamble (maybe empty), the
+  content verbatim and EOS; each is tokenized on its own, never merged
+  across the prompt/completion boundary as tokenizing the whole rendering
+  might (ids generation never produces after the prompt's own). What the
+  template appends after EOS (Qwen's newline) is not supervised.
   """
   validate_messages(messages, where)
   prompt_ids = encode_prompt(tokenizer, messages[:-1], options, where)

@@ -95,11 +95,8 @@ def _task_mix(data: Any) -> tasks_lib.TaskMix:
 
 
 def split_conversations(data: Any, split: str) -> list[Conversation]:
-  """The conversations of one split of a `data` section.
-
-  Here and below, `data` is a recipe's checked `data` settings
-  (`data.settings.Data`), or a config section with the same keys.
-  """
+  """The conversations of one split of a `data` section (here and below, a
+  `data.settings.Data` or a config section with its keys)."""
   path = getattr(data, split)
   if path:
     # A user's chat or prompt/completion JSONL file, each record named
@@ -118,12 +115,9 @@ def split_conversations(data: Any, split: str) -> list[Conversation]:
 def conversations(
     data: Any,
 ) -> tuple[list[Conversation], list[Conversation]]:
-  """`(train, eval)` conversations of a recipe's `data` config section.
-
-  An empty `train`/`eval` path is the embedded tasks' split (`tasks`,
-  `min_len`, `max_len`, `seed`, `num_train` or `num_eval`). A `train` file
-  needs an `eval` file (a user's task is never scored on the embedded one).
-  """
+  """`(train, eval)` conversations of a `data` section; an empty path is
+  the embedded tasks' split. A `train` file needs an `eval` file (a user's
+  task is never scored on the embedded one)."""
   if data.train and not data.eval:
     raise ValueError("data.eval must be set when data.train is a file.")
   return split_conversations(data, "train"), split_conversations(data, "eval")
@@ -143,13 +137,9 @@ def train_conversations(data: Any, recipe: str) -> list[Conversation]:
 def prompt_records(
     data: Any,
 ) -> tuple[list[dict[str, Any]], str]:
-  """Prompts to decode and score, from a recipe's `data` config section.
-
-  `data.prompts` is a `{"prompt", "answer"}` JSONL path (empty: the embedded
-  tasks' eval split, `data.num_prompts` of them). Returns `([{"messages",
-  "answer", "task"}], source)`: the prompt turns, the reference answer and
-  its task (`JSONL_TASK` for a file), and how errors name the set.
-  """
+  """`([{"messages", "answer", "task"}], source)`: the prompts to decode and
+  score, from `data.prompts` (a `{"prompt", "answer"}` JSONL; empty: the
+  embedded tasks' eval split), and how errors name the set."""
   if data.prompts:
     records = jsonl.read_jsonl(data.prompts, kind="rl")
     records = [dict(r, task=JSONL_TASK) for r in records]
@@ -168,12 +158,8 @@ def tokenize(
     max_length: int,
     options: chat.ChatOptions = chat.ChatOptions(),
 ) -> TokenizedDataset:
-  """Encodes conversations into rows of `max_length` tokens.
-
-  `options` are the chat template's switches (`chat.options_from_data`). A
-  conversation that does not fit is rejected, naming the record, never
-  silently truncated.
-  """
+  """Encodes conversations into rows of `max_length` tokens, rendered with
+  `options`; one that does not fit is refused, named, never truncated."""
   if max_length < 2:
     raise ValueError(f"data.max_length must be >= 2, got {max_length}.")
   if not conversations:
@@ -232,13 +218,12 @@ def batches(
     shuffle: bool = True,
     key: str = "batch_size",
 ) -> grain.MapDataset:
-  """A deterministic grain pipeline of `[batch_size, max_length]` batches.
+  """A deterministic grain pipeline of `{"tokens", "completion_mask",
+  "valid_mask"}` numpy batches, `[batch_size, max_length]`.
 
-  The last partial batch is dropped; each epoch reshuffles deterministically
-  from `seed` (`shuffle=False` for evaluation); `num_epochs=None` repeats
-  forever; `key` names `batch_size` in errors (e.g. "eval.batch_size").
-  Items are dicts of numpy arrays `{"tokens", "completion_mask",
-  "valid_mask"}`.
+  The last partial batch is dropped; each epoch reshuffles from `seed`
+  (unless not `shuffle`); `num_epochs=None` repeats forever; `key` names
+  `batch_size` in errors (e.g. "eval.batch_size").
   """
   if batch_size < 1:
     raise ValueError(f"{key} must be >= 1, got {batch_size}.")

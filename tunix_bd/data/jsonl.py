@@ -78,24 +78,17 @@ def _rl_record(record: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def read_jsonl(path: str, kind: Kind = "sft") -> list[dict[str, Any]]:
-  """Reads and validates a JSONL dataset.
-
-  `kind` is `"sft"` for chat/completion data, `"rl"` for prompt/answer
-  data, `"held_out"` for either, record by record. Returns, for `"sft"` and
-  `"held_out"`, `[{"messages": [...]}, ...]`; for `"rl"`, `[{"messages":
-  [...prompt turns], "answer": str}, ...]`.
-  """
+  """Reads and validates a JSONL dataset of `kind` (see the module doc):
+  `[{"messages": [...]}]`, for `"rl"` with an `"answer"` beside its prompt
+  turns."""
   return [record for _, record in read_jsonl_records(path, kind)]
 
 
 def read_jsonl_records(
     path: str, kind: Kind = "sft"
 ) -> list[tuple[str, dict[str, Any]]]:
-  """`read_jsonl`'s records, each with the `path:line` that names it.
-
-  Later checks (the chat template, the length) name a record by this, the
-  line a user opens, since blank lines make it differ from the record index.
-  """
+  """`read_jsonl`'s records, each with the `path:line` later checks name it
+  by (blank lines make it differ from the record index)."""
   if kind not in ("sft", "rl", "held_out"):
     raise ValueError(f"kind must be 'sft', 'rl' or 'held_out', got {kind!r}.")
   if os.path.isdir(path):

@@ -21,11 +21,8 @@ from tunix_bd.data import chat
 def prompt_messages(
     messages: Sequence[Mapping[str, str]], where: str
 ) -> tuple[list[Mapping[str, str]], str]:
-  """The rollout prompt of a conversation: turns before its last answer.
-
-  Returns `(prompt_messages, reference_answer)` (see the module docstring);
-  errors name `where`.
-  """
+  """`(prompt turns, reference answer)` of a conversation (see the module
+  doc); errors name `where`."""
   roles = [m.get("role") if isinstance(m, Mapping) else None for m in messages]
   if "assistant" not in roles:
     raise ValueError(
@@ -40,13 +37,10 @@ def prompt_messages(
 def epoch_shuffled_indices(
     num: int, count: int, index: int, *, seed: int, stream: int
 ) -> np.ndarray:
-  """int `[count]` indices of batch `index` of an epoch-shuffled stream.
-
-  The stream visits all `num` items once per epoch, each epoch in the order
-  of `permutation(num)` seeded by `(seed, epoch, stream)`; batch `index`
-  holds its items `index * count .. (index + 1) * count - 1`. A function of
-  its arguments alone, so a resumed run reads the same batches.
-  """
+  """int `[count]` indices of batch `index` of a stream that visits all
+  `num` items once per epoch, in the order of `permutation(num)` seeded by
+  `(seed, epoch, stream)`: a function of its arguments alone, so a resumed
+  run reads the same batches."""
   positions = np.arange(index * count, (index + 1) * count)
   out = np.empty(count, np.int64)
   for epoch in np.unique(positions // num):
@@ -58,13 +52,9 @@ def epoch_shuffled_indices(
 
 @dataclasses.dataclass(frozen=True)
 class PromptSet:
-  """Encoded prompts, right-padded.
-
-  Attributes:
-    tokens: int32 `[num_prompts, max_prompt_length]`.
-    lengths: int32 `[num_prompts]`, each >= 1.
-    answers: the reference answers, or None.
-  """
+  """Encoded prompts: int32 `tokens` `[num_prompts, max_prompt_length]`,
+  right-padded, their `lengths` `[num_prompts]` (>= 1) and the reference
+  `answers` (or None)."""
 
   tokens: np.ndarray
   lengths: np.ndarray
@@ -91,10 +81,8 @@ def encode_prompts(
     max_prompt_length: int,
     options: chat.ChatOptions = chat.ChatOptions(),
 ):
-  """A `PromptSet` of `dataset.Conversation`s (see `prompt_messages`).
-
-  `options` are the chat template's switches, the ones SFT trained with.
-  """
+  """A `PromptSet` of `dataset.Conversation`s (`prompt_messages`), rendered
+  with `options`, the switches SFT trained with."""
   rows, answers = [], []
   for conversation in conversations:
     messages, answer = prompt_messages(

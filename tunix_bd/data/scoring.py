@@ -2,17 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one rule that scores a completion against its answer.
 
-Every accuracy figure reads completions through `visible_answer`: held-out
-evaluation, the comparison report, `generate.py`, `bench_decode` and the
-GRPO rewards. It strips surrounding whitespace and drops a leading reasoning
-block (`<think>...</think>`): with Qwen3's template and
-`data.enable_thinking` on, the generation prompt ends before that block, so
-the model writes it (empty after SFT) and the answer follows it. A block that
-never closes was cut off before its answer, which then is empty.
-
-An answer that works its way to a result (the `trace` task, GSM8K-style
-data) ends with a line `#### RESULT`; `final_answer` reads that result, so
-a completion can be scored on its final answer as well as on the whole.
+Every accuracy figure (evaluation, reports, `generate.py`, GRPO rewards)
+reads completions through `visible_answer`: stripped, without a leading
+`<think>...</think>` block, which the model writes after Qwen3's prompt
+with `data.enable_thinking` on (one that never closes was cut off before
+its answer, which then is empty). `final_answer` reads the result of a
+worked answer's last `#### RESULT` line (`trace`, GSM8K-style data).
 """
 
 from __future__ import annotations
@@ -65,11 +60,9 @@ def states_results(answers: Sequence[str]) -> bool:
 
 
 def char_accuracy(completion: str, answer: str) -> float:
-  """Characters equal position by position over the longer string, in [0, 1].
-
-  Compares the `visible_answer` with the stripped answer; two empty strings
-  score 1, so `char_accuracy == 1` exactly when `exact_match`.
-  """
+  """The share of characters equal position by position between the
+  `visible_answer` and the stripped answer, over the longer (two empty
+  strings: 1), so 1 exactly when `exact_match`."""
   prediction, answer = visible_answer(completion), answer.strip()
   longer = max(len(prediction), len(answer))
   if not longer:
@@ -84,14 +77,8 @@ def score_by_task(
     *,
     final: bool = False,
 ) -> dict[str, float]:
-  """Exact-match accuracy per task, in name order, then overall (`"all"`).
-
-  With `final`, a completion scores when its `final_answer` is the answer's
-  (the same as exact match for an answer without a result line).
-
-  Raises:
-    ValueError: if the three sequences differ in length.
-  """
+  """Exact-match accuracy per task, in name order, then overall (`"all"`);
+  with `final`, of `final_answer`s. A ValueError for unequal lengths."""
   if not len(tasks) == len(completions) == len(answers):
     raise ValueError(
         "tasks, completions and answers must have equal lengths, got "

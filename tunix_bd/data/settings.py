@@ -1,14 +1,9 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The `data` config sections as frozen, checked dataclasses.
-
-Each is its recipe's `data` section and the one source of its defaults:
-configs build it with `config_utils.to_section(Data, num_eval=256, ...)`,
-recipes build it back with `config_utils.from_section`, checked before any
-compute. Its files enter run fingerprints by content
-(`config_utils.source`). A training recipe's is `Data` (SFT's `SftData`,
-GRPO's `RlData`); that of a recipe that decodes and scores a prompt set
-(`generate.py`, `compare.py`) `PromptData`. `Tasks` is what they share.
+"""The `data` config sections as frozen, checked dataclasses
+(`config_utils`): a training recipe's `Data` (SFT's `SftData`, GRPO's
+`RlData`), `PromptData` for one that decodes and scores prompts
+(`generate.py`, `compare.py`); `Tasks` is what they share.
 """
 
 from __future__ import annotations
@@ -23,18 +18,14 @@ from tunix_bd.data import tasks as tasks_lib
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Tasks:
-  """What every `data` section has: the embedded tasks (the examples when
-  no file is given) and how examples render.
+  """What every `data` section has: the embedded tasks (`tasks.TaskMix`:
+  the examples when no file is given) and how examples render.
 
   Attributes:
-    tasks, min_len, max_len, seed: the embedded generator's tasks, operand
-      lengths and seed.
     chat_template: a Jinja file that replaces the tokenizer's template
       (empty: keep it; an export carries the one trained with).
-    enable_thinking: passed to the template on every render (Qwen3's
-      thinking switch; None passes nothing, leaving the template's
-      default). A block-diffusion export records the one it was trained
-      with; generation, OPD and GRPO default to it and refuse another.
+    enable_thinking: Qwen3's template switch (None: the template's
+      default); generation, OPD and GRPO take an export's and refuse another.
   """
 
   SECTION: ClassVar[str] = "data"
@@ -58,15 +49,9 @@ class Tasks:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Data(Tasks):
-  """A training recipe's `data`: the embedded tasks, or a user's chat JSONL
-  files.
-
-  Attributes:
-    train, eval: JSONL paths; empty means the embedded tasks (a `train` file
-      needs an `eval` file).
-    num_train, num_eval: examples drawn from the embedded tasks.
-    max_length: tokens per row.
-  """
+  """A training recipe's `data`: `train` and `eval` chat JSONL files, or
+  (empty) `num_train` and `num_eval` embedded examples; `max_length`
+  tokens per row."""
 
   train: str = config_utils.source(config_utils.FILE)
   eval: str = config_utils.source(config_utils.FILE)
@@ -104,15 +89,8 @@ class RlData(Data):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PromptData(Tasks):
-  """The `data` of a recipe that decodes and scores prompts (`generate.py`,
-  `compare.py`): `prompts`, or the embedded tasks' eval split.
-
-  Attributes:
-    prompts: the prompts it decodes and scores; empty: the embedded tasks'
-      eval split.
-    num_prompts: eval prompts drawn from the embedded tasks (read by
-      `dataset.prompt_records`).
-  """
+  """The `data` of a recipe that decodes and scores prompts: the JSONL
+  `prompts`, or (empty) `num_prompts` of the embedded tasks' eval split."""
 
   prompts: str = config_utils.source(config_utils.FILE)
   num_prompts: int = 256

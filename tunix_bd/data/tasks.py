@@ -2,17 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The embedded default: a family of verifiable digit-string tasks.
 
-Every recipe runs out of the box on these tasks, with no download. Each
-example is a single-turn chat: the user asks for an operation on digit
-strings, the assistant answers with the exact result, so exact match is a
-faithful score. `trace` is the realistic one: a worked execution trace of a
-small program, a long answer that needs computation at every line, ending
-with a final answer line (`scoring.final_answer`).
-
-Examples are index-addressable and deterministic: example `i` of a split is a
-pure function of `(seed, split, i)`, which is what resumable training and
-reproducible evaluation need. Train and eval are disjoint by construction: an
-example belongs to the split that the hash of its prompt selects.
+Every recipe runs on these with no download. Each example is a single-turn
+chat whose answer is exact, so exact match is a faithful score; `trace`,
+the realistic one, is a worked execution trace ending with a final answer
+line (`scoring.final_answer`). Example `i` of a split is a pure function of
+`(seed, split, i)`, for resumable training and reproducible evaluation;
+the hash of its prompt picks its split, so train and eval are disjoint.
 """
 
 from __future__ import annotations
@@ -72,19 +67,14 @@ def _number(rng: np.random.Generator, num_digits: int) -> int:
   return int(rng.integers(low, 10**num_digits))
 
 
-def _sort(rng, min_len, max_len) -> tuple[str, str]:
-  s = _digits(rng, int(rng.integers(min_len, max_len + 1)))
-  return f"sort {s}", "".join(sorted(s))
+def _on_digits(name: str, answer: Callable[[str], str]):
+  """The task `name DIGITS`, answered `answer(DIGITS)`."""
 
+  def generate(rng, min_len, max_len) -> tuple[str, str]:
+    s = _digits(rng, int(rng.integers(min_len, max_len + 1)))
+    return f"{name} {s}", answer(s)
 
-def _reverse(rng, min_len, max_len) -> tuple[str, str]:
-  s = _digits(rng, int(rng.integers(min_len, max_len + 1)))
-  return f"reverse {s}", s[::-1]
-
-
-def _double(rng, min_len, max_len) -> tuple[str, str]:
-  s = _digits(rng, int(rng.integers(min_len, max_len + 1)))
-  return f"double {s}", "".join(c + c for c in s)
+  return generate
 
 
 def _add(rng, min_len, max_len) -> tuple[str, str]:
@@ -110,14 +100,11 @@ def _count(rng, min_len, max_len) -> tuple[str, str]:
 def _trace(rng, min_len, max_len) -> tuple[str, str]:
   """A straight-line program and its worked execution trace.
 
-  `trace a=47;b=12;c=85;d=a+c;e=d-b` is answered line by line, each
-  statement restated with its operands' values and its result,
-  `d=a+c=47+85=132` and `e=d-b=132-12=120`, then `#### 120`: the last
-  value. Each statement after the first updates the previous one's value
-  with one of the inputs, so every line needs a lookup and a sum or a
-  difference of up to three digits, and the final answer needs every line
-  right. `+` is drawn where the sum stays <= `TRACE_MAX_VALUE` (else `-`,
-  which the previous value always allows: it is >= every input or `+` was
+  `trace a=47;b=12;c=85;d=a+c;e=d-b` is answered `d=a+c=47+85=132`,
+  `e=d-b=132-12=120`, `#### 120`: each statement updates the previous
+  value with an input, so every line needs a lookup and a sum or
+  difference. `+` is drawn where the sum stays <= `TRACE_MAX_VALUE` (else
+  `-`, which the previous value allows: it is >= every input or `+` was
   possible), so values stay in [0, TRACE_MAX_VALUE].
   """
   del min_len, max_len  # The program's size is the point.
@@ -145,9 +132,9 @@ def _trace(rng, min_len, max_len) -> tuple[str, str]:
 
 
 _GENERATORS: dict[str, Callable[..., tuple[str, str]]] = {
-    "sort": _sort,
-    "reverse": _reverse,
-    "double": _double,
+    "sort": _on_digits("sort", lambda s: "".join(sorted(s))),
+    "reverse": _on_digits("reverse", lambda s: s[::-1]),
+    "double": _on_digits("double", lambda s: "".join(c + c for c in s)),
     "add": _add,
     "count": _count,
     "trace": _trace,
@@ -166,25 +153,18 @@ def check_names(tasks: Sequence[str], key: str) -> None:
     )
 
 
-# `add` is opt-in: its carries take a tiny AR model far longer to learn.
-# `trace` is opt-in: its answers (about 120 to 190 characters) need a model of
-# realistic size (`quickstart.py:realistic`).
-# `count` is opt-in: its long answers (up to 254 characters) exist to
-# benchmark long generation, and would make every training row that long.
+# Opt-in: `add` (carries take a tiny AR model far longer to learn), `trace`
+# (its long answers need a realistic model: `quickstart.py:realistic`) and
+# `count` (its long answers benchmark long generation, and would make every
+# training row that long).
 DEFAULT_TASKS = ("sort", "reverse", "double")
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskMix:
-  """Which tasks to draw from and how long their operands are.
-
-  Attributes:
-    tasks: task names, drawn uniformly.
-    min_len: minimum operand length in digits.
-    max_len: maximum operand length in digits (`add` operands are clipped to
-      at most `ADD_MAX_DIGITS` digits).
-    seed: seed of the generator; with `(split, index)` it fixes an example.
-  """
+  """The `tasks` to draw from (uniformly), their operands' `min_len` and
+  `max_len` in digits (`add`'s clipped to `ADD_MAX_DIGITS`), and the `seed`
+  that with `(split, index)` fixes an example."""
 
   tasks: Sequence[str] = DEFAULT_TASKS
   min_len: int = 1

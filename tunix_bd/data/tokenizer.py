@@ -2,16 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The embedded character-level tokenizer, built in code.
 
-It is a real Hugging Face fast tokenizer (`tokenizers` model wrapped in
-`transformers.PreTrainedTokenizerFast`) with a Qwen-style chat template, so
-the embedded default goes through exactly the code path of a user's Qwen3
-tokenizer: saved with `save_pretrained`, loaded with
-`transformers.AutoTokenizer.from_pretrained`.
-
-Special tokens follow Qwen: `<|endoftext|>` pads, `<|im_end|>` ends a turn
-(the EOS of chat generation), `<|im_start|>` opens one. `<|mask|>` is the
-reserved block-diffusion mask token. Unused `<|reserved_k|>` ids pad the
-vocabulary to `VOCAB_SIZE`, as real tokenizers keep spare ids.
+A real Hugging Face fast tokenizer with a Qwen-style chat template, so the
+embedded default takes a user's Qwen3 tokenizer's code path
+(`save_pretrained`, `AutoTokenizer.from_pretrained`). Special tokens follow
+Qwen (`<|endoftext|>` pads, `<|im_end|>` ends a turn and chat generation);
+`<|mask|>` is the mask token; `<|reserved_k|>` ids pad to `VOCAB_SIZE`.
 """
 
 from __future__ import annotations
@@ -56,12 +51,8 @@ CHAT_TEMPLATE = (
 
 
 def build_char_tokenizer() -> transformers.PreTrainedTokenizerFast:
-  """Builds the embedded character-level chat tokenizer.
-
-  Returns:
-    A fast tokenizer whose ids are: the special tokens, one id per printable
-    ASCII character, then reserved ids up to `VOCAB_SIZE`.
-  """
+  """The embedded character-level chat tokenizer: the special tokens, one
+  id per printable ASCII character, then reserved ids up to `VOCAB_SIZE`."""
   vocab_tokens = list(_SPECIAL_TOKENS) + list(_CHARACTERS)
   num_reserved = VOCAB_SIZE - len(vocab_tokens)
   vocab_tokens += [f"<|reserved_{i}|>" for i in range(num_reserved)]
@@ -91,14 +82,10 @@ def override_chat_template(
     path: str,
     key: str = "data.chat_template",
 ) -> transformers.PreTrainedTokenizerBase:
-  """Replaces `tokenizer`'s chat template with the file `path`, in place.
-
-  The template is set on the tokenizer itself, so every render, the run's
-  fingerprint and the exported tokenizer (`save_pretrained`) carry it.
-  `path` "" keeps the tokenizer's own. Raises ValueError naming `key`
-  unless `path` is a readable, non-empty UTF-8 template that renders a
-  one-turn generation prompt. Returns `tokenizer`.
-  """
+  """`tokenizer` with its chat template replaced, in place, by the file
+  `path` ("" keeps its own), so every render, the fingerprint and the
+  export carry it; a ValueError naming `key` unless the file is a UTF-8
+  template that renders a one-turn generation prompt."""
   if not isinstance(path, str):
     raise ValueError(f"{key} must be a path (a string), got {path!r}.")
   if not path:
@@ -147,13 +134,9 @@ def _broken_json(directory: str) -> str | None:
 def load_tokenizer(
     directory: str, chat_template: str = "", *, key: str | None = None
 ) -> transformers.PreTrainedTokenizerBase:
-  """Loads a tokenizer directory exactly as a user's would be loaded.
-
-  `chat_template` is a Jinja file that replaces the directory's template
-  (`data.chat_template`; "" keeps it); `key` names `directory` in errors
-  (e.g. `model.checkpoint`). Raises ValueError naming `key` if the
-  tokenizer does not load or has no pad/EOS token or chat template.
-  """
+  """Loads a tokenizer directory, its template replaced by `chat_template`
+  ("" keeps it); a ValueError naming `key` (`model.checkpoint`) if it does
+  not load or lacks a pad, an EOS or a chat template."""
   named = f"{key}={directory!r}" if key else repr(directory)
   if not any(
       os.path.isfile(os.path.join(directory, name)) for name in _TOKENIZER_FILES

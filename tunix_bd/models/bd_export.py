@@ -2,17 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """A block-diffusion export: the HF directory plus `block_diffusion.json`.
 
-What SFT, OPD and GRPO write: `export.export_checkpoint`'s directory and,
-beside it, the block-diffusion settings with the mask token's string next to
-its id and the chat switches the model was trained with
-(`chat.SETTINGS_KEY`). `export.format` (`FORMATS`) is `tunix_bd` (the
-source checkpoint's HF format), or `sdar` or `fast_dllm_v2`: a checkpoint of
-that format keeping `block_diffusion.json` beside its fields
-(`format_source`), into which `export.reference_code=DIR` copies a user's
-copy of the format's modeling code (`REFERENCE_CODE`). Before any compute,
-the `export` section's keys and `check_exportable` (`export_plan.ExportPlan`)
-check that the model fits the format and the files can be written;
-docs/formats.md "Export" lists the fields and refusals.
+What SFT, OPD and GRPO write: `export.export_checkpoint`'s directory with
+the block-diffusion settings, the mask token's string and the chat switches
+trained with (`chat.SETTINGS_KEY`). `export.format` is `tunix_bd` (the
+source's HF format), `sdar` or `fast_dllm_v2` (that format's fields, with
+`export.reference_code`'s copy of its modeling code). `check_exportable`
+refuses before compute what a format cannot express; docs/formats.md
+"Export" lists the fields and refusals.
 """
 
 from __future__ import annotations
@@ -80,11 +76,8 @@ def check_format(value: Any, key: str = FORMAT_KEY) -> str:
 
 
 def check_reference_code(fmt: str, directory: str) -> None:
-  """Fails closed unless `directory` ("" for none) holds `fmt`'s files.
-
-  Each file must exist and each `auto_map` class be defined in its module;
-  a directory with `export.format=tunix_bd` is refused too.
-  """
+  """Fails closed unless `directory` ("" for none) holds `fmt`'s files and
+  defines each `auto_map` class; any directory is refused for `tunix_bd`."""
   if not directory:
     return
   if fmt not in REFERENCE_CODE:
@@ -112,14 +105,9 @@ def check_reference_code(fmt: str, directory: str) -> None:
 def check_exportable(
     fmt: str, bd: Any, model_config: Any, mask_token: str | None
 ) -> None:
-  """Fails closed, naming the key and the fix, on what `fmt` cannot express.
-
-  `tunix_bd` expresses everything; the others refuse the other alignment
-  (SDAR is same-position, Fast-dLLM v2 shifted) or layers, and Fast-dLLM v2
-  a mask token other than `|<MASK>|` or a block size that does not divide
-  `FAST_DLLM_MASK_BLOCK`. `bd` has the model's `alignment` and
-  `block_size`; `mask_token` is None for an id no string encodes to.
-  """
+  """Fails closed, naming the key and the fix, on what `fmt` cannot express
+  (docs/formats.md "Refusals"). `bd` has the model's `alignment` and
+  `block_size`; `mask_token` is None for an id no string encodes to."""
   check_format(fmt)
   if fmt == TUNIX_BD:
     return
@@ -185,15 +173,10 @@ def export_block_diffusion(
     fmt: str = TUNIX_BD,
     reference_code: str = "",
 ) -> None:
-  """Writes a block-diffusion export, replacing a previous one.
-
-  `model` is a trained Tunix Qwen3 or Qwen2 (LoRA merged); the mask token
-  becomes `tokenizer`'s `mask_token`; `extra` are provenance entries for
-  `block_diffusion.json`; `fmt` and `reference_code` are `export.format`
-  and `export.reference_code`. Raises ValueError, before anything is
-  written, as `export.export_checkpoint`, `check_exportable` and
-  `check_reference_code`.
-  """
+  """Writes a block-diffusion export of `model` (LoRA merged), replacing a
+  previous one; `extra` are provenance entries for `block_diffusion.json`,
+  `fmt` and `reference_code` the `export` keys. Refusals come before any
+  write. The mask token becomes `tokenizer`'s `mask_token`."""
   mask_token = mask_token_lib.register_mask_token(tokenizer, bd.mask_token_id)
   check_exportable(fmt, bd, model.config, mask_token)
   check_reference_code(fmt, reference_code)
@@ -202,7 +185,12 @@ def export_block_diffusion(
   stops = list(special_ids.ordered_stop_ids(tokenizer, list(stop_ids)))
   extra = {**dict(extra or {}), bd_formats.STOP_IDS_KEY: stops}
   if fmt != TUNIX_BD:
-    last = format_eos(tokenizer)
+    # The id a format lists last as an EOS (SDAR: its EOS and pad): the pad,
+    # as SDAR-4B-Chat's `<|endoftext|>`, or the stop id the import moved the
+    # pad off (`bd_formats.adapt_tokenizer`), as no format's code stops at
+    # the pad it gave.
+    moved = special_ids.checkpoint_stop_ids(tokenizer)
+    last = moved[-1] if moved else tokenizer.pad_token_id
     source = format_source(
         fmt, model.config, source, tokenizer, bd, stops, last
     )
@@ -213,8 +201,7 @@ def export_block_diffusion(
       tokenizer = copy.deepcopy(tokenizer)
       tokenizer.eos_token = tokenizer.convert_ids_to_tokens(last)
 
-  def finish(directory: str) -> None:
-    """Within the export before it is in place: never weights alone."""
+  def finish(directory: str) -> None:  # In the export before its rename.
     if fmt != TUNIX_BD:
       write_legacy_tokenizer_config(directory)
     if reference_code:  # Copies the format's modeling files.
@@ -260,15 +247,6 @@ _FAST_DLLM_DEFAULTS = {
 }
 
 
-def format_eos(tokenizer: Any) -> int | None:
-  """The id a format export lists last as an EOS (SDAR: its EOS and pad):
-  the pad, as SDAR-4B-Chat's `<|endoftext|>`, or the stop id the import
-  moved the pad off (`bd_formats.adapt_tokenizer`), as no format's code
-  stops at the pad it gave."""
-  checkpoint = special_ids.checkpoint_stop_ids(tokenizer)
-  return checkpoint[-1] if checkpoint else tokenizer.pad_token_id
-
-
 def format_source(
     fmt: str,
     model_config: Any,
@@ -278,18 +256,13 @@ def format_source(
     stops: list[int],
     last: int | None,
 ) -> hf_checkpoint.Source:
-  """The `hf_checkpoint.Source` whose export is `fmt`'s `config.json` and files:
-  the source's (or the model's) config with the format's fields. `tokenizer`
-  is the one before SDAR's EOS change, `stops` the ids tunix_bd stops at,
-  `last` its `format_eos` (all `export_block_diffusion`'s).
-  """
+  """The `hf_checkpoint.Source` whose export is in `fmt`: the source's (or
+  the model's) config with the format's fields; the other arguments are
+  `export_block_diffusion`'s (`tokenizer` before SDAR's EOS change)."""
   spec = bd_formats.FORMATS[fmt]
   derived = hf_config.config_to_hf(model_config)
   if source is None:
-    config = {
-        **derived,
-        **hf_checkpoint.tokenizer_ids(tokenizer),
-    }
+    config = {**derived, **hf_checkpoint.tokenizer_ids(tokenizer)}
   else:  # A source in another format gives its Qwen3/Qwen2 config.
     found = bd_formats.detect(source.config)
     config = dict(source.config)
@@ -343,10 +316,9 @@ def format_source(
 
 
 def write_legacy_tokenizer_config(export_dir: str) -> None:
-  """Rewrites the export's `tokenizer_config.json` for transformers 4.5x,
-  which both formats' code runs on: it fails on transformers 5's list of
-  `extra_special_tokens` (both read `additional_special_tokens`) and names
-  `TokenizersBackend` `PreTrainedTokenizerFast`."""
+  """Rewrites `tokenizer_config.json` for the formats' transformers 4.5x,
+  which fails on transformers 5's list of `extra_special_tokens` (it reads
+  `additional_special_tokens`) and `TokenizersBackend`."""
   path = os.path.join(export_dir, "tokenizer_config.json")
   if not files.exists(path):
     return

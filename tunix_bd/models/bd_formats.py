@@ -2,16 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Importing SDAR and Fast-dLLM v2 checkpoint directories.
 
-This module is the one place that knows those formats (`FORMATS`): `detect`
-recognises a `config.json`, `model_config_from_hf` maps it to the Tunix
-Qwen3 or Qwen2 config the weights load into, and `settings` gives the
-`BlockDiffusionConfig` their code trains and decodes with, so such a
-directory is a block-diffusion checkpoint without a `block_diffusion.json`.
-Recipes read any block-diffusion checkpoint through `load_settings`,
-`load_extra` and `load_tokenizer` here (`tunix_bd.core` and `tunix_bd.data`
-know no format). `load_tokenizer` gives an imported tokenizer the stop ids
-its decoder uses and a pad that is none of them (`adapt_tokenizer`). What is
-read and refused: docs/formats.md "Import".
+The one place that knows those formats (`FORMATS`): `detect` recognises a
+`config.json`, `model_config_from_hf` maps it to the Tunix Qwen3 or Qwen2
+config, and `settings` gives the `BlockDiffusionConfig` their code uses, so
+such a directory is a block-diffusion checkpoint without
+`block_diffusion.json`. Recipes read any block-diffusion checkpoint through
+`load_settings`, `load_extra` and `load_tokenizer` (which gives an imported
+tokenizer its decoder's stop ids: `adapt_tokenizer`). What is read and
+refused: docs/formats.md "Import".
 """
 
 from __future__ import annotations
@@ -214,9 +212,8 @@ def _mask_id(
 def settings(
     directory: str, key: str | None = None
 ) -> bd_config_lib.BlockDiffusionConfig | None:
-  """The block-diffusion settings an SDAR or Fast-dLLM v2 directory's code
-  trains and decodes with, or None for a directory in neither format; `key`
-  (e.g. `model.checkpoint`) names it in errors."""
+  """The block-diffusion settings of an SDAR or Fast-dLLM v2 directory, or
+  None in neither format; `key` (`model.checkpoint`) names it in errors."""
   found = read_dir(directory)
   if found is None:
     return None
@@ -277,12 +274,9 @@ def load_tokenizer(
 def _listed_stop_ids(
     directory: str, tokenizer: Any
 ) -> tuple[list[int], str] | None:
-  """The stop ids a format directory lists, and the file listing them.
-
-  `block_diffusion.json`'s `stop_ids` (what tunix_bd stopped at, recorded
-  by its export in a format) or else `generation_config.json`'s
-  `eos_token_id`; None where neither lists any. Errors name the file.
-  """
+  """`(ids, file)`: `block_diffusion.json`'s `stop_ids` (recorded by
+  tunix_bd's export in a format), else `generation_config.json`'s
+  `eos_token_id`; None where neither lists any."""
   for name, key in (
       (bd_config_lib.SETTINGS_FILE, STOP_IDS_KEY),
       (GENERATION_CONFIG_FILE, "eos_token_id"),
@@ -297,15 +291,13 @@ def _listed_stop_ids(
       listed = content.get(key) if isinstance(content, dict) else None
     if listed is None or listed == []:
       continue
-    single = isinstance(listed, int) and not isinstance(listed, bool)
-    ids = [listed] if single else listed
-    valid = isinstance(ids, list) and all(
+    ids = listed if isinstance(listed, list) else [listed]
+    if not all(
         isinstance(i, int)
         and not isinstance(i, bool)
         and 0 <= i < len(tokenizer)
         for i in ids
-    )
-    if not valid:
+    ):
       raise ValueError(
           f"{path}: {key}={listed!r} must be token ids of the"
           f" checkpoint's tokenizer (ints in [0, {len(tokenizer)}))."
@@ -317,9 +309,8 @@ def _listed_stop_ids(
 def _move_pad_off(
     directory: str, raw: dict[str, Any], tokenizer: Any, stops: list[int]
 ) -> None:
-  """Makes `PAD_TOKEN` the tokenizer's pad, at an id that is no stop id and
-  not the mask: the tokenizer's own added token, else the first embedding
-  row past the tokenizer (without one the error names `vocab_size`)."""
+  """Makes `PAD_TOKEN` the tokenizer's pad, at an id that is no stop id nor
+  the mask: its own added token, else the first embedding row past it."""
   added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
   pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
   if PAD_TOKEN not in added and PAD_TOKEN in tokenizer.get_vocab():
@@ -350,13 +341,10 @@ def _move_pad_off(
 def adapt_tokenizer(
     directory: str, raw: dict[str, Any], tokenizer: Any, *, sdar: bool
 ) -> None:
-  """Gives an imported format's tokenizer the stop ids its decoder uses.
-
-  SDAR: the ids `_listed_stop_ids` finds, the first that is not the pad as
-  EOS and the others as `special_ids.checkpoint_stop_ids`, a pad among them
-  moved to `PAD_TOKEN`; Fast-dLLM v2 stops at its EOS alone, which changes
-  only if it is the pad. In place; docs/formats.md "Import" has the rules.
-  """
+  """Gives an imported format's tokenizer, in place, the stop ids its
+  decoder uses (docs/formats.md "Import"): SDAR's listed ids, the first
+  non-pad as EOS, the rest as `special_ids.checkpoint_stop_ids`, a pad among
+  them moved to `PAD_TOKEN`; Fast-dLLM v2's EOS alone, changed if the pad."""
   pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
   if not sdar and (eos is None or eos != pad):
     return

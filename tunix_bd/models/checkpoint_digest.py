@@ -143,17 +143,16 @@ def weight_files(directory: str) -> list[str]:
 
 
 def check_weight_files(directory: str) -> None:
-  """Fails closed on a `*.safetensors` file of `directory` that is cut short
-  (an interrupted copy), from the headers, naming the file and tensor."""
+  """Fails closed, naming the file, on a `*.safetensors` file of
+  `directory` cut short (an interrupted copy)."""
   for name in weight_files(directory):
     _read_header(os.path.join(directory, name))
 
 
 def tensor_headers(directory: str) -> dict[str, tuple[str, int, dict]]:
   """`{tensor: (file name, data start, header entry)}` of the weight files,
-  from their headers alone; an entry has `dtype` as safetensors names it
-  (`"BF16"`, ...), `shape` and `data_offsets`. A ValueError for no weight
-  file, a bad or truncated one, or a tensor in two files."""
+  from their headers; a ValueError for no weight file, a bad or truncated
+  one, or a tensor in two files."""
   names = weight_files(directory)
   if not names:
     raise ValueError(f"No *.safetensors weight files in {directory}.")
@@ -233,9 +232,8 @@ def digest_checkpoint(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> CheckpointDigest:
   """Digests a checkpoint directory without loading it (see the module doc),
-  reading at most `chunk_bytes` from disk at a time. A ValueError for a
-  missing directory or `config.json`, no or bad weight files, or a tensor
-  in two files."""
+  reading at most `chunk_bytes` at a time; a ValueError for a missing
+  directory or `config.json`, or as `tensor_headers`."""
   directory = os.fspath(directory)
   config_path(directory)
   buffer = _buffer(chunk_bytes)

@@ -3,12 +3,9 @@
 """Opening a converted checkpoint: the one way every entrance reads one.
 
 A converted checkpoint is `sft.py`'s (OPD's, GRPO's) `export/`, or an SDAR
-or Fast-dLLM v2 directory (`models.bd_formats`). `generate.py`,
-`compare.py`, the Python API (`generate.text.load_model`) and the training
-recipes' sources (`run.sources.read_converted`) all open it with
-`open_converted`, so each reads the same settings, tokenizer and chat
-switches from it; the decoding entrances load its model with
-`ConvertedModel.load` (matrices in the compute dtype), the training recipes
+or Fast-dLLM v2 directory. Every entrance opens it with `open_converted`, so
+all read the same settings, tokenizer and chat switches; decoding loads its
+model with `ConvertedModel.load` (matrices in the compute dtype), training
 through `run.models.load` (float32 master weights).
 """
 
@@ -43,9 +40,8 @@ class ConvertedModel:
       mesh: jax.sharding.Mesh | None = None,
       precision: precision_lib.Precision = precision_lib.Precision(),
   ) -> ConvertedModel:
-    """This checkpoint with its model loaded to decode: at `precision`
-    (float32 by default), its matrices stored in the compute dtype
-    (`precision.matrices_to_compute_dtype`), sharded over `mesh`."""
+    """This checkpoint with its model loaded to decode at `precision`,
+    sharded over `mesh` (`precision.load` with `decoding_only`)."""
     no_mesh = mesh is None
     with contextlib.nullcontext() if no_mesh else mesh_lib.tunix_context(mesh):
       model, _ = precision_lib.load(
@@ -61,12 +57,9 @@ def open_converted(
     options: chat.ChatOptions = chat.ChatOptions(),
     key: str = "checkpoint",
 ) -> ConvertedModel:
-  """A converted checkpoint's sources, the model not loaded (`model` None).
-
-  Its settings, its tokenizer (with `chat_template`, a Jinja file, or "")
-  and the chat switches it was trained with (`options` may only agree:
-  `chat.trained_options`). Errors name `key`.
-  """
+  """A converted checkpoint, its model not loaded: settings, tokenizer
+  (with `chat_template`, a Jinja file, or "") and the chat switches it was
+  trained with (`options` may only agree). Errors name `key`."""
   tokenizer = bd_formats.load_tokenizer(checkpoint, chat_template, key=key)
   bd = bd_formats.load_settings(checkpoint, key)
   trained = chat.trained_options(

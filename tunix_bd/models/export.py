@@ -2,13 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Writing Tunix Qwen3 and Qwen2 models as Hugging Face checkpoint directories.
 
-An export is an HF-style Qwen3 or Qwen2 directory (`config.json`,
-`generation_config.json`, `model.safetensors` or shards with an index, in
-the layout `hf_checkpoint` reads) with its tokenizer; what it keeps of its
-source checkpoint is `hf_checkpoint`'s. Directories are written to a temporary
-sibling (with the files a caller adds, `finish`) and renamed into place, so
-a crash never leaves half an export.
-Also finds the block-diffusion exports that exist under a directory.
+An export is the directory `hf_checkpoint` reads (`config.json`,
+`generation_config.json`, weights, tokenizer), written to a temporary
+sibling and renamed into place, so a crash never leaves half an export.
+Also finds the block-diffusion exports under a directory.
 """
 
 from __future__ import annotations
@@ -160,8 +157,10 @@ def _write_weights(
       "metadata": {"total_size": sum(v.nbytes for v in tensors.values())},
       "weight_map": {k: n for n, keys in zip(names, shards) for k in keys},
   }
-  with open(os.path.join(directory, hf_checkpoint.INDEX_FILE), "w") as f:
-    json.dump(index, f, indent=2, sort_keys=True)
+  files.write_text(
+      os.path.join(directory, hf_checkpoint.INDEX_FILE),
+      json.dumps(index, indent=2, sort_keys=True),
+  )
 
 
 def save_checkpoint(
@@ -175,18 +174,15 @@ def save_checkpoint(
     max_shard_bytes: int | None = None,
     finish: Callable[[str], None] | None = None,
 ) -> None:
-  """Exports a Tunix Qwen3 or Qwen2 as a Hugging Face checkpoint directory.
+  """Exports a Tunix Qwen3 or Qwen2 (LoRA merged) to an HF directory.
 
-  On multi-host runs every process gathers the parameters and process 0
-  writes. LoRA models are refused (merge the adapters first); `output_dir`
-  must not exist or be empty. `source` is the checkpoint the model was
-  loaded from (`hf_checkpoint.read_source`), None for one trained from
-  scratch; `dtype` the weight dtype (`hf_checkpoint.EXPORT_DTYPES`), None
-  for the source's (the model's without a source); `stop_ids` end generation in a sourceless
-  model's generation config; with `max_shard_bytes`, weights are split into
-  shards of at most that many bytes (a larger tensor gets its own) with an
-  index file; `finish(directory)` writes what else the export holds into
-  the directory before it is renamed into place.
+  Every process gathers the parameters; process 0 writes into `output_dir`
+  (absent or empty). `source` is the checkpoint the model was loaded from
+  (`hf_checkpoint.read_source`; None from scratch); `dtype` the weight
+  dtype (None: the source's, else the model's); `stop_ids` more EOS ids of
+  a sourceless generation config; `max_shard_bytes` shards the weights (a
+  larger tensor gets its own) with an index; `finish(directory)` adds files
+  before the rename.
   """
   name = families.family(model.config)
   if name not in _EXPORTABLE or not isinstance(
@@ -235,9 +231,13 @@ def save_checkpoint(
   try:
     if tokenizer is not None:
       tokenizer.save_pretrained(tmp_dir)
-    _write_json(tmp_dir, checkpoint_digest.CONFIG_FILE, config_json)
-    if generation_config is not None:
-      _write_json(tmp_dir, bd_formats.GENERATION_CONFIG_FILE, generation_config)
+    for name, content in (
+        (checkpoint_digest.CONFIG_FILE, config_json),
+        (bd_formats.GENERATION_CONFIG_FILE, generation_config),
+    ):
+      if content is not None:
+        text = json.dumps(content, indent=2, sort_keys=True) + "\n"
+        files.write_text(os.path.join(tmp_dir, name), text)
     _write_weights(tmp_dir, tensors, max_shard_bytes)
     if finish is not None:
       finish(tmp_dir)
@@ -250,22 +250,14 @@ def save_checkpoint(
   _fsync(parent)
 
 
-def _write_json(directory: str, name: str, content: dict[str, Any]) -> None:
-  with open(os.path.join(directory, name), "w") as f:
-    json.dump(content, f, indent=2, sort_keys=True)
-    f.write("\n")
-
-
 def export_checkpoint(
     model: Any, tokenizer: Any, export_dir: str, **options: Any
 ) -> None:
-  """Writes the HF-style directory, replacing a previous export.
+  """`save_checkpoint` (`options`) to `export_dir`, replacing an export.
 
-  `export_dir` may be a URL (`gs://...`): the export is then written to a
-  local staging directory and copied there (object by object, so a crash
-  can leave a partial copy, which the next export replaces). `options` are
-  `save_checkpoint`'s `source`, `dtype`, `stop_ids` and `finish`. A write
-  that fails (a full disk) is a one-line `ValueError` naming `export_dir`.
+  A URL `export_dir` (`gs://...`) is staged locally and copied object by
+  object (a crash can leave a partial copy, which the next export
+  replaces). A failed write (a full disk) is a one-line `ValueError`.
   """
   save = functools.partial(
       save_checkpoint, model, tokenizer=tokenizer, **options

@@ -1,10 +1,7 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The block-diffusion export SFT, OPD and GRPO write, planned before compute.
-
-`ExportPlan.check` refuses before training what `export.format` cannot
-express (`bd_export.check_exportable`); `ExportPlan.write` writes `export/`
-(`bd_export.export_block_diffusion`) once training is over.
+"""The block-diffusion export SFT, OPD and GRPO write, checked before compute
+(`ExportPlan.check`) and written once training is over (`ExportPlan.write`).
 """
 
 from __future__ import annotations
@@ -29,15 +26,9 @@ class BlockShape(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class ExportPlan:
-  """`export/` as a run will write it, checked before compute.
-
-  Attributes:
-    directory: where it is written (`WORKDIR/export`).
-    export: the run's `export` section.
-    chat_options: the chat switches the model is trained with, recorded.
-    source: the HF files of the checkpoint the run trains (None for a
-      random model), whose fields the export keeps.
-  """
+  """`export/` as a run will write it: its `directory`, the run's `export`
+  section, the chat switches trained with, and the `source` checkpoint's HF
+  files whose fields it keeps (None for a random model)."""
 
   directory: str
   export: sections.ExportSettings
@@ -56,9 +47,7 @@ class ExportPlan:
       chat_options: chat.ChatOptions,
       source: hf_checkpoint.Source | None,
   ) -> ExportPlan:
-    """The plan, once the model (Tunix config `model_config`, mask token
-    `mask_token` or None) is known to fit `export.format`; else a
-    ValueError as `bd_export.check_exportable`."""
+    """The plan, once `bd_export.check_exportable` passes."""
     bd_export.check_exportable(export.format, bd, model_config, mask_token)
     return cls(directory, export, chat_options, source)
 
@@ -71,8 +60,8 @@ class ExportPlan:
       stop_ids: Iterable[int] = (),
       extra: Mapping[str, Any] | None = None,
   ) -> str:
-    """Writes the trained `model` as planned (`extra`: provenance entries
-    for `block_diffusion.json`); returns the directory."""
+    """Writes the trained `model` (`bd_export.export_block_diffusion`);
+    returns the directory."""
     bd_export.export_block_diffusion(
         model,
         tokenizer,

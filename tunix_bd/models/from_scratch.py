@@ -1,11 +1,8 @@
 # Copyright 2026 The tunix_bd Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""A randomly initialised Tunix Qwen3 (the embedded AR teacher, benchmarks).
-
-`ScratchModelSettings` is the shape of a from-scratch model (a random
-model's `model.scratch`), field for field, and the one source of its
-defaults (`config_utils.to_section`); `ArModelSettings` AR pretraining's
-`model`: the shape and its `precision.Precision`.
+"""A randomly initialised Tunix Qwen3 (the embedded AR teacher, benchmarks):
+its shape `ScratchModelSettings` (`model.scratch`), and `ArModelSettings`,
+AR pretraining's `model` (the shape and its `precision.Precision`).
 """
 
 from __future__ import annotations
@@ -59,8 +56,7 @@ class ScratchModelSettings:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ArModelSettings(ScratchModelSettings, precision_lib.Precision):
-  """`ar_pretrain`'s model: the shape, and how it computes (bfloat16 compute
-  on float32 master weights, remat: `precision.Precision`)."""
+  """`ar_pretrain`'s model: the shape, and how it computes."""
 
   SECTION: ClassVar[str] = "model"
 

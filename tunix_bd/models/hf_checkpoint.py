@@ -2,18 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hugging Face Qwen3, Qwen2 and Llama checkpoints: loading, what exports keep.
 
-One code path (`load`; the family is the config's `model_type`, a Llama
-running as Qwen2: `hf_config.LLAMA`) reads tunix_bd's own exports and
-downloaded checkpoints: `config.json` plus `model.safetensors` or shards
-with an index, in the HF key layout. Tunix's safetensors loader does not
-check what it reads (a missing tensor stays abstract, an extra one is
-skipped, a file with mixed dtypes is misread by the "optimized" mode), so
-everything is validated here from the safetensors headers before Tunix
-builds the model.
-
-What an export keeps of its `Source` checkpoint, or writes without one
-(`config_json`, `generation_config_json`): docs/design.md "Hugging Face
-checkpoints in and out".
+One code path (`load`) reads tunix_bd's exports and downloaded checkpoints:
+`config.json` plus `model.safetensors` or shards with an index. Tunix's
+safetensors loader checks nothing (a missing tensor stays abstract, an
+extra one is skipped, a file of mixed dtypes is misread by its "optimized"
+mode), so the headers are validated here before Tunix builds the model.
+What an export keeps of its `Source` checkpoint (`config_json`,
+`generation_config_json`): docs/design.md "Hugging Face checkpoints in and
+out".
 """
 
 from __future__ import annotations
@@ -51,8 +47,6 @@ FILE_DTYPES = {
     "F32": "float32",
     "F64": "float64",
 }
-# The weight dtypes `export.dtype` may name.
-EXPORT_DTYPES = hf_config.DTYPES
 # transformers>=5 and legacy names of the config's weight dtype.
 _DTYPE_KEYS = ("dtype", "torch_dtype")
 # The Tunix safetensors loader of each family `load` reads.
@@ -60,8 +54,8 @@ _TUNIX_LOADERS = {"qwen3": qwen3_params, "qwen2": qwen2_params}
 
 
 def expected_shapes(config: Any, llama=False) -> dict[str, tuple[int, ...]]:
-  """Every HF tensor name of a Qwen3 or Qwen2 `config` (of the Llama that
-  loads as that Qwen2 with `llama`), in file order, with its shape."""
+  """HF tensor name -> shape of a Qwen3 or Qwen2 `config` (of the Llama
+  loading as it with `llama`), in file order."""
   qwen2 = families.family(config) == "qwen2"
   biases = qwen2 and not llama
   d, v, f = config.embed_dim, config.vocab_size, config.hidden_dim
@@ -111,10 +105,9 @@ def check_positions(
     fix: str = "shorten the prompts or the completion budget",
 ) -> None:
   """Fails closed when a prompt and its completion outrun the model's
-  `max_position_embeddings` (if `hf_config` has one); `what` names them in
-  the error (e.g. "row 3 of p.jsonl (2005 tokens) plus
-  decode.max_new_tokens=16"), `model_key` the model's config key, `fix`
-  what to do."""
+  `max_position_embeddings` (if any); `what` names them (e.g. "row 3 of
+  p.jsonl (2005 tokens) plus decode.max_new_tokens=16"), `model_key` the
+  model's config key."""
   limit = hf_config.get("max_position_embeddings")
   needed = prompt_length + max_new_tokens
   if isinstance(limit, int) and needed > limit:
@@ -125,9 +118,8 @@ def check_positions(
 
 
 def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
-  """Every stored tensor's file, shape and header dtype, from the headers:
-  HF key -> `(file name, shape, dtype)`, the dtype as safetensors names it
-  (`"BF16"`, `"F32"`, ...); checked against the index file if there is one."""
+  """HF key -> `(file name, shape, header dtype ("BF16", ...))` of every
+  stored tensor, checked against the index file if there is one."""
   found = checkpoint_digest.tensor_headers(checkpoint_dir)
   index_path = os.path.join(checkpoint_dir, INDEX_FILE)
   if os.path.isfile(index_path):
@@ -155,9 +147,8 @@ def tensor_headers(checkpoint_dir: str) -> dict[str, tuple[str, Any, str]]:
 
 
 def _check_weights(checkpoint_dir: str, config: Any, llama: bool) -> bool:
-  """Checks the headers against the parsed `config.json` (`llama`'s); returns
-  whether some file mixes tensor dtypes (Tunix's optimized loader reads a
-  whole file with the dtype of its first tensor: not to be used)."""
+  """Checks the headers against `config`; returns whether a file mixes
+  dtypes (Tunix's optimized loader reads a file in its first one's)."""
   found = tensor_headers(checkpoint_dir)
   file_dtypes = {(name, dtype) for name, _, dtype in found.values()}
   mixed_dtypes = len(file_dtypes) > len({name for name, _ in file_dtypes})
@@ -224,16 +215,12 @@ def load(
     param_dtype: Any = None,
     remat: str = "none",
 ) -> tuple[Any, Any]:
-  """Loads a Hugging Face-layout Qwen3, Qwen2 or Llama checkpoint into Tunix.
+  """`(model, config)` of an HF Qwen3, Qwen2, Llama (as Qwen2), SDAR or
+  Fast-dLLM v2 directory, all checked before the model is built.
 
-  The directory's `model_type` (`qwen3`, `qwen3_moe`, `qwen2`, `llama`: a
-  Qwen2) picks the Tunix model; an SDAR or Fast-dLLM v2 directory loads as
-  its layers' family (`bd_formats`). `mesh` (axes named by
-  `ModelConfig.shd_config`) shards the parameters, one device if None;
-  stored tensors are cast to `dtype` (float32 if None); `param_dtype` may
-  differ (float32 master weights under bfloat16 compute); `remat` is a
-  `families.REMAT_MODES` name. Returns `(model, config)`; everything is
-  checked, naming the field or tensor, before the model is built.
+  `mesh` shards the parameters (one device if None); `dtype` is the compute
+  dtype (float32 if None), `param_dtype` the stored one; `remat` a
+  `families.REMAT_MODES` name.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
   raw = read_config(checkpoint_dir)
@@ -268,9 +255,8 @@ def load(
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-  """The Hugging Face files of the checkpoint a model was loaded from:
-  `config.json`, `generation_config.json` (None if absent) and each stored
-  tensor's NumPy dtype name, by HF key."""
+  """The HF files of the checkpoint a model was loaded from: `config.json`,
+  `generation_config.json` (or None) and each tensor's NumPy dtype name."""
 
   config: dict[str, Any]
   generation_config: dict[str, Any] | None
@@ -296,14 +282,13 @@ def read_source(checkpoint_dir: str | os.PathLike[str]) -> Source:
 
 
 def check_export_dtype(value: Any, key: str = "export.dtype") -> str | None:
-  """The weight dtype an export setting asks for; None keeps the source's.
-  A ValueError names `key` for anything but "" (or None) and `EXPORT_DTYPES`.
-  """
+  """The weight dtype an export asks for (None, or "": the source's); a
+  ValueError naming `key` for another than `hf_config.DTYPES`."""
   if value is None or value == "":
     return None
-  if value not in EXPORT_DTYPES:
+  if value not in hf_config.DTYPES:
     raise ValueError(
-        f"{key}={value!r} must be one of {list(EXPORT_DTYPES)}, or '' for"
+        f"{key}={value!r} must be one of {list(hf_config.DTYPES)}, or '' for"
         " the source checkpoint's dtype."
     )
   return value
@@ -312,10 +297,8 @@ def check_export_dtype(value: Any, key: str = "export.dtype") -> str | None:
 def tensor_dtypes(
     tensors: dict[str, Any], *, source: Source | None, dtype: str | None
 ) -> dict[str, str]:
-  """The dtype each exported tensor is written in, by HF key: `dtype`
-  (`check_export_dtype`'s value) for all; if None the source's dtype of each
-  tensor (the model's without a source; a tensor the source lacks takes the
-  source's most common dtype)."""
+  """HF key -> the dtype it is exported in: `dtype`, else the source's (its
+  most common for a tensor it lacks), else the model's."""
   if dtype is not None:
     return dict.fromkeys(tensors, dtype)
   if source is None:
@@ -338,12 +321,9 @@ def config_json(
     tokenizer: Any,
     file_dtypes: Iterable[str],
 ) -> dict[str, Any]:
-  """The exported `config.json`, for weight files holding `file_dtypes`.
-
-  Its fields: docs/design.md "Hugging Face checkpoints in and out". Raises
-  ValueError if the source's config describes another model than
-  `model_config` (in any field but `vocab_size`).
-  """
+  """The exported `config.json` of weights in `file_dtypes` (docs/design.md
+  "Hugging Face checkpoints in and out"); a ValueError if the source's
+  describes another model than `model_config` (but for `vocab_size`)."""
   derived = hf_config.config_to_hf(model_config)
   file_dtypes = sorted(set(file_dtypes))
   if source is None:
@@ -375,11 +355,8 @@ def config_json(
 def generation_config_json(
     source: Source | None, tokenizer: Any, stop_ids: Iterable[int] = ()
 ) -> dict[str, Any] | None:
-  """The exported `generation_config.json`, or None to write none: the
-  source's own (None if it has none: transformers derives one from
-  `config.json` as for the source); without a source, the tokenizer's ids
-  with its EOS and `stop_ids` as the EOS list (None without a tokenizer).
-  """
+  """The exported `generation_config.json` (None: none): the source's own;
+  without one, the tokenizer's ids, EOS then `stop_ids` as the EOS list."""
   if source is not None:
     return source.generation_config
   if tokenizer is None:

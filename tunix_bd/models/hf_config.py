@@ -3,12 +3,10 @@
 """Hugging Face `config.json` to Tunix's Qwen3 and Qwen2 configs, and back.
 
 Tunix parses no `config.json`. `model_config_from_hf` maps every field that
-changes the model's math, picking the family from `model_type` (`qwen3`,
-`qwen3_moe`, `qwen2`, and `llama`, which runs as Qwen2: `LLAMA`), and
-raises a `ValueError` naming the field for a missing or malformed value or
-a setting the Tunix model lacks (`FIXED_FIELDS`: activations, sliding
-windows, biases, MoE routing...), so a checkpoint never runs silently as a
-different model. `config_to_hf` is the way back.
+changes the model's math (the family from `model_type`; a `llama` runs as
+Qwen2) and refuses, naming the field, a malformed value or a setting the
+Tunix model lacks (`FIXED_FIELDS`), so a checkpoint never runs silently as
+another model. `config_to_hf` is the way back.
 """
 
 from typing import Any
@@ -43,16 +41,11 @@ _LLAMA_ONLY_FIELDS = ("attention_bias", "mlp_bias", "pretraining_tp")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def required_field(hf_config: dict[str, Any], key: str) -> Any:
-  """`hf_config[key]`; a `ValueError` naming `key` if it is missing or null."""
-  if hf_config.get(key) is None:
-    raise ValueError(f"HF config is missing required field {key!r}.")
-  return hf_config[key]
-
-
 def positive_int(hf_config: dict[str, Any], key: str) -> int:
   """`hf_config[key]` if it is a positive integer (not a bool)."""
-  value = required_field(hf_config, key)
+  value = hf_config.get(key)
+  if value is None:
+    raise ValueError(f"HF config is missing required field {key!r}.")
   if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
     raise ValueError(f"HF config {key}={value!r} must be a positive integer.")
   return value
@@ -71,9 +64,8 @@ def check_dtype(name: str, value: Any) -> Any:
 
 
 def rope_theta(hf_config: dict[str, Any], family: str, label: str) -> Any:
-  """The RoPE base, after checking that the Tunix `family` (`qwen3`,
-  `qwen2`) `label` runs as implements the RoPE and rotates with it
-  (`compat.ROPE_THETA_APPLIED`)."""
+  """The RoPE base, checked to be one the Tunix `family` (`label`)
+  implements and rotates with (`compat.ROPE_THETA_APPLIED`)."""
   applied = compat.ROPE_THETA_APPLIED[family]
   theta = hf_config.get("rope_theta")
   # Legacy `rope_scaling` and transformers>=5 `rope_parameters`.
@@ -119,7 +111,8 @@ def rope_theta(hf_config: dict[str, Any], family: str, label: str) -> Any:
 
 
 # Settings that change the math but the Tunix models lack:
-# (field, transformers' default, accepted(value), what Tunix does).
+# (field, transformers' default, accepted(value), what Tunix does). Qwen2.5
+# configs carry a `sliding_window` size, ignored while the window is off.
 FIXED_FIELDS = (
     ("hidden_act", "silu", lambda v: v == "silu", "it uses silu"),
     ("use_sliding_window", False, lambda v: not v, "it has full attention"),
@@ -168,11 +161,9 @@ def check_fixed(
 def attention_fields(
     hf_config: dict[str, Any], default_head_dim: int | None
 ) -> dict[str, Any]:
-  """Width, heads, head_dim, norm and tying fields of `ModelConfig`.
-
-  `default_head_dim` is what transformers assumes when `head_dim` is absent
-  (Qwen3: 128), or None for hidden_size // num_attention_heads (Qwen2).
-  """
+  """Width, heads, head_dim, norm and tying fields of `ModelConfig`;
+  `default_head_dim` is transformers' for an absent `head_dim` (Qwen3: 128;
+  None: hidden_size // num_attention_heads)."""
   embed_dim = positive_int(hf_config, "hidden_size")
   num_heads = positive_int(hf_config, "num_attention_heads")
   if hf_config.get("head_dim") is not None:
@@ -218,14 +209,10 @@ def model_config_from_hf(
     hf_config: dict[str, Any], *, dtype: Any = None, param_dtype: Any = None
 ) -> Any:
   """The Tunix `ModelConfig` of a Qwen3, Qwen3-MoE, Qwen2 or Llama
-  `config.json` (a Llama's is Qwen2's: `LLAMA`).
-
-  Refused: docs/design.md "Hugging Face checkpoints in and out" (a sliding
-  window only when on: Qwen2.5 configs carry a `sliding_window` size that
-  transformers ignores while it is off). `dtype` is the compute dtype
-  (float32 if None; not the file's `torch_dtype`), `param_dtype` defaults
-  to it; `use_flash_attention=False` (flash ignores custom attention masks).
-  """
+  `config.json` (refusals: docs/design.md "Hugging Face checkpoints in and
+  out"). `dtype` is the compute dtype (float32 if None; not the file's),
+  `param_dtype` defaults to it; no flash attention (it ignores custom
+  attention masks)."""
   if not isinstance(hf_config, dict):
     raise ValueError(f"HF config must be a dict, got {type(hf_config)}.")
   model_type = hf_config.get("model_type")
@@ -316,11 +303,9 @@ def llama_biases(config: Any) -> dict[str, Any]:
 
 
 def config_to_hf(config: Any) -> dict[str, Any]:
-  """The `config.json` of a Tunix Qwen3 or Qwen2 config: every field
-  `model_config_from_hf` reads, loading in transformers as `Qwen3Config`,
-  `Qwen3MoeConfig` or `Qwen2Config`. A ValueError for a config it would
-  describe as another model (a RoPE theta Tunix does not apply, a dtype).
-  """
+  """The `config.json` of a Tunix Qwen3 or Qwen2 config (every field
+  `model_config_from_hf` reads); a ValueError for one it would describe as
+  another model (a RoPE theta Tunix does not apply, a dtype)."""
   if isinstance(config, qwen3_lib.ModelConfig):
     if config.rope_theta != TUNIX_ROPE_THETA:
       raise ValueError(

@@ -2,12 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """LoRA through Tunix's `nnx.LoRAParam` path (qwix), and merging for export.
 
-`apply_lora` wraps a Tunix decoder's projections with qwix LoRA adapters;
-Tunix's `PeftTrainer` then trains only the `nnx.LoRAParam`s and checkpoints
-only them. `merge_lora` folds the adapters back into a plain model
-(`W + A @ B * alpha / rank`), so a LoRA run exports the same HF layout as a
-full fine-tune. `LoraSettings` is SFT's `lora` section; `apply` and `merge`
-do either as it says.
+`apply_lora` wraps a Tunix decoder's projections with qwix adapters, which
+alone Tunix's `PeftTrainer` trains and checkpoints; `merge_lora` folds them
+back (`W + A @ B * alpha / rank`), so a LoRA run exports as a full
+fine-tune. `apply` and `merge` do either as SFT's `lora` section says.
 """
 
 from __future__ import annotations
@@ -34,11 +32,7 @@ _SUFFIX_A, _SUFFIX_B = "_lora_a", "_lora_b"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LoraSettings:
-  """SFT's `lora`: rank 0 fine-tunes every weight; > 0 trains LoRA adapters.
-
-  Tunix trains and checkpoints only the `nnx.LoRAParams`; the export merges
-  them.
-  """
+  """SFT's `lora`: rank 0 fine-tunes every weight; > 0 trains adapters."""
 
   SECTION: ClassVar[str] = "lora"
 

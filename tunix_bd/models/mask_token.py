@@ -2,12 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Provisioning the block-diffusion mask token for a model and tokenizer.
 
-`provision_mask_token` reuses a reserved id (`resolve_reserved_mask_id`;
-Qwen3 checkpoints carry ~270 rows past the tokenizer) or adds a token and
-one embedding row (`resize_vocab`), as docs/design.md "Mask token" says;
-the new row is the mean of the old ones (as Hugging Face's
-`mean_resizing`), so its output column scores every input with the mean
-of the old logits.
+`provision_mask_token` reuses a reserved id or adds a token and one
+embedding row (`resize_vocab`), as docs/design.md "Mask token" says.
 """
 
 from __future__ import annotations
@@ -53,14 +49,9 @@ def resolve_reserved_mask_id(
     vocab_size: int,
     stop_ids: Iterable[int] = (),
 ) -> int:
-  """Checks and returns a reserved, never-generated id for the mask token.
-
-  `mask_token` is a special/added token string (e.g. `<|mask|>`,
-  `<|reserved_3|>`) or an id; an id at or past `len(tokenizer)` names an
-  embedding row the tokenizer never produces. Raises ValueError for an
-  unknown token, an id out of range, equal to a special or stop id, or an
-  ordinary text token.
-  """
+  """The id of `mask_token` (an added token's string or an id, maybe past
+  the tokenizer), checked to be a reserved id that is never generated: not
+  out of range, a special or stop id, nor an ordinary text token."""
   if isinstance(mask_token, str):
     added = tokenizer.get_added_vocab()
     if mask_token not in added:
@@ -111,14 +102,10 @@ def register_mask_token(tokenizer: Any, mask_id: int) -> str | None:
 
 
 def resize_vocab(model: Any) -> tuple[Any, Any]:
-  """Appends an embedding row (and untied lm_head column) to a Tunix model.
-
-  `model` is a Tunix Qwen3, Qwen2 or Llama 3 without LoRA params, left
-  unchanged; the new row's id is `vocab_size`, its value the mean of the
-  existing rows (in float32, cast back), every other weight copied
-  bit-identically. The new arrays are placed by `jnp.concatenate`; reshard
-  a sharded model afterwards. Returns `(new_model, new_config)`.
-  """
+  """`(new_model, new_config)`: a Tunix Qwen3, Qwen2 or Llama 3 (no LoRA)
+  with one more embedding row (and untied lm_head column), id `vocab_size`,
+  the mean of the others (as HF's `mean_resizing`); other weights copied
+  bit for bit, `model` unchanged. Reshard a sharded model afterwards."""
   if not isinstance(model, tuple(families.MODEL_CLASSES.values())):
     raise ValueError(
         "resize_vocab supports Tunix Qwen3, Qwen2 and Llama 3 models, got"
@@ -162,13 +149,9 @@ def provision_mask_token(
     *,
     stop_ids: Iterable[int] = (),
 ) -> tuple[Any, Any, int]:
-  """`(model, model_config, mask_id)` with `token` as the mask token.
-
-  The tokenizer's `token` is reused; else it is added to the tokenizer (in
-  place) at an unused embedding row past the tokenizer, or at a row the
-  model gains (the model is the input when none was added). Either way it
-  becomes the tokenizer's `mask_token`.
-  """
+  """`(model, model_config, mask_id)` with `token` the tokenizer's
+  `mask_token`: its own, else added (in place) at an unused embedding row
+  past the tokenizer or at a row the model gains (`resize_vocab`)."""
   vocab_size = model.config.vocab_size
   if token in tokenizer.get_vocab():
     mask_id = resolve_reserved_mask_id(
@@ -199,9 +182,8 @@ def provision_mask_token(
 def embedded_tokenizer_and_bd(
     **bd_settings: Any,
 ) -> tuple[Any, bd_config_lib.BlockDiffusionConfig]:
-  """The embedded tokenizer and block-diffusion settings on its mask token,
-  for random-initialised policies (smoke variants); `bd_settings` are the
-  other `BlockDiffusionConfig` fields."""
+  """The embedded tokenizer and `BlockDiffusionConfig(**bd_settings)` on its
+  mask token, for random policies (smoke variants)."""
   tokenizer = tokenizer_lib.build_char_tokenizer()
   mask_id = resolve_reserved_mask_id(
       tokenizer, tokenizer_lib.MASK_TOKEN, vocab_size=tokenizer_lib.VOCAB_SIZE

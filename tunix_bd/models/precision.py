@@ -81,15 +81,13 @@ _FIELDS = dataclasses.fields(LossPrecision)
 
 
 def matrices_to_compute_dtype(model: nnx.Module, dtype: Any) -> None:
-  """Stores a decoding model's matrices in its compute dtype `dtype`.
+  """Stores a decoding model's matrices in its compute dtype, in place.
 
-  Tunix's layers cast every matrix (kernels, embeddings, the head) to the
-  compute dtype before they use it, so a model that only decodes can hold
-  them there: its logits are the same bit for bit, and each forward reads
-  half the bytes under bfloat16 (on a TPU the per-call cast of float32
-  weights costs more than a forward of a small model). Vectors (norm
-  scales) keep their dtype: RMSNorm computes in float32. Not for a model
-  that trains, whose float32 master weights the optimizer updates. In place.
+  Tunix's layers cast every matrix to the compute dtype before use, so the
+  logits are the same bit for bit and a bfloat16 forward reads half the
+  bytes (on a TPU the per-call cast costs more than a small model's
+  forward). Vectors keep theirs (RMSNorm computes in float32). Not for a
+  model that trains: the optimizer updates float32 master weights.
   """
   dtype = jnp.dtype(dtype)
   params = nnx.state(model, nnx.Param)
@@ -106,9 +104,8 @@ def load(
     mesh: jax.sharding.Mesh | None = None,
     decoding_only: bool = False,
 ):
-  """`hf_checkpoint.load` with these settings: `(model, config)`; with
-  `decoding_only`, its matrices in the compute dtype (as
-  `matrices_to_compute_dtype`)."""
+  """`hf_checkpoint.load` at `precision`; with `decoding_only`, then
+  `matrices_to_compute_dtype`."""
   model, config = hf_checkpoint.load(
       checkpoint,
       mesh=mesh,

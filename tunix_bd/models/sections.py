@@ -2,12 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The recipes' `model` sections, SFT's `bd`, and `export`.
 
-Each dataclass is one config section field for field and the one source of
-its defaults (`config_utils`); a recipe's `model` is a class of its own
-composed from the groups `precision.Precision` and `RandomInit`. The
-fingerprint rule is declared on the fields: `config_utils.resumable()` and
-`config_utils.source()` (docs/design.md, "Fingerprint"). `directory_hint`
-says what to set when a checkpoint directory is missing (`run.provenance`).
+Each dataclass is one config section and the source of its defaults
+(`config_utils`); a recipe's `model` composes `precision.Precision` and
+`RandomInit`. `directory_hint` says what to set when a checkpoint directory
+is missing (`run.provenance`).
 """
 
 from __future__ import annotations
@@ -52,13 +50,8 @@ class BlockSize:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScratchBd(BlockSize):
   """`model.scratch_bd`: a random converted model's block-diffusion
-  settings (its tokenizer has its mask token).
-
-  Attributes:
-    alignment: `shifted` (the AR head keeps its meaning) or
-      `same_position`.
-    layout: `clean_context` (`[noisy ; clean]`) or `single_canvas`.
-  """
+  settings: `alignment` (`shifted` or `same_position`) and `layout`
+  (`clean_context` or `single_canvas`); its tokenizer has the mask token."""
 
   SECTION: ClassVar[str] = "model.scratch_bd"
 
@@ -87,15 +80,9 @@ class Bd(ScratchBd):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RandomInit:
-  """A `model` that may be a random model instead of its checkpoints.
-
-  Attributes:
-    random_init: False: load the checkpoints; True: a random model of the
-      `scratch` shape with the embedded tokenizer and the `scratch_bd`
-      block-diffusion settings (smoke runs).
-    scratch: the random model's shape.
-    scratch_bd: its block-diffusion settings.
-  """
+  """A `model` that may be random instead of its checkpoints: with
+  `random_init` (smoke runs), one of the `scratch` shape with the embedded
+  tokenizer and the `scratch_bd` settings."""
 
   SECTION: ClassVar[str] = "model"
 
@@ -111,19 +98,11 @@ class RandomInit:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SftModel(precision.LossPrecision):
-  """SFT's `model`: the AR checkpoint to convert and how it computes.
-
-  `dtype`, `remat`, `logits_chunk`, `attention` and `scan_layers`:
-  docs/real_models.md, "Precision and memory"; only `dtype` changes what a
-  run computes (the others are resumable).
-
-  Attributes:
-    checkpoint: the AR model to convert, an HF-style directory: config.json,
-      *.safetensors and the tokenizer (a Qwen3 or Qwen2).
-    sft_loss: `tunix_bd`, tunix_bd's loss hook (`sft.loss`); `tunix`,
-      Tunix's own diffusion SFT adapter (`sft.tunix_diffusion`): dense
-      logits, no aux metrics. Equal losses to float rounding: resumable.
-  """
+  """SFT's `model`: the AR checkpoint to convert (an HF Qwen3 or Qwen2
+  directory with its tokenizer) and how it computes (docs/real_models.md,
+  "Precision and memory"). `sft_loss` is `tunix_bd`'s loss hook
+  (`sft.loss`) or `tunix`'s diffusion SFT adapter (`sft.tunix_diffusion`:
+  dense logits, no aux metrics); equal losses, so resumable."""
 
   checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/ar_pretrain/export", required=True
@@ -163,13 +142,8 @@ class SftModel(precision.LossPrecision):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OpdModel(precision.LossPrecision, RandomInit):
-  """OPD's `model`: the converted student and the causal AR teacher (one
-  tokenizer), or a random model.
-
-  Attributes:
-    student: the converted student (with block_diffusion.json).
-    teacher: the AR teacher.
-  """
+  """OPD's `model`: the converted `student` and the causal AR `teacher`
+  (one tokenizer), or a random model."""
 
   student: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
@@ -205,18 +179,14 @@ class OpdModel(precision.LossPrecision, RandomInit):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GrpoModel(precision.LossPrecision, RandomInit):
-  """GRPO's `model`: the policy, its KL reference and a model to compare,
-  or a random model.
+  """GRPO's `model`, or a random model.
 
   Attributes:
-    checkpoint: the policy, a converted model (with block_diffusion.json).
-    reference: the frozen KL reference, a converted model of the policy's
-      block settings and tokenizer; empty: the initial policy (as Tunix, TRL
-      and verl), so `model.checkpoint` once checked (with `random_init`, a
-      copy of the random policy).
+    checkpoint: the policy, a converted model.
+    reference: the frozen KL reference, of the policy's block settings and
+      tokenizer; empty: the initial policy (as Tunix, TRL and verl).
     continued_sft: optional, another converted model evaluated beside the
-      policy before and after (the report's `continued SFT`); it is only
-      evaluated, so a resume may change it.
+      policy (the report's `continued SFT`); a resume may change it.
   """
 
   checkpoint: str = config_utils.source(
@@ -247,8 +217,7 @@ class GrpoModel(precision.LossPrecision, RandomInit):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DecodeModel(precision.Precision):
   """Generate's `model`: the converted model to decode (`sft.py`'s
-  `export/`, or an SDAR or Fast-dLLM v2 directory), at `dtype` and `remat`
-  (it computes no loss: no `logits_chunk`)."""
+  `export/`, or an SDAR or Fast-dLLM v2 directory), at `dtype` and `remat`."""
 
   checkpoint: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/sft/export", required=True
@@ -271,17 +240,10 @@ class DecodeModel(precision.Precision):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareModel(precision.Precision):
-  """Compare's `model`: an AR model and its block-diffusion conversion,
-  both decoded at `dtype` (their matrices stored in it; `bfloat16`, as a
-  chip serves them) and `remat`.
-
-  Attributes:
-    ar: the AR model, an HF-style directory.
-    bd: its conversion (`sft.py`'s export, with `block_diffusion.json`).
-    scan_layers: our loop and block diffusion run the layers in one scan
-      (`denoise.DenoiseConfig.scan_layers`): each decoding program compiles
-      one layer, not each; the same tokens. Tunix's `Sampler` loops.
-  """
+  """Compare's `model`: an AR model `ar` and its conversion `bd`, both
+  decoded at `dtype` (matrices stored in it) and `remat`; `scan_layers`
+  compiles one layer for our loop and block diffusion
+  (`denoise.DenoiseConfig.scan_layers`: the same tokens)."""
 
   ar: str = config_utils.source(
       _CHECKPOINT, "runs/quickstart/ar_pretrain/export", required=True
@@ -306,13 +268,9 @@ class CompareModel(precision.Precision):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExportSettings:
-  """The `export` section of a recipe that writes an HF export.
-
-  `dtype`: the export's weight dtype (`float32`, `bfloat16` or `float16`);
-  empty keeps the source checkpoint's. `format` (`tunix_bd`, `sdar` or
-  `fast_dllm_v2`) and `reference_code` (the format's own modeling files to
-  copy in): docs/formats.md, "Export".
-  """
+  """The `export` section of a recipe that writes an HF export: the weight
+  `dtype` (empty: the source's), `format` and `reference_code`
+  (docs/formats.md, "Export")."""
 
   SECTION: ClassVar[str] = "export"
 
