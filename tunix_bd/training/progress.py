@@ -90,14 +90,10 @@ class ProgressLines(compat.TrainingHooks):
     self._last_line = -float("inf")
     self._first = None
 
-  def on_train_end(self, train_ctx: Any):
-    pass
+  def _no_line(self, train_ctx: Any):
+    del train_ctx
 
-  def on_train_step_start(self, train_ctx: Any):
-    pass
-
-  def on_eval_step_start(self, train_ctx: Any):
-    pass
+  on_train_end = on_train_step_start = on_eval_step_start = _no_line
 
   def on_eval_step_end(self, train_ctx: Any, eval_loss: Any):
     del eval_loss  # A sum over eval batches; the logger holds the mean.
@@ -118,8 +114,7 @@ class ProgressLines(compat.TrainingHooks):
       self._first = (train_step, now)
     elif not is_last and now - self._last_line < self._every_s:
       return
-    self._last_line = now
-    self._ctx = train_ctx
+    self._last_line, self._ctx = now, train_ctx
     text = self.line(train_step, max_steps, train_loss, now)
     print(text, file=self._stream, flush=True)
 
