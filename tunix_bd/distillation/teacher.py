@@ -129,9 +129,8 @@ def aligned_logits(
 
   Returns:
     float32 `[batch, length, vocab_size]`: index i holds the teacher's raw
-    logits at the token before i in its segment (0 where there is none);
-    columns past the teacher's vocabulary and the mask column are
-    `MASKED_LOGIT`.
+    logits at the token before i in its segment (0 where none); columns
+    past the teacher's vocabulary and the mask column are `MASKED_LOGIT`.
   """
 
   def padded(tokens, positions, cache, attention_mask):

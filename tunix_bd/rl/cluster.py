@@ -98,11 +98,11 @@ class DiffusionRLCluster(compat.RLCluster):
     aux_metrics.write_metrics_at_checkpoints(self.actor_trainer)
     if fingerprint is not None:
       tunix_metadata = self.actor_trainer.custom_checkpoint_metadata_fn
-      fields = {fingerprint_lib.METADATA_KEY: dict(fingerprint)}
+      fields = dict(fingerprint)
       # Tunix reads `global_step` back on resume: keep its fields.
       self.actor_trainer.custom_checkpoint_metadata_fn = lambda: {
           **tunix_metadata(),
-          **fields,
+          fingerprint_lib.METADATA_KEY: fields,
       }
 
   @property

@@ -119,8 +119,8 @@ def evaluate(
 
 @dataclasses.dataclass(frozen=True)
 class PairedDifference:
-  """A before -> after change on the same prompts: the two means, `delta`
-  and `se`, its standard error clustered by prompt."""
+  """A before -> after change on the same prompts: the two means, `delta =
+  after - before` and `se`, its standard error clustered by prompt."""
 
   before: float
   after: float

@@ -101,11 +101,10 @@ def sft_batches(
   Args:
     batch_size: rows per global batch (one optimizer update): examples, or
       with `packing` packed rows.
-    gradient_accumulation_steps: k micro-batches per global batch, as in
-      Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
+    gradient_accumulation_steps: k micro-batches per global batch (None:
+      1); must divide `batch_size`.
     num_epochs: passes over the data; None repeats forever.
-    section: the config section holding `batch_size` and
-      `gradient_accumulation_steps` (e.g. "train"), for errors.
+    section: the config section of the sizes (e.g. "train"), for errors.
     packing: several examples to a row (`data.packing`, `sft.packing`).
 
   Returns:

@@ -112,10 +112,8 @@ def sft_loss(
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
     logits_chunk: None computes dense logits of `logits_fn`'s rows; an int
       this many vocabulary columns at a time (`lm_head.token_stats`).
-    attention: `dense` or `splash` (`core.splash_attention`), for
-      tunix_bd's own model call (`bind_call`).
-    scan_layers: the model's layers in one scan (`core.layer_scan`); False,
-      Tunix's loop over them (`bind_call`).
+    attention, scan_layers: `dense` or `splash` attention, and the layers
+      in one scan or Tunix's loop, for tunix_bd's own call (`bind_call`).
 
   Returns:
     `(loss, aux)`: `aux` holds totals over a step's micro-batches

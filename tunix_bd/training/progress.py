@@ -3,10 +3,9 @@
 """Progress lines for training runs whose output is not a terminal.
 
 Tunix's `PeftTrainer` draws a tqdm progress bar only when stderr is a
-terminal (or in IPython). A run logging to a file would otherwise print
-nothing for minutes; `ProgressLines` is a Tunix `TrainingHooks` that prints
-one line at most every `every_s` seconds (and at the first and last step)
-when that bar is hidden:
+terminal (or in IPython); `ProgressLines` is a Tunix `TrainingHooks` that
+prints one line at most every `every_s` seconds (and at the first and last
+step) when that bar is hidden:
 
   [SFT] step 200/1000 (20%)  loss 0.4312  eval loss 0.4020 masked acc 84.1%
   elapsed 2m31s  ETA 10m04s
