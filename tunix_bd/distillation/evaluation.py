@@ -3,14 +3,12 @@
 """Decode evaluation of an OPD student: exact match, tokens per forward, KL.
 
 Tunix evaluates distillation by a loss without a teacher, which says nothing
-about decoding, so OPD evaluates by decoding held-out prompts greedily at
-each commit threshold (under `rollout.rule=threshold`; another rule at its
-own parameter: `prompt_batches.greedy`), scoring exact match against the
-reference answers and tokens per forward, and measuring the mean forward
-KL(teacher || student) on those rollouts, each slot on the canvas it was
-committed from (`strategy.trace_output`, through `core.replay.replay_rows`). `DecodeEvaluation` runs it
-every N update steps as a Tunix `TrainingHooks` and logs `decode/...`
-metrics.
+about decoding, so OPD decodes held-out prompts greedily at each commit
+threshold (`prompt_batches.greedy`), scores exact match and tokens per
+forward, and measures the mean forward KL(teacher || student) on those
+rollouts, each slot on the canvas it was committed from
+(`strategy.trace_output`). `DecodeEvaluation` runs it every N update steps
+as a Tunix `TrainingHooks` and logs `decode/...` metrics.
 """
 
 from __future__ import annotations
@@ -42,18 +40,16 @@ def _kl_sums(model, targets, strategy):
 
 @dataclasses.dataclass
 class DecodeEvaluation(progress.ProgressLines):
-  """Greedy decode evaluation at several settings, every N update steps.
-
-  Tunix's trainer holds one `TrainingHooks`: this one also prints the
-  run's progress lines (`ProgressLines`), each step's before its evaluation.
+  """Greedy decode evaluation at several settings, every N update steps;
+  also the run's progress lines (Tunix's trainer holds one hook).
 
   Attributes:
     prompts: held-out prompts with their answers.
     teacher: the causal teacher (for the KL).
     strategy: the OPD strategy (teacher alignment and temperature).
     decode: the denoising settings, swept by `decode.sweep(thresholds)`.
-    thresholds: commit thresholds to report under the `threshold` rule;
-      KL uses the first setting.
+    thresholds: commit thresholds under the `threshold` rule; KL uses the
+      first setting.
     tokenizer: decodes completions for exact match.
     batch_size: prompts per decoding call.
     every_n_steps: evaluate when the update step is a multiple (0: never).
@@ -129,11 +125,8 @@ class DecodeEvaluation(progress.ProgressLines):
 
   def before(self, trainer, workdir: str) -> dict[str, float]:
     """The metrics before training: evaluated now, or a resumed run's as
-    its first launch logged them at step 0 in `workdir`'s metrics.jsonl.
-
-    A resumed run also evaluates its restored step again, whose rows
-    `workdir.resumed` dropped.
-    """
+    its first launch logged them at step 0 in `workdir`'s metrics.jsonl
+    (it still evaluates its restored step, whose rows were dropped)."""
     step = trainer.train_steps
     now = self.run(trainer, step)
     if not step:

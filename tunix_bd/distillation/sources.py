@@ -4,14 +4,10 @@
 
 Per update step k it rolls the next `GA * B` prompts out at the student's
 live weights and serves the step's GA micro-batches (docs/design.md,
-"OPD"). All is a function of (seed, k), so a resume sees the rollouts of an
-uninterrupted run, and rolling the global batch out at its first
-micro-batch is on-policy (no update inside a step). Rollouts run in the
-trainer's loop thread and are NumPy constants to the loss.
-
-Each batch (`OpdBatch`) carries its rows' `Trace` as recorded and the
-rollout in the `canvases.sequence` layout `[prompt (right-padded to P) ;
-completion (T)]`.
+"OPD"): a function of (seed, k), so a resume sees the rollouts of an
+uninterrupted run. Each batch (`OpdBatch`) carries its rows' `Trace` and
+the rollout in the `canvases.sequence` layout `[prompt (right-padded to P)
+; completion (T)]`, NumPy constants to the loss.
 """
 
 from __future__ import annotations
@@ -92,17 +88,15 @@ def rollout_batches(
     corruption: corruption_lib.SftCorruptionConfig | None,
     num_micro_batches: int = 1,
 ) -> list[OpdBatch]:
-  """The k = `num_micro_batches` equal micro-batches of one rolled-out
-  global batch (`trace`, concrete arrays) of update `step`, each carrying
-  the global batch's total weight. `step` and the row index key the
-  `corrupted` canvas's draws of `corruption`; `eos_id` is its fill.
+  """The `num_micro_batches` equal micro-batches of the rolled-out global
+  batch (`trace`, concrete) of update `step`, each carrying its total
+  weight. `step` and the row index key the `corrupted` canvas's draws of
+  `corruption`; `eos_id` is its fill.
   """
+  ints = ("prompt_tokens", "prompt_lengths", "tokens", "action_step")
   trace = trace.replace(
-      prompt_tokens=np.asarray(trace.prompt_tokens, np.int32),
-      prompt_lengths=np.asarray(trace.prompt_lengths, np.int32),
-      tokens=np.asarray(trace.tokens, np.int32),
-      action_step=np.asarray(trace.action_step, np.int32),
       action_logp=np.asarray(trace.action_logp, np.float32),
+      **{k: np.asarray(getattr(trace, k), np.int32) for k in ints},
   )
   rows = canvases.sequence(trace)
   rows = canvases.Sequence(*(np.asarray(x) for x in dataclasses.astuple(rows)))
@@ -200,12 +194,12 @@ class StudentRolloutSource(compat.DataHooks):
       max_steps: updates to serve; then None ends training.
       seed: seeds prompt order, rollout sampling and corruption.
       eos_id: the fill of `corrupted` canvases.
-      corruption: the `corrupted` canvas's noise (uniform weights, not
+      corruption: the `corrupted` canvas's noise (uniform, not
         complementary).
       time_budget_s: stop at the first update boundary after this many
         seconds of training; None: no limit.
-      logits_fn, cached_logits_fn: the student's model calls, as for
-        `denoise.Denoiser`.
+      logits_fn, cached_logits_fn: the student's model calls
+        (`denoise.Denoiser`).
     """
     if canvas == CORRUPTED:
       if corruption is None:
@@ -270,9 +264,8 @@ class StudentRolloutSource(compat.DataHooks):
       if self._started is None:
         self._started = time.perf_counter()
       elapsed = time.perf_counter() - self._started
-      if step >= self.max_steps or (
-          self.time_budget_s is not None and elapsed > self.time_budget_s
-      ):
+      budget = self.time_budget_s
+      if step >= self.max_steps or (budget is not None and elapsed > budget):
         return None
       batches = rollout_batches(
           self.rollout(train_ctx.model, step).trace,

@@ -2,18 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionOpdStrategy`: forward KL from a causal teacher on student rollouts.
 
-A Tunix distillation `BaseStrategy` for `DistillationTrainer`; the loss and
-its canvases are docs/design.md's "OPD". Tunix 0.1.7 rebuilds every batch
-as a plain `TrainingInput(input_tokens, input_mask, teacher_output)` before
+A Tunix distillation `BaseStrategy` for `DistillationTrainer` (docs/design.md,
+"OPD"). Tunix 0.1.7 rebuilds every batch as a plain `TrainingInput` before
 the jitted step, dropping other fields, so `get_teacher_outputs` (eager,
 outside the gradient) returns an `OpdTargets` holding the teacher's view
-AND the prepared student inputs; the loss reads only `teacher_output`.
+AND the student's inputs; the loss reads only `teacher_output`.
 
 With `logits_chunk` the targets hold the teacher's rows (hidden rows and
-head), and the loss applies both models' heads chunk by chunk
-(`chunked_kl`): no `[batch, T, vocab]` array of either model exists (the
-student's, if its injected call gives logits); the values equal the dense
-path's to float rounding.
+head), and the loss applies both heads chunk by chunk (`chunked_kl`): no
+`[batch, T, vocab]` array of either model exists.
 """
 
 from __future__ import annotations
@@ -59,10 +56,8 @@ class OpdTargets:
 
 
 def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
-  """float32 `[...]` KL(teacher || student) over the last axis.
-
-  Entries where the teacher has probability 0 (excluded ids) add 0.
-  """
+  """float32 `[...]` KL(teacher || student) over the last axis; entries
+  where the teacher has probability 0 (excluded ids) add 0."""
   p = jnp.exp(teacher_logp)
   terms = jnp.where(p > 0, p * (teacher_logp - student_logp), 0.0)
   return jnp.sum(terms, axis=-1)
@@ -70,11 +65,8 @@ def forward_kl(teacher_logp: jax.Array, student_logp: jax.Array) -> jax.Array:
 
 @nnx.jit(static_argnames=("prompt_width",))
 def _teacher_hidden(teacher, tokens, positions, segment_ids, *, prompt_width):
-  """`[batch, T, teacher_embed]` the teacher's target-aligned hidden rows.
-
-  The teacher's head maps row j to `teacher_lib.aligned_logits` at
-  slot j. Compiled, with no head in the program.
-  """
+  """`[batch, T, teacher_embed]` the teacher's target-aligned hidden rows,
+  which its head maps to `teacher_lib.aligned_logits` (no head compiled)."""
   rows = diffusion_lm.diffusion_rows(
       teacher,
       tokens,
@@ -103,13 +95,11 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
       logits_chunk: int | None = None,
   ):
     """Builds the strategy; `canvas`, `temperature` and `hard_loss_weight`
-    are the `opd` section's (`settings.OpdSettings`), `bd` and `vocab_size`
-    the student's.
+    are the `opd` section's, `bd` and `vocab_size` the student's.
 
     Args:
       logits_fn: the student's cache-free model call (`corrupted` canvas).
-      cached_logits_fn: the student's cached model call (`trace` canvas,
-        replayed by `core.replay.replay_rows`).
+      cached_logits_fn: the student's cached model call (`trace` canvas).
       logits_chunk: None for dense logits; an int applies both models' heads
         this many vocabulary columns at a time.
     """
@@ -143,10 +133,8 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     return scoring.log_probs(logits[:, prompt_width:], self.temperature)
 
   def get_teacher_outputs(self, teacher_model, inputs) -> OpdTargets:
-    """The teacher's view of the clean rollouts, plus the student's inputs.
-
-    Its log-probs (dense) or its rows (chunked).
-    """
+    """The teacher's view of the clean rollouts (log-probs, or chunked its
+    rows), plus the student's inputs."""
     batch = inputs["batch"]
     # Fails closed on a batch the loss would misread (eager, no compute).
     if not isinstance(batch, sources.OpdBatch):
@@ -228,11 +216,8 @@ class DiffusionOpdStrategy(compat.BaseStrategy):
     return rows.map(lambda x: x[:, width:])
 
   def trace_output(self, model, targets: OpdTargets) -> Any:
-    """`student_rows` on the `trace` canvas: each slot's commit canvas.
-
-    `core.replay` of the rollout the targets hold; slots never generated
-    get 0 rows (and carry weight 0).
-    """
+    """`student_rows` on the `trace` canvas, each slot's commit canvas
+    (`core.replay`; slots never generated get 0 rows and weight 0)."""
     return replay.replay_rows(
         model, targets.batch.trace, cached_logits_fn=self.cached_logits_fn
     )

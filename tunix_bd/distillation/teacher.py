@@ -32,11 +32,9 @@ def ar_config(mask_token_id: int) -> bd_config_lib.BlockDiffusionConfig:
 
 
 def check_teacher_model(teacher_config: Any, student_vocab_size: int) -> None:
-  """Fails closed on a teacher that cannot score for this student.
-
-  Refused: an unsupported family, flash attention, a vocabulary larger than
-  the student's.
-  """
+  """Fails closed on a teacher that cannot score for this student: an
+  unsupported family, flash attention, a vocabulary larger than the
+  student's."""
   families.family(teacher_config)
   if getattr(teacher_config, "use_flash_attention", False):
     raise ValueError(
@@ -59,10 +57,8 @@ def check_compatible(
     *,
     key: str = "model.teacher",
 ) -> None:
-  """Fails closed on a block-diffusion teacher or a different tokenizer.
-
-  Refused: a `teacher_dir` with block_diffusion.json or in SDAR or
-  Fast-dLLM v2 format, and tokenizers that differ other than by the mask
+  """Fails closed on a block-diffusion `teacher_dir` (block_diffusion.json,
+  SDAR or Fast-dLLM v2) or tokenizers that differ other than by the mask
   token SFT added and the pad an SDAR import moves off a stop id. `key`
   names `teacher_dir` in errors.
   """
@@ -133,9 +129,8 @@ def aligned_logits(
 
   Returns:
     float32 `[batch, length, vocab_size]`: index i holds the teacher's raw
-    logits at the token before i in its segment (0 where there is none);
-    columns past the teacher's vocabulary and the mask column are
-    `MASKED_LOGIT`.
+    logits at the token before i in its segment (0 where none); columns
+    past the teacher's vocabulary and the mask column are `MASKED_LOGIT`.
   """
 
   def padded(tokens, positions, cache, attention_mask):

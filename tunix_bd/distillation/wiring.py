@@ -4,15 +4,11 @@
 
 The strategy, the student-rollout source, the decode evaluation (paced by
 `train.eval_every_n_steps`) and the `OpdTrainer` that runs them
-(docs/design.md, "OPD").
-
-`OpdTrainer` is Tunix's `DistillationTrainer` with only what 0.1.7 lacks:
-the student-rollout source as its data hooks, the `{"batch": batch}` model
-input that makes the strategy receive the raw rollout batch, logging of the
-strategy's aux metrics (reduced over the micro-batches of a step like
-SFT's), and the run fingerprint in every checkpoint. Training runs with at
-most one computation in flight (`max_inflight_computations=1`), which
-bounds the dense `[batch, T, vocab]` teacher log-probs held at once.
+(docs/design.md, "OPD"). `OpdTrainer` is Tunix's `DistillationTrainer` with
+what 0.1.7 lacks: the source as its data hooks, the raw rollout batch as
+the strategy's input, the strategy's aux metrics, the run fingerprint in
+every checkpoint; at most one computation in flight, which bounds the dense
+`[batch, T, vocab]` teacher log-probs held at once.
 """
 
 from __future__ import annotations
@@ -47,11 +43,9 @@ class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
       source: sources.StudentRolloutSource,
       fingerprint: Mapping[str, Any] | None = None,
   ):
-    """Builds the trainer; a checkpoint in its directory is restored.
-
-    `training_config`'s gradient accumulation must equal the source's, and
-    its `max_inflight_computations` must be 1.
-    """
+    """Builds the trainer (restoring a checkpoint in its directory);
+    `training_config` must have the source's gradient accumulation and
+    `max_inflight_computations=1`."""
     accumulation = training_config.gradient_accumulation_steps or 1
     if accumulation != source.accumulation:
       raise ValueError(
@@ -63,9 +57,13 @@ class OpdTrainer(aux_metrics.AuxMetricsMixin, compat.DistillationTrainer):
           "OPD holds dense teacher log-probs per step; set"
           " max_inflight_computations=1."
       )
-    self._set_fingerprint(fingerprint)
     super().__init__(
-        student_model, teacher_model, strategy, optimizer, training_config
+        student_model,
+        teacher_model,
+        strategy,
+        optimizer,
+        training_config,
+        fingerprint=fingerprint,
     )
     # The whole batch is the strategy's input.
     self.with_gen_model_input_fn(lambda batch: {"batch": batch})
@@ -96,10 +94,9 @@ def build_trainer(
 ) -> tuple[OpdTrainer, evaluation_lib.DecodeEvaluation]:
   """`(trainer, evaluation)` of an OPD run, its checkpoint (if any) restored.
 
-  `student_sources` are the student's `run.sources.ConvertedSources` (its
-  `bd`, `decode` for rollouts and evaluation, `tokenizer`); `opd`, `train`,
-  `corruption` and `eval_settings` the checked sections; `seed` is
-  `config.seed` and `logits_chunk` `model.chunk`.
+  `student_sources` are the student's `run.sources.ConvertedSources`;
+  `opd`, `train`, `corruption` and `eval_settings` the checked sections;
+  `seed` is `config.seed` and `logits_chunk` `model.chunk`.
   """
   bd, decode = student_sources.bd, student_sources.decode
   tokenizer = student_sources.tokenizer

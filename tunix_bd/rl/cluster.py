@@ -67,9 +67,8 @@ class DiffusionRLCluster(compat.RLCluster):
     config = kwargs["cluster_config"]
     engine = config.rollout_engine
     func = getattr(engine, "func", engine)
-    if not (
-        isinstance(func, type)
-        and issubclass(func, rollout_lib.DiffusionRollout)
+    if not isinstance(func, type) or not issubclass(
+        func, rollout_lib.DiffusionRollout
     ):
       raise ValueError(
           "cluster_config.rollout_engine must be a DiffusionRollout (or a"
@@ -154,11 +153,8 @@ class DiffusionRLCluster(compat.RLCluster):
     visible = eos.truncate_at_stop(
         np.asarray(trace.tokens), rollout.decode.stop_ids
     )
-    bad = [
-        r
-        for r, (tokens, expected) in enumerate(zip(out.tokens, visible))
-        if not np.array_equal(np.asarray(tokens), expected)
-    ]
+    pairs = enumerate(zip(out.tokens, visible))
+    bad = [r for r, (t, v) in pairs if not np.array_equal(np.asarray(t), v)]
     if len(visible) != len(out.tokens) or bad:
       raise ValueError(
           f"rollout tokens of rows {bad[:8]} are not their traces' tokens"

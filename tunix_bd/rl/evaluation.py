@@ -4,11 +4,10 @@
 
 Greedy exact match and tokens per forward at each `eval.thresholds` (under
 `rollout.rule=threshold`; another rule at its own parameter), and sampled
-exact match (`eval.sampled_*`) with the same seeds whichever weights are
-evaluated, on the same held-out prompts (`generate.prompt_batches`).
-Per-prompt results are kept, so a change is reported with its paired
-standard error clustered by prompt (`paired_difference`): a prompt's
-samples share its difficulty, so they are not independent draws.
+exact match (`eval.sampled_*`) with the same seeds and prompts whichever
+weights are evaluated. Per-prompt results are kept, so a change is reported
+with its standard error clustered by prompt (`paired_difference`): a
+prompt's samples share its difficulty, so they are not independent draws.
 """
 
 from __future__ import annotations
@@ -82,8 +81,7 @@ def evaluate(
 ) -> HeldOutResult:
   """Greedy and sampled held-out evaluation of the first
   `settings.num_prompts` prompts; `decode` is the rollout's denoising
-  settings, whose temperature (and under the `threshold` rule, threshold)
-  are set per measurement (`CommitSettings.sweep`)."""
+  settings, swept per measurement (`CommitSettings.sweep`)."""
   num = settings.num_prompts  # At most len(prompts): `rl.prompt_stream`.
   prompts = dataclasses.replace(
       prompts,
@@ -136,10 +134,9 @@ def paired_difference(
   """The change of a per-sample score, with its SE clustered by prompt.
 
   `before` and `after` are `[num_prompts]` or `[num_prompts, samples]`
-  scores, sample `s` of prompt `i` paired (same prompt and seed). With `d_i`
-  the mean over prompt `i`'s samples of `after - before`, `se = std(d,
-  ddof=1) / sqrt(num_prompts)`, the cluster-robust SE for equal-size
-  clusters.
+  scores, paired by prompt and seed. With `d_i` prompt `i`'s mean of `after
+  - before`, `se = std(d, ddof=1) / sqrt(num_prompts)`, the cluster-robust
+  SE for equal-size clusters.
   """
   before = np.asarray(before, np.float64)
   after = np.asarray(after, np.float64)

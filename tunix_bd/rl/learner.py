@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionGRPOLearner`: Tunix's GRPO learner on block-diffusion traces.
 
-Tunix's `GRPOLearner` owns the loop, the advantages, the optimizer,
-checkpoints and metrics; this subclass checks the dataset and replaces only
-the step that turns prompts into a `TrainExample` (Tunix's private
+Tunix's `GRPOLearner` owns the loop, advantages, optimizer, checkpoints and
+metrics; this subclass checks the dataset and replaces only the step that
+turns prompts into a `TrainExample` (Tunix's private
 `_generate_and_compute_advantage`, pinned by `compat.PRIVATE_SURFACE`), so
 that every policy scores the rollout's own trace (docs/design.md "RL
 policies on one trace").
@@ -65,12 +65,11 @@ def old_logps_and_weights(
   """`(old_per_token_logps, sampler_is_weights)`, as Tunix sources them.
 
   Inputs and outputs are float32 `[batch, T]` (`action_mask` bool) or None;
-  `anchor_fn` replays the trace under the anchor, called only when the
-  anchor is needed or `verify` (a parity check) asks for it; `needs_old`
-  says several updates use the rollout. Under `sampler_is="token"`: the
-  anchor, and `min(exp(clip(anchor - rollout, +-20)), threshold)` on the
-  actions (Tunix main's correction); else, when `needs_old`, the rollout's
-  log-probs with `use_rollout_logps`, the anchor without.
+  `anchor_fn` replays the trace under the anchor, called only when needed
+  or `verify` (a parity check) asks; `needs_old`: several updates use the
+  rollout. Under `sampler_is="token"`: the anchor, and `min(exp(clip(anchor
+  - rollout, +-20)), threshold)` on the actions; else, when `needs_old`, the
+  rollout's log-probs with `use_rollout_logps`, the anchor without.
   """
   use_rollout, sampler_is, threshold = compat.grpo_old_logps_source(algo_config)
   anchor = None
@@ -110,8 +109,7 @@ class DiffusionGRPOLearner(compat.GRPOLearner):
   ):
     """Checks the wiring, then builds Tunix's learner. Reward functions also
     receive `num_forwards` and `num_completion_tokens`;
-    `verify_replay_every_n_steps` > 0 also logs the replay parity every this
-    many global steps."""
+    `verify_replay_every_n_steps` > 0 logs the replay parity that often."""
     if not isinstance(rl_cluster, cluster_lib.DiffusionRLCluster):
       raise ValueError(
           "DiffusionGRPOLearner needs a DiffusionRLCluster, got"

@@ -75,13 +75,12 @@ def _role_size(
       raise ValueError(
           f"{name}.devices = {count} must be a count or a fraction in (0, 1]."
       )
-    count_of_total = int(count * total)
-    if count_of_total == 0:
+    if not int(count * total):
       raise ValueError(
           f"{name}.devices = {count} of {total} devices leaves {name} no"
           " devices."
       )
-    return count_of_total
+    return int(count * total)
   count = config_utils.check_int(f"{name}.devices", count, 1)
   if count > total:
     raise ValueError(
@@ -182,8 +181,8 @@ def build(section: Any, devices: Sequence[Any] | None = None) -> RoleMeshes:
 def check_model_axes(model: nnx.Module, meshes: RoleMeshes) -> None:
   """Fails, naming the role's mesh section, when the model's partition specs
   name an axis a role mesh lacks, or split a weight's dimension over a
-  number of devices that does not divide it (JAX's sharding error, before
-  any weight is placed: `model` may be `nnx.eval_shape`'s)."""
+  number of devices that does not divide it (before any weight is placed:
+  `model` may be `nnx.eval_shape`'s)."""
   state = nnx.state(model)
   leaves = jax.tree_util.tree_leaves_with_path(state)
   specs = jax.tree.leaves(

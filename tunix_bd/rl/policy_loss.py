@@ -2,12 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `"diffusion_grpo"` policy loss: GRPO / token-level GSPO on traces.
 
-Importing this module registers `"diffusion_grpo"`, whose live log-probs are
-the replay of the rollout's own trace (`core.replay.replay_log_probs`) and
-whose remaining math is Tunix's `algo_core.grpo_loss_fn`, ported in
-`grpo_objective` and pinned to it by `policy_loss_test`. The trace rides in
-`DiffusionTrainExample.trace` through Tunix's slicing, queue and sharding.
-See docs/design.md "RL policies on one trace".
+Importing this module registers `"diffusion_grpo"`: the live log-probs are
+the replay of the rollout's own trace (`core.replay.replay_log_probs`), the
+rest Tunix's `algo_core.grpo_loss_fn` (`grpo_objective`, pinned to it by
+`policy_loss_test`). See docs/design.md "RL policies on one trace".
 """
 
 from __future__ import annotations
@@ -39,20 +37,19 @@ _masked_mean = compat.masked_mean
 class DiffusionTrainExample(compat.TrainExample):
   """Tunix's GRPO `TrainExample` plus the rollout's trace.
 
-  The inherited fields are in Tunix's layout (`trace.to_tunix_layout`);
-  the reference and old log-probs are replays of the same trace, or None.
-  The diffusion loss takes its actions from the trace (`action_step >= 0`),
-  not from `completion_mask`, so the two cannot disagree.
+  The inherited fields are in Tunix's layout (`trace.to_tunix_layout`); the
+  reference and old log-probs are replays of the same trace, or None. The
+  loss takes its actions from the trace (`action_step >= 0`), never from
+  `completion_mask`.
 
   Attributes:
-    trace: the rollout's `Trace` (batch-major arrays, so Tunix slices and
-      shards it with the rest), or None, which the diffusion loss rejects.
-    num_canvases: static (block, step) canvases per row for the live
-      replay, counted on the concrete trace (`canvases.static_num_canvases`,
-      a bound for any slice of it); None: every possible canvas.
-    context_length: static clean positions per row for the live replay,
-      counted likewise (`canvases.static_context_length`); None: the whole
-      prompt and completion budget.
+    trace: the rollout's `Trace` (batch-major, so Tunix slices and shards
+      it with the rest), or None, which the diffusion loss rejects.
+    num_canvases: static canvases per row for the live replay
+      (`canvases.static_num_canvases` of the concrete trace, a bound for any
+      slice of it); None: every possible canvas.
+    context_length: static clean positions per row, likewise
+      (`canvases.static_context_length`); None: the whole budget.
   """
 
   trace: trace_lib.Trace | None = None
@@ -94,15 +91,11 @@ def grpo_objective(
 ) -> tuple[jax.Array, dict[str, Any]]:
   """Tunix's GRPO / `gspo-token` loss, given the live per-token log-probs.
 
-  The math of `tunix.rl.algo_core.grpo_loss_fn` after its forward: the
-  importance ratio against `old_per_token_logps` (None: ratio 1), the PPO
-  clip `[1 - epsilon, 1 + epsilon_high]`, the dual clip `epsilon_c`,
-  `sampler_is_weights`, `aggregate_loss(loss_agg_mode)`, and `beta` times
-  the KL to `ref_per_token_logps`. `per_token_logps` is float `[batch, T]`,
-  `completion_mask` `[batch, T]` selects the actions, `advantages` are
-  `[batch]` (or `[batch, T]`); `algo_config` is a Tunix `GRPOConfig`.
-
-  Returns the scalar loss and Tunix's aux dict of scalars (no `entropy`).
+  The math of `tunix.rl.algo_core.grpo_loss_fn` after its forward.
+  `per_token_logps` is float `[batch, T]`, `completion_mask` `[batch, T]`
+  selects the actions, `advantages` are `[batch]` (or `[batch, T]`);
+  `algo_config` is a Tunix `GRPOConfig`. Returns the scalar loss and
+  Tunix's aux dict of scalars (no `entropy`).
   """
   want = np.shape(train_example.completion_mask)
   for name, value in (
@@ -223,12 +216,11 @@ def diffusion_grpo_loss(
     **kwargs,
 ) -> tuple[jax.Array, dict[str, Any]]:
   """`grpo_objective` of the live log-probs `replay_log_probs(model,
-  train_example.trace)`, in Tunix's policy-loss signature (differentiable,
-  jit-able); `cached_logits_fn` and `logits_chunk` are the rollout's.
+  train_example.trace)`, in Tunix's policy-loss signature (jit-able);
+  `cached_logits_fn` and `logits_chunk` are the rollout's.
 
   The completion mask is the trace's actions, whatever
-  `train_example.completion_mask` holds: replay scores exactly those slots,
-  and under `jit` (as Tunix's trainer runs the loss) a mask that disagreed
+  `train_example.completion_mask` holds: under `jit` a mask that disagreed
   could not be refused, only averaged over.
   """
   del pad_id, eos_id, kwargs

@@ -4,9 +4,9 @@
 
 Each item is one batch of `prompts` (rendered chat strings, which the
 rollout encodes) and `answer`s (for the reward functions), as `np.ndarray`s
-since Tunix repeats each field G times with `np.repeat`. The stream is
-epochs in a seeded shuffled order; Tunix resumes by skipping the items
-already consumed, so a resumed run sees the same prompts.
+(Tunix repeats each field G times with `np.repeat`), in seeded shuffled
+epochs; Tunix resumes by skipping the items consumed, so a resumed run sees
+the same prompts.
 """
 
 from __future__ import annotations
@@ -43,9 +43,8 @@ def conversations(
 
   Train prompts: `data.prompts` (an RL JSONL), `data.train` (a chat JSONL)
   or, both empty, the embedded train split. Held-out prompts: `data.eval`
-  (either form, `{"prompt", "answer"}` or chat) or, empty, the embedded
-  eval split. A user's train file needs a held-out file: its run is never
-  scored on the embedded tasks. `num_eval` is `eval.num_prompts`.
+  (either form) or, empty, the embedded eval split; a user's train file
+  needs a held-out file. `num_eval` is `eval.num_prompts`.
   """
   if data.prompts and data.train:
     raise ValueError(
@@ -92,11 +91,9 @@ def render(
     max_prompt_length: int,
     options: chat.ChatOptions = chat.ChatOptions(),
 ) -> RlPrompts:
-  """The generation prompts of conversations, as the rollout will see them.
-
-  `options` are the chat template's switches, the ones SFT trained with.
-  The rendered text must re-encode to the template's tokens: the rollout
-  encodes text, SFT encoded the messages.
+  """The generation prompts of conversations, as the rollout will see them,
+  rendered with SFT's chat `options`; the text must re-encode to the
+  template's tokens (the rollout encodes text, SFT encoded the messages).
   """
   if not conversations:
     raise ValueError("the GRPO prompt set is empty.")

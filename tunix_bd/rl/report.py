@@ -30,9 +30,9 @@ REWARD_SUM = REWARD_PREFIX + "sum"
 
 
 def reward_curves(workdir: str) -> dict[str, list[tuple[int, float]]]:
-  """Per-step train reward (Tunix's mean over rows): `sum` first, then each
-  reward function; name -> `(step, value)` pairs sorted by step, a step
-  logged twice keeping its last value."""
+  """Per-step train reward (Tunix's mean over rows), `sum` first, then each
+  reward function: name -> `(step, value)` sorted by step (the last of a
+  step logged twice)."""
   curves: dict[str, dict[int, float]] = {}
   for record in metrics_lib.read_records(workdir):
     name = record["name"]
@@ -119,9 +119,9 @@ def _tokens_per_forward(rows, metric: str) -> str:
 
 def _plot_held_out(ax, all_rows) -> None:
   """Each held-out accuracy's change (exact match, and final answer where
-  answers state results), in points, with its paired SE: a run moves it by
-  a point or two, a hair's width on a 0-100 % axis, so the axis is the
-  change, and the absolute values stand beside each dot."""
+  answers state results), in points, with its paired SE (a point or two is
+  a hair on a 0-100 % axis, so the axis is the change; the absolute values
+  stand beside each dot)."""
   rows = [r for r in all_rows if not r["metric"].startswith("tokens")]
   series = [("", "after GRPO", _AFTER)]
   if any("continued_sft" in r for r in rows):
@@ -130,10 +130,10 @@ def _plot_held_out(ax, all_rows) -> None:
   positions = np.arange(len(rows))[::-1]
   reach = 1.0  # Half-width of the axis, in points.
   for k, (prefix, label, color) in enumerate(series):
-    changes = np.asarray([100 * r.get(prefix + "change", np.nan) for r in rows])
-    errors = np.asarray(
-        [100 * r.get(prefix + "change_se", np.nan) for r in rows]
-    )
+    changes, errors = 100 * np.asarray([
+        [r.get(prefix + key, np.nan) for r in rows]
+        for key in ("change", "change_se")
+    ])
     y = positions + (len(series) - 1 - 2 * k) * offset
     ax.errorbar(
         changes, y, xerr=errors, fmt="o", color=color, capsize=4, label=label
@@ -193,8 +193,8 @@ def write_report(
   """Writes `report.txt`, `report.json` and `report.png`; returns the JSON.
 
   `before`, `after` and `continued_sft` (an equal-compute SFT model) are
-  evaluations on the same prompts and seeds; `steps` the actor's update
-  steps; `kl_reference` as `recipes.grpo.kl_reference` states it.
+  evaluations on the same prompts and seeds; `steps` the actor's updates;
+  `kl_reference` as `recipes.grpo.kl_reference` states it.
   """
   title = (
       f"{run.description} on block-diffusion rollouts; KL reference:"

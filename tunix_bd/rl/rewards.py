@@ -3,12 +3,10 @@
 """Reward functions for GRPO, in Tunix's signature.
 
 Tunix calls each as `fn(prompts=..., completions=..., **kwargs)` with the
-`B * G` rendered prompts and visible completions (cut at the first stop
-token), `mode`, every other dataset key repeated per generation (`answer`,
-...), and, from tunix_bd's learner, `num_forwards` and
-`num_completion_tokens` per row. It sums the functions per row and logs each
-one's mean as `rewards/<fn.__name__>`, so every function carries a readable
-name.
+`B * G` rendered prompts and visible completions, `mode`, every other
+dataset key repeated per generation (`answer`, ...), and, from tunix_bd's
+learner, `num_forwards` and `num_completion_tokens` per row. It sums them
+per row and logs each one's mean as `rewards/<fn.__name__>`.
 """
 
 from __future__ import annotations
@@ -69,12 +67,10 @@ partial_credit = _against_answer("partial_credit", scoring.char_accuracy)
 
 
 def _speed(weight: float, cap: float, gate: str) -> RewardFn:
-  """The speed term: a penalty, or (gated) a bonus for correct answers only.
-
-  Ungated, `-weight * min(forwards / tokens, cap)` for every row. Gated on
-  `exact`, `weight * (1 - min(forwards / tokens, cap) / cap)` for exactly
-  correct rows and 0 for the others: speed is rewarded only where it cost
-  no accuracy, so the policy never gains by answering wrong but fast.
+  """The speed term: ungated, `-weight * min(forwards / tokens, cap)` for
+  every row; gated on `exact`, `weight * (1 - min(forwards / tokens, cap) /
+  cap)` for exactly correct rows and 0 for others (wrong but fast never
+  pays).
   """
 
   def speed(prompts, completions, **kwargs) -> list[float]:
@@ -95,7 +91,7 @@ def _speed(weight: float, cap: float, gate: str) -> RewardFn:
 def resolve_function(path: str, key: str) -> RewardFn:
   """The reward function at `package.module:function` (the part after the
   colon may be dotted) or dotted path, checked to take Tunix's call; errors
-  name `key` (e.g. "reward.functions[0]")."""
+  name `key`."""
   if not isinstance(path, str) or not path.strip():
     raise ValueError(f"{key} must be a non-empty import path, got {path!r}.")
   if ":" in path:
@@ -162,12 +158,9 @@ def _checked(fn: RewardFn, key: str) -> RewardFn:
 
 
 def reward_fns(settings: Any) -> list[RewardFn]:
-  """The reward functions of the `reward` section, in its order.
-
-  Terms with weight 0 are left out (so their keys need not exist); user
-  functions follow, each checked on every call. Names must differ: Tunix
-  logs each function's reward by name.
-  """
+  """The reward functions of the `reward` section, in its order: terms of
+  weight 0 left out (their keys need not exist), then user functions, each
+  checked on every call."""
   fns = [
       _against_answer(name, score, weight)
       for name, score, weight in (

@@ -3,11 +3,10 @@
 """Places a model on another role's mesh, and syncs weights across meshes.
 
 Resharding moves only a model's `nnx.Variable` values; a `Mesh`,
-`NamedSharding` or sharding partial held as static graph data keeps naming
-the actor's devices, and the first jitted forward on the sampler mesh fails
-with JAX's "incompatible devices" error, so `place_on_mesh` rebinds them
-too. `copy_params` is the rollout's weight sync. The diffusion rollout is
-the one caller. See docs/design.md "Role meshes".
+`NamedSharding` or sharding partial held as static graph data would keep
+naming the actor's devices ("incompatible devices" at the first jitted
+forward), so `place_on_mesh` rebinds them too. `copy_params` is the
+rollout's weight sync. See docs/design.md "Role meshes".
 """
 
 from __future__ import annotations
@@ -55,15 +54,11 @@ class _Rebinder:
     if isinstance(value, jax.sharding.Sharding):
       return self._other_sharding(value, path)
     if isinstance(value, functools.partial):
-      func = self(value.func, f"{path}.func")
-      args = self(value.args, f"{path}.args")
-      keywords = self(value.keywords, f"{path}.keywords")
-      if (
-          func is value.func
-          and args is value.args
-          and (keywords is value.keywords)
-      ):
+      parts = ("func", "args", "keywords")
+      new = [self(getattr(value, p), f"{path}.{p}") for p in parts]
+      if all(n is getattr(value, p) for n, p in zip(new, parts)):
         return value
+      func, args, keywords = new
       return functools.partial(func, *args, **keywords)
     if isinstance(value, (tuple, list)):
       items = [self(v, f"{path}[{i}]") for i, v in enumerate(value)]
@@ -108,9 +103,7 @@ class _Rebinder:
         self.mesh, sharding.spec, memory_kind=sharding.memory_kind
     )
 
-  def _other_sharding(
-      self, sharding: jax.sharding.Sharding, path: str
-  ) -> jax.sharding.Sharding:
+  def _other_sharding(self, sharding, path: str) -> jax.sharding.Sharding:
     """Keeps a sharding without a mesh only if it is on `mesh`'s devices."""
     outside = sharding.device_set - set(self.mesh.devices.flat)
     if outside:
@@ -140,7 +133,7 @@ def rebind_meshes(model: nnx.Module, mesh: Mesh) -> int:
   """Rebinds every static mesh reference of `model` to `mesh`, in place.
 
   In every graph node and `Variable`'s metadata, also inside partials,
-  tuples, lists and dicts, each concrete `Mesh` becomes `mesh` and each
+  tuples, lists and dicts: each concrete `Mesh` becomes `mesh`, each
   `NamedSharding` one on `mesh`. Returns how many were replaced; a mesh it
   cannot map fails, naming its path, before anything changes.
   """
@@ -218,13 +211,11 @@ def is_placed(model: nnx.Module, mesh: Mesh) -> bool:
 def place_on_mesh(
     model: nnx.Module, mesh: Mesh, *, copy: bool = True
 ) -> nnx.Module:
-  """`model` on `mesh`: its state resharded by spec, its meshes rebound.
-
-  Every `Variable` moves device to device to `NamedSharding(mesh, its
-  partition spec)` in the mesh's default memory, then `rebind_meshes` runs;
-  call it before anything jits the model. `model` is left as it was. `copy`
-  gives the result its own buffers even where a leaf already sits on its
-  target: Tunix syncs weights only into a rollout sharing no leaf.
+  """`model` on `mesh` (`model` left as it was): every `Variable` moved
+  device to device to `NamedSharding(mesh, its partition spec)`, then its
+  meshes rebound (`rebind_meshes`); call it before anything jits the model.
+  `copy` gives the result its own buffers even where a leaf already sits on
+  its target: Tunix syncs weights only into a rollout sharing no leaf.
   """
   graphdef, state = nnx.split(model)
   moved = compat.reshard_pytree(state, _shardings(state, mesh))
@@ -238,8 +229,7 @@ def place_on_mesh(
 
 
 def _copies(tree):
-  """Device copies of `tree`'s arrays (new buffers, never the inputs)."""
-  return jax.tree.map(jnp.copy, tree)
+  return jax.tree.map(jnp.copy, tree)  # New buffers, never the inputs.
 
 
 _fresh_copy = jax.jit(_copies)  # On their own shardings, in one call.
@@ -263,11 +253,10 @@ def copy_params(params, target):
   """Fresh copies of `params` (the actor's filtered state) placed as
   `target`'s leaves (the rollout's state), device to device.
 
-  JAX moves an array to other devices without the host only where each
-  destination shard is a shard the source holds (Tunix's `sync_weights`
-  forbids host transfers on CPU). So each leaf is resharded on its own
-  devices into `gcd(source devices, target devices)` pieces, copied across
-  as such, then resharded as the target.
+  JAX skips the host only where each destination shard is a shard the
+  source holds (Tunix's `sync_weights` forbids host transfers on CPU), so
+  each leaf is resharded on its own devices into `gcd(source devices,
+  target devices)` pieces, copied across as such, then resharded.
   """
   placed_alike = jax.tree.map(
       lambda a, b: a.sharding.is_equivalent_to(b.sharding, a.ndim),
@@ -288,10 +277,9 @@ def copy_params(params, target):
       target,
   )
 
-  def out(tree):
-    return jax.tree.map(
-        lambda x, k: _staging(x.sharding, x.shape, k), tree, parts
-    )
+  out = lambda tree: jax.tree.map(
+      lambda x, k: _staging(x.sharding, x.shape, k), tree, parts
+  )
 
   staged = jax.jit(_copies, out_shardings=out(params))(params)
   moved = compat.reshard_pytree(staged, out(target))

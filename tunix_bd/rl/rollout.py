@@ -3,13 +3,11 @@
 """`DiffusionRollout`: Tunix's rollout engine for a block-diffusion policy.
 
 A `functools.partial(DiffusionRollout, bd=..., decode=...)` is Tunix's
-`ClusterConfig.rollout_engine`: `decode` is the run's one `DenoiseConfig`
-(`generate.settings.Decoding.denoise_config`), each mode's lengths and
-temperature set from its `RolloutConfig`. Each `generate` call decodes by
-parallel block denoising (`generate.denoise.Denoiser`); the `Trace` goes to
-the collector that `DiffusionRLCluster.generate` opens, as Tunix's
-`RLCluster.generate` drops extra output fields. docs/design.md "Why the
-rollout rules" gives each rule's reason.
+`ClusterConfig.rollout_engine`. Each `generate` call decodes by parallel
+block denoising (`generate.denoise.Denoiser`); the `Trace` goes to the
+collector that `DiffusionRLCluster.generate` opens, as Tunix's
+`RLCluster.generate` drops extra output fields (docs/design.md "Why the
+rollout rules").
 """
 
 from __future__ import annotations
@@ -51,8 +49,7 @@ def row_seeds(
 def check_rollout_config(
     config: compat.RolloutConfig, *, training: bool, model_dtype: Any
 ) -> None:
-  """Fails closed, naming the field, on what a denoising rollout cannot
-  honor."""
+  """Fails closed on what a denoising rollout cannot honor."""
   if config.top_k is not None:
     raise ValueError(
         f"rollout_config.top_k={config.top_k} is a vocabulary filter, which"
@@ -111,10 +108,10 @@ class DiffusionRollout(compat.BaseRollout):
 
     The rollout decodes with `rollout_actor` where it already sits on `mesh`
     as `role_shim.place_on_mesh` would put it (`shares_actor`), else with its
-    own copy on `mesh`. `decode` is how it denoises: its stop ids end a
-    row (the EOS included, if any), its pad fills the rest; each mode's
-    `rollout_config` sets the lengths and temperature. `cached_logits_fn`
-    also replays the trace for the old, reference and live policies, in
+    own copy on `mesh`. `decode` is the run's one `DenoiseConfig` (its stop
+    ids end a row, its pad fills the rest), each mode's lengths and
+    temperature set from its `rollout_config`. `cached_logits_fn` also
+    replays the trace for the old, reference and live policies, in
     vocabulary chunks of `logits_chunk` (None: dense).
     """
     if not isinstance(decode, denoise.DenoiseConfig):
@@ -136,12 +133,9 @@ class DiffusionRollout(compat.BaseRollout):
     self._eos_id = stop_ids[0] if eos is None else int(eos)
     self.bd, self.decode, self.seed = bd, decode, int(seed)
     self.shares_actor = role_shim.is_placed(rollout_actor, mesh)
-    self._model = (
-        rollout_actor
-        if self.shares_actor
-        else role_shim.place_on_mesh(rollout_actor, mesh, copy=True)
-    )
-    self.mesh = mesh
+    self._model, self.mesh = rollout_actor, mesh
+    if not self.shares_actor:
+      self._model = role_shim.place_on_mesh(rollout_actor, mesh, copy=True)
     fns, rebound = role_shim.rebind_keywords(
         dict(logits_fn=logits_fn, cached_logits_fn=cached_logits_fn), mesh
     )
@@ -184,12 +178,10 @@ class DiffusionRollout(compat.BaseRollout):
       self, rollout_config: compat.RolloutConfig
   ) -> denoise.DenoiseConfig:
     """`decode` with one mode's lengths and temperature (checked)."""
-    stop_ids = self.decode.stop_ids
-    if rollout_config.eos_tokens is not None and set(
-        rollout_config.eos_tokens
-    ) != set(stop_ids):
+    stop_ids, eos_tokens = self.decode.stop_ids, rollout_config.eos_tokens
+    if eos_tokens is not None and set(eos_tokens) != set(stop_ids):
       raise ValueError(
-          f"rollout_config.eos_tokens={rollout_config.eos_tokens} differs"
+          f"rollout_config.eos_tokens={eos_tokens} differs"
           f" from the rollout's stop_ids {stop_ids}; set one of them."
       )
     return dataclasses.replace(

@@ -52,11 +52,10 @@ class GrpoSettings:
     kl_loss_mode: the KL estimator, one of `KL_LOSS_MODES`.
     verify_replay_every_n_steps: every this many global steps, log the
       largest difference of the rollout's log-probs from their replay
-      (`diffusion/rollout_anchor_logp_abs_max`, ~1e-6 when exact); 0: only
-      when old log-probs are needed.
-    learner: `tunix_bd`, tunix_bd's `DiffusionGRPOLearner`; `tunix`,
-      Tunix's own `GRPOLearner` and `grpo` loss on the rollout's prepared
-      diffusion batches, on a Tunix that has them (docs/design.md, "A model
+      (`diffusion/rollout_anchor_logp_abs_max`); 0: only when old log-probs
+      are needed.
+    learner: `tunix_bd` (`DiffusionGRPOLearner`) or `tunix`, Tunix's own
+      `GRPOLearner` on prepared diffusion batches (docs/design.md, "A model
       call brought as a Tunix `DiffusionLogitsFn`").
   """
 
@@ -73,10 +72,14 @@ class GrpoSettings:
   learner: str = TUNIX_BD_LEARNER
 
   def __post_init__(self):
-    if self.learner not in LEARNERS:
-      raise ValueError(
-          f"grpo.learner must be one of {LEARNERS}, got {self.learner!r}."
-      )
+    for key, allowed in (
+        ("learner", LEARNERS),
+        ("loss_algo", LOSS_ALGOS),
+        ("loss_agg_mode", LOSS_AGG_MODES),
+        ("kl_loss_mode", KL_LOSS_MODES),
+    ):
+      if (value := getattr(self, key)) not in allowed:
+        raise ValueError(f"grpo.{key} must be one of {allowed}, got {value!r}.")
     if self.learner == TUNIX_LEARNER and not compat.ROLLOUT_HAS_DIFFUSION_BATCH:
       raise ValueError(
           f"grpo.learner={TUNIX_LEARNER!r} needs a Tunix whose rollouts carry"
@@ -105,15 +108,6 @@ class GrpoSettings:
         raise ValueError(
             f"grpo.epsilon_high={self.epsilon_high!r} must be >="
             f" grpo.epsilon={self.epsilon!r}."
-        )
-    for key, allowed in (
-        ("loss_algo", LOSS_ALGOS),
-        ("loss_agg_mode", LOSS_AGG_MODES),
-        ("kl_loss_mode", KL_LOSS_MODES),
-    ):
-      if getattr(self, key) not in allowed:
-        raise ValueError(
-            f"grpo.{key} must be one of {allowed}, got {getattr(self, key)!r}."
         )
 
 

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Builds Tunix's RL objects for a block-diffusion policy, in one place.
 
-The recipe, the benchmark and the tests assemble the same pieces: Tunix's
-per-mode `RolloutConfig`, the `DiffusionRLCluster` and the `grpo.learner`;
+Tunix's per-mode `RolloutConfig`, the `DiffusionRLCluster` and the
+`grpo.learner`, which the recipe, the benchmark and the tests share;
 `build_grpo` assembles them all from a checked GRPO config.
 """
 
@@ -105,11 +105,10 @@ def build_learner(
 ) -> compat.GRPOLearner:
   """The `grpo.learner`: tunix_bd's, or Tunix's own on prepared rollouts.
 
-  `learner` is `grpo.learner` (checked by `settings.GrpoSettings`); under
-  `tunix`, Tunix's learner scores by `replay.ReplayLogitsFn` over the
-  rollout's model call, and the cluster logs the replay parity
-  (`DiffusionRLCluster.log_rollout_checks`) unless Tunix's learner does
-  (`num_iterations > 1`). `algo` are `compat.grpo_config`'s fields.
+  `learner` is `grpo.learner`; under `tunix`, Tunix's learner scores by
+  `replay.ReplayLogitsFn` over the rollout's model call, and the cluster
+  logs the replay parity (`DiffusionRLCluster.log_rollout_checks`) unless
+  Tunix's learner does. `algo` are `compat.grpo_config`'s fields.
   """
   if learner == settings_lib.TUNIX_LEARNER:
     # Tunix's learner logs the parity itself whenever it replays the

@@ -2,12 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """SFT batch streams for `PeftTrainer`, checked before any compute.
 
-`sft_batches` (training: shuffled, split into gradient-accumulation
-micro-batches; held-out: `ONE_PASS`) checks its sizes against the config
-keys that set them and every row of the data (`validate_dataset`), then
-serves `tunix_bd.sft.micro_batches.MicroBatches`: `SftBatch` micro-batches
-that are a pure function of their index. `train_and_eval_batches` builds
-both streams from the `train` and `eval` sections.
+`sft_batches` checks its sizes (naming the config keys that set them) and
+every row of the data (`validate_dataset`), then serves
+`micro_batches.MicroBatches`. `train_and_eval_batches` builds the training
+stream and the held-out one (`ONE_PASS`) from the `train` and `eval`
+sections.
 """
 
 from __future__ import annotations
@@ -28,11 +27,8 @@ def validate_dataset(
     config: bd_config.BlockDiffusionConfig,
     eos_id: int,
 ) -> None:
-  """Checks every row up front, so bad data fails before any compute.
-
-  Errors name the first offending example (its `Conversation.where`). The
-  rows that pass are the ones `corruption.corrupt_example` can corrupt.
-  """
+  """Checks every row up front, naming the first offending example (its
+  `Conversation.where`): those that pass are what `corrupt_example` takes."""
   lengths = np.asarray(dataset.lengths, np.int64)
   prompt_lengths = np.asarray(dataset.prompt_lengths, np.int64)
   block_size = config.block_size
@@ -105,20 +101,18 @@ def sft_batches(
   Args:
     batch_size: rows per global batch (one optimizer update): examples, or
       with `packing` packed rows.
-    gradient_accumulation_steps: k micro-batches per global batch, as in
-      Tunix's `TrainingConfig` (None means 1); must divide `batch_size`.
+    gradient_accumulation_steps: k micro-batches per global batch (None:
+      1); must divide `batch_size`.
     num_epochs: passes over the data; None repeats forever.
-    section: the config section holding `batch_size` and
-      `gradient_accumulation_steps` (e.g. "train"), for errors.
+    section: the config section of the sizes (e.g. "train"), for errors.
     packing: several examples to a row (`data.packing`, `sft.packing`).
 
   Returns:
-    A MapDataset of `micro_batches.SftBatch` micro-batches of
-    `batch_size // k` rows (2 rows each with
-    `corruption.complementary`). Iterating it uses
+    A MapDataset of `micro_batches.SftBatch` micro-batches of `batch_size //
+    k` rows (2 rows each with `corruption.complementary`). Iterating it uses
     grain's default read options (16 threads, 500 items prefetched); for
-    large batches, hand the trainer
-    `ds.to_iter_dataset(grain.ReadOptions(...))` with a smaller buffer.
+    large batches, hand the trainer `ds.to_iter_dataset(grain.ReadOptions(
+    ...))` with a smaller buffer.
   """
   prefix = f"{section}." if section else ""
   batch_size = config_utils.check_int(f"{prefix}batch_size", batch_size, 1)
@@ -180,13 +174,8 @@ def train_and_eval_batches(
     seed: int,
     packing: bool = False,
 ) -> tuple[grain.MapDataset, grain.MapDataset]:
-  """An SFT run's streams: `sft_batches` of `train`, and `ONE_PASS`.
-
-  Every row of both splits is validated here, before any training step;
-  errors name `train.batch_size`, `train.gradient_accumulation_steps` and
-  `eval.batch_size`. Returns `(train_batches, eval_batches)`: training
-  micro-batches forever, one pass of held-out batches.
-  """
+  """`(train_batches, eval_batches)`: `sft_batches` of `train` forever, and
+  one pass (`ONE_PASS`) of the held-out data, both validated now."""
   shared = dict(
       corruption=corruption, config=config, eos_id=eos_id, packing=packing
   )

@@ -3,10 +3,8 @@
 """Masked-diffusion SFT corruption: a pure NumPy function of one example.
 
 `corrupt_example` turns one `TokenizedDataset` row into the canvases the SFT
-loss trains on, by the rules of docs/design.md "Corruption (SFT)", as a
-function of `(seed, example id, epoch)` only. A block whose first row
-corrupted all its eligible tokens has no corruption at all in the
-complementary row; it simply contributes no loss.
+loss trains on (docs/design.md "Corruption (SFT)"), a function of `(seed,
+example id, epoch)` only.
 """
 
 from __future__ import annotations
@@ -128,12 +126,10 @@ def corrupt_blocks(
     num_blocks: int,
     corruption: SftCorruptionConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
-  """The corruption draw of one row: the kernel of SFT and OPD.
-
-  One noise level t ~ U[min_noise, max_noise] per block, then one uniform
-  draw per slot: an eligible slot is corrupted if its draw is below its
-  block's t, and every block with eligible slots corrupts at least the one
-  with the smallest draw.
+  """The corruption draw of one row, SFT's and OPD's: one noise level t ~
+  U[min_noise, max_noise] per block, and an eligible slot corrupted if its
+  uniform draw is below t (in a block with eligible slots, at least the one
+  with the smallest draw).
 
   Args:
     rng: the row's generator, `default_rng([seed, ..., CORRUPTION_STREAM])`.
@@ -174,9 +170,8 @@ def corrupt_example(
   Returns:
     `FIELDS`, each `[rows, length]`, 2 rows with `complementary` (row 1 the
     complementary row), else 1: int32 `tokens` (clean, EOS fill applied),
-    `noisy_tokens`, `positions` (logical: the physical index), `segment_ids`
-    (1 real, 0 pad);
-    bool `completion_mask` (completion incl. EOS fill) and
+    `noisy_tokens`, `positions` (the physical index), `segment_ids` (1 real,
+    0 pad); bool `completion_mask` (completion incl. EOS fill) and
     `corruption_mask`; float32 `loss_weights` and `noise_level` (the t of
     each position's block).
   """

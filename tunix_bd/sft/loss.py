@@ -2,9 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The masked-diffusion SFT loss hook for Tunix's `PeftTrainer`.
 
-`trainer.DiffusionSftTrainer` plugs `sft_loss_fn` in through Tunix's public
-seams (`with_gen_model_input_fn`, `with_loss_fn(..., has_aux=True)`). The
-loss of a micro-batch is `sum(w * -log p(token))` over its corrupted
+A micro-batch's loss is `sum(w * -log p(token))` over its corrupted
 positions times `denominators.loss_scale` (docs/design.md "Loss
 denominators"), from the model call's rows (`lm_head.Rows`): dense logits,
 or with `logits_chunk` the head in vocabulary chunks ("Output head and
@@ -51,10 +49,8 @@ def sft_rows(
     config: bd_config.BlockDiffusionConfig,
     logits_fn: diffusion_lm.RowsFn = diffusion_lm.diffusion_rows,
 ) -> lm_head.Rows:
-  """`logits_fn`'s target-aligned rows of the canvases (`lm_head.Rows`).
-
-  The clean-context layout sees the clean `tokens` as its context copy.
-  """
+  """`logits_fn`'s target-aligned rows of the canvases (`lm_head.Rows`);
+  the clean-context layout sees the clean `tokens` as its context copy."""
   clean = tokens if config.layout == bd_config.CLEAN_CONTEXT else None
   return lm_head.as_rows(
       logits_fn(
@@ -116,18 +112,15 @@ def sft_loss(
     num_noise_buckets: loss buckets of equal width over noise levels [0, 1].
     logits_chunk: None computes dense logits of `logits_fn`'s rows; an int
       this many vocabulary columns at a time (`lm_head.token_stats`).
-    attention: `dense` or `splash` (`core.splash_attention`), for
-      tunix_bd's own model call (`bind_call`).
-    scan_layers: the model's layers in one scan (`core.layer_scan`); False,
-      Tunix's loop over them (`bind_call`).
+    attention, scan_layers: `dense` or `splash` attention, and the layers
+      in one scan or Tunix's loop, for tunix_bd's own call (`bind_call`).
 
   Returns:
-    `(loss, aux)`. `aux` values are scalars, totals that add up over the
-    micro-batches of a step (`corrupted_tokens`, `total_weight`), or `[2]`
-    `(numerator, denominator)` pairs whose step value is sum / sum:
-    `weighted_loss`, `masked_accuracy` (argmax equals the target) and, per
-    bucket of noise level, the mean unweighted cross-entropy
-    (`bucket_names`).
+    `(loss, aux)`: `aux` holds totals over a step's micro-batches
+    (`corrupted_tokens`, `total_weight`) and `[2]` `(numerator,
+    denominator)` pairs: `weighted_loss`, `masked_accuracy` (argmax equals
+    the target) and per noise-level bucket the mean unweighted
+    cross-entropy (`bucket_names`).
   """
   tokens, segment_ids = batch.tokens, batch.segment_ids
   rows = sft_rows(
@@ -182,13 +175,10 @@ def sft_loss_fn(
     attention: str = splash_attention.DENSE,
     scan_layers: bool = False,
 ):
-  """`sft_loss` bound to its settings, ready for `PeftTrainer.with_loss_fn`.
-
-  Use this rather than `functools.partial(sft_loss, config=...)`:
-  `PeftTrainer` calls `loss_fn(model, batch=...)` through `nnx.value_and_grad`,
-  which binds keyword arguments to positions through the function's
-  signature, which a partial hides ("keyword arguments could not be resolved
-  to positions"). Returns `loss_fn(model, batch) -> (loss, aux)`.
+  """`sft_loss` bound to its settings: `loss_fn(model, batch) -> (loss,
+  aux)` for `PeftTrainer.with_loss_fn`. Not a `functools.partial`:
+  `nnx.value_and_grad` binds keywords to positions through the signature,
+  which a partial hides.
   """
   if not isinstance(config, bd_config.BlockDiffusionConfig):
     raise ValueError(

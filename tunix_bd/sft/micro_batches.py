@@ -2,12 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The SFT micro-batch, and the grain source that assembles the stream.
 
-A global batch (`batch_size` rows, one optimizer update) is split into
-k = `gradient_accumulation_steps` `SftBatch` micro-batches carrying the
-`core.denominators` fields. A batch is `batch_size` rows: one example
-each, or with `packing` the examples `packing.first_fit` put together. The
-stream is a pure function of the index (docs/design.md "Corruption (SFT)"):
-a resumed `PeftTrainer` that skips its first `iter_steps` items trains on
+A global batch (`batch_size` rows, one optimizer update; a row is one
+example, or with `packing` several) is split into k =
+`gradient_accumulation_steps` `SftBatch` micro-batches carrying the
+`core.denominators` fields. The stream is a pure function of the index
+(docs/design.md "Corruption (SFT)"), so a resumed `PeftTrainer` trains on
 exactly the canvases an uninterrupted run would. `MicroBatches` checks
 nothing: `sft.batching` validates first.
 """
@@ -16,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import sys
 import threading
 from typing import Any, Callable
@@ -34,10 +34,8 @@ from tunix_bd.sft import packing as packing_lib
 
 @flax.struct.dataclass(frozen=True)
 class SftBatch:
-  """An SFT micro-batch: what the loss reads, every leaf batch-major.
-
-  The corrupted rows of `corruption_lib.corrupt_example` (an example's rows
-  adjacent) plus the denominator fields.
+  """An SFT micro-batch: the rows of `corruption_lib.corrupt_example` (an
+  example's rows adjacent) plus the denominator fields, batch-major.
 
   Attributes:
     tokens: int32 `[batch, length]` clean canvases (the targets), EOS fill
@@ -69,11 +67,9 @@ class SftBatch:
 
 
 class _ComputeOnce:
-  """A small thread-safe cache that computes each key once.
-
-  grain reads items from several threads: the k micro-batches of a global
-  batch are requested about together and must not corrupt it k times.
-  Pickling (for grain worker processes) drops the lock and the entries.
+  """A small thread-safe cache that computes each key once: grain's threads
+  ask for a global batch's k micro-batches about together, which must not
+  corrupt it k times. Pickling (for grain workers) drops the entries.
   """
 
   def __init__(self, compute: Callable[[int], Any], max_entries: int):
@@ -109,13 +105,10 @@ class _ComputeOnce:
 class MicroBatches(grain.sources.RandomAccessDataSource):
   """Item m: micro-batch m % k of global batch m // k, an `SftBatch`.
 
-  Each item holds `batch_size // k` rows (2 each with
-  `corruption.complementary`), `dataset.max_length` wide. The rows are
-  fixed once: one example each or, with `packing`, first-fit in a seeded
-  order (`PACKING_STREAM`; the dataset's without `shuffle`). Each global
-  batch is the next `batch_size` rows of its epoch's order, corrupted once
-  however many threads ask for its micro-batches. The arguments are
-  `batching.sft_batches`'.
+  The rows are fixed once: one example each or, with `packing`, first-fit
+  in a seeded order (`PACKING_STREAM`; the dataset's without `shuffle`).
+  Each global batch is the next `batch_size` rows of its epoch's order. The
+  arguments are `batching.sft_batches`'.
   """
 
   def __init__(
@@ -132,15 +125,15 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
       shuffle: bool,
       packing: bool = False,
   ):
-    self._dataset = dataset
-    self._batch_size = batch_size
+    self._dataset, self._batch_size = dataset, batch_size
     self._k = accumulation_steps
-    self._corruption = corruption
-    self._config = config
-    self._eos_id = eos_id
-    self._seed = seed
-    self._num_epochs = num_epochs
-    self._shuffle = shuffle
+    self._corrupt = functools.partial(
+        corruption_lib.corrupt_example,
+        corruption=corruption,
+        config=config,
+        eos_id=eos_id,
+    )
+    self._seed, self._num_epochs, self._shuffle = seed, num_epochs, shuffle
     self.rows = [np.array([i]) for i in range(len(dataset))]
     if packing:
       order = np.arange(len(dataset))
@@ -180,13 +173,8 @@ class MicroBatches(grain.sources.RandomAccessDataSource):
     # Each example gets the noise it gets alone: a function of its id.
     rows = [
         packing_lib.join([
-            corruption_lib.corrupt_example(
-                self._dataset.row(int(i)),
-                example_id=int(i),
-                epoch=epoch,
-                corruption=self._corruption,
-                config=self._config,
-                eos_id=self._eos_id,
+            self._corrupt(
+                self._dataset.row(int(i)), example_id=int(i), epoch=epoch
             )
             for i in self.rows[r]
         ])

@@ -3,10 +3,8 @@
 """Packed SFT rows: several examples to a row, each in whole blocks.
 
 `first_fit` decides which examples share a row, `join` lays their
-corrupted rows side by side (docs/design.md "Packed rows (SFT)"). Each
-example keeps the blocks, positions and noise it has alone, under its own
-segment id, so a packed row's loss and gradients are the sum of its
-examples'.
+corrupted rows side by side, each with the blocks, positions and noise it
+has alone under its own segment id (docs/design.md "Packed rows (SFT)").
 """
 
 from __future__ import annotations
@@ -56,12 +54,9 @@ def first_fit(
 
 
 def join(examples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-  """One packed row of `corruption.corrupt_example` outputs.
-
-  Example j's first `end` positions (its tokens and EOS fill: segment 1)
-  follow the examples before it, its segment id j + 1, its positions still
-  from 0; the rest of the row is the first example's padding (segment 0,
-  positions the physical index). One example is returned as it is.
+  """One packed row of `corruption.corrupt_example` outputs: example j's
+  tokens and EOS fill follow the examples before it, under segment id j +
+  1, positions still from 0; the rest is the first example's padding.
   """
   first = examples[0]
   ends = [int(np.sum(e["segment_ids"][0])) for e in examples]

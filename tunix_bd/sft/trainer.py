@@ -2,11 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """`DiffusionSftTrainer`: a `PeftTrainer` with the SFT loss and its metrics.
 
-It plugs the loss in (`loss.sft_loss_fn`), logs the aux metrics (which
-Tunix 0.1.7's `PeftTrainer` drops), donates the weights to the train step,
-checks that batches were split for its gradient accumulation, and stores
-the run's fingerprint in every checkpoint. `report_conversion` is the run's
-last line: its final losses and what it exported.
+It plugs the loss in (`loss.sft_loss_fn`), logs the aux metrics, donates
+the weights to the train step, checks that batches were split for its
+gradient accumulation, and stores the run's fingerprint in every
+checkpoint. `report_conversion` prints the run's final losses.
 """
 
 from __future__ import annotations
@@ -37,13 +36,11 @@ class DonatingStepMixin:
   optimizer (old and new float32 weights coexist at the step's peak), its
   eval step without donation (a copy of the weights per evaluation), and
   places the optimizer state with an eager `with_sharding_constraint` (two
-  copies of the AdamW moments before the first step). This mixin jits the
-  same steps donating the model too (full fine-tuning only; LoRA keeps
-  Tunix's steps) and places the optimizer state with `jax.device_put`,
-  which moves only leaves not already placed. Every step argument before
-  `inputs` (Tunix main's `grad_accumulator` included) is the trainer's
-  attribute of that name, bound and donated. On a Tunix whose trainer is
-  shaped otherwise, Tunix's own methods run unchanged.
+  copies of the AdamW moments). This mixin jits the same steps donating the
+  model too (full fine-tuning only) and places the optimizer state with
+  `jax.device_put`, which moves only leaves not already placed. Every step
+  argument before `inputs` is the trainer's attribute of that name, bound
+  and donated. On a Tunix shaped otherwise, Tunix's own methods run.
   """
 
   def donates_model(self) -> bool:
@@ -114,9 +111,9 @@ class DiffusionSftTrainer(
   ):
     """Builds the trainer; the loss keywords are `loss.sft_loss`'.
 
-    `fingerprint` (`tunix_bd.fingerprint.fingerprint(...)`) is stored in
-    every checkpoint's metadata; None stores nothing. A head or model the
-    chunked head or Splash attention cannot run fails here.
+    `fingerprint` is stored in every checkpoint's metadata (None: nothing).
+    A head or model the chunked head or Splash attention cannot run fails
+    here.
     """
     if logits_chunk:
       # Fails closed before any step: a LoRA'd head cannot be split off its
@@ -125,8 +122,13 @@ class DiffusionSftTrainer(
       lm_head.model_head(model, config.mask_token_id)
     if splash_attention.check_attention(attention) == splash_attention.SPLASH:
       splash_attention.check_model(model)
-    self._set_fingerprint(fingerprint)
-    super().__init__(model, optimizer, training_config, metrics_logger)
+    super().__init__(
+        model,
+        optimizer,
+        training_config,
+        metrics_logger,
+        fingerprint=fingerprint,
+    )
     self.with_gen_model_input_fn(loss_lib.sft_model_inputs)
     loss_fn = loss_lib.sft_loss_fn(
         config,
@@ -164,9 +166,8 @@ def report_conversion(
 
   Returns `{"train_loss", "eval_loss", "steps"}`: the last `/train/loss` and
   `/eval/loss` in `workdir`'s `metrics.jsonl` (NaN if never logged), and
-  `steps` (the optimizer steps trained), for the model in `export_dir`. An
-  evaluation before the last step (a `train.time_budget_s` stop, a step
-  count off the eval cadence) is printed with its step.
+  the optimizer steps trained. An evaluation before the last step is
+  printed with its step.
   """
 
   def last(name):

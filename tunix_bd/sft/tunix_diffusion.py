@@ -3,11 +3,9 @@
 """tunix_bd's SFT through Tunix's own diffusion contract (`tunix.diffusion`).
 
 Tunix's `configure_diffusion_sft(trainer, batch_adapter, logits_fn)` trains
-any model given two callables; `logits_fn` and `batch_adapter` are
-tunix_bd's, and `configure` passes both (docs/design.md "Tunix's diffusion
-contract", which also says why the `sft.loss` hook stays the default).
-`logits_fn` needs no Tunix; the others raise a `ValueError` on a Tunix
-without the contract.
+any model given two callables, tunix_bd's `logits_fn` and `batch_adapter`
+(docs/design.md "Tunix's diffusion contract"). `logits_fn` needs no Tunix;
+the others raise a `ValueError` on a Tunix without the contract.
 """
 
 from __future__ import annotations
@@ -67,12 +65,9 @@ def logits_fn(config: bd_config.BlockDiffusionConfig):
 
 
 def batch_adapter(batch: micro_batches.SftBatch):
-  """An SFT micro-batch as Tunix's `DiffusionTokenBatch`.
-
-  Runs inside Tunix's jitted step, so on traced arrays too.
-
-  `target_ids` are the clean tokens, `loss_weights` float32 `[batch,
-  length]` the SFT loss's weights (0 off the corrupted real positions).
+  """An SFT micro-batch as Tunix's `DiffusionTokenBatch` (traced, inside
+  Tunix's jitted step): `target_ids` the clean tokens, `loss_weights`
+  float32 `[batch, length]` the SFT loss's (0 off corrupted real slots).
   """
   contract = require("batch_adapter", compat.tunix_diffusion)
   loss_lib.sft_model_inputs(batch)  # Fails closed on another type.

@@ -6,41 +6,29 @@
 and `attention_mask`; `ar_model_inputs` builds them from tunix_bd's
 right-padded batches (`tunix_bd.data.dataset.batches`).
 `FingerprintedTrainer` is Tunix's `PeftTrainer` whose checkpoints carry the
-run fingerprint, each written with its step's train metrics.
+run fingerprint (`aux_metrics.AuxMetricsMixin`).
 """
 
 from __future__ import annotations
-
-from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
 
 from tunix_bd import compat
-from tunix_bd import fingerprint as fingerprint_lib
 from tunix_bd.core import masks
 from tunix_bd.training import aux_metrics
 
 
-class FingerprintedTrainer(compat.PeftTrainer):
-  """`PeftTrainer` whose checkpoints carry the run's fingerprint."""
-
-  def __init__(self, *args, fingerprint: Mapping[str, Any], **kwargs):
-    self._fingerprint = dict(fingerprint)
-    super().__init__(*args, **kwargs)
-    aux_metrics.write_metrics_at_checkpoints(self)
-
-  def custom_checkpoint_metadata(self) -> dict[str, Any]:
-    return {fingerprint_lib.METADATA_KEY: self._fingerprint}
+class FingerprintedTrainer(aux_metrics.AuxMetricsMixin, compat.PeftTrainer):
+  """`PeftTrainer` whose checkpoints carry the run's `fingerprint`."""
 
 
 def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   """Maps a right-padded batch to the inputs of Tunix's default AR loss.
 
-  `batch` holds `tokens`, `completion_mask` and `valid_mask`, each
-  `[batch, length]`, and may hold the `segment_ids` and `positions` of
-  packed rows (`sft.packing`: each document from position 0; its first
-  token is prompt, so no target crosses documents).
+  `batch` holds `tokens`, `completion_mask` and `valid_mask`, each `[batch,
+  length]`, and may hold the `segment_ids` and `positions` of packed rows
+  (each document from position 0, its first token prompt).
 
   Returns:
     `input_tokens`, `input_mask` (the completion: Tunix's loss supervises

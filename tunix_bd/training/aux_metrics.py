@@ -3,15 +3,13 @@
 """What tunix_bd's Tunix trainers add: aux metrics, checkpoints' fingerprint.
 
 Tunix 0.1.7's `PeftTrainer` (and so `DistillationTrainer`) drops a loss's
-aux metrics. `AuxMetricsMixin` buffers them and reduces them over the
-micro-batches of each update step (and over the whole eval set at each
-evaluation): totals are summed, `(numerator, denominator)` pairs become
-sum(numerator) / sum(denominator), so they describe the global batch
-exactly. They are logged through `metrics_logger` under the trainer's
-metrics prefix, like `loss`; a ratio with a zero denominator is not logged.
-It also stores the run's fingerprint in every checkpoint's metadata, and
-writes a step's train metrics with its checkpoint
-(`write_metrics_at_checkpoints`, also for Tunix's own trainers).
+aux metrics. `AuxMetricsMixin` reduces them over the micro-batches of each
+update step (and over the eval set at each evaluation): totals are summed,
+`(numerator, denominator)` pairs become sum(numerator) / sum(denominator),
+exact for the global batch, and logged under the trainer's metrics prefix
+like `loss` (a ratio over nothing is not logged). It also stores the run's
+fingerprint in every checkpoint, and writes a step's train metrics with its
+checkpoint (`write_metrics_at_checkpoints`, also for Tunix's own trainers).
 """
 
 from __future__ import annotations
@@ -58,12 +56,11 @@ def write_metrics_at_checkpoints(trainer: Any) -> None:
   """Makes `trainer` (a Tunix `PeftTrainer`) write a step's train metrics
   as soon as that step's checkpoint is saved.
 
-  Tunix writes them at the next update step, overlapping the write with
-  that step: a run killed after a checkpoint lost the checkpointed step's
-  rows for good, as its relaunch trains on from the next step. A save has
-  waited for its step already, so writing then costs no overlap. The step
-  after it then writes nothing, as a first step does: its rows, and its
-  `on_train_step_end` hooks, come a step later or with its own checkpoint.
+  Tunix writes them at the next update step, so a run killed after a
+  checkpoint lost that step's rows for good; a save has waited for its step
+  already, so writing then costs no overlap. The step after it then writes
+  nothing, as a first step does: its rows and `on_train_step_end` hooks
+  come a step later or with its own checkpoint.
   """
   trainer.checkpoint_manager = _CheckpointsWithMetrics(
       trainer.checkpoint_manager, trainer
@@ -71,17 +68,15 @@ def write_metrics_at_checkpoints(trainer: Any) -> None:
 
 
 class AuxMetricsMixin:
-  """Mixed in before a Tunix `PeftTrainer` subclass (see the module doc)."""
+  """Mixed in before a Tunix `PeftTrainer` subclass (see the module doc):
+  its `fingerprint` keyword (None: none) goes into every checkpoint."""
 
-  _fingerprint: dict[str, Any] | None = None
-
-  def __init__(self, *args, **kwargs):
+  def __init__(
+      self, *args, fingerprint: Mapping[str, Any] | None = None, **kwargs
+  ):
+    self._fingerprint = None if fingerprint is None else dict(fingerprint)
     super().__init__(*args, **kwargs)
     write_metrics_at_checkpoints(self)
-
-  def _set_fingerprint(self, fingerprint: Mapping[str, Any] | None) -> None:
-    """Stores `fingerprint` (None: nothing) in every checkpoint's metadata."""
-    self._fingerprint = None if fingerprint is None else dict(fingerprint)
 
   def custom_checkpoint_metadata(self) -> dict[str, Any]:
     if self._fingerprint is None:

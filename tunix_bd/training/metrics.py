@@ -2,9 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where training metrics go (TensorBoard and `metrics.jsonl`) and reading them.
 
-TensorBoard files need TensorBoard to read; `metrics.jsonl` holds the same
-scalars, one `{"name", "step", "value"}` object per line, for people and
-scripts that would rather `grep` or `json.loads` a line.
+`metrics.jsonl` holds TensorBoard's scalars, one `{"name", "step",
+"value"}` object per line, for people and scripts.
 """
 
 from __future__ import annotations
@@ -21,12 +20,9 @@ METRICS_FILE = "metrics.jsonl"
 
 
 class JsonlMetricsBackend:
-  """A Tunix metrics backend that appends scalars to a JSONL file.
-
-  A local file gets each line as it is logged. An object store cannot
-  append, so under a URL the lines are written in batches of
-  `URL_BATCH_LINES` and at `close()`.
-  """
+  """A Tunix metrics backend that appends scalars to a JSONL file: a local
+  file each line as it is logged, a URL (an object store cannot append) in
+  batches of `URL_BATCH_LINES` and at `close()`."""
 
   URL_BATCH_LINES = 64
 
@@ -68,11 +64,8 @@ def read_records(workdir: str) -> list[dict[str, Any]]:
 
 
 def drop_records(workdir: str, drop: Callable[[dict[str, Any]], bool]) -> int:
-  """Rewrites `workdir/metrics.jsonl` (whole) without the records `drop` picks.
-
-  Returns:
-    How many records were dropped; the file is left untouched if none.
-  """
+  """Rewrites `workdir/metrics.jsonl` without the records `drop` picks;
+  returns how many (none: the file is left untouched)."""
   path = os.path.join(workdir, METRICS_FILE)
   if not files.exists(path):
     return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import ClassVar, Iterable, Iterator, TypeVar
+from typing import Any, ClassVar, Iterable, Iterator, TypeVar
 
 import jax
 import optax
@@ -27,6 +27,15 @@ from tunix_bd.training import metrics
 
 T = TypeVar("T")
 OPTIMIZERS = ("adamw", "adafactor")
+
+
+def _check_ints(section: Any, zero_ok: tuple[str, ...]) -> None:
+  """Checks every `int` field of `section` >= 1 (>= 0: those in `zero_ok`)."""
+  for field in dataclasses.fields(section):
+    if field.type == "int":
+      key = f"{section.SECTION}.{field.name}"
+      minimum = 0 if field.name in zero_ok else 1
+      config_utils.check_int(key, getattr(section, field.name), minimum)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,14 +54,11 @@ class Train:
     checkpoint_every_n_steps: updates between orbax checkpoints.
     checkpoints_to_keep: the newest checkpoints kept.
     gradient_accumulation_steps: micro-batches per update; divides
-      `batch_size`. None and 1 both update on every batch, without Tunix's
-      `optax.MultiSteps` (whose accumulator would hold one more copy of the
-      gradients).
+      `batch_size`. None and 1: no accumulation (`training_config`).
     optimizer: `adamw`, or `adafactor`: factored second moments and no
-      first moment, so its state is a row and a column per matrix instead
-      of two float32 copies of the weights (what fits full fine-tuning of
-      Qwen3-0.6B on one 16 GiB chip); the same schedule, clipping and
-      decoupled weight decay.
+      first moment, a row and a column per matrix instead of two float32
+      copies of the weights (full fine-tuning of Qwen3-0.6B on one 16 GiB
+      chip); the same schedule, clipping and decoupled weight decay.
   """
 
   SECTION: ClassVar[str] = "train"
@@ -73,12 +79,7 @@ class Train:
 
   def __post_init__(self):
     config_utils.check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
-    for field in dataclasses.fields(self):
-      if field.type == "int":
-        minimum = 0 if field.name == "warmup_steps" else 1
-        config_utils.check_int(
-            f"train.{field.name}", getattr(self, field.name), minimum
-        )
+    _check_ints(self, ("warmup_steps",))
     for name in ("learning_rate", "weight_decay", "max_grad_norm"):
       config_utils.check_number(
           f"train.{name}", getattr(self, name), 0, strict=name != "weight_decay"
@@ -88,15 +89,11 @@ class Train:
           f"train.warmup_steps={self.warmup_steps} must be smaller than "
           f"train.max_steps={self.max_steps}."
       )
-    accumulation = self.gradient_accumulation_steps
-    if accumulation is None:
-      return
-    config_utils.check_int("train.gradient_accumulation_steps", accumulation, 1)
-    if self.batch_size % accumulation:
+    k = self.gradient_accumulation_steps
+    key = "train.gradient_accumulation_steps"
+    if k is not None and self.batch_size % config_utils.check_int(key, k, 1):
       raise ValueError(
-          "train.gradient_accumulation_steps="
-          f"{self.gradient_accumulation_steps} must divide "
-          f"train.batch_size={self.batch_size}."
+          f"{key}={k} must divide train.batch_size={self.batch_size}."
       )
 
 
@@ -118,13 +115,9 @@ class TimedTrain(Train):
     return float(self.time_budget_s) or None
 
   def bounded(self, batches: Iterable[T]) -> Iterable[T]:
-    """`batches`, ending once the time budget is spent (as they are without).
-
-    The clock starts at the first batch, so compilation counts.
-    """
-    if not self.seconds:
-      return batches
-    return _until(self.seconds, batches)
+    """`batches`, ending once the time budget is spent (as they are without);
+    the clock starts at the first batch, so compilation counts."""
+    return _until(self.seconds, batches) if self.seconds else batches
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -147,8 +140,8 @@ class RlTrain(Train):
   def __post_init__(self):
     super().__post_init__()
     for name in ("mini_batch_size", "train_micro_batch_size"):
-      if getattr(self, name) is not None:
-        config_utils.check_int(f"train.{name}", getattr(self, name), 1)
+      if (value := getattr(self, name)) is not None:
+        config_utils.check_int(f"train.{name}", value, 1)
     if self.gradient_accumulation_steps is not None:
       raise ValueError(
           "train.gradient_accumulation_steps is not an RL setting: Tunix"
@@ -173,14 +166,15 @@ class RlTrain(Train):
 class Eval:
   """SFT's `eval`, the base of every training recipe's: `batch_size`, rows
   per evaluation call (SFT: of its held-out loss). How the run is measured,
-  never what it trains: a resume may change any key."""
+  never what it trains: a resume may change any key. Its subclasses' int
+  keys are checked here too."""
 
   SECTION: ClassVar[str] = "eval"
 
   batch_size: int = config_utils.resumable(default=64)
 
   def __post_init__(self):
-    config_utils.check_int(f"{self.SECTION}.batch_size", self.batch_size, 1)
+    _check_ints(self, ("sampled_samples", "seed"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -189,12 +183,6 @@ class ArEval(Eval):
   `max_new_tokens` tokens."""
 
   max_new_tokens: int = config_utils.resumable(default=16)
-
-  def __post_init__(self):
-    super().__post_init__()
-    config_utils.check_int(
-        f"{self.SECTION}.max_new_tokens", self.max_new_tokens, 1
-    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -244,12 +232,6 @@ class HeldOutEval(DecodeEval):
   def __post_init__(self):
     super().__post_init__()
     key = lambda name: f"{self.SECTION}.{name}"
-    for name, minimum in (
-        ("num_prompts", 1),
-        ("sampled_samples", 0),
-        ("seed", 0),
-    ):
-      config_utils.check_int(key(name), getattr(self, name), minimum)
     if not config_utils.is_threshold(self.sampled_threshold):
       raise ValueError(
           f"{key('sampled_threshold')} must be a number in (0, 1], got"
@@ -316,11 +298,8 @@ def _clipped(
 def training_config(
     settings: Train, workdir: str, description: str
 ) -> compat.TrainingConfig:
-  """Tunix's TrainingConfig: checkpoints, metrics and the progress bar.
-
-  Checkpoints go to `workdir/checkpoints`, metrics to `workdir/tensorboard`
-  and `workdir/metrics.jsonl`.
-  """
+  """Tunix's TrainingConfig: checkpoints to `workdir/checkpoints`, metrics
+  to `workdir/tensorboard` and `workdir/metrics.jsonl`, the progress bar."""
   # Orbax only accepts absolute checkpoint paths; users give relative ones.
   workdir = files.absolute(workdir)
   log_dir = os.path.join(workdir, "tensorboard")

@@ -3,10 +3,9 @@
 """Progress lines for training runs whose output is not a terminal.
 
 Tunix's `PeftTrainer` draws a tqdm progress bar only when stderr is a
-terminal (or in IPython). A run logging to a file would otherwise print
-nothing for minutes; `ProgressLines` is a Tunix `TrainingHooks` that prints
-one line at most every `every_s` seconds (and at the first and last step)
-when that bar is hidden:
+terminal (or in IPython); `ProgressLines` is a Tunix `TrainingHooks` that
+prints one line at most every `every_s` seconds (and at the first and last
+step) when that bar is hidden:
 
   [SFT] step 200/1000 (20%)  loss 0.4312  eval loss 0.4020 masked acc 84.1%
   elapsed 2m31s  ETA 10m04s
@@ -90,14 +89,10 @@ class ProgressLines(compat.TrainingHooks):
     self._last_line = -float("inf")
     self._first = None
 
-  def on_train_end(self, train_ctx: Any):
-    pass
+  def _no_line(self, train_ctx: Any):
+    del train_ctx
 
-  def on_train_step_start(self, train_ctx: Any):
-    pass
-
-  def on_eval_step_start(self, train_ctx: Any):
-    pass
+  on_train_end = on_train_step_start = on_eval_step_start = _no_line
 
   def on_eval_step_end(self, train_ctx: Any, eval_loss: Any):
     del eval_loss  # A sum over eval batches; the logger holds the mean.
@@ -118,8 +113,7 @@ class ProgressLines(compat.TrainingHooks):
       self._first = (train_step, now)
     elif not is_last and now - self._last_line < self._every_s:
       return
-    self._last_line = now
-    self._ctx = train_ctx
+    self._last_line, self._ctx = now, train_ctx
     text = self.line(train_step, max_steps, train_loss, now)
     print(text, file=self._stream, flush=True)
 
