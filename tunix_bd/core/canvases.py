@@ -114,7 +114,8 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
 
 
 def num_completion_blocks(block_size: int, completion_len: int) -> int:
-  """The most blocks a completion of `completion_len` slots can touch."""
+  """The most blocks a completion of `completion_len` slots can touch (one
+  starting at the last offset of a block)."""
   return (completion_len + block_size - 2) // block_size + 1
 
 
