@@ -170,14 +170,9 @@ def _pad_copies(array, copies: int, padded: int, fill):
 
 
 def _fits_the_kernel(positions, segment_ids, length, block_size) -> jax.Array:
-  """Whether the kernel's mask of indices is the mask of these positions.
-
-  It is where each document's tokens sit at their positions plus one shift,
-  a multiple of `block_size` (right padding: 0; a packed document: where
-  it starts): then every block comparison of two of its tokens is the same
-  in index and in position, and RoPE gets the positions themselves. Pads
-  do not matter.
-  """
+  """Whether the kernel's mask of indices is the mask of these positions:
+  each document's positions are its indices less one multiple of
+  `block_size` (docs/design.md "Splash attention"); pads do not matter."""
   index = jnp.tile(
       jnp.arange(length, dtype=jnp.int32), positions.shape[1] // length
   )
@@ -251,7 +246,8 @@ def hidden_states(
         layer_fn(layer, x, positions, segment_ids),
         None,
     )
-    x = layer_scan.scan(model.layers, step, x)[0]
+    stacked = layer_scan.stack_states(model.layers)
+    x = layer_scan.scan_stacked(*stacked, step, x)[0]
   else:
     for layer in model.layers:
       x = layer_fn(layer, x, positions, segment_ids)
