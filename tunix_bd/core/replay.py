@@ -86,8 +86,8 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
         model, batch, context.tokens.shape[1] + width, block_end_rows_of=block
     )
 
-    def rows_of(fields, clean=None):
-      """The rows of packed canvases against the cache, after the clean
+    def cached_rows(cache, fields, clean=None):
+      """The rows of packed canvases against `cache`, after the clean
       context's columns (canvas id 0) where `clean` is given."""
       columns = (fields.tokens, fields.positions, fields.segment_ids)
       ids = fields.canvas_ids
@@ -102,7 +102,8 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
 
     if width == num_canvases * block:
       # One group (RL's short answers): context and canvases in one forward.
-      values, head = score(functools.partial(rows_of, clean=context), packed)
+      one_forward = functools.partial(cached_rows, cache, clean=context)
+      values, head = score(one_forward, packed)
       return values, head is not None
     # One forward writes the clean context (and its block ends' raw rows,
     # the predictors of the next blocks' first tokens) to the cache.
@@ -114,6 +115,7 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
         cache,
         config=config,
     )
+    rows_of = functools.partial(cached_rows, cache)
   # Rematerialized in the backward pass: gradient memory of one group.
   group = jax.checkpoint(functools.partial(score, rows_of), prevent_cse=False)
   groups = jax.tree.map(
