@@ -28,7 +28,7 @@ MODEL_INPUTS = ("tokens", "positions", "segment_ids")
 
 @dataclasses.dataclass(frozen=True)
 class DiffusionLogitsAdapter:
-  """A `DiffusionLogitsFn` as a tunix_bd `LogitsFn` (hashable, jit-static)."""
+  """A `DiffusionLogitsFn` as a tunix_bd `RowsFn` (hashable, jit-static)."""
 
   fn: Callable[[Any, Any], jax.Array]
 
