@@ -41,8 +41,6 @@ class BlockCache:
     boundary_positions: int32 `[batch]` logical position of that token, -1
       if none.
     boundary_segment_ids: int32 `[batch]` its segment id, 0 if none.
-    canvas_ids: int32 `[batch, cache_size]` canvas ids of the slots (0 =
-      clean; see `masks.canvas_mask`).
     block_end_rows: float32 `[batch, cache_size // S + 1, width]` raw row
       at the last token of each committed logical block (S the block size),
       the predictor of the next block's first token, kept only by a cache
@@ -58,7 +56,6 @@ class BlockCache:
   boundary_rows: jax.Array
   boundary_positions: jax.Array
   boundary_segment_ids: jax.Array
-  canvas_ids: jax.Array
   block_end_rows: jax.Array | None
   block_end_segments: jax.Array | None
 
@@ -121,7 +118,6 @@ def init_block_cache(
       boundary_rows=jnp.zeros((batch_size, width), jnp.float32),
       boundary_positions=jnp.full((batch_size,), -1, jnp.int32),
       boundary_segment_ids=jnp.zeros((batch_size,), jnp.int32),
-      canvas_ids=jnp.zeros((batch_size, cache_size), jnp.int32),
       block_end_rows=None if ends is None else jnp.zeros(ends + (width,)),
       block_end_segments=(None if ends is None else jnp.zeros(ends, jnp.int32)),
   )

@@ -86,7 +86,6 @@ def block_rows_with_cache(
       prefix="block_",
   )
   head = lm_head.split_head(model, config.mask_token_id)
-  hidden_states = head is not None
   block_len = tokens.shape[1]
   if canvas_ids is not None:
     if commit_length is not None:
@@ -97,28 +96,45 @@ def block_rows_with_cache(
           " block_end_rows_of=block_size."
       )
     ids = masks.check_ids("canvas_ids", canvas_ids, tokens.shape)
-    raw, _ = _attend(
-        model, tokens, positions, segments, cache, config, hidden_states, ids
-    )
+  else:
+    if commit_length is None:
+      commit_length = block_len
+    if (
+        isinstance(commit_length, bool)
+        or not isinstance(commit_length, int)
+        or not 1 <= commit_length <= block_len
+    ):
+      raise ValueError(
+          f"commit_length must be an int in [1, {block_len}] (the block"
+          f" length), got {commit_length!r}."
+      )
+    _check_room(cache, tokens.shape)
+    # A clean block: canvas id 0 everywhere is the block-causal mask.
+    ids = jnp.zeros_like(tokens)
+  # The block's slots are written at the cache's end before it attends;
+  # cached slots are clean (canvas id 0).
+  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, cache.end_index))
+  written = cache.replace(
+      positions=put(cache.positions, positions),
+      segment_ids=put(cache.segment_ids, segments),
+  )
+  mask = masks.canvas_mask(
+      positions,
+      written.positions,
+      config.block_size,
+      q_canvas_ids=ids,
+      kv_canvas_ids=put(jnp.zeros_like(cache.segment_ids), ids),
+      q_segment_ids=segments,
+      kv_segment_ids=written.segment_ids,
+  )
+  raw, new_kv = diffusion_lm.forward(
+      model, tokens, positions, cache.kv, mask, head is not None
+  )
+  if canvas_ids is not None:
     rows = _canvas_rows(raw, positions, segments, ids, cache, config)
     return diffusion_lm.rows_of(rows, head, config.mask_token_id), cache
-  if commit_length is None:
-    commit_length = block_len
-  if (
-      isinstance(commit_length, bool)
-      or not isinstance(commit_length, int)
-      or not 1 <= commit_length <= block_len
-  ):
-    raise ValueError(
-        f"commit_length must be an int in [1, {block_len}] (the block"
-        f" length), got {commit_length!r}."
-    )
-  _check_room(cache, tokens.shape)
-  raw, new_kv = _attend(
-      model, tokens, positions, segments, cache, config, hidden_states
-  )
   rows = _commit_rows(raw, positions, segments, cache, config)
-  new_cache = _commit(cache, raw, new_kv, positions, segments, commit_length)
+  new_cache = _commit(written, raw, new_kv, positions, segments, commit_length)
   if cache.block_end_rows is not None:
     new_cache = _keep_block_ends(
         new_cache, raw, positions, segments, commit_length, config.block_size
@@ -171,38 +187,6 @@ def _check_room(cache, shape):
     )
 
 
-def _attend(
-    model, tokens, positions, segments, cache, config, hidden_states, ids=None
-):
-  """`(raw rows, new_kv)`: the block written at the cache's end, attending
-  under the block-causal mask, or `masks.canvas_mask` with canvas `ids`;
-  final hidden states if `hidden_states`, else logits."""
-  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, cache.end_index))
-  kv_positions = put(cache.positions, positions)
-  kv_segments = put(cache.segment_ids, segments)
-  if ids is None:
-    mask = masks.block_causal_mask(
-        positions,
-        kv_positions,
-        config.block_size,
-        q_segment_ids=segments,
-        kv_segment_ids=kv_segments,
-    )
-  else:
-    mask = masks.canvas_mask(
-        positions,
-        kv_positions,
-        config.block_size,
-        q_canvas_ids=ids,
-        kv_canvas_ids=put(cache.canvas_ids, ids),
-        q_segment_ids=segments,
-        kv_segment_ids=kv_segments,
-    )
-  return diffusion_lm.forward(
-      model, tokens, positions, cache.kv, mask, hidden_states
-  )
-
-
 def _commit_rows(raw, positions, segments, cache, config):
   """A committed block's aligned rows: a first token's predictor is the
   cache's boundary (the last committed token before it)."""
@@ -225,12 +209,11 @@ def _commit_rows(raw, positions, segments, cache, config):
 
 
 def _commit(cache, raw, new_kv, positions, segments, commit_length):
-  """The cache with the first `commit_length` columns written."""
-  end, cache_size = cache.end_index, cache.positions.shape[1]
-  put = lambda x, v: jax.lax.dynamic_update_slice(x, v, (0, end))
-  kv_positions = put(cache.positions, positions)
-  kv_segments = put(cache.segment_ids, segments)
-  new_end = end + commit_length
+  """The cache with the first `commit_length` columns committed; `cache`
+  has the whole block's slot positions and segments written."""
+  cache_size = cache.positions.shape[1]
+  kv_positions, kv_segments = cache.positions, cache.segment_ids
+  new_end = cache.end_index + commit_length
   if commit_length < positions.shape[1]:
     # Uncommitted slots read as unwritten: masked out, and overwritten by the
     # next call, which writes at the rewound `end_index`.

@@ -114,7 +114,8 @@ def clean_context(trace: trace_lib.Trace, length: int) -> Sequence:
 
 
 def num_completion_blocks(block_size: int, completion_len: int) -> int:
-  """The most blocks a completion of `completion_len` slots can touch."""
+  """The most blocks a completion of `completion_len` slots can touch (one
+  starting at the last offset of a block)."""
   return (completion_len + block_size - 2) // block_size + 1
 
 
@@ -233,23 +234,24 @@ def canvas_bucket(count: int, block_size: int) -> int:
   return min(1 << (count - 1).bit_length(), group)
 
 
-def _static_size(name, given, trace, need, most, bucket, unit):
-  """`given` (checked) or what a concrete `trace` needs (`most` if traced).
-
-  Rounded up by `bucket`, so traces of similar shapes share one program.
-  """
-  concrete = not isinstance(trace.action_step, jax.core.Tracer)
+def _static_size(name, given, need, most, unit):
+  """`given`, checked, or else `need`: what a concrete trace needs (None for
+  a traced one, which gets `most`)."""
   if given is None:
-    return bucket(need(trace) if concrete else most)
+    return most if need is None else need
   if isinstance(given, bool) or not isinstance(given, int):
     raise ValueError(f"{name} must be an int, got {given!r}.")
   if not 1 <= given <= most:
     raise ValueError(f"{name} must be in [1, {most}], got {given}.")
-  if concrete and need(trace) > given:
+  if need is not None and need > given:
     raise ValueError(
-        f"{name}={given} is too small: the trace needs {need(trace)} {unit}."
+        f"{name}={given} is too small: the trace needs {need} {unit}."
     )
-  return bucket(given)
+  return given
+
+
+def _concrete(trace: trace_lib.Trace) -> bool:
+  return not isinstance(trace.action_step, jax.core.Tracer)
 
 
 def static_num_canvases(
@@ -257,20 +259,15 @@ def static_num_canvases(
 ) -> int:
   """Static canvases per row: given, counted, or the most possible.
 
-  Rounded up to its `canvas_bucket` (a count so rounded is accepted again).
+  Rounded up to its `canvas_bucket` (a count so rounded is accepted again),
+  so traces of similar shapes share one program.
   """
   size, width = trace.bd.block_size, np.shape(trace.tokens)[1]
   bucket = functools.partial(canvas_bucket, block_size=size)
+  need = count_canvases(trace) if _concrete(trace) else None
   most = bucket(num_completion_blocks(size, width) * size)
-  return _static_size(
-      "num_canvases",
-      num_canvases,
-      trace,
-      count_canvases,
-      most,
-      bucket,
-      "(block, step) canvases in a row",
-  )
+  unit = "(block, step) canvases in a row"
+  return bucket(_static_size("num_canvases", num_canvases, need, most, unit))
 
 
 def static_context_length(
@@ -283,13 +280,7 @@ def static_context_length(
   """
   size = trace.bd.block_size
   bucket = lambda length: -(-length // size) * size  # Whole blocks.
+  need = context_length(trace) if _concrete(trace) else None
   most = bucket(np.shape(trace.prompt_tokens)[1] + np.shape(trace.tokens)[1])
-  return _static_size(
-      "context_length",
-      length,
-      trace,
-      context_length,
-      most,
-      bucket,
-      "clean positions",
-  )
+  given = _static_size("context_length", length, need, most, "clean positions")
+  return bucket(given)

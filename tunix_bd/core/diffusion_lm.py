@@ -2,15 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one model contract of every tunix_bd stage: rows of a canvas.
 
-Any Tunix decoder called as `model(tokens, positions, cache, attention_mask)`
-returning `(logits, cache)` (`core.families`) plugs in: `diffusion_rows`
-builds the masks, calls the model and returns target-aligned rows
-(docs/design.md "Target alignment"): its final hidden rows and head, or its
-logits (`lm_head.Rows`), the mask token's column at `MASKED_LOGIT`
-(probability exactly 0 under any softmax). `diffusion_logits_fn` is their
-dense logits. Consumers take a `RowsFn` / `CachedRowsFn` as a parameter,
-defaulting to the rows calls; one returning logits (injected) works with
-every consumer, the chunked head included.
+`diffusion_rows` builds the masks, calls a Tunix decoder of a supported
+family (`core.families`) and returns target-aligned rows (`lm_head.Rows`,
+docs/design.md "Target alignment"), the mask token's logit at
+`MASKED_LOGIT`; `diffusion_logits_fn` is their dense logits. Consumers take
+a `RowsFn` / `CachedRowsFn` as a parameter; one returning logits (injected)
+works with every consumer, the chunked head included.
 """
 
 from __future__ import annotations

@@ -2,19 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """A Tunix decoder's layers compiled once: one `jax.lax.scan` over them.
 
-Tunix's decoders loop over `model.layers` in Python, so XLA compiles the
-layer once per layer (28 times for Qwen3-0.6B). `scanned(model)` is a copy
-of the model whose `layers` is one `ScannedLayers`: the model's own
-`__call__` (embedder, final norm, head, qwix's LoRA interception) runs
-unchanged around a scan of Tunix's own `DecoderLayer.__call__` (so
-`model.remat` applies per layer as in the loop). The layers' states are
-stacked when the copy is built, inside the traced function, so the model,
-its optimizer state, checkpoints and LoRA parameters keep Tunix's per-layer
-layout: the gradient of a stack is the unstack. A KV cache is scanned with
-the layers: decoding keeps it stacked (`stack_cache`) for its whole loop,
-and stacks the weights once per call, before the loop (a second copy of the
-layers' weights while it decodes).
-docs/design.md "Layers compiled once".
+`scanned(model)` is a copy of the model whose `layers` is one
+`ScannedLayers`, so the model's own `__call__` (embedder, final norm, head,
+qwix's LoRA interception) runs unchanged around a scan of Tunix's own
+decoder-layer call. The layers' states are stacked inside the traced
+function, so the model keeps Tunix's per-layer layout everywhere else; a KV
+cache scans with the layers stacked (`stack_cache`). The why and the
+trade-offs: docs/design.md "Layers compiled once".
 """
 
 from __future__ import annotations
@@ -55,12 +49,6 @@ def stack_states(layers) -> tuple[Any, Any]:
 def _stacked(trees) -> Any:
   """Pytrees of one structure as one, each leaf stacked on a new axis 0."""
   return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
-
-
-def scan(layers, call, x, caches=None):
-  """`x` through every layer of `same_structure` in one `jax.lax.scan`
-  (`scan_stacked` of `stack_states(layers)`)."""
-  return scan_stacked(*stack_states(layers), call, x, caches)
 
 
 def scan_stacked(graphdef, states, call, x, caches=None):

@@ -2,14 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Model calls' rows and their output head, in vocabulary chunks.
 
-A model call returns `Rows`: its target-aligned final hidden rows and the
-head that makes them logits, or logits already (an injected call's, or a
-model whose head cannot be split off). `dense_logits` and `token_stats`
-are their two consumers: `token_stats` computes what a loss reads (a
-target's log-prob and the argmax) `chunk` columns at a time, so no `[rows,
-vocab]` float32 array is built in either pass (docs/design.md "Output head
-and precision"). A zero hidden row gives logits 0 (the heads have no
-bias), so the target alignment can be applied to hidden rows.
+A model call returns `Rows`: target-aligned final hidden rows and the head
+that makes them logits, or logits already. `dense_logits` and `token_stats`
+consume them; `token_stats` reads a target's log-prob and the argmax
+`chunk` columns at a time (docs/design.md "Output head and precision"). A
+zero hidden row gives logits 0 (the heads have no bias), so the target
+alignment can be applied to hidden rows.
 """
 
 from __future__ import annotations

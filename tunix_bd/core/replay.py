@@ -61,92 +61,124 @@ def _replay(model, trace, shape, cached_logits_fn, per_slot):
   )
   packed = canvases_lib.packed_canvases(trace, num_canvases)
   config = dataclasses.replace(trace.bd, layout=bd_config.SINGLE_CANVAS)
-  if isinstance(cached_logits_fn, external_logits.CacheFree):
-    return external_logits.replay_cache_free(
-        model, trace, context, packed, config, cached_logits_fn, per_slot
-    )
-  batch, context_len = context.tokens.shape
-  block = config.block_size
-  width = canvases_lib.canvases_per_forward(block, num_canvases) * block
-  cache = block_cache.init_block_cache(
-      model,
-      batch,
-      context_len + width,
-      block_end_rows_of=block,
-  )
-  row = jnp.broadcast_to(jnp.arange(batch)[:, None], (batch, width))
+  batch, block = context.tokens.shape[0], config.block_size
 
-  def score(cache, fields, same_forward=None):
-    """Each completion slot's `per_slot`, from the canvas it is scored on,
-    and the head the call split off its rows (or None)."""
-    tokens, positions, segments, ids, targets, scored, slot = fields
-    if same_forward is not None:  # The clean context, as canvas id 0.
-      tokens, positions, segments, ids = (
-          jnp.concatenate([clean, noisy], axis=1)
-          for clean, noisy in zip(
-              (
-                  same_forward.tokens,
-                  same_forward.positions,
-                  same_forward.segment_ids,
-                  jnp.zeros_like(same_forward.tokens),
-              ),
-              (tokens, positions, segments, ids),
-          )
-      )
-    rows, _ = cached_logits_fn(
-        model, tokens, positions, segments, cache, config=config, canvas_ids=ids
-    )
-    rows = lm_head.as_rows(rows)
-    values = per_slot(
-        rows.map(lambda x: x[:, -width:]),
-        targets,
-        temperature=trace.temperature,
-    )
-    scored = scored.reshape(scored.shape + (1,) * (values.ndim - 2))
+  def score(rows_of, fields):
+    """Each completion slot's `per_slot` from the canvas of `fields` it is
+    scored on (0 elsewhere), and the head the call split off (or None)."""
+    rows = rows_of(fields)
+    values = per_slot(rows, fields.targets, temperature=trace.temperature)
+    scored = fields.scored[(...,) + (None,) * (values.ndim - 2)]
     zeros = jnp.zeros(np.shape(trace.tokens) + values.shape[2:], jnp.float32)
+    row = jnp.broadcast_to(jnp.arange(batch)[:, None], fields.slot.shape)
     # Each completion slot is scored in exactly one canvas.
-    return zeros.at[row, slot].add(jnp.where(scored, values, 0.0)), rows.head
+    return (
+        zeros.at[row, fields.slot].add(jnp.where(scored, values, 0.0)),
+        rows.head,
+    )
 
-  columns = (
-      packed.tokens,
-      packed.positions,
-      packed.segment_ids,
-      packed.canvas_ids,
-      packed.targets,
-      packed.scored,
-      packed.slot,
-  )
-  if width == num_canvases * block:
-    # One group (RL's short answers): context and canvases in one forward.
-    values, head = score(cache, columns, context)
-    return values, head is not None
-  # One forward writes the clean context (and its block ends' raw rows, the
-  # predictors of the next blocks' first tokens) to the cache.
-  _, cache = cached_logits_fn(
-      model,
-      context.tokens,
-      context.positions,
-      context.segment_ids,
-      cache,
-      config=config,
-  )
+  if isinstance(cached_logits_fn, external_logits.CacheFree):
+    width = block
+    rows_of = _cache_free_rows(model, cached_logits_fn, context, config)
+  else:
+    width = canvases_lib.canvases_per_forward(block, num_canvases) * block
+    cache = block_cache.init_block_cache(
+        model, batch, context.tokens.shape[1] + width, block_end_rows_of=block
+    )
+
+    def cached_rows(cache, fields, clean=None):
+      """The rows of packed canvases against `cache`, after the clean
+      context's columns (canvas id 0) where `clean` is given."""
+      columns = (fields.tokens, fields.positions, fields.segment_ids)
+      ids = fields.canvas_ids
+      if clean is not None:
+        before = (clean.tokens, clean.positions, clean.segment_ids)
+        columns = [jnp.concatenate(x, axis=1) for x in zip(before, columns)]
+        ids = jnp.concatenate([jnp.zeros_like(clean.tokens), ids], axis=1)
+      rows, _ = cached_logits_fn(
+          model, *columns, cache, config=config, canvas_ids=ids
+      )
+      return lm_head.as_rows(rows).map(lambda x: x[:, -width:])
+
+    if width == num_canvases * block:
+      # One group (RL's short answers): context and canvases in one forward.
+      one_forward = functools.partial(cached_rows, cache, clean=context)
+      values, head = score(one_forward, packed)
+      return values, head is not None
+    # One forward writes the clean context (and its block ends' raw rows,
+    # the predictors of the next blocks' first tokens) to the cache.
+    _, cache = cached_logits_fn(
+        model,
+        context.tokens,
+        context.positions,
+        context.segment_ids,
+        cache,
+        config=config,
+    )
+    rows_of = functools.partial(cached_rows, cache)
   # Rematerialized in the backward pass: gradient memory of one group.
-  group = jax.checkpoint(functools.partial(score, cache), prevent_cse=False)
-  groups = tuple(
-      jnp.moveaxis(x.reshape(batch, -1, width), 1, 0) for x in columns
+  group = jax.checkpoint(functools.partial(score, rows_of), prevent_cse=False)
+  groups = jax.tree.map(
+      lambda x: jnp.moveaxis(x.reshape(batch, -1, width), 1, 0), packed
   )
   # The head's structure (None or not) is static: traced shapes suffice.
-  out, head = jax.eval_shape(group, tuple(x[0] for x in groups))
+  out, head = jax.eval_shape(group, jax.tree.map(lambda x: x[0], groups))
   zeros = jnp.zeros(out.shape, out.dtype)
   values = lambda fields: group(fields)[0]
 
   def body(total, fields):
     # Groups past every row's last canvas are skipped at run time.
-    occupied = fields[2].any()
+    occupied = fields.segment_ids.any()
     return total + jax.lax.cond(occupied, values, lambda _: zeros, fields), None
 
   total, _ = jax.lax.scan(body, zeros, groups)
   return total, head is not None
+
+
+def _cache_free_rows(model, fn, context, config):
+  """`rows_of(fields)` of one packed canvas through `fn`, an
+  `external_logits.CacheFree`: one forward of its own.
+
+  The canvas is scored on a single canvas in logical order: the clean
+  blocks before its block, its block, then pads; what the cached denoiser
+  saw, and under block-causal attention (later blocks unseen) what the
+  cache-free one saw. Returns its block's rows, `[batch, block_size, ...]`.
+  """
+  size = config.block_size
+  batch = context.tokens.shape[0]
+  # One block past the clean context: the last block's canvas.
+  length = context.tokens.shape[1] + size
+  position = jnp.arange(length, dtype=jnp.int32)
+  position = jnp.broadcast_to(position, (batch, length))
+  clean = [
+      jnp.pad(x, ((0, 0), (0, size)))
+      for x in (context.tokens, context.segment_ids)
+  ]
+
+  def rows_of(fields):
+    start = jnp.max(fields.positions, axis=1, keepdims=True)
+    start = start // size * size
+    offset = position - start
+    here, before = (offset >= 0) & (offset < size), offset < 0
+    index = jnp.clip(offset, 0, size - 1)
+    tokens, segments = (
+        jnp.where(
+            here,
+            jnp.take_along_axis(x, index, axis=1),
+            jnp.where(before, whole, 0),
+        )
+        for x, whole in zip((fields.tokens, fields.segment_ids), clean)
+    )
+    rows = lm_head.as_rows(
+        fn.logits_fn(model, tokens, position, segments, config=config)
+    )
+    return rows.map(
+        lambda x: jnp.take_along_axis(
+            x, (start + jnp.arange(size))[:, :, None], axis=1
+        )
+    )
+
+  return rows_of
 
 
 def replay_log_probs(

@@ -42,12 +42,10 @@ def _replay_graph(graphdef, state, trace, **kwargs):
 class Replayer:
   """Compiled replay of one model for eager callers, reusable.
 
-  Splits the model once, as `Denoiser` does: the split state holds the
-  model's own `nnx.Variable`s, so in-place weight updates (optimizer steps,
-  `nnx.update`) are seen by the next call; build a new `Replayer` after
-  changing the model's structure. Each call trims completion columns never
-  generated and rounds the width and canvas count up, so rollouts of
-  similar lengths share one program.
+  Splits the model once, as `Denoiser` does (in-place weight updates are
+  seen by the next call; a change of structure needs a new `Replayer`).
+  Each call trims completion columns never generated and rounds the width
+  and canvas count up, so rollouts of similar lengths share one program.
   """
 
   def __init__(

@@ -159,25 +159,18 @@ def _layer(layer, x, positions, segment_ids, kernel):
   return x + layer.mlp(layer.post_attention_layernorm(x))
 
 
-def _pad_copies(array, copies: int, padded: int, fill):
-  """`[batch, copies * length]` -> each copy padded to `padded` with `fill`."""
+def _pad_copies(array, copies: int, padded: int):
+  """`[batch, copies * length]` -> each copy padded to `padded` with 0 (pads:
+  segment 0)."""
   parts = jnp.split(array, copies, axis=1)
   width = padded - parts[0].shape[1]
-  return jnp.concatenate(
-      [jnp.pad(p, ((0, 0), (0, width)), constant_values=fill) for p in parts],
-      axis=1,
-  )
+  return jnp.concatenate([jnp.pad(p, ((0, 0), (0, width))) for p in parts], 1)
 
 
 def _fits_the_kernel(positions, segment_ids, length, block_size) -> jax.Array:
-  """Whether the kernel's mask of indices is the mask of these positions.
-
-  It is where each document's tokens sit at their positions plus one shift,
-  a multiple of `block_size` (right padding: 0; a packed document: where
-  it starts): then every block comparison of two of its tokens is the same
-  in index and in position, and RoPE gets the positions themselves. Pads
-  do not matter.
-  """
+  """Whether the kernel's mask of indices is the mask of these positions:
+  each document's positions are its indices less one multiple of
+  `block_size` (docs/design.md "Splash attention"); pads do not matter."""
   index = jnp.tile(
       jnp.arange(length, dtype=jnp.int32), positions.shape[1] // length
   )
@@ -229,9 +222,9 @@ def hidden_states(
     )
   unit = math.lcm(_TILE, block_size)
   padded = -(-length // unit) * unit
-  tokens = _pad_copies(tokens, copies, padded, 0)
-  segment_ids = _pad_copies(segment_ids, copies, padded, 0)
-  positions = _pad_copies(positions, copies, padded, 0)
+  tokens, segment_ids, positions = (
+      _pad_copies(x, copies, padded) for x in (tokens, segment_ids, positions)
+  )
   config = model.config
   kernel = _kernel(
       config.num_heads,
@@ -251,7 +244,8 @@ def hidden_states(
         layer_fn(layer, x, positions, segment_ids),
         None,
     )
-    x = layer_scan.scan(model.layers, step, x)[0]
+    stacked = layer_scan.stack_states(model.layers)
+    x = layer_scan.scan_stacked(*stacked, step, x)[0]
   else:
     for layer in model.layers:
       x = layer_fn(layer, x, positions, segment_ids)

@@ -22,6 +22,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tunix_bd.core import canvases
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +46,9 @@ class Layout:
   def create(
       cls, block_size: int, max_prompt_length: int, max_new_tokens: int
   ) -> Layout:
-    # The longest row's last block, and the most blocks a completion spans
-    # (one starting at the last offset of a block).
+    # The longest row's last block, and the most blocks a completion spans.
     last = (max_prompt_length + max_new_tokens - 1) // block_size
-    spans = (max_new_tokens + block_size - 2) // block_size + 1
+    spans = canvases.num_completion_blocks(block_size, max_new_tokens)
     blocks = min(spans, last + 1)
     return cls(block_size, last + 1 - blocks, blocks, max_new_tokens)
 

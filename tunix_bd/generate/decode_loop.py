@@ -2,13 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The compiled block-denoising loop behind `denoise.Denoiser`.
 
-One compiled program runs all of decoding, each iteration one model forward
-and one `step.denoise_step` of the current block; on the cached path a
-block's first step is fused with the cache write of the clean block before
-it (or the prompt prefill), in nested `lax.while_loop`s (docs/design.md
-"Denoising step", "KV cache"). Shapes depend only on the `canvas.Layout`
-and the batch size; the rule, its parameters and the temperature are
-traced.
+One program runs all of decoding, each iteration one model forward and one
+`step.denoise_step` of the current block (docs/design.md "Denoising step",
+"KV cache"). Shapes depend only on the `canvas.Layout` and the batch size;
+the rule, its parameters and the temperature are traced.
 """
 
 from __future__ import annotations
@@ -75,6 +72,7 @@ def block_slice(
 
 
 def put_block(x, layout: canvas_lib.Layout, j, value) -> jax.Array:
+  """`x` with `value` written at the columns of loop block j."""
   start = (layout.first + j) * layout.block_size
   return jax.lax.dynamic_update_slice_in_dim(x, value, start, axis=1)
 
@@ -85,17 +83,16 @@ def _logits(rows, take=lambda x: x) -> jax.Array:
 
 
 def model_calls(model, inputs, *, bd, layout, fns, use_cache):
-  """The loop's model calls, each `carry -> (logits, cache)`.
+  """The loop's model calls, each `carry -> (logits [batch, block, vocab]
+  of loop block j, cache)`.
 
-  Each returns loop block j's logits `[batch, block, vocab]` and the cache.
-  Cache-free (`"step"` only): one forward over the whole canvas. Cached:
-  `"step"` is a plain step against the cache; `"write_previous"` (a block's
-  first step after the first) one forward over the clean block before and
-  block j's canvas, committing the clean block; `"prefill"` (the first
-  step, when the loop starts past block 0) the same over the prompt's
-  complete blocks. Only the calls this geometry can make are built: a
-  one-block canvas has no block j - 1 to write (its two-block slice would
-  not fit), and a loop that starts at block 0 has no prompt to prefill.
+  Cache-free, `"step"` only: one forward over the whole canvas. Cached:
+  `"step"` against the cache; `"write_previous"` (a block's first step
+  after the first) one forward over the clean block before and block j's
+  canvas, committing the clean block; `"prefill"` (the first step, when the
+  loop starts past block 0) the same over the prompt's complete blocks.
+  Only the calls this geometry can make are built: a one-block canvas has
+  no block j - 1 to write, a loop from block 0 no prompt to prefill.
   """
   logits_fn, cached_logits_fn = fns
   size = layout.block_size

@@ -83,11 +83,9 @@ class DenoiseConfig(Sampling):
 
   Attributes:
     max_prompt_length: the longest prompt accepted; fixes the layout.
-    scan_layers: cached decoding runs the model's layers in one scan over a
-      stacked KV cache (`core.layer_scan`): the program compiles one layer,
-      not each; equal tokens up to float rounding. Each call stacks the
-      layers' weights once (a second copy of them while it decodes). Where
-      the layers cannot scan, and for cache-free decoding, Tunix's loop.
+    scan_layers: cached decoding runs the layers in one scan over a
+      stacked KV cache (docs/design.md "Layers compiled once"); equal tokens
+      up to float rounding. Cache-free, or where they cannot scan, the loop.
     stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
   """
@@ -306,8 +304,6 @@ class Denoiser:
     trace.validate(stop_ids=config.stop_ids)
 
     completions = eos.truncate_at_stop(tokens, config.stop_ids)
-    # Every forward is a denoising step of each row it serves: cache writes
-    # ride on the next block's first step.
     forwards = np.asarray(out["num_steps"], np.int32)
     returned = np.asarray([len(c) for c in completions], np.float32)
     return DenoiseOutput(

@@ -2,20 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Decoding a prompt set in calls of one size: the one way every stage does.
 
-`generate.py` and the held-out evaluations of OPD and GRPO decode a set of
-prompts through `decode_prompts`. Calls have `batch_size` rows; the last is
+`generate.py` and the held-out evaluations of OPD and GRPO decode prompts
+through `decode_prompts`, in calls of `batch_size` rows; the last call is
 filled by wrapping around to the first prompts (`call_rows`), so every call
-has one shape and reuses one compiled program, and the filler's results are
-dropped. Decoding is row-independent
-(a row decodes alike alone or in any batch, `rng_test`), so the filler
-never changes a prompt's completion.
-
-A training loss says little about decoding, so OPD and GRPO evaluate a
-model by decoding held-out prompts and scoring each completion against its
-reference answer (`DecodeResult.correct`), greedily at several commit
-thresholds (`greedy`; another commit rule at its own parameter) or sampled
-with explicit per-row seeds, so that two models decoded with the same seeds
-are compared sample for sample.
+reuses one compiled program. A row decodes alike alone or in any batch
+(`rng_test`), so the filler, whose results are dropped, changes nothing.
+`greedy` scores held-out completions against their answers at several
+commit thresholds; sampled evaluations pass explicit per-row seeds, so two
+models are compared sample for sample.
 """
 
 from __future__ import annotations

@@ -70,16 +70,14 @@ class Decoding(denoise.Sampling):
     """This section's `DenoiseConfig` (the module's `denoise_config`);
     `max_prompt_length` (the prompts' longest) is used when the section's
     is 0."""
+    shared = dataclasses.fields(denoise.Sampling)
     return denoise_config(
         tokenizer,
         self.max_prompt_length or max_prompt_length,
-        **self.denoiser_settings(),
+        # A rollout's own stop ids; None where the section has no such key.
+        extra_stop_ids=getattr(self, "extra_stop_ids", None),
+        **{f.name: getattr(self, f.name) for f in shared},
     )
-
-  def denoiser_settings(self) -> dict[str, Any]:
-    """The keywords of `denoise_config` this section sets."""
-    shared = dataclasses.fields(denoise.Sampling)
-    return {f.name: getattr(self, f.name) for f in shared}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,10 +117,6 @@ class OpdRollout(Decoding):
         self.key("extra_stop_ids"), self.extra_stop_ids
     )
     object.__setattr__(self, "extra_stop_ids", extra)
-
-  def denoiser_settings(self) -> dict[str, Any]:
-    """`Decoding`'s, also stopping at `extra_stop_ids`."""
-    return dict(super().denoiser_settings(), extra_stop_ids=self.extra_stop_ids)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
