@@ -157,10 +157,8 @@ def _write_weights(
       "metadata": {"total_size": sum(v.nbytes for v in tensors.values())},
       "weight_map": {k: n for n, keys in zip(names, shards) for k in keys},
   }
-  files.write_text(
-      os.path.join(directory, hf_checkpoint.INDEX_FILE),
-      json.dumps(index, indent=2, sort_keys=True),
-  )
+  with open(os.path.join(directory, hf_checkpoint.INDEX_FILE), "w") as f:
+    json.dump(index, f, indent=2, sort_keys=True)
 
 
 def save_checkpoint(
@@ -231,13 +229,14 @@ def save_checkpoint(
   try:
     if tokenizer is not None:
       tokenizer.save_pretrained(tmp_dir)
+    # Plain local writes: the directory is local staging (`files`).
     for name, content in (
         (checkpoint_digest.CONFIG_FILE, config_json),
         (bd_formats.GENERATION_CONFIG_FILE, generation_config),
     ):
       if content is not None:
-        text = json.dumps(content, indent=2, sort_keys=True) + "\n"
-        files.write_text(os.path.join(tmp_dir, name), text)
+        with open(os.path.join(tmp_dir, name), "w") as f:
+          f.write(json.dumps(content, indent=2, sort_keys=True) + "\n")
     _write_weights(tmp_dir, tensors, max_shard_bytes)
     if finish is not None:
       finish(tmp_dir)
