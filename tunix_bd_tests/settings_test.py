@@ -204,6 +204,20 @@ class DecodeSettingsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "repeats the tokenizer's EOS"):
       repeated.denoise_config(_TOKENIZER)
 
+  def test_every_decoding_section_can_scan_its_layers(self):
+    for recipe in _DECODING_SECTIONS:
+      with self.subTest(recipe):
+        key = _DECODING_SECTIONS[recipe][0]
+        self.assertFalse(
+            _section(recipe).denoise_config(_TOKENIZER, 8).scan_layers
+        )
+        scanned = _section(recipe, scan_layers=True)
+        self.assertTrue(scanned.denoise_config(_TOKENIZER, 8).scan_layers)
+        with self.assertRaisesRegex(
+            ValueError, rf"^{key}\.scan_layers: scan_layers must be a bool"
+        ):
+          _DECODING_SECTIONS[recipe][1](max_prompt_length=8, scan_layers=1)
+
   def test_prompt_length_error_lists_exactly_the_long_rows(self):
     prompts = [[1] * 4, [1] * 9, [1] * 5, [1] * 12]
     with self.assertRaisesRegex(

@@ -49,11 +49,15 @@ class Sampling(commit_rules.CommitSettings):
     temperature: sampling temperature; 0 is greedy (argmax).
     use_cache: decode with the block KV cache (else one forward over the
       whole canvas per step; the same tokens, for testing and reference).
+    scan_layers: cached decoding runs the layers in one scan over a
+      stacked KV cache (docs/design.md "Layers compiled once"); equal tokens
+      up to float rounding. Cache-free, or where they cannot scan, the loop.
   """
 
   max_new_tokens: int = 16
   temperature: float = 0.0
   use_cache: bool = True
+  scan_layers: bool = False
 
   def __post_init__(self):
     super().__post_init__()
@@ -61,7 +65,8 @@ class Sampling(commit_rules.CommitSettings):
     value = self.temperature
     ok = commit_rules.is_number(value) and value >= 0
     self.check("temperature", ok, "a finite number >= 0")
-    self.check("use_cache", isinstance(self.use_cache, bool), "a bool")
+    for name in ("use_cache", "scan_layers"):
+      self.check(name, isinstance(getattr(self, name), bool), "a bool")
     # Normalise NumPy scalars so that equal settings are equal.
     object.__setattr__(self, "temperature", float(self.temperature))
 
@@ -83,9 +88,6 @@ class DenoiseConfig(Sampling):
 
   Attributes:
     max_prompt_length: the longest prompt accepted; fixes the layout.
-    scan_layers: cached decoding runs the layers in one scan over a
-      stacked KV cache (docs/design.md "Layers compiled once"); equal tokens
-      up to float rounding. Cache-free, or where they cannot scan, the loop.
     stop_ids: ids that end a row (EOS included), per `tunix_bd.core.eos`.
     pad_id: the id of never-generated completion positions in the output.
   """
@@ -93,7 +95,6 @@ class DenoiseConfig(Sampling):
   max_prompt_length: int
   stop_ids: tuple[int, ...] = ()
   pad_id: int = 0
-  scan_layers: bool = False
 
   def __new__(cls, *args, **kwargs):
     # Unknown keywords (an AR sampler's `top_p`, say) fail as a ValueError
@@ -126,7 +127,6 @@ class DenoiseConfig(Sampling):
         and all(commit_rules.is_int(s) and s >= 0 for s in stop_ids),
         "a sequence of ints >= 0",
     )
-    self.check("scan_layers", isinstance(self.scan_layers, bool), "a bool")
     object.__setattr__(self, "pad_id", int(self.pad_id))
     object.__setattr__(self, "stop_ids", tuple(int(s) for s in stop_ids))
 
