@@ -35,6 +35,7 @@ from tunix_bd.cli import plugin_api
 _PROG = "tunix"
 _INTERRUPTED = 130  # 128 + SIGINT, the status a shell reports for Ctrl-C.
 _DEFAULT_CACHE = os.path.join("~", ".cache", "tunix", "jax")
+_DEFAULT_CACHE_BYTES = 8 << 30
 
 _RUN_EPILOG = f"""\
 overrides:
@@ -259,13 +260,15 @@ def _use_compilation_cache(directory: str | None, pathways: bool) -> None:
   import jax  # pylint: disable=g-import-not-at-top
 
   if directory is None:
-    if jax.config.jax_compilation_cache_dir or pathways:
+    env_set = jax.config.jax_compilation_cache_dir
+    if env_set or not jax.config.jax_enable_compilation_cache or pathways:
       return  # The environment's choice, or no default on Pathways.
     directory = os.path.expanduser(_DEFAULT_CACHE)
+    # Bounded (least recently used go): homes are often on small disks.
+    jax.config.update("jax_compilation_cache_max_size", _DEFAULT_CACHE_BYTES)
+  jax.config.update("jax_enable_compilation_cache", bool(directory))
   if directory:
     jax.config.update("jax_compilation_cache_dir", directory)
-  else:
-    jax.config.update("jax_enable_compilation_cache", False)
 
 
 def _interrupted(config: ml_collections.ConfigDict) -> str:

@@ -89,8 +89,8 @@ def rollout_batches(
     num_micro_batches: int = 1,
 ) -> list[OpdBatch]:
   """The `num_micro_batches` equal micro-batches of the rolled-out global
-  batch (`trace`, concrete) of update `step`, each carrying its total
-  weight. `step` and the row index key the `corrupted` canvas's draws of
+  batch (`trace`, concrete) of update `step`, each carrying the global
+  batch's total weight. `step` and the row index key the `corrupted` canvas's draws of
   `corruption`; `eos_id` is its fill.
   """
   ints = ("prompt_tokens", "prompt_lengths", "tokens", "action_step")

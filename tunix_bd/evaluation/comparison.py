@@ -152,7 +152,8 @@ def tpf_ceiling(
   positions `P .. P + n - 1` (P: `prompt_lengths`), its stop token `P + n`;
   one forward per touched block is the best a block decoder can do, so
   `n / blocks` bounds its tokens per forward. Lengths are `[rows]`;
-  `stopped` (`[rows]`, default all): whether a row ends with a stop token.
+  `stopped` (`[rows]`, default all): whether a row ends with a stop token
+  (one without touches only its answer's blocks).
   """
   p = np.asarray(prompt_lengths, np.int64)
   n = np.asarray(answer_lengths, np.int64)

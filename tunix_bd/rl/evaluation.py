@@ -66,6 +66,11 @@ class HeldOutResult:
             label: d.correct.astype(int).tolist()
             for label, d in self.greedy.items()
         },
+        "greedy_final_correct": {
+            label: d.final_correct.astype(int).tolist()
+            for label, d in self.greedy.items()
+            if d.final_correct is not None
+        },
         "sampled_correct": self.sampled_correct.astype(int).tolist(),
     }
 

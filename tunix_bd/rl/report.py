@@ -162,8 +162,8 @@ def _plot_held_out(ax, all_rows) -> None:
   ax.set_yticks(positions, labels, fontsize=9)
   ax.set_ylim(-0.6, len(rows) - 0.4)
   ax.set_xlim(-1.6 * reach, 1.6 * reach)
-  ax.set_xlabel("change in held-out exact match (points), ± paired SE")
-  ax.set_title("held-out exact match: change from before", fontsize=10, pad=24)
+  ax.set_xlabel("change in held-out accuracy (points), ± paired SE")
+  ax.set_title("held-out accuracy: change from before", fontsize=10, pad=24)
   ax.grid(axis="x", alpha=0.3)
   _legend_above(ax, len(series))
 

@@ -160,7 +160,8 @@ def _checked(fn: RewardFn, key: str) -> RewardFn:
 def reward_fns(settings: Any) -> list[RewardFn]:
   """The reward functions of the `reward` section, in its order: terms of
   weight 0 left out (their keys need not exist), then user functions, each
-  checked on every call."""
+  checked on every call. Names must differ: Tunix logs each function's
+  reward by name."""
   fns = [
       _against_answer(name, score, weight)
       for name, score, weight in (

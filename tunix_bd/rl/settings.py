@@ -52,11 +52,12 @@ class GrpoSettings:
     kl_loss_mode: the KL estimator, one of `KL_LOSS_MODES`.
     verify_replay_every_n_steps: every this many global steps, log the
       largest difference of the rollout's log-probs from their replay
-      (`diffusion/rollout_anchor_logp_abs_max`); 0: only when old log-probs
-      are needed.
+      (`diffusion/rollout_anchor_logp_abs_max`, ~1e-6 when exact); 0: only
+      when old log-probs are needed.
     learner: `tunix_bd` (`DiffusionGRPOLearner`) or `tunix`, Tunix's own
-      `GRPOLearner` on prepared diffusion batches (docs/design.md, "A model
-      call brought as a Tunix `DiffusionLogitsFn`").
+      `GRPOLearner` on prepared diffusion batches, on a Tunix that has them
+      (docs/design.md, "A model call brought as a Tunix
+      `DiffusionLogitsFn`").
   """
 
   num_generations: int = 8

@@ -105,7 +105,9 @@ class _ComputeOnce:
 class MicroBatches(grain.sources.RandomAccessDataSource):
   """Item m: micro-batch m % k of global batch m // k, an `SftBatch`.
 
-  The rows are fixed once: one example each or, with `packing`, first-fit
+  Each item holds `batch_size // k` rows (2 each with
+  `corruption.complementary`), `dataset.max_length` wide. The rows are
+  fixed once: one example each or, with `packing`, first-fit
   in a seeded order (`PACKING_STREAM`; the dataset's without `shuffle`).
   Each global batch is the next `batch_size` rows of its epoch's order. The
   arguments are `batching.sft_batches`'.

@@ -137,6 +137,7 @@ _FAKEPLUG_MOD = textwrap.dedent('''\
       pathlib.Path(config.output).write_text(json.dumps({
           "cache_dir": jax.config.jax_compilation_cache_dir,
           "enabled": jax.config.jax_enable_compilation_cache,
+          "max_size": jax.config.jax_compilation_cache_max_size,
       }))
 
 
@@ -818,10 +819,29 @@ class CliTest(parameterized.TestCase):
         self.assertNotEmpty(os.listdir(directory))  # The program, cached.
       else:
         self.assertFalse(os.path.exists(default))
-    # The environment's cache wins over the default.
-    env["JAX_COMPILATION_CACHE_DIR"] = given
-    result = self._subprocess(*argv, env=env)
-    self.assertEqual(self._seen()["cache_dir"], given, result.stderr)
+      # Only the default is bounded (LRU): the home directory's disk.
+      bounded = directory == default
+      self.assertEqual(seen["max_size"], 8 << 30 if bounded else -1)
+    # The environment's choice wins over the default; a given directory
+    # turns the cache on whatever the environment says.
+    for name, value in (
+        ("JAX_COMPILATION_CACHE_DIR", given),
+        ("JAX_ENABLE_COMPILATION_CACHE", "false"),
+    ):
+      result = self._subprocess(*argv, env=dict(env, **{name: value}))
+      seen = self._seen()
+      self.assertEqual(
+          (seen["cache_dir"], seen["enabled"]),
+          (given, True) if name.endswith("DIR") else (None, False),
+          result.stderr,
+      )
+    result = self._subprocess(
+        *argv,
+        "--compilation_cache",
+        given,
+        env=dict(env, JAX_ENABLE_COMPILATION_CACHE="false"),
+    )
+    self.assertEqual(self._seen()["enabled"], True, result.stderr)
 
   def test_subprocess_usage_error(self):
     result = self._subprocess("run", "--plugin", "fakeplug", "nope")

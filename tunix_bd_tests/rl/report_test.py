@@ -129,6 +129,11 @@ class ReportTest(absltest.TestCase):
     )
     self.assertAlmostEqual(rows["final_answer@0.9"]["change"], expected.delta)
     self.assertAlmostEqual(rows["final_answer@0.9"]["change_se"], expected.se)
+    # Per prompt too, to pair runs with.
+    self.assertEqual(
+        content["after"]["greedy_final_correct"]["0.9"],
+        after.greedy["0.9"].final_correct.astype(int).tolist(),
+    )
     with open(os.path.join(self.workdir, "report.txt")) as f:
       self.assertIn("greedy final answer, threshold 0.9", f.read())
 
