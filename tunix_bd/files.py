@@ -113,7 +113,8 @@ def remove_tree(path: str) -> None:
 def local_staging(path: str) -> Iterator[str]:
   """A local directory standing in for `path`, for writers that need a
   local file system (safetensors, `save_pretrained`): `path` itself, or for
-  a URL a temporary one copied there (on process 0) if the block succeeds.
+  a URL a temporary one copied there (on process 0) if the block succeeds;
+  the temporary one is deleted either way.
   """
   if not is_url(path):
     yield path

@@ -24,9 +24,10 @@ ROLES = ("actor", "reference", "rollout")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RoleSettings:
-  """One role's `mesh.<role>` (`rl.meshes`): `devices`, a count or a
-  fraction of all, or `slices` (neither: the actor takes what is left, the
-  other roles share its mesh); `fsdp`/`tp` default to `mesh`'s. Where a
+  """One role's `mesh.<role>` (`rl.meshes`): `devices`, a count (int >= 1)
+  or a fraction of all (float in (0, 1]: 1.0 is every device), or `slices`,
+  whole TPU slices (neither: the actor takes what is left, the other roles
+  share its mesh); `fsdp`/`tp` default to `mesh`'s. Where a
   role computes, not what: a resume may change them."""
 
   devices: int | float | None = config_utils.resumable(default=None)
@@ -90,8 +91,10 @@ def make_mesh(
     what: str = "mesh",
 ) -> jax.sharding.Mesh:
   """The `(fsdp, tp)` mesh over all of `devices` (default: all), in
-  topology order (`jax.make_mesh`), axes `Auto` as Tunix expects; `what`
-  names the section in errors (e.g. "mesh.rollout")."""
+  topology order (`jax.make_mesh`), axes `Auto` as Tunix expects. A
+  ValueError unless `fsdp * tp` is the device count (and `fsdp` a multiple
+  of the slices they span); `what` names the section (e.g. "mesh.rollout").
+  """
   devices = list(jax.devices() if devices is None else devices)
   fsdp, tp = settings.fsdp, settings.tp
   if fsdp == -1:

@@ -5,7 +5,9 @@
 Per update step k it rolls the next `GA * B` prompts out at the student's
 live weights and serves the step's GA micro-batches (docs/design.md,
 "OPD"): a function of (seed, k), so a resume sees the rollouts of an
-uninterrupted run. Each batch (`OpdBatch`) carries its rows' `Trace` and
+uninterrupted run. Rolling the whole global batch out at its first
+micro-batch is on-policy (no update inside a step); rollouts run in the
+trainer's loop thread. Each batch (`OpdBatch`) carries its rows' `Trace` and
 the rollout in the `canvases.sequence` layout `[prompt (right-padded to P)
 ; completion (T)]`, NumPy constants to the loss.
 """

@@ -92,7 +92,8 @@ def write_exact_match(
   """Greedy exact match per task, written to `path` and printed as a table.
 
   `path` (`eval.json`) gets `{"exact_match": {task: accuracy, "all": ...},
-  "predictions": prediction_records(...)}`. `options`: the chat switches
+  "predictions": prediction_records(...)}`; a prediction is the text before
+  the first EOS within `max_new_tokens`. `options`: the chat switches
   training used.
 
   Returns:

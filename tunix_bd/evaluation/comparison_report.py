@@ -127,12 +127,14 @@ def evaluate(
   Returns:
     Rows with `method`, `threshold` (None for AR), `exact_match`,
     `final_answer` (`scoring.final_answer`), `tokens_per_forward`,
-    `batch1_ms` (ms per prompt), `batch1_ms_per_forward`,
-    `batch1_speedup_vs_ar`, `tokens_per_s` (at `batch_size`),
-    `throughput_vs_ar` (ratios against the Sampler, row 0),
-    `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`),
-    `num_params`, `mean_answer_tokens` (stop token excluded), `dtype`,
-    `layers_scanned`, `tpf_ceiling` (block diffusion's,
+    `batch1_ms` (ms per prompt), `batch1_ms_per_forward` (`batch1_ms` over
+    its forwards), `batch1_speedup_vs_ar` (the Sampler's ms over this
+    method's), `tokens_per_s` (at `batch_size`), `throughput_vs_ar`,
+    `tokens_per_s_at` (`{str(batch): tokens/s}` of `extra_batch_sizes`,
+    each over its first `extra_batches` batches), `num_params` (of the model
+    it decodes with), `mean_answer_tokens` (stop token excluded), `dtype`
+    (both models' compute dtype), `layers_scanned` (whether its decoding
+    scanned the layers), `tpf_ceiling` (block diffusion's,
     `comparison.tpf_ceiling`; else None) and `[min, max]` over repeats of
     the speeds: `batch1_ms_range`, `tokens_per_s_range`.
   """

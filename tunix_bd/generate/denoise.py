@@ -304,6 +304,8 @@ class Denoiser:
     trace.validate(stop_ids=config.stop_ids)
 
     completions = eos.truncate_at_stop(tokens, config.stop_ids)
+    # Every forward is a denoising step of each row it serves: cache writes
+    # ride on the next block's first step.
     forwards = np.asarray(out["num_steps"], np.int32)
     returned = np.asarray([len(c) for c in completions], np.float32)
     return DenoiseOutput(

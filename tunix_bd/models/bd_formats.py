@@ -310,7 +310,8 @@ def _move_pad_off(
     directory: str, raw: dict[str, Any], tokenizer: Any, stops: list[int]
 ) -> None:
   """Makes `PAD_TOKEN` the tokenizer's pad, at an id that is no stop id nor
-  the mask: its own added token, else the first embedding row past it."""
+  the mask: its own added token, else the first embedding row past it; a
+  ValueError where no such id exists (naming config.json's `vocab_size`)."""
   added, rows = tokenizer.get_added_vocab(), raw.get("vocab_size")
   pad_id, why = added.get(PAD_TOKEN, len(tokenizer)), None
   if PAD_TOKEN not in added and PAD_TOKEN in tokenizer.get_vocab():

@@ -151,8 +151,9 @@ def check_weight_files(directory: str) -> None:
 
 def tensor_headers(directory: str) -> dict[str, tuple[str, int, dict]]:
   """`{tensor: (file name, data start, header entry)}` of the weight files,
-  from their headers; a ValueError for no weight file, a bad or truncated
-  one, or a tensor in two files."""
+  from their headers (an entry has `dtype` as safetensors names it,
+  `"BF16"`, ..., `shape` and `data_offsets`); a ValueError for no weight
+  file, a bad or truncated one, or a tensor in two files."""
   names = weight_files(directory)
   if not names:
     raise ValueError(f"No *.safetensors weight files in {directory}.")

@@ -172,7 +172,8 @@ def save_checkpoint(
     max_shard_bytes: int | None = None,
     finish: Callable[[str], None] | None = None,
 ) -> None:
-  """Exports a Tunix Qwen3 or Qwen2 (LoRA merged) to an HF directory.
+  """Exports a Tunix Qwen3 or Qwen2 to an HF directory; a model with LoRA
+  params is refused (merge them first).
 
   Every process gathers the parameters; process 0 writes into `output_dir`
   (absent or empty). `source` is the checkpoint the model was loaded from

@@ -107,7 +107,7 @@ def check_positions(
   """Fails closed when a prompt and its completion outrun the model's
   `max_position_embeddings` (if any); `what` names them (e.g. "row 3 of
   p.jsonl (2005 tokens) plus decode.max_new_tokens=16"), `model_key` the
-  model's config key."""
+  model's config key, `fix` what the error tells the user to do."""
   limit = hf_config.get("max_position_embeddings")
   needed = prompt_length + max_new_tokens
   if isinstance(limit, int) and needed > limit:
@@ -219,8 +219,9 @@ def load(
   Fast-dLLM v2 directory, all checked before the model is built.
 
   `mesh` shards the parameters (one device if None); `dtype` is the compute
-  dtype (float32 if None), `param_dtype` the stored one; `remat` a
-  `families.REMAT_MODES` name.
+  dtype (float32 if None), `param_dtype` the one the tensors are loaded and
+  kept in (None: `dtype`; float32 master weights under bfloat16 compute);
+  `remat` a `families.REMAT_MODES` name.
   """
   checkpoint_dir = os.fspath(checkpoint_dir)
   raw = read_config(checkpoint_dir)
@@ -355,8 +356,11 @@ def config_json(
 def generation_config_json(
     source: Source | None, tokenizer: Any, stop_ids: Iterable[int] = ()
 ) -> dict[str, Any] | None:
-  """The exported `generation_config.json` (None: none): the source's own;
-  without one, the tokenizer's ids, EOS then `stop_ids` as the EOS list."""
+  """The exported `generation_config.json`, or None to write none: the
+  source's own (None if it has none: transformers derives one from
+  `config.json`, as for the source); without a source, the tokenizer's ids
+  with EOS, its checkpoint stop ids, then `stop_ids` as the EOS list (None
+  without a tokenizer)."""
   if source is not None:
     return source.generation_config
   if tokenizer is None:

@@ -3,7 +3,9 @@
 """Provisioning the block-diffusion mask token for a model and tokenizer.
 
 `provision_mask_token` reuses a reserved id or adds a token and one
-embedding row (`resize_vocab`), as docs/design.md "Mask token" says.
+embedding row (`resize_vocab`), as docs/design.md "Mask token" says; the
+new row is the mean of the old ones (as Hugging Face's `mean_resizing`),
+so its output column scores every input with the mean of the old logits.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def resolve_reserved_mask_id(
     stop_ids: Iterable[int] = (),
 ) -> int:
   """The id of `mask_token` (an added token's string or an id, maybe past
-  the tokenizer), checked to be a reserved id that is never generated: not
-  out of range, a special or stop id, nor an ordinary text token."""
+  the tokenizer), checked (a ValueError otherwise) to be a reserved id that
+  is never generated: not out of range, a special or stop id, nor an
+  ordinary text token."""
   if isinstance(mask_token, str):
     added = tokenizer.get_added_vocab()
     if mask_token not in added:
@@ -151,7 +154,8 @@ def provision_mask_token(
 ) -> tuple[Any, Any, int]:
   """`(model, model_config, mask_id)` with `token` the tokenizer's
   `mask_token`: its own, else added (in place) at an unused embedding row
-  past the tokenizer or at a row the model gains (`resize_vocab`)."""
+  past the tokenizer or at a row the model gains (`resize_vocab`; the model
+  is the input when none was added)."""
   vocab_size = model.config.vocab_size
   if token in tokenizer.get_vocab():
     mask_id = resolve_reserved_mask_id(

@@ -184,7 +184,8 @@ class GrpoModel(precision.LossPrecision, RandomInit):
   Attributes:
     checkpoint: the policy, a converted model.
     reference: the frozen KL reference, of the policy's block settings and
-      tokenizer; empty: the initial policy (as Tunix, TRL and verl).
+      tokenizer; empty: the initial policy (as Tunix, TRL and verl; with
+      `random_init`, a copy of the random policy).
     continued_sft: optional, another converted model evaluated beside the
       policy (the report's `continued SFT`); a resume may change it.
   """

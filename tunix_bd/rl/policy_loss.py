@@ -91,7 +91,11 @@ def grpo_objective(
 ) -> tuple[jax.Array, dict[str, Any]]:
   """Tunix's GRPO / `gspo-token` loss, given the live per-token log-probs.
 
-  The math of `tunix.rl.algo_core.grpo_loss_fn` after its forward.
+  The math of `tunix.rl.algo_core.grpo_loss_fn` after its forward: the
+  ratio against `old_per_token_logps` (None: 1), the PPO clip `[1 -
+  epsilon, 1 + epsilon_high]`, the dual clip `epsilon_c`,
+  `sampler_is_weights`, and `beta` times the KL to `ref_per_token_logps`; a
+  ValueError for a shape other than `completion_mask`'s.
   `per_token_logps` is float `[batch, T]`, `completion_mask` `[batch, T]`
   selects the actions, `advantages` are `[batch]` (or `[batch, T]`);
   `algo_config` is a Tunix `GRPOConfig`. Returns the scalar loss and

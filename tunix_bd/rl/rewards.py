@@ -3,10 +3,11 @@
 """Reward functions for GRPO, in Tunix's signature.
 
 Tunix calls each as `fn(prompts=..., completions=..., **kwargs)` with the
-`B * G` rendered prompts and visible completions, `mode`, every other
-dataset key repeated per generation (`answer`, ...), and, from tunix_bd's
-learner, `num_forwards` and `num_completion_tokens` per row. It sums them
-per row and logs each one's mean as `rewards/<fn.__name__>`.
+`B * G` rendered prompts and completions cut at the first stop token,
+`mode`, every other dataset key repeated per generation (`answer`, ...),
+and, from tunix_bd's learner, `num_forwards` and `num_completion_tokens` per
+row. It sums them per row and logs each one's mean as
+`rewards/<fn.__name__>` (so each carries a readable name).
 """
 
 from __future__ import annotations

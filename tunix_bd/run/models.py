@@ -103,7 +103,8 @@ def load_policy_and_reference(
     seed: int = 0,
 ) -> tuple[Any, Any]:
   """`(policy, reference or None)`, each on its own mesh; the reference only
-  `with_reference` (`grpo.beta > 0`), of the policy's vocabulary."""
+  `with_reference` (`grpo.beta > 0`); a ValueError unless it has the
+  policy's vocabulary."""
   policy = load(settings, "checkpoint", policy_mesh, seed=seed)
   if not with_reference:
     return policy, None

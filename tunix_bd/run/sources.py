@@ -56,7 +56,8 @@ class ConvertedSources:
       self, tokenizer_key: str = "tokenizer"
   ) -> dict[str, Any]:
     """What the run fingerprint takes from the sources: `{tokenizer_key:
-    digest, "bd": settings, "stop_ids": [ids]}`."""
+    digest, "bd": settings, "stop_ids": [ids]}` (`tokenizer_key`: e.g.
+    `tokenizer.student` where a run reads two tokenizers)."""
     return {
         tokenizer_key: fingerprint_lib.tokenizer_digest(self.tokenizer),
         "bd": self.bd.to_dict(),
@@ -135,7 +136,8 @@ def read_converted(stage: Any, key: str, rollout: Any) -> ConvertedSources:
   """Before compute: what a run reads from converted model `model.<key>`
   (or a random one), checked: special ids that do not collide, the export
   (`plan_export`), and a prompt plus completion within the model's
-  positions. Errors name the key.
+  positions. Errors name the key. `rollout` gives the denoiser's config,
+  stopping at the tokenizer's EOS and `rollout.extra_stop_ids`.
   """
   model, data = stage.settings.model, stage.settings.data
   if stage.random_init:

@@ -4,7 +4,9 @@
 
 `corrupt_example` turns one `TokenizedDataset` row into the canvases the SFT
 loss trains on (docs/design.md "Corruption (SFT)"), a function of `(seed,
-example id, epoch)` only.
+example id, epoch)` only. A block whose first row corrupted all its eligible
+tokens has no corruption at all in the complementary row; it simply
+contributes no loss.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ def ar_model_inputs(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
 
   `batch` holds `tokens`, `completion_mask` and `valid_mask`, each `[batch,
   length]`, and may hold the `segment_ids` and `positions` of packed rows
-  (each document from position 0, its first token prompt).
+  (each document from position 0, its first token prompt, so no target
+  crosses documents).
 
   Returns:
     `input_tokens`, `input_mask` (the completion: Tunix's loss supervises

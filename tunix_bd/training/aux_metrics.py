@@ -56,9 +56,9 @@ def write_metrics_at_checkpoints(trainer: Any) -> None:
   """Makes `trainer` (a Tunix `PeftTrainer`) write a step's train metrics
   as soon as that step's checkpoint is saved.
 
-  Tunix writes them at the next update step, so a run killed after a
-  checkpoint lost that step's rows for good; a save has waited for its step
-  already, so writing then costs no overlap. The step after it then writes
+  Tunix writes them at the next update step, overlapping that step, so a
+  run killed after a checkpoint lost that step's rows for good; a save has
+  waited for its step already, so writing then costs no overlap. The step after it then writes
   nothing, as a first step does: its rows and `on_train_step_end` hooks
   come a step later or with its own checkpoint.
   """
